@@ -1,0 +1,205 @@
+"""Point summaries + model cards + hardware -> ceilings, roofline, MBU/MFU, knee, scaling efficiency (pure).
+
+Definitions (DESIGN.md):
+- bandwidth ceiling (single stream) = bandwidth / bytes per decode step at B = 1 (tokens/s);
+- roofline: step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak FLOP/s); predicted
+  output throughput = B / step time (Williams, Waterman & Patterson 2009, "Roofline");
+- MBU = bytes per step / step time / bandwidth; MFU = FLOPs per step / step time / peak;
+- knee: smallest grid concurrency from which every further doubling raises output
+  throughput by less than the threshold; ``None`` ("not reached") when the last doubling
+  measured still gains at least the threshold.  Past the knee the curve "declines" when its
+  last point is more than 10 % below its peak, else it "plateaus";
+- scaling efficiency at c = T(c) / (c × T(1)).
+Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
+Bandwidth and peak used: the probed figure where the run has one, else the spec sheet
+(``*_spec`` and ``*_probed`` variants are reported beside).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.metrics import PointSummary
+from pipeline.modelcards import (ModelCard, bytes_per_decode_step, flops_per_decode_step)
+
+DECLINE_FRACTION = 0.10
+
+
+def mean_decode_context(input_len: int, output_len: int) -> float:
+    """Mean KV context (tokens) over the decode steps of a request: input + output / 2."""
+    return input_len + output_len / 2
+
+
+def doubling_gains(points: list[tuple[int, float]]) -> list[float]:
+    """Per-doubling throughput gain between successive grid points: (T2/T1)^(1/log2(c2/c1)) − 1."""
+    gains = []
+    for (c1, t1), (c2, t2) in zip(points, points[1:]):
+        gains.append((t2 / t1) ** (1 / math.log2(c2 / c1)) - 1 if t1 > 0 else math.inf)
+    return gains
+
+
+def find_knee(points: list[tuple[int, float]], threshold: float = 0.15) -> int | None:
+    """The knee concurrency of ``[(c, T(c)), ...]`` (sorted by c), or None when not reached.
+
+    The smallest c_i such that every doubling from c_i onward gains < ``threshold``; at least
+    one doubling after c_i must have been measured.  A lone weak step followed by strong
+    gains (an MoE's 1 → 2) is therefore not a knee.
+    """
+    pts = sorted(points)
+    gains = doubling_gains(pts)
+    knee = None
+    for i in range(len(gains) - 1, -1, -1):
+        if gains[i] < threshold:
+            knee = pts[i][0]
+        else:
+            break
+    return knee
+
+
+def post_knee(points: list[tuple[int, float]], knee: int | None) -> str:
+    """``"decline"`` (last point > 10 % below peak), ``"plateau"``, or ``"not_reached"`` (no knee)."""
+    if knee is None:
+        return "not_reached"
+    peak = max(t for _, t in points)
+    last = sorted(points)[-1][1]
+    return "decline" if last < (1 - DECLINE_FRACTION) * peak else "plateau"
+
+
+def kneedle(points: list[tuple[int, float]]) -> int | None:
+    """Second opinion: Kneedle (``kneed.KneeLocator``) on (log2 c, T), concave increasing; None if none."""
+    if len(points) < 3:
+        return None
+    from kneed import KneeLocator
+
+    pts = sorted(points)
+    xs = [math.log2(c) for c, _ in pts]
+    ys = [t for _, t in pts]
+    try:
+        loc = KneeLocator(xs, ys, curve="concave", direction="increasing", online=False)
+    except (ValueError, ZeroDivisionError):
+        return None
+    if loc.knee is None:
+        return None
+    return int(round(2 ** loc.knee))
+
+
+def scaling_efficiency(points: list[tuple[int, float]]) -> dict[int, float]:
+    """``{c: T(c) / (c × T(1))}``; relative to the smallest c (c / c0 in the denominator) when 1 is absent."""
+    pts = sorted(points)
+    if not pts or pts[0][1] <= 0:
+        return {}
+    c0, t0 = pts[0]
+    return {c: t / ((c / c0) * t0) for c, t in pts}
+
+
+def roofline_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: float,
+                    peak_tflops: float | None) -> tuple[float, str]:
+    """Roofline decode step time (s) and which roof binds (``"memory"`` or ``"compute"``)."""
+    mem = bytes_per_decode_step(card, batch, context) / (bandwidth_gb_s * 1e9)
+    comp = flops_per_decode_step(card, batch, context) / (peak_tflops * 1e12) if peak_tflops else 0.0
+    return (mem, "memory") if mem >= comp else (comp, "compute")
+
+
+def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None) -> float | None:
+    """Single-stream bandwidth ceiling (tokens/s) = bandwidth / bytes per decode step at B = 1."""
+    if not bandwidth_gb_s:
+        return None
+    return bandwidth_gb_s * 1e9 / bytes_per_decode_step(card, 1, context)
+
+
+def hardware_figures(hardware: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
+    """The hardware block of ``show --json`` plus the figures analysis uses (probed first, else spec)."""
+    bw_meas = probe.get("bandwidth_gb_s") if probe else None
+    tf_meas = probe.get("peak_tflops") if probe else None
+    return {
+        "name": hardware.get("name"),
+        "bandwidth_gb_s_spec": hardware.get("bandwidth_gb_s_spec"),
+        "bandwidth_gb_s_measured": bw_meas,
+        "peak_tflops_spec": hardware.get("peak_tflops_spec"),
+        "peak_tflops_measured": tf_meas,
+        "memory_gb": hardware.get("memory_gb"),
+        "bandwidth_gb_s": bw_meas or hardware.get("bandwidth_gb_s_spec"),
+        "peak_tflops": tf_meas or hardware.get("peak_tflops_spec"),
+    }
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware: dict[str, Any],
+            probe: dict[str, Any] | None = None, knee_threshold: float = 0.15) -> dict[str, Any]:
+    """Analyse a run.
+
+    Args:
+        summaries: point summaries of the run.
+        cards: model cards by model name (a model without a card gets nulls, never guesses).
+        hardware: the run's hardware profile (``HardwareProfile.model_dump()``).
+        probe: the run's probe result, when measured on this machine.
+        knee_threshold: fractional gain per doubling below which a doubling is weak.
+
+    Returns:
+        ``{"hardware": {...}, "points": [...], "models": [...]}``: points carry MBU/MFU and
+        the roofline prediction; models carry ceiling, knee, post-knee, peak and efficiency.
+    """
+    hw = hardware_figures(hardware, probe)
+    bw, peak = hw["bandwidth_gb_s"], hw["peak_tflops"]
+    # MBU/MFU are stated against the spec sheet where one exists, else against the probe.
+    bw_mbu = hw["bandwidth_gb_s_spec"] or hw["bandwidth_gb_s_measured"]
+    tf_mfu = hw["peak_tflops_spec"] or hw["peak_tflops_measured"]
+    points_out = []
+    for s in summaries:
+        card = cards.get(s.model)
+        ctx = mean_decode_context(s.input_len, s.output_len)
+        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
+                               "output_len": s.output_len, "concurrency": s.concurrency,
+                               "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
+                               "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
+                               "achieved_gb_s": None}
+        if card is not None:
+            nbytes = bytes_per_decode_step(card, s.concurrency, ctx)
+            flops = flops_per_decode_step(card, s.concurrency, ctx)
+            row.update(bytes_per_step=nbytes, flops_per_step=flops)
+            if s.step_time_s:
+                achieved = nbytes / s.step_time_s / 1e9
+                row.update(achieved_gb_s=achieved, mbu=_ratio(achieved, bw_mbu),
+                           mbu_spec=_ratio(achieved, hw["bandwidth_gb_s_spec"]),
+                           mbu_probed=_ratio(achieved, hw["bandwidth_gb_s_measured"]),
+                           mfu=_ratio(flops / s.step_time_s / 1e12, tf_mfu))
+            if bw:
+                step, bound = roofline_step_s(card, s.concurrency, ctx, bw, peak)
+                row.update(roofline_tok_s=s.concurrency / step, roofline_bound=bound)
+        points_out.append(row)
+
+    models_out = []
+    workloads = sorted({(s.model, s.engine, s.input_len, s.output_len) for s in summaries})
+    for model, engine, inp, out in workloads:
+        mine = sorted((s for s in summaries if (s.model, s.engine, s.input_len, s.output_len) == (model, engine, inp, out)),
+                      key=lambda s: s.concurrency)
+        curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine if s.output_throughput_tok_s]
+        card = cards.get(model)
+        ctx = mean_decode_context(inp, out)
+        knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
+        peak_pt = max(curve, key=lambda p: p[1]) if curve else None
+        single = next((t for c, t in curve if c == 1), None)
+        models_out.append({
+            "model": model, "engine": engine, "input_len": inp, "output_len": out,
+            "kind": card.kind if card else None,
+            "total_params": card.total_params if card else None,
+            "active_params": card.active_params if card else None,
+            "weight_bytes": card.weight_bytes if card else None,
+            "kv_bytes_per_token": card.kv_bytes_per_token if card else None,
+            "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
+            "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
+            "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_measured"]) if card else None,
+            "single_stream_tok_s": single,
+            "knee_concurrency": knee,
+            "knee_kneedle": kneedle(curve),
+            "knee_threshold": knee_threshold,
+            "post_knee": post_knee(curve, knee),
+            "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
+            "peak_concurrency": peak_pt[0] if peak_pt else None,
+            "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},
+        })
+    return {"hardware": hw, "points": points_out, "models": models_out}

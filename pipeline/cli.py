@@ -1,0 +1,136 @@
+"""The ``batchmark`` command: argument parsing only; every command hands off to a stage function.
+
+User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.errors import BatchmarkError
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from pipeline.hardware import probe
+
+    res = probe(args.device, repeats=args.repeats)
+    if args.json:
+        print(json.dumps(res.as_dict(), indent=1))
+    else:
+        print(f"device        {res.device} ({res.threads} threads)")
+        print(f"bandwidth     {res.bandwidth_gb_s:.1f} GB/s read (median of {len(res.bandwidth_repeats_gb_s)}, "
+              f"{res.buffer_bytes / 2**30:.0f} GiB buffer)")
+        print(f"matmul        {res.peak_tflops:.3f} TFLOP/s {res.dtype} (n={res.matmul_n}, median of {len(res.tflops_repeats)})")
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from pipeline import paths, runs
+    from pipeline.config import load_config
+    from pipeline.sweep import run_sweep
+
+    cfg = load_config(args.config)
+    if args.resume:
+        run_dir = runs.resolve_run(args.resume)
+    else:
+        run_id = args.run_id or runs.new_run_id()
+        run_dir = paths.runs_dir() / run_id
+        if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
+            raise BatchmarkError(f"run {run_id} is complete and immutable; choose another --run-id")
+    if args.pointer:
+        runs.write_pointer(cfg.name, run_dir.name)
+    run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
+    print(run_dir)
+    return 0
+
+
+def _cmd_summarize(args: argparse.Namespace) -> int:
+    from pipeline import runs
+
+    print(runs.write_summaries(runs.resolve_run(args.run)))
+    return 0
+
+
+def _cmd_analyze(args: argparse.Namespace) -> int:
+    from pipeline import runs
+
+    print(runs.write_analysis(runs.resolve_run(args.run)))
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from pipeline.show import format_table, show_run
+
+    doc = show_run(args.run)
+    print(json.dumps(doc, indent=1) if args.json else format_table(doc))
+    return 0
+
+
+def _cmd_pages(args: argparse.Namespace) -> int:
+    from pipeline.pages.render import render_site
+
+    written = render_site(Path(args.out), runs=args.runs or None)
+    print(f"{len(written)} pages written to {args.out}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    p = argparse.ArgumentParser(
+        prog="batchmark",
+        description="Measure how LLM decode throughput and latency change with concurrency, explain it with "
+                    "the bandwidth arithmetic, and publish it as a static site.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("probe", help="measure this machine's memory bandwidth (GB/s) and peak matmul FLOP/s")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
+    s.add_argument("--repeats", type=int, default=7, help="repeats; the median is reported (default: 7)")
+    s.set_defaults(func=_cmd_probe)
+
+    s = sub.add_parser("sweep", help="run one sweep (a new run under data/runs/) outside Snakemake")
+    s.add_argument("--config", required=True, help="sweep config YAML (see config/default.yaml)")
+    s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<host>)")
+    s.add_argument("--resume", metavar="RUN", help="resume an incomplete run (id or path)")
+    s.add_argument("--pointer", action="store_true", help="remember the run as this checkout's run for the config (used by the Snakefile)")
+    s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    s.set_defaults(func=_cmd_sweep)
+
+    s = sub.add_parser("summarize", help="metrics stage: request records -> summaries.json")
+    s.add_argument("run", help="run id or path")
+    s.set_defaults(func=_cmd_summarize)
+
+    s = sub.add_parser("analyze", help="analysis stage: summaries + model cards + hardware -> analysis.json")
+    s.add_argument("run", help="run id or path")
+    s.set_defaults(func=_cmd_analyze)
+
+    s = sub.add_parser("show", help="a run's point summaries and per-model analysis")
+    s.add_argument("run", help="run id or path")
+    s.add_argument("--json", action="store_true", help="print the JSON contract of DESIGN.md")
+    s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
+    s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")
+    s.add_argument("--runs", nargs="*", help="run ids to include (default: every complete run)")
+    s.set_defaults(func=_cmd_pages)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``batchmark`` console script; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BatchmarkError as exc:
+        print(f"batchmark: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("batchmark: interrupted; finished points are kept and the run resumes next time", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

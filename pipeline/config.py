@@ -1,0 +1,151 @@
+"""Sweep configuration: pydantic models, YAML loading, and one-line errors that name the field.
+
+A config file (``config/*.yaml``) says which models to measure, with which engine, on which
+hardware profile, over which concurrency grid.  Unknown keys are rejected so that a typo
+never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import BatchmarkError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    """One model of a sweep.
+
+    For the ``transformers`` engine the model is either built with random weights from
+    ``architecture`` (Hugging Face config keys, ``model_type`` required) or loaded from a
+    local checkpoint ``path``.  Served engines (``vllm``, ``openai``) use ``served_name``.
+    """
+
+    name: str = Field(description="Short name used in file names and pages", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    architecture: dict[str, Any] | None = Field(
+        default=None, description="Hugging Face config keys; random weights are built from it")
+    path: str | None = Field(default=None, description="Local checkpoint or model folder")
+    served_name: str | None = Field(default=None, description="Model name as a server knows it")
+    card: str | None = Field(default=None, description="Model card name in data/models/ for analysis")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "ModelSpec":
+        if self.architecture is not None and "model_type" not in self.architecture:
+            raise ValueError("architecture needs a model_type (e.g. llama, qwen3_moe)")
+        return self
+
+
+class TransformersOptions(_Strict):
+    """Options of the in-process ``transformers`` engine."""
+
+    device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = cuda when present")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        default="auto", description="auto = float32 on CPU, bfloat16 on CUDA")
+    memory_fraction: float = Field(default=0.8, gt=0, le=1,
+                                   description="Stop escalating when a point would need more than this share of free memory")
+
+
+class SweepConfig(_Strict):
+    """A whole sweep: the grid of points to measure and how."""
+
+    name: str = Field(description="Config name; part of the run's provenance", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    hardware: str = Field(description="Hardware profile name in data/hardware/")
+    engine: Literal["transformers", "vllm", "openai"] = "transformers"
+    models: list[ModelSpec] = Field(min_length=1)
+    input_len: int = Field(default=64, gt=0, description="Prompt tokens per request")
+    output_len: int = Field(default=32, gt=1, description="Generated tokens per request (no early stop)")
+    concurrency: list[int] = Field(default=[1, 2, 4, 8, 16, 32, 64], min_length=1,
+                                   description="Concurrency grid (static batch size B for transformers)")
+    repeats: int = Field(default=3, ge=1, description="Measured repeats per point")
+    warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
+    knee_threshold: float = Field(default=0.15, gt=0, lt=1,
+                                  description="A doubling that gains less than this is weak (knee)")
+    stop_after_weak_doublings: int = Field(default=2, ge=0,
+                                           description="Stop escalating after this many weak doublings in a row (0 = never)")
+    seed: int = Field(default=0, description="Seed for weights and prompts")
+    transformers: TransformersOptions = TransformersOptions()
+
+    @field_validator("concurrency")
+    @classmethod
+    def _positive_sorted(cls, grid: list[int]) -> list[int]:
+        for i, c in enumerate(grid):
+            if c <= 0:
+                raise ValueError(f"concurrency[{i}] = {c}: must be a positive integer")
+        if len(set(grid)) != len(grid):
+            raise ValueError("concurrency values must be distinct")
+        return sorted(grid)
+
+    @model_validator(mode="after")
+    def _unique_models(self) -> "SweepConfig":
+        names = [m.name for m in self.models]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"models: duplicate name(s) {sorted(dup)}")
+        if self.engine == "transformers":
+            for i, m in enumerate(self.models):
+                if m.architecture is None and m.path is None:
+                    raise ValueError(f"models[{i}] ({m.name}): the transformers engine needs architecture or path")
+        return self
+
+    def digest(self) -> str:
+        """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid."""
+        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def _format_error(path: Path | str, err: ValidationError) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{path}: {loc}: {msg}{more}"
+
+
+def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
+    """Validate a config mapping.
+
+    Raises:
+        BatchmarkError: one line naming ``source`` and the first bad field.
+    """
+    if not isinstance(data, dict):
+        raise BatchmarkError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
+    try:
+        cfg = SweepConfig.model_validate(data)
+    except ValidationError as err:
+        raise BatchmarkError(_format_error(source, err)) from None
+    # Check the hardware profile exists here, at the edge, before anything is measured.
+    from pipeline.hardware import load_profile
+
+    load_profile(cfg.hardware, field=f"{source}: hardware")
+    return cfg
+
+
+def load_config(path: str | Path) -> SweepConfig:
+    """Read and validate a YAML sweep config.
+
+    Raises:
+        BatchmarkError: the file is missing, not YAML, or has a bad field (named in the message).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise BatchmarkError(f"{path}: cannot read config ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise BatchmarkError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    return parse_config(data, str(path))

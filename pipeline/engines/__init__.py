@@ -1,0 +1,29 @@
+"""Engines: where tokens come from.  One module per engine behind :class:`pipeline.engines.base.Engine`.
+
+``transformers`` (in-process static batches) lives here; served engines (``vllm``, ``openai``)
+share one streaming load generator.  :func:`get_engine` picks one by name without importing
+the others, so the CPU path never imports a serving stack.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipeline.errors import BatchmarkError
+
+if TYPE_CHECKING:
+    from pipeline.config import SweepConfig
+    from pipeline.engines.base import Engine
+
+
+def get_engine(cfg: "SweepConfig") -> "Engine":
+    """Instantiate the engine named by ``cfg.engine``.
+
+    Raises:
+        BatchmarkError: an engine this installation does not have.
+    """
+    if cfg.engine == "transformers":
+        from pipeline.engines.transformers import TransformersEngine
+
+        return TransformersEngine(cfg)
+    raise BatchmarkError(f"engine: {cfg.engine!r} is not available in this build")

@@ -1,0 +1,188 @@
+"""Request records -> point summaries (pure; no I/O).
+
+Definitions (DESIGN.md, "Terms and definitions"):
+- TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
+- E2EL = last token arrival − send.
+- TPOT (per request) = (E2EL − TTFT) / (output_tokens − 1).
+- ITL: gaps between successive tokens; a chunk of k tokens after the previous chunk
+  contributes k gaps of (chunk gap / k).  Extra tokens in the first chunk arrived together
+  with the first token and contribute gaps of 0, so every request has output_tokens − 1 ITL
+  values and their sum is E2EL − TTFT.
+- output throughput = output tokens / measured window (tokens/s, all requests together).
+  Static batches: the window is the decode phase, tokens = B × (output_len − 1), which is
+  llama.cpp's S_TG; prefill throughput = B × input_len / prefill time (S_PP).
+  Served: window from first measured send to last measured completion.
+- per-user throughput = 1 / median TPOT (tokens/s).
+Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from statistics import median
+from typing import Any
+
+import numpy as np
+
+from pipeline.records import PointRecords, RepeatRecord, RequestRecord
+
+
+def itl_values(req: RequestRecord) -> list[float]:
+    """Per-token inter-token latencies (s) of one request; ``output_tokens − 1`` values for a complete stream.
+
+    Chunks are ``[arrival_s, n_tokens]``; chunk i (i ≥ 1) with k tokens gives k gaps of
+    (t_i − t_{i−1}) / k; the first chunk's extra tokens give gaps of 0.
+    """
+    out: list[float] = []
+    if not req.chunks:
+        return out
+    out.extend([0.0] * max(int(req.chunks[0][1]) - 1, 0))
+    for (t_prev, _), (t, k) in zip(req.chunks, req.chunks[1:]):
+        k = int(k)
+        if k <= 0:
+            continue
+        out.extend([(t - t_prev) / k] * k)
+    return out
+
+
+def ttft_s(req: RequestRecord) -> float:
+    """First token arrival − send (s)."""
+    return req.first_token_s - req.sent_s
+
+
+def e2el_s(req: RequestRecord) -> float:
+    """Last token arrival − send (s)."""
+    return req.done_s - req.sent_s
+
+
+def tpot_s(req: RequestRecord) -> float | None:
+    """(E2EL − TTFT) / (output_tokens − 1) in s; None for a single-token request."""
+    if req.output_tokens < 2:
+        return None
+    return (req.done_s - req.first_token_s) / (req.output_tokens - 1)
+
+
+def percentiles(values: list[float]) -> dict[str, float] | None:
+    """``{"p50", "p90", "p99", "mean"}`` of ``values`` (s); None when empty."""
+    if not values:
+        return None
+    arr = np.asarray(values, dtype=float)
+    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(arr.mean())}
+
+
+def repeat_output_throughput(rep: RepeatRecord) -> float | None:
+    """Output throughput of one repeat (tokens/s), per the module docstring; None if no window."""
+    ok = [r for r in rep.requests if r.ok and not r.warmup]
+    span = rep.window_end_s - rep.window_start_s
+    if not ok or span <= 0:
+        return None
+    if rep.kind == "static_batch":
+        tokens = sum(r.output_tokens - 1 for r in ok)
+    else:
+        tokens = sum(r.output_tokens for r in ok)
+    return tokens / span
+
+
+def repeat_step_time(rep: RepeatRecord) -> float | None:
+    """Mean decode step time of a static-batch repeat (s) = decode window / decode steps."""
+    if rep.kind != "static_batch" or not rep.step_end_s or len(rep.step_end_s) < 2:
+        return None
+    return (rep.step_end_s[-1] - rep.step_end_s[0]) / (len(rep.step_end_s) - 1)
+
+
+def repeat_prefill_throughput(rep: RepeatRecord) -> float | None:
+    """Prefill throughput of a static-batch repeat (tokens/s) = B × input tokens / prefill time."""
+    if rep.kind != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
+        return None
+    prefill = rep.step_end_s[0] - rep.prefill_start_s
+    ok = [r for r in rep.requests if r.ok]
+    return sum(r.input_tokens for r in ok) / prefill if prefill > 0 and ok else None
+
+
+@dataclass
+class PointSummary:
+    """Summary of one point over its repeats.
+
+    Throughput fields are medians over repeats (tokens/s); latency fields are
+    ``{"p50","p90","p99","mean"}`` over every successful measured request of every repeat
+    (s).  ``step_time_s`` is the median decode step (static batch) or median TPOT (served).
+    ``samples`` keeps what diffs and spreads need: one value per repeat for throughputs, one
+    per request for TTFT/TPOT.
+    """
+
+    model: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    repeats: int
+    completed: int
+    failed: int
+    output_throughput_tok_s: float | None
+    per_user_tok_s: float | None
+    ttft_s: dict[str, float] | None
+    ttft_with_queue_s: dict[str, float] | None
+    tpot_s: dict[str, float] | None
+    itl_s: dict[str, float] | None
+    e2el_s: dict[str, float] | None
+    prefill_throughput_tok_s: float | None
+    step_time_s: float | None
+    errors: list[str] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PointSummary":
+        """Inverse of :meth:`as_dict`."""
+        return cls(**data)
+
+
+def _med(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(median(vals)) if vals else None
+
+
+def summarize_point(records: PointRecords) -> PointSummary:
+    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded)."""
+    key = records.point
+    measured = [r for rep in records.repeats for r in rep.requests if not r.warmup]
+    ok = [r for r in measured if r.ok]
+    failed = [r for r in measured if not r.ok]
+    tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
+    thr = [repeat_output_throughput(rep) for rep in records.repeats]
+    steps = [repeat_step_time(rep) for rep in records.repeats]
+    static = all(rep.kind == "static_batch" for rep in records.repeats)
+    step_time = _med(steps) if static else (float(np.median(tpots)) if tpots else None)
+    per_user = 1.0 / float(np.median(tpots)) if tpots else None
+    per_user_rep = []
+    for rep in records.repeats:
+        rt = [t for t in (tpot_s(r) for r in rep.requests if r.ok and not r.warmup) if t is not None]
+        per_user_rep.append(1.0 / float(np.median(rt)) if rt else None)
+    return PointSummary(
+        model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
+        concurrency=key.concurrency, repeats=len(records.repeats), completed=len(ok), failed=len(failed),
+        output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
+        ttft_s=percentiles([ttft_s(r) for r in ok]),
+        ttft_with_queue_s=percentiles([r.first_token_s - r.queued_s for r in ok]),
+        tpot_s=percentiles(tpots),
+        itl_s=percentiles([v for r in ok for v in itl_values(r)]),
+        e2el_s=percentiles([e2el_s(r) for r in ok]),
+        prefill_throughput_tok_s=_med([repeat_prefill_throughput(rep) for rep in records.repeats]) if static else None,
+        step_time_s=step_time,
+        errors=sorted({r.error for r in failed if r.error})[:10],
+        samples={
+            "output_throughput_tok_s": [v for v in thr if v is not None],
+            "per_user_tok_s": [v for v in per_user_rep if v is not None],
+            "step_time_s": [v for v in steps if v is not None],
+            "ttft_s": [ttft_s(r) for r in ok],
+            "tpot_s": tpots,
+        })
+
+
+def summarize_run(points: list[PointRecords]) -> list[PointSummary]:
+    """Summaries of every point, sorted by (model, engine, input_len, output_len, concurrency)."""
+    return [summarize_point(p) for p in sorted(points, key=lambda p: p.point)]

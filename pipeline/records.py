@@ -1,0 +1,121 @@
+"""Request records: the raw data every engine yields and every later stage reads.
+
+Times are seconds relative to the start of the point (``time.perf_counter`` based, so
+monotonic).  One :class:`RequestRecord` per request; one :class:`RepeatRecord` per repeat of
+a point (its measured window and, for static batches, every decode step's timestamp); one
+:class:`PointRecords` per point.  DESIGN.md, "request record", fixes the field names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, order=True)
+class PointKey:
+    """One cell of a sweep: (model, engine, input length, output length, concurrency)."""
+
+    model: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int
+
+    @property
+    def workload(self) -> tuple[str, str, int, int]:
+        """(model, engine, input_len, output_len): the knee and ceiling are per workload."""
+        return (self.model, self.engine, self.input_len, self.output_len)
+
+    def slug(self) -> str:
+        """File-name stem, e.g. ``transformers-in64-out32-c8``."""
+        return f"{self.engine}-in{self.input_len}-out{self.output_len}-c{self.concurrency}"
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form."""
+        return asdict(self)
+
+
+@dataclass
+class RequestRecord:
+    """One request.
+
+    Attributes:
+        queued_s: when the request was ready to go (client side); ``sent_s - queued_s`` is
+            client queueing.
+        sent_s: when the request was sent (static batch: prefill start).
+        first_token_s: arrival of the first generated token (None if none arrived).
+        done_s: arrival of the last generated token (None if the request failed early).
+        chunks: ``[[arrival_s, n_tokens], ...]`` in arrival order, the first chunk included;
+            a chunk carrying k tokens stands for k tokens.
+        input_tokens / output_tokens: token counts (server usage when reported).
+        usage_reported: whether ``output_tokens`` came from the server's usage (served engines).
+        error: None on success, else a short description; failed requests stay out of latency
+            percentiles but are counted.
+    """
+
+    request_id: int
+    queued_s: float
+    sent_s: float
+    first_token_s: float | None
+    done_s: float | None
+    chunks: list[list[float]]
+    input_tokens: int
+    output_tokens: int
+    usage_reported: bool = True
+    error: str | None = None
+    warmup: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the request finished without error and produced at least one token."""
+        return self.error is None and self.first_token_s is not None and self.done_s is not None
+
+
+@dataclass
+class RepeatRecord:
+    """One repeat of a point.
+
+    Attributes:
+        kind: ``static_batch`` (all requests prefilled and decoded together) or ``served``.
+        window_start_s / window_end_s: the measured window.  Static batch: the decode phase,
+            from the first token (prefill end) to the last step; served: first measured send
+            to last measured completion.
+        prefill_start_s: static batch only, when prefill began.
+        step_end_s: static batch only: end time of every forward pass, the prefill first
+            (so ``len == output_len``) — step i's duration is ``step_end_s[i] - step_end_s[i-1]``.
+        server_metrics: anything scraped from the server around the repeat (served engines).
+    """
+
+    repeat: int
+    kind: Literal["static_batch", "served"]
+    window_start_s: float
+    window_end_s: float
+    requests: list[RequestRecord]
+    prefill_start_s: float | None = None
+    step_end_s: list[float] | None = None
+    server_metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PointRecords:
+    """All repeats of one point, plus anything the engine wants kept (e.g. the server log tail)."""
+
+    point: PointKey
+    repeats: list[RepeatRecord]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (the on-disk format of a point record file)."""
+        return {"point": self.point.as_dict(), "meta": self.meta,
+                "repeats": [asdict(r) for r in self.repeats]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PointRecords":
+        """Inverse of :meth:`as_dict`; raises KeyError/TypeError on a malformed mapping."""
+        reps = []
+        for r in data["repeats"]:
+            r = dict(r)
+            r["requests"] = [RequestRecord(**q) for q in r["requests"]]
+            reps.append(RepeatRecord(**r))
+        return cls(point=PointKey(**data["point"]), repeats=reps, meta=data.get("meta", {}))

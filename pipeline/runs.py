@@ -1,0 +1,270 @@
+"""The run folder: ids, ``run.json``, record files, atomic writes, resume and immutability.
+
+Layout of ``data/runs/<run_id>/``::
+
+    run.json                 provenance; "status": "incomplete" | "complete"; schema_version
+    models/<model>.json      model card counted from what was measured
+    points/<model>/<slug>.json   raw request records of one point (all repeats)
+    points.json              index of the points, written when the sweep completes
+    summaries.json           point summaries (metrics stage)
+    analysis.json            per-model analysis (analysis stage)
+
+Raw records and ``run.json`` of a complete run are never rewritten; the derived files
+(summaries, analysis) are recomputed from them.  Every write is atomic: a temporary file in
+the same folder, then ``os.replace``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipeline import paths
+from pipeline.errors import BatchmarkError
+from pipeline.records import PointKey, PointRecords
+
+SCHEMA_VERSION = 1
+
+
+def new_run_id(now: datetime | None = None, host: str | None = None) -> str:
+    """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``)."""
+    now = now or datetime.now(timezone.utc)
+    host = host or socket.gethostname().split(".")[0]
+    host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
+    return f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+
+def read_json(path: Path) -> Any:
+    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise BatchmarkError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
+
+
+def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
+    """A run folder from a run id or a path.
+
+    Raises:
+        BatchmarkError: no such run (the message names ``ref``).
+    """
+    runs_dir = runs_dir or paths.runs_dir()
+    for cand in (Path(ref), runs_dir / str(ref)):
+        if (cand / "run.json").is_file():
+            return cand
+    raise BatchmarkError(f"unknown run {str(ref)!r}: no run.json under {runs_dir / str(ref)} or {ref}")
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """``run.json`` of a run, checked for a known schema version."""
+    meta = read_json(run_dir / "run.json")
+    if not isinstance(meta, dict) or meta.get("schema_version") not in (SCHEMA_VERSION,):
+        raise BatchmarkError(f"{run_dir / 'run.json'}: unknown schema_version {meta.get('schema_version') if isinstance(meta, dict) else None!r}")
+    return meta
+
+
+def is_complete(run_dir: Path) -> bool:
+    """True when the run's ``run.json`` says ``status: complete``."""
+    try:
+        return read_run_json(run_dir).get("status") == "complete"
+    except BatchmarkError:
+        return False
+
+
+def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[Path]:
+    """Run folders under ``runs_dir`` sorted by id (ids sort by time)."""
+    runs_dir = runs_dir or paths.runs_dir()
+    if not runs_dir.is_dir():
+        return []
+    out = [p for p in sorted(runs_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")
+           and (p / "run.json").is_file()]
+    return [p for p in out if is_complete(p)] if complete_only else out
+
+
+def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
+    """Start a run folder with ``run.json`` (status incomplete).
+
+    Raises:
+        BatchmarkError: the folder already holds a run.
+    """
+    if (run_dir / "run.json").exists():
+        raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
+    meta = {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, "status": "incomplete", **provenance}
+    atomic_write_json(run_dir / "run.json", meta)
+
+
+def _guard_open(run_dir: Path) -> None:
+    if is_complete(run_dir):
+        raise BatchmarkError(f"{run_dir}: run is complete and immutable; measure again into a new run")
+
+
+def update_run_json(run_dir: Path, **fields: Any) -> None:
+    """Add fields to ``run.json`` of an incomplete run (e.g. the probe result, package versions)."""
+    _guard_open(run_dir)
+    meta = read_run_json(run_dir)
+    meta.update(fields)
+    atomic_write_json(run_dir / "run.json", meta)
+
+
+def point_path(run_dir: Path, key: PointKey) -> Path:
+    """Record file of one point: ``points/<model>/<slug>.json``."""
+    return run_dir / "points" / key.model / f"{key.slug()}.json"
+
+
+def write_point(run_dir: Path, records: PointRecords) -> Path:
+    """Store one finished point's records (atomic). Refuses on a complete run or an existing point."""
+    _guard_open(run_dir)
+    path = point_path(run_dir, records.point)
+    if path.exists():
+        raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
+    atomic_write_json(path, {"schema_version": SCHEMA_VERSION, **records.as_dict()})
+    return path
+
+
+def has_point(run_dir: Path, key: PointKey) -> bool:
+    """True when the point's records are already stored (a resumed sweep skips it)."""
+    return point_path(run_dir, key).is_file()
+
+
+def load_point(path: Path) -> PointRecords:
+    """Read one point record file; a corrupt file raises BatchmarkError naming it."""
+    data = read_json(path)
+    try:
+        return PointRecords.from_dict(data)
+    except (KeyError, TypeError) as exc:
+        raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
+
+
+def load_points(run_dir: Path) -> list[PointRecords]:
+    """Every point record file of a run, sorted by point key."""
+    files = sorted((run_dir / "points").glob("*/*.json"))
+    return sorted((load_point(f) for f in files), key=lambda r: r.point)
+
+
+def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
+    """Store a model card counted during the sweep (written once per model)."""
+    path = run_dir / "models" / f"{card_dict['name']}.json"
+    if not path.exists():
+        _guard_open(run_dir)
+        atomic_write_json(path, card_dict)
+
+
+def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Model cards stored with a run, by model name."""
+    return {p.stem: read_json(p) for p in sorted((run_dir / "models").glob("*.json"))}
+
+
+def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
+    """Write the points index and flip ``run.json`` to complete; from now on the run is immutable."""
+    _guard_open(run_dir)
+    files = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "points").glob("*/*.json"))
+    atomic_write_json(run_dir / "points.json", {"points": files})
+    meta = read_run_json(run_dir)
+    meta["status"] = "complete"
+    meta["finished_at"] = finished_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    atomic_write_json(run_dir / "run.json", meta)
+
+
+def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
+    """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
+
+
+def run_id_for_config(config_name: str, runs_dir: Path | None = None, fresh: bool = False) -> str:
+    """The run id the workflow should build for a config.
+
+    The run this checkout started for the config (resumed if incomplete, reused if
+    complete, so a second invocation measures nothing); a new id when there is none yet, the
+    pointed-to run is gone, or ``fresh`` is set.  Committed runs from other machines are
+    never resumed: the pointer is local to the checkout.
+    """
+    ptr = pointer_path(config_name, runs_dir)
+    if not fresh and ptr.is_file():
+        try:
+            run_id = json.loads(ptr.read_text())["run_id"]
+            if ((runs_dir or paths.runs_dir()) / run_id / "run.json").is_file():
+                return run_id
+        except (ValueError, KeyError, TypeError):
+            pass
+    return new_run_id()
+
+
+def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
+    """Remember that this checkout measures ``run_id`` for ``config_name``."""
+    atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
+
+
+# -- derived files (metrics and analysis stages) --------------------------------------------
+
+def read_summaries(run_dir: Path) -> list["PointSummary"]:
+    """Point summaries of a run (``summaries.json``)."""
+    from pipeline.metrics import PointSummary
+
+    data = read_json(run_dir / "summaries.json")
+    try:
+        return [PointSummary.from_dict(d) for d in data["points"]]
+    except (KeyError, TypeError) as exc:
+        raise BatchmarkError(f"{run_dir / 'summaries.json'}: malformed summaries ({exc})") from None
+
+
+def write_summaries(run_dir: Path) -> Path:
+    """Metrics stage: summarise every stored point into ``summaries.json``.
+
+    Imported runs carry no request records; their importer wrote the summaries, which are
+    kept as they are.
+    """
+    from pipeline.metrics import summarize_run
+
+    meta = read_run_json(run_dir)
+    out = run_dir / "summaries.json"
+    if str(meta.get("source", "measured")).startswith("imported:"):
+        if not out.is_file():
+            raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
+        return out
+    if meta.get("status") != "complete":
+        raise BatchmarkError(f"{run_dir}: run is incomplete; finish the sweep first")
+    summaries = summarize_run(load_points(run_dir))
+    atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
+                            "points": [s.as_dict() for s in summaries]})
+    return out
+
+
+def write_analysis(run_dir: Path) -> Path:
+    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
+    from pipeline.analysis import analyze
+    from pipeline.modelcards import ModelCard
+
+    meta = read_run_json(run_dir)
+    cards = {name: ModelCard.from_dict(d) for name, d in load_model_cards(run_dir).items()}
+    threshold = (meta.get("config") or {}).get("knee_threshold", 0.15)
+    result = analyze(read_summaries(run_dir), cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+    out = run_dir / "analysis.json"
+    atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, **result})
+    return out

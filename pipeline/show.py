@@ -1,0 +1,76 @@
+"""``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of DESIGN.md.
+
+Pure assembly from what the metrics and analysis stages wrote; no measurement, no guessing:
+fields a source cannot supply are null.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline import runs
+
+POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
+                "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
+                "prefill_throughput_tok_s")
+MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
+                "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
+                "peak_output_throughput_tok_s", "scaling_efficiency")
+HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
+
+
+def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
+    """Assemble the ``show --json`` document from ``run.json``, summaries and analysis (dicts)."""
+    extra = {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"]): p
+             for p in analysis.get("points", [])}
+    points = []
+    for s in summaries:
+        row = {k: s.get(k) for k in POINT_FIELDS}
+        a = extra.get((s["model"], s["engine"], s["input_len"], s["output_len"], s["concurrency"]), {})
+        row["mbu"] = a.get("mbu")
+        row["mfu"] = a.get("mfu")
+        points.append(row)
+    return {
+        "run_id": meta.get("run_id"),
+        "source": meta.get("source", "measured"),
+        "hardware": {k: analysis.get("hardware", {}).get(k) for k in HARDWARE_FIELDS},
+        "points": points,
+        "models": [{k: m.get(k) for k in MODEL_FIELDS} for m in analysis.get("models", [])],
+    }
+
+
+def show_run(ref: str | Path) -> dict[str, Any]:
+    """The ``show --json`` document of a run (id or path); computes summaries/analysis if absent.
+
+    Raises:
+        BatchmarkError: unknown run, incomplete run, corrupt files.
+    """
+    run_dir = runs.resolve_run(ref)
+    meta = runs.read_run_json(run_dir)
+    if not (run_dir / "summaries.json").is_file():
+        runs.write_summaries(run_dir)
+    if not (run_dir / "analysis.json").is_file():
+        runs.write_analysis(run_dir)
+    summaries = runs.read_json(run_dir / "summaries.json")["points"]
+    analysis = runs.read_json(run_dir / "analysis.json")
+    return build_show(meta, summaries, analysis)
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """A plain-text table of a show document (points, then models)."""
+    lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
+    lines.append(f"{'model':<24} {'c':>5} {'out tok/s':>10} {'user tok/s':>10} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11} {'MBU':>6}")
+    for p in doc["points"]:
+        def fmt(v, scale=1.0, spec="{:.1f}"):
+            return spec.format(v * scale) if v is not None else "-"
+        lines.append(f"{p['model']:<24} {p['concurrency']:>5} {fmt(p['output_throughput_tok_s']):>10} "
+                     f"{fmt(p['per_user_tok_s']):>10} {fmt((p['ttft_s'] or {}).get('p50'), 1e3):>11} "
+                     f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} {fmt(p['mbu'], 1, '{:.2f}'):>6}")
+    lines.append("")
+    for m in doc["models"]:
+        ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"
+        lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
+                     f"knee {m['knee_concurrency'] or 'not reached'}, post-knee {m['post_knee']}, "
+                     f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s")
+    return "\n".join(lines)

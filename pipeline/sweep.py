@@ -1,0 +1,149 @@
+"""The sweep stage: for each model, walk the concurrency grid, measure each point, store its records.
+
+Resumable: points already stored in the run folder are not measured again.  Escalation
+stops for a model once ``stop_after_weak_doublings`` doublings in a row each gained less
+than ``knee_threshold`` in output throughput, or when the next point would not fit in memory.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline import __version__, paths, runs
+from pipeline.config import SweepConfig
+from pipeline.engines import get_engine
+from pipeline.hardware import load_profile, probe
+from pipeline.metrics import summarize_point
+from pipeline.records import PointKey
+
+
+def _versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {"python": platform.python_version(), "batchmark": __version__}
+    for pkg in ("torch", "transformers", "vllm", "numpy"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.root(), capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _driver() -> str | None:
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return res.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> int:
+    """How many of the last doublings in a row each gained less than ``threshold``.
+
+    ``throughputs`` is ``[(concurrency, tokens/s), ...]`` in grid order.  Gains between grid
+    points further apart than 2× are normalised per doubling: (T2/T1)^(1/log2(c2/c1)) − 1.
+    """
+    import math
+
+    n = 0
+    for (c1, t1), (c2, t2) in reversed(list(zip(throughputs, throughputs[1:]))):
+        gain = (t2 / t1) ** (1 / math.log2(c2 / c1)) - 1 if t1 > 0 else float("inf")
+        if gain < threshold:
+            n += 1
+        else:
+            break
+    return n
+
+
+def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
+              progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
+    """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
+
+    Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
+    spec, complete run); an engine crash propagates after everything measured is stored.
+    """
+    from tqdm import tqdm
+
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    hw = load_profile(cfg.hardware)
+    if (run_dir / "run.json").exists():
+        if runs.is_complete(run_dir):
+            log(f"run {run_dir.name} is complete; nothing to measure")
+            return run_dir
+        meta = runs.read_run_json(run_dir)
+        if meta.get("config_digest") != cfg.digest():
+            from pipeline.errors import BatchmarkError
+
+            raise BatchmarkError(f"{run_dir}: incomplete run was started with another config "
+                                 f"({meta.get('config_name')}); it is left as is — start a fresh run")
+        log(f"resuming run {run_dir.name}")
+    else:
+        runs.create_run(run_dir, {
+            "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
+            "config_path": config_path, "config": cfg.model_dump(mode="json"),
+            "hardware": hw.model_dump(mode="json"), "host": platform.node(),
+            "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
+            "command": " ".join(sys.argv)})
+    engine = get_engine(cfg)
+    meta = runs.read_run_json(run_dir)
+    if "probe" not in meta:
+        log("probing memory bandwidth and matmul rate …")
+        res = probe(getattr(engine, "device", "auto"))
+        log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
+        runs.update_run_json(run_dir, probe=res.as_dict(), engine=engine.provenance())
+    stops: dict[str, str] = dict(meta.get("stopped", {}))
+    total = len(cfg.models) * len(cfg.concurrency)
+    bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
+    try:
+        for spec in cfg.models:
+            keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
+            curve: list[tuple[int, float]] = []
+            loaded = False
+            for key in keys:
+                bar.set_description(f"{spec.name} c={key.concurrency}")
+                if runs.has_point(run_dir, key):
+                    summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)))
+                else:
+                    if cfg.stop_after_weak_doublings and weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
+                        stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
+                        break
+                    if not loaded:
+                        card = engine.load(spec)
+                        if card:
+                            runs.write_model_card(run_dir, card)
+                        loaded = True
+                    ok, why = engine.fits(key)
+                    if not ok:
+                        stops[spec.name] = f"memory at c={key.concurrency}: {why}"
+                        break
+                    records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                    runs.write_point(run_dir, records)
+                    summ = summarize_point(records)
+                if summ.output_throughput_tok_s:
+                    curve.append((key.concurrency, summ.output_throughput_tok_s))
+                    bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
+                bar.update(1)
+            if spec.name in stops:
+                log(f"{spec.name}: stopped escalating ({stops[spec.name]})")
+            if loaded:
+                engine.unload()
+        runs.update_run_json(run_dir, stopped=stops)
+        runs.complete_run(run_dir)
+    finally:
+        bar.close()
+    log(f"run {run_dir.name} complete")
+    return run_dir
