@@ -77,6 +77,30 @@ def _cmd_pages(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_import(args: argparse.Namespace) -> int:
+    from pipeline.importers import import_run
+
+    run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
+                         engine=args.engine)
+    print(run_dir)
+    return 0
+
+
+def _cmd_capacity(args: argparse.Namespace) -> int:
+    from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
+    from pipeline.hardware import load_profile
+    from pipeline.modelcards import card_from_config_file, load_card
+
+    hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
+    if Path(args.model).exists():
+        card = card_from_config_file(args.model, quant=args.quant or "bf16")
+    else:
+        card = load_card(args.model, quant=args.quant)
+    table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
+    print(json.dumps(table, indent=1) if args.json else format_capacity(table))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     p = argparse.ArgumentParser(
@@ -111,6 +135,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run", help="run id or path")
     s.add_argument("--json", action="store_true", help="print the JSON contract of DESIGN.md")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
+    s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm"],
+                   help="the tool whose output PATH holds")
+    s.add_argument("path", nargs="+", help="output file(s), or a folder of them (vllm-bench: one JSON per concurrency)")
+    s.add_argument("--hardware", required=True, help="hardware profile the results were measured on (data/hardware/)")
+    s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
+    s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
+    s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
+    s.set_defaults(func=_cmd_import)
+
+    s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")
+    s.add_argument("--hardware", required=True, help="hardware profile (data/hardware/)")
+    s.add_argument("--model", required=True, help="a card in data/models/ (name or alias) or a path to a config.json")
+    s.add_argument("--context", type=int, action="append",
+                   help="tokens per sequence; repeat for several (default: 4096 8192 32768 131072)")
+    s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0 (default: the card's native one)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=_cmd_capacity)
 
     s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
     s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")

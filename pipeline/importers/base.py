@@ -103,7 +103,7 @@ def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
     if find_card_file(name) is None and (info is None or find_card_file(info.raw_name) is None):
         return None
     lookup = name if find_card_file(name) else info.raw_name  # type: ignore[union-attr]
-    quant = info.quant if info else None
+    quant = (info.quant or quant_from_text(info.raw_name)) if info else None
     if quant == "mxfp4":
         card = load_card(lookup, quant="bf16", expert_quant="mxfp4", card_name=name)
     elif quant:
