@@ -28,6 +28,8 @@ WIDTH = 560
 HEIGHT = 300
 EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+#: The shared reference beside the repository (``../shared/reference/``), never copied into it.
+REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
 
 
@@ -308,11 +310,10 @@ def reference_views(reference: Path | None = None) -> list[Any]:
 
     Returns ``[]`` when ``../shared/reference/`` is absent: the repository never holds a copy.
     """
-    from pipeline import paths
     from pipeline.importers import import_run
     from pipeline.pages.render import load_run_view
 
-    ref = reference or paths.root() / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
+    ref = reference or REFERENCE
     if not ref.is_file():
         return []
     with tempfile.TemporaryDirectory() as tmp:
