@@ -21,7 +21,9 @@ from tests.conftest import DATA
 
 
 def _runs(root: Path) -> list[str]:
-    return sorted(p.name for p in (root / "data" / "runs").iterdir())
+    """Everything under data/runs/, hidden temporary folders included."""
+    runs_dir = root / "data" / "runs"
+    return sorted(p.name for p in runs_dir.iterdir()) if runs_dir.is_dir() else []
 
 
 def _reference_rows(path: Path) -> dict[tuple[str, int, int], float]:
