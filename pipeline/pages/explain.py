@@ -89,38 +89,43 @@ def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Measured output throughput (solid) and the roofline prediction (dashed) against B, one colour per workload."""
+    """Measured output throughput (solid) and the roofline prediction (dashed) against B: a panel per model, a colour per prompt length."""
     rows = []
     for w in workloads:
         roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
+        base = {"model": f"{w.model['model']} ({w.model.get('kind') or '?'})", "prompt": f"{w.model['input_len']} in"}
         for p in w.points:
             if p.get("output_throughput_tok_s"):
-                rows.append({"concurrency": p["concurrency"], "workload": _label(w), "series": "measured",
-                             "tok_s": p["output_throughput_tok_s"]})
+                rows.append({**base, "concurrency": p["concurrency"], "series": "measured", "tok_s": p["output_throughput_tok_s"]})
             if roof.get(p["concurrency"]):
-                rows.append({"concurrency": p["concurrency"], "workload": _label(w), "series": "roofline",
-                             "tok_s": roof[p["concurrency"]]})
+                rows.append({**base, "concurrency": p["concurrency"], "series": "roofline", "tok_s": roof[p["concurrency"]]})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_x(values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
-        color=alt.Color("workload:N", legend=alt.Legend(title=None, orient="bottom", columns=2)),
+        x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]),
+        y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
         strokeDash=alt.StrokeDash("series:N", scale=alt.Scale(domain=["measured", "roofline"], range=[[1, 0], [5, 4]]),
-                                  legend=alt.Legend(title=None, orient="top-left")),
-        tooltip=["workload:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
-    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Roofline prediction (dashed) over the measured curve (solid)"))
+                                  legend=alt.Legend(title=None)),
+        tooltip=["model:N", "prompt:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")],
+    ).properties(width=260, height=240)
+    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
+        title="Roofline prediction (dashed) over the measured curve (solid)"))
 
 
 def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Decode step time (ms) against B: what each user waits per token as the batch grows."""
+    """Decode step time (ms) against B, a panel per model: what each user waits per token as the batch grows."""
     rows = []
     for w in workloads:
         for p in w.points:
             if p.get("step_time_s"):
-                rows.append({"concurrency": p["concurrency"], "workload": _label(w), "ms": p["step_time_s"] * 1e3})
+                rows.append({"concurrency": p["concurrency"], "model": f"{w.model['model']} ({w.model.get('kind') or '?'})",
+                             "prompt": f"{w.model['input_len']} in", "ms": p["step_time_s"] * 1e3})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_x(values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="time per decode step = per-token latency (ms)"),
-        color=alt.Color("workload:N", legend=alt.Legend(title=None, orient="bottom", columns=2)),
-        tooltip=["workload:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")])
-    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="The latency cost: step time per token vs batch"))
+        x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="step time = per-token latency (ms)"),
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
+        tooltip=["model:N", "prompt:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
+    ).properties(width=260, height=220)
+    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
+        title="The latency cost: step time per token vs batch"))
 
 
 def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None) -> dict[str, Any]:

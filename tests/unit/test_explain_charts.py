@@ -43,7 +43,7 @@ def test_coverage_chart_plots_the_formula():
 
 def test_overlay_and_efficiency_charts_carry_both_series():
     rows = _values(explain.roofline_overlay_chart([DENSE, MOE]))
-    assert {(v["series"], v["concurrency"]) for v in rows if v["workload"].startswith("gpt-oss")} == {
+    assert {(v["series"], v["concurrency"]) for v in rows if v["model"].startswith("gpt-oss")} == {
         ("measured", 1), ("measured", 32), ("roofline", 1), ("roofline", 32)}
     eff = _values(explain.moe_dense_efficiency_chart([DENSE, MOE]))
     moe32 = next(v for v in eff if v["kind"] == "moe" and v["concurrency"] == 32)
