@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline import paths
+from pipeline import __version__, paths
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from pipeline.modelcards import ModelCard, card_with_file_size, find_card_file, load_card, normalize_quant
@@ -154,7 +154,8 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     """Store an import as a complete run under ``runs_dir/<run_id>/`` atomically; return its folder.
 
     Writes ``run.json`` (``source: imported:<format>``, the tool, its version, the source
-    files, the hardware profile), ``models/<model>.json``, ``summaries.json`` and
+    files, the hardware profile, the engine(s) and the import command; ``config`` and
+    ``probe`` are null: nothing was configured or probed here), ``models/<model>.json``, ``summaries.json`` and
     ``analysis.json`` into a temporary sibling folder, then renames it into place.
 
     Raises:
@@ -180,6 +181,10 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             if card is not None:
                 cards[name] = card
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        engines = sorted({s.engine for s in result.summaries})
+        tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
+        command = (f"batchmark import {result.format} {' '.join(str(f) for f in result.files)} --hardware {hw.name}"
+                   f" --run-id {run_id}")
         runs.atomic_write_json(tmp / "run.json", {
             "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "status": "complete",
             "source": f"imported:{result.format}", "source_tool": result.tool,
@@ -188,7 +193,10 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "source_details": result.details,
             "models_as_named": {k: v.raw_name for k, v in result.models.items()},
             "models_without_card": sorted({s.model for s in result.summaries} - set(cards)),
-            "hardware": hw.model_dump(mode="json"), "probe": None,
+            "hardware": hw.model_dump(mode="json"), "probe": None, "config": None,
+            "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
+            "versions": {result.tool: result.tool_version, "batchmark": __version__},
+            "stopped": {}, "command": command,
             "imported_at": now, "finished_at": now})
         for name, card in cards.items():
             runs.atomic_write_json(tmp / "models" / f"{name}.json", card.as_dict())

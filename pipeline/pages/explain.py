@@ -341,12 +341,15 @@ def render_explainers(env: Any, docs_dir: Path, views: list[Any], chart_factory:
         views: analysed runs of the site.
         chart_factory: callable returning a fresh chart embedder per page (``ChartRegistry``).
         hardware: the profile the sizing pages are written for.
-        with_reference: add the shared llama.cpp DGX Spark reference when it is present.
+        with_reference: add the shared llama.cpp DGX Spark reference when it is present and
+            not already imported as one of ``views``.
     """
     from pipeline import runs as runs_mod
     from pipeline.hardware import load_profile
 
     env.filters.setdefault("pct", _pct)
+    imported = {f for v in views for f in (v.meta.get("source_files") or [])}
+    with_reference = with_reference and str(REFERENCE.resolve()) not in imported  # already a run of the site
     all_views = list(views) + (reference_views() if with_reference else [])
     ctx = explain_context(all_views, load_profile(hardware).model_dump(mode="json"))
     written = []
