@@ -59,3 +59,28 @@ def test_explainer_charts_render_offline(built_site, name):
     assert res["charts"] >= 1 and res["svgs"] == res["charts"]
     assert res["marks"] > 0
     assert not [u for u in res["refused"] if "vega" in u or "jsdelivr" in u]
+
+
+def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
+    """Regression (fault kind: template assumes measured-run fields): imported runs carry partial percentiles
+    (llama-benchy gives a TTFT mean only) and no sweep config; every page must still render and build --strict,
+    and the shared reference, once imported as a run, is not shown twice."""
+    from pipeline.importers import import_run
+    from pipeline.pages.render import render_site
+    from tests.conftest import DATA
+
+    root = make_scratch_root(tmp_path)
+    monkeypatch.setenv("BATCHMARK_ROOT", str(root))
+    import_run("llama-benchy", [DATA / "llama-benchy" / "qwen3-30b-a3b.md"], "dgx-spark", run_id="20261102T110541Z-benchy")
+    import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id="20261102T101500Z-vllm")
+    if BATCHED_BENCH_REF.is_file():
+        import_run("llama-batched-bench", [BATCHED_BENCH_REF], "dgx-spark", run_id="20251102T000000Z-llamacpp")
+    render_site(root / "data" / "pages")
+    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                          "-d", str(root / "site")], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    bench = (root / "data" / "pages" / "benchmarks.md").read_text()
+    assert "Qwen3-30B-A3B" in bench and "Llama-3.1-8B-Instruct" in bench
+    runs_page = (root / "data" / "pages" / "runs.md").read_text()
+    assert "measured by llama-benchy 75bc129" in runs_page
+    assert "reference-dgx-spark-llamacpp" not in (root / "data" / "pages" / "explain" / "batching.md").read_text()
