@@ -113,6 +113,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
             curve: list[tuple[int, float]] = []
             loaded = False
+            done = 0
             for key in keys:
                 bar.set_description(f"{spec.name} c={key.concurrency}")
                 if runs.has_point(run_dir, key):
@@ -137,6 +138,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
                     bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
                 bar.update(1)
+                done += 1
+            bar.update(len(keys) - done)  # points skipped past a stop
             if spec.name in stops:
                 log(f"{spec.name}: stopped escalating ({stops[spec.name]})")
             if loaded:
