@@ -18,6 +18,7 @@ from typing import Any, Callable
 from pipeline import __version__, paths, runs
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
+from pipeline.engines.base import PointDoesNotFit
 from pipeline.hardware import load_profile, probe
 from pipeline.metrics import summarize_point
 from pipeline.records import PointKey
@@ -131,7 +132,11 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                     if not ok:
                         stops[spec.name] = f"memory at c={key.concurrency}: {why}"
                         break
-                    records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                    try:
+                        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                    except PointDoesNotFit as exc:
+                        stops[spec.name] = f"memory: {exc}"
+                        break
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records)
                 if summ.output_throughput_tok_s:

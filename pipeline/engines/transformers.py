@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from pipeline.config import ModelSpec, SweepConfig
+from pipeline.engines.base import PointDoesNotFit
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard, card_from_torch_model
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
@@ -70,6 +71,14 @@ class TransformersEngine:
         self.card = card_from_torch_model(self.model, spec.name)
         self.vocab = self.model.config.get_text_config().vocab_size
         return self.card.as_dict()
+
+    def unload_cache(self) -> None:
+        """Free cached device memory after a failed point (the model stays loaded)."""
+        import gc
+
+        gc.collect()
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
 
     def unload(self) -> None:
         """Drop the model and free its memory."""
@@ -157,11 +166,15 @@ class TransformersEngine:
         if self.model is None:
             raise RuntimeError("load() a model before measure()")
         base = seed * 1_000_003 + key.concurrency * 7919 + key.input_len
-        if warmup:
-            self._one_batch(key, base - 1)
+        try:
+            if warmup:
+                self._one_batch(key, base - 1)
+            batches = [self._one_batch(key, base + r) for r in range(repeats)]
+        except (self.torch.OutOfMemoryError, MemoryError) as exc:
+            self.unload_cache()
+            raise PointDoesNotFit(f"out of memory at c={key.concurrency}: {str(exc).splitlines()[0][:120]}") from None
         reps = []
-        for r in range(repeats):
-            t0, steps = self._one_batch(key, base + r)
+        for r, (t0, steps) in enumerate(batches):
             rel = [s - t0 for s in steps]
             reqs = [RequestRecord(request_id=i, queued_s=0.0, sent_s=0.0, first_token_s=rel[0], done_s=rel[-1],
                                   chunks=[[t, 1] for t in rel], input_tokens=key.input_len,
