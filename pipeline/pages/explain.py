@@ -1,8 +1,9 @@
 """The explainer pages: chart builders (Vega-Lite spec dicts, as in :mod:`pipeline.pages.charts`) and the numbers the templates fill in.
 
 Pages (``templates/explain/*.md.j2`` → ``<docs_dir>/explain/*.md``, and
-``templates/capacity.md.j2`` → ``capacity.md``): what batching is; the bandwidth arithmetic;
-the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
+``templates/capacity.md.j2`` → ``capacity.md``; rendered by :func:`pipeline.pages.render.render_site`
+with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; the bandwidth
+arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
 Every number comes from model cards (``data/models/``), a hardware profile
 (``data/hardware/``) and the analysed runs; formulas are those of
 :mod:`pipeline.modelcards`, :mod:`pipeline.analysis` and :mod:`pipeline.capacity`.
@@ -27,6 +28,8 @@ from pipeline.modelcards import (ModelCard, bytes_per_decode_step, expert_covera
 WIDTH = 560
 HEIGHT = 300
 EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
+#: Pages (docs_dir-relative) whose templates need :func:`page_context`.
+PAGES = ("capacity.md", *(f"explain/{name}.md" for name in EXPLAINERS))
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 #: The shared reference beside the repository (``../shared/reference/``), never copied into it.
 REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
@@ -327,36 +330,22 @@ def reference_views(reference: Path | None = None) -> list[Any]:
         return [load_run_view(run)]
 
 
-def _pct(value: Any, digits: int = 1) -> str:
-    return "–" if value is None else f"{value * 100:.{digits}f} %"
+
+_CACHE: dict[str, Any] = {}
 
 
-def render_explainers(env: Any, docs_dir: Path, views: list[Any], chart_factory: Any,
-                      hardware: str = "dgx-spark", with_reference: bool = True) -> list[Path]:
-    """Render the explainer pages and the capacity page into ``docs_dir``; return their paths.
+def page_context(views: list[Any], run_dirs: list[Path], hardware: str = "dgx-spark") -> dict[str, Any]:
+    """``PAGE_CONTEXT`` hook of :mod:`pipeline.pages.render` for :data:`PAGES`: :func:`explain_context` of the runs.
 
-    Args:
-        env: the site's Jinja2 environment (:func:`pipeline.pages.render.make_env`).
-        docs_dir: MkDocs' docs_dir.
-        views: analysed runs of the site.
-        chart_factory: callable returning a fresh chart embedder per page (``ChartRegistry``).
-        hardware: the profile the sizing pages are written for.
-        with_reference: add the shared llama.cpp DGX Spark reference when it is present and
-            not already imported as one of ``views``.
+    The shared llama.cpp DGX Spark reference (``../shared/reference/``) is added, imported in
+    memory, when it is present and not already one of the runs.  Computed once per set of runs.
     """
-    from pipeline import runs as runs_mod
     from pipeline.hardware import load_profile
 
-    env.filters.setdefault("pct", _pct)
-    imported = {f for v in views for f in (v.meta.get("source_files") or [])}
-    with_reference = with_reference and str(REFERENCE.resolve()) not in imported  # already a run of the site
-    all_views = list(views) + (reference_views() if with_reference else [])
-    ctx = explain_context(all_views, load_profile(hardware).model_dump(mode="json"))
-    written = []
-    pages = [(f"explain/{name}.md.j2", docs_dir / "explain" / f"{name}.md") for name in EXPLAINERS]
-    pages.append(("capacity.md.j2", docs_dir / "capacity.md"))
-    for template, path in pages:
-        text = env.get_template(template).render(chart=chart_factory(), page=str(path.relative_to(docs_dir)), **ctx)
-        runs_mod.atomic_write_text(path, text)
-        written.append(path)
-    return written
+    key = repr((hardware, [v.run_id for v in views], [str(d) for d in run_dirs]))
+    if _CACHE.get("key") != key:
+        imported = {f for v in views for f in (v.meta.get("source_files") or [])}
+        extra = [] if str(REFERENCE.resolve()) in imported else reference_views()
+        _CACHE.clear()
+        _CACHE.update(key=key, ctx=explain_context(list(views) + extra, load_profile(hardware).model_dump(mode="json")))
+    return _CACHE["ctx"]

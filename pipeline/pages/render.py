@@ -13,12 +13,12 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 
 from pipeline import paths, runs
-from pipeline.pages import charts
+from pipeline.pages import charts, explain
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 function batchmarkRenderCharts() {
@@ -37,7 +37,18 @@ if (document.readyState === "loading") {
 }
 """
 
-PAGES = ("index.md", "benchmarks.md", "methodology.md", "runs.md")
+# Extra template context per page: {page path relative to docs_dir: fn(views, run_dirs) -> dict}.
+# A page whose numbers come from another computation (a diff, capacity tables) registers
+# its provider here; every other page sees only ``runs`` (the RunViews), ``chart`` and ``charts``.
+PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]] = {}
+# The explainer and capacity pages get model cards, capacity tables and worked numbers.
+PAGE_CONTEXT.update(dict.fromkeys(explain.PAGES, explain.page_context))
+
+
+def page_templates(templates_dir: Path | None = None) -> list[str]:
+    """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
+    base = templates_dir or paths.root() / "templates"
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2"))
 
 
 @dataclass
@@ -181,8 +192,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
                 templates_dir: Path | None = None) -> list[Path]:
     """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
 
-    Also renders the explainer and capacity pages (:mod:`pipeline.pages.explain`).  Returns
-    the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
+    Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
     """
     from pipeline import runs as runs_mod
 
@@ -194,13 +204,11 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     write_assets(docs_dir)
     write_downloads(docs_dir, run_dirs)
     written = []
-    for page in PAGES:
-        tmpl = env.get_template(f"{page}.j2")
-        text = tmpl.render(runs=views, chart=ChartRegistry(), page=page)
+    for name in page_templates(templates_dir):
+        page = name.removesuffix(".j2")
+        extra = PAGE_CONTEXT[page](views, run_dirs) if page in PAGE_CONTEXT else {}
+        text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)
-    from pipeline.pages import explain
-
-    written += explain.render_explainers(env, docs_dir, views, ChartRegistry)
     return written
