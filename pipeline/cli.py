@@ -89,13 +89,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
     from pipeline.hardware import load_profile
-    from pipeline.modelcards import card_from_config_file, load_card
+    from pipeline.modelcards import resolve_card
 
     hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
-    if Path(args.model).exists():
-        card = card_from_config_file(args.model, quant=args.quant or "bf16")
-    else:
-        card = load_card(args.model, quant=args.quant)
+    card = resolve_card(args.model, quant=args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))
     return 0
@@ -148,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")
     s.add_argument("--hardware", required=True, help="hardware profile (data/hardware/)")
-    s.add_argument("--model", required=True, help="a card in data/models/ (name or alias) or a path to a config.json")
+    s.add_argument("--model", required=True, help="a card in data/models/ (name or alias), a path to a config.json, or a repo id in the Hugging Face cache")
     s.add_argument("--context", type=int, action="append",
                    help="tokens per sequence; repeat for several (default: 4096 8192 32768 131072)")
     s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0 (default: the card's native one)")

@@ -574,3 +574,36 @@ def card_with_file_size(card: ModelCard, file_bytes: int, expert_quant: str | No
                    source=(source or card.source) + f"; bytes from the weight file size ({file_bytes} bytes)",
                    extra={**card.extra, "file_bytes": int(file_bytes), "bytes_basis": "file size"})
 
+
+
+def cached_config(repo_id: str) -> Path | None:
+    """``config.json`` of ``repo_id`` in the local Hugging Face cache (``HF_HOME``/``HF_HUB_CACHE``), or None; never downloads."""
+    if "/" not in repo_id:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers depends on it
+        return None
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def resolve_card(name: str, quant: str | None = None, expert_quant: str | None = None) -> ModelCard:
+    """A card for ``name``: a card file of ``data/models/`` (name or alias), else a local
+    ``config.json`` (file or folder), else ``config.json`` of that repo id in the Hugging Face cache.
+
+    Raises:
+        BatchmarkError: none of the three knows the model (the message lists the card names).
+    """
+    if find_card_file(name) is not None:
+        return load_card(name, quant=quant, expert_quant=expert_quant)
+    if Path(name).exists():
+        return card_from_config_file(name, quant=quant or "bf16", expert_quant=expert_quant)
+    cfg = cached_config(name)
+    if cfg is not None:
+        card = card_from_config_file(cfg, name=name.split("/")[-1], quant=quant or "bf16", expert_quant=expert_quant)
+        return replace(card, source=f"arithmetic from {name} config.json in the Hugging Face cache ({cfg})")
+    return load_card(name)  # raises, naming the known cards

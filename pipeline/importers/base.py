@@ -22,7 +22,8 @@ import numpy as np
 from pipeline import __version__, paths
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
-from pipeline.modelcards import ModelCard, card_with_file_size, find_card_file, load_card, normalize_quant
+from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file, card_with_file_size, find_card_file,
+                                 load_card, normalize_quant)
 
 
 def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkError:
@@ -94,25 +95,27 @@ def gib_from_text(text: str) -> int | None:
 
 
 def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
-    """The card of an imported model: the card file for ``name`` (or its alias), in the stated format.
+    """The card of an imported model in the format the source states (or its name carries, ``-Q4_0``).
 
-    A stated file size replaces the counted bytes (:func:`card_with_file_size`); a stated
-    ``mxfp4`` marks MXFP4 experts (the gpt-oss GGUFs), any other format applies to every weight.
-    None when no card file knows the model (its analysis fields then stay null).
+    Looked up as a card file of ``data/models/`` (by ``name`` or the name as the source wrote
+    it), else as a ``config.json`` in the local Hugging Face cache.  A stated file size
+    replaces the counted bytes (:func:`card_with_file_size`); ``mxfp4`` marks MXFP4 experts
+    (the gpt-oss GGUFs), any other format applies to every weight.  None when nothing knows
+    the model (its analysis fields then stay null).
     """
-    if find_card_file(name) is None and (info is None or find_card_file(info.raw_name) is None):
-        return None
-    lookup = name if find_card_file(name) else info.raw_name  # type: ignore[union-attr]
+    raw = info.raw_name if info else name
     quant = (info.quant or quant_from_text(info.raw_name)) if info else None
-    if quant == "mxfp4":
-        card = load_card(lookup, quant="bf16", expert_quant="mxfp4", card_name=name)
-    elif quant:
-        card = load_card(lookup, quant=quant, card_name=name)
+    weights, experts = ("bf16", "mxfp4") if quant == "mxfp4" else (quant, None)
+    lookup = name if find_card_file(name) else (raw if find_card_file(raw) else None)
+    if lookup is not None:
+        card = load_card(lookup, quant=weights, expert_quant=experts, card_name=name)
     else:
-        card = load_card(lookup, card_name=name)
+        cfg = cached_config(raw)
+        if cfg is None:
+            return None
+        card = card_from_config_file(cfg, name=name, quant=weights or "bf16", expert_quant=experts)
     if info and info.file_bytes:
-        expert_q = "mxfp4" if quant == "mxfp4" else None
-        card = card_with_file_size(card, info.file_bytes, expert_quant=expert_q)
+        card = card_with_file_size(card, info.file_bytes, expert_quant=experts)
     return card
 
 

@@ -174,3 +174,24 @@ def test_config_arithmetic_matches_the_instantiated_tensors(model_type, extra):
 
 def test_quant_table_is_documented():
     assert set(QUANT_BITS) >= {"bf16", "fp8", "nvfp4", "mxfp4", "q8_0", "q4_0"}
+
+
+def test_resolve_card_from_the_hugging_face_cache(tmp_path, monkeypatch):
+    """A repo id that no card file knows is read from the local Hugging Face cache, never downloaded."""
+    from pipeline.modelcards import resolve_card
+
+    snap = tmp_path / "hub" / "models--acme--tiny-llama" / "snapshots" / ("0" * 40)
+    snap.mkdir(parents=True)
+    (tmp_path / "hub" / "models--acme--tiny-llama" / "refs").mkdir()
+    (tmp_path / "hub" / "models--acme--tiny-llama" / "refs" / "main").write_text("0" * 40)
+    (snap / "config.json").write_text(json.dumps({"model_type": "llama", **SMALL, "tie_word_embeddings": False}))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    card = resolve_card("acme/tiny-llama")
+    assert card.name == "tiny-llama" and "Hugging Face cache" in card.source
+    assert card.total_params == card_from_config("x", {"model_type": "llama", **SMALL, "tie_word_embeddings": False}).total_params
+    assert resolve_card("Llama-3.1-8B").total_params == 8_030_261_248
+    with pytest.raises(BatchmarkError, match="no card for 'acme/unknown'"):
+        resolve_card("acme/unknown")
