@@ -249,19 +249,19 @@ def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, 
     if not peak_tflops:
         return None
 
-    def compute_binds(b: int) -> bool:
+    def _binds(b: int) -> bool:
         mem = bytes_per_decode_step(card, b, context) / (bandwidth_gb_s * 1e9)
         return flops_per_decode_step(card, b, context) / (peak_tflops * 1e12) >= mem
 
     hi = 1
-    while not compute_binds(hi):
+    while not _binds(hi):
         hi *= 2
         if hi > 65536:
             return None
-    lo = hi // 2  # compute_binds(lo) is False (or lo = 0); bisect to the first B where it holds
+    lo = hi // 2  # _binds(lo) is False (or lo = 0); bisect to the first B where it holds
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if compute_binds(mid) else (mid, hi)
+        lo, hi = (lo, mid) if _binds(mid) else (mid, hi)
     return hi
 
 
