@@ -460,6 +460,31 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
         only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes)
 
 
+def comparison_key(prov: dict[str, Any]) -> tuple[Any, ...]:
+    """What two runs must share to be diffed on the site: hardware, engine and input/output lengths."""
+    return (prov["hardware"], prov["engine"], tuple(prov["workloads"]))
+
+
+def previous_runs(provenances: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
+    """For each run, the latest earlier run of the same hardware and workload (None for the first).
+
+    Args:
+        provenances: ``[(run_id, provenance_of(run)), ...]`` in any order; run ids sort by
+            start time (``YYYYMMDDTHHMMSSZ-<host>``), so "earlier" is "sorts before".
+
+    Returns:
+        ``{run_id: previous run_id or None}``; a run must also share at least one model with
+        its predecessor, else the search goes further back.
+    """
+    out: dict[str, str | None] = {}
+    ordered = sorted(provenances, key=lambda x: x[0])
+    for i, (run_id, prov) in enumerate(ordered):
+        out[run_id] = next((rid for rid, p in reversed(ordered[:i])
+                            if comparison_key(p) == comparison_key(prov) and set(p["models"]) & set(prov["models"])),
+                           None)
+    return out
+
+
 def regressions(d: RunDiff, fail_above_pct: float) -> list[MetricChange]:
     """Significant throughput regressions larger than ``fail_above_pct`` percent (for ``--fail-above``).
 
@@ -561,7 +586,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         if not rows:
             continue
         better = "higher" if spec.higher_is_better else "lower"
-        unit = {"s": "ms", "fraction": "% of peak bandwidth"}.get(spec.unit, spec.unit)
+        unit = {"s": "ms", "fraction": "% of each run's own bandwidth, spec else probed"}.get(spec.unit, spec.unit)
         out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}", str(c.concurrency),

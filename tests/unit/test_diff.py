@@ -16,7 +16,8 @@ import pytest
 
 from pipeline import runs
 from pipeline.diff import (METRICS, diff_runs, format_csv, format_json, format_markdown, format_text,
-                           metric_samples, min_two_sided_p, regressions, relative_change, significance)
+                           metric_samples, min_two_sided_p, previous_runs, regressions, relative_change,
+                           significance)
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
@@ -221,3 +222,15 @@ def test_markdown_tables_are_well_formed(scenario):
     assert md.startswith("**Comparable")
     assert "## output throughput (tok/s; higher is better)" in md
     assert "| dense-a | transformers | 64/16 | 8 |" in md
+
+
+def test_previous_runs_pairs_same_hardware_and_workload():
+    # Run ids sort by time; each run pairs with the latest earlier run of the same hardware,
+    # engine and lengths that shares a model, skipping runs of other hardware in between.
+    def prov(hw, wl="in 64 / out 16", models=("m",)):
+        return {"hardware": hw, "engine": "transformers", "workloads": [wl], "models": list(models)}
+    got = previous_runs([("20261101T000000Z-a", prov("cpu")), ("20261102T000000Z-b", prov("h200")),
+                         ("20261103T000000Z-c", prov("cpu")), ("20261104T000000Z-d", prov("cpu", "in 128 / out 16")),
+                         ("20261105T000000Z-e", prov("cpu", models=("other",))), ("20261106T000000Z-f", prov("cpu"))])
+    assert got == {"20261101T000000Z-a": None, "20261102T000000Z-b": None, "20261103T000000Z-c": "20261101T000000Z-a",
+                   "20261104T000000Z-d": None, "20261105T000000Z-e": None, "20261106T000000Z-f": "20261103T000000Z-c"}
