@@ -122,3 +122,26 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             runs.write_summaries(run_dir)
             runs.write_analysis(run_dir)
     return run_dir
+
+
+def make_imported_run(runs_dir: Path, run_id: str, throughput_tok_s: dict[int, float],
+                      samples_per_point: int = 0, fmt: str = "vllm-bench") -> Path:
+    """An imported-style run: ``run.json`` (source ``imported:<fmt>``) and ``summaries.json`` only.
+
+    Each point has output throughput ``throughput_tok_s[c]``, TPOT 1 / 50 s and TTFT 0.1 s;
+    ``samples_per_point`` copies of the throughput are kept as samples (0: none, as an import
+    of a summary block has).  No model cards, so MBU is null.
+    """
+    run_dir = runs_dir / run_id
+    runs.create_run(run_dir, {"source": f"imported:{fmt}", "hardware": H200_PROFILE,
+                              "versions": {"batchmark": "0.1.0"}, "engine": {"engine": "vllm", "vllm_version": "0.11.0"}})
+    runs.complete_run(run_dir)
+    lat = lambda v: {"p50": v, "p90": v, "p99": v, "mean": v}  # noqa: E731
+    points = [{"model": "served-m", "engine": "vllm", "input_len": 1024, "output_len": 128, "concurrency": c,
+               "repeats": 1, "completed": 100, "failed": 0, "output_throughput_tok_s": t, "per_user_tok_s": 50.0,
+               "ttft_s": lat(0.1), "ttft_with_queue_s": None, "tpot_s": lat(0.02), "itl_s": None, "e2el_s": None,
+               "prefill_throughput_tok_s": None, "step_time_s": 0.02, "errors": [],
+               "samples": {"output_throughput_tok_s": [t] * samples_per_point}} for c, t in sorted(throughput_tok_s.items())]
+    runs.atomic_write_json(run_dir / "summaries.json", {"schema_version": 1, "run_id": run_id, "points": points})
+    runs.write_analysis(run_dir)
+    return run_dir

@@ -234,3 +234,19 @@ def test_previous_runs_pairs_same_hardware_and_workload():
                          ("20261105T000000Z-e", prov("cpu", models=("other",))), ("20261106T000000Z-f", prov("cpu"))])
     assert got == {"20261101T000000Z-a": None, "20261102T000000Z-b": None, "20261103T000000Z-c": "20261101T000000Z-a",
                    "20261104T000000Z-d": None, "20261105T000000Z-e": None, "20261106T000000Z-f": "20261103T000000Z-c"}
+
+
+def test_imported_runs_without_samples_are_compared_but_not_tested(tmp_path: Path):
+    # An import of a summary block keeps one value per point and no samples: the change is
+    # reported (100 -> 90 tok/s = -10 %) and every test says there is nothing to test.
+    from tests.runbuilder import make_imported_run
+
+    a = make_imported_run(tmp_path, "ia", {1: 100.0, 8: 400.0})
+    b = make_imported_run(tmp_path, "ib", {1: 90.0, 8: 400.0})
+    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    row = next(c for c in d.changes if c.concurrency == 1 and c.metric == "output_throughput_tok_s")
+    assert row.change == pytest.approx(-0.10) and row.verdict == "~" and "no samples" in row.note
+    mbu = next(c for c in d.changes if c.metric == "mbu")
+    assert mbu.a is None and mbu.verdict == "n/a"
+    assert d.comparable and "vllm" in d.headline
+    assert "no samples to test" in format_text(d)
