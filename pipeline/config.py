@@ -37,11 +37,12 @@ class ModelSpec(_Strict):
     served_name: str | None = Field(default=None, description="Model name as a server knows it")
     card: str | None = Field(default=None, description="Model card name in data/models/ for analysis")
 
-    @model_validator(mode="after")
-    def _one_source(self) -> "ModelSpec":
-        if self.architecture is not None and "model_type" not in self.architecture:
-            raise ValueError("architecture needs a model_type (e.g. llama, qwen3_moe)")
-        return self
+    @field_validator("architecture")
+    @classmethod
+    def _has_model_type(cls, arch: dict[str, Any] | None) -> dict[str, Any] | None:
+        if arch is not None and "model_type" not in arch:
+            raise ValueError("needs a model_type (e.g. llama, qwen3_moe)")
+        return arch
 
 
 class TransformersOptions(_Strict):
@@ -107,7 +108,7 @@ class SweepConfig(_Strict):
 def _format_error(path: Path | str, err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    msg = first["msg"]
+    msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""

@@ -38,7 +38,7 @@ SCHEMA_VERSION = 1
 def new_run_id(now: datetime | None = None, host: str | None = None) -> str:
     """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``)."""
     now = now or datetime.now(timezone.utc)
-    host = host or socket.gethostname().split(".")[0]
+    host = (host or socket.gethostname()).split(".")[0]
     host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
     return f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
 
