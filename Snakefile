@@ -24,7 +24,7 @@ RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, fresh=bool(c
 COMPLETE = [p.name for p in runs.list_runs() if p.name != RUN_ID]
 BATCHMARK = f"{sys.executable} -m pipeline"
 TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
-PAGES = [f"data/pages/{p}" for p in ("index.md", "benchmarks.md", "methodology.md", "runs.md")]
+PAGES = [f"data/pages/{p}" for p in ("index.md", "benchmarks.md", "methodology.md", "runs.md", "changes.md")]
 
 wildcard_constraints:
     run=re.escape(RUN_ID)

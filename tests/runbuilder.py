@@ -107,7 +107,10 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         "versions": {"python": "3.11.0", "batchmark": "0.1.0", "torch": "2.13.0",
                      "transformers": transformers_version, "vllm": None, "numpy": "2.0.0"},
         "driver": None, "command": "test"})
-    runs.update_run_json(run_dir, probe={"device": "cpu", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5},
+    probe = {"device": "cpu", "dtype": "float32", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5,
+             "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
+             "matmul_n": 1024, "threads": 2}  # every field of pipeline.hardware.ProbeResult
+    runs.update_run_json(run_dir, probe=probe, stopped={},
                          engine={"engine": "transformers", "transformers_version": transformers_version,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,
                                  "cuda_device": None, "mode": "static batch"})

@@ -19,6 +19,8 @@ import jinja2
 
 from pipeline import paths, runs
 from pipeline.pages import charts
+from pipeline.pages.changes import anchor as changes_anchor
+from pipeline.pages.changes import build_comparisons
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 function batchmarkRenderCharts() {
@@ -37,7 +39,7 @@ if (document.readyState === "loading") {
 }
 """
 
-PAGES = ("index.md", "benchmarks.md", "methodology.md", "runs.md")
+PAGES = ("index.md", "benchmarks.md", "methodology.md", "runs.md", "changes.md")
 
 
 @dataclass
@@ -188,6 +190,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     runs_dir = runs_dir or paths.runs_dir()
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
     views = sorted((load_run_view(rd) for rd in run_dirs), key=lambda v: v.run_id, reverse=True)
+    comparisons, previous = build_comparisons(run_dirs)
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
@@ -195,7 +198,8 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     written = []
     for page in PAGES:
         tmpl = env.get_template(f"{page}.j2")
-        text = tmpl.render(runs=views, chart=ChartRegistry(), page=page)
+        text = tmpl.render(runs=views, chart=ChartRegistry(), page=page, comparisons=comparisons, previous=previous,
+                           changes_anchor=changes_anchor)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)
