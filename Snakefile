@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline import runs
 from pipeline.config import load_config
+from pipeline.pages.render import page_templates
 
 # The sweep config is the Snakemake configfile (--configfile); config/default.yaml without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/default.yaml"
@@ -24,7 +25,7 @@ RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, fresh=bool(c
 COMPLETE = [p.name for p in runs.list_runs() if p.name != RUN_ID]
 BATCHMARK = f"{sys.executable} -m pipeline"
 TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
-PAGES = [f"data/pages/{p}" for p in ("index.md", "benchmarks.md", "methodology.md", "runs.md", "changes.md")]
+PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
 
 wildcard_constraints:
     run=re.escape(RUN_ID)

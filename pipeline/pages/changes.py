@@ -129,18 +129,33 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     return view
 
 
+def _load(run_dirs: list[Path]) -> tuple[dict[str, runs.RunResults], dict[str, str | None]]:
+    loaded = {rd.name: runs.load_run_results(rd) for rd in run_dirs}
+    return loaded, previous_runs([(rid, provenance_of(r)) for rid, r in loaded.items()])
+
+
 def build_comparisons(run_dirs: list[Path], alpha: float = 0.05) -> tuple[list[ComparisonView], dict[str, str | None]]:
     """Diff every run among ``run_dirs`` against its predecessor among them.
 
     Returns:
         The comparisons, newest run first, and ``{run_id: previous run_id or None}`` for
-        every run (the Runs page links a run to its comparison, or says it is the first).
+        every run (keyed by folder name, as the Runs page names runs).
 
     Raises:
         BatchmarkError: an unreadable or incomplete run (named in the message).
     """
-    loaded = {r.run_id: r for r in (runs.load_run_results(rd) for rd in run_dirs)}
-    previous = previous_runs([(rid, provenance_of(r)) for rid, r in loaded.items()])
+    loaded, previous = _load(run_dirs)
     views = [comparison_view(diff_runs(loaded[prev], loaded[rid], alpha=alpha))
              for rid, prev in sorted(previous.items(), reverse=True) if prev is not None]
     return views, previous
+
+
+def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
+    """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons`` and ``previous``."""
+    comparisons, previous = build_comparisons(run_dirs)
+    return {"comparisons": comparisons, "previous": previous}
+
+
+def runs_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
+    """Template context of ``runs.md``: ``previous`` (run id → predecessor or None) and ``changes_anchor``."""
+    return {"previous": _load(run_dirs)[1], "changes_anchor": anchor}

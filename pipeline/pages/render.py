@@ -13,14 +13,12 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jinja2
 
 from pipeline import paths, runs
 from pipeline.pages import charts
-from pipeline.pages.changes import anchor as changes_anchor
-from pipeline.pages.changes import build_comparisons
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 function batchmarkRenderCharts() {
@@ -39,7 +37,34 @@ if (document.readyState === "loading") {
 }
 """
 
-PAGES = ("index.md", "benchmarks.md", "methodology.md", "runs.md", "changes.md")
+# Extra template context per page: {page path relative to docs_dir: fn(views, run_dirs) -> dict}.
+# A page whose numbers come from another computation (a diff, capacity tables) registers
+# its provider here; every other page sees only ``runs`` (the RunViews), ``chart`` and ``charts``.
+PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]] = {}
+
+
+def _changes_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+    """Changes page: each run diffed against its predecessor (``pipeline/pages/changes.py``; imports scipy lazily)."""
+    from pipeline.pages.changes import changes_page_context
+
+    return changes_page_context(views, run_dirs)
+
+
+def _runs_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+    """Runs page: which run each run is compared with on the Changes page, for the link."""
+    from pipeline.pages.changes import runs_page_context
+
+    return runs_page_context(views, run_dirs)
+
+
+PAGE_CONTEXT["changes.md"] = _changes_page_context
+PAGE_CONTEXT["runs.md"] = _runs_page_context
+
+
+def page_templates(templates_dir: Path | None = None) -> list[str]:
+    """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
+    base = templates_dir or paths.root() / "templates"
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2"))
 
 
 @dataclass
@@ -190,16 +215,15 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     runs_dir = runs_dir or paths.runs_dir()
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
     views = sorted((load_run_view(rd) for rd in run_dirs), key=lambda v: v.run_id, reverse=True)
-    comparisons, previous = build_comparisons(run_dirs)
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
     write_downloads(docs_dir, run_dirs)
     written = []
-    for page in PAGES:
-        tmpl = env.get_template(f"{page}.j2")
-        text = tmpl.render(runs=views, chart=ChartRegistry(), page=page, comparisons=comparisons, previous=previous,
-                           changes_anchor=changes_anchor)
+    for name in page_templates(templates_dir):
+        page = name.removesuffix(".j2")
+        extra = PAGE_CONTEXT[page](views, run_dirs) if page in PAGE_CONTEXT else {}
+        text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)

@@ -94,3 +94,24 @@ def test_show_json_contract(scratch_root):
         assert m["post_knee"] in {"plateau", "decline", "not_reached"}
         assert m["scaling_efficiency"]["1"] == pytest.approx(1.0)
     assert _cli("show", "nope", root=scratch_root).returncode == 2
+
+
+def test_out_of_memory_stops_escalation_and_keeps_points(scratch_root, monkeypatch):
+    """Fault kind: a point runs out of memory (simulated MemoryError at c=4, since no GPU here).
+
+    The sweep keeps c=1 and c=2, records why it stopped, and completes the run."""
+    cfg = load_config(TINY_CONFIG)
+    real = TransformersEngine._one_batch
+
+    def oom_at_4(self, key, seed):
+        if key.concurrency == 4:
+            raise MemoryError("simulated allocation failure")
+        return real(self, key, seed)
+
+    monkeypatch.setattr(TransformersEngine, "_one_batch", oom_at_4)
+    rd = scratch_root / "data" / "runs" / "OOM"
+    run_sweep(cfg, rd, progress=False)
+    meta = runs.read_run_json(rd)
+    assert meta["status"] == "complete"
+    assert "out of memory at c=4" in meta["stopped"]["tiny-llama"]
+    assert sorted(p.point.concurrency for p in runs.load_points(rd) if p.point.model == "tiny-llama") == [1, 2]
