@@ -36,6 +36,15 @@ Comparability: the provenance of both runs (hardware, probed bandwidth, engine, 
 and flags, model revisions, input/output lengths, batchmark and package versions) is
 compared; a different hardware profile or workload is stated in the headline, which every
 output format puts first.
+
+The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", "run_a",
+"run_b" ({"run_id", "source", "hardware"}), "alpha", "provenance": [{"field", "label", "a",
+"b", "differs"}], "changes": [{"model", "engine", "input_len", "output_len", "concurrency",
+"metric", "label", "unit", "higher_is_better", "a", "b", "change" (fraction), "p_value", "n_a",
+"n_b", "min_p", "sample_unit", "significant", "verdict" ("better" | "worse" | "~" | "n/a"),
+"note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
+"change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
+"output_len", "concurrency"}], "test", "notes"}``.
 """
 
 from __future__ import annotations
