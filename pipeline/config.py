@@ -66,7 +66,9 @@ class SweepConfig(_Strict):
     output_len: int = Field(default=32, gt=1, description="Generated tokens per request (no early stop)")
     concurrency: list[int] = Field(default=[1, 2, 4, 8, 16, 32, 64], min_length=1,
                                    description="Concurrency grid (static batch size B for transformers)")
-    repeats: int = Field(default=3, ge=1, description="Measured repeats per point")
+    repeats: int = Field(default=5, ge=1, description="Measured repeats per point; 5 is the fewest with which "
+                         "a diff can call a change significant at α = 0.05 (two-sided Mann-Whitney floor "
+                         "2 / C(10, 5) = 0.008; 3 + 3 gives 0.1)")
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
     knee_threshold: float = Field(default=0.15, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")

@@ -24,8 +24,12 @@ def chromium_path() -> str:
     pytest.skip("no Chromium on this machine (install Debian's 'chromium' package to run browser tests)")
 
 
-def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: int = 20000) -> dict:
-    """Open a built page offline; return counts of rendered charts and marks, chart texts, and refused requests."""
+def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: int = 20000,
+              count: dict[str, str] | None = None) -> dict:
+    """Open a built page offline; return counts of rendered charts and marks, chart texts, and refused requests.
+
+    ``count`` maps names to CSS selectors; ``result["counts"][name]`` is how many elements match.
+    """
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
     exe = chromium_path()
     refused: list[str] = []
@@ -50,6 +54,7 @@ def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: in
                 "texts": page.locator(".vega-chart svg text").all_text_contents(),
                 "refused": refused,
                 "errors": errors,
+                "counts": {name: page.locator(sel).count() for name, sel in (count or {}).items()},
             }
         finally:
             browser.close()

@@ -45,6 +45,24 @@ PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]]
 PAGE_CONTEXT.update(dict.fromkeys(explain.PAGES, explain.page_context))
 
 
+def _changes_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+    """Changes page: each run diffed against its predecessor (``pipeline/pages/changes.py``; imports scipy lazily)."""
+    from pipeline.pages.changes import changes_page_context
+
+    return changes_page_context(views, run_dirs)
+
+
+def _runs_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+    """Runs page: which run each run is compared with on the Changes page, for the link."""
+    from pipeline.pages.changes import runs_page_context
+
+    return runs_page_context(views, run_dirs)
+
+
+PAGE_CONTEXT["changes.md"] = _changes_page_context
+PAGE_CONTEXT["runs.md"] = _runs_page_context
+
+
 def page_templates(templates_dir: Path | None = None) -> list[str]:
     """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
     base = templates_dir or paths.root() / "templates"
