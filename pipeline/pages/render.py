@@ -40,6 +40,13 @@ if (document.readyState === "loading") {
 # Extra template context per page: {page path relative to docs_dir: fn(views, run_dirs) -> dict}.
 # A page whose numbers come from another computation (a diff, capacity tables) registers
 # its provider here; every other page sees only ``runs`` (the RunViews), ``chart`` and ``charts``.
+SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content column may grow. */
+.md-grid { max-width: 1440px; }
+.md-typeset table:not([class]) { font-size: .68rem; }
+.md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
+.vega-chart { overflow-x: auto; }
+"""
+
 PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]] = {}
 # The explainer and capacity pages get model cards, capacity tables and worked numbers.
 PAGE_CONTEXT.update(dict.fromkeys(explain.PAGES, explain.page_context))
@@ -181,6 +188,7 @@ def write_assets(docs_dir: Path) -> None:
         runs.atomic_write_text(bundle, vl_convert.javascript_bundle())
         runs.atomic_write_text(stamp, version)
     runs.atomic_write_text(js_dir / "charts.js", CHARTS_JS)
+    runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
 
 
 def _summaries_csv(run_dir: Path) -> str:
