@@ -152,17 +152,44 @@ def build_body(target: Target, features: Features, prompt: str, max_tokens: int,
 # --------------------------------------------------------------------------------------------
 # prompts
 
+_VOCAB_CACHE: dict[int, list[int]] = {}
+
+
+def prompt_vocab(tokenizer: Any) -> list[int]:
+    """Token ids prompts are drawn from: ids that survive a decode → encode round trip on their own.
+
+    Special tokens and whitespace-only tokens are excluded.  When enough of them (≥ 256) begin
+    with a word boundary (a space, or SentencePiece's ``▁``), only those are kept: tokens that
+    start a word do not merge with their neighbour on re-encoding, so random sequences of them
+    round-trip exactly with byte-level BPE and SentencePiece tokenizers.
+    """
+    key = id(tokenizer)
+    if key in _VOCAB_CACHE:
+        return _VOCAB_CACHE[key]
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids = [i for i in range(len(tokenizer)) if i not in special]
+    texts = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    pieces = tokenizer.convert_ids_to_tokens(ids)
+    enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    alone = [(i, piece) for i, t, e, piece in zip(ids, texts, enc, pieces) if t.strip() and e == [i]]
+    starts = [i for i, piece in alone if isinstance(piece, str) and piece[:1] in ("Ġ", "▁", " ")]
+    chosen = starts if len(starts) >= 256 else [i for i, _ in alone]
+    if not chosen:
+        chosen = ids
+    _VOCAB_CACHE[key] = chosen
+    return chosen
+
+
 def make_prompts(tokenizer: Any, n: int, input_len: int, seed: int) -> tuple[list[str], int]:
     """``n`` prompts of exactly ``input_len`` tokens (no special tokens) from seeded random ids.
 
     Returns (prompts, how many could not be made exact — 0 for every tokenizer we know).
-    A round trip decode → encode may merge or split tokens; the ids are replaced by the
-    re-encoded ones, cut or topped up with fresh random ids, up to 20 rounds.
+    Ids come from :func:`prompt_vocab`; a round trip decode → encode that still merges or
+    splits tokens is corrected (re-encoded ids cut or topped up with fresh random ids, up to
+    20 rounds).
     """
     rng = random.Random(seed)
-    special = set(getattr(tokenizer, "all_special_ids", []) or [])
-    vocab = len(tokenizer)
-    allowed = [i for i in range(vocab) if i not in special]
+    allowed = prompt_vocab(tokenizer)
     prompts, inexact = [], 0
     for _ in range(n):
         ids = rng.choices(allowed, k=input_len)

@@ -8,7 +8,8 @@ Modes (``--mode``):
 - ``healthy``: ready after ``--start-delay-s``;
 - ``never``: prints loading lines forever and answers ``/health`` with 503;
 - ``crash``: like healthy, but exits with code 3 in the middle of streaming the
-  ``--crash-at``-th completion request (1-based; the launcher's feature probe is request 1).
+  ``--crash-at``-th completion request (1-based; the launcher's feature probe is request 1);
+  with ``--crash-model NAME`` only when serving NAME.
 
 Writes its pid to ``--pid-file`` so a test can check that the launcher stopped it.
 """
@@ -31,11 +32,14 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--mode", choices=["healthy", "never", "crash"], default="healthy")
     ap.add_argument("--crash-at", type=int, default=0)
+    ap.add_argument("--crash-model", default=None, help="crash only when serving this name (else healthy)")
     ap.add_argument("--token-ms", type=float, default=2.0)
     ap.add_argument("--start-delay-s", type=float, default=0.3)
     ap.add_argument("--served-model-name", default="fake")
     ap.add_argument("--pid-file", default=None)
     args, unknown = ap.parse_known_args()
+    if args.mode == "crash" and args.crash_model and args.crash_model != args.served_model_name:
+        args.mode = "healthy"
     if args.pid_file:
         with open(args.pid_file, "w") as fh:
             fh.write(str(os.getpid()))
