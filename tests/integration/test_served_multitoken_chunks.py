@@ -99,3 +99,65 @@ def test_three_token_chunk_gives_three_itl_entries(variant, tokenizer):
         assert {"ignore_eos", "min_tokens", "stream_options"} <= set(feats.dropped)
     if variant == "per_chunk":
         assert feats.per_chunk_usage_seen and not feats.dropped
+
+
+def _flaky_app() -> web.Application:
+    """Every 3rd request (by prompt number) stalls past the client's timeout; every 4th answers HTTP 500."""
+    async def completions(req: web.Request) -> web.StreamResponse:
+        body = await req.json()
+        n = int(body["prompt"].split()[0][1:])
+        if n % 4 == 0:
+            return web.json_response({"error": "boom"}, status=500)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        for i in range(4):
+            if n % 3 == 0 and i == 2:
+                await asyncio.sleep(1.5)
+            await resp.write(b'data: {"choices":[{"index":0,"text":" t00%d"}]}\n\n' % (i + 1))
+            await asyncio.sleep(0.005)
+        await resp.write(b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":4}}\n\ndata: [DONE]\n\n')
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    return app
+
+
+def test_failed_and_timed_out_requests_are_recorded_and_kept_out_of_latencies():
+    from pipeline.metrics import summarize_point
+    from pipeline.records import PointKey, PointRecords, RepeatRecord
+
+    async def run():
+        runner = web.AppRunner(_flaky_app())
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        try:
+            target = loadgen.Target(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout_s=0.5)
+            feats = loadgen.Features(False, False, True, False)
+            bodies = [loadgen.build_body(target, feats, f"t{i:03d}", 4) for i in range(1, 13)]
+            import time
+
+            async with loadgen.make_session(3) as session:
+                return await loadgen.closed_loop(session, target, bodies, 3, 0, time.perf_counter())
+        finally:
+            await runner.cleanup()
+
+    res = asyncio.run(run())
+    recs = [loadgen.finalize(s, 1) for s in res.streams]
+    by_n = {r.request_id + 1: r for r in recs}  # prompt t00n is request n-1
+    assert len(by_n) == 12
+    for n, r in by_n.items():
+        if n % 4 == 0:
+            assert r.error.startswith("HTTP 500") and not r.ok
+        elif n % 3 == 0:
+            assert r.error == "timeout after 0.5 s" and not r.ok
+        else:
+            assert r.error is None and r.ok and r.output_tokens == 4
+    start, end = loadgen.measured_window(recs)
+    summ = summarize_point(PointRecords(PointKey("m", "openai", 1, 4, 3),
+                                        [RepeatRecord(0, "served", start, end, recs)]))
+    # prompts 1..12: 3 answer 500 (4, 8, 12), 3 stall (3, 6, 9) → 6 complete
+    assert summ.completed == 6 and summ.failed == 6
+    assert summ.e2el_s["p99"] < 0.5  # the stalled requests are not in the latency percentiles
