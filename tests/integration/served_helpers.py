@@ -90,7 +90,9 @@ def transformers_server(tiny_model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve-log") / "serve.log"
     exe = Path(sys.executable).with_name("transformers")
     cmd = [str(exe), "serve", str(tiny_model_dir), "--port", str(port), "--device", "cpu",
-           "--continuous-batching", "--host", "127.0.0.1"]
+           "--continuous-batching", "--host", "127.0.0.1",
+           # a small paged KV cache: left alone, continuous batching sizes it to free memory (13 GB here)
+           "--cb-block-size", "32", "--cb-num-blocks", "64", "--cb-max-batch-tokens", "512"]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True,
                                 env={**os.environ, "HF_HUB_OFFLINE": "1"})
