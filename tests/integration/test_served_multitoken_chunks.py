@@ -15,7 +15,7 @@ import json
 
 import pytest
 from aiohttp import web
-from served_helpers import build_tokenizer
+from tests.integration.served_helpers import build_tokenizer
 
 from pipeline.engines import loadgen
 from pipeline.metrics import itl_values

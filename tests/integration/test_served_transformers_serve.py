@@ -9,7 +9,7 @@ from DESIGN.md's definitions, never from our own client.
 from __future__ import annotations
 
 import pytest
-from served_helpers import tiny_model_dir, transformers_server  # noqa: F401  (fixtures)
+from tests.integration.served_helpers import tiny_model_dir, transformers_server  # noqa: F401  (fixtures)
 
 from pipeline.config import parse_config
 from pipeline.engines import get_engine

@@ -14,7 +14,7 @@ import os
 import sys
 
 import pytest
-from served_helpers import FAKE_SERVER, build_tokenizer
+from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
 
 from pipeline import runs, sweep
 from pipeline.config import parse_config

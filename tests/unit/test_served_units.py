@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
-from served_helpers import build_tokenizer  # noqa: E402
-
-from pipeline.config import parse_config  # noqa: E402
-from pipeline.engines import loadgen  # noqa: E402
-from pipeline.engines.openai import parse_prometheus  # noqa: E402
-from pipeline.engines.vllm import format_command, log_tail  # noqa: E402
-from pipeline.errors import BatchmarkError  # noqa: E402
+from pipeline.config import parse_config
+from pipeline.engines import loadgen
+from pipeline.engines.openai import parse_prometheus
+from pipeline.engines.vllm import format_command, log_tail
+from pipeline.errors import BatchmarkError
+from tests.integration.served_helpers import build_tokenizer
 
 
 @pytest.mark.parametrize("counts,total,expected", [
