@@ -69,11 +69,57 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from pipeline import diff, runs
+
+    if args.fail_above is not None and args.fail_above < 0:
+        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a percentage >= 0")
+    result = diff.diff_runs(runs.load_run_results(args.run_a), runs.load_run_results(args.run_b), alpha=args.alpha)
+    if args.format == "json":
+        sys.stdout.write(diff.format_json(result))
+    elif args.format == "markdown":
+        sys.stdout.write(diff.format_markdown(result))
+    elif args.format == "csv":
+        print(result.headline, file=sys.stderr)
+        sys.stdout.write(diff.format_csv(result))
+    else:
+        sys.stdout.write(diff.format_text(result))
+    if args.fail_above is None:
+        return 0
+    regs = diff.regressions(result, args.fail_above)
+    for c in regs:
+        print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} c={c.concurrency} "
+              f"{c.label} {diff.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              file=sys.stderr)
+    return 1 if regs else 0
+
+
 def _cmd_pages(args: argparse.Namespace) -> int:
     from pipeline.pages.render import render_site
 
     written = render_site(Path(args.out), runs=args.runs or None)
     print(f"{len(written)} pages written to {args.out}")
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    from pipeline.importers import import_run
+
+    run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
+                         engine=args.engine)
+    print(run_dir)
+    return 0
+
+
+def _cmd_capacity(args: argparse.Namespace) -> int:
+    from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
+    from pipeline.hardware import load_profile
+    from pipeline.modelcards import resolve_card
+
+    hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
+    card = resolve_card(args.model, quant=args.quant)
+    table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
+    print(json.dumps(table, indent=1) if args.json else format_capacity(table))
     return 0
 
 
@@ -111,6 +157,40 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run", help="run id or path")
     s.add_argument("--json", action="store_true", help="print the JSON contract of DESIGN.md")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
+    s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm"],
+                   help="the tool whose output PATH holds")
+    s.add_argument("path", nargs="+", help="output file(s), or a folder of them (vllm-bench: one JSON per concurrency)")
+    s.add_argument("--hardware", required=True, help="hardware profile the results were measured on (data/hardware/)")
+    s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
+    s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
+    s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
+    s.set_defaults(func=_cmd_import)
+
+    s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")
+    s.add_argument("--hardware", required=True, help="hardware profile (data/hardware/)")
+    s.add_argument("--model", required=True, help="a card in data/models/ (name or alias), a path to a config.json, or a repo id in the Hugging Face cache")
+    s.add_argument("--context", type=int, action="append",
+                   help="tokens per sequence; repeat for several (default: 4096 8192 32768 131072)")
+    s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0 (default: the card's native one)")
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.set_defaults(func=_cmd_capacity)
+
+    s = sub.add_parser("diff", help="compare two runs: changes per point and metric, significance, provenance",
+                       description="Compare run A (before) with run B (after). Exit status: 0, or 1 with --fail-above "
+                                   "when a throughput metric regressed significantly by more than PCT percent; 2 on bad input.")
+    s.add_argument("run_a", metavar="RUN_A", help="run id or path of the earlier run")
+    s.add_argument("run_b", metavar="RUN_B", help="run id or path of the later run")
+    fmt = s.add_mutually_exclusive_group()
+    fmt.add_argument("--json", dest="format", action="store_const", const="json", help="print JSON")
+    fmt.add_argument("--markdown", dest="format", action="store_const", const="markdown", help="print Markdown")
+    fmt.add_argument("--csv", dest="format", action="store_const", const="csv",
+                     help="print CSV (the comparability headline goes to stderr)")
+    s.add_argument("--fail-above", type=float, metavar="PCT",
+                   help="exit 1 when any significant throughput regression exceeds PCT percent")
+    s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
+    s.set_defaults(func=_cmd_diff, format="text")
 
     s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
     s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")

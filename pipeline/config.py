@@ -37,11 +37,12 @@ class ModelSpec(_Strict):
     served_name: str | None = Field(default=None, description="Model name as a server knows it")
     card: str | None = Field(default=None, description="Model card name in data/models/ for analysis")
 
-    @model_validator(mode="after")
-    def _one_source(self) -> "ModelSpec":
-        if self.architecture is not None and "model_type" not in self.architecture:
-            raise ValueError("architecture needs a model_type (e.g. llama, qwen3_moe)")
-        return self
+    @field_validator("architecture")
+    @classmethod
+    def _has_model_type(cls, arch: dict[str, Any] | None) -> dict[str, Any] | None:
+        if arch is not None and "model_type" not in arch:
+            raise ValueError("needs a model_type (e.g. llama, qwen3_moe)")
+        return arch
 
 
 class TransformersOptions(_Strict):
@@ -117,7 +118,9 @@ class SweepConfig(_Strict):
     output_len: int = Field(default=32, gt=1, description="Generated tokens per request (no early stop)")
     concurrency: list[int] = Field(default=[1, 2, 4, 8, 16, 32, 64], min_length=1,
                                    description="Concurrency grid (static batch size B for transformers)")
-    repeats: int = Field(default=3, ge=1, description="Measured repeats per point")
+    repeats: int = Field(default=5, ge=1, description="Measured repeats per point; 5 is the fewest with which "
+                         "a diff can call a change significant at α = 0.05 (two-sided Mann-Whitney floor "
+                         "2 / C(10, 5) = 0.008; 3 + 3 gives 0.1)")
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
     knee_threshold: float = Field(default=0.15, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")
@@ -170,7 +173,7 @@ class SweepConfig(_Strict):
 def _format_error(path: Path | str, err: ValidationError) -> str:
     first = err.errors()[0]
     loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    msg = first["msg"]
+    msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""

@@ -108,7 +108,10 @@ class PointSummary:
     ``{"p50","p90","p99","mean"}`` over every successful measured request of every repeat
     (s).  ``step_time_s`` is the median decode step (static batch) or median TPOT (served).
     ``samples`` keeps what diffs and spreads need: one value per repeat for throughputs, one
-    per request for TTFT/TPOT.
+    per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
+    (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
+    repeat shares one prefill and one decode loop, so the repeat, not the request, is the
+    independent sample there.
     """
 
     model: str
@@ -158,10 +161,13 @@ def summarize_point(records: PointRecords) -> PointSummary:
     static = all(rep.kind == "static_batch" for rep in records.repeats)
     step_time = _med(steps) if static else (float(np.median(tpots)) if tpots else None)
     per_user = 1.0 / float(np.median(tpots)) if tpots else None
-    per_user_rep = []
+    per_user_rep, ttft_rep, tpot_rep = [], [], []
     for rep in records.repeats:
-        rt = [t for t in (tpot_s(r) for r in rep.requests if r.ok and not r.warmup) if t is not None]
+        rep_ok = [r for r in rep.requests if r.ok and not r.warmup]
+        rt = [t for t in (tpot_s(r) for r in rep_ok) if t is not None]
         per_user_rep.append(1.0 / float(np.median(rt)) if rt else None)
+        tpot_rep.append(float(np.median(rt)) if rt else None)
+        ttft_rep.append(float(np.median([ttft_s(r) for r in rep_ok])) if rep_ok else None)
     return PointSummary(
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
         concurrency=key.concurrency, repeats=len(records.repeats), completed=len(ok), failed=len(failed),
@@ -180,6 +186,8 @@ def summarize_point(records: PointRecords) -> PointSummary:
             "step_time_s": [v for v in steps if v is not None],
             "ttft_s": [ttft_s(r) for r in ok],
             "tpot_s": tpots,
+            "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
+            "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
         })
 
 

@@ -2,24 +2,34 @@
 
 A :class:`ModelCard` holds byte counts, so any quantisation is already folded in.  Cards come
 from a model batchmark instantiated (:func:`card_from_torch_model`, counting the real tensors)
-or, for models it never loads, from architecture numbers (see issue 5's card files).
+or, for models it never loads, from architecture numbers: a Hugging Face ``config.json``
+(:func:`card_from_config_file`) or a card file ``data/models/<name>.yaml`` that holds the
+config.json numbers with their source (:func:`load_card`).  A card for an imported run can
+be pinned to the size of the weight file that was measured (:func:`card_with_file_size`).
 
 Formulas (DESIGN.md, "bytes per decode step"):
 - expert coverage under uniform top-k routing of B tokens over E experts:
   ``1 - (1 - k/E)**B`` (the probability that a given expert is picked by at least one of B
   independent tokens, each picking k of E);
 - weight bytes read per step = dense bytes + routed-expert bytes × coverage(B);
-- KV bytes read per step = B × context × KV bytes per token;
-- KV bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element;
+- KV bytes read per step = B × KV bytes of one sequence at the context;
+- KV bytes per token = 2 (K and V) × layers × kv_heads × head_dim × bytes per element; a
+  sliding-window layer holds at most ``window`` tokens, so one sequence at context n holds
+  per-layer bytes × (full layers × n + sliding layers × min(n, window));
 - FLOPs per step ≈ 2 × B × matmul params per token + attention 4 × B × context × layers ×
   heads × head_dim (QKᵀ and AV, 2 FLOPs per multiply-add each) — Kaplan et al. 2020,
-  "Scaling Laws for Neural Language Models", table 1.
+  "Scaling Laws for Neural Language Models", table 1;
+- bits per weight of a quantisation, block scales included (:data:`QUANT_BITS`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any, Literal
+
+from pipeline.errors import BatchmarkError
 
 
 @dataclass(frozen=True)
@@ -35,7 +45,12 @@ class ModelCard:
         dense_bytes: weight bytes read by every decode step whatever B is (attention,
             norms, router, shared experts, output head) — excludes the input embedding.
         expert_bytes: bytes of all routed experts over all layers (0 for a dense model).
-        kv_bytes_per_token: KV-cache bytes one token occupies over all layers.
+        kv_bytes_per_token: KV-cache bytes one token occupies over all layers (every layer
+            counted, as if no layer had a sliding window; see :func:`kv_bytes_per_sequence`).
+        sliding_window: tokens a sliding-window layer keeps (None: no such layers).
+        sliding_layers: how many of ``num_layers`` use the sliding window.
+        max_context: the model's maximum context (``max_position_embeddings``), when known.
+        quantization: weight format the bytes were counted for (``bf16``, ``q8_0``, …).
     """
 
     name: str
@@ -56,6 +71,10 @@ class ModelCard:
     dtype: str = "bfloat16"
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    sliding_window: int | None = None
+    sliding_layers: int = 0
+    max_context: int | None = None
+    quantization: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form."""
@@ -63,8 +82,9 @@ class ModelCard:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelCard":
-        """Inverse of :meth:`as_dict`."""
-        return cls(**data)
+        """Inverse of :meth:`as_dict` (keys of newer card versions that this one lacks are ignored)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 def expert_coverage(batch: int, experts_per_token: int | None, num_experts: int | None) -> float:
@@ -88,9 +108,23 @@ def weight_bytes_per_step(card: ModelCard, batch: int) -> float:
     return card.dense_bytes + card.expert_bytes * expert_coverage(batch, card.experts_per_token, card.num_experts)
 
 
+def kv_bytes_per_sequence(card: ModelCard, context: float) -> float:
+    """KV-cache bytes one sequence holds at ``context`` tokens (bytes).
+
+    Derived: per-layer bytes per token = kv_bytes_per_token / layers; full-attention layers
+    hold every token, sliding-window layers at most ``sliding_window`` of them:
+    per-layer × (full layers × n + sliding layers × min(n, window)).
+    """
+    per_layer = card.kv_bytes_per_token / card.num_layers if card.num_layers else 0.0
+    sliding = card.sliding_layers if card.sliding_window else 0
+    full = card.num_layers - sliding
+    window_ctx = min(context, card.sliding_window) if card.sliding_window else 0
+    return per_layer * (full * context + sliding * window_ctx)
+
+
 def kv_bytes_per_step(card: ModelCard, batch: int, context: float) -> float:
-    """KV-cache bytes read by one decode step (bytes) = B × context tokens × KV bytes per token."""
-    return batch * context * card.kv_bytes_per_token
+    """KV-cache bytes read by one decode step (bytes) = B × KV bytes of one sequence at ``context``."""
+    return batch * kv_bytes_per_sequence(card, context)
 
 
 def bytes_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
@@ -99,9 +133,15 @@ def bytes_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
 
 
 def flops_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
-    """FLOPs of one decode step: 2 × B × (active − embedding) params + 4 × B × context × layers × heads × head_dim."""
+    """FLOPs of one decode step: 2 × B × (active − embedding) params + 4 × B × attended tokens × heads × head_dim.
+
+    Attended tokens summed over layers = full layers × context + sliding layers × min(context,
+    window) (Kaplan et al. 2020, table 1, with the window bounding what a layer attends to).
+    """
     matmul_params = card.active_params - card.embedding_params
-    attention = 4.0 * batch * context * card.num_layers * card.num_attention_heads * card.head_dim
+    sliding = card.sliding_layers if card.sliding_window else 0
+    attended = (card.num_layers - sliding) * context + sliding * (min(context, card.sliding_window) if sliding else 0)
+    attention = 4.0 * batch * attended * card.num_attention_heads * card.head_dim
     return 2.0 * batch * matmul_params + attention
 
 
@@ -149,6 +189,9 @@ def card_from_torch_model(model: Any, name: str) -> ModelCard:
     head_dim = getattr(text_cfg, "head_dim", None) or text_cfg.hidden_size // heads
     layers = text_cfg.num_hidden_layers
     elem = emb.element_size()
+    cfg_dict = text_cfg.to_dict() if hasattr(text_cfg, "to_dict") else {}
+    types = layer_types(cfg_dict)
+    window = cfg_dict.get("sliding_window") if "sliding_attention" in types else None
     return ModelCard(
         name=name, kind="moe" if moe else "dense", total_params=total, active_params=active,
         embedding_params=embed, weight_bytes=total_bytes,
@@ -157,4 +200,410 @@ def card_from_torch_model(model: Any, name: str) -> ModelCard:
         kv_bytes_per_token=kv_bytes_per_token(layers, kv_heads, head_dim, elem),
         num_experts=num_experts if moe else None, experts_per_token=k if moe else None,
         dtype=str(dtype).removeprefix("torch."),
-        source=f"counted from the instantiated {type(model).__name__} ({text_cfg.model_type})")
+        source=f"counted from the instantiated {type(model).__name__} ({text_cfg.model_type})",
+        sliding_window=int(window) if window else None,
+        sliding_layers=sum(t == "sliding_attention" for t in types) if window else 0,
+        max_context=cfg_dict.get("max_position_embeddings"),
+        quantization=str(dtype).removeprefix("torch."))
+
+
+# -- quantisation ---------------------------------------------------------------------------
+
+#: Bits stored per weight, block scales included.  Sources:
+#: - ``bf16``/``fp16``: 16 bits, no scales.  ``fp32``: 32.
+#: - ``fp8`` (E4M3, per-tensor or per-channel scale as vLLM's FP8 checkpoints store it): 8 bits;
+#:   one scale per row or tensor adds < 0.01 bit and is ignored.
+#: - ``nvfp4``: 4-bit E2M1 values + one FP8 (E4M3) scale per block of 16 values:
+#:   4 + 8/16 = 4.5 (NVIDIA, "Introducing NVFP4", 2025; the per-tensor FP32 scale is ignored).
+#: - ``mxfp4``: 4-bit E2M1 values + one E8M0 scale per block of 32: 4 + 8/32 = 4.25
+#:   (OCP Microscaling Formats (MX) v1.0 specification).
+#: - GGUF ``q8_0``: blocks of 32 int8 + one fp16 scale: (32 × 8 + 16) / 32 = 8.5 (ggml
+#:   ``block_q8_0``).  ``q4_0``: blocks of 32 4-bit + one fp16 scale: (32 × 4 + 16) / 32 = 4.5
+#:   (ggml ``block_q4_0``).
+QUANT_BITS: dict[str, float] = {
+    "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "mxfp4": 4.25,
+    "q8_0": 8.5, "q4_0": 4.5,
+}
+
+#: GGUF formats quantise the token embedding and output head as well (llama.cpp's
+#: ``llama-quantize``); checkpoint formats (fp8, nvfp4, mxfp4) keep them in bf16.
+GGUF_QUANTS = frozenset({"q8_0", "q4_0"})
+
+_QUANT_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "f16": "fp16", "float32": "fp32", "f32": "fp32",
+                  "fp8_e4m3": "fp8", "e4m3": "fp8", "q8": "q8_0", "q4": "q4_0", "mxfp4_moe": "mxfp4"}
+
+#: Bits of the small tensors (norms, biases, router, attention sinks) whatever the format.
+SMALL_TENSOR_BITS = 16.0
+
+
+def normalize_quant(name: str) -> str:
+    """Canonical quantisation name (``BF16`` → ``bf16``, ``Q8_0`` → ``q8_0``).
+
+    Raises:
+        BatchmarkError: an unknown name (the message lists the known ones).
+    """
+    key = str(name).strip().lower().replace("-", "_")
+    key = _QUANT_ALIASES.get(key, key)
+    if key not in QUANT_BITS:
+        raise BatchmarkError(f"quantization: unknown format {name!r} (known: {', '.join(sorted(QUANT_BITS))})")
+    return key
+
+
+def bits_per_weight(name: str) -> float:
+    """Bits stored per weight of a quantisation, block scales included (see :data:`QUANT_BITS`)."""
+    return QUANT_BITS[normalize_quant(name)]
+
+
+# -- architecture numbers -> parameter counts -----------------------------------------------
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The language-model part of a config (multimodal configs nest it under ``text_config``)."""
+    cfg = dict(config)
+    if isinstance(cfg.get("text_config"), dict):
+        inner = dict(cfg["text_config"])
+        inner.setdefault("model_type", cfg.get("model_type"))
+        inner.setdefault("tie_word_embeddings", cfg.get("tie_word_embeddings"))
+        cfg = inner
+    return cfg
+
+
+def _need(cfg: dict[str, Any], key: str, where: str) -> Any:
+    if cfg.get(key) is None:
+        raise BatchmarkError(f"{where}: missing {key}")
+    return cfg[key]
+
+
+def layer_types(config: dict[str, Any]) -> list[str]:
+    """``"full_attention"`` or ``"sliding_attention"`` per layer, as transformers derives it.
+
+    ``layer_types`` when the config lists it; gpt-oss alternates sliding/full starting with
+    sliding; Gemma 3 makes every ``sliding_window_pattern``-th layer (default 6) full;
+    Mistral/Mixtral slide on every layer when ``sliding_window`` is set; Qwen2-family only
+    with ``use_sliding_window``.  Every other model: all full.
+    """
+    cfg = _text_config(config)
+    n = int(cfg.get("num_hidden_layers") or 0)
+    if isinstance(cfg.get("layer_types"), list):
+        return [str(t) for t in cfg["layer_types"]]
+    mt = str(cfg.get("model_type") or "")
+    window = cfg.get("sliding_window")
+    if not window:
+        return ["full_attention"] * n
+    if mt == "gpt_oss":
+        return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    if mt.startswith("gemma3") or mt.startswith("gemma2"):
+        pattern = int(cfg.get("sliding_window_pattern") or (2 if mt.startswith("gemma2") else 6))
+        return ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(n)]
+    if mt in ("mistral", "mixtral"):
+        return ["sliding_attention"] * n
+    if mt.startswith("qwen") and cfg.get("use_sliding_window"):
+        start = int(cfg.get("max_window_layers") or 0)
+        return ["sliding_attention" if i >= start else "full_attention" for i in range(n)]
+    return ["full_attention"] * n
+
+
+def param_counts(config: dict[str, Any], where: str = "config") -> dict[str, Any]:
+    """Parameter counts of a decoder-only LM from its Hugging Face config numbers.
+
+    Supports the families of the card files: llama, mistral, mixtral, qwen2, qwen3,
+    qwen3_moe, gpt_oss, gemma3 (text part).  Derived, per layer:
+    attention q/o = hidden × heads × head_dim each, k/v = hidden × kv_heads × head_dim each
+    (+ biases: q/k/v for qwen2, q/k/v/o and one sink per head for gpt-oss), q/k norms of
+    head_dim (qwen3, gemma3); a gated MLP or expert = 3 × hidden × intermediate (+ gate/up and
+    down biases for gpt-oss); router = hidden × experts (+ bias for gpt-oss); norms = 2
+    (gemma3: 4) × hidden; plus the embedding (vocab × hidden), the output head (the same,
+    unless tied) and the final norm.
+
+    Returns:
+        dict with ``embedding``, ``head`` (0 when tied), ``dense_matrix`` and ``dense_small``
+        (read by every step: attention, dense MLP, router, norms, biases), ``expert_matrix``
+        and ``expert_small`` (routed experts of all layers), ``total``, ``active``,
+        ``num_experts``, ``experts_per_token`` and the attention shape.
+
+    Raises:
+        BatchmarkError: a number the count needs is missing (names the field and ``where``).
+    """
+    cfg = _text_config(config)
+    mt = str(cfg.get("model_type") or "")
+    h = int(_need(cfg, "hidden_size", where))
+    n_layers = int(_need(cfg, "num_hidden_layers", where))
+    heads = int(_need(cfg, "num_attention_heads", where))
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head_dim = int(cfg.get("head_dim") or h // heads)
+    vocab = int(_need(cfg, "vocab_size", where))
+    tied = cfg.get("tie_word_embeddings")
+    if tied is None:
+        tied = mt.startswith("gemma")
+    n_experts = cfg.get("num_local_experts") or cfg.get("num_experts")
+    k = cfg.get("num_experts_per_tok")
+    moe = bool(n_experts and k)
+
+    q, kv = heads * head_dim, kv_heads * head_dim
+    attn_matrix = 2 * h * q + 2 * h * kv
+    attn_small = 0
+    if mt == "gpt_oss" or (cfg.get("attention_bias") and mt != "qwen2"):
+        attn_small += q + 2 * kv + h
+    elif mt.startswith("qwen2"):
+        attn_small += q + 2 * kv
+    if mt == "gpt_oss":
+        attn_small += heads  # attention sinks
+    if mt.startswith("qwen3") or mt.startswith("gemma3"):
+        attn_small += 2 * head_dim  # q_norm, k_norm
+    norms = (4 if mt.startswith("gemma") else 2) * h
+
+    dense_matrix = dense_small = expert_matrix = expert_small = 0
+    sparse_step = int(cfg.get("decoder_sparse_step") or 1)
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    for i in range(n_layers):
+        dense_matrix += attn_matrix
+        dense_small += attn_small + norms
+        layer_moe = moe and i not in mlp_only and (i + 1) % sparse_step == 0
+        if layer_moe:
+            inter = int(cfg.get("moe_intermediate_size") or _need(cfg, "intermediate_size", where))
+            expert_matrix += int(n_experts) * 3 * h * inter
+            dense_small += h * int(n_experts)  # router
+            if mt == "gpt_oss":
+                expert_small += int(n_experts) * (2 * inter + h)
+                dense_small += int(n_experts)  # router bias
+            shared = cfg.get("shared_expert_intermediate_size")
+            if shared:
+                dense_matrix += 3 * h * int(shared)
+                dense_small += h  # shared-expert gate
+        else:
+            dense_matrix += 3 * h * int(_need(cfg, "intermediate_size", where))
+    dense_small += h  # final norm
+    embedding = vocab * h
+    head = 0 if tied else vocab * h
+    experts = expert_matrix + expert_small
+    total = embedding + head + dense_matrix + dense_small + experts
+    active = total - experts + (experts * int(k) // int(n_experts) if moe else 0)
+    types = layer_types(cfg)
+    return {
+        "embedding": embedding, "head": head, "tied": bool(tied),
+        "dense_matrix": dense_matrix, "dense_small": dense_small,
+        "expert_matrix": expert_matrix, "expert_small": expert_small,
+        "total": total, "active": active,
+        "num_experts": int(n_experts) if moe else None, "experts_per_token": int(k) if moe else None,
+        "num_layers": n_layers, "num_attention_heads": heads, "num_kv_heads": kv_heads, "head_dim": head_dim,
+        "sliding_window": int(cfg["sliding_window"]) if cfg.get("sliding_window") and "sliding_attention" in types else None,
+        "sliding_layers": sum(t == "sliding_attention" for t in types),
+        "max_context": cfg.get("max_position_embeddings"),
+        "model_type": mt,
+    }
+
+
+def card_from_config(name: str, config: dict[str, Any], quant: str = "bf16", expert_quant: str | None = None,
+                     kv_bytes_per_element: float = 2.0, source: str = "", where: str = "config") -> ModelCard:
+    """A card from Hugging Face config numbers, with weights stored in ``quant``.
+
+    Bytes = matrix params × bits of ``quant`` (experts: ``expert_quant``, default ``quant``)
+    / 8 + small tensors × 16 / 8; the embedding and output head use ``quant`` for GGUF formats
+    and bf16 otherwise (:data:`GGUF_QUANTS`).  ``dense_bytes`` (read by every step) = head
+    (the embedding when tied) + attention + dense MLP + router + norms; the untied input
+    embedding is not read by a step (B rows are gathered).  ``kv_bytes_per_element``: 2 for
+    a bf16/fp16 KV cache, 1 for fp8.
+
+    Raises:
+        BatchmarkError: unknown quantisation or a missing config number.
+    """
+    quant = normalize_quant(quant)
+    expert_quant = normalize_quant(expert_quant) if expert_quant else quant
+    pc = param_counts(config, where)
+    qb, eb, sb = QUANT_BITS[quant], QUANT_BITS[expert_quant], SMALL_TENSOR_BITS
+    emb_bits = qb if quant in GGUF_QUANTS else 16.0
+    embedding_bytes = pc["embedding"] * emb_bits / 8
+    head_bytes = pc["head"] * emb_bits / 8
+    dense_layer_bytes = pc["dense_matrix"] * qb / 8 + pc["dense_small"] * sb / 8
+    expert_bytes = pc["expert_matrix"] * eb / 8 + pc["expert_small"] * sb / 8
+    read_head = embedding_bytes if pc["tied"] else head_bytes
+    weight_bytes = embedding_bytes + head_bytes + dense_layer_bytes + expert_bytes
+    label = quant if expert_quant == quant else f"{quant}+experts:{expert_quant}"
+    return ModelCard(
+        name=name, kind="moe" if pc["num_experts"] else "dense",
+        total_params=pc["total"], active_params=pc["active"],
+        embedding_params=0 if pc["tied"] else pc["embedding"],
+        weight_bytes=int(round(weight_bytes)), dense_bytes=int(round(dense_layer_bytes + read_head)),
+        expert_bytes=int(round(expert_bytes)), num_layers=pc["num_layers"],
+        num_attention_heads=pc["num_attention_heads"], num_kv_heads=pc["num_kv_heads"], head_dim=pc["head_dim"],
+        kv_bytes_per_token=kv_bytes_per_token(pc["num_layers"], pc["num_kv_heads"], pc["head_dim"], kv_bytes_per_element),
+        num_experts=pc["num_experts"], experts_per_token=pc["experts_per_token"], dtype=label,
+        source=source or f"arithmetic from config numbers ({pc['model_type']})",
+        sliding_window=pc["sliding_window"], sliding_layers=pc["sliding_layers"] if pc["sliding_window"] else 0,
+        max_context=pc["max_context"], quantization=label,
+        extra={"model_type": pc["model_type"], "kv_bytes_per_element": kv_bytes_per_element,
+               "expert_params": pc["expert_matrix"] + pc["expert_small"]})
+
+
+def card_from_config_file(path: str | Path, name: str | None = None, quant: str = "bf16",
+                          expert_quant: str | None = None, kv_bytes_per_element: float = 2.0) -> ModelCard:
+    """A card from a local Hugging Face ``config.json`` (a file, or a folder holding one).
+
+    Raises:
+        BatchmarkError: missing or corrupt file, missing config numbers.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        config = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BatchmarkError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
+    if not isinstance(config, dict):
+        raise BatchmarkError(f"{path}: not a config object")
+    return card_from_config(name or path.parent.name, config, quant, expert_quant, kv_bytes_per_element,
+                            source=f"arithmetic from {path}", where=str(path))
+
+
+# -- card files in data/models/ ------------------------------------------------------------
+
+def _models_dir() -> Path:
+    from pipeline import paths
+
+    return paths.models_dir()
+
+
+def _read_card_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise BatchmarkError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict) or not data.get("source"):
+        raise BatchmarkError(f"{path}: a card file needs name, source and config")
+    return data
+
+
+def _norm_name(name: str) -> str:
+    return name.strip().lower().split("/")[-1]
+
+
+def list_card_files(folder: Path | None = None) -> dict[str, Path]:
+    """Card files by model name (``data/models/*.yaml``)."""
+    folder = folder or _models_dir()
+    out = {}
+    for p in sorted(folder.glob("*.yaml")):
+        out[_read_card_file(p).get("name", p.stem)] = p
+    return out
+
+
+def find_card_file(name: str, folder: Path | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """The card file whose ``name`` or one of whose ``aliases`` is ``name`` (case-insensitive, org prefix ignored)."""
+    folder = folder or _models_dir()
+    want = _norm_name(name)
+    for p in sorted(folder.glob("*.yaml")):
+        data = _read_card_file(p)
+        names = [data.get("name", p.stem), p.stem, *(data.get("aliases") or [])]
+        if want in {_norm_name(str(n)) for n in names}:
+            return p, data
+    return None
+
+
+def load_card(name: str, quant: str | None = None, expert_quant: str | None = None,
+              kv_bytes_per_element: float | None = None, folder: Path | None = None,
+              card_name: str | None = None) -> ModelCard:
+    """A card from ``data/models/`` by model name or alias, in ``quant`` (default: the file's native format).
+
+    A card file holds ``name``, ``aliases``, ``source`` (where the numbers come from),
+    ``config`` (config.json numbers), ``native_quant`` (``bf16`` or ``{weights, experts}``)
+    and ``published`` params for a check.  ``quant`` given without ``expert_quant`` applies to
+    every weight.
+
+    Raises:
+        BatchmarkError: no card of that name (lists the known ones), a bad card file.
+    """
+    folder = folder or _models_dir()
+    found = find_card_file(name, folder)
+    if found is None:
+        known = ", ".join(sorted(list_card_files(folder))) or "none"
+        raise BatchmarkError(f"model: no card for {name!r} in {folder} (known: {known})")
+    path, data = found
+    native = data.get("native_quant") or "bf16"
+    if isinstance(native, dict):
+        native_w, native_e = native.get("weights", "bf16"), native.get("experts")
+    else:
+        native_w, native_e = native, None
+    if quant is None:
+        quant, expert_quant = native_w, expert_quant or native_e
+    kv_elem = kv_bytes_per_element if kv_bytes_per_element is not None else float(data.get("kv_bytes_per_element", 2))
+    card = card_from_config(card_name or data.get("name", path.stem), data["config"], quant, expert_quant, kv_elem,
+                            source=f"{data['source']} (card file {path.name})", where=str(path))
+    return replace(card, extra={**card.extra, "card_file": path.name, "published": data.get("published") or {}})
+
+
+def expert_param_count(card: ModelCard) -> int:
+    """Parameters of all routed experts of ``card`` (0 for a dense model).
+
+    Derived: active = total − X + X·k/E, so X = (total − active) · E / (E − k).
+    """
+    if not card.num_experts or not card.experts_per_token or card.num_experts == card.experts_per_token:
+        return 0
+    if "expert_params" in card.extra:
+        return int(card.extra["expert_params"])
+    return round((card.total_params - card.active_params) * card.num_experts / (card.num_experts - card.experts_per_token))
+
+
+def card_with_file_size(card: ModelCard, file_bytes: int, expert_quant: str | None = None,
+                        source: str = "") -> ModelCard:
+    """The card of a model as stored in a weight file of ``file_bytes`` bytes (e.g. a GGUF).
+
+    The file size replaces the counted weight bytes, and every byte of the file that is not a
+    routed expert counts as read per decode step (``dense_bytes``) — the convention of the
+    issue-5 ceiling check (7.54 GiB read per token for Qwen2.5-Coder-7B Q8_0).  It overstates
+    the bytes read by the input-embedding table, of which a step gathers only B rows (about
+    0.5 GiB, 7 % of that file).  For an MoE the expert bytes are counted in ``expert_quant``
+    (``mxfp4`` for gpt-oss GGUFs) when given, else in proportion to the parameters.
+
+    Raises:
+        BatchmarkError: a file smaller than its expert bytes, or an unknown quantisation.
+    """
+    if card.expert_bytes and card.num_experts:
+        expert_params = expert_param_count(card)
+        if expert_quant:
+            expert_bytes = expert_params * QUANT_BITS[normalize_quant(expert_quant)] / 8
+        else:
+            expert_bytes = file_bytes * expert_params / card.total_params
+    else:
+        expert_bytes = 0.0
+    if expert_bytes >= file_bytes:
+        raise BatchmarkError(f"file size {file_bytes} bytes is smaller than the expert weights of {card.name}")
+    return replace(card, weight_bytes=int(file_bytes), dense_bytes=int(round(file_bytes - expert_bytes)),
+                   expert_bytes=int(round(expert_bytes)),
+                   source=(source or card.source) + f"; bytes from the weight file size ({file_bytes} bytes)",
+                   extra={**card.extra, "file_bytes": int(file_bytes), "bytes_basis": "file size"})
+
+
+
+def cached_config(repo_id: str) -> Path | None:
+    """``config.json`` of ``repo_id`` in the local Hugging Face cache (``HF_HOME``/``HF_HUB_CACHE``), or None; never downloads."""
+    if "/" not in repo_id:
+        return None
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers depends on it
+        return None
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except ValueError:  # not a valid repo id
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def resolve_card(name: str, quant: str | None = None, expert_quant: str | None = None) -> ModelCard:
+    """A card for ``name``: a card file of ``data/models/`` (name or alias), else a local
+    ``config.json`` (file or folder), else ``config.json`` of that repo id in the Hugging Face cache.
+
+    Raises:
+        BatchmarkError: none of the three knows the model (the message lists the card names).
+    """
+    if find_card_file(name) is not None:
+        return load_card(name, quant=quant, expert_quant=expert_quant)
+    if Path(name).exists():
+        return card_from_config_file(name, quant=quant or "bf16", expert_quant=expert_quant)
+    cfg = cached_config(name)
+    if cfg is not None:
+        card = card_from_config_file(cfg, name=name.split("/")[-1], quant=quant or "bf16", expert_quant=expert_quant)
+        return replace(card, source=f"arithmetic from {name} config.json in the Hugging Face cache ({cfg})")
+    return load_card(name)  # raises, naming the known cards

@@ -20,13 +20,17 @@ import json
 import os
 import socket
 import tempfile
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline import paths
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords
+
+if TYPE_CHECKING:
+    from pipeline.metrics import PointSummary
 
 SCHEMA_VERSION = 1
 
@@ -34,7 +38,7 @@ SCHEMA_VERSION = 1
 def new_run_id(now: datetime | None = None, host: str | None = None) -> str:
     """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``)."""
     now = now or datetime.now(timezone.utc)
-    host = host or socket.gethostname().split(".")[0]
+    host = (host or socket.gethostname()).split(".")[0]
     host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
     return f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
 
@@ -268,3 +272,65 @@ def write_analysis(run_dir: Path) -> Path:
     out = run_dir / "analysis.json"
     atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, **result})
     return out
+
+
+# -- reading a finished run whole (diff, pages) ---------------------------------------------
+
+@dataclass
+class RunResults:
+    """Everything later stages read of one complete run: provenance, point summaries, analysis.
+
+    Attributes:
+        run_dir: the run folder.
+        meta: ``run.json`` (provenance).
+        summaries: point summaries (``summaries.json``, or computed from the records in memory
+            when that file was not written yet).
+        analysis: ``analysis.json`` (or computed in memory the same way).
+    """
+
+    run_dir: Path
+    meta: dict[str, Any]
+    summaries: list["PointSummary"]
+    analysis: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        """The run id (``run.json``'s ``run_id``, else the folder name)."""
+        return str(self.meta.get("run_id") or self.run_dir.name)
+
+
+def load_run_results(ref: str | Path, runs_dir: Path | None = None) -> RunResults:
+    """Read a complete run (id or path) for comparison, without writing anything into it.
+
+    Derived files missing from a complete measured run are computed in memory from its
+    records, so a diff never writes into the runs it compares.
+
+    Raises:
+        BatchmarkError: unknown run (the message names ``ref``); the run is incomplete (an
+            unfinished sweep is reported, never compared, so half a grid is never mixed into
+            a diff); an imported run without ``summaries.json``; corrupt files (named).
+    """
+    from pipeline.analysis import analyze
+    from pipeline.metrics import summarize_run
+    from pipeline.modelcards import ModelCard
+
+    run_dir = resolve_run(ref, runs_dir)
+    meta = read_run_json(run_dir)
+    if meta.get("status") != "complete":
+        raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
+                             f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
+    if (run_dir / "summaries.json").is_file():
+        summaries = read_summaries(run_dir)
+    elif str(meta.get("source", "measured")).startswith("imported:"):
+        raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
+    else:
+        summaries = summarize_run(load_points(run_dir))
+    if (run_dir / "analysis.json").is_file():
+        analysis = read_json(run_dir / "analysis.json")
+        if not isinstance(analysis, dict):
+            raise BatchmarkError(f"{run_dir / 'analysis.json'}: expected a JSON object")
+    else:
+        cards = {name: ModelCard.from_dict(d) for name, d in load_model_cards(run_dir).items()}
+        threshold = (meta.get("config") or {}).get("knee_threshold", 0.15)
+        analysis = analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis)

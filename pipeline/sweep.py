@@ -18,6 +18,7 @@ from typing import Any, Callable
 from pipeline import __version__, paths, runs
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
+from pipeline.engines.base import PointDoesNotFit
 from pipeline.hardware import load_profile, probe
 from pipeline.metrics import summarize_point
 from pipeline.records import PointKey
@@ -115,6 +116,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
             curve: list[tuple[int, float]] = []
             loaded = False
+            done = 0
             for key in keys:
                 bar.set_description(f"{spec.name} c={key.concurrency}")
                 if runs.has_point(run_dir, key):
@@ -132,13 +134,19 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                     if not ok:
                         stops[spec.name] = f"memory at c={key.concurrency}: {why}"
                         break
-                    records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                    try:
+                        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                    except PointDoesNotFit as exc:
+                        stops[spec.name] = f"memory: {exc}"
+                        break
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records)
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
                     bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
                 bar.update(1)
+                done += 1
+            bar.update(len(keys) - done)  # points skipped past a stop
             if spec.name in stops:
                 log(f"{spec.name}: stopped escalating ({stops[spec.name]})")
             if loaded:

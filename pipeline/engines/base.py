@@ -8,6 +8,10 @@ from pipeline.config import ModelSpec
 from pipeline.records import PointKey, PointRecords
 
 
+class PointDoesNotFit(Exception):
+    """Raised by ``Engine.measure`` when a point ran out of device memory; the sweep stops escalating that model."""
+
+
 class Engine(Protocol):
     """What the sweep driver needs from an engine.
 

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from pipeline.config import ModelSpec, SweepConfig
+from pipeline.engines.base import PointDoesNotFit
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard, card_from_torch_model
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
@@ -71,6 +72,14 @@ class TransformersEngine:
         self.vocab = self.model.config.get_text_config().vocab_size
         return self.card.as_dict()
 
+    def unload_cache(self) -> None:
+        """Free cached device memory after a failed point (the model stays loaded)."""
+        import gc
+
+        gc.collect()
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
     def unload(self) -> None:
         """Drop the model and free its memory."""
         self.model = None
@@ -126,8 +135,8 @@ class TransformersEngine:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
 
-    def _one_batch(self, key: PointKey, seed: int) -> tuple[float, list[float], float]:
-        """Prefill + decode one static batch; returns (prefill start, step end times, origin)."""
+    def _one_batch(self, key: PointKey, seed: int) -> tuple[float, list[float]]:
+        """Prefill + decode one static batch; returns (prefill start, end time of every forward pass), perf_counter s."""
         torch = self.torch
         gen = torch.Generator().manual_seed(seed)
         ids = torch.randint(0, self.vocab, (key.concurrency, key.input_len), generator=gen).to(self.device)
@@ -139,14 +148,14 @@ class TransformersEngine:
             nxt = out.logits[:, -1].argmax(-1, keepdim=True)
             self._sync()
             steps.append(time.perf_counter())
-            cache = out.past_key_values
+            cache = getattr(out, self._cache_kw)
             for _ in range(key.output_len - 1):
                 out = self.model(input_ids=nxt, use_cache=True, logits_to_keep=1, **{self._cache_kw: cache})
                 nxt = out.logits[:, -1].argmax(-1, keepdim=True)
-                cache = out.past_key_values
+                cache = getattr(out, self._cache_kw)
                 self._sync()
                 steps.append(time.perf_counter())
-        return t0, steps, t0
+        return t0, steps
 
     def measure(self, key: PointKey, repeats: int, warmup: bool, seed: int) -> PointRecords:
         """Measure one point: an unmeasured warm-up batch at full lengths, then ``repeats`` batches.
@@ -157,12 +166,16 @@ class TransformersEngine:
         if self.model is None:
             raise RuntimeError("load() a model before measure()")
         base = seed * 1_000_003 + key.concurrency * 7919 + key.input_len
-        if warmup:
-            self._one_batch(key, base - 1)
+        try:
+            if warmup:
+                self._one_batch(key, base - 1)
+            batches = [self._one_batch(key, base + r) for r in range(repeats)]
+        except (self.torch.OutOfMemoryError, MemoryError) as exc:
+            self.unload_cache()
+            raise PointDoesNotFit(f"out of memory at c={key.concurrency}: {str(exc).splitlines()[0][:120]}") from None
         reps = []
-        for r in range(repeats):
-            t0, steps, origin = self._one_batch(key, base + r)
-            rel = [s - origin for s in steps]
+        for r, (t0, steps) in enumerate(batches):
+            rel = [s - t0 for s in steps]
             reqs = [RequestRecord(request_id=i, queued_s=0.0, sent_s=0.0, first_token_s=rel[0], done_s=rel[-1],
                                   chunks=[[t, 1] for t in rel], input_tokens=key.input_len,
                                   output_tokens=len(rel), usage_reported=True)

@@ -1,0 +1,77 @@
+# batchmark workflow: sweep -> records -> summaries -> analysis -> pages -> site.
+#
+#   snakemake --cores all                                   # measure config/default.yaml, build the site
+#   snakemake --cores all --configfile config/spark.yaml    # another sweep config
+#   snakemake --cores 1 committed                           # site from the runs in data/runs/ alone, no measuring
+#   snakemake --cores all --config fresh=1                  # measure again into a new run
+#
+# Rules stay thin: each calls one `batchmark` command.  The only logic here chooses targets:
+# which run this checkout measures for the config (resumed if killed, reused once complete),
+# and which complete runs go on the site.  Complete runs already in data/runs/ are inputs as
+# they are: they are immutable and carry their summaries and analysis.
+
+import re
+import sys
+from pathlib import Path
+
+from pipeline import runs
+from pipeline.config import load_config
+from pipeline.pages.render import page_templates
+
+# The sweep config is the Snakemake configfile (--configfile); config/default.yaml without one.
+CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/default.yaml"
+SWEEP = load_config(CONFIG_PATH)
+RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, fresh=bool(config.get("fresh")))
+COMPLETE = [p.name for p in runs.list_runs() if p.name != RUN_ID]
+BATCHMARK = f"{sys.executable} -m pipeline"
+TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
+PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
+MODEL_CARDS = sorted(str(p) for p in Path("data/models").glob("*.yaml"))
+
+wildcard_constraints:
+    run=re.escape(RUN_ID)
+
+
+rule all:
+    input: "site/index.html"
+
+
+rule sweep:
+    input: CONFIG_PATH
+    output: "data/runs/{run}/points.json"
+    shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --pointer"
+
+
+rule summaries:
+    input: "data/runs/{run}/points.json"
+    output: "data/runs/{run}/summaries.json"
+    shell: "{BATCHMARK} summarize {wildcards.run}"
+
+
+rule analysis:
+    input: "data/runs/{run}/summaries.json"
+    output: "data/runs/{run}/analysis.json"
+    shell: "{BATCHMARK} analyze {wildcards.run}"
+
+
+rule pages:
+    input:
+        f"data/runs/{RUN_ID}/analysis.json",
+        [f"data/runs/{r}/run.json" for r in COMPLETE],
+        TEMPLATES,
+        MODEL_CARDS,
+    output: PAGES
+    params: runs=" ".join(COMPLETE + [RUN_ID])
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs}"
+
+
+rule site:
+    input: PAGES, "mkdocs.yml"
+    output: "site/index.html"
+    shell: "{sys.executable} -m mkdocs build --strict --quiet"
+
+
+rule committed:
+    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES
+    params: runs=" ".join(COMPLETE)
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} && {sys.executable} -m mkdocs build --strict --quiet"

@@ -1,0 +1,124 @@
+"""KV capacity: how many sequences fit beside the weights, and which models fit a machine (pure).
+
+Definition (DESIGN.md, "KV capacity"): max concurrent sequences at a context length =
+(usable memory − weights − runtime reserve) / KV bytes of one sequence at that context.
+Usable memory is the hardware profile's ``memory_gb`` ("memory usable for weights and KV
+cache", GB = 1e9 bytes); the reserve is its ``runtime_reserve_gb`` (activations, CUDA
+graphs, the OS on a unified-memory machine).  KV bytes of one sequence count sliding-window
+layers by their window (:func:`pipeline.modelcards.kv_bytes_per_sequence`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pipeline.errors import BatchmarkError
+from pipeline.modelcards import ModelCard, kv_bytes_per_sequence, list_card_files, load_card
+
+#: Context lengths of the capacity table (tokens): 4k, 8k, 32k, 128k.
+DEFAULT_CONTEXTS = (4096, 8192, 32768, 131072)
+
+#: Formats of the "which models fit" table besides each model's native one.
+FIT_QUANTS = ("fp8", "nvfp4")
+
+
+def kv_capacity(card: ModelCard, memory_gb: float, reserve_gb: float, context: int) -> dict[str, Any]:
+    """Concurrent sequences of ``context`` tokens that fit beside the weights.
+
+    Args:
+        card: the model (its ``weight_bytes`` and KV layout).
+        memory_gb: memory usable for weights and KV cache (GB, 1e9 bytes).
+        reserve_gb: runtime reserve kept free (GB).
+        context: tokens per sequence (prompt + generated).
+
+    Returns:
+        ``{"context", "kv_bytes_per_sequence", "free_bytes" (after weights and reserve),
+        "max_sequences" (floor of free / per-sequence; 0 when the weights do not fit),
+        "memory_left_bytes" (free − sequences × per-sequence), "fits" (weights + reserve fit
+        and at least one sequence), "within_max_context" (None when the card has no max)}``.
+
+    Raises:
+        BatchmarkError: a context below 1.
+    """
+    if context < 1:
+        raise BatchmarkError(f"context: must be >= 1 token, got {context}")
+    per_seq = kv_bytes_per_sequence(card, context)
+    free = memory_gb * 1e9 - reserve_gb * 1e9 - card.weight_bytes
+    seqs = max(0, math.floor(free / per_seq)) if per_seq > 0 and free > 0 else 0
+    return {
+        "context": context,
+        "kv_bytes_per_sequence": per_seq,
+        "free_bytes": free,
+        "max_sequences": seqs,
+        "memory_left_bytes": free - seqs * per_seq if free > 0 else free,
+        "fits": free > 0 and seqs >= 1,
+        "within_max_context": (context <= card.max_context) if card.max_context else None,
+    }
+
+
+def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[int, ...] | list[int] = DEFAULT_CONTEXTS
+                   ) -> dict[str, Any]:
+    """The capacity of one model on one hardware profile at each context (see :func:`kv_capacity`).
+
+    ``hardware`` is a profile as a dict (``HardwareProfile.model_dump()``).
+
+    Raises:
+        BatchmarkError: the profile states no ``memory_gb``.
+    """
+    memory_gb = hardware.get("memory_gb")
+    if not memory_gb:
+        raise BatchmarkError(f"hardware {hardware.get('name')!r}: profile has no memory_gb; capacity needs it")
+    reserve = float(hardware.get("runtime_reserve_gb") or 0.0)
+    return {
+        "hardware": {"name": hardware.get("name"), "memory_gb": memory_gb, "runtime_reserve_gb": reserve},
+        "model": card.name, "kind": card.kind, "quantization": card.quantization or card.dtype,
+        "total_params": card.total_params, "active_params": card.active_params,
+        "weight_bytes": card.weight_bytes, "kv_bytes_per_token": card.kv_bytes_per_token,
+        "sliding_window": card.sliding_window, "sliding_layers": card.sliding_layers,
+        "max_context": card.max_context,
+        "contexts": [kv_capacity(card, float(memory_gb), reserve, int(c)) for c in contexts],
+    }
+
+
+def fit_table(hardware: dict[str, Any], contexts: tuple[int, ...] | list[int] = (8192, 32768),
+              quants: tuple[str, ...] = FIT_QUANTS, folder: Any = None) -> list[dict[str, Any]]:
+    """"Which models fit": every card of ``data/models/`` in its native format and each of ``quants``.
+
+    Returns one row per (model, format): ``{"model", "kind", "quantization", "weight_bytes",
+    "fits" (weights + reserve within memory), "max_sequences": {context: n}}``, sorted by
+    model name then weight bytes (largest first).
+    """
+    rows = []
+    for name in sorted(list_card_files(folder), key=str.lower):
+        cards = [load_card(name, folder=folder)]
+        for q in quants:
+            c = load_card(name, quant=q, folder=folder)
+            if c.weight_bytes < cards[0].weight_bytes:
+                cards.append(c)
+        for card in sorted(cards, key=lambda c: -c.weight_bytes):
+            table = capacity_table(card, hardware, contexts)
+            rows.append({
+                "model": card.name, "kind": card.kind, "quantization": card.quantization,
+                "total_params": card.total_params, "active_params": card.active_params,
+                "weight_bytes": card.weight_bytes,
+                "fits": table["contexts"][0]["free_bytes"] > 0,
+                "max_sequences": {str(r["context"]): (r["max_sequences"] if r["within_max_context"] is not False else None)
+                                  for r in table["contexts"]},
+            })
+    return rows
+
+
+def format_capacity(table: dict[str, Any]) -> str:
+    """Plain-text form of :func:`capacity_table` for the CLI."""
+    hw = table["hardware"]
+    lines = [f"{table['model']} ({table['kind']}, {table['quantization']}) on {hw['name']}: "
+             f"{hw['memory_gb']:g} GB usable, {hw['runtime_reserve_gb']:g} GB reserve, "
+             f"weights {table['weight_bytes'] / 1e9:.2f} GB, KV {table['kv_bytes_per_token'] / 1024:.0f} KiB/token"
+             + (f" ({table['sliding_layers']} layers slide over {table['sliding_window']} tokens)" if table["sliding_window"] else ""),
+             f"{'context':>8} {'KV/seq GiB':>10} {'sequences':>9} {'left GB':>8}"]
+    for r in table["contexts"]:
+        note = "" if r["within_max_context"] is not False else f"  (beyond the model's max context {table['max_context']})"
+        lines.append(f"{r['context']:>8} {r['kv_bytes_per_sequence'] / 2**30:>10.2f} {r['max_sequences']:>9} "
+                     f"{r['memory_left_bytes'] / 1e9:>8.2f}{note}")
+    return "\n".join(lines)

@@ -1,0 +1,661 @@
+"""Run vs run: which metrics changed between two runs, by how much, and whether it is more than noise (pure).
+
+Points are matched by (model, engine, input length, output length, concurrency).  For each
+matched point and each metric below, the diff reports A's and B's value, the relative change
+(B − A) / A, and a two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) of A's samples
+against B's at level α; a change whose p exceeds α is shown as ``~`` (as benchstat and asv do).
+
+Metrics and the samples each one is tested on (``PointSummary.samples``):
+
+=====================  ==========================  ==========================================
+metric                 value shown                 samples tested
+=====================  ==========================  ==========================================
+output throughput      median over repeats         one per repeat
+per-user throughput    1 / median TPOT             one per repeat (1 / the repeat's median TPOT)
+TTFT p50, TTFT p99     percentile over requests    per request (served engines); per-repeat
+TPOT p50, TPOT p99                                 medians for static batches, whose requests
+                                                   share one prefill and one decode loop, so a
+                                                   repeat is one independent sample, not B
+MBU                    from analysis.json          MBU × step time / step time of each sample
+                                                   (derived: MBU ∝ 1 / step time at fixed bytes
+                                                   and bandwidth); step samples are per repeat
+                                                   (static batch) or per-request TPOT (served)
+=====================  ==========================  ==========================================
+
+The U test compares whole distributions, so for p99 it asks whether B's latencies are
+shifted against A's, not whether the tail alone moved.
+
+Too few samples: with n₁ and n₂ samples and no ties, the most extreme arrangement (every
+sample of one side below every sample of the other) has probability 1 / C(n₁ + n₂, n₁)
+under the null hypothesis, so the smallest two-sided p any test can return is
+``min(1, 2 / C(n₁ + n₂, n₁))`` — derived from the exact permutation distribution of U
+(Mann & Whitney 1947); 3 + 3 gives 2 / 20 = 0.1, 5 + 5 gives 2 / 252 ≈ 0.0079.  When that
+exceeds α the diff says no change can be significant instead of reporting one.
+
+Comparability: the provenance of both runs (hardware, probed bandwidth, engine, its version
+and flags, model revisions, input/output lengths, batchmark and package versions) is
+compared; a different hardware profile or workload is stated in the headline, which every
+output format puts first.
+
+The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", "run_a",
+"run_b" ({"run_id", "source", "hardware"}), "alpha", "provenance": [{"field", "label", "a",
+"b", "differs"}], "changes": [{"model", "engine", "input_len", "output_len", "concurrency",
+"metric", "label", "unit", "higher_is_better", "a", "b", "change" (fraction), "p_value", "n_a",
+"n_b", "min_p", "sample_unit", "significant", "verdict" ("better" | "worse" | "~" | "n/a"),
+"note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
+"change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
+"output_len", "concurrency"}], "test", "notes"}``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from scipy.stats import mannwhitneyu
+
+from pipeline.errors import BatchmarkError
+from pipeline.metrics import PointSummary
+from pipeline.runs import RunResults
+
+TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
+BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
+PointTuple = tuple[str, str, int, int, int]
+Workload = tuple[str, str, int, int]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One compared metric: its key, label, unit and which direction is better."""
+
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    throughput: bool = False
+
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("output_throughput_tok_s", "output throughput", "tok/s", True, throughput=True),
+    MetricSpec("per_user_tok_s", "per-user throughput", "tok/s", True, throughput=True),
+    MetricSpec("ttft_p50_s", "TTFT p50", "s", False),
+    MetricSpec("ttft_p99_s", "TTFT p99", "s", False),
+    MetricSpec("tpot_p50_s", "TPOT p50", "s", False),
+    MetricSpec("tpot_p99_s", "TPOT p99", "s", False),
+    MetricSpec("mbu", "MBU", "fraction", True),
+)
+METRIC_BY_KEY = {m.key: m for m in METRICS}
+MODEL_FIELDS = (("ceiling_tok_s", "ceiling (tok/s)"), ("knee_concurrency", "knee (concurrency)"),
+                ("post_knee", "post-knee"), ("peak_output_throughput_tok_s", "peak output throughput (tok/s)"))
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+def min_two_sided_p(n_a: int, n_b: int) -> float:
+    """Smallest two-sided Mann-Whitney p reachable with ``n_a`` and ``n_b`` samples (no ties).
+
+    ``min(1, 2 / C(n_a + n_b, n_a))``, derived in the module docstring; 1.0 when a side is
+    empty.  Examples: (3, 3) → 0.1, (5, 5) → 2/252.
+    """
+    if n_a < 1 or n_b < 1:
+        return 1.0
+    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+
+
+@dataclass
+class Significance:
+    """Outcome of one significance test.
+
+    Attributes:
+        p_value: two-sided Mann-Whitney p (None when a side has no samples).
+        n_a / n_b: sample counts.
+        min_p: smallest p these counts can give (:func:`min_two_sided_p`).
+        significant: p ≤ α and the counts can reach α at all.
+        note: why no change can be significant, when that is so; else None.
+    """
+
+    p_value: float | None
+    n_a: int
+    n_b: int
+    min_p: float
+    significant: bool
+    note: str | None
+
+
+def significance(samples_a: list[float], samples_b: list[float], alpha: float) -> Significance:
+    """Two-sided Mann-Whitney U of two sample lists at level ``alpha``.
+
+    scipy chooses the exact distribution for small samples without ties and the normal
+    approximation otherwise.  Identical samples (all tied) give p = 1.  When the counts
+    cannot reach ``alpha`` the p value is still reported but never called significant.
+    """
+    n_a, n_b = len(samples_a), len(samples_b)
+    floor = min_two_sided_p(n_a, n_b)
+    if n_a == 0 or n_b == 0:
+        return Significance(None, n_a, n_b, floor, False, f"no samples to test (n={n_a}+{n_b})")
+    p = float(mannwhitneyu(samples_a, samples_b, alternative="two-sided").pvalue)
+    if math.isnan(p):
+        p = 1.0
+    if floor > alpha:
+        return Significance(p, n_a, n_b, floor, False,
+                          f"n={n_a}+{n_b}: the smallest two-sided p is {floor:.3g} > α = {alpha:g}, "
+                          f"so no change can be significant; measure at least {_repeats_needed(alpha)} repeats")
+    return Significance(p, n_a, n_b, floor, p <= alpha, None)
+
+
+def _repeats_needed(alpha: float) -> int:
+    """Smallest n with n + n samples able to reach ``alpha`` (5 at α = 0.05)."""
+    n = 1
+    while min_two_sided_p(n, n) > alpha:
+        n += 1
+    return n
+
+
+def relative_change(a: float | None, b: float | None) -> float | None:
+    """(b − a) / a as a fraction; None when either is missing or a is 0."""
+    if a is None or b is None or a == 0:
+        return None
+    return (b - a) / a
+
+
+# -- per-point values and samples -----------------------------------------------------------
+
+def _static(s: PointSummary) -> bool:
+    """True for a static-batch point (one decode loop per repeat; step times are recorded)."""
+    return bool(s.samples.get("step_time_s"))
+
+
+def _latency_samples(s: PointSummary, name: str) -> tuple[list[float], str]:
+    per_repeat = s.samples.get(f"{name}_per_repeat")
+    if _static(s) and per_repeat:
+        return list(per_repeat), "repeat"
+    return list(s.samples.get(name) or []), "request"
+
+
+def metric_value(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, Any] | None) -> float | None:
+    """The value of one metric at one point (tokens/s, seconds or MBU fraction); None if unknown."""
+    if spec.key in ("output_throughput_tok_s", "per_user_tok_s"):
+        return getattr(s, spec.key)
+    if spec.key == "mbu":
+        return (analysis_point or {}).get("mbu")
+    name, pct = spec.key.rsplit("_", 2)[0], spec.key.split("_")[1]
+    block = getattr(s, f"{name}_s")
+    return block.get(pct) if block else None
+
+
+def metric_samples(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, Any] | None) -> tuple[list[float], str]:
+    """Samples to test one metric on, and their unit (``"repeat"`` or ``"request"``); see the module docstring."""
+    if spec.key in ("output_throughput_tok_s", "per_user_tok_s"):
+        return list(s.samples.get(spec.key) or []), "repeat"
+    if spec.key == "mbu":
+        mbu = (analysis_point or {}).get("mbu")
+        if mbu is None or not s.step_time_s:
+            return [], "repeat"
+        steps, unit = (s.samples.get("step_time_s"), "repeat") if _static(s) else (s.samples.get("tpot_s"), "request")
+        return [mbu * s.step_time_s / t for t in (steps or []) if t], unit
+    return _latency_samples(s, spec.key.rsplit("_", 2)[0] + "_s")
+
+
+# -- result types ---------------------------------------------------------------------------
+
+@dataclass
+class MetricChange:
+    """One metric at one matched point."""
+
+    model: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    metric: str
+    label: str
+    unit: str
+    higher_is_better: bool
+    a: float | None
+    b: float | None
+    change: float | None
+    p_value: float | None
+    n_a: int
+    n_b: int
+    min_p: float
+    sample_unit: str
+    significant: bool
+    verdict: str
+    note: str | None
+
+
+@dataclass
+class ModelChange:
+    """One per-workload analysis figure (ceiling, knee, post-knee, peak) in both runs."""
+
+    model: str
+    engine: str
+    input_len: int
+    output_len: int
+    field: str
+    label: str
+    a: Any
+    b: Any
+    change: float | None
+    changed: bool
+
+
+@dataclass
+class ProvenanceItem:
+    """One provenance field of both runs and whether it differs."""
+
+    field: str
+    label: str
+    a: Any
+    b: Any
+    differs: bool
+
+
+@dataclass
+class RunDiff:
+    """The whole comparison of run A (before) with run B (after)."""
+
+    headline: str
+    comparable: bool
+    run_a: dict[str, Any]
+    run_b: dict[str, Any]
+    alpha: float
+    provenance: list[ProvenanceItem]
+    changes: list[MetricChange]
+    models: list[ModelChange]
+    only_in_a: list[dict[str, Any]]
+    only_in_b: list[dict[str, Any]]
+    test: str = TEST_NAME
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (the ``--json`` output); the headline is the first key."""
+        return asdict(self)
+
+
+# -- comparability --------------------------------------------------------------------------
+
+def _engine_name(meta: dict[str, Any], summaries: list[PointSummary]) -> str | None:
+    eng = meta.get("engine")
+    if isinstance(eng, dict) and eng.get("engine"):
+        return str(eng["engine"])
+    if (meta.get("config") or {}).get("engine"):
+        return str(meta["config"]["engine"])
+    names = sorted({s.engine for s in summaries})
+    return ", ".join(names) or None
+
+
+def provenance_of(r: RunResults) -> dict[str, Any]:
+    """The provenance fields a diff compares, read from ``run.json`` and the summaries.
+
+    Keys: hardware, bandwidth_gb_s_probed, engine, engine_version, engine_flags (dict),
+    model_revisions (dict by model), workloads (sorted ``in X / out Y`` strings), models
+    (sorted names), batchmark_version, versions (other packages), driver, source.  A field a
+    run does not record is None (imports record less than measured runs).
+    """
+    meta = r.meta
+    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    versions = dict(meta.get("versions") or {})
+    name = _engine_name(meta, r.summaries)
+    version = (eng.get(f"{name}_version") or eng.get("version") or versions.get(name or "")) if name else None
+    flags = {k: v for k, v in eng.items() if k != "engine" and not k.endswith("version")}
+    cfg = meta.get("config") or {}
+    if name and isinstance(cfg.get(name), dict):
+        flags.update({f"config.{k}": v for k, v in cfg[name].items()})
+    revisions: dict[str, Any] = {}
+    for m in cfg.get("models") or []:
+        if isinstance(m, dict) and m.get("name"):
+            revisions[m["name"]] = {k: v for k, v in m.items() if k != "name" and v is not None}
+    for k, v in (meta.get("model_revisions") or {}).items():
+        revisions.setdefault(k, {})["revision"] = v
+    probe = meta.get("probe") or {}
+    return {
+        "hardware": (meta.get("hardware") or {}).get("name"),
+        "bandwidth_gb_s_probed": probe.get("bandwidth_gb_s"),
+        "engine": name,
+        "engine_version": version,
+        "engine_flags": flags,
+        "model_revisions": revisions,
+        "workloads": sorted({f"in {s.input_len} / out {s.output_len}" for s in r.summaries}),
+        "models": sorted({s.model for s in r.summaries}),
+        "batchmark_version": versions.pop("batchmark", None),
+        "versions": {k: v for k, v in versions.items() if k != (name or "")},
+        "driver": meta.get("driver"),
+        "source": meta.get("source", "measured"),
+    }
+
+
+def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[ProvenanceItem]:
+    """Field-by-field comparison of two :func:`provenance_of` dicts; dicts are compared per key."""
+    items: list[ProvenanceItem] = []
+
+    def add(fld: str, label: str, a: Any, b: Any, differs: bool | None = None) -> None:
+        items.append(ProvenanceItem(fld, label, a, b, (a != b) if differs is None else differs))
+
+    add("hardware", "hardware", pa["hardware"], pb["hardware"])
+    bw_a, bw_b = pa["bandwidth_gb_s_probed"], pb["bandwidth_gb_s_probed"]
+    rel = relative_change(bw_a, bw_b)
+    add("bandwidth_gb_s_probed", "probed bandwidth (GB/s)", bw_a, bw_b,
+        (bw_a is None) != (bw_b is None) or (rel is not None and abs(rel) > BANDWIDTH_TOLERANCE))
+    add("engine", "engine", pa["engine"], pb["engine"])
+    add("engine_version", "engine version", pa["engine_version"], pb["engine_version"])
+    for k in sorted(set(pa["engine_flags"]) | set(pb["engine_flags"])):
+        add(f"engine_flags.{k}", f"engine flag {k}", pa["engine_flags"].get(k), pb["engine_flags"].get(k))
+    for m in sorted(set(pa["model_revisions"]) & set(pb["model_revisions"])):
+        add(f"model_revisions.{m}", f"model {m}", pa["model_revisions"][m], pb["model_revisions"][m])
+    add("workloads", "input / output lengths", pa["workloads"], pb["workloads"])
+    add("models", "models", pa["models"], pb["models"])
+    add("batchmark_version", "batchmark version", pa["batchmark_version"], pb["batchmark_version"])
+    for k in sorted(set(pa["versions"]) | set(pb["versions"])):
+        add(f"versions.{k}", f"{k} version", pa["versions"].get(k), pb["versions"].get(k))
+    add("driver", "driver", pa["driver"], pb["driver"])
+    add("source", "source", pa["source"], pb["source"])
+    return items
+
+
+def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[str, bool]:
+    """The first line of every diff output and whether the runs are like for like.
+
+    Different hardware or a different workload (models, engine or input/output lengths) is
+    said here rather than compared silently.
+    """
+    problems = []
+    if pa["hardware"] != pb["hardware"]:
+        problems.append(f"different hardware: A ran on {pa['hardware']}, B on {pb['hardware']}")
+    wl = []
+    if pa["workloads"] != pb["workloads"]:
+        wl.append(f"input/output lengths A {', '.join(pa['workloads']) or 'none'} vs B {', '.join(pb['workloads']) or 'none'}")
+    if pa["engine"] != pb["engine"]:
+        wl.append(f"engine A {pa['engine']} vs B {pb['engine']}")
+    if pa["models"] != pb["models"]:
+        only_a = sorted(set(pa["models"]) - set(pb["models"]))
+        only_b = sorted(set(pb["models"]) - set(pa["models"]))
+        parts = ([f"only in A: {', '.join(only_a)}"] if only_a else []) + ([f"only in B: {', '.join(only_b)}"] if only_b else [])
+        wl.append("models " + "; ".join(parts))
+    if wl:
+        problems.append("different workload: " + "; ".join(wl))
+    if n_matched == 0:
+        problems.append("no point of A matches a point of B")
+    if problems:
+        return "NOT COMPARABLE — " + "; ".join(problems) + ". Changes below are not like for like.", False
+    return (f"Comparable: same hardware ({pa['hardware']}), engine ({pa['engine']}) and workload "
+            f"({', '.join(pa['workloads'])}; {len(pa['models'])} model(s))."), True
+
+
+# -- the diff -------------------------------------------------------------------------------
+
+def _key(s: PointSummary) -> PointTuple:
+    return (s.model, s.engine, s.input_len, s.output_len, s.concurrency)
+
+
+def _analysis_points(analysis: dict[str, Any]) -> dict[PointTuple, dict[str, Any]]:
+    return {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"]): p
+            for p in analysis.get("points", [])}
+
+
+def _analysis_models(analysis: dict[str, Any]) -> dict[Workload, dict[str, Any]]:
+    return {(m["model"], m["engine"], m["input_len"], m["output_len"]): m for m in analysis.get("models", [])}
+
+
+def _point_dict(k: PointTuple) -> dict[str, Any]:
+    return dict(zip(("model", "engine", "input_len", "output_len", "concurrency"), k))
+
+
+def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
+    """Compare run A (before) with run B (after).
+
+    Args:
+        a, b: the two runs as read by :func:`pipeline.runs.load_run_results`.
+        alpha: significance level of the two-sided Mann-Whitney U test, 0 < α < 1.
+
+    Returns:
+        A :class:`RunDiff`: headline, provenance comparison, one :class:`MetricChange` per
+        (matched point, metric), per-workload :class:`ModelChange` rows, and the points
+        present in one run only.
+
+    Raises:
+        BatchmarkError: ``alpha`` outside (0, 1).
+    """
+    if not 0 < alpha < 1:
+        raise BatchmarkError(f"--alpha {alpha}: must be between 0 and 1")
+    sa = {_key(s): s for s in a.summaries}
+    sb = {_key(s): s for s in b.summaries}
+    pa_pts, pb_pts = _analysis_points(a.analysis), _analysis_points(b.analysis)
+    matched = sorted(set(sa) & set(sb))
+    changes: list[MetricChange] = []
+    for k in matched:
+        for spec in METRICS:
+            va, vb = metric_value(spec, sa[k], pa_pts.get(k)), metric_value(spec, sb[k], pb_pts.get(k))
+            xa, unit_a = metric_samples(spec, sa[k], pa_pts.get(k))
+            xb, unit_b = metric_samples(spec, sb[k], pb_pts.get(k))
+            res = significance(xa, xb, alpha)
+            note = res.note
+            if unit_a != unit_b:
+                note = ((note + "; ") if note else "") + f"A tested per {unit_a}, B per {unit_b}"
+            rel = relative_change(va, vb)
+            if va is None and vb is None:
+                verdict = "n/a"
+            elif not res.significant or rel is None or rel == 0:
+                verdict = "~"
+            else:
+                verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
+            changes.append(MetricChange(*k, metric=spec.key, label=spec.label, unit=spec.unit,
+                                        higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
+                                        p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, min_p=res.min_p,
+                                        sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
+                                        significant=res.significant and verdict in ("better", "worse"),
+                                        verdict=verdict, note=note))
+    ma, mb = _analysis_models(a.analysis), _analysis_models(b.analysis)
+    models: list[ModelChange] = []
+    for w in sorted(set(ma) & set(mb)):
+        for fld, label in MODEL_FIELDS:
+            va, vb = ma[w].get(fld), mb[w].get(fld)
+            num = isinstance(va, (int, float)) and isinstance(vb, (int, float)) and fld != "knee_concurrency"
+            models.append(ModelChange(*w, field=fld, label=label, a=va, b=vb,
+                                      change=relative_change(va, vb) if num else None, changed=va != vb))
+    prov_a, prov_b = provenance_of(a), provenance_of(b)
+    line, ok = headline(prov_a, prov_b, len(matched))
+    notes = sorted({c.note for c in changes if c.note})
+    return RunDiff(
+        headline=line, comparable=ok,
+        run_a={"run_id": a.run_id, "source": prov_a["source"], "hardware": prov_a["hardware"]},
+        run_b={"run_id": b.run_id, "source": prov_b["source"], "hardware": prov_b["hardware"]},
+        alpha=alpha, provenance=compare_provenance(prov_a, prov_b), changes=changes, models=models,
+        only_in_a=[_point_dict(k) for k in sorted(set(sa) - set(sb))],
+        only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes)
+
+
+def comparison_key(prov: dict[str, Any]) -> tuple[Any, ...]:
+    """What two runs must share to be diffed on the site: hardware, engine and input/output lengths."""
+    return (prov["hardware"], prov["engine"], tuple(prov["workloads"]))
+
+
+def previous_runs(provenances: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
+    """For each run, the latest earlier run of the same hardware and workload (None for the first).
+
+    Args:
+        provenances: ``[(run_id, provenance_of(run)), ...]`` in any order; run ids sort by
+            start time (``YYYYMMDDTHHMMSSZ-<host>``), so "earlier" is "sorts before".
+
+    Returns:
+        ``{run_id: previous run_id or None}``; a run must also share at least one model with
+        its predecessor, else the search goes further back.
+    """
+    out: dict[str, str | None] = {}
+    ordered = sorted(provenances, key=lambda x: x[0])
+    for i, (run_id, prov) in enumerate(ordered):
+        out[run_id] = next((rid for rid, p in reversed(ordered[:i])
+                            if comparison_key(p) == comparison_key(prov) and set(p["models"]) & set(prov["models"])),
+                           None)
+    return out
+
+
+def regressions(d: RunDiff, fail_above_pct: float) -> list[MetricChange]:
+    """Significant throughput regressions larger than ``fail_above_pct`` percent (for ``--fail-above``).
+
+    A throughput metric (output or per-user tokens/s) regresses when it is significantly
+    lower in B; it counts when the drop exceeds the threshold: change < −pct / 100.
+    """
+    return [c for c in d.changes
+            if METRIC_BY_KEY[c.metric].throughput and c.significant and c.change is not None
+            and c.change < -fail_above_pct / 100]
+
+
+def changes_of(d: RunDiff, metric: str) -> list[MetricChange]:
+    """The rows of one metric (e.g. ``output_throughput_tok_s``), in point order."""
+    return [c for c in d.changes if c.metric == metric]
+
+
+# -- formats --------------------------------------------------------------------------------
+
+def format_value(v: Any, unit: str) -> str:
+    """A value for tables: tok/s with 4 significant digits, seconds as ms, MBU as a percentage."""
+    if v is None:
+        return "-"
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        return str(v)
+    if unit == "s":
+        return f"{v * 1e3:.4g} ms"
+    if unit == "fraction":
+        return f"{v * 100:.1f}%"
+    return f"{v:.4g}"
+
+
+def format_change(c: float | None) -> str:
+    """A relative change as a signed percentage (``+0.5%``, ``-20.0%``); ``-`` when unknown."""
+    return "-" if c is None else f"{c * 100:+.1f}%"
+
+
+def _sig(c: MetricChange, marks: dict[str, int]) -> str:
+    p = "" if c.p_value is None else f"p={c.p_value:.3g} "
+    mark = ""
+    if c.note:
+        marks.setdefault(c.note, len(marks) + 1)
+        mark = f" [{marks[c.note]}]"
+    word = c.verdict if c.verdict in ("better", "worse") else "~"
+    return f"{word} ({p}n={c.n_a}+{c.n_b}){mark}"
+
+
+CORE_PROVENANCE = ("hardware", "bandwidth_gb_s_probed", "engine", "engine_version", "workloads", "models",
+                   "batchmark_version")
+
+
+def _provenance_rows(d: RunDiff) -> list[tuple[str, str, str, str]]:
+    """The core provenance rows and every other row that differs, then a count of identical ones."""
+    def s(v: Any) -> str:
+        if v is None:
+            return "-"
+        return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
+    rows = []
+    shown = [it for it in d.provenance if it.field in CORE_PROVENANCE or it.differs]
+    for it in shown:
+        if it.field == "bandwidth_gb_s_probed":
+            a = "-" if it.a is None else f"{it.a:.1f}"
+            b = "-" if it.b is None else f"{it.b:.1f} ({format_change(relative_change(it.a, it.b))})"
+        else:
+            a, b = s(it.a), s(it.b)
+        rows.append((it.label, a, b, "DIFFERS" if it.differs else "same"))
+    hidden = len(d.provenance) - len(shown)
+    if hidden:
+        rows.append((f"({hidden} more fields)", "", "", "same"))
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    fmt = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
+    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    esc = lambda x: str(x).replace("|", "\\|")  # noqa: E731
+    return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+            + ["| " + " | ".join(esc(x) for x in r) + " |" for r in rows])
+
+
+def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]], md: bool) -> str:
+    h = (lambda t: f"## {t}") if md else (lambda t: t)
+    out = [f"**{d.headline}**" if md else d.headline, ""]
+    out.append(f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']}), "
+               f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']}); "
+               f"change = (B − A) / A; {d.test} at α = {d.alpha:g}, `~` = not significant"
+               if md else
+               f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']})\n"
+               f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']})\n"
+               f"change = (B - A) / A; {d.test} at alpha = {d.alpha:g}; ~ = not significant")
+    out += ["", h("Provenance")] + ([""] if md else [])
+    out += table(["field", "A", "B", ""], [list(r) for r in _provenance_rows(d)])
+    marks: dict[str, int] = {}
+    for spec in METRICS:
+        rows = changes_of(d, spec.key)
+        if not rows:
+            continue
+        better = "higher" if spec.higher_is_better else "lower"
+        unit = {"s": "ms", "fraction": "% of each run's own bandwidth, spec else probed"}.get(spec.unit, spec.unit)
+        out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
+        out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
+                     [[c.model, c.engine, f"{c.input_len}/{c.output_len}", str(c.concurrency),
+                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change), _sig(c, marks)]
+                      for c in rows])
+    if marks:
+        out += ["", h("Notes")] + ([""] if md else [])
+        out += [f"[{i}] {note}" + ("  " if md else "") for note, i in sorted(marks.items(), key=lambda x: x[1])]
+    if d.models:
+        out += ["", h("Per model (from the analysis; no test: one value per run)")] + ([""] if md else [])
+        out += table(["model", "engine", "in/out", "figure", "A", "B", "change"],
+                     [[m.model, m.engine, f"{m.input_len}/{m.output_len}", m.label,
+                       format_value(m.a, "tok/s") if m.a is not None else ("not reached" if m.field == "knee_concurrency" else "-"),
+                       format_value(m.b, "tok/s") if m.b is not None else ("not reached" if m.field == "knee_concurrency" else "-"),
+                       format_change(m.change) if m.change is not None else ("changed" if m.changed else "same")]
+                      for m in d.models])
+    for name, pts in (("Only in A", d.only_in_a), ("Only in B", d.only_in_b)):
+        out += ["", h(f"{name} ({len(pts)} point(s))")] + ([""] if md else [])
+        if pts:
+            out += table(["model", "engine", "in/out", "c"],
+                         [[p["model"], p["engine"], f"{p['input_len']}/{p['output_len']}", str(p["concurrency"])] for p in pts])
+        else:
+            out.append("none")
+    return "\n".join(out) + "\n"
+
+
+def format_text(d: RunDiff) -> str:
+    """The default readable table: headline first, provenance, one table per metric, notes, models, unmatched points."""
+    return _render(d, _table, md=False)
+
+
+def format_markdown(d: RunDiff) -> str:
+    """The same content as :func:`format_text` as Markdown (headline first, in bold)."""
+    return _render(d, _md_table, md=True)
+
+
+CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
+              "change", "p_value", "n_a", "n_b", "min_p", "sample_unit", "significant", "verdict", "note")
+
+
+def format_csv(d: RunDiff) -> str:
+    """One CSV row per (point, metric) (scope ``point``), per model figure (``model``) and per
+    unmatched point (``only_a`` / ``only_b``); changes are fractions.  The headline is not part
+    of the CSV (the CLI prints it to stderr)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for c in d.changes:
+        row = {k: v for k, v in asdict(c).items() if k in CSV_FIELDS}
+        w.writerow({"scope": "point", **row})
+    for m in d.models:
+        w.writerow({"scope": "model", "model": m.model, "engine": m.engine, "input_len": m.input_len,
+                    "output_len": m.output_len, "metric": m.field, "a": m.a, "b": m.b, "change": m.change,
+                    "verdict": "changed" if m.changed else "same"})
+    for scope, pts in (("only_a", d.only_in_a), ("only_b", d.only_in_b)):
+        for p in pts:
+            w.writerow({"scope": scope, **p})
+    return buf.getvalue()
+
+
+def format_json(d: RunDiff) -> str:
+    """The ``--json`` document (:meth:`RunDiff.as_dict`), indented."""
+    return json.dumps(d.as_dict(), indent=1) + "\n"

@@ -1,0 +1,55 @@
+"""Importers: other tools' benchmark output → an imported run (``source: imported:<format>``).
+
+One module per format beside :mod:`pipeline.importers.base`; each exposes
+``parse(paths, model=None, engine=None) -> ImportResult``.  :func:`import_run` parses and
+writes the run atomically.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from pathlib import Path
+
+from pipeline.errors import BatchmarkError
+
+#: format name → module under ``pipeline.importers``.
+FORMATS = {
+    "llama-batched-bench": "llama_batched_bench",
+    "vllm-bench": "vllm_bench",
+    "llama-benchy": "llama_benchy",
+    "guidellm": "guidellm",
+}
+
+
+def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: str | None = None):
+    """Parse ``paths`` as ``fmt`` into an :class:`~pipeline.importers.base.ImportResult` (no writes).
+
+    Raises:
+        BatchmarkError: unknown format, or a malformed file (names the file and line or field).
+    """
+    if fmt not in FORMATS:
+        raise BatchmarkError(f"format: unknown {fmt!r} (known: {', '.join(FORMATS)})")
+    module = import_module(f"pipeline.importers.{FORMATS[fmt]}")
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(q for q in p.iterdir() if q.is_file() and not q.name.startswith("."))
+            if not found:
+                raise BatchmarkError(f"{p}: folder holds no files to import")
+            files.extend(found)
+        else:
+            files.append(p)
+    return module.parse(files, model=model, engine=engine)
+
+
+def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,
+               model: str | None = None, engine: str | None = None, runs_dir: Path | None = None) -> Path:
+    """Parse another tool's output and store it as a complete run; return the run folder.
+
+    Nothing is written unless every file parses (the run is built in a temporary folder and
+    renamed into place).
+    """
+    from pipeline.importers.base import write_imported_run
+
+    result = parse(fmt, paths, model=model, engine=engine)
+    return write_imported_run(result, hardware, run_id=run_id, runs_dir=runs_dir)

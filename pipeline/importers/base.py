@@ -1,0 +1,218 @@
+"""What every importer shares: the parsed result, errors that name file and line, model cards, the atomic run write.
+
+An importer turns another tool's output into :class:`~pipeline.metrics.PointSummary` rows
+(fields the source cannot supply stay None) plus model cards, as an :class:`ImportResult`;
+:func:`write_imported_run` stores it as a complete run (``source: imported:<format>``) built in
+a temporary folder and renamed into place, so a failure never leaves a partial run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pipeline import __version__, paths
+from pipeline.errors import BatchmarkError
+from pipeline.metrics import PointSummary
+from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file, card_with_file_size, find_card_file,
+                                 load_card, normalize_quant)
+
+
+def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkError:
+    """A one-line import error naming the file and the line (int) or field (str)."""
+    loc = f"line {where}" if isinstance(where, int) else where
+    text = f"{path}: {loc}: {message}" if loc else f"{path}: {message}"
+    return BatchmarkError(" ".join(text.split()))
+
+
+@dataclass
+class ModelInfo:
+    """A model as a source names it, with what the source says about its weights.
+
+    Attributes:
+        raw_name: the name in the file (``ggml-org/gpt-oss-20b-GGUF``).
+        quant: weight format the source states (``q8_0``, ``mxfp4``), or None.
+        file_bytes: size of the weight file the source states (bytes), or None.
+    """
+
+    raw_name: str
+    quant: str | None = None
+    file_bytes: int | None = None
+
+
+@dataclass
+class ImportResult:
+    """What an importer read: points, models, and the provenance of the source."""
+
+    format: str
+    tool: str
+    tool_version: str | None
+    files: list[str]
+    summaries: list[PointSummary]
+    models: dict[str, ModelInfo] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+_QUANT_SUFFIX = re.compile(r"[-_.](q\d_[0-9a-z_]+|mxfp4|nvfp4|fp8|bf16|f16|f32|gguf)$", re.IGNORECASE)
+
+
+def canonical_model_name(raw: str) -> str:
+    """A model name without org prefix, ``-GGUF`` or a quantisation suffix.
+
+    ``ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF`` → ``Qwen2.5-Coder-7B``;
+    ``ggml-org/gpt-oss-20b-GGUF`` → ``gpt-oss-20b``; ``openai/gpt-oss-120b`` → ``gpt-oss-120b``.
+    """
+    name = raw.strip().rstrip("/").split("/")[-1]
+    name = re.sub(r"\.gguf$", "", name, flags=re.IGNORECASE)
+    prev = None
+    while prev != name:
+        prev = name
+        name = _QUANT_SUFFIX.sub("", name)
+    return name or raw.strip()
+
+
+def quant_from_text(text: str) -> str | None:
+    """The weight format named in a free-text model description (``qwen2 7B Q8_0`` → ``q8_0``)."""
+    for token in re.findall(r"[A-Za-z0-9_]+", text):
+        t = token.lower()
+        if t in ("q8_0", "q4_0", "mxfp4", "nvfp4", "fp8", "bf16", "f16"):
+            return normalize_quant(t)
+    return None
+
+
+def gib_from_text(text: str) -> int | None:
+    """Bytes of the first ``<x> GiB`` in ``text`` (x × 2^30), or None."""
+    m = re.search(r"(\d+(?:\.\d+)?)\s*GiB", text)
+    return int(round(float(m.group(1)) * 2**30)) if m else None
+
+
+def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
+    """The card of an imported model in the format the source states (or its name carries, ``-Q4_0``).
+
+    Looked up as a card file of ``data/models/`` (by ``name`` or the name as the source wrote
+    it), else as a ``config.json`` in the local Hugging Face cache.  A stated file size
+    replaces the counted bytes (:func:`card_with_file_size`); ``mxfp4`` marks MXFP4 experts
+    (the gpt-oss GGUFs), any other format applies to every weight.  None when nothing knows
+    the model (its analysis fields then stay null).
+    """
+    raw = info.raw_name if info else name
+    quant = (info.quant or quant_from_text(info.raw_name)) if info else None
+    weights, experts = ("bf16", "mxfp4") if quant == "mxfp4" else (quant, None)
+    lookup = name if find_card_file(name) else (raw if find_card_file(raw) else None)
+    if lookup is not None:
+        card = load_card(lookup, quant=weights, expert_quant=experts, card_name=name)
+    else:
+        cfg = cached_config(raw)
+        if cfg is None:
+            return None
+        card = card_from_config_file(cfg, name=name, quant=weights or "bf16", expert_quant=experts)
+    if info and info.file_bytes:
+        card = card_with_file_size(card, info.file_bytes, expert_quant=experts)
+    return card
+
+
+def stats(values: list[float] | None = None, p50: float | None = None, p90: float | None = None,
+          p99: float | None = None, mean: float | None = None, scale: float = 1.0) -> dict[str, float | None] | None:
+    """``{"p50","p90","p99","mean"}`` × ``scale``: from raw ``values`` (numpy linear percentiles) where given, else the stated figures; None when nothing is known."""
+    if values:
+        arr = np.asarray(values, dtype=float) * scale
+        q50, q90, q99 = np.percentile(arr, [50, 90, 99])
+        return {"p50": float(q50), "p90": float(q90), "p99": float(q99), "mean": float(arr.mean())}
+    out = {k: (float(v) * scale if v is not None else None)
+           for k, v in (("p50", p50), ("p90", p90), ("p99", p99), ("mean", mean))}
+    return out if any(v is not None for v in out.values()) else None
+
+
+def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int, **kw: Any) -> PointSummary:
+    """A :class:`PointSummary` with every field the source does not give set to None."""
+    base: dict[str, Any] = dict(
+        repeats=1, completed=concurrency, failed=0, output_throughput_tok_s=None, per_user_tok_s=None,
+        ttft_s=None, ttft_with_queue_s=None, tpot_s=None, itl_s=None, e2el_s=None,
+        prefill_throughput_tok_s=None, step_time_s=None)
+    base.update(kw)
+    return PointSummary(model=model, engine=engine, input_len=int(input_len), output_len=int(output_len),
+                        concurrency=int(concurrency), **base)
+
+
+def check_unique(path: str | Path, summaries: list[PointSummary]) -> None:
+    """Refuse two rows for the same point (model, engine, input, output, concurrency)."""
+    seen: set[tuple] = set()
+    for s in summaries:
+        key = (s.model, s.engine, s.input_len, s.output_len, s.concurrency)
+        if key in seen:
+            raise fail(path, None, f"two results for the same point {key}")
+        seen.add(key)
+
+
+def write_imported_run(result: ImportResult, hardware: str, run_id: str | None = None,
+                       runs_dir: Path | None = None) -> Path:
+    """Store an import as a complete run under ``runs_dir/<run_id>/`` atomically; return its folder.
+
+    Writes ``run.json`` (``source: imported:<format>``, the tool, its version, the source
+    files, the hardware profile, the engine(s) and the import command; ``config`` and
+    ``probe`` are null: nothing was configured or probed here), ``models/<model>.json``, ``summaries.json`` and
+    ``analysis.json`` into a temporary sibling folder, then renames it into place.
+
+    Raises:
+        BatchmarkError: unknown hardware profile, a run of that id exists, nothing to import.
+    """
+    from pipeline import runs
+    from pipeline.hardware import load_profile
+
+    hw = load_profile(hardware, field="--hardware")
+    if not result.summaries:
+        raise BatchmarkError(f"{', '.join(result.files)}: no points found")
+    runs_dir = runs_dir or paths.runs_dir()
+    run_id = run_id or runs.new_run_id(host=f"{hw.name}-import")
+    final = runs_dir / run_id
+    if final.exists():
+        raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten")
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{run_id}.", suffix=".tmp"))
+    try:
+        cards: dict[str, ModelCard] = {}
+        for name in sorted({s.model for s in result.summaries}):
+            card = card_for(name, result.models.get(name))
+            if card is not None:
+                cards[name] = card
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        engines = sorted({s.engine for s in result.summaries})
+        tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
+        command = (f"batchmark import {result.format} {' '.join(str(f) for f in result.files)} --hardware {hw.name}"
+                   f" --run-id {run_id}")
+        runs.atomic_write_json(tmp / "run.json", {
+            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "status": "complete",
+            "source": f"imported:{result.format}", "source_tool": result.tool,
+            "source_version": result.tool_version,
+            "source_files": [str(Path(f).resolve()) for f in result.files],
+            "source_details": result.details,
+            "models_as_named": {k: v.raw_name for k, v in result.models.items()},
+            "models_without_card": sorted({s.model for s in result.summaries} - set(cards)),
+            "hardware": hw.model_dump(mode="json"), "probe": None, "config": None,
+            "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
+            "versions": {result.tool: result.tool_version, "batchmark": __version__},
+            "stopped": {}, "command": command,
+            "imported_at": now, "finished_at": now})
+        for name, card in cards.items():
+            runs.atomic_write_json(tmp / "models" / f"{name}.json", card.as_dict())
+        runs.atomic_write_json(tmp / "summaries.json", {
+            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id,
+            "points": [s.as_dict() for s in sorted(result.summaries, key=lambda s: (
+                s.model, s.engine, s.input_len, s.output_len, s.concurrency))]})
+        runs.write_analysis(tmp)
+        doc = runs.read_json(tmp / "analysis.json")
+        doc["run_id"] = run_id
+        runs.atomic_write_json(tmp / "analysis.json", doc)
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final

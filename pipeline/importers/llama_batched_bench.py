@@ -1,0 +1,224 @@
+"""Importer for ``llama-batched-bench`` (llama.cpp): the Markdown table it prints, or its JSONL (``-oj``).
+
+Columns (llama.cpp ``tools/batched-bench/README.md``): PP prompt tokens per sequence, TG
+tokens generated per sequence, B sequences decoded together, N_KV KV cells, T_PP/S_PP prefill
+time (s) and tokens/s, T_TG/S_TG generation time (s) and tokens/s over all B sequences
+(S_TG = B·TG/T_TG), T/S total.  JSONL keys: ``pp, tg, pl, n_kv, t_pp, speed_pp, t_tg,
+speed_tg, t, speed``.
+
+Each (PP, TG) pair is a workload; each row a point at concurrency B (static batch):
+- output throughput = S_TG; per-user throughput = S_TG / B = TG / T_TG;
+- decode step time = T_TG / TG (all B sequences advance one token per step);
+- TTFT = T_PP for every sequence (they are prefilled together; llama.cpp's README: "T_PP –
+  prompt processing time (i.e. time to first token)"), so p50 = p90 = p99 = mean;
+- TPOT = T_TG / TG for every sequence; E2EL = T_PP + T_TG; ITL: only its mean (T_TG / TG),
+  per-step times are not printed; prefill throughput = S_PP.
+
+The model of a Markdown table is the most recent heading above it (``## ggml-org/…-GGUF``),
+or ``--model``; the weight format and file size come from a description line under the
+heading (``qwen2 7B Q8_0 (dense), 7.54 GiB``) or llama.cpp's log (``file type = Q8_0``,
+``file size = 7.54 GiB``).  The build comes from ``build: 6918 (2f68ce7cf)`` or
+``build 2f68ce7cf (6918)``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_unique, fail,
+                                     gib_from_text, quant_from_text, stats, summary)
+
+FORMAT = "llama-batched-bench"
+ENGINE = "llama.cpp"
+COLUMNS = ("PP", "TG", "B", "N_KV", "T_PP s", "S_PP t/s", "T_TG s", "S_TG t/s", "T s", "S t/s")
+JSONL_KEYS = ("pp", "tg", "pl", "n_kv", "t_pp", "speed_pp", "t_tg", "speed_tg", "t", "speed")
+#: S_TG must equal B·TG/T_TG within this fraction (T_TG is printed to 1 ms).
+CONSISTENCY = 0.03
+
+_BUILD = [re.compile(r"build[:\s]+(\d+)\s*\(([0-9a-f]{6,})\)", re.I),
+          re.compile(r"build[:\s]+([0-9a-f]{6,})\s*\((\d+)\)", re.I)]
+
+
+def _build(line: str) -> str | None:
+    m = _BUILD[0].search(line)
+    if m:
+        return f"{m.group(1)} ({m.group(2)})"
+    m = _BUILD[1].search(line)
+    return f"{m.group(2)} ({m.group(1)})" if m else None
+
+
+def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b: int,
+                   t_pp: float, s_pp: float, t_tg: float, s_tg: float, engine: str = ENGINE):
+    """One :class:`PointSummary` from a batched-bench row (formulas in the module docstring).
+
+    Raises:
+        BatchmarkError: non-positive sizes or times, or S_TG ≠ B·TG/T_TG (a shifted column).
+    """
+    if min(pp, tg, b) < 1 or t_tg <= 0 or s_tg <= 0:
+        raise fail(path, where, f"PP, TG, B, T_TG and S_TG must be positive (PP={pp} TG={tg} B={b} T_TG={t_tg} S_TG={s_tg})")
+    if abs(b * tg / t_tg - s_tg) > CONSISTENCY * s_tg:
+        raise fail(path, where, f"S_TG {s_tg} does not equal B·TG/T_TG = {b * tg / t_tg:.2f}; columns out of place?")
+    step = t_tg / tg
+    same = lambda v: stats(p50=v, p90=v, p99=v, mean=v)  # noqa: E731 - every sequence of a static batch alike
+    return summary(model, engine, pp, tg, b, completed=b,
+                   output_throughput_tok_s=s_tg, per_user_tok_s=s_tg / b,
+                   ttft_s=same(t_pp) if t_pp > 0 else None, tpot_s=same(step),
+                   itl_s=stats(mean=step), e2el_s=same(t_pp + t_tg) if t_pp > 0 else None,
+                   prefill_throughput_tok_s=s_pp if s_pp > 0 else None, step_time_s=step,
+                   samples={"output_throughput_tok_s": [s_tg], "per_user_tok_s": [s_tg / b], "step_time_s": [step]})
+
+
+def _check_grid(path: Path, header_line: int, points: list, settings: dict[str, str]) -> None:
+    """A table must hold every (PP, TG, B) of its grid that fits n_kv_max; a missing row means truncation.
+
+    batched-bench runs the product of ``-npp × -ntg × -npl`` and skips only the rows whose
+    B·(PP + TG) exceeds ``n_kv_max`` (``tools/batched-bench/batched-bench.cpp``).
+    """
+    if not points:
+        raise fail(path, header_line, "table has a header but no rows (truncated?)")
+    n_kv_max = int(settings["n_kv_max"]) if settings.get("n_kv_max", "").isdigit() else None
+    have = {(p.input_len, p.output_len, p.concurrency) for p in points}
+    for pp in sorted({k[0] for k in have}):
+        for tg in sorted({k[1] for k in have}):
+            for b in sorted({k[2] for k in have}):
+                if (pp, tg, b) not in have and (n_kv_max is None or b * (pp + tg) <= n_kv_max):
+                    raise fail(path, header_line, f"table lacks the row PP={pp} TG={tg} B={b} of its grid (truncated?)")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def parse_markdown(path: Path, text: str, model: str | None = None, engine: str = ENGINE) -> ImportResult:
+    """Parse the Markdown table(s) of a batched-bench output (one table per model).
+
+    Raises:
+        BatchmarkError: a malformed or truncated row (names the line), a table with no model
+            name, a file without a table.
+    """
+    heading: str | None = None
+    info: dict[str, Any] = {}
+    version = None
+    models: dict[str, ModelInfo] = {}
+    points = []
+    settings: dict[str, str] = {}
+    header_at: int | None = None
+    table_model: str | None = None
+    lines = text.splitlines()
+    for no, line in enumerate(lines, 1):
+        s = line.strip()
+        version = version or _build(s)
+        if s.startswith("#"):
+            heading = s.lstrip("#").strip()
+            info = {}
+            header_at = None
+            continue
+        if not s.startswith("|"):
+            if table_model and header_at is not None:
+                _check_grid(path, header_at, [p for p in points if p.model == table_model], settings)
+            header_at = None
+            q = quant_from_text(s) if ("GiB" in s or "file type" in s or "B params" in s) else None
+            if q:
+                info["quant"] = q
+            if "GiB" in s and ("file size" in s or "params" in s or q):
+                info["file_bytes"] = gib_from_text(s)
+            m = re.search(r"general\.name\s+str\s*=\s*(.+)$", s)
+            if m:
+                info["general_name"] = m.group(1).strip()
+            if s.startswith("main:") and "n_kv_max" in s:
+                settings = dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
+            continue
+        cells = _cells(s)
+        if "PP" in cells and "S_TG t/s" in cells:
+            if tuple(cells) != COLUMNS:
+                raise fail(path, no, f"unexpected columns {cells}; expected {list(COLUMNS)}")
+            raw = model or heading or info.get("general_name")
+            if not raw:
+                raise fail(path, no, "table has no model name above it; pass --model")
+            table_model = canonical_model_name(raw)
+            mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
+            mi.quant = mi.quant or info.get("quant")
+            mi.file_bytes = mi.file_bytes or info.get("file_bytes")
+            if settings.get("is_pp_shared") == "1":
+                raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
+            header_at = no
+            continue
+        if header_at is None:
+            continue
+        if set(s.replace("|", "").strip()) <= set("-: "):
+            continue
+        if len(cells) != len(COLUMNS):
+            raise fail(path, no, f"row has {len(cells)} cells, expected {len(COLUMNS)} (truncated?)")
+        try:
+            pp, tg, b, _n_kv = (int(c) for c in cells[:4])
+            t_pp, s_pp, t_tg, s_tg, _t, _s = (float(c) for c in cells[4:])
+        except ValueError:
+            raise fail(path, no, f"non-numeric cell in {cells}") from None
+        points.append(point_from_row(path, no, table_model, pp, tg, b, t_pp, s_pp, t_tg, s_tg, engine))
+    if not points:
+        raise fail(path, None, "no llama-batched-bench table found (expected a header | PP | TG | B | N_KV | … |)")
+    if table_model and header_at is not None:
+        _check_grid(path, header_at, [p for p in points if p.model == table_model], settings)
+    check_unique(path, points)
+    return ImportResult(FORMAT, "llama-batched-bench", version, [str(path)], points, models,
+                        {"settings": settings} if settings else {})
+
+
+def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = ENGINE) -> ImportResult:
+    """Parse batched-bench JSONL (one JSON object per row); the model comes from ``--model``.
+
+    Raises:
+        BatchmarkError: no ``--model``, a line that is not JSON (names the line), a missing key.
+    """
+    if not model:
+        raise fail(path, None, "llama-batched-bench JSONL carries no model name; pass --model")
+    name = canonical_model_name(model)
+    points = []
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or not s.startswith("{"):
+            continue
+        try:
+            row = json.loads(s)
+        except json.JSONDecodeError as exc:
+            raise fail(path, no, f"not a JSON object ({exc.msg}; truncated?)") from None
+        missing = [k for k in JSONL_KEYS if k not in row]
+        if missing:
+            raise fail(path, no, f"missing field {missing[0]!r}")
+        if row.get("is_pp_shared"):
+            raise fail(path, f"line {no} field 'is_pp_shared'", "1 (shared prompt) is not a batch of independent requests")
+        try:
+            points.append(point_from_row(path, no, name, int(row["pp"]), int(row["tg"]), int(row["pl"]),
+                                         float(row["t_pp"]), float(row["speed_pp"]), float(row["t_tg"]),
+                                         float(row["speed_tg"]), engine))
+        except (TypeError, ValueError):
+            raise fail(path, no, "non-numeric value") from None
+    if not points:
+        raise fail(path, None, "no JSONL rows found")
+    check_unique(path, points)
+    return ImportResult(FORMAT, "llama-batched-bench", None, [str(path)], points,
+                        {name: ModelInfo(raw_name=model)})
+
+
+def parse(paths: list[Path], model: str | None = None, engine: str | None = None) -> ImportResult:
+    """Parse one batched-bench output file (Markdown or JSONL, told apart by the first row)."""
+    if len(paths) != 1:
+        raise fail(", ".join(map(str, paths)), None, "llama-batched-bench imports one file at a time")
+    path = paths[0]
+    text = _read(path)
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if path.suffix == ".jsonl" or first.startswith("{"):
+        return parse_jsonl(path, text, model, engine or ENGINE)
+    return parse_markdown(path, text, model, engine or ENGINE)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise fail(path, None, "file not found") from None
+    except UnicodeDecodeError:
+        raise fail(path, None, "not a text file") from None

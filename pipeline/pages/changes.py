@@ -1,0 +1,161 @@
+"""The "Changes" page: each run diffed against the previous run of the same hardware and workload.
+
+For every complete run on the site that has a predecessor (:func:`pipeline.diff.previous_runs`:
+same hardware, engine and input/output lengths, a model in common), the page shows the
+comparability headline, what differs in the provenance, a chart of the relative change per
+concurrency (a panel per workload; filled points are significant at α, hollow ones are ``~``),
+the significant changes, the per-model figures, points in one run only, and every metric in a
+collapsed table.  This module turns runs into view objects and chart specs; the wording is in
+``templates/changes.md.j2``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+
+from pipeline import runs
+from pipeline.diff import (METRIC_BY_KEY, RunDiff, diff_runs, format_change, format_value, previous_runs,
+                           provenance_of)
+from pipeline.pages.charts import WIDTH
+
+CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
+SIGNIFICANT = "significant"
+NOISE = "~ (not significant)"
+
+
+def change_rows(d: RunDiff) -> list[dict[str, Any]]:
+    """Chart data: one row per (matched point, charted metric) with the change in percent; unknown changes are left out."""
+    rows = []
+    for c in d.changes:
+        if c.metric not in CHART_METRICS or c.change is None:
+            continue
+        rows.append({"model": c.model, "workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
+                     "concurrency": c.concurrency, "metric": METRIC_BY_KEY[c.metric].label,
+                     "change_pct": round(c.change * 100, 3), "significance": SIGNIFICANT if c.significant else NOISE,
+                     "p_value": c.p_value})
+    return rows
+
+
+def changes_chart(d: RunDiff) -> dict[str, Any]:
+    """Vega-Lite spec: relative change (B − A) / A in percent vs concurrency (log2 axis), a panel per workload.
+
+    Colour is the metric; filled points are significant changes, hollow points are noise (``~``);
+    the dashed rule is no change.
+    """
+    data = alt.Data(values=change_rows(d))
+    order = [METRIC_BY_KEY[k].label for k in CHART_METRICS]
+    color = alt.Color("metric:N", title="metric", sort=order)
+    x = alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="concurrency"))
+    y = alt.Y("change_pct:Q", title="change, B vs A (%)")
+    tooltip = ["workload:N", "metric:N", "concurrency:Q", alt.Tooltip("change_pct:Q", format="+.1f", title="change %"),
+               "significance:N", alt.Tooltip("p_value:Q", format=".3g", title="p")]
+    zero = alt.Chart().mark_rule(color="gray", strokeDash=[4, 4]).encode(y=alt.datum(0))
+    lines = alt.Chart().mark_line(opacity=0.6).encode(x=x, y=y, color=color)
+    points = alt.Chart().mark_point(size=80, strokeWidth=2).encode(
+        x=x, y=y, color=color, tooltip=tooltip,
+        fill=alt.condition(f"datum.significance == '{SIGNIFICANT}'", alt.Color("metric:N", sort=order, legend=None),
+                           alt.value("white")))
+    layered = alt.layer(zero, lines, points, data=data).properties(width=WIDTH // 2, height=220)
+    return layered.facet(facet=alt.Facet("workload:N", title=None), columns=2).properties(
+        title=f"{d.run_b['run_id']} vs {d.run_a['run_id']}: relative change per concurrency").to_dict()
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "–"
+    return str(v).replace("|", "\\|")
+
+
+@dataclass
+class ComparisonView:
+    """What ``changes.md.j2`` shows of one comparison (strings ready for Markdown tables)."""
+
+    run_a: str
+    run_b: str
+    diff: RunDiff
+    spec: dict[str, Any]
+    provenance: list[dict[str, str]] = field(default_factory=list)
+    significant: list[dict[str, str]] = field(default_factory=list)
+    models: list[dict[str, str]] = field(default_factory=list)
+    every: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def anchor(self) -> str:
+        """Heading id of this comparison on the Changes page (the Runs page links to it)."""
+        return anchor(self.run_b)
+
+    @property
+    def n_better(self) -> int:
+        """Significant improvements (point × metric)."""
+        return sum(c.verdict == "better" for c in self.diff.changes)
+
+    @property
+    def n_worse(self) -> int:
+        """Significant regressions (point × metric)."""
+        return sum(c.verdict == "worse" for c in self.diff.changes)
+
+
+def anchor(run_id: str) -> str:
+    """Heading id of a run's comparison on the Changes page: ``changes-<run id, lower case>``."""
+    return f"changes-{run_id.lower()}"
+
+
+def comparison_view(d: RunDiff) -> ComparisonView:
+    """Format one :class:`RunDiff` for the template."""
+    view = ComparisonView(run_a=d.run_a["run_id"], run_b=d.run_b["run_id"], diff=d, spec=changes_chart(d))
+    for it in d.provenance:
+        if it.differs:
+            view.provenance.append({"label": it.label, "a": _cell(it.a), "b": _cell(it.b)})
+    for c in d.changes:
+        row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": str(c.concurrency), "metric": c.label,
+               "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change),
+               "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "n": f"{c.n_a} + {c.n_b}",
+               "verdict": c.verdict if c.verdict in ("better", "worse") else "~",
+               "note": _cell(c.note) if c.note else ""}
+        view.every.append(row)
+        if c.significant:
+            view.significant.append(row)
+    for m in d.models:
+        knee = m.field == "knee_concurrency"
+        show = (lambda v: "not reached" if v is None else f"c = {v}") if knee else (
+            lambda v: "–" if v is None else (format_value(v, "tok/s") if isinstance(v, (int, float)) else str(v).replace("_", " ")))
+        view.models.append({"model": m.model, "io": f"{m.input_len} / {m.output_len}", "label": m.label,
+                            "a": show(m.a), "b": show(m.b),
+                            "change": format_change(m.change) if m.change is not None else ("changed" if m.changed else "same")})
+    return view
+
+
+def _load(run_dirs: list[Path]) -> tuple[dict[str, runs.RunResults], dict[str, str | None]]:
+    loaded = {rd.name: runs.load_run_results(rd) for rd in run_dirs}
+    return loaded, previous_runs([(rid, provenance_of(r)) for rid, r in loaded.items()])
+
+
+def build_comparisons(run_dirs: list[Path], alpha: float = 0.05) -> tuple[list[ComparisonView], dict[str, str | None]]:
+    """Diff every run among ``run_dirs`` against its predecessor among them.
+
+    Returns:
+        The comparisons, newest run first, and ``{run_id: previous run_id or None}`` for
+        every run (keyed by folder name, as the Runs page names runs).
+
+    Raises:
+        BatchmarkError: an unreadable or incomplete run (named in the message).
+    """
+    loaded, previous = _load(run_dirs)
+    views = [comparison_view(diff_runs(loaded[prev], loaded[rid], alpha=alpha))
+             for rid, prev in sorted(previous.items(), reverse=True) if prev is not None]
+    return views, previous
+
+
+def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
+    """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons`` and ``previous``."""
+    comparisons, previous = build_comparisons(run_dirs)
+    return {"comparisons": comparisons, "previous": previous}
+
+
+def runs_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
+    """Template context of ``runs.md``: ``previous`` (run id → predecessor or None) and ``changes_anchor``."""
+    return {"previous": _load(run_dirs)[1], "changes_anchor": anchor}

@@ -1,0 +1,123 @@
+"""Altair chart builders: analysis and summaries (dicts) in, Vega-Lite specs (dicts) out.  No I/O.
+
+Every chart uses a log2 concurrency axis, as the sweep grid doubles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import altair as alt
+
+WIDTH = 560
+HEIGHT = 300
+
+
+def _x(title: str = "concurrency (requests in flight / batch size B)") -> alt.X:
+    return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title=title, values=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512]))
+
+
+def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    return chart.to_dict()
+
+
+def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analysis_points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Output throughput vs concurrency for one workload.
+
+    Layers: measured median (line + points) with the repeat spread (min–max rule), ideal
+    linear scaling from the smallest concurrency, the roofline prediction, the single-stream
+    bandwidth ceiling (horizontal rule) and the knee (vertical rule).
+    """
+    rows = []
+    pts = sorted(points, key=lambda p: p["concurrency"])
+    base = pts[0] if pts else None
+    roof = {a["concurrency"]: a.get("roofline_tok_s") for a in analysis_points}
+    for p in pts:
+        c = p["concurrency"]
+        samples = (p.get("samples") or {}).get("output_throughput_tok_s") or []
+        t = p.get("output_throughput_tok_s")
+        if t is None:
+            continue
+        rows.append({"concurrency": c, "series": "measured (median)", "tok_s": t,
+                     "lo": min(samples) if samples else t, "hi": max(samples) if samples else t})
+        if base and base.get("output_throughput_tok_s"):
+            rows.append({"concurrency": c, "series": "ideal linear scaling",
+                         "tok_s": base["output_throughput_tok_s"] * c / base["concurrency"]})
+        if roof.get(c):
+            rows.append({"concurrency": c, "series": "roofline prediction", "tok_s": roof[c]})
+    data = alt.Data(values=rows)
+    color = alt.Color("series:N", scale=alt.Scale(
+        domain=["measured (median)", "ideal linear scaling", "roofline prediction"],
+        range=["#1f77b4", "#9e9e9e", "#d62728"]), legend=alt.Legend(title=None, orient="top-left"))
+    y = alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log"))
+    lines = alt.Chart(data).mark_line(point=True).encode(
+        x=_x(), y=y, color=color,
+        strokeDash=alt.condition(alt.datum.series == "measured (median)", alt.value([1, 0]), alt.value([5, 4])),
+        tooltip=["series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
+    spread = alt.Chart(data).transform_filter(alt.datum.series == "measured (median)").mark_rule(
+        color="#1f77b4", strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
+    layers = [spread, lines]
+    if model.get("ceiling_tok_s"):
+        layers.append(alt.Chart(alt.Data(values=[{"y": model["ceiling_tok_s"], "label": f"single-stream ceiling {model['ceiling_tok_s']:.1f} tok/s"}]))
+                      .mark_rule(color="#ff7f0e", strokeDash=[2, 2]).encode(y="y:Q", tooltip=["label:N"]))
+    if model.get("knee_concurrency"):
+        knee = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
+        layers.append(alt.Chart(alt.Data(values=knee)).mark_rule(color="#2ca02c", strokeWidth=2).encode(x=_x(), tooltip=["label:N"]))
+        layers.append(alt.Chart(alt.Data(values=knee)).mark_text(align="left", dx=4, dy=-8, color="#2ca02c", y=10)
+                      .encode(x=_x(), text="label:N"))
+    return _spec(alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
+                                               title=f"{model['model']}: output throughput vs concurrency"))
+
+
+def per_user_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-user throughput (1 / median TPOT, tokens/s) vs concurrency."""
+    rows = [{"concurrency": p["concurrency"], "tok_s": p["per_user_tok_s"]} for p in points if p.get("per_user_tok_s")]
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True, color="#9467bd").encode(
+        x=_x(), y=alt.Y("tok_s:Q", title="per-user throughput (tokens/s)"),
+        tooltip=["concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
+    return _spec(chart.properties(width=WIDTH, height=220, title=f"{model['model']}: per-user tokens/s"))
+
+
+def latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
+    """TTFT and TPOT p50/p99 (ms) vs concurrency, one panel per metric."""
+    rows = []
+    for p in points:
+        for metric in ("ttft_s", "tpot_s"):
+            stats = p.get(metric) or {}
+            for q in ("p50", "p99"):
+                if stats.get(q) is not None:
+                    rows.append({"concurrency": p["concurrency"], "metric": metric.removesuffix("_s").upper(),
+                                 "quantile": q, "ms": stats[q] * 1e3})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x("concurrency"), y=alt.Y("ms:Q", title="milliseconds", scale=alt.Scale(type="log")),
+        color=alt.Color("quantile:N", legend=alt.Legend(title=None)),
+        tooltip=["metric:N", "quantile:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
+    ).properties(width=260, height=220)
+    return _spec(chart.facet(column=alt.Column("metric:N", title=None)).properties(
+        title=f"{model['model']}: TTFT and TPOT percentiles"))
+
+
+def pareto_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Throughput vs interactivity: output throughput (all users) against per-user tokens/s, labelled by concurrency."""
+    rows = [{"concurrency": p["concurrency"], "per_user": p["per_user_tok_s"], "total": p["output_throughput_tok_s"]}
+            for p in points if p.get("per_user_tok_s") and p.get("output_throughput_tok_s")]
+    base = alt.Chart(alt.Data(values=rows)).encode(
+        x=alt.X("per_user:Q", title="per-user throughput (tokens/s)"),
+        y=alt.Y("total:Q", title="output throughput (tokens/s)"), order="concurrency:Q")
+    chart = base.mark_line(point=True, color="#8c564b") + base.mark_text(dx=8, dy=-6, align="left").encode(text="concurrency:Q")
+    return _spec(chart.properties(width=WIDTH, height=260, title=f"{model['model']}: throughput vs interactivity"))
+
+
+def efficiency_chart(models: list[dict[str, Any]]) -> dict[str, Any]:
+    """Scaling efficiency T(c) / (c × T(1)) vs concurrency, one line per workload (MoE vs dense)."""
+    rows = []
+    for m in models:
+        label = f"{m['model']} ({m.get('kind') or '?'})"
+        for c, eff in (m.get("scaling_efficiency") or {}).items():
+            rows.append({"concurrency": int(c), "efficiency": eff, "model": label, "kind": m.get("kind") or "?"})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x(), y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="top-right")),
+        strokeDash=alt.StrokeDash("kind:N", legend=None),
+        tooltip=["model:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Scaling efficiency: MoE vs dense"))

@@ -1,0 +1,351 @@
+"""The explainer pages: chart builders (Vega-Lite spec dicts, as in :mod:`pipeline.pages.charts`) and the numbers the templates fill in.
+
+Pages (``templates/explain/*.md.j2`` → ``<docs_dir>/explain/*.md``, and
+``templates/capacity.md.j2`` → ``capacity.md``; rendered by :func:`pipeline.pages.render.render_site`
+with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; the bandwidth
+arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
+Every number comes from model cards (``data/models/``), a hardware profile
+(``data/hardware/``) and the analysed runs; formulas are those of
+:mod:`pipeline.modelcards`, :mod:`pipeline.analysis` and :mod:`pipeline.capacity`.
+No I/O except :func:`reference_views`, which imports the shared reference measurement into
+a temporary folder when it is present (it is never copied into the repository).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import altair as alt
+
+from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table
+from pipeline.modelcards import (ModelCard, bytes_per_decode_step, expert_coverage, flops_per_decode_step,
+                                 kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
+
+WIDTH = 560
+HEIGHT = 300
+EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
+#: Pages (docs_dir-relative) whose templates need :func:`page_context`.
+PAGES = ("capacity.md", *(f"explain/{name}.md" for name in EXPLAINERS))
+BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+#: The shared reference beside the repository (``../shared/reference/``), never copied into it.
+REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
+KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
+
+
+def _x(title: str = "concurrency B (sequences decoded together)", values=None) -> alt.X:
+    return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2),
+                 axis=alt.Axis(title=title, values=values or BATCHES))
+
+
+def _spec(chart: Any) -> dict[str, Any]:
+    return chart.to_dict()
+
+
+def _label(w: Any) -> str:
+    m = w.model
+    return f"{m['model']} ({m.get('kind') or '?'}), {m['input_len']} in"
+
+
+# -- charts -----------------------------------------------------------------------------------
+
+def batching_chart(workload: Any) -> dict[str, Any]:
+    """Total output tokens/s and per-user tokens/s against B for one workload (what batching buys, what it costs)."""
+    rows = []
+    for p in workload.points:
+        if p.get("output_throughput_tok_s"):
+            rows.append({"concurrency": p["concurrency"], "series": "all users together (output throughput)",
+                         "tok_s": p["output_throughput_tok_s"]})
+        if p.get("per_user_tok_s"):
+            rows.append({"concurrency": p["concurrency"], "series": "each user (per-user throughput)",
+                         "tok_s": p["per_user_tok_s"]})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x(values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("tok_s:Q", title="tokens/s", scale=alt.Scale(type="log")),
+        color=alt.Color("series:N", legend=alt.Legend(title=None, orient="top-left")),
+        tooltip=["series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=f"Batching {_label(workload)}"))
+
+
+def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Single-stream ceiling (bandwidth / bytes per token) per model and format, with measured single streams as dots."""
+    bars, dots = [], []
+    for r in rows:
+        for q, v in r["ceilings"].items():
+            if v:
+                bars.append({"model": r["model"], "format": q, "tok_s": v})
+        for m in r.get("measured", []):
+            dots.append({"model": r["model"], "tok_s": m["tok_s"], "label": m["label"]})
+    y = alt.Y("model:N", title=None, sort=[r["model"] for r in rows])
+    chart = alt.Chart(alt.Data(values=bars)).mark_bar().encode(
+        x=alt.X("tok_s:Q", title="single-stream ceiling (tokens/s)", scale=alt.Scale(type="log")),
+        y=y, yOffset="format:N", color=alt.Color("format:N", legend=alt.Legend(title="weights")),
+        tooltip=["model:N", "format:N", alt.Tooltip("tok_s:Q", format=".1f")])
+    layers = [chart]
+    if dots:
+        layers.append(alt.Chart(alt.Data(values=dots)).mark_point(shape="diamond", size=90, filled=True, color="black")
+                      .encode(x="tok_s:Q", y=y, tooltip=["model:N", "label:N", alt.Tooltip("tok_s:Q", format=".1f")]))
+    return _spec(alt.layer(*layers).properties(width=WIDTH, height=max(220, 34 * len(rows)),
+                                               title="Bandwidth ceiling of one stream (bars) and measured single streams (◆)"))
+
+
+def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
+    """Measured output throughput (solid) and the roofline prediction (dashed) against B: a panel per model, a colour per prompt length."""
+    rows = []
+    for w in workloads:
+        roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
+        base = {"model": f"{w.model['model']} ({w.model.get('kind') or '?'})", "prompt": f"{w.model['input_len']} in"}
+        for p in w.points:
+            if p.get("output_throughput_tok_s"):
+                rows.append({**base, "concurrency": p["concurrency"], "series": "measured", "tok_s": p["output_throughput_tok_s"]})
+            if roof.get(p["concurrency"]):
+                rows.append({**base, "concurrency": p["concurrency"], "series": "roofline", "tok_s": roof[p["concurrency"]]})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]),
+        y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
+        strokeDash=alt.StrokeDash("series:N", scale=alt.Scale(domain=["measured", "roofline"], range=[[1, 0], [5, 4]]),
+                                  legend=alt.Legend(title=None)),
+        tooltip=["model:N", "prompt:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")],
+    ).properties(width=260, height=240)
+    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
+        title="Roofline prediction (dashed) over the measured curve (solid)"))
+
+
+def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
+    """Decode step time (ms) against B, a panel per model: what each user waits per token as the batch grows."""
+    rows = []
+    for w in workloads:
+        for p in w.points:
+            if p.get("step_time_s"):
+                rows.append({"concurrency": p["concurrency"], "model": f"{w.model['model']} ({w.model.get('kind') or '?'})",
+                             "prompt": f"{w.model['input_len']} in", "ms": p["step_time_s"] * 1e3})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="step time = per-token latency (ms)"),
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
+        tooltip=["model:N", "prompt:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
+    ).properties(width=260, height=220)
+    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
+        title="The latency cost: step time per token vs batch"))
+
+
+def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None) -> dict[str, Any]:
+    """Expected fraction of routed experts touched, 1 − (1 − k/E)^B, against B for each MoE card."""
+    batches = batches or [b for b in range(1, 257) if b <= 16 or b % 4 == 0]
+    rows = [{"concurrency": b, "model": f"{c.name} (k={c.experts_per_token} of E={c.num_experts})",
+             "coverage": expert_coverage(b, c.experts_per_token, c.num_experts)}
+            for c in cards if c.num_experts for b in batches]
+    chart = alt.Chart(alt.Data(values=rows)).mark_line().encode(
+        x=_x(), y=alt.Y("coverage:Q", title="experts read per step (fraction of all)", scale=alt.Scale(domain=[0, 1]),
+                        axis=alt.Axis(format="%")),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom-right")),
+        tooltip=["model:N", "concurrency:Q", alt.Tooltip("coverage:Q", format=".1%")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Expert coverage 1 − (1 − k/E)^B under uniform routing"))
+
+
+def bytes_growth_chart(cards: list[ModelCard], context: int = 0) -> dict[str, Any]:
+    """Weight bytes read per step at B relative to B = 1, MoE vs dense (a dense model stays at 1×)."""
+    rows = []
+    for c in cards:
+        one = weight_bytes_per_step(c, 1)
+        for b in BATCHES:
+            rows.append({"concurrency": b, "model": c.name, "kind": c.kind,
+                         "growth": (weight_bytes_per_step(c, b) + kv_bytes_per_sequence(c, context) * b)
+                         / (one + kv_bytes_per_sequence(c, context))})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x(), y=alt.Y("growth:Q", title="bytes read per step ÷ bytes at B = 1"),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="top-left")),
+        strokeDash=alt.StrokeDash("kind:N", legend=None),
+        tooltip=["model:N", "kind:N", "concurrency:Q", alt.Tooltip("growth:Q", format=".2f")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="How much more a decode step reads as the batch grows (weights only)"))
+
+
+def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
+    """Scaling efficiency T(c) / (c·T(1)) of every workload of every run, coloured by kind (MoE red, dense blue)."""
+    rows = []
+    for w in workloads:
+        for c, eff in (w.model.get("scaling_efficiency") or {}).items():
+            rows.append({"concurrency": int(c), "efficiency": eff, "workload": _label(w), "kind": w.model.get("kind") or "?"})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x(values=[1, 2, 4, 8, 16, 32, 64]),
+        y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
+        color=alt.Color("kind:N", scale=KIND_COLORS, legend=alt.Legend(title="kind", orient="top-right")),
+        detail="workload:N",
+        tooltip=["workload:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Scaling efficiency: MoE (red) vs dense (blue)"))
+
+
+def kv_sequence_chart(cards: list[ModelCard], contexts: list[int] | None = None) -> dict[str, Any]:
+    """KV-cache GiB held by one sequence against its context, per model (sliding windows bend the line)."""
+    contexts = contexts or [1024 * 2**i for i in range(8)]
+    rows = [{"context": n, "model": c.name, "gib": kv_bytes_per_sequence(c, n) / 2**30}
+            for c in cards for n in contexts if not c.max_context or n <= c.max_context]
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="context (tokens)", values=contexts)),
+        y=alt.Y("gib:Q", title="KV cache of one sequence (GiB)", scale=alt.Scale(type="log")),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=3)),
+        tooltip=["model:N", "context:Q", alt.Tooltip("gib:Q", format=".3f")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="KV cache per sequence vs context"))
+
+
+def capacity_chart(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Concurrent sequences that fit against context, per model (from :func:`pipeline.capacity.capacity_table`)."""
+    rows = [{"context": r["context"], "model": t["model"], "sequences": r["max_sequences"]}
+            for t in table_rows for r in t["contexts"] if r["max_sequences"] > 0 and r["within_max_context"] is not False]
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="context per sequence (tokens)",
+                                                                              values=list(DEFAULT_CONTEXTS))),
+        y=alt.Y("sequences:Q", title="concurrent sequences that fit", scale=alt.Scale(type="log")),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=3)),
+        tooltip=["model:N", "context:Q", "sequences:Q"])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="How many sequences fit beside the weights"))
+
+
+# -- numbers for the templates ---------------------------------------------------------------
+
+def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[Any] = (),
+                 quants: tuple[str, ...] = ("fp8", "nvfp4")) -> list[dict[str, Any]]:
+    """Per model: bytes read per token at B = 1 (weights only) and the ceiling bandwidth / bytes, native and in ``quants``.
+
+    Derived (DESIGN.md): ceiling = bandwidth / bytes per decode step at B = 1; an MoE reads
+    its dense part + k/E of its experts.  Measured single streams (c = 1) of matching models
+    are attached for comparison.
+    """
+    out = []
+    for c in cards:
+        native = weight_bytes_per_step(c, 1)
+        row = {"model": c.name, "kind": c.kind, "quantization": c.quantization, "card": c,
+               "dense_bytes": c.dense_bytes, "expert_bytes_read": native - c.dense_bytes,
+               "bytes_per_token": native, "ceiling_tok_s": bandwidth_gb_s * 1e9 / native,
+               "ceilings": {f"native ({c.quantization})": bandwidth_gb_s * 1e9 / native}, "measured": []}
+        for q in quants:
+            alt_card = load_card(c.name, quant=q)
+            row["ceilings"][q] = bandwidth_gb_s * 1e9 / weight_bytes_per_step(alt_card, 1)
+        for w in workloads:
+            if w.model.get("model") and _same_model(w.model["model"], c.name):
+                p1 = next((p for p in w.points if p["concurrency"] == 1 and p.get("output_throughput_tok_s")), None)
+                if p1:
+                    row["measured"].append({"tok_s": p1["output_throughput_tok_s"], "label": _label(w)})
+        out.append(row)
+    return out
+
+
+def _same_model(a: str, b: str) -> bool:
+    from pipeline.modelcards import find_card_file
+
+    fa, fb = find_card_file(a), find_card_file(b)
+    return fa is not None and fb is not None and fa[0] == fb[0]
+
+
+def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, context: float = 0.0) -> float | None:
+    """Smallest B at which the compute roof meets the memory roof: FLOPs(B)/peak = bytes(B)/bandwidth.
+
+    Derived from the roofline of :mod:`pipeline.analysis`: bytes(B)/bw = FLOPs(B)/peak, solved
+    numerically on B (bytes grow with B through KV and expert coverage).  None when the
+    compute roof never binds below B = 65536.
+    """
+    if not peak_tflops:
+        return None
+
+    def _binds(b: int) -> bool:
+        mem = bytes_per_decode_step(card, b, context) / (bandwidth_gb_s * 1e9)
+        return flops_per_decode_step(card, b, context) / (peak_tflops * 1e12) >= mem
+
+    hi = 1
+    while not _binds(hi):
+        hi *= 2
+        if hi > 65536:
+            return None
+    lo = hi // 2  # _binds(lo) is False (or lo = 0); bisect to the first B where it holds
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if _binds(mid) else (mid, hi)
+    return hi
+
+
+def pick(workloads: list[Any], kind: str) -> Any | None:
+    """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example)."""
+    mine = [w for w in workloads if w.model.get("kind") == kind and len(w.points) >= 2]
+    if not mine:
+        return None
+    return sorted(mine, key=lambda w: (-len(w.points), w.model["input_len"], w.model["model"]))[0]
+
+
+def point_at(w: Any, c: int) -> dict[str, Any] | None:
+    """Point summary of a workload at concurrency ``c``."""
+    return next((p for p in w.points if p["concurrency"] == c), None) if w else None
+
+
+def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any]:
+    """Everything the explainer templates fill in: cards, ceilings, examples from the runs, capacity.
+
+    Args:
+        views: analysed runs (:class:`pipeline.pages.render.RunView`-shaped: ``run_id``, ``meta``,
+            ``workloads`` with ``model``, ``points``, ``analysis_points``).
+        hardware: the profile the sizing pages are written for (a ``HardwareProfile`` dict).
+    """
+    cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
+    workloads = [w for v in views for w in v.workloads]
+    bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")
+    dense, moe = pick(workloads, "dense"), pick(workloads, "moe")
+    last = lambda w: max(p["concurrency"] for p in w.points) if w else None  # noqa: E731
+    moe_cards = [c for c in cards if c.kind == "moe"]
+    capacity = [capacity_table(c, hardware) for c in cards]
+    worked = next(t for t in capacity if t["model"] == "Llama-3.1-8B") if any(t["model"] == "Llama-3.1-8B" for t in capacity) else None
+    run_of = {id(w): v.run_id for v in views for w in v.workloads}
+    return {
+        "dense_run": run_of.get(id(dense)), "moe_run": run_of.get(id(moe)),
+        "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
+        "views": views, "workloads": workloads, "measured_workloads": [w for w in workloads if w.model.get("kind")],
+        "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
+        "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
+        "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
+        "capacity": capacity, "worked": worked,
+        "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
+        "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])
+                              for c in moe_cards],
+        "knee_threshold": next((w.model.get("knee_threshold") for w in workloads if w.model.get("knee_threshold")), 0.15),
+        "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
+        "point_at": point_at, "math": math, "kv_bytes_per_sequence": kv_bytes_per_sequence,
+        "weight_bytes_per_step": weight_bytes_per_step, "explain_charts": sys.modules[__name__],
+    }
+
+
+def reference_views(reference: Path | None = None) -> list[Any]:
+    """The shared llama-batched-bench DGX Spark reference, imported into a temporary folder and analysed.
+
+    Returns ``[]`` when ``../shared/reference/`` is absent: the repository never holds a copy.
+    """
+    from pipeline.importers import import_run
+    from pipeline.pages.render import load_run_view
+
+    ref = reference or REFERENCE
+    if not ref.is_file():
+        return []
+    with tempfile.TemporaryDirectory() as tmp:
+        run = import_run("llama-batched-bench", [ref], "dgx-spark", run_id="reference-dgx-spark-llamacpp",
+                         runs_dir=Path(tmp))
+        return [load_run_view(run)]
+
+
+
+_CACHE: dict[str, Any] = {}
+
+
+def page_context(views: list[Any], run_dirs: list[Path], hardware: str = "dgx-spark") -> dict[str, Any]:
+    """``PAGE_CONTEXT`` hook of :mod:`pipeline.pages.render` for :data:`PAGES`: :func:`explain_context` of the runs.
+
+    The shared llama.cpp DGX Spark reference (``../shared/reference/``) is added, imported in
+    memory, when it is present and not already one of the runs.  Computed once per set of runs.
+    """
+    from pipeline.hardware import load_profile
+
+    key = repr((hardware, [v.run_id for v in views], [str(d) for d in run_dirs]))
+    if _CACHE.get("key") != key:
+        imported = {f for v in views for f in (v.meta.get("source_files") or [])}
+        extra = [] if str(REFERENCE.resolve()) in imported else reference_views()
+        _CACHE.clear()
+        _CACHE.update(key=key, ctx=explain_context(list(views) + extra, load_profile(hardware).model_dump(mode="json")))
+    return _CACHE["ctx"]

@@ -1,0 +1,232 @@
+"""Render the site's Markdown pages into MkDocs' docs_dir from complete runs (Jinja2 + embedded Vega-Lite).
+
+Charts are embedded as a ``<div>`` plus a JSON ``<script>`` holding the Vega-Lite spec;
+``assets/javascripts/charts.js`` renders every one with vega-embed as SVG.  The Vega, Vega-Lite
+and vega-embed JavaScript is bundled locally (``vl_convert.javascript_bundle``), never
+loaded from a CDN, so the site works offline.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import jinja2
+
+from pipeline import paths, runs
+from pipeline.pages import charts, explain
+
+CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
+function batchmarkRenderCharts() {
+  document.querySelectorAll('script.vega-spec').forEach(function (s) {
+    var el = document.getElementById(s.dataset.target);
+    if (!el || el.dataset.rendered) { return; }
+    el.dataset.rendered = "1";
+    vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
+      .catch(function (err) { el.textContent = "chart failed to render: " + err; });
+  });
+}
+if (document.readyState === "loading") {
+  document.addEventListener("DOMContentLoaded", batchmarkRenderCharts);
+} else {
+  batchmarkRenderCharts();
+}
+"""
+
+# Extra template context per page: {page path relative to docs_dir: fn(views, run_dirs) -> dict}.
+# A page whose numbers come from another computation (a diff, capacity tables) registers
+# its provider here; every other page sees only ``runs`` (the RunViews), ``chart`` and ``charts``.
+PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]] = {}
+# The explainer and capacity pages get model cards, capacity tables and worked numbers.
+PAGE_CONTEXT.update(dict.fromkeys(explain.PAGES, explain.page_context))
+
+
+def _changes_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+    """Changes page: each run diffed against its predecessor (``pipeline/pages/changes.py``; imports scipy lazily)."""
+    from pipeline.pages.changes import changes_page_context
+
+    return changes_page_context(views, run_dirs)
+
+
+def _runs_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+    """Runs page: which run each run is compared with on the Changes page, for the link."""
+    from pipeline.pages.changes import runs_page_context
+
+    return runs_page_context(views, run_dirs)
+
+
+PAGE_CONTEXT["changes.md"] = _changes_page_context
+PAGE_CONTEXT["runs.md"] = _runs_page_context
+
+
+def page_templates(templates_dir: Path | None = None) -> list[str]:
+    """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
+    base = templates_dir or paths.root() / "templates"
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2"))
+
+
+@dataclass
+class Workload:
+    """One (model, engine, input_len, output_len) of a run, with its points and analysis."""
+
+    model: dict[str, Any]
+    points: list[dict[str, Any]]
+    analysis_points: list[dict[str, Any]]
+
+    @property
+    def slug(self) -> str:
+        """Anchor-safe id."""
+        m = self.model
+        return f"{m['model']}-in{m['input_len']}-out{m['output_len']}".lower().replace(".", "-")
+
+    def point(self, concurrency: int) -> dict[str, Any] | None:
+        """The point summary at a concurrency, or None."""
+        return next((p for p in self.points if p["concurrency"] == concurrency), None)
+
+    def mbu(self, concurrency: int) -> float | None:
+        """MBU at a concurrency, or None."""
+        return next((a.get("mbu") for a in self.analysis_points if a["concurrency"] == concurrency), None)
+
+
+@dataclass
+class RunView:
+    """What the templates see of one run."""
+
+    run_id: str
+    meta: dict[str, Any]
+    analysis: dict[str, Any]
+    workloads: list[Workload] = field(default_factory=list)
+
+    @property
+    def hardware(self) -> dict[str, Any]:
+        """The analysis' hardware block."""
+        return self.analysis.get("hardware", {})
+
+
+def load_run_view(run_dir: Path) -> RunView:
+    """Read a complete run's summaries and analysis (computing them if absent) into a :class:`RunView`."""
+    if not (run_dir / "summaries.json").is_file():
+        runs.write_summaries(run_dir)
+    if not (run_dir / "analysis.json").is_file():
+        runs.write_analysis(run_dir)
+    meta = runs.read_run_json(run_dir)
+    summaries = runs.read_json(run_dir / "summaries.json")["points"]
+    analysis = runs.read_json(run_dir / "analysis.json")
+    view = RunView(run_id=run_dir.name, meta=meta, analysis=analysis)
+    for m in analysis.get("models", []):
+        key = (m["model"], m["engine"], m["input_len"], m["output_len"])
+        pts = sorted((s for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key),
+                     key=lambda s: s["concurrency"])
+        aps = [a for a in analysis.get("points", []) if (a["model"], a["engine"], a["input_len"], a["output_len"]) == key]
+        view.workloads.append(Workload(model=m, points=pts, analysis_points=aps))
+    return view
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _gb(value: Any) -> str:
+    return "–" if value is None else f"{value / 1e9:.2f} GB"
+
+
+def _params(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.0f} M"
+
+
+class ChartRegistry:
+    """Turns Vega-Lite specs into embeddable HTML with page-unique ids."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, spec: dict[str, Any]) -> str:
+        """HTML for one chart: a target ``div`` and its spec in a JSON ``script``."""
+        self.count += 1
+        cid = f"chart-{self.count}"
+        blob = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
+        return (f'<div class="vega-chart" id="{cid}"></div>\n'
+                f'<script type="application/json" class="vega-spec" data-target="{cid}">{blob}</script>')
+
+
+def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
+    """The Jinja2 environment of the page templates (strict: an undefined name is an error)."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir or paths.root() / "templates")),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(fmt=_fmt, gb=_gb, params=_params)
+    env.globals.update(charts=charts)
+    return env
+
+
+def write_assets(docs_dir: Path) -> None:
+    """Write the local Vega bundle (once per vl-convert version) and the chart bootstrap script."""
+    import vl_convert
+
+    js_dir = docs_dir / "assets" / "javascripts"
+    bundle = js_dir / "vega-bundle.js"
+    stamp = js_dir / "vega-bundle.version"
+    version = getattr(vl_convert, "__version__", "unknown")
+    if not bundle.is_file() or not stamp.is_file() or stamp.read_text() != version:
+        runs.atomic_write_text(bundle, vl_convert.javascript_bundle())
+        runs.atomic_write_text(stamp, version)
+    runs.atomic_write_text(js_dir / "charts.js", CHARTS_JS)
+
+
+def _summaries_csv(run_dir: Path) -> str:
+    pts = runs.read_json(run_dir / "summaries.json")["points"]
+    buf = io.StringIO()
+    cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
+            "output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"]
+    lat = [f"{m}_{q}" for m in ("ttft_s", "tpot_s", "itl_s", "e2el_s") for q in ("p50", "p90", "p99", "mean")]
+    w = csv.writer(buf)
+    w.writerow(cols + lat)
+    for p in pts:
+        w.writerow([p.get(c) for c in cols] + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
+    return buf.getvalue()
+
+
+def write_downloads(docs_dir: Path, run_dirs: list[Path]) -> None:
+    """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``."""
+    for rd in run_dirs:
+        out = docs_dir / "downloads" / rd.name
+        for name in ("run.json", "summaries.json", "analysis.json"):
+            if (rd / name).is_file():
+                runs.atomic_write_text(out / name, (rd / name).read_text())
+        runs.atomic_write_text(out / "summaries.csv", _summaries_csv(rd))
+
+
+def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | None = None,
+                templates_dir: Path | None = None) -> list[Path]:
+    """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
+
+    Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
+    """
+    from pipeline import runs as runs_mod
+
+    runs_dir = runs_dir or paths.runs_dir()
+    run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
+    views = sorted((load_run_view(rd) for rd in run_dirs), key=lambda v: v.run_id, reverse=True)
+    env = make_env(templates_dir)
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    write_assets(docs_dir)
+    write_downloads(docs_dir, run_dirs)
+    written = []
+    for name in page_templates(templates_dir):
+        page = name.removesuffix(".j2")
+        extra = PAGE_CONTEXT[page](views, run_dirs) if page in PAGE_CONTEXT else {}
+        text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
+        path = docs_dir / page
+        runs_mod.atomic_write_text(path, text)
+        written.append(path)
+    return written

@@ -1,0 +1,61 @@
+"""Headless Chromium (Debian's ``chromium``, driven by Playwright with ``executable_path``) for page tests.
+
+Pages are opened from ``file://`` in an offline browser context, and every http(s) request is
+refused and recorded, so a chart that needs a CDN fails the test.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-quic"]
+
+
+def chromium_path() -> str:
+    """Path of the system Chromium, or skip the test saying why."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("no Chromium on this machine (install Debian's 'chromium' package to run browser tests)")
+
+
+def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: int = 20000,
+              count: dict[str, str] | None = None) -> dict:
+    """Open a built page offline; return counts of rendered charts and marks, chart texts, and refused requests.
+
+    ``count`` maps names to CSS selectors; ``result["counts"][name]`` is how many elements match.
+    """
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
+    exe = chromium_path()
+    refused: list[str] = []
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True)
+            ctx.route("http*://**/*", lambda route: (refused.append(route.request.url), route.abort()))
+            page = ctx.new_page()
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(html.resolve().as_uri())
+            n_charts = page.locator(".vega-chart").count()
+            if n_charts:
+                page.wait_for_function(
+                    "n => document.querySelectorAll('.vega-chart svg').length >= n", arg=n_charts, timeout=timeout_ms)
+            result = {
+                "charts": n_charts,
+                "svgs": page.locator(".vega-chart svg").count(),
+                "marks": page.locator(".vega-chart svg g.mark-line path, .vega-chart svg g.mark-symbol path, "
+                                      ".vega-chart svg g.mark-rule line, .vega-chart svg g.mark-rect path").count(),
+                "texts": page.locator(".vega-chart svg text").all_text_contents(),
+                "refused": refused,
+                "errors": errors,
+                "counts": {name: page.locator(sel).count() for name, sel in (count or {}).items()},
+            }
+        finally:
+            browser.close()
+    return result

@@ -1,0 +1,47 @@
+"""Shared fixtures: a scratch project root (BATCHMARK_ROOT) with the real hardware profiles and templates."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_CONFIG = REPO / "tests" / "data" / "tiny.yaml"
+
+
+def make_scratch_root(base: Path) -> Path:
+    """Copy the project's inputs (hardware profiles, model cards, templates, config, Snakefile, mkdocs.yml) under ``base``."""
+    root = base / "proj"
+    (root / "data").mkdir(parents=True)
+    shutil.copytree(REPO / "data" / "hardware", root / "data" / "hardware")
+    if (REPO / "data" / "models").is_dir():
+        shutil.copytree(REPO / "data" / "models", root / "data" / "models")
+    shutil.copytree(REPO / "templates", root / "templates")
+    shutil.copytree(REPO / "config", root / "config")
+    shutil.copy(REPO / "Snakefile", root / "Snakefile")
+    shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
+    shutil.copy(TINY_CONFIG, root / "config" / "tiny.yaml")
+    return root
+
+
+@pytest.fixture
+def scratch_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch project root, set as ``BATCHMARK_ROOT`` for the test."""
+    root = make_scratch_root(tmp_path)
+    monkeypatch.setenv("BATCHMARK_ROOT", str(root))
+    return root
+
+
+REFERENCE = REPO / ".." / "shared" / "reference"
+BATCHED_BENCH_REF = REFERENCE / "llamacpp-dgx-spark-batched-bench.md"
+DATA = REPO / "tests" / "data"
+
+
+@pytest.fixture
+def reference_file() -> Path:
+    """The published llama-batched-bench DGX Spark file (skips when ../shared/reference is absent)."""
+    if not BATCHED_BENCH_REF.is_file():
+        pytest.skip(f"reference data absent: {BATCHED_BENCH_REF} (it lives beside the repository, never in it)")
+    return BATCHED_BENCH_REF

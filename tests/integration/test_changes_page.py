@@ -1,0 +1,77 @@
+"""The Changes page end to end: rendered by ``render_site``, built by ``mkdocs build --strict``, opened offline in headless Chromium.
+
+Runs are hand-made (tests/runbuilder.py): A, then B with dense-a's c=8 point 20 % slower
+(times × 1.25), then a run on other hardware.  Expected: one comparison (B vs A; the h200 run
+has no earlier run on its hardware), listing exactly the slowed point's metrics as significant,
+and its chart draws one point mark per (model, concurrency, charted metric) = 2 × 5 × 4 = 40
+SVG symbols with no request leaving the machine.  The Runs page links B to its comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline.pages.changes import CHART_METRICS, anchor
+from pipeline.pages.render import render_site
+from tests.browser import open_page
+from tests.conftest import make_scratch_root
+from tests.runbuilder import CONCURRENCY, H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
+
+A, B, HW = "20261129T100000Z-a", "20261129T110000Z-b", "20261129T120000Z-h200"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """A scratch project with three hand-made runs; pages rendered and the site built strictly."""
+    root = make_scratch_root(tmp_path_factory.mktemp("changes"))
+    runs_dir = root / "data" / "runs"
+    make_run(runs_dir, A, noise=NOISE_A)
+    make_run(runs_dir, B, noise=NOISE_B, slow={("dense-a", 8): 1.25})
+    make_run(runs_dir, HW, noise=NOISE_B, hardware=H200_PROFILE)
+    old = os.environ.get("BATCHMARK_ROOT")
+    os.environ["BATCHMARK_ROOT"] = str(root)
+    try:
+        render_site(root / "data" / "pages", runs_dir=runs_dir)
+    finally:
+        if old is None:
+            os.environ.pop("BATCHMARK_ROOT")
+        else:
+            os.environ["BATCHMARK_ROOT"] = old
+    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=root, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root
+
+
+def test_changes_markdown(site):
+    md = (site / "data" / "pages" / "changes.md").read_text()
+    assert f"## {B} vs {A} {{ #{anchor(B)} }}" in md
+    assert f"## {HW} vs" not in md  # first run on its hardware: nothing to compare with
+    sig = md.split("### Significant changes", 1)[1].split("### Per model", 1)[0]
+    rows = [line for line in sig.splitlines() if line.startswith("| dense-a") or line.startswith("| moe-b")]
+    # Exactly the slowed point, every metric (7), all worse.
+    assert len(rows) == 7 and all("| 8 |" in r and "(worse)" in r for r in rows)
+
+
+def test_runs_page_links_to_the_comparison(site):
+    runs_md = (site / "data" / "pages" / "runs.md").read_text()
+    assert f"[vs {A}](changes.md#{anchor(B)})" in runs_md
+    assert "first run on this hardware and workload" in runs_md
+    html = (site / "site" / "runs" / "index.html").read_text()
+    assert f'href="../changes/#{anchor(B)}"' in html
+
+
+def test_changes_chart_renders_offline_in_chromium(site):
+    res = open_page(site / "site" / "changes" / "index.html",
+                    count={"points": "#chart-1 svg g.mark-symbol.role-mark path"})
+    assert res["errors"] == [] and res["charts"] == 1 and res["svgs"] == 1
+    assert res["counts"]["points"] == len(MODELS) * len(CONCURRENCY) * len(CHART_METRICS)
+    assert any(B in t and A in t for t in res["texts"])
+    assert not [u for u in res["refused"] if "vega" in u or "jsdelivr" in u]

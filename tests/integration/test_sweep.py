@@ -1,0 +1,117 @@
+"""The sweep stage with the real transformers engine on tiny models: resume, early stop, CLI errors, show --json."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pipeline import runs
+from pipeline.config import load_config
+from pipeline.engines.transformers import TransformersEngine
+from pipeline.sweep import run_sweep, weak_doublings
+from tests.conftest import TINY_CONFIG
+
+
+def test_killed_sweep_resumes_without_remeasuring(scratch_root, monkeypatch):
+    """Fault kind: interrupted sweep (Ctrl-C after 2 points). Finished points must be kept and not re-measured."""
+    cfg = load_config(TINY_CONFIG)
+    rd = scratch_root / "data" / "runs" / "R1"
+    calls: list[int] = []
+    real = TransformersEngine.measure
+
+    def interrupting(self, key, *a, **kw):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(key.concurrency)
+        return real(self, key, *a, **kw)
+
+    monkeypatch.setattr(TransformersEngine, "measure", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(cfg, rd, progress=False)
+    assert not runs.is_complete(rd)
+    stored = {p.name: p.read_bytes() for p in (rd / "points").rglob("*.json")}
+    assert len(stored) == 2
+
+    resumed: list[int] = []
+
+    def counting(self, key, *a, **kw):
+        resumed.append((key.model, key.concurrency))
+        return real(self, key, *a, **kw)
+
+    monkeypatch.setattr(TransformersEngine, "measure", counting)
+    run_sweep(cfg, rd, progress=False)
+    assert runs.is_complete(rd)
+    # 2 models x 3 concurrencies = 6 points; 2 were done, so exactly 4 are measured on resume
+    assert len(resumed) == 4
+    for p in (rd / "points").rglob("*.json"):
+        if p.name in stored and p.parent.name == "tiny-llama":
+            assert p.read_bytes() == stored[p.name]
+    # a complete run is left alone
+    run_sweep(cfg, rd, progress=False)
+    assert len(resumed) == 4
+
+
+def test_weak_doublings_counts_trailing_weak_steps():
+    # gains: 1->2 +100 %, 2->4 +10 %, 4->8 +5 %: two weak doublings at the end at threshold 15 %
+    assert weak_doublings([(1, 10), (2, 20), (4, 22), (8, 23.1)], 0.15) == 2
+    assert weak_doublings([(1, 10), (2, 11), (4, 30)], 0.15) == 0
+
+
+def _cli(*args, root):
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True,
+                          env={**__import__("os").environ, "BATCHMARK_ROOT": str(root)}, timeout=600)
+
+
+def test_malformed_config_stops_with_one_line_and_touches_nothing(scratch_root):
+    bad = scratch_root / "config" / "bad.yaml"
+    bad.write_text(TINY_CONFIG.read_text().replace("concurrency: [1, 2, 4]", "concurrency: [1, -2, 4]"))
+    before = sorted(p.name for p in (scratch_root / "data").rglob("*"))
+    res = _cli("sweep", "--config", str(bad), root=scratch_root)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "concurrency" in lines[0] and "bad.yaml" in lines[0]
+    assert sorted(p.name for p in (scratch_root / "data").rglob("*")) == before
+
+
+def test_show_json_contract(scratch_root):
+    res = _cli("sweep", "--config", str(TINY_CONFIG), "--run-id", "S1", "--no-progress", root=scratch_root)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(_cli("show", "S1", "--json", root=scratch_root).stdout)
+    assert set(doc) == {"run_id", "source", "hardware", "points", "models"}
+    assert doc["source"] == "measured"
+    assert set(doc["hardware"]) == {"name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb"}
+    assert doc["hardware"]["bandwidth_gb_s_measured"] > 0 and doc["hardware"]["bandwidth_gb_s_spec"] is None
+    assert len(doc["points"]) == 6
+    p = doc["points"][0]
+    assert {"mbu", "mfu", "ttft_s", "tpot_s", "itl_s", "e2el_s", "prefill_throughput_tok_s"} <= set(p)
+    assert set(p["ttft_s"]) == {"p50", "p90", "p99", "mean"}
+    kinds = {m["model"]: m["kind"] for m in doc["models"]}
+    assert kinds == {"tiny-llama": "dense", "tiny-moe": "moe"}
+    for m in doc["models"]:
+        assert m["post_knee"] in {"plateau", "decline", "not_reached"}
+        assert m["scaling_efficiency"]["1"] == pytest.approx(1.0)
+    assert _cli("show", "nope", root=scratch_root).returncode == 2
+
+
+def test_out_of_memory_stops_escalation_and_keeps_points(scratch_root, monkeypatch):
+    """Fault kind: a point runs out of memory (simulated MemoryError at c=4, since no GPU here).
+
+    The sweep keeps c=1 and c=2, records why it stopped, and completes the run."""
+    cfg = load_config(TINY_CONFIG)
+    real = TransformersEngine._one_batch
+
+    def oom_at_4(self, key, seed):
+        if key.concurrency == 4:
+            raise MemoryError("simulated allocation failure")
+        return real(self, key, seed)
+
+    monkeypatch.setattr(TransformersEngine, "_one_batch", oom_at_4)
+    rd = scratch_root / "data" / "runs" / "OOM"
+    run_sweep(cfg, rd, progress=False)
+    meta = runs.read_run_json(rd)
+    assert meta["status"] == "complete"
+    assert "out of memory at c=4" in meta["stopped"]["tiny-llama"]
+    assert sorted(p.point.concurrency for p in runs.load_points(rd) if p.point.model == "tiny-llama") == [1, 2]

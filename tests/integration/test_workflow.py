@@ -1,0 +1,78 @@
+"""End to end through Snakemake on tiny models: sweep -> summaries -> analysis -> pages -> mkdocs build --strict,
+then the built benchmarks page in headless Chromium with the network off."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.browser import open_page
+from tests.conftest import make_scratch_root
+
+pytestmark = pytest.mark.slow
+
+
+def _snakemake(root, *args):
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "config/tiny.yaml", *args],
+                          cwd=root, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "BATCHMARK_ROOT": str(root), "NO_MKDOCS_2_WARNING": "1"})
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One workflow run on tiny models, shared by the tests of this module."""
+    root = make_scratch_root(tmp_path_factory.mktemp("wf"))
+    res = _snakemake(root)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root
+
+
+def test_site_is_built(built):
+    assert (built / "site" / "index.html").is_file()
+    assert (built / "site" / "benchmarks" / "index.html").is_file()
+    run_dirs = [p for p in (built / "data" / "runs").iterdir() if not p.name.startswith(".")]
+    assert len(run_dirs) == 1
+    for name in ("run.json", "points.json", "summaries.json", "analysis.json"):
+        assert (run_dirs[0] / name).is_file()
+    home = (built / "site" / "index.html").read_text()
+    assert "tiny-llama" in home and "tiny-moe" in home
+
+
+def test_second_invocation_measures_nothing(built):
+    res = _snakemake(built, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "Nothing to be done" in res.stdout + res.stderr
+
+
+def test_template_edit_rerenders_pages_only(built):
+    tmpl = built / "templates" / "methodology.md.j2"
+    tmpl.write_text(tmpl.read_text() + "\nEdited.\n")
+    res = _snakemake(built, "--dry-run", "--quiet", "rules")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    jobs = dict(re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M))
+    assert set(jobs) == {"pages", "site", "all", "total"}, out
+
+
+def test_committed_target_rebuilds_site_without_measuring(built):
+    before = sorted(p for p in (built / "data" / "runs").rglob("points/*/*.json"))
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "committed"], cwd=built, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "BATCHMARK_ROOT": str(built)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert sorted(p for p in (built / "data" / "runs").rglob("points/*/*.json")) == before
+    assert (built / "site" / "benchmarks" / "index.html").is_file()
+
+
+def test_benchmarks_page_renders_charts_offline(built):
+    res = open_page(built / "site" / "benchmarks" / "index.html")
+    assert res["errors"] == []
+    assert res["charts"] >= 2 and res["svgs"] == res["charts"]
+    assert res["marks"] > 20
+    titles = [t for t in res["texts"] if "output throughput vs concurrency" in t]
+    assert sorted(titles) == ["tiny-llama: output throughput vs concurrency", "tiny-moe: output throughput vs concurrency"]
+    # only the Material theme's optional resources may have been refused; no chart needs the network
+    assert not [u for u in res["refused"] if "vega" in u or "jsdelivr" in u]

@@ -1,0 +1,150 @@
+"""Hand-made runs for tests: request records with known timings, written through the real run-folder code.
+
+A run holds static-batch points (the transformers engine's shape) whose timings are set by
+hand, so every expected number in a test can be worked out from the formulas here:
+
+- decode step time at batch B: ``step_s(B) = BASE_STEP_S × (1 + B / 8) × m`` and prefill time
+  ``prefill_s(B) = BASE_PREFILL_S × B × m``, where ``m`` is the repeat's noise multiplier
+  (times a slow-down factor for a slowed point);
+- every request of a repeat is sent at 0, gets its first token at the prefill end and one more
+  token per step, so TTFT = prefill_s, TPOT = step_s and the repeat's output throughput is
+  B × (L − 1) / ((L − 1) × step_s) = B / step_s (metrics.py, static batch).
+
+Noise patterns (five repeats): run A uses ``NOISE_A`` = 0.98 … 1.02 and run B ``NOISE_B`` =
+0.975 … 1.015, i.e. B's noise is A's shifted down by half a step (0.5 %), so the two sets of
+repeats interleave in rank (B A B A …) and no test calls the difference significant.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline import runs
+from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+
+BASE_STEP_S = 0.010
+BASE_PREFILL_S = 0.002
+NOISE_A = (0.98, 0.99, 1.00, 1.01, 1.02)
+NOISE_B = (0.975, 0.985, 0.995, 1.005, 1.015)
+MODELS = ("dense-a", "moe-b")
+CONCURRENCY = (1, 2, 4, 8, 16)
+INPUT_LEN, OUTPUT_LEN = 64, 16
+
+CPU_PROFILE = {"name": "cpu", "description": "test CPU", "bandwidth_gb_s_spec": None, "peak_tflops_spec": None,
+               "memory_gb": None, "unified_memory": False, "gpu_memory_utilization": 0.9,
+               "runtime_reserve_gb": 0.0, "source": "test"}
+H200_PROFILE = {**CPU_PROFILE, "name": "h200", "description": "test H200", "bandwidth_gb_s_spec": 4800,
+                "peak_tflops_spec": 989, "memory_gb": 141}
+
+
+def step_s(concurrency: int, m: float = 1.0) -> float:
+    """Decode step time (s) of a hand-made point: BASE_STEP_S × (1 + B / 8) × m."""
+    return BASE_STEP_S * (1 + concurrency / 8) * m
+
+
+def prefill_s(concurrency: int, m: float = 1.0) -> float:
+    """Prefill time (s) of a hand-made point: BASE_PREFILL_S × B × m."""
+    return BASE_PREFILL_S * concurrency * m
+
+
+def card(name: str) -> dict[str, Any]:
+    """A small model card (dense or MoE by name) so that analysis can compute MBU."""
+    moe = name.startswith("moe")
+    return {"name": name, "kind": "moe" if moe else "dense", "total_params": 300_000_000,
+            "active_params": 120_000_000 if moe else 300_000_000, "embedding_params": 30_000_000,
+            "weight_bytes": 1_200_000_000, "dense_bytes": 400_000_000 if moe else 1_080_000_000,
+            "expert_bytes": 680_000_000 if moe else 0, "num_layers": 8, "num_attention_heads": 16,
+            "num_kv_heads": 4, "head_dim": 64, "kv_bytes_per_token": 16384,
+            "num_experts": 32 if moe else None, "experts_per_token": 4 if moe else None,
+            "dtype": "float32", "source": "hand-made for tests", "extra": {}}
+
+
+def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
+                  engine: str = "transformers") -> PointRecords:
+    """Records of one static-batch point, one repeat per multiplier (see the module docstring)."""
+    key = PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency)
+    reps = []
+    for i, m in enumerate(multipliers):
+        pre, step = prefill_s(concurrency, m), step_s(concurrency, m)
+        ends = [pre + k * step for k in range(OUTPUT_LEN)]
+        reqs = [RequestRecord(request_id=j, queued_s=0.0, sent_s=0.0, first_token_s=ends[0], done_s=ends[-1],
+                              chunks=[[t, 1] for t in ends], input_tokens=INPUT_LEN, output_tokens=OUTPUT_LEN)
+                for j in range(concurrency)]
+        reps.append(RepeatRecord(repeat=i, kind="static_batch", window_start_s=ends[0], window_end_s=ends[-1],
+                                 requests=reqs, prefill_start_s=0.0, step_end_s=ends))
+    return PointRecords(point=key, repeats=reps)
+
+
+def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
+             slow: dict[tuple[str, int], float] | None = None, hardware: dict[str, Any] | None = None,
+             models: tuple[str, ...] = MODELS, concurrency: tuple[int, ...] = CONCURRENCY,
+             bandwidth_gb_s: float = 200.0, complete: bool = True, derived: bool = True,
+             transformers_version: str = "4.57.0", dtype: str = "float32") -> Path:
+    """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
+
+    Args:
+        noise: one time multiplier per repeat (its length is the number of repeats).
+        slow: ``{(model, concurrency): factor}``; that point's times are multiplied by the
+            factor on top of the noise (1.25 makes output throughput 1 / 1.25 = 0.8×, i.e. −20 %).
+        hardware: the hardware profile stored in run.json (default: a generic CPU).
+        complete: False leaves the run incomplete (run.json status ``incomplete``).
+        derived: write summaries.json and analysis.json (only for complete runs).
+    """
+    slow = slow or {}
+    run_dir = runs_dir / run_id
+    hw = hardware or CPU_PROFILE
+    cfg = {"name": "test", "hardware": hw["name"], "engine": "transformers",
+           "models": [{"name": m, "architecture": {"model_type": "llama"}, "path": None, "served_name": None,
+                       "card": None} for m in models],
+           "input_len": INPUT_LEN, "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
+           "repeats": len(noise), "warmup": True, "knee_threshold": 0.15, "stop_after_weak_doublings": 0,
+           "seed": 0, "transformers": {"device": "cpu", "dtype": "auto", "memory_fraction": 0.8}}
+    runs.create_run(run_dir, {
+        "source": "measured", "config_name": "test", "config_digest": "testdigest", "config_path": None,
+        "config": cfg, "hardware": hw, "host": "testhost", "platform": "test",
+        "started_at": "2026-11-29T00:00:00+00:00", "git_commit": None,
+        "versions": {"python": "3.11.0", "batchmark": "0.1.0", "torch": "2.13.0",
+                     "transformers": transformers_version, "vllm": None, "numpy": "2.0.0"},
+        "driver": None, "command": "test"})
+    probe = {"device": "cpu", "dtype": "float32", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5,
+             "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
+             "matmul_n": 1024, "threads": 2}  # every field of pipeline.hardware.ProbeResult
+    runs.update_run_json(run_dir, probe=probe, stopped={},
+                         engine={"engine": "transformers", "transformers_version": transformers_version,
+                                 "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,
+                                 "cuda_device": None, "mode": "static batch"})
+    for model in models:
+        runs.write_model_card(run_dir, card(model))
+        for c in concurrency:
+            factor = slow.get((model, c), 1.0)
+            runs.write_point(run_dir, point_records(model, c, tuple(m * factor for m in noise)))
+    if complete:
+        runs.complete_run(run_dir)
+        if derived:
+            runs.write_summaries(run_dir)
+            runs.write_analysis(run_dir)
+    return run_dir
+
+
+def make_imported_run(runs_dir: Path, run_id: str, throughput_tok_s: dict[int, float],
+                      samples_per_point: int = 0, fmt: str = "vllm-bench") -> Path:
+    """An imported-style run: ``run.json`` (source ``imported:<fmt>``) and ``summaries.json`` only.
+
+    Each point has output throughput ``throughput_tok_s[c]``, TPOT 1 / 50 s and TTFT 0.1 s;
+    ``samples_per_point`` copies of the throughput are kept as samples (0: none, as an import
+    of a summary block has).  No model cards, so MBU is null.
+    """
+    run_dir = runs_dir / run_id
+    runs.create_run(run_dir, {"source": f"imported:{fmt}", "hardware": H200_PROFILE,
+                              "versions": {"batchmark": "0.1.0"}, "engine": {"engine": "vllm", "vllm_version": "0.11.0"}})
+    runs.complete_run(run_dir)
+    lat = lambda v: {"p50": v, "p90": v, "p99": v, "mean": v}  # noqa: E731
+    points = [{"model": "served-m", "engine": "vllm", "input_len": 1024, "output_len": 128, "concurrency": c,
+               "repeats": 1, "completed": 100, "failed": 0, "output_throughput_tok_s": t, "per_user_tok_s": 50.0,
+               "ttft_s": lat(0.1), "ttft_with_queue_s": None, "tpot_s": lat(0.02), "itl_s": None, "e2el_s": None,
+               "prefill_throughput_tok_s": None, "step_time_s": 0.02, "errors": [],
+               "samples": {"output_throughput_tok_s": [t] * samples_per_point}} for c, t in sorted(throughput_tok_s.items())]
+    runs.atomic_write_json(run_dir / "summaries.json", {"schema_version": 1, "run_id": run_id, "points": points})
+    runs.write_analysis(run_dir)
+    return run_dir

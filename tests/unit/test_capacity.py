@@ -1,0 +1,78 @@
+"""KV capacity and the "which models fit" table, checked by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table, kv_capacity
+from pipeline.cli import main
+from pipeline.errors import BatchmarkError
+from pipeline.hardware import load_profile
+from pipeline.modelcards import load_card
+
+
+@pytest.fixture
+def spark():
+    return load_profile("dgx-spark").model_dump(mode="json")
+
+
+def test_llama_3_1_8b_bf16_at_8k_on_dgx_spark(spark):
+    card = load_card("Llama-3.1-8B")
+    table = capacity_table(card, spark)
+    row = next(r for r in table["contexts"] if r["context"] == 8192)
+    # KV per token = 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131072 B = 128 KiB
+    assert table["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2 == 128 * 1024
+    # one 8k sequence: 128 KiB x 8192 = 1 GiB
+    assert row["kv_bytes_per_sequence"] == 2**30
+    # usable 128 GB - reserve 8 GB - weights 8,030,261,248 x 2 B = 103,939,477,504 B free
+    free = 128e9 - 8e9 - 8_030_261_248 * 2
+    assert row["free_bytes"] == pytest.approx(free) == pytest.approx(103_939_477_504)
+    # 103,939,477,504 / 1,073,741,824 = 96.8 -> 96 sequences, 0.86 GB left
+    assert row["max_sequences"] == 96
+    assert row["memory_left_bytes"] == pytest.approx(free - 96 * 2**30)
+    assert [r["context"] for r in table["contexts"]] == list(DEFAULT_CONTEXTS)
+    assert [r["max_sequences"] for r in table["contexts"]] == [193, 96, 24, 6]
+
+
+def test_sliding_window_layers_raise_capacity(spark):
+    card = load_card("gpt-oss-120b")
+    r = kv_capacity(card, 128, 8, 131072)
+    per_layer = 2 * 8 * 64 * 2
+    assert r["kv_bytes_per_sequence"] == per_layer * (18 * 131072 + 18 * 128)
+    assert r["within_max_context"] is True
+    no_window = card.kv_bytes_per_token * 131072
+    assert r["kv_bytes_per_sequence"] < 0.51 * no_window
+
+
+def test_context_beyond_the_model_is_flagged(spark):
+    table = capacity_table(load_card("Qwen2.5-7B"), spark)
+    assert table["contexts"][-1]["within_max_context"] is False  # 131072 > 32768
+
+
+def test_fit_table_covers_every_card(spark):
+    rows = fit_table(spark)
+    models = {r["model"] for r in rows}
+    assert {"gpt-oss-120b", "Llama-3.1-70B", "Qwen3-30B-A3B", "Mixtral-8x7B"} <= models
+    bf16_70b = next(r for r in rows if r["model"] == "Llama-3.1-70B" and r["quantization"] == "bf16")
+    assert not bf16_70b["fits"]  # 141 GB of weights > 128 GB
+    fp8_70b = next(r for r in rows if r["model"] == "Llama-3.1-70B" and r["quantization"] == "fp8")
+    assert fp8_70b["fits"] and fp8_70b["max_sequences"]["8192"] > 0
+
+
+def test_no_memory_figure_is_an_error():
+    with pytest.raises(BatchmarkError, match="no memory_gb"):
+        capacity_table(load_card("Llama-3.1-8B"), {"name": "cpu", "memory_gb": None})
+    with pytest.raises(BatchmarkError, match="context"):
+        kv_capacity(load_card("Llama-3.1-8B"), 128, 8, 0)
+
+
+def test_cli_capacity_json(capsys):
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "meta-llama/Llama-3.1-8B-Instruct",
+                 "--context", "8192", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["contexts"][0]["max_sequences"] == 96
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "no-such-model"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "no-such-model" in err

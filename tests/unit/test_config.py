@@ -1,0 +1,43 @@
+"""Config validation: one-line errors that name the bad field."""
+
+import pytest
+import yaml
+
+from pipeline.config import load_config
+from pipeline.errors import BatchmarkError
+from tests.conftest import REPO, TINY_CONFIG
+
+
+def _write(tmp_path, mutate):
+    data = yaml.safe_load(TINY_CONFIG.read_text())
+    mutate(data)
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_default_config_is_valid():
+    cfg = load_config(REPO / "config" / "default.yaml")
+    assert cfg.engine == "transformers" and len(cfg.models) == 2
+
+
+@pytest.mark.parametrize("mutate,expected", [
+    (lambda d: d.update(concurency=[1]), "concurency: unknown key"),
+    (lambda d: d.update(concurrency=[1, -2]), "concurrency"),
+    (lambda d: d.update(hardware="dgx-sparkle"), "unknown hardware profile 'dgx-sparkle'"),
+    (lambda d: d["models"][0].update(architecture={"hidden_size": 8}), "models.0.architecture"),
+    (lambda d: d.update(repeats=0), "repeats"),
+])
+def test_bad_field_is_named(tmp_path, mutate, expected):
+    with pytest.raises(BatchmarkError) as err:
+        load_config(_write(tmp_path, mutate))
+    msg = str(err.value)
+    assert expected in msg and "\n" not in msg
+    assert str(tmp_path / "c.yaml") in msg
+
+
+def test_not_yaml(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(BatchmarkError, match="not valid YAML"):
+        load_config(p)

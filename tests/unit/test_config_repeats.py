@@ -1,0 +1,20 @@
+"""Default repeats of a sweep config: enough for a diff to decide (issue 4).
+
+Expected values: with n + n repeats the smallest two-sided Mann-Whitney p is 2 / C(2n, n)
+(pipeline/diff.py); 4 + 4 gives 0.029 and 5 + 5 gives 0.008, both below α = 0.05, and 5 is
+the configured default for any config (hardware configs included) that does not set repeats.
+config/default.yaml (the CPU default) sets 3 explicitly to keep the CPU workflow short.
+"""
+
+from __future__ import annotations
+
+from pipeline.config import parse_config
+from pipeline.diff import min_two_sided_p
+
+
+def test_default_repeats_let_a_diff_decide():
+    cfg = parse_config({"name": "gpu", "hardware": "h200", "engine": "vllm",
+                        "models": [{"name": "m", "served_name": "org/m"}]})
+    assert cfg.repeats == 5
+    assert min_two_sided_p(cfg.repeats, cfg.repeats) <= 0.05
+
