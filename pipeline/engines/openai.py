@@ -92,6 +92,29 @@ def card_from_config(source: str, name: str) -> dict[str, Any] | None:
         return None
 
 
+def served_card(spec: ModelSpec, source: str) -> dict[str, Any] | None:
+    """The model card of a served model, named ``spec.name``.
+
+    In order: the card file ``spec.card`` names in ``data/models/``; a card file whose name or
+    alias matches ``spec.path`` or ``spec.served_name`` (e.g. ``openai/gpt-oss-20b``); a card
+    counted from the config at ``source`` (:func:`card_from_config`); None.
+
+    Raises:
+        BatchmarkError: ``spec.card`` names no card file.
+    """
+    from pipeline.modelcards import find_card_file, load_card
+
+    if spec.card:
+        try:
+            return load_card(spec.card, card_name=spec.name).as_dict()
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"models.{spec.name}.card: {exc}") from None
+    for ref in (spec.path, spec.served_name):
+        if ref and find_card_file(ref) is not None:
+            return load_card(ref, card_name=spec.name).as_dict()
+    return card_from_config(source, spec.name)
+
+
 class ServedEngine:
     """What the served engines share: tokenizer, prompts, features, the measured repeats."""
 
@@ -251,7 +274,7 @@ class OpenAIEngine(ServedEngine):
         return self._murl
 
     def load(self, spec: ModelSpec) -> dict[str, Any] | None:
-        """Load the tokenizer, detect the server's optional fields; return a card counted from the config if one can be.
+        """Load the tokenizer, detect the server's optional fields; return the model card (:func:`served_card`).
 
         Raises:
             BatchmarkError: no tokenizer, or the server refuses a plain streaming request.
@@ -264,7 +287,7 @@ class OpenAIEngine(ServedEngine):
                 return await self._scrape(session, url) is not None
 
         self._murl = url if asyncio.run(check()) else None
-        return None if spec.card else card_from_config(self.tokenizer_source, spec.name)
+        return served_card(spec, self.tokenizer_source)
 
     def provenance(self) -> dict[str, Any]:
         """Engine description for ``run.json`` (never the API key)."""

@@ -46,7 +46,7 @@ from typing import Any
 
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import loadgen
-from pipeline.engines.openai import ServedEngine, card_from_config
+from pipeline.engines.openai import ServedEngine, served_card
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
 from pipeline.records import PointKey
@@ -224,7 +224,7 @@ class VLLMEngine(ServedEngine):
 
     # -- Engine protocol -------------------------------------------------------------------
     def load(self, spec: ModelSpec) -> dict[str, Any] | None:
-        """Start the model's server, detect its request features; return a card counted from its config if possible.
+        """Start the model's server, detect its request features; return the model card (see ``served_card``).
 
         Raises:
             BatchmarkError: the server does not come up (see :meth:`start`) or no tokenizer.
@@ -235,7 +235,7 @@ class VLLMEngine(ServedEngine):
         except BaseException:
             self.stop()
             raise
-        return None if spec.card else card_from_config(self.tokenizer_source, spec.name)
+        return served_card(spec, self.tokenizer_source)
 
     def _exit_reason(self) -> str | None:
         if self.proc is None:

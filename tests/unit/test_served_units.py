@@ -115,6 +115,19 @@ def test_config_errors_name_the_field(data, match):
         parse_config({"name": "x", "hardware": "cpu", **data})
 
 
+def test_served_card_order(tmp_path):
+    from pipeline.config import ModelSpec
+    from pipeline.engines.openai import served_card
+
+    # an alias in data/models/ (gpt-oss-20b.yaml lists openai/gpt-oss-20b) wins over counting
+    card = served_card(ModelSpec(name="g", path="openai/gpt-oss-20b"), str(tmp_path))
+    assert card["name"] == "g" and "card file" in card["source"]
+    # nothing known and no config at the source: no card
+    assert served_card(ModelSpec(name="x", served_name="unknown-model"), str(tmp_path)) is None
+    with pytest.raises(BatchmarkError, match=r"models.x.card: "):
+        served_card(ModelSpec(name="x", served_name="m", card="no-such-card"), str(tmp_path))
+
+
 def test_shipped_configs_validate():
     root = Path(__file__).resolve().parents[2]
     from pipeline.config import load_config
@@ -124,6 +137,14 @@ def test_shipped_configs_validate():
     assert spark.input_len == 1024 and spark.output_len == 256 and spark.repeats >= 5
     assert spark.concurrency[0] == 1 and spark.concurrency[-1] == 256
     assert len(spark.models) == 5
+    from pipeline.engines.openai import served_card
+
+    for m in spark.models:  # every card resolves from data/models/ and carries the sweep's model name
+        card = served_card(m, "/nonexistent")
+        assert card is not None and card["name"] == m.name
+    assert {m.name: served_card(m, "/x")["kind"] for m in spark.models} == {
+        "gpt-oss-20b": "moe", "gpt-oss-120b": "moe", "qwen3-30b-a3b": "moe",
+        "llama-3.1-8b-instruct": "dense", "qwen3-32b": "dense"}
     endpoint = load_config(root / "config" / "endpoint.yaml")
     assert endpoint.engine == "openai" and endpoint.openai.api_key_env
     assert "sk-" not in (root / "config" / "endpoint.yaml").read_text()
