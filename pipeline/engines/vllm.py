@@ -36,6 +36,7 @@ import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -89,6 +90,16 @@ def format_command(template: str, values: dict[str, Any], extra_args: list[str])
     except ValueError as exc:
         raise BatchmarkError(f"vllm.command: cannot parse the template ({exc})") from None
     return words + list(extra_args)
+
+
+def _release_cuda_cache() -> None:
+    """Hand back the GPU memory this process's torch still caches (the hardware probe's buffers) before a server starts.
+
+    torch is never imported here for this: only a process that already used CUDA has anything to free.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 class VLLMEngine(ServedEngine):
@@ -150,6 +161,7 @@ class VLLMEngine(ServedEngine):
         """
         self.stop()
         self.crashed = None
+        _release_cuda_cache()
         self.port = self.opts.port or free_port(self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1")
         cmd = self.command_for(spec, self.port)
         folder = (self.run_dir / "servers") if self.run_dir else Path(os.environ.get("TMPDIR", "/tmp")) / "batchmark-servers"
