@@ -161,3 +161,54 @@ def test_failed_and_timed_out_requests_are_recorded_and_kept_out_of_latencies():
     # prompts 1..12: 3 answer 500 (4, 8, 12), 3 stall (3, 6, 9) → 6 complete
     assert summ.completed == 6 and summ.failed == 6
     assert summ.e2el_s["p99"] < 0.5  # the stalled requests are not in the latency percentiles
+
+
+def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
+    """The openai engine sends ``Authorization: Bearer <key>`` read from ``api_key_env``; no record or provenance holds it."""
+    import threading
+
+    from pipeline.config import parse_config
+    from pipeline.engines import get_engine
+    from pipeline.records import PointKey
+
+    key = "sk-test-0123456789"
+    seen = []
+
+    async def completions(req: web.Request) -> web.StreamResponse:
+        seen.append(req.headers.get("Authorization"))
+        if req.headers.get("Authorization") != f"Bearer {key}":
+            return web.json_response({"error": "unauthorized"}, status=401)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        for i in range(3):
+            await resp.write(b'data: {"choices":[{"index":0,"text":" t00%d"}]}\n\n' % (i + 1))
+        await resp.write(b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":3}}\n\ndata: [DONE]\n\n')
+        return resp
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        build_tokenizer(tmp_path / "tok")
+        monkeypatch.setenv("BM_TEST_KEY", key)
+        cfg = parse_config({"name": "k", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 3,
+                            "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": "BM_TEST_KEY",
+                                       "requests_per_point": 2, "tokenizer": str(tmp_path / "tok")},
+                            "models": [{"name": "m", "served_name": "m"}]})
+        engine = get_engine(cfg)
+        engine.load(cfg.models[0])
+        rec = engine.measure(PointKey("m", "openai", 8, 3, 1), 1, True, 0)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+    assert seen and all(h == f"Bearer {key}" for h in seen)
+    assert all(r.ok for r in rec.repeats[0].requests)
+    stored = json.dumps(rec.as_dict()) + json.dumps(engine.provenance()) + cfg.model_dump_json()
+    assert key not in stored and "BM_TEST_KEY" in json.dumps(engine.provenance())

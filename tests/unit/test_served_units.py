@@ -148,3 +148,13 @@ def test_shipped_configs_validate():
     endpoint = load_config(root / "config" / "endpoint.yaml")
     assert endpoint.engine == "openai" and endpoint.openai.api_key_env
     assert "sk-" not in (root / "config" / "endpoint.yaml").read_text()
+
+
+def test_missing_api_key_variable_names_the_field(monkeypatch):
+    from pipeline.engines import get_engine
+
+    monkeypatch.delenv("BM_NO_SUCH_KEY", raising=False)
+    cfg = parse_config({"name": "x", "hardware": "cpu", "engine": "openai",
+                        "openai": {"api_key_env": "BM_NO_SUCH_KEY"}, "models": [{"name": "a", "served_name": "m"}]})
+    with pytest.raises(BatchmarkError, match=r"^openai.api_key_env: environment variable BM_NO_SUCH_KEY is not set$"):
+        get_engine(cfg)
