@@ -22,7 +22,6 @@ from pipeline.engines import get_engine
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import ProbeResult
 from pipeline.metrics import summarize_point
-from pipeline.records import PointKey
 
 pytestmark = pytest.mark.slow
 
