@@ -55,6 +55,58 @@ class TransformersOptions(_Strict):
                                    description="Stop escalating when a point would need more than this share of free memory")
 
 
+class ClientOptions(_Strict):
+    """Load-generator options shared by the served engines (``openai``, ``vllm``)."""
+
+    endpoint: Literal["completions", "chat"] = Field(
+        default="completions", description="completions = raw prompt of exact length; chat adds the chat template's tokens")
+    requests_per_point: int | None = Field(
+        default=None, ge=1, description="Measured requests per repeat; default max(4 x concurrency, 32)")
+    timeout_s: float = Field(default=600.0, gt=0, description="Time allowed for one request, seconds")
+    extra_body: dict[str, Any] = Field(default_factory=dict,
+                                       description="Extra JSON fields merged into every request body")
+    tokenizer: str | None = Field(
+        default=None, description="Tokenizer (local folder or hub id) for prompts; default the model's path, then served_name")
+
+
+class OpenAIOptions(ClientOptions):
+    """Options of the ``openai`` engine: an OpenAI-compatible server that is already running."""
+
+    base_url: str = Field(default="http://127.0.0.1:8000/v1", pattern=r"^https?://",
+                          description="Server URL up to and including /v1")
+    api_key_env: str | None = Field(
+        default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="Name of the environment variable holding the API key; the key itself is never stored")
+    metrics_url: str | None = Field(
+        default=None, description="Prometheus /metrics URL to scrape around each repeat; default <server>/metrics, skipped when absent")
+
+
+class VLLMOptions(ClientOptions):
+    """Options of the ``vllm`` engine: batchmark starts and stops the server for each model."""
+
+    command: str = Field(
+        default=("vllm serve {model} --host {host} --port {port} --served-model-name {served_name} --seed {seed}"
+                 " --no-enable-prefix-caching --max-num-seqs {max_num_seqs}"
+                 " --gpu-memory-utilization {gpu_memory_utilization} --max-model-len {max_model_len}"),
+        description="Server command template; placeholders {model} {served_name} {host} {port} {seed} "
+                    "{max_num_seqs} {gpu_memory_utilization} {max_model_len}. Prefix with docker run … for a container")
+    extra_args: list[str] = Field(default_factory=list, description="Extra flags appended to the command")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the server")
+    host: str = Field(default="127.0.0.1", description="Address the server listens on")
+    port: int | None = Field(default=None, ge=1, le=65535, description="Server port; default a free port")
+    health_path: str = Field(default="/health", description="Readiness URL path")
+    metrics_path: str = Field(default="/metrics", description="Prometheus metrics URL path")
+    health_timeout_s: float = Field(default=1800.0, gt=0,
+                                    description="Seconds to wait for the server to become healthy (weights load)")
+    stop_grace_s: float = Field(default=30.0, ge=0, description="Seconds between SIGINT and SIGKILL when stopping")
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1, description="--gpu-memory-utilization; default from the hardware profile")
+    max_model_len: int | None = Field(default=None, gt=0,
+                                      description="--max-model-len; default input_len + output_len + 64")
+    max_num_seqs: int | None = Field(default=None, gt=0,
+                                     description="--max-num-seqs; default the largest concurrency of the grid")
+
+
 class SweepConfig(_Strict):
     """A whole sweep: the grid of points to measure and how."""
 
@@ -76,6 +128,8 @@ class SweepConfig(_Strict):
                                            description="Stop escalating after this many weak doublings in a row (0 = never)")
     seed: int = Field(default=0, description="Seed for weights and prompts")
     transformers: TransformersOptions = TransformersOptions()
+    openai: OpenAIOptions = OpenAIOptions()
+    vllm: VLLMOptions = VLLMOptions()
 
     @field_validator("concurrency")
     @classmethod
@@ -97,6 +151,17 @@ class SweepConfig(_Strict):
             for i, m in enumerate(self.models):
                 if m.architecture is None and m.path is None:
                     raise ValueError(f"models[{i}] ({m.name}): the transformers engine needs architecture or path")
+        elif self.engine == "openai":
+            for i, m in enumerate(self.models):
+                if m.served_name is None:
+                    raise ValueError(f"models[{i}] ({m.name}): the openai engine needs served_name (the model name the server knows)")
+        elif self.engine == "vllm":
+            for i, m in enumerate(self.models):
+                if m.path is None and m.served_name is None:
+                    raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id) or served_name")
+            if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency):
+                raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
+                                 f"{max(self.concurrency)}; the server would queue requests")
         return self
 
     def digest(self) -> str:

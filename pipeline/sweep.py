@@ -100,6 +100,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
             "command": " ".join(sys.argv)})
     engine = get_engine(cfg)
+    if hasattr(engine, "attach_run"):  # served engines keep server logs in the run folder
+        engine.attach_run(run_dir)
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
         log("probing memory bandwidth and matmul rate …")

@@ -26,4 +26,12 @@ def get_engine(cfg: "SweepConfig") -> "Engine":
         from pipeline.engines.transformers import TransformersEngine
 
         return TransformersEngine(cfg)
+    if cfg.engine == "openai":
+        from pipeline.engines.openai import OpenAIEngine
+
+        return OpenAIEngine(cfg)
+    if cfg.engine == "vllm":
+        from pipeline.engines.vllm import VLLMEngine
+
+        return VLLMEngine(cfg)
     raise BatchmarkError(f"engine: {cfg.engine!r} is not available in this build")

@@ -1,0 +1,372 @@
+"""How many streamed tokens/s the load generator itself sustains, beside GuideLLM, in one run.
+
+A local OpenAI-compatible server (raw asyncio, HTTP/1.1 keep-alive, chunked SSE) streams
+``max_tokens`` one-token chunks per request as fast as it can: every response is
+pre-serialised (vLLM's chunk shape, a usage chunk, ``[DONE]``), and one loop writes the next
+chunk of every active stream per "step", like an engine's decode step, then yields to the
+event loop (``BENCH_EVENTS_PER_WRITE`` events per chunk, default 1).  It runs in its own
+process on every core but the client's.
+
+Each client runs in its own process pinned to one core (``os.sched_setaffinity``; GuideLLM
+through ``taskset``), at concurrency 1, 64 and 512, ``--repeats`` times:
+
+- ours: :func:`pipeline.engines.loadgen.closed_loop` exactly as the engines use it
+  (warm-up wave excluded, ``max(4·N, 64)`` measured requests); figure = output tokens of
+  the measured requests / measured window (DESIGN.md's output throughput);
+- GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
+  absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
+  same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of
+  its successful requests / its benchmark duration.
+
+Both clients stream ``/v1/chat/completions`` (GuideLLM 0.8.1 cannot build
+``/v1/completions`` requests from its synthetic data: "missing text_column").
+
+Prints a table of medians (tokens/s) and writes the samples as JSON with ``--json``.
+
+    PYTHONPATH=$PWD python benchmarks/loadgen_overhead.py [--repeats 3] [--output-tokens 512]
+
+Not a test: it needs a machine with at least two cores and nothing else busy for figures
+that mean something.  GuideLLM is never a dependency of batchmark; install it apart, e.g.
+``python3 -m venv /work/venv-guidellm && /work/venv-guidellm/bin/pip install guidellm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS_PER_WRITE = int(os.environ.get("BENCH_EVENTS_PER_WRITE", "1"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the server
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def sse_body(path: str, model: str, max_tokens: int, prompt_tokens: int) -> list[bytes]:
+    """The SSE events of one streamed response (vLLM's chunk shape), as HTTP/1.1 chunks of 16 events."""
+    created = int(time.time())
+    events = []
+    for i in range(max_tokens):
+        word = f" w{i % 1000}"
+        if path.endswith("/chat/completions"):
+            choice = {"index": 0, "delta": {"content": word}, "logprobs": None, "finish_reason": None}
+            obj = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": created, "model": model,
+                   "choices": [choice]}
+        else:
+            choice = {"index": 0, "text": word, "logprobs": None, "finish_reason": None, "stop_reason": None}
+            obj = {"id": "cmpl-bench", "object": "text_completion", "created": created, "model": model,
+                   "choices": [choice], "usage": None}
+        events.append(_event(obj))
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens, "total_tokens": prompt_tokens + max_tokens}
+    events.append(_event({"id": "cmpl-bench", "object": "text_completion", "created": created, "model": model,
+                          "choices": [], "usage": usage}))
+    events.append(b"data: [DONE]\n\n")
+    out = []
+    for i in range(0, len(events), EVENTS_PER_WRITE):
+        data = b"".join(events[i:i + EVENTS_PER_WRITE])
+        out.append(b"%x\r\n%s\r\n" % (len(data), data))
+    out.append(b"0\r\n\r\n")
+    return out
+
+
+class _Handler(asyncio.Protocol):
+    """One connection: parses requests, hands streaming responses to the :class:`_Stepper`."""
+
+    cache: dict = {}
+    stepper: "_Stepper"
+
+    def connection_made(self, transport):
+        self.transport = transport
+        self.buf = b""
+        self.busy = False
+
+    def data_received(self, data):
+        self.buf += data
+        if not self.busy:
+            self._next()
+
+    def _next(self):
+        head_end = self.buf.find(b"\r\n\r\n")
+        if head_end < 0:
+            return
+        lines = self.buf[:head_end].decode("latin-1").split("\r\n")
+        method, path, _ = lines[0].split(" ", 2)
+        length = 0
+        for ln in lines[1:]:
+            k, _, v = ln.partition(":")
+            if k.strip().lower() == "content-length":
+                length = int(v)
+        if len(self.buf) < head_end + 4 + length:
+            return
+        body = self.buf[head_end + 4:head_end + 4 + length]
+        self.buf = self.buf[head_end + 4 + length:]
+        self._respond(method, path.split("?")[0], body)
+
+    def _simple(self, status: str, obj: dict):
+        data = json.dumps(obj).encode()
+        self.transport.write(b"HTTP/1.1 " + status.encode() + b"\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(data), data))
+
+    def _respond(self, method: str, path: str, body: bytes):
+        if method == "GET" and path in ("/health", "/v1/health"):
+            self._simple("200 OK", {"status": "ok"})
+        elif method == "GET" and path == "/v1/models":
+            self._simple("200 OK", {"object": "list", "data": [{"id": "bench", "object": "model"}]})
+        elif method == "POST" and path in ("/v1/completions", "/v1/chat/completions"):
+            req = json.loads(body or b"{}")
+            n = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            key = (path, req.get("model", "bench"), n)
+            if key not in self.cache:
+                self.cache[key] = sse_body(path, key[1], n, 16)
+            self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                 b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
+            self.busy = True
+            self.stepper.add(self, self.cache[key])
+            return
+        else:
+            self._simple("404 Not Found", {"error": f"no route {method} {path}"})
+        if self.buf:
+            self._next()
+
+    def finished(self):
+        self.busy = False
+        if self.buf:
+            self._next()
+
+
+class _Stepper:
+    """Writes the next chunk of every active stream once per step, like an engine's decode step."""
+
+    def __init__(self):
+        self.active: list = []
+        self.wake = asyncio.Event()
+
+    def add(self, handler, pieces):
+        self.active.append([handler, pieces, 0])
+        self.wake.set()
+
+    async def run(self):
+        while True:
+            if not self.active:
+                self.wake.clear()
+                await self.wake.wait()
+            current, self.active = self.active, []
+            keep = []
+            for item in current:
+                handler, pieces, i = item
+                if handler.transport.is_closing():
+                    continue
+                handler.transport.write(pieces[i])
+                item[2] = i + 1
+                if item[2] < len(pieces):
+                    keep.append(item)
+                else:
+                    handler.finished()
+            self.active = keep + self.active  # streams added while writing start next step
+            await asyncio.sleep(0)
+
+
+def serve(port: int) -> None:
+    """Run the token-streaming server on 127.0.0.1:``port`` until killed."""
+    async def main():
+        stepper = _Stepper()
+        _Handler.stepper = stepper
+        task = asyncio.get_running_loop().create_task(stepper.run())
+        server = await asyncio.get_running_loop().create_server(_Handler, "127.0.0.1", port, backlog=4096)
+        async with server:
+            await server.serve_forever()
+        task.cancel()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------------------------
+# clients
+
+def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float]:
+    """Our load generator at ``concurrency``: (output tokens/s of the measured requests over the measured
+    window, the client's CPU time / wall time of the loop — near 1.0 when the client is the limit)."""
+    sys.path.insert(0, str(ROOT))
+    from pipeline.engines import loadgen
+
+    target = loadgen.Target(base_url=url, model="bench", endpoint="chat", timeout_s=600)
+    feats = loadgen.Features(ignore_eos=True, min_tokens=True, stream_options=True, continuous_usage_stats=False)
+    bodies = [loadgen.build_body(target, feats, f"w{i} w1 w2 w3", output_tokens)
+              for i in range(concurrency + n_measured)]
+
+    async def run():
+        async with loadgen.make_session(concurrency) as session:
+            t0 = time.perf_counter()
+            return await loadgen.closed_loop(session, target, bodies, concurrency, concurrency, t0)
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    res = asyncio.run(run())
+    cpu_frac = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    records = [loadgen.finalize(s, 4) for s in res.streams]
+    bad = [r.error for r in records if r.error]
+    if bad:
+        raise SystemExit(f"ours: {len(bad)} failed requests, e.g. {bad[0]}")
+    start, end = loadgen.measured_window(records)
+    return sum(r.output_tokens for r in records if not r.warmup) / (end - start), cpu_frac
+
+
+def build_tokenizer(folder: Path) -> None:
+    """A local word-level tokenizer (``w0 … w999``) for GuideLLM's synthetic prompts; nothing downloaded."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"<unk>": 0, **{f"w{i}": i + 1 for i in range(1000)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece(prefix="##", cleanup=False)
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<unk>").save_pretrained(folder)
+
+
+def guidellm(exe: str, url_root: str, concurrency: int, n_requests: int, output_tokens: int, tok_dir: Path,
+             core: int, workdir: Path) -> float:
+    """GuideLLM's output tokens/s at ``concurrency`` (concurrent profile, pinned to ``core`` with taskset)."""
+    out = workdir / f"guidellm-c{concurrency}-{time.monotonic_ns()}.json"
+    cmd = ["taskset", "-c", str(core), exe, "run",
+           "--backend", f"kind=openai_http,target={url_root},model=bench,http2=false",
+           "--profile", f"kind=concurrent,streams={concurrency}",
+           "--constraint", f"kind=max_requests,count={n_requests + concurrency}",
+           "--data", f"kind=synthetic_text,prompt_tokens=4,output_tokens={output_tokens}",
+           "--tokenizer", f"kind=huggingface_auto,model={tok_dir}",
+           "--output", f"kind=json,path={out}", "--disable-console-interactive"]
+    env = {**os.environ, "GUIDELLM__MAX_CONCURRENCY": str(max(concurrency, 512)), "HF_HUB_OFFLINE": "1"}
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    if res.returncode != 0 or not out.exists():
+        raise RuntimeError(f"guidellm failed ({res.returncode}): {(res.stderr or res.stdout)[-1500:]}")
+    return _guidellm_tok_s(json.loads(out.read_text()))
+
+
+def _guidellm_tok_s(report: dict) -> float:
+    """Output tokens of the successful requests / benchmark duration (s), from a GuideLLM JSON report.
+
+    The same quotient as ours (tokens over the window); GuideLLM's own
+    ``output_tokens_per_second`` is a mean over time buckets and is not used.
+    """
+    bench = report["benchmarks"][0]
+    tokens = bench["metrics"]["output_token_count"]["successful"]["total_sum"]
+    if not tokens:
+        raise KeyError("the GuideLLM report has no successful requests")
+    return float(tokens) / float(bench["duration"])
+
+
+# ---------------------------------------------------------------------------------------------
+# orchestration
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pinned(core: int, args: list[str]) -> tuple[float, float]:
+    """Run this script's ``client-ours`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction)."""
+    res = subprocess.run([sys.executable, __file__, "client-ours", "--core", str(core), *args],
+                         capture_output=True, text=True, timeout=1800, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if res.returncode != 0:
+        raise RuntimeError(f"client failed: {res.stderr[-1500:]}")
+    tok_s, cpu = res.stdout.strip().splitlines()[-1].split()
+    return float(tok_s), float(cpu)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd")
+    s = sub.add_parser("serve")
+    s.add_argument("--port", type=int, required=True)
+    c = sub.add_parser("client-ours")
+    c.add_argument("--core", type=int, default=0)
+    c.add_argument("--url", required=True)
+    c.add_argument("--concurrency", type=int, required=True)
+    c.add_argument("--requests", type=int, required=True)
+    c.add_argument("--output-tokens", type=int, required=True)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 512])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--output-tokens", type=int, default=512, help="streamed tokens per request")
+    ap.add_argument("--client-core", type=int, default=0, help="the one core every client is pinned to")
+    ap.add_argument("--guidellm", default=os.environ.get("GUIDELLM") or shutil.which("guidellm"),
+                    help="GuideLLM executable (default $GUIDELLM, then PATH)")
+    ap.add_argument("--json", default=None, help="write every sample here")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "serve":
+        serve(args.port)
+        return 0
+    if args.cmd == "client-ours":
+        os.sched_setaffinity(0, {args.core})
+        print(*ours(args.url, args.concurrency, args.requests, args.output_tokens))
+        return 0
+
+    cores = sorted(os.sched_getaffinity(0))
+    server_cores = [c for c in cores if c != args.client_core] or cores
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port)],
+                              preexec_fn=lambda: os.sched_setaffinity(0, set(server_cores)))
+    samples: dict[str, dict[int, list[float]]] = {"ours": {}, "guidellm": {}}
+    load_before = os.getloadavg()
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        print(f"server on core(s) {server_cores}, clients pinned to core {args.client_core}; "
+              f"{args.output_tokens} tokens per request, requests per point max(4·N, 64) + N warm-up; "
+              f"{len(cores)} cores visible", file=sys.stderr)
+        tmp = Path(tempfile.mkdtemp(prefix="loadgen-overhead-"))
+        if args.guidellm:
+            build_tokenizer(tmp / "tok")
+        else:
+            print("GuideLLM not found ($GUIDELLM or PATH): its column is skipped", file=sys.stderr)
+        for r in range(args.repeats):
+            for conc in args.concurrency:
+                n = max(4 * conc, 64)
+                v, cpu = _pinned(args.client_core, ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc),
+                                               "--requests", str(n), "--output-tokens", str(args.output_tokens)])
+                samples["ours"].setdefault(conc, []).append(v)
+                samples.setdefault("ours_cpu_fraction", {}).setdefault(conc, []).append(cpu)
+                print(f"repeat {r + 1} c={conc} ours {v:,.0f} tok/s (client CPU {cpu:.0%} of wall)", file=sys.stderr)
+                if args.guidellm:
+                    try:
+                        g = guidellm(args.guidellm, f"http://127.0.0.1:{port}", conc, n, args.output_tokens,
+                                     tmp / "tok", args.client_core, tmp)
+                        samples["guidellm"].setdefault(conc, []).append(g)
+                        print(f"repeat {r + 1} c={conc} guidellm {g:,.0f} tok/s", file=sys.stderr)
+                    except (RuntimeError, KeyError, subprocess.TimeoutExpired) as exc:
+                        print(f"guidellm at c={conc}: {exc}", file=sys.stderr)
+    finally:
+        server.kill()
+        server.wait()
+    print(f"\nstreamed output tokens/s, client pinned to one core, median of {args.repeats} "
+          f"(load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {len(cores)} cores)")
+    print(f"{'concurrency':>11}  {'batchmark':>12}  {'guidellm':>12}  {'ratio':>6}")
+    for conc in args.concurrency:
+        o = statistics.median(samples["ours"][conc])
+        g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
+        print(f"{conc:>11}  {o:>12,.0f}  {(f'{g:,.0f}' if g else 'n/a'):>12}  {(f'{o / g:.1f}x' if g else ''):>6}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"output_tokens": args.output_tokens, "samples": samples}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

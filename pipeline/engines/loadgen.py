@@ -1,0 +1,510 @@
+"""The streaming load generator shared by the served engines (``openai``, ``vllm``).
+
+asyncio + aiohttp + orjson, streaming ``/v1/completions`` (or ``/v1/chat/completions``),
+closed loop: at concurrency N exactly N requests are in flight from the first measured send
+to the last measured completion.
+
+Shape of one repeat (DESIGN.md, "output throughput", served engines):
+
+1. warm-up: the first N requests (one per slot) are sent together and marked ``warmup``;
+   they fill the server's batch and are kept out of every statistic;
+2. measured: the next ``n_measured`` requests (default ``max(4·N, 32)``); a slot sends its
+   next request as soon as its previous one completes;
+3. cool-down: after the last measured request has been sent, free slots keep sending
+   unrecorded requests so that the measured tail still runs at N in flight; when the last
+   measured request completes the cool-down requests are cancelled and dropped.
+
+The measured window is first measured send → last measured completion.
+
+Prompts have an exact length in tokens: random token ids drawn with a per-point seed from
+the model's tokenizer (special tokens excluded), decoded, re-encoded and corrected until the
+round trip gives exactly ``input_len`` ids (:func:`make_prompts`).  Every request gets its
+own prompt, so prefix caching cannot help and a rerun sends the same prompts.
+
+Fixed output length: ``max_tokens`` plus ``ignore_eos`` and ``min_tokens`` where the server
+accepts them.  :func:`detect_features` sends a 4-token probe with every optional field and
+drops the optional fields one by one (per-chunk usage, ``min_tokens``, ``ignore_eos``,
+``stream_options``) until the server accepts the request; a server that rejects unknown
+fields (``transformers serve`` answers 422) therefore still works, and what was dropped is
+kept in the point's meta.
+
+How many tokens a chunk carries (k).  ITL is per token (DESIGN.md), so k matters:
+
+- per-chunk usage, where the server gives it (vLLM's
+  ``stream_options.continuous_usage_stats``: every chunk carries the cumulative
+  ``completion_tokens``): k = increase of ``completion_tokens``; exact;
+- otherwise every chunk with text counts 1 while streaming (the hot loop never tokenizes),
+  and after the request the count is reconciled with the final ``usage.completion_tokens``:
+  equal → done (the usual one-token-per-chunk stream); different → each chunk's text is
+  tokenized with the model's tokenizer and the counts are scaled to the usage total by
+  largest remainder (a chunk with text keeps ≥ 1 token when the total allows);
+- no usage at all: the tokenized counts are the output tokens and the record says
+  ``usage_reported = False``.
+
+``output_tokens`` is therefore always the server's usage when the server reports one.
+Failed requests (HTTP status, error event, connection loss, timeout) are recorded with
+``error`` set; metrics count them and keep them out of latency percentiles.
+
+The client never throttles: the connector has no connection limit, keep-alive reuses the N
+connections, the read buffer is 4 MiB (long lines and long contexts), SSE events are split
+from whole socket reads (``iter_any``, one await per read, not per line) and parsed with
+orjson; request bodies are serialised before the loop starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import orjson
+
+from pipeline.errors import BatchmarkError
+from pipeline.records import RequestRecord
+
+Endpoint = Literal["completions", "chat"]
+READ_BUFSIZE = 4 * 2**20
+OPTIONAL_FIELDS = ("continuous_usage_stats", "min_tokens", "ignore_eos", "stream_options")
+
+
+def default_requests(concurrency: int) -> int:
+    """Measured requests per repeat by default: ``max(4·N, 32)``."""
+    return max(4 * concurrency, 32)
+
+
+@dataclass
+class Target:
+    """Where requests go.
+
+    Attributes:
+        base_url: server root including ``/v1`` (e.g. ``http://127.0.0.1:8000/v1``).
+        model: model name the server knows.
+        endpoint: ``completions`` (raw prompt) or ``chat`` (prompt as one user message).
+        api_key: sent as ``Authorization: Bearer``; never stored.
+        timeout_s: total time allowed for one request (s).
+    """
+
+    base_url: str
+    model: str
+    endpoint: Endpoint = "completions"
+    api_key: str | None = None
+    timeout_s: float = 600.0
+
+    @property
+    def url(self) -> str:
+        """Full URL of the endpoint."""
+        path = "/chat/completions" if self.endpoint == "chat" else "/completions"
+        return self.base_url.rstrip("/") + path
+
+    def headers(self) -> dict[str, str]:
+        """Request headers (content type, and the bearer token when there is a key)."""
+        h = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self.api_key:
+            h["Authorization"] = f"Bearer {self.api_key}"
+        return h
+
+
+@dataclass
+class Features:
+    """Optional request fields the server accepts (see :func:`detect_features`)."""
+
+    ignore_eos: bool = True
+    min_tokens: bool = True
+    stream_options: bool = True
+    continuous_usage_stats: bool = True
+    dropped: list[str] = field(default_factory=list)
+    usage_seen: bool | None = None
+    per_chunk_usage_seen: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form for the point's meta."""
+        return {"ignore_eos": self.ignore_eos, "min_tokens": self.min_tokens,
+                "stream_options": self.stream_options, "continuous_usage_stats": self.continuous_usage_stats,
+                "dropped": list(self.dropped), "usage_seen": self.usage_seen,
+                "per_chunk_usage_seen": self.per_chunk_usage_seen}
+
+
+def build_body(target: Target, features: Features, prompt: str, max_tokens: int,
+               extra: dict[str, Any] | None = None) -> bytes:
+    """Serialised JSON body of one streaming request for ``max_tokens`` generated tokens."""
+    body: dict[str, Any] = {"model": target.model, "stream": True, "max_tokens": max_tokens, "temperature": 0}
+    if target.endpoint == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if features.stream_options:
+        opts: dict[str, Any] = {"include_usage": True}
+        if features.continuous_usage_stats:
+            opts["continuous_usage_stats"] = True
+        body["stream_options"] = opts
+    if features.ignore_eos:
+        body["ignore_eos"] = True
+    if features.min_tokens:
+        body["min_tokens"] = max_tokens
+    if extra:
+        body.update(extra)
+    return orjson.dumps(body)
+
+
+# --------------------------------------------------------------------------------------------
+# prompts
+
+_VOCAB_CACHE: dict[int, list[int]] = {}
+
+
+def prompt_vocab(tokenizer: Any) -> list[int]:
+    """Token ids prompts are drawn from: ids that survive a decode → encode round trip on their own.
+
+    Special tokens and whitespace-only tokens are excluded.  When enough of them (≥ 256) begin
+    with a word boundary (a space, or SentencePiece's ``▁``), only those are kept: tokens that
+    start a word do not merge with their neighbour on re-encoding, so random sequences of them
+    round-trip exactly with byte-level BPE and SentencePiece tokenizers.
+    """
+    key = id(tokenizer)
+    if key in _VOCAB_CACHE:
+        return _VOCAB_CACHE[key]
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    ids = [i for i in range(len(tokenizer)) if i not in special]
+    texts = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    pieces = tokenizer.convert_ids_to_tokens(ids)
+    enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    alone = [(i, piece) for i, t, e, piece in zip(ids, texts, enc, pieces) if t.strip() and e == [i]]
+    starts = [i for i, piece in alone if isinstance(piece, str) and piece[:1] in ("Ġ", "▁", " ")]
+    chosen = starts if len(starts) >= 256 else [i for i, _ in alone]
+    if not chosen:
+        chosen = ids
+    _VOCAB_CACHE[key] = chosen
+    return chosen
+
+
+def make_prompts(tokenizer: Any, n: int, input_len: int, seed: int) -> tuple[list[str], int]:
+    """``n`` prompts of exactly ``input_len`` tokens (no special tokens) from seeded random ids.
+
+    Returns (prompts, how many could not be made exact — 0 for every tokenizer we know).
+    Ids come from :func:`prompt_vocab`; a round trip decode → encode that still merges or
+    splits tokens is corrected (re-encoded ids cut or topped up with fresh random ids, up to
+    20 rounds).
+    """
+    rng = random.Random(seed)
+    allowed = prompt_vocab(tokenizer)
+    prompts, inexact = [], 0
+    for _ in range(n):
+        ids = rng.choices(allowed, k=input_len)
+        for _round in range(20):
+            text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+            back = tokenizer.encode(text, add_special_tokens=False)
+            if len(back) == input_len:
+                break
+            ids = back[:input_len] if len(back) > input_len else back + rng.choices(allowed, k=input_len - len(back))
+        else:
+            inexact += 1
+        prompts.append(text)
+    return prompts, inexact
+
+
+# --------------------------------------------------------------------------------------------
+# one streaming request
+
+@dataclass
+class RawStream:
+    """What the hot loop keeps of one request; :func:`finalize` turns it into a record.
+
+    ``times``, ``texts`` and ``cum_usage`` have one entry per chunk that carried text or
+    usage inside a choice: arrival (s since the point start), the text, and the cumulative
+    ``completion_tokens`` the chunk reported (None when it reported none).
+    """
+
+    request_id: int
+    warmup: bool
+    queued_s: float
+    sent_s: float
+    times: list[float] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    cum_usage: list[int | None] = field(default_factory=list)
+    completion_tokens: int | None = None
+    prompt_tokens: int | None = None
+    error: str | None = None
+
+
+def _delta_text(choice: dict[str, Any]) -> str:
+    text = choice.get("text")
+    if text is not None:
+        return text
+    delta = choice.get("delta")
+    if not delta:
+        return ""
+    return (delta.get("content") or "") + (delta.get("reasoning_content") or delta.get("reasoning") or "")
+
+
+async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
+                     headers: dict[str, str]) -> RawStream:
+    """Send one streaming request and fill ``raw`` with chunk arrival times (s since ``t0``).
+
+    Never raises for a server-side problem: HTTP errors, error events, broken streams and
+    timeouts end up in ``raw.error``.
+    """
+    import aiohttp
+
+    perf = time.perf_counter
+    loads = orjson.loads
+    times, texts, cum = raw.times, raw.texts, raw.cum_usage
+    try:
+        async with session.post(target.url, data=body, headers=headers,
+                                timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
+            if resp.status != 200:
+                detail = (await resp.text())[:300].replace("\n", " ")
+                raw.error = f"HTTP {resp.status}: {detail}"
+                return raw
+            buf = b""
+            sep = b"\n\n"
+            finished = False
+            async for data in resp.content.iter_any():
+                now = perf() - t0
+                buf = buf + data if buf else data
+                if sep not in buf:
+                    if b"\r\n\r\n" in buf:
+                        sep = b"\r\n\r\n"
+                    else:
+                        continue
+                events = buf.split(sep)
+                buf = events.pop()
+                for ev in events:
+                    if ev[:5] != b"data:":
+                        i = ev.find(b"\ndata:")
+                        if i < 0:
+                            continue
+                        ev = ev[i + 1:]
+                    payload = ev[5:].strip()
+                    if payload == b"[DONE]":
+                        finished = True
+                        break
+                    obj = loads(payload)
+                    if "error" in obj and not obj.get("choices"):
+                        err = obj["error"]
+                        raw.error = "server error event: " + str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+                        return raw
+                    usage = obj.get("usage")
+                    choices = obj.get("choices")
+                    text = _delta_text(choices[0]) if choices else ""
+                    ct = None
+                    if usage:
+                        ct = usage.get("completion_tokens")
+                        raw.completion_tokens = ct
+                        raw.prompt_tokens = usage.get("prompt_tokens")
+                    if text or (choices and ct is not None):
+                        times.append(now)
+                        texts.append(text)
+                        cum.append(ct)
+                if finished:
+                    break
+            if not finished and raw.completion_tokens is None and not times:
+                raw.error = "stream ended without data"
+    except asyncio.TimeoutError:
+        raw.error = f"timeout after {target.timeout_s:g} s"
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # connection refused/reset, payload errors, bad JSON: a failed request
+        raw.error = f"{type(exc).__name__}: {str(exc)[:300]}"
+    return raw
+
+
+# --------------------------------------------------------------------------------------------
+# token counts
+
+def reconcile_counts(counts: list[int], total: int) -> list[int]:
+    """Scale per-chunk token counts to sum to ``total`` (largest remainder).
+
+    Chunks with a positive count keep at least 1 when ``total`` allows it; the result has the
+    same length as ``counts`` and sums to ``total`` (for ``total ≥ 0``).
+    """
+    n = len(counts)
+    if n == 0 or sum(counts) == total:
+        return list(counts)
+    positive = [i for i, c in enumerate(counts) if c > 0] or list(range(n))
+    base = [0] * n
+    budget = total
+    if total >= len(positive):
+        for i in positive:
+            base[i] = 1
+        budget -= len(positive)
+    weights = [max(counts[i], 0) for i in range(n)]
+    wsum = sum(weights) or n
+    if not sum(weights):
+        weights = [1] * n
+    shares = [budget * w / wsum for w in weights]
+    floors = [math.floor(s) for s in shares]
+    rest = budget - sum(floors)
+    order = sorted(range(n), key=lambda i: (shares[i] - floors[i], -i), reverse=True)
+    for i in order[:rest]:
+        floors[i] += 1
+    return [b + f for b, f in zip(base, floors)]
+
+
+def per_chunk_usage(raw: RawStream) -> bool:
+    """True when every text chunk of the stream carried a cumulative ``completion_tokens``."""
+    with_text = [c for c, t in zip(raw.cum_usage, raw.texts) if t]
+    return bool(with_text) and all(c is not None for c in with_text) and len(raw.cum_usage) >= 2
+
+
+def chunk_counts(raw: RawStream, tokenizer: Any | None = None) -> list[int]:
+    """Tokens carried by each chunk of ``raw`` (same length as ``raw.times``), per the module docstring."""
+    if per_chunk_usage(raw):
+        counts, prev = [], 0
+        for c in raw.cum_usage:
+            c = prev if c is None else c
+            counts.append(max(c - prev, 0))
+            prev = max(prev, c)
+        return counts
+    counts = [1 if t else 0 for t in raw.texts]
+    total = raw.completion_tokens
+    if total is not None and sum(counts) == total:
+        return counts
+    if tokenizer is not None:
+        counts = [len(tokenizer.encode(t, add_special_tokens=False)) if t else 0 for t in raw.texts]
+    return counts if total is None else reconcile_counts(counts, total)
+
+
+def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None) -> RequestRecord:
+    """Turn one :class:`RawStream` into a :class:`RequestRecord` (token counts per the module docstring)."""
+    usage_reported = raw.completion_tokens is not None
+    counts = chunk_counts(raw, tokenizer)
+    chunks = [[t, k] for t, k in zip(raw.times, counts) if k > 0]
+    output_tokens = raw.completion_tokens if usage_reported else sum(k for _, k in chunks)
+    error = raw.error
+    if error is None and not chunks:
+        error = "no tokens received"
+    return RequestRecord(
+        request_id=raw.request_id, queued_s=raw.queued_s, sent_s=raw.sent_s,
+        first_token_s=chunks[0][0] if chunks else None, done_s=chunks[-1][0] if chunks else None,
+        chunks=chunks, input_tokens=raw.prompt_tokens if raw.prompt_tokens is not None else input_len,
+        output_tokens=int(output_tokens or 0), usage_reported=usage_reported, error=error, warmup=raw.warmup)
+
+
+# --------------------------------------------------------------------------------------------
+# sessions, feature detection, the closed loop
+
+def make_session(concurrency: int) -> Any:
+    """An aiohttp session that never throttles ``concurrency`` long streams (call inside a loop)."""
+    import aiohttp
+
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=300,
+                                     enable_cleanup_closed=False, ttl_dns_cache=None)
+    return aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE, auto_decompress=False,
+                                 max_line_size=READ_BUFSIZE, max_field_size=READ_BUFSIZE,
+                                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=60))
+
+
+async def detect_features(session: Any, target: Target, prompt: str, max_tokens: int = 4) -> Features:
+    """Find which optional fields the server accepts with a short probe request.
+
+    Tries every optional field, then drops them one at a time (in :data:`OPTIONAL_FIELDS`
+    order) after each 4xx answer.
+
+    Raises:
+        BatchmarkError: the server rejects even the plain request (message carries its answer).
+    """
+    feats = Features()
+    headers = target.headers()
+    last = ""
+    for drop in (None, *OPTIONAL_FIELDS):
+        if drop:
+            setattr(feats, drop, False)
+            if drop == "stream_options":
+                feats.continuous_usage_stats = False
+            feats.dropped.append(drop)
+        raw = RawStream(request_id=-1, warmup=True, queued_s=0.0, sent_s=0.0)
+        await stream_one(session, target, build_body(target, feats, prompt, max_tokens), raw, time.perf_counter(), headers)
+        if raw.error is None:
+            feats.usage_seen = raw.completion_tokens is not None
+            feats.per_chunk_usage_seen = per_chunk_usage(raw)
+            return feats
+        last = raw.error
+        if not raw.error.startswith("HTTP 4"):
+            break
+    raise BatchmarkError(f"{target.url}: the server rejected a plain streaming request ({last})")
+
+
+@dataclass
+class LoopResult:
+    """Raw streams of one closed-loop repeat plus what happened around them."""
+
+    streams: list[RawStream]
+    cooldown_sent: int
+    aborted: str | None
+
+
+async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurrency: int, n_warmup: int,
+                      t0: float, should_abort: Callable[[], str | None] | None = None) -> LoopResult:
+    """Keep exactly ``concurrency`` requests in flight over ``bodies`` (times in s since ``t0``).
+
+    ``bodies[:n_warmup]`` are warm-up, the rest measured; after the last body is sent, free
+    slots send cool-down requests (re-using bodies from the start) until every measured
+    request has completed, then those are cancelled and dropped.  ``should_abort`` is polled
+    before each send; a non-None answer (a reason) stops further sends.
+    """
+    headers = target.headers()
+    n_total = len(bodies)
+    n_measured = n_total - n_warmup
+    streams: list[RawStream] = []
+    state = {"next": 0, "measured_done": 0, "cooldown": 0, "aborted": None}
+    all_measured = asyncio.Event()
+    if n_measured <= 0:
+        all_measured.set()
+    perf = time.perf_counter
+
+    async def slot() -> None:
+        while not all_measured.is_set():
+            if should_abort is not None and state["aborted"] is None:
+                state["aborted"] = should_abort()
+            if state["aborted"] is not None:
+                return
+            i = state["next"]
+            state["next"] += 1
+            now = perf() - t0
+            if i < n_total:
+                raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
+                streams.append(raw)
+                await stream_one(session, target, bodies[i], raw, t0, headers)
+                if not raw.warmup:
+                    state["measured_done"] += 1
+                    if state["measured_done"] >= n_measured:
+                        all_measured.set()
+            else:
+                state["cooldown"] += 1
+                cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
+                await stream_one(session, target, bodies[(i - n_total) % n_total], cool, t0, headers)
+
+    tasks = [asyncio.create_task(slot()) for _ in range(concurrency)]
+    waiter = asyncio.create_task(all_measured.wait())
+    pending = set(tasks)
+    while pending and not all_measured.is_set():
+        _, pending = await asyncio.wait(pending | {waiter}, return_when=asyncio.FIRST_COMPLETED)
+        pending.discard(waiter)
+    for t in tasks:
+        if not t.done():
+            t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    waiter.cancel()
+    for t in tasks:  # a bug inside a slot must not pass silently
+        if t.done() and not t.cancelled() and t.exception() is not None:
+            raise t.exception()
+    if state["aborted"] is not None:
+        sent = {s.request_id for s in streams}
+        for i in range(n_warmup, n_total):
+            if i not in sent:
+                streams.append(RawStream(request_id=i, warmup=False, queued_s=perf() - t0, sent_s=perf() - t0,
+                                         error=f"not sent: {state['aborted']}"))
+    streams.sort(key=lambda s: s.request_id)
+    return LoopResult(streams=streams, cooldown_sent=state["cooldown"], aborted=state["aborted"])
+
+
+def measured_window(records: list[RequestRecord]) -> tuple[float, float]:
+    """(first measured send, last measured completion) in s; (0, 0) when nothing was measured."""
+    meas = [r for r in records if not r.warmup]
+    done = [r.done_s for r in meas if r.ok]
+    if not meas or not done:
+        return 0.0, 0.0
+    return min(r.sent_s for r in meas), max(done)

@@ -1,0 +1,293 @@
+"""The ``vllm`` engine: start an OpenAI-compatible server per model, measure it, stop it.
+
+For each model the engine formats ``vllm.command`` (default ``vllm serve {model} …`` with
+prefix caching off, a fixed seed, ``--max-num-seqs`` ≥ the largest concurrency, memory
+utilisation from the hardware profile — 0.85 on a DGX Spark — and ``--max-model-len``
+input + output + 64), appends ``vllm.extra_args``, and starts it on a free port in its own
+process group.  The same template can put NVIDIA's vLLM container in front (``docker run …
+vllm serve …``) or start SGLang, ``llama-server`` or ``trtllm-serve``; the engine only
+needs ``/health`` (readiness) and the OpenAI API, ``/metrics`` is scraped when present.
+
+Life cycle:
+
+- start: stdout and stderr go to ``<run>/servers/<model>.log`` (appended on resume); the
+  engine polls ``vllm.health_path`` until it answers 200; a server that exits first, or is
+  not healthy within ``vllm.health_timeout_s``, is stopped and raises a one-line
+  BatchmarkError carrying the tail of its log;
+- measure: the shared load generator (:mod:`pipeline.engines.loadgen`); ``/metrics`` is
+  scraped before and after each repeat and sampled every second during it (KV-cache usage,
+  preemptions, running and waiting requests) into ``server_metrics``;
+- crash mid-point: the load generator stops sending when the process has exited, the
+  requests that were cut off are recorded as failed, the point's meta keeps the exit code
+  and the log tail, the point is stored as it is (failed), and :meth:`VLLMEngine.fits`
+  answers False for the model's next point, so the sweep moves on to the next model and
+  everything measured before stays;
+- stop: SIGINT to the process group, SIGKILL after ``vllm.stop_grace_s``.
+
+``run.json`` gets the server's version (``GET /version``, else the installed ``vllm``
+package) and the exact command line of every model's server under ``engine.servers``.
+This module never imports vLLM: the server is a separate process.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import ModelSpec, SweepConfig
+from pipeline.engines import loadgen
+from pipeline.engines.openai import ServedEngine, served_card
+from pipeline.errors import BatchmarkError
+from pipeline.hardware import load_profile
+from pipeline.records import PointKey
+
+LOG_TAIL_LINES = 15
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on ``host`` right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> str:
+    """Last ``lines`` non-empty lines of a log file joined with `` | `` (one line, ≤ ``max_chars``)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return "(no log)"
+    tail = " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-lines:])
+    return tail[-max_chars:] or "(empty log)"
+
+
+def format_command(template: str, values: dict[str, Any], extra_args: list[str]) -> list[str]:
+    """Split ``template`` like a shell would, fill each word's ``{placeholders}``, append ``extra_args``.
+
+    Raises:
+        BatchmarkError: an unknown placeholder (named in the message).
+    """
+    try:
+        words = [w.format(**values) for w in shlex.split(template)]
+    except KeyError as exc:
+        raise BatchmarkError(f"vllm.command: unknown placeholder {{{exc.args[0]}}} "
+                             f"(known: {', '.join(sorted(values))})") from None
+    except ValueError as exc:
+        raise BatchmarkError(f"vllm.command: cannot parse the template ({exc})") from None
+    return words + list(extra_args)
+
+
+def _release_cuda_cache() -> None:
+    """Hand back the GPU memory this process's torch still caches (the hardware probe's buffers) before a server starts.
+
+    torch is never imported here for this: only a process that already used CUDA has anything to free.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+class VLLMEngine(ServedEngine):
+    """A server batchmark starts and stops for each model (vLLM by default)."""
+
+    name = "vllm"
+
+    def __init__(self, cfg: SweepConfig):
+        super().__init__(cfg, cfg.vllm)
+        hw = load_profile(cfg.hardware)
+        self.gpu_memory_utilization = cfg.vllm.gpu_memory_utilization or hw.gpu_memory_utilization
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+        self.log_path: Path | None = None
+        self._log_fh: Any = None
+        self.crashed: str | None = None
+        self.servers: dict[str, dict[str, Any]] = {}
+        try:
+            self.package_version: str | None = metadata.version("vllm")
+        except metadata.PackageNotFoundError:
+            self.package_version = None
+
+    # -- server life cycle -----------------------------------------------------------------
+    def _root_url(self) -> str:
+        host = self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}"
+
+    def _target(self) -> loadgen.Target:
+        return loadgen.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
+                              endpoint=self.opts.endpoint, timeout_s=self.opts.timeout_s)
+
+    def _metrics_url(self) -> str | None:
+        return self._root_url() + self.opts.metrics_path
+
+    def command_for(self, spec: ModelSpec, port: int) -> list[str]:
+        """The exact server command line for ``spec`` on ``port`` (a list of words)."""
+        values = {"model": spec.path or spec.served_name, "served_name": spec.served_name or spec.path,
+                  "host": self.opts.host, "port": port, "seed": self.cfg.seed,
+                  "max_num_seqs": self.opts.max_num_seqs or max(self.cfg.concurrency),
+                  "gpu_memory_utilization": self.gpu_memory_utilization,
+                  "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
+        return format_command(self.opts.command, values, self.opts.extra_args)
+
+    def _get(self, path: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
+        try:
+            with urllib.request.urlopen(self._root_url() + path, timeout=timeout_s) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, b""
+        except (OSError, ValueError):
+            return 0, b""
+
+    def start(self, spec: ModelSpec) -> None:
+        """Start the server for ``spec`` and wait until it is healthy.
+
+        Raises:
+            BatchmarkError: the command cannot start, the server exits, or it is not healthy
+                within ``vllm.health_timeout_s`` (the message ends with the log tail).
+        """
+        self.stop()
+        self.crashed = None
+        _release_cuda_cache()
+        self.port = self.opts.port or free_port(self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1")
+        cmd = self.command_for(spec, self.port)
+        folder = (self.run_dir / "servers") if self.run_dir else Path(os.environ.get("TMPDIR", "/tmp")) / "batchmark-servers"
+        folder.mkdir(parents=True, exist_ok=True)
+        self.log_path = folder / f"{spec.name}.log"
+        self._log_fh = open(self.log_path, "ab")
+        stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._log_fh.write(f"=== batchmark {stamp}: {shlex.join(cmd)}\n".encode())
+        self._log_fh.flush()
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True, env={**os.environ, **self.opts.env})
+        except OSError as exc:
+            self._close_log()
+            raise BatchmarkError(f"vllm.command: cannot start {cmd[0]!r} ({exc.strerror})") from None
+        deadline = time.monotonic() + self.opts.health_timeout_s
+        while True:
+            rc = self.proc.poll()
+            if rc is not None:
+                tail = log_tail(self.log_path)
+                self.stop()
+                raise BatchmarkError(f"models.{spec.name}: server exited with code {rc} before it was healthy; "
+                                     f"{self.log_path} ends: {tail}")
+            status, _ = self._get(self.opts.health_path)
+            if status == 200:
+                break
+            if time.monotonic() > deadline:
+                self.stop()
+                raise BatchmarkError(f"vllm.health_timeout_s: server for {spec.name} not healthy after "
+                                     f"{self.opts.health_timeout_s:g} s; {self.log_path} ends: {log_tail(self.log_path)}")
+            time.sleep(0.25)
+        version = None
+        status, body = self._get("/version")
+        if status == 200:
+            try:
+                import orjson
+
+                version = orjson.loads(body).get("version")
+            except (ValueError, AttributeError):
+                version = None
+        log_ref = str(self.log_path.relative_to(self.run_dir)) if self.run_dir else str(self.log_path)
+        self.servers[spec.name] = {"command": shlex.join(cmd), "server_version": version or self.package_version,
+                                   "port": self.port, "log": log_ref, "started_at": stamp}
+        if self.run_dir is not None and (self.run_dir / "run.json").exists():
+            from pipeline import runs
+
+            runs.update_run_json(self.run_dir, engine=self.provenance())
+
+    def _close_log(self) -> None:
+        if self._log_fh is not None:
+            self._log_fh.close()
+            self._log_fh = None
+
+    def stop(self) -> None:
+        """Stop the server: SIGINT to its process group, SIGKILL after ``vllm.stop_grace_s``."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+                proc.wait(timeout=self.opts.stop_grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            except ProcessLookupError:
+                pass
+        if proc is not None:
+            try:  # children left behind by a server that exited on its own
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self._close_log()
+
+    # -- Engine protocol -------------------------------------------------------------------
+    def load(self, spec: ModelSpec) -> dict[str, Any] | None:
+        """Start the model's server, detect its request features; return the model card (see ``served_card``).
+
+        Raises:
+            BatchmarkError: the server does not come up (see :meth:`start`) or no tokenizer.
+        """
+        self.start(spec)
+        try:
+            self._prepare(spec, "vllm")
+        except BaseException:
+            self.stop()
+            raise
+        return served_card(spec, self.tokenizer_source)
+
+    def _exit_reason(self) -> str | None:
+        if self.proc is None:
+            return "server not running"
+        rc = self.proc.poll()
+        return None if rc is None else f"server exited with code {rc}"
+
+    def _should_abort(self) -> str | None:
+        return self._exit_reason()
+
+    def _after_repeat(self, meta: dict[str, Any]) -> bool:
+        reason = self._exit_reason()
+        if reason is None:
+            return True
+        self.crashed = reason
+        meta["server_crashed"] = reason
+        meta["server_log_tail"] = log_tail(self.log_path) if self.log_path else None
+        return False
+
+    def fits(self, key: PointKey) -> tuple[bool, str]:
+        """False once the model's server has crashed, so the sweep moves on to the next model."""
+        if self.crashed:
+            return False, f"{self.crashed} during an earlier point (log: {self.log_path})"
+        return True, ""
+
+    def unload(self) -> None:
+        """Stop the server and forget the model."""
+        self.stop()
+        super().unload()
+
+    def provenance(self) -> dict[str, Any]:
+        """Engine description for ``run.json``: template, flags, versions, and each model's exact command."""
+        return {"engine": "vllm", "command_template": self.opts.command, "extra_args": list(self.opts.extra_args),
+                "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
+                "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
+                "servers": dict(self.servers),
+                "client": "batchmark loadgen (aiohttp, orjson), closed loop"}
+
+    def __del__(self) -> None:  # never leave a server behind
+        try:
+            self.stop()
+        except Exception:
+            pass
