@@ -39,6 +39,7 @@ rule all:
 rule sweep:
     input: CONFIG_PATH
     output: "data/runs/{run}/points.json"
+    threads: workflow.cores  # the measurement owns the machine (Snakemake sets OMP_NUM_THREADS to this)
     shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --pointer"
 
 
