@@ -133,6 +133,9 @@ def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = Non
         a @ b
         _sync(device)
         tf.append(2 * matmul_n**3 / (time.perf_counter() - t0) / 1e12)
+    del a, b
+    if on_gpu:  # hand the probe's buffers back before a server (vLLM) wants the memory
+        torch.cuda.empty_cache()
     name = f"cuda:{torch.cuda.get_device_name(0)}" if on_gpu else f"cpu:{platform.processor() or platform.machine()}"
     return ProbeResult(
         device=name, dtype=str(dtype).removeprefix("torch."),

@@ -132,7 +132,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         loaded = True
                     ok, why = engine.fits(key)
                     if not ok:
-                        stops[spec.name] = f"memory at c={key.concurrency}: {why}"
+                        stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
                     try:
                         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
