@@ -79,8 +79,8 @@ def kneedle(points: list[tuple[int, float]]) -> int | None:
         loc = KneeLocator(xs, ys, curve="concave", direction="increasing", online=False)
     except (ValueError, ZeroDivisionError):
         return None
-    if loc.knee is None:
-        return None
+    if loc.knee is None or loc.knee in (xs[0], xs[-1]):
+        return None  # an end point is no knee: the curve never bends inside the grid
     return int(round(2 ** loc.knee))
 
 

@@ -58,8 +58,11 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         color="#1f77b4", strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
     layers = [spread, lines]
     if model.get("ceiling_tok_s"):
-        layers.append(alt.Chart(alt.Data(values=[{"y": model["ceiling_tok_s"], "label": f"single-stream ceiling {model['ceiling_tok_s']:.1f} tok/s"}]))
-                      .mark_rule(color="#ff7f0e", strokeDash=[2, 2]).encode(y="y:Q", tooltip=["label:N"]))
+        ceil = alt.Chart(alt.Data(values=[{"y": model["ceiling_tok_s"],
+                                           "label": f"single-stream ceiling {model['ceiling_tok_s']:.1f} tok/s"}]))
+        layers.append(ceil.mark_rule(color="#ff7f0e", strokeDash=[2, 2]).encode(y="y:Q", tooltip=["label:N"]))
+        layers.append(ceil.mark_text(align="right", baseline="bottom", dy=-3, color="#ff7f0e", x=WIDTH)
+                      .encode(y="y:Q", text="label:N"))
     if model.get("knee_concurrency"):
         knee = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
         layers.append(alt.Chart(alt.Data(values=knee)).mark_rule(color="#2ca02c", strokeWidth=2).encode(x=_x(), tooltip=["label:N"]))

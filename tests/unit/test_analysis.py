@@ -78,3 +78,13 @@ def test_analyze_mbu_against_spec_and_probe():
     assert m["ceiling_tok_s"] == pytest.approx(80.0)  # probed 80 GB/s / 1 GB
     assert m["ceiling_tok_s_spec"] == pytest.approx(100.0)
     assert m["scaling_efficiency"]["2"] == pytest.approx(95 / 100)
+
+
+def test_kneedle_second_opinion_by_hand():
+    from pipeline.analysis import kneedle
+
+    # Kneedle (Satopaa et al. 2011) on x = log2 c normalised to [0, 1] = 0, .2, .4, .6, .8, 1 and
+    # y = (T - 100) / 315 = 0, .286, .825, .952, .984, 1: y - x = 0, .086, .425, .352, .184, 0 -> max at c = 4
+    assert kneedle([(1, 100), (2, 190), (4, 360), (8, 400), (16, 410), (32, 415)]) == 4
+    # a knee at an end point of the grid is no knee
+    assert kneedle([(1, 10), (2, 20), (4, 40), (8, 80)]) is None
