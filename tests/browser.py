@@ -52,6 +52,10 @@ def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: in
                 "marks": page.locator(".vega-chart svg g.mark-line path, .vega-chart svg g.mark-symbol path, "
                                       ".vega-chart svg g.mark-rule line, .vega-chart svg g.mark-rect path").count(),
                 "texts": page.locator(".vega-chart svg text").all_text_contents(),
+                # bars actually drawn: rect marks with a visible width and height
+                "visible_bars": page.evaluate(
+                    "() => [...document.querySelectorAll('.vega-chart svg g.mark-rect path')]"
+                    ".filter(p => { const b = p.getBBox(); return b.width > 1 && b.height > 1; }).length"),
                 "refused": refused,
                 "errors": errors,
                 "counts": {name: page.locator(sel).count() for name, sel in (count or {}).items()},

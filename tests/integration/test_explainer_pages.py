@@ -59,6 +59,10 @@ def test_explainer_charts_render_offline(built_site, name):
     assert res["charts"] >= 1 and res["svgs"] == res["charts"]
     assert res["marks"] > 0
     assert not [u for u in res["refused"] if "vega" in u or "jsdelivr" in u]
+    if name == "explain/bandwidth":
+        # Regression (fault kind: invisible marks): the ceiling bars were drawn on a log scale with
+        # no base and had zero width. 9 model cards x 3 weight formats = 27 bars must be visible.
+        assert res["visible_bars"] >= 27
 
 
 def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
