@@ -6,8 +6,9 @@
 #   snakemake --cores all --config fresh=1                  # measure again into a new run
 #
 # Rules stay thin: each calls one `batchmark` command.  The only logic here chooses targets:
-# which run this checkout measures for the config (resumed if killed, reused once complete),
-# and which complete runs go on the site.  Complete runs already in data/runs/ are inputs as
+# which run this checkout measures for the config (resumed if killed, reused once complete,
+# a new one when the config's content changes), and which complete runs go on the site
+# (every complete run; `committed` takes exactly those and measures nothing).  Complete runs already in data/runs/ are inputs as
 # they are: they are immutable and carry their summaries and analysis.
 
 import re
@@ -21,8 +22,9 @@ from pipeline.pages.render import page_templates
 # The sweep config is the Snakemake configfile (--configfile); config/default.yaml without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/default.yaml"
 SWEEP = load_config(CONFIG_PATH)
-RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, fresh=bool(config.get("fresh")))
-COMPLETE = [p.name for p in runs.list_runs() if p.name != RUN_ID]
+RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))
+COMPLETE = [p.name for p in runs.list_runs()]
+OTHERS = [r for r in COMPLETE if r != RUN_ID]
 BATCHMARK = f"{sys.executable} -m pipeline"
 TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
 PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
@@ -37,7 +39,7 @@ rule all:
 
 
 rule sweep:
-    input: CONFIG_PATH
+    input: ancient(CONFIG_PATH)  # content, not mtime, decides: a changed config gets a new RUN_ID
     output: "data/runs/{run}/points.json"
     threads: workflow.cores  # the measurement owns the machine (Snakemake sets OMP_NUM_THREADS to this)
     shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --pointer"
@@ -58,11 +60,11 @@ rule analysis:
 rule pages:
     input:
         f"data/runs/{RUN_ID}/analysis.json",
-        [f"data/runs/{r}/run.json" for r in COMPLETE],
+        [f"data/runs/{r}/run.json" for r in OTHERS],
         TEMPLATES,
         MODEL_CARDS,
     output: PAGES
-    params: runs=" ".join(COMPLETE + [RUN_ID])
+    params: runs=" ".join(OTHERS + [RUN_ID])
     shell: "{BATCHMARK} pages --out data/pages --runs {params.runs}"
 
 
@@ -73,6 +75,6 @@ rule site:
 
 
 rule committed:
-    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES
+    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, MODEL_CARDS
     params: runs=" ".join(COMPLETE)
     shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} && {sys.executable} -m mkdocs build --strict --quiet"

@@ -36,10 +36,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
     else:
-        run_id = args.run_id or runs.new_run_id()
+        run_id = runs.check_run_id(args.run_id) if args.run_id else runs.new_run_id()
         run_dir = paths.runs_dir() / run_id
         if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
-            raise BatchmarkError(f"run {run_id} is complete and immutable; choose another --run-id")
+            if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
+                raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
+                                     "choose another --run-id")
+            print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
+            print(run_dir)
+            return 0
     if args.pointer:
         runs.write_pointer(cfg.name, run_dir.name)
     run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
@@ -86,6 +91,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         sys.stdout.write(diff.format_text(result))
     if args.fail_above is None:
         return 0
+    if not result.comparable:
+        raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
+    untestable = [c for c in result.changes if diff.METRIC_BY_KEY[c.metric].throughput and c.change is not None
+                  and c.change < -args.fail_above / 100 and c.min_p > args.alpha]
+    if untestable:
+        c = untestable[0]
+        print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
+              f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diff.format_change(c.change)}, "
+              f"smallest possible p {c.min_p:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+              file=sys.stderr)
     regs = diff.regressions(result, args.fail_above)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} c={c.concurrency} "

@@ -192,11 +192,36 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as err:
         raise BatchmarkError(_format_error(source, err)) from None
-    # Check the hardware profile exists here, at the edge, before anything is measured.
+    # Check the hardware profile and the architectures here, at the edge, before anything is measured.
     from pipeline.hardware import load_profile
 
     load_profile(cfg.hardware, field=f"{source}: hardware")
+    if cfg.engine == "transformers":
+        for i, m in enumerate(cfg.models):
+            if m.architecture is not None:
+                check_architecture(m.architecture, f"{source}: models.{i}.architecture")
     return cfg
+
+
+def check_architecture(arch: dict[str, Any], field: str) -> None:
+    """Build the Hugging Face config of an architecture (no weights) to catch a bad key or value early.
+
+    Raises:
+        BatchmarkError: unknown ``model_type`` or a value transformers rejects (one line, ``field`` named).
+    """
+    try:
+        from transformers import AutoConfig
+    except ImportError:  # a served-only installation: the engine reports it when it loads
+        return
+    kwargs = dict(arch)
+    model_type = kwargs.pop("model_type")
+    try:
+        AutoConfig.for_model(model_type, **kwargs)
+    except Exception as exc:  # transformers raises ValueError, KeyError or its own validation errors
+        text = " ".join(str(exc).split())
+        if isinstance(exc, (KeyError, ValueError)) and "Unrecognized model identifier" in text:
+            text = f"unknown model_type {model_type!r}"
+        raise BatchmarkError(f"{field}: {text[:200]}") from None
 
 
 def load_config(path: str | Path) -> SweepConfig:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import tempfile
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read and published
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
             fh.flush()
@@ -201,23 +203,40 @@ def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
     return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
 
 
-def run_id_for_config(config_name: str, runs_dir: Path | None = None, fresh: bool = False) -> str:
+def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
+                      fresh: bool = False) -> str:
     """The run id the workflow should build for a config.
 
     The run this checkout started for the config (resumed if incomplete, reused if
-    complete, so a second invocation measures nothing); a new id when there is none yet, the
-    pointed-to run is gone, or ``fresh`` is set.  Committed runs from other machines are
-    never resumed: the pointer is local to the checkout.
+    complete, so a second invocation measures nothing) as long as it was started with the
+    same config content (``config_digest``); a new id when there is none yet, the pointed-to
+    run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
+    machines are never resumed: the pointer is local to the checkout.
     """
     ptr = pointer_path(config_name, runs_dir)
     if not fresh and ptr.is_file():
         try:
             run_id = json.loads(ptr.read_text())["run_id"]
-            if ((runs_dir or paths.runs_dir()) / run_id / "run.json").is_file():
+            meta = json.loads(((runs_dir or paths.runs_dir()) / run_id / "run.json").read_text())
+            if config_digest is None or meta.get("config_digest") == config_digest:
                 return run_id
-        except (ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError):
             pass
     return new_run_id()
+
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a plain folder name (letters, digits, ``. _ -``; no path separators).
+
+    Raises:
+        BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
+    """
+    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+        raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
+    return run_id
 
 
 def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:

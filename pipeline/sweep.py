@@ -8,6 +8,7 @@ than ``knee_threshold`` in output throughput, or when the next point would not f
 from __future__ import annotations
 
 import platform
+import shlex
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -69,6 +70,23 @@ def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> in
     return n
 
 
+PROBE_SPREAD_LIMIT = 1.25
+
+
+def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | None:
+    """A warning when the probe's repeats spread by more than 25 % (max / min): another load shared the machine.
+
+    The medians are still used; the warning is kept in ``run.json`` and shown on the Runs page,
+    because ceilings, roofline and MBU all scale with the probed figures.
+    """
+    spreads = {"bandwidth": max(bandwidth_gb_s) / min(bandwidth_gb_s), "matmul": max(tflops) / min(tflops)}
+    bad = {k: v for k, v in spreads.items() if v > PROBE_SPREAD_LIMIT}
+    if not bad:
+        return None
+    what = ", ".join(f"{k} repeats spread {v:.2f}x" for k, v in bad.items())
+    return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
+
+
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
@@ -98,7 +116,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             "hardware": hw.model_dump(mode="json"), "host": platform.node(),
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
-            "command": " ".join(sys.argv)})
+            "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:])})
     engine = get_engine(cfg)
     if hasattr(engine, "attach_run"):  # served engines keep server logs in the run folder
         engine.attach_run(run_dir)
@@ -107,7 +125,10 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         log("probing memory bandwidth and matmul rate …")
         res = probe(getattr(engine, "device", "auto"))
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
-        runs.update_run_json(run_dir, probe=res.as_dict(), engine=engine.provenance())
+        warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
+        if warning:
+            log(f"warning: {warning}")
+        runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, engine=engine.provenance())
     stops: dict[str, str] = dict(meta.get("stopped", {}))
     total = len(cfg.models) * len(cfg.concurrency)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
@@ -119,6 +140,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             done = 0
             for key in keys:
                 bar.set_description(f"{spec.name} c={key.concurrency}")
+                bar.set_postfix_str("")
                 if runs.has_point(run_dir, key):
                     summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)))
                 else:

@@ -171,7 +171,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     if not result.summaries:
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()
-    run_id = run_id or runs.new_run_id(host=f"{hw.name}-import")
+    run_id = runs.check_run_id(run_id) if run_id else runs.new_run_id(host=f"{hw.name}-import")
     final = runs_dir / run_id
     if final.exists():
         raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten")

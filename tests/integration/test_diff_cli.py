@@ -111,3 +111,21 @@ def test_incomplete_run_is_reported_not_compared(root):
     assert res.returncode == 2
     assert "20261129T130000Z-half" in res.stderr and "incomplete" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_fail_above_refuses_to_gate_incomparable_runs(root):
+    # Regression (fault kind: a CI gate passing silently on a diff across hardware): exit 2, one line
+    res = batchmark(root, "diff", A, HW, "--fail-above", "10")
+    assert res.returncode == 2
+    assert "not comparable" in res.stderr.strip().splitlines()[-1]
+
+
+def test_fail_above_warns_when_repeats_cannot_decide(tmp_path):
+    # Regression (fault kind: gate that can never fire): 3 + 3 repeats give p >= 0.1 > 0.05, so a 20 % drop
+    # cannot be significant; the exit stays 0 (no significant regression) but stderr says why.
+    runs_dir = tmp_path / "data" / "runs"
+    make_run(runs_dir, A, noise=NOISE_A[:3])
+    make_run(runs_dir, B, noise=NOISE_B[:3], slow={("dense-a", 8): 1.25})
+    res = batchmark(tmp_path, "diff", A, B, "--fail-above", "10")
+    assert res.returncode == 0
+    assert "cannot be significant with these repeats" in res.stderr

@@ -48,6 +48,14 @@ def test_second_invocation_measures_nothing(built):
     assert "Nothing to be done" in res.stdout + res.stderr
 
 
+def test_touching_the_config_measures_nothing(built):
+    # Regression (fault kind: config mtime newer than a complete run): only the config's content decides
+    (built / "config" / "tiny.yaml").touch()
+    res = _snakemake(built, "--dry-run")
+    assert res.returncode == 0, res.stderr
+    assert "Nothing to be done" in res.stdout + res.stderr
+
+
 def test_template_edit_rerenders_pages_only(built):
     tmpl = built / "templates" / "methodology.md.j2"
     tmpl.write_text(tmpl.read_text() + "\nEdited.\n")
@@ -65,6 +73,10 @@ def test_committed_target_rebuilds_site_without_measuring(built):
     assert res.returncode == 0, res.stderr[-2000:]
     assert sorted(p for p in (built / "data" / "runs").rglob("points/*/*.json")) == before
     assert (built / "site" / "benchmarks" / "index.html").is_file()
+    # Regression (fault kind: own run dropped): every complete run is on the site, this checkout's included
+    own = [p.name for p in (built / "data" / "runs").iterdir() if not p.name.startswith(".")]
+    home = (built / "site" / "index.html").read_text()
+    assert own and all(run_id in home for run_id in own)
 
 
 def test_benchmarks_page_renders_charts_offline(built):

@@ -27,6 +27,9 @@ def test_default_config_is_valid():
     (lambda d: d.update(hardware="dgx-sparkle"), "unknown hardware profile 'dgx-sparkle'"),
     (lambda d: d["models"][0].update(architecture={"hidden_size": 8}), "models.0.architecture"),
     (lambda d: d.update(repeats=0), "repeats"),
+    # Regression (fault kind: bad architecture caught only after the probe, with a 12 KB message)
+    (lambda d: d["models"][0]["architecture"].update(model_type="lllama"), "models.0.architecture: unknown model_type 'lllama'"),
+    (lambda d: d["models"][0]["architecture"].update(hidden_size=-5), "models.0.architecture"),
 ])
 def test_bad_field_is_named(tmp_path, mutate, expected):
     with pytest.raises(BatchmarkError) as err:

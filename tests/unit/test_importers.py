@@ -109,8 +109,6 @@ def test_roofline_within_2x_of_every_reference_point(reference_run, capsys):
                      f"roofline {p['roofline_tok_s']:8.1f} ratio {ratio:5.2f} ({p['roofline_bound']})")
         assert 0.5 <= ratio <= 2.0, lines[-1]
     assert len(lines) == 36
-    with capsys.disabled():
-        print("\n" + "\n".join(lines))
 
 
 def test_truncated_row_is_rejected_and_nothing_written(reference_file, scratch_root, tmp_path):

@@ -59,8 +59,8 @@ def test_measuring_again_makes_a_new_run_id(tmp_path: Path):
     old = runs.new_run_id(datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc), host="box")
     make_run(tmp_path, old)
     runs.write_pointer("test", old, tmp_path)
-    assert runs.run_id_for_config("test", tmp_path) == old
-    fresh = runs.run_id_for_config("test", tmp_path, fresh=True)
+    assert runs.run_id_for_config("test", runs_dir=tmp_path) == old
+    fresh = runs.run_id_for_config("test", runs_dir=tmp_path, fresh=True)
     assert fresh != old and not (tmp_path / fresh).exists()
 
 
@@ -101,3 +101,21 @@ def test_load_run_results_never_writes(tmp_path: Path):
 def test_unknown_run_names_the_ref(tmp_path: Path):
     with pytest.raises(BatchmarkError, match="nosuch"):
         runs.load_run_results("nosuch", tmp_path)
+
+
+def test_changed_config_content_gets_a_new_run(tmp_path: Path):
+    # Regression (fault kind: config edited after a complete run): the pointer is reused only for the same
+    # config content; touching the file keeps the digest, editing it changes the digest and gives a new id.
+    old = runs.new_run_id(datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc), host="box")
+    run = make_run(tmp_path, old)
+    digest = runs.read_run_json(run).get("config_digest")
+    runs.write_pointer("test", old, tmp_path)
+    assert runs.run_id_for_config("test", digest, runs_dir=tmp_path) == old
+    assert runs.run_id_for_config("test", "another-digest", runs_dir=tmp_path) != old
+
+
+@pytest.mark.parametrize("bad", ["../../x", "a/b", "..", ".hidden", ""])
+def test_run_ids_cannot_escape_the_runs_folder(bad):
+    # Regression (fault kind: path traversal through --run-id)
+    with pytest.raises(BatchmarkError, match="not a valid run id"):
+        runs.check_run_id(bad)
