@@ -329,6 +329,10 @@ def provenance_of(r: RunResults) -> dict[str, Any]:
     }
 
 
+def _round1(v: float | None) -> float | None:
+    return None if v is None else round(v, 1)
+
+
 def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[ProvenanceItem]:
     """Field-by-field comparison of two :func:`provenance_of` dicts; dicts are compared per key."""
     items: list[ProvenanceItem] = []
@@ -339,7 +343,7 @@ def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[Provenanc
     add("hardware", "hardware", pa["hardware"], pb["hardware"])
     bw_a, bw_b = pa["bandwidth_gb_s_probed"], pb["bandwidth_gb_s_probed"]
     rel = relative_change(bw_a, bw_b)
-    add("bandwidth_gb_s_probed", "probed bandwidth (GB/s)", bw_a, bw_b,
+    add("bandwidth_gb_s_probed", "probed bandwidth (GB/s)", _round1(bw_a), _round1(bw_b),
         (bw_a is None) != (bw_b is None) or (rel is not None and abs(rel) > BANDWIDTH_TOLERANCE))
     add("engine", "engine", pa["engine"], pb["engine"])
     add("engine_version", "engine version", pa["engine_version"], pb["engine_version"])
