@@ -85,6 +85,9 @@ def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
     assert res.returncode == 0, res.stderr[-3000:]
     bench = (root / "data" / "pages" / "benchmarks.md").read_text()
     assert "Qwen3-30B-A3B" in bench and "Llama-3.1-8B-Instruct" in bench
+    # Regression (fault kind: wrong article): the llama-benchy run is of Qwen3-30B-A3B, an MoE card
+    # (data/models/), which the page wrote as "A moe model".
+    assert "An MoE model:" in bench and "A moe model" not in bench
     runs_page = (root / "data" / "pages" / "runs.md").read_text()
     assert "measured by llama-benchy 75bc129" in runs_page
     assert "reference-dgx-spark-llamacpp" not in (root / "data" / "pages" / "explain" / "batching.md").read_text()
