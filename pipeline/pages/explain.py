@@ -21,7 +21,7 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table
+from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
 from pipeline.modelcards import (ModelCard, bytes_per_decode_step, expert_coverage, flops_per_decode_step,
                                  kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
 
@@ -302,7 +302,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
-        "capacity": capacity, "worked": worked,
+        "capacity": capacity, "worked": worked, "does_not_fit": does_not_fit,
         "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
         "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])
                               for c in moe_cards],

@@ -3,6 +3,7 @@ with ``mkdocs build --strict``, then opened offline in headless Chromium, which 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -41,7 +42,13 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     names = {p.relative_to(pages).as_posix() for p in written}
     assert {f"explain/{n}.md" for n in EXPLAINERS} | {"capacity.md"} <= names
     # capacity: Llama-3.1-8B BF16 at 8k -> 1 GiB per sequence, 96 sequences (see tests/unit/test_capacity.py)
-    assert "| 8192 | 1.00 GiB | 96 |" in (pages / "capacity.md").read_text()
+    capacity = (pages / "capacity.md").read_text()
+    assert "| 8192 | 1.00 GiB | 96 |" in capacity
+    # Regression (fault kind: negative memory left): Llama-3.1-70B BF16 (141.1 GB) does not fit dgx-spark's
+    # 128 - 8 = 120 GB (data/hardware/dgx-spark.yaml); the page showed "-21.11 GB" left.
+    assert "Does not fit: weights 141.1 GB > 120.0 GB usable after reserve" in capacity
+    assert not re.search(r"\| -\d", capacity), "a negative figure in a capacity table"
+    assert "| beyond the model's context | – |" in capacity
     assert "**96 sequences**" in (pages / "explain" / "sizing.md").read_text()
     assert "128 KiB per token" in (pages / "explain" / "kv-cache.md").read_text()
     if BATCHED_BENCH_REF.is_file():  # the shared reference run fills in the measured numbers
