@@ -36,6 +36,7 @@ REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" 
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
 
 
+
 def _x(title: str = "concurrency B (sequences decoded together)", values=None) -> alt.X:
     return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2),
                  axis=alt.Axis(title=title, values=values or BATCHES))
@@ -91,44 +92,90 @@ def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                                title="Bandwidth ceiling of one stream (bars) and measured single streams (◆)"))
 
 
+def _pairs(workloads: list[Any]) -> list[tuple[str, Any]]:
+    """``(run id, workload)`` for each item of ``workloads``: a workload, or already such a pair ("" when unknown)."""
+    return [w if isinstance(w, tuple) else ("", w) for w in workloads]
+
+
+def workload_key(run_id: str, w: Any) -> str:
+    """One line of a chart: the workload run × model × engine × prompt length × output length."""
+    m = w.model
+    return f"{run_id + ' · ' if run_id else ''}{m['model']} ({m.get('engine') or '?'}), {m['input_len']} in / {m['output_len']} out"
+
+
+def _panel(w: Any) -> str:
+    return f"{w.model['model']} ({w.model.get('kind') or '?'})"
+
+
+def _prompt(w: Any) -> str:
+    return f"{w.model['input_len']} in / {w.model['output_len']} out"
+
+
+#: Panels of the faceted charts: two a row, each wide enough for 12 px axis labels.
+PANEL_WIDTH, PANEL_HEIGHT, PANEL_COLUMNS = 380, 260, 2
+
+
+def _dashed_lines(base: Any, dash: Any) -> Any:
+    """Lines of ``base`` dashed by ``dash``, with a point layer that leaves the dash legend alone.
+
+    A line mark with ``point=True`` draws its legend symbols filled with a transparent stroke,
+    so a strokeDash legend would show no dashes; the points are a second layer instead.
+    """
+    return alt.layer(base.mark_line().encode(strokeDash=dash), base.mark_point(filled=True, size=25))
+
+
+def _faceted(chart: Any, title: str) -> dict[str, Any]:
+    """``chart`` as a panel per model, :data:`PANEL_COLUMNS` to a row, with text large enough to read."""
+    return _spec(chart.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
+                 .facet(facet=alt.Facet("model:N", title=None, header=alt.Header(labelFontSize=14, labelFontWeight="bold")),
+                        columns=PANEL_COLUMNS)
+                 .properties(title=alt.TitleParams(title, fontSize=15))
+                 .configure_axis(labelFontSize=12, titleFontSize=13)
+                 .configure_legend(labelFontSize=12, titleFontSize=13, labelLimit=320))
+
+
 def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Measured output throughput (solid) and the roofline prediction (dashed) against B: a panel per model, a colour per prompt length."""
+    """Measured output throughput (solid) and the roofline prediction (dashed) against B: a panel per model.
+
+    ``workloads`` are workloads or ``(run id, workload)`` pairs; each line is one workload (run ×
+    model × engine × prompt × output length: the ``workload`` field, encoded as ``detail``) and one
+    series, coloured by its prompt / output lengths.
+    """
     rows = []
-    for w in workloads:
+    for run_id, w in _pairs(workloads):
         roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
-        base = {"model": f"{w.model['model']} ({w.model.get('kind') or '?'})", "prompt": f"{w.model['input_len']} in"}
+        base = {"model": _panel(w), "prompt": _prompt(w), "workload": workload_key(run_id, w), "run": run_id}
         for p in w.points:
             if p.get("output_throughput_tok_s"):
                 rows.append({**base, "concurrency": p["concurrency"], "series": "measured", "tok_s": p["output_throughput_tok_s"]})
             if roof.get(p["concurrency"]):
                 rows.append({**base, "concurrency": p["concurrency"], "series": "roofline", "tok_s": roof[p["concurrency"]]})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]),
         y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
-        strokeDash=alt.StrokeDash("series:N", scale=alt.Scale(domain=["measured", "roofline"], range=[[1, 0], [5, 4]]),
-                                  legend=alt.Legend(title=None)),
-        tooltip=["model:N", "prompt:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")],
-    ).properties(width=260, height=240)
-    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
-        title="Roofline prediction (dashed) over the measured curve (solid)"))
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        detail="workload:N",
+        tooltip=["workload:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
+    chart = _dashed_lines(base, alt.StrokeDash(
+        "series:N", scale=alt.Scale(domain=["measured", "roofline"], range=[[1, 0], [5, 4]]),
+        legend=alt.Legend(title=None, symbolType="stroke", symbolStrokeWidth=2, symbolSize=300, symbolStrokeColor="#333")))
+    return _faceted(chart, "Roofline prediction (dashed) over the measured curve (solid)")
 
 
 def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Decode step time (ms) against B, a panel per model: what each user waits per token as the batch grows."""
+    """Decode step time (ms) against B, a panel per model, a line per workload: what each user waits per token."""
     rows = []
-    for w in workloads:
+    for run_id, w in _pairs(workloads):
         for p in w.points:
             if p.get("step_time_s"):
-                rows.append({"concurrency": p["concurrency"], "model": f"{w.model['model']} ({w.model.get('kind') or '?'})",
-                             "prompt": f"{w.model['input_len']} in", "ms": p["step_time_s"] * 1e3})
+                rows.append({"concurrency": p["concurrency"], "model": _panel(w), "prompt": _prompt(w),
+                             "workload": workload_key(run_id, w), "run": run_id, "ms": p["step_time_s"] * 1e3})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="step time = per-token latency (ms)"),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
-        tooltip=["model:N", "prompt:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
-    ).properties(width=260, height=220)
-    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
-        title="The latency cost: step time per token vs batch"))
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        detail="workload:N",
+        tooltip=["workload:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")])
+    return _faceted(chart, "The latency cost: step time per token vs batch")
 
 
 def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None) -> dict[str, Any]:
@@ -163,17 +210,25 @@ def bytes_growth_chart(cards: list[ModelCard], context: int = 0) -> dict[str, An
 
 
 def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Scaling efficiency T(c) / (c·T(1)) of every workload of every run, coloured by kind (MoE red, dense blue)."""
+    """Scaling efficiency T(c) / (c·T(1)) of every workload of every run: colour by kind (MoE red, dense blue), dash by run.
+
+    ``workloads`` are workloads or ``(run id, workload)`` pairs; each line is one workload (the
+    ``workload`` field, encoded as ``detail``), so prompt lengths and runs are never joined.
+    """
     rows = []
-    for w in workloads:
+    for run_id, w in _pairs(workloads):
         for c, eff in (w.model.get("scaling_efficiency") or {}).items():
-            rows.append({"concurrency": int(c), "efficiency": eff, "workload": _label(w), "kind": w.model.get("kind") or "?"})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+            rows.append({"concurrency": int(c), "efficiency": eff, "workload": workload_key(run_id, w),
+                         "run": run_id or "?", "kind": w.model.get("kind") or "?"})
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x(values=[1, 2, 4, 8, 16, 32, 64]),
         y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
         color=alt.Color("kind:N", scale=KIND_COLORS, legend=alt.Legend(title="kind", orient="top-right")),
         detail="workload:N",
-        tooltip=["workload:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
+        tooltip=["workload:N", "kind:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
+    chart = _dashed_lines(base, alt.StrokeDash("run:N", legend=alt.Legend(
+        title="run (hardware)", orient="bottom", labelLimit=400, symbolType="stroke", symbolStrokeWidth=2,
+        symbolSize=300, symbolStrokeColor="#333")))
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Scaling efficiency: MoE (red) vs dense (blue)"))
 
 
@@ -299,6 +354,8 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense_run": run_of.get(id(dense)), "moe_run": run_of.get(id(moe)),
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
         "views": views, "workloads": workloads, "measured_workloads": [w for w in workloads if w.model.get("kind")],
+        "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})", w) for v in views for w in v.workloads
+                     if w.model.get("kind")],
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},

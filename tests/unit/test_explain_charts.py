@@ -33,6 +33,52 @@ def _values(spec):
     return out
 
 
+def _line_groups(spec):
+    """Rows of a (faceted, layered) spec grouped as Vega-Lite draws its lines: by facet, colour, strokeDash and detail."""
+    inner = spec.get("spec", spec)
+    line = next(part for part in [inner, *inner.get("layer", [])]
+                if (part.get("mark") or {}) in ("line", {"type": "line"}) or (part.get("mark") or {}).get("type") == "line")
+    fields = [spec["facet"]["field"]] if "facet" in spec else []
+    fields += [line["encoding"][ch]["field"] for ch in ("color", "strokeDash", "detail") if ch in line["encoding"]]
+    groups = {}
+    for row in _values(spec):
+        groups.setdefault(tuple(row[f] for f in fields), []).append(row["concurrency"])
+    return groups
+
+
+# Two runs of the same model and prompt, and the same model at another prompt length (the imported
+# llama.cpp run holds 512, 4096 and 8192-token prompts): each must be a line of its own.
+LONG = _workload("Qwen2.5-Coder-7B", "dense", [(1, 27.5), (32, 268.2)], [(1, 30.0), (32, 500.0)])
+LONG.model["input_len"] = 8192
+SAME_WORKLOADS = [("run-a (dgx-spark)", DENSE), ("run-b (dgx-spark)", DENSE), ("run-a (dgx-spark)", LONG),
+                  ("run-a (dgx-spark)", MOE)]
+
+
+@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart,
+                                     explain.moe_dense_efficiency_chart])
+def test_each_line_is_one_workload(builder):
+    """Regression (fault kind: merged series): lines of different prompt lengths and runs were joined into one
+    polyline with vertical jumps. Expected: 4 workloads x (2 series on the overlay, else 1) lines, each with
+    one point per concurrency (1 and 32, from _workload above)."""
+    groups = _line_groups(builder(SAME_WORKLOADS))
+    assert all(sorted(cs) == [1, 32] for cs in groups.values()), groups
+    assert len(groups) == 4 * (2 if builder is explain.roofline_overlay_chart else 1)
+    assert {r["workload"] for r in _values(builder(SAME_WORKLOADS))} == {
+        "run-a (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 512 in / 32 out",
+        "run-b (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 512 in / 32 out",
+        "run-a (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 8192 in / 32 out",
+        "run-a (dgx-spark) · gpt-oss-20b (llama.cpp), 512 in / 32 out"}
+
+
+@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart])
+def test_knee_facets_are_legible(builder):
+    """Regression (fault kind: unreadable chart): four 260 px panels in one row were drawn with ~5 px text.
+    Expected: two panels a row (explain.PANEL_COLUMNS), each at least 350 px wide, axis labels of 12 px."""
+    spec = builder(SAME_WORKLOADS)
+    assert spec["columns"] == 2 and spec["spec"]["width"] >= 350 and spec["spec"]["height"] >= 240
+    assert spec["config"]["axis"]["labelFontSize"] >= 12
+
+
 def test_coverage_chart_plots_the_formula():
     cards = [load_card("gpt-oss-20b"), load_card("Qwen3-30B-A3B")]
     rows = _values(explain.coverage_chart(cards))
