@@ -333,6 +333,79 @@ def point_at(w: Any, c: int) -> dict[str, Any] | None:
     return next((p for p in w.points if p["concurrency"] == c), None) if w else None
 
 
+def hardware_figures(hardware: dict[str, Any]) -> dict[str, Any]:
+    """A run's hardware block (``analysis.json``'s ``hardware``) as the pages quote it: name, figures and their source.
+
+    ``bandwidth_source`` / ``peak_source`` say whether the figure the analysis used is the
+    profile's spec sheet or a ``batchmark probe`` measurement.
+    """
+    def _source(kind: str) -> str | None:
+        used = hardware.get(kind)
+        if used is None:
+            return None
+        return "spec sheet" if hardware.get(f"{kind}_spec") == used else "measured by batchmark probe"
+
+    return {"name": hardware.get("name") or "unknown hardware",
+            "bandwidth_gb_s": hardware.get("bandwidth_gb_s"), "bandwidth_source": _source("bandwidth_gb_s"),
+            "peak_tflops": hardware.get("peak_tflops"), "peak_source": _source("peak_tflops")}
+
+
+def bandwidth_check(w: Any) -> dict[str, Any]:
+    """Does a measured curve follow the bandwidth-bound picture (the step hardly grows with B)?
+
+    From the workload's own data: the roofline bound of each point (``analysis_points``'
+    ``roofline_bound``) and its measured points.  ``compute_from``: the first B at which the
+    roofline has compute, not memory, setting the step (None if memory binds throughout).
+    ``stalls``: doublings of B after which the output throughput did not rise (the step grew
+    at least as much as B), each with the roofline's predicted step ratio.  ``step_growth`` and
+    ``roofline_step_growth``: step time at the last B ÷ at the first, measured and by the
+    roofline (derived: roofline step = B ÷ roofline tokens/s).  ``follows``: memory binds
+    throughout and nothing stalled.
+    """
+    pts = [p for p in w.points if p.get("output_throughput_tok_s") and p.get("step_time_s")]
+    roof = {a["concurrency"]: a for a in w.analysis_points}
+
+    def _roof_step(p: dict[str, Any]) -> float | None:
+        r = (roof.get(p["concurrency"]) or {}).get("roofline_tok_s")
+        return p["concurrency"] / r if r else None
+
+    compute_from = next((a["concurrency"] for a in sorted(w.analysis_points, key=lambda a: a["concurrency"])
+                         if a.get("roofline_bound") == "compute"), None)
+    stalls = []
+    for a, b in zip(pts, pts[1:]):
+        if b["output_throughput_tok_s"] <= a["output_throughput_tok_s"]:
+            ra, rb = _roof_step(a), _roof_step(b)
+            stalls.append({"a": a, "b": b, "step_ratio": b["step_time_s"] / a["step_time_s"],
+                           "roofline_step_ratio": rb / ra if ra and rb else None})
+    first, last = (pts[0], pts[-1]) if pts else (None, None)
+    rf, rl = (_roof_step(first), _roof_step(last)) if pts else (None, None)
+    return {"compute_from": compute_from, "stalls": stalls,
+            "step_growth": last["step_time_s"] / first["step_time_s"] if pts else None,
+            "roofline_step_growth": rl / rf if rf and rl else None,
+            "follows": bool(pts) and compute_from is None and not stalls}
+
+
+def batching_examples(views: list[Any], hardware_name: str | None) -> list[dict[str, Any]]:
+    """The batching page's measured examples: per hardware, its dense workload of :func:`pick`, ``hardware_name`` first.
+
+    Each: ``{"run_id", "hardware" (:func:`hardware_figures`), "w", "p1", "pl", "check" (:func:`bandwidth_check`)}``.
+    """
+    by_hw: dict[str, list[tuple[Any, Any]]] = {}
+    for v in views:
+        for w in v.workloads:
+            by_hw.setdefault(v.hardware.get("name") or "unknown hardware", []).append((v, w))
+    out = []
+    for name in sorted(by_hw, key=lambda n: (n != hardware_name, n)):
+        w = pick([w for _, w in by_hw[name]], "dense")
+        if w is None or not any(p.get("step_time_s") for p in w.points):
+            continue
+        v = next(v for v, x in by_hw[name] if x is w)
+        pts = [p for p in w.points if p.get("step_time_s")]
+        out.append({"run_id": v.run_id, "hardware": hardware_figures(v.hardware), "w": w,
+                    "p1": point_at(w, 1) or pts[0], "pl": pts[-1], "check": bandwidth_check(w)})
+    return out
+
+
 def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any]:
     """Everything the explainer templates fill in: cards, ceilings, examples from the runs, capacity.
 
@@ -350,8 +423,11 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     capacity = [capacity_table(c, hardware) for c in cards]
     worked = next(t for t in capacity if t["model"] == "Llama-3.1-8B") if any(t["model"] == "Llama-3.1-8B" for t in capacity) else None
     run_of = {id(w): v.run_id for v in views for w in v.workloads}
+    hw_of = {id(w): v.hardware.get("name") or "unknown hardware" for v in views for w in v.workloads}
     return {
         "dense_run": run_of.get(id(dense)), "moe_run": run_of.get(id(moe)),
+        "dense_hw": hw_of.get(id(dense)), "moe_hw": hw_of.get(id(moe)),
+        "batching_examples": batching_examples(views, hardware.get("name")),
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
         "views": views, "workloads": workloads, "measured_workloads": [w for w in workloads if w.model.get("kind")],
         "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})", w) for v in views for w in v.workloads

@@ -55,6 +55,8 @@ def test_explainer_pages_are_written_with_numbers(built_site):
         batching = (pages / "explain" / "batching.md").read_text()
         assert "| all users together (output tokens/s) | 29.24 | 593.27 | × 20.3 |" in batching
         assert "0.634" in batching
+        # the measured example names its hardware (the reference was measured on the DGX Spark)
+        assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in batching and "This curve follows the bandwidth-bound" in batching
         assert "an MBU of 0.87" in (pages / "explain" / "bandwidth.md").read_text()
 
 
