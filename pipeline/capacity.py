@@ -33,10 +33,12 @@ def kv_capacity(card: ModelCard, memory_gb: float, reserve_gb: float, context: i
         context: tokens per sequence (prompt + generated).
 
     Returns:
-        ``{"context", "kv_bytes_per_sequence", "free_bytes" (after weights and reserve),
-        "max_sequences" (floor of free / per-sequence; 0 when the weights do not fit),
-        "memory_left_bytes" (free − sequences × per-sequence), "fits" (weights + reserve fit
-        and at least one sequence), "within_max_context" (None when the card has no max)}``.
+        ``{"context", "kv_bytes_per_sequence", "free_bytes" (after weights and reserve;
+        negative when the weights do not fit), "weights_fit" (free > 0), "max_sequences"
+        (floor of free / per-sequence; 0 when the weights do not fit), "memory_left_bytes"
+        (free − sequences × per-sequence; None when the weights do not fit: nothing is left),
+        "fits" (weights + reserve fit and at least one sequence), "within_max_context" (None
+        when the card has no max)}``.
 
     Raises:
         BatchmarkError: a context below 1.
@@ -50,8 +52,9 @@ def kv_capacity(card: ModelCard, memory_gb: float, reserve_gb: float, context: i
         "context": context,
         "kv_bytes_per_sequence": per_seq,
         "free_bytes": free,
+        "weights_fit": free > 0,
         "max_sequences": seqs,
-        "memory_left_bytes": free - seqs * per_seq if free > 0 else free,
+        "memory_left_bytes": free - seqs * per_seq if free > 0 else None,
         "fits": free > 0 and seqs >= 1,
         "within_max_context": (context <= card.max_context) if card.max_context else None,
     }
@@ -72,6 +75,8 @@ def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[in
     reserve = float(hardware.get("runtime_reserve_gb") or 0.0)
     return {
         "hardware": {"name": hardware.get("name"), "memory_gb": memory_gb, "runtime_reserve_gb": reserve},
+        "usable_bytes": (float(memory_gb) - reserve) * 1e9,
+        "weights_fit": card.weight_bytes < (float(memory_gb) - reserve) * 1e9,
         "model": card.name, "kind": card.kind, "quantization": card.quantization or card.dtype,
         "total_params": card.total_params, "active_params": card.active_params,
         "weight_bytes": card.weight_bytes, "kv_bytes_per_token": card.kv_bytes_per_token,
@@ -109,16 +114,36 @@ def fit_table(hardware: dict[str, Any], contexts: tuple[int, ...] | list[int] = 
     return rows
 
 
+def does_not_fit(table: dict[str, Any]) -> str | None:
+    """Why the weights of :func:`capacity_table`'s model do not fit, or None when they do.
+
+    E.g. ``"does not fit: weights 141.1 GB > 120.0 GB usable after reserve"`` (usable =
+    memory_gb − runtime_reserve_gb).
+    """
+    if table["weights_fit"]:
+        return None
+    return (f"does not fit: weights {table['weight_bytes'] / 1e9:.1f} GB > "
+            f"{table['usable_bytes'] / 1e9:.1f} GB usable after reserve")
+
+
 def format_capacity(table: dict[str, Any]) -> str:
-    """Plain-text form of :func:`capacity_table` for the CLI."""
+    """Plain-text form of :func:`capacity_table` for the CLI.
+
+    A model whose weights do not fit gets a :func:`does_not_fit` line, 0 sequences and no
+    memory-left figure; a context beyond the model's maximum gets neither sequences nor memory left.
+    """
     hw = table["hardware"]
     lines = [f"{table['model']} ({table['kind']}, {table['quantization']}) on {hw['name']}: "
              f"{hw['memory_gb']:g} GB usable, {hw['runtime_reserve_gb']:g} GB reserve, "
              f"weights {table['weight_bytes'] / 1e9:.2f} GB, KV {table['kv_bytes_per_token'] / 1024:.0f} KiB/token"
-             + (f" ({table['sliding_layers']} layers slide over {table['sliding_window']} tokens)" if table["sliding_window"] else ""),
-             f"{'context':>8} {'KV/seq GiB':>10} {'sequences':>9} {'left GB':>8}"]
+             + (f" ({table['sliding_layers']} layers slide over {table['sliding_window']} tokens)" if table["sliding_window"] else "")]
+    if does_not_fit(table):
+        lines.append(does_not_fit(table))
+    lines.append(f"{'context':>8} {'KV/seq GiB':>10} {'sequences':>9} {'left GB':>8}")
     for r in table["contexts"]:
-        note = "" if r["within_max_context"] is not False else f"  (beyond the model's max context {table['max_context']})"
-        lines.append(f"{r['context']:>8} {r['kv_bytes_per_sequence'] / 2**30:>10.2f} {r['max_sequences']:>9} "
-                     f"{r['memory_left_bytes'] / 1e9:>8.2f}{note}")
+        beyond = r["within_max_context"] is False
+        note = f"  (beyond the model's max context {table['max_context']})" if beyond else ""
+        seqs = "–" if beyond else str(r["max_sequences"])
+        left = "–" if beyond or r["memory_left_bytes"] is None else f"{r['memory_left_bytes'] / 1e9:.2f}"
+        lines.append(f"{r['context']:>8} {r['kv_bytes_per_sequence'] / 2**30:>10.2f} {seqs:>9} {left:>8}{note}")
     return "\n".join(lines)

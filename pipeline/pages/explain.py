@@ -21,7 +21,7 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table
+from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
 from pipeline.modelcards import (ModelCard, bytes_per_decode_step, expert_coverage, flops_per_decode_step,
                                  kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
 
@@ -34,6 +34,7 @@ BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 #: The shared reference beside the repository (``../shared/reference/``), never copied into it.
 REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
+
 
 
 def _x(title: str = "concurrency B (sequences decoded together)", values=None) -> alt.X:
@@ -91,44 +92,90 @@ def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
                                                title="Bandwidth ceiling of one stream (bars) and measured single streams (◆)"))
 
 
+def _pairs(workloads: list[Any]) -> list[tuple[str, Any]]:
+    """``(run id, workload)`` for each item of ``workloads``: a workload, or already such a pair ("" when unknown)."""
+    return [w if isinstance(w, tuple) else ("", w) for w in workloads]
+
+
+def workload_key(run_id: str, w: Any) -> str:
+    """One line of a chart: the workload run × model × engine × prompt length × output length."""
+    m = w.model
+    return f"{run_id + ' · ' if run_id else ''}{m['model']} ({m.get('engine') or '?'}), {m['input_len']} in / {m['output_len']} out"
+
+
+def _panel(w: Any) -> str:
+    return f"{w.model['model']} ({w.model.get('kind') or '?'})"
+
+
+def _prompt(w: Any) -> str:
+    return f"{w.model['input_len']} in / {w.model['output_len']} out"
+
+
+#: Panels of the faceted charts: two a row, each wide enough for 12 px axis labels.
+PANEL_WIDTH, PANEL_HEIGHT, PANEL_COLUMNS = 380, 260, 2
+
+
+def _dashed_lines(base: Any, dash: Any) -> Any:
+    """Lines of ``base`` dashed by ``dash``, with a point layer that leaves the dash legend alone.
+
+    A line mark with ``point=True`` draws its legend symbols filled with a transparent stroke,
+    so a strokeDash legend would show no dashes; the points are a second layer instead.
+    """
+    return alt.layer(base.mark_line().encode(strokeDash=dash), base.mark_point(filled=True, size=25))
+
+
+def _faceted(chart: Any, title: str) -> dict[str, Any]:
+    """``chart`` as a panel per model, :data:`PANEL_COLUMNS` to a row, with text large enough to read."""
+    return _spec(chart.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT)
+                 .facet(facet=alt.Facet("model:N", title=None, header=alt.Header(labelFontSize=14, labelFontWeight="bold")),
+                        columns=PANEL_COLUMNS)
+                 .properties(title=alt.TitleParams(title, fontSize=15))
+                 .configure_axis(labelFontSize=12, titleFontSize=13)
+                 .configure_legend(labelFontSize=12, titleFontSize=13, labelLimit=320))
+
+
 def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Measured output throughput (solid) and the roofline prediction (dashed) against B: a panel per model, a colour per prompt length."""
+    """Measured output throughput (solid) and the roofline prediction (dashed) against B: a panel per model.
+
+    ``workloads`` are workloads or ``(run id, workload)`` pairs; each line is one workload (run ×
+    model × engine × prompt × output length: the ``workload`` field, encoded as ``detail``) and one
+    series, coloured by its prompt / output lengths.
+    """
     rows = []
-    for w in workloads:
+    for run_id, w in _pairs(workloads):
         roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
-        base = {"model": f"{w.model['model']} ({w.model.get('kind') or '?'})", "prompt": f"{w.model['input_len']} in"}
+        base = {"model": _panel(w), "prompt": _prompt(w), "workload": workload_key(run_id, w), "run": run_id}
         for p in w.points:
             if p.get("output_throughput_tok_s"):
                 rows.append({**base, "concurrency": p["concurrency"], "series": "measured", "tok_s": p["output_throughput_tok_s"]})
             if roof.get(p["concurrency"]):
                 rows.append({**base, "concurrency": p["concurrency"], "series": "roofline", "tok_s": roof[p["concurrency"]]})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]),
         y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
-        strokeDash=alt.StrokeDash("series:N", scale=alt.Scale(domain=["measured", "roofline"], range=[[1, 0], [5, 4]]),
-                                  legend=alt.Legend(title=None)),
-        tooltip=["model:N", "prompt:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")],
-    ).properties(width=260, height=240)
-    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
-        title="Roofline prediction (dashed) over the measured curve (solid)"))
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        detail="workload:N",
+        tooltip=["workload:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
+    chart = _dashed_lines(base, alt.StrokeDash(
+        "series:N", scale=alt.Scale(domain=["measured", "roofline"], range=[[1, 0], [5, 4]]),
+        legend=alt.Legend(title=None, symbolType="stroke", symbolStrokeWidth=2, symbolSize=300, symbolStrokeColor="#333")))
+    return _faceted(chart, "Roofline prediction (dashed) over the measured curve (solid)")
 
 
 def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Decode step time (ms) against B, a panel per model: what each user waits per token as the batch grows."""
+    """Decode step time (ms) against B, a panel per model, a line per workload: what each user waits per token."""
     rows = []
-    for w in workloads:
+    for run_id, w in _pairs(workloads):
         for p in w.points:
             if p.get("step_time_s"):
-                rows.append({"concurrency": p["concurrency"], "model": f"{w.model['model']} ({w.model.get('kind') or '?'})",
-                             "prompt": f"{w.model['input_len']} in", "ms": p["step_time_s"] * 1e3})
+                rows.append({"concurrency": p["concurrency"], "model": _panel(w), "prompt": _prompt(w),
+                             "workload": workload_key(run_id, w), "run": run_id, "ms": p["step_time_s"] * 1e3})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="step time = per-token latency (ms)"),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt tokens")),
-        tooltip=["model:N", "prompt:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
-    ).properties(width=260, height=220)
-    return _spec(chart.facet(column=alt.Column("model:N", title=None)).properties(
-        title="The latency cost: step time per token vs batch"))
+        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        detail="workload:N",
+        tooltip=["workload:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")])
+    return _faceted(chart, "The latency cost: step time per token vs batch")
 
 
 def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None) -> dict[str, Any]:
@@ -163,17 +210,25 @@ def bytes_growth_chart(cards: list[ModelCard], context: int = 0) -> dict[str, An
 
 
 def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
-    """Scaling efficiency T(c) / (c·T(1)) of every workload of every run, coloured by kind (MoE red, dense blue)."""
+    """Scaling efficiency T(c) / (c·T(1)) of every workload of every run: colour by kind (MoE red, dense blue), dash by run.
+
+    ``workloads`` are workloads or ``(run id, workload)`` pairs; each line is one workload (the
+    ``workload`` field, encoded as ``detail``), so prompt lengths and runs are never joined.
+    """
     rows = []
-    for w in workloads:
+    for run_id, w in _pairs(workloads):
         for c, eff in (w.model.get("scaling_efficiency") or {}).items():
-            rows.append({"concurrency": int(c), "efficiency": eff, "workload": _label(w), "kind": w.model.get("kind") or "?"})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+            rows.append({"concurrency": int(c), "efficiency": eff, "workload": workload_key(run_id, w),
+                         "run": run_id or "?", "kind": w.model.get("kind") or "?"})
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x(values=[1, 2, 4, 8, 16, 32, 64]),
         y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
         color=alt.Color("kind:N", scale=KIND_COLORS, legend=alt.Legend(title="kind", orient="top-right")),
         detail="workload:N",
-        tooltip=["workload:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
+        tooltip=["workload:N", "kind:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
+    chart = _dashed_lines(base, alt.StrokeDash("run:N", legend=alt.Legend(
+        title="run (hardware)", orient="bottom", labelLimit=400, symbolType="stroke", symbolStrokeWidth=2,
+        symbolSize=300, symbolStrokeColor="#333")))
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Scaling efficiency: MoE (red) vs dense (blue)"))
 
 
@@ -278,6 +333,79 @@ def point_at(w: Any, c: int) -> dict[str, Any] | None:
     return next((p for p in w.points if p["concurrency"] == c), None) if w else None
 
 
+def hardware_figures(hardware: dict[str, Any]) -> dict[str, Any]:
+    """A run's hardware block (``analysis.json``'s ``hardware``) as the pages quote it: name, figures and their source.
+
+    ``bandwidth_source`` / ``peak_source`` say whether the figure the analysis used is the
+    profile's spec sheet or a ``batchmark probe`` measurement.
+    """
+    def _source(kind: str) -> str | None:
+        used = hardware.get(kind)
+        if used is None:
+            return None
+        return "spec sheet" if hardware.get(f"{kind}_spec") == used else "measured by batchmark probe"
+
+    return {"name": hardware.get("name") or "unknown hardware",
+            "bandwidth_gb_s": hardware.get("bandwidth_gb_s"), "bandwidth_source": _source("bandwidth_gb_s"),
+            "peak_tflops": hardware.get("peak_tflops"), "peak_source": _source("peak_tflops")}
+
+
+def bandwidth_check(w: Any) -> dict[str, Any]:
+    """Does a measured curve follow the bandwidth-bound picture (the step hardly grows with B)?
+
+    From the workload's own data: the roofline bound of each point (``analysis_points``'
+    ``roofline_bound``) and its measured points.  ``compute_from``: the first B at which the
+    roofline has compute, not memory, setting the step (None if memory binds throughout).
+    ``stalls``: doublings of B after which the output throughput did not rise (the step grew
+    at least as much as B), each with the roofline's predicted step ratio.  ``step_growth`` and
+    ``roofline_step_growth``: step time at the last B ÷ at the first, measured and by the
+    roofline (derived: roofline step = B ÷ roofline tokens/s).  ``follows``: memory binds
+    throughout and nothing stalled.
+    """
+    pts = [p for p in w.points if p.get("output_throughput_tok_s") and p.get("step_time_s")]
+    roof = {a["concurrency"]: a for a in w.analysis_points}
+
+    def _roof_step(p: dict[str, Any]) -> float | None:
+        r = (roof.get(p["concurrency"]) or {}).get("roofline_tok_s")
+        return p["concurrency"] / r if r else None
+
+    compute_from = next((a["concurrency"] for a in sorted(w.analysis_points, key=lambda a: a["concurrency"])
+                         if a.get("roofline_bound") == "compute"), None)
+    stalls = []
+    for a, b in zip(pts, pts[1:]):
+        if b["output_throughput_tok_s"] <= a["output_throughput_tok_s"]:
+            ra, rb = _roof_step(a), _roof_step(b)
+            stalls.append({"a": a, "b": b, "step_ratio": b["step_time_s"] / a["step_time_s"],
+                           "roofline_step_ratio": rb / ra if ra and rb else None})
+    first, last = (pts[0], pts[-1]) if pts else (None, None)
+    rf, rl = (_roof_step(first), _roof_step(last)) if pts else (None, None)
+    return {"compute_from": compute_from, "stalls": stalls,
+            "step_growth": last["step_time_s"] / first["step_time_s"] if pts else None,
+            "roofline_step_growth": rl / rf if rf and rl else None,
+            "follows": bool(pts) and compute_from is None and not stalls}
+
+
+def batching_examples(views: list[Any], hardware_name: str | None) -> list[dict[str, Any]]:
+    """The batching page's measured examples: per hardware, its dense workload of :func:`pick`, ``hardware_name`` first.
+
+    Each: ``{"run_id", "hardware" (:func:`hardware_figures`), "w", "p1", "pl", "check" (:func:`bandwidth_check`)}``.
+    """
+    by_hw: dict[str, list[tuple[Any, Any]]] = {}
+    for v in views:
+        for w in v.workloads:
+            by_hw.setdefault(v.hardware.get("name") or "unknown hardware", []).append((v, w))
+    out = []
+    for name in sorted(by_hw, key=lambda n: (n != hardware_name, n)):
+        w = pick([w for _, w in by_hw[name]], "dense")
+        if w is None or not any(p.get("step_time_s") for p in w.points):
+            continue
+        v = next(v for v, x in by_hw[name] if x is w)
+        pts = [p for p in w.points if p.get("step_time_s")]
+        out.append({"run_id": v.run_id, "hardware": hardware_figures(v.hardware), "w": w,
+                    "p1": point_at(w, 1) or pts[0], "pl": pts[-1], "check": bandwidth_check(w)})
+    return out
+
+
 def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any]:
     """Everything the explainer templates fill in: cards, ceilings, examples from the runs, capacity.
 
@@ -295,14 +423,19 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     capacity = [capacity_table(c, hardware) for c in cards]
     worked = next(t for t in capacity if t["model"] == "Llama-3.1-8B") if any(t["model"] == "Llama-3.1-8B" for t in capacity) else None
     run_of = {id(w): v.run_id for v in views for w in v.workloads}
+    hw_of = {id(w): v.hardware.get("name") or "unknown hardware" for v in views for w in v.workloads}
     return {
         "dense_run": run_of.get(id(dense)), "moe_run": run_of.get(id(moe)),
+        "dense_hw": hw_of.get(id(dense)), "moe_hw": hw_of.get(id(moe)),
+        "batching_examples": batching_examples(views, hardware.get("name")),
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
         "views": views, "workloads": workloads, "measured_workloads": [w for w in workloads if w.model.get("kind")],
+        "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})", w) for v in views for w in v.workloads
+                     if w.model.get("kind")],
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
-        "capacity": capacity, "worked": worked,
+        "capacity": capacity, "worked": worked, "does_not_fit": does_not_fit,
         "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
         "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])
                               for c in moe_cards],

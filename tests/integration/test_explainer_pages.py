@@ -3,6 +3,7 @@ with ``mkdocs build --strict``, then opened offline in headless Chromium, which 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -41,13 +42,21 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     names = {p.relative_to(pages).as_posix() for p in written}
     assert {f"explain/{n}.md" for n in EXPLAINERS} | {"capacity.md"} <= names
     # capacity: Llama-3.1-8B BF16 at 8k -> 1 GiB per sequence, 96 sequences (see tests/unit/test_capacity.py)
-    assert "| 8192 | 1.00 GiB | 96 |" in (pages / "capacity.md").read_text()
+    capacity = (pages / "capacity.md").read_text()
+    assert "| 8192 | 1.00 GiB | 96 |" in capacity
+    # Regression (fault kind: negative memory left): Llama-3.1-70B BF16 (141.1 GB) does not fit dgx-spark's
+    # 128 - 8 = 120 GB (data/hardware/dgx-spark.yaml); the page showed "-21.11 GB" left.
+    assert "Does not fit: weights 141.1 GB > 120.0 GB usable after reserve" in capacity
+    assert not re.search(r"\| -\d", capacity), "a negative figure in a capacity table"
+    assert "| beyond the model's context | – |" in capacity
     assert "**96 sequences**" in (pages / "explain" / "sizing.md").read_text()
     assert "128 KiB per token" in (pages / "explain" / "kv-cache.md").read_text()
     if BATCHED_BENCH_REF.is_file():  # the shared reference run fills in the measured numbers
         batching = (pages / "explain" / "batching.md").read_text()
         assert "| all users together (output tokens/s) | 29.24 | 593.27 | × 20.3 |" in batching
         assert "0.634" in batching
+        # the measured example names its hardware (the reference was measured on the DGX Spark)
+        assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in batching and "This curve follows the bandwidth-bound" in batching
         assert "an MBU of 0.87" in (pages / "explain" / "bandwidth.md").read_text()
 
 
@@ -85,6 +94,9 @@ def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
     assert res.returncode == 0, res.stderr[-3000:]
     bench = (root / "data" / "pages" / "benchmarks.md").read_text()
     assert "Qwen3-30B-A3B" in bench and "Llama-3.1-8B-Instruct" in bench
+    # Regression (fault kind: wrong article): the llama-benchy run is of Qwen3-30B-A3B, an MoE card
+    # (data/models/), which the page wrote as "A moe model".
+    assert "An MoE model:" in bench and "A moe model" not in bench
     runs_page = (root / "data" / "pages" / "runs.md").read_text()
     assert "measured by llama-benchy 75bc129" in runs_page
     assert "reference-dgx-spark-llamacpp" not in (root / "data" / "pages" / "explain" / "batching.md").read_text()

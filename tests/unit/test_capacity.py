@@ -76,3 +76,26 @@ def test_cli_capacity_json(capsys):
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "no-such-model"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no-such-model" in err
+
+
+def test_model_that_does_not_fit_says_so_without_negative_memory(spark, capsys):
+    """Regression (fault kind: negative memory left): Llama-3.1-70B in BF16 on dgx-spark printed 0 sequences and
+    -21.11 GB left. Expected values: data/models/ weights 70,553,706,496 x 2 B = 141.1 GB; data/hardware/dgx-spark.yaml
+    128 GB usable - 8 GB reserve = 120.0 GB."""
+    table = capacity_table(load_card("Llama-3.1-70B"), spark, [8192])
+    row = table["contexts"][0]
+    assert not table["weights_fit"] and not row["weights_fit"]
+    assert row["max_sequences"] == 0 and row["memory_left_bytes"] is None
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "llama-3.1-70b", "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "does not fit: weights 141.1 GB > 120.0 GB usable after reserve" in out
+    assert "-21.11" not in out and not any(tok.startswith("-") and tok[1:2].isdigit() for tok in out.split())
+    row_line = next(line for line in out.splitlines() if line.split()[:1] == ["8192"])
+    assert row_line.split()[2:] == ["0", "–"]
+
+
+def test_context_beyond_the_model_shows_no_memory_left(capsys):
+    """Regression: a context beyond the model's max (Qwen2.5-7B: 32768 in data/models/) printed a memory-left figure."""
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "Qwen2.5-7B", "--context", "131072"]) == 0
+    row_line = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["131072"])
+    assert row_line.split()[2:4] == ["–", "–"] and "beyond the model's max context 32768" in row_line

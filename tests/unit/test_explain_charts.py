@@ -33,6 +33,52 @@ def _values(spec):
     return out
 
 
+def _line_groups(spec):
+    """Rows of a (faceted, layered) spec grouped as Vega-Lite draws its lines: by facet, colour, strokeDash and detail."""
+    inner = spec.get("spec", spec)
+    line = next(part for part in [inner, *inner.get("layer", [])]
+                if (part.get("mark") or {}) in ("line", {"type": "line"}) or (part.get("mark") or {}).get("type") == "line")
+    fields = [spec["facet"]["field"]] if "facet" in spec else []
+    fields += [line["encoding"][ch]["field"] for ch in ("color", "strokeDash", "detail") if ch in line["encoding"]]
+    groups = {}
+    for row in _values(spec):
+        groups.setdefault(tuple(row[f] for f in fields), []).append(row["concurrency"])
+    return groups
+
+
+# Two runs of the same model and prompt, and the same model at another prompt length (the imported
+# llama.cpp run holds 512, 4096 and 8192-token prompts): each must be a line of its own.
+LONG = _workload("Qwen2.5-Coder-7B", "dense", [(1, 27.5), (32, 268.2)], [(1, 30.0), (32, 500.0)])
+LONG.model["input_len"] = 8192
+SAME_WORKLOADS = [("run-a (dgx-spark)", DENSE), ("run-b (dgx-spark)", DENSE), ("run-a (dgx-spark)", LONG),
+                  ("run-a (dgx-spark)", MOE)]
+
+
+@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart,
+                                     explain.moe_dense_efficiency_chart])
+def test_each_line_is_one_workload(builder):
+    """Regression (fault kind: merged series): lines of different prompt lengths and runs were joined into one
+    polyline with vertical jumps. Expected: 4 workloads x (2 series on the overlay, else 1) lines, each with
+    one point per concurrency (1 and 32, from _workload above)."""
+    groups = _line_groups(builder(SAME_WORKLOADS))
+    assert all(sorted(cs) == [1, 32] for cs in groups.values()), groups
+    assert len(groups) == 4 * (2 if builder is explain.roofline_overlay_chart else 1)
+    assert {r["workload"] for r in _values(builder(SAME_WORKLOADS))} == {
+        "run-a (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 512 in / 32 out",
+        "run-b (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 512 in / 32 out",
+        "run-a (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 8192 in / 32 out",
+        "run-a (dgx-spark) · gpt-oss-20b (llama.cpp), 512 in / 32 out"}
+
+
+@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart])
+def test_knee_facets_are_legible(builder):
+    """Regression (fault kind: unreadable chart): four 260 px panels in one row were drawn with ~5 px text.
+    Expected: two panels a row (explain.PANEL_COLUMNS), each at least 350 px wide, axis labels of 12 px."""
+    spec = builder(SAME_WORKLOADS)
+    assert spec["columns"] == 2 and spec["spec"]["width"] >= 350 and spec["spec"]["height"] >= 240
+    assert spec["config"]["axis"]["labelFontSize"] >= 12
+
+
 def test_coverage_chart_plots_the_formula():
     cards = [load_card("gpt-oss-20b"), load_card("Qwen3-30B-A3B")]
     rows = _values(explain.coverage_chart(cards))
@@ -83,3 +129,69 @@ def test_explain_context_without_runs():
     assert ctx["worked"]["contexts"][1]["max_sequences"] == 96
     assert [c.name for c, _ in ctx["coverage_examples"]] == [c.name for c in ctx["moe_cards"]]
     assert ctx["coverage"](32, load_card("gpt-oss-20b")) == expert_coverage(32, 4, 32)
+
+
+def _run(run_id, hardware, workloads):
+    return SimpleNamespace(run_id=run_id, meta={}, hardware=hardware, workloads=workloads)
+
+
+def _with_roofline(w, bounds):
+    for a, bound in zip(w.analysis_points, bounds):
+        a["roofline_bound"] = bound
+    return w
+
+
+CPU_HW = {"name": "cpu", "bandwidth_gb_s_spec": None, "bandwidth_gb_s": 46.7, "peak_tflops_spec": None, "peak_tflops": 0.217}
+SPARK_HW = {"name": "dgx-spark", "bandwidth_gb_s_spec": 273.0, "bandwidth_gb_s": 273.0, "peak_tflops_spec": 125.0,
+            "peak_tflops": 125.0}
+
+
+def test_batching_examples_name_their_hardware_and_flag_a_curve_off_the_bandwidth_picture():
+    """Regression (fault kind: mixed hardware): the batching page described the DGX Spark and showed the CPU run
+    without saying so, nor that on the CPU the per-user rate halved at B = 2. The CPU curve below is run
+    20261129T161329Z-vm's dense-llama-190m (summaries.json: 28.91 tok/s at B = 1, 28.20 at B = 2, 347.60 at B = 64;
+    analysis.json: roofline compute-bound from B = 16); the Spark curve is DENSE above."""
+    cpu = _with_roofline(_workload("dense-llama-190m", "dense", [(1, 28.91), (2, 28.20), (16, 230.27), (64, 347.60)],
+                                   [(1, 75.45), (2, 150.59), (16, 330.0), (64, 330.0)]),
+                         ["memory", "memory", "compute", "compute"])
+    spark = _with_roofline(_workload("Qwen2.5-Coder-7B", "dense", [(1, 29.24), (32, 593.27)], [(1, 33.6), (32, 963.7)]),
+                           ["memory", "memory"])
+    examples = explain.batching_examples([_run("20261129T161329Z-vm", CPU_HW, [cpu]),
+                                          _run("reference-dgx-spark-llamacpp", SPARK_HW, [spark])], "dgx-spark")
+    assert [e["hardware"]["name"] for e in examples] == ["dgx-spark", "cpu"]  # the profile's hardware first
+    sp, cp = examples
+    assert sp["check"]["follows"] and sp["hardware"]["bandwidth_source"] == "spec sheet"
+    assert not cp["check"]["follows"] and cp["hardware"]["bandwidth_source"] == "measured by batchmark probe"
+    assert cp["check"]["compute_from"] == 16
+    (stall,) = cp["check"]["stalls"]
+    assert (stall["a"]["concurrency"], stall["b"]["concurrency"]) == (1, 2)
+    # step = B / throughput: (2 / 28.20) / (1 / 28.91) = 2.05; roofline (2 / 150.59) / (1 / 75.45) = 1.00
+    assert stall["step_ratio"] == pytest.approx(2 * 28.91 / 28.20)
+    assert stall["roofline_step_ratio"] == pytest.approx(2 * 75.45 / 150.59)
+
+
+def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
+    """The template fills every number from the examples: render batching.md.j2 with the two runs above."""
+    from pipeline.hardware import load_profile
+    from pipeline.pages.render import make_env
+
+    cpu = _with_roofline(_workload("dense-llama-190m", "dense", [(1, 28.91), (2, 28.20), (64, 347.60)],
+                                   [(1, 75.45), (2, 150.59), (64, 330.0)]), ["memory", "memory", "compute"])
+    cpu.model["engine"] = "transformers"
+    spark = _with_roofline(_workload("Qwen2.5-Coder-7B", "dense", [(1, 29.24), (32, 593.27)], [(1, 33.6), (32, 963.7)]),
+                           ["memory", "memory"])
+    for w in (cpu, spark):
+        w.model.update(peak_concurrency=w.points[-1]["concurrency"], single_stream_tok_s=w.points[0]["output_throughput_tok_s"],
+                       peak_output_throughput_tok_s=w.points[-1]["output_throughput_tok_s"])
+    views = [_run("20261129T161329Z-vm", CPU_HW, [cpu]), _run("reference-dgx-spark-llamacpp", SPARK_HW, [spark])]
+    env = make_env(explain.Path(__file__).resolve().parents[2] / "templates")
+    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"))
+    text = env.get_template("explain/batching.md.j2").render(chart=lambda spec: "", **ctx)
+    assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in text and "## Measured on cpu: dense-llama-190m" in text
+    assert "on **cpu** (memory bandwidth 46.7 GB/s, measured by batchmark probe" in text
+    cpu_part = text[text.index("## Measured on cpu"):]
+    assert "**This curve does not follow the bandwidth-bound picture.**" in cpu_part
+    assert "From B = 1 to B = 2 the output did not grow\n(28.91 → 28.20 tokens/s)" in cpu_part
+    assert "from B = 64 on" in cpu_part  # first compute-bound point of this curve
+    spark_part = text[:text.index("## Measured on cpu")]
+    assert "This curve follows the bandwidth-bound picture" in spark_part
