@@ -288,6 +288,7 @@ def _pinned(core: int, args: list[str]) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark (or one of its server/client subcommands); returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd")
     s = sub.add_parser("serve")
