@@ -11,6 +11,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -204,14 +206,30 @@ def _summaries_csv(run_dir: Path) -> str:
     return buf.getvalue()
 
 
+def _records_zip(run_dir: Path, out: Path) -> None:
+    """Zip a run's raw request records (``points/**.json``) into ``out`` (deterministic order and times)."""
+    files = sorted((run_dir / "points").rglob("*.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for f in files:
+            info = zipfile.ZipInfo(str(f.relative_to(run_dir)), date_time=(2000, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(info, f.read_bytes())
+    os.replace(tmp, out)
+
+
 def write_downloads(docs_dir: Path, run_dirs: list[Path]) -> None:
-    """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``."""
+    """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
+    plus ``records.zip`` with the raw request records of a measured run."""
     for rd in run_dirs:
         out = docs_dir / "downloads" / rd.name
         for name in ("run.json", "summaries.json", "analysis.json"):
             if (rd / name).is_file():
                 runs.atomic_write_text(out / name, (rd / name).read_text())
         runs.atomic_write_text(out / "summaries.csv", _summaries_csv(rd))
+        if (rd / "points").is_dir():
+            _records_zip(rd, out / "records.zip")
 
 
 def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | None = None,

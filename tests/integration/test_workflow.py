@@ -40,6 +40,11 @@ def test_site_is_built(built):
         assert (run_dirs[0] / name).is_file()
     home = (built / "site" / "index.html").read_text()
     assert "tiny-llama" in home and "tiny-moe" in home
+    # the raw request records are downloadable: one file per point (2 models x 3 concurrencies)
+    import zipfile
+
+    with zipfile.ZipFile(built / "site" / "downloads" / run_dirs[0].name / "records.zip") as zf:
+        assert len(zf.namelist()) == 6
 
 
 def test_second_invocation_measures_nothing(built):
