@@ -62,7 +62,8 @@ class TransformersEngine:
                 model_type = arch.pop("model_type")
                 config = AutoConfig.for_model(model_type, **arch)
                 torch.manual_seed(0)
-                model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
+                with torch.device(self.device):  # initialise on the device: a 30 B model never lands in host RAM
+                    model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
         except (ValueError, KeyError, OSError, TypeError) as exc:
             raise BatchmarkError(f"models.{spec.name}: cannot build the model ({str(exc).splitlines()[0]})") from None
         self.model = model.to(self.device).eval()
