@@ -8,8 +8,8 @@
 # Rules stay thin: each calls one `batchmark` command.  The only logic here chooses targets:
 # which run this checkout measures for the config (resumed if killed, reused once complete,
 # a new one when the config's content changes), and which complete runs go on the site
-# (every complete run; `committed` takes exactly those and measures nothing).  Complete runs already in data/runs/ are inputs as
-# they are: they are immutable and carry their summaries and analysis.
+# (every complete run; `committed` takes exactly those and measures nothing).  Complete runs
+# already in data/runs/ are inputs as they are: immutable, with their summaries and analysis.
 
 import re
 import sys
@@ -17,11 +17,15 @@ from pathlib import Path
 
 from pipeline import runs
 from pipeline.config import load_config
+from pipeline.errors import BatchmarkError
 from pipeline.pages.render import page_templates
 
 # The sweep config is the Snakemake configfile (--configfile); config/default.yaml without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/default.yaml"
-SWEEP = load_config(CONFIG_PATH)
+try:
+    SWEEP = load_config(CONFIG_PATH)
+except BatchmarkError as exc:  # one line naming the file and field, as the CLI prints it; nothing is touched
+    sys.exit(f"batchmark: error: {exc}")
 RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))
 COMPLETE = [p.name for p in runs.list_runs()]
 OTHERS = [r for r in COMPLETE if r != RUN_ID]

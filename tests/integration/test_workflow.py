@@ -93,3 +93,16 @@ def test_benchmarks_page_renders_charts_offline(built):
     assert sorted(titles) == ["tiny-llama: output throughput vs concurrency", "tiny-moe: output throughput vs concurrency"]
     # only the Material theme's optional resources may have been refused; no chart needs the network
     assert not [u for u in res["refused"] if "vega" in u or "jsdelivr" in u]
+
+
+def test_malformed_config_through_snakemake_is_one_line(tmp_path):
+    root = make_scratch_root(tmp_path)
+    bad = (root / "config" / "tiny.yaml").read_text().replace("concurrency: [1, 2, 4]", "concurrency: [1, -2, 4]")
+    (root / "config" / "bad.yaml").write_text(bad)
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--configfile", "config/bad.yaml"],
+                         cwd=root, capture_output=True, text=True, timeout=300, env={**os.environ, "BATCHMARK_ROOT": str(root)})
+    assert res.returncode != 0
+    err = res.stderr.strip().splitlines()
+    assert err[-1].startswith("batchmark: error:") and "concurrency" in err[-1] and "bad.yaml" in err[-1]
+    assert "Traceback" not in res.stderr
+    assert not (root / "data" / "runs").exists() or not any((root / "data" / "runs").iterdir())
