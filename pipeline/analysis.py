@@ -11,8 +11,8 @@ Definitions (DESIGN.md):
   last point is more than 10 % below its peak, else it "plateaus";
 - scaling efficiency at c = T(c) / (c × T(1)).
 Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
-Bandwidth and peak used: the probed figure where the run has one, else the spec sheet
-(``*_spec`` and ``*_probed`` variants are reported beside).
+Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
+run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are reported beside).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pipeline.metrics import PointSummary
 from pipeline.modelcards import (ModelCard, bytes_per_decode_step, flops_per_decode_step)
 
 DECLINE_FRACTION = 0.10
+KNEE_THRESHOLD = 0.15  # default: a doubling that gains less than 15 % is weak (DESIGN.md)
 
 
 def mean_decode_context(input_len: int, output_len: int) -> float:
@@ -39,7 +40,7 @@ def doubling_gains(points: list[tuple[int, float]]) -> list[float]:
     return gains
 
 
-def find_knee(points: list[tuple[int, float]], threshold: float = 0.15) -> int | None:
+def find_knee(points: list[tuple[int, float]], threshold: float = KNEE_THRESHOLD) -> int | None:
     """The knee concurrency of ``[(c, T(c)), ...]`` (sorted by c), or None when not reached.
 
     The smallest c_i such that every doubling from c_i onward gains < ``threshold``; at least
@@ -129,7 +130,7 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware: dict[str, Any],
-            probe: dict[str, Any] | None = None, knee_threshold: float = 0.15) -> dict[str, Any]:
+            probe: dict[str, Any] | None = None, knee_threshold: float = KNEE_THRESHOLD) -> dict[str, Any]:
     """Analyse a run.
 
     Args:
@@ -145,9 +146,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     """
     hw = hardware_figures(hardware, probe)
     bw, peak = hw["bandwidth_gb_s"], hw["peak_tflops"]
-    # MBU/MFU are stated against the spec sheet where one exists, else against the probe.
-    bw_mbu = hw["bandwidth_gb_s_spec"] or hw["bandwidth_gb_s_measured"]
-    tf_mfu = hw["peak_tflops_spec"] or hw["peak_tflops_measured"]
+    # MBU/MFU use the same figures as the ceiling and the roofline (probed first, else spec), so that
+    # single stream / ceiling = MBU at c = 1 in every table; mbu_spec and mbu_probed are given beside.
+    bw_mbu, tf_mfu = bw, peak
     points_out = []
     for s in summaries:
         card = cards.get(s.model)

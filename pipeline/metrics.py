@@ -37,11 +37,13 @@ def itl_values(req: RequestRecord) -> list[float]:
     if not req.chunks:
         return out
     out.extend([0.0] * max(int(req.chunks[0][1]) - 1, 0))
-    for (t_prev, _), (t, k) in zip(req.chunks, req.chunks[1:]):
+    t_prev = req.chunks[0][0]
+    for t, k in req.chunks[1:]:
         k = int(k)
-        if k <= 0:
+        if k <= 0:  # a chunk without tokens: the gap runs on to the next chunk that carries some
             continue
         out.extend([(t - t_prev) / k] * k)
+        t_prev = t
     return out
 
 
@@ -96,7 +98,7 @@ def repeat_prefill_throughput(rep: RepeatRecord) -> float | None:
     if rep.kind != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
         return None
     prefill = rep.step_end_s[0] - rep.prefill_start_s
-    ok = [r for r in rep.requests if r.ok]
+    ok = [r for r in rep.requests if r.ok and not r.warmup]
     return sum(r.input_tokens for r in ok) / prefill if prefill > 0 and ok else None
 
 

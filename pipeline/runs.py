@@ -279,15 +279,28 @@ def write_summaries(run_dir: Path) -> Path:
     return out
 
 
-def write_analysis(run_dir: Path) -> Path:
-    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
-    from pipeline.analysis import analyze
+def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSummary"]) -> dict[str, Any]:
+    """Analyse a run in memory: its summaries, its model cards and hardware, its config's knee threshold.
+
+    Raises:
+        BatchmarkError: a model card file of the run is malformed (the file is named).
+    """
+    from pipeline.analysis import KNEE_THRESHOLD, analyze
     from pipeline.modelcards import ModelCard
 
-    meta = read_run_json(run_dir)
-    cards = {name: ModelCard.from_dict(d) for name, d in load_model_cards(run_dir).items()}
-    threshold = (meta.get("config") or {}).get("knee_threshold", 0.15)
-    result = analyze(read_summaries(run_dir), cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+    cards = {}
+    for name, d in load_model_cards(run_dir).items():
+        try:
+            cards[name] = ModelCard.from_dict(d)
+        except TypeError as exc:
+            raise BatchmarkError(f"{run_dir / 'models' / (name + '.json')}: malformed model card ({exc})") from None
+    threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
+    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+
+
+def write_analysis(run_dir: Path) -> Path:
+    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
+    result = analysis_of(run_dir, read_run_json(run_dir), read_summaries(run_dir))
     out = run_dir / "analysis.json"
     atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, **result})
     return out
@@ -329,9 +342,7 @@ def load_run_results(ref: str | Path, runs_dir: Path | None = None) -> RunResult
             unfinished sweep is reported, never compared, so half a grid is never mixed into
             a diff); an imported run without ``summaries.json``; corrupt files (named).
     """
-    from pipeline.analysis import analyze
     from pipeline.metrics import summarize_run
-    from pipeline.modelcards import ModelCard
 
     run_dir = resolve_run(ref, runs_dir)
     meta = read_run_json(run_dir)
@@ -349,7 +360,5 @@ def load_run_results(ref: str | Path, runs_dir: Path | None = None) -> RunResult
         if not isinstance(analysis, dict):
             raise BatchmarkError(f"{run_dir / 'analysis.json'}: expected a JSON object")
     else:
-        cards = {name: ModelCard.from_dict(d) for name, d in load_model_cards(run_dir).items()}
-        threshold = (meta.get("config") or {}).get("knee_threshold", 0.15)
-        analysis = analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+        analysis = analysis_of(run_dir, meta, summaries)
     return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis)

@@ -52,7 +52,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
         runs.write_summaries(run_dir)
     if not (run_dir / "analysis.json").is_file():
         runs.write_analysis(run_dir)
-    summaries = runs.read_json(run_dir / "summaries.json")["points"]
+    summaries = [x.as_dict() for x in runs.read_summaries(run_dir)]
     analysis = runs.read_json(run_dir / "analysis.json")
     return build_show(meta, summaries, analysis)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline import __version__, paths, runs
+from pipeline.analysis import doubling_gains
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
@@ -55,18 +56,14 @@ def _driver() -> str | None:
 def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> int:
     """How many of the last doublings in a row each gained less than ``threshold``.
 
-    ``throughputs`` is ``[(concurrency, tokens/s), ...]`` in grid order.  Gains between grid
-    points further apart than 2× are normalised per doubling: (T2/T1)^(1/log2(c2/c1)) − 1.
+    ``throughputs`` is ``[(concurrency, tokens/s), ...]`` in grid order; gains per doubling as
+    :func:`pipeline.analysis.doubling_gains` computes them.
     """
-    import math
-
     n = 0
-    for (c1, t1), (c2, t2) in reversed(list(zip(throughputs, throughputs[1:]))):
-        gain = (t2 / t1) ** (1 / math.log2(c2 / c1)) - 1 if t1 > 0 else float("inf")
-        if gain < threshold:
-            n += 1
-        else:
+    for gain in reversed(doubling_gains(throughputs)):
+        if gain >= threshold:
             break
+        n += 1
     return n
 
 

@@ -64,9 +64,13 @@ class TransformersEngine:
                 torch.manual_seed(0)
                 with torch.device(self.device):  # initialise on the device: a 30 B model never lands in host RAM
                     model = AutoModelForCausalLM.from_config(config, dtype=self.dtype)
+            self.model = model.to(self.device).eval()
         except (ValueError, KeyError, OSError, TypeError) as exc:
-            raise BatchmarkError(f"models.{spec.name}: cannot build the model ({str(exc).splitlines()[0]})") from None
-        self.model = model.to(self.device).eval()
+            raise BatchmarkError(f"models.{spec.name}: cannot build the model ({str(exc).splitlines()[0][:200]})") from None
+        except (torch.OutOfMemoryError, MemoryError):
+            self.unload_cache()
+            raise BatchmarkError(f"models.{spec.name}: the weights do not fit in {self.device} memory "
+                                 f"(dtype {str(self.dtype).removeprefix('torch.')})") from None
         params = inspect.signature(self.model.forward).parameters
         self._cache_kw = "cache" if "cache" in params else "past_key_values"
         self.card = card_from_torch_model(self.model, spec.name)

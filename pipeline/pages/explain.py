@@ -21,6 +21,7 @@ from typing import Any
 
 import altair as alt
 
+from pipeline.analysis import KNEE_THRESHOLD
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
 from pipeline.modelcards import (ModelCard, bytes_per_decode_step, expert_coverage, flops_per_decode_step,
                                  kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
@@ -439,7 +440,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
         "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])
                               for c in moe_cards],
-        "knee_threshold": next((w.model.get("knee_threshold") for w in workloads if w.model.get("knee_threshold")), 0.15),
+        "knee_threshold": next((w.model.get("knee_threshold") for w in workloads if w.model.get("knee_threshold")), KNEE_THRESHOLD),
         "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
         "point_at": point_at, "math": math, "kv_bytes_per_sequence": kv_bytes_per_sequence,
         "weight_bytes_per_step": weight_bytes_per_step, "explain_charts": sys.modules[__name__],

@@ -123,7 +123,7 @@ def load_run_view(run_dir: Path) -> RunView:
     if not (run_dir / "analysis.json").is_file():
         runs.write_analysis(run_dir)
     meta = runs.read_run_json(run_dir)
-    summaries = runs.read_json(run_dir / "summaries.json")["points"]
+    summaries = [x.as_dict() for x in runs.read_summaries(run_dir)]
     analysis = runs.read_json(run_dir / "analysis.json")
     view = RunView(run_id=run_dir.name, meta=meta, analysis=analysis)
     for m in analysis.get("models", []):
@@ -174,7 +174,9 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, gb=_gb, params=_params)
-    env.globals.update(charts=charts)
+    from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD
+
+    env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION)
     return env
 
 
@@ -194,7 +196,7 @@ def write_assets(docs_dir: Path) -> None:
 
 
 def _summaries_csv(run_dir: Path) -> str:
-    pts = runs.read_json(run_dir / "summaries.json")["points"]
+    pts = [x.as_dict() for x in runs.read_summaries(run_dir)]
     buf = io.StringIO()
     cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
             "output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"]

@@ -67,3 +67,10 @@ def test_failed_requests_counted_but_out_of_percentiles():
 def test_percentiles_linear_interpolation():
     # numpy linear: p50 of 1..5 = 3, p90 = 4.6, p99 = 4.96, mean 3
     assert percentiles([1, 2, 3, 4, 5]) == pytest.approx({"p50": 3, "p90": 4.6, "p99": 4.96, "mean": 3})
+
+
+def test_itl_chunk_without_tokens_does_not_lose_its_gap():
+    # chunks: 0.1 (1), 0.2 (0 tokens: a keep-alive), 0.5 (1) -> one gap of 0.4 measured from the last token
+    r = _req(0, 0.0, [[0.1, 1], [0.2, 0], [0.5, 1]], 2)
+    assert itl_values(r) == pytest.approx([0.4])
+    assert sum(itl_values(r)) == pytest.approx(r.done_s - r.first_token_s)
