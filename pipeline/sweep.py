@@ -14,7 +14,7 @@ import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from pipeline import __version__, paths, runs
 from pipeline.analysis import doubling_gains

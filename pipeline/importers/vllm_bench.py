@@ -41,6 +41,20 @@ def _ms_stats(d: dict[str, Any], metric: str) -> dict[str, float | None] | None:
                  p99=d.get(f"p99_{metric}_ms"), mean=d.get(f"mean_{metric}_ms"), scale=1e-3)
 
 
+
+def _per_request_len(d: dict[str, Any], lens_key: str, total_key: str, completed: int, path: Path, pre: str,
+                     what: str) -> int:
+    """Tokens per request: the median of ``lens_key`` when given, else ``total_key`` / completed requests.
+
+    Raises:
+        BatchmarkError: neither field is present (the message names ``total_key``).
+    """
+    if d.get(lens_key):
+        return round(median(d[lens_key]))
+    if isinstance(d.get(total_key), (int, float)):
+        return round(d[total_key] / completed)
+    raise fail(path, f"field {pre}{total_key}", f"missing; the {what} length is unknown")
+
 def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = ""):
     """One :class:`PointSummary` from a save-result dict (or a parsed printed block).
 
@@ -57,18 +71,8 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     completed = int(d["completed"])
     if completed < 1:
         raise fail(path, f"field {pre}completed", "no request completed")
-    if d.get("input_lens"):
-        input_len = round(median(d["input_lens"]))
-    elif isinstance(d.get("total_input_tokens"), (int, float)):
-        input_len = round(d["total_input_tokens"] / completed)
-    else:
-        raise fail(path, f"field {pre}total_input_tokens", "missing; the input length is unknown")
-    if d.get("output_lens"):
-        output_len = round(median(d["output_lens"]))
-    elif isinstance(d.get("total_output_tokens"), (int, float)):
-        output_len = round(d["total_output_tokens"] / completed)
-    else:
-        raise fail(path, f"field {pre}total_output_tokens", "missing; the output length is unknown")
+    input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input")
+    output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output")
     failed = d.get("failed")
     if failed is None and isinstance(d.get("num_prompts"), int):
         failed = max(0, d["num_prompts"] - completed)

@@ -21,9 +21,9 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.analysis import KNEE_THRESHOLD
+from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
-from pipeline.modelcards import (ModelCard, bytes_per_decode_step, expert_coverage, flops_per_decode_step,
+from pipeline.modelcards import (ModelCard, expert_coverage,
                                  kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
 
 WIDTH = 560
@@ -274,8 +274,8 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
         native = weight_bytes_per_step(c, 1)
         row = {"model": c.name, "kind": c.kind, "quantization": c.quantization, "card": c,
                "dense_bytes": c.dense_bytes, "expert_bytes_read": native - c.dense_bytes,
-               "bytes_per_token": native, "ceiling_tok_s": bandwidth_gb_s * 1e9 / native,
-               "ceilings": {f"native ({c.quantization})": bandwidth_gb_s * 1e9 / native}, "measured": []}
+               "bytes_per_token": native, "ceiling_tok_s": ceiling_tok_s(c, 0, bandwidth_gb_s),
+               "ceilings": {f"native ({c.quantization})": ceiling_tok_s(c, 0, bandwidth_gb_s)}, "measured": []}
         for q in quants:
             alt_card = load_card(c.name, quant=q)
             row["ceilings"][q] = bandwidth_gb_s * 1e9 / weight_bytes_per_step(alt_card, 1)
@@ -306,8 +306,7 @@ def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, 
         return None
 
     def _binds(b: int) -> bool:
-        mem = bytes_per_decode_step(card, b, context) / (bandwidth_gb_s * 1e9)
-        return flops_per_decode_step(card, b, context) / (peak_tflops * 1e12) >= mem
+        return roofline_step_s(card, b, context, bandwidth_gb_s, peak_tflops)[1] == "compute"
 
     hi = 1
     while not _binds(hi):
