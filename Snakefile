@@ -1,6 +1,7 @@
 # batchmark workflow: sweep -> records -> summaries -> analysis -> pages -> site.
 #
-#   snakemake --cores all                                   # measure config/default.yaml, build the site
+#   snakemake --cores all                                   # measure config/vllm-cpu.yaml (real vLLM), build the site
+#   snakemake --cores all --configfile config/transformers-cpu.yaml   # in-process static batches, no server
 #   snakemake --cores all --configfile config/spark.yaml    # another sweep config
 #   snakemake --cores 1 committed                           # site from the runs in data/runs/ alone, no measuring
 #   snakemake --cores all --config fresh=1                  # measure again into a new run
@@ -20,8 +21,8 @@ from pipeline.config import load_config
 from pipeline.errors import BatchmarkError
 from pipeline.pages.render import page_templates
 
-# The sweep config is the Snakemake configfile (--configfile); config/default.yaml without one.
-CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/default.yaml"
+# The sweep config is the Snakemake configfile (--configfile); config/vllm-cpu.yaml (real vLLM, CPU build) without one.
+CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/vllm-cpu.yaml"
 try:
     SWEEP = load_config(CONFIG_PATH)
 except BatchmarkError as exc:  # one line naming the file and field, as the CLI prints it; nothing is touched

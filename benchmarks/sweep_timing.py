@@ -1,6 +1,6 @@
 """Benchmark: the probe's figures and the sweep's wall time per model.
 
-    python benchmarks/sweep_timing.py [--config config/default.yaml] [--repeats-probe 7]
+    python benchmarks/sweep_timing.py [--config config/transformers-cpu.yaml] [--repeats-probe 7]
 
 Runs the probe, then sweeps each model of the config alone into a scratch run folder (nothing
 is written under data/runs/) and prints the wall time per model and the points it measured.
@@ -20,7 +20,7 @@ from pathlib import Path
 def main() -> None:
     """Print probe figures and per-model sweep wall times."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="config/default.yaml")
+    ap.add_argument("--config", default="config/transformers-cpu.yaml")
     ap.add_argument("--repeats-probe", type=int, default=7)
     args = ap.parse_args()
 

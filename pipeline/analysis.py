@@ -67,6 +67,55 @@ def post_knee(points: list[tuple[int, float]], knee: int | None) -> str:
     return "decline" if last < (1 - DECLINE_FRACTION) * peak else "plateau"
 
 
+KV_FULL_FRACTION = 0.95
+
+
+def point_regime(concurrency: int, server: dict[str, Any] | None, limits: dict[str, Any] | None,
+                 engine: str) -> str:
+    """What a point measured: ``"batching"``, ``"queueing"``, ``"kv_cache_full"`` or ``"limits_unknown"``.
+
+    - ``"queueing"``: more requests in flight than the server decodes together — the
+      concurrency exceeds its ``--max-num-seqs``, or its ``/metrics`` showed requests waiting
+      while fewer than ``concurrency`` ran; latency then grows with the queue, not the batch;
+    - ``"kv_cache_full"``: the server preempted requests, or its KV cache was ≥ 95 % full;
+    - ``"batching"``: every request was decoded in the batch (an in-process static batch
+      always is; a served point whose server state shows neither of the above);
+    - ``"limits_unknown"``: a served point with neither ``/metrics`` nor known limits.
+    """
+    if engine == "transformers":
+        return "batching"
+    server = server or {}
+    limits = limits or {}
+    max_seqs = limits.get("max_num_seqs")
+    waiting, running = server.get("requests_waiting_max"), server.get("requests_running_max")
+    if max_seqs and concurrency > max_seqs:
+        return "queueing"
+    if waiting is not None and waiting >= 1 and running is not None and running < concurrency:
+        return "queueing"
+    if (server.get("preemptions") or 0) > 0 or (server.get("kv_cache_usage_max") or 0) >= KV_FULL_FRACTION:
+        return "kv_cache_full"
+    if not server and not max_seqs:
+        return "limits_unknown"
+    return "batching"
+
+
+def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str) -> str | None:
+    """Why the curve does what it does past the knee; None before a knee is reached.
+
+    ``"queueing"`` or ``"kv_cache_full"`` when any point past the knee measured that (the
+    server's own limit, not batching, set those points), ``"limits_unknown"`` when a served
+    endpoint's limits and metrics are unknown, else ``"batching"``: a plateau or a decline of
+    batching itself (the bandwidth-to-compute cross-over, kernels that stop scaling).
+    """
+    if knee is None or post == "not_reached":
+        return None
+    past = [r for c, r in sorted(regimes.items()) if c > knee]
+    for cause in ("queueing", "kv_cache_full", "limits_unknown"):
+        if cause in past:
+            return cause
+    return "batching"
+
+
 def kneedle(points: list[tuple[int, float]]) -> int | None:
     """Second opinion: Kneedle (``kneed.KneeLocator``) on (log2 c, T), concave increasing; None if none."""
     if len(points) < 3:
@@ -130,7 +179,8 @@ def _ratio(num: float | None, den: float | None) -> float | None:
 
 
 def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware: dict[str, Any],
-            probe: dict[str, Any] | None = None, knee_threshold: float = KNEE_THRESHOLD) -> dict[str, Any]:
+            probe: dict[str, Any] | None = None, knee_threshold: float = KNEE_THRESHOLD,
+            limits: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Analyse a run.
 
     Args:
@@ -139,6 +189,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         hardware: the run's hardware profile (``HardwareProfile.model_dump()``).
         probe: the run's probe result, when measured on this machine.
         knee_threshold: fractional gain per doubling below which a doubling is weak.
+        limits: the server's limits by model name (``--max-num-seqs`` …, see
+            ``pipeline.engines.vllm.server_limits``); used with each point's server state to
+            say what a point past the knee measured (:func:`point_regime`).
 
     Returns:
         ``{"hardware": {...}, "points": [...], "models": [...]}``: points carry MBU/MFU and
@@ -157,7 +210,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                                "output_len": s.output_len, "concurrency": s.concurrency,
                                "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                                "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
-                               "achieved_gb_s": None}
+                               "achieved_gb_s": None,
+                               "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
+                               "server": s.server}
         if card is not None:
             nbytes = bytes_per_decode_step(card, s.concurrency, ctx)
             flops = flops_per_decode_step(card, s.concurrency, ctx)
@@ -183,6 +238,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         ctx = mean_decode_context(inp, out)
         knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
         peak_pt = max(curve, key=lambda p: p[1]) if curve else None
+        regimes = {row["concurrency"]: row["regime"] for row in points_out
+                   if (row["model"], row["engine"], row["input_len"], row["output_len"]) == (model, engine, inp, out)}
+        post = post_knee(curve, knee)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({
             "model": model, "engine": engine, "input_len": inp, "output_len": out,
@@ -198,7 +256,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "knee_concurrency": knee,
             "knee_kneedle": kneedle(curve),
             "knee_threshold": knee_threshold,
-            "post_knee": post_knee(curve, knee),
+            "post_knee": post,
+            "post_knee_cause": post_knee_cause(regimes, knee, post),
+            "regimes": {str(c): r for c, r in sorted(regimes.items())},
+            "server_limits": (limits or {}).get(model),
             "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
             "peak_concurrency": peak_pt[0] if peak_pt else None,
             "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},

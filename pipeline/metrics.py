@@ -135,6 +135,7 @@ class PointSummary:
     step_time_s: float | None
     errors: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    server: dict[str, float | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form."""
@@ -144,6 +145,48 @@ class PointSummary:
     def from_dict(cls, data: dict[str, Any]) -> "PointSummary":
         """Inverse of :meth:`as_dict`."""
         return cls(**data)
+
+
+# Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).
+_KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
+_WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+_PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
+
+
+def _first(sample: dict[str, Any] | None, names: tuple[str, ...]) -> float | None:
+    for n in names:
+        v = (sample or {}).get(n)
+        if isinstance(v, (int, float)) and np.isfinite(v):
+            return float(v)
+    return None
+
+
+def server_state(records: PointRecords) -> dict[str, float | None] | None:
+    """The server's own view of a point, from the ``/metrics`` scraped around and during each repeat.
+
+    Returns ``{"kv_cache_usage_max"`` (fraction 0–1 of the KV cache in use, highest sample),
+    ``"requests_waiting_max"`` (requests queued in the server, highest sample),
+    ``"requests_running_max"`` (requests decoded together, highest sample),
+    ``"preemptions"`` (increase of the preemption counter over the repeats)``}``, each None
+    when the server does not export it; None when nothing was scraped (in-process engines,
+    endpoints without ``/metrics``).  Samples are taken about once a second, so a short peak
+    can be missed; non-finite values are ignored.
+    """
+    reps = [rep.server_metrics for rep in records.repeats if rep.server_metrics]
+    if not reps:
+        return None
+
+    def peak(names: tuple[str, ...]) -> float | None:
+        vals = [v for sm in reps for part in ("max_during", "before", "after")
+                if (v := _first(sm.get(part), names)) is not None]
+        return max(vals) if vals else None
+
+    deltas = [a - b for sm in reps
+              if (a := _first(sm.get("after"), _PREEMPTIONS)) is not None
+              and (b := _first(sm.get("before"), _PREEMPTIONS)) is not None]
+    return {"kv_cache_usage_max": peak(_KV_USAGE), "requests_waiting_max": peak(_WAITING),
+            "requests_running_max": peak(_RUNNING), "preemptions": float(sum(deltas)) if deltas else None}
 
 
 def _med(values: list[float | None]) -> float | None:
@@ -182,6 +225,7 @@ def summarize_point(records: PointRecords) -> PointSummary:
         prefill_throughput_tok_s=_med([repeat_prefill_throughput(rep) for rep in records.repeats]) if static else None,
         step_time_s=step_time,
         errors=sorted({r.error for r in failed if r.error})[:10],
+        server=server_state(records),
         samples={
             "output_throughput_tok_s": [v for v in thr if v is not None],
             "per_user_tok_s": [v for v in per_user_rep if v is not None],

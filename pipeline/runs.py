@@ -295,7 +295,9 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
         except TypeError as exc:
             raise BatchmarkError(f"{run_dir / 'models' / (name + '.json')}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
-    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+    servers = ((meta.get("engine") or {}).get("servers") or {})
+    limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
+    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, limits)
 
 
 def write_analysis(run_dir: Path) -> Path:

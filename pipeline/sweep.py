@@ -84,6 +84,35 @@ def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | Non
     return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
 
 
+def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepConfig, dict[str, str] | None]:
+    """The config the sweep measures with, and the fallback taken (None when none).
+
+    A ``vllm`` config whose command runs ``{python}`` needs the server's own environment:
+    it is made here when it was never made (:func:`pipeline.serverenv.create_server_env`).
+    Where it cannot run, ``vllm.fallback_engine`` (if set) is measured instead, and the
+    reason is returned for ``run.json``.
+
+    Raises:
+        BatchmarkError: the environment cannot run and there is no fallback engine.
+    """
+    from pipeline import serverenv
+    from pipeline.errors import BatchmarkError
+
+    if cfg.engine != "vllm" or "{python}" not in cfg.vllm.command:
+        return cfg, None
+    python = serverenv.resolve(cfg.vllm.python)
+    if serverenv.read_status(python.parent.parent) is None and not python.exists():
+        serverenv.create_server_env(python.parent.parent, cfg.vllm.requirements, log=log)
+    ok, why = serverenv.usable(cfg.vllm.python)
+    if ok:
+        return cfg, None
+    fallback = cfg.vllm.fallback_engine
+    if fallback is None:
+        raise BatchmarkError(f"vllm.python: the server environment cannot run here: {why}")
+    log(f"vLLM cannot run on this machine ({why}); measuring with the {fallback} engine instead")
+    return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
+
+
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
@@ -114,6 +143,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
             "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:])})
+    cfg, fallback = engine_config(cfg, log)
+    if fallback:
+        runs.update_run_json(run_dir, engine_fallback=fallback)
     engine = get_engine(cfg)
     if hasattr(engine, "attach_run"):  # served engines keep server logs in the run folder
         engine.attach_run(run_dir)

@@ -70,9 +70,9 @@ READ_BUFSIZE = 4 * 2**20
 OPTIONAL_FIELDS = ("continuous_usage_stats", "min_tokens", "ignore_eos", "stream_options")
 
 
-def default_requests(concurrency: int) -> int:
-    """Measured requests per repeat by default: ``max(4·N, 32)``."""
-    return max(4 * concurrency, 32)
+def default_requests(concurrency: int, per_slot: int = 4, minimum: int = 32) -> int:
+    """Measured requests per repeat by default: ``max(per_slot·N, minimum)`` (``max(4·N, 32)``)."""
+    return max(per_slot * concurrency, minimum)
 
 
 @dataclass

@@ -180,7 +180,7 @@ class ServedEngine:
         if self.spec is None or self.features is None:
             raise RuntimeError("load() a model before measure()")
         n = key.concurrency
-        n_meas = self.opts.requests_per_point or loadgen.default_requests(n)
+        n_meas = self.opts.requests_per_point or loadgen.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
         n_warm = n if warmup else 0
         point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
         prompts, inexact = loadgen.make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)

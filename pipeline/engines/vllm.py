@@ -31,7 +31,9 @@ This module never imports vLLM: the server is a separate process.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import shlex
 import signal
 import socket
@@ -45,6 +47,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline import serverenv
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import loadgen
 from pipeline.engines.openai import ServedEngine, served_card
@@ -102,6 +105,46 @@ def _release_cuda_cache() -> None:
         torch.cuda.empty_cache()
 
 
+_FLAG_LIMITS = {"--max-num-seqs": "max_num_seqs", "--max-model-len": "max_model_len",
+                "--max-num-batched-tokens": "max_num_batched_tokens"}
+_INFO_LIMITS = ("kv_cache_size_tokens", "num_gpu_blocks", "block_size", "kv_cache_max_concurrency")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
+
+
+def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | None]:
+    """The server's own limits: batch and length flags of its command line, KV-cache size from ``/metrics``.
+
+    ``--max-num-seqs`` (requests decoded together; more wait in the queue), ``--max-model-len``
+    and ``--max-num-batched-tokens`` come from ``cmd`` (the last occurrence wins, as in
+    argparse; ``--flag=value`` too); ``kv_cache_size_tokens``, ``num_gpu_blocks``,
+    ``block_size`` and ``kv_cache_max_concurrency`` from the labels of vLLM's
+    ``vllm:cache_config_info`` gauge.  A limit that is not known is None.
+    """
+    out: dict[str, float | None] = {v: None for v in _FLAG_LIMITS.values()}
+    out.update({k: None for k in _INFO_LIMITS})
+    words = list(cmd)
+    for i, w in enumerate(words):
+        flag, eq, val = w.partition("=")
+        if flag in _FLAG_LIMITS:
+            val = val if eq else (words[i + 1] if i + 1 < len(words) else "")
+            try:
+                out[_FLAG_LIMITS[flag]] = int(val)
+            except ValueError:
+                pass
+    for line in metrics_text.splitlines():
+        if line.startswith("vllm:cache_config_info{"):
+            labels = dict(_LABEL.findall(line))
+            for k in _INFO_LIMITS:
+                try:
+                    val = float(labels[k])
+                except (KeyError, ValueError):
+                    continue
+                if math.isfinite(val):
+                    out[k] = val
+            break
+    return out
+
+
 class VLLMEngine(ServedEngine):
     """A server batchmark starts and stops for each model (vLLM by default)."""
 
@@ -138,6 +181,7 @@ class VLLMEngine(ServedEngine):
         """The exact server command line for ``spec`` on ``port`` (a list of words)."""
         values = {"model": spec.path or spec.served_name, "served_name": spec.served_name or spec.path,
                   "host": self.opts.host, "port": port, "seed": self.cfg.seed,
+                  "python": str(serverenv.resolve(self.opts.python)),
                   "max_num_seqs": self.opts.max_num_seqs or max(self.cfg.concurrency),
                   "gpu_memory_utilization": self.gpu_memory_utilization,
                   "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
@@ -203,8 +247,11 @@ class VLLMEngine(ServedEngine):
             except (ValueError, AttributeError):
                 version = None
         log_ref = str(self.log_path.relative_to(self.run_dir)) if self.run_dir else str(self.log_path)
+        status, body = self._get(self.opts.metrics_path)
+        metrics_text = body.decode("utf-8", "replace") if status == 200 else ""
         self.servers[spec.name] = {"command": shlex.join(cmd), "server_version": version or self.package_version,
-                                   "port": self.port, "log": log_ref, "started_at": stamp}
+                                   "port": self.port, "log": log_ref, "started_at": stamp,
+                                   "limits": server_limits(cmd, metrics_text)}
         if self.run_dir is not None and (self.run_dir / "run.json").exists():
             from pipeline import runs
 
@@ -241,6 +288,11 @@ class VLLMEngine(ServedEngine):
         Raises:
             BatchmarkError: the server does not come up (see :meth:`start`) or no tokenizer.
         """
+        if spec.architecture is not None and spec.path is None:
+            from pipeline.modelfolders import build_model_folder
+
+            folder = build_model_folder(spec.name, spec.architecture, self.opts.model_dtype, self.cfg.seed)
+            spec = spec.model_copy(update={"path": str(folder), "served_name": spec.served_name or spec.name})
         self.start(spec)
         try:
             self._prepare(spec, "vllm")
@@ -280,7 +332,10 @@ class VLLMEngine(ServedEngine):
 
     def provenance(self) -> dict[str, Any]:
         """Engine description for ``run.json``: template, flags, versions, and each model's exact command."""
-        return {"engine": "vllm", "command_template": self.opts.command, "extra_args": list(self.opts.extra_args),
+        env = serverenv.read_status(serverenv.resolve(self.opts.python).parent.parent)
+        return {"engine": "vllm", "command_template": self.opts.command,
+                "server_env": ({k: env.get(k) for k in ("distribution", "version", "python", "requirements")}
+                               if env else None), "extra_args": list(self.opts.extra_args),
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
                 "servers": dict(self.servers),

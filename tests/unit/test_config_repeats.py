@@ -3,7 +3,7 @@
 Expected values: with n + n repeats the smallest two-sided Mann-Whitney p is 2 / C(2n, n)
 (pipeline/diff.py); 4 + 4 gives 0.029 and 5 + 5 gives 0.008, both below α = 0.05, and 5 is
 the configured default for any config (hardware configs included) that does not set repeats.
-config/default.yaml (the CPU default) sets 5 explicitly as well.
+config/transformers-cpu.yaml (the CPU default) sets 5 explicitly as well.
 """
 
 from __future__ import annotations
@@ -24,5 +24,5 @@ def test_cpu_default_config_lets_a_diff_decide():
     from pipeline.config import load_config
     from tests.conftest import REPO
 
-    cfg = load_config(REPO / "config" / "default.yaml")
+    cfg = load_config(REPO / "config" / "transformers-cpu.yaml")
     assert min_two_sided_p(cfg.repeats, cfg.repeats) <= 0.05
