@@ -121,7 +121,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.importers import import_run
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
-                         engine=args.engine)
+                         engine=args.engine, max_failure_rate=args.max_failure_rate)
     print(run_dir)
     return 0
 
@@ -174,13 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_show)
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
-    s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm"],
-                   help="the tool whose output PATH holds")
-    s.add_argument("path", nargs="+", help="output file(s), or a folder of them (vllm-bench: one JSON per concurrency)")
+    s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],
+                   help="the tool whose output PATH holds: llama-batched-bench (Markdown table or -oj JSONL), "
+                        "vllm-bench (--save-result JSON, one per concurrency or one per line with --append-result, "
+                        "or the printed block), llama-benchy (JSON or Markdown), guidellm (benchmarks.json or "
+                        "benchmarks.yaml; not its CSV), aiperf (AIPerf profile_export_aiperf.json or GenAI-Perf "
+                        "profile_export_*.json, one per concurrency)")
+    s.add_argument("path", nargs="+", help="output file(s), or a folder of them (vllm-bench, aiperf: one file per concurrency)")
     s.add_argument("--hardware", required=True, help="hardware profile the results were measured on (data/hardware/)")
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
     s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
     s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
+    s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
+                   help="largest fraction of a point's requests that may have failed for it to be imported "
+                        "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")
     s.set_defaults(func=_cmd_import)
 
     s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")

@@ -8,6 +8,8 @@ a temporary folder and renamed into place, so a failure never leaves a partial r
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shutil
@@ -26,11 +28,149 @@ from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file
                                  load_card, normalize_quant)
 
 
+#: Largest fraction of a point's requests that may have failed for it to be imported as a
+#: measurement (failed / (completed + failed)).  Above it the point is refused, naming the
+#: counts; ``batchmark import --max-failure-rate`` changes it for one import.
+MAX_FAILURE_RATE = 0.05
+
+
 def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkError:
     """A one-line import error naming the file and the line (int) or field (str)."""
     loc = f"line {where}" if isinstance(where, int) else where
     text = f"{path}: {loc}: {message}" if loc else f"{path}: {message}"
     return BatchmarkError(" ".join(text.split()))
+
+
+def read_text(path: str | Path) -> str:
+    """A result file's text.
+
+    Raises:
+        BatchmarkError: missing, a folder, unreadable or not UTF-8 text (names the file).
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(path, None, "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise fail(path, None, f"not a UTF-8 text file (byte {exc.start})") from None
+    except OSError as exc:
+        raise fail(path, None, f"cannot read ({exc.strerror})") from None
+
+
+def is_number(v: Any) -> bool:
+    """True for an int or float that is not a bool."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
+    """Refuse a NaN or ±Infinity anywhere in a parsed document (JSON, YAML), naming the field.
+
+    Python's ``json`` reads ``NaN``/``Infinity`` and YAML reads ``.nan``/``.inf`` as floats;
+    a non-finite figure is never a measurement, so it stops the import at the boundary.
+
+    Raises:
+        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``.
+    """
+    stack: list[tuple[str, Any]] = [(where, obj)]
+    while stack:
+        at, o = stack.pop()
+        if isinstance(o, float) and not math.isfinite(o):
+            raise fail(path, f"field {at or '(top level)'}", f"not a finite number ({o})")
+        if isinstance(o, dict):
+            stack.extend((f"{at}.{k}" if at else str(k), v) for k, v in o.items())
+        elif isinstance(o, list):
+            stack.extend((f"{at}[{i}]", v) for i, v in enumerate(o))
+
+
+def load_json(path: str | Path, text: str, what: str) -> Any:
+    """``text`` parsed as one JSON document and checked finite; ``what`` names the format in errors.
+
+    Raises:
+        BatchmarkError: not JSON (names the line), or a non-finite number (names the field).
+    """
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            raise fail(path, exc.lineno, f"holds more than one JSON document (one per line?); {what} is one "
+                                         "document") from None
+        raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg} at column {exc.colno}): cut short, or not {what}") from None
+    except RecursionError:
+        raise fail(path, None, f"not {what} (JSON nested too deeply)") from None
+    check_finite(path, doc)
+    return doc
+
+
+def number(path: str | Path, where: str | int, value: str) -> float:
+    """A finite number from a text cell (``nan``, ``inf`` and non-numbers refused, naming the line or field)."""
+    try:
+        v = float(value)
+    except ValueError:
+        raise fail(path, where, f"not a number: {value!r}") from None
+    if not math.isfinite(v):
+        raise fail(path, where, f"not a finite number: {value!r}")
+    return v
+
+
+def sniff_json(doc: Any) -> str | None:
+    """The import format a parsed JSON document looks like (by keys only that tool writes), or None."""
+    if not isinstance(doc, dict):
+        return None
+    bench = doc.get("benchmarks")
+    if isinstance(bench, list):
+        first = bench[0] if bench and isinstance(bench[0], dict) else {}
+        if "tg_throughput" in first or "pp_throughput" in first or "latency_mode" in doc:
+            return "llama-benchy"
+        return "guidellm"
+    if isinstance(doc.get("output_token_throughput"), dict) or isinstance(doc.get("input_config"), dict):
+        return "aiperf"
+    if "output_throughput" in doc and ("max_concurrency" in doc or "completed" in doc):
+        return "vllm-bench"
+    if {"pp", "tg", "pl", "speed_tg"} <= set(doc):
+        return "llama-batched-bench"
+    return None
+
+
+def wrong_format(path: str | Path, doc: Any, fmt: str, expected: str) -> BatchmarkError | None:
+    """An error naming the right importer when ``doc`` is another tool's output, else None."""
+    other = sniff_json(doc)
+    if other and other != fmt:
+        return fail(path, None, f"not {expected}: it looks like {other} output; import it with "
+                                f"'batchmark import {other}'")
+    return None
+
+
+def check_completion(path: str | Path, where: str, completed: int, failed: int, concurrency: int,
+                     max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None) -> None:
+    """Refuse a point that did not measure its concurrency: too few completed requests, or too many failures.
+
+    A closed-loop point at concurrency c measures c requests in flight only when at least c
+    requests completed; failure rate = failed / (completed + failed), or (total − completed) /
+    total where the source states a total.  The message names the counts.
+
+    Raises:
+        BatchmarkError: completed < concurrency, or failure rate > ``max_failure_rate``.
+    """
+    if total is not None and total > completed + failed:
+        failed = total - completed
+    attempted = completed + failed
+    rate = failed / attempted if attempted else 1.0
+    if completed < 1:
+        raise fail(path, where, f"no request completed ({failed} failed); nothing was measured")
+    if completed < concurrency:
+        raise fail(path, where, f"only {completed} request(s) completed ({failed} failed) at concurrency {concurrency}; "
+                                "a closed-loop point needs at least as many completed requests as its concurrency")
+    if rate > max_failure_rate:
+        raise fail(path, where, f"{failed} of {attempted} requests failed ({rate:.0%}, above the "
+                                f"{max_failure_rate:.0%} limit); not a measurement of the server "
+                                "(--max-failure-rate raises the limit)")
+
+
+def refuse_open_loop(path: str | Path, where: str, rate: float, cap: int | None) -> BatchmarkError:
+    """The one-line refusal of an open-loop (rate-limited) result."""
+    capped = f" capped at {cap} in flight" if cap else ""
+    return fail(path, where, f"open loop at {rate:g} req/s{capped}; its throughput is set by the request rate, not "
+                             "the server; batchmark imports closed-loop runs (a fixed number of requests in flight)")
 
 
 @dataclass
