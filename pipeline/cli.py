@@ -36,8 +36,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
     else:
-        run_id = runs.check_run_id(args.run_id) if args.run_id else runs.new_run_id()
-        run_dir = paths.runs_dir() / run_id
+        if not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
+            run_dir = runs.claim_run_dir(paths.runs_dir())
+            run_id = run_dir.name
+        else:
+            run_id = runs.check_run_id(args.run_id)
+            run_dir = paths.runs_dir() / run_id
         if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
             if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
                 raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "

@@ -311,12 +311,14 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     if not result.summaries:
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()
-    run_id = runs.check_run_id(run_id) if run_id else runs.new_run_id(host=f"{hw.name}-import")
-    final = runs_dir / run_id
-    if final.exists():
-        raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten")
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{run_id}.", suffix=".tmp"))
+    # the empty run folder is the claim (mkdir is atomic); the run is built beside it and renamed over it
+    final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
+    run_id = final.name
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{run_id}.", suffix=".tmp"))
+    except BaseException:
+        final.rmdir()
+        raise
     try:
         cards: dict[str, ModelCard] = {}
         for name in sorted({s.model for s in result.summaries}):
@@ -351,8 +353,10 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         doc = runs.read_json(tmp / "analysis.json")
         doc["run_id"] = run_id
         runs.atomic_write_json(tmp / "analysis.json", doc)
-        os.rename(tmp, final)
+        os.rename(tmp, final)  # replaces the empty claimed folder
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if final.is_dir() and not any(final.iterdir()):
+            final.rmdir()
         raise
     return final
