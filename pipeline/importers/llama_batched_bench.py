@@ -15,9 +15,10 @@ Each (PP, TG) pair is a workload; each row a point at concurrency B (static batc
   per-step times are not printed; prefill throughput = S_PP.
 
 The model of a Markdown table is the most recent heading above it (``## ggml-org/…-GGUF``),
-or ``--model``; the weight format and file size come from a description line under the
-heading (``qwen2 7B Q8_0 (dense), 7.54 GiB``) or llama.cpp's log (``file type = Q8_0``,
-``file size = 7.54 GiB``).  The build comes from ``build: 6918 (2f68ce7cf)`` or
+or ``--model``; the weight format, file size and parameter count come from a description
+line under the heading (``qwen2 7B Q8_0 (dense), 7.54 GiB, 7.62 B params``) or llama.cpp's
+log (``file type = Q8_0``, ``file size = 7.54 GiB``, ``model params = 7.62 B``,
+``arch = qwen2``); the parameter count checks the card found for the name.  The build comes from ``build: 6918 (2f68ce7cf)`` or
 ``build 2f68ce7cf (6918)``.
 """
 
@@ -128,6 +129,13 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             m = re.search(r"general\.name\s+str\s*=\s*(.+)$", s)
             if m:
                 info["general_name"] = m.group(1).strip()
+            m = re.search(r"(?:model params\s*=\s*)?(\d+(?:\.\d+)?)\s*B(?: params)?\s*$", s) if "params" in s else None
+            m = m or re.search(r"(\d+(?:\.\d+)?)\s*B params", s)
+            if m:
+                info["params"] = int(round(float(m.group(1)) * 1e9))
+            m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
+            if m:
+                info["arch"] = m.group(1).strip()
             if s.startswith("main:") and "n_kv_max" in s:
                 settings = dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
             continue
@@ -148,6 +156,8 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
             mi.quant = mi.quant or info.get("quant")
             mi.file_bytes = mi.file_bytes or info.get("file_bytes")
+            mi.params = mi.params or info.get("params")
+            mi.arch = mi.arch or info.get("arch")
             if settings.get("is_pp_shared") == "1":
                 raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
             header_at = no
