@@ -20,6 +20,9 @@ of ai-dynamo/aiperf), never by its name:
 - input/output length ← median ``input_sequence_length`` / ``output_sequence_length`` (output
   sequence length counts reasoning tokens too, as the server generated them).
 - completed ← ``request_count`` (successful requests); failed ← ``error_request_count``.
+  GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
+  GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
+  included) is not batchmark's per-user throughput and is not read.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
 a request rate (open loop) is refused.
 """
@@ -30,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
-                                     check_unique, fail, is_number, load_json, read_text, refuse_open_loop, stats,
+                                     check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop, stats,
                                      summary, wrong_format)
 
 FORMAT = "aiperf"
@@ -46,10 +49,15 @@ def _metric(path: Path, d: dict[str, Any], key: str, required: bool = False) -> 
         return None
     if not isinstance(m, dict):
         raise fail(path, f"field {key}", "not an object {unit, avg, p50, …}")
+    out = {}
     for k, v in m.items():
-        if k != "unit" and v is not None and not is_number(v):
+        if k == "unit" or v is None or is_number(v):
+            out[k] = v
+        elif isinstance(v, str):  # early GenAI-Perf wrote every statistic as a string ("217.1")
+            out[k] = number(path, f"field {key}.{k}", v)
+        else:
             raise fail(path, f"field {key}.{k}", f"not a number: {v!r}")
-    return m
+    return out
 
 
 def _value(path: Path, d: dict[str, Any], key: str, stat: str = "avg", required: bool = False) -> float | None:
@@ -106,7 +114,13 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raw = raw[0] if len(raw) == 1 else None
     if not raw or not isinstance(raw, str):
         raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
-    completed = _value(path, d, "request_count", required=True)
+    completed = _value(path, d, "request_count")
+    counts_stated = completed is not None
+    if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
+        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",), ("num_prompts",))
+        if not isinstance(sent, int) or isinstance(sent, bool):
+            raise fail(path, "field request_count", "missing, and input_config states no request count")
+        completed = float(sent)
     failed = _value(path, d, "error_request_count") or 0.0
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
@@ -125,7 +139,9 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
                     samples={"output_throughput_tok_s": [tput]})
-    version = _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
+    if not counts_stated:
+        point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
     return point, raw, str(version) if version else None
 
 

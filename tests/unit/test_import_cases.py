@@ -216,3 +216,13 @@ def test_non_finite_cells_of_printed_tables_are_refused(tmp_path):
     path.write_text(text)
     with pytest.raises(BatchmarkError, match=r"b.log: line \d+: not a finite number: 'nan'"):
         parse("vllm-bench", [path], model="Qwen3-8B")
+
+
+def test_genai_perf_export_per_user_is_one_over_median_itl():
+    """GenAI-Perf layout (hand-made, tests/data/aiperf/): ITL in ns; its output_token_throughput_per_request includes
+    the TTFT (output tokens / request latency), so per-user = 1 / median inter_token_latency = 1e9 / 3988754.5."""
+    p = parse("aiperf", [DATA / "aiperf" / "profile_export_genai_perf.json"]).summaries[0]
+    assert p.per_user_tok_s == pytest.approx(1e9 / 3988754.5) != pytest.approx(214.4)
+    assert p.tpot_s["p50"] == pytest.approx(3.9887545e-3) and p.output_throughput_tok_s == 217.1
+    assert (p.model, p.concurrency, p.input_len, p.output_len, p.completed) == ("gpt2", 1, 550, 18, 100)
+    assert p.errors  # the counts are not stated by the file, and the point says so

@@ -43,6 +43,7 @@ SAMPLES = [
     ("guidellm", DATA / "guidellm" / "benchmarks.json", None),
     ("guidellm", CASES / "15-guidellm-yaml-csv" / "benchmarks.yaml", None),
     ("aiperf", CASES / "06-aiperf-profile-export" / "profile_export_aiperf.json", None),
+    ("aiperf", DATA / "aiperf" / "profile_export_genai_perf.json", None),
     ("llama-batched-bench", DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl", "Llama-3.1-8B"),
     ("llama-batched-bench", None, None),  # BATCHED_BENCH_MD
 ]
