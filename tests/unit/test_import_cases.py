@@ -8,7 +8,6 @@ value from that README.  Every one of them failed on main before this change.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
