@@ -36,8 +36,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
     else:
-        run_id = runs.check_run_id(args.run_id) if args.run_id else runs.new_run_id()
-        run_dir = paths.runs_dir() / run_id
+        if not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
+            run_dir = runs.claim_run_dir(paths.runs_dir())
+            run_id = run_dir.name
+        else:
+            run_id = runs.check_run_id(args.run_id)
+            run_dir = paths.runs_dir() / run_id
         if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
             if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
                 raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
@@ -129,7 +133,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.importers import import_run
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
-                         engine=args.engine)
+                         engine=args.engine, max_failure_rate=args.max_failure_rate)
     print(run_dir)
     return 0
 
@@ -193,13 +197,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_show)
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
-    s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm"],
-                   help="the tool whose output PATH holds")
-    s.add_argument("path", nargs="+", help="output file(s), or a folder of them (vllm-bench: one JSON per concurrency)")
+    s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],
+                   help="the tool whose output PATH holds: llama-batched-bench (Markdown table or -oj JSONL), "
+                        "vllm-bench (--save-result JSON, one per concurrency or one per line with --append-result, "
+                        "or the printed block), llama-benchy (JSON or Markdown), guidellm (benchmarks.json or "
+                        "benchmarks.yaml; not its CSV), aiperf (AIPerf profile_export_aiperf.json or GenAI-Perf "
+                        "profile_export_*.json, one per concurrency)")
+    s.add_argument("path", nargs="+", help="output file(s), or a folder of them (vllm-bench, aiperf: one file per concurrency)")
     s.add_argument("--hardware", required=True, help="hardware profile the results were measured on (data/hardware/)")
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
     s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
     s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
+    s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
+                   help="largest fraction of a point's requests that may have failed for it to be imported "
+                        "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")
     s.set_defaults(func=_cmd_import)
 
     s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")

@@ -36,12 +36,66 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 
-def new_run_id(now: datetime | None = None, host: str | None = None) -> str:
-    """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``)."""
+#: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
+MAX_RUNS_PER_SECOND = 99
+
+
+def _id_candidates(base: str):
+    """``base``, then ``base.02`` … ``base.99``: the suffix sorts after the bare id and in order (zero-padded);
+    a host name never holds a ``.``, so the suffix cannot be mistaken for part of it."""
+    yield base
+    for n in range(2, MAX_RUNS_PER_SECOND + 1):
+        yield f"{base}.{n:02d}"
+
+
+def new_run_id(now: datetime | None = None, host: str | None = None, runs_dir: Path | None = None) -> str:
+    """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``).
+
+    With ``runs_dir``, the first id of ``<stamp>-<host>``, ``<stamp>-<host>.02``, … whose folder
+    does not exist there, so two runs started within one second get different ids without
+    waiting.  This only looks; :func:`claim_run_dir` takes the id atomically.
+
+    Raises:
+        BatchmarkError: more than :data:`MAX_RUNS_PER_SECOND` runs in one second.
+    """
     now = now or datetime.now(timezone.utc)
     host = (host or socket.gethostname()).split(".")[0]
     host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
-    return f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
+    base = f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
+    if runs_dir is None:
+        return base
+    for cand in _id_candidates(base):
+        if not (runs_dir / cand).exists():
+            return cand
+    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
+
+
+def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = None,
+                  now: datetime | None = None) -> Path:
+    """Create the folder of a new run atomically and return it: ``mkdir`` is the claim.
+
+    ``run_id`` given: that folder, refused when it exists.  Otherwise the first free id of
+    :func:`new_run_id`'s sequence for ``host`` at ``now``; a process that loses a race for an
+    id takes the next one, so concurrent imports or sweeps never share a folder.
+
+    Raises:
+        BatchmarkError: ``run_id`` exists, or every id of that second is taken.
+    """
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    if run_id is not None:
+        try:
+            (runs_dir / run_id).mkdir()
+        except FileExistsError:
+            raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
+        return runs_dir / run_id
+    base = new_run_id(now, host)
+    for cand in _id_candidates(base):
+        try:
+            (runs_dir / cand).mkdir()
+        except FileExistsError:
+            continue
+        return runs_dir / cand
+    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
 
 
 def atomic_write_text(path: Path, text: str) -> None:

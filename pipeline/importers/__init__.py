@@ -18,11 +18,16 @@ FORMATS = {
     "vllm-bench": "vllm_bench",
     "llama-benchy": "llama_benchy",
     "guidellm": "guidellm",
+    "aiperf": "aiperf",
 }
 
 
-def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: str | None = None):
+def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: str | None = None,
+          max_failure_rate: float | None = None):
     """Parse ``paths`` as ``fmt`` into an :class:`~pipeline.importers.base.ImportResult` (no writes).
+
+    ``max_failure_rate``: the largest failed fraction of a point's requests that is still
+    imported (default :data:`~pipeline.importers.base.MAX_FAILURE_RATE`).
 
     Raises:
         BatchmarkError: unknown format, or a malformed file (names the file and line or field).
@@ -39,11 +44,17 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
             files.extend(found)
         else:
             files.append(p)
-    return module.parse(files, model=model, engine=engine)
+    from pipeline.importers.base import MAX_FAILURE_RATE
+
+    rate = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
+    if not 0.0 <= rate <= 1.0:
+        raise BatchmarkError(f"--max-failure-rate: {rate} is not a fraction between 0 and 1")
+    return module.parse(files, model=model, engine=engine, max_failure_rate=rate)
 
 
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,
-               model: str | None = None, engine: str | None = None, runs_dir: Path | None = None) -> Path:
+               model: str | None = None, engine: str | None = None, runs_dir: Path | None = None,
+               max_failure_rate: float | None = None) -> Path:
     """Parse another tool's output and store it as a complete run; return the run folder.
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
@@ -51,5 +62,5 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
     """
     from pipeline.importers.base import write_imported_run
 
-    result = parse(fmt, paths, model=model, engine=engine)
+    result = parse(fmt, paths, model=model, engine=engine, max_failure_rate=max_failure_rate)
     return write_imported_run(result, hardware, run_id=run_id, runs_dir=runs_dir)

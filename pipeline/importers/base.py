@@ -8,6 +8,8 @@ a temporary folder and renamed into place, so a failure never leaves a partial r
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import re
 import shutil
@@ -26,11 +28,149 @@ from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file
                                  load_card, normalize_quant)
 
 
+#: Largest fraction of a point's requests that may have failed for it to be imported as a
+#: measurement (failed / (completed + failed)).  Above it the point is refused, naming the
+#: counts; ``batchmark import --max-failure-rate`` changes it for one import.
+MAX_FAILURE_RATE = 0.05
+
+
 def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkError:
     """A one-line import error naming the file and the line (int) or field (str)."""
     loc = f"line {where}" if isinstance(where, int) else where
     text = f"{path}: {loc}: {message}" if loc else f"{path}: {message}"
     return BatchmarkError(" ".join(text.split()))
+
+
+def read_text(path: str | Path) -> str:
+    """A result file's text.
+
+    Raises:
+        BatchmarkError: missing, a folder, unreadable or not UTF-8 text (names the file).
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise fail(path, None, "file not found") from None
+    except UnicodeDecodeError as exc:
+        raise fail(path, None, f"not a UTF-8 text file (byte {exc.start})") from None
+    except OSError as exc:
+        raise fail(path, None, f"cannot read ({exc.strerror})") from None
+
+
+def is_number(v: Any) -> bool:
+    """True for an int or float that is not a bool."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
+    """Refuse a NaN or ±Infinity anywhere in a parsed document (JSON, YAML), naming the field.
+
+    Python's ``json`` reads ``NaN``/``Infinity`` and YAML reads ``.nan``/``.inf`` as floats;
+    a non-finite figure is never a measurement, so it stops the import at the boundary.
+
+    Raises:
+        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``.
+    """
+    stack: list[tuple[str, Any]] = [(where, obj)]
+    while stack:
+        at, o = stack.pop()
+        if isinstance(o, float) and not math.isfinite(o):
+            raise fail(path, f"field {at or '(top level)'}", f"not a finite number ({o})")
+        if isinstance(o, dict):
+            stack.extend((f"{at}.{k}" if at else str(k), v) for k, v in o.items())
+        elif isinstance(o, list):
+            stack.extend((f"{at}[{i}]", v) for i, v in enumerate(o))
+
+
+def load_json(path: str | Path, text: str, what: str) -> Any:
+    """``text`` parsed as one JSON document and checked finite; ``what`` names the format in errors.
+
+    Raises:
+        BatchmarkError: not JSON (names the line), or a non-finite number (names the field).
+    """
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":
+            raise fail(path, exc.lineno, f"holds more than one JSON document (one per line?); {what} is one "
+                                         "document") from None
+        raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg} at column {exc.colno}): cut short, or not {what}") from None
+    except RecursionError:
+        raise fail(path, None, f"not {what} (JSON nested too deeply)") from None
+    check_finite(path, doc)
+    return doc
+
+
+def number(path: str | Path, where: str | int, value: str) -> float:
+    """A finite number from a text cell (``nan``, ``inf`` and non-numbers refused, naming the line or field)."""
+    try:
+        v = float(value)
+    except ValueError:
+        raise fail(path, where, f"not a number: {value!r}") from None
+    if not math.isfinite(v):
+        raise fail(path, where, f"not a finite number: {value!r}")
+    return v
+
+
+def sniff_json(doc: Any) -> str | None:
+    """The import format a parsed JSON document looks like (by keys only that tool writes), or None."""
+    if not isinstance(doc, dict):
+        return None
+    bench = doc.get("benchmarks")
+    if isinstance(bench, list):
+        first = bench[0] if bench and isinstance(bench[0], dict) else {}
+        if "tg_throughput" in first or "pp_throughput" in first or "latency_mode" in doc:
+            return "llama-benchy"
+        return "guidellm"
+    if isinstance(doc.get("output_token_throughput"), dict) or isinstance(doc.get("input_config"), dict):
+        return "aiperf"
+    if "output_throughput" in doc and ("max_concurrency" in doc or "completed" in doc):
+        return "vllm-bench"
+    if {"pp", "tg", "pl", "speed_tg"} <= set(doc):
+        return "llama-batched-bench"
+    return None
+
+
+def wrong_format(path: str | Path, doc: Any, fmt: str, expected: str) -> BatchmarkError | None:
+    """An error naming the right importer when ``doc`` is another tool's output, else None."""
+    other = sniff_json(doc)
+    if other and other != fmt:
+        return fail(path, None, f"not {expected}: it looks like {other} output; import it with "
+                                f"'batchmark import {other}'")
+    return None
+
+
+def check_completion(path: str | Path, where: str, completed: int, failed: int, concurrency: int,
+                     max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None) -> None:
+    """Refuse a point that did not measure its concurrency: too few completed requests, or too many failures.
+
+    A closed-loop point at concurrency c measures c requests in flight only when at least c
+    requests completed; failure rate = failed / (completed + failed), or (total − completed) /
+    total where the source states a total.  The message names the counts.
+
+    Raises:
+        BatchmarkError: completed < concurrency, or failure rate > ``max_failure_rate``.
+    """
+    if total is not None and total > completed + failed:
+        failed = total - completed
+    attempted = completed + failed
+    rate = failed / attempted if attempted else 1.0
+    if completed < 1:
+        raise fail(path, where, f"no request completed ({failed} failed); nothing was measured")
+    if completed < concurrency:
+        raise fail(path, where, f"only {completed} request(s) completed ({failed} failed) at concurrency {concurrency}; "
+                                "a closed-loop point needs at least as many completed requests as its concurrency")
+    if rate > max_failure_rate:
+        raise fail(path, where, f"{failed} of {attempted} requests failed ({rate:.0%}, above the "
+                                f"{max_failure_rate:.0%} limit); not a measurement of the server "
+                                "(--max-failure-rate raises the limit)")
+
+
+def refuse_open_loop(path: str | Path, where: str, rate: float, cap: int | None) -> BatchmarkError:
+    """The one-line refusal of an open-loop (rate-limited) result."""
+    capped = f" capped at {cap} in flight" if cap else ""
+    return fail(path, where, f"open loop at {rate:g} req/s{capped}; its throughput is set by the request rate, not "
+                             "the server; batchmark imports closed-loop runs (a fixed number of requests in flight)")
 
 
 @dataclass
@@ -41,11 +181,15 @@ class ModelInfo:
         raw_name: the name in the file (``ggml-org/gpt-oss-20b-GGUF``).
         quant: weight format the source states (``q8_0``, ``mxfp4``), or None.
         file_bytes: size of the weight file the source states (bytes), or None.
+        params: parameter count the source states (llama.cpp's ``20.91 B``), or None.
+        arch: architecture the source states (llama.cpp's ``general.architecture``), or None.
     """
 
     raw_name: str
     quant: str | None = None
     file_bytes: int | None = None
+    params: int | None = None
+    arch: str | None = None
 
 
 @dataclass
@@ -94,29 +238,135 @@ def gib_from_text(text: str) -> int | None:
     return int(round(float(m.group(1)) * 2**30)) if m else None
 
 
-def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
-    """The card of an imported model in the format the source states (or its name carries, ``-Q4_0``).
+#: Words of a model name that name a variant of the same architecture (tuning, packaging, org), not another model.
+VARIANT_WORDS = frozenset({
+    "instruct", "it", "chat", "base", "pt", "coder", "qat", "gguf", "hf", "meta", "moe", "dense", "thinking",
+    "latest", "preview", "awq", "gptq", "bnb", "4bit", "8bit", "dynamic", "unsloth", "ud", "w4a16", "w8a8", "int4",
+    "int8", "fp8", "bf16", "f16", "fp16", "f32", "fp32", "mxfp4", "nvfp4", "mlx"})
+_QUANT_TOKEN = re.compile(r"^(i?q\d(_[a-z0-9]+)*|w\d+a\d+|int\d|\d+bit|[0-9.]+bpw)$")
 
-    Looked up as a card file of ``data/models/`` (by ``name`` or the name as the source wrote
-    it), else as a ``config.json`` in the local Hugging Face cache.  A stated file size
-    replaces the counted bytes (:func:`card_with_file_size`); ``mxfp4`` marks MXFP4 experts
-    (the gpt-oss GGUFs), any other format applies to every weight.  None when nothing knows
-    the model (its analysis fields then stay null).
+
+def model_key(name: str) -> tuple[str, ...]:
+    """The architecture-identifying words of a model name: family, version, size (and MoE active size).
+
+    ``meta-llama/Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf``, ``llama3.1:8b-instruct-q4_K_M`` and
+    ``Llama-3.1-8B`` all give ``("llama", "3.1", "8b")``; ``Qwen3-30B-A3B-Instruct-2507`` gives
+    ``("qwen", "3", "30b", "a3b")``.  Dropped: the org prefix, a ``.gguf`` extension,
+    :data:`VARIANT_WORDS`, quantisation tokens (``Q4_K_M``, ``IQ3_XS``, ``W4A16``), release
+    dates (``2507``) and version tags (``v0.3``).  Ollama's ``name:tag`` reads as ``name-tag``.
     """
+    s = re.sub(r"\.gguf$", "", name.strip().lower().rstrip("/").split("/")[-1])
+    out: list[str] = []
+    for tok in re.split(r"[-\s:]+", s):
+        if not tok or tok in VARIANT_WORDS or _QUANT_TOKEN.match(tok) or re.fullmatch(r"\d{4}|v\d+(\.\d+)*", tok):
+            continue
+        for part in tok.split("_"):
+            if not part or part in VARIANT_WORDS or _QUANT_TOKEN.match(part):
+                continue
+            m = re.fullmatch(r"([a-z]{3,})(\d+(?:\.\d+)?)", part)
+            out.extend([m.group(1), m.group(2)] if m else [part])
+    return tuple(out)
+
+
+def quant_of_name(raw: str) -> str | None:
+    """A quantisation token a model name carries (``q4_k_m``, ``awq``, ``fp8``), lower case, or None."""
+    s = re.sub(r"\.gguf$", "", raw.strip().lower().split("/")[-1])
+    for tok in reversed(re.split(r"[-\s:.]+", s)):
+        if _QUANT_TOKEN.match(tok) or tok in ("awq", "gptq", "fp8", "bf16", "f16", "fp16", "mxfp4", "nvfp4"):
+            return tok
+    return None
+
+
+@dataclass
+class CardMatch:
+    """Which card an imported model was given, and how (recorded in ``run.json``), or why none."""
+
+    card: ModelCard | None
+    how: str
+
+
+def _find_variant(raw: str, name: str) -> tuple[Path, dict[str, Any]] | None:
+    """The one card file whose name or alias has the same :func:`model_key` as ``raw`` (None when none or several)."""
+    from pipeline.modelcards import _models_dir, _read_card_file
+
+    want = model_key(raw)
+    if len(want) < 2:
+        return None
+    hits = []
+    for path in sorted(_models_dir().glob("*.yaml")):
+        data = _read_card_file(path)
+        names = [data.get("name", path.stem), path.stem, *(data.get("aliases") or [])]
+        if any(model_key(str(n)) == want for n in names):
+            hits.append((path, data))
+    return hits[0] if len(hits) == 1 else None
+
+
+def match_card(name: str, info: ModelInfo | None) -> CardMatch:
+    """The card of an imported model in the format the source states (or its name carries), and how it was found.
+
+    Looked up, in order: a card file of ``data/models/`` by ``name`` or the name as the source
+    wrote it (name or alias); a card file whose name has the same architecture words
+    (:func:`model_key`: ``…-Instruct``, ``…-Coder-…``, ``-it-qat``, ``-GGUF``, ``Q4_K_M``,
+    ``org/``, Ollama ``name:tag`` are variants of one card); a ``config.json`` in the local
+    Hugging Face cache.  What the file itself says is checked against the card: a stated
+    parameter count more than 15 % off the card's means another architecture (no card).  A
+    stated file size replaces the counted bytes (:func:`card_with_file_size`); ``mxfp4`` marks
+    MXFP4 experts (the gpt-oss GGUFs), any other known format applies to every weight; a format
+    batchmark has no bits-per-weight for (``q4_k_m``), without a file size, leaves the bytes
+    unknown (no card).  Without a card the model's analysis fields (kind, ceiling, MBU) stay null.
+    """
+    from pipeline.modelcards import QUANT_BITS
+
     raw = info.raw_name if info else name
-    quant = (info.quant or quant_from_text(info.raw_name)) if info else None
+    quant = (info.quant or quant_from_text(raw)) if info else quant_from_text(raw)
+    named = quant_of_name(raw)
+    if quant is None and named is not None and named not in ("fp8", "bf16", "f16", "fp16", "mxfp4", "nvfp4") \
+            and not (info and info.file_bytes):
+        try:
+            quant = normalize_quant(named)
+        except BatchmarkError:
+            return CardMatch(None, f"weight format {named} of {raw!r}: bits per weight unknown and no file size "
+                                   "stated, so the bytes read per step are unknown")
+    elif quant is None and named in ("fp8", "mxfp4", "nvfp4"):
+        quant = named
+    if quant is not None and normalize_quant(quant) not in QUANT_BITS:  # pragma: no cover - normalize_quant raises
+        return CardMatch(None, f"weight format {quant} unknown")
     weights, experts = ("bf16", "mxfp4") if quant == "mxfp4" else (quant, None)
-    lookup = name if find_card_file(name) else (raw if find_card_file(raw) else None)
-    if lookup is not None:
-        card = load_card(lookup, quant=weights, expert_quant=experts, card_name=name)
+    how = None
+    found = None
+    for cand in (name, raw):
+        found = find_card_file(cand)
+        if found is not None:
+            how = f"card file {found[0].name} (name or alias {cand!r})"
+            break
+    if found is None:
+        found = _find_variant(raw, name)
+        if found is not None:
+            how = f"card file {found[0].name}: {raw!r} is a variant of {found[1].get('name', found[0].stem)!r} " \
+                  f"(same architecture words {'-'.join(model_key(raw))})"
+    if found is not None:
+        card = load_card(str(found[1].get("name", found[0].stem)), quant=weights, expert_quant=experts, card_name=name)
     else:
         cfg = cached_config(raw)
         if cfg is None:
-            return None
+            return CardMatch(None, f"no card in data/models/ matches {raw!r} (architecture words "
+                                   f"{'-'.join(model_key(raw)) or 'none'}) and no config.json in the Hugging Face cache")
         card = card_from_config_file(cfg, name=name, quant=weights or "bf16", expert_quant=experts)
+        how = f"config.json of {raw} in the Hugging Face cache"
+    if info and info.params and abs(card.total_params - info.params) > 0.15 * info.params:
+        return CardMatch(None, f"{how} has {card.total_params / 1e9:.2f} B params but the source states "
+                               f"{info.params / 1e9:.2f} B: another architecture, no card used")
     if info and info.file_bytes:
         card = card_with_file_size(card, info.file_bytes, expert_quant=experts)
-    return card
+        how += f"; bytes from the stated file size ({info.file_bytes} bytes)"
+    elif weights:
+        how += f"; weights in {weights}" + (f", experts in {experts}" if experts else "")
+    return CardMatch(card, how)
+
+
+def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
+    """The card :func:`match_card` finds, or None."""
+    return match_card(name, info).card
 
 
 def stats(values: list[float] | None = None, p50: float | None = None, p90: float | None = None,
@@ -171,18 +421,25 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     if not result.summaries:
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()
-    run_id = runs.check_run_id(run_id) if run_id else runs.new_run_id(host=f"{hw.name}-import")
-    final = runs_dir / run_id
-    if final.exists():
-        raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten")
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{run_id}.", suffix=".tmp"))
+    # the empty run folder is the claim (mkdir is atomic); the run is built beside it and renamed over it
+    final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
+    run_id = final.name
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{run_id}.", suffix=".tmp"))
+    except BaseException:
+        final.rmdir()
+        raise
     try:
         cards: dict[str, ModelCard] = {}
+        matches: dict[str, str] = {}
+        unknown: dict[str, str] = {}
         for name in sorted({s.model for s in result.summaries}):
-            card = card_for(name, result.models.get(name))
-            if card is not None:
-                cards[name] = card
+            found = match_card(name, result.models.get(name))
+            if found.card is not None:
+                cards[name] = found.card
+                matches[name] = found.how
+            else:
+                unknown[name] = found.how
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         engines = sorted({s.engine for s in result.summaries})
         tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
@@ -196,6 +453,8 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "source_details": result.details,
             "models_as_named": {k: v.raw_name for k, v in result.models.items()},
             "models_without_card": sorted({s.model for s in result.summaries} - set(cards)),
+            "model_cards_used": matches,
+            "models_unknown": {k: f"{v}; kind, ceiling, roofline and MBU are null" for k, v in unknown.items()},
             "hardware": hw.model_dump(mode="json"), "probe": None, "config": None,
             "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
             "versions": {result.tool: result.tool_version, "batchmark": __version__},
@@ -211,8 +470,10 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         doc = runs.read_json(tmp / "analysis.json")
         doc["run_id"] = run_id
         runs.atomic_write_json(tmp / "analysis.json", doc)
-        os.rename(tmp, final)
+        os.rename(tmp, final)  # replaces the empty claimed folder
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        if final.is_dir() and not any(final.iterdir()):
+            final.rmdir()
         raise
     return final

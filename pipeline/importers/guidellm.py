@@ -1,28 +1,49 @@
-"""Importer for GuideLLM's benchmarks JSON (``guidellm benchmark … --output-path benchmarks.json``).
+"""Importer for GuideLLM's benchmarks report: ``benchmarks.json`` or ``benchmarks.yaml`` (same content).
 
-Keys used: ``benchmarks[]``, each with a scheduling strategy (``config.strategy``,
-``scheduler.strategy`` or ``args.strategy``: ``{"type_": "concurrent", "streams": N}`` or
-``{"type_": "synchronous"}``) and ``metrics`` whose entries hold ``successful`` statistics
-``{mean, median, count, total_sum, percentiles: {p50, p90, p99, …}}``:
-``output_tokens_per_second``, ``output_token_count``, ``prompt_token_count``,
-``time_to_first_token_ms``, ``time_per_output_token_ms``, ``inter_token_latency_ms`` (ms) and
-``request_latency`` (s); ``request_totals`` counts ``successful`` and ``errored``.  The
-model is looked up at ``worker.backend_model``, ``config.model``, ``args.model``.
+GuideLLM writes the report as JSON by default and as YAML on request (``--output
+kind=yaml``); both hold the same document and are imported alike.  Its ``benchmarks.csv``
+flattens the distributions into one row per benchmark and is refused with a pointer to the
+JSON.
 
-Benchmarks without a fixed concurrency (rate-based: constant, poisson, throughput) are
-skipped and listed in the run's details.  Mapping: output throughput = successful output
-tokens / benchmark duration where both are given, else the mean of
-``output_tokens_per_second``; per-user throughput = 1 / median TPOT; step time = median
-TPOT; input/output length = median prompt/output token count.
+Keys used: ``benchmarks[]``, each with a scheduling strategy (``config.strategy`` in
+GuideLLM ≥ 0.4, ``scheduler.strategy`` or ``args.strategy`` before: ``{"type_": "concurrent",
+"streams": N}`` or ``{"type_": "synchronous"}``), ``duration`` (s) and ``metrics``, whose
+entries hold ``successful`` distributions ``{mean, median, count, total_sum, percentiles:
+{p50, p90, p99, …}}``, and ``request_totals`` (``successful``, ``errored``, ``incomplete``).
+The model is ``--model``, else ``worker.backend_model`` (≤ 0.3), ``config.backend.model`` of the
+benchmark or ``config.spec.backend.model`` of the report (0.8), ``config.model``, ``args.model``.
+
+Mapping, by each field's definition in GuideLLM's own source
+(``guidellm/schemas/request_stats.py``, ``GenerativeRequestStats``), never by its name:
+- TTFT ← ``time_to_first_token_ms`` = first iteration − request start (ms): batchmark's TTFT.
+- TPOT ← ``inter_token_latency_ms`` = (last token − first token) / (output tokens − 1) per
+  request (ms): batchmark's TPOT.  GuideLLM's own ``time_per_output_token_ms`` is (last token −
+  request start) / output tokens, TTFT included (before 0.4: (last − first) / output tokens),
+  and is not batchmark's TPOT: it is not used.  GuideLLM weights the distribution by token
+  (count = Σ (output − 1)), so its percentiles equal per-request ones when output lengths are
+  equal (batchmark's fixed-length workloads).
+- ITL: only its mean, the token-weighted mean of the same field (= Σ gaps / Σ (output − 1),
+  the mean of batchmark's per-token ITL); GuideLLM keeps no per-token gaps.
+- E2EL ← ``request_latency`` = request end − request start (s).
+- output throughput = ``output_token_count.successful.total_sum`` / ``duration`` (tokens of the
+  successful requests over the benchmark's window), else the mean of
+  ``output_tokens_per_second``; per-user throughput = 1 / median TPOT; step time = median TPOT;
+  input/output length = median prompt/output token count of the successful requests.
+- completed = ``request_totals.successful``; failed = ``request_totals.errored`` (``incomplete``
+  requests were cut off at the benchmark's end and are neither).
+
+Benchmarks without a fixed concurrency (rate-based: constant, poisson, throughput) are open
+loop; they are skipped and listed in the run's details.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import ImportResult, ModelInfo, canonical_model_name, check_unique, fail, stats, summary
+from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
+                                     check_finite, check_unique, fail, is_number, load_json, read_text, stats, summary,
+                                     wrong_format)
 
 FORMAT = "guidellm"
 ENGINE = "openai"
@@ -48,35 +69,78 @@ def _succ(path: Path, where: str, metrics: dict[str, Any], key: str, required: b
     m = _get(metrics, key, "successful")
     if m is None:
         if required:
-            raise fail(path, f"field {where}.metrics.{key}.successful", "missing (truncated?)")
+            raise fail(path, f"field {where}.metrics.{key}.successful", "missing")
         return None
     if not isinstance(m, dict):
         raise fail(path, f"field {where}.metrics.{key}.successful", "not an object")
     return m
 
 
-def _dist(m: dict[str, Any] | None, scale: float) -> dict[str, float | None] | None:
+def _num(path: Path, field: str, v: Any) -> float | None:
+    if v is None:
+        return None
+    if not is_number(v):
+        raise fail(path, f"field {field}", f"not a number: {v!r}")
+    return float(v)
+
+
+def _dist(path: Path, field: str, m: dict[str, Any] | None, scale: float,
+          mean_only: bool = False) -> dict[str, float | None] | None:
     if not m:
         return None
     pct = m.get("percentiles") or {}
-    return stats(p50=pct.get("p50", m.get("median")), p90=pct.get("p90"), p99=pct.get("p99"), mean=m.get("mean"),
-                 scale=scale)
+    if not isinstance(pct, dict):
+        raise fail(path, f"field {field}.percentiles", "not an object")
+    mean = _num(path, f"{field}.mean", m.get("mean"))
+    if mean_only:
+        return stats(mean=mean, scale=scale)
+    return stats(p50=_num(path, f"{field}.percentiles.p50", pct.get("p50", m.get("median"))),
+                 p90=_num(path, f"{field}.percentiles.p90", pct.get("p90")),
+                 p99=_num(path, f"{field}.percentiles.p99", pct.get("p99")), mean=mean, scale=scale)
 
 
-def parse(paths: list[Path], model: str | None = None, engine: str | None = None) -> ImportResult:
-    """Parse one GuideLLM benchmarks JSON file."""
+_CSV_REFUSAL = ("GuideLLM's CSV output is not supported (it flattens the distributions); import the "
+                "benchmarks.json (or benchmarks.yaml) of the same run")
+
+
+def _load(path: Path) -> Any:
+    """The report document of a JSON or YAML file; a CSV is refused as unsupported (never read as a cut-short JSON)."""
+    text = read_text(path)
+    head = text.lstrip()[:1]
+    first = text.lstrip().split("\n", 1)[0]
+    if path.suffix.lower() == ".csv" or (head not in ("{", "[") and first.count(",") >= 2 and ":" not in first):
+        raise fail(path, None, _CSV_REFUSAL)
+    if head in ("{", "["):
+        return load_json(path, text, "a GuideLLM benchmarks report")
+    import yaml
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise fail(path, line, f"not a GuideLLM benchmarks JSON or YAML report "
+                               f"({getattr(exc, 'problem', None) or 'invalid YAML'})") from None
+    except RecursionError:
+        raise fail(path, None, "not a GuideLLM benchmarks report (nested too deeply)") from None
+    check_finite(path, doc)
+    return doc
+
+
+def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
+          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
+    """Parse one GuideLLM benchmarks report (JSON or YAML)."""
     if len(paths) != 1:
         raise fail(", ".join(map(str, paths)), None, "guidellm imports one file at a time")
     path = paths[0]
     engine = engine or ENGINE
-    try:
-        d = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise fail(path, None, "file not found") from None
-    except json.JSONDecodeError as exc:
-        raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg}; truncated?)") from None
+    d = _load(path)
     if not isinstance(d, dict) or not isinstance(d.get("benchmarks"), list):
-        raise fail(path, "field benchmarks", "missing; not a GuideLLM benchmarks file")
+        raise (wrong_format(path, d, FORMAT, "a GuideLLM benchmarks report")
+               or fail(path, "field benchmarks", "missing; not a GuideLLM benchmarks report"))
+    other = wrong_format(path, d, FORMAT, "a GuideLLM benchmarks report")
+    if other is not None:
+        raise other
     points, names, skipped = [], {}, []
     for i, b in enumerate(d["benchmarks"]):
         where = f"benchmarks[{i}]"
@@ -86,50 +150,69 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         if strat is None:
             raise fail(path, f"field {where}.config.strategy", "missing (no scheduling strategy)")
         kind = strat.get("type_") or strat.get("type")
+        streams = strat.get("streams")
         if kind == "synchronous":
             conc = 1
-        elif kind == "concurrent" and isinstance(strat.get("streams"), int) and strat["streams"] >= 1:
-            conc = strat["streams"]
+        elif kind == "concurrent" and isinstance(streams, int) and not isinstance(streams, bool) and streams >= 1:
+            conc = streams
         else:
             skipped.append(f"{where}: {kind}")
             continue
         metrics = b.get("metrics")
         if not isinstance(metrics, dict):
-            raise fail(path, f"field {where}.metrics", "missing (truncated?)")
+            raise fail(path, f"field {where}.metrics", "missing")
+        totals = metrics.get("request_totals") or {}
+        if not isinstance(totals, dict):
+            raise fail(path, f"field {where}.metrics.request_totals", "not an object")
         out_cnt = _succ(path, where, metrics, "output_token_count", required=True)
         in_cnt = _succ(path, where, metrics, "prompt_token_count", required=True)
+        completed = _num(path, f"{where}.metrics.request_totals.successful", totals.get("successful"))
+        if completed is None:
+            completed = _num(path, f"{where}.metrics.output_token_count.successful.count", out_cnt.get("count"))
+        failed = _num(path, f"{where}.metrics.request_totals.errored", totals.get("errored", totals.get("failed", 0))) or 0
+        if completed is None:
+            raise fail(path, f"field {where}.metrics.request_totals.successful", "missing; the completed count is unknown")
+        check_completion(path, f"field {where}.metrics.request_totals", int(completed), int(failed), conc, max_failure_rate)
         otps = _succ(path, where, metrics, "output_tokens_per_second")
-        duration = b.get("duration") or _get(b, "run_stats", "duration")
-        if isinstance(out_cnt.get("total_sum"), (int, float)) and isinstance(duration, (int, float)) and duration > 0:
-            tput = out_cnt["total_sum"] / duration
-        elif otps and isinstance(otps.get("mean"), (int, float)):
+        duration = _num(path, f"{where}.duration", b.get("duration") if b.get("duration") is not None
+                        else _get(b, "run_stats", "duration"))
+        total_out = _num(path, f"{where}.metrics.output_token_count.successful.total_sum", out_cnt.get("total_sum"))
+        if total_out is not None and duration and duration > 0:
+            tput = total_out / duration
+        elif otps and is_number(otps.get("mean")):
             tput = float(otps["mean"])
         else:
-            raise fail(path, f"field {where}.metrics.output_tokens_per_second", "missing; throughput unknown")
+            raise fail(path, f"field {where}.duration", "missing; throughput unknown")
+        lens = {}
         for key, m in (("output_token_count", out_cnt), ("prompt_token_count", in_cnt)):
-            if not isinstance(m.get("median"), (int, float)):
-                raise fail(path, f"field {where}.metrics.{key}.successful.median", "missing or not a number")
-        tpot = _dist(_succ(path, where, metrics, "time_per_output_token_ms"), 1e-3)
-        totals = metrics.get("request_totals") or {}
-        completed = totals.get("successful", out_cnt.get("count"))
-        raw = (model or _get(b, "worker", "backend_model") or _get(b, "config", "model") or _get(d, "args", "model")
-               or _get(b, "args", "model"))
-        if not raw:
-            raise fail(path, f"field {where}.worker.backend_model", "missing; pass --model")
-        name = canonical_model_name(str(raw))
-        names[name] = str(raw)
+            med = _num(path, f"{where}.metrics.{key}.successful.median", m.get("median"))
+            if med is None:
+                raise fail(path, f"field {where}.metrics.{key}.successful.median", "missing")
+            lens[key] = round(med)
+        itl_field = f"{where}.metrics.inter_token_latency_ms.successful"
+        itl_m = _succ(path, where, metrics, "inter_token_latency_ms")
+        tpot = _dist(path, itl_field, itl_m, 1e-3)
+        raw = (model or _get(b, "worker", "backend_model") or _get(b, "config", "backend", "model")
+               or _get(d, "config", "spec", "backend", "model") or _get(b, "config", "model")
+               or _get(d, "args", "model") or _get(b, "args", "model"))
+        if not raw or not isinstance(raw, str):
+            raise fail(path, f"field {where}.config.backend.model", "missing; pass --model")
+        name = canonical_model_name(raw)
+        names[name] = raw
         med_tpot = tpot["p50"] if tpot else None
         points.append(summary(
-            name, engine, round(in_cnt["median"]), round(out_cnt["median"]), conc,
-            completed=int(completed) if isinstance(completed, (int, float)) else conc,
-            failed=int(totals.get("errored", totals.get("failed", 0)) or 0),
+            name, engine, lens["prompt_token_count"], lens["output_token_count"], conc,
+            completed=int(completed), failed=int(failed),
             output_throughput_tok_s=tput, per_user_tok_s=1.0 / med_tpot if med_tpot else None,
-            ttft_s=_dist(_succ(path, where, metrics, "time_to_first_token_ms"), 1e-3), tpot_s=tpot,
-            itl_s=_dist(_succ(path, where, metrics, "inter_token_latency_ms"), 1e-3),
-            e2el_s=_dist(_succ(path, where, metrics, "request_latency"), 1.0),
+            ttft_s=_dist(path, f"{where}.metrics.time_to_first_token_ms.successful",
+                         _succ(path, where, metrics, "time_to_first_token_ms"), 1e-3),
+            tpot_s=tpot, itl_s=_dist(path, itl_field, itl_m, 1e-3, mean_only=True),
+            e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
+                         _succ(path, where, metrics, "request_latency"), 1.0),
             step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]}))
     if not points:
-        raise fail(path, "field benchmarks", f"no concurrent or synchronous benchmark (skipped: {'; '.join(skipped) or 'none'})")
+        raise fail(path, "field benchmarks", f"no concurrent or synchronous benchmark; rate-based (open-loop) ones are "
+                                             f"not imported (skipped: {'; '.join(skipped) or 'none'})")
     check_unique(path, points)
     version = _get(d, "metadata", "guidellm_version") or d.get("version")
     return ImportResult(FORMAT, "guidellm", str(version) if version else None, [str(path)], points,

@@ -15,9 +15,10 @@ Each (PP, TG) pair is a workload; each row a point at concurrency B (static batc
   per-step times are not printed; prefill throughput = S_PP.
 
 The model of a Markdown table is the most recent heading above it (``## ggml-org/…-GGUF``),
-or ``--model``; the weight format and file size come from a description line under the
-heading (``qwen2 7B Q8_0 (dense), 7.54 GiB``) or llama.cpp's log (``file type = Q8_0``,
-``file size = 7.54 GiB``).  The build comes from ``build: 6918 (2f68ce7cf)`` or
+or ``--model``; the weight format, file size and parameter count come from a description
+line under the heading (``qwen2 7B Q8_0 (dense), 7.54 GiB, 7.62 B params``) or llama.cpp's
+log (``file type = Q8_0``, ``file size = 7.54 GiB``, ``model params = 7.62 B``,
+``arch = qwen2``); the parameter count checks the card found for the name.  The build comes from ``build: 6918 (2f68ce7cf)`` or
 ``build 2f68ce7cf (6918)``.
 """
 
@@ -28,8 +29,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_unique, fail,
-                                     gib_from_text, quant_from_text, stats, summary)
+from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_finite, check_unique, fail,
+                                     gib_from_text, number, quant_from_text, read_text, stats, summary)
 
 FORMAT = "llama-batched-bench"
 ENGINE = "llama.cpp"
@@ -128,10 +129,23 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             m = re.search(r"general\.name\s+str\s*=\s*(.+)$", s)
             if m:
                 info["general_name"] = m.group(1).strip()
+            m = re.search(r"(?:model params\s*=\s*)?(\d+(?:\.\d+)?)\s*B(?: params)?\s*$", s) if "params" in s else None
+            m = m or re.search(r"(\d+(?:\.\d+)?)\s*B params", s)
+            if m:
+                info["params"] = int(round(float(m.group(1)) * 1e9))
+            m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
+            if m:
+                info["arch"] = m.group(1).strip()
             if s.startswith("main:") and "n_kv_max" in s:
                 settings = dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
             continue
         cells = _cells(s)
+        low = {c.lower() for c in cells}
+        if "test" in low and ("t/s" in low or "t/s (total)" in low):
+            tool = "llama-benchy" if low & {"ttfr (ms)", "e2e_ttft (ms)", "t/s (req)", "t/s (total)"} else "llama-bench"
+            hint = ("import it with 'batchmark import llama-benchy'" if tool == "llama-benchy"
+                    else "batchmark does not import llama-bench (one sequence per test)")
+            raise fail(path, no, f"this is a {tool} table (test | t/s), not llama-batched-bench; {hint}")
         if "PP" in cells and "S_TG t/s" in cells:
             if tuple(cells) != COLUMNS:
                 raise fail(path, no, f"unexpected columns {cells}; expected {list(COLUMNS)}")
@@ -142,6 +156,8 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
             mi.quant = mi.quant or info.get("quant")
             mi.file_bytes = mi.file_bytes or info.get("file_bytes")
+            mi.params = mi.params or info.get("params")
+            mi.arch = mi.arch or info.get("arch")
             if settings.get("is_pp_shared") == "1":
                 raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
             header_at = no
@@ -154,9 +170,9 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             raise fail(path, no, f"row has {len(cells)} cells, expected {len(COLUMNS)} (truncated?)")
         try:
             pp, tg, b, _n_kv = (int(c) for c in cells[:4])
-            t_pp, s_pp, t_tg, s_tg, _t, _s = (float(c) for c in cells[4:])
         except ValueError:
             raise fail(path, no, f"non-numeric cell in {cells}") from None
+        t_pp, s_pp, t_tg, s_tg, _t, _s = (number(path, no, c) for c in cells[4:])
         points.append(point_from_row(path, no, table_model, pp, tg, b, t_pp, s_pp, t_tg, s_tg, engine))
     if not points:
         raise fail(path, None, "no llama-batched-bench table found (expected a header | PP | TG | B | N_KV | … |)")
@@ -184,7 +200,12 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
         try:
             row = json.loads(s)
         except json.JSONDecodeError as exc:
-            raise fail(path, no, f"not a JSON object ({exc.msg}; truncated?)") from None
+            raise fail(path, no, f"not a JSON object ({exc.msg}; cut short?)") from None
+        except RecursionError:
+            raise fail(path, no, "not a JSON object (nested too deeply)") from None
+        if not isinstance(row, dict):
+            raise fail(path, no, "not a JSON object")
+        check_finite(path, row, f"line {no}")
         missing = [k for k in JSONL_KEYS if k not in row]
         if missing:
             raise fail(path, no, f"missing field {missing[0]!r}")
@@ -194,7 +215,7 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
             points.append(point_from_row(path, no, name, int(row["pp"]), int(row["tg"]), int(row["pl"]),
                                          float(row["t_pp"]), float(row["speed_pp"]), float(row["t_tg"]),
                                          float(row["speed_tg"]), engine))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise fail(path, no, "non-numeric value") from None
     if not points:
         raise fail(path, None, "no JSONL rows found")
@@ -203,7 +224,8 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
                         {name: ModelInfo(raw_name=model)})
 
 
-def parse(paths: list[Path], model: str | None = None, engine: str | None = None) -> ImportResult:
+def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
+          max_failure_rate: float | None = None) -> ImportResult:
     """Parse one batched-bench output file (Markdown or JSONL, told apart by the first row)."""
     if len(paths) != 1:
         raise fail(", ".join(map(str, paths)), None, "llama-batched-bench imports one file at a time")
@@ -216,9 +238,4 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        raise fail(path, None, "file not found") from None
-    except UnicodeDecodeError:
-        raise fail(path, None, "not a text file") from None
+    return read_text(path)

@@ -19,24 +19,31 @@ skipped.  A Markdown tg row takes its prompt size from the pp row before it.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import ImportResult, ModelInfo, canonical_model_name, check_unique, fail, stats, summary
+from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_unique, fail, is_number,
+                                     load_json, read_text, stats, summary, wrong_format)
 
 FORMAT = "llama-benchy"
 ENGINE = "openai"
+#: Columns only llama-benchy prints (latency columns and the per-request split); its table is recognised by them.
+BENCHY_COLUMNS = frozenset({"ttfr (ms)", "est_ppt (ms)", "e2e_ttft (ms)", "t/s (req)", "t/s (total)"})
+#: Columns of llama.cpp's ``llama-bench`` table (``tools/llama-bench/README.md``), which shares ``test``/``t/s``.
+LLAMA_BENCH_COLUMNS = frozenset({"model", "size", "params", "backend", "test", "t/s"})
 _TEST = re.compile(r"^(ctx_pp|ctx_tg|pp|tg)(\d*)(?:\s*@\s*d(\d+))?(?:\s*\(c(\d+)\))?$")
 
 
 def _metric(path: Path, field: str, m: Any) -> tuple[float | None, list[float]]:
     if m is None:
         return None, []
-    if not isinstance(m, dict) or not isinstance(m.get("mean"), (int, float)):
+    if not isinstance(m, dict) or not is_number(m.get("mean")):
         raise fail(path, f"field {field}", "expected {mean, std, values}")
-    vals = [float(v) for v in (m.get("values") or []) if isinstance(v, (int, float))]
+    values = m.get("values") or []
+    if not isinstance(values, list):
+        raise fail(path, f"field {field}.values", "not a list")
+    vals = [float(v) for v in values if is_number(v)]
     return float(m["mean"]), vals
 
 
@@ -53,10 +60,10 @@ def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, 
 
 def parse_json(path: Path, text: str, model: str | None, engine: str) -> ImportResult:
     """A llama-benchy JSON report → points (fields named on error)."""
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg}; truncated?)") from None
+    d = load_json(path, text, "a llama-benchy report")
+    other = wrong_format(path, d, FORMAT, "a llama-benchy report")
+    if other is not None:
+        raise other
     if not isinstance(d, dict) or not isinstance(d.get("benchmarks"), list):
         raise fail(path, "field benchmarks", "missing; not a llama-benchy report")
     raw = model or d.get("model")
@@ -95,6 +102,8 @@ def _value(path: Path, no: int, cell: str) -> float | None:
         return None
     m = re.match(r"^(-?\d+(?:\.\d+)?)(?:\s*±\s*(-?\d+(?:\.\d+)?))?$", cell)
     if not m:
+        if re.match(r"^[-+]?(nan|inf|infinity)\b", cell, re.IGNORECASE):
+            raise fail(path, no, f"not a finite number: {cell!r}")
         raise fail(path, no, f"not a number or 'mean ± std': {cell!r}")
     return float(m.group(1))
 
@@ -115,8 +124,19 @@ def parse_markdown(path: Path, text: str, model: str | None, engine: str) -> Imp
             continue
         cells = [c.strip() for c in s.strip("|").split("|")]
         low = [c.lower() for c in cells]
+        if "s_tg t/s" in low:
+            raise fail(path, no, "this is a llama-batched-bench table (PP | TG | B | … | S_TG t/s), not llama-benchy; "
+                                 "import it with 'batchmark import llama-batched-bench'")
         if "test" in low:
             header = low
+            if LLAMA_BENCH_COLUMNS <= set(header):
+                raise fail(path, no, "this is a llama-bench table (columns model | size | params | backend | … | test | "
+                                     "t/s), not llama-benchy: llama-bench (llama.cpp) times one sequence per test, "
+                                     "its tgN generates N tokens from depth d alone (no pp before it); batchmark does "
+                                     "not import llama-bench; for batch sweeps of llama.cpp use llama-batched-bench")
+            if not BENCHY_COLUMNS & set(header):
+                raise fail(path, no, f"not a llama-benchy table: none of its columns {sorted(BENCHY_COLUMNS)} "
+                                     f"(header: {' | '.join(cells)})")
             if not any(h in header for h in ("t/s (total)", "t/s")):
                 raise fail(path, no, "table has no 't/s (total)' or 't/s' column")
             continue
@@ -159,15 +179,13 @@ def parse_markdown(path: Path, text: str, model: str | None, engine: str) -> Imp
                         {k: ModelInfo(raw_name=v) for k, v in names.items()})
 
 
-def parse(paths: list[Path], model: str | None = None, engine: str | None = None) -> ImportResult:
+def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
+          max_failure_rate: float | None = None) -> ImportResult:
     """Parse one llama-benchy output (JSON or Markdown, told apart by the first character)."""
     if len(paths) != 1:
         raise fail(", ".join(map(str, paths)), None, "llama-benchy imports one file at a time")
     path = paths[0]
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise fail(path, None, "file not found") from None
+    text = read_text(path)
     if text.lstrip().startswith("{"):
         return parse_json(path, text, model, engine or ENGINE)
     return parse_markdown(path, text, model, engine or ENGINE)

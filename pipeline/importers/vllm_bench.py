@@ -1,10 +1,18 @@
-"""Importer for ``vllm bench serve``: its ``--save-result`` JSON (one file per concurrency) or the printed block.
+"""Importer for ``vllm bench serve``: its ``--save-result`` JSON (one file per concurrency, or
+one object per line with ``--append-result``) or the printed block.
 
 JSON keys used (vLLM ``vllm/benchmarks/serve.py``): ``model_id``, ``max_concurrency``,
-``completed``, ``failed`` or ``num_prompts``, ``output_throughput`` (tok/s), ``duration``,
-``total_input_tokens``, ``total_output_tokens``, ``input_lens``/``output_lens`` (when saved
-with details), ``ttfts`` (s, per request), and ``{mean,median,p<N>}_{ttft,tpot,itl,e2el}_ms``
-(p90 only where ``--metric-percentiles`` asked for it; missing ones stay null).
+``request_rate`` (``"inf"`` for a closed loop), ``completed``, ``failed`` or ``num_prompts``,
+``output_throughput`` (tok/s), ``total_input_tokens``, ``total_output_tokens``, the
+per-request lists of ``--save-detailed`` (``input_lens``, ``output_lens``, ``ttfts`` in s,
+``errors``; a failed request has an error text, length 0 and TTFT 0.0, and stays out of every
+median), and ``{mean,median,p<N>}_{ttft,tpot,itl,e2el}_ms`` (p90 only where
+``--metric-percentiles`` asked for it; missing ones stay null).  vLLM's TPOT is per request
+(E2EL − TTFT) / (output tokens − 1), batchmark's definition.
+
+Refused: a finite ``request_rate`` (an open-loop run, whose throughput the client's arrival
+rate sets; ``max_concurrency`` is then only a cap), fewer completed requests than the
+concurrency, a failure rate above :data:`~pipeline.importers.base.MAX_FAILURE_RATE`.
 
 The printed block starts at ``============ Serving Benchmark Result ============`` and holds
 ``Successful requests:``, ``Output token throughput (tok/s):``, ``Mean/Median/P99 TTFT
@@ -24,7 +32,9 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from pipeline.importers.base import ImportResult, ModelInfo, canonical_model_name, check_unique, fail, stats, summary
+from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
+                                     check_finite, check_unique, fail, is_number, number, read_text, refuse_open_loop, stats, summary,
+                                     wrong_format)
 
 FORMAT = "vllm-bench"
 ENGINE = "vllm"
@@ -36,145 +46,250 @@ _BLOCK_KEYS = {
 }
 
 
-def _ms_stats(d: dict[str, Any], metric: str) -> dict[str, float | None] | None:
+def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str = "") -> dict[str, float | None] | None:
+    """``{p50, p90, p99, mean}`` (s) of a metric from vLLM's ``{median,p<N>,mean}_<metric>_ms`` keys.
+
+    Raises:
+        BatchmarkError: one of those keys holds something other than a number (named).
+    """
+    for key in (f"median_{metric}_ms", f"p50_{metric}_ms", f"p90_{metric}_ms", f"p99_{metric}_ms", f"mean_{metric}_ms"):
+        if d.get(key) is not None and not is_number(d[key]):
+            raise fail(path or "?", f"field {pre}{key}", f"not a number: {d[key]!r}")
     return stats(p50=d.get(f"median_{metric}_ms", d.get(f"p50_{metric}_ms")), p90=d.get(f"p90_{metric}_ms"),
                  p99=d.get(f"p99_{metric}_ms"), mean=d.get(f"mean_{metric}_ms"), scale=1e-3)
 
 
 
+def _ok_mask(d: dict[str, Any]) -> list[bool] | None:
+    """Which requests of a ``--save-detailed`` result succeeded, or None without per-request lists.
+
+    vLLM (``vllm/benchmarks/serve.py``) keeps one entry per request in ``input_lens``,
+    ``output_lens``, ``ttfts``, ``itls`` and ``errors``; a failed request has an error text,
+    output length 0 and TTFT 0.0.  Success is an empty error where ``errors`` is saved, else a
+    positive output length.
+    """
+    lens = d.get("output_lens")
+    if not isinstance(lens, list) or not lens:
+        return None
+    errors = d.get("errors")
+    if isinstance(errors, list) and len(errors) == len(lens):
+        return [not e for e in errors]
+    return [isinstance(n, (int, float)) and n > 0 for n in lens]
+
+
 def _per_request_len(d: dict[str, Any], lens_key: str, total_key: str, completed: int, path: Path, pre: str,
-                     what: str) -> int:
-    """Tokens per request: the median of ``lens_key`` when given, else ``total_key`` / completed requests.
+                     what: str, ok: list[bool] | None) -> int:
+    """Tokens per request: the median over the successful requests of ``lens_key`` when given, else ``total_key`` / completed.
+
+    Failed requests carry length 0 in vLLM's lists and never enter the median.
 
     Raises:
-        BatchmarkError: neither field is present (the message names ``total_key``).
+        BatchmarkError: neither field is present (the message names ``total_key``), a list that is not numbers.
     """
-    if d.get(lens_key):
-        return round(median(d[lens_key]))
-    if isinstance(d.get(total_key), (int, float)):
+    lens = d.get(lens_key)
+    if isinstance(lens, list) and lens:
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in lens):
+            raise fail(path, f"field {pre}{lens_key}", "not a list of numbers")
+        mask = ok if ok is not None and len(ok) == len(lens) else [True] * len(lens)
+        good = [v for v, keep in zip(lens, mask) if keep]
+        if good:
+            return round(median(good))
+    if isinstance(d.get(total_key), (int, float)) and not isinstance(d.get(total_key), bool):
         return round(d[total_key] / completed)
     raise fail(path, f"field {pre}{total_key}", f"missing; the {what} length is unknown")
 
-def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = ""):
+
+def _is_closed_loop_rate(rate: Any) -> bool:
+    """vLLM writes ``request_rate`` as ``"inf"`` (all requests at once, limited only by ``max_concurrency``)."""
+    return rate is None or (isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")) or rate == float("inf")
+
+
+def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = "",
+                      max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None):
     """One :class:`PointSummary` from a save-result dict (or a parsed printed block).
 
+    ``total``: requests sent, where the source states it apart from the counts (the progress
+    bar above a printed block).
+
     Raises:
-        BatchmarkError: a missing or non-numeric required field (named), no fixed concurrency.
+        BatchmarkError: a missing or non-numeric required field (named), an open-loop
+            (rate-limited) run, no fixed concurrency, too few completed or too many failed
+            requests (:func:`~pipeline.importers.base.check_completion`).
     """
     pre = f"{where}." if where else ""
-    for key in ("completed", "output_throughput"):
-        if not isinstance(d.get(key), (int, float)):
-            raise fail(path, f"field {pre}{key}", "missing or not a number (truncated?)")
+    rate = d.get("request_rate")
     conc = d.get("max_concurrency")
-    if not isinstance(conc, int) or conc < 1:
+    if not _is_closed_loop_rate(rate):
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool):
+            raise refuse_open_loop(path, f"field {pre}request_rate", float(rate), conc if isinstance(conc, int) else None)
+        raise fail(path, f"field {pre}request_rate", f"is {rate!r}; expected a number or \"inf\"")
+    check_finite(path, {k: v for k, v in d.items() if k != "request_rate"}, where)
+    for key in ("completed", "output_throughput"):
+        if not isinstance(d.get(key), (int, float)) or isinstance(d.get(key), bool):
+            raise fail(path, f"field {pre}{key}", "missing or not a number")
+    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
         raise fail(path, f"field {pre}max_concurrency", f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency (--max-concurrency)")
     completed = int(d["completed"])
-    if completed < 1:
-        raise fail(path, f"field {pre}completed", "no request completed")
-    input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input")
-    output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output")
+    ok = _ok_mask(d)
     failed = d.get("failed")
+    if not isinstance(failed, int) or isinstance(failed, bool):
+        failed = None
+    if failed is None and ok is not None:
+        failed = ok.count(False)
     if failed is None and isinstance(d.get("num_prompts"), int):
         failed = max(0, d["num_prompts"] - completed)
-    tpot = _ms_stats(d, "tpot")
+    failed = int(failed or 0)
+    if total is not None and total > completed + failed:
+        failed = total - completed
+    check_completion(path, f"field {pre}completed", completed, failed, conc, max_failure_rate)
+    input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input", ok)
+    output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output", ok)
+    tpot = _ms_stats(d, "tpot", path, pre)
     med_tpot = tpot["p50"] if tpot else None
-    ttft = _ms_stats(d, "ttft")
-    if d.get("ttfts") and all(isinstance(v, (int, float)) for v in d["ttfts"]):
-        ttft = stats(values=[v for v in d["ttfts"] if v > 0])
-    return summary(model, engine, input_len, output_len, conc, completed=completed, failed=int(failed or 0),
+    ttft = _ms_stats(d, "ttft", path, pre)
+    ttfts = d.get("ttfts")
+    if isinstance(ttfts, list) and ttfts and all(isinstance(v, (int, float)) for v in ttfts):
+        mask = ok if ok is not None and len(ok) == len(ttfts) else [v > 0 for v in ttfts]
+        good = [v for v, keep in zip(ttfts, mask) if keep and v > 0]
+        if good:
+            ttft = stats(values=good)
+    errors = d.get("errors")
+    error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
+    return summary(model, engine, input_len, output_len, conc, completed=completed, failed=failed,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
-                   ttft_s=ttft, tpot_s=tpot, itl_s=_ms_stats(d, "itl"), e2el_s=_ms_stats(d, "e2el"),
-                   step_time_s=med_tpot,
+                   ttft_s=ttft, tpot_s=tpot, itl_s=_ms_stats(d, "itl", path, pre), e2el_s=_ms_stats(d, "e2el", path, pre),
+                   step_time_s=med_tpot, errors=error_texts,
                    samples={"output_throughput_tok_s": [float(d["output_throughput"])]})
 
 
-def parse_json(path: Path, text: str, model: str | None, engine: str) -> tuple[Any, str, str | None]:
-    """One save-result file → (point, model as named, vLLM version or None)."""
-    try:
-        d = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg}; truncated?)") from None
-    if not isinstance(d, dict):
-        raise fail(path, None, "not a vllm bench serve result object")
-    raw = model or d.get("model_id") or d.get("model")
-    if not raw:
-        raise fail(path, "field model_id", "missing; pass --model")
-    version = d.get("vllm_version") or d.get("version")
-    return point_from_result(path, d, canonical_model_name(str(raw)), engine), str(raw), version
+def _objects(path: Path, text: str) -> list[tuple[int, Any]]:
+    """Every JSON value of a file, with its first line: one save-result object, or one per line (``--append-result``).
+
+    ``--append-result`` writes ``"\n"`` and another ``json.dump(result)`` after the first, so a
+    sweep run into one file is JSON Lines.
+
+    Raises:
+        BatchmarkError: a value that does not parse (names the line).
+    """
+    dec = json.JSONDecoder()
+    out, pos = [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            return out
+        line = text.count("\n", 0, pos) + 1
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg} at column {exc.colno}): cut short, or not a "
+                                         "vllm bench serve result") from None
+        except RecursionError:
+            raise fail(path, line, "corrupt JSON (nested too deeply)") from None
+        out.append((line, obj))
 
 
-def _num(path: Path, no: int, value: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise fail(path, no, f"not a number: {value!r}") from None
+def parse_json(path: Path, text: str, model: str | None, engine: str,
+               max_failure_rate: float = MAX_FAILURE_RATE) -> list[tuple[Any, str, str | None]]:
+    """A save-result file (one object) or an ``--append-result`` file (one object per line) → [(point, model as named, vLLM version)]."""
+    objs = _objects(path, text)
+    out = []
+    for line, d in objs:
+        where = f"line {line}" if len(objs) > 1 else ""
+        if not isinstance(d, dict):
+            raise fail(path, line if len(objs) > 1 else None, "not a vllm bench serve result object")
+        other = wrong_format(path, d, FORMAT, "a vllm bench serve result")
+        if other is not None:
+            raise other
+        raw = model or d.get("model_id") or d.get("model")
+        if not raw or not isinstance(raw, str):
+            raise fail(path, f"{where + ' ' if where else ''}field model_id", "missing; pass --model")
+        version = d.get("vllm_version") or d.get("version")
+        pt = point_from_result(path, d, canonical_model_name(raw), engine, where=where,
+                               max_failure_rate=max_failure_rate)
+        out.append((pt, raw, str(version) if version else None))
+    if not out:
+        raise fail(path, None, "empty file")
+    return out
 
 
-def parse_block(path: Path, text: str, model: str | None, engine: str) -> list[Any]:
-    """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required)."""
+def parse_block(path: Path, text: str, model: str | None, engine: str,
+                max_failure_rate: float = MAX_FAILURE_RATE) -> list[Any]:
+    """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
+
+    The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
+    rate (open loop, refused), ``Maximum request concurrency:``, and the progress bar
+    ``100/100 [...]`` whose total counts every request sent (blocks of before mid-2025 print
+    no ``Failed requests:`` line, so total − successful is the failed count there).
+    """
     if not model:
         raise fail(path, None, "the printed Serving Benchmark Result block names no model; pass --model")
     name = canonical_model_name(model)
     points = []
-    pending_conc: int | None = None
+    pending: dict[str, Any] = {}
     block: dict[str, Any] | None = None
+    total: int | None = None
     start = 0
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip().lstrip("#").strip()
         if re.match(r"^=+\s*Serving Benchmark Result\s*=+$", s):
             if block is not None:
-                raise fail(path, start, "Serving Benchmark Result block never closed (truncated?)")
-            block, start = {"max_concurrency": pending_conc}, no
+                raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
+            block, start = {"max_concurrency": None, "request_rate": "inf", **pending}, no
             continue
         if block is not None and s and set(s) == {"="}:
-            points.append(point_from_result(path, block, name, engine, where=f"block at line {start}"))
-            block, pending_conc = None, None
+            points.append(point_from_result(path, block, name, engine, where=f"block at line {start}",
+                                            max_failure_rate=max_failure_rate, total=total))
+            block, pending, total = None, {}, None
             continue
-        m = re.match(r"^([A-Za-z][^:]*?):\s+(\S+)\s*$", s)
+        bar = re.search(r"\|\s*(\d+)/(\d+)\s*\[", s)
+        if bar and block is None:
+            total = int(bar.group(2))
+            continue
+        m = re.match(r"^([A-Za-z][^:]*?):\s+(\S+)(?:\s.*)?$", s)
         if not m:
             continue
         key, value = m.group(1).strip(), m.group(2)
+        if key in ("Traffic request rate", "Request rate configured (RPS)"):
+            rate: Any = "inf" if value.lower() in ("inf", "infinity") else number(path, no, value)
+            (block if block is not None else pending)["request_rate"] = rate
+            continue
         if key == "Maximum request concurrency":
-            conc = int(_num(path, no, value))
-            if block is not None:
-                block["max_concurrency"] = conc
-            else:
-                pending_conc = conc
+            conc = int(number(path, no, value))
+            (block if block is not None else pending)["max_concurrency"] = conc
             continue
         if block is None:
             continue
         stat = re.match(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$", key)
         if stat:
             which = "median" if stat.group(1) == "Median" else ("mean" if stat.group(1) == "Mean" else f"p{stat.group(2)}")
-            block[f"{which}_{stat.group(3).lower()}_ms"] = _num(path, no, value)
+            block[f"{which}_{stat.group(3).lower()}_ms"] = number(path, no, value)
         elif key in _BLOCK_KEYS:
-            v = _num(path, no, value)
+            v = number(path, no, value)
             block[_BLOCK_KEYS[key]] = int(v) if key in ("Successful requests", "Failed requests") else v
     if block is not None:
-        raise fail(path, start, "Serving Benchmark Result block never closed (truncated?)")
+        raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
     if not points:
-        raise fail(path, None, "no 'Serving Benchmark Result' block found")
+        raise fail(path, None, "no 'Serving Benchmark Result' block found; not vllm bench serve output")
     return points
 
 
-def parse(paths: list[Path], model: str | None = None, engine: str | None = None) -> ImportResult:
-    """Parse save-result JSON files (one per concurrency) and/or printed logs."""
+def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
+          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
+    """Parse save-result JSON files (one per concurrency, or one per line with ``--append-result``) and/or printed logs."""
     engine = engine or ENGINE
     points, names, versions = [], {}, set()
     for path in paths:
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise fail(path, None, "file not found") from None
+        text = read_text(path)
         if text.lstrip().startswith("{"):
-            pt, raw, version = parse_json(path, text, model, engine)
-            points.append(pt)
-            names[pt.model] = raw
-            if version:
-                versions.add(str(version))
+            for pt, raw, version in parse_json(path, text, model, engine, max_failure_rate):
+                points.append(pt)
+                names[pt.model] = raw
+                if version:
+                    versions.add(version)
         else:
-            for pt in parse_block(path, text, model, engine):
+            for pt in parse_block(path, text, model, engine, max_failure_rate):
                 points.append(pt)
                 names[pt.model] = model or pt.model
     check_unique(", ".join(map(str, paths)), points)

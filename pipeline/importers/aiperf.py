@@ -1,0 +1,161 @@
+"""Importer for NVIDIA AIPerf's ``profile_export_aiperf.json`` (and GenAI-Perf's ``profile_export_*.json``).
+
+The file is one object of metrics, each ``{"unit", "avg", "p1" … "p99", "min", "max",
+"std"}`` (throughputs and counts carry only ``avg``), plus ``input_config`` with the run's
+settings (``loadgen.concurrency``, ``loadgen.request_rate``, ``endpoint.model_names``;
+GenAI-Perf puts ``concurrency``, ``request_rate`` and ``model`` at the top of
+``input_config``).  One file is one point.
+
+Mapping, by each metric's definition in AIPerf's metrics reference (``docs/metrics_reference.md``
+of ai-dynamo/aiperf), never by its name:
+- TTFT ← ``time_to_first_token`` = first response − request start: batchmark's TTFT.
+- TPOT ← ``inter_token_latency`` = (request latency − TTFT) / (output sequence length − 1) per
+  request: batchmark's TPOT (AIPerf's "ITL" is a per-request average, not per-token gaps, so
+  batchmark's ITL stays null).
+- E2EL ← ``request_latency`` = last response − request start.
+- output throughput ← ``output_token_throughput`` = total output sequence length / benchmark
+  duration (first request sent to last response received), all requests together.
+- per-user throughput ← median of ``output_token_throughput_per_user`` (= 1 / ITL per request;
+  its median is 1 / median TPOT), else 1 / median TPOT; step time = median TPOT.
+- input/output length ← median ``input_sequence_length`` / ``output_sequence_length`` (output
+  sequence length counts reasoning tokens too, as the server generated them).
+- completed ← ``request_count`` (successful requests); failed ← ``error_request_count``.
+  GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
+  GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
+  included) is not batchmark's per-user throughput and is not read.
+Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
+a request rate (open loop) is refused.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
+                                     check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop, stats,
+                                     summary, wrong_format)
+
+FORMAT = "aiperf"
+ENGINE = "openai"
+_TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0}
+
+
+def _metric(path: Path, d: dict[str, Any], key: str, required: bool = False) -> dict[str, Any] | None:
+    m = d.get(key)
+    if m is None:
+        if required:
+            raise fail(path, f"field {key}", "missing; not an AIPerf/GenAI-Perf profile export, or cut short")
+        return None
+    if not isinstance(m, dict):
+        raise fail(path, f"field {key}", "not an object {unit, avg, p50, …}")
+    out = {}
+    for k, v in m.items():
+        if k == "unit" or v is None or is_number(v):
+            out[k] = v
+        elif isinstance(v, str):  # early GenAI-Perf wrote every statistic as a string ("217.1")
+            out[k] = number(path, f"field {key}.{k}", v)
+        else:
+            raise fail(path, f"field {key}.{k}", f"not a number: {v!r}")
+    return out
+
+
+def _value(path: Path, d: dict[str, Any], key: str, stat: str = "avg", required: bool = False) -> float | None:
+    m = _metric(path, d, key, required)
+    v = m.get(stat) if m else None
+    if v is None and required:
+        raise fail(path, f"field {key}.{stat}", "missing")
+    return float(v) if v is not None else None
+
+
+def _time_stats(path: Path, d: dict[str, Any], key: str) -> dict[str, float | None] | None:
+    m = _metric(path, d, key)
+    if not m:
+        return None
+    unit = str(m.get("unit", "ms")).strip().lower()
+    if unit not in _TIME_UNITS:
+        raise fail(path, f"field {key}.unit", f"unknown time unit {m.get('unit')!r} (known: ns, us, ms, s)")
+    return stats(p50=m.get("p50"), p90=m.get("p90"), p99=m.get("p99"), mean=m.get("avg"), scale=_TIME_UNITS[unit])
+
+
+def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
+    for p in paths:
+        v: Any = cfg
+        for k in p:
+            v = v.get(k) if isinstance(v, dict) else None
+        if v is not None:
+            return v
+    return None
+
+
+def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float):
+    """One profile export → (point, model as named, tool version)."""
+    d = load_json(path, read_text(path), "an AIPerf profile export")
+    if not isinstance(d, dict):
+        raise fail(path, None, "not an AIPerf/GenAI-Perf profile export object")
+    other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
+    if other is not None:
+        raise other
+    cfg = d.get("input_config")
+    if not isinstance(cfg, dict):
+        raise fail(path, "field input_config", "missing; the concurrency of the run is unknown")
+    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",))
+    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",))
+    if rate is not None:
+        if not is_number(rate):
+            raise fail(path, "field input_config.loadgen.request_rate", f"not a number: {rate!r}")
+        raise refuse_open_loop(path, "field input_config.loadgen.request_rate", float(rate),
+                               conc if is_number(conc) else None)
+    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
+        raise fail(path, "field input_config.loadgen.concurrency",
+                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency (--concurrency)")
+    raw = model or _setting(cfg, ("endpoint", "model_names"), ("model_names",), ("model",))
+    if isinstance(raw, list):
+        raw = raw[0] if len(raw) == 1 else None
+    if not raw or not isinstance(raw, str):
+        raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
+    completed = _value(path, d, "request_count")
+    counts_stated = completed is not None
+    if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
+        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",), ("num_prompts",))
+        if not isinstance(sent, int) or isinstance(sent, bool):
+            raise fail(path, "field request_count", "missing, and input_config states no request count")
+        completed = float(sent)
+    failed = _value(path, d, "error_request_count") or 0.0
+    check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
+    tput = _value(path, d, "output_token_throughput", required=True)
+    lens = []
+    for key in ("input_sequence_length", "output_sequence_length"):
+        v = _value(path, d, key, "p50")
+        v = v if v is not None else _value(path, d, key, "avg", required=True)
+        lens.append(round(v))
+    tpot = _time_stats(path, d, "inter_token_latency")
+    med_tpot = tpot["p50"] if tpot else None
+    per_user = _value(path, d, "output_token_throughput_per_user", "p50")
+    if per_user is None and med_tpot:
+        per_user = 1.0 / med_tpot
+    point = summary(canonical_model_name(raw), engine, lens[0], lens[1], conc, completed=int(completed),
+                    failed=int(failed), output_throughput_tok_s=tput, per_user_tok_s=per_user,
+                    ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
+                    e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
+                    samples={"output_throughput_tok_s": [tput]})
+    if not counts_stated:
+        point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
+    return point, raw, str(version) if version else None
+
+
+def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
+          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
+    """Parse profile exports (one file per concurrency)."""
+    engine = engine or ENGINE
+    points, names, versions = [], {}, set()
+    for path in paths:
+        pt, raw, version = parse_file(path, model, engine, max_failure_rate)
+        points.append(pt)
+        names[pt.model] = raw
+        if version:
+            versions.add(version)
+    check_unique(", ".join(map(str, paths)), points)
+    return ImportResult(FORMAT, "aiperf", ", ".join(sorted(versions)) or None, [str(p) for p in paths], points,
+                        {k: ModelInfo(raw_name=v) for k, v in names.items()})

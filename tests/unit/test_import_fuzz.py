@@ -1,0 +1,108 @@
+"""Fuzz-style robustness of every importer (issue 12, "What must hold": never a traceback).
+
+Seeded random truncations, byte corruptions and dropped lines of each importer's sample
+file: the importer either raises a one-line :class:`BatchmarkError` or returns points whose
+numbers are finite and whose counts and lengths make sense.  Fault kind pinned: a corrupt
+result file ending in a TypeError/KeyError/ZeroDivisionError traceback, or in a point with NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import BatchmarkError
+from pipeline.importers import parse
+
+from tests.conftest import DATA
+
+CASES = DATA / "cases"
+
+BATCHED_BENCH_MD = """## ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF
+
+main: n_kv_max = 4096, n_batch = 2048, n_ubatch = 512, flash_attn = 1, is_pp_shared = 0, n_gpu_layers = -1
+
+|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|
+|   512 |     32 |    1 |    544 |    0.250 |  2048.00 |    1.000 |    32.00 |    1.250 |   435.20 |
+|   512 |     32 |    2 |   1088 |    0.500 |  2048.00 |    1.100 |    58.18 |    1.600 |   680.00 |
+
+build: 6918 (2f68ce7cf)
+"""
+
+#: (format, sample, --model); every importer's sample files, small ones only (the fuzz runs each many times).
+SAMPLES = [
+    ("vllm-bench", DATA / "vllm-bench" / "llama-3.1-8b-c4.json", None),
+    ("vllm-bench", DATA / "vllm-bench-log" / "serve-log.txt", "Qwen3-30B-A3B"),
+    ("vllm-bench", CASES / "05-vllm-append-result" / "sweep.json", None),
+    ("llama-benchy", DATA / "llama-benchy" / "gpt-oss-120b.json", None),
+    ("llama-benchy", DATA / "llama-benchy" / "qwen3-30b-a3b.md", None),
+    ("guidellm", DATA / "guidellm" / "benchmarks.json", None),
+    ("guidellm", CASES / "15-guidellm-yaml-csv" / "benchmarks.yaml", None),
+    ("aiperf", CASES / "06-aiperf-profile-export" / "profile_export_aiperf.json", None),
+    ("aiperf", DATA / "aiperf" / "profile_export_genai_perf.json", None),
+    ("llama-batched-bench", DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl", "Llama-3.1-8B"),
+    ("llama-batched-bench", None, None),  # BATCHED_BENCH_MD
+]
+CASES_PER_SAMPLE = 36
+
+
+def _mutate(rng: random.Random, data: bytes) -> bytes:
+    kind = rng.choice(["truncate", "corrupt", "corrupt", "drop_line", "swap_digit"])
+    if kind == "truncate":
+        return data[: rng.randrange(len(data))]
+    if kind == "corrupt":
+        out = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            out[rng.randrange(len(out))] = rng.randrange(256)
+        return bytes(out)
+    if kind == "drop_line":
+        lines = data.split(b"\n")
+        del lines[rng.randrange(len(lines))]
+        return b"\n".join(lines)
+    digits = [i for i, b in enumerate(data) if 48 <= b <= 57]
+    out = bytearray(data)
+    for i in rng.sample(digits, min(3, len(digits))):
+        out[i] = rng.choice(b"0-.eE9")
+    return bytes(out)
+
+
+def _check_point(p) -> None:
+    assert p.concurrency >= 1 and p.input_len >= 0 and p.output_len >= 0
+    assert p.completed >= 0 and p.failed >= 0
+    for name in ("output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"):
+        v = getattr(p, name)
+        assert v is None or math.isfinite(v), (name, v)
+    for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):
+        d = getattr(p, name)
+        assert d is None or all(v is None or math.isfinite(v) for v in d.values()), (name, d)
+
+
+@pytest.mark.parametrize("fmt, sample, model", SAMPLES, ids=[f"{f}-{s.name if s else 'md'}" for f, s, _ in SAMPLES])
+def test_mutated_files_give_one_line_errors_or_sane_points(fmt, sample, model, tmp_path):
+    data = sample.read_bytes() if sample else BATCHED_BENCH_MD.encode()
+    name = sample.name if sample else "bench.md"
+    rng = random.Random(f"{fmt}/{name}")  # seeded: the same cases every run
+    parse(fmt, [_write(tmp_path / name, data)], model=model)  # the sample itself imports
+    outcomes = {"error": 0, "ok": 0}
+    for i in range(CASES_PER_SAMPLE):
+        path = _write(tmp_path / f"{i}-{name}", _mutate(rng, data))
+        try:
+            result = parse(fmt, [path], model=model)
+        except BatchmarkError as exc:
+            msg = str(exc)
+            assert "\n" not in msg and msg.startswith(str(path)), msg
+            outcomes["error"] += 1
+            continue
+        for p in result.summaries:
+            _check_point(p)
+        outcomes["ok"] += 1
+    assert outcomes["error"] > 0  # the mutations do reach the error paths
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path

@@ -1,0 +1,65 @@
+"""Run ids are unique without waiting (issue 12, "Also": two imports or sweeps on one host within one second).
+
+Fault kind pinned: the second of two runs started in the same second got the same
+``YYYYMMDDTHHMMSSZ-<host>`` id and was refused ("already exists").
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timezone
+
+import pytest
+
+from pipeline import runs
+from pipeline.errors import BatchmarkError
+from pipeline.importers import import_run
+
+from tests.conftest import DATA, REPO
+
+WHEN = datetime(2026, 11, 29, 15, 4, 5, tzinfo=timezone.utc)
+
+
+class _Frozen(datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return WHEN
+
+
+def test_claims_in_one_second_get_suffixed_ids(tmp_path):
+    first = runs.claim_run_dir(tmp_path, host="box", now=WHEN)
+    second = runs.claim_run_dir(tmp_path, host="box", now=WHEN)
+    third = runs.claim_run_dir(tmp_path, host="box", now=WHEN)
+    assert [p.name for p in (first, second, third)] == ["20261129T150405Z-box", "20261129T150405Z-box.02",
+                                                        "20261129T150405Z-box.03"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, second.name, third.name]  # ids sort by start
+    assert all(runs.check_run_id(p.name) == p.name for p in (first, second, third))
+    assert runs.new_run_id(WHEN, "box", runs_dir=tmp_path) == "20261129T150405Z-box.04"  # looks, takes nothing
+    with pytest.raises(BatchmarkError, match="already exists"):
+        runs.claim_run_dir(tmp_path, run_id=first.name)
+
+
+def test_concurrent_claims_never_share_a_folder(tmp_path):
+    got: list[str] = []
+    threads = [threading.Thread(target=lambda: got.append(runs.claim_run_dir(tmp_path, host="box", now=WHEN).name))
+               for _ in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == len(set(got)) == 12
+
+
+def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
+    monkeypatch.setattr(runs, "datetime", _Frozen)
+    a = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
+    b = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
+    assert (a.name, b.name) == ("20261129T150405Z-dgx-spark-import", "20261129T150405Z-dgx-spark-import.02")
+    assert (a / "run.json").is_file() and (b / "run.json").is_file()
+    assert not [p for p in a.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
+
+
+def test_committed_run_ids_still_validate():
+    committed = [p.name for p in (REPO / "data" / "runs").iterdir() if p.is_dir()]
+    assert committed
+    assert all(runs.check_run_id(r) == r for r in committed)
