@@ -16,7 +16,10 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
                 "prefill_throughput_tok_s")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
-                "peak_output_throughput_tok_s", "scaling_efficiency")
+                "peak_output_throughput_tok_s", "scaling_efficiency", "post_knee_cause", "server_limits")
+REGIME_TEXT = {"batching": "batching", "queueing": "queueing (more in flight than the server batches)",
+               "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown"}
+POST_KNEE_TEXT = {"plateau": "plateaus", "decline": "declines", "not_reached": "knee not reached"}
 HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
 
 
@@ -30,6 +33,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         a = extra.get((s["model"], s["engine"], s["input_len"], s["output_len"], s["concurrency"]), {})
         row["mbu"] = a.get("mbu")
         row["mfu"] = a.get("mfu")
+        row["regime"] = a.get("regime")
+        row["server"] = a.get("server")
         points.append(row)
     return {
         "run_id": meta.get("run_id"),
@@ -60,17 +65,25 @@ def show_run(ref: str | Path) -> dict[str, Any]:
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
-    lines.append(f"{'model':<24} {'c':>5} {'out tok/s':>10} {'user tok/s':>10} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11} {'MBU':>6}")
+    lines.append(f"{'model':<24} {'c':>5} {'out tok/s':>10} {'user tok/s':>10} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11} "
+                 f"{'MBU':>6} {'KV %':>5}  regime")
     for p in doc["points"]:
         def fmt(v, scale=1.0, spec="{:.1f}"):
             return spec.format(v * scale) if v is not None else "-"
         lines.append(f"{p['model']:<24} {p['concurrency']:>5} {fmt(p['output_throughput_tok_s']):>10} "
                      f"{fmt(p['per_user_tok_s']):>10} {fmt((p['ttft_s'] or {}).get('p50'), 1e3):>11} "
-                     f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} {fmt(p['mbu'], 1, '{:.2f}'):>6}")
+                     f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} {fmt(p['mbu'], 1, '{:.2f}'):>6} "
+                     f"{fmt((p.get('server') or {}).get('kv_cache_usage_max'), 100):>5}  "
+                     f"{REGIME_TEXT.get(p.get('regime') or '', '-')}")
     lines.append("")
     for m in doc["models"]:
         ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"
+        past = ""
+        if m["knee_concurrency"]:
+            cause = m.get("post_knee_cause")
+            past = (f", past it the curve {POST_KNEE_TEXT.get(m['post_knee'], m['post_knee'])}"
+                    + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
-                     f"knee {m['knee_concurrency'] or 'not reached'}, post-knee {m['post_knee']}, "
+                     f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
                      f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s")
     return "\n".join(lines)

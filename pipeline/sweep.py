@@ -124,6 +124,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     hw = load_profile(cfg.hardware)
+    if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
+        measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
             log(f"run {run_dir.name} is complete; nothing to measure")
@@ -143,9 +145,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
             "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:])})
-    cfg, fallback = engine_config(cfg, log)
     if fallback:
         runs.update_run_json(run_dir, engine_fallback=fallback)
+    cfg = measured_cfg
     engine = get_engine(cfg)
     if hasattr(engine, "attach_run"):  # served engines keep server logs in the run folder
         engine.attach_run(run_dir)

@@ -250,7 +250,7 @@ class VLLMEngine(ServedEngine):
         status, body = self._get(self.opts.metrics_path)
         metrics_text = body.decode("utf-8", "replace") if status == 200 else ""
         self.servers[spec.name] = {"command": shlex.join(cmd), "server_version": version or self.package_version,
-                                   "port": self.port, "log": log_ref, "started_at": stamp,
+                                   "port": self.port, "pid": self.proc.pid, "log": log_ref, "started_at": stamp,
                                    "limits": server_limits(cmd, metrics_text)}
         if self.run_dir is not None and (self.run_dir / "run.json").exists():
             from pipeline import runs

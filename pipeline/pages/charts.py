@@ -124,3 +124,84 @@ def efficiency_chart(models: list[dict[str, Any]]) -> dict[str, Any]:
         strokeDash=alt.StrokeDash("kind:N", legend=None),
         tooltip=["model:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Scaling efficiency: MoE vs dense"))
+
+
+REGIME_LABELS = {"batching": "batching", "queueing": "queueing", "kv_cache_full": "KV cache full",
+                 "limits_unknown": "limits unknown"}
+
+
+def server_state_chart(model: dict[str, Any], analysis_points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The server's own view per point (served engines): KV-cache usage (%) and requests running/waiting vs concurrency.
+
+    Values are the highest ``/metrics`` samples during the point (about one a second); each
+    point is coloured by what it measured (``analysis.point_regime``).  None when the server
+    exported nothing (in-process engines, endpoints without ``/metrics``).
+    """
+    rows = []
+    for a in sorted(analysis_points, key=lambda a: a["concurrency"]):
+        srv = a.get("server") or {}
+        regime = REGIME_LABELS.get(a.get("regime") or "", "unknown")
+        for key, label in (("kv_cache_usage_max", "KV cache in use (%)"),
+                           ("requests_running_max", "requests running (max)"),
+                           ("requests_waiting_max", "requests waiting (max)")):
+            v = srv.get(key)
+            if v is not None:
+                rows.append({"concurrency": a["concurrency"], "metric": label,
+                             "value": v * 100 if key == "kv_cache_usage_max" else v, "regime": regime})
+    if not rows:
+        return None
+    base = alt.Chart(alt.Data(values=rows))
+    line = base.mark_line(color="#7f7f7f").encode(x=_x("concurrency"), y=alt.Y("value:Q", title=None))
+    dots = base.mark_point(filled=True, size=70).encode(
+        x=_x("concurrency"), y=alt.Y("value:Q", title=None),
+        color=alt.Color("regime:N", title="point measured", scale=alt.Scale(
+            domain=list(REGIME_LABELS.values()), range=["#2ca02c", "#d62728", "#9467bd", "#7f7f7f"])),
+        tooltip=["metric:N", "concurrency:Q", alt.Tooltip("value:Q", format=".2f"), "regime:N"])
+    chart = (line + dots).properties(width=240, height=200)
+    return _spec(chart.facet(column=alt.Column("metric:N", title=None), data=alt.Data(values=rows)).resolve_scale(y="independent")
+                 .properties(title=f"{model['model']}: the server's view (from /metrics)"))
+
+
+def engines_chart(title: str, series: list[dict[str, Any]]) -> dict[str, Any]:
+    """Output throughput vs concurrency of one model and workload under several engines or runs.
+
+    ``series``: ``[{"label": "vllm (continuous batching) · <run>", "points": [point summaries]}]``.
+    """
+    rows = [{"concurrency": p["concurrency"], "tok_s": p["output_throughput_tok_s"], "series": s["label"]}
+            for s in series for p in s["points"] if p.get("output_throughput_tok_s")]
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x(), y=alt.Y("tok_s:Q", title="output throughput (tokens/s)"),
+        color=alt.Color("series:N", legend=alt.Legend(title=None, orient="bottom", labelLimit=520)),
+        tooltip=["series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=title))
+
+
+ENGINE_TEXT = {"vllm": "vLLM, continuous batching", "transformers": "transformers, static batches",
+               "openai": "served endpoint, continuous batching"}
+
+
+def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
+    """Models measured under more than one engine on the same hardware and workload, newest run per engine.
+
+    Returns ``[{"title", "hardware", "model", "input_len", "output_len", "series": [{"label", "engine", "run_id",
+    "points", "model" (analysis row)}]}]`` for :func:`engines_chart` and the Benchmarks page.
+    """
+    groups: dict[tuple, dict[str, tuple[str, Any]]] = {}
+    for v in views:
+        hw = v.hardware.get("name") or "?"
+        for w in v.workloads:
+            m = w.model
+            key = (hw, m["model"], m["input_len"], m["output_len"])
+            engine = m.get("engine") or "?"
+            prev = groups.setdefault(key, {}).get(engine)
+            if prev is None or v.run_id > prev[0]:
+                groups[key][engine] = (v.run_id, w)
+    out = []
+    for (hw, model, inp, outl), by_engine in sorted(groups.items()):
+        if len(by_engine) < 2:
+            continue
+        series = [{"label": f"{ENGINE_TEXT.get(e, e)} · {rid}", "engine": e, "run_id": rid, "points": w.points,
+                   "model": w.model} for e, (rid, w) in sorted(by_engine.items(), key=lambda kv: kv[0] != "vllm")]
+        out.append({"title": f"{model} on {hw}: continuous vs static batching ({inp} in / {outl} out)",
+                    "hardware": hw, "model": model, "input_len": inp, "output_len": outl, "series": series})
+    return out

