@@ -285,7 +285,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
     Raises:
         BatchmarkError: a model card file of the run is malformed (the file is named).
     """
-    from pipeline.analysis import KNEE_THRESHOLD, analyze
+    from pipeline.analysis import KNEE_THRESHOLD, MAX_FAILURE_RATE, analyze
     from pipeline.modelcards import ModelCard
 
     cards = {}
@@ -295,7 +295,8 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
         except TypeError as exc:
             raise BatchmarkError(f"{run_dir / 'models' / (name + '.json')}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
-    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold)
+    max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
+    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed)
 
 
 def write_analysis(run_dir: Path) -> Path:

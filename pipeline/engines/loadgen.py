@@ -409,7 +409,9 @@ def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None, max_t
     chunks = [[t, k] for t, k in zip(raw.times, dec.counts) if k > 0]
     first_content = next((t for t, k, v in zip(raw.times, dec.counts, raw.visible) if v and k > 0), None)
     error = raw.error
-    if error is None and dec.error is not None:
+    if error is not None:  # a failed request's partial count is no evidence about the server's accounting
+        dec.flags, dec.source, dec.reason = [], None, ""
+    elif dec.error is not None:
         error = dec.error
     if error is None and not chunks:
         error = "no tokens received"
