@@ -42,7 +42,8 @@ first visible token's arrival is kept apart (``first_content_s``).  Reasoning to
 the server generated but never streamed are ``hidden_tokens``: counted in the output, kept
 out of the decode rate.
 
-A stream that ends without ``[DONE]``, a ``finish_reason`` or a final usage was cut short
+A stream that ends without ``[DONE]``, a ``finish_reason`` or a final usage chunk (usage
+outside any choice) was cut short
 and is a failed request; so is a malformed event (bad JSON, an object of the wrong shape).
 Failed requests (HTTP status, error event, connection loss, timeout) are recorded with
 ``error`` set; metrics count them and keep them out of latency percentiles.
@@ -246,6 +247,7 @@ class RawStream:
     reasoning_seen: bool = False
     finish_reason: str | None = None
     done_seen: bool = False
+    final_usage_seen: bool = False
     error: str | None = None
 
 
@@ -292,6 +294,8 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
         ct = _count(usage.get("completion_tokens"))
         if ct is not None:
             raw.completion_tokens = ct
+            if not choices:
+                raw.final_usage_seen = True
         pt = _count(usage.get("prompt_tokens"))
         if pt is not None:
             raw.prompt_tokens = pt
@@ -360,7 +364,7 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
                 if finished:
                     break
             raw.done_seen = finished
-            if not finished and raw.finish_reason is None and raw.completion_tokens is None:
+            if not finished and raw.finish_reason is None and not raw.final_usage_seen:
                 raw.error = ("stream ended without data" if not raw.times else
                              "stream ended early (no [DONE], finish_reason or usage)")
     except asyncio.TimeoutError:

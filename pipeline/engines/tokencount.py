@@ -61,6 +61,7 @@ FLAG_TEXT = {
     "usage_disagrees_with_text": "the server's count disagrees with the tokenized text and max_tokens",
     "per_chunk_usage_impossible": "no reading of the per-chunk usage gives a possible count",
     "count_impossible": "more chunks with text than max_tokens",
+    "count_below_max_tokens": "fewer tokens than max_tokens although the server accepted a fixed length",
 }
 
 
@@ -191,9 +192,15 @@ def reconcile_counts(counts: list[int], total: int) -> list[int]:
 
 
 def _stopped_rising(values: list[int | None], texts: list[str]) -> bool:
-    """True when a running per-chunk usage stays flat over a chunk with text (before the last value)."""
+    """True when per-chunk usage rose, then stayed flat over a later chunk with text."""
     seen = [(v, t) for v, t in zip(values, texts) if v is not None]
-    return any(t and v == p and v > 0 for (p, _), (v, t) in zip(seen, seen[1:]))
+    rose = False
+    for (p, _), (v, t) in zip(seen, seen[1:]):
+        if v > p:
+            rose = True
+        elif rose and t and v == p:
+            return True
+    return False
 
 
 def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
@@ -276,6 +283,8 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
                         f"impossible token count: {k_text} chunks with text for max_tokens {m}")
 
     source, total, counts, why = chosen
+    if ev.fixed_length and m is not None and total < m:
+        flags.append("count_below_max_tokens")
     streamed_total = total - hidden
     if counts is None or sum(counts) != streamed_total:
         counts = next((c for c in layouts.values() if sum(c) == streamed_total

@@ -103,7 +103,8 @@ def test_pages_mark_the_flagged_point(flagged_run, tmp_path):
     bench = (tmp_path / "docs" / "benchmarks.md").read_text()
     home = (tmp_path / "docs" / "index.md").read_text()
     method = (tmp_path / "docs" / "methodology.md").read_text()
-    assert "excluded" in bench and "c = 4" in bench and "max_failure_rate" in bench
+    assert "Points left out" in bench and "c = 4: 2 of 8 requests failed" in bench and "max_failure_rate" in bench
+    assert "| 4 |" in bench and "EXCLUDED: 2 of 8 failed (25%)" in bench
     assert "c = 4 excluded (failures)" in home
     # the counts per source for the run: every completed request took the server's usage
     assert "usage" in method and "Which token count" in method

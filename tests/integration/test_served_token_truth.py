@@ -166,3 +166,23 @@ def test_streamed_reasoning_counts_for_ttft_and_first_content_is_apart(tmp_path,
         assert 0.100 <= r.first_content_s - r.sent_s < 0.160
     assert 0.100 <= summ.time_to_first_content_s["p50"] < 0.160
     assert_true_figures(summ)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fuzzed_streams_give_failed_or_flagged_requests_never_a_traceback(seed, tmp_path, tok_dir):
+    """Fuzz: every measured stream gets a seeded random corruption (truncation, garbage, bad JSON, wrong types,
+    wrong counts, no [DONE]); each request must end failed with a one-line error, or with a possible count."""
+    rec, summ = measure("fuzz", tmp_path, tok_dir, concurrency=2, requests=16, seed=seed)
+    reqs = measured(rec)
+    assert len(reqs) == 16
+    for r in reqs:
+        if r.error is not None:
+            assert "\n" not in r.error and len(r.error) < 400 and not r.ok
+        else:
+            assert 1 <= r.output_tokens <= N_TOKENS  # never an impossible count
+            if r.output_tokens < N_TOKENS:  # partial work is flagged, never a plain result
+                assert "count_below_max_tokens" in r.token_count_flags
+            assert sum(k for _, k in r.chunks) == r.streamed_tokens
+    assert summ.failed == sum(1 for r in reqs if not r.ok) >= 1
+    assert summ.completed + summ.failed == 16
+    assert summ.flags.get("failed_requests") == summ.failed
