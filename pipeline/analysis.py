@@ -10,6 +10,11 @@ Definitions (DESIGN.md):
   measured still gains at least the threshold.  Past the knee the curve "declines" when its
   last point is more than 10 % below its peak, else it "plateaus";
 - scaling efficiency at c = T(c) / (c × T(1)).
+Failed and flagged points (issue 12): a point with any failed measured request, or any request
+whose token count set evidence aside, is *flagged* (``flags``); a point whose failure rate
+(failed / measured requests) is above ``max_failure_rate`` (config, default 0.05), or that
+completed nothing, is *excluded*: it stays in the tables, marked, but is left out of the knee,
+the peak, the single-stream figure and the scaling efficiency, and ``excluded_reason`` says so.
 Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
 Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
 run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are reported beside).
@@ -25,6 +30,7 @@ from pipeline.modelcards import (ModelCard, bytes_per_decode_step, flops_per_dec
 
 DECLINE_FRACTION = 0.10
 KNEE_THRESHOLD = 0.15  # default: a doubling that gains less than 15 % is weak (DESIGN.md)
+MAX_FAILURE_RATE = 0.05  # default of the config key max_failure_rate
 
 
 def mean_decode_context(input_len: int, output_len: int) -> float:
@@ -174,12 +180,34 @@ def hardware_figures(hardware: dict[str, Any], probe: dict[str, Any] | None) -> 
     }
 
 
+def point_quality(s: PointSummary, max_failure_rate: float = MAX_FAILURE_RATE) -> dict[str, Any]:
+    """``{"failure_rate", "flags", "excluded", "excluded_reason"}`` of one point (module docstring).
+
+    ``flags`` are the point's flag names (``failed_requests`` and the token-count flags of
+    :mod:`pipeline.engines.tokencount`), sorted.  Imported points without a request count give
+    a failure rate from ``completed`` and ``failed`` alone.
+    """
+    total = (s.completed or 0) + (s.failed or 0)
+    rate = s.failure_rate if s.failure_rate is not None else (s.failed / total if total else None)
+    flags = set((s.flags or {}).keys())
+    if s.failed:
+        flags.add("failed_requests")
+    reason = None
+    if total and not s.completed:
+        reason = f"no request completed ({s.failed} failed)"
+    elif rate is not None and rate > max_failure_rate:
+        reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
+                  f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
+    return {"failure_rate": rate, "flags": sorted(flags), "excluded": reason is not None, "excluded_reason": reason}
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
 
 def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware: dict[str, Any],
             probe: dict[str, Any] | None = None, knee_threshold: float = KNEE_THRESHOLD,
+            max_failure_rate: float = MAX_FAILURE_RATE,
             limits: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Analyse a run.
 
@@ -189,6 +217,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         hardware: the run's hardware profile (``HardwareProfile.model_dump()``).
         probe: the run's probe result, when measured on this machine.
         knee_threshold: fractional gain per doubling below which a doubling is weak.
+        max_failure_rate: failure rate above which a point is excluded from knee, peak and scaling.
         limits: the server's limits by model name (``--max-num-seqs`` …, see
             ``pipeline.engines.vllm.server_limits``); used with each point's server state to
             say what a point past the knee measured (:func:`point_regime`).
@@ -210,7 +239,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                                "output_len": s.output_len, "concurrency": s.concurrency,
                                "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                                "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
-                               "achieved_gb_s": None,
+                               "achieved_gb_s": None, **point_quality(s, max_failure_rate),
                                "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
                                "server": s.server}
         if card is not None:
@@ -233,7 +262,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     for model, engine, inp, out in workloads:
         mine = sorted((s for s in summaries if (s.model, s.engine, s.input_len, s.output_len) == (model, engine, inp, out)),
                       key=lambda s: s.concurrency)
-        curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine if s.output_throughput_tok_s]
+        quality = {s.concurrency: point_quality(s, max_failure_rate) for s in mine}
+        excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
+        curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine
+                 if s.output_throughput_tok_s and not quality[s.concurrency]["excluded"]]
         card = cards.get(model)
         ctx = mean_decode_context(inp, out)
         knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
@@ -263,5 +295,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
             "peak_concurrency": peak_pt[0] if peak_pt else None,
             "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},
+            "max_failure_rate": max_failure_rate,
+            "excluded_concurrency": excluded,
+            "flagged_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["flags"]],
         })
     return {"hardware": hw, "points": points_out, "models": models_out}

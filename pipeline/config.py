@@ -136,6 +136,9 @@ class SweepConfig(_Strict):
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
     knee_threshold: float = Field(default=0.15, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")
+    max_failure_rate: float = Field(default=0.05, ge=0, le=1,
+                                    description="A point whose share of failed measured requests is above this "
+                                                "is left out of the knee, peak and scaling figures (it is still shown, flagged)")
     stop_after_weak_doublings: int = Field(default=2, ge=0,
                                            description="Stop escalating after this many weak doublings in a row (0 = never)")
     seed: int = Field(default=0, description="Seed for weights and prompts")

@@ -3,7 +3,10 @@
 Definitions (DESIGN.md, "Terms and definitions"):
 - TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
 - E2EL = last token arrival − send.
-- TPOT (per request) = (E2EL − TTFT) / (output_tokens − 1).
+- TPOT (per request) = (E2EL − TTFT) / (streamed tokens − 1), streamed tokens = output_tokens
+  − hidden tokens (reasoning a server generated but never streamed: spreading them over the
+  visible chunks would inflate the decode rate); undefined (None) for fewer than 2 streamed
+  tokens or when every token arrived at once.
 - ITL: gaps between successive tokens; a chunk of k tokens after the previous chunk
   contributes k gaps of (chunk gap / k).  Extra tokens in the first chunk arrived together
   with the first token and contribute gaps of 0, so every request has output_tokens − 1 ITL
@@ -14,6 +17,12 @@ Definitions (DESIGN.md, "Terms and definitions"):
   Served: window from first measured send to last measured completion.
 - per-user throughput = 1 / median TPOT (tokens/s).
 Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).
+
+Failed and flagged work: a point counts its failed measured requests (``failed``,
+``failure_rate`` = failed / measured) and, per flag of :mod:`pipeline.engines.tokencount`, the
+requests whose token count set evidence aside (``flags``), and how many requests took their
+count from each source (``token_count_sources``).  No division here can raise: an empty
+window, a zero TPOT or a single-token request gives None.
 """
 
 from __future__ import annotations
@@ -58,10 +67,18 @@ def e2el_s(req: RequestRecord) -> float:
 
 
 def tpot_s(req: RequestRecord) -> float | None:
-    """(E2EL − TTFT) / (output_tokens − 1) in s; None for a single-token request."""
-    if req.output_tokens < 2:
+    """(E2EL − TTFT) / (streamed tokens − 1) in s (DESIGN.md; hidden reasoning tokens left out).
+
+    None for fewer than 2 streamed tokens, or when the whole output arrived at one instant
+    (no decode was observed, so no rate can be given).
+    """
+    n = req.streamed_tokens
+    if n < 2 or req.done_s is None or req.first_token_s is None:
         return None
-    return (req.done_s - req.first_token_s) / (req.output_tokens - 1)
+    span = req.done_s - req.first_token_s
+    if span <= 0:
+        return None
+    return span / (n - 1)
 
 
 def percentiles(values: list[float]) -> dict[str, float] | None:
@@ -135,6 +152,10 @@ class PointSummary:
     step_time_s: float | None
     errors: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
+    failure_rate: float | None = None
+    flags: dict[str, int] = field(default_factory=dict)
+    token_count_sources: dict[str, int] = field(default_factory=dict)
+    time_to_first_content_s: dict[str, float] | None = None
     server: dict[str, float | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -194,6 +215,29 @@ def _med(values: list[float | None]) -> float | None:
     return float(median(vals)) if vals else None
 
 
+def _inverse(value: float) -> float | None:
+    """1 / value, None when value is not positive."""
+    return 1.0 / value if value > 0 else None
+
+
+def point_flags(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str, int]]:
+    """({flag: requests with it}, {token count source: requests}) over measured requests (sorted keys).
+
+    ``failed_requests`` counts the failed ones; every token-count flag counts the requests
+    that carry it.
+    """
+    flags: dict[str, int] = {}
+    sources: dict[str, int] = {}
+    for r in measured:
+        if not r.ok:
+            flags["failed_requests"] = flags.get("failed_requests", 0) + 1
+        for f in r.token_count_flags or []:
+            flags[f] = flags.get(f, 0) + 1
+        if r.ok and r.token_count_source:
+            sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
+    return dict(sorted(flags.items())), dict(sorted(sources.items()))
+
+
 def summarize_point(records: PointRecords) -> PointSummary:
     """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded)."""
     key = records.point
@@ -205,15 +249,19 @@ def summarize_point(records: PointRecords) -> PointSummary:
     steps = [repeat_step_time(rep) for rep in records.repeats]
     static = all(rep.kind == "static_batch" for rep in records.repeats)
     step_time = _med(steps) if static else (float(np.median(tpots)) if tpots else None)
-    per_user = 1.0 / float(np.median(tpots)) if tpots else None
+    per_user = _inverse(float(np.median(tpots))) if tpots else None
     per_user_rep, ttft_rep, tpot_rep = [], [], []
     for rep in records.repeats:
         rep_ok = [r for r in rep.requests if r.ok and not r.warmup]
         rt = [t for t in (tpot_s(r) for r in rep_ok) if t is not None]
-        per_user_rep.append(1.0 / float(np.median(rt)) if rt else None)
+        per_user_rep.append(_inverse(float(np.median(rt))) if rt else None)
         tpot_rep.append(float(np.median(rt)) if rt else None)
         ttft_rep.append(float(np.median([ttft_s(r) for r in rep_ok])) if rep_ok else None)
+    flags, sources = point_flags(measured)
+    firsts = [r.first_content_s - r.sent_s for r in ok if r.first_content_s is not None]
     return PointSummary(
+        failure_rate=len(failed) / len(measured) if measured else None, flags=flags, token_count_sources=sources,
+        time_to_first_content_s=percentiles(firsts),
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
         concurrency=key.concurrency, repeats=len(records.repeats), completed=len(ok), failed=len(failed),
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,

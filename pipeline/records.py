@@ -48,10 +48,21 @@ class RequestRecord:
         done_s: arrival of the last generated token (None if the request failed early).
         chunks: ``[[arrival_s, n_tokens], ...]`` in arrival order, the first chunk included;
             a chunk carrying k tokens stands for k tokens.
-        input_tokens / output_tokens: token counts (server usage when reported).
-        usage_reported: whether ``output_tokens`` came from the server's usage (served engines).
+        input_tokens / output_tokens: token counts; ``output_tokens`` counts every generated
+            token, the hidden ones included.
+        usage_reported: whether the server reported a usage for this request (served engines).
         error: None on success, else a short description; failed requests stay out of latency
             percentiles but are counted.
+        first_content_s: arrival of the first visible (content, not reasoning) token; None when
+            none arrived or the engine does not tell them apart.
+        hidden_tokens: tokens generated but never streamed (reasoning reported only in usage);
+            they count in ``output_tokens`` but not in ``chunks``, TPOT or ITL.
+        token_count_source: where ``output_tokens`` came from (``usage``, ``per_chunk_usage``,
+            ``tokenized_text``, ``chunk_count``; see :mod:`pipeline.engines.tokencount`); None for
+            engines that count their own tokens and for records written before it existed.
+        token_count_reason: one line: why that source.
+        token_count_flags: evidence set aside (keys of ``tokencount.FLAG_TEXT``); a request with
+            any is flagged.
     """
 
     request_id: int
@@ -65,6 +76,16 @@ class RequestRecord:
     usage_reported: bool = True
     error: str | None = None
     warmup: bool = False
+    first_content_s: float | None = None
+    hidden_tokens: int = 0
+    token_count_source: str | None = None
+    token_count_reason: str | None = None
+    token_count_flags: list[str] = field(default_factory=list)
+
+    @property
+    def streamed_tokens(self) -> int:
+        """Tokens that arrived in the stream: ``output_tokens − hidden_tokens``."""
+        return self.output_tokens - self.hidden_tokens
 
     @property
     def ok(self) -> bool:

@@ -339,7 +339,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
     Raises:
         BatchmarkError: a model card file of the run is malformed (the file is named).
     """
-    from pipeline.analysis import KNEE_THRESHOLD, analyze
+    from pipeline.analysis import KNEE_THRESHOLD, MAX_FAILURE_RATE, analyze
     from pipeline.modelcards import ModelCard
 
     cards = {}
@@ -349,9 +349,10 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
         except TypeError as exc:
             raise BatchmarkError(f"{run_dir / 'models' / (name + '.json')}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
+    max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
     servers = ((meta.get("engine") or {}).get("servers") or {})
     limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
-    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, limits)
+    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed, limits)
 
 
 def write_analysis(run_dir: Path) -> Path:

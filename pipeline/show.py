@@ -1,7 +1,11 @@
 """``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of DESIGN.md.
 
 Pure assembly from what the metrics and analysis stages wrote; no measurement, no guessing:
-fields a source cannot supply are null.
+fields a source cannot supply are null.  Beyond the contract's fields, every point carries
+``failure_rate``, ``flags`` (failed requests, token counts that set evidence aside),
+``token_count_sources``, ``excluded`` and ``excluded_reason`` (a point above the config's
+``max_failure_rate`` is left out of knee, peak and scaling), and every model
+``excluded_concurrency`` and ``flagged_concurrency``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
                 "prefill_throughput_tok_s")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
-                "peak_output_throughput_tok_s", "scaling_efficiency", "post_knee_cause", "server_limits")
+                "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "flagged_concurrency",
+                "post_knee_cause", "server_limits")
 REGIME_TEXT = {"batching": "batching", "queueing": "queueing (more in flight than the server batches)",
                "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown"}
 POST_KNEE_TEXT = {"plateau": "plateaus", "decline": "declines", "not_reached": "knee not reached"}
@@ -35,13 +40,20 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["mfu"] = a.get("mfu")
         row["regime"] = a.get("regime")
         row["server"] = a.get("server")
+        row["failure_rate"] = a.get("failure_rate")
+        row["flags"] = a.get("flags") or sorted(set(s.get("flags") or {}) | ({"failed_requests"} if s.get("failed") else set()))
+        row["flag_counts"] = dict(s.get("flags") or {})
+        row["token_count_sources"] = dict(s.get("token_count_sources") or {})
+        row["excluded"] = bool(a.get("excluded", False))
+        row["excluded_reason"] = a.get("excluded_reason")
         points.append(row)
     return {
         "run_id": meta.get("run_id"),
         "source": meta.get("source", "measured"),
         "hardware": {k: analysis.get("hardware", {}).get(k) for k in HARDWARE_FIELDS},
         "points": points,
-        "models": [{k: m.get(k) for k in MODEL_FIELDS} for m in analysis.get("models", [])],
+        "models": [{k: m.get(k, [] if k.endswith("_concurrency") and k != "knee_concurrency" else None)
+                    for k in MODEL_FIELDS} for m in analysis.get("models", [])],
     }
 
 
@@ -66,7 +78,7 @@ def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
     lines.append(f"{'model':<24} {'c':>5} {'out tok/s':>10} {'user tok/s':>10} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11} "
-                 f"{'MBU':>6} {'KV %':>5}  regime")
+                 f"{'MBU':>6} {'KV %':>5}  regime; flags")
     for p in doc["points"]:
         def fmt(v, scale=1.0, spec="{:.1f}"):
             return spec.format(v * scale) if v is not None else "-"
@@ -74,7 +86,7 @@ def format_table(doc: dict[str, Any]) -> str:
                      f"{fmt(p['per_user_tok_s']):>10} {fmt((p['ttft_s'] or {}).get('p50'), 1e3):>11} "
                      f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} {fmt(p['mbu'], 1, '{:.2f}'):>6} "
                      f"{fmt((p.get('server') or {}).get('kv_cache_usage_max'), 100):>5}  "
-                     f"{REGIME_TEXT.get(p.get('regime') or '', '-')}")
+                     f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";"))
     lines.append("")
     for m in doc["models"]:
         ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"
@@ -85,5 +97,19 @@ def format_table(doc: dict[str, Any]) -> str:
                     + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
-                     f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s")
+                     f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s"
+                     + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
+                        if m.get("excluded_concurrency") else ""))
     return "\n".join(lines)
+
+
+def point_note(p: dict[str, Any]) -> str:
+    """One short note on a flagged point for tables (``""`` when unflagged), e.g. ``EXCLUDED: 2 of 8 failed (25 %); flags: …``."""
+    if not p.get("flags"):
+        return ""
+    done, failed = p.get("completed") or 0, p.get("failed") or 0
+    head = "EXCLUDED" if p.get("excluded") else "flagged"
+    parts = [f"{failed} of {done + failed} failed ({failed / (done + failed):.0%})"] if failed else []
+    counts = p.get("flag_counts") or {}
+    parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["flags"] if f != "failed_requests"]
+    return f"{head}: " + "; ".join(parts)

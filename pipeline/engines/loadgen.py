@@ -28,20 +28,23 @@ drops the optional fields one by one (per-chunk usage, ``min_tokens``, ``ignore_
 fields (``transformers serve`` answers 422) therefore still works, and what was dropped is
 kept in the point's meta.
 
-How many tokens a chunk carries (k).  ITL is per token (DESIGN.md), so k matters:
+How many tokens a chunk carries (k).  ITL is per token (DESIGN.md), so k matters.  The
+hot loop never tokenizes: it keeps each chunk's arrival, text, kind (visible content or
+reasoning) and whatever ``completion_tokens`` it carried, plus the last usage of the stream.
+After the repeat, :func:`finalize` hands that evidence to
+:func:`pipeline.engines.tokencount.decide`, which chooses per request which count to trust
+(server usage, per-chunk usage in one of its layouts, tokenized text, chunk count), spreads
+the tokens over the chunks, and records the source, the reason and any flags; a request
+whose every count is impossible (more chunks with text than ``max_tokens``) fails.
 
-- per-chunk usage, where the server gives it (vLLM's
-  ``stream_options.continuous_usage_stats``: every chunk carries the cumulative
-  ``completion_tokens``): k = increase of ``completion_tokens``; exact;
-- otherwise every chunk with text counts 1 while streaming (the hot loop never tokenizes),
-  and after the request the count is reconciled with the final ``usage.completion_tokens``:
-  equal → done (the usual one-token-per-chunk stream); different → each chunk's text is
-  tokenized with the model's tokenizer and the counts are scaled to the usage total by
-  largest remainder (a chunk with text keeps ≥ 1 token when the total allows);
-- no usage at all: the tokenized counts are the output tokens and the record says
-  ``usage_reported = False``.
+TTFT runs to the first streamed token of either kind (reasoning or visible content); the
+first visible token's arrival is kept apart (``first_content_s``).  Reasoning tokens that
+the server generated but never streamed are ``hidden_tokens``: counted in the output, kept
+out of the decode rate.
 
-``output_tokens`` is therefore always the server's usage when the server reports one.
+A stream that ends without ``[DONE]``, a ``finish_reason`` or a final usage chunk (usage
+outside any choice) was cut short
+and is a failed request; so is a malformed event (bad JSON, an object of the wrong shape).
 Failed requests (HTTP status, error event, connection loss, timeout) are recorded with
 ``error`` set; metrics count them and keep them out of latency percentiles.
 
@@ -57,11 +60,14 @@ import asyncio
 import math
 import random
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 import orjson
 
+from pipeline.engines import tokencount
+from pipeline.engines.tokencount import reconcile_counts  # noqa: F401  (kept importable from here)
 from pipeline.errors import BatchmarkError
 from pipeline.records import RequestRecord
 
@@ -152,7 +158,9 @@ def build_body(target: Target, features: Features, prompt: str, max_tokens: int,
 # --------------------------------------------------------------------------------------------
 # prompts
 
-_VOCAB_CACHE: dict[int, list[int]] = {}
+# Keyed by the tokenizer object itself (weakly): an ``id()`` is reused once its object is freed,
+# so a later tokenizer could be handed another model's vocabulary (issue 12).
+_VOCAB_CACHE: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
 
 
 def prompt_vocab(tokenizer: Any) -> list[int]:
@@ -163,9 +171,12 @@ def prompt_vocab(tokenizer: Any) -> list[int]:
     start a word do not merge with their neighbour on re-encoding, so random sequences of them
     round-trip exactly with byte-level BPE and SentencePiece tokenizers.
     """
-    key = id(tokenizer)
-    if key in _VOCAB_CACHE:
-        return _VOCAB_CACHE[key]
+    try:
+        cached = _VOCAB_CACHE.get(tokenizer)
+    except TypeError:  # not weakly referenceable (or unhashable): no cache
+        cached = None
+    if cached is not None:
+        return cached
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
     ids = [i for i in range(len(tokenizer)) if i not in special]
     texts = tokenizer.batch_decode([[i] for i in ids], skip_special_tokens=True, clean_up_tokenization_spaces=False)
@@ -176,7 +187,10 @@ def prompt_vocab(tokenizer: Any) -> list[int]:
     chosen = starts if len(starts) >= 256 else [i for i, _ in alone]
     if not chosen:
         chosen = ids
-    _VOCAB_CACHE[key] = chosen
+    try:
+        _VOCAB_CACHE[tokenizer] = chosen
+    except TypeError:
+        pass
     return chosen
 
 
@@ -212,9 +226,11 @@ def make_prompts(tokenizer: Any, n: int, input_len: int, seed: int) -> tuple[lis
 class RawStream:
     """What the hot loop keeps of one request; :func:`finalize` turns it into a record.
 
-    ``times``, ``texts`` and ``cum_usage`` have one entry per chunk that carried text or
-    usage inside a choice: arrival (s since the point start), the text, and the cumulative
-    ``completion_tokens`` the chunk reported (None when it reported none).
+    ``times``, ``texts``, ``visible`` and ``cum_usage`` have one entry per chunk that carried
+    text or usage inside a choice: arrival (s since the point start), the text (content and
+    reasoning together), whether it carried visible content, and the ``completion_tokens``
+    the chunk reported (None when it reported none).  ``completion_tokens`` is the last
+    usage of the stream; ``reasoning_tokens`` its ``completion_tokens_details.reasoning_tokens``.
     """
 
     request_id: int
@@ -224,38 +240,94 @@ class RawStream:
     times: list[float] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     cum_usage: list[int | None] = field(default_factory=list)
+    visible: list[bool] = field(default_factory=list)
     completion_tokens: int | None = None
     prompt_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    reasoning_seen: bool = False
+    finish_reason: str | None = None
+    done_seen: bool = False
+    final_usage_seen: bool = False
     error: str | None = None
 
 
-def _delta_text(choice: dict[str, Any]) -> str:
+def _delta_text(choice: dict[str, Any]) -> tuple[str, str]:
+    """(visible text, reasoning text) of one streamed choice (completions ``text`` or chat ``delta``)."""
     text = choice.get("text")
     if text is not None:
-        return text
+        return (text if isinstance(text, str) else "", "")
     delta = choice.get("delta")
-    if not delta:
-        return ""
-    return (delta.get("content") or "") + (delta.get("reasoning_content") or delta.get("reasoning") or "")
+    if not isinstance(delta, dict):
+        return "", ""
+    content = delta.get("content")
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    return (content if isinstance(content, str) else "", reasoning if isinstance(reasoning, str) else "")
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def parse_event(raw: RawStream, obj: Any, now: float) -> None:
+    """Fold one parsed SSE ``data:`` object into ``raw`` (sets ``raw.error`` for an error event or a malformed one)."""
+    if not isinstance(obj, dict):
+        raw.error = f"malformed stream event: expected a JSON object, got {type(obj).__name__}"
+        return
+    if "error" in obj and not obj.get("choices"):
+        err = obj["error"]
+        raw.error = "server error event: " + str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+        return
+    usage = obj.get("usage")
+    choices = obj.get("choices")
+    if choices is not None and not isinstance(choices, list):
+        raw.error = "malformed stream event: choices is not a list"
+        return
+    choice = choices[0] if choices else None
+    if choice is not None and not isinstance(choice, dict):
+        raw.error = "malformed stream event: a choice is not an object"
+        return
+    visible, reasoning = _delta_text(choice) if choice else ("", "")
+    if choice and choice.get("finish_reason"):
+        raw.finish_reason = str(choice.get("finish_reason"))
+    ct = None
+    if isinstance(usage, dict):
+        ct = _count(usage.get("completion_tokens"))
+        if ct is not None:
+            raw.completion_tokens = ct
+            if not choices:
+                raw.final_usage_seen = True
+        pt = _count(usage.get("prompt_tokens"))
+        if pt is not None:
+            raw.prompt_tokens = pt
+        details = usage.get("completion_tokens_details")
+        if isinstance(details, dict) and _count(details.get("reasoning_tokens")) is not None:
+            raw.reasoning_tokens = details["reasoning_tokens"]
+    if reasoning:
+        raw.reasoning_seen = True
+    text = visible + reasoning
+    if text or (choice and ct is not None):
+        raw.times.append(now)
+        raw.texts.append(text)
+        raw.visible.append(bool(visible))
+        raw.cum_usage.append(ct)
 
 
 async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
                      headers: dict[str, str]) -> RawStream:
     """Send one streaming request and fill ``raw`` with chunk arrival times (s since ``t0``).
 
-    Never raises for a server-side problem: HTTP errors, error events, broken streams and
-    timeouts end up in ``raw.error``.
+    Never raises for a server-side problem: HTTP errors, error events, malformed events,
+    broken or truncated streams and timeouts end up in ``raw.error``.
     """
     import aiohttp
 
     perf = time.perf_counter
     loads = orjson.loads
-    times, texts, cum = raw.times, raw.texts, raw.cum_usage
     try:
         async with session.post(target.url, data=body, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
             if resp.status != 200:
-                detail = (await resp.text())[:300].replace("\n", " ")
+                detail = (await resp.text(errors="replace"))[:300].replace("\n", " ")
                 raw.error = f"HTTP {resp.status}: {detail}"
                 return raw
             buf = b""
@@ -281,32 +353,25 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
                     if payload == b"[DONE]":
                         finished = True
                         break
-                    obj = loads(payload)
-                    if "error" in obj and not obj.get("choices"):
-                        err = obj["error"]
-                        raw.error = "server error event: " + str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+                    try:
+                        obj = loads(payload)
+                    except orjson.JSONDecodeError:
+                        raw.error = f"malformed stream event: not JSON ({payload[:80]!r})"
                         return raw
-                    usage = obj.get("usage")
-                    choices = obj.get("choices")
-                    text = _delta_text(choices[0]) if choices else ""
-                    ct = None
-                    if usage:
-                        ct = usage.get("completion_tokens")
-                        raw.completion_tokens = ct
-                        raw.prompt_tokens = usage.get("prompt_tokens")
-                    if text or (choices and ct is not None):
-                        times.append(now)
-                        texts.append(text)
-                        cum.append(ct)
+                    parse_event(raw, obj, now)
+                    if raw.error is not None:
+                        return raw
                 if finished:
                     break
-            if not finished and raw.completion_tokens is None and not times:
-                raw.error = "stream ended without data"
+            raw.done_seen = finished
+            if not finished and raw.finish_reason is None and not raw.final_usage_seen:
+                raw.error = ("stream ended without data" if not raw.times else
+                             "stream ended early (no [DONE], finish_reason or usage)")
     except asyncio.TimeoutError:
         raw.error = f"timeout after {target.timeout_s:g} s"
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # connection refused/reset, payload errors, bad JSON: a failed request
+    except Exception as exc:  # connection refused/reset, payload errors: a failed request
         raw.error = f"{type(exc).__name__}: {str(exc)[:300]}"
     return raw
 
@@ -314,73 +379,53 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
 # --------------------------------------------------------------------------------------------
 # token counts
 
-def reconcile_counts(counts: list[int], total: int) -> list[int]:
-    """Scale per-chunk token counts to sum to ``total`` (largest remainder).
-
-    Chunks with a positive count keep at least 1 when ``total`` allows it; the result has the
-    same length as ``counts`` and sums to ``total`` (for ``total ≥ 0``).
-    """
-    n = len(counts)
-    if n == 0 or sum(counts) == total:
-        return list(counts)
-    positive = [i for i, c in enumerate(counts) if c > 0] or list(range(n))
-    base = [0] * n
-    budget = total
-    if total >= len(positive):
-        for i in positive:
-            base[i] = 1
-        budget -= len(positive)
-    weights = [max(counts[i], 0) for i in range(n)]
-    wsum = sum(weights) or n
-    if not sum(weights):
-        weights = [1] * n
-    shares = [budget * w / wsum for w in weights]
-    floors = [math.floor(s) for s in shares]
-    rest = budget - sum(floors)
-    order = sorted(range(n), key=lambda i: (shares[i] - floors[i], -i), reverse=True)
-    for i in order[:rest]:
-        floors[i] += 1
-    return [b + f for b, f in zip(base, floors)]
+def evidence(raw: RawStream, max_tokens: int | None = None, fixed_length: bool = False,
+             usage_expected: bool = False) -> tokencount.Evidence:
+    """What ``raw`` says about its token count, for :func:`pipeline.engines.tokencount.decide`."""
+    return tokencount.Evidence(texts=raw.texts, per_chunk=raw.cum_usage, usage=raw.completion_tokens,
+                               reasoning_tokens=raw.reasoning_tokens, reasoning_streamed=raw.reasoning_seen,
+                               max_tokens=max_tokens, fixed_length=fixed_length, usage_expected=usage_expected)
 
 
 def per_chunk_usage(raw: RawStream) -> bool:
-    """True when every text chunk of the stream carried a cumulative ``completion_tokens``."""
+    """True when every text chunk of the stream carried a ``completion_tokens`` (at least two chunks)."""
     with_text = [c for c, t in zip(raw.cum_usage, raw.texts) if t]
     return bool(with_text) and all(c is not None for c in with_text) and len(raw.cum_usage) >= 2
 
 
-def chunk_counts(raw: RawStream, tokenizer: Any | None = None) -> list[int]:
-    """Tokens carried by each chunk of ``raw`` (same length as ``raw.times``), per the module docstring."""
-    if per_chunk_usage(raw):
-        counts, prev = [], 0
-        for c in raw.cum_usage:
-            c = prev if c is None else c
-            counts.append(max(c - prev, 0))
-            prev = max(prev, c)
-        return counts
-    counts = [1 if t else 0 for t in raw.texts]
-    total = raw.completion_tokens
-    if total is not None and sum(counts) == total:
-        return counts
-    if tokenizer is not None:
-        counts = [len(tokenizer.encode(t, add_special_tokens=False)) if t else 0 for t in raw.texts]
-    return counts if total is None else reconcile_counts(counts, total)
+def chunk_counts(raw: RawStream, tokenizer: Any | None = None, max_tokens: int | None = None) -> list[int]:
+    """Tokens carried by each chunk of ``raw`` (same length as ``raw.times``), per :mod:`pipeline.engines.tokencount`."""
+    return tokencount.decide(evidence(raw, max_tokens), tokenizer).counts
 
 
-def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None) -> RequestRecord:
-    """Turn one :class:`RawStream` into a :class:`RequestRecord` (token counts per the module docstring)."""
+def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None, max_tokens: int | None = None,
+             features: Features | None = None) -> RequestRecord:
+    """Turn one :class:`RawStream` into a :class:`RequestRecord`.
+
+    The output count, its source and flags come from :func:`pipeline.engines.tokencount.decide`
+    (``max_tokens``: what was asked for; ``features``: whether the server accepted a fixed
+    length and reports usage).  A request that already failed keeps its error.
+    """
+    fixed = bool(features and (features.ignore_eos or features.min_tokens))
+    expected = bool(features and features.usage_seen)
     usage_reported = raw.completion_tokens is not None
-    counts = chunk_counts(raw, tokenizer)
-    chunks = [[t, k] for t, k in zip(raw.times, counts) if k > 0]
-    output_tokens = raw.completion_tokens if usage_reported else sum(k for _, k in chunks)
+    dec = tokencount.decide(evidence(raw, max_tokens, fixed, expected), tokenizer)
+    chunks = [[t, k] for t, k in zip(raw.times, dec.counts) if k > 0]
+    first_content = next((t for t, k, v in zip(raw.times, dec.counts, raw.visible) if v and k > 0), None)
     error = raw.error
+    if error is not None:  # a failed request's partial count is no evidence about the server's accounting
+        dec.flags, dec.source, dec.reason = [], None, ""
+    elif dec.error is not None:
+        error = dec.error
     if error is None and not chunks:
         error = "no tokens received"
     return RequestRecord(
         request_id=raw.request_id, queued_s=raw.queued_s, sent_s=raw.sent_s,
         first_token_s=chunks[0][0] if chunks else None, done_s=chunks[-1][0] if chunks else None,
         chunks=chunks, input_tokens=raw.prompt_tokens if raw.prompt_tokens is not None else input_len,
-        output_tokens=int(output_tokens or 0), usage_reported=usage_reported, error=error, warmup=raw.warmup)
+        output_tokens=int(dec.output_tokens or 0), usage_reported=usage_reported, error=error, warmup=raw.warmup,
+        first_content_s=first_content, hidden_tokens=dec.hidden_tokens, token_count_source=dec.source,
+        token_count_reason=dec.reason or None, token_count_flags=list(dec.flags))
 
 
 # --------------------------------------------------------------------------------------------

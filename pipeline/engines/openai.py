@@ -237,7 +237,8 @@ class ServedEngine:
                         sampler.cancel()
                         await asyncio.gather(sampler, return_exceptions=True)
                 after = await self._scrape(session, murl) if before is not None else None
-                records = [loadgen.finalize(s, key.input_len, self.tokenizer) for s in res.streams]
+                records = [loadgen.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
+                           for s in res.streams]
                 for rec in records:
                     rec.request_id += r * per
                 start, end = loadgen.measured_window(records)

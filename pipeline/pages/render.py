@@ -96,6 +96,29 @@ class Workload:
         """The point summary at a concurrency, or None."""
         return next((p for p in self.points if p["concurrency"] == concurrency), None)
 
+    def quality(self, concurrency: int) -> dict[str, Any]:
+        """The analysis' flags of a point (``flags``, ``excluded``, ``excluded_reason``, ``failure_rate``)."""
+        return next((a for a in self.analysis_points if a["concurrency"] == concurrency), {})
+
+    def note(self, concurrency: int) -> str:
+        """Short note on a flagged point for the tables (``""`` when unflagged); see :func:`pipeline.show.point_note`."""
+        from pipeline.show import point_note
+
+        p, a = self.point(concurrency) or {}, self.quality(concurrency)
+        flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
+        return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded")})
+
+    def flag_summary(self) -> str:
+        """Home-table cell: which points are excluded or flagged (``"–"`` when none)."""
+        excluded = self.model.get("excluded_concurrency") or []
+        flagged = [c for c in self.model.get("flagged_concurrency") or [] if c not in excluded]
+        parts = []
+        if excluded:
+            parts.append("c = " + ", ".join(map(str, excluded)) + " excluded (failures)")
+        if flagged:
+            parts.append("c = " + ", ".join(map(str, flagged)) + " flagged")
+        return "; ".join(parts) or "–"
+
     def mbu(self, concurrency: int) -> float | None:
         """MBU at a concurrency, or None."""
         return next((a.get("mbu") for a in self.analysis_points if a["concurrency"] == concurrency), None)
@@ -153,6 +176,19 @@ def _params(value: Any) -> str:
     return f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.0f} M"
 
 
+def run_count_sources(view: "RunView") -> tuple[dict[str, int], dict[str, int]]:
+    """({token count source: completed requests}, {flag: requests}) over every point of a run (sorted keys)."""
+    sources: dict[str, int] = {}
+    flags: dict[str, int] = {}
+    for w in view.workloads:
+        for p in w.points:
+            for k, v in (p.get("token_count_sources") or {}).items():
+                sources[k] = sources.get(k, 0) + v
+            for k, v in (p.get("flags") or {}).items():
+                flags[k] = flags.get(k, 0) + v
+    return dict(sorted(sources.items())), dict(sorted(flags.items()))
+
+
 class ChartRegistry:
     """Turns Vega-Lite specs into embeddable HTML with page-unique ids."""
 
@@ -174,9 +210,13 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True)
     env.filters.update(fmt=_fmt, gb=_gb, params=_params)
-    from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD
+    from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
+    from pipeline.engines import tokencount
 
-    env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION)
+    env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
+                       max_failure_rate_default=MAX_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
+                       count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
+                       run_count_sources=run_count_sources)
     return env
 
 

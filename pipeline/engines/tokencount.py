@@ -1,0 +1,309 @@
+"""Which output token count to trust for one streamed request, and how its tokens spread over the chunks (pure).
+
+A server can report the count wrongly (issue 12, "Token counts a server reports can be
+wrong"): per-chunk usage that is a running sum of running totals (197 tokens reported as
+19,503), per-chunk usage that counts only that chunk (always 1), a usage that stops rising
+while text keeps arriving, a count above the ``max_tokens`` that was asked for, a stream
+without usage on a server that otherwise reports it.  Each of these is evidence, and
+:func:`decide` weighs it per request.
+
+The sources, in order of preference:
+
+1. ``usage``: the server's usage (``completion_tokens`` of the last usage object of the
+   stream, normally the final usage chunk);
+2. ``per_chunk_usage``: the ``completion_tokens`` carried by every chunk, read in the first
+   of three layouts that fits (:func:`per_chunk_layouts`): ``cumulative`` (vLLM's
+   ``continuous_usage_stats``: the running total), ``per_chunk`` (the count of that chunk
+   alone) or ``running_sum`` (a running sum of running totals);
+3. ``tokenized_text``: the streamed text (visible and reasoning) encoded with the model's
+   tokenizer;
+4. ``chunk_count``: one token per chunk that carried text.
+
+Rules (derived: a chunk with text carries at least one token; batchmark asks for exactly
+``max_tokens``, so no request can hold more):
+
+- a count is *possible* when ``chunks with text + hidden ≤ count ≤ max_tokens``;
+- of the possible server counts (usage, per-chunk layouts), the one nearest the text
+  evidence wins (the tokenized text plus hidden tokens, else ``max_tokens`` when the server
+  accepted ``ignore_eos``/``min_tokens``); ties go to the order above;
+- a server count that is off the tokenized text by more than a factor of 2 (after hidden
+  tokens) loses to the tokenized text, and so does one that is not ``max_tokens`` when the
+  server accepted a fixed length and the tokenized text is exactly ``max_tokens``;
+- no possible server count: the tokenized text when possible, else the chunk count;
+- nothing possible (more chunks with text than ``max_tokens``): the request fails with
+  an error, so an impossible count never reaches a throughput figure.
+
+Hidden tokens: a reasoning model may generate tokens it never streams and report them only in
+``usage.completion_tokens_details.reasoning_tokens``.  When no reasoning text was streamed,
+those tokens are *hidden*: they count in ``output_tokens`` (the server generated them inside
+the measured window) but not in the chunks, so the decode rate (TPOT, ITL) is measured on
+streamed tokens only and is not inflated by spreading hidden tokens over visible chunks.
+
+Every request records its source, a one-line reason, and flags naming each piece of evidence
+that was set aside (:data:`FLAG_TEXT`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+SOURCES = ("usage", "per_chunk_usage", "tokenized_text", "chunk_count")
+DISAGREE_FACTOR = 2.0  # a server count more than 2× off the tokenized text loses to the text
+
+FLAG_TEXT = {
+    "usage_missing": "the stream carried no usage although the server reports usage",
+    "usage_above_max_tokens": "the usage count exceeds max_tokens",
+    "usage_below_text_chunks": "the usage count is below the number of chunks with text",
+    "usage_stopped_rising": "per-chunk usage stopped rising while text kept arriving",
+    "usage_disagrees_with_per_chunk": "the final usage and the per-chunk usage disagree",
+    "usage_disagrees_with_text": "the server's count disagrees with the tokenized text and max_tokens",
+    "per_chunk_usage_impossible": "no reading of the per-chunk usage gives a possible count",
+    "count_impossible": "more chunks with text than max_tokens",
+    "count_below_max_tokens": "fewer tokens than max_tokens although the server accepted a fixed length",
+}
+
+
+def _as_count(value: Any) -> int | None:
+    """``value`` when it is a non-negative int (JSON integer), else None (missing or corrupt)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    return value
+
+
+@dataclass
+class Evidence:
+    """What one stream says about its token count.
+
+    Attributes:
+        texts: text of each chunk (visible content and reasoning together; "" when none).
+        per_chunk: ``completion_tokens`` each chunk carried (None when it carried none).
+        usage: the last usage ``completion_tokens`` of the stream (None when none).
+        reasoning_tokens: ``usage.completion_tokens_details.reasoning_tokens`` (None when absent).
+        reasoning_streamed: whether any reasoning text was streamed.
+        max_tokens: the ``max_tokens`` asked for (None when unknown).
+        fixed_length: the server accepted ``ignore_eos``/``min_tokens`` (the count should be ``max_tokens``).
+        usage_expected: the server reported usage on the feature probe.
+    """
+
+    texts: list[str]
+    per_chunk: list[int | None]
+    usage: int | None
+    reasoning_tokens: int | None = None
+    reasoning_streamed: bool = False
+    max_tokens: int | None = None
+    fixed_length: bool = False
+    usage_expected: bool = False
+
+
+@dataclass
+class Decision:
+    """The count of one request.
+
+    Attributes:
+        output_tokens: tokens generated (streamed + hidden); 0 when ``error`` is set.
+        counts: tokens carried by each chunk (same length as the evidence's ``texts``);
+            they sum to ``output_tokens − hidden_tokens``.
+        hidden_tokens: generated but never streamed (reasoning reported only in usage).
+        source: one of :data:`SOURCES` (None when no count was possible).
+        reason: one line: why this source.
+        flags: keys of :data:`FLAG_TEXT` for the evidence set aside.
+        error: set when no possible count exists.
+    """
+
+    output_tokens: int
+    counts: list[int]
+    hidden_tokens: int = 0
+    source: str | None = None
+    reason: str = ""
+    flags: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def per_chunk_layouts(values: list[int | None], texts: list[str]) -> dict[str, list[int]]:
+    """Per-chunk token counts under each reading of the per-chunk usage (only readings with no negative count).
+
+    ``values`` are the ``completion_tokens`` of each chunk; every chunk with text must carry
+    one, else there is no per-chunk usage and the result is empty.  Chunks without a value
+    count 0.  Readings (derived: v is what the server sent, c the true running total):
+
+    - ``cumulative``: v_i = c_i, so chunk i carries v_i − v_{i−1};
+    - ``per_chunk``: v_i is chunk i's own count;
+    - ``running_sum``: v_i = c_1 + … + c_i, so c_i = v_i − v_{i−1} and chunk i carries
+      c_i − c_{i−1} (16 one-token chunks give v = 1, 3, 6, …, 136).
+    """
+    if not any(t for t in texts) or any(t and v is None for t, v in zip(texts, values)):
+        return {}
+    idx = [i for i, v in enumerate(values) if v is not None]
+    if len(idx) < 2:
+        return {}
+    vals = [values[i] for i in idx]
+    out: dict[str, list[int]] = {}
+
+    def spread(local: list[int]) -> list[int] | None:
+        if any(k < 0 for k in local):
+            return None
+        full = [0] * len(values)
+        for i, k in zip(idx, local):
+            full[i] = k
+        return full
+
+    cum = spread([v - p for v, p in zip(vals, [0] + vals[:-1])])
+    if cum is not None:
+        out["cumulative"] = cum
+    own = spread(list(vals))
+    if own is not None:
+        out["per_chunk"] = own
+    running = [v - p for v, p in zip(vals, [0] + vals[:-1])]
+    rs = spread([c - p for c, p in zip(running, [0] + running[:-1])]) if all(c >= 0 for c in running) else None
+    if rs is not None:
+        out["running_sum"] = rs
+    return out
+
+
+def reconcile_counts(counts: list[int], total: int) -> list[int]:
+    """Scale per-chunk token counts to sum to ``total`` (largest remainder).
+
+    Chunks with a positive count keep at least 1 when ``total`` allows it; the result has the
+    same length as ``counts`` and sums to ``total`` (for ``total ≥ 0``).
+    """
+    n = len(counts)
+    if n == 0 or sum(counts) == total:
+        return list(counts)
+    positive = [i for i, c in enumerate(counts) if c > 0] or list(range(n))
+    base = [0] * n
+    budget = total
+    if total >= len(positive):
+        for i in positive:
+            base[i] = 1
+        budget -= len(positive)
+    weights = [max(counts[i], 0) for i in range(n)]
+    wsum = sum(weights) or n
+    if not sum(weights):
+        weights = [1] * n
+    shares = [budget * w / wsum for w in weights]
+    floors = [math.floor(s) for s in shares]
+    rest = budget - sum(floors)
+    order = sorted(range(n), key=lambda i: (shares[i] - floors[i], -i), reverse=True)
+    for i in order[:rest]:
+        floors[i] += 1
+    return [b + f for b, f in zip(base, floors)]
+
+
+def _stopped_rising(values: list[int | None], texts: list[str]) -> bool:
+    """True when per-chunk usage rose, then stayed flat over a later chunk with text."""
+    seen = [(v, t) for v, t in zip(values, texts) if v is not None]
+    rose = False
+    for (p, _), (v, t) in zip(seen, seen[1:]):
+        if v > p:
+            rose = True
+        elif rose and t and v == p:
+            return True
+    return False
+
+
+def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
+    """Choose the output token count of one request and its per-chunk spread, per the module docstring's rules."""
+    texts = ev.texts
+    n_chunks = len(texts)
+    k_text = sum(1 for t in texts if t)
+    m = ev.max_tokens
+    flags: list[str] = []
+    hidden = 0
+    rt = _as_count(ev.reasoning_tokens)
+    if rt and not ev.reasoning_streamed and (m is None or k_text + rt <= m):
+        hidden = rt
+    lo = k_text + hidden
+
+    def possible(n: int | None) -> bool:
+        return n is not None and n >= max(lo, 1) and (m is None or n <= m)
+
+    tokenized: int | None = None
+    if tokenizer is not None and k_text:
+        try:
+            tokenized = len(tokenizer.encode("".join(texts), add_special_tokens=False))
+        except Exception:  # a tokenizer that cannot encode odd text is no evidence
+            tokenized = None
+    ref = tokenized + hidden if tokenized is not None else (m if ev.fixed_length else None)
+
+    usage = _as_count(ev.usage)
+    layouts = per_chunk_layouts(ev.per_chunk, texts)
+    if usage is None and ev.usage_expected:
+        flags.append("usage_missing")
+    if usage is not None and m is not None and usage > m:
+        flags.append("usage_above_max_tokens")
+    if usage is not None and usage < lo:
+        flags.append("usage_stopped_rising" if _stopped_rising(ev.per_chunk, texts) else "usage_below_text_chunks")
+
+    server: list[tuple[str, int, list[int] | None, str]] = []
+    if possible(usage):
+        server.append(("usage", usage, None, "the server's usage"))
+    possible_layouts: dict[str, list[int]] = {}
+    for name, counts in layouts.items():
+        if any(k < 1 for k, t in zip(counts, texts) if t):
+            continue  # a chunk with text carries at least one token
+        for total in dict.fromkeys((sum(counts) + hidden, sum(counts))):  # hidden tokens outside, or inside, the chunk counts
+            if possible(total):
+                possible_layouts[name] = counts
+                server.append(("per_chunk_usage", total, counts, f"per-chunk usage read as {name.replace('_', ' ')}"))
+                break
+    if layouts and not possible_layouts:
+        flags.append("per_chunk_usage_impossible")
+    if usage is not None and possible(usage) and possible_layouts and all(
+            sum(c) + hidden != usage and sum(c) != usage for c in possible_layouts.values()):
+        flags.append("usage_disagrees_with_per_chunk")
+
+    chosen: tuple[str, int, list[int] | None, str] | None = None
+    if server:
+        order = {s: i for i, s in enumerate(SOURCES)}
+        if ref is not None:
+            best = min(server, key=lambda c: (abs(c[1] - ref), order[c[0]]))
+        else:
+            best = server[0]
+        if ev.fixed_length and tokenized is not None and tokenized + hidden == m and best[1] != m:
+            flags.append("usage_disagrees_with_text")  # what was asked for and what arrived agree; the server does not
+            best = None
+        elif tokenized is not None and tokenized > 0:
+            streamed = best[1] - hidden
+            if streamed > DISAGREE_FACTOR * tokenized or streamed * DISAGREE_FACTOR < tokenized:
+                if not (ev.fixed_length and best[1] == m):
+                    flags.append("usage_disagrees_with_text")
+                    best = None
+        chosen = best
+    if chosen is None and possible(tokenized + hidden if tokenized is not None else None):
+        chosen = ("tokenized_text", tokenized + hidden, None, "the streamed text, tokenized")
+    if chosen is None and possible(k_text + hidden):
+        chosen = ("chunk_count", k_text + hidden, None, "one token per chunk with text")
+    if chosen is None:
+        if k_text == 0:
+            return Decision(0, [0] * n_chunks, 0, None, "no text was streamed", flags, "no tokens received")
+        flags.append("count_impossible")
+        return Decision(0, [0] * n_chunks, 0, None, "no possible count", flags,
+                        f"impossible token count: {k_text} chunks with text for max_tokens {m}")
+
+    source, total, counts, why = chosen
+    if ev.fixed_length and m is not None and total < m:
+        flags.append("count_below_max_tokens")
+    streamed_total = total - hidden
+    if counts is None or sum(counts) != streamed_total:
+        counts = next((c for c in layouts.values() if sum(c) == streamed_total
+                       and all(k >= 1 for k, t in zip(c, texts) if t)), None)
+    if counts is None:
+        ones = [1 if t else 0 for t in texts]
+        if sum(ones) == streamed_total:
+            counts = ones
+        else:
+            if tokenizer is not None:
+                try:
+                    ones = [len(tokenizer.encode(t, add_special_tokens=False)) if t else 0 for t in texts]
+                except Exception:
+                    pass
+            counts = reconcile_counts(ones, streamed_total)
+    set_aside = [FLAG_TEXT[f] for f in flags if f != "usage_missing"]
+    reason = why + (f" ({'; '.join(set_aside)})" if set_aside else "")
+    if "usage_missing" in flags:
+        reason += " (this stream carried no usage)"
+    if hidden:
+        reason += f"; {hidden} reasoning tokens generated but not streamed"
+    return Decision(total, counts, hidden, source, reason, flags)

@@ -1,0 +1,152 @@
+"""Test double of an OpenAI-compatible streaming server whose token accounting (or stream) is wrong in one way.
+
+Run as its own process (``python fake_stream_server.py --port P --fault F``).  It streams
+``max_tokens`` one-token chunks (`` t001 t002 …``, one word per token of the tests'
+word-level tokenizer) one every ``--token-ms`` (10) ms after a ``--prefill-ms`` (20) ms
+prefill, then a usage chunk and ``[DONE]``: TTFT ≈ 21 ms, TPOT ≈ 10 ms, per-user ≈ 95 tok/s,
+and at concurrency 1 an output throughput of 16 / (0.02 + 0.15 + overheads) ≈ 85–90 tok/s
+for 16 tokens.  Both ``/v1/completions`` and ``/v1/chat/completions`` are served, plus
+``/health``.  Request 1 is the client's feature probe.
+
+Faults (``--fault``), each a kind of report in issue 12:
+- ``none``: correct; per-chunk cumulative usage when ``continuous_usage_stats`` is asked for;
+- ``running_sum``: every chunk's ``completion_tokens`` is a running sum of running totals
+  (16 tokens end at 136), the final usage too;
+- ``per_chunk_ones``: every chunk's ``completion_tokens`` is 1 (that chunk alone), the final
+  usage is right;
+- ``above_max``: the final usage is 3 × max_tokens;
+- ``usage_stalls``: per-chunk cumulative usage stops rising at half the tokens, the final
+  usage too;
+- ``usage_dropped``: the probe gets a usage, every later request none;
+- ``usage_low``: two tokens per chunk (`` t001 t002``), final usage 9 for 16 tokens;
+- ``hidden_reasoning``: the first half of the tokens is generated (10 ms each) but never
+  streamed, reported in ``completion_tokens_details.reasoning_tokens``;
+- ``reasoning_stream``: the first half streams as ``delta.reasoning_content`` (chat) and the
+  rest as content;
+- ``fail503``: every 4th request after the probe answers HTTP 503;
+- ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
+  (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+
+from aiohttp import web
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--fault", default="none")
+    ap.add_argument("--token-ms", type=float, default=10.0)
+    ap.add_argument("--prefill-ms", type=float, default=20.0)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    state = {"requests": 0}
+    fault = args.fault
+
+    async def health(_req: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def handle(req: web.Request) -> web.StreamResponse:
+        body = await req.json()
+        state["requests"] += 1
+        n_req = state["requests"]
+        chat = req.path.endswith("/chat/completions")
+        n = int(body.get("max_tokens", 16))
+        if fault == "fail503" and n_req > 1 and n_req % 4 == 0:
+            return web.json_response({"error": "server overloaded"}, status=503)
+        continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
+        continuous = continuous and fault not in ("usage_dropped", "usage_low")  # these send no per-chunk usage
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(req)
+        rng = random.Random(args.seed * 100_003 + n_req)
+        kind = rng.choice(["truncate", "garbage", "badjson", "array", "choices_str", "usage_str", "no_done",
+                           "huge_usage", "negative_usage", "cut_bytes", "crlf", "delta_num"]) \
+            if fault == "fuzz" and n_req > 1 else None
+        cut_at = rng.randrange(0, n) if kind else -1
+        events: list[bytes] = []
+
+        def event(obj) -> bytes:
+            return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+        hidden = n // 2 if fault == "hidden_reasoning" else 0
+        await asyncio.sleep(args.prefill_ms / 1000)
+        if hidden:
+            await asyncio.sleep(hidden * args.token_ms / 1000)  # generated, never streamed
+        step = 2 if fault == "usage_low" else 1
+        cum = hidden
+        running = 0
+        for i in range(hidden, n, step):
+            words = "".join(f" t{j % 255 + 1:03d}" for j in range(i, min(i + step, n)))
+            cum += min(step, n - i)
+            running += cum
+            if chat:
+                field = "reasoning_content" if fault == "reasoning_stream" and i < n // 2 else "content"
+                choice = {"index": 0, "delta": {field: words}, "finish_reason": None}
+            else:
+                choice = {"index": 0, "text": words, "finish_reason": None}
+            chunk: dict = {"object": "chat.completion.chunk" if chat else "text_completion", "choices": [choice]}
+            if fault == "running_sum":
+                chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": running}
+            elif fault == "per_chunk_ones":
+                chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": 1}
+            elif fault == "usage_stalls":
+                chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": min(cum, n // 2)}
+            elif continuous:
+                chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": cum}
+            data = event(chunk)
+            if kind and i == cut_at:
+                if kind == "truncate":
+                    await resp.write(data[: len(data) // 2])
+                    return resp
+                if kind == "cut_bytes":
+                    await resp.write(data[:7])
+                    return resp
+                data = {"garbage": b"data: \xff\xfe{{{\n\n", "badjson": b"data: {\"choices\": [\n\n",
+                        "array": b"data: [1, 2, 3]\n\n", "choices_str": b'data: {"choices": "x"}\n\n',
+                        "usage_str": event({**chunk, "usage": {"completion_tokens": "many"}}),
+                        "no_done": data, "huge_usage": event({**chunk, "usage": {"completion_tokens": 10 ** 9}}),
+                        "negative_usage": event({**chunk, "usage": {"completion_tokens": -5}}),
+                        "crlf": data.replace(b"\n\n", b"\r\n\r\n"),
+                        "delta_num": b'data: {"choices": [{"index": 0, "delta": 5, "text": 7}]}\n\n'}[kind]
+            await resp.write(data)
+            await asyncio.sleep(step * args.token_ms / 1000)  # 10 ms per token generated
+        usage = {"prompt_tokens": 16, "completion_tokens": n, "total_tokens": 16 + n}
+        if fault == "running_sum":
+            usage["completion_tokens"] = running
+        elif fault == "above_max":
+            usage["completion_tokens"] = 3 * n
+        elif fault == "usage_stalls":
+            usage["completion_tokens"] = n // 2
+        elif fault == "usage_low":
+            usage["completion_tokens"] = 9
+        elif fault in ("hidden_reasoning", "reasoning_stream"):
+            usage["completion_tokens_details"] = {"reasoning_tokens": n // 2}
+        last = {"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}
+        if not (fault == "usage_dropped" and n_req > 1):
+            events.append(event({"choices": [last]}))
+            events.append(event({"choices": [], "usage": usage}))
+        else:
+            events.append(event({"choices": [last]}))
+        if kind != "no_done":
+            events.append(b"data: [DONE]\n\n")
+        elif rng.random() < 0.5:
+            events = events[1:]  # neither a finish_reason nor [DONE]: only the usage chunk
+        for ev in events:
+            await resp.write(ev)
+        return resp
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    app.router.add_post("/v1/completions", handle)
+    app.router.add_post("/v1/chat/completions", handle)
+    web.run_app(app, host="127.0.0.1", port=args.port, print=None)
+
+
+if __name__ == "__main__":
+    main()
