@@ -5,7 +5,7 @@ engine points the shared load generator (:mod:`pipeline.engines.loadgen`) at
 ``openai.base_url`` and measures each point as ``repeats`` closed-loop repeats.  The API key is
 read from the environment variable named by ``openai.api_key_env`` at start and is never
 written anywhere.  When the server exposes Prometheus ``/metrics`` they are scraped before
-and after each repeat, and sampled every second during it, into ``server_metrics``.
+and after each repeat, and sampled every 0.25 s during it, into ``server_metrics``.
 
 :class:`ServedEngine` holds everything the served engines share; the ``vllm`` engine adds
 the server's life cycle on top.
@@ -210,9 +210,11 @@ class ServedEngine:
         except Exception:  # a scrape is best effort; the measurement never depends on it
             return None
 
-    async def _sampler(self, session: Any, url: str, during: dict[str, float], every_s: float = 1.0) -> None:
+    async def _sampler(self, session: Any, url: str, during: dict[str, float], every_s: float = 0.25) -> None:
+        first = True
         while True:
-            await asyncio.sleep(every_s)
+            await asyncio.sleep(min(every_s, 0.05) if first else every_s)  # the first sample as soon as requests run
+            first = False
             got = await self._scrape(session, url)
             for k, v in (got or {}).items():
                 if _DURING.search(k):

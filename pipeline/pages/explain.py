@@ -321,11 +321,17 @@ def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, 
 
 
 def pick(workloads: list[Any], kind: str) -> Any | None:
-    """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example)."""
+    """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example).
+
+    Among equals a served vLLM workload (continuous batching, as a Spark serves) comes before
+    static batches, and a newer run before an older one (workloads are listed oldest run first).
+    """
     mine = [w for w in workloads if w.model.get("kind") == kind and len(w.points) >= 2]
     if not mine:
         return None
-    return sorted(mine, key=lambda w: (-len(w.points), w.model["input_len"], w.model["model"]))[0]
+    order = {id(w): i for i, w in enumerate(workloads)}
+    return sorted(mine, key=lambda w: (-len(w.points), w.model["input_len"], w.model.get("engine") != "vllm",
+                                       -order[id(w)], w.model["model"]))[0]
 
 
 def point_at(w: Any, c: int) -> dict[str, Any] | None:

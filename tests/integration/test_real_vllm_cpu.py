@@ -21,12 +21,14 @@ import os
 import signal
 import threading
 import time
+import urllib.request
 
 import psutil
 import pytest
 
 from pipeline import runs, serverenv, sweep
 from pipeline.config import parse_config
+from pipeline.engines.openai import parse_prometheus
 from pipeline.hardware import ProbeResult
 from pipeline.metrics import summarize_point
 
@@ -36,7 +38,7 @@ ENV = serverenv.resolve(serverenv.DEFAULT_DEST)
 TINY_LLAMA = {"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
               "max_position_embeddings": 512, "tie_word_embeddings": False}
-OUTPUT_LEN = 8
+OUTPUT_LEN = 256  # long enough (≈ 1 s a request here) for the killer to catch the c = 4 point in flight
 # head_dim 64: vLLM's CPU attention kernels reject head_dim 16 (the EngineCore dies on the first request)
 
 
@@ -64,15 +66,15 @@ def _config(models: list[str], folders) -> "object":
                              "--no-enable-prefix-caching --max-num-seqs {max_num_seqs} "
                              "--max-model-len {max_model_len} --dtype bfloat16 --enforce-eager"),
                  "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
-                 "requests_per_point": 6, "health_timeout_s": 400, "stop_grace_s": 20, "timeout_s": 120},
+                 "requests_per_point": 8, "health_timeout_s": 400, "stop_grace_s": 20, "timeout_s": 120},
         "models": [{"name": m, "architecture": TINY_LLAMA} for m in models]})
 
 
 def _server_processes(pgid: int) -> list[psutil.Process]:
-    out = []
+    out = []  # zombies have exited (nothing left running); only their parent has not collected the status yet
     for p in psutil.process_iter(["pid"]):
         try:
-            if os.getpgid(p.pid) == pgid:
+            if os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(p)
         except (ProcessLookupError, psutil.Error):
             pass
@@ -87,18 +89,25 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
                         if str(p).endswith(".venv-vllm/bin/python") else _orig(p))
     cfg = _config(["victim", "tiny"], folders)
     run_dir = scratch_root / "data" / "runs" / "real-vllm"
-    victim_c2 = run_dir / "points" / "victim" / "vllm-in16-out8-c2.json"
+    victim_c2 = run_dir / "points" / "victim" / "vllm-in16-out256-c2.json"
     killed: dict[str, int] = {}
 
-    def killer() -> None:  # SIGKILL the victim's server once its c=4 point is under way
+    def killer() -> None:  # SIGKILL the victim's server once requests of its c=4 point are running
         deadline = time.monotonic() + 900
         while time.monotonic() < deadline and not victim_c2.exists():
-            time.sleep(0.05)
-        time.sleep(0.3)
-        pid = (runs.read_run_json(run_dir).get("engine") or {}).get("servers", {}).get("victim", {}).get("pid")
-        if pid:
-            killed["pid"] = pid
-            os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+        server = (runs.read_run_json(run_dir).get("engine") or {}).get("servers", {}).get("victim", {})
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{server['port']}/metrics", timeout=2) as resp:
+                    running = parse_prometheus(resp.read().decode()).get("vllm:num_requests_running", 0)
+            except OSError:
+                running = 0
+            if running >= 1:
+                break
+            time.sleep(0.02)
+        killed["pid"] = server["pid"]
+        os.kill(server["pid"], signal.SIGKILL)
 
     t = threading.Thread(target=killer, daemon=True)
     t.start()
@@ -116,21 +125,21 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
         assert _server_processes(servers[name]["pid"]) == [], f"{name}: server processes left behind"
 
     # the healthy model: three points, exact token counts, server metrics per point
-    tiny = {c: summarize_point(runs.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out8-c{c}.json"))
+    tiny = {c: summarize_point(runs.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out256-c{c}.json"))
             for c in (1, 2, 4)}
     for c, s in tiny.items():
-        assert s.failed == 0 and s.completed == 6, (c, s.errors)
+        assert s.failed == 0 and s.completed == 8, (c, s.errors)
         assert s.server is not None and s.server["requests_running_max"] is not None
     assert tiny[4].server["kv_cache_usage_max"] > 0
-    for rec in runs.load_point(run_dir / "points" / "tiny" / "vllm-in16-out8-c4.json").repeats[0].requests:
+    for rec in runs.load_point(run_dir / "points" / "tiny" / "vllm-in16-out256-c4.json").repeats[0].requests:
         if rec.ok:
             assert rec.usage_reported and rec.output_tokens == OUTPUT_LEN
 
     # the victim: c=1 and c=2 kept intact, c=4 stored as failed with the log tail, nothing after it
     for c in (1, 2):
-        s = summarize_point(runs.load_point(run_dir / "points" / "victim" / f"vllm-in16-out8-c{c}.json"))
-        assert s.failed == 0 and s.completed == 6
-    crashed = runs.load_point(run_dir / "points" / "victim" / "vllm-in16-out8-c4.json")
+        s = summarize_point(runs.load_point(run_dir / "points" / "victim" / f"vllm-in16-out256-c{c}.json"))
+        assert s.failed == 0 and s.completed == 8
+    crashed = runs.load_point(run_dir / "points" / "victim" / "vllm-in16-out256-c4.json")
     assert "server exited" in crashed.meta.get("server_crashed", "")
     assert crashed.meta.get("server_log_tail")
     assert summarize_point(crashed).failed > 0
