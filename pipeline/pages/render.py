@@ -11,25 +11,37 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import hashlib
+import re
+import urllib.parse
+
 import jinja2
+from markupsafe import Markup
 
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
+// Each chart is rendered on its own: a spec that does not parse or render shows a message in
+// its own place and never stops the charts after it.
 function batchmarkRenderCharts() {
   document.querySelectorAll('script.vega-spec').forEach(function (s) {
     var el = document.getElementById(s.dataset.target);
     if (!el || el.dataset.rendered) { return; }
     el.dataset.rendered = "1";
-    vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
-      .catch(function (err) { el.textContent = "chart failed to render: " + err; });
+    try {
+      vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
+        .catch(function (err) { el.textContent = "chart failed to render: " + err; });
+    } catch (err) {
+      el.textContent = "chart failed to render: " + err;
+    }
   });
 }
 if (document.readyState === "loading") {
@@ -88,9 +100,9 @@ class Workload:
 
     @property
     def slug(self) -> str:
-        """Anchor-safe id."""
+        """Anchor-safe id (see :func:`anchor`)."""
         m = self.model
-        return f"{m['model']}-in{m['input_len']}-out{m['output_len']}".lower().replace(".", "-")
+        return anchor(f"{m['model']}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
     def point(self, concurrency: int) -> dict[str, Any] | None:
         """The point summary at a concurrency, or None."""
@@ -135,6 +147,76 @@ def load_run_view(run_dir: Path) -> RunView:
     return view
 
 
+# -- escaping: every string from outside is escaped for the place it lands --------------------
+#
+# Pages are Markdown with raw HTML passed through (Python-Markdown), so a string interpolated
+# into a page must neither open an HTML element nor be read as Markdown.  The environment's
+# ``finalize`` escapes every ``{{ … }}`` output with :func:`md_text` unless it is Markup (a
+# chart, an anchor, a URL path, a code span built here), so a template cannot forget it.
+
+#: Characters that Markdown (with tables, attr_list, toc, md_in_html) or HTML would read as syntax,
+#: written as numeric character references: the browser shows the character, Markdown sees none.
+_MD_SPECIAL = {c: f"&#{ord(c)};" for c in "\\`*_{}[]<#|"}
+_MD_SPECIAL["&"] = "&amp;"
+_MD_RE = re.compile("[" + re.escape("".join(_MD_SPECIAL)) + "]")
+_NEWLINES_RE = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def md_text(value: Any) -> Markup:
+    """``value`` as inline Markdown text that shows exactly as given (HTML, Markdown table cell, heading).
+
+    ``&``, ``<`` (no HTML element or entity can open) and every sign that Markdown with tables,
+    attr_list and toc reads mid-line (`` \\ ` * _ { } [ ] # | ``) become character references, line breaks a space (a newline would end a table row), and
+    other control characters are dropped.  Markup (already safe) passes unchanged.
+    """
+    if isinstance(value, Markup):
+        return value
+    text = _CONTROL_RE.sub("", _NEWLINES_RE.sub(" ", str(value)))
+    return Markup(_MD_RE.sub(lambda m: _MD_SPECIAL[m.group()], text))
+
+
+def html_text(value: Any) -> Markup:
+    """``value`` escaped for HTML text or an attribute value (``& < > " '``)."""
+    from markupsafe import escape
+
+    return escape(value)
+
+
+def code(value: Any) -> Markup:
+    """``value`` as an inline code span (``<code>``), shown as given."""
+    return Markup(f"<code>{md_text(value)}</code>")
+
+
+_ANCHOR_BAD = re.compile(r"[^a-z0-9_-]+")
+
+
+def anchor(value: Any) -> Markup:
+    """An element id / URL fragment from any string: lower case ``[a-z0-9_-]``.
+
+    A string that needed changing gets a short hash of the original, so two names that differ
+    only in dropped characters (``a|b``, ``a<b``) never share an id.
+    """
+    raw = str(value)
+    low = raw.lower()
+    clean = _ANCHOR_BAD.sub("-", low).strip("-") or "x"
+    if clean != low:
+        clean = f"{clean}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
+    return Markup(clean)
+
+
+def url_path(value: Any) -> Markup:
+    """``value`` as one URL path segment (percent-encoded; ``/`` too), for link targets such as downloads."""
+    return Markup(urllib.parse.quote(str(value), safe=""))
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ … }}`` output: Markup as it is, None as a dash, anything else through :func:`md_text`."""
+    if value is None or isinstance(value, Markup):
+        return "–" if value is None else value
+    return md_text(value)
+
+
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "–"
@@ -153,6 +235,28 @@ def _params(value: Any) -> str:
     return f"{value / 1e9:.2f} B" if value >= 1e9 else f"{value / 1e6:.0f} M"
 
 
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN/±Infinity float replaced by None (JSON null: a gap, never a broken spec)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def chart_json(spec: dict[str, Any]) -> str:
+    """A Vega-Lite spec as JSON safe inside a ``<script>`` element of a Markdown page.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026`` (still the same JSON
+    strings), so no ``</script>`` or ``<!--`` can end or bend the element; a non-finite number
+    becomes null (``NaN`` is not JSON, and would blank the chart).
+    """
+    blob = json.dumps(_finite(spec), separators=(",", ":"), allow_nan=False)
+    return blob.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 class ChartRegistry:
     """Turns Vega-Lite specs into embeddable HTML with page-unique ids."""
 
@@ -163,17 +267,17 @@ class ChartRegistry:
         """HTML for one chart: a target ``div`` and its spec in a JSON ``script``."""
         self.count += 1
         cid = f"chart-{self.count}"
-        blob = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
-        return (f'<div class="vega-chart" id="{cid}"></div>\n'
-                f'<script type="application/json" class="vega-spec" data-target="{cid}">{blob}</script>')
+        return Markup(f'<div class="vega-chart" id="{cid}"></div>\n'
+                      f'<script type="application/json" class="vega-spec" data-target="{cid}">{chart_json(spec)}</script>')
 
 
 def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     """The Jinja2 environment of the page templates (strict: an undefined name is an error)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir or paths.root() / "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(fmt=_fmt, gb=_gb, params=_params)
+                             trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
+    env.filters.update(fmt=_fmt, gb=_gb, params=_params, md=md_text, md_cell=md_text, html=html_text,
+                       code=code, anchor=anchor, url_path=url_path)
     from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD
 
     env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION)
