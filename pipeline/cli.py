@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -89,8 +90,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline import diff, runs
 
-    if args.fail_above is not None and args.fail_above < 0:
-        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a percentage >= 0")
+    if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
+        # nan compares false with everything and inf exceeds every change: either would switch the gate off
+        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
+    if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
+        raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
     result = diff.diff_runs(runs.load_run_results(args.run_a), runs.load_run_results(args.run_b), alpha=args.alpha)
     if args.format == "json":
         sys.stdout.write(diff.format_json(result))
