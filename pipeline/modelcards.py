@@ -543,18 +543,9 @@ class CardFile(BaseModel):
 
 def _read_card_file(path: Path) -> dict[str, Any]:
     """A card file, parsed and checked (one line naming the file and field on any fault)."""
-    import yaml
+    from pipeline.config import load_yaml_text, read_text_file
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise BatchmarkError(f"{path}: not a UTF-8 text file (byte {exc.start})") from None
-    except OSError as exc:
-        raise BatchmarkError(f"{path}: cannot read ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise BatchmarkError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    except RecursionError:
-        raise BatchmarkError(f"{path}: YAML nested too deeply") from None
+    data = load_yaml_text(path, read_text_file(path, "model card"))
     if not isinstance(data, dict):
         raise BatchmarkError(f"{path}: a card file needs name, source and config")
     try:
