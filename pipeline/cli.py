@@ -36,20 +36,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
+    elif not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
+        run_dir = runs.claim_run_dir(paths.runs_dir())
     else:
-        if not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
-            run_dir = runs.claim_run_dir(paths.runs_dir())
-            run_id = run_dir.name
-        else:
-            run_id = runs.check_run_id(args.run_id)
-            run_dir = paths.runs_dir() / run_id
-        if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
-            if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
-                raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
-                                     "choose another --run-id")
-            print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
-            print(run_dir)
-            return 0
+        run_dir = paths.runs_dir() / runs.check_run_id(args.run_id)
+    run_id = run_dir.name
+    if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
+        if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
+            raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
+                                 + ("--resume measures nothing into it" if args.resume else "choose another --run-id"))
+        print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
+        print(run_dir)
+        return 0
     if args.pointer:
         runs.write_pointer(cfg.name, run_dir.name)
     run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)

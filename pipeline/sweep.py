@@ -113,6 +113,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepCo
     return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
 
 
+@runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.

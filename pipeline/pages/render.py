@@ -129,15 +129,15 @@ class RunView:
 
 
 def load_run_view(run_dir: Path) -> RunView:
-    """Read a complete run's summaries and analysis (computing them if absent) into a :class:`RunView`."""
-    if not (run_dir / "summaries.json").is_file():
-        runs.write_summaries(run_dir)
-    if not (run_dir / "analysis.json").is_file():
-        runs.write_analysis(run_dir)
-    meta = runs.read_run_json(run_dir)
-    summaries = [x.as_dict() for x in runs.read_summaries(run_dir)]
-    analysis = runs.read_json(run_dir / "analysis.json")
-    view = RunView(run_id=run_dir.name, meta=meta, analysis=analysis)
+    """Read a complete run's summaries and analysis into a :class:`RunView` (computed in memory where absent: reading never writes)."""
+    return view_of(runs.load_run_results(run_dir))
+
+
+def view_of(res: "runs.RunResults") -> RunView:
+    """The :class:`RunView` of a run read by :func:`pipeline.runs.load_run_results`."""
+    meta, analysis = res.meta, res.analysis
+    summaries = [x.as_dict() for x in res.summaries]
+    view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis)
     for m in analysis.get("models", []):
         key = (m["model"], m["engine"], m["input_len"], m["output_len"])
         pts = sorted((s for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key),
@@ -299,8 +299,8 @@ def write_assets(docs_dir: Path) -> None:
     runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
 
 
-def _summaries_csv(run_dir: Path) -> str:
-    pts = [x.as_dict() for x in runs.read_summaries(run_dir)]
+def _summaries_csv(res: "runs.RunResults") -> str:
+    pts = [x.as_dict() for x in res.summaries]
     buf = io.StringIO()
     cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
             "output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"]
@@ -325,15 +325,22 @@ def _records_zip(run_dir: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def write_downloads(docs_dir: Path, run_dirs: list[Path]) -> None:
+def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
-    plus ``records.zip`` with the raw request records of a measured run."""
-    for rd in run_dirs:
+    plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
+    that the stages have not written into the run are written here from memory (never into the run)."""
+    for res in results:
+        rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
-        for name in ("run.json", "summaries.json", "analysis.json"):
+        runs.atomic_write_text(out / "run.json", (rd / "run.json").read_text())
+        for name, doc in (("summaries.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name,
+                                              "points": [x.as_dict() for x in res.summaries]}),
+                          ("analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name, **res.analysis})):
             if (rd / name).is_file():
                 runs.atomic_write_text(out / name, (rd / name).read_text())
-        runs.atomic_write_text(out / "summaries.csv", _summaries_csv(rd))
+            else:
+                runs.atomic_write_json(out / name, doc)
+        runs.atomic_write_text(out / "summaries.csv", _summaries_csv(res))
         if (rd / "points").is_dir():
             _records_zip(rd, out / "records.zip")
 
@@ -348,11 +355,12 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
 
     runs_dir = runs_dir or paths.runs_dir()
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
-    views = sorted((load_run_view(rd) for rd in run_dirs), key=lambda v: v.run_id, reverse=True)
+    results = [runs_mod.load_run_results(rd) for rd in run_dirs]  # in memory: pages never write into a run
+    views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
-    write_downloads(docs_dir, run_dirs)
+    write_downloads(docs_dir, results)
     written = []
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
