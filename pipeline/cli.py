@@ -6,12 +6,17 @@ User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import sys
 from pathlib import Path
 
 from pipeline.errors import BatchmarkError
+
+#: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only
+#: file system, no permission, I/O error.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -253,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BatchmarkError as exc:
         print(f"batchmark: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # the machine refused a write or read (read-only folder, full disk, no permission): one line; every
+        # write is atomic, so nothing partial was left behind
+        if exc.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"batchmark: error: {where}{exc.strerror or exc} (nothing partial was written)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("batchmark: interrupted; finished points are kept and the run resumes next time", file=sys.stderr)

@@ -100,6 +100,59 @@ def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = 
     raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
 
 
+# -- temporary folders of interrupted writers -------------------------------------------------
+
+#: A hidden temporary folder under ``data/runs/`` older than this, whose owner is not alive, is removed.
+STALE_TMP_S = 600.0
+_TMP_OWNER = re.compile(r"\.pid(\d+)@([A-Za-z0-9-]+)\.")
+
+
+def tmp_prefix(run_id: str) -> str:
+    """Prefix of a writer's temporary folder under ``data/runs/``: hidden, naming its pid and host for the cleaner."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    return f".{run_id}.pid{os.getpid()}@{host}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
+    """Remove hidden ``.*.tmp`` folders under ``runs_dir`` left by a writer killed mid-way (``kill -9`` of an import).
+
+    A folder is stale when it is older than ``max_age_s`` and its owner (pid on this host, from
+    :func:`tmp_prefix`) is not alive; a folder of another host, or of no known owner, only by age.
+    Returns the removed folders.
+    """
+    import shutil
+    import time
+
+    if not runs_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    this_host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    removed = []
+    for p in runs_dir.iterdir():
+        if not (p.name.startswith(".") and p.name.endswith(".tmp") and p.is_dir()):
+            continue
+        try:
+            age = now - p.stat().st_mtime
+        except OSError:
+            continue
+        m = _TMP_OWNER.search(p.name)
+        if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
 # -- the run lock: one live process measures a run -------------------------------------------
 
 def lock_path(run_dir: Path) -> Path:
@@ -167,6 +220,11 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

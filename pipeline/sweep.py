@@ -124,6 +124,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     from tqdm import tqdm
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
