@@ -44,14 +44,15 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     """The ``show --json`` document of a run (id or path), computed in memory where the stages have not written it.
 
     Reading never writes into the run.  An incomplete run shows its finished points with
-    ``"partial": true`` (the sweep is unfinished; its knee and peak are of those points only).
+    ``"partial": true`` added (the sweep is unfinished; its knee and peak are of those points only).
 
     Raises:
         BatchmarkError: unknown run, corrupt files.
     """
     res = runs.load_run_results(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
-    doc["partial"] = res.partial
+    if res.partial:  # only then: a complete run's document is exactly the contract of DESIGN.md
+        doc["partial"] = True
     return doc
 
 
