@@ -6,11 +6,17 @@ User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import math
 import sys
 from pathlib import Path
 
 from pipeline.errors import BatchmarkError
+
+#: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only
+#: file system, no permission, I/O error.
+ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -35,20 +41,18 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
+    elif not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
+        run_dir = runs.claim_run_dir(paths.runs_dir())
     else:
-        if not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
-            run_dir = runs.claim_run_dir(paths.runs_dir())
-            run_id = run_dir.name
-        else:
-            run_id = runs.check_run_id(args.run_id)
-            run_dir = paths.runs_dir() / run_id
-        if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
-            if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
-                raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
-                                     "choose another --run-id")
-            print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
-            print(run_dir)
-            return 0
+        run_dir = paths.runs_dir() / runs.check_run_id(args.run_id)
+    run_id = run_dir.name
+    if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
+        if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
+            raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
+                                 + ("--resume measures nothing into it" if args.resume else "choose another --run-id"))
+        print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
+        print(run_dir)
+        return 0
     if args.pointer:
         runs.write_pointer(cfg.name, run_dir.name)
     run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
@@ -89,8 +93,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline import diff, runs
 
-    if args.fail_above is not None and args.fail_above < 0:
-        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a percentage >= 0")
+    if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
+        # nan compares false with everything and inf exceeds every change: either would switch the gate off
+        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
+    if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
+        raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
     result = diff.diff_runs(runs.load_run_results(args.run_a), runs.load_run_results(args.run_b), alpha=args.alpha)
     if args.format == "json":
         sys.stdout.write(diff.format_json(result))
@@ -251,6 +258,14 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BatchmarkError as exc:
         print(f"batchmark: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        # the machine refused a write or read (read-only folder, full disk, no permission): one line; every
+        # write is atomic, so nothing partial was left behind
+        if exc.errno not in ENVIRONMENT_ERRNOS:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"batchmark: error: {where}{exc.strerror or exc} (nothing partial was written)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("batchmark: interrupted; finished points are kept and the run resumes next time", file=sys.stderr)

@@ -2,7 +2,9 @@
 
 A config file (``config/*.yaml``) says which models to measure, with which engine, on which
 hardware profile, over which concurrency grid.  Unknown keys are rejected so that a typo
-never silently falls back to a default.
+never silently falls back to a default; types are strict (``repeats: "2"`` and
+``concurrency: [true, 2]`` are refused, not coerced); NaN and infinities are refused; a key
+given twice in one mapping is refused with its line (:class:`UniqueKeyLoader`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -19,7 +21,66 @@ from pipeline.errors import BatchmarkError
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: Largest seed: numpy's ``np.random.seed`` takes 0 … 2**32 − 1, and vLLM's ``--seed`` seeds numpy,
+#: random and torch with it; the transformers engine seeds torch generators with
+#: seed × 1 000 003 + offsets, which stays below torch's 2**64 bound for every seed up to this one.
+MAX_SEED = 2**32 - 1
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error naming both lines.
+
+    (Plain ``yaml.safe_load`` keeps the last value silently, so a config could measure
+    something other than what its reader sees first.)
+    """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                hash(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(None, None, "unhashable key", key_node.start_mark) from None
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_text(path: Path | str, text: str) -> Any:
+    """Parse YAML text with :class:`UniqueKeyLoader`.
+
+    Raises:
+        BatchmarkError: not YAML, a duplicate key, or nested too deeply (one line naming the file and line).
+    """
+    try:
+        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise BatchmarkError(f"{path}:{where} not valid YAML ({problem})") from None
+    except RecursionError:
+        raise BatchmarkError(f"{path}: not valid YAML (nested too deeply)") from None
+
+
+def read_text_file(path: Path, what: str) -> str:
+    """A UTF-8 text file's content.
+
+    Raises:
+        BatchmarkError: missing, unreadable, or not UTF-8 text (binary garbage), naming the file.
+    """
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise BatchmarkError(f"{path}: not a UTF-8 text file (byte {exc.start}); expected a {what}") from None
+    except OSError as exc:
+        raise BatchmarkError(f"{path}: cannot read {what} ({exc.strerror})") from None
 
 
 class ModelSpec(_Strict):
@@ -126,11 +187,11 @@ class SweepConfig(_Strict):
     hardware: str = Field(description="Hardware profile name in data/hardware/")
     engine: Literal["transformers", "vllm", "openai"] = "transformers"
     models: list[ModelSpec] = Field(min_length=1)
-    input_len: int = Field(default=64, gt=0, description="Prompt tokens per request")
-    output_len: int = Field(default=32, gt=1, description="Generated tokens per request (no early stop)")
-    concurrency: list[int] = Field(default=[1, 2, 4, 8, 16, 32, 64], min_length=1,
+    input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
+    output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
+    concurrency: list[Annotated[int, Field(le=1_000_000)]] = Field(default=[1, 2, 4, 8, 16, 32, 64], min_length=1,
                                    description="Concurrency grid (static batch size B for transformers)")
-    repeats: int = Field(default=5, ge=1, description="Measured repeats per point; 5 is the fewest with which "
+    repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point; 5 is the fewest with which "
                          "a diff can call a change significant at α = 0.05 (two-sided Mann-Whitney floor "
                          "2 / C(10, 5) = 0.008; 3 + 3 gives 0.1)")
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
@@ -141,7 +202,7 @@ class SweepConfig(_Strict):
                                                 "is left out of the knee, peak and scaling figures (it is still shown, flagged)")
     stop_after_weak_doublings: int = Field(default=2, ge=0,
                                            description="Stop escalating after this many weak doublings in a row (0 = never)")
-    seed: int = Field(default=0, description="Seed for weights and prompts")
+    seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Seed for weights and prompts (0 … 2**32 − 1)")
     transformers: TransformersOptions = TransformersOptions()
     openai: OpenAIOptions = OpenAIOptions()
     vllm: VLLMOptions = VLLMOptions()
@@ -193,7 +254,10 @@ def _format_error(path: Path | str, err: ValidationError) -> str:
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{path}: {loc}: {msg}{more}"
+    value = first.get("input")
+    scalar = value is None or isinstance(value, (bool, int, float, str))
+    got = f" (got {value!r:.80})" if scalar and first["type"] not in ("missing", "extra_forbidden") else ""
+    return " ".join(f"{path}: {loc}: {msg}{got}{more}".split())
 
 
 def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
@@ -247,14 +311,5 @@ def load_config(path: str | Path) -> SweepConfig:
         BatchmarkError: the file is missing, not YAML, or has a bad field (named in the message).
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise BatchmarkError(f"{path}: cannot read config ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise BatchmarkError(f"{path}:{where} not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    data = load_yaml_text(path, read_text_file(path, "config"))
     return parse_config(data, str(path))

@@ -8,13 +8,13 @@ the probed figures so that MBU can be stated against each.
 from __future__ import annotations
 
 import platform
+import re
 import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline import paths
@@ -49,14 +49,17 @@ def load_profile(name: str, field: str = "hardware", folder: Path | None = None)
     Raises:
         BatchmarkError: unknown profile (the message lists the known ones) or a bad profile file.
     """
+    from pipeline.config import load_yaml_text, read_text_file
+
     folder = folder or paths.hardware_dir()
     path = folder / f"{name}.yaml"
-    if not path.is_file():
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or not path.is_file():  # a name, never a path
         known = ", ".join(list_profiles(folder)) or "none"
         raise BatchmarkError(f"{field}: unknown hardware profile {name!r} (known: {known})")
+    data = load_yaml_text(path, read_text_file(path, "hardware profile"))
     try:
-        return HardwareProfile.model_validate(yaml.safe_load(path.read_text()))
-    except (ValidationError, yaml.YAMLError) as exc:
+        return HardwareProfile.model_validate(data)
+    except ValidationError as exc:
         raise BatchmarkError(f"{path}: invalid hardware profile ({str(exc).splitlines()[0]})") from None
 
 

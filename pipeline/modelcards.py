@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, StrictStr, ValidationError
+
 from pipeline.errors import BatchmarkError
 
 
@@ -267,6 +269,60 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+class ArchNumbers(BaseModel):
+    """The config.json numbers the arithmetic reads, checked before any is used.
+
+    Counts are strict integers (a bool or a string is refused) and at least 1 where a zero
+    would divide by zero or make a size negative or meaningless (heads, layers, dimensions);
+    expert counts may be 0 (a dense model).  Keys the arithmetic does not read pass unchecked.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    hidden_size: StrictInt | None = Field(default=None, ge=1)
+    num_hidden_layers: StrictInt | None = Field(default=None, ge=1)
+    num_attention_heads: StrictInt | None = Field(default=None, ge=1)
+    num_key_value_heads: StrictInt | None = Field(default=None, ge=1)
+    head_dim: StrictInt | None = Field(default=None, ge=1)
+    vocab_size: StrictInt | None = Field(default=None, ge=1)
+    intermediate_size: StrictInt | None = Field(default=None, ge=1)
+    moe_intermediate_size: StrictInt | None = Field(default=None, ge=1)
+    shared_expert_intermediate_size: StrictInt | None = Field(default=None, ge=0)
+    num_local_experts: StrictInt | None = Field(default=None, ge=0)
+    num_experts: StrictInt | None = Field(default=None, ge=0)
+    num_experts_per_tok: StrictInt | None = Field(default=None, ge=0)
+    decoder_sparse_step: StrictInt | None = Field(default=None, ge=1)
+    sliding_window: StrictInt | None = Field(default=None, ge=0)
+    sliding_window_pattern: StrictInt | None = Field(default=None, ge=1)
+    max_window_layers: StrictInt | None = Field(default=None, ge=0)
+    max_position_embeddings: StrictInt | None = Field(default=None, ge=1)
+
+
+def _validation_message(where: str, err: ValidationError, prefix: str = "") -> str:
+    """One line naming the file, the first bad field and its value."""
+    first = err.errors()[0]
+    loc = ".".join(str(x) for x in first["loc"]) or "(top level)"
+    msg = first["msg"].removeprefix("Value error, ")
+    got = "" if first["type"] == "missing" else f" (got {first.get('input')!r})"
+    return " ".join(f"{where}: {prefix}{loc}: {msg}{got}".split())[:400]
+
+
+def check_arch_numbers(cfg: dict[str, Any], where: str) -> None:
+    """Refuse architecture numbers the arithmetic cannot use (0 heads, negative layers, a string count).
+
+    Raises:
+        BatchmarkError: ``<where>: <field>: Input should be greater than or equal to 1 (got 0)``.
+    """
+    try:
+        ArchNumbers.model_validate(cfg)
+    except ValidationError as err:
+        raise BatchmarkError(_validation_message(where, err)) from None
+    experts = cfg.get("num_local_experts") or cfg.get("num_experts")
+    k = cfg.get("num_experts_per_tok")
+    if experts and k and k > experts:
+        raise BatchmarkError(f"{where}: num_experts_per_tok: {k} is more than the {experts} experts")
+
+
 def _need(cfg: dict[str, Any], key: str, where: str) -> Any:
     if cfg.get(key) is None:
         raise BatchmarkError(f"{where}: missing {key}")
@@ -324,6 +380,7 @@ def param_counts(config: dict[str, Any], where: str = "config") -> dict[str, Any
         BatchmarkError: a number the count needs is missing (names the field and ``where``).
     """
     cfg = _text_config(config)
+    check_arch_numbers(cfg, where)
     mt = str(cfg.get("model_type") or "")
     h = int(_need(cfg, "hidden_size", where))
     n_layers = int(_need(cfg, "num_hidden_layers", where))
@@ -445,11 +502,17 @@ def card_from_config_file(path: str | Path, name: str | None = None, quant: str 
     if path.is_dir():
         path = path / "config.json"
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BatchmarkError(f"{path}: file not found") from None
+    except UnicodeDecodeError as exc:
+        raise BatchmarkError(f"{path}: not a UTF-8 text file (byte {exc.start})") from None
+    except OSError as exc:
+        raise BatchmarkError(f"{path}: cannot read ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
         raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
+    except RecursionError:
+        raise BatchmarkError(f"{path}: JSON nested too deeply") from None
     if not isinstance(config, dict):
         raise BatchmarkError(f"{path}: not a config object")
     return card_from_config(name or path.parent.name, config, quant, expert_quant, kv_bytes_per_element,
@@ -464,15 +527,32 @@ def _models_dir() -> Path:
     return paths.models_dir()
 
 
-def _read_card_file(path: Path) -> dict[str, Any]:
-    import yaml
+class CardFile(BaseModel):
+    """A card file of ``data/models/``: its keys and their types (``config`` is checked by :class:`ArchNumbers`)."""
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise BatchmarkError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("config"), dict) or not data.get("source"):
+    model_config = ConfigDict(extra="allow")
+
+    name: StrictStr | None = None
+    aliases: list[StrictStr] = Field(default_factory=list)
+    source: StrictStr = Field(min_length=1)
+    native_quant: StrictStr | dict[StrictStr, StrictStr] | None = None
+    published: dict[StrictStr, Any] | None = None
+    kv_bytes_per_element: StrictInt | StrictFloat | None = Field(default=None, gt=0, le=8)
+    config: dict[StrictStr, Any]
+
+
+def _read_card_file(path: Path) -> dict[str, Any]:
+    """A card file, parsed and checked (one line naming the file and field on any fault)."""
+    from pipeline.config import load_yaml_text, read_text_file
+
+    data = load_yaml_text(path, read_text_file(path, "model card"))
+    if not isinstance(data, dict):
         raise BatchmarkError(f"{path}: a card file needs name, source and config")
+    try:
+        CardFile.model_validate(data)
+    except ValidationError as err:
+        raise BatchmarkError(_validation_message(str(path), err)) from None
+    check_arch_numbers(_text_config(data["config"]), f"{path}: config")
     return data
 
 

@@ -16,6 +16,8 @@ the same folder, then ``os.replace``.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import re
@@ -98,6 +100,115 @@ def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = 
     raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
 
 
+# -- temporary folders of interrupted writers -------------------------------------------------
+
+#: A hidden temporary folder under ``data/runs/`` older than this, whose owner is not alive, is removed.
+STALE_TMP_S = 600.0
+_TMP_OWNER = re.compile(r"\.pid(\d+)@([A-Za-z0-9-]+)\.")
+
+
+def tmp_prefix(run_id: str) -> str:
+    """Prefix of a writer's temporary folder under ``data/runs/``: hidden, naming its pid and host for the cleaner."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    return f".{run_id}.pid{os.getpid()}@{host}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
+    """Remove hidden ``.*.tmp`` folders under ``runs_dir`` left by a writer killed mid-way (``kill -9`` of an import).
+
+    A folder is stale when it is older than ``max_age_s`` and its owner (pid on this host, from
+    :func:`tmp_prefix`) is not alive; a folder of another host, or of no known owner, only by age.
+    Returns the removed folders.
+    """
+    import shutil
+    import time
+
+    if not runs_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    this_host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    removed = []
+    for p in runs_dir.iterdir():
+        if not (p.name.startswith(".") and p.name.endswith(".tmp") and p.is_dir()):
+            continue
+        try:
+            age = now - p.stat().st_mtime
+        except OSError:
+            continue
+        m = _TMP_OWNER.search(p.name)
+        if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+# -- the run lock: one live process measures a run -------------------------------------------
+
+def lock_path(run_dir: Path) -> Path:
+    """Lock file of a run: ``<runs_dir>/.locks/<run_id>.lock`` (beside the run, so a committed run folder holds none)."""
+    return run_dir.parent / ".locks" / f"{run_dir.name}.lock"
+
+
+def _holder(lock: Path) -> str:
+    """Who holds a run lock, from its owner file: ``pid 123 on host x since …`` (or why it is not known)."""
+    try:
+        owner = json.loads(lock.with_suffix(".owner.json").read_text())
+        return f"pid {owner['pid']} on host {owner['host']} since {owner['since']}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "a process that has not written its owner file yet"
+
+
+@contextlib.contextmanager
+def lock_run(run_dir: Path):
+    """Hold the run's lock while measuring it: a second sweep into the same run is refused, never merged.
+
+    An advisory ``flock`` of :func:`lock_path` (the ``filelock`` package): the kernel releases
+    it when its process dies, even by ``kill -9``, so a stale lock never blocks a resume.
+    The holder's pid, host and start time are written beside it for the refusal message.
+
+    Raises:
+        BatchmarkError: another live process holds the lock (the message names it).
+    """
+    from filelock import FileLock, Timeout
+
+    lock = lock_path(run_dir)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
+    try:
+        fl.acquire(timeout=0)
+    except Timeout:
+        raise BatchmarkError(f"run {run_dir.name} is being measured by {_holder(lock)}; "
+                             "wait for it to finish, or stop it and resume") from None
+    owner = lock.with_suffix(".owner.json")
+    try:
+        atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
+                                  "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        yield
+    finally:
+        owner.unlink(missing_ok=True)
+        fl.release()
+
+
+def locked_run(fn):
+    """Decorator: call ``fn(cfg, run_dir, …)`` holding :func:`lock_run` of ``run_dir``."""
+    @functools.wraps(fn)
+    def wrapper(cfg, run_dir, *args, **kwargs):
+        with lock_run(Path(run_dir)):
+            return fn(cfg, run_dir, *args, **kwargs)
+    return wrapper
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -109,9 +220,36 @@ def atomic_write_text(path: Path, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_create_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` as JSON to a ``path`` that must not exist: temp file, fsync, then ``os.link`` (fails if it exists).
+
+    Unlike :func:`atomic_write_json` (``os.replace``), a file that appeared meanwhile is never
+    overwritten: the second writer gets BatchmarkError.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o644)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(json.dumps(obj, indent=1) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise BatchmarkError(f"{path}: already written by another process; records are never overwritten") from None
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
@@ -204,7 +342,7 @@ def write_point(run_dir: Path, records: PointRecords) -> Path:
     path = point_path(run_dir, records.point)
     if path.exists():
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
-    atomic_write_json(path, {"schema_version": SCHEMA_VERSION, **records.as_dict()})
+    atomic_create_json(path, {"schema_version": SCHEMA_VERSION, **records.as_dict()})
     return path
 
 
@@ -375,12 +513,14 @@ class RunResults:
         summaries: point summaries (``summaries.json``, or computed from the records in memory
             when that file was not written yet).
         analysis: ``analysis.json`` (or computed in memory the same way).
+        partial: the run is incomplete (``allow_incomplete``): its finished points only.
     """
 
     run_dir: Path
     meta: dict[str, Any]
     summaries: list["PointSummary"]
     analysis: dict[str, Any]
+    partial: bool = False
 
     @property
     def run_id(self) -> str:
@@ -388,11 +528,13 @@ class RunResults:
         return str(self.meta.get("run_id") or self.run_dir.name)
 
 
-def load_run_results(ref: str | Path, runs_dir: Path | None = None) -> RunResults:
+def load_run_results(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bool = False) -> RunResults:
     """Read a complete run (id or path) for comparison, without writing anything into it.
 
     Derived files missing from a complete measured run are computed in memory from its
-    records, so a diff never writes into the runs it compares.
+    records, so a diff, ``show`` or ``pages`` never writes into the runs it reads: only the
+    ``summarize`` and ``analyze`` stages write ``summaries.json`` and ``analysis.json``.
+    With ``allow_incomplete`` an unfinished run is read too: its finished points, ``partial`` set.
 
     Raises:
         BatchmarkError: unknown run (the message names ``ref``); the run is incomplete (an
@@ -403,7 +545,7 @@ def load_run_results(ref: str | Path, runs_dir: Path | None = None) -> RunResult
 
     run_dir = resolve_run(ref, runs_dir)
     meta = read_run_json(run_dir)
-    if meta.get("status") != "complete":
+    if meta.get("status") != "complete" and not allow_incomplete:
         raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
                              f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
     if (run_dir / "summaries.json").is_file():
@@ -418,4 +560,5 @@ def load_run_results(ref: str | Path, runs_dir: Path | None = None) -> RunResult
             raise BatchmarkError(f"{run_dir / 'analysis.json'}: expected a JSON object")
     else:
         analysis = analysis_of(run_dir, meta, summaries)
-    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis)
+    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis,
+                      partial=meta.get("status") != "complete")

@@ -1,11 +1,12 @@
 """``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of DESIGN.md.
 
-Pure assembly from what the metrics and analysis stages wrote; no measurement, no guessing:
-fields a source cannot supply are null.  Beyond the contract's fields, every point carries
-``failure_rate``, ``flags`` (failed requests, token counts that set evidence aside),
-``token_count_sources``, ``excluded`` and ``excluded_reason`` (a point above the config's
-``max_failure_rate`` is left out of knee, peak and scaling), and every model
-``excluded_concurrency`` and ``flagged_concurrency``.
+Pure assembly from what the metrics and analysis stages wrote (or the same computed in memory:
+reading never writes into a run); no measurement, no guessing: fields a source cannot supply are null.
+Beyond the contract's fields, every point carries ``failure_rate``, ``flags`` (failed requests,
+token counts that set evidence aside), ``token_count_sources``, ``excluded`` and
+``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
+and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
+limits), and every model ``excluded_concurrency``, ``flagged_concurrency`` and ``post_knee_cause``.
 """
 
 from __future__ import annotations
@@ -58,25 +59,27 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
 
 
 def show_run(ref: str | Path) -> dict[str, Any]:
-    """The ``show --json`` document of a run (id or path); computes summaries/analysis if absent.
+    """The ``show --json`` document of a run (id or path), computed in memory where the stages have not written it.
+
+    Reading never writes into the run.  An incomplete run shows its finished points with
+    ``"partial": true`` added (the sweep is unfinished; its knee and peak are of those points only).
 
     Raises:
-        BatchmarkError: unknown run, incomplete run, corrupt files.
+        BatchmarkError: unknown run, corrupt files.
     """
-    run_dir = runs.resolve_run(ref)
-    meta = runs.read_run_json(run_dir)
-    if not (run_dir / "summaries.json").is_file():
-        runs.write_summaries(run_dir)
-    if not (run_dir / "analysis.json").is_file():
-        runs.write_analysis(run_dir)
-    summaries = [x.as_dict() for x in runs.read_summaries(run_dir)]
-    analysis = runs.read_json(run_dir / "analysis.json")
-    return build_show(meta, summaries, analysis)
+    res = runs.load_run_results(ref, allow_incomplete=True)
+    doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
+    if res.partial:  # only then: a complete run's document is exactly the contract of DESIGN.md
+        doc["partial"] = True
+    return doc
 
 
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
+    if doc.get("partial"):
+        lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
+                      "(resume it with `batchmark sweep --resume`)"]
     lines.append(f"{'model':<24} {'c':>5} {'out tok/s':>10} {'user tok/s':>10} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11} "
                  f"{'MBU':>6} {'KV %':>5}  regime; flags")
     for p in doc["points"]:

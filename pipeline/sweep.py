@@ -113,6 +113,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepCo
     return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
 
 
+@runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
@@ -123,6 +124,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     from tqdm import tqdm
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
         measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched

@@ -421,11 +421,12 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     if not result.summaries:
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()
+    runs.clean_stale_tmp(runs_dir)  # temporary folders of imports killed mid-way (kill -9)
     # the empty run folder is the claim (mkdir is atomic); the run is built beside it and renamed over it
     final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
     run_id = final.name
     try:
-        tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=f".{run_id}.", suffix=".tmp"))
+        tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=runs.tmp_prefix(run_id), suffix=".tmp"))
     except BaseException:
         final.rmdir()
         raise

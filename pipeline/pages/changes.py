@@ -100,8 +100,10 @@ class ComparisonView:
 
 
 def anchor(run_id: str) -> str:
-    """Heading id of a run's comparison on the Changes page: ``changes-<run id, lower case>``."""
-    return f"changes-{run_id.lower()}"
+    """Heading id of a run's comparison on the Changes page: ``changes-<run id, lower case>`` (made id-safe by :func:`pipeline.pages.render.anchor`)."""
+    from pipeline.pages.render import anchor as _anchor
+
+    return _anchor(f"changes-{run_id}")
 
 
 def comparison_view(d: RunDiff) -> ComparisonView:

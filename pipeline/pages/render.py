@@ -11,25 +11,37 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import hashlib
+import re
+import urllib.parse
+
 import jinja2
+from markupsafe import Markup
 
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
+// Each chart is rendered on its own: a spec that does not parse or render shows a message in
+// its own place and never stops the charts after it.
 function batchmarkRenderCharts() {
   document.querySelectorAll('script.vega-spec').forEach(function (s) {
     var el = document.getElementById(s.dataset.target);
     if (!el || el.dataset.rendered) { return; }
     el.dataset.rendered = "1";
-    vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
-      .catch(function (err) { el.textContent = "chart failed to render: " + err; });
+    try {
+      vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
+        .catch(function (err) { el.textContent = "chart failed to render: " + err; });
+    } catch (err) {
+      el.textContent = "chart failed to render: " + err;
+    }
   });
 }
 if (document.readyState === "loading") {
@@ -88,9 +100,9 @@ class Workload:
 
     @property
     def slug(self) -> str:
-        """Anchor-safe id."""
+        """Anchor-safe id (see :func:`anchor`)."""
         m = self.model
-        return f"{m['model']}-in{m['input_len']}-out{m['output_len']}".lower().replace(".", "-")
+        return anchor(f"{m['model']}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
     def point(self, concurrency: int) -> dict[str, Any] | None:
         """The point summary at a concurrency, or None."""
@@ -140,15 +152,15 @@ class RunView:
 
 
 def load_run_view(run_dir: Path) -> RunView:
-    """Read a complete run's summaries and analysis (computing them if absent) into a :class:`RunView`."""
-    if not (run_dir / "summaries.json").is_file():
-        runs.write_summaries(run_dir)
-    if not (run_dir / "analysis.json").is_file():
-        runs.write_analysis(run_dir)
-    meta = runs.read_run_json(run_dir)
-    summaries = [x.as_dict() for x in runs.read_summaries(run_dir)]
-    analysis = runs.read_json(run_dir / "analysis.json")
-    view = RunView(run_id=run_dir.name, meta=meta, analysis=analysis)
+    """Read a complete run's summaries and analysis into a :class:`RunView` (computed in memory where absent: reading never writes)."""
+    return view_of(runs.load_run_results(run_dir))
+
+
+def view_of(res: "runs.RunResults") -> RunView:
+    """The :class:`RunView` of a run read by :func:`pipeline.runs.load_run_results`."""
+    meta, analysis = res.meta, res.analysis
+    summaries = [x.as_dict() for x in res.summaries]
+    view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis)
     for m in analysis.get("models", []):
         key = (m["model"], m["engine"], m["input_len"], m["output_len"])
         pts = sorted((s for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key),
@@ -156,6 +168,76 @@ def load_run_view(run_dir: Path) -> RunView:
         aps = [a for a in analysis.get("points", []) if (a["model"], a["engine"], a["input_len"], a["output_len"]) == key]
         view.workloads.append(Workload(model=m, points=pts, analysis_points=aps))
     return view
+
+
+# -- escaping: every string from outside is escaped for the place it lands --------------------
+#
+# Pages are Markdown with raw HTML passed through (Python-Markdown), so a string interpolated
+# into a page must neither open an HTML element nor be read as Markdown.  The environment's
+# ``finalize`` escapes every ``{{ … }}`` output with :func:`md_text` unless it is Markup (a
+# chart, an anchor, a URL path, a code span built here), so a template cannot forget it.
+
+#: Characters that Markdown (with tables, attr_list, toc, md_in_html) or HTML would read as syntax,
+#: written as numeric character references: the browser shows the character, Markdown sees none.
+_MD_SPECIAL = {c: f"&#{ord(c)};" for c in "\\`*_{}[]<#|"}
+_MD_SPECIAL["&"] = "&amp;"
+_MD_RE = re.compile("[" + re.escape("".join(_MD_SPECIAL)) + "]")
+_NEWLINES_RE = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def md_text(value: Any) -> Markup:
+    """``value`` as inline Markdown text that shows exactly as given (HTML, Markdown table cell, heading).
+
+    ``&``, ``<`` (no HTML element or entity can open) and every sign that Markdown with tables,
+    attr_list and toc reads mid-line (`` \\ ` * _ { } [ ] # | ``) become character references, line breaks a space (a newline would end a table row), and
+    other control characters are dropped.  Markup (already safe) passes unchanged.
+    """
+    if isinstance(value, Markup):
+        return value
+    text = _CONTROL_RE.sub("", _NEWLINES_RE.sub(" ", str(value)))
+    return Markup(_MD_RE.sub(lambda m: _MD_SPECIAL[m.group()], text))
+
+
+def html_text(value: Any) -> Markup:
+    """``value`` escaped for HTML text or an attribute value (``& < > " '``)."""
+    from markupsafe import escape
+
+    return escape(value)
+
+
+def code(value: Any) -> Markup:
+    """``value`` as an inline code span (``<code>``), shown as given."""
+    return Markup(f"<code>{md_text(value)}</code>")
+
+
+_ANCHOR_BAD = re.compile(r"[^a-z0-9_-]+")
+
+
+def anchor(value: Any) -> Markup:
+    """An element id / URL fragment from any string: lower case ``[a-z0-9_-]``.
+
+    A string that needed changing gets a short hash of the original, so two names that differ
+    only in dropped characters (``a|b``, ``a<b``) never share an id.
+    """
+    raw = str(value)
+    low = raw.lower()
+    clean = _ANCHOR_BAD.sub("-", low).strip("-") or "x"
+    if clean != low:
+        clean = f"{clean}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
+    return Markup(clean)
+
+
+def url_path(value: Any) -> Markup:
+    """``value`` as one URL path segment (percent-encoded; ``/`` too), for link targets such as downloads."""
+    return Markup(urllib.parse.quote(str(value), safe=""))
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ … }}`` output: Markup as it is, None as a dash, anything else through :func:`md_text`."""
+    if value is None or isinstance(value, Markup):
+        return "–" if value is None else value
+    return md_text(value)
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -189,6 +271,28 @@ def run_count_sources(view: "RunView") -> tuple[dict[str, int], dict[str, int]]:
     return dict(sorted(sources.items())), dict(sorted(flags.items()))
 
 
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN/±Infinity float replaced by None (JSON null: a gap, never a broken spec)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def chart_json(spec: dict[str, Any]) -> str:
+    """A Vega-Lite spec as JSON safe inside a ``<script>`` element of a Markdown page.
+
+    ``<``, ``>`` and ``&`` become ``\\u003c``, ``\\u003e``, ``\\u0026`` (still the same JSON
+    strings), so no ``</script>`` or ``<!--`` can end or bend the element; a non-finite number
+    becomes null (``NaN`` is not JSON, and would blank the chart).
+    """
+    blob = json.dumps(_finite(spec), separators=(",", ":"), allow_nan=False)
+    return blob.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
 class ChartRegistry:
     """Turns Vega-Lite specs into embeddable HTML with page-unique ids."""
 
@@ -199,17 +303,17 @@ class ChartRegistry:
         """HTML for one chart: a target ``div`` and its spec in a JSON ``script``."""
         self.count += 1
         cid = f"chart-{self.count}"
-        blob = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
-        return (f'<div class="vega-chart" id="{cid}"></div>\n'
-                f'<script type="application/json" class="vega-spec" data-target="{cid}">{blob}</script>')
+        return Markup(f'<div class="vega-chart" id="{cid}"></div>\n'
+                      f'<script type="application/json" class="vega-spec" data-target="{cid}">{chart_json(spec)}</script>')
 
 
 def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     """The Jinja2 environment of the page templates (strict: an undefined name is an error)."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir or paths.root() / "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(fmt=_fmt, gb=_gb, params=_params)
+                             trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
+    env.filters.update(fmt=_fmt, gb=_gb, params=_params, md=md_text, md_cell=md_text, html=html_text,
+                       code=code, anchor=anchor, url_path=url_path)
     from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
     from pipeline.engines import tokencount
 
@@ -235,8 +339,8 @@ def write_assets(docs_dir: Path) -> None:
     runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
 
 
-def _summaries_csv(run_dir: Path) -> str:
-    pts = [x.as_dict() for x in runs.read_summaries(run_dir)]
+def _summaries_csv(res: "runs.RunResults") -> str:
+    pts = [x.as_dict() for x in res.summaries]
     buf = io.StringIO()
     cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
             "output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"]
@@ -261,15 +365,22 @@ def _records_zip(run_dir: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def write_downloads(docs_dir: Path, run_dirs: list[Path]) -> None:
+def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
-    plus ``records.zip`` with the raw request records of a measured run."""
-    for rd in run_dirs:
+    plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
+    that the stages have not written into the run are written here from memory (never into the run)."""
+    for res in results:
+        rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
-        for name in ("run.json", "summaries.json", "analysis.json"):
+        runs.atomic_write_text(out / "run.json", (rd / "run.json").read_text())
+        for name, doc in (("summaries.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name,
+                                              "points": [x.as_dict() for x in res.summaries]}),
+                          ("analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name, **res.analysis})):
             if (rd / name).is_file():
                 runs.atomic_write_text(out / name, (rd / name).read_text())
-        runs.atomic_write_text(out / "summaries.csv", _summaries_csv(rd))
+            else:
+                runs.atomic_write_json(out / name, doc)
+        runs.atomic_write_text(out / "summaries.csv", _summaries_csv(res))
         if (rd / "points").is_dir():
             _records_zip(rd, out / "records.zip")
 
@@ -284,11 +395,12 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
 
     runs_dir = runs_dir or paths.runs_dir()
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
-    views = sorted((load_run_view(rd) for rd in run_dirs), key=lambda v: v.run_id, reverse=True)
+    results = [runs_mod.load_run_results(rd) for rd in run_dirs]  # in memory: pages never write into a run
+    views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
-    write_downloads(docs_dir, run_dirs)
+    write_downloads(docs_dir, results)
     written = []
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")

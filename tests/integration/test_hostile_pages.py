@@ -1,0 +1,129 @@
+"""Hostile strings from outside reach the built site as text: no script runs, no table row splits, no chart blanks.
+
+Regression (fault kind: HTML/Markdown injection): model names from imports (``import --model``,
+an imported file), tool versions in ``run.json`` and model names of measured runs were rendered
+by Jinja without escaping into Markdown that passes raw HTML through, so
+``<img src=x onerror=alert(1)>`` ran in the reader's browser and ``a|b`` split a table row.
+The site is built for real (``render_site`` then ``mkdocs build --strict``) and opened in
+headless Chromium (tests/browser.py) with a dialog handler and a window flag watching for script.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.browser import CHROMIUM_ARGS, chromium_path
+from tests.conftest import DATA, make_scratch_root
+
+pytestmark = pytest.mark.slow
+
+IMG = "<img src=x onerror=alert(1)>"
+SCRIPT = "<script>window.__pwned=1</script>"
+PIPE = "a|b"
+BOLD = "<b onmouseover=alert(3)>*x* [y](z) {: #id }"
+PAGES = ["index.html", "benchmarks/index.html", "runs/index.html", "methodology/index.html",
+         "explain/batching/index.html", "explain/knee/index.html", "explain/bandwidth/index.html"]
+
+
+def _open(html: Path, script: str | None = None) -> dict:
+    """Open ``html`` offline; return dialogs opened, page errors, the window flag and the result of ``script``."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
+    exe = chromium_path()
+    dialogs: list[str] = []
+    errors: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True)
+            ctx.route("http*://**/*", lambda route: route.abort())
+            page = ctx.new_page()
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(html.resolve().as_uri())
+            n = page.locator(".vega-chart").count()
+            if n:
+                page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
+                                       "e => e.querySelector('svg') || e.textContent).length >= n", arg=n, timeout=30000)
+            page.wait_for_timeout(300)  # an <img onerror> fires once the image fails to load
+            out = {"dialogs": dialogs, "errors": errors, "pwned": page.evaluate("() => window.__pwned === 1"),
+                   "text": page.inner_text("body"), "charts": n,
+                   "svgs": page.locator(".vega-chart svg").count(),
+                   "cells": page.locator("td").all_inner_texts(),
+                   "injected": page.locator("article img[src=x], article script:not([type])").count()}
+            if script:
+                out["script"] = page.evaluate(script)
+        finally:
+            browser.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory):
+    """A site built from an import named with each hostile string and a measured run with hostile names and versions."""
+    root = make_scratch_root(tmp_path_factory.mktemp("hostile"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BATCHMARK_ROOT", str(root))
+    try:
+        from pipeline.importers import import_run
+        from pipeline.pages.render import render_site
+        from tests.runbuilder import make_run
+
+        runs_dir = root / "data" / "runs"
+        for i, name in enumerate([IMG, BOLD, PIPE]):  # an import takes the part after the last "/" as the name
+            import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id=f"20261102T10150{i}Z-vllm", model=name)
+        make_run(runs_dir, "20261201T000000Z-a", models=(PIPE, IMG), transformers_version=SCRIPT)
+        render_site(root / "data" / "pages")
+        res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                              "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    finally:
+        mp.undo()
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_hostile_names_show_as_text_and_run_no_script(hostile_site, page):
+    res = _open(hostile_site / "site" / page)
+    assert res["dialogs"] == [] and res["pwned"] is False and res["injected"] == 0
+    assert res["errors"] == []
+    # the names are shown as given, never mangled (imports have no model card, so the explainers skip them)
+    if page in ("index.html", "benchmarks/index.html"):
+        assert IMG in res["text"] and BOLD in res["text"] and PIPE in res["text"]
+    if page.startswith("explain/"):
+        assert IMG in res["text"] and PIPE in res["text"]
+    if page in ("index.html", "explain/bandwidth/index.html"):  # tables with a model column
+        # a | in a name stays in one cell: the row keeps its columns
+        assert PIPE in res["cells"] and IMG in res["cells"]
+    if page == "runs/index.html":
+        assert f"transformers {SCRIPT}" in res["text"]
+    if res["charts"]:  # chart titles carry the names; every chart still renders
+        assert res["svgs"] == res["charts"]
+
+
+def test_one_bad_chart_spec_does_not_blank_the_others(hostile_site, tmp_path):
+    """Regression (fault kind: one bad spec blanks the page): a spec that does not parse threw inside the loader's
+    forEach, so no later chart rendered. The bad one shows a message; the next one draws."""
+    js = hostile_site / "site" / "assets" / "javascripts"
+    good = {"$schema": "https://vega.github.io/schema/vega-lite/v5.json", "data": {"values": [{"x": 1, "y": 2}]},
+            "mark": "point", "encoding": {"x": {"field": "x", "type": "quantitative"}}}
+    html = tmp_path / "page.html"
+    html.write_text(f"""<!doctype html><html><body>
+<div class="vega-chart" id="chart-1"></div>
+<script type="application/json" class="vega-spec" data-target="chart-1">{{"data": {{"values": [{{"y": NaN}}]}}</script>
+<div class="vega-chart" id="chart-2"></div>
+<script type="application/json" class="vega-spec" data-target="chart-2">{json.dumps(good)}</script>
+<script src="{(js / 'vega-bundle.js').as_uri()}"></script>
+<script src="{(js / 'charts.js').as_uri()}"></script>
+</body></html>""")
+    res = _open(html, script="() => [document.querySelector('#chart-1').textContent, "
+                             "!!document.querySelector('#chart-2 svg')]")
+    message, second_drawn = res["script"]
+    assert message.startswith("chart failed to render")
+    assert second_drawn is True

@@ -1,0 +1,130 @@
+"""One live process per run, exclusive point writes, and reading never writes (fault kinds: two sweeps merged into
+one run, a stored point overwritten, --resume of a complete run with another config, show refusing an incomplete
+run, show/pages writing derived files into run folders)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from pipeline import runs
+from pipeline.cli import main
+from pipeline.errors import BatchmarkError
+from tests.conftest import REPO, TINY_CONFIG
+from tests.runbuilder import make_run
+
+HOLD = """
+import sys, time
+from pathlib import Path
+from pipeline import runs
+with runs.lock_run(Path(sys.argv[1])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """Start a real process holding the lock of ``runs/<id>``; yields (process, run_dir); killed afterwards."""
+    procs = []
+
+    def start(run_dir):
+        p = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(REPO)})
+        procs.append(p)
+        assert p.stdout.readline().strip() == "held"
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
+def test_second_sweep_into_a_live_run_is_refused_naming_the_holder(scratch_root, holder, capsys):
+    run_dir = scratch_root / "data" / "runs" / "20261201T000000Z-live"
+    p = holder(run_dir)
+    assert main(["sweep", "--config", str(TINY_CONFIG), "--run-id", run_dir.name, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith(f"batchmark: error: run {run_dir.name} is being measured by pid {p.pid} "
+                             f"on host {socket.gethostname()} since ")
+    assert not (run_dir / "run.json").exists()  # nothing was measured or written by the refused sweep
+
+
+def test_lock_of_a_killed_process_is_free_again(tmp_path, holder):
+    """kill -9 of the holder: the kernel drops its flock, so the resume is not blocked by a stale lock."""
+    run_dir = tmp_path / "runs" / "r1"
+    p = holder(run_dir)
+    with pytest.raises(BatchmarkError):
+        with runs.lock_run(run_dir):
+            pass
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    with runs.lock_run(run_dir):
+        assert runs.lock_path(run_dir).is_file()
+    assert not runs.lock_path(run_dir).with_suffix(".owner.json").exists()
+    assert not (run_dir / ".lock").exists()  # the lock lives beside the run, never in its (committed) folder
+
+
+def test_point_write_is_exclusive_create(tmp_path):
+    """A record file that appeared after the check is never replaced: os.link refuses an existing name."""
+    path = tmp_path / "points" / "m" / "p.json"
+    runs.atomic_create_json(path, {"a": 1})
+    with pytest.raises(BatchmarkError, match="already written by another process"):
+        runs.atomic_create_json(path, {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [f.name for f in path.parent.iterdir()] == ["p.json"]  # no temp file left
+
+
+def test_resume_of_a_complete_run_with_another_config_is_refused(scratch_root, capsys):
+    run = make_run(scratch_root / "data" / "runs", "20261201T000000Z-done")  # config_digest "testdigest"
+    assert main(["sweep", "--config", str(TINY_CONFIG), "--resume", str(run), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"batchmark: error: run {run.name} is complete and immutable, and was measured with another "
+                   "config; --resume measures nothing into it"]
+
+
+def _files(run_dir):
+    return sorted(str(p.relative_to(run_dir)) for p in run_dir.rglob("*"))
+
+
+def test_show_of_an_incomplete_run_shows_finished_points_marked_partial(scratch_root, capsys):
+    run = make_run(scratch_root / "data" / "runs", "20261201T000000Z-half", complete=False)
+    before = _files(run)
+    assert main(["show", str(run), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["partial"] is True and len(doc["points"]) == 10  # 2 models × 5 concurrencies finished
+    # dense-a at c=1: B / step = 1 / (0.010 × (1 + 1/8)) = 88.89 tok/s (tests/runbuilder.py)
+    p1 = next(p for p in doc["points"] if p["model"] == "dense-a" and p["concurrency"] == 1)
+    assert p1["output_throughput_tok_s"] == pytest.approx(1 / (0.010 * 1.125), rel=1e-3)
+    assert main(["show", str(run)]) == 0
+    assert "PARTIAL: the run is incomplete; 10 finished point(s) shown" in capsys.readouterr().out
+    assert _files(run) == before
+
+
+def test_show_and_pages_never_write_into_runs(scratch_root, capsys):
+    runs_dir = scratch_root / "data" / "runs"
+    run = make_run(runs_dir, "20261201T000000Z-nod", derived=False)
+    before = _files(run)
+    assert "summaries.json" not in before and "analysis.json" not in before
+    assert main(["show", str(run), "--json"]) == 0
+    assert "partial" not in json.loads(capsys.readouterr().out)  # a complete run: the contract of DESIGN.md exactly
+    from pipeline.pages.render import render_site
+
+    render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
+    assert _files(run) == before
+    dl = scratch_root / "data" / "pages" / "downloads" / run.name
+    assert json.loads((dl / "summaries.json").read_text())["run_id"] == run.name  # downloads still complete
+    assert json.loads((dl / "analysis.json").read_text())["models"]
+    # the stages that own the files do write them
+    assert main(["summarize", str(run)]) == 0 and main(["analyze", str(run)]) == 0
+    assert (run / "summaries.json").is_file() and (run / "analysis.json").is_file()
