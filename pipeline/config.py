@@ -123,6 +123,10 @@ class ClientOptions(_Strict):
         default="completions", description="completions = raw prompt of exact length; chat adds the chat template's tokens")
     requests_per_point: int | None = Field(
         default=None, ge=1, description="Measured requests per repeat, fixed; default max(requests_per_slot x concurrency, min_requests)")
+    max_consecutive_failures: int = Field(
+        default=8, ge=0, description="Abort a point after this many failed requests in a row (a dead or stalled server); 0 = never")
+    point_timeout_s: float | None = Field(
+        default=None, gt=0, description="Abort a point after this many seconds (all its repeats); None = no deadline")
     requests_per_slot: int = Field(default=4, ge=1, description="Measured requests per repeat per concurrency slot")
     min_requests: int = Field(default=32, ge=1, description="Fewest measured requests per repeat")
     timeout_s: float = Field(default=600.0, gt=0, description="Time allowed for one request, seconds")

@@ -482,23 +482,44 @@ class LoopResult:
 
 
 async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurrency: int, n_warmup: int,
-                      t0: float, should_abort: Callable[[], str | None] | None = None) -> LoopResult:
+                      t0: float, should_abort: Callable[[], str | None] | None = None,
+                      max_consecutive_failures: int = 0, deadline_s: float | None = None,
+                      deadline_reason: str | None = None) -> LoopResult:
     """Keep exactly ``concurrency`` requests in flight over ``bodies`` (times in s since ``t0``).
 
     ``bodies[:n_warmup]`` are warm-up, the rest measured; after the last body is sent, free
     slots send cool-down requests (re-using bodies from the start) until every measured
     request has completed, then those are cancelled and dropped.  ``should_abort`` is polled
     before each send; a non-None answer (a reason) stops further sends.
+
+    A stalled or failing server does not cost ``timeout_s`` per request: after
+    ``max_consecutive_failures`` failed requests in a row (0 = never), or once ``deadline_s``
+    seconds have passed (None = never), the repeat is aborted: nothing more is sent, requests
+    in flight are cancelled and recorded as failed with the reason, unsent ones as not sent.
     """
     headers = target.headers()
     n_total = len(bodies)
     n_measured = n_total - n_warmup
     streams: list[RawStream] = []
-    state = {"next": 0, "measured_done": 0, "cooldown": 0, "aborted": None}
+    state: dict[str, Any] = {"next": 0, "measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
     all_measured = asyncio.Event()
+    stop = asyncio.Event()
     if n_measured <= 0:
         all_measured.set()
     perf = time.perf_counter
+
+    def abort(reason: str) -> None:
+        if state["aborted"] is None:
+            state["aborted"] = reason
+        stop.set()
+
+    def count(raw: RawStream) -> None:
+        if raw.error is None:
+            state["fails_in_row"] = 0
+            return
+        state["fails_in_row"] += 1
+        if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
+            abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
 
     async def slot() -> None:
         while not all_measured.is_set():
@@ -513,6 +534,7 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
                 streams.append(raw)
                 await stream_one(session, target, bodies[i], raw, t0, headers)
+                count(raw)
                 if not raw.warmup:
                     state["measured_done"] += 1
                     if state["measured_done"] >= n_measured:
@@ -522,17 +544,30 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
                 cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
                 await stream_one(session, target, bodies[(i - n_total) % n_total], cool, t0, headers)
 
+    async def watchdog() -> None:
+        await asyncio.sleep(deadline_s)
+        abort(deadline_reason or f"deadline of {deadline_s:g} s passed")
+
     tasks = [asyncio.create_task(slot()) for _ in range(concurrency)]
     waiter = asyncio.create_task(all_measured.wait())
+    stopper = asyncio.create_task(stop.wait())
+    guard = asyncio.create_task(watchdog()) if deadline_s is not None else None
     pending = set(tasks)
-    while pending and not all_measured.is_set():
-        _, pending = await asyncio.wait(pending | {waiter}, return_when=asyncio.FIRST_COMPLETED)
+    while pending and not all_measured.is_set() and not stop.is_set():
+        _, pending = await asyncio.wait(pending | {waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
         pending.discard(waiter)
+        pending.discard(stopper)
     for t in tasks:
         if not t.done():
             t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    waiter.cancel()
+    for t in (waiter, stopper, guard):
+        if t is not None:
+            t.cancel()
+    if stop.is_set():  # requests cut off by the abort failed: they never finished
+        for raw in streams:
+            if raw.error is None and not raw.done_seen:
+                raw.error = f"cancelled: {state['aborted']}"
     for t in tasks:  # a bug inside a slot must not pass silently
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()

@@ -163,11 +163,18 @@ class ServedEngine:
         self.features = asyncio.run(probe())
 
     def fits(self, key: PointKey) -> tuple[bool, str]:
-        """Served engines cannot see the server's memory; every point is tried (the server queues or fails)."""
+        """Served engines cannot see the server's memory; every point is tried (the server queues or fails).
+
+        After a point was aborted (requests failing in a row, the point deadline), the model's
+        further points are not tried: the sweep moves on to the next model.
+        """
+        if getattr(self, "given_up", None):
+            return False, f"an earlier point was aborted: {self.given_up}"
         return True, ""
 
     def unload(self) -> None:
         """Forget the model."""
+        self.given_up = None
         self.spec = None
         self.tokenizer = None
         self.features = None
@@ -226,14 +233,18 @@ class ServedEngine:
         reps: list[RepeatRecord] = []
         murl = self._metrics_url()
         t0 = time.perf_counter()
+        deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
         async with loadgen.make_session(key.concurrency) as session:
             for r in range(repeats):
+                left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
                 during: dict[str, float] = {}
                 sampler = asyncio.create_task(self._sampler(session, murl, during)) if before is not None else None
                 try:
                     res = await loadgen.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
-                                                    n_warm, t0, self._should_abort)
+                                                    n_warm, t0, self._should_abort,
+                                                    self.opts.max_consecutive_failures, left,
+                                                    f"point deadline of {self.opts.point_timeout_s or 0:g} s passed")
                 finally:
                     if sampler:
                         sampler.cancel()
@@ -250,6 +261,7 @@ class ServedEngine:
                 meta["cooldown_sent"].append(res.cooldown_sent)
                 if res.aborted:
                     meta["aborted"] = res.aborted
+                    self.given_up = res.aborted
                 if not self._after_repeat(meta) or res.aborted:
                     break
         return reps

@@ -145,6 +145,14 @@ def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | N
     return out
 
 
+def repo_relative(words: list[str]) -> list[str]:
+    """``words`` with the project root stripped from paths inside it, so a recorded command names no machine's folders."""
+    from pipeline import paths
+
+    root = str(paths.root()) + os.sep
+    return [w[len(root):] if w.startswith(root) else w for w in words]
+
+
 class VLLMEngine(ServedEngine):
     """A server batchmark starts and stops for each model (vLLM by default)."""
 
@@ -249,7 +257,7 @@ class VLLMEngine(ServedEngine):
         log_ref = str(self.log_path.relative_to(self.run_dir)) if self.run_dir else str(self.log_path)
         status, body = self._get(self.opts.metrics_path)
         metrics_text = body.decode("utf-8", "replace") if status == 200 else ""
-        self.servers[spec.name] = {"command": shlex.join(cmd), "server_version": version or self.package_version,
+        self.servers[spec.name] = {"command": shlex.join(repo_relative(cmd)), "server_version": version or self.package_version,
                                    "port": self.port, "pid": self.proc.pid, "log": log_ref, "started_at": stamp,
                                    "limits": server_limits(cmd, metrics_text)}
         if self.run_dir is not None and (self.run_dir / "run.json").exists():
@@ -323,7 +331,7 @@ class VLLMEngine(ServedEngine):
         """False once the model's server has crashed, so the sweep moves on to the next model."""
         if self.crashed:
             return False, f"{self.crashed} during an earlier point (log: {self.log_path})"
-        return True, ""
+        return super().fits(key)
 
     def unload(self) -> None:
         """Stop the server and forget the model."""

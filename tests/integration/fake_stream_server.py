@@ -24,6 +24,8 @@ Faults (``--fault``), each a kind of report in issue 12:
 - ``reasoning_stream``: the first half streams as ``delta.reasoning_content`` (chat) and the
   rest as content;
 - ``fail503``: every 4th request after the probe answers HTTP 503;
+- ``stall``: after the probe, every request gets its headers and then nothing, ever (a hung
+  server: the connection stays open);
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
 """
@@ -74,6 +76,8 @@ def main() -> None:
         def event(obj) -> bytes:
             return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
+        if fault == "stall" and n_req > 1:
+            await asyncio.sleep(3600)
         hidden = n // 2 if fault == "hidden_reasoning" else 0
         await asyncio.sleep(args.prefill_ms / 1000)
         if hidden:
