@@ -361,8 +361,9 @@ class VLLMEngine(ServedEngine):
         """Engine description for ``run.json``: template, flags, versions, and each model's exact command."""
         env = serverenv.read_status(serverenv.resolve(self.opts.python).parent.parent)
         return {"engine": "vllm", "command_template": self.opts.command,
-                "server_env": ({k: env.get(k) for k in ("distribution", "version", "python", "requirements")}
-                               if env else None), "extra_args": list(self.opts.extra_args),
+                "server_env": ({"distribution": env.get("distribution"), "version": env.get("version"),
+                                "python": repo_relative([str(env.get("python") or "")])[0],
+                                "requirements": env.get("requirements")} if env else None), "extra_args": list(self.opts.extra_args),
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
                 "servers": dict(self.servers),
