@@ -150,15 +150,15 @@ def server_state_chart(model: dict[str, Any], analysis_points: list[dict[str, An
                              "value": v * 100 if key == "kv_cache_usage_max" else v, "regime": regime})
     if not rows:
         return None
-    base = alt.Chart(alt.Data(values=rows))
+    base = alt.Chart()  # the data sits on the layer, so that the facet splits it by metric
     line = base.mark_line(color="#7f7f7f").encode(x=_x("concurrency"), y=alt.Y("value:Q", title=None))
     dots = base.mark_point(filled=True, size=70).encode(
         x=_x("concurrency"), y=alt.Y("value:Q", title=None),
         color=alt.Color("regime:N", title="point measured", scale=alt.Scale(
             domain=list(REGIME_LABELS.values()), range=["#2ca02c", "#d62728", "#9467bd", "#7f7f7f"])),
         tooltip=["metric:N", "concurrency:Q", alt.Tooltip("value:Q", format=".2f"), "regime:N"])
-    chart = (line + dots).properties(width=240, height=200)
-    return _spec(chart.facet(column=alt.Column("metric:N", title=None), data=alt.Data(values=rows)).resolve_scale(y="independent")
+    chart = alt.layer(line, dots, data=alt.Data(values=rows)).properties(width=240, height=200)
+    return _spec(chart.facet(column=alt.Column("metric:N", title=None)).resolve_scale(y="independent")
                  .properties(title=f"{model['model']}: the server's view (from /metrics)"))
 
 

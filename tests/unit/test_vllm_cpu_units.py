@@ -144,3 +144,19 @@ def test_server_environment_drops_the_workflows_thread_caps():
         "PATH": "/bin", "HOME": "/root", "VLLM_CPU_KVCACHE_SPACE": "1"}
     # a cap the config asks for is the user's choice and is kept
     assert server_environment(parent, {"OMP_NUM_THREADS": "1"})["OMP_NUM_THREADS"] == "1"
+
+
+def test_server_state_chart_splits_metrics_into_panels():
+    """Regression (fault kind: every panel drew every metric): the data sits on the faceted layer, not on each mark."""
+    from pipeline.pages.charts import server_state_chart
+
+    pts = [{"concurrency": c, "regime": "batching",
+            "server": {"kv_cache_usage_max": c / 1000, "requests_running_max": float(c), "requests_waiting_max": 0.0}}
+           for c in (1, 2, 4)]
+    spec = server_state_chart({"model": "m"}, pts)
+    assert spec["facet"]["column"]["field"] == "metric"
+    assert all("data" not in layer for layer in spec["spec"]["layer"])
+    rows = spec["data"]["values"] if "data" in spec else spec["spec"]["data"]["values"]
+    kv = sorted(r["value"] for r in rows if r["metric"] == "KV cache in use (%)")
+    assert kv == [0.1, 0.2, 0.4]  # fraction × 100
+    assert server_state_chart({"model": "m"}, [{"concurrency": 1, "regime": "batching", "server": None}]) is None
