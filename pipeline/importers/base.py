@@ -463,14 +463,13 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "imported_at": now, "finished_at": now})
         for name, card in cards.items():
             runs.atomic_write_json(tmp / "models" / f"{name}.json", card.as_dict())
+        ordered = sorted(result.summaries, key=lambda s: (s.model, s.engine, s.input_len, s.output_len, s.concurrency))
         runs.atomic_write_json(tmp / "summaries.json", {
-            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id,
-            "points": [s.as_dict() for s in sorted(result.summaries, key=lambda s: (
-                s.model, s.engine, s.input_len, s.output_len, s.concurrency))]})
-        runs.write_analysis(tmp)
-        doc = runs.read_json(tmp / "analysis.json")
-        doc["run_id"] = run_id
-        runs.atomic_write_json(tmp / "analysis.json", doc)
+            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "points": [s.as_dict() for s in ordered]})
+        # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")
+        analysis = runs.analysis_of(tmp, runs.read_run_json(tmp), ordered)
+        runs.atomic_write_json(tmp / "analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": run_id,
+                                                       **analysis})
         os.rename(tmp, final)  # replaces the empty claimed folder
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
