@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_finite, check_unique, fail,
+from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
                                      gib_from_text, number, quant_from_text, read_text, stats, summary)
 
 FORMAT = "llama-batched-bench"
@@ -162,7 +162,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             raw = model or heading or info.get("general_name")
             if not raw:
                 raise fail(path, no, "table has no model name above it; pass --model")
-            table_model = canonical_model_name(raw)
+            table_model = model_name_as_given(raw)
             mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
             mi.quant = mi.quant or info.get("quant")
             mi.file_bytes = mi.file_bytes or info.get("file_bytes")
@@ -202,7 +202,7 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
     """
     if not model:
         raise fail(path, None, "llama-batched-bench JSONL carries no model name; pass --model")
-    name = canonical_model_name(model)
+    name = model_name_as_given(model)
     points = []
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()
