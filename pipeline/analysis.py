@@ -258,10 +258,12 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         points_out.append(row)
 
     models_out = []
-    workloads = sorted({(s.model, s.engine, s.input_len, s.output_len) for s in summaries})
-    for model, engine, inp, out in workloads:
-        mine = sorted((s for s in summaries if (s.model, s.engine, s.input_len, s.output_len) == (model, engine, inp, out)),
-                      key=lambda s: s.concurrency)
+    # group once by workload (linear in the points; issue 9 "Scale": a scan per workload was quadratic)
+    by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
+    for s, row in zip(summaries, points_out):
+        by_workload.setdefault((s.model, s.engine, s.input_len, s.output_len), []).append((s, row))
+    for (model, engine, inp, out), pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+        mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
         quality = {s.concurrency: point_quality(s, max_failure_rate) for s in mine}
         excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
         curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine
@@ -270,8 +272,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         ctx = mean_decode_context(inp, out)
         knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
         peak_pt = max(curve, key=lambda p: p[1]) if curve else None
-        regimes = {row["concurrency"]: row["regime"] for row in points_out
-                   if (row["model"], row["engine"], row["input_len"], row["output_len"]) == (model, engine, inp, out)}
+        regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
         post = post_knee(curve, knee)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({

@@ -27,7 +27,7 @@ window, a zero TPOT or a single-token request gives None.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from statistics import median
 from typing import Any
 
@@ -159,13 +159,27 @@ class PointSummary:
     server: dict[str, float | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form."""
-        return asdict(self)
+        """Plain-JSON form (what ``dataclasses.asdict`` gives, copied without its per-value ``deepcopy``)."""
+        return {name: _plain(getattr(self, name)) for name in _SUMMARY_FIELDS}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PointSummary":
         """Inverse of :meth:`as_dict`."""
         return cls(**data)
+
+
+_SUMMARY_FIELDS = tuple(f.name for f in fields(PointSummary))
+
+
+def _plain(value: Any) -> Any:
+    """A copy of a JSON-shaped value (dicts, lists, tuples of numbers and strings), as ``asdict`` copies it."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 # Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).

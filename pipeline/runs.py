@@ -331,9 +331,38 @@ def update_run_json(run_dir: Path, **fields: Any) -> None:
     atomic_write_json(run_dir / "run.json", meta)
 
 
+_PLAIN_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_STEM_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def file_stem(name: str) -> str:
+    """A file-name stem for a model (or engine) name, which stays as given everywhere else.
+
+    A plain name (letters, digits, ``. _ -``, no leading dot, no ``..``) is its own stem, so
+    existing runs keep their file names; any other is percent-encoded byte by byte (UTF-8),
+    ``.`` and ``%`` included, so ``org/Model``, ``..``, spaces or ``<>`` can neither leave the
+    run folder nor make a hidden or invalid name (issue 9: names shown as given, escaped for
+    the place they land).  A stem over 150 characters is cut and ends in a digest of the name.
+    """
+    if _PLAIN_STEM.fullmatch(name) and ".." not in name:
+        return name
+    stem = "".join(c if c in _STEM_KEEP else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+                   for c in name) or "%"
+    if len(stem) > 150:
+        import hashlib
+
+        stem = stem[:130] + "~" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return stem
+
+
 def point_path(run_dir: Path, key: PointKey) -> Path:
-    """Record file of one point: ``points/<model>/<slug>.json``."""
-    return run_dir / "points" / key.model / f"{key.slug()}.json"
+    """Record file of one point: ``points/<model>/<slug>.json`` (names through :func:`file_stem`)."""
+    return run_dir / "points" / file_stem(key.model) / f"{file_stem(key.slug())}.json"
+
+
+def model_card_path(run_dir: Path, name: str) -> Path:
+    """The stored card of a model: ``models/<file_stem(name)>.json``."""
+    return run_dir / "models" / f"{file_stem(name)}.json"
 
 
 def write_point(run_dir: Path, records: PointRecords) -> Path:
@@ -368,15 +397,22 @@ def load_points(run_dir: Path) -> list[PointRecords]:
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
     """Store a model card counted during the sweep (written once per model)."""
-    path = run_dir / "models" / f"{card_dict['name']}.json"
+    path = model_card_path(run_dir, card_dict["name"])
     if not path.exists():
         _guard_open(run_dir)
         atomic_write_json(path, card_dict)
 
 
 def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """Model cards stored with a run, by model name."""
-    return {p.stem: read_json(p) for p in sorted((run_dir / "models").glob("*.json"))}
+    """Model cards stored with a run, by model name (the card's ``name``; the file stem where it has none)."""
+    from urllib.parse import unquote
+
+    out = {}
+    for p in sorted((run_dir / "models").glob("*.json")):
+        d = read_json(p)
+        name = d.get("name") if isinstance(d, dict) else None
+        out[name if isinstance(name, str) else unquote(p.stem)] = d
+    return out
 
 
 def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
@@ -485,7 +521,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
         try:
             cards[name] = ModelCard.from_dict(d)
         except TypeError as exc:
-            raise BatchmarkError(f"{run_dir / 'models' / (name + '.json')}: malformed model card ({exc})") from None
+            raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
     max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
     servers = ((meta.get("engine") or {}).get("servers") or {})

@@ -32,7 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
+from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop, stats,
                                      summary, wrong_format)
 
@@ -134,7 +134,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     per_user = _value(path, d, "output_token_throughput_per_user", "p50")
     if per_user is None and med_tpot:
         per_user = 1.0 / med_tpot
-    point = summary(canonical_model_name(raw), engine, lens[0], lens[1], conc, completed=int(completed),
+    point = summary(model_name_as_given(raw), engine, lens[0], lens[1], conc, completed=int(completed),
                     failed=int(failed), output_throughput_tok_s=tput, per_user_tok_s=per_user,
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,

@@ -205,6 +205,17 @@ class ImportResult:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+def model_name_as_given(raw: str) -> str:
+    """The name an imported run keeps and shows: the source's own, outer whitespace trimmed.
+
+    Never cut at a ``/`` nor stripped of an org or a quantisation suffix (issue 9: names are
+    shown as given; ``<script>…</script>`` once showed as ``script>``, ``org/Model`` lost its
+    org).  Only card matching reads a shortened form (:func:`canonical_model_name`,
+    :func:`model_key`); file names derived from it go through :func:`pipeline.runs.file_stem`.
+    """
+    return raw.strip() or raw
+
+
 _QUANT_SUFFIX = re.compile(r"[-_.](q\d_[0-9a-z_]+|mxfp4|nvfp4|fp8|bf16|f16|f32|gguf)$", re.IGNORECASE)
 
 
@@ -334,7 +345,7 @@ def match_card(name: str, info: ModelInfo | None) -> CardMatch:
     weights, experts = ("bf16", "mxfp4") if quant == "mxfp4" else (quant, None)
     how = None
     found = None
-    for cand in (name, raw):
+    for cand in dict.fromkeys((canonical_model_name(name), name, raw)):  # the shortened name finds a card first
         found = find_card_file(cand)
         if found is not None:
             how = f"card file {found[0].name} (name or alias {cand!r})"
@@ -462,15 +473,14 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "stopped": {}, "command": command,
             "imported_at": now, "finished_at": now})
         for name, card in cards.items():
-            runs.atomic_write_json(tmp / "models" / f"{name}.json", card.as_dict())
+            runs.atomic_write_json(runs.model_card_path(tmp, name), card.as_dict())
+        ordered = sorted(result.summaries, key=lambda s: (s.model, s.engine, s.input_len, s.output_len, s.concurrency))
         runs.atomic_write_json(tmp / "summaries.json", {
-            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id,
-            "points": [s.as_dict() for s in sorted(result.summaries, key=lambda s: (
-                s.model, s.engine, s.input_len, s.output_len, s.concurrency))]})
-        runs.write_analysis(tmp)
-        doc = runs.read_json(tmp / "analysis.json")
-        doc["run_id"] = run_id
-        runs.atomic_write_json(tmp / "analysis.json", doc)
+            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "points": [s.as_dict() for s in ordered]})
+        # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")
+        analysis = runs.analysis_of(tmp, runs.read_run_json(tmp), ordered)
+        runs.atomic_write_json(tmp / "analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": run_id,
+                                                       **analysis})
         os.rename(tmp, final)  # replaces the empty claimed folder
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -41,7 +41,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
+from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_finite, check_unique, fail, is_number, load_json, read_text, stats, summary,
                                      wrong_format)
 
@@ -197,7 +197,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
                or _get(d, "args", "model") or _get(b, "args", "model"))
         if not raw or not isinstance(raw, str):
             raise fail(path, f"field {where}.config.backend.model", "missing; pass --model")
-        name = canonical_model_name(raw)
+        name = model_name_as_given(raw)
         names[name] = raw
         med_tpot = tpot["p50"] if tpot else None
         points.append(summary(

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_finite, check_unique, fail,
+from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
                                      gib_from_text, number, quant_from_text, read_text, stats, summary)
 
 FORMAT = "llama-batched-bench"
@@ -77,15 +77,24 @@ def _check_grid(path: Path, header_line: int, points: list, settings: dict[str, 
 
     batched-bench runs the product of ``-npp × -ntg × -npl`` and skips only the rows whose
     B·(PP + TG) exceeds ``n_kv_max`` (``tools/batched-bench/batched-bench.cpp``).
+
+    Linear in the rows: the first missing cell raises, and the loops over sorted TG and B stop
+    at the first cell past ``n_kv_max`` (every later one is past it too), so the cells visited
+    are the rows present, one per (PP, TG) and PP that ends a loop, and the missing one.
     """
     if not points:
         raise fail(path, header_line, "table has a header but no rows (truncated?)")
     n_kv_max = int(settings["n_kv_max"]) if settings.get("n_kv_max", "").isdigit() else None
     have = {(p.input_len, p.output_len, p.concurrency) for p in points}
-    for pp in sorted({k[0] for k in have}):
-        for tg in sorted({k[1] for k in have}):
-            for b in sorted({k[2] for k in have}):
-                if (pp, tg, b) not in have and (n_kv_max is None or b * (pp + tg) <= n_kv_max):
+    pps, tgs, bs = (sorted({k[i] for k in have}) for i in range(3))
+    for pp in pps:
+        for tg in tgs:
+            if n_kv_max is not None and bs[0] * (pp + tg) > n_kv_max:
+                break
+            for b in bs:
+                if n_kv_max is not None and b * (pp + tg) > n_kv_max:
+                    break
+                if (pp, tg, b) not in have:
                     raise fail(path, header_line, f"table lacks the row PP={pp} TG={tg} B={b} of its grid (truncated?)")
 
 
@@ -105,6 +114,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
     version = None
     models: dict[str, ModelInfo] = {}
     points = []
+    by_model: dict[str, list] = {}  # the rows of each model so far (a table's grid is checked when it ends)
     settings: dict[str, str] = {}
     header_at: int | None = None
     table_model: str | None = None
@@ -119,7 +129,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             continue
         if not s.startswith("|"):
             if table_model and header_at is not None:
-                _check_grid(path, header_at, [p for p in points if p.model == table_model], settings)
+                _check_grid(path, header_at, by_model.get(table_model, []), settings)
             header_at = None
             q = quant_from_text(s) if ("GiB" in s or "file type" in s or "B params" in s) else None
             if q:
@@ -152,7 +162,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             raw = model or heading or info.get("general_name")
             if not raw:
                 raise fail(path, no, "table has no model name above it; pass --model")
-            table_model = canonical_model_name(raw)
+            table_model = model_name_as_given(raw)
             mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
             mi.quant = mi.quant or info.get("quant")
             mi.file_bytes = mi.file_bytes or info.get("file_bytes")
@@ -174,10 +184,11 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             raise fail(path, no, f"non-numeric cell in {cells}") from None
         t_pp, s_pp, t_tg, s_tg, _t, _s = (number(path, no, c) for c in cells[4:])
         points.append(point_from_row(path, no, table_model, pp, tg, b, t_pp, s_pp, t_tg, s_tg, engine))
+        by_model.setdefault(table_model, []).append(points[-1])
     if not points:
         raise fail(path, None, "no llama-batched-bench table found (expected a header | PP | TG | B | N_KV | … |)")
     if table_model and header_at is not None:
-        _check_grid(path, header_at, [p for p in points if p.model == table_model], settings)
+        _check_grid(path, header_at, by_model.get(table_model, []), settings)
     check_unique(path, points)
     return ImportResult(FORMAT, "llama-batched-bench", version, [str(path)], points, models,
                         {"settings": settings} if settings else {})
@@ -191,7 +202,7 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
     """
     if not model:
         raise fail(path, None, "llama-batched-bench JSONL carries no model name; pass --model")
-    name = canonical_model_name(model)
+    name = model_name_as_given(model)
     points = []
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip()

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, canonical_model_name, check_unique, fail, is_number,
+from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_unique, fail, is_number,
                                      load_json, read_text, stats, summary, wrong_format)
 
 FORMAT = "llama-benchy"
@@ -69,7 +69,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str) -> ImportR
     raw = model or d.get("model")
     if not raw:
         raise fail(path, "field model", "missing; pass --model")
-    name = canonical_model_name(str(raw))
+    name = model_name_as_given(str(raw))
     points = []
     for i, b in enumerate(d["benchmarks"]):
         where = f"benchmarks[{i}]"
@@ -152,7 +152,7 @@ def parse_markdown(path: Path, text: str, model: str | None, engine: str) -> Imp
         raw = model or row.get("model")
         if not raw:
             raise fail(path, no, "no model column; pass --model")
-        name = canonical_model_name(raw)
+        name = model_name_as_given(raw)
         names[name] = raw
         if kind.startswith("ctx_"):
             continue

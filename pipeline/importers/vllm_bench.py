@@ -32,7 +32,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, canonical_model_name, check_completion,
+from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_finite, check_unique, fail, is_number, number, read_text, refuse_open_loop, stats, summary,
                                      wrong_format)
 
@@ -206,7 +206,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str,
         if not raw or not isinstance(raw, str):
             raise fail(path, f"{where + ' ' if where else ''}field model_id", "missing; pass --model")
         version = d.get("vllm_version") or d.get("version")
-        pt = point_from_result(path, d, canonical_model_name(raw), engine, where=where,
+        pt = point_from_result(path, d, model_name_as_given(raw), engine, where=where,
                                max_failure_rate=max_failure_rate)
         out.append((pt, raw, str(version) if version else None))
     if not out:
@@ -225,7 +225,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
     """
     if not model:
         raise fail(path, None, "the printed Serving Benchmark Result block names no model; pass --model")
-    name = canonical_model_name(model)
+    name = model_name_as_given(model)
     points = []
     pending: dict[str, Any] = {}
     block: dict[str, Any] | None = None

@@ -161,12 +161,17 @@ def view_of(res: "runs.RunResults") -> RunView:
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]
     view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis)
+    # grouped once by workload: linear in the points (issue 9 "Scale": a scan per workload was quadratic)
+    by_key: dict[tuple, list[dict[str, Any]]] = {}
+    for s in summaries:
+        by_key.setdefault((s["model"], s["engine"], s["input_len"], s["output_len"]), []).append(s)
+    aps_by_key: dict[tuple, list[dict[str, Any]]] = {}
+    for a in analysis.get("points", []):
+        aps_by_key.setdefault((a["model"], a["engine"], a["input_len"], a["output_len"]), []).append(a)
     for m in analysis.get("models", []):
         key = (m["model"], m["engine"], m["input_len"], m["output_len"])
-        pts = sorted((s for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key),
-                     key=lambda s: s["concurrency"])
-        aps = [a for a in analysis.get("points", []) if (a["model"], a["engine"], a["input_len"], a["output_len"]) == key]
-        view.workloads.append(Workload(model=m, points=pts, analysis_points=aps))
+        pts = sorted(by_key.get(key, []), key=lambda s: s["concurrency"])
+        view.workloads.append(Workload(model=m, points=pts, analysis_points=list(aps_by_key.get(key, []))))
     return view
 
 

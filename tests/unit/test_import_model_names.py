@@ -71,11 +71,11 @@ def test_import_records_the_card_used_and_what_is_unknown(scratch_root, tmp_path
     (tmp_path / "b.json").write_text(json.dumps(unknown))
     run = import_run("vllm-bench", [tmp_path / "a.json", tmp_path / "b.json"], "h200", run_id="names")
     meta = json.loads((run / "run.json").read_text())
-    assert "llama-3.1-8b.yaml" in meta["model_cards_used"]["Meta-Llama-3.1-8B-Instruct"]
-    assert "weights in fp8" in meta["model_cards_used"]["Meta-Llama-3.1-8B-Instruct"]
-    assert "Foo-13B-Chat" in meta["models_unknown"] and meta["models_without_card"] == ["Foo-13B-Chat"]
+    assert "llama-3.1-8b.yaml" in meta["model_cards_used"]["meta-llama/Meta-Llama-3.1-8B-Instruct-FP8"]
+    assert "weights in fp8" in meta["model_cards_used"]["meta-llama/Meta-Llama-3.1-8B-Instruct-FP8"]
+    assert "acme/Foo-13B-Chat" in meta["models_unknown"] and meta["models_without_card"] == ["acme/Foo-13B-Chat"]
     doc = show_run(run)
     models = {m["model"]: m for m in doc["models"]}
-    assert models["Meta-Llama-3.1-8B-Instruct"]["kind"] == "dense"
-    assert models["Foo-13B-Chat"]["kind"] is None  # imported anyway, unknown said as null
-    assert {p["model"] for p in doc["points"]} == {"Meta-Llama-3.1-8B-Instruct", "Foo-13B-Chat"}  # the -FP8 suffix is the weight format
+    assert models["meta-llama/Meta-Llama-3.1-8B-Instruct-FP8"]["kind"] == "dense"
+    assert models["acme/Foo-13B-Chat"]["kind"] is None  # imported anyway, unknown said as null
+    assert {p["model"] for p in doc["points"]} == {"meta-llama/Meta-Llama-3.1-8B-Instruct-FP8", "acme/Foo-13B-Chat"}  # as named; the -FP8 suffix gives the weight format

@@ -48,11 +48,10 @@ def test_every_s_tg_becomes_output_throughput(reference_file, reference_run):
     run, doc = reference_run
     expected = _reference_rows(reference_file)
     assert len(expected) == 36
-    names = {"ggml-org/gpt-oss-20b-GGUF": "gpt-oss-20b", "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF": "Qwen2.5-Coder-7B"}
     got = {(p["model"], p["input_len"], p["concurrency"]): p for p in doc["points"]}
     assert len(got) == 36
     for (heading, pp, b), s_tg in expected.items():
-        p = got[(names[heading], pp, b)]
+        p = got[(heading, pp, b)]  # the model is named as the file's heading names it (issue 9)
         assert p["output_throughput_tok_s"] == s_tg
         assert p["output_len"] == 32 and p["engine"] == "llama.cpp"
     meta = json.loads((run / "run.json").read_text())
@@ -66,7 +65,7 @@ def test_show_json_at_pp512(reference_run):
     _, doc = reference_run
     models = {(m["model"], m["input_len"]): m for m in doc["models"]}
     assert len(models) == 6  # each PP is its own workload (input_len = PP, output_len = TG = 32)
-    qwen, oss = models[("Qwen2.5-Coder-7B", 512)], models[("gpt-oss-20b", 512)]
+    qwen, oss = models[("ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF", 512)], models[("ggml-org/gpt-oss-20b-GGUF", 512)]
     assert qwen["kind"] == "dense" and oss["kind"] == "moe"
     # 593.27 / (32 x 29.24) = 0.634
     assert qwen["scaling_efficiency"]["32"] == pytest.approx(593.27 / (32 * 29.24)) == pytest.approx(0.634, abs=5e-4)
@@ -78,7 +77,7 @@ def test_show_json_at_pp512(reference_run):
 
 def test_ceiling_and_mbu_from_the_file_size(reference_run):
     _, doc = reference_run
-    qwen = next(m for m in doc["models"] if m["model"] == "Qwen2.5-Coder-7B" and m["input_len"] == 512)
+    qwen = next(m for m in doc["models"] if m["model"] == "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF" and m["input_len"] == 512)
     file_bytes = round(7.54 * 2**30)
     assert qwen["weight_bytes"] == file_bytes
     # weights alone: 273e9 / (7.54 x 2^30) = 33.72 tok/s; the ceiling at PP 512 adds the KV of the mean
@@ -86,7 +85,7 @@ def test_ceiling_and_mbu_from_the_file_size(reference_run):
     assert qwen["kv_bytes_per_token"] == 28 * 4 * 128 * 2 * 2 == 57344
     assert 273e9 / file_bytes == pytest.approx(33.72, abs=0.01)
     assert qwen["ceiling_tok_s"] == pytest.approx(273e9 / (file_bytes + 528 * 57344)) == pytest.approx(33.59, abs=0.01)
-    p1 = next(p for p in doc["points"] if p["model"] == "Qwen2.5-Coder-7B" and p["input_len"] == 512
+    p1 = next(p for p in doc["points"] if p["model"] == "ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF" and p["input_len"] == 512
               and p["concurrency"] == 1)
     # MBU = bytes per step / step time / bandwidth, step = T_TG / TG = 1.095 / 32 s
     assert p1["mbu"] == pytest.approx((file_bytes + 528 * 57344) / (1.095 / 32) / 273e9, rel=1e-9)
@@ -150,7 +149,7 @@ def test_batched_bench_jsonl_needs_a_model_and_reads_its_quant(scratch_root):
     doc = show_run(run)
     assert [p["concurrency"] for p in doc["points"]] == [1, 2, 4, 8]
     assert doc["points"][0]["output_throughput_tok_s"] == pytest.approx(64 / 2.318, rel=1e-5)
-    card = json.loads((run / "models" / "Llama-3.1-8B.json").read_text())
+    card = json.loads((run / "models" / "Llama-3.1-8B-Q4_0.json").read_text())
     assert card["quantization"] == "q4_0"
 
 
@@ -170,7 +169,7 @@ def test_vllm_save_result_files(scratch_root):
     pts = {p["concurrency"]: p for p in doc["points"]}
     assert sorted(pts) == [1, 4, 16]
     p4 = pts[4]
-    assert p4["model"] == "Llama-3.1-8B-Instruct" and p4["engine"] == "vllm"
+    assert p4["model"] == "meta-llama/Llama-3.1-8B-Instruct" and p4["engine"] == "vllm"
     assert (p4["input_len"], p4["output_len"]) == (1024, 256)
     assert p4["output_throughput_tok_s"] == 52.8
     assert p4["per_user_tok_s"] == pytest.approx(1000 / 75.3)
@@ -205,8 +204,8 @@ def test_vllm_printed_block(scratch_root):
     assert [(p["concurrency"], p["output_throughput_tok_s"]) for p in doc["points"]] == [(1, 51.18), (8, 156.34)]
     assert doc["points"][1]["input_len"] == 65536 // 64 and doc["points"][1]["output_len"] == 8192 // 64
     assert doc["points"][1]["ttft_s"]["p99"] == pytest.approx(0.9053)
-    assert doc["models"][0]["model"] == "Qwen3-30B-A3B" and doc["models"][0]["kind"] == "moe"
-    card = json.loads((run / "models" / "Qwen3-30B-A3B.json").read_text())
+    assert doc["models"][0]["model"] == "Qwen/Qwen3-30B-A3B-FP8" and doc["models"][0]["kind"] == "moe"
+    card = json.loads((run / "models" / "Qwen%2FQwen3-30B-A3B-FP8.json").read_text())
     assert card["quantization"] == "fp8"
 
 
