@@ -113,6 +113,12 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepCo
     return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
 
 
+def record_engine(run_dir: Path, provenance: dict) -> None:
+    """Write an engine's provenance into ``run.json`` (``engine``) when it differs from what is there."""
+    if runs.read_run_json(run_dir).get("engine") != provenance:
+        runs.update_run_json(run_dir, engine=provenance)
+
+
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
@@ -181,7 +187,10 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
                     if not loaded:
-                        card = engine.load(spec)
+                        try:
+                            card = engine.load(spec)
+                        finally:  # a served engine's provenance gains the model's server (command, version, log)
+                            record_engine(run_dir, engine.provenance())
                         if card:
                             runs.write_model_card(run_dir, card)
                         loaded = True

@@ -24,8 +24,10 @@ Life cycle:
   everything measured before stays;
 - stop: SIGINT to the process group, SIGKILL after ``vllm.stop_grace_s``.
 
-``run.json`` gets the server's version (``GET /version``, else the installed ``vllm``
-package) and the exact command line of every model's server under ``engine.servers``.
+:meth:`VLLMEngine.provenance` gives the server's version (``GET /version``, else the installed
+``vllm`` package) and the exact command line of every model's server under ``servers``; the
+sweep writes it into ``run.json`` (``engine``) after each model is loaded — the engine never
+writes the run itself.
 This module never imports vLLM: the server is a separate process.
 """
 
@@ -279,10 +281,6 @@ class VLLMEngine(ServedEngine):
         self.servers[spec.name] = {"command": shlex.join(repo_relative(cmd)), "server_version": version or self.package_version,
                                    "port": self.port, "pid": self.proc.pid, "log": log_ref, "started_at": stamp,
                                    "limits": server_limits(cmd, metrics_text)}
-        if self.run_dir is not None and (self.run_dir / "run.json").exists():
-            from pipeline import runs
-
-            runs.update_run_json(self.run_dir, engine=self.provenance())
 
     def _close_log(self) -> None:
         if self._log_fh is not None:
