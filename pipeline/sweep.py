@@ -157,12 +157,11 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.update_run_json(run_dir, engine_fallback=fallback)
     cfg = measured_cfg
     engine = get_engine(cfg)
-    if hasattr(engine, "attach_run"):  # served engines keep server logs in the run folder
-        engine.attach_run(run_dir)
+    engine.attach_run(run_dir)  # served engines keep server logs in the run folder
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
         log("probing memory bandwidth and matmul rate …")
-        res = probe(getattr(engine, "device", "auto"))
+        res = probe(engine.device)
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
         warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
         if warning:

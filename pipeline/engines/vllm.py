@@ -52,7 +52,7 @@ from typing import Any
 from pipeline import serverenv
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import loadgen
-from pipeline.engines.openai import ServedEngine, served_card
+from pipeline.engines.served import ServedEngine, served_card
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
 from pipeline.records import PointKey

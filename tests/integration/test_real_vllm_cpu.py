@@ -28,7 +28,7 @@ import pytest
 
 from pipeline import runs, serverenv, sweep
 from pipeline.config import parse_config
-from pipeline.engines.openai import parse_prometheus
+from pipeline.engines.served import parse_prometheus
 from pipeline.hardware import ProbeResult
 from pipeline.metrics import summarize_point
 

@@ -152,3 +152,27 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
     assert cycles(graph) == [["pipeline.metrics", "pipeline.runs"]]
     assert later_stage_imports(graph) == {("pipeline.runs", "pipeline.metrics")}
     assert layer_of("pipeline.engines.vllm") == layer_of("pipeline.engines") == 3
+
+
+def test_served_engines_share_a_base_not_each_other():
+    graph = import_graph()
+    assert "pipeline.engines.served" in graph["pipeline.engines.vllm"] & graph["pipeline.engines.openai"]
+    assert "pipeline.engines.openai" not in graph["pipeline.engines.vllm"]
+    assert "pipeline.engines.vllm" not in graph["pipeline.engines.openai"]
+
+
+def test_only_the_sweep_writes_the_run():
+    graph = import_graph()
+    assert not [m for m in graph if m.startswith("pipeline.engines") and "pipeline.runs" in graph[m]]
+
+
+def test_every_engine_provides_the_protocol():
+    from pipeline.engines.base import Engine
+    from pipeline.engines.openai import OpenAIEngine
+    from pipeline.engines.transformers import TransformersEngine
+    from pipeline.engines.vllm import VLLMEngine
+
+    methods = [n for n, v in vars(Engine).items() if callable(v) and not n.startswith("_")]
+    assert sorted(methods) == ["attach_run", "fits", "load", "measure", "provenance", "unload"]
+    for cls in (TransformersEngine, OpenAIEngine, VLLMEngine):
+        assert all(callable(getattr(cls, n, None)) for n in methods), cls

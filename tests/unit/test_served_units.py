@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.config import parse_config
 from pipeline.engines import loadgen
-from pipeline.engines.openai import parse_prometheus
+from pipeline.engines.served import parse_prometheus
 from pipeline.engines.vllm import format_command, log_tail
 from pipeline.errors import BatchmarkError
 from tests.integration.served_helpers import build_tokenizer
@@ -117,7 +117,7 @@ def test_config_errors_name_the_field(data, match):
 
 def test_served_card_order(tmp_path):
     from pipeline.config import ModelSpec
-    from pipeline.engines.openai import served_card
+    from pipeline.engines.served import served_card
 
     # an alias in data/models/ (gpt-oss-20b.yaml lists openai/gpt-oss-20b) wins over counting
     card = served_card(ModelSpec(name="g", path="openai/gpt-oss-20b"), str(tmp_path))
@@ -137,7 +137,7 @@ def test_shipped_configs_validate():
     assert spark.input_len == 1024 and spark.output_len == 256 and spark.repeats >= 5
     assert spark.concurrency[0] == 1 and spark.concurrency[-1] == 256
     assert len(spark.models) == 5
-    from pipeline.engines.openai import served_card
+    from pipeline.engines.served import served_card
 
     for m in spark.models:  # every card resolves from data/models/ and carries the sweep's model name
         card = served_card(m, "/nonexistent")
