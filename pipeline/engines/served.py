@@ -22,8 +22,33 @@ from pipeline.engines import loadgen
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
-_SAMPLE_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 _DURING = re.compile(r"running|waiting|queue|usage", re.I)
+_PARTS = ("_bucket", "_sum", "_count", "_created")
+
+
+def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample of a Prometheus text page as (name, labels, value), read by ``prometheus_client``'s parser.
+
+    A page the parser refuses as a whole is read line by line, and the lines it cannot read are
+    skipped: a scrape is best effort, one odd line never costs the others.
+    """
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def read(page: str) -> list[tuple[str, dict[str, str], float]]:
+        return [(smp.name, dict(smp.labels), float(smp.value))
+                for fam in text_string_to_metric_families(page) for smp in fam.samples]
+
+    try:
+        return read(text)
+    except ValueError:
+        out: list[tuple[str, dict[str, str], float]] = []
+        for line in text.splitlines():
+            if line.strip() and not line.startswith("#"):
+                try:
+                    out.extend(read(line + "\n"))
+                except ValueError:
+                    continue
+        return out
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -32,17 +57,9 @@ def parse_prometheus(text: str) -> dict[str, float]:
     Histogram and summary parts (``_bucket``, ``_sum``, ``_count``, ``_created``) are skipped.
     """
     out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _SAMPLE_LINE.match(line)
-        if not m or ":" not in m.group(1) or m.group(1).endswith(("_bucket", "_sum", "_count", "_created")):
-            continue
-        try:
-            val = float(m.group(3))
-        except ValueError:
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + val
+    for name, _, value in prometheus_samples(text):
+        if ":" in name and not name.endswith(_PARTS):
+            out[name] = out.get(name, 0.0) + value
     return out
 
 

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shlex
 import signal
 import socket
@@ -52,7 +51,7 @@ from typing import Any
 from pipeline import serverenv
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import loadgen
-from pipeline.engines.served import ServedEngine, served_card
+from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
 from pipeline.records import PointKey
@@ -110,7 +109,6 @@ def _release_cuda_cache() -> None:
 _FLAG_LIMITS = {"--max-num-seqs": "max_num_seqs", "--max-model-len": "max_model_len",
                 "--max-num-batched-tokens": "max_num_batched_tokens"}
 _INFO_LIMITS = ("kv_cache_size_tokens", "num_gpu_blocks", "block_size", "kv_cache_max_concurrency")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
 
 
 def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | None]:
@@ -133,9 +131,8 @@ def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | N
                 out[_FLAG_LIMITS[flag]] = int(val)
             except ValueError:
                 pass
-    for line in metrics_text.splitlines():
-        if line.startswith("vllm:cache_config_info{"):
-            labels = dict(_LABEL.findall(line))
+    for name, labels, _ in prometheus_samples(metrics_text):
+        if name == "vllm:cache_config_info":
             for k in _INFO_LIMITS:
                 try:
                     val = float(labels[k])

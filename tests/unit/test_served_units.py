@@ -89,6 +89,20 @@ process_cpu_seconds_total 12
     assert parse_prometheus(text) == {"vllm:num_requests_running": 5.0, "vllm:kv_cache_usage_perc": 0.25}
 
 
+def test_parse_prometheus_reads_a_closing_brace_inside_a_label_value():
+    # the old regex ended the label set at the first "}" and lost both samples of this page
+    text = ('# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{model_name="odd}name",engine="0"} 3\n'
+            'vllm:num_requests_running{model_name="plain"} 2\n'
+            'vllm:num_requests_waiting{model_name="a \\"quoted\\" {x}"} 1\n')
+    assert parse_prometheus(text) == {"vllm:num_requests_running": 5.0, "vllm:num_requests_waiting": 1.0}
+
+
+def test_parse_prometheus_skips_an_unreadable_line_and_keeps_the_rest():
+    text = "vllm:num_requests_running 4\nvllm:broken{model_name=\"a\" 7\nvllm:num_requests_waiting 2\n"
+    assert parse_prometheus(text) == {"vllm:num_requests_running": 4.0, "vllm:num_requests_waiting": 2.0}
+
+
 def test_format_command_fills_each_word_and_names_unknown_placeholders():
     cmd = format_command("vllm serve {model} --port {port}", {"model": "/m dir/x", "port": 9}, ["--enforce-eager"])
     assert cmd == ["vllm", "serve", "/m dir/x", "--port", "9", "--enforce-eager"]
