@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from pipeline.config import ModelSpec, SweepConfig
-from pipeline.engines import loadgen
+from pipeline.engines import client
 from pipeline.engines.served import (ServedEngine, card_from_config, load_tokenizer,  # noqa: F401  (importable from here)
                                      parse_prometheus, served_card)
 from pipeline.errors import BatchmarkError
@@ -38,8 +38,8 @@ class OpenAIEngine(ServedEngine):
                 raise BatchmarkError(f"openai.api_key_env: environment variable {cfg.openai.api_key_env} is not set")
         self._murl: str | None = None
 
-    def _target(self) -> loadgen.Target:
-        return loadgen.Target(base_url=self.opts.base_url, model=self.spec.served_name, endpoint=self.opts.endpoint,
+    def _target(self) -> client.Target:
+        return client.Target(base_url=self.opts.base_url, model=self.spec.served_name, endpoint=self.opts.endpoint,
                               api_key=self.api_key, timeout_s=self.opts.timeout_s)
 
     def _metrics_url(self) -> str | None:
@@ -55,7 +55,7 @@ class OpenAIEngine(ServedEngine):
         url = self.opts.metrics_url or re.sub(r"/v1/?$", "", self.opts.base_url.rstrip("/")) + "/metrics"
 
         async def check() -> bool:
-            async with loadgen.make_session(1) as session:
+            async with client.make_session(1) as session:
                 return await self._scrape(session, url) is not None
 
         self._murl = url if asyncio.run(check()) else None

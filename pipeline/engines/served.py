@@ -3,7 +3,7 @@
 :class:`ServedEngine` implements the :class:`pipeline.engines.base.Engine` protocol's
 measurement half for any OpenAI-compatible server: it loads the tokenizer, detects the
 server's optional request fields, and measures each point as ``repeats`` closed-loop repeats
-with the shared load generator (:mod:`pipeline.engines.loadgen`), scraping Prometheus
+with the shared load generator (:mod:`pipeline.engines.loadgen`: client, prompts, scheduler), scraping Prometheus
 ``/metrics`` before and after each repeat and sampling it every 0.25 s during it into
 ``server_metrics``.  The ``openai`` engine points it at a running server; the ``vllm`` engine
 adds the server's life cycle on top.
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ClientOptions, ModelSpec, SweepConfig
-from pipeline.engines import loadgen
+from pipeline.engines import client, scheduler
+from pipeline.engines.prompts import make_prompts
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
@@ -144,7 +145,7 @@ class ServedEngine:
         self.run_dir: Path | None = None
         self.spec: ModelSpec | None = None
         self.tokenizer: Any = None
-        self.features: loadgen.Features | None = None
+        self.features: client.Features | None = None
         self.tokenizer_source: str | None = None
         self.given_up: str | None = None
         self.device = "auto"  # the probe's device: a served engine cannot see the server's
@@ -154,7 +155,7 @@ class ServedEngine:
         """Tell the engine which run folder it measures into (server logs go there)."""
         self.run_dir = Path(run_dir)
 
-    def _target(self) -> loadgen.Target:
+    def _target(self) -> client.Target:
         raise NotImplementedError
 
     def _metrics_url(self) -> str | None:
@@ -174,11 +175,11 @@ class ServedEngine:
         self.tokenizer = load_tokenizer(source, f"{index_field}: tokenizer" if self.opts.tokenizer else
                                         f"models.{spec.name}: {'path' if spec.path else 'served_name'}")
         self.tokenizer_source = source
-        prompts, _ = loadgen.make_prompts(self.tokenizer, 1, 16, 0)
+        prompts, _ = make_prompts(self.tokenizer, 1, 16, 0)
 
-        async def probe() -> loadgen.Features:
-            async with loadgen.make_session(1) as session:
-                return await loadgen.detect_features(session, self._target(), prompts[0])
+        async def probe() -> client.Features:
+            async with client.make_session(1) as session:
+                return await client.detect_features(session, self._target(), prompts[0])
 
         self.features = asyncio.run(probe())
 
@@ -202,17 +203,17 @@ class ServedEngine:
     def measure(self, key: PointKey, repeats: int, warmup: bool, seed: int) -> PointRecords:
         """Measure one point: ``repeats`` closed-loop repeats of warm-up + measured requests.
 
-        Times are seconds since the point's start; see :mod:`pipeline.engines.loadgen`.
+        Times are seconds since the point's start; see :mod:`pipeline.engines.scheduler`.
         """
         if self.spec is None or self.features is None:
             raise RuntimeError("load() a model before measure()")
         n = key.concurrency
-        n_meas = self.opts.requests_per_point or loadgen.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
+        n_meas = self.opts.requests_per_point or scheduler.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
         n_warm = n if warmup else 0
         point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
-        prompts, inexact = loadgen.make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
+        prompts, inexact = make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
         target = self._target()
-        bodies = [loadgen.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
+        bodies = [client.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
             "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": inexact,
@@ -248,20 +249,20 @@ class ServedEngine:
                     during[k] = max(during.get(k, v), v)
 
     async def _measure_async(self, key: PointKey, repeats: int, n_warm: int, n_meas: int, bodies: list[bytes],
-                             target: loadgen.Target, meta: dict[str, Any]) -> list[RepeatRecord]:
+                             target: client.Target, meta: dict[str, Any]) -> list[RepeatRecord]:
         per = n_warm + n_meas
         reps: list[RepeatRecord] = []
         murl = self._metrics_url()
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with loadgen.make_session(key.concurrency) as session:
+        async with client.make_session(key.concurrency) as session:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
                 during: dict[str, float] = {}
                 sampler = asyncio.create_task(self._sampler(session, murl, during)) if before is not None else None
                 try:
-                    res = await loadgen.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
+                    res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
                                                     n_warm, t0, self._should_abort,
                                                     self.opts.max_consecutive_failures, left,
                                                     f"point deadline of {self.opts.point_timeout_s or 0:g} s passed")
@@ -270,11 +271,11 @@ class ServedEngine:
                         sampler.cancel()
                         await asyncio.gather(sampler, return_exceptions=True)
                 after = await self._scrape(session, murl) if before is not None else None
-                records = [loadgen.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
+                records = [client.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
                            for s in res.streams]
                 for rec in records:
                     rec.request_id += r * per
-                start, end = loadgen.measured_window(records)
+                start, end = scheduler.measured_window(records)
                 server_metrics = {"before": before, "after": after, "max_during": during} if before is not None else {}
                 reps.append(RepeatRecord(repeat=r, kind="served", window_start_s=start, window_end_s=end,
                                          requests=records, server_metrics=server_metrics))

@@ -50,7 +50,7 @@ from typing import Any
 
 from pipeline import serverenv
 from pipeline.config import ModelSpec, SweepConfig
-from pipeline.engines import loadgen
+from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
@@ -196,8 +196,8 @@ class VLLMEngine(ServedEngine):
         host = self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}"
 
-    def _target(self) -> loadgen.Target:
-        return loadgen.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
+    def _target(self) -> client.Target:
+        return client.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
                               endpoint=self.opts.endpoint, timeout_s=self.opts.timeout_s)
 
     def _metrics_url(self) -> str | None:

@@ -176,3 +176,9 @@ def test_every_engine_provides_the_protocol():
     assert sorted(methods) == ["attach_run", "fits", "load", "measure", "provenance", "unload"]
     for cls in (TransformersEngine, OpenAIEngine, VLLMEngine):
         assert all(callable(getattr(cls, n, None)) for n in methods), cls
+
+
+def test_the_http_client_knows_no_scheduling():
+    graph = import_graph()
+    assert "pipeline.engines.scheduler" not in graph["pipeline.engines.client"]
+    assert "pipeline.engines.loadgen" not in graph["pipeline.engines.client"] | graph["pipeline.engines.scheduler"]
