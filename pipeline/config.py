@@ -4,7 +4,7 @@ A config file (``config/*.yaml``) says which models to measure, with which engin
 hardware profile, over which concurrency grid.  Unknown keys are rejected so that a typo
 never silently falls back to a default; types are strict (``repeats: "2"`` and
 ``concurrency: [true, 2]`` are refused, not coerced); NaN and infinities are refused; a key
-given twice in one mapping is refused with its line (:class:`UniqueKeyLoader`).
+given twice in one mapping is refused with its line (:class:`pipeline.textfiles.UniqueKeyLoader`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pipeline.errors import BatchmarkError
+from pipeline.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
 
 class _Strict(BaseModel):
@@ -28,59 +28,6 @@ class _Strict(BaseModel):
 #: random and torch with it; the transformers engine seeds torch generators with
 #: seed × 1 000 003 + offsets, which stays below torch's 2**64 bound for every seed up to this one.
 MAX_SEED = 2**32 - 1
-
-
-class UniqueKeyLoader(yaml.SafeLoader):
-    """YAML's safe loader, except that a key given twice in one mapping is an error naming both lines.
-
-    (Plain ``yaml.safe_load`` keeps the last value silently, so a config could measure
-    something other than what its reader sees first.)
-    """
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                hash(key)
-            except TypeError:
-                raise yaml.constructor.ConstructorError(None, None, "unhashable key", key_node.start_mark) from None
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})", key_node.start_mark)
-            seen[key] = key_node.start_mark.line
-        return super().construct_mapping(node, deep=deep)
-
-
-def load_yaml_text(path: Path | str, text: str) -> Any:
-    """Parse YAML text with :class:`UniqueKeyLoader`.
-
-    Raises:
-        BatchmarkError: not YAML, a duplicate key, or nested too deeply (one line naming the file and line).
-    """
-    try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise BatchmarkError(f"{path}:{where} not valid YAML ({problem})") from None
-    except RecursionError:
-        raise BatchmarkError(f"{path}: not valid YAML (nested too deeply)") from None
-
-
-def read_text_file(path: Path, what: str) -> str:
-    """A UTF-8 text file's content.
-
-    Raises:
-        BatchmarkError: missing, unreadable, or not UTF-8 text (binary garbage), naming the file.
-    """
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise BatchmarkError(f"{path}: not a UTF-8 text file (byte {exc.start}); expected a {what}") from None
-    except OSError as exc:
-        raise BatchmarkError(f"{path}: cannot read {what} ({exc.strerror})") from None
 
 
 class ModelSpec(_Strict):

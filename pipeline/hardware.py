@@ -49,7 +49,7 @@ def load_profile(name: str, field: str = "hardware", folder: Path | None = None)
     Raises:
         BatchmarkError: unknown profile (the message lists the known ones) or a bad profile file.
     """
-    from pipeline.config import load_yaml_text, read_text_file
+    from pipeline.textfiles import load_yaml_text, read_text_file
 
     folder = folder or paths.hardware_dir()
     path = folder / f"{name}.yaml"

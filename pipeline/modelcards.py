@@ -543,7 +543,7 @@ class CardFile(BaseModel):
 
 def _read_card_file(path: Path) -> dict[str, Any]:
     """A card file, parsed and checked (one line naming the file and field on any fault)."""
-    from pipeline.config import load_yaml_text, read_text_file
+    from pipeline.textfiles import load_yaml_text, read_text_file
 
     data = load_yaml_text(path, read_text_file(path, "model card"))
     if not isinstance(data, dict):

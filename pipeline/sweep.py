@@ -113,6 +113,12 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepCo
     return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
 
 
+def record_engine(run_dir: Path, provenance: dict) -> None:
+    """Write an engine's provenance into ``run.json`` (``engine``) when it differs from what is there."""
+    if runs.read_run_json(run_dir).get("engine") != provenance:
+        runs.update_run_json(run_dir, engine=provenance)
+
+
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
@@ -151,12 +157,11 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.update_run_json(run_dir, engine_fallback=fallback)
     cfg = measured_cfg
     engine = get_engine(cfg)
-    if hasattr(engine, "attach_run"):  # served engines keep server logs in the run folder
-        engine.attach_run(run_dir)
+    engine.attach_run(run_dir)  # served engines keep server logs in the run folder
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
         log("probing memory bandwidth and matmul rate …")
-        res = probe(getattr(engine, "device", "auto"))
+        res = probe(engine.device)
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
         warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
         if warning:
@@ -181,7 +186,10 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
                     if not loaded:
-                        card = engine.load(spec)
+                        try:
+                            card = engine.load(spec)
+                        finally:  # a served engine's provenance gains the model's server (command, version, log)
+                            record_engine(run_dir, engine.provenance())
                         if card:
                             runs.write_model_card(run_dir, card)
                         loaded = True

@@ -1,7 +1,14 @@
-"""The engine interface: load a model, measure one point, yield its request records."""
+"""The engine interface: load a model, measure one point, yield its request records.
+
+Every engine (``transformers``, ``openai``, ``vllm``) implements :class:`Engine`; the sweep
+(:mod:`pipeline.sweep`) uses nothing else of it.  The sweep alone writes the run folder: an
+engine is told the folder (:meth:`Engine.attach_run`) only to keep its own side files there
+(a server's log), and hands everything for ``run.json`` back through :meth:`Engine.provenance`.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Protocol
 
 from pipeline.config import ModelSpec
@@ -15,21 +22,46 @@ class PointDoesNotFit(Exception):
 class Engine(Protocol):
     """What the sweep driver needs from an engine.
 
-    ``load`` prepares a model and returns its card as a dict (or None when the engine cannot
-    count it, e.g. a remote server); ``fits`` says whether a point can run without running
-    out of memory (``(False, reason)`` stops escalation); ``measure`` runs one point's
-    warm-up and repeats; ``unload`` frees the model; ``provenance`` describes the engine
-    for ``run.json`` (versions, flags, device).
+    Attributes:
+        name: the engine's name in configs and point keys (``transformers``, ``openai``, ``vllm``).
+        device: the device the hardware probe measures for this engine (``cpu``, ``cuda``, or
+            ``auto`` where the engine cannot see the device, as for a server).
+
+    Life cycle, as the sweep calls it: ``attach_run`` once; then per model ``load``, per point
+    ``fits`` and ``measure``, and ``unload``; ``provenance`` after the probe and after every
+    ``load`` (a served engine's provenance gains each model's server).
+
+    Raises:
+        BatchmarkError: from ``__init__`` (a bad option, a missing device or API key) and from
+            ``load`` (no model, no tokenizer, a server that does not come up) — a user-caused
+            error, reported on one line.
+        PointDoesNotFit: from ``measure``, when the point ran out of device memory.
+        Failed requests are never raised: ``measure`` stores them in the records (``error``).
     """
 
     name: str
+    device: str
 
-    def load(self, spec: ModelSpec) -> dict[str, Any] | None: ...
+    def attach_run(self, run_dir: Path) -> None:
+        """The run folder being measured into, for the engine's side files (server logs); never written by the engine otherwise."""
+        ...
 
-    def fits(self, key: PointKey) -> tuple[bool, str]: ...
+    def load(self, spec: ModelSpec) -> dict[str, Any] | None:
+        """Prepare a model; its card as a dict, or None when the engine cannot count it (a remote server)."""
+        ...
 
-    def measure(self, key: PointKey, repeats: int, warmup: bool, seed: int) -> PointRecords: ...
+    def fits(self, key: PointKey) -> tuple[bool, str]:
+        """Whether a point can run; ``(False, reason)`` stops escalating the model."""
+        ...
 
-    def unload(self) -> None: ...
+    def measure(self, key: PointKey, repeats: int, warmup: bool, seed: int) -> PointRecords:
+        """One point: its warm-up and ``repeats`` repeats, as request records."""
+        ...
 
-    def provenance(self) -> dict[str, Any]: ...
+    def unload(self) -> None:
+        """Free the model (stop its server)."""
+        ...
+
+    def provenance(self) -> dict[str, Any]:
+        """The engine for ``run.json``: versions, flags, device, servers; never a secret."""
+        ...

@@ -7,8 +7,7 @@ read from the environment variable named by ``openai.api_key_env`` at start and 
 written anywhere.  When the server exposes Prometheus ``/metrics`` they are scraped before
 and after each repeat, and sampled every 0.25 s during it, into ``server_metrics``.
 
-:class:`ServedEngine` holds everything the served engines share; the ``vllm`` engine adds
-the server's life cycle on top.
+:class:`pipeline.engines.served.ServedEngine` holds everything the served engines share.
 """
 
 from __future__ import annotations
@@ -16,255 +15,13 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import time
-from pathlib import Path
 from typing import Any
 
-from pipeline.config import ClientOptions, ModelSpec, SweepConfig
-from pipeline.engines import loadgen
+from pipeline.config import ModelSpec, SweepConfig
+from pipeline.engines import client
+from pipeline.engines.served import (ServedEngine, card_from_config, load_tokenizer,  # noqa: F401  (importable from here)
+                                     parse_prometheus, served_card)
 from pipeline.errors import BatchmarkError
-from pipeline.records import PointKey, PointRecords, RepeatRecord
-
-_SAMPLE_LINE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-_DURING = re.compile(r"running|waiting|queue|usage", re.I)
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Namespaced samples (``vllm:…``, ``sglang:…``) of a Prometheus text page, summed over labels.
-
-    Histogram and summary parts (``_bucket``, ``_sum``, ``_count``, ``_created``) are skipped.
-    """
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _SAMPLE_LINE.match(line)
-        if not m or ":" not in m.group(1) or m.group(1).endswith(("_bucket", "_sum", "_count", "_created")):
-            continue
-        try:
-            val = float(m.group(3))
-        except ValueError:
-            continue
-        out[m.group(1)] = out.get(m.group(1), 0.0) + val
-    return out
-
-
-def load_tokenizer(source: str, field: str) -> Any:
-    """The Hugging Face tokenizer at ``source`` (local folder, or hub id where the hub is reachable).
-
-    Raises:
-        BatchmarkError: it cannot be loaded (the message names ``field``).
-    """
-    from transformers import AutoTokenizer
-
-    try:
-        return AutoTokenizer.from_pretrained(source, local_files_only=Path(source).is_dir())
-    except Exception as exc:  # transformers raises OSError, ValueError, HF hub errors …
-        raise BatchmarkError(f"{field}: cannot load a tokenizer from {source!r} "
-                             f"({str(exc).splitlines()[0][:200]})") from None
-
-
-def card_from_config(source: str, name: str) -> dict[str, Any] | None:
-    """A model card counted from the model's config on the meta device (no weights); None if that fails.
-
-    Counts assume the config's dtype (bfloat16 when it names none); quantised checkpoints
-    read fewer bytes than this card says, which its ``source`` states.
-    """
-    try:
-        import torch
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        from pipeline.modelcards import card_from_torch_model
-
-        config = AutoConfig.from_pretrained(source, local_files_only=Path(source).is_dir())
-        dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or torch.bfloat16
-        if isinstance(dtype, str):
-            dtype = getattr(torch, dtype, torch.bfloat16)
-        with torch.device("meta"):
-            model = AutoModelForCausalLM.from_config(config, dtype=dtype)
-        card = card_from_torch_model(model, name).as_dict()
-        quant = getattr(config, "quantization_config", None)
-        card["source"] += f"; counted on the meta device from {source}'s config" + (
-            f" (quantised {quant.get('quant_method', '?') if isinstance(quant, dict) else 'weights'}: real bytes are fewer)"
-            if quant else "")
-        return card
-    except Exception:  # a card is optional for served engines
-        return None
-
-
-def served_card(spec: ModelSpec, source: str) -> dict[str, Any] | None:
-    """The model card of a served model, named ``spec.name``.
-
-    In order: the card file ``spec.card`` names in ``data/models/``; a card file whose name or
-    alias matches ``spec.path`` or ``spec.served_name`` (e.g. ``openai/gpt-oss-20b``); a card
-    counted from the config at ``source`` (:func:`card_from_config`); None.
-
-    Raises:
-        BatchmarkError: ``spec.card`` names no card file.
-    """
-    from pipeline.modelcards import find_card_file, load_card
-
-    if spec.card:
-        try:
-            return load_card(spec.card, card_name=spec.name).as_dict()
-        except BatchmarkError as exc:
-            raise BatchmarkError(f"models.{spec.name}.card: {exc}") from None
-    for ref in (spec.path, spec.served_name):
-        if ref and find_card_file(ref) is not None:
-            return load_card(ref, card_name=spec.name).as_dict()
-    return card_from_config(source, spec.name)
-
-
-class ServedEngine:
-    """What the served engines share: tokenizer, prompts, features, the measured repeats."""
-
-    name = "served"
-
-    def __init__(self, cfg: SweepConfig, opts: ClientOptions):
-        self.cfg = cfg
-        self.opts = opts
-        self.run_dir: Path | None = None
-        self.spec: ModelSpec | None = None
-        self.tokenizer: Any = None
-        self.features: loadgen.Features | None = None
-        self.device = "auto"
-
-    # hooks of subclasses ------------------------------------------------------------------
-    def attach_run(self, run_dir: Path) -> None:
-        """Tell the engine which run folder it measures into (server logs go there)."""
-        self.run_dir = Path(run_dir)
-
-    def _target(self) -> loadgen.Target:
-        raise NotImplementedError
-
-    def _metrics_url(self) -> str | None:
-        return None
-
-    def _should_abort(self) -> str | None:
-        return None
-
-    def _after_repeat(self, meta: dict[str, Any]) -> bool:
-        """Called after each repeat; False stops the remaining repeats of the point."""
-        return True
-
-    # Engine protocol ----------------------------------------------------------------------
-    def _prepare(self, spec: ModelSpec, index_field: str) -> None:
-        self.spec = spec
-        source = self.opts.tokenizer or spec.path or spec.served_name
-        self.tokenizer = load_tokenizer(source, f"{index_field}: tokenizer" if self.opts.tokenizer else
-                                        f"models.{spec.name}: {'path' if spec.path else 'served_name'}")
-        self.tokenizer_source = source
-        prompts, _ = loadgen.make_prompts(self.tokenizer, 1, 16, 0)
-
-        async def probe() -> loadgen.Features:
-            async with loadgen.make_session(1) as session:
-                return await loadgen.detect_features(session, self._target(), prompts[0])
-
-        self.features = asyncio.run(probe())
-
-    def fits(self, key: PointKey) -> tuple[bool, str]:
-        """Served engines cannot see the server's memory; every point is tried (the server queues or fails).
-
-        After a point was aborted (requests failing in a row, the point deadline), the model's
-        further points are not tried: the sweep moves on to the next model.
-        """
-        if getattr(self, "given_up", None):
-            return False, f"an earlier point was aborted: {self.given_up}"
-        return True, ""
-
-    def unload(self) -> None:
-        """Forget the model."""
-        self.given_up = None
-        self.spec = None
-        self.tokenizer = None
-        self.features = None
-
-    def measure(self, key: PointKey, repeats: int, warmup: bool, seed: int) -> PointRecords:
-        """Measure one point: ``repeats`` closed-loop repeats of warm-up + measured requests.
-
-        Times are seconds since the point's start; see :mod:`pipeline.engines.loadgen`.
-        """
-        if self.spec is None or self.features is None:
-            raise RuntimeError("load() a model before measure()")
-        n = key.concurrency
-        n_meas = self.opts.requests_per_point or loadgen.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
-        n_warm = n if warmup else 0
-        point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
-        prompts, inexact = loadgen.make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
-        target = self._target()
-        bodies = [loadgen.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
-        meta: dict[str, Any] = {
-            "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
-            "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": inexact,
-            "tokenizer": self.tokenizer_source, "features": self.features.as_dict(),
-            "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
-            ("one per text chunk, reconciled with usage" if self.features.usage_seen else
-             "tokenized chunk text; the server reports no usage"),
-            "cooldown_sent": [], "aborted": None}
-        reps = asyncio.run(self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))
-        return PointRecords(point=key, repeats=reps, meta=meta)
-
-    async def _scrape(self, session: Any, url: str | None) -> dict[str, float] | None:
-        if not url:
-            return None
-        import aiohttp
-
-        try:
-            async with session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as resp:
-                if resp.status != 200:
-                    return None
-                return parse_prometheus(await resp.text())
-        except Exception:  # a scrape is best effort; the measurement never depends on it
-            return None
-
-    async def _sampler(self, session: Any, url: str, during: dict[str, float], every_s: float = 0.25) -> None:
-        first = True
-        while True:
-            await asyncio.sleep(min(every_s, 0.05) if first else every_s)  # the first sample as soon as requests run
-            first = False
-            got = await self._scrape(session, url)
-            for k, v in (got or {}).items():
-                if _DURING.search(k):
-                    during[k] = max(during.get(k, v), v)
-
-    async def _measure_async(self, key: PointKey, repeats: int, n_warm: int, n_meas: int, bodies: list[bytes],
-                             target: loadgen.Target, meta: dict[str, Any]) -> list[RepeatRecord]:
-        per = n_warm + n_meas
-        reps: list[RepeatRecord] = []
-        murl = self._metrics_url()
-        t0 = time.perf_counter()
-        deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with loadgen.make_session(key.concurrency) as session:
-            for r in range(repeats):
-                left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-                before = await self._scrape(session, murl)
-                during: dict[str, float] = {}
-                sampler = asyncio.create_task(self._sampler(session, murl, during)) if before is not None else None
-                try:
-                    res = await loadgen.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
-                                                    n_warm, t0, self._should_abort,
-                                                    self.opts.max_consecutive_failures, left,
-                                                    f"point deadline of {self.opts.point_timeout_s or 0:g} s passed")
-                finally:
-                    if sampler:
-                        sampler.cancel()
-                        await asyncio.gather(sampler, return_exceptions=True)
-                after = await self._scrape(session, murl) if before is not None else None
-                records = [loadgen.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
-                           for s in res.streams]
-                for rec in records:
-                    rec.request_id += r * per
-                start, end = loadgen.measured_window(records)
-                server_metrics = {"before": before, "after": after, "max_during": during} if before is not None else {}
-                reps.append(RepeatRecord(repeat=r, kind="served", window_start_s=start, window_end_s=end,
-                                         requests=records, server_metrics=server_metrics))
-                meta["cooldown_sent"].append(res.cooldown_sent)
-                if res.aborted:
-                    meta["aborted"] = res.aborted
-                    self.given_up = res.aborted
-                if not self._after_repeat(meta) or res.aborted:
-                    break
-        return reps
 
 
 class OpenAIEngine(ServedEngine):
@@ -281,8 +38,8 @@ class OpenAIEngine(ServedEngine):
                 raise BatchmarkError(f"openai.api_key_env: environment variable {cfg.openai.api_key_env} is not set")
         self._murl: str | None = None
 
-    def _target(self) -> loadgen.Target:
-        return loadgen.Target(base_url=self.opts.base_url, model=self.spec.served_name, endpoint=self.opts.endpoint,
+    def _target(self) -> client.Target:
+        return client.Target(base_url=self.opts.base_url, model=self.spec.served_name, endpoint=self.opts.endpoint,
                               api_key=self.api_key, timeout_s=self.opts.timeout_s)
 
     def _metrics_url(self) -> str | None:
@@ -298,7 +55,7 @@ class OpenAIEngine(ServedEngine):
         url = self.opts.metrics_url or re.sub(r"/v1/?$", "", self.opts.base_url.rstrip("/")) + "/metrics"
 
         async def check() -> bool:
-            async with loadgen.make_session(1) as session:
+            async with client.make_session(1) as session:
                 return await self._scrape(session, url) is not None
 
         self._murl = url if asyncio.run(check()) else None

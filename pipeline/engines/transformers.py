@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from pathlib import Path
 from typing import Any
 
 from pipeline.config import ModelSpec, SweepConfig
@@ -44,6 +45,9 @@ class TransformersEngine:
         self._cache_kw = "past_key_values"
 
     # -- model lifecycle -------------------------------------------------------------------
+    def attach_run(self, run_dir: Path) -> None:
+        """Nothing to keep in the run folder: an in-process engine has no side files."""
+
     def load(self, spec: ModelSpec) -> dict[str, Any]:
         """Build (random weights) or load (local path) the model; return its counted card.
 

@@ -24,8 +24,10 @@ Life cycle:
   everything measured before stays;
 - stop: SIGINT to the process group, SIGKILL after ``vllm.stop_grace_s``.
 
-``run.json`` gets the server's version (``GET /version``, else the installed ``vllm``
-package) and the exact command line of every model's server under ``engine.servers``.
+:meth:`VLLMEngine.provenance` gives the server's version (``GET /version``, else the installed
+``vllm`` package) and the exact command line of every model's server under ``servers``; the
+sweep writes it into ``run.json`` (``engine``) after each model is loaded — the engine never
+writes the run itself.
 This module never imports vLLM: the server is a separate process.
 """
 
@@ -33,7 +35,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import shlex
 import signal
 import socket
@@ -49,8 +50,8 @@ from typing import Any
 
 from pipeline import serverenv
 from pipeline.config import ModelSpec, SweepConfig
-from pipeline.engines import loadgen
-from pipeline.engines.openai import ServedEngine, served_card
+from pipeline.engines import client
+from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
 from pipeline.records import PointKey
@@ -108,7 +109,6 @@ def _release_cuda_cache() -> None:
 _FLAG_LIMITS = {"--max-num-seqs": "max_num_seqs", "--max-model-len": "max_model_len",
                 "--max-num-batched-tokens": "max_num_batched_tokens"}
 _INFO_LIMITS = ("kv_cache_size_tokens", "num_gpu_blocks", "block_size", "kv_cache_max_concurrency")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"')
 
 
 def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | None]:
@@ -131,9 +131,8 @@ def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | N
                 out[_FLAG_LIMITS[flag]] = int(val)
             except ValueError:
                 pass
-    for line in metrics_text.splitlines():
-        if line.startswith("vllm:cache_config_info{"):
-            labels = dict(_LABEL.findall(line))
+    for name, labels, _ in prometheus_samples(metrics_text):
+        if name == "vllm:cache_config_info":
             for k in _INFO_LIMITS:
                 try:
                     val = float(labels[k])
@@ -197,8 +196,8 @@ class VLLMEngine(ServedEngine):
         host = self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1"
         return f"http://{host}:{self.port}"
 
-    def _target(self) -> loadgen.Target:
-        return loadgen.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
+    def _target(self) -> client.Target:
+        return client.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
                               endpoint=self.opts.endpoint, timeout_s=self.opts.timeout_s)
 
     def _metrics_url(self) -> str | None:
@@ -279,10 +278,6 @@ class VLLMEngine(ServedEngine):
         self.servers[spec.name] = {"command": shlex.join(repo_relative(cmd)), "server_version": version or self.package_version,
                                    "port": self.port, "pid": self.proc.pid, "log": log_ref, "started_at": stamp,
                                    "limits": server_limits(cmd, metrics_text)}
-        if self.run_dir is not None and (self.run_dir / "run.json").exists():
-            from pipeline import runs
-
-            runs.update_run_json(self.run_dir, engine=self.provenance())
 
     def _close_log(self) -> None:
         if self._log_fh is not None:

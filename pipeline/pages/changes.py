@@ -20,6 +20,7 @@ import altair as alt
 from pipeline import runs
 from pipeline.diff import (METRIC_BY_KEY, RunDiff, diff_runs, format_change, format_value, previous_runs,
                            provenance_of)
+from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
@@ -100,10 +101,8 @@ class ComparisonView:
 
 
 def anchor(run_id: str) -> str:
-    """Heading id of a run's comparison on the Changes page: ``changes-<run id, lower case>`` (made id-safe by :func:`pipeline.pages.render.anchor`)."""
-    from pipeline.pages.render import anchor as _anchor
-
-    return _anchor(f"changes-{run_id}")
+    """Heading id of a run's comparison on the Changes page: ``changes-<run id, lower case>`` (made id-safe by :func:`pipeline.pages.escape.anchor`)."""
+    return escape.anchor(f"changes-{run_id}")
 
 
 def comparison_view(d: RunDiff) -> ComparisonView:

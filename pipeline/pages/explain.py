@@ -416,7 +416,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     """Everything the explainer templates fill in: cards, ceilings, examples from the runs, capacity.
 
     Args:
-        views: analysed runs (:class:`pipeline.pages.render.RunView`-shaped: ``run_id``, ``meta``,
+        views: analysed runs (:class:`pipeline.pages.views.RunView`-shaped: ``run_id``, ``meta``,
             ``workloads`` with ``model``, ``points``, ``analysis_points``).
         hardware: the profile the sizing pages are written for (a ``HardwareProfile`` dict).
     """
@@ -458,7 +458,7 @@ def reference_views(reference: Path | None = None) -> list[Any]:
     Returns ``[]`` when ``../shared/reference/`` is absent: the repository never holds a copy.
     """
     from pipeline.importers import import_run
-    from pipeline.pages.render import load_run_view
+    from pipeline.pages.views import load_run_view
 
     ref = reference or REFERENCE
     if not ref.is_file():

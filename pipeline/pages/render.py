@@ -14,19 +14,16 @@ import json
 import math
 import os
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-
-import hashlib
-import re
-import urllib.parse
 
 import jinja2
 from markupsafe import Markup
 
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
+from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
+from pipeline.pages.views import RunView, Workload, load_run_view, view_of  # noqa: F401  (importable from here)
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -88,154 +85,6 @@ def page_templates(templates_dir: Path | None = None) -> list[str]:
     """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
     base = templates_dir or paths.root() / "templates"
     return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2"))
-
-
-@dataclass
-class Workload:
-    """One (model, engine, input_len, output_len) of a run, with its points and analysis."""
-
-    model: dict[str, Any]
-    points: list[dict[str, Any]]
-    analysis_points: list[dict[str, Any]]
-
-    @property
-    def slug(self) -> str:
-        """Anchor-safe id (see :func:`anchor`)."""
-        m = self.model
-        return anchor(f"{m['model']}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
-
-    def point(self, concurrency: int) -> dict[str, Any] | None:
-        """The point summary at a concurrency, or None."""
-        return next((p for p in self.points if p["concurrency"] == concurrency), None)
-
-    def quality(self, concurrency: int) -> dict[str, Any]:
-        """The analysis' flags of a point (``flags``, ``excluded``, ``excluded_reason``, ``failure_rate``)."""
-        return next((a for a in self.analysis_points if a["concurrency"] == concurrency), {})
-
-    def note(self, concurrency: int) -> str:
-        """Short note on a flagged point for the tables (``""`` when unflagged); see :func:`pipeline.show.point_note`."""
-        from pipeline.show import point_note
-
-        p, a = self.point(concurrency) or {}, self.quality(concurrency)
-        flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
-        return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded")})
-
-    def flag_summary(self) -> str:
-        """Home-table cell: which points are excluded or flagged (``"–"`` when none)."""
-        excluded = self.model.get("excluded_concurrency") or []
-        flagged = [c for c in self.model.get("flagged_concurrency") or [] if c not in excluded]
-        parts = []
-        if excluded:
-            parts.append("c = " + ", ".join(map(str, excluded)) + " excluded (failures)")
-        if flagged:
-            parts.append("c = " + ", ".join(map(str, flagged)) + " flagged")
-        return "; ".join(parts) or "–"
-
-    def mbu(self, concurrency: int) -> float | None:
-        """MBU at a concurrency, or None."""
-        return next((a.get("mbu") for a in self.analysis_points if a["concurrency"] == concurrency), None)
-
-
-@dataclass
-class RunView:
-    """What the templates see of one run."""
-
-    run_id: str
-    meta: dict[str, Any]
-    analysis: dict[str, Any]
-    workloads: list[Workload] = field(default_factory=list)
-
-    @property
-    def hardware(self) -> dict[str, Any]:
-        """The analysis' hardware block."""
-        return self.analysis.get("hardware", {})
-
-
-def load_run_view(run_dir: Path) -> RunView:
-    """Read a complete run's summaries and analysis into a :class:`RunView` (computed in memory where absent: reading never writes)."""
-    return view_of(runs.load_run_results(run_dir))
-
-
-def view_of(res: "runs.RunResults") -> RunView:
-    """The :class:`RunView` of a run read by :func:`pipeline.runs.load_run_results`."""
-    meta, analysis = res.meta, res.analysis
-    summaries = [x.as_dict() for x in res.summaries]
-    view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis)
-    # grouped once by workload: linear in the points (issue 9 "Scale": a scan per workload was quadratic)
-    by_key: dict[tuple, list[dict[str, Any]]] = {}
-    for s in summaries:
-        by_key.setdefault((s["model"], s["engine"], s["input_len"], s["output_len"]), []).append(s)
-    aps_by_key: dict[tuple, list[dict[str, Any]]] = {}
-    for a in analysis.get("points", []):
-        aps_by_key.setdefault((a["model"], a["engine"], a["input_len"], a["output_len"]), []).append(a)
-    for m in analysis.get("models", []):
-        key = (m["model"], m["engine"], m["input_len"], m["output_len"])
-        pts = sorted(by_key.get(key, []), key=lambda s: s["concurrency"])
-        view.workloads.append(Workload(model=m, points=pts, analysis_points=list(aps_by_key.get(key, []))))
-    return view
-
-
-# -- escaping: every string from outside is escaped for the place it lands --------------------
-#
-# Pages are Markdown with raw HTML passed through (Python-Markdown), so a string interpolated
-# into a page must neither open an HTML element nor be read as Markdown.  The environment's
-# ``finalize`` escapes every ``{{ … }}`` output with :func:`md_text` unless it is Markup (a
-# chart, an anchor, a URL path, a code span built here), so a template cannot forget it.
-
-#: Characters that Markdown (with tables, attr_list, toc, md_in_html) or HTML would read as syntax,
-#: written as numeric character references: the browser shows the character, Markdown sees none.
-_MD_SPECIAL = {c: f"&#{ord(c)};" for c in "\\`*_{}[]<#|"}
-_MD_SPECIAL["&"] = "&amp;"
-_MD_RE = re.compile("[" + re.escape("".join(_MD_SPECIAL)) + "]")
-_NEWLINES_RE = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
-
-
-def md_text(value: Any) -> Markup:
-    """``value`` as inline Markdown text that shows exactly as given (HTML, Markdown table cell, heading).
-
-    ``&``, ``<`` (no HTML element or entity can open) and every sign that Markdown with tables,
-    attr_list and toc reads mid-line (`` \\ ` * _ { } [ ] # | ``) become character references, line breaks a space (a newline would end a table row), and
-    other control characters are dropped.  Markup (already safe) passes unchanged.
-    """
-    if isinstance(value, Markup):
-        return value
-    text = _CONTROL_RE.sub("", _NEWLINES_RE.sub(" ", str(value)))
-    return Markup(_MD_RE.sub(lambda m: _MD_SPECIAL[m.group()], text))
-
-
-def html_text(value: Any) -> Markup:
-    """``value`` escaped for HTML text or an attribute value (``& < > " '``)."""
-    from markupsafe import escape
-
-    return escape(value)
-
-
-def code(value: Any) -> Markup:
-    """``value`` as an inline code span (``<code>``), shown as given."""
-    return Markup(f"<code>{md_text(value)}</code>")
-
-
-_ANCHOR_BAD = re.compile(r"[^a-z0-9_-]+")
-
-
-def anchor(value: Any) -> Markup:
-    """An element id / URL fragment from any string: lower case ``[a-z0-9_-]``.
-
-    A string that needed changing gets a short hash of the original, so two names that differ
-    only in dropped characters (``a|b``, ``a<b``) never share an id.
-    """
-    raw = str(value)
-    low = raw.lower()
-    clean = _ANCHOR_BAD.sub("-", low).strip("-") or "x"
-    if clean != low:
-        clean = f"{clean}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
-    return Markup(clean)
-
-
-def url_path(value: Any) -> Markup:
-    """``value`` as one URL path segment (percent-encoded; ``/`` too), for link targets such as downloads."""
-    return Markup(urllib.parse.quote(str(value), safe=""))
 
 
 def _finalize(value: Any) -> Any:

@@ -28,18 +28,20 @@ import pytest
 
 from pipeline import runs, serverenv, sweep
 from pipeline.config import parse_config
-from pipeline.engines.openai import parse_prometheus
+from pipeline.engines.served import parse_prometheus
 from pipeline.hardware import ProbeResult
 from pipeline.metrics import summarize_point
 
 pytestmark = pytest.mark.slow
 
 ENV = serverenv.resolve(serverenv.DEFAULT_DEST)
-TINY_LLAMA = {"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
-              "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+# Small but not trivially fast (~8 M parameters): at a few hundred tokens/s per stream the client and
+# the 0.25 s /metrics sampler keep up even on a loaded 2-core machine; head_dim 64: vLLM's CPU
+# attention kernels reject head_dim 16 (the EngineCore dies on the first request).
+TINY_LLAMA = {"model_type": "llama", "vocab_size": 512, "hidden_size": 512, "intermediate_size": 1024,
+              "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
               "max_position_embeddings": 512, "tie_word_embeddings": False}
-OUTPUT_LEN = 256  # long enough (≈ 1 s a request here) for the killer to catch the c = 4 point in flight
-# head_dim 64: vLLM's CPU attention kernels reject head_dim 16 (the EngineCore dies on the first request)
+OUTPUT_LEN = 128  # long enough (≈ 1 s a request here) for the killer to catch the c = 4 point in flight
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +91,7 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
                         if str(p).endswith(".venv-vllm/bin/python") else _orig(p))
     cfg = _config(["victim", "tiny"], folders)
     run_dir = scratch_root / "data" / "runs" / "real-vllm"
-    victim_c2 = run_dir / "points" / "victim" / "vllm-in16-out256-c2.json"
+    victim_c2 = run_dir / "points" / "victim" / "vllm-in16-out128-c2.json"
     killed: dict[str, int] = {}
 
     def killer() -> None:  # SIGKILL the victim's server once requests of its c=4 point are running
@@ -125,21 +127,21 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
         assert _server_processes(servers[name]["pid"]) == [], f"{name}: server processes left behind"
 
     # the healthy model: three points, exact token counts, server metrics per point
-    tiny = {c: summarize_point(runs.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out256-c{c}.json"))
+    tiny = {c: summarize_point(runs.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out128-c{c}.json"))
             for c in (1, 2, 4)}
     for c, s in tiny.items():
         assert s.failed == 0 and s.completed == 8, (c, s.errors)
         assert s.server is not None and s.server["requests_running_max"] is not None
     assert tiny[4].server["kv_cache_usage_max"] > 0
-    for rec in runs.load_point(run_dir / "points" / "tiny" / "vllm-in16-out256-c4.json").repeats[0].requests:
+    for rec in runs.load_point(run_dir / "points" / "tiny" / "vllm-in16-out128-c4.json").repeats[0].requests:
         if rec.ok:
             assert rec.usage_reported and rec.output_tokens == OUTPUT_LEN
 
     # the victim: c=1 and c=2 kept intact, c=4 stored as failed with the log tail, nothing after it
     for c in (1, 2):
-        s = summarize_point(runs.load_point(run_dir / "points" / "victim" / f"vllm-in16-out256-c{c}.json"))
+        s = summarize_point(runs.load_point(run_dir / "points" / "victim" / f"vllm-in16-out128-c{c}.json"))
         assert s.failed == 0 and s.completed == 8
-    crashed = runs.load_point(run_dir / "points" / "victim" / "vllm-in16-out256-c4.json")
+    crashed = runs.load_point(run_dir / "points" / "victim" / "vllm-in16-out128-c4.json")
     assert "server exited" in crashed.meta.get("server_crashed", "")
     assert crashed.meta.get("server_log_tail")
     assert summarize_point(crashed).failed > 0

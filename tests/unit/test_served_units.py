@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.config import parse_config
 from pipeline.engines import loadgen
-from pipeline.engines.openai import parse_prometheus
+from pipeline.engines.served import parse_prometheus
 from pipeline.engines.vllm import format_command, log_tail
 from pipeline.errors import BatchmarkError
 from tests.integration.served_helpers import build_tokenizer
@@ -89,6 +89,20 @@ process_cpu_seconds_total 12
     assert parse_prometheus(text) == {"vllm:num_requests_running": 5.0, "vllm:kv_cache_usage_perc": 0.25}
 
 
+def test_parse_prometheus_reads_a_closing_brace_inside_a_label_value():
+    # the old regex ended the label set at the first "}" and lost both samples of this page
+    text = ('# TYPE vllm:num_requests_running gauge\n'
+            'vllm:num_requests_running{model_name="odd}name",engine="0"} 3\n'
+            'vllm:num_requests_running{model_name="plain"} 2\n'
+            'vllm:num_requests_waiting{model_name="a \\"quoted\\" {x}"} 1\n')
+    assert parse_prometheus(text) == {"vllm:num_requests_running": 5.0, "vllm:num_requests_waiting": 1.0}
+
+
+def test_parse_prometheus_skips_an_unreadable_line_and_keeps_the_rest():
+    text = "vllm:num_requests_running 4\nvllm:broken{model_name=\"a\" 7\nvllm:num_requests_waiting 2\n"
+    assert parse_prometheus(text) == {"vllm:num_requests_running": 4.0, "vllm:num_requests_waiting": 2.0}
+
+
 def test_format_command_fills_each_word_and_names_unknown_placeholders():
     cmd = format_command("vllm serve {model} --port {port}", {"model": "/m dir/x", "port": 9}, ["--enforce-eager"])
     assert cmd == ["vllm", "serve", "/m dir/x", "--port", "9", "--enforce-eager"]
@@ -117,7 +131,7 @@ def test_config_errors_name_the_field(data, match):
 
 def test_served_card_order(tmp_path):
     from pipeline.config import ModelSpec
-    from pipeline.engines.openai import served_card
+    from pipeline.engines.served import served_card
 
     # an alias in data/models/ (gpt-oss-20b.yaml lists openai/gpt-oss-20b) wins over counting
     card = served_card(ModelSpec(name="g", path="openai/gpt-oss-20b"), str(tmp_path))
@@ -137,7 +151,7 @@ def test_shipped_configs_validate():
     assert spark.input_len == 1024 and spark.output_len == 256 and spark.repeats >= 5
     assert spark.concurrency[0] == 1 and spark.concurrency[-1] == 256
     assert len(spark.models) == 5
-    from pipeline.engines.openai import served_card
+    from pipeline.engines.served import served_card
 
     for m in spark.models:  # every card resolves from data/models/ and carries the sweep's model name
         card = served_card(m, "/nonexistent")

@@ -32,6 +32,12 @@ def test_server_limits_from_command_and_metrics():
     assert server_limits(["llama-server"], "")["max_num_seqs"] is None
 
 
+def test_server_limits_read_labels_holding_a_closing_brace():
+    odd = CACHE_INFO.replace('engine="0"', 'engine="core}0"')
+    lim = server_limits([], "# HELP vllm:cache_config_info x\n# TYPE vllm:cache_config_info gauge\n" + odd)
+    assert lim["kv_cache_size_tokens"] == 163840 and lim["block_size"] == 128 and lim["kv_cache_max_concurrency"] == 1024
+
+
 def test_server_limits_ignore_non_finite_labels():
     lim = server_limits([], CACHE_INFO.replace('"163840"', '"NaN"'))
     assert lim["kv_cache_size_tokens"] is None and lim["num_gpu_blocks"] == 2048

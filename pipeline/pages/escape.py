@@ -1,0 +1,72 @@
+"""Escaping: every string from outside is escaped for the place it lands in a page.
+
+Pages are Markdown with raw HTML passed through (Python-Markdown), so a string interpolated
+into a page must neither open an HTML element nor be read as Markdown.  The environment's
+``finalize`` escapes every ``{{ … }}`` output with :func:`md_text` unless it is Markup (a
+chart, an anchor, a URL path, a code span built here), so a template cannot forget it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import urllib.parse
+from typing import Any
+
+from markupsafe import Markup
+
+
+#: Characters that Markdown (with tables, attr_list, toc, md_in_html) or HTML would read as syntax,
+#: written as numeric character references: the browser shows the character, Markdown sees none.
+_MD_SPECIAL = {c: f"&#{ord(c)};" for c in "\\`*_{}[]<#|"}
+_MD_SPECIAL["&"] = "&amp;"
+_MD_RE = re.compile("[" + re.escape("".join(_MD_SPECIAL)) + "]")
+_NEWLINES_RE = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
+
+
+def md_text(value: Any) -> Markup:
+    """``value`` as inline Markdown text that shows exactly as given (HTML, Markdown table cell, heading).
+
+    ``&``, ``<`` (no HTML element or entity can open) and every sign that Markdown with tables,
+    attr_list and toc reads mid-line (`` \\ ` * _ { } [ ] # | ``) become character references, line breaks a space (a newline would end a table row), and
+    other control characters are dropped.  Markup (already safe) passes unchanged.
+    """
+    if isinstance(value, Markup):
+        return value
+    text = _CONTROL_RE.sub("", _NEWLINES_RE.sub(" ", str(value)))
+    return Markup(_MD_RE.sub(lambda m: _MD_SPECIAL[m.group()], text))
+
+
+def html_text(value: Any) -> Markup:
+    """``value`` escaped for HTML text or an attribute value (``& < > " '``)."""
+    from markupsafe import escape
+
+    return escape(value)
+
+
+def code(value: Any) -> Markup:
+    """``value`` as an inline code span (``<code>``), shown as given."""
+    return Markup(f"<code>{md_text(value)}</code>")
+
+
+_ANCHOR_BAD = re.compile(r"[^a-z0-9_-]+")
+
+
+def anchor(value: Any) -> Markup:
+    """An element id / URL fragment from any string: lower case ``[a-z0-9_-]``.
+
+    A string that needed changing gets a short hash of the original, so two names that differ
+    only in dropped characters (``a|b``, ``a<b``) never share an id.
+    """
+    raw = str(value)
+    low = raw.lower()
+    clean = _ANCHOR_BAD.sub("-", low).strip("-") or "x"
+    if clean != low:
+        clean = f"{clean}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
+    return Markup(clean)
+
+
+def url_path(value: Any) -> Markup:
+    """``value`` as one URL path segment (percent-encoded; ``/`` too), for link targets such as downloads."""
+    return Markup(urllib.parse.quote(str(value), safe=""))

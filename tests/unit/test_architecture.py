@@ -1,0 +1,184 @@
+"""The package map of ``docs/architecture.md``, checked: no module imports a later stage, no import cycles.
+
+Every module of ``pipeline/`` has a layer (its stage); a module may import modules of its own
+layer or earlier ones.  Imports are read with :mod:`ast` from the source (top-level, inside
+functions and under ``TYPE_CHECKING`` alike: a lazy import is still a dependency).  The few
+imports that break the order today are listed in ``ALLOWED`` with the reason each stays.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
+
+# Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
+# dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
+LAYERS: list[tuple[str, ...]] = [
+    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.textfiles"),  # no stage of its own
+    ("pipeline.config",),
+    ("pipeline.hardware", "pipeline.modelcards", "pipeline.modelfolders", "pipeline.serverenv"),
+    ("pipeline.engines",),
+    ("pipeline.runs",),
+    ("pipeline.sweep",),
+    ("pipeline.metrics",),
+    ("pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
+    ("pipeline.importers",),
+    ("pipeline.show", "pipeline.pages"),
+    ("pipeline.cli", "pipeline.__main__"),
+]
+
+# (importer, imported) pairs that break the order, each with why it stays for now.
+ALLOWED: dict[tuple[str, str], str] = {
+    # load_config checks the hardware profile name at the edge, before anything is measured
+    # (moving it out would make every caller of load_config remember to check).
+    ("pipeline.config", "pipeline.hardware"): "config validates its hardware profile name",
+    # runs.py is storage and a stage runner at once (load_run_results computes summaries and the
+    # analysis in memory where a run lacks them); issue 14 splits storage from the stages.
+    ("pipeline.runs", "pipeline.metrics"): "runs.py also runs the summarize stage",
+    ("pipeline.runs", "pipeline.analysis"): "runs.py also runs the analyze stage",
+    # The sweep summarizes each point as it is measured, for the progress bar and to stop a model
+    # after weak doublings (the knee); both are pure functions of the records it just wrote.
+    ("pipeline.sweep", "pipeline.metrics"): "progress bar throughput, stop after the knee",
+    ("pipeline.sweep", "pipeline.analysis"): "doubling_gains: stop after the knee",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def all_modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
+    """The ``pipeline`` modules that ``name`` imports (a ``from pkg import sub`` of a submodule counts as ``pkg.sub``)."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            subs = [f"{base}.{a.name}" for a in node.names if f"{base}.{a.name}" in known]
+            found.update(subs if subs else [base])
+    return {m for m in found if m in known and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = all_modules()
+    known = set(mods)
+    return {name: imports_of(name, path, known) for name, path in mods.items()}
+
+
+def layer_of(name: str) -> int:
+    probe = name
+    while probe:
+        for i, members in enumerate(LAYERS):
+            if probe in members:
+                return i
+        probe = probe.rpartition(".")[0]
+    raise AssertionError(f"{name} has no layer: add it to LAYERS and to docs/architecture.md")
+
+
+def later_stage_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(a, b) for a, deps in graph.items() for b in deps if layer_of(b) > layer_of(a)}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_every_module_has_a_layer():
+    for name in all_modules():
+        layer_of(name)
+
+
+def test_no_module_imports_a_later_stage():
+    bad = later_stage_imports(import_graph()) - set(ALLOWED)
+    assert not bad, "imports of a later stage (see docs/architecture.md): " + ", ".join(
+        f"{a} → {b}" for a, b in sorted(bad))
+
+
+def test_allow_list_has_no_stale_entries():
+    stale = set(ALLOWED) - later_stage_imports(import_graph())
+    assert not stale, f"no longer needed, remove from ALLOWED: {sorted(stale)}"
+
+
+def test_no_import_cycles():
+    assert cycles(import_graph()) == []
+
+
+def test_the_checker_sees_a_cycle_and_a_later_stage_import():
+    graph = {"pipeline.runs": {"pipeline.metrics"}, "pipeline.metrics": {"pipeline.runs"}}
+    assert cycles(graph) == [["pipeline.metrics", "pipeline.runs"]]
+    assert later_stage_imports(graph) == {("pipeline.runs", "pipeline.metrics")}
+    assert layer_of("pipeline.engines.vllm") == layer_of("pipeline.engines") == 3
+
+
+def test_served_engines_share_a_base_not_each_other():
+    graph = import_graph()
+    assert "pipeline.engines.served" in graph["pipeline.engines.vllm"] & graph["pipeline.engines.openai"]
+    assert "pipeline.engines.openai" not in graph["pipeline.engines.vllm"]
+    assert "pipeline.engines.vllm" not in graph["pipeline.engines.openai"]
+
+
+def test_only_the_sweep_writes_the_run():
+    graph = import_graph()
+    assert not [m for m in graph if m.startswith("pipeline.engines") and "pipeline.runs" in graph[m]]
+
+
+def test_every_engine_provides_the_protocol():
+    from pipeline.engines.base import Engine
+    from pipeline.engines.openai import OpenAIEngine
+    from pipeline.engines.transformers import TransformersEngine
+    from pipeline.engines.vllm import VLLMEngine
+
+    methods = [n for n, v in vars(Engine).items() if callable(v) and not n.startswith("_")]
+    assert sorted(methods) == ["attach_run", "fits", "load", "measure", "provenance", "unload"]
+    for cls in (TransformersEngine, OpenAIEngine, VLLMEngine):
+        assert all(callable(getattr(cls, n, None)) for n in methods), cls
+
+
+def test_the_http_client_knows_no_scheduling():
+    graph = import_graph()
+    assert "pipeline.engines.scheduler" not in graph["pipeline.engines.client"]
+    assert "pipeline.engines.loadgen" not in graph["pipeline.engines.client"] | graph["pipeline.engines.scheduler"]
