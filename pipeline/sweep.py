@@ -219,4 +219,30 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     finally:
         bar.close()
     log(f"run {run_dir.name} complete")
+    verdict = failure_verdict(*failure_counts(run_dir), run_dir.name)
+    if verdict:
+        log(f"warning: {verdict}")
     return run_dir
+
+
+def failure_counts(run_dir: Path) -> tuple[int, int, int]:
+    """(points, points with failed requests, points that measured nothing) of a run's stored points."""
+    n = with_failures = empty = 0
+    for records in runs.load_points(run_dir):
+        summ = summarize_point(records)
+        n += 1
+        with_failures += bool(summ.failed)
+        empty += summ.completed == 0
+    return n, with_failures, empty
+
+
+def failure_verdict(points: int, with_failures: int, empty: int, run_id: str) -> str | None:
+    """One line on a run's failed requests, None when every measured request succeeded.
+
+    Issue 9: a run where every request failed ended "complete" with exit 0 and dashes in
+    ``show``; the sweep now says so at the end, and the CLI exits 1 when nothing was measured.
+    """
+    if not with_failures and not empty:
+        return None
+    return (f"{with_failures} of {points} point(s) had failed requests, {empty} measured nothing "
+            f"(batchmark show {run_id} lists the errors)")

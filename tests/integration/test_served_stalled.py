@@ -75,3 +75,26 @@ def test_failures_in_a_row_abort_a_point(tmp_path):
     assert rec.meta["aborted"].startswith("3 requests failed in a row")
     assert len(rec.repeats) == 1  # the second repeat was not tried
     assert summarize_point(rec).completed == 0
+
+
+def test_sweep_where_nothing_was_measured_says_so_and_exits_1(stalled, scratch_root, tmp_path):
+    """Fault kind: a run where every request failed ended "complete" with exit 0 and only dashes in ``show``."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    url, tok = stalled
+    cfg = tmp_path / "dead.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "name": "dead", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 16,
+        "concurrency": [1, 2], "repeats": 1, "warmup": False,
+        "openai": {"base_url": url, "requests_per_point": 4, "tokenizer": tok, "timeout_s": 60, "point_timeout_s": 1},
+        "models": [{"name": "m", "served_name": "m"}]}))
+    res = subprocess.run([sys.executable, "-m", "pipeline", "sweep", "--config", str(cfg), "--run-id",
+                          "20260101T000000Z-dead", "--no-progress"], capture_output=True, text=True,
+                         env={**__import__("os").environ, "BATCHMARK_ROOT": str(scratch_root)}, timeout=300)
+    assert res.returncode == 1, res.stderr[-2000:]
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("batchmark: error: run 20260101T000000Z-dead: every point failed, nothing was measured")
+    assert "warning: 1 of 1 point(s) had failed requests, 1 measured nothing" in res.stderr
