@@ -71,6 +71,37 @@ def batching_chart(workload: Any) -> dict[str, Any]:
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=f"Batching {_label(workload)}"))
 
 
+def card_roofline_chart(cards: list[ModelCard], bandwidth_gb_s: float | None, peak_tflops: float | None,
+                        hardware_name: str, batches: list[int] | None = None) -> dict[str, Any] | None:
+    """Roofline prediction from the model cards alone: output tokens/s (all users) and step time (ms) against B.
+
+    Derived (DESIGN.md, roofline): step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak);
+    predicted output throughput = B / step time; context 0 (weights only).  Needs no run, so the
+    batching and knee explainers always have a chart of the project's own data.  None without a
+    bandwidth figure.
+    """
+    if not bandwidth_gb_s:
+        return None
+    batches = batches or BATCHES
+    rows = []
+    for c in cards:
+        for b in batches:
+            step_s, bound = roofline_step_s(c, b, 0.0, bandwidth_gb_s, peak_tflops)
+            label = f"{c.name} ({c.kind}, {c.quantization})"
+            rows.append({"concurrency": b, "model": label, "tok_s": b / step_s, "panel": "output throughput (tokens/s, all users)",
+                         "bound": bound})
+            rows.append({"concurrency": b, "model": label, "tok_s": step_s * 1e3, "panel": "step time = per-token latency (ms)",
+                         "bound": bound})
+    base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x("B", values=batches), y=alt.Y("tok_s:Q", title=None, scale=alt.Scale(type="log")),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=2, labelLimit=320)),
+        tooltip=["model:N", "concurrency:Q", "bound:N", alt.Tooltip("tok_s:Q", format=".2f")])
+    chart = base.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT).facet(
+        column=alt.Column("panel:N", title=None, sort="descending"))
+    return _spec(chart.resolve_scale(y="independent").properties(
+        title=f"Roofline prediction from the model cards on {hardware_name} (context 0)"))
+
+
 def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Single-stream ceiling (bandwidth / bytes per token) per model and format, with measured single streams as dots."""
     bars, dots = [], []
@@ -412,6 +443,13 @@ def batching_examples(views: list[Any], hardware_name: str | None) -> list[dict[
     return out
 
 
+def _example_cards(cards: list[ModelCard]) -> list[ModelCard]:
+    """The cards of the model-card roofline chart: the smallest and the largest dense model and every MoE, at most four."""
+    dense = sorted((c for c in cards if c.kind == "dense"), key=lambda c: weight_bytes_per_step(c, 1))
+    picked = ([dense[0], dense[-1]] if len(dense) > 1 else dense) + [c for c in cards if c.kind == "moe"]
+    return picked[:4]
+
+
 def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any]:
     """Everything the explainer templates fill in: cards, ceilings, examples from the runs, capacity.
 
@@ -441,6 +479,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
+        "card_roofline": card_roofline_chart(_example_cards(cards), bw, peak, hardware.get("name") or "?"),
         "capacity": capacity, "worked": worked, "does_not_fit": does_not_fit,
         "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
         "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])
