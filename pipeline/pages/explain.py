@@ -265,15 +265,15 @@ def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
 
 
 def kv_sequence_chart(cards: list[ModelCard], contexts: list[int] | None = None) -> dict[str, Any]:
-    """KV-cache GiB held by one sequence against its context, per model (sliding windows bend the line)."""
+    """KV-cache GB (10⁹ bytes) held by one sequence against its context, per model (sliding windows bend the line)."""
     contexts = contexts or [1024 * 2**i for i in range(8)]
-    rows = [{"context": n, "model": c.name, "gib": kv_bytes_per_sequence(c, n) / 2**30}
+    rows = [{"context": n, "model": c.name, "gb": kv_bytes_per_sequence(c, n) / 1e9}
             for c in cards for n in contexts if not c.max_context or n <= c.max_context]
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="context (tokens)", values=contexts)),
-        y=alt.Y("gib:Q", title="KV cache of one sequence (GiB)", scale=alt.Scale(type="log")),
+        y=alt.Y("gb:Q", title="KV cache of one sequence (GB)", scale=alt.Scale(type="log")),
         color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=3)),
-        tooltip=["model:N", "context:Q", alt.Tooltip("gib:Q", format=".3f")])
+        tooltip=["model:N", "context:Q", alt.Tooltip("gb:Q", format=".3f")])
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="KV cache per sequence vs context"))
 
 

@@ -57,7 +57,8 @@ def test_changes_markdown(site):
     sig = md.split("### Significant changes", 1)[1].split("### Per model", 1)[0]
     rows = [line for line in sig.splitlines() if line.startswith("| dense-a") or line.startswith("| moe-b")]
     # Exactly the slowed point, every metric (7), all worse.
-    assert len(rows) == 7 and all("| 8 |" in r and "(worse)" in r for r in rows)
+    assert len(rows) == 8 and all("| 8 |" in r and "(worse)" in r for r in rows)
+    assert all(" pp (worse)" in r for r in rows if "| MBU |" in r or "| MFU |" in r)
 
 
 def test_runs_page_links_to_the_comparison(site):

@@ -119,8 +119,9 @@ def test_capacity_and_kv_charts():
     rows = _values(explain.capacity_chart([table]))
     assert {(r["context"], r["sequences"]) for r in rows} == {(4096, 193), (8192, 96), (32768, 24), (131072, 6)}
     kv = _values(explain.kv_sequence_chart([load_card("gpt-oss-20b")]))
-    assert next(r for r in kv if r["context"] == 8192)["gib"] == pytest.approx(
-        2048 * (12 * 8192 + 12 * 128) / 2**30)
+    # GB = 1e9 bytes, as everywhere capacity is shown (issue 13: one unit system)
+    assert next(r for r in kv if r["context"] == 8192)["gb"] == pytest.approx(
+        2048 * (12 * 8192 + 12 * 128) / 1e9)
 
 
 def test_explain_context_without_runs():
