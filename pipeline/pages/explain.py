@@ -143,6 +143,18 @@ def _prompt(w: Any) -> str:
     return f"{w.model['input_len']} in / {w.model['output_len']} out"
 
 
+def _colour_by(pairs: list[tuple[str, Any]]) -> tuple[Any, str]:
+    """What the knee charts colour by: what differs between their lines, never what all of them share.
+
+    Returns ``(fn(run id, workload) -> colour label, legend title)``: the run (its id and hardware)
+    when every workload has the same prompt / output lengths, else run and lengths.
+    """
+    prompts = {_prompt(w) for _, w in pairs}
+    if len(prompts) <= 1:
+        return (lambda run_id, w: run_id or "?"), "run (hardware)"
+    return (lambda run_id, w: f"{run_id or '?'} · {_prompt(w)}"), "run (hardware) · prompt / output tokens"
+
+
 #: Panels of the faceted charts: two a row, each wide enough for 12 px axis labels.
 PANEL_WIDTH, PANEL_HEIGHT, PANEL_COLUMNS = 380, 260, 2
 
@@ -171,12 +183,16 @@ def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
 
     ``workloads`` are workloads or ``(run id, workload)`` pairs; each line is one workload (run ×
     model × engine × prompt × output length: the ``workload`` field, encoded as ``detail``) and one
-    series, coloured by its prompt / output lengths.
+    series, coloured by what differs between the lines (:func:`_colour_by`: the run, and the
+    prompt / output lengths only when they differ).
     """
     rows = []
-    for run_id, w in _pairs(workloads):
+    pairs = _pairs(workloads)
+    colour, legend = _colour_by(pairs)
+    for run_id, w in pairs:
         roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
-        base = {"model": _panel(w), "prompt": _prompt(w), "workload": workload_key(run_id, w), "run": run_id}
+        base = {"model": _panel(w), "prompt": _prompt(w), "workload": workload_key(run_id, w), "run": run_id,
+                "colour": colour(run_id, w)}
         for p in w.points:
             if p.get("output_throughput_tok_s"):
                 rows.append({**base, "concurrency": p["concurrency"], "series": "measured", "tok_s": p["output_throughput_tok_s"]})
@@ -185,7 +201,7 @@ def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]),
         y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        color=alt.Color("colour:N", sort=None, legend=alt.Legend(title=legend, orient="bottom", columns=1)),
         detail="workload:N",
         tooltip=["workload:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
     chart = _dashed_lines(base, alt.StrokeDash(
@@ -197,14 +213,17 @@ def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
 def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
     """Decode step time (ms) against B, a panel per model, a line per workload: what each user waits per token."""
     rows = []
-    for run_id, w in _pairs(workloads):
+    pairs = _pairs(workloads)
+    colour, legend = _colour_by(pairs)
+    for run_id, w in pairs:
         for p in w.points:
             if p.get("step_time_s"):
                 rows.append({"concurrency": p["concurrency"], "model": _panel(w), "prompt": _prompt(w),
-                             "workload": workload_key(run_id, w), "run": run_id, "ms": p["step_time_s"] * 1e3})
+                             "workload": workload_key(run_id, w), "run": run_id, "colour": colour(run_id, w),
+                             "ms": p["step_time_s"] * 1e3})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="step time = per-token latency (ms)"),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        color=alt.Color("colour:N", sort=None, legend=alt.Legend(title=legend, orient="bottom", columns=1)),
         detail="workload:N",
         tooltip=["workload:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")])
     return _faceted(chart, "The latency cost: step time per token vs batch")

@@ -97,7 +97,7 @@ def test_reference_numbers(reference_file, tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", [f"explain/{n}" for n in EXPLAINERS])
 def test_explainer_charts_render_offline(built_site, name):
     root, _ = built_site
-    res = open_page(root / "site" / name / "index.html")
+    res = open_page(root / "site" / f"{name}.html")
     assert res["errors"] == []
     # Regression (fault kind: charts only from outside data): a clone with no ../shared/ beside it drew 0 charts
     # on the batching and knee explainers.
