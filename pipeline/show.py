@@ -10,6 +10,7 @@ limits), and every model ``excluded_concurrency``, ``flagged_concurrency`` and `
 Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
 model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
 else null; computed from the figures when an older analysis.json lacks it), and the table says so.
+The document also carries the run's ``quality`` verdict (:func:`pipeline.quality.run_quality`).
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["excluded_reason"] = a.get("excluded_reason")
         row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
         points.append(row)
-    return {
+    from pipeline.quality import run_quality
+
+    doc = {
         "run_id": meta.get("run_id"),
         "source": meta.get("source", "measured"),
         "hardware": {k: analysis.get("hardware", {}).get(k) for k in HARDWARE_FIELDS},
@@ -71,6 +74,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                         == (m["model"], m["engine"], m["input_len"], m["output_len"])])}
                    for m in analysis.get("models", [])],
     }
+    doc["quality"] = run_quality(meta, summaries, doc["models"])
+    return doc
 
 
 def show_run(ref: str | Path) -> dict[str, Any]:
@@ -92,6 +97,9 @@ def show_run(ref: str | Path) -> dict[str, Any]:
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
+    quality = doc.get("quality")
+    if quality and quality["verdict"] == "flagged":
+        lines[1:1] = ["FLAGGED RUN: " + "; ".join(quality["reasons"])]
     if doc.get("partial"):
         lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
                       "(resume it with `batchmark sweep --resume`)"]

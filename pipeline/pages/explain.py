@@ -370,18 +370,26 @@ def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, 
     return hi
 
 
-def pick(workloads: list[Any], kind: str) -> Any | None:
+def pick(workloads: list[Any], kind: str, flagged: set[int] = frozenset()) -> Any | None:
     """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example).
 
-    Among equals a served vLLM workload (continuous batching, as a Spark serves) comes before
-    static batches, and a newer run before an older one (workloads are listed oldest run first).
+    A workload of a clean run always comes before one of a flagged run (``flagged``: the ``id()``
+    of every workload whose run's quality verdict is flagged, :mod:`pipeline.quality`), so a run
+    measured under interference is an example only when no clean one exists.  Then: among equals a
+    served vLLM workload (continuous batching, as a Spark serves) comes before static batches, and a
+    newer run before an older one (workloads are listed oldest run first).
     """
     mine = [w for w in workloads if w.model.get("kind") == kind and len(w.points) >= 2]
     if not mine:
         return None
     order = {id(w): i for i, w in enumerate(workloads)}
-    return sorted(mine, key=lambda w: (-len(w.points), w.model["input_len"], w.model.get("engine") != "vllm",
-                                       -order[id(w)], w.model["model"]))[0]
+    return sorted(mine, key=lambda w: (id(w) in flagged, -len(w.points), w.model["input_len"],
+                                       w.model.get("engine") != "vllm", -order[id(w)], w.model["model"]))[0]
+
+
+def _flagged_workloads(views: list[Any]) -> set[int]:
+    """``id()`` of every workload of a run whose quality verdict is flagged (views without one count as clean)."""
+    return {id(w) for v in views if getattr(v, "flagged", False) for w in v.workloads}
 
 
 def point_at(w: Any, c: int) -> dict[str, Any] | None:
@@ -451,13 +459,15 @@ def batching_examples(views: list[Any], hardware_name: str | None) -> list[dict[
         for w in v.workloads:
             by_hw.setdefault(v.hardware.get("name") or "unknown hardware", []).append((v, w))
     out = []
+    flagged = _flagged_workloads(views)
     for name in sorted(by_hw, key=lambda n: (n != hardware_name, n)):
-        w = pick([w for _, w in by_hw[name]], "dense")
+        w = pick([w for _, w in by_hw[name]], "dense", flagged)
         if w is None or not any(p.get("step_time_s") for p in w.points):
             continue
         v = next(v for v, x in by_hw[name] if x is w)
         pts = [p for p in w.points if p.get("step_time_s")]
         out.append({"run_id": v.run_id, "hardware": hardware_figures(v.hardware), "w": w,
+                    "quality": getattr(v, "quality", None), "clean_exists": any(id(x) not in flagged for _, x in by_hw[name]),
                     "p1": point_at(w, 1) or pts[0], "pl": pts[-1], "check": bandwidth_check(w)})
     return out
 
@@ -480,7 +490,8 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
     workloads = [w for v in views for w in v.workloads]
     bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")
-    dense, moe = pick(workloads, "dense"), pick(workloads, "moe")
+    flagged = _flagged_workloads(views)
+    dense, moe = pick(workloads, "dense", flagged), pick(workloads, "moe", flagged)
     last = lambda w: max(p["concurrency"] for p in w.points) if w else None  # noqa: E731
     moe_cards = [c for c in cards if c.kind == "moe"]
     capacity = [capacity_table(c, hardware) for c in cards]

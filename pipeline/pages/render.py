@@ -217,6 +217,30 @@ class RunView:
         """The analysis' hardware block."""
         return self.analysis.get("hardware", {})
 
+    @property
+    def quality(self) -> dict[str, Any]:
+        """The run's quality verdict (:func:`pipeline.quality.run_quality`): probe warning, disagreeing repeats,
+        implausible numbers; computed from the run's own files."""
+        if "_quality" not in self.__dict__:
+            from pipeline.quality import run_quality
+
+            self.__dict__["_quality"] = run_quality(
+                self.meta, [p for w in self.workloads for p in w.points],
+                [{**w.model, "implausible": w.implausible} for w in self.workloads])
+        return self.__dict__["_quality"]
+
+    @property
+    def flagged(self) -> bool:
+        """True when the run's quality verdict is ``flagged`` (sorts after clean runs: False < True)."""
+        return self.quality["verdict"] == "flagged"
+
+    @property
+    def quality_text(self) -> str:
+        """The verdict in one line for tables (:func:`pipeline.quality.verdict_text`)."""
+        from pipeline.quality import verdict_text
+
+        return verdict_text(self.quality)
+
 
 def load_run_view(run_dir: Path) -> RunView:
     """Read a complete run's summaries and analysis into a :class:`RunView` (computed in memory where absent: reading never writes)."""

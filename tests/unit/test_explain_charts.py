@@ -133,7 +133,8 @@ def test_explain_context_without_runs():
 
 
 def _run(run_id, hardware, workloads):
-    return SimpleNamespace(run_id=run_id, meta={}, hardware=hardware, workloads=workloads)
+    return SimpleNamespace(run_id=run_id, meta={}, hardware=hardware, workloads=workloads, flagged=False,
+                           quality={"verdict": "clean", "reasons": []})
 
 
 def _with_roofline(w, bounds):
