@@ -15,6 +15,11 @@ whose token count set evidence aside, is *flagged* (``flags``); a point whose fa
 (failed / measured requests) is above ``max_failure_rate`` (config, default 0.05), or that
 completed nothing, is *excluded*: it stays in the tables, marked, but is left out of the knee,
 the peak, the single-stream figure and the scaling efficiency, and ``excluded_reason`` says so.
+Impossible numbers: no decode step can read its bytes faster than the memory delivers them, so
+an MBU above 1 (or, the same at c = 1, a single stream above its bandwidth ceiling) means the
+model card or its weight format (quantisation) does not match what was served.  Such a point
+and its workload carry ``implausible`` (the reason, else None); pages and ``show`` say so
+instead of printing the MBU or ceiling as a result (:func:`implausible_point`, :func:`implausible_model`).
 Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
 Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
 run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are reported beside).
@@ -74,6 +79,14 @@ def post_knee(points: list[tuple[int, float]], knee: int | None) -> str:
 
 
 KV_FULL_FRACTION = 0.95
+REGIME_TEXT = {"batching": "batching", "queueing": "queueing (more in flight than the server batches)",
+               "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown"}
+POST_KNEE_TEXT = {"plateau": "plateaus", "decline": "declines", "not_reached": "knee not reached"}
+
+
+def post_knee_words(value: str | None) -> str:
+    """The post-knee behaviour in words (``"not_reached"`` → ``"knee not reached"``), never the raw enum."""
+    return "-" if value is None else POST_KNEE_TEXT.get(value, str(value).replace("_", " "))
 
 
 def point_regime(concurrency: int, server: dict[str, Any] | None, limits: dict[str, Any] | None,
@@ -201,6 +214,36 @@ def point_quality(s: PointSummary, max_failure_rate: float = MAX_FAILURE_RATE) -
     return {"failure_rate": rate, "flags": sorted(flags), "excluded": reason is not None, "excluded_reason": reason}
 
 
+#: What an impossible MBU says about its inputs (shown wherever the flag is).
+IMPLAUSIBLE_CAUSE = "the model card or its weight format (quantisation) does not match what was served"
+
+
+def implausible_point(point: dict[str, Any]) -> str | None:
+    """Why an analysed point's numbers cannot be right (MBU above 1), or None.
+
+    Derived: MBU = bytes per step / step time / bandwidth; a step that reads its bytes faster than
+    the memory's bandwidth would need MBU > 1, which no hardware does.
+    """
+    mbu = point.get("mbu")
+    if mbu is not None and mbu > 1:
+        return f"MBU {mbu:.2f} at c = {point['concurrency']} is above 1: {IMPLAUSIBLE_CAUSE}"
+    return None
+
+
+def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) -> str | None:
+    """Why a workload's numbers cannot be right, or None: a single stream above its bandwidth ceiling,
+    or any of its analysed ``points`` with an MBU above 1 (:func:`implausible_point`)."""
+    reasons = []
+    single, ceiling = model.get("single_stream_tok_s"), model.get("ceiling_tok_s")
+    if single is not None and ceiling and single > ceiling:
+        reasons.append(f"single stream {single:.1f} tok/s is above its bandwidth ceiling {ceiling:.1f} tok/s")
+    bad = sorted(p["concurrency"] for p in points if implausible_point(p))
+    if bad:
+        top = max((p["mbu"] for p in points if implausible_point(p)))
+        reasons.append(f"MBU above 1 at c = {', '.join(map(str, bad))} (up to {top:.2f})")
+    return f"{'; '.join(reasons)}: {IMPLAUSIBLE_CAUSE}" if reasons else None
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
@@ -255,6 +298,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             if bw:
                 step, bound = roofline_step_s(card, s.concurrency, ctx, bw, peak)
                 row.update(roofline_tok_s=s.concurrency / step, roofline_bound=bound)
+        row["implausible"] = implausible_point(row)
         points_out.append(row)
 
     models_out = []
@@ -300,4 +344,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "excluded_concurrency": excluded,
             "flagged_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["flags"]],
         })
+        mine_rows = [row for row in points_out
+                     if (row["model"], row["engine"], row["input_len"], row["output_len"]) == (model, engine, inp, out)]
+        models_out[-1]["implausible"] = implausible_model(models_out[-1], mine_rows)
     return {"hardware": hw, "points": points_out, "models": models_out}

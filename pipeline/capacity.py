@@ -6,6 +6,11 @@ Usable memory is the hardware profile's ``memory_gb`` ("memory usable for weight
 cache", GB = 1e9 bytes); the reserve is its ``runtime_reserve_gb`` (activations, CUDA
 graphs, the OS on a unified-memory machine).  KV bytes of one sequence count sliding-window
 layers by their window (:func:`pipeline.modelcards.kv_bytes_per_sequence`).
+
+Units: one system everywhere, decimal: GB = 10⁹ bytes (as memory and bandwidth spec sheets
+state them), kB = 10³ bytes; the JSON gives sizes in bytes and says so in ``units``.  A profile
+without ``memory_gb`` (the generic ``cpu`` one) is sized by the caller with this machine's memory
+(:func:`machine_memory`), and ``hardware.memory_source`` says so.
 """
 
 from __future__ import annotations
@@ -18,6 +23,19 @@ from pipeline.modelcards import ModelCard, kv_bytes_per_sequence, list_card_file
 
 #: Context lengths of the capacity table (tokens): 4k, 8k, 32k, 128k.
 DEFAULT_CONTEXTS = (4096, 8192, 32768, 131072)
+
+#: The unit statement of every capacity output (CLI, JSON, pages).
+UNITS = "GB = 10^9 bytes, kB = 10^3 bytes; *_bytes fields in bytes"
+
+
+def machine_memory() -> dict[str, Any]:
+    """This machine's total memory (psutil) as a profile's ``memory_gb``, with where it came from."""
+    import psutil
+
+    total = psutil.virtual_memory().total
+    return {"memory_gb": total / 1e9,
+            "memory_source": f"this machine's total memory ({total / 1e9:.1f} GB, psutil); the profile states none"}
+
 
 #: Formats of the "which models fit" table besides each model's native one.
 FIT_QUANTS = ("fp8", "nvfp4")
@@ -74,7 +92,10 @@ def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[in
         raise BatchmarkError(f"hardware {hardware.get('name')!r}: profile has no memory_gb; capacity needs it")
     reserve = float(hardware.get("runtime_reserve_gb") or 0.0)
     return {
-        "hardware": {"name": hardware.get("name"), "memory_gb": memory_gb, "runtime_reserve_gb": reserve},
+        "units": UNITS,
+        "hardware": {"name": hardware.get("name"), "memory_gb": memory_gb, "runtime_reserve_gb": reserve,
+                     "usable_gb": float(memory_gb) - reserve,
+                     "memory_source": hardware.get("memory_source") or "profile memory_gb"},
         "usable_bytes": (float(memory_gb) - reserve) * 1e9,
         "weights_fit": card.weight_bytes < (float(memory_gb) - reserve) * 1e9,
         "model": card.name, "kind": card.kind, "quantization": card.quantization or card.dtype,
@@ -134,16 +155,20 @@ def format_capacity(table: dict[str, Any]) -> str:
     """
     hw = table["hardware"]
     lines = [f"{table['model']} ({table['kind']}, {table['quantization']}) on {hw['name']}: "
-             f"{hw['memory_gb']:g} GB usable, {hw['runtime_reserve_gb']:g} GB reserve, "
-             f"weights {table['weight_bytes'] / 1e9:.2f} GB, KV {table['kv_bytes_per_token'] / 1024:.0f} KiB/token"
+             f"memory {hw['memory_gb']:.1f} GB − reserve {hw['runtime_reserve_gb']:.1f} GB = "
+             f"{table['usable_bytes'] / 1e9:.1f} GB usable, "
+             f"weights {table['weight_bytes'] / 1e9:.2f} GB, KV {table['kv_bytes_per_token'] / 1e3:.1f} kB/token"
              + (f" ({table['sliding_layers']} layers slide over {table['sliding_window']} tokens)" if table["sliding_window"] else "")]
+    if hw.get("memory_source") and hw["memory_source"] != "profile memory_gb":
+        lines.append(f"memory: {hw['memory_source']}")
+    lines.append("units: GB = 10^9 bytes, kB = 10^3 bytes")
     if does_not_fit(table):
         lines.append(does_not_fit(table))
-    lines.append(f"{'context':>8} {'KV/seq GiB':>10} {'sequences':>9} {'left GB':>8}")
+    lines.append(f"{'context':>8} {'KV/seq GB':>10} {'sequences':>9} {'left GB':>8}")
     for r in table["contexts"]:
         beyond = r["within_max_context"] is False
         note = f"  (beyond the model's max context {table['max_context']})" if beyond else ""
         seqs = "–" if beyond else str(r["max_sequences"])
         left = "–" if beyond or r["memory_left_bytes"] is None else f"{r['memory_left_bytes'] / 1e9:.2f}"
-        lines.append(f"{r['context']:>8} {r['kv_bytes_per_sequence'] / 2**30:>10.2f} {seqs:>9} {left:>8}{note}")
+        lines.append(f"{r['context']:>8} {r['kv_bytes_per_sequence'] / 1e9:>10.2f} {seqs:>9} {left:>8}{note}")
     return "\n".join(lines)

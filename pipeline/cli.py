@@ -158,6 +158,10 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.modelcards import resolve_card
 
     hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
+    if not hw.get("memory_gb"):  # the generic cpu profile: size it by this machine, and say so
+        from pipeline.capacity import machine_memory
+
+        hw.update(machine_memory())
     card = resolve_card(args.model, quant=args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))

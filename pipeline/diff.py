@@ -2,7 +2,8 @@
 
 Points are matched by (model, engine, input length, output length, concurrency).  For each
 matched point and each metric below, the diff reports A's and B's value, the relative change
-(B − A) / A, and a two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) of A's samples
+(B − A) / A (for shares, MBU and MFU, the change B − A in percentage points instead: a relative
+change of a percentage reads as a percentage and misleads), and a two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) of A's samples
 against B's at level α; a change whose p exceeds α is shown as ``~`` (as benchstat and asv do).
 
 Metrics and the samples each one is tested on (``PointSummary.samples``):
@@ -16,9 +17,9 @@ TTFT p50, TTFT p99     percentile over requests    per request (served engines);
 TPOT p50, TPOT p99                                 medians for static batches, whose requests
                                                    share one prefill and one decode loop, so a
                                                    repeat is one independent sample, not B
-MBU                    from analysis.json          MBU × step time / step time of each sample
-                                                   (derived: MBU ∝ 1 / step time at fixed bytes
-                                                   and bandwidth); step samples are per repeat
+MBU, MFU               from analysis.json          share × step time / step time of each sample
+                                                   (derived: MBU, MFU ∝ 1 / step time at fixed
+                                                   bytes, FLOPs, bandwidth and peak); step samples are per repeat
                                                    (static batch) or per-request TPOT (served)
 =====================  ==========================  ==========================================
 
@@ -40,9 +41,10 @@ output format puts first.
 The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", "run_a",
 "run_b" ({"run_id", "source", "hardware"}), "alpha", "provenance": [{"field", "label", "a",
 "b", "differs"}], "changes": [{"model", "engine", "input_len", "output_len", "concurrency",
-"metric", "label", "unit", "higher_is_better", "a", "b", "change" (fraction), "p_value", "n_a",
-"n_b", "min_p", "sample_unit", "significant", "verdict" ("better" | "worse" | "~" | "n/a"),
-"note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
+"metric", "label", "unit", "higher_is_better", "a", "b", "change" (fraction: relative, or for
+unit "fraction" the difference B − A, i.e. percentage points / 100), "change_kind" ("relative" |
+"points"), "p_value", "n_a", "n_b", "min_p", "sample_unit", "significant", "verdict" ("better" |
+"worse" | "~" | "n/a"), "note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
 "output_len", "concurrency"}], "test", "notes"}``.
 """
@@ -87,7 +89,10 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("tpot_p50_s", "TPOT p50", "s", False),
     MetricSpec("tpot_p99_s", "TPOT p99", "s", False),
     MetricSpec("mbu", "MBU", "fraction", True),
+    MetricSpec("mfu", "MFU", "fraction", True),
 )
+#: Metrics that are shares of a peak (unit "fraction"): their change is B − A in percentage points.
+SHARE_METRICS = ("mbu", "mfu")
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 MODEL_FIELDS = (("ceiling_tok_s", "ceiling (tok/s)"), ("knee_concurrency", "knee (concurrency)"),
                 ("post_knee", "post-knee"), ("peak_output_throughput_tok_s", "peak output throughput (tok/s)"))
@@ -180,8 +185,8 @@ def metric_value(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, An
     """The value of one metric at one point (tokens/s, seconds or MBU fraction); None if unknown."""
     if spec.key in ("output_throughput_tok_s", "per_user_tok_s"):
         return getattr(s, spec.key)
-    if spec.key == "mbu":
-        return (analysis_point or {}).get("mbu")
+    if spec.key in SHARE_METRICS:
+        return (analysis_point or {}).get(spec.key)
     name, pct = spec.key.rsplit("_", 2)[0], spec.key.split("_")[1]
     block = getattr(s, f"{name}_s")
     return block.get(pct) if block else None
@@ -191,8 +196,8 @@ def metric_samples(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, 
     """Samples to test one metric on, and their unit (``"repeat"`` or ``"request"``); see the module docstring."""
     if spec.key in ("output_throughput_tok_s", "per_user_tok_s"):
         return list(s.samples.get(spec.key) or []), "repeat"
-    if spec.key == "mbu":
-        mbu = (analysis_point or {}).get("mbu")
+    if spec.key in SHARE_METRICS:
+        mbu = (analysis_point or {}).get(spec.key)
         if mbu is None or not s.step_time_s:
             return [], "repeat"
         steps, unit = (s.samples.get("step_time_s"), "repeat") if _static(s) else (s.samples.get("tpot_s"), "request")
@@ -226,6 +231,7 @@ class MetricChange:
     significant: bool
     verdict: str
     note: str | None
+    change_kind: str = "relative"
 
 
 @dataclass
@@ -440,7 +446,8 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
             note = res.note
             if unit_a != unit_b:
                 note = ((note + "; ") if note else "") + f"A tested per {unit_a}, B per {unit_b}"
-            rel = relative_change(va, vb)
+            points = spec.unit == "fraction"
+            rel = (vb - va if va is not None and vb is not None else None) if points else relative_change(va, vb)
             if va is None and vb is None:
                 verdict = "n/a"
             elif not res.significant or rel is None or rel == 0:
@@ -452,7 +459,7 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
                                         p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, min_p=res.min_p,
                                         sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
                                         significant=res.significant and verdict in ("better", "worse"),
-                                        verdict=verdict, note=note))
+                                        verdict=verdict, note=note, change_kind="points" if points else "relative"))
     ma, mb = _analysis_models(a.analysis), _analysis_models(b.analysis)
     models: list[ModelChange] = []
     for w in sorted(set(ma) & set(mb)):
@@ -529,9 +536,24 @@ def format_value(v: Any, unit: str) -> str:
     return f"{v:.4g}"
 
 
-def format_change(c: float | None) -> str:
-    """A relative change as a signed percentage (``+0.5%``, ``-20.0%``); ``-`` when unknown."""
-    return "-" if c is None else f"{c * 100:+.1f}%"
+def format_change(c: float | None, unit: str | None = None) -> str:
+    """A change: relative as a signed percentage (``+0.5%``, ``-20.0%``); of a share (``unit`` ``"fraction"``:
+    MBU, MFU, the change B − A) in percentage points (``-16.9 pp``); ``-`` when unknown."""
+    if c is None:
+        return "-"
+    return f"{c * 100:+.1f} pp" if unit == "fraction" else f"{c * 100:+.1f}%"
+
+
+def figure_words(fld: str, v: Any) -> str:
+    """A per-model figure of the diff in words: the knee as ``c = 32`` or ``not reached``, the post-knee
+    behaviour as ``plateaus`` / ``declines`` / ``knee not reached`` (never the raw enum), tok/s to 4 digits."""
+    from pipeline.analysis import post_knee_words
+
+    if fld == "knee_concurrency":
+        return "not reached" if v is None else f"c = {v}"
+    if fld == "post_knee":
+        return post_knee_words(v)
+    return format_value(v, "tok/s")
 
 
 def _sig(c: MetricChange, marks: dict[str, int]) -> str:
@@ -586,11 +608,13 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
     out = [f"**{d.headline}**" if md else d.headline, ""]
     out.append(f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']}), "
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']}); "
-               f"change = (B − A) / A; {d.test} at α = {d.alpha:g}, `~` = not significant"
+               f"change = (B − A) / A, for MBU and MFU B − A in percentage points (pp); {d.test} at α = {d.alpha:g}, "
+               "`~` = not significant"
                if md else
                f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']})\n"
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']})\n"
-               f"change = (B - A) / A; {d.test} at alpha = {d.alpha:g}; ~ = not significant")
+               f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}; "
+               "~ = not significant")
     out += ["", h("Provenance")] + ([""] if md else [])
     out += table(["field", "A", "B", ""], [list(r) for r in _provenance_rows(d)])
     marks: dict[str, int] = {}
@@ -599,11 +623,12 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         if not rows:
             continue
         better = "higher" if spec.higher_is_better else "lower"
-        unit = {"s": "ms", "fraction": "% of each run's own bandwidth, spec else probed"}.get(spec.unit, spec.unit)
+        unit = {"s": "ms", "fraction": f"% of each run's own {'bandwidth' if spec.key == 'mbu' else 'peak FLOP/s'}, "
+                "probed else spec; change in percentage points"}.get(spec.unit, spec.unit)
         out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}", str(c.concurrency),
-                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change), _sig(c, marks)]
+                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit), _sig(c, marks)]
                       for c in rows])
     if marks:
         out += ["", h("Notes")] + ([""] if md else [])
@@ -612,8 +637,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += ["", h("Per model (from the analysis; no test: one value per run)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "figure", "A", "B", "change"],
                      [[m.model, m.engine, f"{m.input_len}/{m.output_len}", m.label,
-                       format_value(m.a, "tok/s") if m.a is not None else ("not reached" if m.field == "knee_concurrency" else "-"),
-                       format_value(m.b, "tok/s") if m.b is not None else ("not reached" if m.field == "knee_concurrency" else "-"),
+                       figure_words(m.field, m.a), figure_words(m.field, m.b),
                        format_change(m.change) if m.change is not None else ("changed" if m.changed else "same")]
                       for m in d.models])
     for name, pts in (("Only in A", d.only_in_a), ("Only in B", d.only_in_b)):

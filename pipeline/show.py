@@ -7,6 +7,11 @@ token counts that set evidence aside), ``token_count_sources``, ``excluded`` and
 ``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
 and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
 limits), and every model ``excluded_concurrency``, ``flagged_concurrency`` and ``post_knee_cause``.
+Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
+model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
+else null; computed from the figures when an older analysis.json lacks it), and the table says so.
+Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`); the
+top level is exactly the contract.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import runs
+from pipeline.analysis import REGIME_TEXT, implausible_model, implausible_point, post_knee_words
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
@@ -22,10 +28,9 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "flagged_concurrency",
-                "post_knee_cause", "server_limits")
-REGIME_TEXT = {"batching": "batching", "queueing": "queueing (more in flight than the server batches)",
-               "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown"}
-POST_KNEE_TEXT = {"plateau": "plateaus", "decline": "declines", "not_reached": "knee not reached"}
+                "post_knee_cause", "server_limits", "implausible")
+
+
 HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
 
 
@@ -47,15 +52,27 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["token_count_sources"] = dict(s.get("token_count_sources") or {})
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
+        row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
         points.append(row)
-    return {
+    from pipeline.quality import run_quality
+
+    doc = {
         "run_id": meta.get("run_id"),
         "source": meta.get("source", "measured"),
         "hardware": {k: analysis.get("hardware", {}).get(k) for k in HARDWARE_FIELDS},
         "points": points,
-        "models": [{k: m.get(k, [] if k.endswith("_concurrency") and k != "knee_concurrency" else None)
-                    for k in MODEL_FIELDS} for m in analysis.get("models", [])],
+        "models": [{**{k: m.get(k, [] if k.endswith("_concurrency") and k != "knee_concurrency" else None)
+                       for k in MODEL_FIELDS},
+                    "implausible": m.get("implausible") or implausible_model(m, [
+                        a for a in analysis.get("points", [])
+                        if (a["model"], a["engine"], a["input_len"], a["output_len"])
+                        == (m["model"], m["engine"], m["input_len"], m["output_len"])])}
+                   for m in analysis.get("models", [])],
     }
+    quality = run_quality(meta, summaries, doc["models"])
+    for m in doc["models"]:  # the top level stays exactly the contract of DESIGN.md; the run's verdict rides on each model
+        m["run_quality"] = quality
+    return doc
 
 
 def show_run(ref: str | Path) -> dict[str, Any]:
@@ -77,6 +94,9 @@ def show_run(ref: str | Path) -> dict[str, Any]:
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
+    quality = doc.get("quality") or next((m.get("run_quality") for m in doc.get("models", [])), None)
+    if quality and quality["verdict"] == "flagged":
+        lines[1:1] = ["FLAGGED RUN: " + "; ".join(quality["reasons"])]
     if doc.get("partial"):
         lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
                       "(resume it with `batchmark sweep --resume`)"]
@@ -87,7 +107,8 @@ def format_table(doc: dict[str, Any]) -> str:
             return spec.format(v * scale) if v is not None else "-"
         lines.append(f"{p['model']:<24} {p['concurrency']:>5} {fmt(p['output_throughput_tok_s']):>10} "
                      f"{fmt(p['per_user_tok_s']):>10} {fmt((p['ttft_s'] or {}).get('p50'), 1e3):>11} "
-                     f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} {fmt(p['mbu'], 1, '{:.2f}'):>6} "
+                     f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} "
+                     f"{(fmt(p['mbu'], 1, '{:.2f}') + ('!' if p.get('implausible') else '')):>6} "
                      f"{fmt((p.get('server') or {}).get('kv_cache_usage_max'), 100):>5}  "
                      f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";"))
     lines.append("")
@@ -96,18 +117,25 @@ def format_table(doc: dict[str, Any]) -> str:
         past = ""
         if m["knee_concurrency"]:
             cause = m.get("post_knee_cause")
-            past = (f", past it the curve {POST_KNEE_TEXT.get(m['post_knee'], m['post_knee'])}"
+            past = (f", past it the curve {post_knee_words(m['post_knee'])}"
                     + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
                      f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s"
                      + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
-                        if m.get("excluded_concurrency") else ""))
+                        if m.get("excluded_concurrency") else "")
+                     + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
+    if any(p.get("implausible") for p in doc["points"]):
+        lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
     return "\n".join(lines)
 
 
 def point_note(p: dict[str, Any]) -> str:
     """One short note on a flagged point for tables (``""`` when unflagged), e.g. ``EXCLUDED: 2 of 8 failed (25 %); flags: …``."""
+    if p.get("implausible"):
+        head = f"IMPLAUSIBLE: {p['implausible']}"
+        rest = point_note({**p, "implausible": None})
+        return head + (f"; {rest}" if rest else "")
     if not p.get("flags"):
         return ""
     done, failed = p.get("completed") or 0, p.get("failed") or 0

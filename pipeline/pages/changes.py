@@ -18,7 +18,7 @@ from typing import Any
 import altair as alt
 
 from pipeline import runs
-from pipeline.diff import (METRIC_BY_KEY, RunDiff, diff_runs, format_change, format_value, previous_runs,
+from pipeline.diff import (METRIC_BY_KEY, RunDiff, diff_runs, figure_words, format_change, format_value, previous_runs,
                            provenance_of)
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH
@@ -113,7 +113,7 @@ def comparison_view(d: RunDiff) -> ComparisonView:
             view.provenance.append({"label": it.label, "a": _cell(it.a), "b": _cell(it.b)})
     for c in d.changes:
         row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": str(c.concurrency), "metric": c.label,
-               "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change),
+               "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change, c.unit),
                "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "n": f"{c.n_a} + {c.n_b}",
                "verdict": c.verdict if c.verdict in ("better", "worse") else "~",
                "note": _cell(c.note) if c.note else ""}
@@ -121,9 +121,9 @@ def comparison_view(d: RunDiff) -> ComparisonView:
         if c.significant:
             view.significant.append(row)
     for m in d.models:
-        knee = m.field == "knee_concurrency"
-        show = (lambda v: "not reached" if v is None else f"c = {v}") if knee else (
-            lambda v: "–" if v is None else (format_value(v, "tok/s") if isinstance(v, (int, float)) else str(v).replace("_", " ")))
+        def show(v: Any, fld: str = m.field) -> str:
+            return "–" if v is None and fld != "knee_concurrency" else figure_words(fld, v)
+
         view.models.append({"model": m.model, "io": f"{m.input_len} / {m.output_len}", "label": m.label,
                             "a": show(m.a), "b": show(m.b),
                             "change": format_change(m.change) if m.change is not None else ("changed" if m.changed else "same")})

@@ -71,6 +71,37 @@ def batching_chart(workload: Any) -> dict[str, Any]:
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=f"Batching {_label(workload)}"))
 
 
+def card_roofline_chart(cards: list[ModelCard], bandwidth_gb_s: float | None, peak_tflops: float | None,
+                        hardware_name: str, batches: list[int] | None = None) -> dict[str, Any] | None:
+    """Roofline prediction from the model cards alone: output tokens/s (all users) and step time (ms) against B.
+
+    Derived (DESIGN.md, roofline): step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak);
+    predicted output throughput = B / step time; context 0 (weights only).  Needs no run, so the
+    batching and knee explainers always have a chart of the project's own data.  None without a
+    bandwidth figure.
+    """
+    if not bandwidth_gb_s:
+        return None
+    batches = batches or BATCHES
+    rows = []
+    for c in cards:
+        for b in batches:
+            step_s, bound = roofline_step_s(c, b, 0.0, bandwidth_gb_s, peak_tflops)
+            label = f"{c.name} ({c.kind}, {c.quantization})"
+            rows.append({"concurrency": b, "model": label, "tok_s": b / step_s, "panel": "output throughput (tokens/s, all users)",
+                         "bound": bound})
+            rows.append({"concurrency": b, "model": label, "tok_s": step_s * 1e3, "panel": "step time = per-token latency (ms)",
+                         "bound": bound})
+    base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x("B", values=batches), y=alt.Y("tok_s:Q", title=None, scale=alt.Scale(type="log")),
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=2, labelLimit=320)),
+        tooltip=["model:N", "concurrency:Q", "bound:N", alt.Tooltip("tok_s:Q", format=".2f")])
+    chart = base.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT).facet(
+        column=alt.Column("panel:N", title=None, sort="descending"))
+    return _spec(chart.resolve_scale(y="independent").properties(
+        title=f"Roofline prediction from the model cards on {hardware_name} (context 0)"))
+
+
 def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Single-stream ceiling (bandwidth / bytes per token) per model and format, with measured single streams as dots."""
     bars, dots = [], []
@@ -112,6 +143,18 @@ def _prompt(w: Any) -> str:
     return f"{w.model['input_len']} in / {w.model['output_len']} out"
 
 
+def _colour_by(pairs: list[tuple[str, Any]]) -> tuple[Any, str]:
+    """What the knee charts colour by: what differs between their lines, never what all of them share.
+
+    Returns ``(fn(run id, workload) -> colour label, legend title)``: the run (its id and hardware)
+    when every workload has the same prompt / output lengths, else run and lengths.
+    """
+    prompts = {_prompt(w) for _, w in pairs}
+    if len(prompts) <= 1:
+        return (lambda run_id, w: run_id or "?"), "run (hardware)"
+    return (lambda run_id, w: f"{run_id or '?'} · {_prompt(w)}"), "run (hardware) · prompt / output tokens"
+
+
 #: Panels of the faceted charts: two a row, each wide enough for 12 px axis labels.
 PANEL_WIDTH, PANEL_HEIGHT, PANEL_COLUMNS = 380, 260, 2
 
@@ -140,12 +183,16 @@ def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
 
     ``workloads`` are workloads or ``(run id, workload)`` pairs; each line is one workload (run ×
     model × engine × prompt × output length: the ``workload`` field, encoded as ``detail``) and one
-    series, coloured by its prompt / output lengths.
+    series, coloured by what differs between the lines (:func:`_colour_by`: the run, and the
+    prompt / output lengths only when they differ).
     """
     rows = []
-    for run_id, w in _pairs(workloads):
+    pairs = _pairs(workloads)
+    colour, legend = _colour_by(pairs)
+    for run_id, w in pairs:
         roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
-        base = {"model": _panel(w), "prompt": _prompt(w), "workload": workload_key(run_id, w), "run": run_id}
+        base = {"model": _panel(w), "prompt": _prompt(w), "workload": workload_key(run_id, w), "run": run_id,
+                "colour": colour(run_id, w)}
         for p in w.points:
             if p.get("output_throughput_tok_s"):
                 rows.append({**base, "concurrency": p["concurrency"], "series": "measured", "tok_s": p["output_throughput_tok_s"]})
@@ -154,7 +201,7 @@ def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]),
         y=alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log")),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        color=alt.Color("colour:N", sort=None, legend=alt.Legend(title=legend, orient="bottom", columns=1)),
         detail="workload:N",
         tooltip=["workload:N", "series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
     chart = _dashed_lines(base, alt.StrokeDash(
@@ -166,14 +213,17 @@ def roofline_overlay_chart(workloads: list[Any]) -> dict[str, Any]:
 def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
     """Decode step time (ms) against B, a panel per model, a line per workload: what each user waits per token."""
     rows = []
-    for run_id, w in _pairs(workloads):
+    pairs = _pairs(workloads)
+    colour, legend = _colour_by(pairs)
+    for run_id, w in pairs:
         for p in w.points:
             if p.get("step_time_s"):
                 rows.append({"concurrency": p["concurrency"], "model": _panel(w), "prompt": _prompt(w),
-                             "workload": workload_key(run_id, w), "run": run_id, "ms": p["step_time_s"] * 1e3})
+                             "workload": workload_key(run_id, w), "run": run_id, "colour": colour(run_id, w),
+                             "ms": p["step_time_s"] * 1e3})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=_x("B", values=[1, 2, 4, 8, 16, 32, 64]), y=alt.Y("ms:Q", title="step time = per-token latency (ms)"),
-        color=alt.Color("prompt:N", sort=None, legend=alt.Legend(title="prompt / output tokens")),
+        color=alt.Color("colour:N", sort=None, legend=alt.Legend(title=legend, orient="bottom", columns=1)),
         detail="workload:N",
         tooltip=["workload:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")])
     return _faceted(chart, "The latency cost: step time per token vs batch")
@@ -234,15 +284,15 @@ def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
 
 
 def kv_sequence_chart(cards: list[ModelCard], contexts: list[int] | None = None) -> dict[str, Any]:
-    """KV-cache GiB held by one sequence against its context, per model (sliding windows bend the line)."""
+    """KV-cache GB (10⁹ bytes) held by one sequence against its context, per model (sliding windows bend the line)."""
     contexts = contexts or [1024 * 2**i for i in range(8)]
-    rows = [{"context": n, "model": c.name, "gib": kv_bytes_per_sequence(c, n) / 2**30}
+    rows = [{"context": n, "model": c.name, "gb": kv_bytes_per_sequence(c, n) / 1e9}
             for c in cards for n in contexts if not c.max_context or n <= c.max_context]
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="context (tokens)", values=contexts)),
-        y=alt.Y("gib:Q", title="KV cache of one sequence (GiB)", scale=alt.Scale(type="log")),
+        y=alt.Y("gb:Q", title="KV cache of one sequence (GB)", scale=alt.Scale(type="log")),
         color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=3)),
-        tooltip=["model:N", "context:Q", alt.Tooltip("gib:Q", format=".3f")])
+        tooltip=["model:N", "context:Q", alt.Tooltip("gb:Q", format=".3f")])
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="KV cache per sequence vs context"))
 
 
@@ -320,18 +370,26 @@ def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, 
     return hi
 
 
-def pick(workloads: list[Any], kind: str) -> Any | None:
+def pick(workloads: list[Any], kind: str, flagged: set[int] = frozenset()) -> Any | None:
     """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example).
 
-    Among equals a served vLLM workload (continuous batching, as a Spark serves) comes before
-    static batches, and a newer run before an older one (workloads are listed oldest run first).
+    A workload of a clean run always comes before one of a flagged run (``flagged``: the ``id()``
+    of every workload whose run's quality verdict is flagged, :mod:`pipeline.quality`), so a run
+    measured under interference is an example only when no clean one exists.  Then: among equals a
+    served vLLM workload (continuous batching, as a Spark serves) comes before static batches, and a
+    newer run before an older one (workloads are listed oldest run first).
     """
     mine = [w for w in workloads if w.model.get("kind") == kind and len(w.points) >= 2]
     if not mine:
         return None
     order = {id(w): i for i, w in enumerate(workloads)}
-    return sorted(mine, key=lambda w: (-len(w.points), w.model["input_len"], w.model.get("engine") != "vllm",
-                                       -order[id(w)], w.model["model"]))[0]
+    return sorted(mine, key=lambda w: (id(w) in flagged, -len(w.points), w.model["input_len"],
+                                       w.model.get("engine") != "vllm", -order[id(w)], w.model["model"]))[0]
+
+
+def _flagged_workloads(views: list[Any]) -> set[int]:
+    """``id()`` of every workload of a run whose quality verdict is flagged (views without one count as clean)."""
+    return {id(w) for v in views if getattr(v, "flagged", False) for w in v.workloads}
 
 
 def point_at(w: Any, c: int) -> dict[str, Any] | None:
@@ -401,15 +459,24 @@ def batching_examples(views: list[Any], hardware_name: str | None) -> list[dict[
         for w in v.workloads:
             by_hw.setdefault(v.hardware.get("name") or "unknown hardware", []).append((v, w))
     out = []
+    flagged = _flagged_workloads(views)
     for name in sorted(by_hw, key=lambda n: (n != hardware_name, n)):
-        w = pick([w for _, w in by_hw[name]], "dense")
+        w = pick([w for _, w in by_hw[name]], "dense", flagged)
         if w is None or not any(p.get("step_time_s") for p in w.points):
             continue
         v = next(v for v, x in by_hw[name] if x is w)
         pts = [p for p in w.points if p.get("step_time_s")]
         out.append({"run_id": v.run_id, "hardware": hardware_figures(v.hardware), "w": w,
+                    "quality": getattr(v, "quality", None), "clean_exists": any(id(x) not in flagged for _, x in by_hw[name]),
                     "p1": point_at(w, 1) or pts[0], "pl": pts[-1], "check": bandwidth_check(w)})
     return out
+
+
+def _example_cards(cards: list[ModelCard]) -> list[ModelCard]:
+    """The cards of the model-card roofline chart: the smallest and the largest dense model and every MoE, at most four."""
+    dense = sorted((c for c in cards if c.kind == "dense"), key=lambda c: weight_bytes_per_step(c, 1))
+    picked = ([dense[0], dense[-1]] if len(dense) > 1 else dense) + [c for c in cards if c.kind == "moe"]
+    return picked[:4]
 
 
 def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any]:
@@ -423,7 +490,8 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
     workloads = [w for v in views for w in v.workloads]
     bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")
-    dense, moe = pick(workloads, "dense"), pick(workloads, "moe")
+    flagged = _flagged_workloads(views)
+    dense, moe = pick(workloads, "dense", flagged), pick(workloads, "moe", flagged)
     last = lambda w: max(p["concurrency"] for p in w.points) if w else None  # noqa: E731
     moe_cards = [c for c in cards if c.kind == "moe"]
     capacity = [capacity_table(c, hardware) for c in cards]
@@ -441,6 +509,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
+        "card_roofline": card_roofline_chart(_example_cards(cards), bw, peak, hardware.get("name") or "?"),
         "capacity": capacity, "worked": worked, "does_not_fit": does_not_fit,
         "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
         "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])

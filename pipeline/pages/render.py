@@ -46,6 +46,27 @@ if (document.readyState === "loading") {
 } else {
   batchmarkRenderCharts();
 }
+// Wide tables: each table sits in a horizontally scrolling wrapper (Material's, or one made here);
+// a wrapper whose table is wider than the column is marked "batchmark-overflow", which shows a
+// scroll hint above it and a shaded right edge (batchmark.css).  Re-checked on resize.
+function batchmarkMarkTables() {
+  document.querySelectorAll('.md-content table').forEach(function (t) {
+    var wrap = t.closest('.md-typeset__scrollwrap');
+    if (!wrap) {
+      wrap = document.createElement('div');
+      wrap.className = 'md-typeset__scrollwrap';
+      var inner = document.createElement('div');
+      inner.className = 'md-typeset__table';
+      t.parentNode.insertBefore(wrap, t);
+      wrap.appendChild(inner);
+      inner.appendChild(t);
+    }
+    wrap.classList.toggle('batchmark-overflow', t.getBoundingClientRect().width > wrap.clientWidth + 1);
+  });
+  document.body.dataset.batchmarkTables = 'checked';
+}
+window.addEventListener('load', function () { setTimeout(batchmarkMarkTables, 0); });
+window.addEventListener('resize', batchmarkMarkTables);
 """
 
 # Extra template context per page: {page path relative to docs_dir: fn(views, run_dirs) -> dict}.
@@ -56,6 +77,20 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 .md-typeset table:not([class]) { font-size: .68rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
 .vega-chart { overflow-x: auto; }
+/* A table wider than the column scrolls sideways and says so: a hint above it, a shaded right
+   edge, and a scrollbar that stays visible (batchmarkMarkTables in charts.js marks the wrapper). */
+.md-typeset__scrollwrap { overflow-x: auto; scrollbar-width: thin; scrollbar-color: #888 transparent; }
+.md-typeset__scrollwrap::-webkit-scrollbar { height: 8px; }
+.md-typeset__scrollwrap::-webkit-scrollbar-thumb { background: #888; border-radius: 4px; }
+.md-typeset__scrollwrap.batchmark-overflow {
+  background: linear-gradient(to left, rgba(0, 0, 0, .16), rgba(0, 0, 0, 0)) right top / 1.6rem 100% no-repeat;
+}
+.md-typeset__scrollwrap.batchmark-overflow table:not([class]) { background-color: transparent; }
+.md-typeset__scrollwrap.batchmark-overflow::before {
+  content: "⇆ wide table: scroll sideways for more columns";
+  display: block; position: sticky; left: 0; font-size: .6rem; color: var(--md-default-fg-color--light);
+  padding: 0 .8rem .2rem;
+}
 """
 
 PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]] = {}

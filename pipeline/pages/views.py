@@ -42,7 +42,37 @@ class Workload:
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
         flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
-        return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded")})
+        return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded"),
+                           "implausible": self.implausible_at(concurrency)})
+
+    @property
+    def implausible(self) -> str | None:
+        """Why this workload's numbers cannot be right (MBU above 1, single stream above its ceiling), or None
+        (:func:`pipeline.analysis.implausible_model`; computed when an older analysis.json lacks the field)."""
+        from pipeline.analysis import implausible_model
+
+        return self.model.get("implausible") or implausible_model(self.model, self.analysis_points)
+
+    def implausible_at(self, concurrency: int) -> str | None:
+        """Why the point at ``concurrency`` cannot be right (its MBU is above 1), or None."""
+        from pipeline.analysis import implausible_point
+
+        a = self.quality(concurrency)
+        return (a.get("implausible") or implausible_point(a)) if a else None
+
+    def mbu_cell(self, concurrency: int, digits: int = 2) -> str:
+        """MBU for a table cell; an impossible one (above 1) is marked as such, never shown as a plain result."""
+        v = self.mbu(concurrency)
+        if v is None:
+            return "–"
+        return f"⚠ {v:.{digits}f}: above 1, impossible" if self.implausible_at(concurrency) else f"{v:,.{digits}f}"
+
+    def ceiling_cell(self) -> str:
+        """The single-stream ceiling for a table cell, marked when the single stream exceeds it."""
+        v = self.model.get("ceiling_tok_s")
+        if v is None:
+            return "–"
+        return f"⚠ {v:,.1f}: exceeded, wrong card or format" if self.implausible else f"{v:,.1f}"
 
     def flag_summary(self) -> str:
         """Home-table cell: which points are excluded or flagged (``"–"`` when none)."""
@@ -53,6 +83,8 @@ class Workload:
             parts.append("c = " + ", ".join(map(str, excluded)) + " excluded (failures)")
         if flagged:
             parts.append("c = " + ", ".join(map(str, flagged)) + " flagged")
+        if self.implausible:
+            parts.insert(0, "⚠ implausible: wrong model card or weight format")
         return "; ".join(parts) or "–"
 
     def mbu(self, concurrency: int) -> float | None:
@@ -73,6 +105,30 @@ class RunView:
     def hardware(self) -> dict[str, Any]:
         """The analysis' hardware block."""
         return self.analysis.get("hardware", {})
+
+    @property
+    def quality(self) -> dict[str, Any]:
+        """The run's quality verdict (:func:`pipeline.quality.run_quality`): probe warning, disagreeing repeats,
+        implausible numbers; computed from the run's own files."""
+        if "_quality" not in self.__dict__:
+            from pipeline.quality import run_quality
+
+            self.__dict__["_quality"] = run_quality(
+                self.meta, [p for w in self.workloads for p in w.points],
+                [{**w.model, "implausible": w.implausible} for w in self.workloads])
+        return self.__dict__["_quality"]
+
+    @property
+    def flagged(self) -> bool:
+        """True when the run's quality verdict is ``flagged`` (sorts after clean runs: False < True)."""
+        return self.quality["verdict"] == "flagged"
+
+    @property
+    def quality_text(self) -> str:
+        """The verdict in one line for tables (:func:`pipeline.quality.verdict_text`)."""
+        from pipeline.quality import verdict_text
+
+        return verdict_text(self.quality)
 
 
 def load_run_view(run_dir: Path) -> RunView:

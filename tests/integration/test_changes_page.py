@@ -57,19 +57,20 @@ def test_changes_markdown(site):
     sig = md.split("### Significant changes", 1)[1].split("### Per model", 1)[0]
     rows = [line for line in sig.splitlines() if line.startswith("| dense-a") or line.startswith("| moe-b")]
     # Exactly the slowed point, every metric (7), all worse.
-    assert len(rows) == 7 and all("| 8 |" in r and "(worse)" in r for r in rows)
+    assert len(rows) == 8 and all("| 8 |" in r and "(worse)" in r for r in rows)
+    assert all(" pp (worse)" in r for r in rows if "| MBU |" in r or "| MFU |" in r)
 
 
 def test_runs_page_links_to_the_comparison(site):
     runs_md = (site / "data" / "pages" / "runs.md").read_text()
     assert f"[vs {A}](changes.md#{anchor(B)})" in runs_md
     assert "first run on this hardware and workload" in runs_md
-    html = (site / "site" / "runs" / "index.html").read_text()
-    assert f'href="../changes/#{anchor(B)}"' in html
+    html = (site / "site" / "runs.html").read_text()
+    assert f'href="changes.html#{anchor(B)}"' in html  # use_directory_urls: false (links work from disk)
 
 
 def test_changes_chart_renders_offline_in_chromium(site):
-    res = open_page(site / "site" / "changes" / "index.html",
+    res = open_page(site / "site" / "changes.html",
                     count={"points": "#chart-1 svg g.mark-symbol.role-mark path"})
     assert res["errors"] == [] and res["charts"] == 1 and res["svgs"] == 1
     assert res["counts"]["points"] == len(MODELS) * len(CONCURRENCY) * len(CHART_METRICS)

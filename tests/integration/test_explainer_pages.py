@@ -1,28 +1,42 @@
-"""The explainer and capacity pages: rendered from model cards (and the shared reference run when present), built
-with ``mkdocs build --strict``, then opened offline in headless Chromium, which must draw SVG marks on every chart."""
+"""The explainer and capacity pages: rendered from model cards and the committed runs (``data/runs/``) with the shared
+reference hidden (a clone with no ``../shared/`` beside it), built with ``mkdocs build --strict``, then opened offline
+in headless Chromium, which must draw SVG marks on every chart.  What needs the shared reference is a test of its own
+that skips and says so when the reference is absent."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from tests.browser import open_page
-from tests.conftest import BATCHED_BENCH_REF, make_scratch_root
+from tests.conftest import REPO, make_scratch_root
 
 pytestmark = pytest.mark.slow
 EXPLAINERS = ["batching", "bandwidth", "knee", "moe", "kv-cache", "sizing"]
+#: The committed runs (data/runs/): two transformers CPU runs and one real-vLLM CPU run, all on hardware "cpu".
+COMMITTED_RUNS = ["20261129T161329Z-vm", "20261129T165000Z-vm", "20261130T010035Z-vm"]
+#: Charts per explainer page from the project's own data alone (committed runs + model cards, no reference):
+#: batching: the model-card roofline + one measured dense example (one hardware: cpu);
+#: bandwidth: the ceiling bars; knee: the model-card roofline + roofline overlay + step time;
+#: moe: coverage + bytes growth + efficiency; kv-cache: KV per sequence; sizing: capacity.
+OWN_DATA_CHARTS = {"batching": 2, "bandwidth": 1, "knee": 3, "moe": 3, "kv-cache": 1, "sizing": 1}
 
 
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory):
-    """A scratch project with no runs of its own: pages rendered, site built with --strict."""
+    """A scratch project holding the committed runs, the shared reference hidden: pages rendered, site built with --strict."""
     root = make_scratch_root(tmp_path_factory.mktemp("explain"))
-    (root / "data" / "runs").mkdir()
+    for run_id in COMMITTED_RUNS:
+        shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
     mp = pytest.MonkeyPatch()
     mp.setenv("BATCHMARK_ROOT", str(root))
+    from pipeline.pages import explain
+
+    mp.setattr(explain, "REFERENCE", root / "no-shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md")
     try:
         from pipeline.pages.render import render_site
 
@@ -41,31 +55,53 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     pages = root / "data" / "pages"
     names = {p.relative_to(pages).as_posix() for p in written}
     assert {f"explain/{n}.md" for n in EXPLAINERS} | {"capacity.md"} <= names
-    # capacity: Llama-3.1-8B BF16 at 8k -> 1 GiB per sequence, 96 sequences (see tests/unit/test_capacity.py)
+    # capacity: Llama-3.1-8B BF16 at 8k -> 2**30 B = 1.07 GB per sequence (GB = 1e9 B throughout), 96 sequences
+    # (see tests/unit/test_capacity.py)
     capacity = (pages / "capacity.md").read_text()
-    assert "| 8192 | 1.00 GiB | 96 |" in capacity
+    assert "| 8192 | 1.07 GB | 96 |" in capacity and "GiB" not in capacity
     # Regression (fault kind: negative memory left): Llama-3.1-70B BF16 (141.1 GB) does not fit dgx-spark's
     # 128 - 8 = 120 GB (data/hardware/dgx-spark.yaml); the page showed "-21.11 GB" left.
     assert "Does not fit: weights 141.1 GB > 120.0 GB usable after reserve" in capacity
     assert not re.search(r"\| -\d", capacity), "a negative figure in a capacity table"
     assert "| beyond the model's context | – |" in capacity
     assert "**96 sequences**" in (pages / "explain" / "sizing.md").read_text()
-    assert "128 KiB per token" in (pages / "explain" / "kv-cache.md").read_text()
-    if BATCHED_BENCH_REF.is_file():  # the shared reference run fills in the measured numbers
-        batching = (pages / "explain" / "batching.md").read_text()
-        assert "| all users together (output tokens/s) | 29.24 | 593.27 | × 20.3 |" in batching
-        assert "0.634" in batching
-        # the measured example names its hardware (the reference was measured on the DGX Spark)
-        assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in batching and "This curve follows the bandwidth-bound" in batching
-        assert "an MBU of 0.87" in (pages / "explain" / "bandwidth.md").read_text()
+    assert "131.1 kB per token" in (pages / "explain" / "kv-cache.md").read_text()
+    # the measured examples come from the committed runs, never from the (hidden) reference
+    batching = (pages / "explain" / "batching.md").read_text()
+    assert "## Measured on cpu: " in batching and "reference-dgx-spark-llamacpp" not in batching
+    assert "## What the model cards predict" in batching
+    for run_id in COMMITTED_RUNS:
+        assert run_id in (pages / "explain" / "knee.md").read_text()
+
+
+def test_reference_numbers(reference_file, tmp_path, monkeypatch):
+    """With ../shared/reference/ beside the repository (skips and says so otherwise), its llama.cpp DGX Spark
+    measurement is imported in memory and fills in the explainers' measured numbers."""
+    from pipeline.pages import explain
+    from pipeline.pages.render import render_site
+
+    root = make_scratch_root(tmp_path)
+    (root / "data" / "runs").mkdir()
+    monkeypatch.setenv("BATCHMARK_ROOT", str(root))
+    monkeypatch.setattr(explain, "REFERENCE", reference_file)
+    render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
+    pages = root / "data" / "pages"
+    batching = (pages / "explain" / "batching.md").read_text()
+    assert "| all users together (output tokens/s) | 29.24 | 593.27 | × 20.3 |" in batching
+    assert "0.634" in batching
+    # the measured example names its hardware (the reference was measured on the DGX Spark)
+    assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in batching and "This curve follows the bandwidth-bound" in batching
+    assert "an MBU of 0.87" in (pages / "explain" / "bandwidth.md").read_text()
 
 
 @pytest.mark.parametrize("name", [f"explain/{n}" for n in EXPLAINERS])
 def test_explainer_charts_render_offline(built_site, name):
     root, _ = built_site
-    res = open_page(root / "site" / name / "index.html")
+    res = open_page(root / "site" / f"{name}.html")
     assert res["errors"] == []
-    assert res["charts"] >= 1 and res["svgs"] == res["charts"]
+    # Regression (fault kind: charts only from outside data): a clone with no ../shared/ beside it drew 0 charts
+    # on the batching and knee explainers.
+    assert res["charts"] == OWN_DATA_CHARTS[name.split("/")[1]] and res["svgs"] == res["charts"]
     assert res["marks"] > 0
     assert not [u for u in res["refused"] if "vega" in u or "jsdelivr" in u]
     if name == "explain/bandwidth":
@@ -76,18 +112,18 @@ def test_explainer_charts_render_offline(built_site, name):
 
 def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
     """Regression (fault kind: template assumes measured-run fields): imported runs carry partial percentiles
-    (llama-benchy gives a TTFT mean only) and no sweep config; every page must still render and build --strict,
-    and the shared reference, once imported as a run, is not shown twice."""
+    (llama-benchy gives a TTFT mean only) and no sweep config; every page must still render and build --strict
+    (the shared reference hidden)."""
     from pipeline.importers import import_run
     from pipeline.pages.render import render_site
+    from pipeline.pages import explain
     from tests.conftest import DATA
 
     root = make_scratch_root(tmp_path)
     monkeypatch.setenv("BATCHMARK_ROOT", str(root))
+    monkeypatch.setattr(explain, "REFERENCE", root / "no-shared" / "reference.md")
     import_run("llama-benchy", [DATA / "llama-benchy" / "qwen3-30b-a3b.md"], "dgx-spark", run_id="20261102T110541Z-benchy")
     import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id="20261102T101500Z-vllm")
-    if BATCHED_BENCH_REF.is_file():
-        import_run("llama-batched-bench", [BATCHED_BENCH_REF], "dgx-spark", run_id="20251102T000000Z-llamacpp")
     render_site(root / "data" / "pages")
     res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
                           "-d", str(root / "site")], capture_output=True, text=True, timeout=300)
@@ -99,4 +135,19 @@ def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
     assert "An MoE model:" in bench and "A moe model" not in bench
     runs_page = (root / "data" / "pages" / "runs.md").read_text()
     assert "measured by llama-benchy 75bc129" in runs_page
-    assert "reference-dgx-spark-llamacpp" not in (root / "data" / "pages" / "explain" / "batching.md").read_text()
+
+
+def test_reference_imported_as_a_run_is_not_shown_twice(reference_file, tmp_path, monkeypatch):
+    """The shared reference (skips and says so when ../shared/reference/ is absent), once imported as a run, is
+    not added again in memory by the explainers."""
+    from pipeline.importers import import_run
+    from pipeline.pages import explain
+    from pipeline.pages.render import render_site
+
+    root = make_scratch_root(tmp_path)
+    monkeypatch.setenv("BATCHMARK_ROOT", str(root))
+    monkeypatch.setattr(explain, "REFERENCE", reference_file)
+    import_run("llama-batched-bench", [reference_file], "dgx-spark", run_id="20251102T000000Z-llamacpp")
+    render_site(root / "data" / "pages")
+    batching = (root / "data" / "pages" / "explain" / "batching.md").read_text()
+    assert "20251102T000000Z-llamacpp" in batching and "reference-dgx-spark-llamacpp" not in batching

@@ -27,8 +27,8 @@ IMG = "<img src=x onerror=alert(1)>"
 SCRIPT = "<script>window.__pwned=1</script>"
 PIPE = "a|b"
 BOLD = "<b onmouseover=alert(3)>*x* [y](z) {: #id }"
-PAGES = ["index.html", "benchmarks/index.html", "runs/index.html", "methodology/index.html",
-         "explain/batching/index.html", "explain/knee/index.html", "explain/bandwidth/index.html"]
+PAGES = ["index.html", "benchmarks.html", "runs.html", "methodology.html",
+         "explain/batching.html", "explain/knee.html", "explain/bandwidth.html"]
 
 
 def _open(html: Path, script: str | None = None) -> dict:
@@ -94,14 +94,14 @@ def test_hostile_names_show_as_text_and_run_no_script(hostile_site, page):
     assert res["dialogs"] == [] and res["pwned"] is False and res["injected"] == 0
     assert res["errors"] == []
     # the names are shown as given, never mangled (imports have no model card, so the explainers skip them)
-    if page in ("index.html", "benchmarks/index.html"):
+    if page in ("index.html", "benchmarks.html"):
         assert IMG in res["text"] and BOLD in res["text"] and PIPE in res["text"]
     if page.startswith("explain/"):
         assert IMG in res["text"] and PIPE in res["text"]
-    if page in ("index.html", "explain/bandwidth/index.html"):  # tables with a model column
+    if page in ("index.html", "explain/bandwidth.html"):  # tables with a model column
         # a | in a name stays in one cell: the row keeps its columns
         assert PIPE in res["cells"] and IMG in res["cells"]
-    if page == "runs/index.html":
+    if page == "runs.html":
         assert f"transformers {SCRIPT}" in res["text"]
     if res["charts"]:  # chart titles carry the names; every chart still renders
         assert res["svgs"] == res["charts"]

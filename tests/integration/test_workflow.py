@@ -33,7 +33,7 @@ def built(tmp_path_factory):
 
 def test_site_is_built(built):
     assert (built / "site" / "index.html").is_file()
-    assert (built / "site" / "benchmarks" / "index.html").is_file()
+    assert (built / "site" / "benchmarks.html").is_file()
     run_dirs = [p for p in (built / "data" / "runs").iterdir() if not p.name.startswith(".")]
     assert len(run_dirs) == 1
     for name in ("run.json", "points.json", "summaries.json", "analysis.json"):
@@ -77,7 +77,7 @@ def test_committed_target_rebuilds_site_without_measuring(built):
                          text=True, timeout=600, env={**os.environ, "BATCHMARK_ROOT": str(built)})
     assert res.returncode == 0, res.stderr[-2000:]
     assert sorted(p for p in (built / "data" / "runs").rglob("points/*/*.json")) == before
-    assert (built / "site" / "benchmarks" / "index.html").is_file()
+    assert (built / "site" / "benchmarks.html").is_file()
     # Regression (fault kind: own run dropped): every complete run is on the site, this checkout's included
     own = [p.name for p in (built / "data" / "runs").iterdir() if not p.name.startswith(".")]
     home = (built / "site" / "index.html").read_text()
@@ -85,7 +85,7 @@ def test_committed_target_rebuilds_site_without_measuring(built):
 
 
 def test_benchmarks_page_renders_charts_offline(built):
-    res = open_page(built / "site" / "benchmarks" / "index.html")
+    res = open_page(built / "site" / "benchmarks.html")
     assert res["errors"] == []
     assert res["charts"] >= 2 and res["svgs"] == res["charts"]
     assert res["marks"] > 20

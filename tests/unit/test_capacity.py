@@ -99,3 +99,39 @@ def test_context_beyond_the_model_shows_no_memory_left(capsys):
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "Qwen2.5-7B", "--context", "131072"]) == 0
     row_line = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["131072"])
     assert row_line.split()[2:4] == ["–", "–"] and "beyond the model's max context 32768" in row_line
+
+
+def test_capacity_on_the_cpu_profile_uses_this_machines_memory(monkeypatch, capsys):
+    """Regression (issue 13, fault kind: refused where a figure is at hand): ``capacity --hardware cpu`` failed with
+    "profile has no memory_gb". It now sizes by this machine's memory (psutil), and says so. With 32 GB (32e9 bytes)
+    and no reserve: Llama-3.1-8B BF16 weights 16,060,522,496 B, 15,939,477,504 B free; an 8k sequence holds
+    131,072 B x 8192 = 1,073,741,824 B, so 15,939,477,504 / 1,073,741,824 = 14.8 -> 14 sequences."""
+    import collections
+
+    import psutil
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: collections.namedtuple("vm", "total")(32_000_000_000))
+    assert main(["capacity", "--hardware", "cpu", "--model", "Llama-3.1-8B", "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "memory: this machine's total memory (32.0 GB, psutil); the profile states none" in out
+    row_line = next(line for line in out.splitlines() if line.split()[:1] == ["8192"])
+    assert row_line.split()[1:3] == ["1.07", "14"]
+    assert main(["capacity", "--hardware", "cpu", "--model", "Llama-3.1-8B", "--context", "8192", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["hardware"]["memory_gb"] == 32.0 and doc["hardware"]["memory_source"].startswith("this machine's")
+    assert doc["contexts"][0]["max_sequences"] == 14
+
+
+def test_one_unit_system_in_cli_and_json(capsys):
+    """Regression (issue 13, fault kind: mixed units): the CLI said "128 GB usable, 8 GB reserve" while the JSON said
+    120e9 usable bytes, and KV was in GiB beside weights in GB. Now GB = 10^9 bytes everywhere, stated:
+    128 GB - 8 GB = 120.0 GB usable = JSON usable_bytes 120e9; KV per 8k sequence 1,073,741,824 B = 1.07 GB."""
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "memory 128.0 GB − reserve 8.0 GB = 120.0 GB usable" in out and "KV 131.1 kB/token" in out
+    assert "units: GB = 10^9 bytes, kB = 10^3 bytes" in out and "GiB" not in out and "KiB" not in out
+    assert next(line for line in out.splitlines() if line.split()[:1] == ["8192"]).split()[1] == "1.07"
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", "8192", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["units"].startswith("GB = 10^9 bytes")
+    assert doc["usable_bytes"] == doc["hardware"]["usable_gb"] * 1e9 == 120e9

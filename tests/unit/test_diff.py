@@ -210,7 +210,7 @@ def test_csv_has_a_row_per_point_and_metric(scenario):
     d = diff_runs(*scenario)
     rows = list(csv.DictReader(io.StringIO(format_csv(d))))
     point_rows = [r for r in rows if r["scope"] == "point"]
-    # 2 models × 5 concurrencies × 7 metrics.
+    # 2 models × 5 concurrencies × 8 metrics (MFU added in issue 13).
     assert len(point_rows) == 2 * 5 * len(METRICS)
     slowed = [r for r in point_rows if r["significant"] == "True"]
     assert {(r["model"], r["concurrency"]) for r in slowed} == {("dense-a", "8")}
@@ -250,3 +250,34 @@ def test_imported_runs_without_samples_are_compared_but_not_tested(tmp_path: Pat
     assert mbu.a is None and mbu.verdict == "n/a"
     assert d.comparable and "vllm" in d.headline
     assert "no samples to test" in format_text(d)
+
+
+def test_share_changes_are_percentage_points(scenario):
+    """Regression (issue 13, fault kind: relative change of a percentage): MBU 37.3 % → 20.4 % was shown as
+    −45.3 %. Shares (MBU, MFU) now change by B − A in percentage points. At (dense-a, c = 8) B's median step is
+    1.25 × 0.995 × A's, so MBU_B = MBU_A / 1.24375: the change is MBU_A × (1 / 1.24375 − 1) points, not the
+    relative −19.6 %."""
+    d = diff_runs(*scenario)
+    for metric in ("mbu", "mfu"):
+        row = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, metric))
+        assert row.change_kind == "points" and row.b == pytest.approx(row.a / (1.25 * 0.995))
+        assert row.change == pytest.approx(row.a * (1 / (1.25 * 0.995) - 1)) == pytest.approx(row.b - row.a)
+    thr = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, "output_throughput_tok_s"))
+    assert thr.change_kind == "relative"
+    mbu = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, "mbu"))
+    text = format_text(d)
+    line = next(x for x in text.splitlines() if x.startswith("dense-a") and f"{mbu.a * 100:.1f}%" in x
+                and f"{mbu.b * 100:.1f}%" in x)
+    assert f"{(mbu.b - mbu.a) * 100:+.1f} pp" in line and "-19.6%" not in line
+    assert "MBU and MFU B - A in percentage points (pp)" in text
+    assert json.loads(format_json(d))["changes"][0]["change_kind"] in ("relative", "points")
+
+
+def test_model_figures_are_words_not_enums(scenario):
+    """Regression (issue 13, fault kind: raw enum text): ``diff`` printed ``post-knee not_reached``. The hand-made
+    curve (throughput B / (0.01 × (1 + B / 8))) gains 80, 67, 50, 33 % per doubling, so the knee is not reached."""
+    d = diff_runs(*scenario)
+    text = format_text(d)
+    assert "not_reached" not in text
+    row = next(x for x in text.splitlines() if x.startswith("dense-a") and "post-knee" in x)
+    assert row.split()[-1] == "same" and "knee not reached  knee not reached" in row

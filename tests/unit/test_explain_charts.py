@@ -119,8 +119,9 @@ def test_capacity_and_kv_charts():
     rows = _values(explain.capacity_chart([table]))
     assert {(r["context"], r["sequences"]) for r in rows} == {(4096, 193), (8192, 96), (32768, 24), (131072, 6)}
     kv = _values(explain.kv_sequence_chart([load_card("gpt-oss-20b")]))
-    assert next(r for r in kv if r["context"] == 8192)["gib"] == pytest.approx(
-        2048 * (12 * 8192 + 12 * 128) / 2**30)
+    # GB = 1e9 bytes, as everywhere capacity is shown (issue 13: one unit system)
+    assert next(r for r in kv if r["context"] == 8192)["gb"] == pytest.approx(
+        2048 * (12 * 8192 + 12 * 128) / 1e9)
 
 
 def test_explain_context_without_runs():
@@ -132,7 +133,8 @@ def test_explain_context_without_runs():
 
 
 def _run(run_id, hardware, workloads):
-    return SimpleNamespace(run_id=run_id, meta={}, hardware=hardware, workloads=workloads)
+    return SimpleNamespace(run_id=run_id, meta={}, hardware=hardware, workloads=workloads, flagged=False,
+                           quality={"verdict": "clean", "reasons": []})
 
 
 def _with_roofline(w, bounds):
@@ -195,3 +197,20 @@ def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
     assert "from B = 64 on" in cpu_part  # first compute-bound point of this curve
     spark_part = text[:text.index("## Measured on cpu")]
     assert "This curve follows the bandwidth-bound picture" in spark_part
+
+
+@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart])
+def test_knee_charts_colour_what_differs(builder):
+    """Regression (issue 13, fault kind: colour encodes a constant): the knee charts coloured by prompt / output
+    length, which was the same for every committed run: three runs shared one colour and one legend entry.
+    Expected: with one prompt length the colour is the run (3 runs, 3 colours); when prompt lengths differ too,
+    run and prompt (SAME_WORKLOADS: run-a 512, run-b 512, run-a 8192 -> 3 colours; run-a's MoE shares run-a 512's)."""
+    runs3 = [("r1 (cpu)", DENSE), ("r2 (cpu)", DENSE), ("r3 (cpu)", DENSE)]
+    spec = builder(runs3)
+    line = spec["spec"]["layer"][0] if "layer" in spec["spec"] else spec["spec"]
+    assert line["encoding"]["color"]["field"] == "colour"
+    assert line["encoding"]["color"]["legend"]["title"] == "run (hardware)"
+    assert {r["colour"] for r in _values(spec)} == {"r1 (cpu)", "r2 (cpu)", "r3 (cpu)"}
+    mixed = builder(SAME_WORKLOADS)
+    assert {r["colour"] for r in _values(mixed)} == {
+        "run-a (dgx-spark) · 512 in / 32 out", "run-b (dgx-spark) · 512 in / 32 out", "run-a (dgx-spark) · 8192 in / 32 out"}

@@ -167,7 +167,7 @@ def test_prompt_vocab_is_cached_by_object_not_by_id():
     del a
     gc.collect()
     keep = []
-    for _ in range(5000):  # CPython soon hands the freed object's address to a new object of that size
+    for _ in range(200_000):  # CPython soon hands the freed object's address to a new object of that size
         b = _FakeTok(20)
         if id(b) == old_id:
             break

@@ -1,0 +1,119 @@
+"""Site usability in a real browser (issue 13): the site built from the committed runs (``data/runs/``), the shared
+reference hidden, with ``mkdocs build --strict``, opened from disk (``file://``) in headless Chromium at 1280 px.
+
+- Tabs and links work from disk: pages are files (``use_directory_urls: false``), so clicking a tab opens a page,
+  never a directory listing.
+- A table wider than the content column scrolls horizontally and shows that it does (a visible cue).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from tests.browser import CHROMIUM_ARGS, chromium_path
+from tests.conftest import REPO, make_scratch_root
+
+pytestmark = pytest.mark.slow
+COMMITTED_RUNS = sorted(p.name for p in (REPO / "data" / "runs").iterdir() if (p / "run.json").is_file())
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    root = make_scratch_root(tmp_path_factory.mktemp("usability"))
+    for run_id in COMMITTED_RUNS:
+        shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("BATCHMARK_ROOT", str(root))
+    from pipeline.pages import explain
+
+    mp.setattr(explain, "REFERENCE", root / "no-shared" / "reference.md")
+    try:
+        from pipeline.pages.render import render_site
+
+        render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
+        res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                              "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    finally:
+        mp.undo()
+    assert res.returncode == 0, res.stderr[-3000:]
+    return root / "site"
+
+
+@pytest.fixture
+def browser_page():
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
+    exe = chromium_path()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
+            ctx.route("http*://**/*", lambda route: route.abort())
+            yield ctx.new_page()
+        finally:
+            browser.close()
+
+
+def _file_of(url: str) -> Path:
+    return Path(unquote(urlparse(url).path))
+
+
+def test_tabs_work_from_disk(site, browser_page):
+    """Regression (fault kind: directory URLs): opening site/index.html from disk and clicking a tab showed a
+    directory listing (``benchmarks/``). Every tab and navigation link now names an HTML file that exists, and
+    clicking the Benchmarks tab opens that page."""
+    page = browser_page
+    page.goto((site / "index.html").resolve().as_uri())
+    hrefs = page.eval_on_selector_all("a.md-tabs__link, nav.md-nav--primary a.md-nav__link[href]",
+                                      "els => els.map(e => e.href)")
+    assert len(hrefs) >= 10
+    for url in hrefs:
+        target = _file_of(url)
+        assert target.is_file() and target.suffix == ".html", url
+    page.click("a.md-tabs__link:has-text('Benchmarks')")
+    page.wait_for_load_state()
+    assert page.url.endswith("/benchmarks.html")
+    assert page.locator("h1").first.inner_text().strip().rstrip("¶") == "Benchmarks"
+    # and a link inside a page (Home's table to a run on the Runs page) lands on a page, anchor and all
+    page.goto((site / "index.html").resolve().as_uri())
+    link = page.locator(".md-content a[href*='runs.html#']").first
+    link.click()
+    page.wait_for_load_state()
+    assert _file_of(page.url).name == "runs.html" and urlparse(page.url).fragment
+
+
+@pytest.mark.parametrize("name", ["benchmarks.html", "explain/knee.html", "changes.html", "index.html"])
+def test_wide_tables_scroll_with_a_visible_cue(site, browser_page, name):
+    """Regression (fault kind: clipped table): wide tables (Benchmarks' per-point table hid MBU and MFU, the Knee
+    table B = 32 and 64, Changes n) were cut off at 1280 px with no cue. Every table wider than its column sits in
+    a horizontally scrolling wrapper that is marked as overflowing and shows a cue (a "scroll" hint and a shaded
+    right edge); a table that fits is not marked."""
+    page = browser_page
+    page.goto((site / name).resolve().as_uri())
+    page.wait_for_function("() => document.body.dataset.batchmarkTables === 'checked'", timeout=10000)
+    tables = page.evaluate("""() => [...document.querySelectorAll('.md-content table')].map(t => {
+        const wrap = t.closest('.md-typeset__scrollwrap');
+        const cue = wrap && getComputedStyle(wrap, '::before');
+        return {wide: t.getBoundingClientRect().width > (wrap ? wrap.clientWidth : t.parentElement.clientWidth) + 1,
+                wrapped: !!wrap, overflowX: wrap ? getComputedStyle(wrap).overflowX : null,
+                marked: !!wrap && wrap.classList.contains('batchmark-overflow'),
+                cue: cue ? cue.content : null, cueVisible: cue ? cue.display !== 'none' : false,
+                shade: wrap ? getComputedStyle(wrap).backgroundImage : null};
+    })""")
+    assert tables, name
+    for t in tables:
+        assert t["wrapped"]
+        if t["wide"]:
+            assert t["overflowX"] in ("auto", "scroll") and t["marked"], t
+            assert t["cueVisible"] and "scroll" in t["cue"] and "gradient" in t["shade"], t
+        else:
+            assert not t["marked"], t
+    if name in ("benchmarks.html", "explain/knee.html"):
+        assert any(t["wide"] for t in tables), "expected at least one table wider than 1280 px allows"

@@ -1,0 +1,101 @@
+"""A run's quality verdict, shown wherever the run appears, and never a flagged run as headline or example (issue 13).
+
+Regression (fault kind: noisy run as headline): the newest run was measured while the machine was busy (its probe
+was flagged noisy, its points noise); the flag appeared only on the Runs page, and Home, Benchmarks, the explainers
+and Changes used that run as their headline ("from B = 1 to B = 2 the output did not grow" narrated as physics).
+
+Hand-made runs (tests/runbuilder.py): the clean run's repeats have time multipliers 0.98 … 1.02 (spread
+1.02 / 0.98 = 1.04×); the noisy run, newer, has 0.6, 1.0, 1.4, so every point's output throughput (B / step time)
+spreads 1.4 / 0.6 = 2.33× between its slowest and fastest repeat, above the 1.5× limit.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pipeline.quality import REPEAT_SPREAD_LIMIT, prefer_clean, repeat_spread, run_quality, verdict_text
+from tests.runbuilder import NOISE_A, make_run
+
+CLEAN, NOISY = "20261129T100000Z-clean", "20261129T120000Z-noisy"
+
+
+def test_repeat_spread_by_hand():
+    assert repeat_spread([10.0, 14.0, 6.0]) == pytest.approx(14 / 6)
+    assert repeat_spread([5.0]) is None and repeat_spread(None) is None
+
+
+def test_run_quality_reasons():
+    pts = [{"model": "m", "input_len": 64, "concurrency": 2, "samples": {"output_throughput_tok_s": [10.0, 16.0]}},
+           {"model": "m", "input_len": 64, "concurrency": 1, "samples": {"output_throughput_tok_s": [10.0, 14.9]}}]
+    q = run_quality({"probe": {"warning": "bandwidth repeats spread 2.20x"}}, pts, [{"model": "m", "implausible": "x"}])
+    assert q["verdict"] == "flagged" and REPEAT_SPREAD_LIMIT == 1.5
+    # 16 / 10 = 1.6 > 1.5 flags c = 2; 14.9 / 10 = 1.49 does not flag c = 1
+    assert [n["concurrency"] for n in q["noisy_points"]] == [2]
+    assert q["reasons"][0] == "bandwidth probe: bandwidth repeats spread 2.20x"
+    assert "m c = 2 (1.60×)" in q["reasons"][1] and q["reasons"][2] == "m: x"
+    assert verdict_text(q).startswith("⚠ flagged: bandwidth probe") and verdict_text(q).endswith("(+2 more)")
+    assert run_quality({"probe": {"warning": None}}, pts[1:])["verdict"] == "clean"
+    assert prefer_clean([1, 2, 3], lambda x: x == 2) == [2] and prefer_clean([1, 3], lambda x: x == 2) == [1, 3]
+
+
+@pytest.fixture
+def pages(scratch_root):
+    from pipeline.pages import explain
+    from pipeline.pages.render import render_site
+
+    runs_dir = scratch_root / "data" / "runs"
+    make_run(runs_dir, CLEAN, noise=NOISE_A)
+    make_run(runs_dir, NOISY, noise=(0.6, 1.0, 1.4))
+    mp = pytest.MonkeyPatch()
+    mp.setattr(explain, "REFERENCE", scratch_root / "no-shared" / "reference.md")
+    try:
+        render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
+    finally:
+        mp.undo()
+    return scratch_root / "data" / "pages"
+
+
+def test_flagged_run_is_shown_as_flagged_everywhere(pages):
+    home = (pages / "index.md").read_text()
+    rows = [line for line in home.splitlines() if line.startswith("| [")]
+    assert len(rows) == 4
+    # clean rows first, though the noisy run is newer; each row says its run's verdict
+    assert all(CLEAN in r and "| clean |" in r for r in rows[:2])
+    assert all(NOISY in r and "| ⚠ flagged |" in r for r in rows[2:])
+    bench = (pages / "benchmarks.md").read_text()
+    noisy_section = bench.split(f"## {NOISY}", 1)[1].split("\n## ", 1)[0]
+    assert '!!! warning "Flagged run: its numbers may not show the hardware"' in noisy_section
+    assert "dense-a c = 1 (2.33×)" in noisy_section
+    assert "Flagged run" not in bench.split(f"## {CLEAN}", 1)[1].split("\n## ", 1)[0]
+    runs_page = (pages / "runs.md").read_text()
+    assert "**⚠ flagged**: repeats of a point disagree by more than 1.50×" in runs_page
+    assert "clean: probe steady, repeats agree within 1.5×" in runs_page
+    knee = (pages / "explain" / "knee.md").read_text()
+    assert re.search(rf"{NOISY}</code> ⚠ flagged \| dense-a", knee)
+
+
+def test_flagged_run_is_never_the_example_when_a_clean_one_exists(pages):
+    batching = (pages / "explain" / "batching.md").read_text()
+    example = batching.split("## Measured on cpu: dense-a", 1)[1].split("## Every measured workload", 1)[0]
+    assert f"From run <code>{CLEAN}</code>" in example and NOISY not in example
+    knee = (pages / "explain" / "knee.md").read_text()
+    assert f"For dense-a on cpu (run <code>{CLEAN}</code>" in knee
+    from pipeline.pages import explain
+    from pipeline.hardware import load_profile
+    from pipeline.pages.render import load_run_view
+
+    views = [load_run_view(pages.parent / "runs" / r) for r in (NOISY, CLEAN)]
+    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"))
+    assert ctx["dense_run"] == CLEAN and ctx["moe_run"] == CLEAN
+
+
+def test_show_says_the_run_is_flagged(scratch_root):
+    from pipeline.show import format_table, show_run
+
+    make_run(scratch_root / "data" / "runs", NOISY, noise=(0.6, 1.0, 1.4))
+    doc = show_run(NOISY)
+    assert set(doc) == {"run_id", "source", "hardware", "points", "models"}  # the contract's top level, exactly
+    assert all(m["run_quality"]["verdict"] == "flagged" for m in doc["models"])
+    assert format_table(doc).splitlines()[1].startswith("FLAGGED RUN: repeats of a point disagree by more than 1.50×")
