@@ -164,11 +164,17 @@ class PointSummary:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PointSummary":
-        """Inverse of :meth:`as_dict`."""
-        return cls(**data)
+        """Inverse of :meth:`as_dict`; keys this version does not know are ignored.
+
+        A summary is derived (recomputed from the records by the metrics stage), and a field a later
+        batchmark adds without a new ``schema_version`` is one more figure beside the known ones:
+        reading the known ones stays right, so an added field never makes a run unreadable.
+        """
+        return cls(**{k: v for k, v in data.items() if k in _SUMMARY_FIELD_SET})
 
 
 _SUMMARY_FIELDS = tuple(f.name for f in fields(PointSummary))
+_SUMMARY_FIELD_SET = frozenset(_SUMMARY_FIELDS)
 
 
 def _plain(value: Any) -> Any:

@@ -30,12 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import paths
 from pipeline.errors import BatchmarkError
+from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
 from pipeline.records import PointKey, PointRecords
 
 if TYPE_CHECKING:
     from pipeline.metrics import PointSummary
 
-SCHEMA_VERSION = 1
+#: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
+SCHEMA_VERSION = RunFile.current
 
 
 #: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
@@ -280,12 +282,18 @@ def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
     raise BatchmarkError(f"unknown run {str(ref)!r}: no run.json under {runs_dir / str(ref)} or {ref}")
 
 
+def read_stored(cls: type[StoredFile], path: Path) -> dict[str, Any]:
+    """A stored file of a run read as ``cls`` (:mod:`pipeline.schemas`): version checked, migrated, validated.
+
+    Raises:
+        BatchmarkError: missing, corrupt, of a newer version, or malformed (one line naming the file).
+    """
+    return migrate(cls, path, read_json(path))
+
+
 def read_run_json(run_dir: Path) -> dict[str, Any]:
     """``run.json`` of a run, checked for a known schema version."""
-    meta = read_json(run_dir / "run.json")
-    if not isinstance(meta, dict) or meta.get("schema_version") not in (SCHEMA_VERSION,):
-        raise BatchmarkError(f"{run_dir / 'run.json'}: unknown schema_version {meta.get('schema_version') if isinstance(meta, dict) else None!r}")
-    return meta
+    return read_stored(RunFile, run_dir / "run.json")
 
 
 def is_complete(run_dir: Path) -> bool:
@@ -314,7 +322,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """
     if (run_dir / "run.json").exists():
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
-    meta = {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, "status": "incomplete", **provenance}
+    meta = stamped(RunFile, {"run_id": run_dir.name, "status": "incomplete", **provenance})
     atomic_write_json(run_dir / "run.json", meta)
 
 
@@ -371,7 +379,7 @@ def write_point(run_dir: Path, records: PointRecords) -> Path:
     path = point_path(run_dir, records.point)
     if path.exists():
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
-    atomic_create_json(path, {"schema_version": SCHEMA_VERSION, **records.as_dict()})
+    atomic_create_json(path, stamped(PointRecordsFile, records.as_dict()))
     return path
 
 
@@ -381,8 +389,8 @@ def has_point(run_dir: Path, key: PointKey) -> bool:
 
 
 def load_point(path: Path) -> PointRecords:
-    """Read one point record file; a corrupt file raises BatchmarkError naming it."""
-    data = read_json(path)
+    """Read one point record file (version checked, migrated); a corrupt file raises BatchmarkError naming it."""
+    data = read_stored(PointRecordsFile, path)
     try:
         return PointRecords.from_dict(data)
     except (KeyError, TypeError) as exc:
@@ -396,21 +404,25 @@ def load_points(run_dir: Path) -> list[PointRecords]:
 
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
-    """Store a model card counted during the sweep (written once per model)."""
+    """Store a model card counted during the sweep (written once per model, with its ``schema_version``)."""
     path = model_card_path(run_dir, card_dict["name"])
     if not path.exists():
         _guard_open(run_dir)
-        atomic_write_json(path, card_dict)
+        atomic_write_json(path, stamped(ModelCardFile, card_dict))
 
 
 def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """Model cards stored with a run, by model name (the card's ``name``; the file stem where it has none)."""
+    """Model cards stored with a run, by model name (the card's ``name``; the file stem where it has none).
+
+    Each card is version checked and migrated (:class:`~pipeline.schemas.ModelCardFile`); the
+    mapping returned is the card itself, without the file's ``schema_version``.
+    """
     from urllib.parse import unquote
 
     out = {}
     for p in sorted((run_dir / "models").glob("*.json")):
-        d = read_json(p)
-        name = d.get("name") if isinstance(d, dict) else None
+        d = {k: v for k, v in read_stored(ModelCardFile, p).items() if k != "schema_version"}
+        name = d.get("name")
         out[name if isinstance(name, str) else unquote(p.stem)] = d
     return out
 
@@ -478,11 +490,16 @@ def read_summaries(run_dir: Path) -> list["PointSummary"]:
     """Point summaries of a run (``summaries.json``)."""
     from pipeline.metrics import PointSummary
 
-    data = read_json(run_dir / "summaries.json")
+    data = read_stored(SummariesFile, run_dir / "summaries.json")
     try:
         return [PointSummary.from_dict(d) for d in data["points"]]
     except (KeyError, TypeError) as exc:
         raise BatchmarkError(f"{run_dir / 'summaries.json'}: malformed summaries ({exc})") from None
+
+
+def read_analysis(run_dir: Path) -> dict[str, Any]:
+    """``analysis.json`` of a run (version checked, migrated), as stored."""
+    return read_stored(AnalysisFile, run_dir / "analysis.json")
 
 
 def write_summaries(run_dir: Path) -> Path:
@@ -502,8 +519,7 @@ def write_summaries(run_dir: Path) -> Path:
     if meta.get("status") != "complete":
         raise BatchmarkError(f"{run_dir}: run is incomplete; finish the sweep first")
     summaries = summarize_run(load_points(run_dir))
-    atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
-                            "points": [s.as_dict() for s in summaries]})
+    atomic_write_json(out, stamped(SummariesFile, {"run_id": run_dir.name, "points": [s.as_dict() for s in summaries]}))
     return out
 
 
@@ -519,7 +535,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSumma
     cards = {}
     for name, d in load_model_cards(run_dir).items():
         try:
-            cards[name] = ModelCard.from_dict(d)
+            cards[name] = ModelCard.from_dict(d, source=str(model_card_path(run_dir, name)))
         except TypeError as exc:
             raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
@@ -533,7 +549,7 @@ def write_analysis(run_dir: Path) -> Path:
     """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
     result = analysis_of(run_dir, read_run_json(run_dir), read_summaries(run_dir))
     out = run_dir / "analysis.json"
-    atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, **result})
+    atomic_write_json(out, stamped(AnalysisFile, {"run_id": run_dir.name, **result}))
     return out
 
 
@@ -591,9 +607,7 @@ def load_run_results(ref: str | Path, runs_dir: Path | None = None, allow_incomp
     else:
         summaries = summarize_run(load_points(run_dir))
     if (run_dir / "analysis.json").is_file():
-        analysis = read_json(run_dir / "analysis.json")
-        if not isinstance(analysis, dict):
-            raise BatchmarkError(f"{run_dir / 'analysis.json'}: expected a JSON object")
+        analysis = read_analysis(run_dir)
     else:
         analysis = analysis_of(run_dir, meta, summaries)
     return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis,

@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.config",),
     ("pipeline.hardware", "pipeline.modelcards", "pipeline.modelfolders", "pipeline.serverenv"),
     ("pipeline.engines",),
-    ("pipeline.runs",),
+    ("pipeline.runs", "pipeline.schemas"),
     ("pipeline.sweep",),
     ("pipeline.metrics",),
     ("pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
