@@ -75,6 +75,21 @@ def _cmd_server_env(args: argparse.Namespace) -> int:
     return 0 if status.get("ok") or args.allow_failure else 1
 
 
+def _cmd_upgrade(args: argparse.Namespace) -> int:
+    from pipeline import runs
+
+    if bool(args.all) == bool(args.run):
+        raise BatchmarkError("upgrade: give one RUN or --all")
+    run_dirs = runs.list_runs(complete_only=False) if args.all else [runs.resolve_run(args.run)]
+    for run_dir in run_dirs:
+        rewritten = runs.upgrade_run(run_dir)
+        print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
+                                         if rewritten else "every file already at its current schema version"))
+        for path in rewritten:
+            print(f"  {path.relative_to(run_dir)}")
+    return 0
+
+
 def _cmd_summarize(args: argparse.Namespace) -> int:
     from pipeline import runs
 
@@ -250,6 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when any significant throughput regression exceeds PCT percent")
     s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
     s.set_defaults(func=_cmd_diff, format="text")
+
+    s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",
+                       description="Rewrite a run's stored files (run.json, summaries, analysis, point records, model "
+                                   "cards) at the current schema versions, in place; each file is replaced atomically. "
+                                   "Only the format changes, never a number: a complete run stays otherwise immutable. "
+                                   "Nothing is written when any file cannot be read.")
+    s.add_argument("run", metavar="RUN", nargs="?", help="run id or path")
+    s.add_argument("--all", action="store_true", help="every run under data/runs/ (complete or not)")
+    s.set_defaults(func=_cmd_upgrade)
 
     s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
     s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")

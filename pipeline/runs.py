@@ -612,3 +612,40 @@ def load_run_results(ref: str | Path, runs_dir: Path | None = None, allow_incomp
         analysis = analysis_of(run_dir, meta, summaries)
     return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis,
                       partial=meta.get("status") != "complete")
+
+
+# -- upgrade: a run's files rewritten at the current schema versions --------------------------
+
+def stored_files(run_dir: Path) -> list[tuple[type[StoredFile], Path]]:
+    """Every versioned file of a run with its model: ``run.json``, summaries, analysis, point records, model cards."""
+    out: list[tuple[type[StoredFile], Path]] = [(RunFile, run_dir / "run.json")]
+    out += [(cls, run_dir / name) for cls, name in ((SummariesFile, "summaries.json"), (AnalysisFile, "analysis.json"))
+            if (run_dir / name).is_file()]
+    out += [(PointRecordsFile, p) for p in sorted((run_dir / "points").glob("*/*.json"))]
+    out += [(ModelCardFile, p) for p in sorted((run_dir / "models").glob("*.json"))]
+    return out
+
+
+def upgrade_run(run_dir: Path) -> list[Path]:
+    """Rewrite a run's stored files at the current schema versions, in place; returns the files rewritten.
+
+    The one write a complete run allows: the format changes (``schema_version`` and what the
+    migrations of :mod:`pipeline.schemas` change), never a number.  Every file is read and
+    migrated first; when any cannot be read (corrupt, malformed, newer than this batchmark)
+    nothing is written.  Each file is then replaced atomically, holding the run's lock, so a
+    sweep cannot write into the run meanwhile.  A file already at its current version is left
+    untouched.
+
+    Raises:
+        BatchmarkError: a file cannot be read (named); the run is being measured.
+    """
+    with lock_run(run_dir):
+        plan = []
+        for cls, path in stored_files(run_dir):
+            raw = read_json(path)
+            new = migrate(cls, path, raw)
+            if new != raw:
+                plan.append((path, new))
+        for path, new in plan:
+            atomic_write_json(path, new)
+    return [path for path, _ in plan]
