@@ -91,16 +91,16 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
-    from pipeline import runs
+    from pipeline import runs, stages
 
-    print(runs.write_summaries(runs.resolve_run(args.run)))
+    print(stages.write_summaries(runs.resolve_run(args.run)))
     return 0
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from pipeline import runs
+    from pipeline import runs, stages
 
-    print(runs.write_analysis(runs.resolve_run(args.run)))
+    print(stages.write_analysis(runs.resolve_run(args.run)))
     return 0
 
 
@@ -113,14 +113,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import diff, runs
+    from pipeline import diff, stages
 
     if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
         # nan compares false with everything and inf exceeds every change: either would switch the gate off
         raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    result = diff.diff_runs(runs.load_run_results(args.run_a), runs.load_run_results(args.run_b), alpha=args.alpha)
+    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
     if args.format == "json":
         sys.stdout.write(diff.format_json(result))
     elif args.format == "markdown":

@@ -1,4 +1,4 @@
-"""The run folder: ids, ``run.json``, record files, atomic writes, resume and immutability.
+"""Storage: the run folder, its ids, paths, atomic writes and lock, reading and writing its files, resume and immutability.
 
 Layout of ``data/runs/<run_id>/``::
 
@@ -9,9 +9,12 @@ Layout of ``data/runs/<run_id>/``::
     summaries.json           point summaries (metrics stage)
     analysis.json            per-model analysis (analysis stage)
 
-Raw records and ``run.json`` of a complete run are never rewritten; the derived files
-(summaries, analysis) are recomputed from them.  Every write is atomic: a temporary file in
-the same folder, then ``os.replace``.
+Raw records and ``run.json`` of a complete run are never rewritten (but by :func:`upgrade_run`,
+which changes the format and never a number); the derived files (summaries, analysis) are
+recomputed from them by the stages (:mod:`pipeline.stages`, which also holds ``load_run``).
+Every file is read through its model in :mod:`pipeline.schemas` (version checked, migrated).
+Every write is atomic: a temporary file in the same folder, then ``os.replace``.  No stage is
+run here: storage imports neither the metrics nor the analysis.
 """
 
 from __future__ import annotations
@@ -26,15 +29,12 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline import paths
 from pipeline.errors import BatchmarkError
 from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
-from pipeline.records import PointKey, PointRecords
-
-if TYPE_CHECKING:
-    from pipeline.metrics import PointSummary
+from pipeline.records import PointKey, PointRecords, PointSummary
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
 SCHEMA_VERSION = RunFile.current
@@ -484,12 +484,10 @@ def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -
     atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
 
 
-# -- derived files (metrics and analysis stages) --------------------------------------------
+# -- derived files (written by the stages of pipeline.stages) ----------------------------------
 
-def read_summaries(run_dir: Path) -> list["PointSummary"]:
+def read_summaries(run_dir: Path) -> list[PointSummary]:
     """Point summaries of a run (``summaries.json``)."""
-    from pipeline.metrics import PointSummary
-
     data = read_stored(SummariesFile, run_dir / "summaries.json")
     try:
         return [PointSummary.from_dict(d) for d in data["points"]]
@@ -502,58 +500,7 @@ def read_analysis(run_dir: Path) -> dict[str, Any]:
     return read_stored(AnalysisFile, run_dir / "analysis.json")
 
 
-def write_summaries(run_dir: Path) -> Path:
-    """Metrics stage: summarise every stored point into ``summaries.json``.
-
-    Imported runs carry no request records; their importer wrote the summaries, which are
-    kept as they are.
-    """
-    from pipeline.metrics import summarize_run
-
-    meta = read_run_json(run_dir)
-    out = run_dir / "summaries.json"
-    if str(meta.get("source", "measured")).startswith("imported:"):
-        if not out.is_file():
-            raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
-        return out
-    if meta.get("status") != "complete":
-        raise BatchmarkError(f"{run_dir}: run is incomplete; finish the sweep first")
-    summaries = summarize_run(load_points(run_dir))
-    atomic_write_json(out, stamped(SummariesFile, {"run_id": run_dir.name, "points": [s.as_dict() for s in summaries]}))
-    return out
-
-
-def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSummary"]) -> dict[str, Any]:
-    """Analyse a run in memory: its summaries, its model cards and hardware, its config's knee threshold.
-
-    Raises:
-        BatchmarkError: a model card file of the run is malformed (the file is named).
-    """
-    from pipeline.analysis import KNEE_THRESHOLD, MAX_FAILURE_RATE, analyze
-    from pipeline.modelcards import ModelCard
-
-    cards = {}
-    for name, d in load_model_cards(run_dir).items():
-        try:
-            cards[name] = ModelCard.from_dict(d, source=str(model_card_path(run_dir, name)))
-        except TypeError as exc:
-            raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
-    threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
-    max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
-    servers = ((meta.get("engine") or {}).get("servers") or {})
-    limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
-    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed, limits)
-
-
-def write_analysis(run_dir: Path) -> Path:
-    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
-    result = analysis_of(run_dir, read_run_json(run_dir), read_summaries(run_dir))
-    out = run_dir / "analysis.json"
-    atomic_write_json(out, stamped(AnalysisFile, {"run_id": run_dir.name, **result}))
-    return out
-
-
-# -- reading a finished run whole (diff, pages) ---------------------------------------------
+# -- a finished run read whole (pipeline.stages.load_run) -----------------------------------
 
 @dataclass
 class RunResults:
@@ -563,14 +510,14 @@ class RunResults:
         run_dir: the run folder.
         meta: ``run.json`` (provenance).
         summaries: point summaries (``summaries.json``, or computed from the records in memory
-            when that file was not written yet).
+            when that file was not written yet, by :func:`pipeline.stages.load_run`).
         analysis: ``analysis.json`` (or computed in memory the same way).
         partial: the run is incomplete (``allow_incomplete``): its finished points only.
     """
 
     run_dir: Path
     meta: dict[str, Any]
-    summaries: list["PointSummary"]
+    summaries: list[PointSummary]
     analysis: dict[str, Any]
     partial: bool = False
 
@@ -578,40 +525,6 @@ class RunResults:
     def run_id(self) -> str:
         """The run id (``run.json``'s ``run_id``, else the folder name)."""
         return str(self.meta.get("run_id") or self.run_dir.name)
-
-
-def load_run_results(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bool = False) -> RunResults:
-    """Read a complete run (id or path) for comparison, without writing anything into it.
-
-    Derived files missing from a complete measured run are computed in memory from its
-    records, so a diff, ``show`` or ``pages`` never writes into the runs it reads: only the
-    ``summarize`` and ``analyze`` stages write ``summaries.json`` and ``analysis.json``.
-    With ``allow_incomplete`` an unfinished run is read too: its finished points, ``partial`` set.
-
-    Raises:
-        BatchmarkError: unknown run (the message names ``ref``); the run is incomplete (an
-            unfinished sweep is reported, never compared, so half a grid is never mixed into
-            a diff); an imported run without ``summaries.json``; corrupt files (named).
-    """
-    from pipeline.metrics import summarize_run
-
-    run_dir = resolve_run(ref, runs_dir)
-    meta = read_run_json(run_dir)
-    if meta.get("status") != "complete" and not allow_incomplete:
-        raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
-                             f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
-    if (run_dir / "summaries.json").is_file():
-        summaries = read_summaries(run_dir)
-    elif str(meta.get("source", "measured")).startswith("imported:"):
-        raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
-    else:
-        summaries = summarize_run(load_points(run_dir))
-    if (run_dir / "analysis.json").is_file():
-        analysis = read_analysis(run_dir)
-    else:
-        analysis = analysis_of(run_dir, meta, summaries)
-    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis,
-                      partial=meta.get("status") != "complete")
 
 
 # -- upgrade: a run's files rewritten at the current schema versions --------------------------

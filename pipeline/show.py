@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import runs
+from pipeline import stages
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
@@ -67,7 +67,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     Raises:
         BatchmarkError: unknown run, corrupt files.
     """
-    res = runs.load_run_results(ref, allow_incomplete=True)
+    res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
     if res.partial:  # only then: a complete run's document is exactly the contract of DESIGN.md
         doc["partial"] = True
