@@ -7,7 +7,7 @@ and without a model card), prompt lengths and generation lengths, B = 1, 2, 4 â€
 into a scratch project root (``BATCHMARK_ROOT``, as ``tests/conftest.py``'s ``make_scratch_root``
 builds it; nothing is written under data/) and prints, per size, the median wall time of:
 parsing, the whole import (parse + cards + ``summaries.json`` + ``analysis.json``), the analysis
-alone (``runs.analysis_of``, in memory) and the run view the pages read (``render.load_run_view``).
+alone (``stages.analysis_of``, in memory) and the run view the pages read (``view_of(stages.load_run(...))``).
 Sizes of 10,000 rows and more run once.  Figures, not assertions: the machine is shared.
 Goal (issue 9): 100,000 rows import in under 60 s.
 """
@@ -108,9 +108,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_scratch_root(Path(tmp))
         os.environ["BATCHMARK_ROOT"] = str(root)
-        from pipeline import runs
+        from pipeline import runs, stages
         from pipeline.importers import import_run, parse
-        from pipeline.pages.render import load_run_view
+        from pipeline.pages.views import view_of
 
         model = None if args.format == "md" else MODELS[0][0]
         print(f"{'rows':>8} {'workloads':>9} {'MB':>6} {'parse s':>8} {'import s':>9} {'analysis s':>10} "
@@ -127,9 +127,9 @@ def main() -> None:
                                                    model=model))
                 t_import.append(dt)
                 meta, summaries = runs.read_run_json(run), runs.read_summaries(run)
-                dt, _ = timed(lambda: runs.analysis_of(run, meta, summaries))
+                dt, _ = timed(lambda: stages.analysis_of(run, meta, summaries))
                 t_analysis.append(dt)
-                dt, view = timed(lambda: load_run_view(run))
+                dt, view = timed(lambda: view_of(stages.load_run(run)))
                 t_view.append(dt)
             med = statistics.median
             print(f"{len(res.summaries):8d} {len(view.workloads):9d} {src.stat().st_size / 1e6:6.1f} "

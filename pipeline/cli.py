@@ -75,17 +75,32 @@ def _cmd_server_env(args: argparse.Namespace) -> int:
     return 0 if status.get("ok") or args.allow_failure else 1
 
 
-def _cmd_summarize(args: argparse.Namespace) -> int:
+def _cmd_upgrade(args: argparse.Namespace) -> int:
     from pipeline import runs
 
-    print(runs.write_summaries(runs.resolve_run(args.run)))
+    if bool(args.all) == bool(args.run):
+        raise BatchmarkError("upgrade: give one RUN or --all")
+    run_dirs = runs.list_runs(complete_only=False) if args.all else [runs.resolve_run(args.run)]
+    for run_dir in run_dirs:
+        rewritten = runs.upgrade_run(run_dir)
+        print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
+                                         if rewritten else "every file already at its current schema version"))
+        for path in rewritten:
+            print(f"  {path.relative_to(run_dir)}")
+    return 0
+
+
+def _cmd_summarize(args: argparse.Namespace) -> int:
+    from pipeline import runs, stages
+
+    print(stages.write_summaries(runs.resolve_run(args.run)))
     return 0
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from pipeline import runs
+    from pipeline import runs, stages
 
-    print(runs.write_analysis(runs.resolve_run(args.run)))
+    print(stages.write_analysis(runs.resolve_run(args.run)))
     return 0
 
 
@@ -98,14 +113,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import diff, runs
+    from pipeline import diff, stages
 
     if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
         # nan compares false with everything and inf exceeds every change: either would switch the gate off
         raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    result = diff.diff_runs(runs.load_run_results(args.run_a), runs.load_run_results(args.run_b), alpha=args.alpha)
+    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
     if args.format == "json":
         sys.stdout.write(diff.format_json(result))
     elif args.format == "markdown":
@@ -254,6 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when any significant throughput regression exceeds PCT percent")
     s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
     s.set_defaults(func=_cmd_diff, format="text")
+
+    s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",
+                       description="Rewrite a run's stored files (run.json, summaries, analysis, point records, model "
+                                   "cards) at the current schema versions, in place; each file is replaced atomically. "
+                                   "Only the format changes, never a number: a complete run stays otherwise immutable. "
+                                   "Nothing is written when any file cannot be read.")
+    s.add_argument("run", metavar="RUN", nargs="?", help="run id or path")
+    s.add_argument("--all", action="store_true", help="every run under data/runs/ (complete or not)")
+    s.set_defaults(func=_cmd_upgrade)
 
     s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
     s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")

@@ -419,7 +419,7 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
     """Compare run A (before) with run B (after).
 
     Args:
-        a, b: the two runs as read by :func:`pipeline.runs.load_run_results`.
+        a, b: the two runs as read by :func:`pipeline.stages.load_run`.
         alpha: significance level of the two-sided Mann-Whitney U test, 0 < α < 1.
 
     Returns:

@@ -27,13 +27,12 @@ window, a zero TPOT or a single-token request gives None.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
 from statistics import median
 from typing import Any
 
 import numpy as np
 
-from pipeline.records import PointRecords, RepeatRecord, RequestRecord
+from pipeline.records import PointRecords, PointSummary, RepeatRecord, RequestRecord  # noqa: F401  (PointSummary: importable from here)
 
 
 def itl_values(req: RequestRecord) -> list[float]:
@@ -119,67 +118,6 @@ def repeat_prefill_throughput(rep: RepeatRecord) -> float | None:
     return sum(r.input_tokens for r in ok) / prefill if prefill > 0 and ok else None
 
 
-@dataclass
-class PointSummary:
-    """Summary of one point over its repeats.
-
-    Throughput fields are medians over repeats (tokens/s); latency fields are
-    ``{"p50","p90","p99","mean"}`` over every successful measured request of every repeat
-    (s).  ``step_time_s`` is the median decode step (static batch) or median TPOT (served).
-    ``samples`` keeps what diffs and spreads need: one value per repeat for throughputs, one
-    per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
-    (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
-    repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.
-    """
-
-    model: str
-    engine: str
-    input_len: int
-    output_len: int
-    concurrency: int
-    repeats: int
-    completed: int
-    failed: int
-    output_throughput_tok_s: float | None
-    per_user_tok_s: float | None
-    ttft_s: dict[str, float] | None
-    ttft_with_queue_s: dict[str, float] | None
-    tpot_s: dict[str, float] | None
-    itl_s: dict[str, float] | None
-    e2el_s: dict[str, float] | None
-    prefill_throughput_tok_s: float | None
-    step_time_s: float | None
-    errors: list[str] = field(default_factory=list)
-    samples: dict[str, list[float]] = field(default_factory=dict)
-    failure_rate: float | None = None
-    flags: dict[str, int] = field(default_factory=dict)
-    token_count_sources: dict[str, int] = field(default_factory=dict)
-    time_to_first_content_s: dict[str, float] | None = None
-    server: dict[str, float | None] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (what ``dataclasses.asdict`` gives, copied without its per-value ``deepcopy``)."""
-        return {name: _plain(getattr(self, name)) for name in _SUMMARY_FIELDS}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PointSummary":
-        """Inverse of :meth:`as_dict`."""
-        return cls(**data)
-
-
-_SUMMARY_FIELDS = tuple(f.name for f in fields(PointSummary))
-
-
-def _plain(value: Any) -> Any:
-    """A copy of a JSON-shaped value (dicts, lists, tuples of numbers and strings), as ``asdict`` copies it."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_plain(v) for v in value)
-    return value
 
 
 # Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).

@@ -83,9 +83,22 @@ class ModelCard:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelCard":
-        """Inverse of :meth:`as_dict` (keys of newer card versions that this one lacks are ignored)."""
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "ModelCard":
+        """Inverse of :meth:`as_dict`; a key this version does not know is left out with a warning naming it.
+
+        Not silently: a card's fields feed the arithmetic (bytes per decode step, KV bytes per
+        token), so an unknown key is either a misspelt known one, whose default would then be used
+        without a word, or a field of a newer card format, which a newer ``schema_version`` of the
+        file announces (refused on load, :mod:`pipeline.schemas`).  Kept, it would change nothing
+        computed; the reader must hear of it.  ``source`` (the card's file) is named in the warning.
+        """
+        import warnings
+
         known = {f.name for f in fields(cls)}
+        unknown = sorted(k for k in data if k not in known)
+        if unknown:
+            warnings.warn(f"{source or 'model card'}: unknown model card key(s) left out: {', '.join(unknown)}",
+                          UserWarning, stacklevel=2)
         return cls(**{k: v for k, v in data.items() if k in known})
 
 

@@ -1,14 +1,17 @@
-"""Request records: the raw data every engine yields and every later stage reads.
+"""Request records and point summaries: the data every engine yields and every later stage reads.
 
 Times are seconds relative to the start of the point (``time.perf_counter`` based, so
 monotonic).  One :class:`RequestRecord` per request; one :class:`RepeatRecord` per repeat of
 a point (its measured window and, for static batches, every decode step's timestamp); one
 :class:`PointRecords` per point.  DESIGN.md, "request record", fixes the field names.
+:class:`PointSummary` is what the metrics stage makes of a point (:mod:`pipeline.metrics`) and
+``summaries.json`` stores; it lives here, beside the records, so storage reads it typed without
+importing a stage.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 
@@ -140,3 +143,72 @@ class PointRecords:
             r["requests"] = [RequestRecord(**q) for q in r["requests"]]
             reps.append(RepeatRecord(**r))
         return cls(point=PointKey(**data["point"]), repeats=reps, meta=data.get("meta", {}))
+
+
+@dataclass
+class PointSummary:
+    """Summary of one point over its repeats.
+
+    Throughput fields are medians over repeats (tokens/s); latency fields are
+    ``{"p50","p90","p99","mean"}`` over every successful measured request of every repeat
+    (s).  ``step_time_s`` is the median decode step (static batch) or median TPOT (served).
+    ``samples`` keeps what diffs and spreads need: one value per repeat for throughputs, one
+    per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
+    (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
+    repeat shares one prefill and one decode loop, so the repeat, not the request, is the
+    independent sample there.
+    """
+
+    model: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int
+    repeats: int
+    completed: int
+    failed: int
+    output_throughput_tok_s: float | None
+    per_user_tok_s: float | None
+    ttft_s: dict[str, float] | None
+    ttft_with_queue_s: dict[str, float] | None
+    tpot_s: dict[str, float] | None
+    itl_s: dict[str, float] | None
+    e2el_s: dict[str, float] | None
+    prefill_throughput_tok_s: float | None
+    step_time_s: float | None
+    errors: list[str] = field(default_factory=list)
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    failure_rate: float | None = None
+    flags: dict[str, int] = field(default_factory=dict)
+    token_count_sources: dict[str, int] = field(default_factory=dict)
+    time_to_first_content_s: dict[str, float] | None = None
+    server: dict[str, float | None] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain-JSON form (what ``dataclasses.asdict`` gives, copied without its per-value ``deepcopy``)."""
+        return {name: _plain(getattr(self, name)) for name in _SUMMARY_FIELDS}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PointSummary":
+        """Inverse of :meth:`as_dict`; keys this version does not know are ignored.
+
+        A summary is derived (recomputed from the records by the metrics stage), and a field a later
+        batchmark adds without a new ``schema_version`` is one more figure beside the known ones:
+        reading the known ones stays right, so an added field never makes a run unreadable.
+        """
+        return cls(**{k: v for k, v in data.items() if k in _SUMMARY_FIELD_SET})
+
+
+_SUMMARY_FIELDS = tuple(f.name for f in fields(PointSummary))
+_SUMMARY_FIELD_SET = frozenset(_SUMMARY_FIELDS)
+
+
+def _plain(value: Any) -> Any:
+    """A copy of a JSON-shaped value (dicts, lists, tuples of numbers and strings), as ``asdict`` copies it."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return value

@@ -1,4 +1,4 @@
-"""The run folder: ids, ``run.json``, record files, atomic writes, resume and immutability.
+"""Storage: the run folder, its ids, paths, atomic writes and lock, reading and writing its files, resume and immutability.
 
 Layout of ``data/runs/<run_id>/``::
 
@@ -9,9 +9,12 @@ Layout of ``data/runs/<run_id>/``::
     summaries.json           point summaries (metrics stage)
     analysis.json            per-model analysis (analysis stage)
 
-Raw records and ``run.json`` of a complete run are never rewritten; the derived files
-(summaries, analysis) are recomputed from them.  Every write is atomic: a temporary file in
-the same folder, then ``os.replace``.
+Raw records and ``run.json`` of a complete run are never rewritten (but by :func:`upgrade_run`,
+which changes the format and never a number); the derived files (summaries, analysis) are
+recomputed from them by the stages (:mod:`pipeline.stages`, which also holds ``load_run``).
+Every file is read through its model in :mod:`pipeline.schemas` (version checked, migrated).
+Every write is atomic: a temporary file in the same folder, then ``os.replace``.  No stage is
+run here: storage imports neither the metrics nor the analysis.
 """
 
 from __future__ import annotations
@@ -26,16 +29,15 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline import paths
 from pipeline.errors import BatchmarkError
-from pipeline.records import PointKey, PointRecords
+from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
+from pipeline.records import PointKey, PointRecords, PointSummary
 
-if TYPE_CHECKING:
-    from pipeline.metrics import PointSummary
-
-SCHEMA_VERSION = 1
+#: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
+SCHEMA_VERSION = RunFile.current
 
 
 #: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
@@ -280,12 +282,18 @@ def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
     raise BatchmarkError(f"unknown run {str(ref)!r}: no run.json under {runs_dir / str(ref)} or {ref}")
 
 
+def read_stored(cls: type[StoredFile], path: Path) -> dict[str, Any]:
+    """A stored file of a run read as ``cls`` (:mod:`pipeline.schemas`): version checked, migrated, validated.
+
+    Raises:
+        BatchmarkError: missing, corrupt, of a newer version, or malformed (one line naming the file).
+    """
+    return migrate(cls, path, read_json(path))
+
+
 def read_run_json(run_dir: Path) -> dict[str, Any]:
     """``run.json`` of a run, checked for a known schema version."""
-    meta = read_json(run_dir / "run.json")
-    if not isinstance(meta, dict) or meta.get("schema_version") not in (SCHEMA_VERSION,):
-        raise BatchmarkError(f"{run_dir / 'run.json'}: unknown schema_version {meta.get('schema_version') if isinstance(meta, dict) else None!r}")
-    return meta
+    return read_stored(RunFile, run_dir / "run.json")
 
 
 def is_complete(run_dir: Path) -> bool:
@@ -314,7 +322,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """
     if (run_dir / "run.json").exists():
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
-    meta = {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, "status": "incomplete", **provenance}
+    meta = stamped(RunFile, {"run_id": run_dir.name, "status": "incomplete", **provenance})
     atomic_write_json(run_dir / "run.json", meta)
 
 
@@ -371,7 +379,7 @@ def write_point(run_dir: Path, records: PointRecords) -> Path:
     path = point_path(run_dir, records.point)
     if path.exists():
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
-    atomic_create_json(path, {"schema_version": SCHEMA_VERSION, **records.as_dict()})
+    atomic_create_json(path, stamped(PointRecordsFile, records.as_dict()))
     return path
 
 
@@ -381,8 +389,8 @@ def has_point(run_dir: Path, key: PointKey) -> bool:
 
 
 def load_point(path: Path) -> PointRecords:
-    """Read one point record file; a corrupt file raises BatchmarkError naming it."""
-    data = read_json(path)
+    """Read one point record file (version checked, migrated); a corrupt file raises BatchmarkError naming it."""
+    data = read_stored(PointRecordsFile, path)
     try:
         return PointRecords.from_dict(data)
     except (KeyError, TypeError) as exc:
@@ -396,21 +404,25 @@ def load_points(run_dir: Path) -> list[PointRecords]:
 
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
-    """Store a model card counted during the sweep (written once per model)."""
+    """Store a model card counted during the sweep (written once per model, with its ``schema_version``)."""
     path = model_card_path(run_dir, card_dict["name"])
     if not path.exists():
         _guard_open(run_dir)
-        atomic_write_json(path, card_dict)
+        atomic_write_json(path, stamped(ModelCardFile, card_dict))
 
 
 def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """Model cards stored with a run, by model name (the card's ``name``; the file stem where it has none)."""
+    """Model cards stored with a run, by model name (the card's ``name``; the file stem where it has none).
+
+    Each card is version checked and migrated (:class:`~pipeline.schemas.ModelCardFile`); the
+    mapping returned is the card itself, without the file's ``schema_version``.
+    """
     from urllib.parse import unquote
 
     out = {}
     for p in sorted((run_dir / "models").glob("*.json")):
-        d = read_json(p)
-        name = d.get("name") if isinstance(d, dict) else None
+        d = {k: v for k, v in read_stored(ModelCardFile, p).items() if k != "schema_version"}
+        name = d.get("name")
         out[name if isinstance(name, str) else unquote(p.stem)] = d
     return out
 
@@ -472,72 +484,23 @@ def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -
     atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
 
 
-# -- derived files (metrics and analysis stages) --------------------------------------------
+# -- derived files (written by the stages of pipeline.stages) ----------------------------------
 
-def read_summaries(run_dir: Path) -> list["PointSummary"]:
+def read_summaries(run_dir: Path) -> list[PointSummary]:
     """Point summaries of a run (``summaries.json``)."""
-    from pipeline.metrics import PointSummary
-
-    data = read_json(run_dir / "summaries.json")
+    data = read_stored(SummariesFile, run_dir / "summaries.json")
     try:
         return [PointSummary.from_dict(d) for d in data["points"]]
     except (KeyError, TypeError) as exc:
         raise BatchmarkError(f"{run_dir / 'summaries.json'}: malformed summaries ({exc})") from None
 
 
-def write_summaries(run_dir: Path) -> Path:
-    """Metrics stage: summarise every stored point into ``summaries.json``.
-
-    Imported runs carry no request records; their importer wrote the summaries, which are
-    kept as they are.
-    """
-    from pipeline.metrics import summarize_run
-
-    meta = read_run_json(run_dir)
-    out = run_dir / "summaries.json"
-    if str(meta.get("source", "measured")).startswith("imported:"):
-        if not out.is_file():
-            raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
-        return out
-    if meta.get("status") != "complete":
-        raise BatchmarkError(f"{run_dir}: run is incomplete; finish the sweep first")
-    summaries = summarize_run(load_points(run_dir))
-    atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name,
-                            "points": [s.as_dict() for s in summaries]})
-    return out
+def read_analysis(run_dir: Path) -> dict[str, Any]:
+    """``analysis.json`` of a run (version checked, migrated), as stored."""
+    return read_stored(AnalysisFile, run_dir / "analysis.json")
 
 
-def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list["PointSummary"]) -> dict[str, Any]:
-    """Analyse a run in memory: its summaries, its model cards and hardware, its config's knee threshold.
-
-    Raises:
-        BatchmarkError: a model card file of the run is malformed (the file is named).
-    """
-    from pipeline.analysis import KNEE_THRESHOLD, MAX_FAILURE_RATE, analyze
-    from pipeline.modelcards import ModelCard
-
-    cards = {}
-    for name, d in load_model_cards(run_dir).items():
-        try:
-            cards[name] = ModelCard.from_dict(d)
-        except TypeError as exc:
-            raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
-    threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
-    max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
-    servers = ((meta.get("engine") or {}).get("servers") or {})
-    limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
-    return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed, limits)
-
-
-def write_analysis(run_dir: Path) -> Path:
-    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
-    result = analysis_of(run_dir, read_run_json(run_dir), read_summaries(run_dir))
-    out = run_dir / "analysis.json"
-    atomic_write_json(out, {"schema_version": SCHEMA_VERSION, "run_id": run_dir.name, **result})
-    return out
-
-
-# -- reading a finished run whole (diff, pages) ---------------------------------------------
+# -- a finished run read whole (pipeline.stages.load_run) -----------------------------------
 
 @dataclass
 class RunResults:
@@ -547,14 +510,14 @@ class RunResults:
         run_dir: the run folder.
         meta: ``run.json`` (provenance).
         summaries: point summaries (``summaries.json``, or computed from the records in memory
-            when that file was not written yet).
+            when that file was not written yet, by :func:`pipeline.stages.load_run`).
         analysis: ``analysis.json`` (or computed in memory the same way).
         partial: the run is incomplete (``allow_incomplete``): its finished points only.
     """
 
     run_dir: Path
     meta: dict[str, Any]
-    summaries: list["PointSummary"]
+    summaries: list[PointSummary]
     analysis: dict[str, Any]
     partial: bool = False
 
@@ -564,37 +527,38 @@ class RunResults:
         return str(self.meta.get("run_id") or self.run_dir.name)
 
 
-def load_run_results(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bool = False) -> RunResults:
-    """Read a complete run (id or path) for comparison, without writing anything into it.
+# -- upgrade: a run's files rewritten at the current schema versions --------------------------
 
-    Derived files missing from a complete measured run are computed in memory from its
-    records, so a diff, ``show`` or ``pages`` never writes into the runs it reads: only the
-    ``summarize`` and ``analyze`` stages write ``summaries.json`` and ``analysis.json``.
-    With ``allow_incomplete`` an unfinished run is read too: its finished points, ``partial`` set.
+def stored_files(run_dir: Path) -> list[tuple[type[StoredFile], Path]]:
+    """Every versioned file of a run with its model: ``run.json``, summaries, analysis, point records, model cards."""
+    out: list[tuple[type[StoredFile], Path]] = [(RunFile, run_dir / "run.json")]
+    out += [(cls, run_dir / name) for cls, name in ((SummariesFile, "summaries.json"), (AnalysisFile, "analysis.json"))
+            if (run_dir / name).is_file()]
+    out += [(PointRecordsFile, p) for p in sorted((run_dir / "points").glob("*/*.json"))]
+    out += [(ModelCardFile, p) for p in sorted((run_dir / "models").glob("*.json"))]
+    return out
+
+
+def upgrade_run(run_dir: Path) -> list[Path]:
+    """Rewrite a run's stored files at the current schema versions, in place; returns the files rewritten.
+
+    The one write a complete run allows: the format changes (``schema_version`` and what the
+    migrations of :mod:`pipeline.schemas` change), never a number.  Every file is read and
+    migrated first; when any cannot be read (corrupt, malformed, newer than this batchmark)
+    nothing is written.  Each file is then replaced atomically, holding the run's lock, so a
+    sweep cannot write into the run meanwhile.  A file already at its current version is left
+    untouched.
 
     Raises:
-        BatchmarkError: unknown run (the message names ``ref``); the run is incomplete (an
-            unfinished sweep is reported, never compared, so half a grid is never mixed into
-            a diff); an imported run without ``summaries.json``; corrupt files (named).
+        BatchmarkError: a file cannot be read (named); the run is being measured.
     """
-    from pipeline.metrics import summarize_run
-
-    run_dir = resolve_run(ref, runs_dir)
-    meta = read_run_json(run_dir)
-    if meta.get("status") != "complete" and not allow_incomplete:
-        raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
-                             f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
-    if (run_dir / "summaries.json").is_file():
-        summaries = read_summaries(run_dir)
-    elif str(meta.get("source", "measured")).startswith("imported:"):
-        raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
-    else:
-        summaries = summarize_run(load_points(run_dir))
-    if (run_dir / "analysis.json").is_file():
-        analysis = read_json(run_dir / "analysis.json")
-        if not isinstance(analysis, dict):
-            raise BatchmarkError(f"{run_dir / 'analysis.json'}: expected a JSON object")
-    else:
-        analysis = analysis_of(run_dir, meta, summaries)
-    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis,
-                      partial=meta.get("status") != "complete")
+    with lock_run(run_dir):
+        plan = []
+        for cls, path in stored_files(run_dir):
+            raw = read_json(path)
+            new = migrate(cls, path, raw)
+            if new != raw:
+                plan.append((path, new))
+        for path, new in plan:
+            atomic_write_json(path, new)
+    return [path for path, _ in plan]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import runs
+from pipeline import stages
 from pipeline.analysis import REGIME_TEXT, implausible_model, implausible_point, post_knee_words
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -84,7 +84,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     Raises:
         BatchmarkError: unknown run, corrupt files.
     """
-    res = runs.load_run_results(ref, allow_incomplete=True)
+    res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
     if res.partial:  # only then: a complete run's document is exactly the contract of DESIGN.md
         doc["partial"] = True

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import runs
+from pipeline import runs, stages
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 BASE_STEP_S = 0.010
@@ -122,8 +122,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
     if complete:
         runs.complete_run(run_dir)
         if derived:
-            runs.write_summaries(run_dir)
-            runs.write_analysis(run_dir)
+            stages.write_summaries(run_dir)
+            stages.write_analysis(run_dir)
     return run_dir
 
 
@@ -146,5 +146,5 @@ def make_imported_run(runs_dir: Path, run_id: str, throughput_tok_s: dict[int, f
                "prefill_throughput_tok_s": None, "step_time_s": 0.02, "errors": [],
                "samples": {"output_throughput_tok_s": [t] * samples_per_point}} for c, t in sorted(throughput_tok_s.items())]
     runs.atomic_write_json(run_dir / "summaries.json", {"schema_version": 1, "run_id": run_id, "points": points})
-    runs.write_analysis(run_dir)
+    stages.write_analysis(run_dir)
     return run_dir

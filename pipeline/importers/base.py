@@ -26,6 +26,8 @@ from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file, card_with_file_size, find_card_file,
                                  load_card, normalize_quant)
+from pipeline.schemas import AnalysisFile, ModelCardFile, SummariesFile, stamped
+from pipeline.stages import analysis_of
 
 
 #: Largest fraction of a point's requests that may have failed for it to be imported as a
@@ -473,14 +475,13 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "stopped": {}, "command": command,
             "imported_at": now, "finished_at": now})
         for name, card in cards.items():
-            runs.atomic_write_json(runs.model_card_path(tmp, name), card.as_dict())
+            runs.atomic_write_json(runs.model_card_path(tmp, name), stamped(ModelCardFile, card.as_dict()))
         ordered = sorted(result.summaries, key=lambda s: (s.model, s.engine, s.input_len, s.output_len, s.concurrency))
-        runs.atomic_write_json(tmp / "summaries.json", {
-            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "points": [s.as_dict() for s in ordered]})
+        runs.atomic_write_json(tmp / "summaries.json", stamped(SummariesFile, {
+            "run_id": run_id, "points": [s.as_dict() for s in ordered]}))
         # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")
-        analysis = runs.analysis_of(tmp, runs.read_run_json(tmp), ordered)
-        runs.atomic_write_json(tmp / "analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": run_id,
-                                                       **analysis})
+        analysis = analysis_of(tmp, runs.read_run_json(tmp), ordered)
+        runs.atomic_write_json(tmp / "analysis.json", stamped(AnalysisFile, {"run_id": run_id, **analysis}))
         os.rename(tmp, final)  # replaces the empty claimed folder
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,6 +22,7 @@ from pipeline.diff import (METRIC_BY_KEY, RunDiff, diff_runs, figure_words, form
                            provenance_of)
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH
+from pipeline.stages import load_run
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
 SIGNIFICANT = "significant"
@@ -131,7 +132,7 @@ def comparison_view(d: RunDiff) -> ComparisonView:
 
 
 def _load(run_dirs: list[Path]) -> tuple[dict[str, runs.RunResults], dict[str, str | None]]:
-    loaded = {rd.name: runs.load_run_results(rd) for rd in run_dirs}
+    loaded = {rd.name: load_run(rd) for rd in run_dirs}
     return loaded, previous_runs([(rid, provenance_of(r)) for rid, r in loaded.items()])
 
 

@@ -527,7 +527,8 @@ def reference_views(reference: Path | None = None) -> list[Any]:
     Returns ``[]`` when ``../shared/reference/`` is absent: the repository never holds a copy.
     """
     from pipeline.importers import import_run
-    from pipeline.pages.views import load_run_view
+    from pipeline.pages.views import view_of
+    from pipeline.stages import load_run
 
     ref = reference or REFERENCE
     if not ref.is_file():
@@ -535,7 +536,7 @@ def reference_views(reference: Path | None = None) -> list[Any]:
     with tempfile.TemporaryDirectory() as tmp:
         run = import_run("llama-batched-bench", [ref], "dgx-spark", run_id="reference-dgx-spark-llamacpp",
                          runs_dir=Path(tmp))
-        return [load_run_view(run)]
+        return [view_of(load_run(run))]
 
 
 

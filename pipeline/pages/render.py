@@ -23,7 +23,7 @@ from markupsafe import Markup
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
-from pipeline.pages.views import RunView, Workload, load_run_view, view_of  # noqa: F401  (importable from here)
+from pipeline.pages.views import RunView, Workload, view_of  # noqa: F401  (importable from here)
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -281,10 +281,11 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
     """
     from pipeline import runs as runs_mod
+    from pipeline.stages import load_run
 
     runs_dir = runs_dir or paths.runs_dir()
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
-    results = [runs_mod.load_run_results(rd) for rd in run_dirs]  # in memory: pages never write into a run
+    results = [load_run(rd) for rd in run_dirs]  # in memory: pages never write into a run
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)

@@ -1,13 +1,12 @@
 """Run views: what the page templates see of one run (its workloads, their points and analysis).
 
-Read through :func:`pipeline.runs.load_run_results` (reading never writes); rendered by
+Read through :func:`pipeline.stages.load_run` (reading never writes); rendered by
 :mod:`pipeline.pages.render`, used by the explainers (:mod:`pipeline.pages.explain`) too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pipeline import runs
@@ -131,13 +130,8 @@ class RunView:
         return verdict_text(self.quality)
 
 
-def load_run_view(run_dir: Path) -> RunView:
-    """Read a complete run's summaries and analysis into a :class:`RunView` (computed in memory where absent: reading never writes)."""
-    return view_of(runs.load_run_results(run_dir))
-
-
 def view_of(res: "runs.RunResults") -> RunView:
-    """The :class:`RunView` of a run read by :func:`pipeline.runs.load_run_results`."""
+    """The :class:`RunView` of a run read by :func:`pipeline.stages.load_run`."""
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]
     view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis)

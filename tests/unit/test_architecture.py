@@ -20,10 +20,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.config",),
     ("pipeline.hardware", "pipeline.modelcards", "pipeline.modelfolders", "pipeline.serverenv"),
     ("pipeline.engines",),
-    ("pipeline.runs",),
+    ("pipeline.runs", "pipeline.schemas"),
     ("pipeline.sweep",),
     ("pipeline.metrics",),
     ("pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
+    ("pipeline.stages",),
     ("pipeline.importers",),
     ("pipeline.show", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
@@ -34,10 +35,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     # load_config checks the hardware profile name at the edge, before anything is measured
     # (moving it out would make every caller of load_config remember to check).
     ("pipeline.config", "pipeline.hardware"): "config validates its hardware profile name",
-    # runs.py is storage and a stage runner at once (load_run_results computes summaries and the
-    # analysis in memory where a run lacks them); issue 14 splits storage from the stages.
-    ("pipeline.runs", "pipeline.metrics"): "runs.py also runs the summarize stage",
-    ("pipeline.runs", "pipeline.analysis"): "runs.py also runs the analyze stage",
     # The sweep summarizes each point as it is measured, for the progress bar and to stop a model
     # after weak doublings (the knee); both are pure functions of the records it just wrote.
     ("pipeline.sweep", "pipeline.metrics"): "progress bar throughput, stop after the knee",
@@ -152,6 +149,25 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
     assert cycles(graph) == [["pipeline.metrics", "pipeline.runs"]]
     assert later_stage_imports(graph) == {("pipeline.runs", "pipeline.metrics")}
     assert layer_of("pipeline.engines.vllm") == layer_of("pipeline.engines") == 3
+
+
+def test_storage_imports_no_stage():
+    graph = import_graph()
+    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep"}
+    assert not graph["pipeline.runs"] & stages and not graph["pipeline.schemas"] & stages
+
+
+def test_show_diff_and_pages_read_a_run_one_way():
+    """One ``load_run`` (pipeline.stages) for show, diff and pages; no other reader of a whole run."""
+    import pipeline.runs
+    import pipeline.stages
+
+    assert not hasattr(pipeline.runs, "load_run_results") and callable(pipeline.stages.load_run)
+    readers = {"pipeline.show", "pipeline.cli", "pipeline.pages.render", "pipeline.pages.changes", "pipeline.pages.explain"}
+    mods = all_modules()
+    for name in readers:
+        assert "load_run(" in mods[name].read_text(encoding="utf-8"), name
+    assert not [n for n, p in mods.items() if "load_run_view" in p.read_text(encoding="utf-8")]
 
 
 def test_served_engines_share_a_base_not_each_other():

@@ -6,7 +6,7 @@ Runs are hand-made (tests/runbuilder.py): only dense-a's c=8 point is slower, so
 
 from __future__ import annotations
 
-from pipeline import runs
+from pipeline import stages
 from pipeline.diff import diff_runs
 from pipeline.pages.changes import CHART_METRICS, change_rows, changes_chart
 from tests.runbuilder import CONCURRENCY, MODELS, NOISE_A, NOISE_B, make_run
@@ -15,7 +15,7 @@ from tests.runbuilder import CONCURRENCY, MODELS, NOISE_A, NOISE_B, make_run
 def test_chart_rows_and_spec(tmp_path):
     a = make_run(tmp_path, "a", noise=NOISE_A)
     b = make_run(tmp_path, "b", noise=NOISE_B, slow={("dense-a", 8): 1.25})
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     rows = change_rows(d)
     assert len(rows) == len(MODELS) * len(CONCURRENCY) * len(CHART_METRICS)
     sig = [r for r in rows if r["significance"] == "significant"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import runs
+from pipeline import stages
 from pipeline.diff import (METRICS, diff_runs, format_csv, format_json, format_markdown, format_text,
                            metric_samples, min_two_sided_p, previous_runs, regressions, relative_change,
                            significance)
@@ -83,7 +83,7 @@ def test_served_latency_is_tested_per_request_static_per_repeat():
 
 def test_bad_alpha_is_a_user_error(tmp_path: Path):
     make_run(tmp_path, "a")
-    r = runs.load_run_results(tmp_path / "a")
+    r = stages.load_run(tmp_path / "a")
     with pytest.raises(BatchmarkError, match="--alpha"):
         diff_runs(r, r, alpha=1.5)
 
@@ -96,7 +96,7 @@ def scenario(tmp_path_factory):
     d = tmp_path_factory.mktemp("runs")
     a = make_run(d, "20261129T100000Z-a", noise=NOISE_A)
     b = make_run(d, "20261129T110000Z-b", noise=NOISE_B, slow={("dense-a", 8): 1.25})
-    return runs.load_run_results(a), runs.load_run_results(b)
+    return stages.load_run(a), stages.load_run(b)
 
 
 def test_only_the_slowed_point_is_significant(scenario):
@@ -153,7 +153,7 @@ def test_three_repeats_say_no_change_can_be_significant(tmp_path: Path):
     # 3 + 3 repeats: floor 2 / C(6, 3) = 0.1 > 0.05, so even the 20 % slow-down is "~" with a note.
     a = make_run(tmp_path, "a", noise=(0.99, 1.0, 1.01))
     b = make_run(tmp_path, "b", noise=(0.99, 1.0, 1.01), slow={("dense-a", 8): 1.25})
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     assert not any(c.significant for c in d.changes)
     assert all(c.min_p == pytest.approx(0.1) for c in d.changes)
     assert any("no change can be significant" in n for n in d.notes)
@@ -164,7 +164,7 @@ def test_three_repeats_say_no_change_can_be_significant(tmp_path: Path):
 def test_different_hardware_is_the_first_line(tmp_path: Path):
     a = make_run(tmp_path, "a")
     b = make_run(tmp_path, "b", hardware=H200_PROFILE, noise=NOISE_B)
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     assert not d.comparable
     for out in (format_text(d), format_markdown(d)):
         first = out.splitlines()[0]
@@ -175,7 +175,7 @@ def test_different_hardware_is_the_first_line(tmp_path: Path):
 def test_different_workload_and_unmatched_points(tmp_path: Path):
     a = make_run(tmp_path, "a", concurrency=(1, 2, 4))
     b = make_run(tmp_path, "b", models=("dense-a", "dense-c"), concurrency=(2, 4, 8), noise=NOISE_B)
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     first = format_text(d).splitlines()[0]
     assert "different workload" in first and "only in A: moe-b" in first and "only in B: dense-c" in first
     # Matched: dense-a at c = 2, 4.  Only in A: dense-a c=1 and moe-b 1, 2, 4; only in B: dense-a 8, dense-c 2, 4, 8.
@@ -188,7 +188,7 @@ def test_provenance_names_what_differs(tmp_path: Path):
     # Same hardware; B upgraded transformers, switched dtype and probed 10 % more bandwidth (> 5 % tolerance).
     a = make_run(tmp_path, "a")
     b = make_run(tmp_path, "b", noise=NOISE_B, transformers_version="4.58.0", dtype="bfloat16", bandwidth_gb_s=220.0)
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     differs = {p.field for p in d.provenance if p.differs}
     # (the engine's own package version is reported once, as the engine version)
     assert {"engine_version", "engine_flags.dtype", "bandwidth_gb_s_probed"} <= differs
@@ -201,7 +201,7 @@ def test_model_figures_are_compared(tmp_path: Path):
     # Probed bandwidth 200 -> 220 GB/s: the ceiling (bandwidth / bytes per step) rises by exactly 10 %.
     a = make_run(tmp_path, "a")
     b = make_run(tmp_path, "b", noise=NOISE_A, bandwidth_gb_s=220.0)
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     ceil = [m for m in d.models if m.field == "ceiling_tok_s"]
     assert len(ceil) == len(MODELS) and all(m.change == pytest.approx(0.10) for m in ceil)
 
@@ -243,7 +243,7 @@ def test_imported_runs_without_samples_are_compared_but_not_tested(tmp_path: Pat
 
     a = make_imported_run(tmp_path, "ia", {1: 100.0, 8: 400.0})
     b = make_imported_run(tmp_path, "ib", {1: 90.0, 8: 400.0})
-    d = diff_runs(runs.load_run_results(a), runs.load_run_results(b))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
     row = next(c for c in d.changes if c.concurrency == 1 and c.metric == "output_throughput_tok_s")
     assert row.change == pytest.approx(-0.10) and row.verdict == "~" and "no samples" in row.note
     mbu = next(c for c in d.changes if c.metric == "mbu")

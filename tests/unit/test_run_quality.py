@@ -84,9 +84,10 @@ def test_flagged_run_is_never_the_example_when_a_clean_one_exists(pages):
     assert f"For dense-a on cpu (run <code>{CLEAN}</code>" in knee
     from pipeline.pages import explain
     from pipeline.hardware import load_profile
-    from pipeline.pages.render import load_run_view
+    from pipeline.pages.views import view_of
+    from pipeline.stages import load_run
 
-    views = [load_run_view(pages.parent / "runs" / r) for r in (NOISY, CLEAN)]
+    views = [view_of(load_run(pages.parent / "runs" / r)) for r in (NOISY, CLEAN)]
     ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"))
     assert ctx["dense_run"] == CLEAN and ctx["moe_run"] == CLEAN
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import runs
+from pipeline import runs, stages
 from pipeline.config import parse_config
 from pipeline.errors import BatchmarkError
 from pipeline.sweep import run_sweep
@@ -84,23 +84,23 @@ def test_incomplete_run_of_another_config_is_reported_not_mixed(tmp_path: Path):
 def test_incomplete_run_is_neither_summarised_nor_compared(tmp_path: Path):
     run = make_run(tmp_path, "r", complete=False)
     with pytest.raises(BatchmarkError, match="incomplete"):
-        runs.write_summaries(run)
+        stages.write_summaries(run)
     with pytest.raises(BatchmarkError, match="r is incomplete"):
-        runs.load_run_results(run)
+        stages.load_run(run)
 
 
-def test_load_run_results_never_writes(tmp_path: Path):
+def test_load_run_never_writes(tmp_path: Path):
     # A complete run without derived files is summarised in memory; the folder is unchanged.
     run = make_run(tmp_path, "r", derived=False)
     before = _tree_digest(run)
-    res = runs.load_run_results(run)
+    res = stages.load_run(run)
     assert len(res.summaries) == 10 and res.analysis["models"]
     assert _tree_digest(run) == before and not (run / "summaries.json").exists()
 
 
 def test_unknown_run_names_the_ref(tmp_path: Path):
     with pytest.raises(BatchmarkError, match="nosuch"):
-        runs.load_run_results("nosuch", tmp_path)
+        stages.load_run("nosuch", tmp_path)
 
 
 def test_changed_config_content_gets_a_new_run(tmp_path: Path):

@@ -1,0 +1,141 @@
+"""The stored files of a run: one pydantic model each, a ``schema_version`` checked on load, migrations.
+
+As asv's results files carry ``api_version`` and are brought forward by ``update_to_N``, every file
+of a run folder carries ``schema_version``: ``run.json`` (:class:`RunFile`), ``summaries.json``
+(:class:`SummariesFile`), ``analysis.json`` (:class:`AnalysisFile`), each point record file
+``points/<model>/<slug>.json`` (:class:`PointRecordsFile`) and each model card ``models/<model>.json``
+(:class:`ModelCardFile`).
+
+- A file without ``schema_version`` is version 1 (the model card files of runs written before
+  cards were versioned): it loads unchanged.
+- A file of an older version is brought to the current one in memory by the model's
+  ``updates`` (``{N: update_to_N}``, each taking the mapping of version N − 1 to version N);
+  ``batchmark upgrade`` writes the result back.  An update changes the format, never a number.
+- A newer version than this batchmark knows is refused: one-line BatchmarkError naming the file.
+
+The models check the envelope (the fields every reader relies on, their types) and keep every
+other key (``extra="allow"``): readers get the migrated mapping itself, so what they read is
+exactly what was stored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from pipeline.errors import BatchmarkError
+
+Update = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class StoredFile(BaseModel):
+    """Base of every stored file: its ``schema_version`` and the migrations that bring older versions forward."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = 1
+
+    #: The version this batchmark writes and reads.
+    current: ClassVar[int] = 1
+    #: ``{N: update_to_N}``: mapping of version N − 1 → mapping of version N (format only, never a number).
+    updates: ClassVar[dict[int, Update]] = {}
+
+
+class RunFile(StoredFile):
+    """``run.json``: provenance (hardware, probe, versions, config, engine) and ``status``."""
+
+    run_id: str | None = None
+    status: str | None = None
+    source: str | None = None
+    config: dict[str, Any] | None = None
+    engine: dict[str, Any] | None = None
+    hardware: dict[str, Any] | None = None
+
+
+class SummariesFile(StoredFile):
+    """``summaries.json``: one point summary per point (metrics stage, or an importer)."""
+
+    run_id: str | None = None
+    points: list[dict[str, Any]]
+
+
+class AnalysisFile(StoredFile):
+    """``analysis.json``: per-model analysis, per-point MBU and flags, the hardware block (analysis stage)."""
+
+    run_id: str | None = None
+    hardware: dict[str, Any] | None = None
+    models: list[dict[str, Any]] | None = None
+    points: list[dict[str, Any]] | None = None
+
+
+class PointKeyModel(BaseModel):
+    """The ``point`` of a record file: (model, engine, input length, output length, concurrency)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    engine: str
+    input_len: int
+    output_len: int
+    concurrency: int
+
+
+class PointRecordsFile(StoredFile):
+    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat."""
+
+    point: PointKeyModel
+    repeats: list[dict[str, Any]]
+    meta: dict[str, Any] | None = None
+
+
+class ModelCardFile(StoredFile):
+    """``models/<model>.json``: the model card counted during the sweep (or given to an importer)."""
+
+    name: str | None = None
+    kind: str | None = None
+
+
+def version_of(path: Path | str, data: dict[str, Any]) -> int:
+    """The ``schema_version`` of a stored mapping (1 when absent).
+
+    Raises:
+        BatchmarkError: not a positive whole number (the file is named).
+    """
+    v = data.get("schema_version", 1)
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise BatchmarkError(f"{path}: schema_version {v!r} is not a version number")
+    return v
+
+
+def migrate(cls: type[StoredFile], path: Path | str, data: Any) -> dict[str, Any]:
+    """``data`` (a stored file's JSON) checked against ``cls`` and brought to ``cls.current``.
+
+    Returns the migrated mapping with ``schema_version`` first; every other key as stored.
+
+    Raises:
+        BatchmarkError: not a JSON object, a newer version than ``cls.current``, or a field of the
+            wrong shape (one line naming the file and the field).
+    """
+    if not isinstance(data, dict):
+        raise BatchmarkError(f"{path}: expected a JSON object")
+    v = version_of(path, data)
+    if v > cls.current:
+        raise BatchmarkError(f"{path}: schema_version {v} is newer than this batchmark reads "
+                             f"({cls.current}); upgrade batchmark to read it")
+    for n in range(v + 1, cls.current + 1):
+        data = cls.updates[n](dict(data))
+    out = {"schema_version": cls.current, **{k: val for k, val in data.items() if k != "schema_version"}}
+    try:
+        cls.model_validate(out)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise BatchmarkError(f"{path}: {where}: {err['msg']}") from None
+    return out
+
+
+def stamped(cls: type[StoredFile], body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` to be written as a file of ``cls``: ``schema_version`` (the current one) first."""
+    return {"schema_version": cls.current, **{k: v for k, v in body.items() if k != "schema_version"}}

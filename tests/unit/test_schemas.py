@@ -1,0 +1,132 @@
+"""Every stored file of a run is typed and versioned (issue 14, "Stored files: typed and versioned").
+
+Files without ``schema_version`` (the model cards of today's committed runs) are version 1 and
+load unchanged; a newer version is refused in one line naming the file; older versions are
+brought forward by the model's ``updates`` (asv's ``update_to_N``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from pipeline import runs, schemas
+from pipeline.errors import BatchmarkError
+from pipeline.metrics import PointSummary
+from pipeline.modelcards import ModelCard
+from pipeline.records import PointRecords
+
+COMMITTED = Path(__file__).resolve().parents[2] / "data" / "runs" / "20261129T161329Z-vm"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    dst = tmp_path / COMMITTED.name
+    shutil.copytree(COMMITTED, dst)
+    return dst
+
+
+def _files(run_dir: Path) -> dict[str, Path]:
+    return {"run.json": run_dir / "run.json", "summaries.json": run_dir / "summaries.json",
+            "analysis.json": run_dir / "analysis.json",
+            "point": sorted((run_dir / "points").glob("*/*.json"))[0],
+            "card": sorted((run_dir / "models").glob("*.json"))[0]}
+
+
+def test_a_committed_run_loads_unchanged_its_unversioned_cards_as_version_1(run: Path):
+    card_file = _files(run)["card"]
+    stored = json.loads(card_file.read_text())
+    assert "schema_version" not in stored  # today's committed cards carry none
+    cards = runs.load_model_cards(run)
+    assert cards[stored["name"]] == stored
+    assert schemas.version_of(card_file, stored) == 1
+    assert runs.read_analysis(run) == json.loads((run / "analysis.json").read_text())
+    stored_points = json.loads((run / "summaries.json").read_text())["points"]
+    assert [{k: s.as_dict()[k] for k in d} for s, d in zip(runs.read_summaries(run), stored_points)] == stored_points
+    point = _files(run)["point"]
+    assert runs.load_point(point) == PointRecords.from_dict(json.loads(point.read_text()))
+
+
+@pytest.mark.parametrize("kind", ["run.json", "summaries.json", "analysis.json", "point", "card"])
+def test_a_newer_schema_version_is_refused_in_one_line_naming_the_file(run: Path, kind: str):
+    path = _files(run)[kind]
+    data = json.loads(path.read_text())
+    data["schema_version"] = 99
+    path.write_text(json.dumps(data))
+    readers = {"run.json": lambda: runs.read_run_json(run), "summaries.json": lambda: runs.read_summaries(run),
+               "analysis.json": lambda: runs.read_analysis(run), "point": lambda: runs.load_point(path),
+               "card": lambda: runs.load_model_cards(run)}
+    with pytest.raises(BatchmarkError) as exc:
+        readers[kind]()
+    msg = str(exc.value)
+    assert "\n" not in msg and str(path) in msg and "schema_version 99 is newer" in msg
+
+
+def test_a_malformed_field_is_named(run: Path):
+    path = _files(run)["point"]
+    data = json.loads(path.read_text())
+    data["point"]["concurrency"] = "many"
+    path.write_text(json.dumps(data))
+    with pytest.raises(BatchmarkError, match=r"point\.concurrency"):
+        runs.load_point(path)
+    (run / "summaries.json").write_text('{"schema_version": 1, "points": {}}')
+    with pytest.raises(BatchmarkError, match=r"summaries\.json: points"):
+        runs.read_summaries(run)
+    (run / "analysis.json").write_text('{"schema_version": "2"}')
+    with pytest.raises(BatchmarkError, match="not a version number"):
+        runs.read_analysis(run)
+
+
+class _CardV3(schemas.ModelCardFile):
+    """A card format two versions on: v2 renamed ``layers`` to ``num_layers``, v3 nested ``extra``."""
+
+    current: ClassVar[int] = 3
+
+    @staticmethod
+    def _to_2(d: dict[str, Any]) -> dict[str, Any]:
+        d["num_layers"] = d.pop("layers")
+        return d
+
+    @staticmethod
+    def _to_3(d: dict[str, Any]) -> dict[str, Any]:
+        d.setdefault("extra", {})
+        return d
+
+    updates: ClassVar[dict] = {2: _to_2, 3: _to_3}
+
+
+def test_older_versions_are_migrated_step_by_step():
+    old = {"name": "m", "layers": 4}
+    assert schemas.migrate(_CardV3, "models/m.json", old) == {"schema_version": 3, "name": "m", "num_layers": 4,
+                                                                "extra": {}}
+    assert old == {"name": "m", "layers": 4}  # the caller's mapping is left alone
+    two = {"schema_version": 2, "name": "m", "num_layers": 4}
+    assert schemas.migrate(_CardV3, "x", two)["schema_version"] == 3
+    assert schemas.migrate(_CardV3, "x", {"schema_version": 3, "name": "m"}) == {"schema_version": 3, "name": "m"}
+
+
+def test_point_summary_from_dict_tolerates_an_added_field(run: Path):
+    d = json.loads((run / "summaries.json").read_text())["points"][0]
+    assert PointSummary.from_dict({**d, "goodput_tok_s": 12.5}) == PointSummary.from_dict(d)
+
+
+def test_model_card_from_dict_warns_of_an_unknown_key_and_names_the_file(run: Path):
+    d = json.loads(_files(run)["card"].read_text())
+    with pytest.warns(UserWarning, match=r"models/x\.json: unknown model card key\(s\) left out: num_kv_head"):
+        card = ModelCard.from_dict({**d, "num_kv_head": 2}, source="models/x.json")
+    assert card == ModelCard.from_dict(d)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ModelCard.from_dict(d)  # a known card: no warning
+
+
+def test_new_files_are_written_with_their_schema_version(tmp_path: Path):
+    runs.create_run(tmp_path / "r", {"source": "measured"})
+    runs.write_model_card(tmp_path / "r", {"name": "m", "kind": "dense"})
+    assert json.loads(runs.model_card_path(tmp_path / "r", "m").read_text())["schema_version"] == 1
+    assert runs.load_model_cards(tmp_path / "r") == {"m": {"name": "m", "kind": "dense"}}

@@ -1,0 +1,99 @@
+"""``batchmark upgrade``: a run's files rewritten at the current schema versions, format only (issue 14).
+
+On a copy of a committed run: its unversioned model cards (version 1) come out stamped, every
+number of every file is equal before and after, and the pages render byte for byte the same
+from the upgraded copy.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline import cli, runs, schemas
+from pipeline.errors import BatchmarkError
+
+COMMITTED = Path(__file__).resolve().parents[2] / "data" / "runs" / "20261129T161329Z-vm"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Path:
+    dst = tmp_path / "runs" / COMMITTED.name
+    shutil.copytree(COMMITTED, dst)
+    return dst
+
+
+def _snapshot(run_dir: Path) -> dict[str, Any]:
+    return {str(p.relative_to(run_dir)): json.loads(p.read_text()) for p in sorted(run_dir.rglob("*.json"))}
+
+
+def _leaves(obj: Any, where: str = "") -> dict[str, Any]:
+    """Every number and string of a JSON document by its path, ``schema_version`` left out."""
+    if isinstance(obj, dict):
+        return {k2: v for k, val in obj.items() if k != "schema_version" for k2, v in _leaves(val, f"{where}/{k}").items()}
+    if isinstance(obj, list):
+        return {k2: v for i, val in enumerate(obj) for k2, v in _leaves(val, f"{where}/{i}").items()}
+    return {where: obj}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path: Path, capsys):
+    from pipeline.pages.render import render_site
+
+    before = _snapshot(run)
+    render_site(tmp_path / "pages-before", runs_dir=run.parent)
+    assert all("schema_version" not in d for k, d in before.items() if k.startswith("models/"))
+
+    assert cli.main(["upgrade", str(run)]) == 0
+    assert "models/dense-llama-190m.json" in capsys.readouterr().out
+
+    after = _snapshot(run)
+    assert set(after) == set(before)
+    for name in before:
+        assert _leaves(after[name]) == _leaves(before[name]), name  # every number (and string) equal
+        assert schemas.version_of(name, after[name]) == 1
+        if name.startswith("models/"):
+            assert next(iter(after[name])) == "schema_version"  # old -> new: the card now says its version
+        else:
+            assert (run / name).read_text() == (COMMITTED / name).read_text()  # already current: untouched
+    render_site(tmp_path / "pages-after", runs_dir=run.parent)
+    assert _tree(tmp_path / "pages-after") == _tree(tmp_path / "pages-before")
+
+    assert runs.upgrade_run(run) == []  # a second upgrade has nothing to do
+
+
+def test_upgrade_runs_the_migrations_and_writes_the_new_version(run: Path, monkeypatch):
+    def update_to_2(d: dict[str, Any]) -> dict[str, Any]:
+        d["extra"] = {**(d.get("extra") or {}), "card_format": 2}
+        return d
+
+    monkeypatch.setattr(schemas.ModelCardFile, "current", 2)
+    monkeypatch.setattr(schemas.ModelCardFile, "updates", {2: update_to_2})
+    rewritten = runs.upgrade_run(run)
+    assert sorted(p.parent.name for p in rewritten) == ["models", "models"]
+    card = json.loads(rewritten[0].read_text())
+    assert card["schema_version"] == 2 and card["extra"]["card_format"] == 2
+
+
+def test_upgrade_refuses_a_file_it_cannot_read_and_writes_nothing(run: Path, capsys):
+    (run / "analysis.json").write_text(json.dumps({**json.loads((run / "analysis.json").read_text()),
+                                                   "schema_version": 7}))
+    before = _tree(run)
+    with pytest.raises(BatchmarkError, match=r"analysis\.json: schema_version 7 is newer"):
+        runs.upgrade_run(run)
+    assert _tree(run) == before
+    assert cli.main(["upgrade", str(run)]) == 2
+    assert "batchmark: error:" in capsys.readouterr().err
+
+
+def test_upgrade_help_says_only_the_format_changes(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["upgrade", "--help"])
+    assert "never a number" in " ".join(capsys.readouterr().out.split())
