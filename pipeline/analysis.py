@@ -10,6 +10,10 @@ Definitions (DESIGN.md):
   measured still gains at least the threshold.  Past the knee the curve "declines" when its
   last point is more than 10 % below its peak, else it "plateaus";
 - scaling efficiency at c = T(c) / (c × T(1)).
+Knee uncertainty (issue 13): the knee above is of the medians over repeats; ``knee_per_repeat`` is
+the knee (same definition, same threshold) of each repeat's own curve (repeat i of every point
+of the workload), and ``knee_settled`` is True when every repeat gives the reported knee, False
+when any differs, None when there are fewer than two repeats (nothing to compare).
 Failed and flagged points (issue 12): a point with any failed measured request, or any request
 whose token count set evidence aside, is *flagged* (``flags``); a point whose failure rate
 (failed / measured requests) is above ``max_failure_rate`` (config, default 0.05), or that
@@ -67,6 +71,60 @@ def find_knee(points: list[tuple[int, float]], threshold: float = KNEE_THRESHOLD
         else:
             break
     return knee
+
+
+def knee_per_repeat(samples: list[tuple[int, list[float]]], threshold: float = KNEE_THRESHOLD) -> list[int | None]:
+    """The knee of each repeat: :func:`find_knee` of ``[(c, samples_c[i]) for each c]`` for repeat i.
+
+    ``samples`` is ``[(c, [T of repeat 0, T of repeat 1, ...]), ...]`` over the workload's knee curve
+    (excluded points already left out).  Only repeats measured at every point are compared (the
+    shortest list bounds them); fewer than two points or two repeats give ``[]``.
+    """
+    if len(samples) < 2:
+        return []
+    n = min(len(v) for _, v in samples)
+    if n < 2:
+        return []
+    return [find_knee([(c, v[i]) for c, v in samples], threshold) for i in range(n)]
+
+
+def knee_uncertainty(samples: list[tuple[int, list[float]]], knee: int | None,
+                     threshold: float = KNEE_THRESHOLD) -> dict[str, Any]:
+    """``{"knee_per_repeat": [...], "knee_settled": bool | None}`` (see the module docstring)."""
+    per = knee_per_repeat(samples, threshold)
+    return {"knee_per_repeat": per, "knee_settled": all(k == knee for k in per) if per else None}
+
+
+def knee_uncertainty_of(model: dict[str, Any], summaries: list[dict[str, Any]],
+                        analysis_points: list[dict[str, Any]]) -> dict[str, Any]:
+    """The knee uncertainty of one analysed workload, from its point summaries (dicts) where an older
+    ``analysis.json`` lacks ``knee_per_repeat``; the stored fields when present."""
+    if "knee_per_repeat" in model:
+        return {"knee_per_repeat": model["knee_per_repeat"], "knee_settled": model.get("knee_settled")}
+    key = (model["model"], model["engine"], model["input_len"], model["output_len"])
+    excluded = {a["concurrency"] for a in analysis_points if a.get("excluded")
+                and (a["model"], a["engine"], a["input_len"], a["output_len"]) == key}
+    excluded |= set(model.get("excluded_concurrency") or [])
+    samples = sorted((s["concurrency"], list((s.get("samples") or {}).get("output_throughput_tok_s") or []))
+                     for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key
+                     and s.get("output_throughput_tok_s") and s["concurrency"] not in excluded)
+    return knee_uncertainty(samples, model.get("knee_concurrency"), model.get("knee_threshold") or KNEE_THRESHOLD)
+
+
+def knee_words(knee: int | None, per_repeat: list[int | None] | None, settled: bool | None) -> str:
+    """The knee with its uncertainty in words: ``"c = 16, not settled: repeats give 16, 32, 16"``,
+    ``"c = 16, settled: all 3 repeats give 16"``, ``"not reached"`` (one repeat: nothing more to say)."""
+    return (f"c = {knee}" if knee is not None else "not reached") + knee_spread_words(knee, per_repeat, settled)
+
+
+def knee_spread_words(knee: int | None, per_repeat: list[int | None] | None, settled: bool | None) -> str:
+    """What follows the knee in :func:`knee_words` (``", not settled: repeats give 16, 32, 16"``; ``""`` for one repeat)."""
+    if not per_repeat or settled is None:
+        return ""
+    if settled:
+        return (f", settled: all {len(per_repeat)} repeats give {knee}" if knee is not None
+                else f", settled: reached in none of the {len(per_repeat)} repeats")
+    return ", not settled: repeats give " + ", ".join("not reached" if k is None else str(k) for k in per_repeat)
 
 
 def post_knee(points: list[tuple[int, float]], knee: int | None) -> str:
@@ -315,6 +373,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         card = cards.get(model)
         ctx = mean_decode_context(inp, out)
         knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
+        curve_c = {c for c, _ in curve}
+        uncertainty = knee_uncertainty([(s.concurrency, list(s.samples.get("output_throughput_tok_s") or []))
+                                        for s in mine if s.concurrency in curve_c], knee, knee_threshold)
         peak_pt = max(curve, key=lambda p: p[1]) if curve else None
         regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
         post = post_knee(curve, knee)
@@ -333,6 +394,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "knee_concurrency": knee,
             "knee_kneedle": kneedle(curve),
             "knee_threshold": knee_threshold,
+            **uncertainty,
             "post_knee": post,
             "post_knee_cause": post_knee_cause(regimes, knee, post),
             "regimes": {str(c): r for c, r in sorted(regimes.items())},

@@ -6,7 +6,9 @@ Beyond the contract's fields, every point carries ``failure_rate``, ``flags`` (f
 token counts that set evidence aside), ``token_count_sources``, ``excluded`` and
 ``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
 and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
-limits), and every model ``excluded_concurrency``, ``flagged_concurrency`` and ``post_knee_cause``.
+limits), and every model ``excluded_concurrency``, ``flagged_concurrency``, ``post_knee_cause``, and the knee's
+uncertainty from the repeats: ``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee_uncertainty`;
+computed from the summaries when an older analysis.json lacks them).
 Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
 model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
 else null; computed from the figures when an older analysis.json lacks it), and the table says so.
@@ -20,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages
-from pipeline.analysis import REGIME_TEXT, implausible_model, implausible_point, post_knee_words
+from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
+                               post_knee_words)
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
@@ -66,7 +69,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                     "implausible": m.get("implausible") or implausible_model(m, [
                         a for a in analysis.get("points", [])
                         if (a["model"], a["engine"], a["input_len"], a["output_len"])
-                        == (m["model"], m["engine"], m["input_len"], m["output_len"])])}
+                        == (m["model"], m["engine"], m["input_len"], m["output_len"])]),
+                    **knee_uncertainty_of(m, summaries, analysis.get("points", []))}
                    for m in analysis.get("models", [])],
     }
     quality = run_quality(meta, summaries, doc["models"])

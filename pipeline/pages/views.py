@@ -86,6 +86,29 @@ class Workload:
             parts.insert(0, "⚠ implausible: wrong model card or weight format")
         return "; ".join(parts) or "–"
 
+    @property
+    def knee_uncertainty(self) -> dict[str, Any]:
+        """``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee_uncertainty_of`)."""
+        from pipeline.analysis import knee_uncertainty_of
+
+        return knee_uncertainty_of(self.model, self.points, self.analysis_points)
+
+    @property
+    def knee_text(self) -> str:
+        """The knee with its uncertainty in words (``"c = 16, not settled: repeats give 16, 32, 16"``)."""
+        from pipeline.analysis import knee_words
+
+        u = self.knee_uncertainty
+        return knee_words(self.model.get("knee_concurrency"), u["knee_per_repeat"], u["knee_settled"])
+
+    @property
+    def knee_spread_text(self) -> str:
+        """What follows the knee in :attr:`knee_text` (``", not settled: repeats give 16, 32, 16"``)."""
+        from pipeline.analysis import knee_spread_words
+
+        u = self.knee_uncertainty
+        return knee_spread_words(self.model.get("knee_concurrency"), u["knee_per_repeat"], u["knee_settled"])
+
     def mbu(self, concurrency: int) -> float | None:
         """MBU at a concurrency, or None."""
         return next((a.get("mbu") for a in self.analysis_points if a["concurrency"] == concurrency), None)
