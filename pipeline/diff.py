@@ -36,7 +36,13 @@ exceeds α the diff says no change can be significant instead of reporting one.
 Comparability: the provenance of both runs (hardware, probed bandwidth, engine, its version
 and flags, model revisions, input/output lengths, batchmark and package versions) is
 compared; a different hardware profile or workload is stated in the headline, which every
-output format puts first.
+output format puts first.  Probed bandwidth (issue 13): every bandwidth-bound figure (single
+stream, throughput before the knee, MBU) moves with the memory bandwidth the machine delivers,
+so two runs whose probed bandwidths differ by more than ``BANDWIDTH_LIMIT`` (10 %, relative to
+A) are NOT COMPARABLE (the machine changed, or another load shared it); above
+``BANDWIDTH_TOLERANCE`` (5 %, the probe's own noise) and up to 10 % they are comparable with a
+warning.  The JSON carries ``bandwidth_change`` (B / A − 1, null when a run has no probe),
+``bandwidth_limit`` and ``warnings``.
 
 The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", "run_a",
 "run_b" ({"run_id", "source", "hardware"}), "alpha", "provenance": [{"field", "label", "a",
@@ -46,7 +52,7 @@ unit "fraction" the difference B − A, i.e. percentage points / 100), "change_k
 "points"), "p_value", "n_a", "n_b", "min_p", "sample_unit", "significant", "verdict" ("better" |
 "worse" | "~" | "n/a"), "note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
-"output_len", "concurrency"}], "test", "notes"}``.
+"output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings"}``.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ from pipeline.runs import RunResults
 
 TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
 BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
+BANDWIDTH_LIMIT = 0.10  # beyond 10 % apart the runs are not comparable (module docstring)
 PointTuple = tuple[str, str, int, int, int]
 Workload = tuple[str, str, int, int]
 
@@ -277,6 +284,9 @@ class RunDiff:
     only_in_b: list[dict[str, Any]]
     test: str = TEST_NAME
     notes: list[str] = field(default_factory=list)
+    bandwidth_change: float | None = None
+    bandwidth_limit: float = BANDWIDTH_LIMIT
+    warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form (the ``--json`` output); the headline is the first key."""
@@ -367,15 +377,35 @@ def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[Provenanc
     return items
 
 
+def bandwidth_words(pa: dict[str, Any], pb: dict[str, Any]) -> tuple[float | None, str | None, bool]:
+    """``(B / A − 1, sentence or None, comparable)`` for the probed bandwidths of two :func:`provenance_of` dicts.
+
+    More than ``BANDWIDTH_LIMIT`` apart: not comparable; more than ``BANDWIDTH_TOLERANCE``: a warning.
+    """
+    bw_a, bw_b = pa.get("bandwidth_gb_s_probed"), pb.get("bandwidth_gb_s_probed")
+    rel = relative_change(bw_a, bw_b)
+    if rel is None or abs(rel) <= BANDWIDTH_TOLERANCE:
+        return rel, None, True
+    text = (f"probed bandwidth differs by {rel * 100:+.1f} % (A {bw_a:,.1f} GB/s, B {bw_b:,.1f} GB/s; "
+            + (f"more than the {BANDWIDTH_LIMIT * 100:.0f} % limit: the machine or its load changed, and every "
+               "bandwidth-bound figure moves with it)" if abs(rel) > BANDWIDTH_LIMIT else
+               f"above the {BANDWIDTH_TOLERANCE * 100:.0f} % of probe noise, within the {BANDWIDTH_LIMIT * 100:.0f} % limit)"))
+    return rel, text, abs(rel) <= BANDWIDTH_LIMIT
+
+
 def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[str, bool]:
     """The first line of every diff output and whether the runs are like for like.
 
-    Different hardware or a different workload (models, engine or input/output lengths) is
-    said here rather than compared silently.
+    Different hardware, a different workload (models, engine or input/output lengths) or probed
+    bandwidths more than ``BANDWIDTH_LIMIT`` apart are said here rather than compared silently;
+    bandwidths more than ``BANDWIDTH_TOLERANCE`` apart (and within the limit) give a warning.
     """
     problems = []
     if pa["hardware"] != pb["hardware"]:
         problems.append(f"different hardware: A ran on {pa['hardware']}, B on {pb['hardware']}")
+    _, bw_text, bw_ok = bandwidth_words(pa, pb)
+    if not bw_ok:
+        problems.append(bw_text)
     wl = []
     if pa["workloads"] != pb["workloads"]:
         wl.append(f"input/output lengths A {', '.join(pa['workloads']) or 'none'} vs B {', '.join(pb['workloads']) or 'none'}")
@@ -392,8 +422,11 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
         problems.append("no point of A matches a point of B")
     if problems:
         return "NOT COMPARABLE — " + "; ".join(problems) + ". Changes below are not like for like.", False
-    return (f"Comparable: same hardware ({pa['hardware']}), engine ({pa['engine']}) and workload "
-            f"({', '.join(pa['workloads'])}; {len(pa['models'])} model(s))."), True
+    same = (f"same hardware ({pa['hardware']}), engine ({pa['engine']}) and workload "
+            f"({', '.join(pa['workloads'])}; {len(pa['models'])} model(s))")
+    if bw_text:
+        return f"Comparable, with a warning: {bw_text}; {same}.", True
+    return f"Comparable: {same}.", True
 
 
 # -- the diff -------------------------------------------------------------------------------
@@ -470,6 +503,7 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
                                       change=relative_change(va, vb) if num else None, changed=va != vb))
     prov_a, prov_b = provenance_of(a), provenance_of(b)
     line, ok = headline(prov_a, prov_b, len(matched))
+    bw_change, bw_text, _ = bandwidth_words(prov_a, prov_b)
     notes = sorted({c.note for c in changes if c.note})
     return RunDiff(
         headline=line, comparable=ok,
@@ -477,7 +511,8 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
         run_b={"run_id": b.run_id, "source": prov_b["source"], "hardware": prov_b["hardware"]},
         alpha=alpha, provenance=compare_provenance(prov_a, prov_b), changes=changes, models=models,
         only_in_a=[_point_dict(k) for k in sorted(set(sa) - set(sb))],
-        only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes)
+        only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes,
+        bandwidth_change=bw_change, warnings=[bw_text] if bw_text else [])
 
 
 def comparison_key(prov: dict[str, Any]) -> tuple[Any, ...]:
