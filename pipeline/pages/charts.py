@@ -72,6 +72,34 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
                                                title=f"{model['model']}: output throughput vs concurrency"))
 
 
+def headline_chart(title: str, workloads: list[dict[str, Any]]) -> dict[str, Any]:
+    """Home's headline: output throughput vs concurrency of every model of one run, with ceilings and knees.
+
+    ``workloads``: ``[{"label": model name, "model": analysed model, "points": point summaries}]``.
+    Layers: one line per model (measured median), its single-stream bandwidth ceiling (dashed
+    horizontal rule, same colour) and its knee (vertical rule, same colour).
+    """
+    rows = [{"concurrency": p["concurrency"], "tok_s": p["output_throughput_tok_s"], "model": w["label"]}
+            for w in workloads for p in w["points"] if p.get("output_throughput_tok_s")]
+    ceilings = [{"model": w["label"], "y": w["model"]["ceiling_tok_s"],
+                 "label": f"{w['label']}: single-stream ceiling {w['model']['ceiling_tok_s']:.1f} tok/s"}
+                for w in workloads if w["model"].get("ceiling_tok_s")]
+    knees = [{"model": w["label"], "concurrency": w["model"]["knee_concurrency"],
+              "label": f"{w['label']}: knee c={w['model']['knee_concurrency']}"}
+             for w in workloads if w["model"].get("knee_concurrency")]
+    color = alt.Color("model:N", legend=alt.Legend(title=None, orient="top-left"))
+    y = alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log"))
+    layers = [alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_x(), y=y, color=color, tooltip=["model:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])]
+    if ceilings:
+        layers.append(alt.Chart(alt.Data(values=ceilings)).mark_rule(strokeDash=[2, 2]).encode(
+            y=alt.Y("y:Q"), color=color, tooltip=["label:N"]))
+    if knees:
+        layers.append(alt.Chart(alt.Data(values=knees)).mark_rule(strokeWidth=2, opacity=0.6).encode(
+            x=_x(), color=color, tooltip=["label:N"]))
+    return _spec(alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title))
+
+
 def per_user_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-user throughput (1 / median TPOT, tokens/s) vs concurrency."""
     rows = [{"concurrency": p["concurrency"], "tok_s": p["per_user_tok_s"]} for p in points if p.get("per_user_tok_s")]

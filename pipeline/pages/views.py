@@ -170,3 +170,28 @@ def view_of(res: "runs.RunResults") -> RunView:
         pts = sorted(by_key.get(key, []), key=lambda s: s["concurrency"])
         view.workloads.append(Workload(model=m, points=pts, analysis_points=list(aps_by_key.get(key, []))))
     return view
+
+
+def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
+    """Home's headline: per hardware, its newest clean run (the newest run when none is clean).
+
+    Returns ``[{"hardware", "view", "older": [run views], "sentence"}]`` sorted by hardware name;
+    the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).
+    """
+    by_hw: dict[str, list[RunView]] = {}
+    for v in sorted(views, key=lambda v: v.run_id, reverse=True):
+        by_hw.setdefault(str(v.hardware.get("name") or "unknown hardware"), []).append(v)
+    out = []
+    for hw, vs in sorted(by_hw.items()):
+        head = next((v for v in vs if not v.flagged), vs[0])
+        clauses = []
+        for w in head.workloads:
+            m = w.model
+            peak = m.get("peak_output_throughput_tok_s")
+            clauses.append(f"{m['model']} ({m['input_len']} in / {m['output_len']} out) "
+                           + (f"peaks at {peak:,.1f} tok/s at c = {m.get('peak_concurrency')}, knee {w.knee_text}"
+                              if peak else "measured nothing"))
+        sentence = (f"On {hw}, run {head.run_id}" + (" (flagged: no clean run on this hardware)" if head.flagged else "")
+                    + ": " + ("; ".join(clauses) if clauses else "no models") + ".")
+        out.append({"hardware": hw, "view": head, "older": [v for v in vs if v is not head], "sentence": sentence})
+    return out
