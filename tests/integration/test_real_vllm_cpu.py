@@ -21,7 +21,6 @@ import os
 import signal
 import threading
 import time
-import urllib.request
 
 import psutil
 import pytest
@@ -91,31 +90,27 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
                         if str(p).endswith(".venv-vllm/bin/python") else _orig(p))
     cfg = _config(["victim", "tiny"], folders)
     run_dir = scratch_root / "data" / "runs" / "real-vllm"
-    victim_c2 = run_dir / "points" / "victim" / "vllm-in16-out128-c2.json"
     killed: dict[str, int] = {}
+    measure = VLLMEngine.measure
 
-    def killer() -> None:  # SIGKILL the victim's server once requests of its c=4 point are running
-        deadline = time.monotonic() + 900
-        while time.monotonic() < deadline and not victim_c2.exists():
-            time.sleep(0.02)
-        server = (runs.read_run_json(run_dir).get("engine") or {}).get("servers", {}).get("victim", {})
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{server['port']}/metrics", timeout=2) as resp:
-                    running = parse_prometheus(resp.read().decode()).get("vllm:num_requests_running", 0)
-            except OSError:
-                running = 0
-            if running >= 1:
-                break
-            time.sleep(0.02)
-        killed["pid"] = server["pid"]
-        os.kill(server["pid"], signal.SIGKILL)
+    def measure_and_kill(self, key, *args, **kwargs):  # SIGKILL the victim's server 1 s into its c = 4 point
+        if key.model == "victim" and key.concurrency == 4:
+            pid = self.proc.pid
 
-    t = threading.Thread(target=killer, daemon=True)
-    t.start()
+            def kill() -> None:
+                time.sleep(1.0)  # prompts made, requests in flight (the point lasts several seconds)
+                killed["pid"] = pid
+                os.kill(pid, signal.SIGKILL)
+
+            threading.Thread(target=kill, daemon=True).start()
+        return measure(self, key, *args, **kwargs)
+
+    monkeypatch.setattr(VLLMEngine, "measure", measure_and_kill)
     sweep.run_sweep(cfg, run_dir, progress=False)
-    t.join(timeout=5)
-    assert killed, "the victim's server was never killed"
+    if not killed:  # say what the sweep did instead, so that a failure here can be read
+        meta = runs.read_run_json(run_dir)
+        pts = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "points").rglob("*.json"))
+        pytest.fail(f"the victim's server was never killed; stopped: {meta.get('stopped')}; points: {pts}")
 
     meta = runs.read_run_json(run_dir)
     servers = meta["engine"]["servers"]
