@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_unique, fail, is_number,
-                                     load_json, read_text, stats, summary, wrong_format)
+                                     load_json, read_text, summary, wrong_format)
+from pipeline.records import distribution
 
 FORMAT = "llama-benchy"
 ENGINE = "openai"
@@ -52,8 +53,8 @@ def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, 
            pp: float | None):
     return summary(model, engine, input_len, output_len, conc,
                    output_throughput_tok_s=tg, per_user_tok_s=req,
-                   ttft_s=stats(values=ttft_vals_ms, mean=ttft_mean_ms, scale=1e-3),
-                   tpot_s=stats(mean=1.0 / req) if req else None,
+                   ttft_s=distribution(values=ttft_vals_ms, mean=ttft_mean_ms, scale=1e-3),
+                   tpot_s=distribution(mean=1.0 / req) if req else None,
                    prefill_throughput_tok_s=pp, step_time_s=1.0 / req if req else None,
                    samples={"output_throughput_tok_s": tg_vals} if tg_vals else {})
 
