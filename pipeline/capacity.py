@@ -1,6 +1,6 @@
 """KV capacity: how many sequences fit beside the weights, and which models fit a machine (pure).
 
-Definition (DESIGN.md, "KV capacity"): max concurrent sequences at a context length =
+Definition (docs/definitions.md, "KV capacity"): max concurrent sequences at a context length =
 (usable memory − weights − runtime reserve) / KV bytes of one sequence at that context.
 Usable memory is the hardware profile's ``memory_gb`` ("memory usable for weights and KV
 cache", GB = 1e9 bytes); the reserve is its ``runtime_reserve_gb`` (activations, CUDA

@@ -1,6 +1,6 @@
 """Request records -> point summaries (pure; no I/O).
 
-Definitions (DESIGN.md, "Terms and definitions"):
+Definitions (docs/definitions.md, "Terms and definitions"):
 - TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
 - E2EL = last token arrival − send.
 - TPOT (per request) = (E2EL − TTFT) / (streamed tokens − 1), streamed tokens = output_tokens
@@ -66,7 +66,7 @@ def e2el_s(req: RequestRecord) -> float:
 
 
 def tpot_s(req: RequestRecord) -> float | None:
-    """(E2EL − TTFT) / (streamed tokens − 1) in s (DESIGN.md; hidden reasoning tokens left out).
+    """(E2EL − TTFT) / (streamed tokens − 1) in s (docs/definitions.md; hidden reasoning tokens left out).
 
     None for fewer than 2 streamed tokens, or when the whole output arrived at one instant
     (no decode was observed, so no rate can be given).

@@ -3,7 +3,7 @@
 Times are seconds relative to the start of the point (``time.perf_counter`` based, so
 monotonic).  One :class:`RequestRecord` per request; one :class:`RepeatRecord` per repeat of
 a point (its measured window and, for static batches, every decode step's timestamp); one
-:class:`PointRecords` per point.  DESIGN.md, "request record", fixes the field names.
+:class:`PointRecords` per point.  docs/definitions.md, "request record", fixes the field names.
 :class:`PointSummary` is what the metrics stage makes of a point (:mod:`pipeline.metrics`) and
 ``summaries.json`` stores; it lives here, beside the records, so storage reads it typed without
 importing a stage.

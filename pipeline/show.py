@@ -1,4 +1,4 @@
-"""``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of DESIGN.md.
+"""``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of docs/definitions.md.
 
 Pure assembly from what the metrics and analysis stages wrote (or the same computed in memory:
 reading never writes into a run); no measurement, no guessing: fields a source cannot supply are null.
@@ -71,7 +71,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                    for m in analysis.get("models", [])],
     }
     quality = run_quality(meta, summaries, doc["models"])
-    for m in doc["models"]:  # the top level stays exactly the contract of DESIGN.md; the run's verdict rides on each model
+    for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
     return doc
 
@@ -87,7 +87,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     """
     res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
-    if res.partial:  # only then: a complete run's document is exactly the contract of DESIGN.md
+    if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
     return doc
 

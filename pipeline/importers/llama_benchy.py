@@ -12,7 +12,7 @@ est_ppt (ms) | e2e_ttft (ms) |`` with tests ``pp2048 (c4)`` / ``tg128 (c4)`` (op
 Mapping: input length = context_size + prompt_size; output length = response_size;
 output throughput = tg_throughput (t/s (total)); per-user throughput = tg_req_throughput
 (t/s (req)); decode step time = 1 / per-user throughput (the mean TPOT); TTFT = e2e_ttft
-(first content token, DESIGN.md's definition; ttfr counts the first empty chunk);
+(first content token, docs/definitions.md's definition; ttfr counts the first empty chunk);
 prefill throughput = pp_throughput.  Context-prefill phases (``ctx_pp``/``ctx_tg``) are
 skipped.  A Markdown tg row takes its prompt size from the pp row before it.
 """

@@ -20,7 +20,7 @@ The printed block starts at ``============ Serving Benchmark Result ============
 or inside the block).  The block names no model: pass ``--model``.
 
 Each result is a served point: output throughput = ``output_throughput``; per-user
-throughput = 1 / median TPOT; decode step time = median TPOT (DESIGN.md, MBU); input and
+throughput = 1 / median TPOT; decode step time = median TPOT (docs/definitions.md, MBU); input and
 output lengths = median of ``input_lens``/``output_lens``, else total tokens / completed.
 """
 

@@ -5,7 +5,7 @@ An in-test aiohttp server streams two content chunks: `` t001`` (1 token), then 
 tokens the second chunk holds: per-chunk usage (vLLM's continuous_usage_stats), only a
 final usage (the client tokenizes the chunk text and reconciles with usage), and no usage at
 all behind a server that rejects unknown request fields (the client drops them and counts by
-tokenizing).  Expected values: the server's chunk layout and sleep, DESIGN.md's ITL rule.
+tokenizing).  Expected values: the server's chunk layout and sleep, docs/definitions.md's ITL rule.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Metric definitions (DESIGN.md) checked against hand-computed values."""
+"""Metric definitions (docs/definitions.md) checked against hand-computed values."""
 
 import pytest
 
