@@ -1,6 +1,6 @@
 """Point summaries + model cards + hardware -> ceilings, roofline, MBU/MFU, knee, scaling efficiency (pure).
 
-Definitions (DESIGN.md):
+Definitions (docs/definitions.md):
 - bandwidth ceiling (single stream) = bandwidth / bytes per decode step at B = 1 (tokens/s);
 - roofline: step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak FLOP/s); predicted
   output throughput = B / step time (Williams, Waterman & Patterson 2009, "Roofline");

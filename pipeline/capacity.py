@@ -1,6 +1,6 @@
 """KV capacity: how many sequences fit beside the weights, and which models fit a machine (pure).
 
-Definition (DESIGN.md, "KV capacity"): max concurrent sequences at a context length =
+Definition (docs/definitions.md, "KV capacity"): max concurrent sequences at a context length =
 (usable memory − weights − runtime reserve) / KV bytes of one sequence at that context.
 Usable memory is the hardware profile's ``memory_gb`` ("memory usable for weights and KV
 cache", GB = 1e9 bytes); the reserve is its ``runtime_reserve_gb`` (activations, CUDA
@@ -20,6 +20,7 @@ from typing import Any
 
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard, kv_bytes_per_sequence, list_card_files, load_card
+from pipeline.texttable import text_table
 
 #: Context lengths of the capacity table (tokens): 4k, 8k, 32k, 128k.
 DEFAULT_CONTEXTS = (4096, 8192, 32768, 131072)
@@ -164,11 +165,12 @@ def format_capacity(table: dict[str, Any]) -> str:
     lines.append("units: GB = 10^9 bytes, kB = 10^3 bytes")
     if does_not_fit(table):
         lines.append(does_not_fit(table))
-    lines.append(f"{'context':>8} {'KV/seq GB':>10} {'sequences':>9} {'left GB':>8}")
+    rows = []
     for r in table["contexts"]:
         beyond = r["within_max_context"] is False
-        note = f"  (beyond the model's max context {table['max_context']})" if beyond else ""
+        note = f"(beyond the model's max context {table['max_context']})" if beyond else ""
         seqs = "–" if beyond else str(r["max_sequences"])
         left = "–" if beyond or r["memory_left_bytes"] is None else f"{r['memory_left_bytes'] / 1e9:.2f}"
-        lines.append(f"{r['context']:>8} {r['kv_bytes_per_sequence'] / 1e9:>10.2f} {seqs:>9} {left:>8}{note}")
+        rows.append([str(r["context"]), f"{r['kv_bytes_per_sequence'] / 1e9:.2f}", seqs, left, note])
+    lines += text_table(["context", "KV/seq GB", "sequences", "left GB", ""], rows, align="rrrrl", rule=False)
     return "\n".join(lines)

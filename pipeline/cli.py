@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("show", help="a run's point summaries and per-model analysis")
     s.add_argument("run", help="run id or path")
-    s.add_argument("--json", action="store_true", help="print the JSON contract of DESIGN.md")
+    s.add_argument("--json", action="store_true", help="print the JSON contract (docs/definitions.md)")
     s.set_defaults(func=_cmd_show)
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")

@@ -69,6 +69,7 @@ from scipy.stats import mannwhitneyu
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from pipeline.runs import RunResults
+from pipeline.texttable import text_table
 
 TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
 BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
@@ -626,12 +627,6 @@ def _provenance_rows(d: RunDiff) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
-    fmt = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths)).rstrip()  # noqa: E731
-    return [fmt(header), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
-
-
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     esc = lambda x: str(x).replace("|", "\\|")  # noqa: E731
     return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -687,7 +682,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
 
 def format_text(d: RunDiff) -> str:
     """The default readable table: headline first, provenance, one table per metric, notes, models, unmatched points."""
-    return _render(d, _table, md=False)
+    return _render(d, text_table, md=False)
 
 
 def format_markdown(d: RunDiff) -> str:

@@ -1,6 +1,6 @@
 """Request records -> point summaries (pure; no I/O).
 
-Definitions (DESIGN.md, "Terms and definitions"):
+Definitions (docs/definitions.md, "Terms and definitions"):
 - TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
 - E2EL = last token arrival − send.
 - TPOT (per request) = (E2EL − TTFT) / (streamed tokens − 1), streamed tokens = output_tokens
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.records import PointRecords, PointSummary, RepeatRecord, RequestRecord  # noqa: F401  (PointSummary: importable from here)
+from pipeline.records import PointRecords, PointSummary, RepeatRecord, RequestRecord, distribution  # noqa: F401  (PointSummary: importable from here)
 
 
 def itl_values(req: RequestRecord) -> list[float]:
@@ -66,7 +66,7 @@ def e2el_s(req: RequestRecord) -> float:
 
 
 def tpot_s(req: RequestRecord) -> float | None:
-    """(E2EL − TTFT) / (streamed tokens − 1) in s (DESIGN.md; hidden reasoning tokens left out).
+    """(E2EL − TTFT) / (streamed tokens − 1) in s (docs/definitions.md; hidden reasoning tokens left out).
 
     None for fewer than 2 streamed tokens, or when the whole output arrived at one instant
     (no decode was observed, so no rate can be given).
@@ -78,15 +78,6 @@ def tpot_s(req: RequestRecord) -> float | None:
     if span <= 0:
         return None
     return span / (n - 1)
-
-
-def percentiles(values: list[float]) -> dict[str, float] | None:
-    """``{"p50", "p90", "p99", "mean"}`` of ``values`` (s); None when empty."""
-    if not values:
-        return None
-    arr = np.asarray(values, dtype=float)
-    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return {"p50": float(p50), "p90": float(p90), "p99": float(p99), "mean": float(arr.mean())}
 
 
 def repeat_output_throughput(rep: RepeatRecord) -> float | None:
@@ -213,15 +204,15 @@ def summarize_point(records: PointRecords) -> PointSummary:
     firsts = [r.first_content_s - r.sent_s for r in ok if r.first_content_s is not None]
     return PointSummary(
         failure_rate=len(failed) / len(measured) if measured else None, flags=flags, token_count_sources=sources,
-        time_to_first_content_s=percentiles(firsts),
+        time_to_first_content_s=distribution(firsts),
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
         concurrency=key.concurrency, repeats=len(records.repeats), completed=len(ok), failed=len(failed),
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
-        ttft_s=percentiles([ttft_s(r) for r in ok]),
-        ttft_with_queue_s=percentiles([r.first_token_s - r.queued_s for r in ok]),
-        tpot_s=percentiles(tpots),
-        itl_s=percentiles([v for r in ok for v in itl_values(r)]),
-        e2el_s=percentiles([e2el_s(r) for r in ok]),
+        ttft_s=distribution([ttft_s(r) for r in ok]),
+        ttft_with_queue_s=distribution([r.first_token_s - r.queued_s for r in ok]),
+        tpot_s=distribution(tpots),
+        itl_s=distribution([v for r in ok for v in itl_values(r)]),
+        e2el_s=distribution([e2el_s(r) for r in ok]),
         prefill_throughput_tok_s=_med([repeat_prefill_throughput(rep) for rep in records.repeats]) if static else None,
         step_time_s=step_time,
         errors=sorted({r.error for r in failed if r.error})[:10],

@@ -7,7 +7,7 @@ or, for models it never loads, from architecture numbers: a Hugging Face ``confi
 config.json numbers with their source (:func:`load_card`).  A card for an imported run can
 be pinned to the size of the weight file that was measured (:func:`card_with_file_size`).
 
-Formulas (DESIGN.md, "bytes per decode step"):
+Formulas (docs/definitions.md, "bytes per decode step"):
 - expert coverage under uniform top-k routing of B tokens over E experts:
   ``1 - (1 - k/E)**B`` (the probability that a given expert is picked by at least one of B
   independent tokens, each picking k of E);

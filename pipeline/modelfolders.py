@@ -11,7 +11,8 @@ so a config's ``architecture:`` (Hugging Face config keys) is turned into a fold
   to visible text and a decode → encode round trip of a prompt is exact;
 - no EOS token (``eos_token_id`` None), so generation always runs to ``max_tokens``.
 
-Random weights cost exactly what trained weights cost at fixed lengths (DESIGN.md), so the
+Random weights cost exactly what trained weights cost at fixed lengths (derived: the bytes and FLOPs of a
+decode step depend on shapes and dtype, not values; docs/definitions.md, "bytes per decode step"), so the
 bytes read per decode step are real.  Folders live under ``data/model-folders/<name>-<digest>/``
 (git-ignored); the digest covers architecture, dtype and seed, so a changed architecture gets
 a new folder and an unchanged one is reused.  The folder is built in a temporary sibling and

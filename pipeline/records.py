@@ -3,7 +3,7 @@
 Times are seconds relative to the start of the point (``time.perf_counter`` based, so
 monotonic).  One :class:`RequestRecord` per request; one :class:`RepeatRecord` per repeat of
 a point (its measured window and, for static batches, every decode step's timestamp); one
-:class:`PointRecords` per point.  DESIGN.md, "request record", fixes the field names.
+:class:`PointRecords` per point.  docs/definitions.md, "request record", fixes the field names.
 :class:`PointSummary` is what the metrics stage makes of a point (:mod:`pipeline.metrics`) and
 ``summaries.json`` stores; it lives here, beside the records, so storage reads it typed without
 importing a stage.
@@ -12,7 +12,9 @@ importing a stage.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
+
+import numpy as np
 
 
 @dataclass(frozen=True, order=True)
@@ -145,6 +147,37 @@ class PointRecords:
         return cls(point=PointKey(**data["point"]), repeats=reps, meta=data.get("meta", {}))
 
 
+class Distribution(TypedDict):
+    """One latency's distribution over the requests of a point, in seconds: the one shape of every
+    ``*_s`` percentile field of a :class:`PointSummary`, measured or imported.
+
+    A measured point has every figure; an imported one has those its tool stated (others None).
+    """
+
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    mean: float | None
+
+
+def distribution(values: list[float] | None = None, *, p50: float | None = None, p90: float | None = None,
+                 p99: float | None = None, mean: float | None = None, scale: float = 1.0) -> Distribution | None:
+    """The :class:`Distribution` of raw ``values`` × ``scale`` where given, else of the stated figures × ``scale``.
+
+    Raw values give numpy's linear-interpolation percentiles (``np.percentile``'s default) and
+    their mean; stated figures are taken as they are (a missing one stays None).  None when
+    nothing is known: no values and no stated figure.
+    """
+    if values:
+        arr = np.asarray(values, dtype=float) * scale
+        q50, q90, q99 = np.percentile(arr, [50, 90, 99])
+        return {"p50": float(q50), "p90": float(q90), "p99": float(q99), "mean": float(arr.mean())}
+    out: Distribution = {"p50": None, "p90": None, "p99": None, "mean": None}
+    for k, v in (("p50", p50), ("p90", p90), ("p99", p99), ("mean", mean)):
+        out[k] = float(v) * scale if v is not None else None  # type: ignore[literal-required]
+    return out if any(v is not None for v in out.values()) else None
+
+
 @dataclass
 class PointSummary:
     """Summary of one point over its repeats.
@@ -169,11 +202,11 @@ class PointSummary:
     failed: int
     output_throughput_tok_s: float | None
     per_user_tok_s: float | None
-    ttft_s: dict[str, float] | None
-    ttft_with_queue_s: dict[str, float] | None
-    tpot_s: dict[str, float] | None
-    itl_s: dict[str, float] | None
-    e2el_s: dict[str, float] | None
+    ttft_s: Distribution | None
+    ttft_with_queue_s: Distribution | None
+    tpot_s: Distribution | None
+    itl_s: Distribution | None
+    e2el_s: Distribution | None
     prefill_throughput_tok_s: float | None
     step_time_s: float | None
     errors: list[str] = field(default_factory=list)
@@ -181,7 +214,7 @@ class PointSummary:
     failure_rate: float | None = None
     flags: dict[str, int] = field(default_factory=dict)
     token_count_sources: dict[str, int] = field(default_factory=dict)
-    time_to_first_content_s: dict[str, float] | None = None
+    time_to_first_content_s: Distribution | None = None
     server: dict[str, float | None] | None = None
 
     def as_dict(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of DESIGN.md.
+"""``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of docs/definitions.md.
 
 Pure assembly from what the metrics and analysis stages wrote (or the same computed in memory:
 reading never writes into a run); no measurement, no guessing: fields a source cannot supply are null.
@@ -24,6 +24,7 @@ from typing import Any
 from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
+from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
@@ -74,7 +75,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                    for m in analysis.get("models", [])],
     }
     quality = run_quality(meta, summaries, doc["models"])
-    for m in doc["models"]:  # the top level stays exactly the contract of DESIGN.md; the run's verdict rides on each model
+    for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
     return doc
 
@@ -90,7 +91,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     """
     res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
-    if res.partial:  # only then: a complete run's document is exactly the contract of DESIGN.md
+    if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
     return doc
 
@@ -104,17 +105,16 @@ def format_table(doc: dict[str, Any]) -> str:
     if doc.get("partial"):
         lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
                       "(resume it with `batchmark sweep --resume`)"]
-    lines.append(f"{'model':<24} {'c':>5} {'out tok/s':>10} {'user tok/s':>10} {'TTFT p50 ms':>11} {'TPOT p50 ms':>11} "
-                 f"{'MBU':>6} {'KV %':>5}  regime; flags")
-    for p in doc["points"]:
-        def fmt(v, scale=1.0, spec="{:.1f}"):
-            return spec.format(v * scale) if v is not None else "-"
-        lines.append(f"{p['model']:<24} {p['concurrency']:>5} {fmt(p['output_throughput_tok_s']):>10} "
-                     f"{fmt(p['per_user_tok_s']):>10} {fmt((p['ttft_s'] or {}).get('p50'), 1e3):>11} "
-                     f"{fmt((p['tpot_s'] or {}).get('p50'), 1e3):>11} "
-                     f"{(fmt(p['mbu'], 1, '{:.2f}') + ('!' if p.get('implausible') else '')):>6} "
-                     f"{fmt((p.get('server') or {}).get('kv_cache_usage_max'), 100):>5}  "
-                     f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";"))
+    def fmt(v, scale=1.0, spec="{:.1f}"):
+        return spec.format(v * scale) if v is not None else "-"
+    rows = [[p["model"], str(p["concurrency"]), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
+             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p50"), 1e3),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
+             fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
+             f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
+            for p in doc["points"]]
+    lines += text_table(["model", "c", "out tok/s", "user tok/s", "TTFT p50 ms", "TPOT p50 ms", "MBU", "KV %",
+                         "regime; flags"], rows, align="lrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"

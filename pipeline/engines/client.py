@@ -10,7 +10,7 @@ drops the optional fields one by one (per-chunk usage, ``min_tokens``, ``ignore_
 fields (``transformers serve`` answers 422) therefore still works, and what was dropped is
 kept in the point's meta.
 
-How many tokens a chunk carries (k).  ITL is per token (DESIGN.md), so k matters.  The
+How many tokens a chunk carries (k).  ITL is per token (docs/definitions.md), so k matters.  The
 hot loop never tokenizes: it keeps each chunk's arrival, text, kind (visible content or
 reasoning) and whatever ``completion_tokens`` it carried, plus the last usage of the stream.
 After the repeat, :func:`finalize` hands that evidence to

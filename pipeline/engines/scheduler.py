@@ -3,7 +3,7 @@
 Sends through :mod:`pipeline.engines.client` and decides only when: which request goes out
 next, when a repeat is aborted, which span of time is measured.
 
-Shape of one repeat (DESIGN.md, "output throughput", served engines):
+Shape of one repeat (docs/definitions.md, "output throughput", served engines):
 
 The measured window is first measured send → last measured completion.
 """

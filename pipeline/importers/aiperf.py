@@ -33,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
-                                     check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop, stats,
+                                     check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop,
                                      summary, wrong_format)
+from pipeline.records import distribution
 
 FORMAT = "aiperf"
 ENGINE = "openai"
@@ -75,7 +76,7 @@ def _time_stats(path: Path, d: dict[str, Any], key: str) -> dict[str, float | No
     unit = str(m.get("unit", "ms")).strip().lower()
     if unit not in _TIME_UNITS:
         raise fail(path, f"field {key}.unit", f"unknown time unit {m.get('unit')!r} (known: ns, us, ms, s)")
-    return stats(p50=m.get("p50"), p90=m.get("p90"), p99=m.get("p99"), mean=m.get("avg"), scale=_TIME_UNITS[unit])
+    return distribution(p50=m.get("p50"), p90=m.get("p90"), p99=m.get("p99"), mean=m.get("avg"), scale=_TIME_UNITS[unit])
 
 
 def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:

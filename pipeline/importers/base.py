@@ -19,7 +19,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 from pipeline import __version__, paths
 from pipeline.errors import BatchmarkError
@@ -380,18 +379,6 @@ def match_card(name: str, info: ModelInfo | None) -> CardMatch:
 def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
     """The card :func:`match_card` finds, or None."""
     return match_card(name, info).card
-
-
-def stats(values: list[float] | None = None, p50: float | None = None, p90: float | None = None,
-          p99: float | None = None, mean: float | None = None, scale: float = 1.0) -> dict[str, float | None] | None:
-    """``{"p50","p90","p99","mean"}`` × ``scale``: from raw ``values`` (numpy linear percentiles) where given, else the stated figures; None when nothing is known."""
-    if values:
-        arr = np.asarray(values, dtype=float) * scale
-        q50, q90, q99 = np.percentile(arr, [50, 90, 99])
-        return {"p50": float(q50), "p90": float(q90), "p99": float(q99), "mean": float(arr.mean())}
-    out = {k: (float(v) * scale if v is not None else None)
-           for k, v in (("p50", p50), ("p90", p90), ("p99", p99), ("mean", mean))}
-    return out if any(v is not None for v in out.values()) else None
 
 
 def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int, **kw: Any) -> PointSummary:

@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
-                                     check_finite, check_unique, fail, is_number, load_json, read_text, stats, summary,
+                                     check_finite, check_unique, fail, is_number, load_json, read_text, summary,
                                      wrong_format)
+from pipeline.records import distribution
 
 FORMAT = "guidellm"
 ENGINE = "openai"
@@ -93,10 +94,10 @@ def _dist(path: Path, field: str, m: dict[str, Any] | None, scale: float,
         raise fail(path, f"field {field}.percentiles", "not an object")
     mean = _num(path, f"{field}.mean", m.get("mean"))
     if mean_only:
-        return stats(mean=mean, scale=scale)
-    return stats(p50=_num(path, f"{field}.percentiles.p50", pct.get("p50", m.get("median"))),
-                 p90=_num(path, f"{field}.percentiles.p90", pct.get("p90")),
-                 p99=_num(path, f"{field}.percentiles.p99", pct.get("p99")), mean=mean, scale=scale)
+        return distribution(mean=mean, scale=scale)
+    return distribution(p50=_num(path, f"{field}.percentiles.p50", pct.get("p50", m.get("median"))),
+                        p90=_num(path, f"{field}.percentiles.p90", pct.get("p90")),
+                        p99=_num(path, f"{field}.percentiles.p99", pct.get("p99")), mean=mean, scale=scale)
 
 
 _CSV_REFUSAL = ("GuideLLM's CSV output is not supported (it flattens the distributions); import the "

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
-                                     gib_from_text, number, quant_from_text, read_text, stats, summary)
+                                     gib_from_text, number, quant_from_text, read_text, summary)
+from pipeline.records import distribution
 
 FORMAT = "llama-batched-bench"
 ENGINE = "llama.cpp"
@@ -63,11 +64,11 @@ def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b
     if abs(b * tg / t_tg - s_tg) > CONSISTENCY * s_tg:
         raise fail(path, where, f"S_TG {s_tg} does not equal B·TG/T_TG = {b * tg / t_tg:.2f}; columns out of place?")
     step = t_tg / tg
-    same = lambda v: stats(p50=v, p90=v, p99=v, mean=v)  # noqa: E731 - every sequence of a static batch alike
+    same = lambda v: distribution(p50=v, p90=v, p99=v, mean=v)  # noqa: E731 - every sequence of a static batch alike
     return summary(model, engine, pp, tg, b, completed=b,
                    output_throughput_tok_s=s_tg, per_user_tok_s=s_tg / b,
                    ttft_s=same(t_pp) if t_pp > 0 else None, tpot_s=same(step),
-                   itl_s=stats(mean=step), e2el_s=same(t_pp + t_tg) if t_pp > 0 else None,
+                   itl_s=distribution(mean=step), e2el_s=same(t_pp + t_tg) if t_pp > 0 else None,
                    prefill_throughput_tok_s=s_pp if s_pp > 0 else None, step_time_s=step,
                    samples={"output_throughput_tok_s": [s_tg], "per_user_tok_s": [s_tg / b], "step_time_s": [step]})
 

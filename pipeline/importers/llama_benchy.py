@@ -12,7 +12,7 @@ est_ppt (ms) | e2e_ttft (ms) |`` with tests ``pp2048 (c4)`` / ``tg128 (c4)`` (op
 Mapping: input length = context_size + prompt_size; output length = response_size;
 output throughput = tg_throughput (t/s (total)); per-user throughput = tg_req_throughput
 (t/s (req)); decode step time = 1 / per-user throughput (the mean TPOT); TTFT = e2e_ttft
-(first content token, DESIGN.md's definition; ttfr counts the first empty chunk);
+(first content token, docs/definitions.md's definition; ttfr counts the first empty chunk);
 prefill throughput = pp_throughput.  Context-prefill phases (``ctx_pp``/``ctx_tg``) are
 skipped.  A Markdown tg row takes its prompt size from the pp row before it.
 """
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_unique, fail, is_number,
-                                     load_json, read_text, stats, summary, wrong_format)
+                                     load_json, read_text, summary, wrong_format)
+from pipeline.records import distribution
 
 FORMAT = "llama-benchy"
 ENGINE = "openai"
@@ -52,8 +53,8 @@ def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, 
            pp: float | None):
     return summary(model, engine, input_len, output_len, conc,
                    output_throughput_tok_s=tg, per_user_tok_s=req,
-                   ttft_s=stats(values=ttft_vals_ms, mean=ttft_mean_ms, scale=1e-3),
-                   tpot_s=stats(mean=1.0 / req) if req else None,
+                   ttft_s=distribution(values=ttft_vals_ms, mean=ttft_mean_ms, scale=1e-3),
+                   tpot_s=distribution(mean=1.0 / req) if req else None,
                    prefill_throughput_tok_s=pp, step_time_s=1.0 / req if req else None,
                    samples={"output_throughput_tok_s": tg_vals} if tg_vals else {})
 

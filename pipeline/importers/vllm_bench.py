@@ -20,7 +20,7 @@ The printed block starts at ``============ Serving Benchmark Result ============
 or inside the block).  The block names no model: pass ``--model``.
 
 Each result is a served point: output throughput = ``output_throughput``; per-user
-throughput = 1 / median TPOT; decode step time = median TPOT (DESIGN.md, MBU); input and
+throughput = 1 / median TPOT; decode step time = median TPOT (docs/definitions.md, MBU); input and
 output lengths = median of ``input_lens``/``output_lens``, else total tokens / completed.
 """
 
@@ -33,8 +33,9 @@ from statistics import median
 from typing import Any
 
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
-                                     check_finite, check_unique, fail, is_number, number, read_text, refuse_open_loop, stats, summary,
+                                     check_finite, check_unique, fail, is_number, number, read_text, refuse_open_loop, summary,
                                      wrong_format)
+from pipeline.records import distribution
 
 FORMAT = "vllm-bench"
 ENGINE = "vllm"
@@ -55,8 +56,8 @@ def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str
     for key in (f"median_{metric}_ms", f"p50_{metric}_ms", f"p90_{metric}_ms", f"p99_{metric}_ms", f"mean_{metric}_ms"):
         if d.get(key) is not None and not is_number(d[key]):
             raise fail(path or "?", f"field {pre}{key}", f"not a number: {d[key]!r}")
-    return stats(p50=d.get(f"median_{metric}_ms", d.get(f"p50_{metric}_ms")), p90=d.get(f"p90_{metric}_ms"),
-                 p99=d.get(f"p99_{metric}_ms"), mean=d.get(f"mean_{metric}_ms"), scale=1e-3)
+    return distribution(p50=d.get(f"median_{metric}_ms", d.get(f"p50_{metric}_ms")), p90=d.get(f"p90_{metric}_ms"),
+                        p99=d.get(f"p99_{metric}_ms"), mean=d.get(f"mean_{metric}_ms"), scale=1e-3)
 
 
 
@@ -152,7 +153,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
         mask = ok if ok is not None and len(ok) == len(ttfts) else [v > 0 for v in ttfts]
         good = [v for v, keep in zip(ttfts, mask) if keep and v > 0]
         if good:
-            ttft = stats(values=good)
+            ttft = distribution(values=good)
     errors = d.get("errors")
     error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
     return summary(model, engine, input_len, output_len, conc, completed=completed, failed=failed,

@@ -75,7 +75,7 @@ def card_roofline_chart(cards: list[ModelCard], bandwidth_gb_s: float | None, pe
                         hardware_name: str, batches: list[int] | None = None) -> dict[str, Any] | None:
     """Roofline prediction from the model cards alone: output tokens/s (all users) and step time (ms) against B.
 
-    Derived (DESIGN.md, roofline): step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak);
+    Derived (docs/definitions.md, roofline): step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak);
     predicted output throughput = B / step time; context 0 (weights only).  Needs no run, so the
     batching and knee explainers always have a chart of the project's own data.  None without a
     bandwidth figure.
@@ -315,7 +315,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
                  quants: tuple[str, ...] = ("fp8", "nvfp4")) -> list[dict[str, Any]]:
     """Per model: bytes read per token at B = 1 (weights only) and the ceiling bandwidth / bytes, native and in ``quants``.
 
-    Derived (DESIGN.md): ceiling = bandwidth / bytes per decode step at B = 1; an MoE reads
+    Derived (docs/definitions.md): ceiling = bandwidth / bytes per decode step at B = 1; an MoE reads
     its dense part + k/E of its experts.  Measured single streams (c = 1) of matching models
     are attached for comparison.
     """

@@ -3,9 +3,10 @@
 The server streams 16 one-token chunks, one every 10 ms after a 20 ms prefill, so the true
 figures (worked from its sleeps) are: 16 output tokens, TTFT ≈ 21 ms, TPOT ≈ 10 ms, per-user
 ≈ 95 tok/s and, at concurrency 1, output throughput 16 / (0.02 + 15 × 0.01 + overheads)
-≈ 85–90 tok/s.  Bounds are loose because the machine is loaded: sleeps only overshoot, so
-TPOT lies in [10, 16) ms and throughput in (50, 94] tok/s — far from the wrong values each
-fault produced before (136 tokens and 8.5× the throughput; a ZeroDivisionError; 48 tokens).
+≈ 85–90 tok/s.  Sleeps only overshoot, so the bounds the sleeps give are kept on the side
+that catches a fault (TPOT ≥ 10 ms, throughput ≤ 94 tok/s: the faults gave 4.7 ms and 8.5×
+the throughput; a ZeroDivisionError; 48 tokens); the other side is generous (TPOT < 50 ms,
+TTFT < 100 ms, throughput > 20 tok/s) because a busy machine stretches every wall-clock figure.
 Each test names the fault kind it pins.
 """
 
@@ -71,11 +72,11 @@ def measured(rec):
 
 def assert_true_figures(summ, c1: bool = True):
     """The reference server's figures (module docstring)."""
-    assert 0.020 <= summ.ttft_s["p50"] < 0.060
-    assert 0.010 <= summ.tpot_s["p50"] < 0.016
-    assert 62 < summ.per_user_tok_s <= 100
+    assert 0.020 <= summ.ttft_s["p50"] < 0.100
+    assert 0.010 <= summ.tpot_s["p50"] < 0.050
+    assert 20 < summ.per_user_tok_s <= 100
     if c1:
-        assert 50 < summ.output_throughput_tok_s <= 94
+        assert 20 < summ.output_throughput_tok_s <= 94
 
 
 def test_running_sum_usage_gives_16_tokens_and_true_throughput(tmp_path, tok_dir):
@@ -97,7 +98,7 @@ def test_per_chunk_count_of_one_with_right_final_usage(tmp_path, tok_dir):
     for r in measured(rec):
         assert r.ok and r.output_tokens == N_TOKENS and len(r.chunks) == N_TOKENS
         assert r.token_count_source == "usage" and not r.token_count_flags
-        assert 0.010 <= tpot_s(r) < 0.016
+        assert 0.010 <= tpot_s(r) < 0.050
     assert summ.flags == {}
     assert_true_figures(summ)
 
@@ -139,7 +140,7 @@ def test_usage_that_disagrees_with_the_chunks(tmp_path, tok_dir):
         assert r.output_tokens == N_TOKENS and [k for _, k in r.chunks] == [2] * 8
         assert r.token_count_source == "tokenized_text" and "usage_disagrees_with_text" in r.token_count_flags
     # 8 chunks 20 ms apart carrying 2 tokens each: TPOT = 7 × 20 ms / 15 ≈ 9.3 ms (derived from the server's sleeps)
-    assert 0.0093 <= summ.tpot_s["p50"] < 0.015
+    assert 0.0093 <= summ.tpot_s["p50"] < 0.050
 
 
 def test_hidden_reasoning_tokens_do_not_inflate_the_decode_rate(tmp_path, tok_dir):
@@ -149,11 +150,11 @@ def test_hidden_reasoning_tokens_do_not_inflate_the_decode_rate(tmp_path, tok_di
         assert r.ok and r.output_tokens == N_TOKENS and r.hidden_tokens == 8 and r.streamed_tokens == 8
         assert sum(k for _, k in r.chunks) == 8
         # first streamed token after 20 ms prefill + 8 × 10 ms hidden decode
-        assert 0.100 <= ttft_s(r) < 0.160
+        assert 0.100 <= ttft_s(r) < 0.500
         assert r.first_content_s == r.first_token_s
     # TPOT over the 8 visible tokens: 10 ms; spreading 16 tokens over them gave 7 × 10 / 15 ≈ 4.7 ms
-    assert 0.010 <= summ.tpot_s["p50"] < 0.016
-    assert 50 < summ.output_throughput_tok_s <= 94  # 16 generated tokens / ~0.18 s
+    assert 0.010 <= summ.tpot_s["p50"] < 0.050
+    assert 20 < summ.output_throughput_tok_s <= 94  # 16 generated tokens / ~0.18 s
 
 
 def test_streamed_reasoning_counts_for_ttft_and_first_content_is_apart(tmp_path, tok_dir):
@@ -161,10 +162,11 @@ def test_streamed_reasoning_counts_for_ttft_and_first_content_is_apart(tmp_path,
     rec, summ = measure("reasoning_stream", tmp_path, tok_dir, endpoint="chat")
     for r in measured(rec):
         assert r.ok and r.output_tokens == N_TOKENS and r.hidden_tokens == 0 and len(r.chunks) == N_TOKENS
-        assert 0.020 <= ttft_s(r) < 0.060  # the first reasoning token
-        # first visible token: 20 ms + 8 × 10 ms
-        assert 0.100 <= r.first_content_s - r.sent_s < 0.160
-    assert 0.100 <= summ.time_to_first_content_s["p50"] < 0.160
+        assert 0.020 <= ttft_s(r) < 0.100  # the first reasoning token
+        # first visible token: 20 ms + 8 × 10 ms, after the first (reasoning) token
+        assert 0.100 <= r.first_content_s - r.sent_s < 0.500
+        assert r.first_token_s < r.first_content_s
+    assert 0.100 <= summ.time_to_first_content_s["p50"] < 0.500
     assert_true_figures(summ)
 
 

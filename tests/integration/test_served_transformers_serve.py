@@ -3,7 +3,7 @@
 The server runs the tiny local model of :mod:`served_helpers` (word-level tokenizer, every
 token visible text, no EOS) with continuous batching on the CPU.  Expected values come from
 the server itself (its ``usage``), from the request (``max_tokens``, the prompt length) and
-from DESIGN.md's definitions, never from our own client.
+from docs/definitions.md's definitions, never from our own client.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_ttft_below_e2el_and_one_itl_per_token_gap(measured):
     _, points = measured
     for r in _measured(points):
         assert 0 < ttft_s(r) < e2el_s(r)
-        assert len(itl_values(r)) == r.output_tokens - 1  # DESIGN.md: ITL is per token
+        assert len(itl_values(r)) == r.output_tokens - 1  # docs/definitions.md: ITL is per token
         assert sum(itl_values(r)) == pytest.approx(r.done_s - r.first_token_s)
 
 
@@ -78,7 +78,7 @@ def test_closed_loop_never_exceeds_concurrency(measured):
 
 
 def test_concurrency_4_has_more_throughput_than_1(measured):
-    # continuous batching decodes 4 sequences per step; DESIGN.md's output throughput must rise.
+    # continuous batching decodes 4 sequences per step; docs/definitions.md's output throughput must rise.
     _, points = measured
     t1 = summarize_point(points[1]).output_throughput_tok_s
     t4 = summarize_point(points[4]).output_throughput_tok_s

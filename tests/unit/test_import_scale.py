@@ -14,12 +14,13 @@ import pytest
 
 from pipeline.analysis import analyze
 from pipeline.errors import BatchmarkError
-from pipeline.importers.base import stats, summary
+from pipeline.importers.base import summary
+from pipeline.records import distribution
 from pipeline.importers.llama_batched_bench import _check_grid
 
 
 def _pt(model: str, pp: int, tg: int, b: int, tok_s: float = 10.0):
-    return summary(model, "llama.cpp", pp, tg, b, output_throughput_tok_s=tok_s, tpot_s=stats(p50=0.1),
+    return summary(model, "llama.cpp", pp, tg, b, output_throughput_tok_s=tok_s, tpot_s=distribution(p50=0.1),
                    samples={"output_throughput_tok_s": [tok_s]}, server=None)
 
 

@@ -1,9 +1,9 @@
-"""Metric definitions (DESIGN.md) checked against hand-computed values."""
+"""Metric definitions (docs/definitions.md) checked against hand-computed values."""
 
 import pytest
 
-from pipeline.metrics import itl_values, percentiles, summarize_point, tpot_s
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.metrics import itl_values, summarize_point, tpot_s
+from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord, distribution
 
 
 def _req(i, sent, chunks, out_tokens, **kw):
@@ -64,9 +64,18 @@ def test_failed_requests_counted_but_out_of_percentiles():
     assert s.errors == ["timeout"]
 
 
-def test_percentiles_linear_interpolation():
+def test_distribution_linear_interpolation():
     # numpy linear: p50 of 1..5 = 3, p90 = 4.6, p99 = 4.96, mean 3
-    assert percentiles([1, 2, 3, 4, 5]) == pytest.approx({"p50": 3, "p90": 4.6, "p99": 4.96, "mean": 3})
+    assert distribution([1, 2, 3, 4, 5]) == pytest.approx({"p50": 3, "p90": 4.6, "p99": 4.96, "mean": 3})
+    # in ms, scaled to s: p50 of 1..5 ms = 3 ms = 0.003 s
+    assert distribution([1, 2, 3, 4, 5], scale=1e-3)["p50"] == pytest.approx(0.003)
+
+
+def test_distribution_of_stated_figures():
+    """The importers' path: figures a tool states (a missing one stays None), scaled ms -> s."""
+    assert distribution(p50=20.0, mean=25.0, scale=1e-3) == pytest.approx(
+        {"p50": 0.020, "p90": None, "p99": None, "mean": 0.025})
+    assert distribution() is None and distribution([]) is None
 
 
 def test_itl_chunk_without_tokens_does_not_lose_its_gap():

@@ -117,7 +117,7 @@ def test_show_and_pages_never_write_into_runs(scratch_root, capsys):
     before = _files(run)
     assert "summaries.json" not in before and "analysis.json" not in before
     assert main(["show", str(run), "--json"]) == 0
-    assert "partial" not in json.loads(capsys.readouterr().out)  # a complete run: the contract of DESIGN.md exactly
+    assert "partial" not in json.loads(capsys.readouterr().out)  # a complete run: exactly the contract (docs/definitions.md)
     from pipeline.pages.render import render_site
 
     render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
