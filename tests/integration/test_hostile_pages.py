@@ -51,6 +51,7 @@ def _open(html: Path, script: str | None = None) -> dict:
                 page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
                                        "e => e.querySelector('svg') || e.textContent).length >= n", arg=n, timeout=30000)
             page.wait_for_timeout(300)  # an <img onerror> fires once the image fails to load
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # folded tables
             out = {"dialogs": dialogs, "errors": errors, "pwned": page.evaluate("() => window.__pwned === 1"),
                    "text": page.inner_text("body"), "charts": n,
                    "svgs": page.locator(".vega-chart svg").count(),

@@ -27,7 +27,7 @@ import pytest
 
 from pipeline import runs, serverenv, sweep
 from pipeline.config import parse_config
-from pipeline.engines.served import parse_prometheus
+from pipeline.engines.vllm import VLLMEngine
 from pipeline.hardware import ProbeResult
 from pipeline.metrics import summarize_point
 

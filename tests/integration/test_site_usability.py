@@ -83,6 +83,7 @@ def test_tabs_work_from_disk(site, browser_page):
     assert page.locator("h1").first.inner_text().strip().rstrip("¶") == "Benchmarks"
     # and a link inside a page (Home's table to a run on the Runs page) lands on a page, anchor and all
     page.goto((site / "index.html").resolve().as_uri())
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # the folded run table
     link = page.locator(".md-content a[href*='runs.html#']").first
     link.click()
     page.wait_for_load_state()
