@@ -57,10 +57,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         runs.write_pointer(cfg.name, run_dir.name)
     run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
     print(run_dir)
-    from pipeline.sweep import failure_counts
-
-    points, _, empty = failure_counts(run_dir)
-    if points and empty == points:
+    failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
+    if failures.get("points") and failures.get("empty") == failures["points"]:
         print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
               f"(batchmark show {run_dir.name} lists the errors)", file=sys.stderr)
         return 1

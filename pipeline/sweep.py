@@ -168,6 +168,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             log(f"warning: {warning}")
         runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, engine=engine.provenance())
     stops: dict[str, str] = dict(meta.get("stopped", {}))
+    # counted from the summaries the loop computes anyway; kept in run.json for the CLI's exit status
+    failures = {"points": 0, "with_failures": 0, "empty": 0}
     total = len(cfg.models) * len(cfg.concurrency)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
     try:
@@ -176,7 +178,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             curve: list[tuple[int, float]] = []
             loaded = False
             done = 0
-            for key in keys:
+            for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
                 bar.set_description(f"{spec.name} c={key.concurrency}")
                 bar.set_postfix_str("")
                 if runs.has_point(run_dir, key):
@@ -204,6 +206,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         break
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records)
+                failures["points"] += 1
+                failures["with_failures"] += bool(summ.failed)
+                failures["empty"] += summ.completed == 0
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
                     bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
@@ -214,26 +219,15 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 log(f"{spec.name}: stopped escalating ({stops[spec.name]})")
             if loaded:
                 engine.unload()
-        runs.update_run_json(run_dir, stopped=stops)
+        runs.update_run_json(run_dir, stopped=stops, failures=failures)
         runs.complete_run(run_dir)
     finally:
         bar.close()
     log(f"run {run_dir.name} complete")
-    verdict = failure_verdict(*failure_counts(run_dir), run_dir.name)
+    verdict = failure_verdict(failures["points"], failures["with_failures"], failures["empty"], run_dir.name)
     if verdict:
         log(f"warning: {verdict}")
     return run_dir
-
-
-def failure_counts(run_dir: Path) -> tuple[int, int, int]:
-    """(points, points with failed requests, points that measured nothing) of a run's stored points."""
-    n = with_failures = empty = 0
-    for records in runs.load_points(run_dir):
-        summ = summarize_point(records)
-        n += 1
-        with_failures += bool(summ.failed)
-        empty += summ.completed == 0
-    return n, with_failures, empty
 
 
 def failure_verdict(points: int, with_failures: int, empty: int, run_id: str) -> str | None:

@@ -63,3 +63,14 @@ def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: in
         finally:
             browser.close()
     return result
+
+
+def mkdocs_build(root: Path):
+    """``mkdocs build --strict`` of the project at ``root`` into ``root/site`` (a real build); returns the finished process."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                           "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})

@@ -272,6 +272,8 @@ class VLLMEngine(ServedEngine):
                 version = orjson.loads(body).get("version")
             except (ValueError, AttributeError):
                 version = None
+            if not isinstance(version, str) or not 0 < len(version) <= 64:  # a server's reply is untrusted
+                version = None
         log_ref = str(self.log_path.relative_to(self.run_dir)) if self.run_dir else str(self.log_path)
         status, body = self._get(self.opts.metrics_path)
         metrics_text = body.decode("utf-8", "replace") if status == 200 else ""

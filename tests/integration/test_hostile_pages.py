@@ -11,14 +11,11 @@ headless Chromium (tests/browser.py) with a dialog handler and a window flag wat
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path
+from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build
 from tests.conftest import DATA, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -80,9 +77,7 @@ def hostile_site(tmp_path_factory):
             import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id=f"20261102T10150{i}Z-vllm", model=name)
         make_run(runs_dir, "20261201T000000Z-a", models=(PIPE, IMG), transformers_version=SCRIPT)
         render_site(root / "data" / "pages")
-        res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                              "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        res = mkdocs_build(root)
     finally:
         mp.undo()
     assert res.returncode == 0, res.stderr[-3000:]

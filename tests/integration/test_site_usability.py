@@ -8,16 +8,13 @@ reference hidden, with ``mkdocs build --strict``, opened from disk (``file://``)
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path
+from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build
 from tests.conftest import REPO, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -38,9 +35,7 @@ def site(tmp_path_factory) -> Path:
         from pipeline.pages.render import render_site
 
         render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
-        res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                              "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        res = mkdocs_build(root)
     finally:
         mp.undo()
     assert res.returncode == 0, res.stderr[-3000:]
