@@ -336,6 +336,14 @@ class VLLMEngine(ServedEngine):
 
     def _after_repeat(self, meta: dict[str, Any]) -> bool:
         reason = self._exit_reason()
+        if reason is None and meta.get("aborted") and self.proc is not None:
+            # a killed server closes its socket before the kernel reports its exit: connections are
+            # refused while poll() still says running; give a dying server a moment to be seen dead
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                pass
+            reason = self._exit_reason()
         if reason is None:
             return True
         self.crashed = reason
