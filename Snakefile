@@ -65,7 +65,7 @@ rule part:
     input: ancient(CONFIG_PATH)  # content, not mtime, decides: a changed config gets a new RUN_ID
     output: "data/runs/.parts/{run}/{part}/points.json"
     params: model=lambda w: PARTS[w.part]
-    threads: part_threads(SWEEP, workflow.cores)  # locally the measurement owns the machine (and OMP_NUM_THREADS)
+    threads: part_threads(SWEEP, workflow.resource_settings.cores)  # locally the measurement owns the machine (and OMP_NUM_THREADS)
     resources: **PART_RESOURCES
     retries: SWEEP.cluster.retries  # a retry resumes the part's finished points
     shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --model {params.model} --pointer"

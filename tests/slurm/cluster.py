@@ -29,6 +29,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DAEMONS = ("munged", "slurmctld", "slurmd")
+#: Where Slurm's commands look when ``SLURM_CONF`` is not set.  Snakemake's Slurm job step
+#: (snakemake-executor-plugin-slurm-jobstep 0.6.1) drops ``SLURM_CONF`` from the environment of
+#: the ``srun`` it runs inside the job, so the test cluster links its file here for the test's
+#: duration (only where no Slurm is configured: a real cluster's file is never touched).
+SYSTEM_CONF = Path("/etc/slurm/slurm.conf")
 
 
 class ClusterUnavailable(RuntimeError):
@@ -53,11 +58,13 @@ class Cluster:
         return "\n".join(out)
 
     def stop(self) -> None:
-        """Stop the daemons this cluster started (by their pids), newest first."""
+        """Stop the daemons this cluster started (by their pids), newest first; remove the link it made."""
         for name in reversed(DAEMONS):
             pid = self.pids.get(name) or _pid_from_file(self.base / f"{name}.pid")
             if pid:
                 _terminate(pid)
+        if SYSTEM_CONF.is_symlink() and SYSTEM_CONF.resolve() == (self.base / "slurm.conf").resolve():
+            SYSTEM_CONF.unlink()
 
 
 def _pid_from_file(path: Path) -> int | None:
@@ -97,6 +104,8 @@ def why_unavailable() -> str | None:
         return "Slurm test cluster: Linux only"
     if os.geteuid() != 0:
         return "Slurm test cluster: needs root (slurmd runs jobs as their user)"
+    if SYSTEM_CONF.exists() and not SYSTEM_CONF.is_symlink():
+        return f"Slurm test cluster: {SYSTEM_CONF} exists (this machine has a Slurm of its own; it is left alone)"
     missing = [b for b in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel") if shutil.which(b) is None]
     if missing:
         return f"Slurm test cluster: {', '.join(missing)} not installed (apt-get install slurm-wlm munge)"
@@ -145,6 +154,10 @@ def start(base: Path, timeout_s: float = 60.0) -> Cluster:
         host=host, cpus=cpus, memory_mb=memory_mb, state=base, munge_socket=munge_socket,
         ctld_port=_free_port(), slurmd_port=_free_port())
     (base / "slurm.conf").write_text(conf)
+    if SYSTEM_CONF.is_symlink():  # left by a test cluster that was not stopped (its daemons are gone with its folder)
+        SYSTEM_CONF.unlink()
+    SYSTEM_CONF.parent.mkdir(parents=True, exist_ok=True)
+    SYSTEM_CONF.symlink_to(base / "slurm.conf")
     env = {**os.environ, "SLURM_CONF": str(base / "slurm.conf")}
     cluster = Cluster(base, env)
     subprocess.run(["munged", "--force", f"--socket={munge_socket}", f"--key-file={key}",

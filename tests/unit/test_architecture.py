@@ -19,10 +19,10 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.textfiles",
      "pipeline.texttable"),  # no stage of its own
     ("pipeline.config",),
-    ("pipeline.hardware", "pipeline.modelcards", "pipeline.modelfolders", "pipeline.serverenv"),
+    ("pipeline.hardware", "pipeline.modelcards", "pipeline.modelfolders", "pipeline.serverenv", "pipeline.resources"),
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas"),
-    ("pipeline.sweep",),
+    ("pipeline.sweep", "pipeline.parts"),
     ("pipeline.metrics",),
     ("pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
     ("pipeline.stages",),
