@@ -167,13 +167,14 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     from tqdm import tqdm
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
         measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
-            log(f"run {run_dir.name} is complete; nothing to measure")
+            log(f"{what} is complete; nothing to measure")
             return run_dir
         meta = runs.read_run_json(run_dir)
         if meta.get("config_digest") != cfg.digest():
@@ -181,7 +182,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
 
             raise BatchmarkError(f"{run_dir}: incomplete run was started with another config "
                                  f"({meta.get('config_name')}); it is left as is — start a fresh run")
-        log(f"resuming run {run_dir.name}")
+        log(f"resuming {what}")
     else:
         runs.create_run(run_dir, {
             "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
@@ -263,7 +264,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.complete_run(run_dir)
     finally:
         bar.close()
-    log(f"run {run_dir.name} complete")
+    log(f"{what} complete")
     verdict = failure_verdict(failures["points"], failures["with_failures"], failures["empty"], run_dir.name)
     if verdict:
         log(f"warning: {verdict}")
