@@ -54,7 +54,7 @@ wildcard_constraints:
     part="|".join(re.escape(p) for p in PARTS)
 
 # Only the measuring jobs go to a cluster; the rest are quick and run where Snakemake runs.
-localrules: all, merge, summaries, analysis, pages, site, committed
+localrules: all, summaries, analysis, pages, site, committed
 
 
 rule all:
@@ -71,10 +71,15 @@ rule part:
     shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --model {params.model} --pointer"
 
 
-rule merge:
-    input: config=ancient(CONFIG_PATH), parts=parts.part_targets(SWEEP, RUN_ID)
-    output: "data/runs/{run}/points.json"
-    shell: "{BATCHMARK} merge --config {input.config} --run-id {wildcards.run}"
+# Once complete, the run is an input as it is (no rule makes it, so nothing can re-make it), however
+# it was measured: in parts, or in one job by an earlier batchmark.
+if RUN_ID not in COMPLETE:
+    localrules: merge
+
+    rule merge:
+        input: config=ancient(CONFIG_PATH), parts=parts.part_targets(SWEEP, RUN_ID)
+        output: "data/runs/{run}/points.json"
+        shell: "{BATCHMARK} merge --config {input.config} --run-id {wildcards.run}"
 
 
 rule summaries:

@@ -49,10 +49,8 @@ def part_dir(run_id: str, model: str, runs_dir: Path | None = None) -> Path:
 
 def part_targets(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> list[str]:
     """The files the merge waits for: each part's ``points.json`` (written when the part completes), relative
-    to the project root; none when the run is already complete (a run measured in one job, or merged before)."""
+    to the project root, in config order."""
     runs_dir = runs_dir or paths.runs_dir()
-    if runs.is_complete(runs_dir / run_id):
-        return []
     root = paths.root()
     return [str((part_dir(run_id, m.name, runs_dir) / "points.json").relative_to(root)) for m in cfg.models]
 
