@@ -196,3 +196,33 @@ def test_the_cluster_section_leaves_the_config_digest_alone():
     # where jobs run is not what they measure: a run started before the section existed keeps its digest
     assert _cfg().digest() == _cfg(cluster={"partition": "gpu", "gpus": 2}).digest()
     assert _cfg().digest() != _cfg(repeats=3).digest()
+
+
+# -- the command line --------------------------------------------------------------------------
+
+def _cli(capsys, *argv: str) -> tuple[int, str]:
+    from pipeline.cli import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().err
+
+
+def test_sweep_of_a_model_not_in_the_config_is_one_line(scratch_root, capsys):
+    code, err = _cli(capsys, "sweep", "--config", str(scratch_root / "config" / "tiny.yaml"), "--run-id", "R7",
+                     "--model", "tiny-mistral")
+    assert code == 2 and err.count("\n") == 1
+    assert "--model 'tiny-mistral': not a model of config tiny-test (its models: tiny-llama, tiny-moe)" in err
+    assert not (paths.runs_dir() / ".parts" / "R7").exists()
+
+
+def test_sweep_of_one_model_needs_the_run_it_belongs_to(scratch_root, capsys):
+    code, err = _cli(capsys, "sweep", "--config", str(scratch_root / "config" / "tiny.yaml"), "--model", "tiny-moe")
+    assert code == 2 and "--model: give --run-id RUN" in err and err.count("\n") == 1
+
+
+def test_merge_before_the_parts_are_measured_is_one_line(scratch_root, capsys):
+    code, err = _cli(capsys, "merge", "--config", str(scratch_root / "config" / "tiny.yaml"), "--run-id", "R8")
+    assert code == 2 and err.count("\n") == 1
+    assert "run R8: part(s) not measured to the end yet: tiny-llama, tiny-moe" in err
+    code, err = _cli(capsys, "merge", "--config", str(scratch_root / "config" / "tiny.yaml"), "--run-id", "../x")
+    assert code == 2 and "not a valid run id" in err
