@@ -1,11 +1,12 @@
 """Killing one model's measuring job mid-sweep, then running the workflow again, measures only what was missing.
 
 A real ``snakemake --cores 2`` on tiny models (the in-process engine); the kill is a real SIGKILL of
-the part's ``batchmark sweep --model`` process once it has stored some points and not all; the
-workflow (retries 0 here, so the failure stays) stops with that part failed.  The second
-``snakemake`` resumes the part: every point file stored before the kill is left byte for byte
-(and keeps its inode: never rewritten), the missing points are measured, the other model's
-part, complete before or measured now, is not measured twice, and the run is merged whole.
+the part's ``batchmark sweep --model`` process once it has stored some points and not all.  With
+``cluster.retries: 0`` the workflow stops with that part failed and the second ``snakemake``
+resumes it; with ``retries: 1`` Snakemake's retry resumes it in the same workflow.  Either way
+every point file stored before the kill is left byte for byte (and keeps its inode: never
+rewritten), the missing points are measured, the other model's part, complete before or
+measured now, is not measured twice, and the run is merged whole.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ engine: transformers
 input_len: 8
 output_len: 24
 concurrency: [1, 2, 4, 8, 16, 32]
-repeats: 3
+repeats: 2
 stop_after_weak_doublings: 0
 cluster: {retries: 0}
 models:
@@ -70,15 +71,19 @@ def _sweep_of(proc: psutil.Process, model: str) -> psutil.Process | None:
     return None
 
 
-def test_killed_part_resumes_and_measures_only_what_was_missing(tmp_path):
+def _start_and_kill(tmp_path: Path, retries: int) -> tuple[Path, subprocess.Popen, dict, str]:
+    """Start the workflow, SIGKILL tiny-llama's measuring job once it stored 2 to 5 of its 6 points, wait for the end.
+
+    Returns the root, the finished Snakemake process, the point files stored at the kill and the log.
+    """
     root = make_scratch_root(tmp_path)
-    (root / "config" / "resume.yaml").write_text(CONFIG)
+    (root / "config" / "resume.yaml").write_text(CONFIG.replace("retries: 0", f"retries: {retries}"))
     part = root / "data" / "runs" / ".parts" / "resume" / KILLED
     first_log = tmp_path / "first.log"
+    stored_at_kill: dict | None = None
     with first_log.open("w") as fh:  # a file, not a pipe: nobody reads while the workflow runs
         first = subprocess.Popen(_cmd(root), cwd=root, env=_env(root), stdout=fh, stderr=subprocess.STDOUT,
                                  start_new_session=True)
-    killed_at = None
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline and first.poll() is None:
@@ -86,7 +91,8 @@ def test_killed_part_resumes_and_measures_only_what_was_missing(tmp_path):
             sweep = _sweep_of(psutil.Process(first.pid), KILLED)
             if sweep is not None and 2 <= len(stored) < 6:
                 sweep.send_signal(signal.SIGKILL)  # the measuring job dies mid-sweep (a lost node, an OOM kill)
-                killed_at = len(stored)
+                sweep.wait(timeout=60)
+                stored_at_kill = _points(part)
                 break
             time.sleep(0.05)
         first.wait(timeout=600)
@@ -94,26 +100,42 @@ def test_killed_part_resumes_and_measures_only_what_was_missing(tmp_path):
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
     out = first_log.read_text()
-    assert killed_at is not None, f"the sweep of tiny-llama was not seen mid-sweep: {out[-2000:]}"
-    assert first.returncode != 0, out[-2000:]
-    assert not (part / "points.json").exists()  # the part is incomplete
-    stored_before = _points(part)
-    assert killed_at <= len(stored_before) < 6  # a point being written at the kill may have landed
+    assert stored_at_kill is not None, f"the sweep of tiny-llama was not seen mid-sweep: {out[-2000:]}"
+    assert 2 <= len(stored_at_kill) < 6
+    return root, first, stored_at_kill, out
+
+
+def _check_resumed(root: Path, stored_at_kill: dict, log: str) -> None:
+    part = root / "data" / "runs" / ".parts" / "resume" / KILLED
+    assert f"resuming part {KILLED} of run resume" in log  # the part's sweep said so (pipeline.sweep)
+    after = _points(part)
+    assert len(after) == 6
+    for name, (inode, data) in stored_at_kill.items():
+        assert after[name] == (inode, data), f"{name} was measured again"
+    run = root / "data" / "runs" / "resume"
+    assert len(list((run / "points").glob("*/*.json"))) == 12
+    for name, (_inode, data) in stored_at_kill.items():
+        assert (run / "points" / KILLED / name).read_bytes() == data
+
+
+def test_killed_part_resumes_and_measures_only_what_was_missing(tmp_path):
+    root, first, stored_at_kill, out = _start_and_kill(tmp_path, retries=0)
+    assert first.returncode != 0, out[-2000:]  # no retries: the workflow reports the failed part
+    part = root / "data" / "runs" / ".parts" / "resume" / KILLED
+    assert not (part / "points.json").exists() and _points(part) == stored_at_kill  # incomplete, nothing lost
     other = root / "data" / "runs" / ".parts" / "resume" / "tiny-moe"
     other_before = _points(other) if (other / "points.json").exists() else None
 
     second = subprocess.run(_cmd(root), cwd=root, env=_env(root), capture_output=True, text=True, timeout=900)
     log = second.stdout + second.stderr
     assert second.returncode == 0, log[-3000:]
-    assert f"resuming part {KILLED} of run resume" in log  # the part's sweep said so (pipeline.sweep)
-    after = _points(part)
-    assert len(after) == 6
-    for name, (inode, data) in stored_before.items():
-        assert after[name] == (inode, data), f"{name} was measured again"
+    _check_resumed(root, stored_at_kill, log)
     if other_before is not None:  # complete before: not a job of the second workflow, not a byte changed
         assert "part=tiny-moe" not in log
         assert _points(other) == other_before
-    run = root / "data" / "runs" / "resume"
-    assert len(list((run / "points").glob("*/*.json"))) == 12
-    for name, (_inode, data) in stored_before.items():
-        assert (run / "points" / KILLED / name).read_bytes() == data
+
+
+def test_killed_part_is_retried_and_resumes_in_the_same_workflow(tmp_path):
+    root, first, stored_at_kill, out = _start_and_kill(tmp_path, retries=1)
+    assert first.returncode == 0, out[-3000:]  # Snakemake's retry finished the part
+    _check_resumed(root, stored_at_kill, out)

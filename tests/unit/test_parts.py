@@ -96,6 +96,11 @@ def test_parts_of_several_hosts_of_one_profile_merge_into_one_run_listing_the_ho
     assert meta["failures"] == {"points": 6, "with_failures": 3, "empty": 1}  # 3 + 3, 1 + 2, 0 + 1
     assert meta["started_at"] == "2026-11-29T00:00:00+00:00" and meta["finished_at"] == "2026-11-29T01:10:00+00:00"
     assert meta["config_digest"] == cfg.digest() and meta["status"] == "complete"
+    # the Runs page lists the hosts and the models each measured
+    from pipeline.pages.render import render_site
+
+    render_site(scratch_root / "pages", runs=["R2"])
+    assert "| hosts | spark-1 (moe-b); spark-2 (dense-a) |" in (scratch_root / "pages" / "runs.md").read_text()
 
 
 def test_parts_of_different_hardware_profiles_are_refused_in_one_line(scratch_root):
