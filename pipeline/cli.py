@@ -111,7 +111,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import diff, stages
+    from pipeline import diff, diffreport, stages
 
     if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
         # nan compares false with everything and inf exceeds every change: either would switch the gate off
@@ -120,14 +120,14 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
     result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
     if args.format == "json":
-        sys.stdout.write(diff.format_json(result))
+        sys.stdout.write(diffreport.format_json(result))
     elif args.format == "markdown":
-        sys.stdout.write(diff.format_markdown(result))
+        sys.stdout.write(diffreport.format_markdown(result))
     elif args.format == "csv":
         print(result.headline, file=sys.stderr)
-        sys.stdout.write(diff.format_csv(result))
+        sys.stdout.write(diffreport.format_csv(result))
     else:
-        sys.stdout.write(diff.format_text(result))
+        sys.stdout.write(diffreport.format_text(result))
     if args.fail_above is None:
         return 0
     if not result.comparable:
@@ -137,13 +137,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if untestable:
         c = untestable[0]
         print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
-              f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diff.format_change(c.change)}, "
+              f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diffreport.format_change(c.change)}, "
               f"smallest possible p {c.min_p:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
               file=sys.stderr)
     regs = diff.regressions(result, args.fail_above)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} c={c.concurrency} "
-              f"{c.label} {diff.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
               file=sys.stderr)
     return 1 if regs else 0
 

@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
     ("pipeline.stages",),
     ("pipeline.importers",),
-    ("pipeline.show", "pipeline.pages"),
+    ("pipeline.show", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
 ]
 
@@ -199,3 +199,11 @@ def test_the_http_client_knows_no_scheduling():
     graph = import_graph()
     assert "pipeline.engines.scheduler" not in graph["pipeline.engines.client"]
     assert "pipeline.engines.loadgen" not in graph["pipeline.engines.client"] | graph["pipeline.engines.scheduler"]
+
+
+def test_statistics_modules_read_no_storage():
+    """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
+    graph = import_graph()
+    storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
+    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffreport"):
+        assert not graph[name] & storage, (name, graph[name] & storage)

@@ -1,4 +1,4 @@
-"""Unit tests of pipeline/diff.py: the significance floor, the U test, matching, headline and formats.
+"""Unit tests of pipeline/diff.py and pipeline/diffreport.py: the significance floor, the U test, matching, headline and formats.
 
 Runs are hand-made (tests/runbuilder.py) so every expected value below is worked out from
 the timings written there, or from the exact Mann-Whitney distribution.
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pipeline import stages
-from pipeline.diff import (METRICS, diff_runs, format_csv, format_json, format_markdown, format_text,
-                           metric_samples, min_two_sided_p, previous_runs, regressions, relative_change,
-                           significance)
+from pipeline.diff import (METRICS, diff_runs, metric_samples, min_two_sided_p, previous_runs, regressions,
+                           relative_change, significance)
+from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
