@@ -35,7 +35,8 @@ import math
 from typing import Any
 
 from pipeline.metrics import PointSummary
-from pipeline.modelcards import (ModelCard, bytes_per_decode_step, flops_per_decode_step)
+from pipeline.modelcards import ModelCard
+from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 DECLINE_FRACTION = 0.10
 KNEE_THRESHOLD = 0.15  # default: a doubling that gains less than 15 % is weak (DESIGN.md)

@@ -23,8 +23,8 @@ import altair as alt
 
 from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
-from pipeline.modelcards import (ModelCard, expert_coverage,
-                                 kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
+from pipeline.modelcards import ModelCard, list_card_files, load_card
+from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 
 WIDTH = 560
 HEIGHT = 300

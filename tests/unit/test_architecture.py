@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.runs", "pipeline.schemas"),
     ("pipeline.sweep",),
     ("pipeline.metrics",),
-    ("pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
+    ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
     ("pipeline.stages",),
     ("pipeline.importers",),
     ("pipeline.show", "pipeline.diffreport", "pipeline.pages"),
