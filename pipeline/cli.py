@@ -151,8 +151,17 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_pages(args: argparse.Namespace) -> int:
     from pipeline.pages.render import render_site
 
-    written = render_site(Path(args.out), runs=args.runs or None)
+    written = render_site(Path(args.out), runs=args.runs or None,
+                          reference=[Path(d) for d in args.reference] if args.reference else None)
     print(f"{len(written)} pages written to {args.out}")
+    return 0
+
+
+def _cmd_reference(args: argparse.Namespace) -> int:
+    from pipeline.reference import import_reference, shared_reference_file
+
+    print(import_reference(Path(args.file) if args.file else shared_reference_file(),
+                           Path(args.out) if args.out else None, hardware=args.hardware))
     return 0
 
 
@@ -280,7 +289,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
     s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")
     s.add_argument("--runs", nargs="*", help="run ids to include (default: every complete run)")
+    s.add_argument("--reference", action="append", metavar="DIR",
+                   help="a reference run for the explainers, as stored by `batchmark reference` "
+                        "(e.g. data/reference/reference-dgx-spark-llamacpp); repeatable; default: none")
     s.set_defaults(func=_cmd_pages)
+
+    s = sub.add_parser("reference", help="store the shared reference measurement as a run the explainers read",
+                       description="Import the reference measurement (llama.cpp llama-batched-bench on a DGX Spark, "
+                                   "../shared/reference/ beside the repository, never copied into it) into "
+                                   "data/reference/reference-dgx-spark-llamacpp/ (git-ignored), replacing an earlier "
+                                   "import; `batchmark pages --reference DIR` then shows it on the explainers.")
+    s.add_argument("file", nargs="?", help="the llama-batched-bench file (default: "
+                                           "../shared/reference/llamacpp-dgx-spark-batched-bench.md)")
+    s.add_argument("--out", help="run folder to write (default: data/reference/reference-dgx-spark-llamacpp); "
+                                 "its name is the run id")
+    s.add_argument("--hardware", default="dgx-spark", help="hardware profile it was measured on (default: dgx-spark)")
+    s.set_defaults(func=_cmd_reference)
     return p
 
 

@@ -1,5 +1,5 @@
-"""Site usability in a real browser (issue 13): the site built from the committed runs (``data/runs/``), the shared
-reference hidden, with ``mkdocs build --strict``, opened from disk (``file://``) in headless Chromium at 1280 px.
+"""Site usability in a real browser (issue 13): the site built from the committed runs (``data/runs/``), no shared
+reference given, with ``mkdocs build --strict``, opened from disk (``file://``) in headless Chromium at 1280 px.
 
 - Tabs and links work from disk: pages are files (``use_directory_urls: false``), so clicking a tab opens a page,
   never a directory listing.
@@ -28,9 +28,6 @@ def site(tmp_path_factory) -> Path:
         shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
     mp = pytest.MonkeyPatch()
     mp.setenv("BATCHMARK_ROOT", str(root))
-    from pipeline.pages import explain
-
-    mp.setattr(explain, "REFERENCE", root / "no-shared" / "reference.md")
     try:
         from pipeline.pages.render import render_site
 

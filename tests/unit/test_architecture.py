@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.metrics",),
     ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
     ("pipeline.stages",),
-    ("pipeline.importers",),
+    ("pipeline.importers", "pipeline.reference"),
     ("pipeline.show", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
 ]
@@ -164,7 +164,7 @@ def test_show_diff_and_pages_read_a_run_one_way():
     import pipeline.stages
 
     assert not hasattr(pipeline.runs, "load_run_results") and callable(pipeline.stages.load_run)
-    readers = {"pipeline.show", "pipeline.cli", "pipeline.pages.render", "pipeline.pages.changes", "pipeline.pages.explain"}
+    readers = {"pipeline.show", "pipeline.cli", "pipeline.pages.render", "pipeline.pages.changes"}
     mods = all_modules()
     for name in readers:
         assert "load_run(" in mods[name].read_text(encoding="utf-8"), name
@@ -207,3 +207,11 @@ def test_statistics_modules_read_no_storage():
     storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
     for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
+
+
+def test_explainers_only_render():
+    """The explainers read no file: the reference measurement is a stage input (pipeline.reference, ``pages --reference``)."""
+    graph = import_graph()
+    assert not graph["pipeline.pages.explain"] & {"pipeline.importers", "pipeline.reference", "pipeline.runs",
+                                                   "pipeline.stages"}
+    assert "shared" not in (PACKAGE / "pages" / "explain.py").read_text(encoding="utf-8")  # no path to ../shared/
