@@ -133,12 +133,12 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if not result.comparable:
         raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
     untestable = [c for c in result.changes if diff.METRIC_BY_KEY[c.metric].throughput and c.change is not None
-                  and c.change < -args.fail_above / 100 and c.min_p > args.alpha]
+                  and c.change < -args.fail_above / 100 and c.p_floor > args.alpha]
     if untestable:
         c = untestable[0]
         print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
               f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diffreport.format_change(c.change)}, "
-              f"smallest possible p {c.min_p:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+              f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
               file=sys.stderr)
     regs = diff.regressions(result, args.fail_above)
     for c in regs:

@@ -49,7 +49,8 @@ The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", 
 "b", "differs"}], "changes": [{"model", "engine", "input_len", "output_len", "concurrency",
 "metric", "label", "unit", "higher_is_better", "a", "b", "change" (fraction: relative, or for
 unit "fraction" the difference B − A, i.e. percentage points / 100), "change_kind" ("relative" |
-"points"), "p_value", "n_a", "n_b", "min_p", "sample_unit", "significant", "verdict" ("better" |
+"points"), "p_value", "n_a", "n_b", "p_floor" (the smallest p the counts can reach; ``min_p`` before
+issue 14, renamed apart from the sampling parameter), "sample_unit", "significant", "verdict" ("better" |
 "worse" | "~" | "n/a"), "note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
 "output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings"}``.
@@ -137,7 +138,8 @@ class Significance:
     Attributes:
         p_value: two-sided Mann-Whitney p (None when a side has no samples).
         n_a / n_b: sample counts.
-        min_p: smallest p these counts can give (:func:`min_two_sided_p`).
+        p_floor: smallest p these counts can give (:func:`min_two_sided_p`); named so (not
+            ``min_p``, a sampling parameter of the engines) since issue 14.
         significant: p ≤ α and the counts can reach α at all.
         note: why no change can be significant, when that is so; else None.
     """
@@ -145,7 +147,7 @@ class Significance:
     p_value: float | None
     n_a: int
     n_b: int
-    min_p: float
+    p_floor: float
     significant: bool
     note: str | None
 
@@ -245,7 +247,7 @@ class MetricChange:
     p_value: float | None
     n_a: int
     n_b: int
-    min_p: float
+    p_floor: float
     sample_unit: str
     significant: bool
     verdict: str
@@ -501,7 +503,7 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
                 verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
             changes.append(MetricChange(*k, metric=spec.key, label=spec.label, unit=spec.unit,
                                         higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
-                                        p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, min_p=res.min_p,
+                                        p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,
                                         sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
                                         significant=res.significant and verdict in ("better", "worse"),
                                         verdict=verdict, note=note, change_kind="points" if points else "relative"))

@@ -148,7 +148,7 @@ def format_markdown(d: RunDiff) -> str:
 
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
-              "change", "p_value", "n_a", "n_b", "min_p", "sample_unit", "significant", "verdict", "note")
+              "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note")
 
 
 def format_csv(d: RunDiff) -> str:

@@ -155,7 +155,11 @@ def test_three_repeats_say_no_change_can_be_significant(tmp_path: Path):
     b = make_run(tmp_path, "b", noise=(0.99, 1.0, 1.01), slow={("dense-a", 8): 1.25})
     d = diff_runs(stages.load_run(a), stages.load_run(b))
     assert not any(c.significant for c in d.changes)
-    assert all(c.min_p == pytest.approx(0.1) for c in d.changes)
+    assert all(c.p_floor == pytest.approx(0.1) for c in d.changes)
+    # the JSON and CSV name it p_floor, never min_p (the sampling parameter's name; issue 14)
+    row = json.loads(format_json(d))["changes"][0]
+    assert row["p_floor"] == pytest.approx(0.1) and "min_p" not in row
+    assert "p_floor" in format_csv(d).splitlines()[0].split(",")
     assert any("no change can be significant" in n for n in d.notes)
     text = format_text(d)
     assert "the smallest two-sided p is 0.1 > α = 0.05" in text
