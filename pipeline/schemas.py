@@ -82,8 +82,28 @@ class PointKeyModel(BaseModel):
     concurrency: int
 
 
+def _point_records_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: each repeat's ``kind`` (``static_batch`` | ``served``) is named ``batching``.
+
+    ``kind`` is the model's dense/MoE everywhere else (cards, ``show --json``); one word per thing
+    (issue 14).  The value is kept as it is.
+    """
+    reps = []
+    for rep in data.get("repeats") or []:
+        if isinstance(rep, dict) and "kind" in rep and "batching" not in rep:
+            rep = {("batching" if k == "kind" else k): v for k, v in rep.items()}
+        reps.append(rep)
+    return {**data, "repeats": reps}
+
+
 class PointRecordsFile(StoredFile):
-    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat."""
+    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat.
+
+    Version 2: a repeat's ``kind`` is named ``batching`` (:func:`_point_records_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]

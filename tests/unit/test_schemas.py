@@ -49,7 +49,24 @@ def test_a_committed_run_loads_unchanged_its_unversioned_cards_as_version_1(run:
     stored_points = json.loads((run / "summaries.json").read_text())["points"]
     assert [{k: s.as_dict()[k] for k in d} for s, d in zip(runs.read_summaries(run), stored_points)] == stored_points
     point = _files(run)["point"]
-    assert runs.load_point(point) == PointRecords.from_dict(json.loads(point.read_text()))
+    stored = json.loads(point.read_text())
+    assert schemas.version_of(point, stored) == 1 and all("kind" in r for r in stored["repeats"])
+    # version 1 -> 2: each repeat's "kind" is read as "batching" (issue 14), every other field as stored
+    renamed = {**stored, "repeats": [{("batching" if k == "kind" else k): v for k, v in r.items()}
+                                     for r in stored["repeats"]]}
+    loaded = runs.load_point(point)
+    assert loaded == PointRecords.from_dict(renamed)
+    assert [r.batching for r in loaded.repeats] == [r["kind"] for r in stored["repeats"]] != []
+
+
+def test_point_records_update_to_2_renames_kind_only():
+    old = {"schema_version": 1, "point": {"model": "m", "engine": "vllm", "input_len": 1, "output_len": 2,
+                                          "concurrency": 1},
+           "repeats": [{"repeat": 0, "kind": "served", "window_start_s": 0.0}], "meta": {"kind": "kept"}}
+    new = schemas.migrate(schemas.PointRecordsFile, "p.json", old)
+    assert new == {"schema_version": 2, "point": old["point"], "meta": {"kind": "kept"},
+                   "repeats": [{"repeat": 0, "batching": "served", "window_start_s": 0.0}]}
+    assert schemas.migrate(schemas.PointRecordsFile, "p.json", new) == new  # current: unchanged
 
 
 @pytest.mark.parametrize("kind", ["run.json", "summaries.json", "analysis.json", "point", "card"])
