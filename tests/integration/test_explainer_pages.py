@@ -6,14 +6,11 @@ that skips and says so when the reference is absent."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser import open_page
-from tests.conftest import REPO, make_scratch_root
+from tests.browser import committed_site, mkdocs_build, open_page
+from tests.conftest import make_scratch_root
 
 pytestmark = pytest.mark.slow
 EXPLAINERS = ["batching", "bandwidth", "knee", "moe", "kv-cache", "sizing"]
@@ -30,19 +27,7 @@ OWN_DATA_CHARTS = {"batching": 2, "bandwidth": 1, "knee": 3, "moe": 3, "kv-cache
 def built_site(tmp_path_factory):
     """A scratch project holding the committed runs, no reference given: pages rendered, site built with --strict."""
     root = make_scratch_root(tmp_path_factory.mktemp("explain"))
-    for run_id in COMMITTED_RUNS:
-        shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BATCHMARK_ROOT", str(root))
-    try:
-        from pipeline.pages.render import render_site
-
-        written = render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
-        res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                              "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
-                             env={"NO_MKDOCS_2_WARNING": "1", **__import__("os").environ})
-    finally:
-        mp.undo()
+    written, res = committed_site(root, COMMITTED_RUNS)
     assert res.returncode == 0, res.stderr[-3000:]
     return root, written
 
@@ -126,8 +111,7 @@ def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
     import_run("llama-benchy", [DATA / "llama-benchy" / "qwen3-30b-a3b.md"], "dgx-spark", run_id="20261102T110541Z-benchy")
     import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id="20261102T101500Z-vllm")
     render_site(root / "data" / "pages")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                          "-d", str(root / "site")], capture_output=True, text=True, timeout=300)
+    res = mkdocs_build(root)
     assert res.returncode == 0, res.stderr[-3000:]
     bench = (root / "data" / "pages" / "benchmarks.md").read_text()
     assert "Qwen3-30B-A3B" in bench and "Llama-3.1-8B-Instruct" in bench
