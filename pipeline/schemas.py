@@ -61,8 +61,25 @@ class SummariesFile(StoredFile):
     points: list[dict[str, Any]]
 
 
+def _analysis_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: the hardware block's ``bandwidth_gb_s_measured`` and ``peak_tflops_measured`` are
+    named ``bandwidth_gb_s_probed`` and ``peak_tflops_probed`` (the probe's figures; "measured" is a
+    run's source, and ``mbu_probed`` / ``ceiling_tok_s_probed`` already say "probed"; issue 14)."""
+    hw = data.get("hardware")
+    if isinstance(hw, dict):
+        names = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed", "peak_tflops_measured": "peak_tflops_probed"}
+        data = {**data, "hardware": {names.get(k, k): v for k, v in hw.items()}}
+    return data
+
+
 class AnalysisFile(StoredFile):
-    """``analysis.json``: per-model analysis, per-point MBU and flags, the hardware block (analysis stage)."""
+    """``analysis.json``: per-model analysis, per-point MBU and flags, the hardware block (analysis stage).
+
+    Version 2: the probe's figures are ``*_probed`` (:func:`_analysis_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2}
 
     run_id: str | None = None
     hardware: dict[str, Any] | None = None

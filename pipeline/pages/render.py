@@ -24,6 +24,7 @@ from pipeline import paths, runs
 from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
 from pipeline.pages.views import RunView, Workload, headline_runs, view_of  # noqa: F401  (importable from here)
+from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -263,9 +264,10 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
         rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
         runs.atomic_write_text(out / "run.json", (rd / "run.json").read_text())
-        for name, doc in (("summaries.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name,
-                                              "points": [x.as_dict() for x in res.summaries]}),
-                          ("analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name, **res.analysis})):
+        # a file the run does not store is written as the stage would write it, stamped with its own version
+        for name, doc in (("summaries.json", stamped(SummariesFile, {"run_id": rd.name,
+                                                                     "points": [x.as_dict() for x in res.summaries]})),
+                          ("analysis.json", stamped(AnalysisFile, {"run_id": rd.name, **res.analysis}))):
             if (rd / name).is_file():
                 runs.atomic_write_text(out / name, (rd / name).read_text())
             else:

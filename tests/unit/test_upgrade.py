@@ -59,10 +59,12 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
     after = _snapshot(run)
     assert set(after) == set(before)
     for name in before:
-        if name.startswith("points/"):
-            # point records 1 -> 2: a repeat's "kind" is named "batching" (issue 14); every value equal
+        if name.startswith("points/") or name == "analysis.json":
+            # point records 1 -> 2: a repeat's "kind" is named "batching"; analysis 1 -> 2: the hardware block's
+            # *_measured (the probe's figures) are *_probed (issue 14); every value equal
             assert schemas.version_of(name, after[name]) == 2
-            assert _leaves(after[name]) == {k.replace("/kind", "/batching"): v for k, v in _leaves(before[name]).items()}
+            old, new = ("/kind", "/batching") if name.startswith("points/") else ("_measured", "_probed")
+            assert _leaves(after[name]) == {k.replace(old, new): v for k, v in _leaves(before[name]).items()}
             continue
         assert _leaves(after[name]) == _leaves(before[name]), name  # every number (and string) equal
         assert schemas.version_of(name, after[name]) == 1
@@ -74,8 +76,12 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
     # every page the same; the records download holds the raw point files, so it carries their new format
     pages_after, pages_before = _tree(tmp_path / "pages-after"), _tree(tmp_path / "pages-before")
     zips = [k for k in pages_before if k.endswith("records.zip")]
-    assert zips and {k: v for k, v in pages_after.items() if k not in zips} == \
-        {k: v for k, v in pages_before.items() if k not in zips}
+    raw = [k for k in pages_before if k.startswith("downloads/") and k.endswith("analysis.json")]  # copied as stored
+    assert zips and raw and {k: v for k, v in pages_after.items() if k not in zips + raw} == \
+        {k: v for k, v in pages_before.items() if k not in zips + raw}
+    for k in raw:  # the stored file in its old and its new format: the same once read
+        assert schemas.migrate(schemas.AnalysisFile, k, json.loads(pages_after[k])) == \
+            schemas.migrate(schemas.AnalysisFile, k, json.loads(pages_before[k]))
     for k in zips:
         with zipfile.ZipFile(tmp_path / "pages-after" / k) as za, zipfile.ZipFile(tmp_path / "pages-before" / k) as zb:
             assert za.namelist() == zb.namelist()
