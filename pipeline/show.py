@@ -35,7 +35,7 @@ MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_par
                 "post_knee_cause", "server_limits", "implausible")
 
 
-HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
+HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_probed", "peak_tflops_spec", "memory_gb")
 
 
 def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
