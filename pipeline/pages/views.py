@@ -37,11 +37,13 @@ class Workload:
 
     def note(self, concurrency: int) -> str:
         """Short note on a flagged point for the tables (``""`` when unflagged); see :func:`pipeline.show.point_note`."""
+        from pipeline.quality import point_verdict
         from pipeline.show import point_note
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
         flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
         return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded"),
+                           "quality": point_verdict(p) if p else None,
                            "implausible": self.implausible_at(concurrency)})
 
     @property
