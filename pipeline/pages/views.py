@@ -174,6 +174,18 @@ def view_of(res: "runs.RunResults") -> RunView:
     return view
 
 
+def hardware_name(view: RunView) -> str:
+    """The hardware a run was measured on, as pages group runs (``"unknown hardware"`` when unnamed)."""
+    return str(view.hardware.get("name") or "unknown hardware")
+
+
+def clean_first(views: list[RunView]) -> list[RunView]:
+    """``views`` in their order, except that a flagged run comes after every clean run when a clean run of its
+    hardware exists (a flagged run is never listed first over a clean one of the same hardware; issue 13)."""
+    clean_hw = {hardware_name(v) for v in views if not v.flagged}
+    return sorted(views, key=lambda v: v.flagged and hardware_name(v) in clean_hw)
+
+
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     """Home's headline: per hardware, its newest clean run (the newest run when none is clean).
 
