@@ -29,6 +29,11 @@ from typing import Any
 #: an idle machine shows a few per cent (system daemons), a CPU hog per core close to 100 %.
 OUTSIDE_SHARE_LIMIT = 0.25
 
+#: A point shorter than this is not judged by its outside load: the kernel counts CPU time in ticks of
+#: 10 ms per CPU (USER_HZ = 100), so over 0.5 s the share is known to about ±2 % per CPU, over 50 ms only
+#: to ±20 %.
+MIN_WALL_S = 0.5
+
 
 def _machine_busy_s() -> float:
     """Busy CPU seconds of the whole machine since boot (all CPUs: total − idle − iowait)."""

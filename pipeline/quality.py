@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, TypeVar
 
-from pipeline.interference import OUTSIDE_SHARE_LIMIT
+from pipeline.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT
 
 #: A point whose repeats' output throughput spreads more than this (max / min) is noisy.  The
 #: committed clean runs spread at most 1.25x; an interfered point reached 2x and more.
@@ -56,7 +56,8 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
             (:func:`pipeline.interference.outside_load`); either may be absent (older runs, imports).
         spread_limit: max / min of the repeats above which the point is noisy.
         share_limit: share of the machine's CPUs busy outside the measuring processes above which
-            the point was measured on a busy machine.
+            the point was measured on a busy machine (judged only for a point of at least
+            :data:`pipeline.interference.MIN_WALL_S`; ``outside_share`` is None otherwise).
     """
     reasons = []
     spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s"))
@@ -64,7 +65,7 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
         reasons.append(f"repeats disagree: slowest vs fastest output throughput {spread:.2f}× "
                        f"(more than {spread_limit:.2f}×)")
     inter = p.get("interference") or {}
-    share = inter.get("outside_share")
+    share = inter.get("outside_share") if (inter.get("wall_s") or 0) >= MIN_WALL_S else None
     if isinstance(share, (int, float)) and share > share_limit:
         reasons.append(f"machine busy: other processes kept {inter.get('outside_load_cpus', 0):.1f} of "
                        f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "
