@@ -14,6 +14,9 @@ the start and the end of the point:
 Their difference is the CPU time of everyone else: ``outside_cpu_s``.  Divided by the point's wall
 time it is the average number of CPUs the outside load kept busy (``outside_load_cpus``, like a load
 average), and divided by the CPU count the share of the machine it took (``outside_share``).
+The sweep adds ``server_outside_tree`` (true for the ``openai`` engine: an endpoint that was already
+running is no descendant of the sweep, so a server on the same machine counts as outside load and
+those points are not judged by it).
 Derived: outside = machine busy − own; it slightly overcounts when a descendant starts and exits
 between the two readings (its CPU time is then nobody's), which errs towards flagging.
 """

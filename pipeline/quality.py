@@ -57,7 +57,9 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
         spread_limit: max / min of the repeats above which the point is noisy.
         share_limit: share of the machine's CPUs busy outside the measuring processes above which
             the point was measured on a busy machine (judged only for a point of at least
-            :data:`pipeline.interference.MIN_WALL_S`; ``outside_share`` is None otherwise).
+            :data:`pipeline.interference.MIN_WALL_S`, and not where the server measured is no process
+            of the sweep's, ``server_outside_tree``: an ``openai`` endpoint on this machine would count
+            as outside load; ``outside_share`` is None otherwise).
     """
     reasons = []
     spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s"))
@@ -65,7 +67,8 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
         reasons.append(f"repeats disagree: slowest vs fastest output throughput {spread:.2f}× "
                        f"(more than {spread_limit:.2f}×)")
     inter = p.get("interference") or {}
-    share = inter.get("outside_share") if (inter.get("wall_s") or 0) >= MIN_WALL_S else None
+    judged = (inter.get("wall_s") or 0) >= MIN_WALL_S and not inter.get("server_outside_tree")
+    share = inter.get("outside_share") if judged else None
     if isinstance(share, (int, float)) and share > share_limit:
         reasons.append(f"machine busy: other processes kept {inter.get('outside_load_cpus', 0):.1f} of "
                        f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "

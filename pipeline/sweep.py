@@ -218,7 +218,10 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                     except PointDoesNotFit as exc:
                         stops[spec.name] = f"memory: {exc}"
                         break
-                    records.meta["interference"] = meter.result
+                    # an endpoint already running (engine "openai") is no process of ours: a server on this
+                    # machine counts as outside load there, so its points are not judged by it (quality.py)
+                    records.meta["interference"] = (None if meter.result is None else
+                                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records)
                 failures["points"] += 1

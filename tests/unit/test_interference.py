@@ -79,3 +79,11 @@ def test_run_quality_busy_points_and_probe_after():
     warned = {**meta, "probe_after": {"bandwidth_gb_s": 40.0, "warning": "noisy probe (bandwidth repeats spread 1.40x)"}}
     assert run_quality(warned, pts[:1])["reasons"] == [
         "bandwidth probe after the sweep: noisy probe (bandwidth repeats spread 1.40x)"]
+
+
+def test_a_server_outside_the_sweeps_tree_is_not_judged_as_outside_load():
+    """Engine ``openai``: the endpoint is no process of the sweep's, so its own CPU time would read as outside load."""
+    p = _point(4, [30.0, 30.5], share=0.9)
+    p["interference"]["server_outside_tree"] = True
+    v = point_verdict(p)
+    assert v["verdict"] == "clean" and v["outside_share"] is None
