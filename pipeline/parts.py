@@ -30,10 +30,11 @@ from typing import Any
 from pipeline import paths, runs
 from pipeline.config import SweepConfig
 from pipeline.errors import BatchmarkError
+from pipeline.quality import PROBE_DRIFT_LIMIT, probe_drift
 from pipeline.schemas import RunFile, stamped
 
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
-PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "engine",
+PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
                "engine_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
 
 
@@ -114,7 +115,9 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     keeps each part's own provenance (:data:`PART_FIELDS`).  The run-level ``probe``,
     ``versions``, ``driver`` and ``engine`` are the first part's, which the analysis uses for every
     model (on one host the parts' probes are repeats of one measurement; across hosts of one
-    profile, each part's own probe stays in ``parts``); a probe warning of any part is kept.
+    profile, each part's own probe stays in ``parts``); a probe warning of any part is kept, and
+    so is any part's ``probe_after`` warning or before/after drift beyond
+    :data:`pipeline.quality.PROBE_DRIFT_LIMIT` (in ``probe_after.warning``), so the run is flagged.
     ``started_at`` is the earliest part's start, ``finished_at`` the latest part's end;
     ``stopped`` and ``failures`` add the parts' up.
     """
@@ -126,6 +129,19 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
                 if (m.get("probe") or {}).get("warning")]
     if probe is not None and warnings:
         probe["warning"] = "; ".join(warnings)
+    # the probe after the sweep (pipeline.quality compares it with the probe): the first part's, and what
+    # any part's own pair says (its warning, or a drift beyond quality's limit), so that no part's flag is lost
+    probe_after = dict(first.get("probe_after") or {}) or None
+    after_warnings = []
+    for name, m in metas.items():
+        own = (m.get("probe_after") or {}).get("warning")
+        drift = probe_drift(m)
+        if own:
+            after_warnings.append(f"{name}: {own}")
+        if name != cfg.models[0].name and drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+            after_warnings.append(f"{name}: bandwidth after its sweep {drift:+.0%} from before it")
+    if probe_after is not None and after_warnings:
+        probe_after["warning"] = "; ".join(after_warnings)
     failures: dict[str, int] = {}
     stopped: dict[str, Any] = {}
     for m in ordered:
@@ -140,7 +156,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         "host": ", ".join(hosts) if hosts else None, "hosts": hosts,
         "started_at": min(str(m.get("started_at")) for m in ordered),
         "command": f"batchmark merge --config {first.get('config_path')} --run-id {run_id}",
-        "probe": probe, "engine": _merged_engine(ordered),
+        "probe": probe, **({"probe_after": probe_after} if probe_after else {}), "engine": _merged_engine(ordered),
         **({"engine_fallback": fallback} if fallback else {}),
         "stopped": stopped, "failures": failures,
         "parts": [{"model": name, **{k: metas[name].get(k) for k in PART_FIELDS if k in metas[name]}}
