@@ -41,7 +41,7 @@ def _probe(bandwidth_gb_s: float, warning: str | None = None) -> dict:
 def make_part(cfg, run_id: str, model: str, host: str = "node1", machine: dict | None = None,
               hardware: dict | None = None, complete: bool = True, bandwidth_gb_s: float = 200.0,
               warning: str | None = None, failures: dict | None = None, started: str = "2026-11-29T00:00:00+00:00",
-              finished: str = "2026-11-29T00:10:00+00:00") -> Path:
+              finished: str = "2026-11-29T00:10:00+00:00", probe_after_gb_s: float | None = None) -> Path:
     """One model's part as ``batchmark sweep --model`` writes it (provenance fields of pipeline.sweep)."""
     part = parts.part_dir(run_id, model)
     part.mkdir(parents=True)
@@ -56,6 +56,8 @@ def make_part(cfg, run_id: str, model: str, host: str = "node1", machine: dict |
     runs.write_model_card(part, rb.card(model))
     for c in cfg.concurrency:
         runs.write_point(part, rb.point_records(model, c, rb.NOISE_A))
+    if probe_after_gb_s is not None:
+        runs.update_run_json(part, probe_after=_probe(probe_after_gb_s))
     if complete:
         runs.complete_run(part, finished_at=finished)
     return part
@@ -101,6 +103,20 @@ def test_parts_of_several_hosts_of_one_profile_merge_into_one_run_listing_the_ho
 
     render_site(scratch_root / "pages", runs=["R2"])
     assert "| hosts | spark-1 (moe-b); spark-2 (dense-a) |" in (scratch_root / "pages" / "runs.md").read_text()
+
+
+def test_a_part_whose_machine_changed_during_its_sweep_flags_the_merged_run(scratch_root):
+    from pipeline.quality import run_quality
+
+    cfg = _cfg()
+    make_part(cfg, "R9", "dense-a", bandwidth_gb_s=200.0, probe_after_gb_s=198.0)  # -1 %: steady
+    make_part(cfg, "R9", "moe-b", host="node2", bandwidth_gb_s=190.0, probe_after_gb_s=150.0)  # 150 / 190 - 1 = -21 %
+    meta = runs.read_run_json(parts.merge_parts(cfg, "R9"))
+    assert meta["probe_after"]["bandwidth_gb_s"] == 198.0  # the first part's pair, as the run-level probe
+    assert meta["probe_after"]["warning"] == "moe-b: bandwidth after its sweep -21% from before it"
+    assert [p["probe_after"]["bandwidth_gb_s"] for p in meta["parts"]] == [198.0, 150.0]
+    verdict = run_quality(meta, [])
+    assert verdict["verdict"] == "flagged" and any("-21%" in r for r in verdict["reasons"])
 
 
 def test_parts_of_different_hardware_profiles_are_refused_in_one_line(scratch_root):
