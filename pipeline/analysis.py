@@ -109,11 +109,12 @@ def knee_uncertainty_of(model: dict[str, Any], summaries: list[dict[str, Any]],
     if "knee_per_repeat" in model:
         return {"knee_per_repeat": model["knee_per_repeat"], "knee_settled": model.get("knee_settled")}
     key = (model["model"], model["engine"], model["input_len"], model["output_len"])
-    excluded = {a["concurrency"] for a in analysis_points if a.get("excluded")
+    excluded = {a["concurrency"] for a in analysis_points if a.get("excluded") and a.get("load", "closed") == "closed"
                 and (a["model"], a["engine"], a["input_len"], a["output_len"]) == key}
     excluded |= set(model.get("excluded_concurrency") or [])
     samples = sorted((s["concurrency"], list((s.get("samples") or {}).get("output_throughput_tok_s") or []))
                      for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key
+                     and s.get("load", "closed") == "closed"
                      and s.get("output_throughput_tok_s") and s["concurrency"] not in excluded)
     return knee_uncertainty(samples, model.get("knee_concurrency"), model.get("knee_threshold") or KNEE_THRESHOLD)
 

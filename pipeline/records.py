@@ -20,9 +20,11 @@ import numpy as np
 
 #: How requests arrive at a point: ``closed`` keeps N in flight (the next is sent when one
 #: finishes); ``poisson`` and ``constant`` send at a rate, exponential or equal gaps, whatever
-#: the responses do (open loop), optionally capped at a maximum number in flight.
-LOAD_PATTERNS = ("closed", "poisson", "constant")
-LoadPattern = Literal["closed", "poisson", "constant"]
+#: the responses do (open loop), optionally capped at a maximum number in flight; ``gamma`` is
+#: vLLM's ``--burstiness`` ≠ 1 (gamma-distributed gaps of mean 1 / rate; imported only, the
+#: burstiness kept in the summary).
+LOAD_PATTERNS = ("closed", "poisson", "constant", "gamma")
+LoadPattern = Literal["closed", "poisson", "constant", "gamma"]
 
 
 @dataclass(frozen=True)
@@ -279,7 +281,8 @@ class PointSummary:
     when False, requests went out late and the latencies miss the waiting the schedule would
     have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
     ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
-    "goodput_tok_s", "p99_ok"}`` (``metrics.slo_goodput``).  All None for closed points.
+    "goodput_tok_s", "p99_ok"}`` (``metrics.slo_goodput``).  ``burstiness``: an imported vLLM
+    run's ``--burstiness`` (1 = Poisson).  All None for closed points.
     """
 
     model: str
@@ -313,6 +316,7 @@ class PointSummary:
     schedule_lag_s: Distribution | None = None
     schedule_kept: bool | None = None
     slo: dict[str, Any] | None = None
+    burstiness: float | None = None
 
     @property
     def key(self) -> PointKey:

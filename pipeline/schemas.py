@@ -85,7 +85,7 @@ class PointKeyModel(BaseModel):
     input_len: int
     output_len: int
     concurrency: int | None
-    load: Literal["closed", "poisson", "constant"] = "closed"
+    load: Literal["closed", "poisson", "constant", "gamma"] = "closed"
     rate_rps: float | None = None
 
 
