@@ -68,13 +68,13 @@ from scipy.stats import mannwhitneyu
 
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
+from pipeline.records import PointKey
 from pipeline.runs import RunResults
 from pipeline.texttable import text_table
 
 TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
 BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
 BANDWIDTH_LIMIT = 0.10  # beyond 10 % apart the runs are not comparable (module docstring)
-PointTuple = tuple[str, str, int, int, int]
 Workload = tuple[str, str, int, int]
 
 
@@ -240,6 +240,14 @@ class MetricChange:
     verdict: str
     note: str | None
     change_kind: str = "relative"
+    load: str = "closed"
+    rate_rps: float | None = None
+
+    @property
+    def point(self) -> str:
+        """The point's column in tables: the concurrency (closed loop) or its :meth:`PointKey.label` (open loop)."""
+        key = PointKey(self.model, self.engine, self.input_len, self.output_len, self.concurrency, self.load, self.rate_rps)
+        return str(self.concurrency) if not key.open_loop else key.label()
 
 
 @dataclass
@@ -432,21 +440,21 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
 
 # -- the diff -------------------------------------------------------------------------------
 
-def _key(s: PointSummary) -> PointTuple:
-    return (s.model, s.engine, s.input_len, s.output_len, s.concurrency)
+def _key(s: PointSummary) -> PointKey:
+    """Points of two runs match by their whole key: workload, load pattern, concurrency (or cap) and rate."""
+    return s.key
 
 
-def _analysis_points(analysis: dict[str, Any]) -> dict[PointTuple, dict[str, Any]]:
-    return {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"]): p
-            for p in analysis.get("points", [])}
+def _analysis_points(analysis: dict[str, Any]) -> dict[PointKey, dict[str, Any]]:
+    return {PointKey.of(p): p for p in analysis.get("points", [])}
 
 
 def _analysis_models(analysis: dict[str, Any]) -> dict[Workload, dict[str, Any]]:
     return {(m["model"], m["engine"], m["input_len"], m["output_len"]): m for m in analysis.get("models", [])}
 
 
-def _point_dict(k: PointTuple) -> dict[str, Any]:
-    return dict(zip(("model", "engine", "input_len", "output_len", "concurrency"), k))
+def _point_dict(k: PointKey) -> dict[str, Any]:
+    return k.as_dict()
 
 
 def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
@@ -488,7 +496,8 @@ def diff_runs(a: RunResults, b: RunResults, alpha: float = 0.05) -> RunDiff:
                 verdict = "~"
             else:
                 verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
-            changes.append(MetricChange(*k, metric=spec.key, label=spec.label, unit=spec.unit,
+            changes.append(MetricChange(k.model, k.engine, k.input_len, k.output_len, k.concurrency,
+                                        load=k.load, rate_rps=k.rate_rps, metric=spec.key, label=spec.label, unit=spec.unit,
                                         higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
                                         p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, min_p=res.min_p,
                                         sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
@@ -657,7 +666,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                 "probed else spec; change in percentage points"}.get(spec.unit, spec.unit)
         out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
-                     [[c.model, c.engine, f"{c.input_len}/{c.output_len}", str(c.concurrency),
+                     [[c.model, c.engine, f"{c.input_len}/{c.output_len}", c.point,
                        format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit), _sig(c, marks)]
                       for c in rows])
     if marks:
@@ -674,7 +683,8 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += ["", h(f"{name} ({len(pts)} point(s))")] + ([""] if md else [])
         if pts:
             out += table(["model", "engine", "in/out", "c"],
-                         [[p["model"], p["engine"], f"{p['input_len']}/{p['output_len']}", str(p["concurrency"])] for p in pts])
+                         [[p["model"], p["engine"], f"{p['input_len']}/{p['output_len']}",
+                           PointKey.of(p).label().removeprefix("c = ")] for p in pts])
         else:
             out.append("none")
     return "\n".join(out) + "\n"

@@ -255,3 +255,24 @@ def test_genai_perf_export_per_user_is_one_over_median_itl():
     assert p.tpot_s["p50"] == pytest.approx(3.9887545e-3) and p.output_throughput_tok_s == 217.1
     assert (p.model, p.concurrency, p.input_len, p.output_len, p.completed) == ("gpt2", 1, 550, 18, 100)
     assert p.errors  # the counts are not stated by the file, and the point says so
+
+
+def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
+    """Issue 10: ``diff`` matches open-loop points by workload, load, cap and rate; a rate only one run has is listed apart."""
+    from pipeline.diff import diff_runs, format_text
+    from pipeline.stages import load_run
+
+    src = json.loads((CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json").read_text())
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(src))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({**src, "output_throughput": 1271.5, "p99_ttft_ms": 700.0}) + "\n"
+                 + json.dumps({**src, "request_rate": 4.8}))
+    ra, rb = import_run("vllm-bench", [a], "h200", run_id="ra"), import_run("vllm-bench", [b], "h200", run_id="rb")
+    d = diff_runs(load_run(ra), load_run(rb))
+    tput = next(c for c in d.changes if c.metric == "output_throughput_tok_s")
+    assert (tput.load, tput.rate_rps, tput.concurrency) == ("poisson", 2.4, 64)
+    assert tput.change == pytest.approx(1271.5 / 1155.9127647085384 - 1)  # matched at 2.4 req/s, nowhere else
+    assert d.only_in_a == [] and [(p["load"], p["rate_rps"]) for p in d.only_in_b] == [("poisson", 4.8)]
+    text = format_text(d)
+    assert "poisson 2.4 req/s, cap 64" in text and "poisson 4.8 req/s, cap 64" in text
