@@ -126,6 +126,8 @@ def format_table(doc: dict[str, Any]) -> str:
                          "regime; flags"], rows, align="lrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
+        if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
+            continue  # measured at rates only: no concurrency grid, no knee to report (its rate sweep follows)
         ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"
         past = ""
         if m["knee_concurrency"]:
