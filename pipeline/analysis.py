@@ -42,6 +42,7 @@ import math
 from typing import Any
 
 from pipeline.metrics import PointSummary
+from pipeline.records import workload_of
 from pipeline.modelcards import (ModelCard, bytes_per_decode_step, flops_per_decode_step)
 
 DECLINE_FRACTION = 0.10
@@ -108,12 +109,12 @@ def knee_uncertainty_of(model: dict[str, Any], summaries: list[dict[str, Any]],
     ``analysis.json`` lacks ``knee_per_repeat``; the stored fields when present."""
     if "knee_per_repeat" in model:
         return {"knee_per_repeat": model["knee_per_repeat"], "knee_settled": model.get("knee_settled")}
-    key = (model["model"], model["engine"], model["input_len"], model["output_len"])
+    key = workload_of(model)
     excluded = {a["concurrency"] for a in analysis_points if a.get("excluded") and a.get("load", "closed") == "closed"
-                and (a["model"], a["engine"], a["input_len"], a["output_len"]) == key}
+                and workload_of(a) == key}
     excluded |= set(model.get("excluded_concurrency") or [])
     samples = sorted((s["concurrency"], list((s.get("samples") or {}).get("output_throughput_tok_s") or []))
-                     for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key
+                     for s in summaries if workload_of(s) == key
                      and s.get("load", "closed") == "closed"
                      and s.get("output_throughput_tok_s") and s["concurrency"] not in excluded)
     return knee_uncertainty(samples, model.get("knee_concurrency"), model.get("knee_threshold") or KNEE_THRESHOLD)
@@ -425,7 +426,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     # group once by workload (linear in the points; issue 9 "Scale": a scan per workload was quadratic)
     by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
     for s, row in zip(summaries, points_out):
-        by_workload.setdefault((s.model, s.engine, s.input_len, s.output_len), []).append((s, row))
+        by_workload.setdefault(workload_of(s), []).append((s, row))
     for (model, engine, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
         opened = [s for s, _ in all_pairs if s.load != "closed"]
         pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]

@@ -68,14 +68,13 @@ from scipy.stats import mannwhitneyu
 
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
-from pipeline.records import PointKey
+from pipeline.records import PointKey, Workload, workload_of
 from pipeline.runs import RunResults
 from pipeline.texttable import text_table
 
 TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
 BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
 BANDWIDTH_LIMIT = 0.10  # beyond 10 % apart the runs are not comparable (module docstring)
-Workload = tuple[str, str, int, int]
 
 
 @dataclass(frozen=True)
@@ -450,7 +449,7 @@ def _analysis_points(analysis: dict[str, Any]) -> dict[PointKey, dict[str, Any]]
 
 
 def _analysis_models(analysis: dict[str, Any]) -> dict[Workload, dict[str, Any]]:
-    return {(m["model"], m["engine"], m["input_len"], m["output_len"]): m for m in analysis.get("models", [])}
+    return {workload_of(m): m for m in analysis.get("models", [])}
 
 
 def _point_dict(k: PointKey) -> dict[str, Any]:

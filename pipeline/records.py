@@ -116,6 +116,21 @@ class PointKey:
                    opt("load", "closed") or "closed", opt("rate_rps", None))
 
 
+Workload = tuple[str, str, int, int]
+
+
+def workload_of(data: Any) -> Workload:
+    """(model, engine, input_len, output_len) of a point, a summary, an analysis point or model (mapping or object):
+    the workload a knee, a ceiling and a rate sweep belong to (:attr:`PointKey.workload`).
+
+    Raises:
+        KeyError / AttributeError: a field is missing.
+    """
+    if isinstance(data, dict):
+        return (data["model"], data["engine"], data["input_len"], data["output_len"])
+    return (data.model, data.engine, data.input_len, data.output_len)
+
+
 @dataclass
 class RequestRecord:
     """One request.

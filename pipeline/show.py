@@ -29,7 +29,7 @@ from typing import Any
 from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
-from pipeline.records import PointKey
+from pipeline.records import PointKey, workload_of
 from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -78,8 +78,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                        for k in MODEL_FIELDS},
                     "implausible": m.get("implausible") or implausible_model(m, [
                         a for a in analysis.get("points", [])
-                        if (a["model"], a["engine"], a["input_len"], a["output_len"])
-                        == (m["model"], m["engine"], m["input_len"], m["output_len"])]),
+                        if workload_of(a) == workload_of(m)]),
                     **knee_uncertainty_of(m, summaries, analysis.get("points", []))}
                    for m in analysis.get("models", [])],
     }

@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline import runs
 from pipeline.pages.escape import anchor
-from pipeline.records import PointKey
+from pipeline.records import PointKey, workload_of
 
 
 @dataclass
@@ -183,15 +183,15 @@ def view_of(res: "runs.RunResults") -> RunView:
     # grouped once by workload: linear in the points (issue 9 "Scale": a scan per workload was quadratic)
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for s in summaries:
-        by_key.setdefault((s["model"], s["engine"], s["input_len"], s["output_len"]), []).append(s)
+        by_key.setdefault(workload_of(s), []).append(s)
     aps_by_key: dict[tuple, list[dict[str, Any]]] = {}
     for a in analysis.get("points", []):
-        aps_by_key.setdefault((a["model"], a["engine"], a["input_len"], a["output_len"]), []).append(a)
+        aps_by_key.setdefault(workload_of(a), []).append(a)
     def closed(p: dict[str, Any]) -> bool:
         return p.get("load", "closed") == "closed"
 
     for m in analysis.get("models", []):
-        key = (m["model"], m["engine"], m["input_len"], m["output_len"])
+        key = workload_of(m)
         mine = by_key.get(key, [])
         pts = sorted((s for s in mine if closed(s)), key=lambda s: s["concurrency"])
         rate_pts = sorted((s for s in mine if not closed(s)), key=lambda s: PointKey.of(s).sort_key())
