@@ -44,7 +44,7 @@ OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "achieved_rate_rps", "s
                     "burstiness", "slo")
 
 
-HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
+HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_probed", "peak_tflops_spec", "memory_gb")
 
 
 def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:

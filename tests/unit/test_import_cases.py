@@ -259,7 +259,8 @@ def test_genai_perf_export_per_user_is_one_over_median_itl():
 
 def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
     """Issue 10: ``diff`` matches open-loop points by workload, load, cap and rate; a rate only one run has is listed apart."""
-    from pipeline.diff import diff_runs, format_text
+    from pipeline.diff import diff_runs
+    from pipeline.diffreport import format_text
     from pipeline.stages import load_run
 
     src = json.loads((CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json").read_text())
