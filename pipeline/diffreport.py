@@ -150,7 +150,8 @@ def format_markdown(d: RunDiff) -> str:
 
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
-              "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note")
+              "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
+              "load", "rate_rps")  # an open-loop point (issue 10): its load pattern and rate; closed: "closed", empty
 
 
 def format_csv(d: RunDiff) -> str:
@@ -169,7 +170,7 @@ def format_csv(d: RunDiff) -> str:
                     "verdict": "changed" if m.changed else "same"})
     for scope, pts in (("only_a", d.only_in_a), ("only_b", d.only_in_b)):
         for p in pts:
-            w.writerow({"scope": scope, **p})
+            w.writerow({"scope": scope, "load": "closed", **p})
     return buf.getvalue()
 
 

@@ -7,6 +7,8 @@ value from that README.  Every one of them failed on main before this change.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -260,7 +262,7 @@ def test_genai_perf_export_per_user_is_one_over_median_itl():
 def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
     """Issue 10: ``diff`` matches open-loop points by workload, load, cap and rate; a rate only one run has is listed apart."""
     from pipeline.diff import diff_runs
-    from pipeline.diffreport import format_text
+    from pipeline.diffreport import format_csv, format_text
     from pipeline.stages import load_run
 
     src = json.loads((CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json").read_text())
@@ -277,3 +279,6 @@ def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
     assert d.only_in_a == [] and [(p["load"], p["rate_rps"]) for p in d.only_in_b] == [("poisson", 4.8)]
     text = format_text(d)
     assert "poisson 2.4 req/s, cap 64" in text and "poisson 4.8 req/s, cap 64" in text
+    rows = list(csv.DictReader(io.StringIO(format_csv(d))))
+    assert {(r["scope"], r["load"], r["rate_rps"]) for r in rows if r["scope"] != "model"} == {
+        ("point", "poisson", "2.4"), ("only_b", "poisson", "4.8")}
