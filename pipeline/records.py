@@ -288,14 +288,16 @@ class PointSummary:
     per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
     (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
     repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.
+    independent sample there.  ``interference`` is the outside load while the point ran
+    (:func:`pipeline.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
+    for imported points and points measured before it was kept).
 
     Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then the cap or None):
     ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
     requests were really sent at and ``achieved_rate_rps`` the rate they completed at (medians
     over repeats; ``metrics.send_rate``, ``metrics.achieved_rate``),
     ``schedule_lag_s`` the client's lag behind the schedule (send time − scheduled time, s) and
-    ``schedule_kept`` whether the client kept the schedule (``metrics.SCHEDULE_LAG_LIMIT_S``):
+    ``schedule_kept`` whether the client kept the schedule (``metrics.schedule_kept``):
     when False, requests went out late and the latencies miss the waiting the schedule would
     have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
     ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
@@ -327,6 +329,7 @@ class PointSummary:
     token_count_sources: dict[str, int] = field(default_factory=dict)
     time_to_first_content_s: Distribution | None = None
     server: dict[str, float | None] | None = None
+    interference: dict[str, Any] | None = None
     load: str = "closed"
     rate_rps: float | None = None
     send_rate_rps: float | None = None

@@ -17,7 +17,9 @@ Open loop (issue 10): every point carries ``load`` (``closed``, ``poisson``, ``c
 ``schedule_lag_s``, ``schedule_kept``, ``burstiness`` and ``slo`` (its concurrency is the cap or
 null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.analysis.rate_sweep`)
 and ``slo_concurrency``, null where the run has none.
-Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`); the
+Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`), and
+every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
+spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
+from pipeline.quality import point_verdict, run_quality
 from pipeline.records import PointKey, workload_of
 from pipeline.texttable import text_table
 
@@ -44,7 +47,10 @@ OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "achieved_rate_rps", "s
                     "burstiness", "slo")
 
 
-HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_probed", "peak_tflops_spec", "memory_gb")
+#: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools
+#: rely on it, so its key ``bandwidth_gb_s_measured`` carries the analysis' ``bandwidth_gb_s_probed``.
+HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
+CONTRACT_NAMES = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed"}
 
 
 def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
@@ -66,13 +72,15 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
         row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["interference"] = s.get("interference")
+        v = point_verdict(s)
+        row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
         points.append(row)
-    from pipeline.quality import run_quality
 
     doc = {
         "run_id": meta.get("run_id"),
         "source": meta.get("source", "measured"),
-        "hardware": {k: analysis.get("hardware", {}).get(k) for k in HARDWARE_FIELDS},
+        "hardware": {k: analysis.get("hardware", {}).get(CONTRACT_NAMES.get(k, k)) for k in HARDWARE_FIELDS},
         "points": points,
         "models": [{**{k: m.get(k, [] if k in ("excluded_concurrency", "flagged_concurrency") else None)
                        for k in MODEL_FIELDS},
@@ -167,6 +175,10 @@ def point_note(p: dict[str, Any]) -> str:
     if p.get("implausible"):
         head = f"IMPLAUSIBLE: {p['implausible']}"
         rest = point_note({**p, "implausible": None})
+        return head + (f"; {rest}" if rest else "")
+    if (p.get("quality") or {}).get("verdict") == "flagged":
+        head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
+        rest = point_note({**p, "quality": None})
         return head + (f"; {rest}" if rest else "")
     if not p.get("flags"):
         return ""

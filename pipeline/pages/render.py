@@ -25,7 +25,7 @@ from markupsafe import Markup
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
-from pipeline.pages.views import RunView, Workload, headline_runs, view_of  # noqa: F401  (importable from here)
+from pipeline.pages.views import RunView, Workload, clean_first, headline_runs, view_of  # noqa: F401  (importable from here)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
@@ -213,7 +213,8 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=MAX_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
-                       run_count_sources=run_count_sources, headline_runs=headline_runs)
+                       run_count_sources=run_count_sources, headline_runs=headline_runs,
+                       clean_first=clean_first)
     return env
 
 

@@ -41,11 +41,13 @@ class Workload:
 
     def note(self, concurrency: int) -> str:
         """Short note on a flagged point for the tables (``""`` when unflagged); see :func:`pipeline.show.point_note`."""
+        from pipeline.quality import point_verdict
         from pipeline.show import point_note
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
         flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
         return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded"),
+                           "quality": point_verdict(p) if p else None,
                            "implausible": self.implausible_at(concurrency)})
 
     def rate_rows(self) -> list[dict[str, str]]:
@@ -198,6 +200,18 @@ def view_of(res: "runs.RunResults") -> RunView:
         view.workloads.append(Workload(model=m, points=pts, rate_points=rate_pts,
                                        analysis_points=[a for a in aps_by_key.get(key, []) if closed(a)]))
     return view
+
+
+def hardware_name(view: RunView) -> str:
+    """The hardware a run was measured on, as pages group runs (``"unknown hardware"`` when unnamed)."""
+    return str(view.hardware.get("name") or "unknown hardware")
+
+
+def clean_first(views: list[RunView]) -> list[RunView]:
+    """``views`` in their order, except that a flagged run comes after every clean run when a clean run of its
+    hardware exists (a flagged run is never listed first over a clean one of the same hardware; issue 13)."""
+    clean_hw = {hardware_name(v) for v in views if not v.flagged}
+    return sorted(views, key=lambda v: v.flagged and hardware_name(v) in clean_hw)
 
 
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:

@@ -99,8 +99,8 @@ def test_show_json_contract(scratch_root, capsys):
     doc = json.loads(_cli("show", "S1", "--json", root=scratch_root).stdout)
     assert set(doc) == {"run_id", "source", "hardware", "points", "models"}
     assert doc["source"] == "measured"
-    assert set(doc["hardware"]) == {"name", "bandwidth_gb_s_spec", "bandwidth_gb_s_probed", "peak_tflops_spec", "memory_gb"}
-    assert doc["hardware"]["bandwidth_gb_s_probed"] == PROBE_STAND_IN.bandwidth_gb_s
+    assert set(doc["hardware"]) == {"name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb"}
+    assert doc["hardware"]["bandwidth_gb_s_measured"] == PROBE_STAND_IN.bandwidth_gb_s
     assert doc["hardware"]["bandwidth_gb_s_spec"] is None
     assert len(doc["points"]) == 6
     p = doc["points"][0]

@@ -72,7 +72,7 @@ def test_show_json_at_pp512(reference_run):
     assert qwen["knee_concurrency"] is None and qwen["post_knee"] == "not_reached"
     # 614.82 / (32 x 81.11) = 0.237
     assert oss["scaling_efficiency"]["32"] == pytest.approx(614.82 / (32 * 81.11)) == pytest.approx(0.237, abs=5e-4)
-    assert doc["hardware"]["bandwidth_gb_s_spec"] == 273 and doc["hardware"]["bandwidth_gb_s_probed"] is None
+    assert doc["hardware"]["bandwidth_gb_s_spec"] == 273 and doc["hardware"]["bandwidth_gb_s_measured"] is None
 
 
 def test_ceiling_and_mbu_from_the_file_size(reference_run):
