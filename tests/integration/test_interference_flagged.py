@@ -66,11 +66,9 @@ def stop(pids: list[int]) -> None:
 @pytest.fixture
 def hogged_site(scratch_root, monkeypatch):
     from pipeline.config import load_config
-    from pipeline.pages import explain
     from pipeline.pages.render import render_site
 
     monkeypatch.setattr(sweep, "probe", lambda *a, **k: PROBE_STAND_IN)
-    monkeypatch.setattr(explain, "REFERENCE", scratch_root / "no-shared" / "reference.md")
     runs_dir = scratch_root / "data" / "runs"
     make_run(runs_dir, CLEAN, noise=NOISE_A, models=("dense-a",), concurrency=(1, 2))
     cfg_path = scratch_root / "config" / "hogged.yaml"
