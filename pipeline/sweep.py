@@ -260,15 +260,10 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
                     try:
-                        with InterferenceMeter() as meter:  # outside load while the point runs (issue 13)
-                            records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                        records = _measure(cfg, engine, key)
                     except PointDoesNotFit as exc:
                         stops[spec.name] = f"memory: {exc}"
                         break
-                    # an endpoint already running (engine "openai") is no process of ours: a server on this
-                    # machine counts as outside load there, so its points are not judged by it (quality.py)
-                    records.meta["interference"] = (None if meter.result is None else
-                                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records, slo)
                 failures["points"] += 1
@@ -299,6 +294,17 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     return run_dir
 
 
+def _measure(cfg: SweepConfig, engine, key: PointKey):
+    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13)."""
+    with InterferenceMeter() as meter:
+        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+    # an endpoint already running (engine "openai") is no process of ours: a server on this
+    # machine counts as outside load there, so its points are not judged by it (quality.py)
+    records.meta["interference"] = (None if meter.result is None else
+                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
+    return records
+
+
 def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple[int, float]], loaded: bool,
                 stops: dict[str, str], failures: dict[str, int], log: Callable[[str], None]) -> bool:
     """Measure one model's open-loop rates (and the SLO bisection); returns whether the model is loaded."""
@@ -326,7 +332,7 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
             if not ok:
                 stops[spec.name] = f"{key.label()} not run: {why}"
                 return loaded
-            records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+            records = _measure(cfg, engine, key)
             runs.write_point(run_dir, records)
             summ = summarize_point(records, slo)
         failures["points"] += 1

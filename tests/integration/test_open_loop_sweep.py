@@ -69,5 +69,8 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
     assert set(model["slo_concurrency"]) == {"max_ok", "first_failing"}
     # the achieved rate never exceeds what the server's two slots can complete (40/s, +10 % timer slack)
     assert all(r["achieved_rate_rps"] < 44 for r in rs["points"])
+    # the outside load while each rate point ran is kept beside the grid's (issue 13), in its record file
+    files = sorted((scratch_root / "data" / "runs" / "O1" / "points" / "m").glob("*-constant-r*.json"))
+    assert len(files) == len(opened) and all("interference" in json.loads(f.read_text())["meta"] for f in files)
     run = json.loads((scratch_root / "data" / "runs" / "O1" / "run.json").read_text())
     assert run["config"]["open_loop"]["rates"] == "auto" and run["status"] == "complete"
