@@ -248,13 +248,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
                     if not loaded:
-                        try:
-                            card = engine.load(spec)
-                        finally:  # a served engine's provenance gains the model's server (command, version, log)
-                            record_engine(run_dir, engine.provenance())
-                        if card:
-                            runs.write_model_card(run_dir, card)
-                        loaded = True
+                        loaded = _load(engine, spec, run_dir)
                     ok, why = engine.fits(key)
                     if not ok:
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
@@ -294,6 +288,18 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     return run_dir
 
 
+def _load(engine, spec, run_dir: Path) -> bool:
+    """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
+    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded)."""
+    try:
+        card = engine.load(spec)
+    finally:
+        record_engine(run_dir, engine.provenance())
+    if card:
+        runs.write_model_card(run_dir, card)
+    return True
+
+
 def _measure(cfg: SweepConfig, engine, key: PointKey):
     """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13)."""
     with InterferenceMeter() as meter:
@@ -321,13 +327,7 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
             summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
         else:
             if not loaded:
-                try:
-                    card = engine.load(spec)
-                finally:
-                    record_engine(run_dir, engine.provenance())
-                if card:
-                    runs.write_model_card(run_dir, card)
-                loaded = True
+                loaded = _load(engine, spec, run_dir)
             ok, why = engine.fits(key)
             if not ok:
                 stops[spec.name] = f"{key.label()} not run: {why}"

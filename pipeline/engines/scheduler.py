@@ -97,14 +97,6 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
             state["aborted"] = reason
         stop.set()
 
-    def count(raw: RawStream) -> None:
-        if raw.error is None:
-            state["fails_in_row"] = 0
-            return
-        state["fails_in_row"] += 1
-        if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
-            abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
-
     async def slot() -> None:
         while not all_measured.is_set():
             if should_abort is not None and state["aborted"] is None:
@@ -118,11 +110,7 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
                 streams.append(raw)
                 await stream_one(session, target, bodies[i], raw, t0, headers)
-                count(raw)
-                if not raw.warmup:
-                    state["measured_done"] += 1
-                    if state["measured_done"] >= n_measured:
-                        all_measured.set()
+                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
@@ -225,16 +213,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
                                 scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
                 streams.append(raw)
                 await stream_one(session, target, bodies[i], raw, t0, headers)
-                if raw.error is None:
-                    state["fails_in_row"] = 0
-                else:
-                    state["fails_in_row"] += 1
-                    if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
-                        abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
-                if not raw.warmup:
-                    state["measured_done"] += 1
-                    if state["measured_done"] >= n_measured:
-                        all_measured.set()
+                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)
@@ -288,6 +267,22 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
     if bugs:
         raise bugs[0]
     return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0)
+
+
+def _settle(raw: RawStream, state: dict[str, Any], n_measured: int, all_measured: asyncio.Event,
+            abort: Callable[[str], None], max_consecutive_failures: int) -> None:
+    """Count a finished request: failures in a row (abort after ``max_consecutive_failures``, 0 = never) and
+    measured requests done (``all_measured`` set after the last)."""
+    if raw.error is None:
+        state["fails_in_row"] = 0
+    else:
+        state["fails_in_row"] += 1
+        if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
+            abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
+    if not raw.warmup:
+        state["measured_done"] += 1
+        if state["measured_done"] >= n_measured:
+            all_measured.set()
 
 
 def _finish(streams: list[RawStream], state: dict[str, Any], stopped: bool, n_warmup: int, n_total: int,

@@ -55,6 +55,23 @@ def fast_server(tmp_path_factory):
     proc.wait(timeout=10)
 
 
+def start_two_slot_server(tmp_path: Path):
+    """The fake server with 2 slots of 10 ms prefill + 10 ms per token (4 tokens: 50 ms, so at most 40 requests/s); (process, /v1 URL)."""
+    import subprocess
+    import sys
+
+    from tests.integration.served_helpers import free_port, wait_healthy
+    from tests.integration.test_served_token_truth import HERE
+
+    port = free_port()
+    log = tmp_path / "server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, str(HERE / "fake_stream_server.py"), "--port", str(port),
+                                 "--prefill-ms", "10", "--max-running", "2"], stdout=fh, stderr=subprocess.STDOUT)
+    wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, log)
+    return proc, f"http://127.0.0.1:{port}/v1"
+
+
 def _measured(rec):
     return sorted((r for rep in rec.repeats for r in rep.requests if not r.warmup), key=lambda r: r.request_id)
 
@@ -95,20 +112,8 @@ def test_sends_follow_the_schedule(fast_server, tok, load):
 
 def test_achieved_rate_follows_offered_then_flattens(tmp_path, tok):
     """Server of 2 slots × (10 ms prefill + 4 × 10 ms tokens) = at most 2 / 0.05 s = 40 requests/s (less with overheads)."""
-    import subprocess
-    import sys
-
-    from tests.integration.served_helpers import free_port, wait_healthy
-    from tests.integration.test_served_token_truth import HERE
-
-    port = free_port()
-    log = tmp_path / "server.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, str(HERE / "fake_stream_server.py"), "--port", str(port),
-                                 "--prefill-ms", "10", "--max-running", "2"], stdout=fh, stderr=subprocess.STDOUT)
+    proc, url = start_two_slot_server(tmp_path)
     try:
-        wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, log)
-        url = f"http://127.0.0.1:{port}/v1"
         achieved = {}
         for rate, n in ((10.0, 30), (20.0, 40), (80.0, 80), (160.0, 80)):
             rec = _engine(url, tok, n).measure(PointKey("m", "openai", 8, OUT, None, "constant", rate), 1, False, 0)

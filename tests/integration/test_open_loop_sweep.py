@@ -11,8 +11,6 @@ bisected rate from the stored verdicts (``sweep.bisect_rate``).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -20,8 +18,8 @@ import yaml
 from pipeline import cli, sweep
 from pipeline.show import show_run
 from pipeline.sweep import bisect_rate, open_rates
-from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
-from tests.integration.test_served_token_truth import HERE
+from tests.integration.served_helpers import build_tokenizer
+from tests.integration.test_open_loop import start_two_slot_server
 from tests.integration.test_sweep import PROBE_STAND_IN
 
 pytestmark = pytest.mark.slow
@@ -30,16 +28,11 @@ pytestmark = pytest.mark.slow
 def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "probe", lambda *a, **k: PROBE_STAND_IN)
     build_tokenizer(tmp_path / "tok")
-    port = free_port()
-    log = tmp_path / "server.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, str(HERE / "fake_stream_server.py"), "--port", str(port),
-                                 "--prefill-ms", "10", "--max-running", "2"], stdout=fh, stderr=subprocess.STDOUT)
+    proc, url = start_two_slot_server(tmp_path)
     try:
-        wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, log)
         cfg = {"name": "open", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 4,
                "concurrency": [1, 2, 4], "repeats": 1, "warmup": False, "stop_after_weak_doublings": 0,
-               "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": 24,
+               "openai": {"base_url": url, "requests_per_point": 24,
                           "tokenizer": str(tmp_path / "tok"), "timeout_s": 30},
                "open_loop": {"load": "constant", "rates": "auto", "auto_rates": 3, "bisect_steps": 1},
                "slo": {"ttft_p99_ms": 60},
