@@ -8,6 +8,8 @@ loaded from a CDN, so the site works offline.
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import io
 import json
@@ -293,6 +295,9 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
     results = [load_run(rd) for rd in run_dirs]  # in memory: pages never write into a run
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
+    # Every page but Benchmarks reads the concurrency grid: a workload measured only at rates (open
+    # loop, issue 10) has none, and is shown on Benchmarks alone.
+    grid_views = [dataclasses.replace(v, workloads=[w for w in v.workloads if w.points]) for v in views]
     reference_views = [view_of(load_run(Path(d))) for d in reference or []]
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
@@ -301,8 +306,9 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     written = []
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
-        extra = PAGE_CONTEXT[page](views, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
-        text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
+        mine = views if page == "benchmarks.md" else grid_views
+        extra = PAGE_CONTEXT[page](mine, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
+        text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)
