@@ -25,9 +25,9 @@ from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
 from pipeline.modelcards import (ModelCard, expert_coverage,
                                  kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
+from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
+from pipeline.pages.charts import spec_of as _spec
 
-WIDTH = 560
-HEIGHT = 300
 EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
 #: Pages (docs_dir-relative) whose templates need :func:`page_context`.
 PAGES = ("capacity.md", *(f"explain/{name}.md" for name in EXPLAINERS))
@@ -37,14 +37,8 @@ REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" 
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
 
 
-
-def _x(title: str = "concurrency B (sequences decoded together)", values=None) -> alt.X:
-    return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2),
-                 axis=alt.Axis(title=title, values=values or BATCHES))
-
-
-def _spec(chart: Any) -> dict[str, Any]:
-    return chart.to_dict()
+def _x(title: str = "concurrency B (sequences decoded together)", values: list[int] | None = None) -> alt.X:
+    return x_concurrency(title, values or BATCHES)
 
 
 def _label(w: Any) -> str:
@@ -120,8 +114,10 @@ def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if dots:
         layers.append(alt.Chart(alt.Data(values=dots)).mark_point(shape="diamond", size=90, filled=True, color="black")
                       .encode(x="tok_s:Q", y=y, tooltip=["model:N", "label:N", alt.Tooltip("tok_s:Q", format=".1f")]))
-    return _spec(alt.layer(*layers).properties(width=WIDTH, height=max(220, 34 * len(rows)),
-                                               title="Bandwidth ceiling of one stream (bars) and measured single streams (◆)"))
+    # the title promises the diamonds only when there are some (issue 13: it promised ◆ that were not drawn)
+    title = ("Bandwidth ceiling of one stream (bars) and measured single streams (◆)" if dots else
+             "Bandwidth ceiling of one stream (bars); no run measured a single stream of these models")
+    return _spec(alt.layer(*layers).properties(width=WIDTH, height=max(220, 34 * len(rows)), title=title))
 
 
 def _pairs(workloads: list[Any]) -> list[tuple[str, Any]]:
@@ -273,7 +269,8 @@ def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
                          "run": run_id or "?", "kind": w.model.get("kind") or "?"})
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x(values=[1, 2, 4, 8, 16, 32, 64]),
-        y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
+        y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))",
+                scale=alt.Scale(domain=efficiency_domain([r["efficiency"] for r in rows]))),
         color=alt.Color("kind:N", scale=KIND_COLORS, legend=alt.Legend(title="kind", orient="top-right")),
         detail="workload:N",
         tooltip=["workload:N", "kind:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
@@ -320,6 +317,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
     are attached for comparison.
     """
     out = []
+    files: dict[str, Any] = {}  # card file of each name, found once (a search per card × workload was quadratic)
     for c in cards:
         native = weight_bytes_per_step(c, 1)
         row = {"model": c.name, "kind": c.kind, "quantization": c.quantization, "card": c,
@@ -330,7 +328,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
             alt_card = load_card(c.name, quant=q)
             row["ceilings"][q] = bandwidth_gb_s * 1e9 / weight_bytes_per_step(alt_card, 1)
         for w in workloads:
-            if w.model.get("model") and _same_model(w.model["model"], c.name):
+            if w.model.get("model") and _same_model(w.model["model"], c.name, files):
                 p1 = next((p for p in w.points if p["concurrency"] == 1 and p.get("output_throughput_tok_s")), None)
                 if p1:
                     row["measured"].append({"tok_s": p1["output_throughput_tok_s"], "label": _label(w)})
@@ -338,10 +336,15 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
     return out
 
 
-def _same_model(a: str, b: str) -> bool:
+def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
+    """True when model names ``a`` and ``b`` resolve to the same model card file (``files``: a cache of name → card file)."""
     from pipeline.modelcards import find_card_file
 
-    fa, fb = find_card_file(a), find_card_file(b)
+    files = {} if files is None else files
+    for name in (a, b):
+        if name not in files:
+            files[name] = find_card_file(name)
+    fa, fb = files[a], files[b]
     return fa is not None and fb is not None and fa[0] == fb[0]
 
 

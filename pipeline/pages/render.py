@@ -23,7 +23,8 @@ from markupsafe import Markup
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
-from pipeline.pages.views import RunView, Workload, headline_runs, view_of  # noqa: F401  (importable from here)
+from pipeline.pages.views import (RunView, Workload, change_page_path, fmt, headline_runs, headline_series,  # noqa: F401
+                                  knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -116,10 +117,19 @@ PAGE_CONTEXT["changes.md"] = _changes_page_context
 PAGE_CONTEXT["runs.md"] = _runs_page_context
 
 
+#: Templates of pages rendered once per item (under ``templates/each/``): {template: (folder of the pages, context
+#: name of the item)}.  A model page per model, a run page per run, a Changes page per comparison (issue 13, "A site
+#: for a lab": one page for all of them grew to 17.7 MB and 22 MB with 50 models × 10 runs).
+EACH_DIR = "each"
+EACH = {"model.md.j2": ("models", "mp"), "run.md.j2": ("runs", "run"), "change.md.j2": ("changes", "comparison")}
+
+
 def page_templates(templates_dir: Path | None = None) -> list[str]:
-    """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
+    """Every page template rendered once (``**/*.md.j2`` under templates/ outside ``each/``, relative, sorted);
+    each renders to its name minus ``.j2``."""
     base = templates_dir or paths.root() / "templates"
-    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2"))
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2")
+                  if p.relative_to(base).parts[0] != EACH_DIR)
 
 
 def _finalize(value: Any) -> Any:
@@ -129,12 +139,7 @@ def _finalize(value: Any) -> Any:
     return md_text(value)
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, (int, float)):
-        return f"{value:,.{digits}f}"
-    return str(value)
+_fmt = fmt
 
 
 def _gb(value: Any) -> str:
@@ -209,7 +214,9 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=MAX_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
-                       run_count_sources=run_count_sources, headline_runs=headline_runs)
+                       run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
+                       point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
+                       change_page=change_page_path, model_page=lambda name: f"models/{anchor(name)}.md")
     return env
 
 
@@ -291,12 +298,33 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
     write_downloads(docs_dir, results)
+    pages = model_pages(views)
+    page_of = {mp.model: mp.path for mp in pages}
+    env.globals["model_page"] = lambda name: page_of.get(str(name)) or f"models/{anchor(name)}.md"
     written = []
+    contexts: dict[str, dict[str, Any]] = {}
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
-        extra = PAGE_CONTEXT[page](views, run_dirs) if page in PAGE_CONTEXT else {}
+        extra = contexts[page] = PAGE_CONTEXT[page](views, run_dirs) if page in PAGE_CONTEXT else {}
         text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)
+    items = {"model.md.j2": [(mp.path, mp, {}) for mp in pages],
+             "run.md.j2": [(run_page_path(v.run_id), v, contexts.get("runs.md", {})) for v in views],
+             "change.md.j2": [(change_page_path(c.run_b), c, {}) for c in contexts.get("changes.md", {}).get("comparisons", [])]}
+    for tname, (folder, key) in EACH.items():
+        if not (templates_dir or paths.root() / "templates").joinpath(EACH_DIR, tname).is_file():
+            continue
+        template = env.get_template(f"{EACH_DIR}/{tname}")
+        mine = set()
+        for page, item, extra in items[tname]:
+            text = template.render(runs=views, chart=ChartRegistry(), page=page, **{**extra, key: item})
+            path = docs_dir / page
+            runs_mod.atomic_write_text(path, text)
+            written.append(path)
+            mine.add(path.name)
+        for old in (docs_dir / folder).glob("*.md") if (docs_dir / folder).is_dir() else []:
+            if old.name not in mine:  # a page of a model, run or comparison that is no longer on the site
+                old.unlink()
     return written
