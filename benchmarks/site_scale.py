@@ -3,7 +3,8 @@
     python benchmarks/site_scale.py [--sizes 5x1 5x10 50x10] [--profile FILE] [--keep DIR]
 
 For each size ``MxR`` (M models, R runs: M × R model-runs) it generates a llama-batched-bench
-Markdown file with M model sections (B = 1 … 64, one prompt / output length), imports it R times
+Markdown file with M model sections (B = 1 … 64, one prompt / output length; each name resolves to
+a model card, so the explainers draw every model too), imports it R times
 into a scratch project root (``BATCHMARK_ROOT``, as ``tests/conftest.py``'s ``make_scratch_root``
 builds it; never into data/runs/), each import's timings scaled by its own few per cent so that
 the Changes page has real differences to show, and prints the wall time of ``batchmark pages``
@@ -43,17 +44,35 @@ def row(b: int, step1: float, grow: float, scale: float) -> str:
             f"{s_tg:8.2f} | {t:8.3f} | {b * (PP + TG) / t:8.2f} |")
 
 
+#: Model sections cycle over these (a model card matches each: dense and MoE, BF16 cards read as Q8_0 / MXFP4).
+VARIANTS = ["Llama-3.1-8B-Instruct-Q8_0-GGUF", "Qwen2.5-7B-Instruct-Q8_0-GGUF", "gemma-3-4b-it-Q8_0-GGUF",
+            "gpt-oss-20b-GGUF", "Qwen3-30B-A3B-Q8_0-GGUF"]
+BANDWIDTH_GB_S = 273.0  # dgx-spark's spec sheet
+
+
+def model_names(models: int) -> list[str]:
+    """``lab<i>/<variant>``: distinct names (kept as given on import) that each resolve to a model card."""
+    return [f"lab{i:03d}/{VARIANTS[i % len(VARIANTS)]}" for i in range(models)]
+
+
 def markdown(models: int, scale: float) -> str:
-    """A batched-bench Markdown output with ``models`` model sections (dense 1 … 70 B Q8_0 models, no model card)."""
+    """A batched-bench Markdown output with ``models`` model sections.
+
+    Each model decodes at 60 % of the DGX Spark's bandwidth at B = 1 (step = bytes read per step at
+    B = 1 ÷ (0.6 × 273 GB/s), from its card), and the step grows by 8 % of that per added sequence,
+    times ``scale`` (the run's own few per cent).
+    """
+    from pipeline.importers.base import match_card
+    from pipeline.modelcards import weight_bytes_per_step
+
     out = ["# llama-batched-bench (generated)", "", "build: 6918 (2f68ce7cf)", ""]
-    for i in range(models):
-        size_b = 1 + (i * 7) % 70
-        out += [f"## lab/Model{i:03d}-{size_b}B-Q8_0-GGUF", "",
-                f"model{i:03d} {size_b}B Q8_0 (dense), {size_b * 1.06:.2f} GiB, {size_b:.2f} B params, backend CUDA.", "",
+    for i, name in enumerate(model_names(models)):
+        card = match_card(name, None).card
+        step1 = weight_bytes_per_step(card, 1) / (0.6 * BANDWIDTH_GB_S * 1e9)
+        out += [f"## {name}", "", f"{card.name} ({card.kind}), backend CUDA.", "",
                 "main: n_kv_max = 1000000000, n_batch = 2048, n_ubatch = 2048, flash_attn = 1, is_pp_shared = 0, "
                 "n_gpu_layers = -1, n_threads = 20, n_threads_batch = 20", "", HEADER]
-        step1, grow = 0.004 * size_b, 0.0002 * (1 + i % 5)
-        out += [row(b, step1, grow, scale) for b in BATCHES]
+        out += [row(b, step1, 0.08 * step1 * (1 + i % 3), scale) for b in BATCHES]
         out.append("")
     return "\n".join(out) + "\n"
 

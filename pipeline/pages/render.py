@@ -146,6 +146,16 @@ def _gb(value: Any) -> str:
     return "–" if value is None else f"{value / 1e9:.2f} GB"
 
 
+def _ms(value: Any, digits: int = 1) -> str:
+    """Seconds shown as milliseconds (``–`` for None)."""
+    return "–" if value is None else fmt(value * 1e3, digits)
+
+
+def _pct(value: Any, digits: int = 0) -> str:
+    """A fraction shown as a percentage number (``0.25`` → ``25``; ``–`` for None)."""
+    return "–" if value is None else fmt(value * 100, digits)
+
+
 def _params(value: Any) -> str:
     if value is None:
         return "–"
@@ -206,7 +216,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir or paths.root() / "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
-    env.filters.update(fmt=_fmt, gb=_gb, params=_params, md=md_text, md_cell=md_text, html=html_text,
+    env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, md=md_text, md_cell=md_text, html=html_text,
                        code=code, anchor=anchor, url_path=url_path)
     from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
     from pipeline.engines import tokencount

@@ -70,8 +70,24 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     batching = (pages / "explain" / "batching.md").read_text()
     assert "## Measured on cpu: " in batching and "reference-dgx-spark-llamacpp" not in batching
     assert "## What the model cards predict" in batching
-    for run_id in COMMITTED_RUNS:
-        assert run_id in (pages / "explain" / "knee.md").read_text()
+    # every committed run is on the Knee page, unless a newer clean run measured each of its workloads (model,
+    # hardware, engine, lengths): the explainers show a workload once, from its newest clean run (issue 13, "A site
+    # for a lab"), and every run stays on its models' pages
+    from pipeline.pages.views import view_of
+    from pipeline.stages import load_run
+
+    knee = (pages / "explain" / "knee.md").read_text()
+    views = {r: view_of(load_run(root / "data" / "runs" / r)) for r in COMMITTED_RUNS}
+
+    def keys(v):
+        return {(v.hardware.get("name"), w.model["model"], w.model.get("engine"), w.model["input_len"],
+                 w.model["output_len"]) for w in v.workloads}
+
+    for run_id, v in views.items():
+        newer_clean = set().union(*[keys(u) for r, u in views.items() if r > run_id and not u.flagged])
+        assert (run_id in knee) == (not keys(v) <= newer_clean), run_id
+        for w in v.workloads:
+            assert run_id in (pages / "models" / f"{w.model['model']}.md").read_text()
 
 
 def test_reference_numbers(reference_file, tmp_path, monkeypatch):
