@@ -34,10 +34,10 @@ HEADER = ("|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S
           "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|")
 
 
-def row(b: int, step1: float, grow: float, scale: float) -> str:
-    """One batched-bench table row at batch ``b``: decode step = (step1 + grow × b) × scale, consistent figures."""
+def row(b: int, step_s: float, scale: float) -> str:
+    """One batched-bench table row at batch ``b`` with decode step ``step_s`` × ``scale``, consistent figures."""
     t_pp = round(PP * b / 3500.0 + 0.01, 3)
-    t_tg = round(TG * (step1 + grow * b) * scale, 3)
+    t_tg = round(TG * step_s * scale, 3)
     s_pp, s_tg = PP * b / t_pp, b * TG / t_tg
     t = t_pp + t_tg
     return (f"| {PP:5d} | {TG:6d} | {b:4d} | {b * (PP + TG):6d} | {t_pp:8.3f} | {s_pp:8.2f} | {t_tg:8.3f} | "
@@ -58,9 +58,9 @@ def model_names(models: int) -> list[str]:
 def markdown(models: int, scale: float) -> str:
     """A batched-bench Markdown output with ``models`` model sections.
 
-    Each model decodes at 60 % of the DGX Spark's bandwidth at B = 1 (step = bytes read per step at
-    B = 1 ÷ (0.6 × 273 GB/s), from its card), and the step grows by 8 % of that per added sequence,
-    times ``scale`` (the run's own few per cent).
+    Each model reads its weights at 60 % of the DGX Spark's bandwidth (step(B) = weight bytes read per
+    step at B, from its card, an MoE's growing with expert coverage, ÷ (0.6 × 273 GB/s)), plus 2, 4
+    or 6 % of the B = 1 step per added sequence, times ``scale`` (the run's own few per cent).
     """
     from pipeline.importers.base import match_card
     from pipeline.modelcards import weight_bytes_per_step
@@ -69,10 +69,12 @@ def markdown(models: int, scale: float) -> str:
     for i, name in enumerate(model_names(models)):
         card = match_card(name, None).card
         step1 = weight_bytes_per_step(card, 1) / (0.6 * BANDWIDTH_GB_S * 1e9)
+        steps = {b: weight_bytes_per_step(card, b) / (0.6 * BANDWIDTH_GB_S * 1e9) + 0.02 * (1 + i % 3) * step1 * b
+                 for b in BATCHES}
         out += [f"## {name}", "", f"{card.name} ({card.kind}), backend CUDA.", "",
                 "main: n_kv_max = 1000000000, n_batch = 2048, n_ubatch = 2048, flash_attn = 1, is_pp_shared = 0, "
                 "n_gpu_layers = -1, n_threads = 20, n_threads_batch = 20", "", HEADER]
-        out += [row(b, step1, 0.08 * step1 * (1 + i % 3), scale) for b in BATCHES]
+        out += [row(b, steps[b], scale) for b in BATCHES]
         out.append("")
     return "\n".join(out) + "\n"
 

@@ -556,10 +556,9 @@ def latest_workloads(views: list[Any]) -> list[tuple[Any, Any]]:
             groups.setdefault(key, []).append((v, w))
     keep: set[int] = set()
     for pairs in groups.values():
-        for v, w in pairs:  # newest first: keep until (and with) the first clean run
-            keep.add(id(w))
-            if not getattr(v, "flagged", False):
-                break
+        clean = [i for i, (v, _) in enumerate(pairs) if not getattr(v, "flagged", False)]
+        # newest first: every run down to the newest clean one; the newest alone when none is clean
+        keep.update(id(w) for _, w in pairs[:clean[0] + 1 if clean else 1])
     return [(v, w) for v in views for w in v.workloads if id(w) in keep]
 
 

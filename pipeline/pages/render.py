@@ -36,6 +36,7 @@ function batchmarkRenderCharts() {
     el.dataset.rendered = "1";
     try {
       vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
+        .then(function (res) { el.batchmarkView = res.view; el.dataset.drawn = "1"; })  // the Vega view, for tests
         .catch(function (err) { el.textContent = "chart failed to render: " + err; });
     } catch (err) {
       el.textContent = "chart failed to render: " + err;
@@ -226,7 +227,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
-                       change_page=change_page_path, model_page=lambda name: f"models/{anchor(name)}.md")
+                       change_page=change_page_path, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
     return env
 
 
@@ -310,7 +311,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     write_downloads(docs_dir, results)
     pages = model_pages(views)
     page_of = {mp.model: mp.path for mp in pages}
-    env.globals["model_page"] = lambda name: page_of.get(str(name)) or f"models/{anchor(name)}.md"
+    env.globals["model_page"] = lambda name: page_of.get(str(name)) or Markup(f"models/{anchor(name)}.md")
     written = []
     contexts: dict[str, dict[str, Any]] = {}
     for name in page_templates(templates_dir):

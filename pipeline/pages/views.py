@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from markupsafe import Markup
+
 from pipeline import runs
 from pipeline.pages.escape import anchor
 
@@ -271,9 +273,9 @@ class ModelPage:
     entries: list[tuple[RunView, list[Workload]]] = field(default_factory=list)
 
     @property
-    def path(self) -> str:
-        """The page, relative to the docs dir."""
-        return f"models/{self.slug}.md"
+    def path(self) -> Markup:
+        """The page, relative to the docs dir (Markup: the slug is ``[a-z0-9_-]``, a link target as it is)."""
+        return Markup(f"models/{self.slug}.md")
 
     @property
     def newest(self) -> tuple[RunView, Workload]:
@@ -309,14 +311,15 @@ def model_pages(views: list[RunView]) -> list[ModelPage]:
             for name in sorted(by_model, key=lambda n: (n.lower(), n))]
 
 
-def run_page_path(run_id: str) -> str:
-    """A run's own page, relative to the docs dir: ``runs/<anchor of the run id>.md`` (run ids are unique folder names)."""
-    return f"runs/{anchor(run_id)}.md"
+def run_page_path(run_id: str) -> Markup:
+    """A run's own page, relative to the docs dir: ``runs/<anchor of the run id>.md`` (run ids are unique folder names;
+    Markup: a link target as it is)."""
+    return Markup(f"runs/{anchor(run_id)}.md")
 
 
-def change_page_path(run_id: str) -> str:
+def change_page_path(run_id: str) -> Markup:
     """The Changes page of run ``run_id`` against its predecessor, relative to the docs dir: ``changes/<anchor>.md``."""
-    return f"changes/{anchor(run_id)}.md"
+    return Markup(f"changes/{anchor(run_id)}.md")
 
 
 def knee_threshold_pct(views: list[RunView], default: float = 0.15) -> str:
