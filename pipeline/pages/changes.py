@@ -71,9 +71,10 @@ def _changes_skeleton() -> alt.TopLevelMixin:
         fill=alt.condition(f"datum.significance == '{SIGNIFICANT}'", alt.Color("metric:N", sort=order, legend=None),
                            alt.value("white")))
     layered = alt.layer(zero, lines, points, data=data).properties(width=WIDTH // 3, height=150)
-    return (layered.facet(row=alt.Row("workload:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
-                                                                                   labelLimit=220)),
-                          column=alt.Column("metric:N", title=None, sort=order))
+    return (layered.facet(row=alt.Row("workload:N", title=None, header=alt.Header(
+                              labelAngle=0, labelAlign="left", labelLimit=200, labelFontSize=12)),
+                          column=alt.Column("metric:N", title=None, sort=order,
+                                            header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
             .resolve_scale(y="independent").properties(title="placeholder"))
 
 

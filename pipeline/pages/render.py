@@ -79,6 +79,7 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 .md-typeset table:not([class]) { font-size: .68rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
 .vega-chart { overflow-x: auto; }
+.md-typeset td.n, .md-typeset th.n { text-align: right; }
 /* A table wider than the column scrolls sideways and says so: a hint above it, a shaded right
    edge, and a scrollbar that stays visible (batchmarkMarkTables in charts.js marks the wrapper). */
 .md-typeset__scrollwrap { overflow-x: auto; scrollbar-width: thin; scrollbar-color: #888 transparent; }

@@ -206,8 +206,9 @@ def test_the_frame_check_finds_a_mark_outside_its_frame(site, browser, tmp_path)
 
 
 def test_the_bandwidth_explainer_draws_the_measured_single_streams(site, browser):
-    """The committed runs' models have cards (dense-llama-190m, moe-qwen3-290m), so the ceilings chart has their
-    measured single streams: the title promises ◆ and one diamond per measured single stream is drawn."""
+    """The lab's imports are of carded models (Llama-3.1-8B, Qwen2.5-7B, gpt-oss-20b … variants), so the ceilings
+    chart has their measured single streams: the title promises ◆ and the diamonds are drawn (the committed runs'
+    random models have no card in data/models/, so they alone would give none, and the title would not promise)."""
     scenes = chart_scenes(browser, site / "explain" / "bandwidth.html")
     ceilings = next(s for s in scenes if "Bandwidth ceiling" in " ".join(s["title"]))
     assert "◆" in " ".join(ceilings["title"]) and ceilings["diamonds"] >= 2
