@@ -443,6 +443,14 @@ def step_ratios(p1: dict[str, Any] | None, pl: dict[str, Any] | None) -> dict[st
             "step_ms_l": None if pl.get("step_time_s") is None else pl["step_time_s"] * 1e3}
 
 
+def ceiling_of_bytes(bandwidth_gb_s: float | None, bytes_per_token: float | None) -> float | None:
+    """Tokens/s one stream can reach reading ``bytes_per_token`` per token at ``bandwidth_gb_s`` (10⁹ bytes/s).
+
+    Derived (docs/definitions.md, bandwidth ceiling): ceiling = bandwidth ÷ bytes per decode step.
+    """
+    return bandwidth_gb_s * 1e9 / bytes_per_token if bandwidth_gb_s and bytes_per_token else None
+
+
 def roofline_ratios(w: Any, concurrencies: list[int]) -> list[float | None]:
     """Roofline prediction ÷ measured output throughput of workload ``w`` at each concurrency (None where unknown)."""
     roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
@@ -609,6 +617,9 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
         "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
         "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
+        "ratio": _ratio, "ceiling_of_bytes": ceiling_of_bytes,
+        "usable_gb": (None if hardware.get("memory_gb") is None
+                      else hardware["memory_gb"] - (hardware.get("runtime_reserve_gb") or 0)),
         "point_at": point_at, "math": math, "kv_bytes_per_sequence": kv_bytes_per_sequence,
         "weight_bytes_per_step": weight_bytes_per_step, "explain_charts": sys.modules[__name__],
     }

@@ -158,6 +158,16 @@ def _pct(value: Any, digits: int = 0) -> str:
     return "–" if value is None else fmt(value * 100, digits)
 
 
+def _kb(value: Any, digits: int = 1) -> str:
+    """Bytes shown as kB (10³ bytes), the number only (``–`` for None)."""
+    return "–" if value is None else fmt(value / 1e3, digits)
+
+
+def _gib(value: Any, digits: int = 2) -> str:
+    """Bytes shown as GiB (2³⁰ bytes), the number only (``–`` for None)."""
+    return "–" if value is None else fmt(value / 2**30, digits)
+
+
 def _params(value: Any) -> str:
     if value is None:
         return "–"
@@ -218,7 +228,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir or paths.root() / "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
-    env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, md=md_text, md_cell=md_text, html=html_text,
+    env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, kb=_kb, gib=_gib, md=md_text, md_cell=md_text, html=html_text,
                        code=code, anchor=anchor, url_path=url_path)
     from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
     from pipeline.engines import tokencount
