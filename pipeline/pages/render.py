@@ -307,6 +307,12 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
                 templates_dir: Path | None = None) -> list[Path]:
     """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
 
+    The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
+    item: ``models/<model>.md`` per model, ``runs/<run>.md`` per run, ``changes/<run>.md`` per
+    comparison; a page of that kind left from an earlier render whose item is gone is removed.
+    Each run is read once (:func:`pipeline.stages.load_run`, in memory) and every page renders
+    from its run views, so the work grows linearly with the runs and models.
+
     Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
     """
     from pipeline import runs as runs_mod

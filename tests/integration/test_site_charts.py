@@ -144,8 +144,11 @@ def chart_scenes(ctx, html: Path) -> list[dict]:
 def _chart_pages(site: Path) -> list[Path]:
     """Every page with a chart: the fixed pages, the explainers, and the committed runs' model, run and change pages."""
     fixed = [site / n for n in ("index.html", "benchmarks.html", "capacity.html")] + sorted((site / "explain").glob("*.html"))
-    per_item = [p for d in ("models", "runs", "changes") for p in sorted((site / d).glob("*.html"))
-                if "lab" not in p.name or p.name.startswith("lab000")]  # the lab's own pages: one of each shape
+    per_item = []
+    for d in ("models", "runs", "changes"):
+        pages = sorted((site / d).glob("*.html"))
+        lab = [p for p in pages if "lab" in p.name]
+        per_item += [p for p in pages if p not in lab] + lab[:1]  # the committed runs' pages, and one of the lab's
     return [p for p in fixed + per_item if 'class="vega-chart"' in p.read_text()]
 
 
