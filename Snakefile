@@ -34,6 +34,11 @@ BATCHMARK = f"{sys.executable} -m pipeline"
 TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
 PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
 MODEL_CARDS = sorted(str(p) for p in Path("data/models").glob("*.yaml"))
+# The shared reference measurement beside the repository (never copied into it): an input of the
+# explainers only when it exists, stored as a run under data/reference/ by the reference rule.
+REFERENCE_SRC = "../shared/reference/llamacpp-dgx-spark-batched-bench.md"
+REFERENCE = ["data/reference/reference-dgx-spark-llamacpp/analysis.json"] if Path(REFERENCE_SRC).is_file() else []
+REFERENCE_ARGS = " ".join(f"--reference {Path(r).parent}" for r in REFERENCE)
 
 wildcard_constraints:
     run=re.escape(RUN_ID)
@@ -68,9 +73,16 @@ rule pages:
         [f"data/runs/{r}/run.json" for r in OTHERS],
         TEMPLATES,
         MODEL_CARDS,
+        REFERENCE,
     output: PAGES
     params: runs=" ".join(OTHERS + [RUN_ID])
-    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs}"
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} {REFERENCE_ARGS}"
+
+
+rule reference:
+    input: REFERENCE_SRC
+    output: "data/reference/reference-dgx-spark-llamacpp/analysis.json"
+    shell: "{BATCHMARK} reference {input} --out data/reference/reference-dgx-spark-llamacpp"
 
 
 rule site:
@@ -80,6 +92,6 @@ rule site:
 
 
 rule committed:
-    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, MODEL_CARDS
+    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, MODEL_CARDS, REFERENCE
     params: runs=" ".join(COMPLETE)
-    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} && {sys.executable} -m mkdocs build --strict --quiet"
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} {REFERENCE_ARGS} && {sys.executable} -m mkdocs build --strict --quiet"

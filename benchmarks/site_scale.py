@@ -93,10 +93,7 @@ def measure(tmp: Path, models: int, runs_n: int, profile: str | None) -> str:
     root = make_scratch_root(tmp / f"m{models}x{runs_n}")
     os.environ["BATCHMARK_ROOT"] = str(root)
     from pipeline.importers import import_run
-    from pipeline.pages import explain
     from pipeline.pages.render import render_site
-
-    explain.REFERENCE = root / "no-shared" / "reference.md"  # the lab's own runs only
     runs_dir = root / "data" / "runs"
     t0 = time.perf_counter()
     for r in range(runs_n):

@@ -35,7 +35,8 @@ import math
 from typing import Any
 
 from pipeline.metrics import PointSummary
-from pipeline.modelcards import (ModelCard, bytes_per_decode_step, flops_per_decode_step)
+from pipeline.modelcards import ModelCard
+from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 DECLINE_FRACTION = 0.10
 KNEE_THRESHOLD = 0.15  # default: a doubling that gains less than 15 % is weak (DESIGN.md)
@@ -236,18 +237,23 @@ def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None)
 
 
 def hardware_figures(hardware: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
-    """The hardware block of ``show --json`` plus the figures analysis uses (probed first, else spec)."""
-    bw_meas = probe.get("bandwidth_gb_s") if probe else None
-    tf_meas = probe.get("peak_tflops") if probe else None
+    """The hardware block of ``show --json`` plus the figures analysis uses (probed first, else spec).
+
+    ``*_probed``: what this machine's probe measured (``run.json``'s ``probe``; None when the run
+    has no probe, e.g. an import); ``*_spec``: the hardware profile's spec sheet.  (Called
+    ``*_measured`` before analysis schema version 2: "measured" is a run's source, not the probe.)
+    """
+    bw_probed = probe.get("bandwidth_gb_s") if probe else None
+    tf_probed = probe.get("peak_tflops") if probe else None
     return {
         "name": hardware.get("name"),
         "bandwidth_gb_s_spec": hardware.get("bandwidth_gb_s_spec"),
-        "bandwidth_gb_s_measured": bw_meas,
+        "bandwidth_gb_s_probed": bw_probed,
         "peak_tflops_spec": hardware.get("peak_tflops_spec"),
-        "peak_tflops_measured": tf_meas,
+        "peak_tflops_probed": tf_probed,
         "memory_gb": hardware.get("memory_gb"),
-        "bandwidth_gb_s": bw_meas or hardware.get("bandwidth_gb_s_spec"),
-        "peak_tflops": tf_meas or hardware.get("peak_tflops_spec"),
+        "bandwidth_gb_s": bw_probed or hardware.get("bandwidth_gb_s_spec"),
+        "peak_tflops": tf_probed or hardware.get("peak_tflops_spec"),
     }
 
 
@@ -351,7 +357,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                 achieved = nbytes / s.step_time_s / 1e9
                 row.update(achieved_gb_s=achieved, mbu=_ratio(achieved, bw_mbu),
                            mbu_spec=_ratio(achieved, hw["bandwidth_gb_s_spec"]),
-                           mbu_probed=_ratio(achieved, hw["bandwidth_gb_s_measured"]),
+                           mbu_probed=_ratio(achieved, hw["bandwidth_gb_s_probed"]),
                            mfu=_ratio(flops / s.step_time_s / 1e12, tf_mfu))
             if bw:
                 step, bound = roofline_step_s(card, s.concurrency, ctx, bw, peak)
@@ -389,7 +395,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "kv_bytes_per_token": card.kv_bytes_per_token if card else None,
             "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
             "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
-            "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_measured"]) if card else None,
+            "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_probed"]) if card else None,
             "single_stream_tok_s": single,
             "knee_concurrency": knee,
             "knee_kneedle": kneedle(curve),

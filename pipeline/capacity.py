@@ -5,7 +5,7 @@ Definition (docs/definitions.md, "KV capacity"): max concurrent sequences at a c
 Usable memory is the hardware profile's ``memory_gb`` ("memory usable for weights and KV
 cache", GB = 1e9 bytes); the reserve is its ``runtime_reserve_gb`` (activations, CUDA
 graphs, the OS on a unified-memory machine).  KV bytes of one sequence count sliding-window
-layers by their window (:func:`pipeline.modelcards.kv_bytes_per_sequence`).
+layers by their window (:func:`pipeline.stepcost.kv_bytes_per_sequence`).
 
 Units: one system everywhere, decimal: GB = 10⁹ bytes (as memory and bandwidth spec sheets
 state them), kB = 10³ bytes; the JSON gives sizes in bytes and says so in ``units``.  A profile
@@ -19,7 +19,8 @@ import math
 from typing import Any
 
 from pipeline.errors import BatchmarkError
-from pipeline.modelcards import ModelCard, kv_bytes_per_sequence, list_card_files, load_card
+from pipeline.modelcards import ModelCard, list_card_files, load_card
+from pipeline.stepcost import kv_bytes_per_sequence
 from pipeline.texttable import text_table
 
 #: Context lengths of the capacity table (tokens): 4k, 8k, 32k, 128k.

@@ -111,7 +111,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import diff, stages
+    from pipeline import diff, diffreport, stages
 
     if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
         # nan compares false with everything and inf exceeds every change: either would switch the gate off
@@ -120,30 +120,30 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
     result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
     if args.format == "json":
-        sys.stdout.write(diff.format_json(result))
+        sys.stdout.write(diffreport.format_json(result))
     elif args.format == "markdown":
-        sys.stdout.write(diff.format_markdown(result))
+        sys.stdout.write(diffreport.format_markdown(result))
     elif args.format == "csv":
         print(result.headline, file=sys.stderr)
-        sys.stdout.write(diff.format_csv(result))
+        sys.stdout.write(diffreport.format_csv(result))
     else:
-        sys.stdout.write(diff.format_text(result))
+        sys.stdout.write(diffreport.format_text(result))
     if args.fail_above is None:
         return 0
     if not result.comparable:
         raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
     untestable = [c for c in result.changes if diff.METRIC_BY_KEY[c.metric].throughput and c.change is not None
-                  and c.change < -args.fail_above / 100 and c.min_p > args.alpha]
+                  and c.change < -args.fail_above / 100 and c.p_floor > args.alpha]
     if untestable:
         c = untestable[0]
         print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
-              f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diff.format_change(c.change)}, "
-              f"smallest possible p {c.min_p:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+              f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diffreport.format_change(c.change)}, "
+              f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
               file=sys.stderr)
     regs = diff.regressions(result, args.fail_above)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} c={c.concurrency} "
-              f"{c.label} {diff.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
               file=sys.stderr)
     return 1 if regs else 0
 
@@ -151,8 +151,17 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_pages(args: argparse.Namespace) -> int:
     from pipeline.pages.render import render_site
 
-    written = render_site(Path(args.out), runs=args.runs or None)
+    written = render_site(Path(args.out), runs=args.runs or None,
+                          reference=[Path(d) for d in args.reference] if args.reference else None)
     print(f"{len(written)} pages written to {args.out}")
+    return 0
+
+
+def _cmd_reference(args: argparse.Namespace) -> int:
+    from pipeline.reference import import_reference, shared_reference_file
+
+    print(import_reference(Path(args.file) if args.file else shared_reference_file(),
+                           Path(args.out) if args.out else None, hardware=args.hardware))
     return 0
 
 
@@ -280,7 +289,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("pages", help="render the site's Markdown pages and charts from complete runs")
     s.add_argument("--out", default="data/pages", help="docs_dir to write into (default: data/pages)")
     s.add_argument("--runs", nargs="*", help="run ids to include (default: every complete run)")
+    s.add_argument("--reference", action="append", metavar="DIR",
+                   help="a reference run for the explainers, as stored by `batchmark reference` "
+                        "(e.g. data/reference/reference-dgx-spark-llamacpp); repeatable; default: none")
     s.set_defaults(func=_cmd_pages)
+
+    s = sub.add_parser("reference", help="store the shared reference measurement as a run the explainers read",
+                       description="Import the reference measurement (llama.cpp llama-batched-bench on a DGX Spark, "
+                                   "../shared/reference/ beside the repository, never copied into it) into "
+                                   "data/reference/reference-dgx-spark-llamacpp/ (git-ignored), replacing an earlier "
+                                   "import; `batchmark pages --reference DIR` then shows it on the explainers.")
+    s.add_argument("file", nargs="?", help="the llama-batched-bench file (default: "
+                                           "../shared/reference/llamacpp-dgx-spark-batched-bench.md)")
+    s.add_argument("--out", help="run folder to write (default: data/reference/reference-dgx-spark-llamacpp); "
+                                 "its name is the run id")
+    s.add_argument("--hardware", default="dgx-spark", help="hardware profile it was measured on (default: dgx-spark)")
+    s.set_defaults(func=_cmd_reference)
     return p
 
 

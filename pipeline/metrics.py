@@ -86,7 +86,7 @@ def repeat_output_throughput(rep: RepeatRecord) -> float | None:
     span = rep.window_end_s - rep.window_start_s
     if not ok or span <= 0:
         return None
-    if rep.kind == "static_batch":
+    if rep.batching == "static_batch":
         tokens = sum(r.output_tokens - 1 for r in ok)
     else:
         tokens = sum(r.output_tokens for r in ok)
@@ -95,14 +95,14 @@ def repeat_output_throughput(rep: RepeatRecord) -> float | None:
 
 def repeat_step_time(rep: RepeatRecord) -> float | None:
     """Mean decode step time of a static-batch repeat (s) = decode window / decode steps."""
-    if rep.kind != "static_batch" or not rep.step_end_s or len(rep.step_end_s) < 2:
+    if rep.batching != "static_batch" or not rep.step_end_s or len(rep.step_end_s) < 2:
         return None
     return (rep.step_end_s[-1] - rep.step_end_s[0]) / (len(rep.step_end_s) - 1)
 
 
 def repeat_prefill_throughput(rep: RepeatRecord) -> float | None:
     """Prefill throughput of a static-batch repeat (tokens/s) = B × input tokens / prefill time."""
-    if rep.kind != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
+    if rep.batching != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
         return None
     prefill = rep.step_end_s[0] - rep.prefill_start_s
     ok = [r for r in rep.requests if r.ok and not r.warmup]
@@ -190,7 +190,7 @@ def summarize_point(records: PointRecords) -> PointSummary:
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
     thr = [repeat_output_throughput(rep) for rep in records.repeats]
     steps = [repeat_step_time(rep) for rep in records.repeats]
-    static = all(rep.kind == "static_batch" for rep in records.repeats)
+    static = all(rep.batching == "static_batch" for rep in records.repeats)
     step_time = _med(steps) if static else (float(np.median(tpots)) if tpots else None)
     per_user = _inverse(float(np.median(tpots))) if tpots else None
     per_user_rep, ttft_rep, tpot_rep = [], [], []

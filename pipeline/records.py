@@ -103,7 +103,10 @@ class RepeatRecord:
     """One repeat of a point.
 
     Attributes:
-        kind: ``static_batch`` (all requests prefilled and decoded together) or ``served``.
+        batching: how the engine batched the requests: ``static_batch`` (all B requests prefilled
+            and decoded together, one decode loop) or ``served`` (a server's own continuous
+            batching).  Stored as ``kind`` before point-record schema version 2 (issue 14: ``kind``
+            is the model's dense/MoE).
         window_start_s / window_end_s: the measured window.  Static batch: the decode phase,
             from the first token (prefill end) to the last step; served: first measured send
             to last measured completion.
@@ -114,7 +117,7 @@ class RepeatRecord:
     """
 
     repeat: int
-    kind: Literal["static_batch", "served"]
+    batching: Literal["static_batch", "served"]
     window_start_s: float
     window_end_s: float
     requests: list[RequestRecord]

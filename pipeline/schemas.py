@@ -61,8 +61,25 @@ class SummariesFile(StoredFile):
     points: list[dict[str, Any]]
 
 
+def _analysis_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: the hardware block's ``bandwidth_gb_s_measured`` and ``peak_tflops_measured`` are
+    named ``bandwidth_gb_s_probed`` and ``peak_tflops_probed`` (the probe's figures; "measured" is a
+    run's source, and ``mbu_probed`` / ``ceiling_tok_s_probed`` already say "probed"; issue 14)."""
+    hw = data.get("hardware")
+    if isinstance(hw, dict):
+        names = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed", "peak_tflops_measured": "peak_tflops_probed"}
+        data = {**data, "hardware": {names.get(k, k): v for k, v in hw.items()}}
+    return data
+
+
 class AnalysisFile(StoredFile):
-    """``analysis.json``: per-model analysis, per-point MBU and flags, the hardware block (analysis stage)."""
+    """``analysis.json``: per-model analysis, per-point MBU and flags, the hardware block (analysis stage).
+
+    Version 2: the probe's figures are ``*_probed`` (:func:`_analysis_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2}
 
     run_id: str | None = None
     hardware: dict[str, Any] | None = None
@@ -82,8 +99,28 @@ class PointKeyModel(BaseModel):
     concurrency: int
 
 
+def _point_records_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: each repeat's ``kind`` (``static_batch`` | ``served``) is named ``batching``.
+
+    ``kind`` is the model's dense/MoE everywhere else (cards, ``show --json``); one word per thing
+    (issue 14).  The value is kept as it is.
+    """
+    reps = []
+    for rep in data.get("repeats") or []:
+        if isinstance(rep, dict) and "kind" in rep and "batching" not in rep:
+            rep = {("batching" if k == "kind" else k): v for k, v in rep.items()}
+        reps.append(rep)
+    return {**data, "repeats": reps}
+
+
 class PointRecordsFile(StoredFile):
-    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat."""
+    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat.
+
+    Version 2: a repeat's ``kind`` is named ``batching`` (:func:`_point_records_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]

@@ -35,7 +35,10 @@ MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_par
                 "post_knee_cause", "server_limits", "implausible")
 
 
+#: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools
+#: rely on it, so its key ``bandwidth_gb_s_measured`` carries the analysis' ``bandwidth_gb_s_probed``.
 HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
+CONTRACT_NAMES = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed"}
 
 
 def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +66,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
     doc = {
         "run_id": meta.get("run_id"),
         "source": meta.get("source", "measured"),
-        "hardware": {k: analysis.get("hardware", {}).get(k) for k in HARDWARE_FIELDS},
+        "hardware": {k: analysis.get("hardware", {}).get(CONTRACT_NAMES.get(k, k)) for k in HARDWARE_FIELDS},
         "points": points,
         "models": [{**{k: m.get(k, [] if k.endswith("_concurrency") and k != "knee_concurrency" else None)
                        for k in MODEL_FIELDS},

@@ -76,6 +76,23 @@ def mkdocs_build(root: Path):
                           env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
 
 
+def committed_site(root: Path, run_ids: list[str]):
+    """The runs ``run_ids`` of ``data/runs/`` copied into the scratch project ``root``, its pages rendered (no
+    reference given, as in a clone with no ``../shared/``) and built with ``mkdocs build --strict``.
+
+    Returns ``(pages written, the finished build process)``.
+    """
+    from pipeline.pages.render import render_site
+    from tests.conftest import REPO
+
+    for run_id in run_ids:
+        shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BATCHMARK_ROOT", str(root))
+        written = render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
+        return written, mkdocs_build(root)
+
+
 def screenshot(html: Path, out: Path, width: int = 1280, height: int = 900, full_page: bool = True) -> Path:
     """A PNG of a built page opened offline from disk, once its charts are drawn (for a person to look at)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")

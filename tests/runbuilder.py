@@ -71,7 +71,7 @@ def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
         reqs = [RequestRecord(request_id=j, queued_s=0.0, sent_s=0.0, first_token_s=ends[0], done_s=ends[-1],
                               chunks=[[t, 1] for t in ends], input_tokens=INPUT_LEN, output_tokens=OUTPUT_LEN)
                 for j in range(concurrency)]
-        reps.append(RepeatRecord(repeat=i, kind="static_batch", window_start_s=ends[0], window_end_s=ends[-1],
+        reps.append(RepeatRecord(repeat=i, batching="static_batch", window_start_s=ends[0], window_end_s=ends[-1],
                                  requests=reqs, prefill_start_s=0.0, step_end_s=ends))
     return PointRecords(point=key, repeats=reps)
 

@@ -277,7 +277,7 @@ class ServedEngine:
                     rec.request_id += r * per
                 start, end = scheduler.measured_window(records)
                 server_metrics = {"before": before, "after": after, "max_during": during} if before is not None else {}
-                reps.append(RepeatRecord(repeat=r, kind="served", window_start_s=start, window_end_s=end,
+                reps.append(RepeatRecord(repeat=r, batching="served", window_start_s=start, window_end_s=end,
                                          requests=records, server_metrics=server_metrics))
                 meta["cooldown_sent"].append(res.cooldown_sent)
                 if res.aborted:

@@ -189,6 +189,6 @@ class TransformersEngine:
                                   chunks=[[t, 1] for t in rel], input_tokens=key.input_len,
                                   output_tokens=len(rel), usage_reported=True)
                     for i in range(key.concurrency)]
-            reps.append(RepeatRecord(repeat=r, kind="static_batch", window_start_s=rel[0], window_end_s=rel[-1],
+            reps.append(RepeatRecord(repeat=r, batching="static_batch", window_start_s=rel[0], window_end_s=rel[-1],
                                      requests=reqs, prefill_start_s=0.0, step_end_s=rel))
         return PointRecords(point=key, repeats=reps, meta={"seed": base})

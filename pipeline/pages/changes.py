@@ -18,8 +18,8 @@ from typing import Any
 import altair as alt
 
 from pipeline import runs
-from pipeline.diff import (METRIC_BY_KEY, RunDiff, diff_runs, figure_words, format_change, format_value, previous_runs,
-                           provenance_of)
+from pipeline.diff import METRIC_BY_KEY, RunDiff, diff_runs, previous_runs, provenance_of
+from pipeline.diffreport import figure_words, format_change, format_value
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.stages import load_run

@@ -7,15 +7,15 @@ arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB
 Every number comes from model cards (``data/models/``), a hardware profile
 (``data/hardware/``) and the analysed runs; formulas are those of
 :mod:`pipeline.modelcards`, :mod:`pipeline.analysis` and :mod:`pipeline.capacity`.
-No I/O except :func:`reference_views`, which imports the shared reference measurement into
-a temporary folder when it is present (it is never copied into the repository).
+No I/O: the reference measurement, when the site has one, arrives as run views like
+any run's (the reference stage, :mod:`pipeline.reference`, stores it; ``batchmark pages
+--reference DIR`` reads it).
 """
 
 from __future__ import annotations
 
 import math
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ import altair as alt
 
 from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
-from pipeline.modelcards import (ModelCard, expert_coverage,
-                                 kv_bytes_per_sequence, list_card_files, load_card, weight_bytes_per_step)
+from pipeline.modelcards import ModelCard, list_card_files, load_card
+from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
 from pipeline.pages.charts import spec_of as _spec
 
@@ -32,8 +32,6 @@ EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
 #: Pages (docs_dir-relative) whose templates need :func:`page_context`.
 PAGES = ("capacity.md", *(f"explain/{name}.md" for name in EXPLAINERS))
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-#: The shared reference beside the repository (``../shared/reference/``), never copied into it.
-REFERENCE = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
 
 
@@ -625,40 +623,24 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     }
 
 
-def reference_views(reference: Path | None = None) -> list[Any]:
-    """The shared llama-batched-bench DGX Spark reference, imported into a temporary folder and analysed.
-
-    Returns ``[]`` when ``../shared/reference/`` is absent: the repository never holds a copy.
-    """
-    from pipeline.importers import import_run
-    from pipeline.pages.views import view_of
-    from pipeline.stages import load_run
-
-    ref = reference or REFERENCE
-    if not ref.is_file():
-        return []
-    with tempfile.TemporaryDirectory() as tmp:
-        run = import_run("llama-batched-bench", [ref], "dgx-spark", run_id="reference-dgx-spark-llamacpp",
-                         runs_dir=Path(tmp))
-        return [view_of(load_run(run))]
-
-
-
 _CACHE: dict[str, Any] = {}
 
 
-def page_context(views: list[Any], run_dirs: list[Path], hardware: str = "dgx-spark") -> dict[str, Any]:
+def page_context(views: list[Any], run_dirs: list[Path], reference: list[Any] | tuple[Any, ...] = (),
+                 hardware: str = "dgx-spark") -> dict[str, Any]:
     """``PAGE_CONTEXT`` hook of :mod:`pipeline.pages.render` for :data:`PAGES`: :func:`explain_context` of the runs.
 
-    The shared llama.cpp DGX Spark reference (``../shared/reference/``) is added, imported in
-    memory, when it is present and not already one of the runs.  Computed once per set of runs.
+    ``reference``: run views of the reference measurement (``batchmark pages --reference``, the
+    stored output of :mod:`pipeline.reference`); each is added to the runs unless one of the
+    runs was imported from the same source file (then it is there already).  Computed once per
+    set of runs.
     """
     from pipeline.hardware import load_profile
 
-    key = repr((hardware, [v.run_id for v in views], [str(d) for d in run_dirs]))
+    key = repr((hardware, [v.run_id for v in views], [str(d) for d in run_dirs], [v.run_id for v in reference]))
     if _CACHE.get("key") != key:
         imported = {f for v in views for f in (v.meta.get("source_files") or [])}
-        extra = [] if str(REFERENCE.resolve()) in imported else reference_views()
+        extra = [r for r in reference if not set(r.meta.get("source_files") or []) & imported]
         _CACHE.clear()
         _CACHE.update(key=key, ctx=explain_context(list(views) + extra, load_profile(hardware).model_dump(mode="json")))
     return _CACHE["ctx"]

@@ -25,6 +25,7 @@ from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
 from pipeline.pages.views import (RunView, Workload, change_page_path, fmt, headline_runs, headline_series,  # noqa: F401
                                   knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
+from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -96,19 +97,20 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 }
 """
 
-PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path]], dict[str, Any]]] = {}
+#: Extra template context of a page: ``hook(views, run_dirs, reference_views)``.
+PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path], list["RunView"]], dict[str, Any]]] = {}
 # The explainer and capacity pages get model cards, capacity tables and worked numbers.
 PAGE_CONTEXT.update(dict.fromkeys(explain.PAGES, explain.page_context))
 
 
-def _changes_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+def _changes_page_context(views: list["RunView"], run_dirs: list[Path], reference: list["RunView"]) -> dict[str, Any]:
     """Changes page: each run diffed against its predecessor (``pipeline/pages/changes.py``; imports scipy lazily)."""
     from pipeline.pages.changes import changes_page_context
 
     return changes_page_context(views, run_dirs)
 
 
-def _runs_page_context(views: list["RunView"], run_dirs: list[Path]) -> dict[str, Any]:
+def _runs_page_context(views: list["RunView"], run_dirs: list[Path], reference: list["RunView"]) -> dict[str, Any]:
     """Runs page: which run each run is compared with on the Changes page, for the link."""
     from pipeline.pages.changes import runs_page_context
 
@@ -291,9 +293,10 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
         rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
         runs.atomic_write_text(out / "run.json", (rd / "run.json").read_text())
-        for name, doc in (("summaries.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name,
-                                              "points": [x.as_dict() for x in res.summaries]}),
-                          ("analysis.json", {"schema_version": runs.SCHEMA_VERSION, "run_id": rd.name, **res.analysis})):
+        # a file the run does not store is written as the stage would write it, stamped with its own version
+        for name, doc in (("summaries.json", stamped(SummariesFile, {"run_id": rd.name,
+                                                                     "points": [x.as_dict() for x in res.summaries]})),
+                          ("analysis.json", stamped(AnalysisFile, {"run_id": rd.name, **res.analysis}))):
             if (rd / name).is_file():
                 runs.atomic_write_text(out / name, (rd / name).read_text())
             else:
@@ -304,7 +307,7 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
 
 
 def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | None = None,
-                templates_dir: Path | None = None) -> list[Path]:
+                templates_dir: Path | None = None, reference: list[Path] | None = None) -> list[Path]:
     """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
 
     The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
@@ -312,6 +315,9 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     comparison; a page of that kind left from an earlier render whose item is gone is removed.
     Each run is read once (:func:`pipeline.stages.load_run`, in memory) and every page renders
     from its run views, so the work grows linearly with the runs and models.
+
+    ``reference``: folders of reference runs (the output of ``batchmark reference``,
+    :mod:`pipeline.reference`), shown by the explainers only; none by default.
 
     Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
     """
@@ -322,6 +328,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
     results = [load_run(rd) for rd in run_dirs]  # in memory: pages never write into a run
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
+    reference_views = [view_of(load_run(Path(d))) for d in reference or []]
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
@@ -333,7 +340,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     contexts: dict[str, dict[str, Any]] = {}
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
-        extra = contexts[page] = PAGE_CONTEXT[page](views, run_dirs) if page in PAGE_CONTEXT else {}
+        extra = contexts[page] = PAGE_CONTEXT[page](views, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
         text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)

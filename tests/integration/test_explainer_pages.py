@@ -1,19 +1,16 @@
-"""The explainer and capacity pages: rendered from model cards and the committed runs (``data/runs/``) with the shared
-reference hidden (a clone with no ``../shared/`` beside it), built with ``mkdocs build --strict``, then opened offline
+"""The explainer and capacity pages: rendered from model cards and the committed runs (``data/runs/``) without the shared
+reference (``pages`` given no ``--reference``, as in a clone with no ``../shared/`` beside it), built with ``mkdocs build --strict``, then opened offline
 in headless Chromium, which must draw SVG marks on every chart.  What needs the shared reference is a test of its own
 that skips and says so when the reference is absent."""
 
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser import open_page
-from tests.conftest import REPO, make_scratch_root
+from tests.browser import committed_site, mkdocs_build, open_page
+from tests.conftest import make_scratch_root
 
 pytestmark = pytest.mark.slow
 EXPLAINERS = ["batching", "bandwidth", "knee", "moe", "kv-cache", "sizing"]
@@ -28,24 +25,9 @@ OWN_DATA_CHARTS = {"batching": 2, "bandwidth": 1, "knee": 3, "moe": 3, "kv-cache
 
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory):
-    """A scratch project holding the committed runs, the shared reference hidden: pages rendered, site built with --strict."""
+    """A scratch project holding the committed runs, no reference given: pages rendered, site built with --strict."""
     root = make_scratch_root(tmp_path_factory.mktemp("explain"))
-    for run_id in COMMITTED_RUNS:
-        shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BATCHMARK_ROOT", str(root))
-    from pipeline.pages import explain
-
-    mp.setattr(explain, "REFERENCE", root / "no-shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md")
-    try:
-        from pipeline.pages.render import render_site
-
-        written = render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
-        res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                              "-d", str(root / "site")], capture_output=True, text=True, timeout=300,
-                             env={"NO_MKDOCS_2_WARNING": "1", **__import__("os").environ})
-    finally:
-        mp.undo()
+    written, res = committed_site(root, COMMITTED_RUNS)
     assert res.returncode == 0, res.stderr[-3000:]
     return root, written
 
@@ -66,7 +48,7 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     assert "| beyond the model's context | – |" in capacity
     assert "**96 sequences**" in (pages / "explain" / "sizing.md").read_text()
     assert "131.1 kB per token" in (pages / "explain" / "kv-cache.md").read_text()
-    # the measured examples come from the committed runs, never from the (hidden) reference
+    # the measured examples come from the committed runs, never from the reference (not given)
     batching = (pages / "explain" / "batching.md").read_text()
     assert "## Measured on cpu: " in batching and "reference-dgx-spark-llamacpp" not in batching
     assert "## What the model cards predict" in batching
@@ -91,17 +73,21 @@ def test_explainer_pages_are_written_with_numbers(built_site):
 
 
 def test_reference_numbers(reference_file, tmp_path, monkeypatch):
-    """With ../shared/reference/ beside the repository (skips and says so otherwise), its llama.cpp DGX Spark
-    measurement is imported in memory and fills in the explainers' measured numbers."""
-    from pipeline.pages import explain
-    from pipeline.pages.render import render_site
+    """With ../shared/reference/ beside the repository (skips and says so otherwise), the reference stage
+    (``batchmark reference``) stores its llama.cpp DGX Spark measurement as a run under data/reference/, and
+    ``batchmark pages --reference DIR`` fills the explainers' measured numbers from it (both called in-process)."""
+    from pipeline.cli import main
 
     root = make_scratch_root(tmp_path)
     (root / "data" / "runs").mkdir()
     monkeypatch.setenv("BATCHMARK_ROOT", str(root))
-    monkeypatch.setattr(explain, "REFERENCE", reference_file)
-    render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
+    ref_dir = root / "data" / "reference" / "reference-dgx-spark-llamacpp"
+    assert main(["reference", str(reference_file)]) == 0
+    assert (ref_dir / "analysis.json").is_file() and (ref_dir / "summaries.json").is_file()
     pages = root / "data" / "pages"
+    assert main(["pages", "--out", str(pages)]) == 0  # no --reference: the explainers do without it
+    assert "reference-dgx-spark-llamacpp" not in (pages / "explain" / "batching.md").read_text()
+    assert main(["pages", "--out", str(pages), "--reference", str(ref_dir)]) == 0
     batching = (pages / "explain" / "batching.md").read_text()
     assert "| all users together (output tokens/s) | 29.24 | 593.27 | × 20.3 |" in batching
     assert "0.634" in batching
@@ -131,20 +117,17 @@ def test_explainer_charts_render_offline(built_site, name):
 def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
     """Regression (fault kind: template assumes measured-run fields): imported runs carry partial percentiles
     (llama-benchy gives a TTFT mean only) and no sweep config; every page must still render and build --strict
-    (the shared reference hidden)."""
+    (no reference given)."""
     from pipeline.importers import import_run
     from pipeline.pages.render import render_site
-    from pipeline.pages import explain
     from tests.conftest import DATA
 
     root = make_scratch_root(tmp_path)
     monkeypatch.setenv("BATCHMARK_ROOT", str(root))
-    monkeypatch.setattr(explain, "REFERENCE", root / "no-shared" / "reference.md")
     import_run("llama-benchy", [DATA / "llama-benchy" / "qwen3-30b-a3b.md"], "dgx-spark", run_id="20261102T110541Z-benchy")
     import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id="20261102T101500Z-vllm")
     render_site(root / "data" / "pages")
-    res = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
-                          "-d", str(root / "site")], capture_output=True, text=True, timeout=300)
+    res = mkdocs_build(root)
     assert res.returncode == 0, res.stderr[-3000:]
     bench = "".join(p.read_text() for p in sorted((root / "data" / "pages" / "models").glob("*.md")))  # model pages
     assert "Qwen3-30B-A3B" in bench and "Llama-3.1-8B-Instruct" in bench
@@ -157,15 +140,15 @@ def test_site_builds_with_imported_runs(tmp_path, monkeypatch):
 
 def test_reference_imported_as_a_run_is_not_shown_twice(reference_file, tmp_path, monkeypatch):
     """The shared reference (skips and says so when ../shared/reference/ is absent), once imported as a run, is
-    not added again in memory by the explainers."""
+    not added again by the explainers when it is also given as ``--reference``."""
     from pipeline.importers import import_run
-    from pipeline.pages import explain
     from pipeline.pages.render import render_site
+    from pipeline.reference import import_reference
 
     root = make_scratch_root(tmp_path)
     monkeypatch.setenv("BATCHMARK_ROOT", str(root))
-    monkeypatch.setattr(explain, "REFERENCE", reference_file)
     import_run("llama-batched-bench", [reference_file], "dgx-spark", run_id="20251102T000000Z-llamacpp")
-    render_site(root / "data" / "pages")
+    ref_dir = import_reference(reference_file)
+    render_site(root / "data" / "pages", reference=[ref_dir])
     batching = (root / "data" / "pages" / "explain" / "batching.md").read_text()
     assert "20251102T000000Z-llamacpp" in batching and "reference-dgx-spark-llamacpp" not in batching

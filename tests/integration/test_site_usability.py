@@ -1,5 +1,5 @@
-"""Site usability in a real browser (issue 13): the site built from the committed runs (``data/runs/``), the shared
-reference hidden, with ``mkdocs build --strict``, opened from disk (``file://``) in headless Chromium at 1280 px.
+"""Site usability in a real browser (issue 13): the site built from the committed runs (``data/runs/``), no shared
+reference given, with ``mkdocs build --strict``, opened from disk (``file://``) in headless Chromium at 1280 px.
 
 - Tabs and links work from disk: pages are files (``use_directory_urls: false``), so clicking a tab opens a page,
   never a directory listing.
@@ -8,13 +8,12 @@ reference hidden, with ``mkdocs build --strict``, opened from disk (``file://``)
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build
+from tests.browser import CHROMIUM_ARGS, chromium_path, committed_site
 from tests.conftest import REPO, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -24,20 +23,7 @@ COMMITTED_RUNS = sorted(p.name for p in (REPO / "data" / "runs").iterdir() if (p
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
     root = make_scratch_root(tmp_path_factory.mktemp("usability"))
-    for run_id in COMMITTED_RUNS:
-        shutil.copytree(REPO / "data" / "runs" / run_id, root / "data" / "runs" / run_id)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("BATCHMARK_ROOT", str(root))
-    from pipeline.pages import explain
-
-    mp.setattr(explain, "REFERENCE", root / "no-shared" / "reference.md")
-    try:
-        from pipeline.pages.render import render_site
-
-        render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
-        res = mkdocs_build(root)
-    finally:
-        mp.undo()
+    _, res = committed_site(root, COMMITTED_RUNS)
     assert res.returncode == 0, res.stderr[-3000:]
     return root / "site"
 

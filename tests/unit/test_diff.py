@@ -1,4 +1,4 @@
-"""Unit tests of pipeline/diff.py: the significance floor, the U test, matching, headline and formats.
+"""Unit tests of pipeline/diff.py and pipeline/diffreport.py: the significance floor, the U test, matching, headline and formats.
 
 Runs are hand-made (tests/runbuilder.py) so every expected value below is worked out from
 the timings written there, or from the exact Mann-Whitney distribution.
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from pipeline import stages
-from pipeline.diff import (METRICS, diff_runs, format_csv, format_json, format_markdown, format_text,
-                           metric_samples, min_two_sided_p, previous_runs, regressions, relative_change,
-                           significance)
+from pipeline.diff import (METRICS, diff_runs, metric_samples, min_two_sided_p, previous_runs, regressions,
+                           relative_change, significance)
+from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
@@ -155,7 +155,11 @@ def test_three_repeats_say_no_change_can_be_significant(tmp_path: Path):
     b = make_run(tmp_path, "b", noise=(0.99, 1.0, 1.01), slow={("dense-a", 8): 1.25})
     d = diff_runs(stages.load_run(a), stages.load_run(b))
     assert not any(c.significant for c in d.changes)
-    assert all(c.min_p == pytest.approx(0.1) for c in d.changes)
+    assert all(c.p_floor == pytest.approx(0.1) for c in d.changes)
+    # the JSON and CSV name it p_floor, never min_p (the sampling parameter's name; issue 14)
+    row = json.loads(format_json(d))["changes"][0]
+    assert row["p_floor"] == pytest.approx(0.1) and "min_p" not in row
+    assert "p_floor" in format_csv(d).splitlines()[0].split(",")
     assert any("no change can be significant" in n for n in d.notes)
     text = format_text(d)
     assert "the smallest two-sided p is 0.1 > α = 0.05" in text

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from pipeline import diff, paths, stages
+from pipeline import diff, diffreport, paths, stages
 
 A, B = "20261129T161329Z-vm", "20261129T165000Z-vm"
 
@@ -37,10 +37,10 @@ def test_committed_runs_6_percent_apart_are_comparable_with_a_warning():
     d = diff.diff_runs(stages.load_run(A), stages.load_run(B))
     assert d.comparable
     assert d.headline.startswith("Comparable, with a warning: probed bandwidth differs by +6.3 %")
-    doc = json.loads(diff.format_json(d))
+    doc = json.loads(diffreport.format_json(d))
     assert round(doc["bandwidth_change"], 3) == 0.063 and doc["bandwidth_limit"] == 0.10
     assert doc["warnings"] and "+6.3 %" in doc["warnings"][0]
-    assert diff.format_text(d).splitlines()[0] == d.headline
+    assert diffreport.format_text(d).splitlines()[0] == d.headline
 
 
 def test_fail_above_refuses_runs_whose_bandwidths_differ_beyond_the_limit(tmp_path):

@@ -8,7 +8,8 @@ import pytest
 
 from pipeline.capacity import capacity_table
 from pipeline.hardware import load_profile
-from pipeline.modelcards import expert_coverage, load_card
+from pipeline.modelcards import load_card
+from pipeline.stepcost import expert_coverage
 from pipeline.pages import explain
 
 

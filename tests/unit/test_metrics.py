@@ -16,7 +16,7 @@ def test_ttft_tpot_e2el_by_hand():
     r = _req(0, 1.0, [[1.5, 1], [1.75, 1], [2.0, 1], [2.25, 1], [2.5, 1]], 5)
     assert tpot_s(r) == pytest.approx(0.25)
     key = PointKey("m", "openai", 10, 5, 1)
-    rep = RepeatRecord(repeat=0, kind="served", window_start_s=1.0, window_end_s=2.5, requests=[r])
+    rep = RepeatRecord(repeat=0, batching="served", window_start_s=1.0, window_end_s=2.5, requests=[r])
     s = summarize_point(PointRecords(key, [rep]))
     assert s.ttft_s["p50"] == pytest.approx(0.5)
     assert s.e2el_s["p50"] == pytest.approx(1.5)

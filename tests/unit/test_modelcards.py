@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline.modelcards import (ModelCard, bytes_per_decode_step, card_from_torch_model, expert_coverage,
-                                 flops_per_decode_step, kv_bytes_per_token)
+from pipeline.modelcards import ModelCard, card_from_torch_model, kv_bytes_per_token
+from pipeline.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
 
 
 def test_expert_coverage_by_hand():

@@ -8,9 +8,9 @@ import math
 import pytest
 
 from pipeline.errors import BatchmarkError
-from pipeline.modelcards import (QUANT_BITS, bits_per_weight, bytes_per_decode_step, card_from_config,
-                                 card_from_config_file, card_from_torch_model, card_with_file_size, expert_coverage,
-                                 kv_bytes_per_sequence, list_card_files, load_card)
+from pipeline.modelcards import (QUANT_BITS, bits_per_weight, card_from_config, card_from_config_file,
+                                 card_from_torch_model, card_with_file_size, list_card_files, load_card)
+from pipeline.stepcost import bytes_per_decode_step, expert_coverage, kv_bytes_per_sequence
 
 
 def test_bits_per_weight_include_block_scales():

@@ -42,18 +42,12 @@ def test_run_quality_reasons():
 
 @pytest.fixture
 def pages(scratch_root):
-    from pipeline.pages import explain
     from pipeline.pages.render import render_site
 
     runs_dir = scratch_root / "data" / "runs"
     make_run(runs_dir, CLEAN, noise=NOISE_A)
     make_run(runs_dir, NOISY, noise=(0.6, 1.0, 1.4))
-    mp = pytest.MonkeyPatch()
-    mp.setattr(explain, "REFERENCE", scratch_root / "no-shared" / "reference.md")
-    try:
-        render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
-    finally:
-        mp.undo()
+    render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)  # no reference given
     return scratch_root / "data" / "pages"
 
 

@@ -45,11 +45,41 @@ def test_a_committed_run_loads_unchanged_its_unversioned_cards_as_version_1(run:
     cards = runs.load_model_cards(run)
     assert cards[stored["name"]] == stored
     assert schemas.version_of(card_file, stored) == 1
-    assert runs.read_analysis(run) == json.loads((run / "analysis.json").read_text())
+    stored_analysis = json.loads((run / "analysis.json").read_text())
+    assert schemas.version_of("analysis.json", stored_analysis) == 1
+    # version 1 -> 2: the hardware block's *_measured (the probe's figures) read as *_probed (issue 14)
+    renamed_hw = {k.replace("_measured", "_probed"): v for k, v in stored_analysis["hardware"].items()}
+    assert renamed_hw["bandwidth_gb_s_probed"] == stored_analysis["hardware"]["bandwidth_gb_s_measured"] is not None
+    assert runs.read_analysis(run) == {**stored_analysis, "schema_version": 2, "hardware": renamed_hw}
     stored_points = json.loads((run / "summaries.json").read_text())["points"]
     assert [{k: s.as_dict()[k] for k in d} for s, d in zip(runs.read_summaries(run), stored_points)] == stored_points
     point = _files(run)["point"]
-    assert runs.load_point(point) == PointRecords.from_dict(json.loads(point.read_text()))
+    stored = json.loads(point.read_text())
+    assert schemas.version_of(point, stored) == 1 and all("kind" in r for r in stored["repeats"])
+    # version 1 -> 2: each repeat's "kind" is read as "batching" (issue 14), every other field as stored
+    renamed = {**stored, "repeats": [{("batching" if k == "kind" else k): v for k, v in r.items()}
+                                     for r in stored["repeats"]]}
+    loaded = runs.load_point(point)
+    assert loaded == PointRecords.from_dict(renamed)
+    assert [r.batching for r in loaded.repeats] == [r["kind"] for r in stored["repeats"]] != []
+
+
+def test_analysis_update_to_2_renames_the_probed_figures_only():
+    old = {"schema_version": 1, "hardware": {"name": "cpu", "bandwidth_gb_s_measured": 12.5, "peak_tflops_measured": None,
+                                             "bandwidth_gb_s_spec": None}, "models": [], "points": [{"mbu_probed": 0.4}]}
+    new = schemas.migrate(schemas.AnalysisFile, "analysis.json", old)
+    assert new == {"schema_version": 2, "hardware": {"name": "cpu", "bandwidth_gb_s_probed": 12.5, "peak_tflops_probed": None,
+                                                     "bandwidth_gb_s_spec": None}, "models": [], "points": [{"mbu_probed": 0.4}]}
+
+
+def test_point_records_update_to_2_renames_kind_only():
+    old = {"schema_version": 1, "point": {"model": "m", "engine": "vllm", "input_len": 1, "output_len": 2,
+                                          "concurrency": 1},
+           "repeats": [{"repeat": 0, "kind": "served", "window_start_s": 0.0}], "meta": {"kind": "kept"}}
+    new = schemas.migrate(schemas.PointRecordsFile, "p.json", old)
+    assert new == {"schema_version": 2, "point": old["point"], "meta": {"kind": "kept"},
+                   "repeats": [{"repeat": 0, "batching": "served", "window_start_s": 0.0}]}
+    assert schemas.migrate(schemas.PointRecordsFile, "p.json", new) == new  # current: unchanged
 
 
 @pytest.mark.parametrize("kind", ["run.json", "summaries.json", "analysis.json", "point", "card"])

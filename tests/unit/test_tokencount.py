@@ -127,7 +127,7 @@ def test_tpot_uses_streamed_tokens_and_never_divides_by_zero():
 
 def test_old_records_without_the_new_fields_still_load():
     old = {"point": {"model": "m", "engine": "openai", "input_len": 8, "output_len": 4, "concurrency": 1},
-           "repeats": [{"repeat": 0, "kind": "served", "window_start_s": 0.0, "window_end_s": 1.0, "requests": [
+           "repeats": [{"repeat": 0, "batching": "served", "window_start_s": 0.0, "window_end_s": 1.0, "requests": [
                {"request_id": 0, "queued_s": 0.0, "sent_s": 0.0, "first_token_s": 0.1, "done_s": 0.4,
                 "chunks": [[0.1, 1], [0.2, 1], [0.3, 1], [0.4, 1]], "input_tokens": 8, "output_tokens": 4,
                 "usage_reported": True, "error": None, "warmup": False}]}]}

@@ -44,7 +44,7 @@ def test_server_limits_ignore_non_finite_labels():
 
 
 def _records(server_metrics: list[dict]) -> PointRecords:
-    reps = [RepeatRecord(repeat=i, kind="served", window_start_s=0.0, window_end_s=1.0, requests=[], server_metrics=sm)
+    reps = [RepeatRecord(repeat=i, batching="served", window_start_s=0.0, window_end_s=1.0, requests=[], server_metrics=sm)
             for i, sm in enumerate(server_metrics)]
     return PointRecords(point=PointKey("m", "vllm", 64, 32, 8), repeats=reps, meta={})
 
