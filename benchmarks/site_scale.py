@@ -63,7 +63,7 @@ def markdown(models: int, scale: float) -> str:
     or 6 % of the B = 1 step per added sequence, times ``scale`` (the run's own few per cent).
     """
     from pipeline.importers.base import match_card
-    from pipeline.modelcards import weight_bytes_per_step
+    from pipeline.stepcost import weight_bytes_per_step
 
     out = ["# llama-batched-bench (generated)", "", "build: 6918 (2f68ce7cf)", ""]
     for i, name in enumerate(model_names(models)):
