@@ -169,7 +169,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.importers import import_run
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
-                         engine=args.engine, max_failure_rate=args.max_failure_rate)
+                         engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant)
     print(run_dir)
     return 0
 
@@ -248,6 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
     s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
     s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
+    s.add_argument("--quant", help="weight format of the file's models (bf16, fp8, nvfp4, mxfp4, q8_0, q4_0, q4_k_m), "
+                                   "over what the file or the model name says (default: read from them, else the card's)")
     s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
                    help="largest fraction of a point's requests that may have failed for it to be imported "
                         "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")
@@ -258,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", required=True, help="a card in data/models/ (name or alias), a path to a config.json, or a repo id in the Hugging Face cache")
     s.add_argument("--context", type=int, action="append",
                    help="tokens per sequence; repeat for several (default: 4096 8192 32768 131072)")
-    s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0 (default: the card's native one)")
+    s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0, q4_k_m (default: the card's native one)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=_cmd_capacity)
 

@@ -42,7 +42,8 @@ so two runs whose probed bandwidths differ by more than ``BANDWIDTH_LIMIT`` (10 
 A) are NOT COMPARABLE (the machine changed, or another load shared it); above
 ``BANDWIDTH_TOLERANCE`` (5 %, the probe's own noise) and up to 10 % they are comparable with a
 warning.  The JSON carries ``bandwidth_change`` (B / A − 1, null when a run has no probe),
-``bandwidth_limit`` and ``warnings``.
+``bandwidth_limit`` and ``warnings`` (a flagged run is one), ``quality_a`` and ``quality_b`` (each run's
+verdict, :func:`pipeline.quality.run_quality`; a point flagged in either run is marked ⚠ in the tables).
 
 The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", "run_a",
 "run_b" ({"run_id", "source", "hardware"}), "alpha", "provenance": [{"field", "label", "a",
@@ -53,7 +54,8 @@ unit "fraction" the difference B − A, i.e. percentage points / 100), "change_k
 issue 14, renamed apart from the sampling parameter), "sample_unit", "significant", "verdict" ("better" |
 "worse" | "~" | "n/a"), "note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
-"output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings"}``.
+"output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings",
+"quality_a", "quality_b"}``.
 
 The report of a diff (text, Markdown, CSV, JSON) is :mod:`pipeline.diffreport`.
 """
@@ -333,6 +335,13 @@ class RunDiff:
     bandwidth_change: float | None = None
     bandwidth_limit: float = BANDWIDTH_LIMIT
     warnings: list[str] = field(default_factory=list)
+    quality_a: dict[str, Any] = field(default_factory=dict)
+    quality_b: dict[str, Any] = field(default_factory=dict)
+
+    def flagged_points(self) -> set[PointTuple]:
+        """The (model, engine, input_len, output_len, concurrency) of every point flagged in A or B."""
+        return {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"])
+                for q in (self.quality_a, self.quality_b) for p in q.get("points") or []}
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form (the ``--json`` output); the headline is the first key."""
@@ -550,6 +559,12 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
     line, ok = headline(prov_a, prov_b, len(matched))
     bw_change, bw_text, _ = bandwidth_words(prov_a, prov_b)
     notes = sorted({c.note for c in changes if c.note})
+    from pipeline.quality import run_quality
+
+    qa, qb = (run_quality(r.meta, [s.as_dict() for s in r.summaries], r.analysis.get("models") or [])
+              for r in (a, b))
+    flagged_runs = [f"{name} = {r.run_id} is a flagged run: " + "; ".join(q["reasons"])
+                    for name, r, q in (("A", a, qa), ("B", b, qb)) if q["verdict"] == "flagged"]
     return RunDiff(
         headline=line, comparable=ok,
         run_a={"run_id": a.run_id, "source": prov_a["source"], "hardware": prov_a["hardware"]},
@@ -557,7 +572,8 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
         alpha=alpha, provenance=compare_provenance(prov_a, prov_b), changes=changes, models=models,
         only_in_a=[_point_dict(k) for k in sorted(set(sa) - set(sb))],
         only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes,
-        bandwidth_change=bw_change, warnings=[bw_text] if bw_text else [])
+        bandwidth_change=bw_change, warnings=([bw_text] if bw_text else []) + flagged_runs,
+        quality_a=qa, quality_b=qb)
 
 
 def comparison_key(prov: dict[str, Any]) -> tuple[Any, ...]:

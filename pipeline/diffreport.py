@@ -102,6 +102,14 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']})\n"
                f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}; "
                "~ = not significant")
+    for name, q in (("A", d.quality_a), ("B", d.quality_b)):
+        if q:
+            out.append(f"run quality of {name}: " + ("clean" if q["verdict"] == "clean"
+                                                     else "FLAGGED: " + "; ".join(q["reasons"])))
+    flagged = d.flagged_points()
+    if flagged:
+        out.append("⚠ after c marks a point flagged in A or B (its repeats disagree or the machine was busy): "
+                   "its change may be interference, not the hardware")
     out += ["", h("Provenance")] + ([""] if md else [])
     out += table(["field", "A", "B", ""], [list(r) for r in _provenance_rows(d)])
     marks: dict[str, int] = {}
@@ -114,7 +122,9 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                 "probed else spec; change in percentage points"}.get(spec.unit, spec.unit)
         out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
-                     [[c.model, c.engine, f"{c.input_len}/{c.output_len}", str(c.concurrency),
+                     [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
+                       str(c.concurrency) + (" ⚠" if (c.model, c.engine, c.input_len, c.output_len, c.concurrency)
+                                             in flagged else ""),
                        format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit), _sig(c, marks)]
                       for c in rows])
     if marks:

@@ -217,6 +217,7 @@ def summarize_point(records: PointRecords) -> PointSummary:
         step_time_s=step_time,
         errors=sorted({r.error for r in failed if r.error})[:10],
         server=server_state(records),
+        interference=records.meta.get("interference") if isinstance(records.meta, dict) else None,
         samples={
             "output_throughput_tok_s": [v for v in thr if v is not None],
             "per_user_tok_s": [v for v in per_user_rep if v is not None],

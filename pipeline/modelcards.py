@@ -173,17 +173,22 @@ def card_from_torch_model(model: Any, name: str) -> ModelCard:
 #: - GGUF ``q8_0``: blocks of 32 int8 + one fp16 scale: (32 × 8 + 16) / 32 = 8.5 (ggml
 #:   ``block_q8_0``).  ``q4_0``: blocks of 32 4-bit + one fp16 scale: (32 × 4 + 16) / 32 = 4.5
 #:   (ggml ``block_q4_0``).
+#: - GGUF ``q4_k_m``: a mixture (Q4_K, 4.5 bits, for most matrices; Q6_K for some), so no one block
+#:   size; taken as the file average llama.cpp states in ``tools/quantize/quantize.cpp``
+#:   (``QUANT_OPTIONS``: "Q4_K_M 4.58G @ Llama-3-8B", G = GiB, as its "Q8_0 7.96G" shows:
+#:   7.96 × 2^30 × 8 / 8.03e9 params = 8.52 ≈ 8.5): 4.58 × 2^30 × 8 / 8.03e9 = 4.90.
 QUANT_BITS: dict[str, float] = {
     "fp32": 32.0, "bf16": 16.0, "fp16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "mxfp4": 4.25,
-    "q8_0": 8.5, "q4_0": 4.5,
+    "q8_0": 8.5, "q4_0": 4.5, "q4_k_m": 4.9,
 }
 
 #: GGUF formats quantise the token embedding and output head as well (llama.cpp's
 #: ``llama-quantize``); checkpoint formats (fp8, nvfp4, mxfp4) keep them in bf16.
-GGUF_QUANTS = frozenset({"q8_0", "q4_0"})
+GGUF_QUANTS = frozenset({"q8_0", "q4_0", "q4_k_m"})
 
 _QUANT_ALIASES = {"bfloat16": "bf16", "float16": "fp16", "f16": "fp16", "float32": "fp32", "f32": "fp32",
-                  "fp8_e4m3": "fp8", "e4m3": "fp8", "q8": "q8_0", "q4": "q4_0", "mxfp4_moe": "mxfp4"}
+                  "fp8_e4m3": "fp8", "e4m3": "fp8", "q8": "q8_0", "q4": "q4_0", "mxfp4_moe": "mxfp4",
+                  "q4_k": "q4_k_m"}  # llama.cpp's "Q4_K" is an alias of Q4_K_M
 
 #: Bits of the small tensors (norms, biases, router, attention sinks) whatever the format.
 SMALL_TENSOR_BITS = 16.0

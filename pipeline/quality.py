@@ -7,8 +7,17 @@ A run is *flagged* when any of these holds, each a reason of its own:
 - a point's repeats disagree: the output throughput of its slowest and fastest repeat differ by more
   than :data:`REPEAT_SPREAD_LIMIT` (max / min over repeats, ``PointSummary.samples``), which
   batching alone does not do — the machine was busy during that point;
+- outside processes loaded the machine while a point ran: the CPU time of everyone but the
+  measuring process tree took more than :data:`pipeline.interference.OUTSIDE_SHARE_LIMIT` of the
+  machine's CPUs over the point (``PointSummary.interference``, measured by the sweep);
+- the probe repeated after the sweep (``run.json`` ``probe_after``) warned, or its bandwidth differs
+  from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT`: the machine changed while
+  the run was measured;
 - a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
   bandwidth ceiling; :func:`pipeline.analysis.implausible_model`).
+
+Each point gets a verdict of its own too (:func:`point_verdict`: its repeats' spread and the
+outside load while it ran), listed in the run's verdict under ``points``.
 
 Pages show the verdict wherever a run appears, and choose a clean run over a flagged one as a
 headline or an explainer's example whenever a clean one exists (:func:`prefer_clean`).
@@ -18,9 +27,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable, TypeVar
 
+from pipeline.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT
+
 #: A point whose repeats' output throughput spreads more than this (max / min) is noisy.  The
 #: committed clean runs spread at most 1.25x; an interfered point reached 2x and more.
 REPEAT_SPREAD_LIMIT = 1.5
+
+#: The probe after the sweep may differ from the probe before it by this share of the latter before the
+#: run is flagged; the same 10 % at which ``diff`` stops comparing two runs' bandwidths.
+PROBE_DRIFT_LIMIT = 0.10
 
 T = TypeVar("T")
 
@@ -31,14 +46,56 @@ def repeat_spread(samples: Iterable[float] | None) -> float | None:
     return max(xs) / min(xs) if len(xs) >= 2 else None
 
 
+def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
+                  share_limit: float = OUTSIDE_SHARE_LIMIT) -> dict[str, Any]:
+    """One point's verdict: ``{"verdict": "clean" | "flagged", "reasons": [str], "spread", "outside_share"}``.
+
+    Args:
+        p: a point summary as a dict: ``samples.output_throughput_tok_s`` (per repeat) gives the
+            spread (max / min, :func:`repeat_spread`), ``interference.outside_share`` the outside load
+            (:func:`pipeline.interference.outside_load`); either may be absent (older runs, imports).
+        spread_limit: max / min of the repeats above which the point is noisy.
+        share_limit: share of the machine's CPUs busy outside the measuring processes above which
+            the point was measured on a busy machine (judged only for a point of at least
+            :data:`pipeline.interference.MIN_WALL_S`, and not where the server measured is no process
+            of the sweep's, ``server_outside_tree``: an ``openai`` endpoint on this machine would count
+            as outside load; ``outside_share`` is None otherwise).
+    """
+    reasons = []
+    spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s"))
+    if spread is not None and spread > spread_limit:
+        reasons.append(f"repeats disagree: slowest vs fastest output throughput {spread:.2f}× "
+                       f"(more than {spread_limit:.2f}×)")
+    inter = p.get("interference") or {}
+    judged = (inter.get("wall_s") or 0) >= MIN_WALL_S and not inter.get("server_outside_tree")
+    share = inter.get("outside_share") if judged else None
+    if isinstance(share, (int, float)) and share > share_limit:
+        reasons.append(f"machine busy: other processes kept {inter.get('outside_load_cpus', 0):.1f} of "
+                       f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "
+                       "while it ran")
+    return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "spread": spread,
+            "outside_share": share if isinstance(share, (int, float)) else None}
+
+
+def probe_drift(meta: dict[str, Any]) -> float | None:
+    """after / before − 1 of the probed bandwidth (``run.json`` ``probe_after`` vs ``probe``); None without both."""
+    before = (meta.get("probe") or {}).get("bandwidth_gb_s")
+    after = (meta.get("probe_after") or {}).get("bandwidth_gb_s")
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)) or before <= 0:
+        return None
+    return after / before - 1
+
+
 def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list[dict[str, Any]] = (),
                 spread_limit: float = REPEAT_SPREAD_LIMIT) -> dict[str, Any]:
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
-    "spread"}]}`` of one run.
+    "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
+    "input_len", "output_len", "concurrency", "verdict", "reasons"}]}`` of one run (``points``: only the
+    flagged ones; every other point is clean).
 
     Args:
-        meta: ``run.json`` (its ``probe.warning`` is read).
-        points: point summaries as dicts (``samples.output_throughput_tok_s`` is read).
+        meta: ``run.json`` (its ``probe.warning`` and ``probe_after`` are read).
+        points: point summaries as dicts (``samples.output_throughput_tok_s`` and ``interference`` are read).
         models: the analysis' models (their ``implausible`` is read).
         spread_limit: max / min of a point's repeats above which the point is noisy.
     """
@@ -46,19 +103,37 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     warning = (meta.get("probe") or {}).get("warning")
     if warning:
         reasons.append(f"bandwidth probe: {warning}")
-    noisy = []
+    after = meta.get("probe_after") or {}
+    if after.get("warning"):
+        reasons.append(f"bandwidth probe after the sweep: {after['warning']}")
+    drift = probe_drift(meta)
+    if drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+        reasons.append(f"the bandwidth probed after the sweep ({after['bandwidth_gb_s']:.1f} GB/s) differs from the "
+                       f"one before it ({meta['probe']['bandwidth_gb_s']:.1f} GB/s) by {drift:+.0%} (more than "
+                       f"{PROBE_DRIFT_LIMIT:.0%}): the machine changed while the run was measured")
+    noisy, busy, flagged = [], [], []
     for p in sorted(points, key=lambda p: (p.get("model") or "", p.get("input_len") or 0, p.get("concurrency") or 0)):
-        spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s"))
-        if spread is not None and spread > spread_limit:
-            noisy.append({"model": p.get("model"), "concurrency": p.get("concurrency"), "spread": spread})
+        v = point_verdict(p, spread_limit)
+        if v["spread"] is not None and v["spread"] > spread_limit:
+            noisy.append({"model": p.get("model"), "concurrency": p.get("concurrency"), "spread": v["spread"]})
+        if v["outside_share"] is not None and v["outside_share"] > OUTSIDE_SHARE_LIMIT:
+            busy.append({"model": p.get("model"), "concurrency": p.get("concurrency"), "outside_share": v["outside_share"]})
+        if v["verdict"] == "flagged":
+            flagged.append({k: p.get(k) for k in ("model", "engine", "input_len", "output_len", "concurrency")}
+                           | {"verdict": "flagged", "reasons": v["reasons"]})
     if noisy:
         where = ", ".join(f"{n['model']} c = {n['concurrency']} ({n['spread']:.2f}×)" for n in noisy)
         reasons.append(f"repeats of a point disagree by more than {spread_limit:.2f}× (slowest vs fastest output "
                        f"throughput), so the machine was busy while they ran: {where}")
+    if busy:
+        where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
+        reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
+                       f"while points ran: {where}")
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")
-    return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy}
+    return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
+            "busy_points": busy, "points": flagged}
 
 
 def verdict_text(quality: dict[str, Any]) -> str:

@@ -192,7 +192,9 @@ class PointSummary:
     per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
     (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
     repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.
+    independent sample there.  ``interference`` is the outside load while the point ran
+    (:func:`pipeline.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
+    for imported points and points measured before it was kept).
     """
 
     model: str
@@ -219,6 +221,7 @@ class PointSummary:
     token_count_sources: dict[str, int] = field(default_factory=dict)
     time_to_first_content_s: Distribution | None = None
     server: dict[str, float | None] | None = None
+    interference: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form (what ``dataclasses.asdict`` gives, copied without its per-value ``deepcopy``)."""

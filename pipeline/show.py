@@ -12,7 +12,9 @@ computed from the summaries when an older analysis.json lacks them).
 Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
 model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
 else null; computed from the figures when an older analysis.json lacks it), and the table says so.
-Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`); the
+Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`), and
+every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
+spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
 """
 
@@ -24,6 +26,7 @@ from typing import Any
 from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
+from pipeline.quality import point_verdict, run_quality
 from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -60,8 +63,10 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
         row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["interference"] = s.get("interference")
+        v = point_verdict(s)
+        row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
         points.append(row)
-    from pipeline.quality import run_quality
 
     doc = {
         "run_id": meta.get("run_id"),
@@ -142,6 +147,10 @@ def point_note(p: dict[str, Any]) -> str:
     if p.get("implausible"):
         head = f"IMPLAUSIBLE: {p['implausible']}"
         rest = point_note({**p, "implausible": None})
+        return head + (f"; {rest}" if rest else "")
+    if (p.get("quality") or {}).get("verdict") == "flagged":
+        head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
+        rest = point_note({**p, "quality": None})
         return head + (f"; {rest}" if rest else "")
     if not p.get("flags"):
         return ""

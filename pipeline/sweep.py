@@ -22,6 +22,7 @@ from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.hardware import load_profile, probe
+from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
 from pipeline.records import PointKey
 
@@ -82,6 +83,18 @@ def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | Non
         return None
     what = ", ".join(f"{k} repeats spread {v:.2f}x" for k, v in bad.items())
     return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
+
+
+def probe_after(device: str, log: Callable[[str], None]) -> dict:
+    """The bandwidth probe repeated after the sweep (``run.json`` ``probe_after``), with its own spread warning.
+
+    :mod:`pipeline.quality` compares it with the probe before the sweep: a machine whose bandwidth
+    changed while the run was measured (another load came or went) gives a flagged run.
+    """
+    log("probing again after the sweep …")
+    res = probe(device)
+    log(f"probe after: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s")
+    return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)}
 
 
 def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepConfig, dict[str, str] | None]:
@@ -200,10 +213,15 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
                     try:
-                        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                        with InterferenceMeter() as meter:  # outside load while the point runs (issue 13)
+                            records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
                     except PointDoesNotFit as exc:
                         stops[spec.name] = f"memory: {exc}"
                         break
+                    # an endpoint already running (engine "openai") is no process of ours: a server on this
+                    # machine counts as outside load there, so its points are not judged by it (quality.py)
+                    records.meta["interference"] = (None if meter.result is None else
+                                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records)
                 failures["points"] += 1
@@ -220,6 +238,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             if loaded:
                 engine.unload()
         runs.update_run_json(run_dir, stopped=stops, failures=failures)
+        if "probe_after" not in runs.read_run_json(run_dir):
+            runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log))
         runs.complete_run(run_dir)
     finally:
         bar.close()

@@ -54,13 +54,28 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
 
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,
                model: str | None = None, engine: str | None = None, runs_dir: Path | None = None,
-               max_failure_rate: float | None = None) -> Path:
+               max_failure_rate: float | None = None, quant: str | None = None) -> Path:
     """Parse another tool's output and store it as a complete run; return the run folder.
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
-    renamed into place).
-    """
-    from pipeline.importers.base import write_imported_run
+    renamed into place).  ``quant`` (``--quant``): the weight format of every model of the file,
+    over what the file or the model name says (:data:`pipeline.modelcards.QUANT_BITS`); a weight
+    file size the file states still gives the bytes.
 
+    Raises:
+        BatchmarkError: a malformed file, or an unknown ``quant`` (one line naming ``--quant``).
+    """
+    from pipeline.importers.base import ModelInfo, write_imported_run
+    from pipeline.modelcards import QUANT_BITS, normalize_quant
+
+    if quant is not None:
+        try:
+            quant = normalize_quant(quant)
+        except BatchmarkError:
+            raise BatchmarkError(f"--quant: unknown weight format {quant!r} (known: {', '.join(sorted(QUANT_BITS))})") from None
     result = parse(fmt, paths, model=model, engine=engine, max_failure_rate=max_failure_rate)
+    if quant is not None:
+        for name in {s.model for s in result.summaries} | set(result.models):
+            info = result.models.setdefault(name, ModelInfo(raw_name=name))
+            info.quant = quant
     return write_imported_run(result, hardware, run_id=run_id, runs_dir=runs_dir)

@@ -236,10 +236,13 @@ def canonical_model_name(raw: str) -> str:
 
 
 def quant_from_text(text: str) -> str | None:
-    """The weight format named in a free-text model description (``qwen2 7B Q8_0`` → ``q8_0``)."""
+    """The weight format named in a free-text model description (``qwen2 7B Q8_0`` → ``q8_0``; llama.cpp's
+    ``file type = Q4_K - Medium`` and ``Q4_K_M`` → ``q4_k_m``)."""
+    if re.search(r"\bQ4_K\s*-\s*Medium\b", text, re.IGNORECASE):
+        return "q4_k_m"
     for token in re.findall(r"[A-Za-z0-9_]+", text):
         t = token.lower()
-        if t in ("q8_0", "q4_0", "mxfp4", "nvfp4", "fp8", "bf16", "f16"):
+        if t in ("q8_0", "q4_0", "q4_k_m", "mxfp4", "nvfp4", "fp8", "bf16", "f16"):
             return normalize_quant(t)
     return None
 
@@ -324,7 +327,7 @@ def match_card(name: str, info: ModelInfo | None) -> CardMatch:
     parameter count more than 15 % off the card's means another architecture (no card).  A
     stated file size replaces the counted bytes (:func:`card_with_file_size`); ``mxfp4`` marks
     MXFP4 experts (the gpt-oss GGUFs), any other known format applies to every weight; a format
-    batchmark has no bits-per-weight for (``q4_k_m``), without a file size, leaves the bytes
+    batchmark has no bits-per-weight for (``q5_k_m``, ``iq3_xs``), without a file size, leaves the bytes
     unknown (no card).  Without a card the model's analysis fields (kind, ceiling, MBU) stay null.
     """
     from pipeline.modelcards import QUANT_BITS

@@ -233,7 +233,8 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
         raise fail(path, None, "no JSONL rows found")
     check_unique(path, points)
     return ImportResult(FORMAT, "llama-batched-bench", None, [str(path)], points,
-                        {name: ModelInfo(raw_name=model)})
+                        # JSONL states no weight format: the --model name, else the file's name says it (…-q4_0.jsonl)
+                        {name: ModelInfo(raw_name=model, quant=quant_from_text(model) or quant_from_text(path.name))})
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,

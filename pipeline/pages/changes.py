@@ -179,7 +179,19 @@ def build_comparisons(run_dirs: list[Path], alpha: float = 0.05, loaded: dict[st
 def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
     """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons`` and ``previous``."""
     comparisons, previous = build_comparisons(run_dirs, loaded=_loaded_of(views))
-    return {"comparisons": comparisons, "previous": previous}
+    return {"comparisons": clean_comparisons_first(comparisons, views), "previous": previous}
+
+
+def clean_comparisons_first(comparisons: list[ComparisonView], views: list[Any]) -> list[ComparisonView]:
+    """``comparisons`` in their order, except that one with a flagged run (A or B) comes after every comparison
+    of clean runs when one of the same hardware exists (issue 13: a flagged run is never put first)."""
+    flagged = {v.run_id for v in views if getattr(v, "flagged", False)}
+
+    def bad(c: ComparisonView) -> bool:
+        return c.run_a in flagged or c.run_b in flagged
+
+    clean_hw = {c.diff.run_b["hardware"] for c in comparisons if not bad(c)}
+    return sorted(comparisons, key=lambda c: bad(c) and c.diff.run_b["hardware"] in clean_hw)
 
 
 def runs_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:

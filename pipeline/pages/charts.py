@@ -291,27 +291,30 @@ ENGINE_TEXT = {"vllm": "vLLM, continuous batching", "transformers": "transformer
 
 
 def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
-    """Models measured under more than one engine on the same hardware and workload, newest run per engine.
+    """Models measured under more than one engine on the same hardware and workload, newest run per engine
+    (the newest clean run where one exists: a flagged run is chosen only when no clean one is; issue 13).
 
     Returns ``[{"title", "hardware", "model", "input_len", "output_len", "series": [{"label", "engine", "run_id",
-    "points", "model" (analysis row)}]}]`` for :func:`engines_chart` and the Benchmarks page.
+    "flagged", "points", "model" (analysis row)}]}]`` for :func:`engines_chart` and the Benchmarks page.
     """
-    groups: dict[tuple, dict[str, tuple[str, Any]]] = {}
+    groups: dict[tuple, dict[str, tuple[tuple[bool, str], Any]]] = {}
     for v in views:
         hw = v.hardware.get("name") or "?"
+        rank = (not getattr(v, "flagged", False), v.run_id)  # a clean run before a flagged one, then the newest
         for w in v.workloads:
             m = w.model
             key = (hw, m["model"], m["input_len"], m["output_len"])
             engine = m.get("engine") or "?"
             prev = groups.setdefault(key, {}).get(engine)
-            if prev is None or v.run_id > prev[0]:
-                groups[key][engine] = (v.run_id, w)
+            if prev is None or rank > prev[0]:
+                groups[key][engine] = (rank, w)
     out = []
     for (hw, model, inp, outl), by_engine in sorted(groups.items()):
         if len(by_engine) < 2:
             continue
-        series = [{"label": f"{ENGINE_TEXT.get(e, e)} · {rid}", "engine": e, "run_id": rid, "points": w.points,
-                   "model": w.model} for e, (rid, w) in sorted(by_engine.items(), key=lambda kv: kv[0] != "vllm")]
+        series = [{"label": f"{ENGINE_TEXT.get(e, e)} · {rid}" + ("" if clean else " ⚠ flagged"), "engine": e,
+                   "run_id": rid, "flagged": not clean, "points": w.points, "model": w.model}
+                  for e, ((clean, rid), w) in sorted(by_engine.items(), key=lambda kv: kv[0] != "vllm")]
         out.append({"title": f"{model} on {hw}: continuous vs static batching ({inp} in / {outl} out)",
                     "hardware": hw, "model": model, "input_len": inp, "output_len": outl, "series": series})
     return out

@@ -602,7 +602,9 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
         "views": views, "workloads": workloads, "latest": latest,
         "measured_workloads": [w for _, w in latest if w.model.get("kind")],
-        "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})", w) for v, w in latest if w.model.get("kind")],
+        # a chart's series of a flagged run says so in its label (issue 13: flagged wherever it appears)
+        "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})" + (" ⚠ flagged" if id(w) in flagged else ""), w)
+                     for v, w in latest if w.model.get("kind")],
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},

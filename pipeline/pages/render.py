@@ -23,8 +23,8 @@ from markupsafe import Markup
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
-from pipeline.pages.views import (RunView, Workload, change_page_path, fmt, headline_runs, headline_series,  # noqa: F401
-                                  knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
+from pipeline.pages.views import (RunView, Workload, change_page_path, clean_first, fmt, headline_runs,  # noqa: F401
+                                  headline_series, knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
@@ -240,7 +240,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
-                       change_page=change_page_path, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
+                       change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
     return env
 
 

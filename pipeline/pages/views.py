@@ -39,11 +39,13 @@ class Workload:
 
     def note(self, concurrency: int) -> str:
         """Short note on a flagged point for the tables (``""`` when unflagged); see :func:`pipeline.show.point_note`."""
+        from pipeline.quality import point_verdict
         from pipeline.show import point_note
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
         flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
         return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded"),
+                           "quality": point_verdict(p) if p else None,
                            "implausible": self.implausible_at(concurrency)})
 
     @property
@@ -176,6 +178,18 @@ def view_of(res: "runs.RunResults") -> RunView:
     return view
 
 
+def hardware_name(view: RunView) -> str:
+    """The hardware a run was measured on, as pages group runs (``"unknown hardware"`` when unnamed)."""
+    return str(view.hardware.get("name") or "unknown hardware")
+
+
+def clean_first(views: list[RunView]) -> list[RunView]:
+    """``views`` in their order, except that a flagged run comes after every clean run when a clean run of its
+    hardware exists (a flagged run is never listed first over a clean one of the same hardware; issue 13)."""
+    clean_hw = {hardware_name(v) for v in views if not v.flagged}
+    return sorted(views, key=lambda v: v.flagged and hardware_name(v) in clean_hw)
+
+
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     """Home's headline: per hardware, its newest clean run (the newest run when none is clean).
 
@@ -263,7 +277,7 @@ def _unique_slugs(names: list[str]) -> dict[str, str]:
 
 @dataclass
 class ModelPage:
-    """One model's page, ``models/<slug>.md``: every workload of the model in every run, newest run first.
+    """One model's page, ``models/<slug>.md``: every workload of the model in every run, clean runs first, newest first.
 
     ``entries``: ``[(run view, [workloads of this model in that run])]``.
     """
@@ -295,12 +309,13 @@ class ModelPage:
 
 
 def model_pages(views: list[RunView]) -> list[ModelPage]:
-    """One :class:`ModelPage` per model name across ``views`` (newest run first), sorted by name (case-insensitive).
+    """One :class:`ModelPage` per model name across ``views`` (newest run first, but a flagged run after the clean
+    runs of its hardware: :func:`clean_first`), sorted by name (case-insensitive).
 
     Linear in the workloads: each run's workloads are grouped by model once.
     """
     by_model: dict[str, list[tuple[RunView, list[Workload]]]] = {}
-    for v in sorted(views, key=lambda v: v.run_id, reverse=True):
+    for v in clean_first(sorted(views, key=lambda v: v.run_id, reverse=True)):
         mine: dict[str, list[Workload]] = {}
         for w in v.workloads:
             mine.setdefault(str(w.model["model"]), []).append(w)

@@ -18,12 +18,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 LAYERS: list[tuple[str, ...]] = [
     ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.textfiles",
      "pipeline.texttable"),  # no stage of its own
-    ("pipeline.hardware", "pipeline.modelcards", "pipeline.modelfolders", "pipeline.serverenv"),
+    ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
+     "pipeline.serverenv"),
     ("pipeline.config",),
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas"),
     ("pipeline.metrics",),
-    ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff"),
+    ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep",),
     ("pipeline.stages",),
     ("pipeline.importers", "pipeline.reference"),
