@@ -24,6 +24,13 @@ an MBU above 1 (or, the same at c = 1, a single stream above its bandwidth ceili
 model card or its weight format (quantisation) does not match what was served.  Such a point
 and its workload carry ``implausible`` (the reason, else None); pages and ``show`` say so
 instead of printing the MBU or ceiling as a result (:func:`implausible_point`, :func:`implausible_model`).
+Open loop (issue 10): points sent at a rate (``poisson``/``constant``) stay out of the knee,
+peak, single-stream and scaling figures (those are of the closed-loop concurrency grid) and out of
+MBU (their batch varies from step to step).  Per workload, :func:`rate_sweep` relates achieved to
+offered rate: the workload is *saturated* from the first offered rate whose achieved rate falls
+more than :data:`SATURATION_SHORTFALL` below the rate the client really sent at; ``max_achieved_rps``
+is the capacity found.  With an SLO (``PointSummary.slo``), :func:`slo_limit` gives the highest
+rate (open loop) and the highest concurrency (closed loop) up to which every point meets it.
 Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
 Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
 run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are reported beside).
@@ -36,6 +43,7 @@ from typing import Any
 
 from pipeline.metrics import PointSummary
 from pipeline.modelcards import ModelCard
+from pipeline.records import workload_of
 from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 DECLINE_FRACTION = 0.10
@@ -102,12 +110,13 @@ def knee_uncertainty_of(model: dict[str, Any], summaries: list[dict[str, Any]],
     ``analysis.json`` lacks ``knee_per_repeat``; the stored fields when present."""
     if "knee_per_repeat" in model:
         return {"knee_per_repeat": model["knee_per_repeat"], "knee_settled": model.get("knee_settled")}
-    key = (model["model"], model["engine"], model["input_len"], model["output_len"])
-    excluded = {a["concurrency"] for a in analysis_points if a.get("excluded")
-                and (a["model"], a["engine"], a["input_len"], a["output_len"]) == key}
+    key = workload_of(model)
+    excluded = {a["concurrency"] for a in analysis_points if a.get("excluded") and a.get("load", "closed") == "closed"
+                and workload_of(a) == key}
     excluded |= set(model.get("excluded_concurrency") or [])
     samples = sorted((s["concurrency"], list((s.get("samples") or {}).get("output_throughput_tok_s") or []))
-                     for s in summaries if (s["model"], s["engine"], s["input_len"], s["output_len"]) == key
+                     for s in summaries if workload_of(s) == key
+                     and s.get("load", "closed") == "closed"
                      and s.get("output_throughput_tok_s") and s["concurrency"] not in excluded)
     return knee_uncertainty(samples, model.get("knee_concurrency"), model.get("knee_threshold") or KNEE_THRESHOLD)
 
@@ -308,6 +317,56 @@ def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) 
     return f"{'; '.join(reasons)}: {IMPLAUSIBLE_CAUSE}" if reasons else None
 
 
+#: Achieved rate this far below the sent rate marks saturation.  Derived: below saturation
+#: achieved = n / ((n − 1) / rate + service time), within 3 % of the rate for n ≥ 30 requests whose
+#: service time is under a gap; 10 % leaves room for the tail of a short point.
+SATURATION_SHORTFALL = 0.10
+
+
+def slo_limit(points: list[tuple[float, bool | None]]) -> dict[str, float | None]:
+    """``{"max_ok", "first_failing"}`` over ``[(rate or concurrency, SLO met), ...]``: the highest x up to which
+    every point met the SLO, and the first x that did not (None when none / all met); points with
+    no verdict (None) are skipped."""
+    max_ok = first_fail = None
+    for x, met in sorted(points):
+        if met is None:
+            continue
+        if not met:
+            first_fail = x
+            break
+        max_ok = x
+    return {"max_ok": max_ok, "first_failing": first_fail}
+
+
+def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
+    """The open-loop view of one workload's rate points (one load pattern and cap), or None without any.
+
+    Returns ``{"load", "max_concurrency", "points": [{"rate_rps", "send_rate_rps",
+    "achieved_rate_rps", "ttft_p99_s", "tpot_p99_s", "e2el_p99_s", "goodput_rps", "slo_met",
+    "schedule_kept", "saturated"}], "saturation_rate_rps": first saturated offered rate or None,
+    "max_achieved_rps", "slo": slo_limit over rates or None}``.
+    """
+    pts = sorted((s for s in summaries if s.load != "closed" and s.rate_rps), key=lambda s: s.rate_rps)
+    if not pts:
+        return None
+    rows, saturation = [], None
+    for s in pts:
+        sent = s.send_rate_rps or s.rate_rps
+        sat = s.achieved_rate_rps is not None and s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * sent
+        if sat and saturation is None:
+            saturation = s.rate_rps
+        p99 = lambda d: (d or {}).get("p99")  # noqa: E731
+        rows.append({"rate_rps": s.rate_rps, "send_rate_rps": s.send_rate_rps, "achieved_rate_rps": s.achieved_rate_rps,
+                     "ttft_p99_s": p99(s.ttft_s), "tpot_p99_s": p99(s.tpot_s), "e2el_p99_s": p99(s.e2el_s),
+                     "goodput_rps": (s.slo or {}).get("goodput_rps"), "slo_met": (s.slo or {}).get("met"),
+                     "schedule_kept": s.schedule_kept, "saturated": sat})
+    achieved = [r["achieved_rate_rps"] for r in rows if r["achieved_rate_rps"] is not None]
+    has_slo = any(s.slo for s in pts)
+    return {"load": pts[0].load, "max_concurrency": pts[0].concurrency, "points": rows,
+            "saturation_rate_rps": saturation, "max_achieved_rps": max(achieved) if achieved else None,
+            "slo": slo_limit([(r["rate_rps"], r["slo_met"]) for r in rows]) if has_slo else None}
+
+
 def _ratio(num: float | None, den: float | None) -> float | None:
     return num / den if num is not None and den else None
 
@@ -340,6 +399,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     bw_mbu, tf_mfu = bw, peak
     points_out = []
     for s in summaries:
+        if s.load != "closed":
+            points_out.append({**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None,
+                               "regime": None, "server": s.server, "implausible": None})
+            continue
         card = cards.get(s.model)
         ctx = mean_decode_context(s.input_len, s.output_len)
         row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
@@ -369,8 +432,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     # group once by workload (linear in the points; issue 9 "Scale": a scan per workload was quadratic)
     by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
     for s, row in zip(summaries, points_out):
-        by_workload.setdefault((s.model, s.engine, s.input_len, s.output_len), []).append((s, row))
-    for (model, engine, inp, out), pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+        by_workload.setdefault(workload_of(s), []).append((s, row))
+    for (model, engine, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+        opened = [s for s, _ in all_pairs if s.load != "closed"]
+        pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
         mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
         quality = {s.concurrency: point_quality(s, max_failure_rate) for s in mine}
         excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
@@ -412,7 +477,13 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "excluded_concurrency": excluded,
             "flagged_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["flags"]],
         })
-        mine_rows = [row for row in points_out
-                     if (row["model"], row["engine"], row["input_len"], row["output_len"]) == (model, engine, inp, out)]
+        if opened:
+            sweeps = {}
+            for s in opened:
+                sweeps.setdefault((s.load, s.concurrency or 0), []).append(s)
+            models_out[-1]["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
+        if any(s.slo for s in mine):
+            models_out[-1]["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
+        mine_rows = [row for _, row in pairs]
         models_out[-1]["implausible"] = implausible_model(models_out[-1], mine_rows)
     return {"hardware": hw, "points": points_out, "models": models_out}

@@ -19,6 +19,11 @@ from pipeline.errors import BatchmarkError
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
+
+def _where(c: "diff.MetricChange") -> str:
+    """A diffed point in a message: ``c=8`` (closed loop) or ``poisson 2.4 req/s, cap 64`` (open loop)."""
+    return f"c={c.concurrency}" if c.load == "closed" else c.point
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     from pipeline.hardware import probe
 
@@ -137,12 +142,12 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     if untestable:
         c = untestable[0]
         print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
-              f"significant with these repeats (e.g. {c.model} c={c.concurrency} {diffreport.format_change(c.change)}, "
+              f"significant with these repeats (e.g. {c.model} {_where(c)} {diffreport.format_change(c.change)}, "
               f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
               file=sys.stderr)
     regs = diff.regressions(result, args.fail_above)
     for c in regs:
-        print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} c={c.concurrency} "
+        print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} {_where(c)} "
               f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
               file=sys.stderr)
     return 1 if regs else 0

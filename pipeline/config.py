@@ -1,7 +1,8 @@
 """Sweep configuration: pydantic models, YAML loading, and one-line errors that name the field.
 
 A config file (``config/*.yaml``) says which models to measure, with which engine, on which
-hardware profile, over which concurrency grid.  Unknown keys are rejected so that a typo
+hardware profile, over which concurrency grid (closed loop) and, optionally, which request rates
+(``open_loop``, served engines) and which SLO (``slo``).  Unknown keys are rejected so that a typo
 never silently falls back to a default; types are strict (``repeats: "2"`` and
 ``concurrency: [true, 2]`` are refused, not coerced); NaN and infinities are refused; a key
 given twice in one mapping is refused with its line (:class:`pipeline.textfiles.UniqueKeyLoader`).
@@ -10,6 +11,7 @@ given twice in one mapping is refused with its line (:class:`pipeline.textfiles.
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -131,6 +133,62 @@ class VLLMOptions(ClientOptions):
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
 
+#: Rates an ``auto`` rate sweep places by default (GuideLLM's sweep runs 10 benchmarks: synchronous,
+#: throughput and 8 rates between them; the closed-loop grid plays the first two here).
+AUTO_RATES = 8
+#: How far past the closed-loop saturation throughput the highest ``auto`` rate goes: far enough
+#: that the achieved rate is seen to flatten, near enough that the queue of a short point stays small.
+AUTO_OVERSHOOT = 1.25
+
+
+class SLO(_Strict):
+    """Service-level objectives, each a p99 limit in milliseconds (None = not checked); at least one is given."""
+
+    ttft_p99_ms: float | None = Field(default=None, gt=0, description="p99 time to first token, ms")
+    tpot_p99_ms: float | None = Field(default=None, gt=0, description="p99 time per output token, ms")
+    e2el_p99_ms: float | None = Field(default=None, gt=0, description="p99 end-to-end latency, ms")
+
+    @model_validator(mode="after")
+    def _one_given(self) -> "SLO":
+        if self.ttft_p99_ms is None and self.tpot_p99_ms is None and self.e2el_p99_ms is None:
+            raise ValueError("give at least one of ttft_p99_ms, tpot_p99_ms, e2el_p99_ms")
+        return self
+
+
+class OpenLoop(_Strict):
+    """An open-loop rate sweep (served engines): requests sent at a rate on a schedule, whatever the server answers.
+
+    ``rates: auto`` measures the closed-loop grid first, then places :data:`AUTO_RATES` rates from
+    the single-stream request rate to :data:`AUTO_OVERSHOOT` × the grid's peak request
+    throughput (GuideLLM's ``sweep`` profile: synchronous, throughput, then rates between).
+    """
+
+    load: Literal["poisson", "constant"] = Field(
+        default="poisson", description="poisson = exponential gaps (vllm bench serve's default); constant = equal gaps")
+    rates: Any = Field(description="Offered rates in requests/s (a list of positive numbers), or auto "
+                                   "(from the closed-loop saturation throughput)")
+    auto_rates: int = Field(default=AUTO_RATES, ge=2, le=64, description="How many rates auto places")
+    max_concurrency: int | None = Field(default=None, ge=1, le=1_000_000,
+                                        description="Cap on requests in flight (None = uncapped)")
+    bisect_steps: int = Field(default=0, ge=0, le=10,
+                              description="With an slo: extra rates measured by bisection between the last "
+                                          "passing and the first failing rate (0 = none)")
+
+    @field_validator("rates")
+    @classmethod
+    def _distinct_sorted(cls, rates: Any) -> list[float] | str:
+        if rates == "auto":
+            return rates
+        if not isinstance(rates, list) or not rates:
+            raise ValueError("give a list of rates in requests/s, or auto")
+        for i, r in enumerate(rates):
+            if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or not 0 < r <= 1_000_000:
+                raise ValueError(f"rates[{i}] = {r!r}: must be a number of requests/s above 0 and at most 1000000")
+        if len(set(rates)) != len(rates):
+            raise ValueError("rates must be distinct")
+        return sorted(float(r) for r in rates)
+
+
 class SweepConfig(_Strict):
     """A whole sweep: the grid of points to measure and how."""
 
@@ -140,8 +198,12 @@ class SweepConfig(_Strict):
     models: list[ModelSpec] = Field(min_length=1)
     input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
     output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
-    concurrency: list[Annotated[int, Field(le=1_000_000)]] = Field(default=[1, 2, 4, 8, 16, 32, 64], min_length=1,
-                                   description="Concurrency grid (static batch size B for transformers)")
+    concurrency: list[Annotated[int, Field(le=1_000_000)]] = Field(default=[1, 2, 4, 8, 16, 32, 64],
+                                   description="Concurrency grid (static batch size B for transformers); may be "
+                                               "empty only beside an open_loop with explicit rates")
+    open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
+    slo: SLO | None = Field(default=None, description="SLO checked at every point (share meeting it, goodput, "
+                                                      "highest rate/concurrency where it holds)")
     repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point; 5 is the fewest with which "
                          "a diff can call a change significant at α = 0.05 (two-sided Mann-Whitney floor "
                          "2 / C(10, 5) = 0.008; 3 + 3 gives 0.1)")
@@ -169,6 +231,22 @@ class SweepConfig(_Strict):
         return sorted(grid)
 
     @model_validator(mode="after")
+    def _grid_or_rates(self) -> "SweepConfig":
+        if self.open_loop is not None and self.engine == "transformers":
+            raise ValueError("open_loop: the transformers engine runs static batches; a rate sweep needs a served "
+                             "engine (vllm or openai)")
+        if not self.concurrency:
+            if self.open_loop is None:
+                raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")
+            if self.open_loop.rates == "auto":
+                raise ValueError("open_loop.rates: auto measures the concurrency grid first; concurrency is empty")
+        return self
+
+    def max_in_flight(self) -> int:
+        """The most requests this sweep keeps in flight: the largest concurrency or the open-loop cap (0 when uncapped and no grid)."""
+        return max([*self.concurrency, (self.open_loop.max_concurrency or 0) if self.open_loop else 0])
+
+    @model_validator(mode="after")
     def _unique_models(self) -> "SweepConfig":
         names = [m.name for m in self.models]
         dup = {n for n in names if names.count(n) > 1}
@@ -187,14 +265,18 @@ class SweepConfig(_Strict):
                 if m.path is None and m.served_name is None and m.architecture is None:
                     raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id), "
                                      "served_name, or architecture (a local folder with random weights is made)")
-            if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency):
+            if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0):
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
         return self
 
     def digest(self) -> str:
         """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid."""
-        blob = json.dumps(self.model_dump(mode="json"), sort_keys=True).encode()
+        data = self.model_dump(mode="json")
+        for k in ("open_loop", "slo"):  # absent = as before they existed: a closed-loop config keeps its digest
+            if data.get(k) is None:
+                data.pop(k, None)
+        blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 

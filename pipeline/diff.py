@@ -70,6 +70,7 @@ from scipy.stats import mannwhitneyu
 
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
+from pipeline.records import PointKey, Workload, workload_of
 
 
 class RunData(Protocol):
@@ -88,8 +89,6 @@ class RunData(Protocol):
 TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
 BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
 BANDWIDTH_LIMIT = 0.10  # beyond 10 % apart the runs are not comparable (module docstring)
-PointTuple = tuple[str, str, int, int, int]
-Workload = tuple[str, str, int, int]
 
 
 @dataclass(frozen=True)
@@ -287,6 +286,18 @@ class MetricChange:
     verdict: str
     note: str | None
     change_kind: str = "relative"
+    load: str = "closed"
+    rate_rps: float | None = None
+
+    @property
+    def key(self) -> PointKey:
+        """The matched point's :class:`PointKey`."""
+        return PointKey(self.model, self.engine, self.input_len, self.output_len, self.concurrency, self.load, self.rate_rps)
+
+    @property
+    def point(self) -> str:
+        """The point's column in tables: the concurrency (closed loop) or its :meth:`PointKey.label` (open loop)."""
+        return str(self.concurrency) if not self.key.open_loop else self.key.label()
 
 
 @dataclass
@@ -338,10 +349,9 @@ class RunDiff:
     quality_a: dict[str, Any] = field(default_factory=dict)
     quality_b: dict[str, Any] = field(default_factory=dict)
 
-    def flagged_points(self) -> set[PointTuple]:
-        """The (model, engine, input_len, output_len, concurrency) of every point flagged in A or B."""
-        return {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"])
-                for q in (self.quality_a, self.quality_b) for p in q.get("points") or []}
+    def flagged_points(self) -> set[PointKey]:
+        """The key of every point flagged in A or B."""
+        return {PointKey.of(p) for q in (self.quality_a, self.quality_b) for p in q.get("points") or []}
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form (the ``--json`` output); the headline is the first key."""
@@ -486,21 +496,21 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
 
 # -- the diff -------------------------------------------------------------------------------
 
-def _key(s: PointSummary) -> PointTuple:
-    return (s.model, s.engine, s.input_len, s.output_len, s.concurrency)
+def _key(s: PointSummary) -> PointKey:
+    """Points of two runs match by their whole key: workload, load pattern, concurrency (or cap) and rate."""
+    return s.key
 
 
-def _analysis_points(analysis: dict[str, Any]) -> dict[PointTuple, dict[str, Any]]:
-    return {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"]): p
-            for p in analysis.get("points", [])}
+def _analysis_points(analysis: dict[str, Any]) -> dict[PointKey, dict[str, Any]]:
+    return {PointKey.of(p): p for p in analysis.get("points", [])}
 
 
 def _analysis_models(analysis: dict[str, Any]) -> dict[Workload, dict[str, Any]]:
-    return {(m["model"], m["engine"], m["input_len"], m["output_len"]): m for m in analysis.get("models", [])}
+    return {workload_of(m): m for m in analysis.get("models", [])}
 
 
-def _point_dict(k: PointTuple) -> dict[str, Any]:
-    return dict(zip(("model", "engine", "input_len", "output_len", "concurrency"), k))
+def _point_dict(k: PointKey) -> dict[str, Any]:
+    return k.as_dict()
 
 
 def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
@@ -541,7 +551,8 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
             verdict = "~"
         else:
             verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
-        changes.append(MetricChange(*k, metric=spec.key, label=spec.label, unit=spec.unit,
+        changes.append(MetricChange(k.model, k.engine, k.input_len, k.output_len, k.concurrency,
+                                    load=k.load, rate_rps=k.rate_rps, metric=spec.key, label=spec.label, unit=spec.unit,
                                     higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
                                     p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,
                                     sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from pipeline.analysis import post_knee_words
 from pipeline.diff import METRICS, MetricChange, RunDiff, changes_of, relative_change
+from pipeline.records import PointKey
 from pipeline.texttable import text_table
 
 def format_value(v: Any, unit: str) -> str:
@@ -123,8 +124,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
-                       str(c.concurrency) + (" ⚠" if (c.model, c.engine, c.input_len, c.output_len, c.concurrency)
-                                             in flagged else ""),
+                       c.point + (" ⚠" if c.key in flagged else ""),
                        format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit), _sig(c, marks)]
                       for c in rows])
     if marks:
@@ -141,7 +141,8 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += ["", h(f"{name} ({len(pts)} point(s))")] + ([""] if md else [])
         if pts:
             out += table(["model", "engine", "in/out", "c"],
-                         [[p["model"], p["engine"], f"{p['input_len']}/{p['output_len']}", str(p["concurrency"])] for p in pts])
+                         [[p["model"], p["engine"], f"{p['input_len']}/{p['output_len']}",
+                           PointKey.of(p).label().removeprefix("c = ")] for p in pts])
         else:
             out.append("none")
     return "\n".join(out) + "\n"
@@ -158,7 +159,8 @@ def format_markdown(d: RunDiff) -> str:
 
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
-              "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note")
+              "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
+              "load", "rate_rps")  # an open-loop point (issue 10): its load pattern and rate; closed: "closed", empty
 
 
 def format_csv(d: RunDiff) -> str:
@@ -177,7 +179,7 @@ def format_csv(d: RunDiff) -> str:
                     "verdict": "changed" if m.changed else "same"})
     for scope, pts in (("only_a", d.only_in_a), ("only_b", d.only_in_b)):
         for p in pts:
-            w.writerow({"scope": scope, **p})
+            w.writerow({"scope": scope, "load": "closed", **p})
     return buf.getvalue()
 
 

@@ -18,6 +18,25 @@ Definitions (docs/definitions.md, "Terms and definitions"):
 - per-user throughput = 1 / median TPOT (tokens/s).
 Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).
 
+Open loop (``poisson`` / ``constant`` points):
+- send rate = (measured requests sent − 1) / (last measured send − first measured send): the
+  rate the client really offered (requests/s);
+- achieved rate = completed measured requests / measured window (requests/s, what vLLM calls
+  ``request_throughput``): it follows the offered rate below saturation and flattens at the
+  server's capacity above it;
+- schedule lag = the client's own lateness per request (``RequestRecord.lag_s``); the schedule
+  was kept when its p99 is at most :func:`schedule_lag_limit_s` (coordinated omission
+  otherwise: the server saw fewer, later requests than the schedule asked for).
+
+SLO and goodput (:func:`slo_goodput`, after vLLM's ``--goodput`` in
+``vllm/benchmarks/serve.py``): a request is good when it finished and each of its TTFT, TPOT
+and E2EL is at most the SLO's figure (a request with fewer than 2 tokens has TPOT 0, as vLLM
+counts it); goodput = good requests / measured time (requests/s) and their output tokens /
+measured time (tokens/s), the measured time being the sum of the repeats' windows.  A point
+meets the SLO when the p99 of each given latency over its finished requests is within the
+target and at most 1 % of its measured requests failed (a failed request counts as an
+infinitely slow one, so more than 1 % of them put the p99 itself out of reach).
+
 Failed and flagged work: a point counts its failed measured requests (``failed``,
 ``failure_rate`` = failed / measured) and, per flag of :mod:`pipeline.engines.tokencount`, the
 requests whose token count set evidence aside (``flags``), and how many requests took their
@@ -163,6 +182,85 @@ def _inverse(value: float) -> float | None:
     return 1.0 / value if value > 0 else None
 
 
+#: The lag (s) a client may run behind its schedule at p99 at any rate (timer and event-loop jitter).
+SCHEDULE_LAG_FLOOR_S = 0.01
+#: Share of the mean gap between sends the client may lag at p99 above the floor.
+SCHEDULE_LAG_SHARE = 0.1
+#: Share of failed requests above which a point's p99 cannot meet an SLO (failed = infinitely slow).
+SLO_MAX_FAILED = 0.01
+
+
+def schedule_lag_limit_s(rate_rps: float) -> float:
+    """Largest p99 client lag (s) at which a schedule at ``rate_rps`` counts as kept: max(10 ms, 0.1 / rate).
+
+    Derived: a send late by a tenth of the mean gap still leaves the arrivals in order and the
+    rate within the per-cent accuracy a sweep reports; below 10 ms the lag is the event loop's
+    timer granularity on a busy machine, not the client falling behind.
+    """
+    return max(SCHEDULE_LAG_FLOOR_S, SCHEDULE_LAG_SHARE / rate_rps)
+
+
+def send_rate(rep: RepeatRecord) -> float | None:
+    """(measured requests sent − 1) / (last measured send − first): the rate the client offered (requests/s); None under 2 sends."""
+    sends = sorted(r.sent_s for r in rep.requests if not r.warmup and not (r.error or "").startswith("not sent"))
+    if len(sends) < 2 or sends[-1] <= sends[0]:
+        return None
+    return (len(sends) - 1) / (sends[-1] - sends[0])
+
+
+def achieved_rate(rep: RepeatRecord) -> float | None:
+    """Completed measured requests / measured window (requests/s); None for an empty window."""
+    span = rep.window_end_s - rep.window_start_s
+    done = sum(1 for r in rep.requests if r.ok and not r.warmup)
+    return done / span if span > 0 else None
+
+
+def schedule_kept(lags_s: list[float], rate_rps: float) -> bool | None:
+    """Whether the client kept its schedule: p99 of ``lags_s`` ≤ :func:`schedule_lag_limit_s`; None without lags."""
+    if not lags_s:
+        return None
+    return bool(float(np.percentile(lags_s, 99)) <= schedule_lag_limit_s(rate_rps))
+
+
+def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str, Any]:
+    """SLO attainment and goodput of one point.
+
+    Args:
+        records: the point's records (warm-up requests are left out).
+        slo: ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms"}``, each a limit in ms or None (not checked).
+
+    Returns:
+        ``{**slo, "good": requests meeting every limit, "measured": measured requests,
+        "share_ok": good / measured, "goodput_rps": good / Σ windows (requests/s),
+        "goodput_tok_s": their output tokens / Σ windows (tokens/s),
+        "p99_ok": {metric: p99 within its limit}, "met": every p99 within its limit and at most
+        1 % failed}``; shares and rates are None when nothing was measured.  Source: vLLM's
+        goodput (``vllm/benchmarks/serve.py``, ``calculate_metrics``: a request is good when
+        every given latency is ≤ its limit; request goodput = good / duration).
+    """
+    limits = {m: slo.get(f"{m}_p99_ms") for m in ("ttft", "tpot", "e2el")}
+    measured = [r for rep in records.repeats for r in rep.requests if not r.warmup]
+    ok = [r for r in measured if r.ok]
+
+    def lat(r: RequestRecord) -> dict[str, float]:
+        return {"ttft": ttft_s(r), "tpot": tpot_s(r) or 0.0, "e2el": e2el_s(r)}
+
+    good = [r for r in ok if all(v is None or lat(r)[m] <= v / 1000.0 for m, v in limits.items())]
+    span = sum(max(rep.window_end_s - rep.window_start_s, 0.0) for rep in records.repeats)
+    p99_ok: dict[str, bool] = {}
+    for m, v in limits.items():
+        if v is not None:
+            vals = [lat(r)[m] for r in ok]
+            p99_ok[m] = bool(vals) and float(np.percentile(vals, 99)) <= v / 1000.0
+    failed_share = (len(measured) - len(ok)) / len(measured) if measured else None
+    return {**{f"{m}_p99_ms": v for m, v in limits.items()}, "good": len(good), "measured": len(measured),
+            "share_ok": len(good) / len(measured) if measured else None,
+            "goodput_rps": len(good) / span if span > 0 else None,
+            "goodput_tok_s": sum(r.output_tokens for r in good) / span if span > 0 else None,
+            "p99_ok": p99_ok,
+            "met": bool(measured) and failed_share is not None and failed_share <= SLO_MAX_FAILED and all(p99_ok.values())}
+
+
 def point_flags(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str, int]]:
     """({flag: requests with it}, {token count source: requests}) over measured requests (sorted keys).
 
@@ -181,8 +279,8 @@ def point_flags(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str
     return dict(sorted(flags.items())), dict(sorted(sources.items()))
 
 
-def summarize_point(records: PointRecords) -> PointSummary:
-    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded)."""
+def summarize_point(records: PointRecords, slo: dict[str, float | None] | None = None) -> PointSummary:
+    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its :func:`slo_goodput`."""
     key = records.point
     measured = [r for rep in records.repeats for r in rep.requests if not r.warmup]
     ok = [r for r in measured if r.ok]
@@ -202,7 +300,16 @@ def summarize_point(records: PointRecords) -> PointSummary:
         ttft_rep.append(float(np.median([ttft_s(r) for r in rep_ok])) if rep_ok else None)
     flags, sources = point_flags(measured)
     firsts = [r.first_content_s - r.sent_s for r in ok if r.first_content_s is not None]
+    open_loop = key.open_loop
+    lags = [r.lag_s for r in measured if r.lag_s is not None]
+    sends = [send_rate(rep) for rep in records.repeats] if open_loop else []
+    achieved = [achieved_rate(rep) for rep in records.repeats] if open_loop else []
     return PointSummary(
+        load=key.load, rate_rps=key.rate_rps, send_rate_rps=_med(sends) if open_loop else None,
+        achieved_rate_rps=_med(achieved) if open_loop else None,
+        schedule_lag_s=distribution(lags) if open_loop else None,
+        schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
+        slo=slo_goodput(records, slo) if slo else None,
         failure_rate=len(failed) / len(measured) if measured else None, flags=flags, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
@@ -229,6 +336,6 @@ def summarize_point(records: PointRecords) -> PointSummary:
         })
 
 
-def summarize_run(points: list[PointRecords]) -> list[PointSummary]:
-    """Summaries of every point, sorted by (model, engine, input_len, output_len, concurrency)."""
-    return [summarize_point(p) for p in sorted(points, key=lambda p: p.point)]
+def summarize_run(points: list[PointRecords], slo: dict[str, float | None] | None = None) -> list[PointSummary]:
+    """Summaries of every point in sweep order (``PointKey.sort_key``), each with its SLO check when ``slo`` is given."""
+    return [summarize_point(p, slo) for p in sorted(points, key=lambda p: p.point.sort_key())]

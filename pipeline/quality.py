@@ -119,8 +119,10 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         if v["outside_share"] is not None and v["outside_share"] > OUTSIDE_SHARE_LIMIT:
             busy.append({"model": p.get("model"), "concurrency": p.get("concurrency"), "outside_share": v["outside_share"]})
         if v["verdict"] == "flagged":
-            flagged.append({k: p.get(k) for k in ("model", "engine", "input_len", "output_len", "concurrency")}
-                           | {"verdict": "flagged", "reasons": v["reasons"]})
+            key = {k: p.get(k) for k in ("model", "engine", "input_len", "output_len", "concurrency")}
+            if p.get("load", "closed") != "closed":  # an open-loop point is known by its rate too (PointKey)
+                key |= {"load": p["load"], "rate_rps": p.get("rate_rps")}
+            flagged.append(key | {"verdict": "flagged", "reasons": v["reasons"]})
     if noisy:
         where = ", ".join(f"{n['model']} c = {n['concurrency']} ({n['spread']:.2f}×)" for n in noisy)
         reasons.append(f"repeats of a point disagree by more than {spread_limit:.2f}× (slowest vs fastest output "

@@ -11,34 +11,124 @@ importing a stage.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal, TypedDict
 
 import numpy as np
 
 
-@dataclass(frozen=True, order=True)
+#: How requests arrive at a point: ``closed`` keeps N in flight (the next is sent when one
+#: finishes); ``poisson`` and ``constant`` send at a rate, exponential or equal gaps, whatever
+#: the responses do (open loop), optionally capped at a maximum number in flight; ``gamma`` is
+#: vLLM's ``--burstiness`` ≠ 1 (gamma-distributed gaps of mean 1 / rate; imported only, the
+#: burstiness kept in the summary).
+LOAD_PATTERNS = ("closed", "poisson", "constant", "gamma")
+LoadPattern = Literal["closed", "poisson", "constant", "gamma"]
+
+
+@dataclass(frozen=True)
 class PointKey:
-    """One cell of a sweep: (model, engine, input length, output length, concurrency)."""
+    """One cell of a sweep, the one identity of a point everywhere (records, summaries, analysis, diff, pages).
+
+    Attributes:
+        model, engine: names as the run states them.
+        input_len / output_len: prompt and generated tokens per request.
+        concurrency: closed loop: the N requests kept in flight; open loop: the optional cap on
+            requests in flight (None = uncapped).
+        load: ``closed``, ``poisson`` or ``constant`` (:data:`LOAD_PATTERNS`).
+        rate_rps: open loop: the offered rate in requests/s; None for a closed-loop point.
+
+    Raises:
+        ValueError: an inconsistent key (a closed point without a concurrency or with a rate, an
+            open point without a finite positive rate): a bug of its maker, never user input,
+            which config and importers check before they build keys.
+    """
 
     model: str
     engine: str
     input_len: int
     output_len: int
-    concurrency: int
+    concurrency: int | None
+    load: str = "closed"
+    rate_rps: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.load not in LOAD_PATTERNS:
+            raise ValueError(f"PointKey.load {self.load!r} is not one of {LOAD_PATTERNS}")
+        if self.load == "closed":
+            if self.concurrency is None or self.rate_rps is not None:
+                raise ValueError("a closed-loop PointKey needs a concurrency and no rate")
+        elif self.rate_rps is None or not math.isfinite(self.rate_rps) or self.rate_rps <= 0:
+            raise ValueError(f"an open-loop PointKey needs a finite positive rate, got {self.rate_rps!r}")
+
+    @property
+    def open_loop(self) -> bool:
+        """True for ``poisson`` and ``constant`` points (sent at a rate, not as answers come back)."""
+        return self.load != "closed"
 
     @property
     def workload(self) -> tuple[str, str, int, int]:
         """(model, engine, input_len, output_len): the knee and ceiling are per workload."""
         return (self.model, self.engine, self.input_len, self.output_len)
 
+    def sort_key(self) -> tuple[Any, ...]:
+        """Sweep order: per workload, closed points by concurrency first, then open points by load, rate, cap."""
+        return (*self.workload, self.open_loop, self.load, self.rate_rps or 0.0,
+                -1 if self.concurrency is None else self.concurrency)
+
+    def __lt__(self, other: "PointKey") -> bool:
+        return self.sort_key() < other.sort_key()
+
     def slug(self) -> str:
-        """File-name stem, e.g. ``transformers-in64-out32-c8``."""
-        return f"{self.engine}-in{self.input_len}-out{self.output_len}-c{self.concurrency}"
+        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open, capped)."""
+        stem = f"{self.engine}-in{self.input_len}-out{self.output_len}"
+        if not self.open_loop:
+            return f"{stem}-c{self.concurrency}"
+        cap = f"-c{self.concurrency}" if self.concurrency is not None else ""
+        return f"{stem}-{self.load}-r{self.rate_rps:g}{cap}"
+
+    def label(self) -> str:
+        """Short human form: ``c = 8`` (closed) or ``poisson 2.5 req/s`` (open, ``, cap 16`` when capped)."""
+        if not self.open_loop:
+            return f"c = {self.concurrency}"
+        cap = f", cap {self.concurrency}" if self.concurrency is not None else ""
+        return f"{self.load} {self.rate_rps:g} req/s{cap}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form."""
-        return asdict(self)
+        """Plain-JSON form; a closed-loop key has exactly the five fields it always had (stored files unchanged)."""
+        d = asdict(self)
+        if not self.open_loop:
+            del d["load"], d["rate_rps"]
+        return d
+
+    @classmethod
+    def of(cls, data: Any) -> "PointKey":
+        """The key of a point given as a mapping (a stored summary, an analysis point, a ``show`` row) or an
+        object with the same attributes (:class:`PointSummary`); ``load`` absent = closed.
+
+        Raises:
+            KeyError / AttributeError: a field is missing; ValueError: inconsistent (see the class).
+        """
+        get = data.__getitem__ if isinstance(data, dict) else (lambda k: getattr(data, k))
+        opt = (lambda k, d: data.get(k, d)) if isinstance(data, dict) else (lambda k, d: getattr(data, k, d))
+        return cls(get("model"), get("engine"), get("input_len"), get("output_len"), get("concurrency"),
+                   opt("load", "closed") or "closed", opt("rate_rps", None))
+
+
+Workload = tuple[str, str, int, int]
+
+
+def workload_of(data: Any) -> Workload:
+    """(model, engine, input_len, output_len) of a point, a summary, an analysis point or model (mapping or object):
+    the workload a knee, a ceiling and a rate sweep belong to (:attr:`PointKey.workload`).
+
+    Raises:
+        KeyError / AttributeError: a field is missing.
+    """
+    if isinstance(data, dict):
+        return (data["model"], data["engine"], data["input_len"], data["output_len"])
+    return (data.model, data.engine, data.input_len, data.output_len)
 
 
 @dataclass
@@ -68,6 +158,10 @@ class RequestRecord:
         token_count_reason: one line: why that source.
         token_count_flags: evidence set aside (keys of ``tokencount.FLAG_TEXT``); a request with
             any is flagged.
+        scheduled_s: open loop only: when the schedule said to send it (``queued_s`` is the same
+            time, so client queueing behind a concurrency cap counts as queueing).
+        lag_s: open loop only: the client's own lateness, send time − the time it could have gone
+            out (the later of ``scheduled_s`` and a free slot under the cap), s.
     """
 
     request_id: int
@@ -86,6 +180,8 @@ class RequestRecord:
     token_count_source: str | None = None
     token_count_reason: str | None = None
     token_count_flags: list[str] = field(default_factory=list)
+    scheduled_s: float | None = None
+    lag_s: float | None = None
 
     @property
     def streamed_tokens(self) -> int:
@@ -195,6 +291,18 @@ class PointSummary:
     independent sample there.  ``interference`` is the outside load while the point ran
     (:func:`pipeline.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
     for imported points and points measured before it was kept).
+
+    Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then the cap or None):
+    ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
+    requests were really sent at and ``achieved_rate_rps`` the rate they completed at (medians
+    over repeats; ``metrics.send_rate``, ``metrics.achieved_rate``),
+    ``schedule_lag_s`` the client's lag behind the schedule (send time − scheduled time, s) and
+    ``schedule_kept`` whether the client kept the schedule (``metrics.schedule_kept``):
+    when False, requests went out late and the latencies miss the waiting the schedule would
+    have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
+    ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
+    "goodput_tok_s", "p99_ok"}`` (``metrics.slo_goodput``).  ``burstiness``: an imported vLLM
+    run's ``--burstiness`` (1 = Poisson).  All None for closed points.
     """
 
     model: str
@@ -222,6 +330,19 @@ class PointSummary:
     time_to_first_content_s: Distribution | None = None
     server: dict[str, float | None] | None = None
     interference: dict[str, Any] | None = None
+    load: str = "closed"
+    rate_rps: float | None = None
+    send_rate_rps: float | None = None
+    achieved_rate_rps: float | None = None
+    schedule_lag_s: Distribution | None = None
+    schedule_kept: bool | None = None
+    slo: dict[str, Any] | None = None
+    burstiness: float | None = None
+
+    @property
+    def key(self) -> PointKey:
+        """This point's :class:`PointKey` (the identity diff, show and pages match points by)."""
+        return PointKey.of(self)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form (what ``dataclasses.asdict`` gives, copied without its per-value ``deepcopy``)."""

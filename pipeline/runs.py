@@ -400,7 +400,7 @@ def load_point(path: Path) -> PointRecords:
 def load_points(run_dir: Path) -> list[PointRecords]:
     """Every point record file of a run, sorted by point key."""
     files = sorted((run_dir / "points").glob("*/*.json"))
-    return sorted((load_point(f) for f in files), key=lambda r: r.point)
+    return sorted((load_point(f) for f in files), key=lambda r: r.point.sort_key())
 
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:

@@ -21,7 +21,7 @@ exactly what was stored.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -88,7 +88,12 @@ class AnalysisFile(StoredFile):
 
 
 class PointKeyModel(BaseModel):
-    """The ``point`` of a record file: (model, engine, input length, output length, concurrency)."""
+    """The ``point`` of a record file: (model, engine, input length, output length, concurrency[, load, rate_rps]).
+
+    ``load`` and ``rate_rps`` appear only on open-loop points (``records.PointKey.as_dict``); a
+    file without them is a closed-loop point, so the files written before open loop existed read
+    unchanged, at the same version.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -96,7 +101,9 @@ class PointKeyModel(BaseModel):
     engine: str
     input_len: int
     output_len: int
-    concurrency: int
+    concurrency: int | None
+    load: Literal["closed", "poisson", "constant", "gamma"] = "closed"
+    rate_rps: float | None = None
 
 
 def _point_records_update_to_2(data: dict[str, Any]) -> dict[str, Any]:

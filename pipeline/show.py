@@ -12,6 +12,11 @@ computed from the summaries when an older analysis.json lacks them).
 Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
 model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
 else null; computed from the figures when an older analysis.json lacks it), and the table says so.
+Open loop (issue 10): every point carries ``load`` (``closed``, ``poisson``, ``constant``,
+``gamma``) and, for a rate point, ``rate_rps`` (offered), ``send_rate_rps``, ``achieved_rate_rps``,
+``schedule_lag_s``, ``schedule_kept``, ``burstiness`` and ``slo`` (its concurrency is the cap or
+null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.analysis.rate_sweep`)
+and ``slo_concurrency``, null where the run has none.
 Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`), and
 every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
 spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
@@ -27,6 +32,7 @@ from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
 from pipeline.quality import point_verdict, run_quality
+from pipeline.records import PointKey, workload_of
 from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -35,7 +41,10 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "flagged_concurrency",
-                "post_knee_cause", "server_limits", "implausible")
+                "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency")
+#: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
+OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "achieved_rate_rps", "schedule_lag_s", "schedule_kept",
+                    "burstiness", "slo")
 
 
 #: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools
@@ -46,12 +55,12 @@ CONTRACT_NAMES = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed"}
 
 def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
     """Assemble the ``show --json`` document from ``run.json``, summaries and analysis (dicts)."""
-    extra = {(p["model"], p["engine"], p["input_len"], p["output_len"], p["concurrency"]): p
-             for p in analysis.get("points", [])}
+    extra = {PointKey.of(p): p for p in analysis.get("points", [])}
     points = []
     for s in summaries:
         row = {k: s.get(k) for k in POINT_FIELDS}
-        a = extra.get((s["model"], s["engine"], s["input_len"], s["output_len"], s["concurrency"]), {})
+        row.update({k: s.get(k, "closed" if k == "load" else None) for k in OPEN_LOOP_FIELDS})
+        a = extra.get(PointKey.of(s), {})
         row["mbu"] = a.get("mbu")
         row["mfu"] = a.get("mfu")
         row["regime"] = a.get("regime")
@@ -73,12 +82,11 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         "source": meta.get("source", "measured"),
         "hardware": {k: analysis.get("hardware", {}).get(CONTRACT_NAMES.get(k, k)) for k in HARDWARE_FIELDS},
         "points": points,
-        "models": [{**{k: m.get(k, [] if k.endswith("_concurrency") and k != "knee_concurrency" else None)
+        "models": [{**{k: m.get(k, [] if k in ("excluded_concurrency", "flagged_concurrency") else None)
                        for k in MODEL_FIELDS},
                     "implausible": m.get("implausible") or implausible_model(m, [
                         a for a in analysis.get("points", [])
-                        if (a["model"], a["engine"], a["input_len"], a["output_len"])
-                        == (m["model"], m["engine"], m["input_len"], m["output_len"])]),
+                        if workload_of(a) == workload_of(m)]),
                     **knee_uncertainty_of(m, summaries, analysis.get("points", []))}
                    for m in analysis.get("models", [])],
     }
@@ -115,7 +123,7 @@ def format_table(doc: dict[str, Any]) -> str:
                       "(resume it with `batchmark sweep --resume`)"]
     def fmt(v, scale=1.0, spec="{:.1f}"):
         return spec.format(v * scale) if v is not None else "-"
-    rows = [[p["model"], str(p["concurrency"]), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
+    rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p50"), 1e3),
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
@@ -125,6 +133,8 @@ def format_table(doc: dict[str, Any]) -> str:
                          "regime; flags"], rows, align="lrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
+        if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
+            continue  # measured at rates only: no concurrency grid, no knee to report (its rate sweep follows)
         ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"
         past = ""
         if m["knee_concurrency"]:
@@ -137,9 +147,27 @@ def format_table(doc: dict[str, Any]) -> str:
                      + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
                         if m.get("excluded_concurrency") else "")
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
+    for m in doc["models"]:
+        for rs in m.get("rate_sweeps") or []:
+            sat = rs.get("saturation_rate_rps")
+            slo = rs.get("slo") or {}
+            lines.append(f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
+                         + (f"saturated from {sat:g} req/s offered" if sat else "achieved followed offered at every rate")
+                         + (f", at most {rs['max_achieved_rps']:.2f} req/s achieved" if rs.get("max_achieved_rps") else "")
+                         + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
+                            ("; SLO missed at every rate" if rs.get("slo") else "")))
     if any(p.get("implausible") for p in doc["points"]):
         lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
     return "\n".join(lines)
+
+
+def _point_label(p: dict[str, Any]) -> str:
+    """The table's point column: the concurrency (closed loop), or ``poisson 2.4/s ≤64`` (open loop, cap after ≤)."""
+    if p.get("load", "closed") == "closed":
+        return str(p["concurrency"])
+    cap = f" ≤{p['concurrency']}" if p.get("concurrency") else ""
+    late = " LATE" if p.get("schedule_kept") is False else ""
+    return f"{p['load']} {p['rate_rps']:g}/s{cap}{late}"
 
 
 def point_note(p: dict[str, Any]) -> str:

@@ -25,6 +25,12 @@ from pipeline.runs import (RunResults, atomic_write_json, load_model_cards, load
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 
+def slo_of(meta: dict[str, Any]) -> dict[str, float | None] | None:
+    """The SLO of a run's config (``run.json`` ``config.slo``: ms limits), None when it has none."""
+    slo = (meta.get("config") or {}).get("slo")
+    return dict(slo) if isinstance(slo, dict) else None
+
+
 def write_summaries(run_dir: Path) -> Path:
     """Metrics stage: summarise every stored point into ``summaries.json``.
 
@@ -39,7 +45,7 @@ def write_summaries(run_dir: Path) -> Path:
         return out
     if meta.get("status") != "complete":
         raise BatchmarkError(f"{run_dir}: run is incomplete; finish the sweep first")
-    summaries = summarize_run(load_points(run_dir))
+    summaries = summarize_run(load_points(run_dir), slo_of(meta))
     atomic_write_json(out, stamped(SummariesFile, {"run_id": run_dir.name, "points": [s.as_dict() for s in summaries]}))
     return out
 
@@ -94,7 +100,7 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
     elif str(meta.get("source", "measured")).startswith("imported:"):
         raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
     else:
-        summaries = summarize_run(load_points(run_dir))
+        summaries = summarize_run(load_points(run_dir), slo_of(meta))
     if (run_dir / "analysis.json").is_file():
         analysis = read_analysis(run_dir)
     else:

@@ -1,4 +1,10 @@
-"""The sweep stage: for each model, walk the concurrency grid, measure each point, store its records.
+"""The sweep stage: for each model, walk the concurrency grid, then the open-loop rates, measure each point, store its records.
+
+Open loop (``open_loop`` in the config): after the model's concurrency grid, each rate of
+``open_loop.rates`` is measured as a ``poisson``/``constant`` point (:func:`open_rates` places
+them for ``auto``); with an ``slo`` and ``open_loop.bisect_steps``, extra rates are measured by
+bisection between the last rate that met the SLO and the first that did not
+(:func:`bisect_rate`).
 
 Resumable: points already stored in the run folder are not measured again.  Escalation
 stops for a model once ``stop_after_weak_doublings`` doublings in a row each gained less
@@ -17,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline import __version__, paths, runs
-from pipeline.analysis import doubling_gains
+from pipeline.analysis import doubling_gains, slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
@@ -52,6 +58,46 @@ def _driver() -> str | None:
         return res.stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def open_rates(closed: list[tuple[int, float]], output_len: int, n: int, overshoot: float = 1.25) -> list[float]:
+    """The ``auto`` rates (requests/s): ``n`` rates evenly spaced from the single-stream request rate to
+    ``overshoot`` × the peak request throughput of the closed-loop grid, rounded to 3 significant digits.
+
+    ``closed`` is ``[(concurrency, output tokens/s), ...]``; a closed-loop point serves
+    ``tokens/s ÷ output_len`` requests/s (every request generates ``output_len`` tokens).  The low
+    end is the rate at the smallest concurrency measured (GuideLLM's synchronous rate), the high end
+    past the saturation throughput so the flattening of the achieved rate shows (GuideLLM's sweep
+    places its rates between the synchronous and the throughput rate).
+
+    Raises:
+        BatchmarkError: no closed-loop point measured a throughput (nothing to place rates by).
+    """
+    from pipeline.errors import BatchmarkError
+
+    pts = sorted((c, t) for c, t in closed if t and t > 0)
+    if not pts:
+        raise BatchmarkError("open_loop.rates: auto needs a closed-loop throughput, and no point of the grid measured one")
+    low = pts[0][1] / output_len
+    high = overshoot * max(t for _, t in pts) / output_len
+    if high <= low:
+        high = 2 * low
+    out = [low + (high - low) * i / (n - 1) for i in range(n)]
+    return sorted({float(f"{r:.3g}") for r in out})
+
+
+def bisect_rate(results: dict[float, bool | None]) -> float | None:
+    """The next rate to measure between the highest rate that met the SLO and the first that did not, or None.
+
+    ``results`` maps measured rates to SLO verdicts; the midpoint is rounded to 3 significant digits
+    and None is returned when it is already measured (the bracket is as narrow as rounding allows)
+    or no bracket exists (every rate passed, or the lowest failed).
+    """
+    lim = slo_limit(sorted(results.items()))
+    if lim["max_ok"] is None or lim["first_failing"] is None:
+        return None
+    mid = float(f"{(lim['max_ok'] + lim['first_failing']) / 2:.3g}")
+    return None if mid in results else mid
 
 
 def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> int:
@@ -183,6 +229,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     stops: dict[str, str] = dict(meta.get("stopped", {}))
     # counted from the summaries the loop computes anyway; kept in run.json for the CLI's exit status
     failures = {"points": 0, "with_failures": 0, "empty": 0}
+    slo = cfg.slo.model_dump() if cfg.slo else None
     total = len(cfg.models) * len(cfg.concurrency)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
     try:
@@ -195,35 +242,24 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 bar.set_description(f"{spec.name} c={key.concurrency}")
                 bar.set_postfix_str("")
                 if runs.has_point(run_dir, key):
-                    summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)))
+                    summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
                 else:
                     if cfg.stop_after_weak_doublings and weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
                     if not loaded:
-                        try:
-                            card = engine.load(spec)
-                        finally:  # a served engine's provenance gains the model's server (command, version, log)
-                            record_engine(run_dir, engine.provenance())
-                        if card:
-                            runs.write_model_card(run_dir, card)
-                        loaded = True
+                        loaded = _load(engine, spec, run_dir)
                     ok, why = engine.fits(key)
                     if not ok:
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
                     try:
-                        with InterferenceMeter() as meter:  # outside load while the point runs (issue 13)
-                            records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+                        records = _measure(cfg, engine, key)
                     except PointDoesNotFit as exc:
                         stops[spec.name] = f"memory: {exc}"
                         break
-                    # an endpoint already running (engine "openai") is no process of ours: a server on this
-                    # machine counts as outside load there, so its points are not judged by it (quality.py)
-                    records.meta["interference"] = (None if meter.result is None else
-                                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
                     runs.write_point(run_dir, records)
-                    summ = summarize_point(records)
+                    summ = summarize_point(records, slo)
                 failures["points"] += 1
                 failures["with_failures"] += bool(summ.failed)
                 failures["empty"] += summ.completed == 0
@@ -233,6 +269,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 bar.update(1)
                 done += 1
             bar.update(len(keys) - done)  # points skipped past a stop
+            if cfg.open_loop is not None and spec.name not in stops:
+                loaded = _rate_sweep(cfg, spec, engine, run_dir, curve, loaded, stops, failures, log) or loaded
             if spec.name in stops:
                 log(f"{spec.name}: stopped escalating ({stops[spec.name]})")
             if loaded:
@@ -248,6 +286,66 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     if verdict:
         log(f"warning: {verdict}")
     return run_dir
+
+
+def _load(engine, spec, run_dir: Path) -> bool:
+    """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
+    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded)."""
+    try:
+        card = engine.load(spec)
+    finally:
+        record_engine(run_dir, engine.provenance())
+    if card:
+        runs.write_model_card(run_dir, card)
+    return True
+
+
+def _measure(cfg: SweepConfig, engine, key: PointKey):
+    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13)."""
+    with InterferenceMeter() as meter:
+        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+    # an endpoint already running (engine "openai") is no process of ours: a server on this
+    # machine counts as outside load there, so its points are not judged by it (quality.py)
+    records.meta["interference"] = (None if meter.result is None else
+                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
+    return records
+
+
+def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple[int, float]], loaded: bool,
+                stops: dict[str, str], failures: dict[str, int], log: Callable[[str], None]) -> bool:
+    """Measure one model's open-loop rates (and the SLO bisection); returns whether the model is loaded."""
+    ol = cfg.open_loop
+    slo = cfg.slo.model_dump() if cfg.slo else None
+    rates = list(ol.rates) if ol.rates != "auto" else open_rates(curve, cfg.output_len, ol.auto_rates)
+    log(f"{spec.name}: open loop ({ol.load}) at {', '.join(f'{r:g}' for r in rates)} requests/s")
+    verdicts: dict[float, bool | None] = {}
+    extra = ol.bisect_steps if slo else 0
+    while rates:
+        rate = rates.pop(0)
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, ol.max_concurrency, ol.load, rate)
+        if runs.has_point(run_dir, key):
+            summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
+        else:
+            if not loaded:
+                loaded = _load(engine, spec, run_dir)
+            ok, why = engine.fits(key)
+            if not ok:
+                stops[spec.name] = f"{key.label()} not run: {why}"
+                return loaded
+            records = _measure(cfg, engine, key)
+            runs.write_point(run_dir, records)
+            summ = summarize_point(records, slo)
+        failures["points"] += 1
+        failures["with_failures"] += bool(summ.failed)
+        failures["empty"] += summ.completed == 0
+        verdicts[rate] = (summ.slo or {}).get("met")
+        if not rates and extra:
+            nxt = bisect_rate(verdicts)
+            if nxt is not None:
+                extra -= 1
+                rates.append(nxt)
+                log(f"{spec.name}: SLO bisection at {nxt:g} requests/s")
+    return loaded
 
 
 def failure_verdict(points: int, with_failures: int, empty: int, run_id: str) -> str | None:

@@ -141,6 +141,7 @@ class RawStream:
     reasoning together), whether it carried visible content, and the ``completion_tokens``
     the chunk reported (None when it reported none).  ``completion_tokens`` is the last
     usage of the stream; ``reasoning_tokens`` its ``completion_tokens_details.reasoning_tokens``.
+    ``scheduled_s`` / ``lag_s``: open loop only, set by the scheduler (see ``RequestRecord``).
     """
 
     request_id: int
@@ -159,6 +160,8 @@ class RawStream:
     done_seen: bool = False
     final_usage_seen: bool = False
     error: str | None = None
+    scheduled_s: float | None = None
+    lag_s: float | None = None
 
 
 def _delta_text(choice: dict[str, Any]) -> tuple[str, str]:
@@ -335,7 +338,8 @@ def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None, max_t
         chunks=chunks, input_tokens=raw.prompt_tokens if raw.prompt_tokens is not None else input_len,
         output_tokens=int(dec.output_tokens or 0), usage_reported=usage_reported, error=error, warmup=raw.warmup,
         first_content_s=first_content, hidden_tokens=dec.hidden_tokens, token_count_source=dec.source,
-        token_count_reason=dec.reason or None, token_count_flags=list(dec.flags))
+        token_count_reason=dec.reason or None, token_count_flags=list(dec.flags),
+        scheduled_s=raw.scheduled_s, lag_s=raw.lag_s)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,7 +1,22 @@
-"""The closed-loop scheduler of the served engines: N requests in flight, warm-up, cool-down, the measured window.
+"""When the served engines send: the closed loop (N in flight), the open loop (a Poisson or constant schedule), the measured window.
 
 Sends through :mod:`pipeline.engines.client` and decides only when: which request goes out
-next, when a repeat is aborted, which span of time is measured.
+next, when a repeat is aborted, which span of time is measured — as GuideLLM keeps its
+scheduling strategies (``scheduler/strategies.py``: synchronous, concurrent, throughput,
+constant, Poisson) apart from its backends.
+
+- ``closed`` (:func:`closed_loop`): exactly N requests in flight; the next goes out when one
+  finishes, so the load adapts to the server.
+- ``poisson`` / ``constant`` (:func:`open_loop`): send times follow a schedule fixed before the
+  repeat (:func:`schedule_gaps`, seeded), never the responses: exponential gaps of mean
+  1 / rate (Poisson arrivals, as ``vllm bench serve --request-rate R`` with burstiness 1) or
+  equal gaps of 1 / rate.  An optional cap bounds the requests in flight; a request due while
+  the cap is full waits in the client's queue (its ``queued_s`` stays the scheduled time, so
+  "TTFT including client queueing" counts that wait).  Each request records its scheduled
+  time (``scheduled_s``) and the client's own lag behind it (``lag_s``: send time − the time
+  it could have gone out, the later of its scheduled time and a free slot); a client that
+  falls behind its schedule under-loads the server and hides the waiting it should have
+  measured (coordinated omission), which :func:`pipeline.metrics.schedule_kept` reports.
 
 Shape of one repeat (docs/definitions.md, "output throughput", served engines):
 
@@ -11,9 +26,12 @@ The measured window is first measured send → last measured completion.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import numpy as np
 
 from pipeline.engines.client import RawStream, Target, stream_one
 from pipeline.records import RequestRecord
@@ -22,6 +40,20 @@ from pipeline.records import RequestRecord
 def default_requests(concurrency: int, per_slot: int = 4, minimum: int = 32) -> int:
     """Measured requests per repeat by default: ``max(per_slot·N, minimum)`` (``max(4·N, 32)``)."""
     return max(per_slot * concurrency, minimum)
+
+
+#: Seconds of arrivals an open-loop repeat measures by default.
+OPEN_LOOP_SECONDS = 10.0
+
+
+def default_open_requests(rate_rps: float, minimum: int = 32, seconds: float = OPEN_LOOP_SECONDS) -> int:
+    """Measured requests per open-loop repeat by default: ``max(⌈seconds · rate⌉, minimum)`` (ten seconds of arrivals).
+
+    Derived: a rate estimated from n Poisson arrivals has a relative standard error of 1 / √n,
+    so 32 requests give ±18 % and 100 give ±10 %; ten seconds of arrivals keep a slow point short
+    and give a fast one hundreds of samples for its p99.
+    """
+    return max(math.ceil(seconds * rate_rps), minimum)
 
 
 @dataclass
@@ -65,14 +97,6 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
             state["aborted"] = reason
         stop.set()
 
-    def count(raw: RawStream) -> None:
-        if raw.error is None:
-            state["fails_in_row"] = 0
-            return
-        state["fails_in_row"] += 1
-        if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
-            abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
-
     async def slot() -> None:
         while not all_measured.is_set():
             if should_abort is not None and state["aborted"] is None:
@@ -86,11 +110,7 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
                 streams.append(raw)
                 await stream_one(session, target, bodies[i], raw, t0, headers)
-                count(raw)
-                if not raw.warmup:
-                    state["measured_done"] += 1
-                    if state["measured_done"] >= n_measured:
-                        all_measured.set()
+                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
@@ -116,13 +136,162 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     for t in (waiter, stopper, guard):
         if t is not None:
             t.cancel()
-    if stop.is_set():  # requests cut off by the abort failed: they never finished
-        for raw in streams:
-            if raw.error is None and not raw.done_seen:
-                raw.error = f"cancelled: {state['aborted']}"
     for t in tasks:  # a bug inside a slot must not pass silently
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()
+    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0)
+
+
+def schedule_gaps(load: str, rate_rps: float, seed: int) -> Iterator[float]:
+    """Endless gaps (s) between successive sends of an open-loop schedule at ``rate_rps`` requests/s.
+
+    ``constant``: every gap is 1 / rate.  ``poisson``: independent exponential gaps of mean
+    1 / rate from ``numpy.random.default_rng(seed)`` (a Poisson process; the same seed gives the
+    same schedule), as vLLM's ``get_request`` draws them with burstiness 1.
+
+    Raises:
+        ValueError: ``load`` is not ``poisson``/``constant``, or the rate is not finite and positive (a bug:
+            config and keys check both).
+    """
+    if not (math.isfinite(rate_rps) and rate_rps > 0):
+        raise ValueError(f"rate_rps must be finite and positive, got {rate_rps!r}")
+    mean = 1.0 / rate_rps
+    if load == "constant":
+        while True:
+            yield mean
+    if load != "poisson":
+        raise ValueError(f"no open-loop schedule {load!r}")
+    rng = np.random.default_rng(seed)
+    while True:
+        yield from (float(g) for g in rng.exponential(mean, 256))
+
+
+async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str, rate_rps: float,
+                    max_concurrency: int | None, n_warmup: int, t0: float, seed: int,
+                    should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
+                    deadline_s: float | None = None, deadline_reason: str | None = None) -> LoopResult:
+    """Send ``bodies`` on a ``load`` schedule at ``rate_rps`` (times in s since ``t0``), at most ``max_concurrency`` in flight.
+
+    The first request goes out at once, each next one a gap (:func:`schedule_gaps`) after the
+    previous one's scheduled time, whatever the responses do; a late dispatcher catches up at
+    once (so the mean rate holds) and the lateness is recorded per request (``lag_s``).
+    ``bodies[:n_warmup]`` are warm-up (part of the arrival process, left out of the metrics);
+    after the last body the schedule goes on with cool-down requests (re-using bodies from the
+    start) until every measured request has finished, so the last measured ones meet the same
+    load as the first; those are then cancelled and dropped.  Aborts (``should_abort``,
+    ``max_consecutive_failures``, ``deadline_s``) work as in :func:`closed_loop`.
+    """
+    headers = target.headers()
+    n_total = len(bodies)
+    n_measured = n_total - n_warmup
+    streams: list[RawStream] = []
+    state: dict[str, Any] = {"measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
+    all_measured = asyncio.Event()
+    stop = asyncio.Event()
+    if n_measured <= 0:
+        all_measured.set()
+    perf = time.perf_counter
+    slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
+    tasks: set[asyncio.Task] = set()
+
+    def abort(reason: str) -> None:
+        if state["aborted"] is None:
+            state["aborted"] = reason
+        stop.set()
+
+    async def one(i: int, scheduled_s: float) -> None:
+        ready_s = scheduled_s
+        if slots is not None:
+            waited = slots.locked()
+            await slots.acquire()  # outside the try: a task cancelled while waiting holds no slot
+            if waited:
+                ready_s = perf() - t0
+        try:
+            sent = perf() - t0
+            if i < n_total:
+                raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=scheduled_s, sent_s=sent,
+                                scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
+                streams.append(raw)
+                await stream_one(session, target, bodies[i], raw, t0, headers)
+                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
+            else:
+                state["cooldown"] += 1
+                cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)
+                await stream_one(session, target, bodies[(i - n_total) % n_total], cool, t0, headers)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    bugs: list[BaseException] = []
+
+    def settle(task: asyncio.Task) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            bugs.append(task.exception())  # a bug inside a request task must not pass silently
+            stop.set()
+
+    async def dispatch() -> None:
+        start = perf() - t0
+        due = start
+        for i, gap in enumerate(schedule_gaps(load, rate_rps, seed)):
+            # always await: a dispatcher behind its schedule must still let the requests it made run
+            await asyncio.sleep(max(due - (perf() - t0), 0.0))
+            if should_abort is not None and state["aborted"] is None and (reason := should_abort()):
+                abort(reason)
+            if stop.is_set() or all_measured.is_set():
+                return
+            task = asyncio.create_task(one(i, due))
+            tasks.add(task)
+            task.add_done_callback(settle)
+            due += gap
+
+    async def watchdog() -> None:
+        await asyncio.sleep(deadline_s)
+        abort(deadline_reason or f"deadline of {deadline_s:g} s passed")
+
+    dispatcher = asyncio.create_task(dispatch())
+    waiter = asyncio.create_task(all_measured.wait())
+    stopper = asyncio.create_task(stop.wait())
+    guard = asyncio.create_task(watchdog()) if deadline_s is not None else None
+    await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    dispatcher.cancel()
+    running = list(tasks)
+    for t in running:
+        t.cancel()
+    await asyncio.gather(dispatcher, *running, return_exceptions=True)
+    for t in (waiter, stopper, guard):
+        if t is not None:
+            t.cancel()
+    if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception() is not None:
+        bugs.append(dispatcher.exception())
+    if bugs:
+        raise bugs[0]
+    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0)
+
+
+def _settle(raw: RawStream, state: dict[str, Any], n_measured: int, all_measured: asyncio.Event,
+            abort: Callable[[str], None], max_consecutive_failures: int) -> None:
+    """Count a finished request: failures in a row (abort after ``max_consecutive_failures``, 0 = never) and
+    measured requests done (``all_measured`` set after the last)."""
+    if raw.error is None:
+        state["fails_in_row"] = 0
+    else:
+        state["fails_in_row"] += 1
+        if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
+            abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
+    if not raw.warmup:
+        state["measured_done"] += 1
+        if state["measured_done"] >= n_measured:
+            all_measured.set()
+
+
+def _finish(streams: list[RawStream], state: dict[str, Any], stopped: bool, n_warmup: int, n_total: int,
+            perf: Callable[[], float], t0: float) -> LoopResult:
+    """Close a repeat: requests cut off by an abort failed, unsent measured ones are recorded as not sent."""
+    if stopped:
+        for raw in streams:
+            if raw.error is None and not raw.done_seen:
+                raw.error = f"cancelled: {state['aborted']}"
     if state["aborted"] is not None:
         sent = {s.request_id for s in streams}
         for i in range(n_warmup, n_total):

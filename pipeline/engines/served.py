@@ -201,16 +201,25 @@ class ServedEngine:
         self.features = None
 
     def measure(self, key: PointKey, repeats: int, warmup: bool, seed: int) -> PointRecords:
-        """Measure one point: ``repeats`` closed-loop repeats of warm-up + measured requests.
+        """Measure one point: ``repeats`` repeats of warm-up + measured requests, closed or open loop as ``key.load`` says.
 
-        Times are seconds since the point's start; see :mod:`pipeline.engines.scheduler`.
+        Times are seconds since the point's start; see :mod:`pipeline.engines.scheduler`.  An
+        open-loop point sends by default about ten seconds of arrivals
+        (:func:`scheduler.default_open_requests`) after one second of warm-up arrivals; each
+        repeat's schedule is seeded from the point's seed and the repeat.
         """
         if self.spec is None or self.features is None:
             raise RuntimeError("load() a model before measure()")
-        n = key.concurrency
-        n_meas = self.opts.requests_per_point or scheduler.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
-        n_warm = n if warmup else 0
-        point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
+        if key.open_loop:
+            n_meas = self.opts.requests_per_point or scheduler.default_open_requests(key.rate_rps, self.opts.min_requests)
+            n_warm = min(max(round(key.rate_rps), 1), n_meas) if warmup else 0  # one second of arrivals
+            point_seed = (seed * 1_000_003 + (key.concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
+                          + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
+        else:
+            n = key.concurrency
+            n_meas = self.opts.requests_per_point or scheduler.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
+            n_warm = n if warmup else 0
+            point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
         prompts, inexact = make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
         target = self._target()
         bodies = [client.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
@@ -255,17 +264,23 @@ class ServedEngine:
         murl = self._metrics_url()
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with client.make_session(key.concurrency) as session:
+        async with client.make_session(key.concurrency or 0) as session:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
                 during: dict[str, float] = {}
                 sampler = asyncio.create_task(self._sampler(session, murl, during)) if before is not None else None
                 try:
-                    res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
-                                                    n_warm, t0, self._should_abort,
-                                                    self.opts.max_consecutive_failures, left,
-                                                    f"point deadline of {self.opts.point_timeout_s or 0:g} s passed")
+                    reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
+                    if key.open_loop:
+                        res = await scheduler.open_loop(session, target, bodies[r * per:(r + 1) * per], key.load,
+                                                        key.rate_rps, key.concurrency, n_warm, t0, meta["seed"] + r,
+                                                        self._should_abort, self.opts.max_consecutive_failures, left,
+                                                        reason)
+                    else:
+                        res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
+                                                          n_warm, t0, self._should_abort,
+                                                          self.opts.max_consecutive_failures, left, reason)
                 finally:
                     if sampler:
                         sampler.cancel()

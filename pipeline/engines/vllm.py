@@ -208,7 +208,7 @@ class VLLMEngine(ServedEngine):
         values = {"model": spec.path or spec.served_name, "served_name": spec.served_name or spec.path,
                   "host": self.opts.host, "port": port, "seed": self.cfg.seed,
                   "python": str(serverenv.resolve(self.opts.python)),
-                  "max_num_seqs": self.opts.max_num_seqs or max(self.cfg.concurrency),
+                  "max_num_seqs": self.opts.max_num_seqs or self.cfg.max_in_flight() or 256,
                   "gpu_memory_utilization": self.gpu_memory_utilization,
                   "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
         return format_command(self.opts.command, values, self.opts.extra_args)

@@ -23,6 +23,7 @@ from typing import Any
 from pipeline import __version__, paths
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
+from pipeline.records import PointKey
 from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file, card_with_file_size, find_card_file,
                                  load_card, normalize_quant)
 from pipeline.schemas import AnalysisFile, ModelCardFile, SummariesFile, stamped
@@ -384,25 +385,31 @@ def card_for(name: str, info: ModelInfo | None) -> ModelCard | None:
     return match_card(name, info).card
 
 
-def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int, **kw: Any) -> PointSummary:
-    """A :class:`PointSummary` with every field the source does not give set to None."""
+def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int | None, **kw: Any) -> PointSummary:
+    """A :class:`PointSummary` with every field the source does not give set to None.
+
+    ``concurrency`` is the closed loop's N, or an open-loop point's cap (None when uncapped; pass
+    ``load`` and ``rate_rps`` then, and ``completed``).
+    """
     base: dict[str, Any] = dict(
-        repeats=1, completed=concurrency, failed=0, output_throughput_tok_s=None, per_user_tok_s=None,
+        repeats=1, completed=concurrency or 0, failed=0, output_throughput_tok_s=None, per_user_tok_s=None,
         ttft_s=None, ttft_with_queue_s=None, tpot_s=None, itl_s=None, e2el_s=None,
         prefill_throughput_tok_s=None, step_time_s=None)
     base.update(kw)
-    return PointSummary(model=model, engine=engine, input_len=int(input_len), output_len=int(output_len),
-                        concurrency=int(concurrency), **base)
+    out = PointSummary(model=model, engine=engine, input_len=int(input_len), output_len=int(output_len),
+                       concurrency=int(concurrency) if concurrency is not None else None, **base)
+    out.key  # noqa: B018  (a closed point without a concurrency, an open one without a rate: a bug here)
+    return out
 
 
 def check_unique(path: str | Path, summaries: list[PointSummary]) -> None:
-    """Refuse two rows for the same point (model, engine, input, output, concurrency)."""
-    seen: set[tuple] = set()
+    """Refuse two rows for the same point (its :class:`~pipeline.records.PointKey`)."""
+    seen: set[PointKey] = set()
     for s in summaries:
-        key = (s.model, s.engine, s.input_len, s.output_len, s.concurrency)
-        if key in seen:
-            raise fail(path, None, f"two results for the same point {key}")
-        seen.add(key)
+        if s.key in seen:
+            raise fail(path, None, f"two results for the same point ({s.model}, {s.engine}, in {s.input_len}, "
+                                   f"out {s.output_len}, {s.key.label()})")
+        seen.add(s.key)
 
 
 def write_imported_run(result: ImportResult, hardware: str, run_id: str | None = None,
@@ -466,7 +473,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "imported_at": now, "finished_at": now})
         for name, card in cards.items():
             runs.atomic_write_json(runs.model_card_path(tmp, name), stamped(ModelCardFile, card.as_dict()))
-        ordered = sorted(result.summaries, key=lambda s: (s.model, s.engine, s.input_len, s.output_len, s.concurrency))
+        ordered = sorted(result.summaries, key=lambda s: s.key.sort_key())
         runs.atomic_write_json(tmp / "summaries.json", stamped(SummariesFile, {
             "run_id": run_id, "points": [s.as_dict() for s in ordered]}))
         # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")

@@ -32,8 +32,12 @@ Mapping, by each field's definition in GuideLLM's own source
 - completed = ``request_totals.successful``; failed = ``request_totals.errored`` (``incomplete``
   requests were cut off at the benchmark's end and are neither).
 
-Benchmarks without a fixed concurrency (rate-based: constant, poisson, throughput) are open
-loop; they are skipped and listed in the run's details.
+Rate benchmarks (``constant`` and ``poisson`` strategies, ``{"type_": "poisson", "rate": R,
+"max_concurrency": cap}``, as GuideLLM's ``constant``, ``poisson`` and ``sweep`` profiles run
+them) are open loop (issue 10): each becomes an open-loop point with its load, ``rate_rps`` = R,
+concurrency = its cap or None, and ``achieved_rate_rps`` = successful requests / duration; never
+a closed-loop point.  ``throughput`` benchmarks (every request at once, no fixed concurrency and
+no rate) are neither and stay skipped, listed in the run's details.
 """
 
 from __future__ import annotations
@@ -152,10 +156,20 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             raise fail(path, f"field {where}.config.strategy", "missing (no scheduling strategy)")
         kind = strat.get("type_") or strat.get("type")
         streams = strat.get("streams")
+        rate: float | None = None
         if kind == "synchronous":
             conc = 1
         elif kind == "concurrent" and isinstance(streams, int) and not isinstance(streams, bool) and streams >= 1:
             conc = streams
+        elif kind in ("constant", "poisson"):
+            rate = _num(path, f"{where}.config.strategy.rate", strat.get("rate"))
+            if rate is None or rate <= 0:
+                raise fail(path, f"field {where}.config.strategy.rate", f"is {strat.get('rate')!r}; a {kind} benchmark "
+                                                                        "needs a positive rate in requests/s")
+            cap = strat.get("max_concurrency")
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+                raise fail(path, f"field {where}.config.strategy.max_concurrency", f"is {cap!r}; expected a positive integer or null")
+            conc = cap
         else:
             skipped.append(f"{where}: {kind}")
             continue
@@ -173,7 +187,8 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         failed = _num(path, f"{where}.metrics.request_totals.errored", totals.get("errored", totals.get("failed", 0))) or 0
         if completed is None:
             raise fail(path, f"field {where}.metrics.request_totals.successful", "missing; the completed count is unknown")
-        check_completion(path, f"field {where}.metrics.request_totals", int(completed), int(failed), conc, max_failure_rate)
+        check_completion(path, f"field {where}.metrics.request_totals", int(completed), int(failed),
+                         conc if rate is None else 1, max_failure_rate)
         otps = _succ(path, where, metrics, "output_tokens_per_second")
         duration = _num(path, f"{where}.duration", b.get("duration") if b.get("duration") is not None
                         else _get(b, "run_stats", "duration"))
@@ -210,10 +225,12 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             tpot_s=tpot, itl_s=_dist(path, itl_field, itl_m, 1e-3, mean_only=True),
             e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
                          _succ(path, where, metrics, "request_latency"), 1.0),
-            step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]}))
+            step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
+            **({} if rate is None else {"load": kind, "rate_rps": rate,
+                                        "achieved_rate_rps": completed / duration if duration and duration > 0 else None})))
     if not points:
-        raise fail(path, "field benchmarks", f"no concurrent or synchronous benchmark; rate-based (open-loop) ones are "
-                                             f"not imported (skipped: {'; '.join(skipped) or 'none'})")
+        raise fail(path, "field benchmarks", f"no synchronous, concurrent, constant or poisson benchmark "
+                                             f"(skipped: {'; '.join(skipped) or 'none'})")
     check_unique(path, points)
     version = _get(d, "metadata", "guidellm_version") or d.get("version")
     return ImportResult(FORMAT, "guidellm", str(version) if version else None, [str(path)], points,

@@ -10,14 +10,20 @@ median), and ``{mean,median,p<N>}_{ttft,tpot,itl,e2el}_ms`` (p90 only where
 ``--metric-percentiles`` asked for it; missing ones stay null).  vLLM's TPOT is per request
 (E2EL − TTFT) / (output tokens − 1), batchmark's definition.
 
-Refused: a finite ``request_rate`` (an open-loop run, whose throughput the client's arrival
-rate sets; ``max_concurrency`` is then only a cap), fewer completed requests than the
-concurrency, a failure rate above :data:`~pipeline.importers.base.MAX_FAILURE_RATE`.
+A finite ``request_rate`` is an open-loop run (issue 10): its throughput is set by the client's
+arrival rate, and ``max_concurrency`` is then only a cap.  It becomes an open-loop point, never
+a closed-loop one: load ``poisson`` (``burstiness`` 1 or absent, vLLM's default) or ``gamma``
+(another burstiness, kept), ``rate_rps`` = ``request_rate``, concurrency = the cap or None,
+``achieved_rate_rps`` = ``request_throughput``.  Refused: a closed-loop point with fewer
+completed requests than its concurrency, a failure rate above
+:data:`~pipeline.importers.base.MAX_FAILURE_RATE`.
 
 The printed block starts at ``============ Serving Benchmark Result ============`` and holds
 ``Successful requests:``, ``Output token throughput (tok/s):``, ``Mean/Median/P99 TTFT
 (ms):`` … lines; the concurrency comes from ``Maximum request concurrency:`` (printed before
-or inside the block).  The block names no model: pass ``--model``.
+or inside the block; ``None`` = uncapped), the rate from ``Traffic request rate:`` (before) or
+``Request rate configured (RPS):`` (inside), the burstiness from ``Burstiness factor:``
+(before).  The block names no model: pass ``--model``.
 
 Each result is a served point: output throughput = ``output_throughput``; per-user
 throughput = 1 / median TPOT; decode step time = median TPOT (docs/definitions.md, MBU); input and
@@ -33,7 +39,7 @@ from statistics import median
 from typing import Any
 
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
-                                     check_finite, check_unique, fail, is_number, number, read_text, refuse_open_loop, summary,
+                                     check_finite, check_unique, fail, is_number, number, read_text, summary,
                                      wrong_format)
 from pipeline.records import distribution
 
@@ -43,7 +49,7 @@ METRICS = ("ttft", "tpot", "itl", "e2el")
 _BLOCK_KEYS = {
     "Successful requests": "completed", "Failed requests": "failed", "Benchmark duration (s)": "duration",
     "Total input tokens": "total_input_tokens", "Total generated tokens": "total_output_tokens",
-    "Output token throughput (tok/s)": "output_throughput", "Maximum request concurrency": "max_concurrency",
+    "Output token throughput (tok/s)": "output_throughput", "Request throughput (req/s)": "request_throughput",
 }
 
 
@@ -120,16 +126,21 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     pre = f"{where}." if where else ""
     rate = d.get("request_rate")
     conc = d.get("max_concurrency")
-    if not _is_closed_loop_rate(rate):
-        if isinstance(rate, (int, float)) and not isinstance(rate, bool):
-            raise refuse_open_loop(path, f"field {pre}request_rate", float(rate), conc if isinstance(conc, int) else None)
-        raise fail(path, f"field {pre}request_rate", f"is {rate!r}; expected a number or \"inf\"")
+    open_loop = not _is_closed_loop_rate(rate)
+    if open_loop and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < float("inf")):
+        raise fail(path, f"field {pre}request_rate", f"is {rate!r}; expected a positive number of requests/s or \"inf\"")
     check_finite(path, {k: v for k, v in d.items() if k != "request_rate"}, where)
     for key in ("completed", "output_throughput"):
         if not isinstance(d.get(key), (int, float)) or isinstance(d.get(key), bool):
             raise fail(path, f"field {pre}{key}", "missing or not a number")
-    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise fail(path, f"field {pre}max_concurrency", f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency (--max-concurrency)")
+    if open_loop and conc is None:
+        pass  # uncapped: requests in flight are whatever the arrivals and the server make them
+    elif not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
+        raise fail(path, f"field {pre}max_concurrency", f"is {conc!r}; a closed-loop run needs a fixed concurrency "
+                                                         "(--max-concurrency), an open-loop one a positive cap or none")
+    burst = d.get("burstiness")
+    if burst is not None and (isinstance(burst, bool) or not isinstance(burst, (int, float)) or burst <= 0):
+        raise fail(path, f"field {pre}burstiness", f"is {burst!r}; expected a positive number")
     completed = int(d["completed"])
     ok = _ok_mask(d)
     failed = d.get("failed")
@@ -142,7 +153,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     failed = int(failed or 0)
     if total is not None and total > completed + failed:
         failed = total - completed
-    check_completion(path, f"field {pre}completed", completed, failed, conc, max_failure_rate)
+    check_completion(path, f"field {pre}completed", completed, failed, 1 if open_loop else conc, max_failure_rate)
     input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input", ok)
     output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output", ok)
     tpot = _ms_stats(d, "tpot", path, pre)
@@ -161,7 +172,17 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
                    ttft_s=ttft, tpot_s=tpot, itl_s=_ms_stats(d, "itl", path, pre), e2el_s=_ms_stats(d, "e2el", path, pre),
                    step_time_s=med_tpot, errors=error_texts,
-                   samples={"output_throughput_tok_s": [float(d["output_throughput"])]})
+                   samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
+                   **(_open_fields(d, float(rate), burst) if open_loop else {}))
+
+
+def _open_fields(d: dict[str, Any], rate: float, burst: float | None) -> dict[str, Any]:
+    """The open-loop fields of a rate-limited result: load (``poisson`` at burstiness 1, else ``gamma``), rate,
+    burstiness, achieved rate (``request_throughput``, requests/s; None where not stated)."""
+    achieved = d.get("request_throughput")
+    return {"load": "poisson" if burst is None or burst == 1 else "gamma", "rate_rps": rate,
+            "burstiness": float(burst) if burst is not None else None,
+            "achieved_rate_rps": float(achieved) if is_number(achieved) else None}
 
 
 def _objects(path: Path, text: str) -> list[tuple[int, Any]]:
@@ -220,7 +241,8 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
     """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
 
     The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
-    rate (open loop, refused), ``Maximum request concurrency:``, and the progress bar
+    rate (open loop), ``Burstiness factor:``, ``Maximum request concurrency:`` (``None`` =
+    uncapped), and the progress bar
     ``100/100 [...]`` whose total counts every request sent (blocks of before mid-2025 print
     no ``Failed requests:`` line, so total − successful is the failed count there).
     """
@@ -257,8 +279,11 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             (block if block is not None else pending)["request_rate"] = rate
             continue
         if key == "Maximum request concurrency":
-            conc = int(number(path, no, value))
+            conc = None if value == "None" else int(number(path, no, value))
             (block if block is not None else pending)["max_concurrency"] = conc
+            continue
+        if key == "Burstiness factor":
+            (block if block is not None else pending)["burstiness"] = number(path, no, value)
             continue
         if block is None:
             continue

@@ -33,8 +33,8 @@ def change_rows(d: RunDiff) -> list[dict[str, Any]]:
     """Chart data: one row per (matched point, charted metric) with the change in percent; unknown changes are left out."""
     rows = []
     for c in d.changes:
-        if c.metric not in CHART_METRICS or c.change is None:
-            continue
+        if c.metric not in CHART_METRICS or c.change is None or c.load != "closed":
+            continue  # the chart's x axis is the concurrency; open-loop points are in the table
         rows.append({"model": c.model, "workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
                      "concurrency": c.concurrency, "metric": METRIC_BY_KEY[c.metric].label,
                      "change_pct": round(c.change * 100, 3), "significance": SIGNIFICANT if c.significant else NOISE,
@@ -125,7 +125,7 @@ def comparison_view(d: RunDiff) -> ComparisonView:
         if it.differs:
             view.provenance.append({"label": it.label, "a": _cell(it.a), "b": _cell(it.b)})
     for c in d.changes:
-        row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": str(c.concurrency), "metric": c.label,
+        row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
                "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change, c.unit),
                "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "n": f"{c.n_a} + {c.n_b}",
                "verdict": c.verdict if c.verdict in ("better", "worse") else "~",

@@ -318,3 +318,62 @@ def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
         out.append({"title": f"{model} on {hw}: continuous vs static batching ({inp} in / {outl} out)",
                     "hardware": hw, "model": model, "input_len": inp, "output_len": outl, "series": series})
     return out
+
+
+def _rate_x(title: str = "offered rate (requests/s)") -> alt.X:
+    return alt.X("rate:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title=title))
+
+
+def rate_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Open loop (issue 10): achieved rate and goodput (requests/s) against the offered rate, with offered = achieved dashed.
+
+    Below saturation the achieved rate lies on the dashed line; where it leaves it, the server is
+    saturated (``analysis.rate_sweep``).  Goodput (requests meeting every SLO, per second) is drawn
+    where the run has an SLO.  One line per load pattern and cap.
+    """
+    rows = []
+    for p in points:
+        series = p.get("load", "?") + (f", cap {p['concurrency']}" if p.get("concurrency") else "")
+        rate = p.get("rate_rps")
+        if not rate:
+            continue
+        rows.append({"rate": rate, "series": "offered (achieved = offered)", "rps": rate})
+        if p.get("achieved_rate_rps") is not None:
+            rows.append({"rate": rate, "series": f"achieved ({series})", "rps": p["achieved_rate_rps"]})
+        if (p.get("slo") or {}).get("goodput_rps") is not None:
+            rows.append({"rate": rate, "series": f"goodput, SLO met ({series})", "rps": p["slo"]["goodput_rps"]})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_rate_x(), y=alt.Y("rps:Q", title="requests/s", scale=alt.Scale(type="log", base=2)),
+        color=alt.Color("series:N", legend=alt.Legend(title=None, orient="top-left")),
+        strokeDash=alt.condition(alt.datum.series == "offered (achieved = offered)", alt.value([5, 4]), alt.value([1, 0])),
+        tooltip=["series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("rps:Q", format=".3g")],
+    ).properties(width=WIDTH, height=HEIGHT, title=f"{model['model']}: achieved rate and goodput vs offered rate")
+    return _spec(chart)
+
+
+def rate_latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
+    """Open loop: TTFT, TPOT and E2EL p99 (ms) against the offered rate, one panel per metric; SLO limits as rules."""
+    rows, limits = [], []
+    for p in points:
+        for metric in ("ttft_s", "tpot_s", "e2el_s"):
+            v = (p.get(metric) or {}).get("p99")
+            if v is not None and p.get("rate_rps"):
+                rows.append({"rate": p["rate_rps"], "metric": metric.removesuffix("_s").upper(), "ms": v * 1e3,
+                             "series": p.get("load", "?") + (f", cap {p['concurrency']}" if p.get("concurrency") else "")})
+    slo = next((p["slo"] for p in points if p.get("slo")), None) or {}
+    for metric in ("ttft", "tpot", "e2el"):
+        if slo.get(f"{metric}_p99_ms"):
+            limits.append({"metric": metric.upper(), "ms": slo[f"{metric}_p99_ms"]})
+    base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        x=_rate_x("offered rate (requests/s)"), y=alt.Y("ms:Q", title="p99, milliseconds", scale=alt.Scale(type="log")),
+        color=alt.Color("series:N", legend=alt.Legend(title=None)),
+        tooltip=["metric:N", "series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("ms:Q", format=".1f")],
+    ).properties(width=180, height=200)
+    chart = base.facet(column=alt.Column("metric:N", title=None))
+    if limits:  # the SLO's limits, dashed, in their panel
+        rules = alt.Chart(alt.Data(values=rows + [{**r, "rule": True} for r in limits])).mark_rule(
+            strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter("datum.rule == true").properties(
+            width=180, height=200)
+        chart = alt.layer(base, rules).facet(column=alt.Column("metric:N", title=None))
+    return _spec(chart.properties(title=f"{model['model']}: p99 latency vs offered rate"
+                                  + (" (dashed: the SLO)" if limits else "")))

@@ -8,6 +8,8 @@ loaded from a CDN, so the site works offline.
 
 from __future__ import annotations
 
+import dataclasses
+
 import csv
 import io
 import json
@@ -311,7 +313,8 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
 
     The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
-    item: ``models/<model>.md`` per model, ``runs/<run>.md`` per run, ``changes/<run>.md`` per
+    item: ``models/<model>.md`` per model (Benchmarks' content: open-loop workloads too), ``runs/<run>.md`` per
+    run, ``changes/<run>.md`` per
     comparison; a page of that kind left from an earlier render whose item is gone is removed.
     Each run is read once (:func:`pipeline.stages.load_run`, in memory) and every page renders
     from its run views, so the work grows linearly with the runs and models.
@@ -328,6 +331,9 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
     results = [load_run(rd) for rd in run_dirs]  # in memory: pages never write into a run
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
+    # Every page but Benchmarks reads the concurrency grid: a workload measured only at rates (open
+    # loop, issue 10) has none, and is shown on Benchmarks alone.
+    grid_views = [dataclasses.replace(v, workloads=[w for w in v.workloads if w.points]) for v in views]
     reference_views = [view_of(load_run(Path(d))) for d in reference or []]
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
@@ -340,26 +346,27 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     contexts: dict[str, dict[str, Any]] = {}
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
-        extra = contexts[page] = PAGE_CONTEXT[page](views, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
-        text = env.get_template(name).render(runs=views, chart=ChartRegistry(), page=page, **extra)
+        mine = views if page == "benchmarks.md" else grid_views
+        extra = contexts[page] = PAGE_CONTEXT[page](mine, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
+        text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)
     items = {"model.md.j2": [(mp.path, mp, {}) for mp in pages],
-             "run.md.j2": [(run_page_path(v.run_id), v, contexts.get("runs.md", {})) for v in views],
+             "run.md.j2": [(run_page_path(v.run_id), v, contexts.get("runs.md", {})) for v in grid_views],
              "change.md.j2": [(change_page_path(c.run_b), c, {}) for c in contexts.get("changes.md", {}).get("comparisons", [])]}
     for tname, (folder, key) in EACH.items():
         if not (templates_dir or paths.root() / "templates").joinpath(EACH_DIR, tname).is_file():
             continue
         template = env.get_template(f"{EACH_DIR}/{tname}")
-        mine = set()
+        kept = set()
         for page, item, extra in items[tname]:
             text = template.render(runs=views, chart=ChartRegistry(), page=page, **{**extra, key: item})
             path = docs_dir / page
             runs_mod.atomic_write_text(path, text)
             written.append(path)
-            mine.add(path.name)
+            kept.add(path.name)
         for old in (docs_dir / folder).glob("*.md") if (docs_dir / folder).is_dir() else []:
-            if old.name not in mine:  # a page of a model, run or comparison that is no longer on the site
+            if old.name not in kept:  # a page of a model, run or comparison that is no longer on the site
                 old.unlink()
     return written

@@ -13,6 +13,7 @@ from markupsafe import Markup
 
 from pipeline import runs
 from pipeline.pages.escape import anchor
+from pipeline.records import PointKey, workload_of
 
 
 @dataclass
@@ -22,6 +23,9 @@ class Workload:
     model: dict[str, Any]
     points: list[dict[str, Any]]
     analysis_points: list[dict[str, Any]]
+    #: Open-loop points (issue 10), by load, cap and rate; ``points`` and ``analysis_points`` are the
+    #: closed-loop grid the concurrency charts and tables show.
+    rate_points: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def slug(self) -> str:
@@ -47,6 +51,24 @@ class Workload:
         return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded"),
                            "quality": point_verdict(p) if p else None,
                            "implausible": self.implausible_at(concurrency)})
+
+    def rate_rows(self) -> list[dict[str, str]]:
+        """Open-loop table rows (issue 10), formatted: offered / sent / achieved rate (req/s), p99 TTFT, TPOT, E2EL (ms),
+        SLO (share of requests meeting it, met or not), goodput (req/s), whether the client kept its schedule."""
+        def num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
+            return "–" if v is None else f"{v * scale:,.{digits}f}"
+
+        rows = []
+        for p in self.rate_points:
+            slo = p.get("slo") or {}
+            rows.append({
+                "point": PointKey.of(p).label(), "offered": num(p.get("rate_rps"), digits=3),
+                "sent": num(p.get("send_rate_rps"), digits=3), "achieved": num(p.get("achieved_rate_rps"), digits=3),
+                **{m: num((p.get(f"{m}_s") or {}).get("p99"), 1e3, 1) for m in ("ttft", "tpot", "e2el")},
+                "slo": "–" if not slo else (f"{'met' if slo.get('met') else 'missed'} ({num(slo.get('share_ok'), 100, 0)} % of requests)"),
+                "goodput": num(slo.get("goodput_rps"), digits=3),
+                "kept": {True: "yes", False: "NO: client fell behind", None: "–"}[p.get("schedule_kept")]})
+        return rows
 
     @property
     def implausible(self) -> str | None:
@@ -167,14 +189,20 @@ def view_of(res: "runs.RunResults") -> RunView:
     # grouped once by workload: linear in the points (issue 9 "Scale": a scan per workload was quadratic)
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for s in summaries:
-        by_key.setdefault((s["model"], s["engine"], s["input_len"], s["output_len"]), []).append(s)
+        by_key.setdefault(workload_of(s), []).append(s)
     aps_by_key: dict[tuple, list[dict[str, Any]]] = {}
     for a in analysis.get("points", []):
-        aps_by_key.setdefault((a["model"], a["engine"], a["input_len"], a["output_len"]), []).append(a)
+        aps_by_key.setdefault(workload_of(a), []).append(a)
+    def closed(p: dict[str, Any]) -> bool:
+        return p.get("load", "closed") == "closed"
+
     for m in analysis.get("models", []):
-        key = (m["model"], m["engine"], m["input_len"], m["output_len"])
-        pts = sorted(by_key.get(key, []), key=lambda s: s["concurrency"])
-        view.workloads.append(Workload(model=m, points=pts, analysis_points=list(aps_by_key.get(key, []))))
+        key = workload_of(m)
+        mine = by_key.get(key, [])
+        pts = sorted((s for s in mine if closed(s)), key=lambda s: s["concurrency"])
+        rate_pts = sorted((s for s in mine if not closed(s)), key=lambda s: PointKey.of(s).sort_key())
+        view.workloads.append(Workload(model=m, points=pts, rate_points=rate_pts,
+                                       analysis_points=[a for a in aps_by_key.get(key, []) if closed(a)]))
     return view
 
 

@@ -8,6 +8,11 @@ and at concurrency 1 an output throughput of 16 / (0.02 + 0.15 + overheads) ≈ 
 for 16 tokens.  Both ``/v1/completions`` and ``/v1/chat/completions`` are served, plus
 ``/health``.  Request 1 is the client's feature probe.
 
+``--max-running K`` (0 = unlimited, the default) serves at most K requests at once; the rest
+wait in arrival order before their prefill, as a server with K batch slots queues them.  Its
+capacity is then K / service time requests/s (service time = prefill + max_tokens × token time),
+which the open-loop tests use as a known saturation rate.
+
 Faults (``--fault``), each a kind of report in issue 12:
 - ``none``: correct; per-chunk cumulative usage when ``continuous_usage_stats`` is asked for;
 - ``running_sum``: every chunk's ``completion_tokens`` is a running sum of running totals
@@ -47,7 +52,9 @@ def main() -> None:
     ap.add_argument("--token-ms", type=float, default=10.0)
     ap.add_argument("--prefill-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-running", type=int, default=0)
     args = ap.parse_args()
+    slots = asyncio.Semaphore(args.max_running) if args.max_running > 0 else None
     state = {"requests": 0}
     fault = args.fault
 
@@ -55,6 +62,12 @@ def main() -> None:
         return web.Response(text="ok")
 
     async def handle(req: web.Request) -> web.StreamResponse:
+        if slots is None:
+            return await serve(req)
+        async with slots:
+            return await serve(req)
+
+    async def serve(req: web.Request) -> web.StreamResponse:
         body = await req.json()
         state["requests"] += 1
         n_req = state["requests"]

@@ -7,6 +7,8 @@ value from that README.  Every one of them failed on main before this change.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -69,28 +71,58 @@ def test_failure_counts_of_a_block_with_a_failed_line(tmp_path):
 
 
 # -- kind: an open-loop (rate-limited) run imported as a closed-loop point ----------------------
+# Issue 10: such runs now import as what they are, open-loop points (load, rate, cap), never as a
+# closed-loop point at their cap.
 
-def test_rate_limited_json_is_not_a_closed_loop_point(capsys, scratch_root):
-    """Case 01: request_rate 2.4 with max_concurrency 64: throughput 1155.9 = 2.4 req/s x ~500 tokens, set by the client."""
+def test_rate_limited_json_imports_as_an_open_loop_point(scratch_root):
+    """Case 01: request_rate 2.4 with max_concurrency 64: an open-loop point at 2.4 req/s capped at 64, not c = 64."""
     path = CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json"
-    assert main(["import", "vllm-bench", str(path), "--hardware", "h200"]) == 2
-    err = _one_line(capsys)
-    assert "open loop at 2.4 req/s capped at 64" in err and "closed-loop" in err
-    assert not (scratch_root / "data" / "runs").exists() or not any((scratch_root / "data" / "runs").iterdir())
+    p = parse("vllm-bench", [path]).summaries[0]
+    assert (p.load, p.rate_rps, p.concurrency, p.burstiness) == ("poisson", 2.4, 64, 1.0)
+    assert p.achieved_rate_rps == pytest.approx(2.3118255294170766)  # request_throughput
+    assert p.output_throughput_tok_s == pytest.approx(1155.9127647085384)
+    assert (p.input_len, p.output_len, p.completed, p.failed) == (6000, 500, 512, 0)  # 3072000 / 512, 256000 / 512
+    # the file's ms figures, in s; no E2EL and no p90 in it: null, never invented
+    assert p.ttft_s == pytest.approx({"p50": 0.3981, "p90": None, "p99": 0.6119, "mean": 0.4123})
+    assert p.tpot_s == pytest.approx({"p50": 0.0149, "p90": None, "p99": 0.0187, "mean": 0.0151})
+    assert p.itl_s == pytest.approx({"p50": 0.0146, "p90": None, "p99": 0.0294, "mean": 0.0151})
+    assert p.e2el_s is None
+    run = import_run("vllm-bench", [path], "h200")
+    doc = show_run(run)
+    pt = doc["points"][0]
+    assert (pt["load"], pt["rate_rps"], pt["concurrency"]) == ("poisson", 2.4, 64)
+    model = doc["models"][0]
+    assert model["knee_concurrency"] is None and model["peak_output_throughput_tok_s"] is None  # no closed point invented
+    assert model["rate_sweeps"][0]["points"][0]["rate_rps"] == 2.4
 
 
-def test_printed_block_of_a_poisson_run_is_refused(tmp_path):
-    """Same kind, printed: 'Traffic request rate: 2.4' above the block, or 'Request rate configured (RPS)' inside it."""
-    text = (CASES / "02-vllm-block-1-of-100" / "bench-c2.log").read_text().replace("Traffic request rate: inf",
-                                                                                    "Traffic request rate: 2.4")
+def test_printed_poisson_block_imports_as_an_open_loop_point():
+    """A printed block of a Poisson run at 2 req/s, uncapped (tests/data/vllm-bench-log/poisson-rate2.log, numbers invented)."""
+    p = parse("vllm-bench", [DATA / "vllm-bench-log" / "poisson-rate2.log"], model="Qwen/Qwen3-8B").summaries[0]
+    assert (p.load, p.rate_rps, p.concurrency, p.burstiness) == ("poisson", 2.0, None, 1.0)
+    assert (p.input_len, p.output_len, p.completed, p.failed) == (1024, 256, 200, 0)  # 204800 / 200, 51200 / 200
+    assert p.output_throughput_tok_s == pytest.approx(490.57) and p.achieved_rate_rps == pytest.approx(1.92)
+    assert p.ttft_s == pytest.approx({"p50": 0.17105, "p90": 0.26230, "p99": 0.41268, "mean": 0.18742})
+    assert p.tpot_s == pytest.approx({"p50": 0.02433, "p90": 0.02794, "p99": 0.03156, "mean": 0.02481})
+    assert p.itl_s == pytest.approx({"p50": 0.02371, "p90": 0.02945, "p99": 0.04819, "mean": 0.02480})
+    assert p.e2el_s == pytest.approx({"p50": 6.38297, "p90": 7.29052, "p99": 8.21533, "mean": 6.51406})
+    assert p.per_user_tok_s == pytest.approx(1 / 0.02433)  # 1 / median TPOT
+
+
+def test_printed_block_rate_lines_make_open_loop_points(tmp_path):
+    """'Traffic request rate: 2.4' above a closed-loop block, or 'Request rate configured (RPS)' inside it: open loop, cap kept."""
+    text = (CASES / "02-vllm-block-1-of-100" / "bench-c2.log").read_text().replace(
+        "Traffic request rate: inf", "Traffic request rate: 2.4").replace("Successful requests:                     1",
+                                                                          "Successful requests:                     100")
     path = tmp_path / "poisson.log"
     path.write_text(text)
-    with pytest.raises(BatchmarkError, match=r"open loop at 2.4 req/s capped at 2"):
-        parse("vllm-bench", [path], model="Qwen/Qwen3-8B")
-    text = (CASES / "02-vllm-block-1-of-100" / "bench-c2.log").read_text().replace(
-        "Benchmark duration (s):", "Request rate configured (RPS):           10.00\nBenchmark duration (s):")
-    path.write_text(text)
-    with pytest.raises(BatchmarkError, match=r"open loop at 10 req/s"):
+    p = parse("vllm-bench", [path], model="Qwen/Qwen3-8B").summaries[0]
+    assert (p.load, p.rate_rps, p.concurrency) == ("poisson", 2.4, 2)
+    path.write_text(text.replace("Burstiness factor: 1.0 (Poisson process)", "Burstiness factor: 0.5 (Gamma distribution)"))
+    p = parse("vllm-bench", [path], model="Qwen/Qwen3-8B").summaries[0]
+    assert (p.load, p.burstiness) == ("gamma", 0.5)  # not Poisson: kept apart
+    path.write_text(text.replace("Traffic request rate: 2.4", "Traffic request rate: -1"))
+    with pytest.raises(BatchmarkError, match=r"request_rate.*positive number"):
         parse("vllm-bench", [path], model="Qwen/Qwen3-8B")
 
 
@@ -225,3 +257,28 @@ def test_genai_perf_export_per_user_is_one_over_median_itl():
     assert p.tpot_s["p50"] == pytest.approx(3.9887545e-3) and p.output_throughput_tok_s == 217.1
     assert (p.model, p.concurrency, p.input_len, p.output_len, p.completed) == ("gpt2", 1, 550, 18, 100)
     assert p.errors  # the counts are not stated by the file, and the point says so
+
+
+def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
+    """Issue 10: ``diff`` matches open-loop points by workload, load, cap and rate; a rate only one run has is listed apart."""
+    from pipeline.diff import diff_runs
+    from pipeline.diffreport import format_csv, format_text
+    from pipeline.stages import load_run
+
+    src = json.loads((CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json").read_text())
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps(src))
+    b = tmp_path / "b.json"
+    b.write_text(json.dumps({**src, "output_throughput": 1271.5, "p99_ttft_ms": 700.0}) + "\n"
+                 + json.dumps({**src, "request_rate": 4.8}))
+    ra, rb = import_run("vllm-bench", [a], "h200", run_id="ra"), import_run("vllm-bench", [b], "h200", run_id="rb")
+    d = diff_runs(load_run(ra), load_run(rb))
+    tput = next(c for c in d.changes if c.metric == "output_throughput_tok_s")
+    assert (tput.load, tput.rate_rps, tput.concurrency) == ("poisson", 2.4, 64)
+    assert tput.change == pytest.approx(1271.5 / 1155.9127647085384 - 1)  # matched at 2.4 req/s, nowhere else
+    assert d.only_in_a == [] and [(p["load"], p["rate_rps"]) for p in d.only_in_b] == [("poisson", 4.8)]
+    text = format_text(d)
+    assert "poisson 2.4 req/s, cap 64" in text and "poisson 4.8 req/s, cap 64" in text
+    rows = list(csv.DictReader(io.StringIO(format_csv(d))))
+    assert {(r["scope"], r["load"], r["rate_rps"]) for r in rows if r["scope"] != "model"} == {
+        ("point", "poisson", "2.4"), ("only_b", "poisson", "4.8")}

@@ -71,9 +71,15 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _check_point(p) -> None:
-    assert p.concurrency >= 1 and p.input_len >= 0 and p.output_len >= 0
+    # an open-loop point (issue 10) has a rate and an optional cap; a closed-loop one a concurrency
+    if p.load == "closed":
+        assert p.concurrency >= 1 and p.rate_rps is None
+    else:
+        assert (p.concurrency is None or p.concurrency >= 1) and math.isfinite(p.rate_rps) and p.rate_rps > 0
+    assert p.input_len >= 0 and p.output_len >= 0
     assert p.completed >= 0 and p.failed >= 0
-    for name in ("output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"):
+    for name in ("output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s",
+                 "achieved_rate_rps", "burstiness"):
         v = getattr(p, name)
         assert v is None or math.isfinite(v), (name, v)
     for name in ("ttft_s", "tpot_s", "itl_s", "e2el_s"):

@@ -262,16 +262,35 @@ def test_llama_benchy_bad_files(tmp_path):
 def test_guidellm(scratch_root):
     run = import_run("guidellm", [DATA / "guidellm" / "benchmarks.json"], "dgx-spark", run_id="guide")
     doc = show_run(run)
-    pts = {p["concurrency"]: p for p in doc["points"]}
-    assert sorted(pts) == [1, 8]  # the constant-rate benchmark has no fixed concurrency: skipped, listed
+    pts = {p["concurrency"]: p for p in doc["points"] if p["load"] == "closed"}
+    assert sorted(pts) == [1, 8]
     assert pts[8]["output_throughput_tok_s"] == pytest.approx(101.0)  # 40 x 256 tokens / (40 x 256 / 101.0) s
     # TPOT is GuideLLM's inter_token_latency_ms ((last - first token) / (output - 1), its
     # request_stats.py), p90 = 78.4 x 1.05 ms in the file; its time_per_output_token_ms (TTFT
     # included) is not batchmark's TPOT and is not read
     assert pts[8]["tpot_s"]["p90"] == pytest.approx(0.0784 * 1.05)
     assert pts[8]["e2el_s"]["p50"] == pytest.approx((420 + 255 * 78.4) / 1000)
+    # issue 10: the sweep's constant-rate benchmark (2 req/s, no cap) is an open-loop point, not skipped and
+    # not a closed-loop one: 40 successful requests in its 113.78 s → 0.3516 req/s achieved
+    (rate,) = [p for p in doc["points"] if p["load"] != "closed"]
+    assert (rate["load"], rate["rate_rps"], rate["concurrency"]) == ("constant", 2.0, None)
+    assert rate["achieved_rate_rps"] == pytest.approx(40 / 113.77777777777777)
     meta = json.loads((run / "run.json").read_text())
-    assert meta["source_details"]["skipped"] == ["benchmarks[2]: constant"]
+    assert "skipped" not in meta.get("source_details", {})
+
+
+def test_guidellm_poisson_benchmark_is_an_open_loop_point(tmp_path):
+    """A poisson benchmark at 1.5 req/s capped at 4 (the sample's constant one, its strategy rewritten): open loop, cap kept."""
+    d = json.loads((DATA / "guidellm" / "benchmarks.json").read_text())
+    d["benchmarks"][2]["args"]["strategy"] = {"type_": "poisson", "rate": 1.5, "max_concurrency": 4, "random_seed": 42}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(d))
+    (p,) = [p for p in parse("guidellm", [path]).summaries if p.load != "closed"]
+    assert (p.load, p.rate_rps, p.concurrency, p.completed) == ("poisson", 1.5, 4, 40)
+    d["benchmarks"][2]["args"]["strategy"] = {"type_": "poisson", "rate": "fast"}
+    path.write_text(json.dumps(d))
+    with pytest.raises(BatchmarkError, match=r"field benchmarks\[2\].config.strategy.rate"):
+        parse("guidellm", [path])
 
 
 def test_guidellm_missing_metric(tmp_path):

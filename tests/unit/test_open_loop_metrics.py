@@ -1,0 +1,167 @@
+"""Open loop and SLOs, the pure parts (issue 10): the point key, SLO goodput, send/achieved rate, schedule
+keeping, the rate sweep's saturation and SLO limit, the auto rates and the bisection, the config.
+
+Every expected value is worked by hand in the comment beside it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.analysis import rate_sweep, slo_limit
+from pipeline.config import parse_config
+from pipeline.engines.scheduler import schedule_gaps
+from pipeline.errors import BatchmarkError
+from pipeline.metrics import achieved_rate, schedule_kept, send_rate, slo_goodput, summarize_point
+from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord, RequestRecord
+from pipeline.sweep import bisect_rate, open_rates
+
+
+def _req(i: int, sent: float, arrivals: list[float] | None, error: str | None = None) -> RequestRecord:
+    chunks = [[t, 1] for t in arrivals or []]
+    return RequestRecord(request_id=i, queued_s=sent, sent_s=sent, first_token_s=arrivals[0] if arrivals else None,
+                         done_s=arrivals[-1] if arrivals else None, chunks=chunks, input_tokens=8,
+                         output_tokens=len(chunks), error=error, scheduled_s=sent, lag_s=0.001)
+
+
+KEY = PointKey("m", "openai", 8, 3, None, "poisson", 2.0)
+
+
+def _records() -> PointRecords:
+    reqs = [_req(0, 0.0, [0.1, 0.2, 0.3]),  # TTFT 0.1, TPOT (0.3 − 0.1) / 2 = 0.1, E2EL 0.3: good
+            _req(1, 0.5, [0.8, 0.9, 1.0]),  # TTFT 0.3 > 0.2: not good
+            _req(2, 1.0, [1.1, 1.5, 1.9]),  # TPOT (1.9 − 1.1) / 2 = 0.4 > 0.2: not good
+            _req(3, 1.5, None, error="HTTP 503"),  # failed: not good
+            _req(4, 1.6, [1.7, 1.8, 2.0])]  # TTFT 0.1, TPOT 0.15: good
+    return PointRecords(KEY, [RepeatRecord(0, "served", 0.0, 2.0, reqs)])
+
+
+def test_slo_goodput_by_hand():
+    g = slo_goodput(_records(), {"ttft_p99_ms": 200, "tpot_p99_ms": 200, "e2el_p99_ms": None})
+    assert (g["good"], g["measured"]) == (2, 5)  # requests 0 and 4
+    assert g["share_ok"] == pytest.approx(0.4)  # 2 / 5
+    assert g["goodput_rps"] == pytest.approx(1.0)  # 2 requests / 2.0 s window
+    assert g["goodput_tok_s"] == pytest.approx(3.0)  # 2 × 3 tokens / 2.0 s
+    # p99 TTFT over the 4 finished: sorted [0.1, 0.1, 0.1, 0.3], rank 0.99 × 3 = 2.97 → 0.1 + 0.97 × 0.2 = 0.294 s > 0.2
+    # p99 TPOT: sorted [0.1, 0.1, 0.15, 0.4] → 0.15 + 0.97 × 0.25 = 0.3925 s > 0.2: not ok either
+    assert g["p99_ok"] == {"ttft": False, "tpot": False}
+    assert g["met"] is False
+    loose = slo_goodput(_records(), {"ttft_p99_ms": 1000, "tpot_p99_ms": None, "e2el_p99_ms": 1000})
+    assert loose["good"] == 4 and loose["p99_ok"] == {"ttft": True, "e2el": True}
+    assert loose["met"] is False  # every p99 within, but 1 of 5 failed (20 % > 1 %)
+
+
+def test_slo_met_when_nothing_failed():
+    recs = _records()
+    recs.repeats[0].requests = [r for r in recs.repeats[0].requests if r.ok]
+    g = slo_goodput(recs, {"ttft_p99_ms": 1000, "tpot_p99_ms": 500, "e2el_p99_ms": None})
+    assert g["met"] is True and g["good"] == 4 and g["goodput_rps"] == pytest.approx(2.0)  # 4 / 2.0 s
+
+
+def test_rates_and_schedule_by_hand():
+    rep = _records().repeats[0]
+    assert send_rate(rep) == pytest.approx(4 / 1.6)  # 5 sends from 0.0 to 1.6 s: 4 gaps in 1.6 s
+    assert achieved_rate(rep) == pytest.approx(4 / 2.0)  # 4 completed in the 2.0 s window
+    # limit at 2 requests/s: max(10 ms, 0.1 / 2) = 50 ms.  One 0.5 s lag in 100: p99 rank 98.01 →
+    # 0.001 + 0.01 × 0.499 ≈ 0.006 s: kept.  Two: rank 98.01 lands between two 0.5 s lags: 0.5 s, not kept.
+    assert schedule_kept([0.001] * 99 + [0.5], 2.0) is True
+    assert schedule_kept([0.001] * 98 + [0.5, 0.5], 2.0) is False
+    assert schedule_kept([], 2.0) is None
+    s = summarize_point(_records(), {"ttft_p99_ms": 200})
+    assert (s.load, s.rate_rps, s.concurrency) == ("poisson", 2.0, None)
+    assert s.send_rate_rps == pytest.approx(2.5) and s.achieved_rate_rps == pytest.approx(2.0)
+    assert s.slo["good"] == 3  # ttft only: requests 0, 2 and 4 (TTFT 0.1 s each)
+    assert s.key == KEY
+
+
+def test_schedules_are_the_processes_they_claim():
+    # 20 000 Poisson gaps at 4/s: mean 0.25 s within 2 % (standard error 1/√20000 = 0.7 %, so ~3 σ);
+    # an exponential's coefficient of variation is 1, estimated here to about ±1 %: within 0.04.
+    g = schedule_gaps("poisson", 4.0, seed=7)
+    gaps = np.array([next(g) for _ in range(20_000)])
+    assert abs(gaps.mean() / 0.25 - 1) < 0.02
+    assert abs(gaps.std() / gaps.mean() - 1) < 0.04
+    c = schedule_gaps("constant", 4.0, seed=7)
+    assert [next(c) for _ in range(3)] == [0.25, 0.25, 0.25]  # CV exactly 0
+    a, b = schedule_gaps("poisson", 4.0, 1), schedule_gaps("poisson", 4.0, 1)
+    assert [next(a) for _ in range(5)] == [next(b) for _ in range(5)]  # seeded
+
+
+def test_point_key_identity():
+    closed = PointKey("m", "vllm", 64, 32, 8)
+    assert closed.slug() == "vllm-in64-out32-c8" and closed.as_dict() == {
+        "model": "m", "engine": "vllm", "input_len": 64, "output_len": 32, "concurrency": 8}  # stored form unchanged
+    opened = PointKey("m", "vllm", 64, 32, 16, "poisson", 2.5)
+    assert opened.slug() == "vllm-in64-out32-poisson-r2.5-c16"
+    assert PointKey("m", "vllm", 64, 32, None, "constant", 10.0).slug() == "vllm-in64-out32-constant-r10"
+    assert PointKey.of(opened.as_dict()) == opened and PointKey.of(closed.as_dict()) == closed
+    assert sorted([opened, closed]) == [closed, opened]  # closed grid first, then the rates
+    for bad in (dict(concurrency=None), dict(rate_rps=1.0), dict(load="poisson"), dict(load="poisson", rate_rps=float("nan"))):
+        with pytest.raises(ValueError):
+            PointKey(**{**closed.as_dict(), **bad})
+
+
+def _summary(rate: float, sent: float, achieved: float, met: bool | None) -> PointSummary:
+    return PointSummary(model="m", engine="openai", input_len=8, output_len=3, concurrency=None, repeats=1,
+                        completed=10, failed=0, output_throughput_tok_s=1.0, per_user_tok_s=None, ttft_s=None,
+                        ttft_with_queue_s=None, tpot_s=None, itl_s=None, e2el_s=None, prefill_throughput_tok_s=None,
+                        step_time_s=None, load="poisson", rate_rps=rate, send_rate_rps=sent, achieved_rate_rps=achieved,
+                        slo=None if met is None else {"met": met, "goodput_rps": achieved if met else 0.0})
+
+
+def test_rate_sweep_saturation_and_slo_limit():
+    pts = [_summary(1, 1.0, 1.0, True), _summary(2, 2.1, 2.0, True), _summary(4, 3.9, 3.3, False),
+           _summary(8, 8.2, 3.4, False)]
+    rs = rate_sweep(pts)
+    # 3.3 < 0.9 × 3.9 = 3.51: saturated from offered 4; at 2, 2.0 ≥ 0.9 × 2.1 = 1.89 still follows
+    assert rs["saturation_rate_rps"] == 4 and rs["max_achieved_rps"] == 3.4
+    assert [p["saturated"] for p in rs["points"]] == [False, False, True, True]
+    assert rs["slo"] == {"max_ok": 2, "first_failing": 4}
+    assert slo_limit([(1, True), (2, False), (4, True)]) == {"max_ok": 1, "first_failing": 2}  # a pass after a fail does not count
+    assert slo_limit([(1, True), (2, True)]) == {"max_ok": 2, "first_failing": None}
+
+
+def test_auto_rates_and_bisection():
+    # closed grid at output_len 32: c = 1 → 32 tok/s = 1 req/s; peak 320 tok/s = 10 req/s; high = 1.25 × 10 = 12.5
+    rates = open_rates([(1, 32.0), (4, 200.0), (8, 320.0), (16, 300.0)], 32, 4)
+    assert rates == [1.0, 4.83, 8.67, 12.5]  # 1 + 11.5 × i / 3, 3 significant digits
+    with pytest.raises(BatchmarkError, match="auto"):
+        open_rates([(1, None)], 32, 4)
+    assert bisect_rate({1.0: True, 2.0: True, 4.0: False}) == 3.0  # midpoint of the last pass and the first fail
+    assert bisect_rate({1.0: True, 2.0: True, 3.0: False, 2.5: True, 2.75: True, 2.88: False}) == 2.81
+    assert bisect_rate({1.0: True, 2.0: True}) is None and bisect_rate({1.0: False}) is None
+
+
+BASE = {"name": "t", "hardware": "cpu", "engine": "openai", "models": [{"name": "m", "served_name": "m"}]}
+
+
+def test_config_open_loop_and_slo():
+    cfg = parse_config({**BASE, "concurrency": [], "open_loop": {"rates": [4, 1, 2], "max_concurrency": 8},
+                        "slo": {"ttft_p99_ms": 2000, "tpot_p99_ms": 100}})
+    assert cfg.open_loop.rates == [1, 2, 4] and cfg.open_loop.load == "poisson" and cfg.max_in_flight() == 8
+    assert parse_config({**BASE, "open_loop": {"rates": "auto"}}).open_loop.auto_rates == 8
+
+
+@pytest.mark.parametrize("extra, match", [
+    ({"open_loop": {"rates": [1, -2]}}, r"open_loop\.rates: rates\[1\] = -2: must be a number of requests/s above 0"),
+    ({"open_loop": {"rates": [1, 1]}}, r"open_loop\.rates: rates must be distinct"),
+    ({"open_loop": {"rates": []}}, r"open_loop\.rates"),
+    ({"open_loop": {"rates": "fast"}}, r"open_loop\.rates"),
+    ({"open_loop": {"rates": [1, float("nan")]}}, r"open_loop\.rates: rates\[1\] = nan"),
+    ({"open_loop": {"rates": [True]}}, r"open_loop\.rates: rates\[0\] = True"),
+    ({"open_loop": {"rates": [1], "load": "bursty"}}, r"open_loop\.load"),
+    ({"open_loop": {"rates": [1], "max_concurrency": 0}}, r"open_loop\.max_concurrency"),
+    ({"concurrency": [], "open_loop": {"rates": "auto"}}, r"auto measures the concurrency grid first"),
+    ({"concurrency": []}, r"concurrency: give at least one"),
+    ({"slo": {}}, r"slo: give at least one"),
+    ({"slo": {"ttft_p99_ms": -5}}, r"slo\.ttft_p99_ms"),
+    ({"slo": {"ttft_p99_ms": float("inf")}}, r"slo\.ttft_p99_ms"),
+    ({"slo": {"ttft_p99": 5}}, r"slo\.ttft_p99: unknown key"),
+    ({"engine": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],
+      "open_loop": {"rates": [1]}}, r"open_loop: the transformers engine"),
+])
+def test_config_refuses_bad_open_loop_values(extra, match):
+    with pytest.raises(BatchmarkError, match=match) as exc:
+        parse_config({**BASE, **extra}, "cfg.yaml")
+    assert "\n" not in str(exc.value) and str(exc.value).startswith("cfg.yaml: ")
