@@ -18,6 +18,8 @@ FLOPs) is the analysis's arithmetic: :mod:`pipeline.stepcost`.
 
 from __future__ import annotations
 
+import functools
+
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
@@ -496,8 +498,29 @@ class CardFile(BaseModel):
 
 
 def _read_card_file(path: Path) -> dict[str, Any]:
-    """A card file, parsed and checked (one line naming the file and field on any fault)."""
+    """A card file, parsed and checked (one line naming the file and field on any fault).
+
+    Parsed once per file version (path, modification time, size): a site of 50 models looks
+    cards up hundreds of times, and each lookup read every card file (issue 13, "A site for a
+    lab").  The caller gets its own copy.
+    """
+    import copy
+
+    try:
+        st = path.stat()
+    except OSError:
+        st = None  # unreadable: the read below says so in one line
+    if st is None:
+        return _read_card_file_cached.__wrapped__(str(path), 0, 0)
+    return copy.deepcopy(_read_card_file_cached(str(path), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=512)
+def _read_card_file_cached(path_text: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    """:func:`_read_card_file` of one version of a file (the cache key); see there."""
     from pipeline.textfiles import load_yaml_text, read_text_file
+
+    path = Path(path_text)
 
     data = load_yaml_text(path, read_text_file(path, "model card"))
     if not isinstance(data, dict):

@@ -91,3 +91,23 @@ def committed_site(root: Path, run_ids: list[str]):
         mp.setenv("BATCHMARK_ROOT", str(root))
         written = render_site(root / "data" / "pages", runs_dir=root / "data" / "runs", templates_dir=root / "templates")
         return written, mkdocs_build(root)
+
+
+def screenshot(html: Path, out: Path, width: int = 1280, height: int = 900, full_page: bool = True) -> Path:
+    """A PNG of a built page opened offline from disk, once its charts are drawn (for a person to look at)."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True, viewport={"width": width, "height": height})
+            ctx.route("http*://**/*", lambda route: route.abort())
+            page = ctx.new_page()
+            page.goto(html.resolve().as_uri())
+            n = page.locator(".vega-chart").count()
+            if n:
+                page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
+                                       "e => e.querySelector('svg') || e.textContent).length >= n", arg=n, timeout=60000)
+            page.screenshot(path=str(out), full_page=full_page)
+        finally:
+            browser.close()
+    return out

@@ -21,7 +21,7 @@ from pipeline import runs
 from pipeline.diff import METRIC_BY_KEY, RunDiff, diff_runs, previous_runs, provenance_of
 from pipeline.diffreport import figure_words, format_change, format_value
 from pipeline.pages import escape
-from pipeline.pages.charts import WIDTH
+from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.stages import load_run
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
@@ -43,14 +43,23 @@ def change_rows(d: RunDiff) -> list[dict[str, Any]]:
 
 
 def changes_chart(d: RunDiff) -> dict[str, Any]:
-    """Vega-Lite spec: relative change (B − A) / A in percent vs concurrency (log2 axis), a panel per workload.
+    """Vega-Lite spec: relative change (B − A) / A in percent vs concurrency (log2 axis), a panel per workload × metric.
 
-    Colour is the metric; filled points are significant changes, hollow points are noise (``~``);
-    the dashed rule is no change.
+    Each metric has its own panel and its own y scale (``resolve_scale(y="independent")``): on one
+    shared axis a TTFT rise of +2,500 % flattened a −85 % throughput drop to a line on zero
+    (issue 13, "Site usability").  Rows are workloads, columns metrics; filled points are
+    significant changes, hollow points are noise (``~``); the dashed rule is no change.
     """
-    data = alt.Data(values=change_rows(d))
+    return from_skeleton(("changes",), _changes_skeleton, {"changes": change_rows(d)},
+                         title=f"{d.run_b['run_id']} vs {d.run_a['run_id']}: relative change per concurrency, "
+                               "each metric on its own scale")
+
+
+def _changes_skeleton() -> alt.TopLevelMixin:
+    """The chart of :func:`changes_chart` with placeholder data (built once)."""
+    data = alt.Data(name="changes")
     order = [METRIC_BY_KEY[k].label for k in CHART_METRICS]
-    color = alt.Color("metric:N", title="metric", sort=order)
+    color = alt.Color("metric:N", title="metric", sort=order, legend=None)
     x = alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="concurrency"))
     y = alt.Y("change_pct:Q", title="change, B vs A (%)")
     tooltip = ["workload:N", "metric:N", "concurrency:Q", alt.Tooltip("change_pct:Q", format="+.1f", title="change %"),
@@ -61,9 +70,12 @@ def changes_chart(d: RunDiff) -> dict[str, Any]:
         x=x, y=y, color=color, tooltip=tooltip,
         fill=alt.condition(f"datum.significance == '{SIGNIFICANT}'", alt.Color("metric:N", sort=order, legend=None),
                            alt.value("white")))
-    layered = alt.layer(zero, lines, points, data=data).properties(width=WIDTH // 2, height=220)
-    return layered.facet(facet=alt.Facet("workload:N", title=None), columns=2).properties(
-        title=f"{d.run_b['run_id']} vs {d.run_a['run_id']}: relative change per concurrency").to_dict()
+    layered = alt.layer(zero, lines, points, data=data).properties(width=WIDTH // 3, height=150)
+    return (layered.facet(row=alt.Row("workload:N", title=None, header=alt.Header(
+                              labelAngle=0, labelAlign="left", labelLimit=200, labelFontSize=12)),
+                          column=alt.Column("metric:N", title=None, sort=order,
+                                            header=alt.Header(labelFontSize=13, labelFontWeight="bold")))
+            .resolve_scale(y="independent").properties(title="placeholder"))
 
 
 def _cell(v: Any) -> str:
@@ -131,13 +143,25 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     return view
 
 
-def _load(run_dirs: list[Path]) -> tuple[dict[str, runs.RunResults], dict[str, str | None]]:
-    loaded = {rd.name: load_run(rd) for rd in run_dirs}
+def _load(run_dirs: list[Path], loaded: dict[str, runs.RunResults] | None = None
+          ) -> tuple[dict[str, runs.RunResults], dict[str, str | None]]:
+    """Each run of ``run_dirs`` read once (``loaded``: runs already read, by folder name) and its predecessor."""
+    loaded = dict(loaded or {})
+    for rd in run_dirs:
+        if rd.name not in loaded:
+            loaded[rd.name] = load_run(rd)
+    loaded = {rd.name: loaded[rd.name] for rd in run_dirs}
     return loaded, previous_runs([(rid, provenance_of(r)) for rid, r in loaded.items()])
 
 
-def build_comparisons(run_dirs: list[Path], alpha: float = 0.05) -> tuple[list[ComparisonView], dict[str, str | None]]:
-    """Diff every run among ``run_dirs`` against its predecessor among them.
+def _loaded_of(views: list[Any]) -> dict[str, runs.RunResults]:
+    """The runs the pages already read (:attr:`pipeline.pages.views.RunView.results`), by run id (folder name)."""
+    return {v.run_id: v.results for v in views if getattr(v, "results", None) is not None}
+
+
+def build_comparisons(run_dirs: list[Path], alpha: float = 0.05, loaded: dict[str, runs.RunResults] | None = None
+                      ) -> tuple[list[ComparisonView], dict[str, str | None]]:
+    """Diff every run among ``run_dirs`` against its predecessor among them (``loaded``: runs already read).
 
     Returns:
         The comparisons, newest run first, and ``{run_id: previous run_id or None}`` for
@@ -146,7 +170,7 @@ def build_comparisons(run_dirs: list[Path], alpha: float = 0.05) -> tuple[list[C
     Raises:
         BatchmarkError: an unreadable or incomplete run (named in the message).
     """
-    loaded, previous = _load(run_dirs)
+    loaded, previous = _load(run_dirs, loaded)
     views = [comparison_view(diff_runs(loaded[prev], loaded[rid], alpha=alpha))
              for rid, prev in sorted(previous.items(), reverse=True) if prev is not None]
     return views, previous
@@ -154,7 +178,7 @@ def build_comparisons(run_dirs: list[Path], alpha: float = 0.05) -> tuple[list[C
 
 def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
     """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons`` and ``previous``."""
-    comparisons, previous = build_comparisons(run_dirs)
+    comparisons, previous = build_comparisons(run_dirs, loaded=_loaded_of(views))
     return {"comparisons": clean_comparisons_first(comparisons, views), "previous": previous}
 
 
@@ -171,5 +195,5 @@ def clean_comparisons_first(comparisons: list[ComparisonView], views: list[Any])
 
 
 def runs_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
-    """Template context of ``runs.md``: ``previous`` (run id → predecessor or None) and ``changes_anchor``."""
-    return {"previous": _load(run_dirs)[1], "changes_anchor": anchor}
+    """Template context of ``runs.md`` and the run pages: ``previous`` (run id → predecessor or None) and ``changes_anchor``."""
+    return {"previous": _load(run_dirs, _loaded_of(views))[1], "changes_anchor": anchor}

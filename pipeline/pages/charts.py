@@ -5,7 +5,8 @@ Every chart uses a log2 concurrency axis, as the sweep grid doubles.
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Callable
 
 import altair as alt
 
@@ -13,12 +14,58 @@ WIDTH = 560
 HEIGHT = 300
 
 
-def _x(title: str = "concurrency (requests in flight / batch size B)") -> alt.X:
-    return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title=title, values=[1, 2, 4, 8, 16, 32, 64, 128, 256, 512]))
+def x_concurrency(title: str = "concurrency (requests in flight / batch size B)",
+                  values: list[int] | None = None) -> alt.X:
+    """The concurrency axis every chart shares: log2 scale (the sweep grid doubles), ticks at the powers of two."""
+    return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2),
+                 axis=alt.Axis(title=title, values=values or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]))
 
 
-def _spec(chart: alt.TopLevelMixin) -> dict[str, Any]:
+_x = x_concurrency
+
+
+def spec_of(chart: alt.TopLevelMixin) -> dict[str, Any]:
+    """The Vega-Lite spec (a dict) of an Altair chart, validated against the schema."""
     return chart.to_dict()
+
+
+_spec = spec_of
+
+#: Chart shapes built once: ``{key: Vega-Lite spec with ``{"name": …}`` data placeholders}`` (:func:`from_skeleton`).
+_SKELETONS: dict[tuple, dict[str, Any]] = {}
+
+
+def _fill(node: Any, data: dict[str, list[dict[str, Any]]]) -> Any:
+    """A copy of ``node`` with every ``"data": {"name": N}`` placeholder replaced by ``{"values": data[N]}``."""
+    if isinstance(node, dict):
+        return {k: ({"values": data[v["name"]]} if k == "data" and isinstance(v, dict) and set(v) == {"name"}
+                    else _fill(v, data)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, data) for v in node]
+    return node
+
+
+def from_skeleton(key: tuple, build: Callable[[], alt.TopLevelMixin], data: dict[str, list[dict[str, Any]]],
+                  title: Any = None) -> dict[str, Any]:
+    """The spec of the chart ``build()`` makes, with its named data filled from ``data`` and its title set.
+
+    ``build`` returns an Altair chart whose data are placeholders (``alt.Data(name=N)``); it runs
+    once per ``key`` (the chart's shape: builder and which optional layers it has), and every call
+    copies that spec and puts ``data[N]`` in place of each placeholder, inline as
+    ``{"values": rows}`` (the spec Altair would have made with the data given directly).
+    Building and validating an Altair chart costs 10–50 ms, and a lab's site draws thousands of
+    charts of a handful of shapes (issue 13, "A site for a lab": 500 workloads × 5 charts).
+
+    Raises:
+        KeyError: a placeholder with no entry in ``data`` (a bug in the builder).
+    """
+    skeleton = _SKELETONS.get(key)
+    if skeleton is None:
+        skeleton = _SKELETONS[key] = spec_of(build())
+    spec = _fill(skeleton, data)
+    if title is not None:
+        spec["title"] = title
+    return spec
 
 
 def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analysis_points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -45,31 +92,40 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
                          "tok_s": base["output_throughput_tok_s"] * c / base["concurrency"]})
         if roof.get(c):
             rows.append({"concurrency": c, "series": "roofline prediction", "tok_s": roof[c]})
-    data = alt.Data(values=rows)
+    data = {"points": rows}
+    if model.get("ceiling_tok_s"):
+        data["ceiling"] = [{"y": model["ceiling_tok_s"], "label": f"single-stream ceiling {model['ceiling_tok_s']:.1f} tok/s"}]
+    if model.get("knee_concurrency"):
+        data["knee"] = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
+    return from_skeleton(("throughput", "ceiling" in data, "knee" in data), lambda: _throughput_skeleton(data),
+                         data, title=f"{model['model']}: output throughput vs concurrency")
+
+
+def _throughput_skeleton(data: dict[str, Any]) -> alt.TopLevelMixin:
+    """The layers of :func:`throughput_chart` with placeholder data (ceiling and knee layers when ``data`` has them)."""
+    pts = alt.Data(name="points")
     color = alt.Color("series:N", scale=alt.Scale(
         domain=["measured (median)", "ideal linear scaling", "roofline prediction"],
         range=["#1f77b4", "#9e9e9e", "#d62728"]), legend=alt.Legend(title=None, orient="top-left"))
     y = alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log"))
-    lines = alt.Chart(data).mark_line(point=True).encode(
+    lines = alt.Chart(pts).mark_line(point=True).encode(
         x=_x(), y=y, color=color,
         strokeDash=alt.condition(alt.datum.series == "measured (median)", alt.value([1, 0]), alt.value([5, 4])),
         tooltip=["series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
-    spread = alt.Chart(data).transform_filter(alt.datum.series == "measured (median)").mark_rule(
+    spread = alt.Chart(pts).transform_filter(alt.datum.series == "measured (median)").mark_rule(
         color="#1f77b4", strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
     layers = [spread, lines]
-    if model.get("ceiling_tok_s"):
-        ceil = alt.Chart(alt.Data(values=[{"y": model["ceiling_tok_s"],
-                                           "label": f"single-stream ceiling {model['ceiling_tok_s']:.1f} tok/s"}]))
+    if "ceiling" in data:
+        ceil = alt.Chart(alt.Data(name="ceiling"))
         layers.append(ceil.mark_rule(color="#ff7f0e", strokeDash=[2, 2]).encode(y="y:Q", tooltip=["label:N"]))
         layers.append(ceil.mark_text(align="right", baseline="bottom", dy=-3, color="#ff7f0e", x=WIDTH)
                       .encode(y="y:Q", text="label:N"))
-    if model.get("knee_concurrency"):
-        knee = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
-        layers.append(alt.Chart(alt.Data(values=knee)).mark_rule(color="#2ca02c", strokeWidth=2).encode(x=_x(), tooltip=["label:N"]))
-        layers.append(alt.Chart(alt.Data(values=knee)).mark_text(align="left", dx=4, dy=-8, color="#2ca02c", y=10)
+    if "knee" in data:
+        knee = alt.Data(name="knee")
+        layers.append(alt.Chart(knee).mark_rule(color="#2ca02c", strokeWidth=2).encode(x=_x(), tooltip=["label:N"]))
+        layers.append(alt.Chart(knee).mark_text(align="left", dx=4, dy=-8, color="#2ca02c", y=10)
                       .encode(x=_x(), text="label:N"))
-    return _spec(alt.layer(*layers).properties(width=WIDTH, height=HEIGHT,
-                                               title=f"{model['model']}: output throughput vs concurrency"))
+    return alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title="placeholder")
 
 
 def headline_chart(title: str, workloads: list[dict[str, Any]]) -> dict[str, Any]:
@@ -103,10 +159,13 @@ def headline_chart(title: str, workloads: list[dict[str, Any]]) -> dict[str, Any
 def per_user_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
     """Per-user throughput (1 / median TPOT, tokens/s) vs concurrency."""
     rows = [{"concurrency": p["concurrency"], "tok_s": p["per_user_tok_s"]} for p in points if p.get("per_user_tok_s")]
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True, color="#9467bd").encode(
-        x=_x(), y=alt.Y("tok_s:Q", title="per-user throughput (tokens/s)"),
-        tooltip=["concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
-    return _spec(chart.properties(width=WIDTH, height=220, title=f"{model['model']}: per-user tokens/s"))
+
+    def build() -> alt.TopLevelMixin:
+        return alt.Chart(alt.Data(name="points")).mark_line(point=True, color="#9467bd").encode(
+            x=_x(), y=alt.Y("tok_s:Q", title="per-user throughput (tokens/s)"),
+            tooltip=["concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")]).properties(width=WIDTH, height=220)
+
+    return from_skeleton(("per_user",), build, {"points": rows}, title=f"{model['model']}: per-user tokens/s")
 
 
 def latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -119,35 +178,54 @@ def latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[s
                 if stats.get(q) is not None:
                     rows.append({"concurrency": p["concurrency"], "metric": metric.removesuffix("_s").upper(),
                                  "quantile": q, "ms": stats[q] * 1e3})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_x("concurrency"), y=alt.Y("ms:Q", title="milliseconds", scale=alt.Scale(type="log")),
-        color=alt.Color("quantile:N", legend=alt.Legend(title=None)),
-        tooltip=["metric:N", "quantile:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
-    ).properties(width=260, height=220)
-    return _spec(chart.facet(column=alt.Column("metric:N", title=None)).properties(
-        title=f"{model['model']}: TTFT and TPOT percentiles"))
+
+    def build() -> alt.TopLevelMixin:
+        chart = alt.Chart(alt.Data(name="points")).mark_line(point=True).encode(
+            x=_x("concurrency"), y=alt.Y("ms:Q", title="milliseconds", scale=alt.Scale(type="log")),
+            color=alt.Color("quantile:N", legend=alt.Legend(title=None)),
+            tooltip=["metric:N", "quantile:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
+        ).properties(width=260, height=220)
+        return chart.facet(column=alt.Column("metric:N", title=None)).properties(title="placeholder")
+
+    return from_skeleton(("latency",), build, {"points": rows}, title=f"{model['model']}: TTFT and TPOT percentiles")
 
 
 def pareto_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
     """Throughput vs interactivity: output throughput (all users) against per-user tokens/s, labelled by concurrency."""
     rows = [{"concurrency": p["concurrency"], "per_user": p["per_user_tok_s"], "total": p["output_throughput_tok_s"]}
             for p in points if p.get("per_user_tok_s") and p.get("output_throughput_tok_s")]
-    base = alt.Chart(alt.Data(values=rows)).encode(
-        x=alt.X("per_user:Q", title="per-user throughput (tokens/s)"),
-        y=alt.Y("total:Q", title="output throughput (tokens/s)"), order="concurrency:Q")
-    chart = base.mark_line(point=True, color="#8c564b") + base.mark_text(dx=8, dy=-6, align="left").encode(text="concurrency:Q")
-    return _spec(chart.properties(width=WIDTH, height=260, title=f"{model['model']}: throughput vs interactivity"))
+
+    def build() -> alt.TopLevelMixin:
+        base = alt.Chart(alt.Data(name="points")).encode(
+            x=alt.X("per_user:Q", title="per-user throughput (tokens/s)"),
+            y=alt.Y("total:Q", title="output throughput (tokens/s)"), order="concurrency:Q")
+        chart = base.mark_line(point=True, color="#8c564b") + base.mark_text(dx=8, dy=-6, align="left").encode(
+            text="concurrency:Q")
+        return chart.properties(width=WIDTH, height=260, title="placeholder")
+
+    return from_skeleton(("pareto",), build, {"points": rows}, title=f"{model['model']}: throughput vs interactivity")
+
+
+def efficiency_domain(values: list[float], floor: float = 1.1) -> list[float]:
+    """A scaling-efficiency axis that holds every value: [0, max(floor, 5 % above the largest value)].
+
+    A fixed [0, 1.1] drew a measured 1.25 outside the frame (issue 13, "Site usability");
+    super-linear points (a batch faster per sequence than one stream) are real and must show.
+    """
+    top = max([v for v in values if v is not None and math.isfinite(v)] or [0.0])
+    return [0, max(floor, round(top * 1.05, 2))]
 
 
 def efficiency_chart(models: list[dict[str, Any]]) -> dict[str, Any]:
-    """Scaling efficiency T(c) / (c × T(1)) vs concurrency, one line per workload (MoE vs dense)."""
+    """Scaling efficiency T(c) / (c × T(1)) vs concurrency, one line per workload (MoE vs dense); the axis holds every value."""
     rows = []
     for m in models:
         label = f"{m['model']} ({m.get('kind') or '?'})"
         for c, eff in (m.get("scaling_efficiency") or {}).items():
             rows.append({"concurrency": int(c), "efficiency": eff, "model": label, "kind": m.get("kind") or "?"})
+    domain = efficiency_domain([r["efficiency"] for r in rows])
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_x(), y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
+        x=_x(), y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=domain)),
         color=alt.Color("model:N", legend=alt.Legend(title=None, orient="top-right")),
         strokeDash=alt.StrokeDash("kind:N", legend=None),
         tooltip=["model:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
@@ -178,16 +256,20 @@ def server_state_chart(model: dict[str, Any], analysis_points: list[dict[str, An
                              "value": v * 100 if key == "kv_cache_usage_max" else v, "regime": regime})
     if not rows:
         return None
-    base = alt.Chart()  # the data sits on the layer, so that the facet splits it by metric
-    line = base.mark_line(color="#7f7f7f").encode(x=_x("concurrency"), y=alt.Y("value:Q", title=None))
-    dots = base.mark_point(filled=True, size=70).encode(
-        x=_x("concurrency"), y=alt.Y("value:Q", title=None),
-        color=alt.Color("regime:N", title="point measured", scale=alt.Scale(
-            domain=list(REGIME_LABELS.values()), range=["#2ca02c", "#d62728", "#9467bd", "#7f7f7f"])),
-        tooltip=["metric:N", "concurrency:Q", alt.Tooltip("value:Q", format=".2f"), "regime:N"])
-    chart = alt.layer(line, dots, data=alt.Data(values=rows)).properties(width=240, height=200)
-    return _spec(chart.facet(column=alt.Column("metric:N", title=None)).resolve_scale(y="independent")
-                 .properties(title=f"{model['model']}: the server's view (from /metrics)"))
+    def build() -> alt.TopLevelMixin:
+        base = alt.Chart()  # the data sits on the layer, so that the facet splits it by metric
+        line = base.mark_line(color="#7f7f7f").encode(x=_x("concurrency"), y=alt.Y("value:Q", title=None))
+        dots = base.mark_point(filled=True, size=70).encode(
+            x=_x("concurrency"), y=alt.Y("value:Q", title=None),
+            color=alt.Color("regime:N", title="point measured", scale=alt.Scale(
+                domain=list(REGIME_LABELS.values()), range=["#2ca02c", "#d62728", "#9467bd", "#7f7f7f"])),
+            tooltip=["metric:N", "concurrency:Q", alt.Tooltip("value:Q", format=".2f"), "regime:N"])
+        chart = alt.layer(line, dots, data=alt.Data(name="points")).properties(width=240, height=200)
+        return (chart.facet(column=alt.Column("metric:N", title=None)).resolve_scale(y="independent")
+                .properties(title="placeholder"))
+
+    return from_skeleton(("server_state",), build, {"points": rows},
+                         title=f"{model['model']}: the server's view (from /metrics)")
 
 
 def engines_chart(title: str, series: list[dict[str, Any]]) -> dict[str, Any]:

@@ -25,9 +25,9 @@ from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
 from pipeline.modelcards import ModelCard, list_card_files, load_card
 from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
+from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
+from pipeline.pages.charts import spec_of as _spec
 
-WIDTH = 560
-HEIGHT = 300
 EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
 #: Pages (docs_dir-relative) whose templates need :func:`page_context`.
 PAGES = ("capacity.md", *(f"explain/{name}.md" for name in EXPLAINERS))
@@ -35,14 +35,8 @@ BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
 
 
-
-def _x(title: str = "concurrency B (sequences decoded together)", values=None) -> alt.X:
-    return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2),
-                 axis=alt.Axis(title=title, values=values or BATCHES))
-
-
-def _spec(chart: Any) -> dict[str, Any]:
-    return chart.to_dict()
+def _x(title: str = "concurrency B (sequences decoded together)", values: list[int] | None = None) -> alt.X:
+    return x_concurrency(title, values or BATCHES)
 
 
 def _label(w: Any) -> str:
@@ -118,8 +112,10 @@ def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if dots:
         layers.append(alt.Chart(alt.Data(values=dots)).mark_point(shape="diamond", size=90, filled=True, color="black")
                       .encode(x="tok_s:Q", y=y, tooltip=["model:N", "label:N", alt.Tooltip("tok_s:Q", format=".1f")]))
-    return _spec(alt.layer(*layers).properties(width=WIDTH, height=max(220, 34 * len(rows)),
-                                               title="Bandwidth ceiling of one stream (bars) and measured single streams (◆)"))
+    # the title promises the diamonds only when there are some (issue 13: it promised ◆ that were not drawn)
+    title = ("Bandwidth ceiling of one stream (bars) and measured single streams (◆)" if dots else
+             "Bandwidth ceiling of one stream (bars); no run measured a single stream of these models")
+    return _spec(alt.layer(*layers).properties(width=WIDTH, height=max(220, 34 * len(rows)), title=title))
 
 
 def _pairs(workloads: list[Any]) -> list[tuple[str, Any]]:
@@ -271,7 +267,8 @@ def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:
                          "run": run_id or "?", "kind": w.model.get("kind") or "?"})
     base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x(values=[1, 2, 4, 8, 16, 32, 64]),
-        y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))", scale=alt.Scale(domain=[0, 1.1])),
+        y=alt.Y("efficiency:Q", title="scaling efficiency T(c) / (c·T(1))",
+                scale=alt.Scale(domain=efficiency_domain([r["efficiency"] for r in rows]))),
         color=alt.Color("kind:N", scale=KIND_COLORS, legend=alt.Legend(title="kind", orient="top-right")),
         detail="workload:N",
         tooltip=["workload:N", "kind:N", "concurrency:Q", alt.Tooltip("efficiency:Q", format=".3f")])
@@ -295,16 +292,38 @@ def kv_sequence_chart(cards: list[ModelCard], contexts: list[int] | None = None)
 
 
 def capacity_chart(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Concurrent sequences that fit against context, per model (from :func:`pipeline.capacity.capacity_table`)."""
+    """Concurrent sequences that fit against context, per model (from :func:`pipeline.capacity.capacity_table`).
+
+    Each model has its own point shape and dash, so two models with the same capacity (lines on
+    top of each other) both show; a model whose weights do not fit, or fit with no room for one
+    sequence at any context, has no line and the subtitle names it (issue 13: the chart dropped
+    such models without a word).
+    """
     rows = [{"context": r["context"], "model": t["model"], "sequences": r["max_sequences"]}
             for t in table_rows for r in t["contexts"] if r["max_sequences"] > 0 and r["within_max_context"] is not False]
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+    drawn = {r["model"] for r in rows}
+    missing = [t["model"] for t in table_rows if t["model"] not in drawn]
+    names = sorted({t["model"] for t in table_rows})
+    shapes = ["circle", "square", "triangle-up", "diamond", "cross", "triangle-down", "triangle-left", "triangle-right"]
+    dashes = [[1, 0], [6, 3], [2, 2], [8, 3, 2, 3]]
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=alt.X("context:Q", scale=alt.Scale(type="log", base=2), axis=alt.Axis(title="context per sequence (tokens)",
                                                                               values=list(DEFAULT_CONTEXTS))),
         y=alt.Y("sequences:Q", title="concurrent sequences that fit", scale=alt.Scale(type="log")),
-        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=3)),
+        color=alt.Color("model:N", scale=alt.Scale(domain=names),
+                        legend=alt.Legend(title=None, orient="bottom", columns=3)),
         tooltip=["model:N", "context:Q", "sequences:Q"])
-    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="How many sequences fit beside the weights"))
+    chart = alt.layer(
+        base.mark_line(opacity=0.8).encode(strokeDash=alt.StrokeDash(
+            "model:N", scale=alt.Scale(domain=names, range=[dashes[i % len(dashes)] for i in range(len(names))]),
+            legend=None)),
+        base.mark_point(filled=True, size=60).encode(shape=alt.Shape(
+            "model:N", scale=alt.Scale(domain=names, range=[shapes[i % len(shapes)] for i in range(len(names))]),
+            legend=None)))
+    title: dict[str, Any] = {"text": "How many sequences fit beside the weights"}
+    if missing:
+        title["subtitle"] = "Not drawn (weights leave no room for one sequence): " + ", ".join(missing)
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=title))
 
 
 # -- numbers for the templates ---------------------------------------------------------------
@@ -318,6 +337,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
     are attached for comparison.
     """
     out = []
+    files: dict[str, Any] = {}  # card file of each name, found once (a search per card × workload was quadratic)
     for c in cards:
         native = weight_bytes_per_step(c, 1)
         row = {"model": c.name, "kind": c.kind, "quantization": c.quantization, "card": c,
@@ -328,7 +348,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
             alt_card = load_card(c.name, quant=q)
             row["ceilings"][q] = bandwidth_gb_s * 1e9 / weight_bytes_per_step(alt_card, 1)
         for w in workloads:
-            if w.model.get("model") and _same_model(w.model["model"], c.name):
+            if w.model.get("model") and _same_model(w.model["model"], c.name, files):
                 p1 = next((p for p in w.points if p["concurrency"] == 1 and p.get("output_throughput_tok_s")), None)
                 if p1:
                     row["measured"].append({"tok_s": p1["output_throughput_tok_s"], "label": _label(w)})
@@ -336,10 +356,15 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
     return out
 
 
-def _same_model(a: str, b: str) -> bool:
+def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
+    """True when model names ``a`` and ``b`` resolve to the same model card file (``files``: a cache of name → card file)."""
     from pipeline.modelcards import find_card_file
 
-    fa, fb = find_card_file(a), find_card_file(b)
+    files = {} if files is None else files
+    for name in (a, b):
+        if name not in files:
+            files[name] = find_card_file(name)
+    fa, fb = files[a], files[b]
     return fa is not None and fb is not None and fa[0] == fb[0]
 
 
@@ -395,6 +420,53 @@ def point_at(w: Any, c: int) -> dict[str, Any] | None:
     return next((p for p in w.points if p["concurrency"] == c), None) if w else None
 
 
+def _ratio(b: float | None, a: float | None) -> float | None:
+    """b ÷ a, or None when either is missing or a is 0."""
+    return b / a if a and b is not None else None
+
+
+def step_ratios(p1: dict[str, Any] | None, pl: dict[str, Any] | None) -> dict[str, float | None]:
+    """From point ``p1`` to point ``pl`` of one workload: what batching bought and what it cost.
+
+    ``output_x`` = T(pl) ÷ T(p1) (output throughput), ``per_user_x`` (per-user throughput),
+    ``step_x`` = step(pl) ÷ step(p1), ``step_growth_pct`` = (step_x − 1) × 100, and
+    ``step_ms_1`` / ``step_ms_l`` the decode steps in ms (None where a figure is missing).
+    """
+    p1, pl = p1 or {}, pl or {}
+    step_x = _ratio(pl.get("step_time_s"), p1.get("step_time_s"))
+    return {"output_x": _ratio(pl.get("output_throughput_tok_s"), p1.get("output_throughput_tok_s")),
+            "per_user_x": _ratio(pl.get("per_user_tok_s"), p1.get("per_user_tok_s")),
+            "step_x": step_x, "step_growth_pct": None if step_x is None else (step_x - 1) * 100,
+            "step_ms_1": None if p1.get("step_time_s") is None else p1["step_time_s"] * 1e3,
+            "step_ms_l": None if pl.get("step_time_s") is None else pl["step_time_s"] * 1e3}
+
+
+def ceiling_of_bytes(bandwidth_gb_s: float | None, bytes_per_token: float | None) -> float | None:
+    """Tokens/s one stream can reach reading ``bytes_per_token`` per token at ``bandwidth_gb_s`` (10⁹ bytes/s).
+
+    Derived (docs/definitions.md, bandwidth ceiling): ceiling = bandwidth ÷ bytes per decode step.
+    """
+    return bandwidth_gb_s * 1e9 / bytes_per_token if bandwidth_gb_s and bytes_per_token else None
+
+
+def roofline_ratios(w: Any, concurrencies: list[int]) -> list[float | None]:
+    """Roofline prediction ÷ measured output throughput of workload ``w`` at each concurrency (None where unknown)."""
+    roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
+    measured = {p["concurrency"]: p.get("output_throughput_tok_s") for p in w.points}
+    return [_ratio(roof.get(c), measured.get(c)) for c in concurrencies]
+
+
+def kv_read_per_step(w: Any, concurrency: int) -> dict[str, float]:
+    """KV-cache bytes one decode step reads at ``concurrency``: B × mean context × KV bytes per token.
+
+    Derived (docs/definitions.md, bytes per decode step): the mean context over the generation is
+    input + output ÷ 2 tokens.  Returns ``{"mean_context", "kv_bytes"}``.
+    """
+    m = w.model
+    mean_context = m["input_len"] + m["output_len"] / 2
+    return {"mean_context": mean_context, "kv_bytes": concurrency * mean_context * (m.get("kv_bytes_per_token") or 0)}
+
+
 def hardware_figures(hardware: dict[str, Any]) -> dict[str, Any]:
     """A run's hardware block (``analysis.json``'s ``hardware``) as the pages quote it: name, figures and their source.
 
@@ -421,7 +493,7 @@ def bandwidth_check(w: Any) -> dict[str, Any]:
     ``stalls``: doublings of B after which the output throughput did not rise (the step grew
     at least as much as B), each with the roofline's predicted step ratio.  ``step_growth`` and
     ``roofline_step_growth``: step time at the last B ÷ at the first, measured and by the
-    roofline (derived: roofline step = B ÷ roofline tokens/s).  ``follows``: memory binds
+    roofline (derived: roofline step = B ÷ roofline tokens/s; ``roofline_step_growth_pct`` = (growth − 1) × 100).  ``follows``: memory binds
     throughout and nothing stalled.
     """
     pts = [p for p in w.points if p.get("output_throughput_tok_s") and p.get("step_time_s")]
@@ -444,6 +516,7 @@ def bandwidth_check(w: Any) -> dict[str, Any]:
     return {"compute_from": compute_from, "stalls": stalls,
             "step_growth": last["step_time_s"] / first["step_time_s"] if pts else None,
             "roofline_step_growth": rl / rf if rf and rl else None,
+            "roofline_step_growth_pct": (rl / rf - 1) * 100 if rf and rl else None,
             "follows": bool(pts) and compute_from is None and not stalls}
 
 
@@ -466,8 +539,33 @@ def batching_examples(views: list[Any], hardware_name: str | None) -> list[dict[
         pts = [p for p in w.points if p.get("step_time_s")]
         out.append({"run_id": v.run_id, "hardware": hardware_figures(v.hardware), "w": w,
                     "quality": getattr(v, "quality", None), "clean_exists": any(id(x) not in flagged for _, x in by_hw[name]),
-                    "p1": point_at(w, 1) or pts[0], "pl": pts[-1], "check": bandwidth_check(w)})
+                    "p1": point_at(w, 1) or pts[0], "pl": pts[-1], "check": bandwidth_check(w),
+                    "r": step_ratios(point_at(w, 1) or pts[0], pts[-1])})
     return out
+
+
+def latest_workloads(views: list[Any]) -> list[tuple[Any, Any]]:
+    """``(run view, workload)`` pairs the explainers list and draw: per (hardware, model, engine, input, output),
+    the newest clean run's workload and every flagged run's newer than it (the newest run's alone when none is
+    clean), newest run first.
+
+    A lab re-measures the same models run after run; the explainers illustrate the physics with
+    each workload once (issue 13, "A site for a lab": 50 models × 10 runs made the Knee page
+    3.8 MB), while the model pages keep every run.  A flagged run newer than the clean one stays,
+    so that it is shown as flagged where it would otherwise have been the example.
+    """
+    groups: dict[tuple, list[tuple[Any, Any]]] = {}
+    for v in sorted(views, key=lambda v: v.run_id, reverse=True):
+        for w in v.workloads:
+            m = w.model
+            key = (str(v.hardware.get("name")), m["model"], m.get("engine"), m["input_len"], m["output_len"])
+            groups.setdefault(key, []).append((v, w))
+    keep: set[int] = set()
+    for pairs in groups.values():
+        clean = [i for i, (v, _) in enumerate(pairs) if not getattr(v, "flagged", False)]
+        # newest first: every run down to the newest clean one; the newest alone when none is clean
+        keep.update(id(w) for _, w in pairs[:clean[0] + 1 if clean else 1])
+    return [(v, w) for v in views for w in v.workloads if id(w) in keep]
 
 
 def _example_cards(cards: list[ModelCard]) -> list[ModelCard]:
@@ -494,6 +592,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
     moe_cards = [c for c in cards if c.kind == "moe"]
     capacity = [capacity_table(c, hardware) for c in cards]
     worked = next(t for t in capacity if t["model"] == "Llama-3.1-8B") if any(t["model"] == "Llama-3.1-8B" for t in capacity) else None
+    latest = latest_workloads(views)
     run_of = {id(w): v.run_id for v in views for w in v.workloads}
     hw_of = {id(w): v.hardware.get("name") or "unknown hardware" for v in views for w in v.workloads}
     return {
@@ -501,10 +600,11 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense_hw": hw_of.get(id(dense)), "moe_hw": hw_of.get(id(moe)),
         "batching_examples": batching_examples(views, hardware.get("name")),
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
-        "views": views, "workloads": workloads, "measured_workloads": [w for w in workloads if w.model.get("kind")],
+        "views": views, "workloads": workloads, "latest": latest,
+        "measured_workloads": [w for _, w in latest if w.model.get("kind")],
         # a chart's series of a flagged run says so in its label (issue 13: flagged wherever it appears)
         "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})" + (" ⚠ flagged" if id(w) in flagged else ""), w)
-                     for v in views for w in v.workloads if w.model.get("kind")],
+                     for v, w in latest if w.model.get("kind")],
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceiling_rows(cards, bw, workloads) if bw else [],
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
@@ -515,6 +615,11 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
                               for c in moe_cards],
         "knee_threshold": next((w.model.get("knee_threshold") for w in workloads if w.model.get("knee_threshold")), KNEE_THRESHOLD),
         "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
+        "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
+        "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
+        "ratio": _ratio, "ceiling_of_bytes": ceiling_of_bytes,
+        "usable_gb": (None if hardware.get("memory_gb") is None
+                      else hardware["memory_gb"] - (hardware.get("runtime_reserve_gb") or 0)),
         "point_at": point_at, "math": math, "kv_bytes_per_sequence": kv_bytes_per_sequence,
         "weight_bytes_per_step": weight_bytes_per_step, "explain_charts": sys.modules[__name__],
     }

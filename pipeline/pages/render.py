@@ -25,7 +25,8 @@ from markupsafe import Markup
 from pipeline import paths, runs
 from pipeline.pages import charts, explain
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
-from pipeline.pages.views import RunView, Workload, clean_first, headline_runs, view_of  # noqa: F401  (importable from here)
+from pipeline.pages.views import (RunView, Workload, change_page_path, clean_first, fmt, headline_runs,  # noqa: F401
+                                  headline_series, knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
@@ -38,6 +39,7 @@ function batchmarkRenderCharts() {
     el.dataset.rendered = "1";
     try {
       vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
+        .then(function (res) { el.batchmarkView = res.view; el.dataset.drawn = "1"; })  // the Vega view, for tests
         .catch(function (err) { el.textContent = "chart failed to render: " + err; });
     } catch (err) {
       el.textContent = "chart failed to render: " + err;
@@ -80,6 +82,7 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 .md-typeset table:not([class]) { font-size: .68rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
 .vega-chart { overflow-x: auto; }
+.md-typeset td.n, .md-typeset th.n { text-align: right; }
 /* A table wider than the column scrolls sideways and says so: a hint above it, a shaded right
    edge, and a scrollbar that stays visible (batchmarkMarkTables in charts.js marks the wrapper). */
 .md-typeset__scrollwrap { overflow-x: auto; scrollbar-width: thin; scrollbar-color: #888 transparent; }
@@ -120,10 +123,19 @@ PAGE_CONTEXT["changes.md"] = _changes_page_context
 PAGE_CONTEXT["runs.md"] = _runs_page_context
 
 
+#: Templates of pages rendered once per item (under ``templates/each/``): {template: (folder of the pages, context
+#: name of the item)}.  A model page per model, a run page per run, a Changes page per comparison (issue 13, "A site
+#: for a lab": one page for all of them grew to 17.7 MB and 22 MB with 50 models × 10 runs).
+EACH_DIR = "each"
+EACH = {"model.md.j2": ("models", "mp"), "run.md.j2": ("runs", "run"), "change.md.j2": ("changes", "comparison")}
+
+
 def page_templates(templates_dir: Path | None = None) -> list[str]:
-    """Every page template (``**/*.md.j2`` under templates/, relative, sorted); each renders to its name minus ``.j2``."""
+    """Every page template rendered once (``**/*.md.j2`` under templates/ outside ``each/``, relative, sorted);
+    each renders to its name minus ``.j2``."""
     base = templates_dir or paths.root() / "templates"
-    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2"))
+    return sorted(str(p.relative_to(base)) for p in base.rglob("*.md.j2")
+                  if p.relative_to(base).parts[0] != EACH_DIR)
 
 
 def _finalize(value: Any) -> Any:
@@ -133,16 +145,31 @@ def _finalize(value: Any) -> Any:
     return md_text(value)
 
 
-def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, (int, float)):
-        return f"{value:,.{digits}f}"
-    return str(value)
+_fmt = fmt
 
 
 def _gb(value: Any) -> str:
     return "–" if value is None else f"{value / 1e9:.2f} GB"
+
+
+def _ms(value: Any, digits: int = 1) -> str:
+    """Seconds shown as milliseconds (``–`` for None)."""
+    return "–" if value is None else fmt(value * 1e3, digits)
+
+
+def _pct(value: Any, digits: int = 0) -> str:
+    """A fraction shown as a percentage number (``0.25`` → ``25``; ``–`` for None)."""
+    return "–" if value is None else fmt(value * 100, digits)
+
+
+def _kb(value: Any, digits: int = 1) -> str:
+    """Bytes shown as kB (10³ bytes), the number only (``–`` for None)."""
+    return "–" if value is None else fmt(value / 1e3, digits)
+
+
+def _gib(value: Any, digits: int = 2) -> str:
+    """Bytes shown as GiB (2³⁰ bytes), the number only (``–`` for None)."""
+    return "–" if value is None else fmt(value / 2**30, digits)
 
 
 def _params(value: Any) -> str:
@@ -205,7 +232,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(templates_dir or paths.root() / "templates")),
                              undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
                              trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
-    env.filters.update(fmt=_fmt, gb=_gb, params=_params, md=md_text, md_cell=md_text, html=html_text,
+    env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, kb=_kb, gib=_gib, md=md_text, md_cell=md_text, html=html_text,
                        code=code, anchor=anchor, url_path=url_path)
     from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
     from pipeline.engines import tokencount
@@ -213,8 +240,9 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=MAX_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
-                       run_count_sources=run_count_sources, headline_runs=headline_runs,
-                       clean_first=clean_first)
+                       run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
+                       point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
+                       change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
     return env
 
 
@@ -284,8 +312,16 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
                 templates_dir: Path | None = None, reference: list[Path] | None = None) -> list[Path]:
     """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
 
+    The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
+    item: ``models/<model>.md`` per model (Benchmarks' content: open-loop workloads too), ``runs/<run>.md`` per
+    run, ``changes/<run>.md`` per
+    comparison; a page of that kind left from an earlier render whose item is gone is removed.
+    Each run is read once (:func:`pipeline.stages.load_run`, in memory) and every page renders
+    from its run views, so the work grows linearly with the runs and models.
+
     ``reference``: folders of reference runs (the output of ``batchmark reference``,
     :mod:`pipeline.reference`), shown by the explainers only; none by default.
+
     Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
     """
     from pipeline import runs as runs_mod
@@ -303,13 +339,34 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
     write_downloads(docs_dir, results)
+    pages = model_pages(views)
+    page_of = {mp.model: mp.path for mp in pages}
+    env.globals["model_page"] = lambda name: page_of.get(str(name)) or Markup(f"models/{anchor(name)}.md")
     written = []
+    contexts: dict[str, dict[str, Any]] = {}
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
         mine = views if page == "benchmarks.md" else grid_views
-        extra = PAGE_CONTEXT[page](mine, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
+        extra = contexts[page] = PAGE_CONTEXT[page](mine, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
         text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)
         written.append(path)
+    items = {"model.md.j2": [(mp.path, mp, {}) for mp in pages],
+             "run.md.j2": [(run_page_path(v.run_id), v, contexts.get("runs.md", {})) for v in grid_views],
+             "change.md.j2": [(change_page_path(c.run_b), c, {}) for c in contexts.get("changes.md", {}).get("comparisons", [])]}
+    for tname, (folder, key) in EACH.items():
+        if not (templates_dir or paths.root() / "templates").joinpath(EACH_DIR, tname).is_file():
+            continue
+        template = env.get_template(f"{EACH_DIR}/{tname}")
+        kept = set()
+        for page, item, extra in items[tname]:
+            text = template.render(runs=views, chart=ChartRegistry(), page=page, **{**extra, key: item})
+            path = docs_dir / page
+            runs_mod.atomic_write_text(path, text)
+            written.append(path)
+            kept.add(path.name)
+        for old in (docs_dir / folder).glob("*.md") if (docs_dir / folder).is_dir() else []:
+            if old.name not in kept:  # a page of a model, run or comparison that is no longer on the site
+                old.unlink()
     return written

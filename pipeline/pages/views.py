@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from markupsafe import Markup
+
 from pipeline import runs
 from pipeline.pages.escape import anchor
 from pipeline.records import PointKey, workload_of
@@ -146,6 +148,8 @@ class RunView:
     meta: dict[str, Any]
     analysis: dict[str, Any]
     workloads: list[Workload] = field(default_factory=list)
+    #: The run as :func:`pipeline.stages.load_run` read it (for pages that diff runs), or None.
+    results: Any = field(default=None, repr=False, compare=False)
 
     @property
     def hardware(self) -> dict[str, Any]:
@@ -181,7 +185,7 @@ def view_of(res: "runs.RunResults") -> RunView:
     """The :class:`RunView` of a run read by :func:`pipeline.stages.load_run`."""
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]
-    view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis)
+    view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis, results=res)
     # grouped once by workload: linear in the points (issue 9 "Scale": a scan per workload was quadratic)
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for s in summaries:
@@ -237,3 +241,133 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
                     + ": " + ("; ".join(clauses) if clauses else "no models") + ".")
         out.append({"hardware": hw, "view": head, "older": [v for v in vs if v is not head], "sentence": sentence})
     return out
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    """A number for a page: thousands separators and ``digits`` decimals; None as ``–``; anything else as text."""
+    if value is None:
+        return "–"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+def _ms(dist: dict[str, Any] | None, q: str) -> float | None:
+    """Quantile ``q`` of a latency distribution (seconds) in milliseconds, or None."""
+    v = (dist or {}).get(q)
+    return None if v is None else v * 1e3
+
+
+def point_rows(w: Workload) -> list[dict[str, str]]:
+    """The per-point table of a workload (model pages): one dict of formatted cells per point, in concurrency order.
+
+    Keys: ``c``, ``output``, ``per_user`` (tok/s), ``ttft_p50``, ``ttft_p99``, ``tpot_p50``, ``tpot_p99`` (ms, two
+    decimals), ``roofline`` (tok/s), ``mbu`` (:meth:`Workload.mbu_cell`), ``mfu``, ``regime`` (what the point
+    measured, with the KV cache in use in %), ``note`` (:meth:`Workload.note`, ``–`` when none).  Arithmetic that
+    the page templates did (seconds → ms, a scan of the analysis per point) is done here, once.
+    """
+    aps = {a["concurrency"]: a for a in w.analysis_points}
+    rows = []
+    for p in w.points:
+        c = p["concurrency"]
+        a = aps.get(c, {})
+        regime = (a.get("regime") or "–").replace("_", " ")
+        kv = (a.get("server") or {}).get("kv_cache_usage_max")
+        rows.append({"c": str(c), "output": fmt(p.get("output_throughput_tok_s")), "per_user": fmt(p.get("per_user_tok_s")),
+                     "ttft_p50": fmt(_ms(p.get("ttft_s"), "p50"), 2), "ttft_p99": fmt(_ms(p.get("ttft_s"), "p99"), 2),
+                     "tpot_p50": fmt(_ms(p.get("tpot_s"), "p50"), 2), "tpot_p99": fmt(_ms(p.get("tpot_s"), "p99"), 2),
+                     "roofline": fmt(a.get("roofline_tok_s")), "mbu": w.mbu_cell(c), "mfu": fmt(a.get("mfu"), 3),
+                     "regime": regime + (f" ({kv * 100:,.1f} %)" if kv is not None else ""),
+                     "note": w.note(c) or "–"})
+    return rows
+
+
+def headline_series(view: RunView) -> list[dict[str, Any]]:
+    """The lines of Home's headline chart for one run (:func:`pipeline.pages.charts.headline_chart`'s ``workloads``)."""
+    return [{"label": f"{w.model['model']} ({w.model['input_len']}/{w.model['output_len']})", "model": w.model,
+             "points": w.points} for w in view.workloads]
+
+
+def _unique_slugs(names: list[str]) -> dict[str, str]:
+    """``{name: file stem}``: :func:`anchor` of each name, made unique (names that differ only in case get a hash)."""
+    import hashlib
+
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in sorted(names):
+        slug = str(anchor(name))
+        if slug in taken:
+            slug = f"{slug}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+        taken.add(slug)
+        out[name] = slug
+    return out
+
+
+@dataclass
+class ModelPage:
+    """One model's page, ``models/<slug>.md``: every workload of the model in every run, clean runs first, newest first.
+
+    ``entries``: ``[(run view, [workloads of this model in that run])]``.
+    """
+
+    model: str
+    slug: str
+    entries: list[tuple[RunView, list[Workload]]] = field(default_factory=list)
+
+    @property
+    def path(self) -> Markup:
+        """The page, relative to the docs dir (Markup: the slug is ``[a-z0-9_-]``, a link target as it is)."""
+        return Markup(f"models/{self.slug}.md")
+
+    @property
+    def newest(self) -> tuple[RunView, Workload]:
+        """The workload the index row shows: of the newest clean run holding the model (the newest run when none is clean)."""
+        view, ws = next(((v, ws) for v, ws in self.entries if not v.flagged), self.entries[0])
+        return view, ws[0]
+
+    @property
+    def kinds(self) -> str:
+        """The model's kind(s) as the analysis gives them (``dense``, ``moe``, ``–`` without a card)."""
+        return ", ".join(sorted({w.model.get("kind") or "–" for _, ws in self.entries for w in ws}))
+
+    @property
+    def hardware(self) -> str:
+        """Every hardware the model was measured on, comma-separated."""
+        return ", ".join(sorted({str(v.hardware.get("name") or "?") for v, _ in self.entries}))
+
+
+def model_pages(views: list[RunView]) -> list[ModelPage]:
+    """One :class:`ModelPage` per model name across ``views`` (newest run first, but a flagged run after the clean
+    runs of its hardware: :func:`clean_first`), sorted by name (case-insensitive).
+
+    Linear in the workloads: each run's workloads are grouped by model once.
+    """
+    by_model: dict[str, list[tuple[RunView, list[Workload]]]] = {}
+    for v in clean_first(sorted(views, key=lambda v: v.run_id, reverse=True)):
+        mine: dict[str, list[Workload]] = {}
+        for w in v.workloads:
+            mine.setdefault(str(w.model["model"]), []).append(w)
+        for name, ws in mine.items():
+            by_model.setdefault(name, []).append((v, ws))
+    slugs = _unique_slugs(list(by_model))
+    return [ModelPage(model=name, slug=slugs[name], entries=by_model[name])
+            for name in sorted(by_model, key=lambda n: (n.lower(), n))]
+
+
+def run_page_path(run_id: str) -> Markup:
+    """A run's own page, relative to the docs dir: ``runs/<anchor of the run id>.md`` (run ids are unique folder names;
+    Markup: a link target as it is)."""
+    return Markup(f"runs/{anchor(run_id)}.md")
+
+
+def change_page_path(run_id: str) -> Markup:
+    """The Changes page of run ``run_id`` against its predecessor, relative to the docs dir: ``changes/<anchor>.md``."""
+    return Markup(f"changes/{anchor(run_id)}.md")
+
+
+def knee_threshold_pct(views: list[RunView], default: float = 0.15) -> str:
+    """The knee threshold the Home page quotes, in whole percent: the newest run's first workload's, else ``default``."""
+    for v in views:
+        for w in v.workloads:
+            return f"{(w.model.get('knee_threshold') or default) * 100:.0f}"
+    return f"{default * 100:.0f}"

@@ -3,8 +3,8 @@
 Runs are hand-made (tests/runbuilder.py): A, then B with dense-a's c=8 point 20 % slower
 (times × 1.25), then a run on other hardware.  Expected: one comparison (B vs A; the h200 run
 has no earlier run on its hardware), listing exactly the slowed point's metrics as significant,
-and its chart draws one point mark per (model, concurrency, charted metric) = 2 × 5 × 4 = 40
-SVG symbols with no request leaving the machine.  The Runs page links B to its comparison.
+and its chart (on the comparison's own page) draws one point mark per (model, concurrency, charted metric) =
+2 × 5 × 4 = 40 SVG symbols with no request leaving the machine.  The Runs page links B to its comparison.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from pipeline.pages.changes import CHART_METRICS, anchor
 from pipeline.pages.render import render_site
+from pipeline.pages.views import change_page_path, run_page_path
 from tests.browser import open_page
 from tests.conftest import make_scratch_root
 from tests.runbuilder import CONCURRENCY, H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
@@ -51,10 +52,13 @@ def site(tmp_path_factory) -> Path:
 
 
 def test_changes_markdown(site):
-    md = (site / "data" / "pages" / "changes.md").read_text()
-    assert f"## {B} vs {A} {{ #{anchor(B)} }}" in md
-    assert f"## {HW} vs" not in md  # first run on its hardware: nothing to compare with
-    sig = md.split("### Significant changes", 1)[1].split("### Per model", 1)[0]
+    index = (site / "data" / "pages" / "changes.md").read_text()
+    assert f"| [{B}]({change_page_path(B)}) | {A} |" in index  # the index links each comparison's own page
+    assert HW not in index  # first run on its hardware: nothing to compare with
+    assert not (site / "data" / "pages" / change_page_path(HW)).exists()
+    md = (site / "data" / "pages" / change_page_path(B)).read_text()
+    assert f"# {B} vs {A} {{ #{anchor(B)} }}" in md
+    sig = md.split("## Significant changes", 1)[1].split("## Per model", 1)[0]
     rows = [line for line in sig.splitlines() if line.startswith("| dense-a") or line.startswith("| moe-b")]
     # Exactly the slowed point, every metric (7), all worse.
     assert len(rows) == 8 and all("| 8 |" in r and "(worse)" in r for r in rows)
@@ -63,14 +67,16 @@ def test_changes_markdown(site):
 
 def test_runs_page_links_to_the_comparison(site):
     runs_md = (site / "data" / "pages" / "runs.md").read_text()
-    assert f"[vs {A}](changes.md#{anchor(B)})" in runs_md
+    assert f"[vs {A}]({change_page_path(B)})" in runs_md
     assert "first run on this hardware and workload" in runs_md
     html = (site / "site" / "runs.html").read_text()
-    assert f'href="changes.html#{anchor(B)}"' in html  # use_directory_urls: false (links work from disk)
+    page = change_page_path(B).removesuffix(".md")
+    assert f'href="{page}.html"' in html  # use_directory_urls: false (links work from disk)
+    assert f'href="../{page}.html"' in (site / "site" / run_page_path(B).replace(".md", ".html")).read_text()
 
 
 def test_changes_chart_renders_offline_in_chromium(site):
-    res = open_page(site / "site" / "changes.html",
+    res = open_page(site / "site" / change_page_path(B).replace(".md", ".html"),
                     count={"points": "#chart-1 svg g.mark-symbol.role-mark path"})
     assert res["errors"] == [] and res["charts"] == 1 and res["svgs"] == 1
     assert res["counts"]["points"] == len(MODELS) * len(CONCURRENCY) * len(CHART_METRICS)

@@ -84,6 +84,23 @@ def hostile_site(tmp_path_factory):
     return root
 
 
+def test_model_and_run_pages_show_hostile_names_as_text(hostile_site):
+    """The pages of one model and of one run (issue 13: a page each) escape names and versions as the others do."""
+    from pipeline.pages.views import run_page_path
+
+    site = hostile_site / "site"
+    run = _open(site / run_page_path("20261201T000000Z-a").replace(".md", ".html"))
+    assert f"transformers {SCRIPT}" in run["text"] and PIPE in run["cells"] and IMG in run["cells"]
+    pages = sorted((site / "models").glob("*.html"))
+    assert len(pages) == 3  # IMG, BOLD, PIPE: one page each (the measured run's PIPE and IMG join their pages)
+    for html in pages:
+        res = _open(html)
+        assert res["dialogs"] == [] and res["pwned"] is False and res["injected"] == 0 and res["errors"] == []
+        assert res["charts"] and res["svgs"] == res["charts"]
+    texts = " ".join(_open(p)["text"] for p in pages)
+    assert IMG in texts and BOLD in texts and PIPE in texts
+
+
 @pytest.mark.parametrize("page", PAGES)
 def test_hostile_names_show_as_text_and_run_no_script(hostile_site, page):
     res = _open(hostile_site / "site" / page)
@@ -97,8 +114,8 @@ def test_hostile_names_show_as_text_and_run_no_script(hostile_site, page):
     if page in ("index.html", "explain/bandwidth.html"):  # tables with a model column
         # a | in a name stays in one cell: the row keeps its columns
         assert PIPE in res["cells"] and IMG in res["cells"]
-    if page == "runs.html":
-        assert f"transformers {SCRIPT}" in res["text"]
+    if page == "runs.html":  # the index links each run's own page, which shows its versions
+        assert "20261201T000000Z-a" in res["text"]
     if res["charts"]:  # chart titles carry the names; every chart still renders
         assert res["svgs"] == res["charts"]
 

@@ -29,9 +29,16 @@ def test_open_loop_runs_render_and_build(scratch_root):
     import_run("vllm-bench", [DATA / "cases" / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json"], "h200",
                run_id="20261101T000000Z-rate")
     render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
-    md = (scratch_root / "data" / "pages" / "benchmarks.md").read_text()
-    guide = md.split("## 20261101T000000Z-guide", 1)[1].split("\n## ", 1)[0]
-    rate = md.split("## 20261101T000000Z-rate", 1)[1].split("\n## ", 1)[0]
+    # each model has its own page (issue 13, "A site for a lab"), with a section per run that measured it
+    model_pages = [p.read_text() for p in sorted((scratch_root / "data" / "pages" / "models").glob("*.md"))]
+
+    def section(run_id: str) -> str:
+        page = next(t for t in model_pages if f"## {run_id}" in t)
+        return page.split(f"## {run_id}", 1)[1].split("\n## ", 1)[0]
+
+    guide, rate = section("20261101T000000Z-guide"), section("20261101T000000Z-rate")
+    index = (scratch_root / "data" / "pages" / "benchmarks.md").read_text()
+    assert "20261101T000000Z-rate" in index and "– (open loop only)" in index
     assert "#### Open loop: requests sent at a rate" in guide and "#### Open loop" in rate
     # the constant benchmark's row: 2 req/s offered, 40 successful in 113.78 s = 0.352 req/s achieved
     assert "| constant 2 req/s | 2.000 | – | 0.352 |" in guide

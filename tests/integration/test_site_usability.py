@@ -62,22 +62,25 @@ def test_tabs_work_from_disk(site, browser_page):
     page.wait_for_load_state()
     assert page.url.endswith("/benchmarks.html")
     assert page.locator("h1").first.inner_text().strip().rstrip("¶") == "Benchmarks"
-    # and a link inside a page (Home's table to a run on the Runs page) lands on a page, anchor and all
+    # and a link inside a page (Home's table to a model's page, at the run's section) lands on a page, anchor and all
     page.goto((site / "index.html").resolve().as_uri())
     page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # the folded run table
-    link = page.locator(".md-content a[href*='runs.html#']").first
+    link = page.locator(".md-content a[href*='models/'][href*='.html#']").first
     link.click()
     page.wait_for_load_state()
-    assert _file_of(page.url).name == "runs.html" and urlparse(page.url).fragment
+    assert _file_of(page.url).parent.name == "models" and _file_of(page.url).is_file() and urlparse(page.url).fragment
+    assert page.locator(f"[id='{urlparse(page.url).fragment}']").count() == 1
 
 
-@pytest.mark.parametrize("name", ["benchmarks.html", "explain/knee.html", "changes.html", "index.html"])
+@pytest.mark.parametrize("name", ["models/dense-llama-190m.html", "explain/knee.html", "changes/*.html", "index.html",
+                                  "runs/*.html"])
 def test_wide_tables_scroll_with_a_visible_cue(site, browser_page, name):
     """Regression (fault kind: clipped table): wide tables (Benchmarks' per-point table hid MBU and MFU, the Knee
     table B = 32 and 64, Changes n) were cut off at 1280 px with no cue. Every table wider than its column sits in
     a horizontally scrolling wrapper that is marked as overflowing and shows a cue (a "scroll" hint and a shaded
     right edge); a table that fits is not marked."""
     page = browser_page
+    name = str(sorted(site.glob(name))[0].relative_to(site))  # a comparison's or a run's page: the first one
     page.goto((site / name).resolve().as_uri())
     page.wait_for_function("() => document.body.dataset.batchmarkTables === 'checked'", timeout=10000)
     tables = page.evaluate("""() => [...document.querySelectorAll('.md-content table')].map(t => {
@@ -97,5 +100,5 @@ def test_wide_tables_scroll_with_a_visible_cue(site, browser_page, name):
             assert t["cueVisible"] and "scroll" in t["cue"] and "gradient" in t["shade"], t
         else:
             assert not t["marked"], t
-    if name in ("benchmarks.html", "explain/knee.html"):
+    if name in ("models/dense-llama-190m.html", "explain/knee.html"):
         assert any(t["wide"] for t in tables), "expected at least one table wider than 1280 px allows"

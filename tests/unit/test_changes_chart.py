@@ -23,4 +23,6 @@ def test_chart_rows_and_spec(tmp_path):
     # Output throughput of the slowed point: 1 / (1.25 × 0.995) − 1 = −19.6 % (runbuilder's timings).
     assert next(r["change_pct"] for r in sig if r["metric"] == "output throughput") == round((1 / (1.25 * 0.995) - 1) * 100, 3)
     spec = changes_chart(d)
-    assert spec["facet"]["field"] == "workload" and spec["title"].startswith("b vs a")
+    assert spec["facet"]["row"]["field"] == "workload" and spec["facet"]["column"]["field"] == "metric"
+    assert spec["resolve"]["scale"]["y"] == "independent"  # one scale per metric: a big rise never flattens a drop
+    assert spec["title"].startswith("b vs a")

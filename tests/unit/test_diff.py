@@ -285,3 +285,23 @@ def test_model_figures_are_words_not_enums(scenario):
     assert "not_reached" not in text
     row = next(x for x in text.splitlines() if x.startswith("dense-a") and "post-knee" in x)
     assert row.split()[-1] == "same" and "knee not reached  knee not reached" in row
+
+
+def test_significance_many_gives_what_one_call_per_pair_gives():
+    """The batched test (one scipy call per group of equal counts and tie status; issue 13, "A site for a lab") gives
+    each pair exactly the p value, significance and note of its own call: exact and normal methods, ties, one
+    sample each (p = 1), no samples, all tied (NaN → 1), counts too small for α, and large samples."""
+    import random
+
+    from pipeline.diff import significance, significance_many
+
+    rng = random.Random(7)
+    pairs = [([1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0]),  # exact, p = 2/252
+             ([1.0, 2.0, 3.0, 4.0, 5.0], [1.5, 2.5, 3.5, 4.5, 5.5]),  # exact, no ties
+             ([1.0, 2.0, 2.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0]),  # a tie: normal approximation
+             ([3.0, 3.0, 3.0], [3.0, 3.0, 3.0]),  # all tied: NaN → 1
+             ([1.0], [2.0]), ([], [1.0]), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]),
+             ([rng.random() for _ in range(40)], [rng.random() + 0.3 for _ in range(50)])]
+    pairs += [([rng.random() for _ in range(5)], [rng.random() for _ in range(5)]) for _ in range(20)]
+    assert significance_many(pairs, 0.05) == [significance(a, b, 0.05) for a, b in pairs]
+    assert significance_many(pairs[:1], 0.05)[0].p_value == pytest.approx(2 / 252)

@@ -64,5 +64,5 @@ def test_benchmarks_page_says_the_knee_is_not_settled(tmp_path):
     from pipeline.pages.render import render_site
 
     render_site(tmp_path, runs=["20261129T161329Z-vm"])
-    text = (tmp_path / "benchmarks.md").read_text()
+    text = (tmp_path / "models" / "dense-llama-190m.md").read_text()  # the model's own page
     assert "Knee: **c = 32**, not settled: repeats give 32, not reached, 32" in text
