@@ -315,6 +315,7 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
         concurrency=key.concurrency, repeats=len(records.repeats), completed=len(ok), failed=len(failed),
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
+        output_throughput_window=("decode_phase" if static else "send_to_completion") if _med(thr) is not None else None,
         ttft_s=distribution([ttft_s(r) for r in ok]),
         ttft_with_queue_s=distribution([r.first_token_s - r.queued_s for r in ok]),
         tpot_s=distribution(tpots),

@@ -303,6 +303,13 @@ class PointSummary:
     ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
     "goodput_tok_s", "p99_ok"}`` (``metrics.slo_goodput``).  ``burstiness``: an imported vLLM
     run's ``--burstiness`` (1 = Poisson).  All None for closed points.
+
+    ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the
+    ``show --json`` contract fixes) was measured over (docs/definitions.md, issue 14):
+    ``"decode_phase"`` for a static batch (the transformers engine, llama-batched-bench: output
+    tokens of the decode loop / its wall time, llama.cpp's S_TG; prefill is apart in
+    ``prefill_throughput_tok_s``) and ``"send_to_completion"`` for a served point (first
+    measured send to last measured completion, prefill and queueing included).
     """
 
     model: str
@@ -328,6 +335,7 @@ class PointSummary:
     flags: dict[str, int] = field(default_factory=dict)
     token_count_sources: dict[str, int] = field(default_factory=dict)
     time_to_first_content_s: Distribution | None = None
+    output_throughput_window: Literal["decode_phase", "send_to_completion"] | None = None
     server: dict[str, float | None] | None = None
     interference: dict[str, Any] | None = None
     load: str = "closed"
@@ -356,7 +364,20 @@ class PointSummary:
         batchmark adds without a new ``schema_version`` is one more figure beside the known ones:
         reading the known ones stays right, so an added field never makes a run unreadable.
         """
-        return cls(**{k: v for k, v in data.items() if k in _SUMMARY_FIELD_SET})
+        out = cls(**{k: v for k, v in data.items() if k in _SUMMARY_FIELD_SET})
+        if out.output_throughput_window is None:
+            out.output_throughput_window = throughput_window(data)
+        return out
+
+
+def throughput_window(summary: dict[str, Any]) -> str | None:
+    """The window of a stored summary's output throughput when the file does not say it (written before
+    ``output_throughput_window`` was kept): ``"decode_phase"`` where the point has a prefill throughput
+    (only static batches measure prefill apart, docs/definitions.md), else ``"send_to_completion"``;
+    None without a throughput."""
+    if summary.get("output_throughput_tok_s") is None:
+        return None
+    return "decode_phase" if summary.get("prefill_throughput_tok_s") is not None else "send_to_completion"
 
 
 _SUMMARY_FIELDS = tuple(f.name for f in fields(PointSummary))

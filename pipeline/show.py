@@ -32,12 +32,12 @@ from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
 from pipeline.quality import point_verdict, run_quality
-from pipeline.records import PointKey, workload_of
+from pipeline.records import PointKey, throughput_window, workload_of
 from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
-                "prefill_throughput_tok_s")
+                "prefill_throughput_tok_s", "output_throughput_window")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "flagged_concurrency",
@@ -59,6 +59,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
     points = []
     for s in summaries:
         row = {k: s.get(k) for k in POINT_FIELDS}
+        row["output_throughput_window"] = s.get("output_throughput_window") or throughput_window(s)
         row.update({k: s.get(k, "closed" if k == "load" else None) for k in OPEN_LOOP_FIELDS})
         a = extra.get(PointKey.of(s), {})
         row["mbu"] = a.get("mbu")

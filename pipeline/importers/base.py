@@ -399,6 +399,8 @@ def summary(model: str, engine: str, input_len: int, output_len: int, concurrenc
     out = PointSummary(model=model, engine=engine, input_len=int(input_len), output_len=int(output_len),
                        concurrency=int(concurrency) if concurrency is not None else None, **base)
     out.key  # noqa: B018  (a closed point without a concurrency, an open one without a rate: a bug here)
+    if out.output_throughput_window is None:  # the static-batch importers say "decode_phase" themselves
+        out.output_throughput_window = "send_to_completion" if out.output_throughput_tok_s is not None else None
     return out
 
 

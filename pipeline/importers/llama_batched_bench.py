@@ -67,6 +67,7 @@ def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b
     same = lambda v: distribution(p50=v, p90=v, p99=v, mean=v)  # noqa: E731 - every sequence of a static batch alike
     return summary(model, engine, pp, tg, b, completed=b,
                    output_throughput_tok_s=s_tg, per_user_tok_s=s_tg / b,
+                   output_throughput_window="decode_phase",
                    ttft_s=same(t_pp) if t_pp > 0 else None, tpot_s=same(step),
                    itl_s=distribution(mean=step), e2el_s=same(t_pp + t_tg) if t_pp > 0 else None,
                    prefill_throughput_tok_s=s_pp if s_pp > 0 else None, step_time_s=step,

@@ -53,6 +53,7 @@ def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, 
            pp: float | None):
     return summary(model, engine, input_len, output_len, conc,
                    output_throughput_tok_s=tg, per_user_tok_s=req,
+                   output_throughput_window="decode_phase",
                    ttft_s=distribution(values=ttft_vals_ms, mean=ttft_mean_ms, scale=1e-3),
                    tpot_s=distribution(mean=1.0 / req) if req else None,
                    prefill_throughput_tok_s=pp, step_time_s=1.0 / req if req else None,
