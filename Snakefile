@@ -5,21 +5,27 @@
 #   snakemake --cores all --configfile config/spark.yaml    # another sweep config
 #   snakemake --cores 1 committed                           # site from the runs in data/runs/ alone, no measuring
 #   snakemake --cores all --config fresh=1                  # measure again into a new run
+#   snakemake --profile profiles/slurm --configfile …       # each model a Slurm job (README: "On a cluster")
 #
 # Rules stay thin: each calls one `batchmark` command.  The only logic here chooses targets:
 # which run this checkout measures for the config (resumed if killed, reused once complete,
 # a new one when the config's content changes), and which complete runs go on the site
 # (every complete run; `committed` takes exactly those and measures nothing).  Complete runs
 # already in data/runs/ are inputs as they are: immutable, with their summaries and analysis.
+# The unit of measurement is one model of the sweep (`part`, one job each: on a cluster, one
+# node each); `merge` assembles the parts into the run (pipeline/parts.py).
 
+import os
 import re
 import sys
 from pathlib import Path
 
-from pipeline import runs
+from pipeline import parts, runs
 from pipeline.config import load_config
 from pipeline.errors import BatchmarkError
+from pipeline.hardware import load_profile
 from pipeline.pages.render import page_templates
+from pipeline.resources import part_resources, part_threads
 
 # The sweep config is the Snakemake configfile (--configfile); config/vllm-cpu.yaml (real vLLM, CPU build) without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/vllm-cpu.yaml"
@@ -27,7 +33,13 @@ try:
     SWEEP = load_config(CONFIG_PATH)
 except BatchmarkError as exc:  # one line naming the file and field, as the CLI prints it; nothing is touched
     sys.exit(f"batchmark: error: {exc}")
-RUN_ID = config.get("run_id") or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))
+# A cluster job reads this Snakefile again on its node: it gets the run id of the invocation that
+# submitted it through the environment (sbatch --export=ALL; `envvars` for Kubernetes).
+RUN_ID = (config.get("run_id") or os.environ.get("BATCHMARK_RUN_ID")
+          or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh"))))
+os.environ["BATCHMARK_RUN_ID"] = RUN_ID
+PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
+PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))
 COMPLETE = [p.name for p in runs.list_runs()]
 OTHERS = [r for r in COMPLETE if r != RUN_ID]
 BATCHMARK = f"{sys.executable} -m pipeline"
@@ -40,19 +52,39 @@ REFERENCE_SRC = "../shared/reference/llamacpp-dgx-spark-batched-bench.md"
 REFERENCE = ["data/reference/reference-dgx-spark-llamacpp/analysis.json"] if Path(REFERENCE_SRC).is_file() else []
 REFERENCE_ARGS = " ".join(f"--reference {Path(r).parent}" for r in REFERENCE)
 
+envvars: "BATCHMARK_RUN_ID"
+
 wildcard_constraints:
-    run=re.escape(RUN_ID)
+    run=re.escape(RUN_ID),
+    part="|".join(re.escape(p) for p in PARTS)
+
+# Only the measuring jobs go to a cluster; the rest are quick and run where Snakemake runs.
+localrules: all, summaries, analysis, reference, pages, site, committed
 
 
 rule all:
     input: "site/index.html"
 
 
-rule sweep:
+rule part:
     input: ancient(CONFIG_PATH)  # content, not mtime, decides: a changed config gets a new RUN_ID
-    output: "data/runs/{run}/points.json"
-    threads: workflow.cores  # the measurement owns the machine (Snakemake sets OMP_NUM_THREADS to this)
-    shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --pointer"
+    output: "data/runs/.parts/{run}/{part}/points.json"
+    params: model=lambda w: PARTS[w.part]
+    threads: part_threads(SWEEP, workflow.resource_settings.cores)  # locally the measurement owns the machine (and OMP_NUM_THREADS)
+    resources: **PART_RESOURCES
+    retries: SWEEP.cluster.retries  # a retry resumes the part's finished points
+    shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --model {params.model} --pointer"
+
+
+# Once complete, the run is an input as it is (no rule makes it, so nothing can re-make it), however
+# it was measured: in parts, or in one job by an earlier batchmark.
+if RUN_ID not in COMPLETE:
+    localrules: merge
+
+    rule merge:
+        input: config=ancient(CONFIG_PATH), parts=parts.part_targets(SWEEP, RUN_ID)
+        output: "data/runs/{run}/points.json"
+        shell: "{BATCHMARK} merge --config {input.config} --run-id {wildcards.run}"
 
 
 rule summaries:

@@ -44,6 +44,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from pipeline.sweep import run_sweep
 
     cfg = load_config(args.config)
+    if args.model:
+        return _sweep_part(cfg, args)
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
     elif not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
@@ -67,6 +69,40 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
               f"(batchmark show {run_dir.name} lists the errors)", file=sys.stderr)
         return 1
+    return 0
+
+
+def _sweep_part(cfg, args: argparse.Namespace) -> int:
+    """``sweep --model M --run-id R``: measure one model into its part of run R (pipeline.parts)."""
+    from pipeline import parts, paths, runs
+    from pipeline.sweep import run_sweep
+
+    if not args.run_id or args.resume:
+        raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
+    run_id = runs.check_run_id(args.run_id)
+    model = parts.model_of(cfg, args.model)
+    if runs.is_complete(paths.runs_dir() / run_id):
+        print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
+        return 0
+    part = parts.part_dir(run_id, model)
+    if args.pointer:
+        runs.write_pointer(cfg.name, run_id)
+    part.mkdir(parents=True, exist_ok=True)
+    run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
+    print(part)
+    failures = runs.read_run_json(part).get("failures") or {}
+    if failures.get("points") and failures.get("empty") == failures["points"]:
+        print(f"batchmark: error: run {run_id}, model {model}: every point failed, nothing was measured "
+              f"(the records are in {part})", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.parts import merge_parts
+
+    print(merge_parts(load_config(args.config), args.run_id))
     return 0
 
 
@@ -214,8 +250,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<host>)")
     s.add_argument("--resume", metavar="RUN", help="resume an incomplete run (id or path)")
     s.add_argument("--pointer", action="store_true", help="remember the run as this checkout's run for the config (used by the Snakefile)")
+    s.add_argument("--model", metavar="NAME", help="measure only this model of the config, into its part of --run-id "
+                   "(data/runs/.parts/RUN/NAME/; batchmark merge assembles the parts into the run)")
     s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     s.set_defaults(func=_cmd_sweep)
+
+    s = sub.add_parser("merge", help="assemble a run from its parts (one model each, measured by sweep --model)",
+                       description="Assemble the complete parts of every model of the config (data/runs/.parts/RUN/) "
+                                   "into the complete run RUN: the same files as a run measured in one job, with each "
+                                   "part's own provenance (host, driver, versions, probe) under 'parts' and the hosts "
+                                   "under 'hosts'. Parts measured on different hardware are refused.")
+    s.add_argument("--config", required=True, help="sweep config YAML the parts were measured with")
+    s.add_argument("--run-id", required=True, help="the run the parts belong to")
+    s.set_defaults(func=_cmd_merge)
 
     s = sub.add_parser("server-env", help="make the server's own environment (vLLM's CPU build) from a requirements file",
                        description="Create a virtual environment for the vllm engine's server (default .venv-vllm, from "

@@ -133,6 +133,31 @@ class VLLMOptions(ClientOptions):
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
 
+class ClusterOptions(_Strict):
+    """Resources of one measuring job (one model of the sweep) on a cluster (Snakemake's Slurm or Kubernetes executor).
+
+    Read by :func:`pipeline.resources.part_resources`; none of it changes what is measured, so
+    it is left out of :meth:`SweepConfig.digest` (the same sweep on another partition is the
+    same run).  Every field is optional: a machine without a cluster never reads them.
+    """
+
+    gpus: int = Field(default=0, ge=0, le=64, description="GPUs per measuring job (Slurm --gpus, Kubernetes nvidia.com/gpu)")
+    gpu_model: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                                  description="GPU type as the cluster names it (Slurm gres gpu:<model>:N), e.g. h100")
+    mem_mb: int | None = Field(default=None, gt=0, le=100_000_000,
+                               description="Host memory per job, MB; default the hardware profile's memory_gb, else 16000")
+    runtime_min: int = Field(default=240, gt=0, le=100_000, description="Time limit of one measuring job, minutes")
+    cpus_per_task: int | None = Field(default=None, gt=0, le=4096,
+                                      description="CPUs per job; default every CPU of the machine the job runs on (exclusive)")
+    partition: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", description="Slurm partition")
+    constraint: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.&|()\[\]*:-]+$",
+                                   description="Slurm node feature constraint, e.g. spark or h100&nvlink")
+    exclusive: bool = Field(default=True, description="A job holds its whole node (Slurm --exclusive): two measuring "
+                                                      "jobs never share a machine, its memory bandwidth or its GPUs")
+    retries: int = Field(default=1, ge=0, le=10, description="Times Snakemake retries a failed measuring job; "
+                                                            "a retry resumes its finished points")
+
+
 #: Rates an ``auto`` rate sweep places by default (GuideLLM's sweep runs 10 benchmarks: synchronous,
 #: throughput and 8 rates between them; the closed-loop grid plays the first two here).
 AUTO_RATES = 8
@@ -219,6 +244,7 @@ class SweepConfig(_Strict):
     transformers: TransformersOptions = TransformersOptions()
     openai: OpenAIOptions = OpenAIOptions()
     vllm: VLLMOptions = VLLMOptions()
+    cluster: ClusterOptions = ClusterOptions()
 
     @field_validator("concurrency")
     @classmethod
@@ -271,8 +297,12 @@ class SweepConfig(_Strict):
         return self
 
     def digest(self) -> str:
-        """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid."""
-        data = self.model_dump(mode="json")
+        """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid.
+
+        ``cluster`` (where the jobs run, not what they measure) is left out, so configs written
+        before it existed keep their digest and their runs.
+        """
+        data = self.model_dump(mode="json", exclude={"cluster"})
         for k in ("open_loop", "slo"):  # absent = as before they existed: a closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)

@@ -438,6 +438,10 @@ def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
     atomic_write_json(run_dir / "run.json", meta)
 
 
+#: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/`` (pipeline.parts).
+PARTS_FOLDER = ".parts"
+
+
 def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
     """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
     return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
@@ -449,18 +453,24 @@ def run_id_for_config(config_name: str, config_digest: str | None = None, runs_d
 
     The run this checkout started for the config (resumed if incomplete, reused if
     complete, so a second invocation measures nothing) as long as it was started with the
-    same config content (``config_digest``); a new id when there is none yet, the pointed-to
+    same config content (``config_digest``); a run being measured in parts counts from its
+    first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
     run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
     machines are never resumed: the pointer is local to the checkout.
     """
     ptr = pointer_path(config_name, runs_dir)
+    runs_dir = runs_dir or paths.runs_dir()
     if not fresh and ptr.is_file():
         try:
-            run_id = json.loads(ptr.read_text())["run_id"]
-            meta = json.loads(((runs_dir or paths.runs_dir()) / run_id / "run.json").read_text())
-            if config_digest is None or meta.get("config_digest") == config_digest:
-                return run_id
-        except (OSError, ValueError, KeyError, TypeError):
+            run_id = check_run_id(json.loads(ptr.read_text())["run_id"])
+            # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
+            for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
+                if meta_path.is_file():
+                    meta = json.loads(meta_path.read_text())
+                    if config_digest is None or meta.get("config_digest") == config_digest:
+                        return run_id
+                    break
+        except (OSError, ValueError, KeyError, TypeError, BatchmarkError):
             pass
     return new_run_id()
 

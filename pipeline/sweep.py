@@ -60,6 +60,37 @@ def _driver() -> str | None:
         return None
 
 
+def _cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), None when unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _gpu_names() -> list[str]:
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return [n.strip() for n in res.stdout.splitlines() if n.strip()] if res.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+def machine_identity(profile: str) -> dict:
+    """What kind of machine measured a part: ``{"profile", "gpus", "cpu"}``.
+
+    ``profile`` is the hardware profile of the config; ``gpus`` the GPU names ``nvidia-smi``
+    lists (empty without one), ``cpu`` the CPU model.  Parts of one run must agree on the profile
+    and on the device that measures (the GPUs, or the CPU where there is no GPU):
+    :func:`pipeline.parts.check_same_hardware`.
+    """
+    return {"profile": profile, "gpus": _gpu_names(), "cpu": _cpu_model()}
+
+
 def open_rates(closed: list[tuple[int, float]], output_len: int, n: int, overshoot: float = 1.25) -> list[float]:
     """The ``auto`` rates (requests/s): ``n`` rates evenly spaced from the single-stream request rate to
     ``overshoot`` × the peak request throughput of the closed-loop grid, rounded to 3 significant digits.
@@ -180,8 +211,14 @@ def record_engine(run_dir: Path, provenance: dict) -> None:
 
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
-              progress: bool = True, log: Callable[[str], None] | None = None) -> Path:
+              progress: bool = True, log: Callable[[str], None] | None = None,
+              models: list[str] | None = None, part_of: str | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
+
+    With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
+    then a part of the run ``part_of`` (:mod:`pipeline.parts`; the merge stage assembles the
+    parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, driver,
+    versions, probe) plus ``part_of``, ``models`` and ``machine`` (:func:`machine_identity`).
 
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
     spec, complete run); an engine crash propagates after everything measured is stored.
@@ -189,13 +226,14 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     from tqdm import tqdm
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
         measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
-            log(f"run {run_dir.name} is complete; nothing to measure")
+            log(f"{what} is complete; nothing to measure")
             return run_dir
         meta = runs.read_run_json(run_dir)
         if meta.get("config_digest") != cfg.digest():
@@ -203,7 +241,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
 
             raise BatchmarkError(f"{run_dir}: incomplete run was started with another config "
                                  f"({meta.get('config_name')}); it is left as is — start a fresh run")
-        log(f"resuming run {run_dir.name}")
+        log(f"resuming {what}")
     else:
         runs.create_run(run_dir, {
             "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
@@ -211,7 +249,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             "hardware": hw.model_dump(mode="json"), "host": platform.node(),
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
-            "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:])})
+            "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            **({"part_of": part_of, "models": list(models or []), "machine": machine_identity(cfg.hardware)}
+               if part_of else {})})
     if fallback:
         runs.update_run_json(run_dir, engine_fallback=fallback)
     cfg = measured_cfg
@@ -230,10 +270,11 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     # counted from the summaries the loop computes anyway; kept in run.json for the CLI's exit status
     failures = {"points": 0, "with_failures": 0, "empty": 0}
     slo = cfg.slo.model_dump() if cfg.slo else None
-    total = len(cfg.models) * len(cfg.concurrency)
+    specs = [m for m in cfg.models if models is None or m.name in models]
+    total = len(specs) * len(cfg.concurrency)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
     try:
-        for spec in cfg.models:
+        for spec in specs:
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
             curve: list[tuple[int, float]] = []
             loaded = False
@@ -281,7 +322,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.complete_run(run_dir)
     finally:
         bar.close()
-    log(f"run {run_dir.name} complete")
+    log(f"{what} complete")
     verdict = failure_verdict(failures["points"], failures["with_failures"], failures["empty"], run_dir.name)
     if verdict:
         log(f"warning: {verdict}")

@@ -1,0 +1,230 @@
+"""A sweep measured in parts (one model each, one job each) and the merge stage that assembles them into one run.
+
+The workflow's unit of measurement is one model of one sweep: ``batchmark sweep --config F
+--run-id R --model M`` measures model ``M`` into its part, and ``batchmark merge --config F
+--run-id R`` assembles the parts into the run ``R`` once every part is complete.  Snakemake
+runs each part as a job of its own, on this machine or on a cluster's node (Slurm, Kubernetes).
+
+Layout (beside the runs, hidden and git-ignored, like ``.locks/`` and ``.pointers/``)::
+
+    data/runs/.parts/<run_id>/<model>/     a run folder of its own (pipeline.runs' layout) holding
+                                           one model's points, model card, server log and its own
+                                           provenance (run.json: host, driver, versions, probe,
+                                           part_of, models, machine); points.json when complete
+
+A part is resumed, locked and completed exactly as a run is (it is one to :mod:`pipeline.runs`):
+a killed part resumes its finished points; a complete part is never measured again.  The merged
+run holds the same files as a run measured in one job (``run.json``, ``points.json``,
+``points/<model>/…``, ``models/…``, ``servers/…``), and its ``run.json`` adds ``hosts`` and
+``parts`` (each part's own provenance).  Parts measured on different kinds of hardware are
+refused in one run (:func:`check_same_hardware`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from pipeline import paths, runs
+from pipeline.config import SweepConfig
+from pipeline.errors import BatchmarkError
+from pipeline.quality import PROBE_DRIFT_LIMIT, probe_drift
+from pipeline.schemas import RunFile, stamped
+
+#: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
+PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
+               "engine_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
+
+
+def parts_root(run_id: str, runs_dir: Path | None = None) -> Path:
+    """``data/runs/.parts/<run_id>/``: the parts of one run."""
+    return (runs_dir or paths.runs_dir()) / runs.PARTS_FOLDER / runs.check_run_id(run_id)
+
+
+def part_dir(run_id: str, model: str, runs_dir: Path | None = None) -> Path:
+    """The part folder of ``model`` in run ``run_id`` (the model's name through :func:`pipeline.runs.file_stem`)."""
+    return parts_root(run_id, runs_dir) / runs.file_stem(model)
+
+
+def part_targets(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> list[str]:
+    """The files the merge waits for: each part's ``points.json`` (written when the part completes), relative
+    to the project root, in config order."""
+    runs_dir = runs_dir or paths.runs_dir()
+    root = paths.root()
+    return [str((part_dir(run_id, m.name, runs_dir) / "points.json").relative_to(root)) for m in cfg.models]
+
+
+def model_of(cfg: SweepConfig, name: str) -> str:
+    """``name`` checked against the config's models.
+
+    Raises:
+        BatchmarkError: not a model of the config (the known ones are listed).
+    """
+    names = [m.name for m in cfg.models]
+    if name not in names:
+        raise BatchmarkError(f"--model {name!r}: not a model of config {cfg.name} (its models: {', '.join(names)})")
+    return name
+
+
+def _hardware_of(meta: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """A part's hardware: its profile name and the device that measured (GPU names, else the CPU model)."""
+    machine = meta.get("machine") or {}
+    profile = machine.get("profile") or (meta.get("hardware") or {}).get("name")
+    gpus = tuple(machine.get("gpus") or ())
+    return profile, gpus or ((machine.get("cpu"),) if machine.get("cpu") else ())
+
+
+def check_same_hardware(run_id: str, metas: dict[str, dict[str, Any]]) -> None:
+    """Refuse parts of one run measured on different kinds of hardware.
+
+    Parts of one run may come from several hosts of one hardware profile (a rack of DGX Sparks,
+    the nodes of one GPU partition): same profile, same GPUs (by name, as ``nvidia-smi`` lists
+    them), or the same CPU model where there is no GPU.  Anything else would put two machines'
+    numbers in one curve.
+
+    Raises:
+        BatchmarkError: one line naming each model's profile, device and host.
+    """
+    kinds = {model: _hardware_of(meta) for model, meta in metas.items()}
+    if len(set(kinds.values())) <= 1:
+        return
+    what = "; ".join(f"{model} on {kind[0]} ({', '.join(kind[1]) or 'unknown device'}, host {metas[model].get('host')})"
+                     for model, kind in kinds.items())
+    raise BatchmarkError(f"run {run_id}: parts measured on different hardware ({what}); one run holds one hardware "
+                         "profile and one device: give each kind of node its own config (cluster.constraint)")
+
+
+def _merged_engine(metas: list[dict[str, Any]]) -> Any:
+    """The first part's engine provenance, with every part's ``servers`` (a served engine's per-model commands)."""
+    engines = [m.get("engine") for m in metas if m.get("engine") is not None]
+    if not engines or not isinstance(engines[0], dict):
+        return engines[0] if engines else None
+    out = dict(engines[0])
+    if any(isinstance(e, dict) and "servers" in e for e in engines):
+        out["servers"] = {k: v for e in engines if isinstance(e, dict) for k, v in (e.get("servers") or {}).items()}
+    return out
+
+
+def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``run.json`` of the merged run (status complete), from the parts' ``run.json`` in config order.
+
+    What every part shares (config, its digest, the hardware profile, source) is taken once;
+    ``host`` is the one host, or the hosts joined with ", "; ``hosts`` lists them; ``parts``
+    keeps each part's own provenance (:data:`PART_FIELDS`).  The run-level ``probe``,
+    ``versions``, ``driver`` and ``engine`` are the first part's, which the analysis uses for every
+    model (on one host the parts' probes are repeats of one measurement; across hosts of one
+    profile, each part's own probe stays in ``parts``); a probe warning of any part is kept, and
+    so is any part's ``probe_after`` warning or before/after drift beyond
+    :data:`pipeline.quality.PROBE_DRIFT_LIMIT` (in ``probe_after.warning``), so the run is flagged.
+    ``started_at`` is the earliest part's start, ``finished_at`` the latest part's end;
+    ``stopped`` and ``failures`` add the parts' up.
+    """
+    ordered = [metas[m.name] for m in cfg.models]
+    first = ordered[0]
+    hosts = sorted({str(m.get("host")) for m in ordered if m.get("host")})
+    probe = dict(first.get("probe") or {}) or None
+    warnings = [f"{name}: {(m.get('probe') or {}).get('warning')}" for name, m in metas.items()
+                if (m.get("probe") or {}).get("warning")]
+    if probe is not None and warnings:
+        probe["warning"] = "; ".join(warnings)
+    # the probe after the sweep (pipeline.quality compares it with the probe): the first part's, and what
+    # any part's own pair says (its warning, or a drift beyond quality's limit), so that no part's flag is lost
+    probe_after = dict(first.get("probe_after") or {}) or None
+    after_warnings = []
+    for name, m in metas.items():
+        own = (m.get("probe_after") or {}).get("warning")
+        drift = probe_drift(m)
+        if own:
+            after_warnings.append(f"{name}: {own}")
+        if name != cfg.models[0].name and drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+            after_warnings.append(f"{name}: bandwidth after its sweep {drift:+.0%} from before it")
+    if probe_after is not None and after_warnings:
+        probe_after["warning"] = "; ".join(after_warnings)
+    failures: dict[str, int] = {}
+    stopped: dict[str, Any] = {}
+    for m in ordered:
+        for k, v in (m.get("failures") or {}).items():
+            failures[k] = failures.get(k, 0) + int(v)
+        stopped.update(m.get("stopped") or {})
+    fallback = next((m["engine_fallback"] for m in ordered if m.get("engine_fallback")), None)
+    out: dict[str, Any] = {
+        "run_id": run_id, "status": "complete",
+        **{k: first.get(k) for k in ("source", "config_name", "config_digest", "config_path", "config", "hardware",
+                                     "platform", "git_commit", "versions", "driver")},
+        "host": ", ".join(hosts) if hosts else None, "hosts": hosts,
+        "started_at": min(str(m.get("started_at")) for m in ordered),
+        "command": f"batchmark merge --config {first.get('config_path')} --run-id {run_id}",
+        "probe": probe, **({"probe_after": probe_after} if probe_after else {}), "engine": _merged_engine(ordered),
+        **({"engine_fallback": fallback} if fallback else {}),
+        "stopped": stopped, "failures": failures,
+        "parts": [{"model": name, **{k: metas[name].get(k) for k in PART_FIELDS if k in metas[name]}}
+                  for name in (m.name for m in cfg.models)],
+        "finished_at": max(str(m.get("finished_at")) for m in ordered),
+    }
+    return out
+
+
+def _copy_part_files(part: Path, dest: Path, seen: dict[str, str], model: str) -> None:
+    """Copy a part's files (all but its ``run.json`` and ``points.json``) into the merged run folder."""
+    for src in sorted(p for p in part.rglob("*") if p.is_file()):
+        rel = src.relative_to(part).as_posix()
+        if rel in ("run.json", "points.json") or src.name.startswith("."):
+            continue
+        if rel in seen:
+            raise BatchmarkError(f"{src}: {rel} is also in the part of {seen[rel]}; parts never share a file")
+        seen[rel] = model
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> Path:
+    """Assemble the complete parts of every model of ``cfg`` into the complete run ``run_id``; return its folder.
+
+    Every part must be complete and measured with this config (its digest).  The run is written
+    into a hidden temporary folder and renamed into place, so it appears whole or not at
+    all; from then on it is immutable like any run.  A run that is complete already is left as
+    it is (nothing to merge).  The parts stay where they are (a later merge finds the run complete).
+
+    Raises:
+        BatchmarkError: a part missing or incomplete (all such are named), a part of another
+            config, parts of different hardware (:func:`check_same_hardware`), or a run folder
+            that already holds a run measured another way.
+    """
+    runs_dir = runs_dir or paths.runs_dir()
+    run_dir = runs_dir / runs.check_run_id(run_id)
+    with runs.lock_run(run_dir):
+        if (run_dir / "run.json").is_file():
+            if runs.is_complete(run_dir) and runs.read_run_json(run_dir).get("config_digest") == cfg.digest():
+                return run_dir
+            raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
+                                 f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")
+        missing = [m.name for m in cfg.models if not runs.is_complete(part_dir(run_id, m.name, runs_dir))]
+        if missing:
+            raise BatchmarkError(f"run {run_id}: part(s) not measured to the end yet: {', '.join(missing)} "
+                                 f"(under {parts_root(run_id, runs_dir)}); run the workflow again to measure them")
+        metas = {m.name: runs.read_run_json(part_dir(run_id, m.name, runs_dir)) for m in cfg.models}
+        for name, meta in metas.items():
+            if meta.get("config_digest") != cfg.digest():
+                raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
+                                     f"config (digest {meta.get('config_digest')}, this config {cfg.digest()})")
+        check_same_hardware(run_id, metas)
+        runs.clean_stale_tmp(runs_dir)
+        tmp = runs_dir / f"{runs.tmp_prefix(run_id)}merge.tmp"
+        tmp.mkdir(parents=True)
+        try:
+            seen: dict[str, str] = {}
+            for m in cfg.models:
+                _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
+            files = sorted(p.relative_to(tmp).as_posix() for p in (tmp / "points").glob("*/*.json"))
+            runs.atomic_write_json(tmp / "points.json", {"points": files})
+            runs.atomic_write_json(tmp / "run.json", stamped(RunFile, merged_provenance(cfg, run_id, metas)))
+            if run_dir.is_dir() and not any(run_dir.iterdir()):
+                run_dir.rmdir()  # an empty folder (Snakemake makes an output's folder before the job)
+            os.rename(tmp, run_dir)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return run_dir
