@@ -164,8 +164,9 @@ class ServedEngine:
     def _should_abort(self) -> str | None:
         return None
 
-    def _after_repeat(self, meta: dict[str, Any]) -> bool:
-        """Called after each repeat; False stops the remaining repeats of the point."""
+    def _after_repeat(self, meta: dict[str, Any], failed: int = 0) -> bool:
+        """Called after each repeat (``failed``: its requests that did not complete); False stops the
+        remaining repeats of the point."""
         return True
 
     # Engine protocol ----------------------------------------------------------------------
@@ -298,6 +299,6 @@ class ServedEngine:
                 if res.aborted:
                     meta["aborted"] = res.aborted
                     self.given_up = res.aborted
-                if not self._after_repeat(meta) or res.aborted:
+                if not self._after_repeat(meta, failed=sum(1 for rec in records if not rec.ok)) or res.aborted:
                     break
         return reps

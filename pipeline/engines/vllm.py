@@ -334,11 +334,13 @@ class VLLMEngine(ServedEngine):
     def _should_abort(self) -> str | None:
         return self._exit_reason()
 
-    def _after_repeat(self, meta: dict[str, Any]) -> bool:
+    def _after_repeat(self, meta: dict[str, Any], failed: int = 0) -> bool:
         reason = self._exit_reason()
-        if reason is None and meta.get("aborted") and self.proc is not None:
-            # a killed server closes its socket before the kernel reports its exit: connections are
-            # refused while poll() still says running; give a dying server a moment to be seen dead
+        if reason is None and (meta.get("aborted") or failed) and self.proc is not None:
+            # a dying server closes its socket before the kernel reports its exit (and a busy machine
+            # can take seconds to finish it): requests fail while poll() still says running.  After a
+            # repeat with failed requests, give the server a moment to be seen dead; a live one costs
+            # nothing here but the wait, which only a repeat with failures pays
             try:
                 self.proc.wait(timeout=3)
             except subprocess.TimeoutExpired:
