@@ -6,6 +6,7 @@ refused and recorded, so a chart that needs a CDN fails the test.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 
@@ -22,6 +23,31 @@ def chromium_path() -> str:
         if path:
             return path
     pytest.skip("no Chromium on this machine (install Debian's 'chromium' package to run browser tests)")
+
+
+@contextlib.contextmanager
+def offline_context(width: int = 1280, height: int = 900, **options):
+    """A Playwright browser context in the system Chromium, offline, every http(s) request refused;
+    skips (saying why) without playwright or Chromium.  ``options`` go to ``new_context``."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
+    exe = chromium_path()
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            ctx = browser.new_context(offline=True, viewport={"width": width, "height": height}, **options)
+            ctx.route("http*://**/*", lambda route: route.abort())
+            yield ctx
+        finally:
+            browser.close()
+
+
+def wait_for_charts(page, timeout_ms: int = 60000) -> int:
+    """Wait until every ``.vega-chart`` on ``page`` is drawn (an SVG) or shows its error text; return how many."""
+    n = page.locator(".vega-chart").count()
+    if n:
+        page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
+                               "e => e.querySelector('svg') || e.textContent).length >= n", arg=n, timeout=timeout_ms)
+    return n
 
 
 def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: int = 20000,
@@ -95,19 +121,9 @@ def committed_site(root: Path, run_ids: list[str]):
 
 def screenshot(html: Path, out: Path, width: int = 1280, height: int = 900, full_page: bool = True) -> Path:
     """A PNG of a built page opened offline from disk, once its charts are drawn (for a person to look at)."""
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        try:
-            ctx = browser.new_context(offline=True, viewport={"width": width, "height": height})
-            ctx.route("http*://**/*", lambda route: route.abort())
-            page = ctx.new_page()
-            page.goto(html.resolve().as_uri())
-            n = page.locator(".vega-chart").count()
-            if n:
-                page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
-                                       "e => e.querySelector('svg') || e.textContent).length >= n", arg=n, timeout=60000)
-            page.screenshot(path=str(out), full_page=full_page)
-        finally:
-            browser.close()
+    with offline_context(width, height) as ctx:
+        page = ctx.new_page()
+        page.goto(html.resolve().as_uri())
+        wait_for_charts(page)
+        page.screenshot(path=str(out), full_page=full_page)
     return out

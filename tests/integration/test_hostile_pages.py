@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build
+from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build, wait_for_charts
 from tests.conftest import DATA, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -43,10 +43,7 @@ def _open(html: Path, script: str | None = None) -> dict:
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(html.resolve().as_uri())
-            n = page.locator(".vega-chart").count()
-            if n:
-                page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
-                                       "e => e.querySelector('svg') || e.textContent).length >= n", arg=n, timeout=30000)
+            n = wait_for_charts(page, 30000)
             page.wait_for_timeout(300)  # an <img onerror> fires once the image fails to load
             page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # folded tables
             out = {"dialogs": dialogs, "errors": errors, "pwned": page.evaluate("() => window.__pwned === 1"),

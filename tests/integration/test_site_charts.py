@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build
+from tests.browser import mkdocs_build, offline_context
 from tests.conftest import REPO, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -108,16 +108,8 @@ def site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
-    exe = chromium_path()
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        try:
-            ctx = b.new_context(offline=True, viewport={"width": 1280, "height": 900})
-            ctx.route("http*://**/*", lambda route: route.abort())
-            yield ctx
-        finally:
-            b.close()
+    with offline_context() as ctx:
+        yield ctx
 
 
 def chart_scenes(ctx, html: Path) -> list[dict]:

@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, committed_site
+from tests.browser import committed_site, offline_context
 from tests.conftest import REPO, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -30,16 +30,8 @@ def site(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def browser_page():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
-    exe = chromium_path()
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
-        try:
-            ctx = browser.new_context(offline=True, viewport={"width": 1280, "height": 900})
-            ctx.route("http*://**/*", lambda route: route.abort())
-            yield ctx.new_page()
-        finally:
-            browser.close()
+    with offline_context() as ctx:
+        yield ctx.new_page()
 
 
 def _file_of(url: str) -> Path:
