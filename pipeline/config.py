@@ -133,6 +133,30 @@ class VLLMOptions(ClientOptions):
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
 
+class SimulatedOptions(_Strict):
+    """Options of the ``simulated`` engine: a continuous-batching server in virtual time (:mod:`pipeline.engines.simulated`).
+
+    Its runs are predictions (``source: simulated``), never measurements.  The request counts are
+    the served engines' (``max(requests_per_slot x N, min_requests)`` per closed-loop repeat, ten
+    seconds of arrivals per open-loop repeat), so a simulated point costs what a measured one would.
+    """
+
+    max_num_seqs: int | None = Field(default=None, gt=0, description="vLLM --max-num-seqs; default the largest concurrency of the grid")
+    max_num_batched_tokens: int = Field(default=8192, gt=0, le=10_000_000,
+                                        description="vLLM --max-num-batched-tokens: tokens per step (chunked prefill budget)")
+    max_model_len: int | None = Field(default=None, gt=0, description="vLLM --max-model-len; default input_len + output_len + 64")
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1,
+                                                 description="Share of memory for weights + KV; default the hardware profile's")
+    block_size: int = Field(default=16, gt=0, le=1024, description="Tokens per KV block (vLLM's default 16)")
+    step_overhead_s: float | None = Field(default=None, ge=0, le=10,
+                                          description="Seconds added to every step (scheduling, sampling); default the hardware profile's")
+    step_time_cv: float = Field(default=0.0, ge=0, le=1, description="Noise: coefficient of variation of every step time")
+    repeat_time_cv: float = Field(default=0.0, ge=0, le=1, description="Noise: coefficient of variation of a whole repeat's speed")
+    requests_per_point: int | None = Field(default=None, ge=1, description="Measured requests per repeat, fixed")
+    requests_per_slot: int = Field(default=4, ge=1, description="Measured requests per repeat per concurrency slot")
+    min_requests: int = Field(default=32, ge=1, description="Fewest measured requests per repeat")
+
+
 class ClusterOptions(_Strict):
     """Resources of one measuring job (one model of the sweep) on a cluster (Snakemake's Slurm or Kubernetes executor).
 
@@ -219,7 +243,7 @@ class SweepConfig(_Strict):
 
     name: str = Field(description="Config name; part of the run's provenance", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     hardware: str = Field(description="Hardware profile name in data/hardware/")
-    engine: Literal["transformers", "vllm", "openai"] = "transformers"
+    engine: Literal["transformers", "vllm", "openai", "simulated"] = "transformers"
     models: list[ModelSpec] = Field(min_length=1)
     input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
     output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
@@ -244,6 +268,7 @@ class SweepConfig(_Strict):
     transformers: TransformersOptions = TransformersOptions()
     openai: OpenAIOptions = OpenAIOptions()
     vllm: VLLMOptions = VLLMOptions()
+    simulated: SimulatedOptions = SimulatedOptions()
     cluster: ClusterOptions = ClusterOptions()
 
     @field_validator("concurrency")
@@ -303,6 +328,8 @@ class SweepConfig(_Strict):
         before it existed keep their digest and their runs.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
+        if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
+            data.pop("simulated", None)
         for k in ("open_loop", "slo"):  # absent = as before they existed: a closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)

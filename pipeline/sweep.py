@@ -162,14 +162,20 @@ def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | Non
     return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
 
 
-def probe_after(device: str, log: Callable[[str], None]) -> dict:
+def _probe(engine):
+    """The run's probe: this machine measured, or what a simulated engine states it simulates (its profile's spec figures)."""
+    own = getattr(engine, "probe", None)
+    return own() if callable(own) else probe(engine.device)
+
+
+def probe_after(device: str, log: Callable[[str], None], engine=None) -> dict:
     """The bandwidth probe repeated after the sweep (``run.json`` ``probe_after``), with its own spread warning.
 
     :mod:`pipeline.quality` compares it with the probe before the sweep: a machine whose bandwidth
     changed while the run was measured (another load came or went) gives a flagged run.
     """
     log("probing again after the sweep …")
-    res = probe(device)
+    res = _probe(engine) if engine is not None else probe(device)
     log(f"probe after: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s")
     return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)}
 
@@ -244,7 +250,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         log(f"resuming {what}")
     else:
         runs.create_run(run_dir, {
-            "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
+            "source": "simulated" if cfg.engine == "simulated" else "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
             "config_path": config_path, "config": cfg.model_dump(mode="json"),
             "hardware": hw.model_dump(mode="json"), "host": platform.node(),
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -260,7 +266,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
         log("probing memory bandwidth and matmul rate …")
-        res = probe(engine.device)
+        res = _probe(engine)
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
         warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
         if warning:
@@ -318,7 +324,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 engine.unload()
         runs.update_run_json(run_dir, stopped=stops, failures=failures)
         if "probe_after" not in runs.read_run_json(run_dir):
-            runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log))
+            runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log, engine))
         runs.complete_run(run_dir)
     finally:
         bar.close()
@@ -342,7 +348,14 @@ def _load(engine, spec, run_dir: Path) -> bool:
 
 
 def _measure(cfg: SweepConfig, engine, key: PointKey):
-    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13)."""
+    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13).
+
+    A simulated point runs in virtual time: the load on this machine cannot change it, so none is kept.
+    """
+    if cfg.engine == "simulated":
+        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+        records.meta["interference"] = None
+        return records
     with InterferenceMeter() as meter:
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
     # an endpoint already running (engine "openai") is no process of ours: a server on this
