@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -270,6 +271,19 @@ class SweepConfig(_Strict):
     vllm: VLLMOptions = VLLMOptions()
     simulated: SimulatedOptions = SimulatedOptions()
     cluster: ClusterOptions = ClusterOptions()
+    budget: str | None = Field(default=None, description="Time the sweep may take on the hardware (8h, 90m, 1h30m): "
+                                                         "the plan (batchmark plan) chooses repeats, requests per point "
+                                                         "and grid points to fit it")
+
+    @field_validator("budget")
+    @classmethod
+    def _duration(cls, budget: str | None) -> str | None:
+        if budget is not None:
+            try:
+                parse_duration(budget)
+            except BatchmarkError as exc:
+                raise ValueError(str(exc).removeprefix("budget: ")) from None
+        return budget
 
     @field_validator("concurrency")
     @classmethod
@@ -330,11 +344,37 @@ class SweepConfig(_Strict):
         data = self.model_dump(mode="json", exclude={"cluster"})
         if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
-        for k in ("open_loop", "slo"):  # absent = as before they existed: a closed-loop config keeps its digest
+        for k in ("open_loop", "slo", "budget"):  # absent = as before they existed: a closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*d)?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?"
+                       r"\s*(?:(\d+(?:\.\d+)?)\s*s)?\s*$")
+
+
+def parse_duration(text: str | float | int, field_name: str = "budget") -> float:
+    """Seconds of a duration: ``8h``, ``90m``, ``1h30m``, ``2d``, ``3600s`` or a bare number of seconds.
+
+    Raises:
+        BatchmarkError: not a positive duration (the field is named).
+    """
+    if isinstance(text, bool):
+        raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        m = DURATION.match(str(text))
+        if not m or not any(m.groups()):
+            raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
+        d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+        seconds = d * 86400 + h * 3600 + mi * 60 + s
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise BatchmarkError(f"{field_name}: {text!r} must be a positive duration")
+    return seconds
+
 
 
 def _format_error(path: Path | str, err: ValidationError) -> str:

@@ -218,8 +218,15 @@ def record_engine(run_dir: Path, provenance: dict) -> None:
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None,
-              models: list[str] | None = None, part_of: str | None = None) -> Path:
+              models: list[str] | None = None, part_of: str | None = None, plan=None,
+              budgeted: SweepConfig | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
+
+    ``plan`` (a :class:`pipeline.plan.Plan`, made by the caller: the sweep never imports the plan) gives
+    the one-line total printed at the start, the points that do not fit, and the ETA shown beside the
+    progress bar.  ``budgeted`` is ``cfg`` as the budget chose to measure it (:func:`pipeline.plan.fit_budget`):
+    the run keeps ``cfg`` and its digest (so parts, resume and merge agree) and states the budget's
+    choices in ``run.json`` (``budget``).
 
     With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
     then a part of the run ``part_of`` (:mod:`pipeline.parts`; the merge stage assembles the
@@ -235,8 +242,14 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
+    if plan is not None and not ((run_dir / "run.json").exists() and runs.is_complete(run_dir)):
+        log(plan.total_line())
+        for line in plan.not_fitting():
+            log(f"does not fit: {line}")
+        for line in plan.dropped:
+            log(f"budget: dropped {line}")
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
-        measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched
+        measured_cfg, fallback = engine_config(budgeted or cfg, log)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
             log(f"{what} is complete; nothing to measure")
@@ -260,6 +273,12 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                if part_of else {})})
     if fallback:
         runs.update_run_json(run_dir, engine_fallback=fallback)
+    if budgeted is not None and plan is not None and "budget" not in runs.read_run_json(run_dir):
+        runs.update_run_json(run_dir, budget={"budget_s": plan.budget_s, "predicted_wall_s": plan.wall_s,
+                                              "met": plan.fits_budget, "dropped": plan.dropped,
+                                              "certainty": plan.certainty, "repeats": budgeted.repeats,
+                                              "concurrency": list(budgeted.concurrency),
+                                              "open_loop": budgeted.open_loop is not None})
     cfg = measured_cfg
     engine = get_engine(cfg)
     engine.attach_run(run_dir)  # served engines keep server logs in the run folder
@@ -279,6 +298,15 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     specs = [m for m in cfg.models if models is None or m.name in models]
     total = len(specs) * len(cfg.concurrency)
     bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
+    planned = plan.point_seconds() if plan is not None and cfg.engine != "simulated" else {}  # hardware time: no ETA of a simulation
+    left_s = sum(v for (m, *_), v in planned.items() if any(m == spec.name for spec in cfg.models
+                                                                  if models is None or spec.name in models))
+
+    def eta(model: str, load: str, where) -> str:
+        nonlocal left_s
+        left_s = max(left_s - planned.get((model, load, where), 0.0), 0.0)
+        return f", {plan.eta_text(left_s)}" if planned else ""
+
     try:
         for spec in specs:
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
@@ -310,9 +338,10 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 failures["points"] += 1
                 failures["with_failures"] += bool(summ.failed)
                 failures["empty"] += summ.completed == 0
+                left = eta(spec.name, "closed", key.concurrency)
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
-                    bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
+                    bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s{left}")
                 bar.update(1)
                 done += 1
             bar.update(len(keys) - done)  # points skipped past a stop

@@ -370,10 +370,11 @@ def rate_latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> d
         tooltip=["metric:N", "series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("ms:Q", format=".1f")],
     ).properties(width=180, height=200)
     chart = base.facet(column=alt.Column("metric:N", title=None))
-    if limits:  # the SLO's limits, dashed, in their panel
-        rules = alt.Chart(alt.Data(values=rows + [{**r, "rule": True} for r in limits])).mark_rule(
-            strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter("datum.rule == true").properties(
-            width=180, height=200)
-        chart = alt.layer(base, rules).facet(column=alt.Column("metric:N", title=None))
+    if limits:  # the SLO's limits, dashed, in their panel (a faceted layer takes its data at the top level)
+        data = alt.Data(values=rows + [{**r, "rule": True} for r in limits])
+        lines = base.properties(data=alt.Undefined).transform_filter("datum.rule != true")
+        rules = alt.Chart().mark_rule(strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter(
+            "datum.rule == true").properties(width=180, height=200)
+        chart = alt.layer(lines, rules, data=data).facet(column=alt.Column("metric:N", title=None))
     return _spec(chart.properties(title=f"{model['model']}: p99 latency vs offered rate"
                                   + (" (dashed: the SLO)" if limits else "")))
