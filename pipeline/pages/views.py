@@ -169,6 +169,19 @@ class RunView:
         return self.__dict__["_quality"]
 
     @property
+    def simulated(self) -> bool:
+        """True for a run of the simulated server (``source: simulated``): a prediction, never a headline or an
+        explainer's example, labelled wherever it is shown."""
+        return self.meta.get("source") == "simulated"
+
+    @property
+    def status_cell(self) -> str:
+        """The run-quality cell of the tables: ``simulated (a prediction)``, ``clean`` or ``⚠ flagged``."""
+        if self.simulated:
+            return "simulated (a prediction)" + (" ⚠ flagged" if self.flagged else "")
+        return "clean" if not self.flagged else "⚠ flagged"
+
+    @property
     def flagged(self) -> bool:
         """True when the run's quality verdict is ``flagged`` (sorts after clean runs: False < True)."""
         return self.quality["verdict"] == "flagged"
@@ -219,13 +232,13 @@ def clean_first(views: list[RunView]) -> list[RunView]:
 
 
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
-    """Home's headline: per hardware, its newest clean run (the newest run when none is clean).
+    """Home's headline: per hardware, its newest clean run (the newest run when none is clean); never a simulated run.
 
     Returns ``[{"hardware", "view", "older": [run views], "sentence"}]`` sorted by hardware name;
     the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).
     """
     by_hw: dict[str, list[RunView]] = {}
-    for v in sorted(views, key=lambda v: v.run_id, reverse=True):
+    for v in sorted((v for v in views if not v.simulated), key=lambda v: v.run_id, reverse=True):
         by_hw.setdefault(str(v.hardware.get("name") or "unknown hardware"), []).append(v)
     out = []
     for hw, vs in sorted(by_hw.items()):
