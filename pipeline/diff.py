@@ -129,7 +129,11 @@ def min_two_sided_p(n_a: int, n_b: int) -> float:
     """
     if n_a < 1 or n_b < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+    if n_a + n_b <= 1000:  # exact
+        return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+    # C(n_a + n_b, n_a) beyond a float (515 requests a side): in log space, 2 / C underflows to 0 as it should
+    log_c = math.lgamma(n_a + n_b + 1) - math.lgamma(n_a + 1) - math.lgamma(n_b + 1)
+    return min(1.0, 2.0 * math.exp(-log_c))
 
 
 @dataclass
