@@ -124,8 +124,10 @@ class Plan:
         over = ""
         if self.budget_s is not None:
             over = (f" (budget {format_duration(self.budget_s)}" + ("" if self.fits_budget else ", NOT met") + ")")
+        where = (f"on a real {self.hardware} (simulated here in virtual time)" if self.engine == "simulated"
+                 else f"on {self.hardware}")
         return (f"plan: {pts} points of {len(self.models)} model(s), {self.repeats} repeats each, predicted "
-                f"{format_duration(self.wall_s)} on {self.hardware}{over}")
+                f"{format_duration(self.wall_s)} {where}{over}")
 
     def eta_text(self, seconds_left: float) -> str:
         """What the progress bar shows of the plan: ``≈ 3 h 10 min left (plan)``."""
