@@ -186,6 +186,26 @@ def point_regime(concurrency: int, server: dict[str, Any] | None, limits: dict[s
     return "batching"
 
 
+def decode_batch(concurrency: int, regime: str | None, server: dict[str, Any] | None,
+                 limits: dict[str, Any] | None) -> int:
+    """The batch a closed-loop point really decoded: the concurrency, except at a ``queueing`` point.
+
+    Past the server's limit the requests beyond it wait in its queue and are not read per step,
+    so the batch is the server's highest running count from ``/metrics`` when scraped, else its
+    ``--max-num-seqs``, each capped at the concurrency (derived: bytes per step count the
+    sequences decoded together, docs/definitions.md "MBU").
+    """
+    if regime != "queueing":
+        return concurrency
+    running = (server or {}).get("requests_running_max")
+    if running is not None and running >= 1:
+        return max(1, min(concurrency, int(round(running))))
+    max_seqs = (limits or {}).get("max_num_seqs")
+    if max_seqs:
+        return max(1, min(concurrency, int(max_seqs)))
+    return concurrency
+
+
 def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str) -> str | None:
     """Why the curve does what it does past the knee; None before a knee is reached.
 
@@ -412,9 +432,11 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                                "achieved_gb_s": None, **point_quality(s, max_failure_rate),
                                "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
                                "server": s.server}
+        batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
+        row["batch"] = batch
         if card is not None:
-            nbytes = bytes_per_decode_step(card, s.concurrency, ctx)
-            flops = flops_per_decode_step(card, s.concurrency, ctx)
+            nbytes = bytes_per_decode_step(card, batch, ctx)
+            flops = flops_per_decode_step(card, batch, ctx)
             row.update(bytes_per_step=nbytes, flops_per_step=flops)
             if s.step_time_s:
                 achieved = nbytes / s.step_time_s / 1e9
@@ -423,8 +445,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                            mbu_probed=_ratio(achieved, hw["bandwidth_gb_s_probed"]),
                            mfu=_ratio(flops / s.step_time_s / 1e12, tf_mfu))
             if bw:
-                step, bound = roofline_step_s(card, s.concurrency, ctx, bw, peak)
-                row.update(roofline_tok_s=s.concurrency / step, roofline_bound=bound)
+                step, bound = roofline_step_s(card, batch, ctx, bw, peak)
+                row.update(roofline_tok_s=batch / step, roofline_bound=bound)
         row["implausible"] = implausible_point(row)
         points_out.append(row)
 

@@ -8,7 +8,9 @@ per-request lists of ``--save-detailed`` (``input_lens``, ``output_lens``, ``ttf
 ``errors``; a failed request has an error text, length 0 and TTFT 0.0, and stays out of every
 median), and ``{mean,median,p<N>}_{ttft,tpot,itl,e2el}_ms`` (p90 only where
 ``--metric-percentiles`` asked for it; missing ones stay null).  vLLM's TPOT is per request
-(E2EL − TTFT) / (output tokens − 1), batchmark's definition.
+(E2EL − TTFT) / (output tokens − 1), batchmark's ``tpot_s``.  vLLM's ITL is one gap per
+streamed chunk, so it is stored as ``itl_chunk_s``, never as the per-token ``itl_s`` (issue 23:
+the two differ whenever a chunk carries more than one token).
 
 A finite ``request_rate`` is an open-loop run (issue 10): its throughput is set by the client's
 arrival rate, and ``max_concurrency`` is then only a cap.  It becomes an open-loop point, never
@@ -170,7 +172,8 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     return summary(model, engine, input_len, output_len, conc, completed=completed, failed=failed,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
-                   ttft_s=ttft, tpot_s=tpot, itl_s=_ms_stats(d, "itl", path, pre), e2el_s=_ms_stats(d, "e2el", path, pre),
+                   ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
+                   e2el_s=_ms_stats(d, "e2el", path, pre),
                    step_time_s=med_tpot, errors=error_texts,
                    samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
                    **(_open_fields(d, float(rate), burst) if open_loop else {}))
