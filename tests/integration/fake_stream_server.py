@@ -13,6 +13,10 @@ wait in arrival order before their prefill, as a server with K batch slots queue
 capacity is then K / service time requests/s (service time = prefill + max_tokens × token time),
 which the open-loop tests use as a known saturation rate.
 
+``--metrics-kb K`` (0 = none, the default) serves a Prometheus ``/metrics`` page of about K KiB
+(``vllm:num_requests_running``, the requests being served now, then a histogram of vLLM's names)
+after ``--metrics-ms`` ms: a slow, large page like a GPU vLLM's (issue 23).
+
 Faults (``--fault``), each a kind of report in issue 12:
 - ``none``: correct; per-chunk cumulative usage when ``continuous_usage_stats`` is asked for;
 - ``running_sum``: every chunk's ``completion_tokens`` is a running sum of running totals
@@ -45,6 +49,20 @@ import random
 from aiohttp import web
 
 
+def metrics_histogram(size: int) -> str:
+    """A Prometheus histogram of about ``size`` bytes under vLLM's names (one labelled series per engine index)."""
+    lines = ["# HELP vllm:e2e_request_latency_seconds Latency.", "# TYPE vllm:e2e_request_latency_seconds histogram"]
+    total, i = 0, 0
+    while total < size:
+        for le in ("0.01", "0.1", "1.0", "10.0", "+Inf"):
+            lines.append(f'vllm:e2e_request_latency_seconds_bucket{{engine="{i}",le="{le}",model_name="m"}} {i}.0')
+        lines.append(f'vllm:e2e_request_latency_seconds_count{{engine="{i}",model_name="m"}} {i}.0')
+        lines.append(f'vllm:e2e_request_latency_seconds_sum{{engine="{i}",model_name="m"}} {i}.5')
+        total += sum(len(x) + 1 for x in lines[-7:])
+        i += 1
+    return "\n".join(lines) + "\n" if size else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -53,19 +71,32 @@ def main() -> None:
     ap.add_argument("--prefill-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-running", type=int, default=0)
+    ap.add_argument("--metrics-kb", type=int, default=0)
+    ap.add_argument("--metrics-ms", type=float, default=0.0)
     args = ap.parse_args()
     slots = asyncio.Semaphore(args.max_running) if args.max_running > 0 else None
-    state = {"requests": 0}
+    state = {"requests": 0, "running": 0}
     fault = args.fault
+    histogram = metrics_histogram(args.metrics_kb * 1024)
 
     async def health(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def metrics(_req: web.Request) -> web.Response:
+        await asyncio.sleep(args.metrics_ms / 1000)
+        head = ("# HELP vllm:num_requests_running Requests running.\n# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="m"}} {float(state["running"])}\n')
+        return web.Response(text=head + histogram, content_type="text/plain")
+
     async def handle(req: web.Request) -> web.StreamResponse:
-        if slots is None:
-            return await serve(req)
-        async with slots:
-            return await serve(req)
+        state["running"] += 1
+        try:
+            if slots is None:
+                return await serve(req)
+            async with slots:
+                return await serve(req)
+        finally:
+            state["running"] -= 1
 
     async def serve(req: web.Request) -> web.StreamResponse:
         body = await req.json()
@@ -160,6 +191,8 @@ def main() -> None:
 
     app = web.Application()
     app.router.add_get("/health", health)
+    if args.metrics_kb > 0:
+        app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", handle)
     app.router.add_post("/v1/chat/completions", handle)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)
