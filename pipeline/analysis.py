@@ -299,12 +299,45 @@ def point_quality(s: PointSummary, max_failure_rate: float = MAX_FAILURE_RATE) -
     if s.failed:
         flags.add("failed_requests")
     reason = None
+    early = (s.flags or {}).get("count_below_max_tokens", 0)
     if total and not s.completed:
         reason = f"no request completed ({s.failed} failed)"
     elif rate is not None and rate > max_failure_rate:
         reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
                   f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
+    elif total and early / total > max_failure_rate:
+        reason = (f"{early} of {total} requests stopped before the requested {s.output_len} tokens although the server "
+                  f"accepted ignore_eos ({early / total:.0%}, above max_failure_rate {max_failure_rate:.0%}); "
+                  "left out of knee, peak and scaling efficiency")
     return {"failure_rate": rate, "flags": sorted(flags), "excluded": reason is not None, "excluded_reason": reason}
+
+
+def point_warnings(s: PointSummary, max_failure_rate: float = MAX_FAILURE_RATE) -> list[str]:
+    """What the sweep prints about one measured point's streams (issue 23), one line each; [] when nothing.
+
+    - requests that stopped before ``max_tokens`` although the server accepted ``ignore_eos`` /
+      ``min_tokens`` (``count_below_max_tokens``): the server does not honour them, and the point
+      is not of the requested output length (left out of the analysis when widespread,
+      :func:`point_quality`);
+    - requests whose prompt the server counted differently from the one the client built
+      (``input_tokens_mismatch``, :func:`pipeline.engines.tokencount.input_mismatch`): a tokenizer
+      or chat-template mismatch; the records keep the server's count.
+    """
+    total = (s.completed or 0) + (s.failed or 0)
+    flags = s.flags or {}
+    out = []
+    early = flags.get("count_below_max_tokens", 0)
+    if early:
+        got = f" (mean {s.output_tokens_served:.0f})" if s.output_tokens_served is not None else ""
+        left = "; left out of the analysis" if total and early / total > max_failure_rate else ""
+        out.append(f"{early} of {total} requests stopped before the requested {s.output_len} output tokens{got} "
+                   f"although the server accepted ignore_eos: it does not honour it{left}")
+    mism = flags.get("input_tokens_mismatch", 0)
+    if mism:
+        got = f" {s.input_tokens_served:.0f}" if s.input_tokens_served is not None else " another number of"
+        out.append(f"{mism} of {total} requests: the server counted{got} prompt tokens for the {s.input_len} the "
+                   "client built (a tokenizer or chat-template mismatch); check the model's tokenizer")
+    return out
 
 
 #: What an impossible MBU says about its inputs (shown wherever the flag is).

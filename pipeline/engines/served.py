@@ -24,6 +24,22 @@ from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_sample
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
+def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | None:
+    """Tokens the model's chat template adds around a user prompt of ``prompt_len`` tokens; None without a template.
+
+    The server counts the templated prompt, so the chat endpoint's served prompt is this much
+    longer than the one the client built (:func:`pipeline.engines.tokencount.input_mismatch`).
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    try:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            tokenize=True)
+    except Exception:  # a template that needs what we do not send: unknown
+        return None
+    return max(len(ids) - prompt_len, 0)
+
+
 def load_tokenizer(source: str, field: str) -> Any:
     """The Hugging Face tokenizer at ``source`` (local folder, or hub id where the hub is reachable).
 
@@ -143,6 +159,8 @@ class ServedEngine:
                 return await client.detect_features(session, self._target(), prompts[0])
 
         self.features = asyncio.run(probe())
+        self.features.prompt_overhead = chat_template_tokens(self.tokenizer, prompts[0], 16) \
+            if self.opts.endpoint == "chat" else 0
 
     def fits(self, key: PointKey) -> tuple[bool, str]:
         """Served engines cannot see the server's memory; every point is tried (the server queues or fails).

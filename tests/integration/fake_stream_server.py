@@ -35,6 +35,12 @@ Faults (``--fault``), each a kind of report in issue 12:
 - ``fail503``: every 4th request after the probe answers HTTP 503;
 - ``stall``: after the probe, every request gets its headers and then nothing, ever (a hung
   server: the connection stays open);
+- ``split_token``: every token's text is sent as two events (`` t0`` then ``01``), as a
+  detokenizer that flushes a multi-byte character late does; usage is right (issue 23);
+- ``prompt_5x``: ``prompt_tokens`` is 5 × the prompt's words (a tokenizer or chat-template
+  mismatch, issue 23);
+- ``stop_early``: after the probe, every request stops at half its ``max_tokens`` with finish
+  ``stop`` although it accepted ``ignore_eos`` (issue 23);
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
 """
@@ -107,7 +113,7 @@ def main() -> None:
         if fault == "fail503" and n_req > 1 and n_req % 4 == 0:
             return web.json_response({"error": "server overloaded"}, status=503)
         continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
-        continuous = continuous and fault not in ("usage_dropped", "usage_low")  # these send no per-chunk usage
+        continuous = continuous and fault not in ("usage_dropped", "usage_low", "split_token")  # these send no per-chunk usage
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
         rng = random.Random(args.seed * 100_003 + n_req)
@@ -129,7 +135,10 @@ def main() -> None:
         step = 2 if fault == "usage_low" else 1
         cum = hidden
         running = 0
-        for i in range(hidden, n, step):
+        words_in = len(str(body.get("prompt") or (body.get("messages") or [{}])[-1].get("content", "")).split())
+        prompt_tokens = 5 * words_in if fault == "prompt_5x" else 16
+        stop_at = n // 2 if fault == "stop_early" and n_req > 1 else n
+        for i in range(hidden, stop_at, step):
             words = "".join(f" t{j % 255 + 1:03d}" for j in range(i, min(i + step, n)))
             cum += min(step, n - i)
             running += cum
@@ -148,6 +157,12 @@ def main() -> None:
             elif continuous:
                 chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": cum}
             data = event(chunk)
+            if fault == "split_token":  # one token's text over two events, 1 ms apart
+                half = {**choice, **({"delta": {"content": words[:3]}} if chat else {"text": words[:3]})}
+                await resp.write(event({**chunk, "choices": [half]}))
+                await asyncio.sleep(0.001)
+                rest = {**choice, **({"delta": {"content": words[3:]}} if chat else {"text": words[3:]})}
+                data = event({**chunk, "choices": [rest]})
             if kind and i == cut_at:
                 if kind == "truncate":
                     await resp.write(data[: len(data) // 2])
@@ -164,7 +179,7 @@ def main() -> None:
                         "delta_num": b'data: {"choices": [{"index": 0, "delta": 5, "text": 7}]}\n\n'}[kind]
             await resp.write(data)
             await asyncio.sleep(step * args.token_ms / 1000)  # 10 ms per token generated
-        usage = {"prompt_tokens": 16, "completion_tokens": n, "total_tokens": 16 + n}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": stop_at, "total_tokens": prompt_tokens + stop_at}
         if fault == "running_sum":
             usage["completion_tokens"] = running
         elif fault == "above_max":
@@ -175,7 +190,7 @@ def main() -> None:
             usage["completion_tokens"] = 9
         elif fault in ("hidden_reasoning", "reasoning_stream"):
             usage["completion_tokens_details"] = {"reasoning_tokens": n // 2}
-        last = {"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}
+        last = {"index": 0, "finish_reason": "length" if stop_at == n else "stop", **({"delta": {}} if chat else {"text": ""})}
         if not (fault == "usage_dropped" and n_req > 1):
             events.append(event({"choices": [last]}))
             events.append(event({"choices": [], "usage": usage}))
