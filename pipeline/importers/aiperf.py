@@ -19,7 +19,10 @@ of ai-dynamo/aiperf), never by its name:
   its median is 1 / median TPOT), else 1 / median TPOT; step time = median TPOT.
 - input/output length ← median ``input_sequence_length`` / ``output_sequence_length`` (output
   sequence length counts reasoning tokens too, as the server generated them).
-- completed ← ``request_count`` (successful requests); failed ← ``error_request_count``.
+- completed ← ``request_count`` (successful requests); failed ← ``error_request_count``, else
+  the counts of ``error_summary`` (issue 23: AIPerf may list failures there and leave
+  ``error_request_count`` null); a run stopped by hand (``was_cancelled``) is flagged
+  ``run_cancelled``, and its requests cancelled in flight (code 499) are counted apart, not as failed.
   GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
   included) is not batchmark's per-user throughput and is not read.
@@ -89,7 +92,35 @@ def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
     return None
 
 
-def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float):
+def error_counts(d: dict[str, Any]) -> tuple[int | None, int]:
+    """(failed requests, requests cancelled by a stopped run) of a profile export.
+
+    ``error_request_count`` where stated; else the sum of ``error_summary``'s ``count`` (AIPerf
+    lists each error kind with its count and may leave ``error_request_count`` null).  In a run
+    stopped by hand (``was_cancelled``) the requests cancelled in flight (``RequestCancellationError``,
+    code 499) are counted apart, not as the server's failures.  (None, 0) when neither field is there.
+    """
+    stated = d.get("error_request_count")
+    stated_n = stated.get("avg") if isinstance(stated, dict) else stated
+    summary_ = d.get("error_summary")
+    cancelled, listed = 0, 0
+    if isinstance(summary_, list):
+        for e in summary_:
+            if not isinstance(e, dict) or not is_number(e.get("count")):
+                continue
+            det = e.get("error_details") if isinstance(e.get("error_details"), dict) else {}
+            n = int(e["count"])
+            if d.get("was_cancelled") is True and (det.get("code") == 499 or "cancel" in str(det.get("type", "")).lower()):
+                cancelled += n
+            else:
+                listed += n
+    if is_number(stated_n):
+        return max(int(stated_n) - cancelled, 0), cancelled
+    return (listed if isinstance(summary_, list) else None), cancelled
+
+
+def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float,
+               concurrency: int | None = None, rate_given: float | None = None):
     """One profile export → (point, model as named, tool version)."""
     d = load_json(path, read_text(path), "an AIPerf profile export")
     if not isinstance(d, dict):
@@ -102,6 +133,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raise fail(path, "field input_config", "missing; the concurrency of the run is unknown")
     rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",))
     conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",))
+    conc = concurrency if conc is None and concurrency is not None else conc
+    rate = rate_given if rate is None and conc is None and rate_given is not None else rate
     if rate is not None:
         if not is_number(rate):
             raise fail(path, "field input_config.loadgen.request_rate", f"not a number: {rate!r}")
@@ -109,7 +142,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                                conc if is_number(conc) else None)
     if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
         raise fail(path, "field input_config.loadgen.concurrency",
-                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency (--concurrency)")
+                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
+                   "--concurrency N when the export does not state it")
     raw = model or _setting(cfg, ("endpoint", "model_names"), ("model_names",), ("model",))
     if isinstance(raw, list):
         raw = raw[0] if len(raw) == 1 else None
@@ -122,7 +156,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         if not isinstance(sent, int) or isinstance(sent, bool):
             raise fail(path, "field request_count", "missing, and input_config states no request count")
         completed = float(sent)
-    failed = _value(path, d, "error_request_count") or 0.0
+    failed_n, cancelled = error_counts(d)
+    failed = float(failed_n or 0)
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
     lens = []
@@ -142,17 +177,26 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     samples={"output_throughput_tok_s": [tput]})
     if not counts_stated:
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    if d.get("was_cancelled") is True:
+        point.flags["run_cancelled"] = cancelled or 1
+        point.errors.append(f"the run was cancelled by hand (was_cancelled): {cancelled} request(s) cancelled in flight "
+                            "are not counted as failed; the run measured less than it was set up to")
+    for e in d.get("error_summary") or []:
+        det = e.get("error_details") if isinstance(e, dict) and isinstance(e.get("error_details"), dict) else None
+        if det:
+            point.errors.append(f"{e.get('count')} × {det.get('code')} {det.get('type')}: {str(det.get('message'))[:120]}")
     version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
     return point, raw, str(version) if version else None
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
-    """Parse profile exports (one file per concurrency)."""
+          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          rate: float | None = None) -> ImportResult:
+    """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
     engine = engine or ENGINE
     points, names, versions = [], {}, set()
     for path in paths:
-        pt, raw, version = parse_file(path, model, engine, max_failure_rate)
+        pt, raw, version = parse_file(path, model, engine, max_failure_rate, concurrency, rate)
         points.append(pt)
         names[pt.model] = raw
         if version:
