@@ -78,7 +78,12 @@ INPUT_TOLERANCE_FACTOR = 1.5
 INPUT_TOLERANCE_TOKENS = 4
 
 
-def input_mismatch(served: int | None, requested: int, overhead: int | None = None) -> bool:
+def length_mismatch(measured: float | None, requested: float, overhead: float | None = None) -> bool:
+    """Whether a measured token count is off the requested one beyond the tolerance (see :func:`input_mismatch`)."""
+    return input_mismatch(measured, requested, overhead)
+
+
+def input_mismatch(served: float | None, requested: float, overhead: float | None = None) -> bool:
     """Whether the server's ``prompt_tokens`` (``served``) is off the prompt the client built beyond the tolerance.
 
     ``expected = requested + overhead``, the overhead being the tokens the model's chat template adds

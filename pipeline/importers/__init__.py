@@ -62,7 +62,17 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
             files.extend(found)
         else:
             files.append(p)
-    from pipeline.importers.base import MAX_FAILURE_RATE
+    from pipeline.importers.base import MAX_FAILURE_RATE, foreign_file
+
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(8192).decode("utf-8", errors="replace")
+        except OSError:
+            continue  # the importer names an unreadable file itself
+        other = foreign_file(f, head, fmt)
+        if other is not None:
+            raise other
 
     limit = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
     if not 0.0 <= limit <= 1.0:

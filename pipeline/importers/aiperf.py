@@ -26,6 +26,12 @@ of ai-dynamo/aiperf), never by its name:
   GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
   included) is not batchmark's per-user throughput and is not read.
+Older and other exports (issue 23): early GenAI-Perf named the lengths ``num_input_token`` /
+``num_output_token`` and wrote statistics as strings (both read); GenAI-Perf's default mode
+measures for ``measurement_interval`` ms with ``request_count`` 0, so its completed count is
+``request_throughput`` × interval (said so in the point's errors); an output length off the
+requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
+:func:`pipeline.engines.tokencount.length_mismatch` is flagged ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
 a request rate (open loop) is refused.
 """
@@ -38,6 +44,7 @@ from typing import Any
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop,
                                      summary, wrong_format)
+from pipeline.engines.tokencount import length_mismatch
 from pipeline.records import distribution
 
 FORMAT = "aiperf"
@@ -90,6 +97,21 @@ def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
         if v is not None:
             return v
     return None
+
+
+def requested_len(cfg: dict[str, Any], which: str) -> int | None:
+    """The input or output length (tokens) a profile export's settings asked for; None when not stated.
+
+    AIPerf: ``input.prompt.input_tokens.mean`` / ``input.prompt.output_tokens.mean``; GenAI-Perf:
+    ``synthetic_input_tokens_mean`` / ``output_tokens_mean`` (−1 = not set), else ``extra_inputs.max_tokens``.
+    """
+    if which == "input":
+        v = _setting(cfg, ("input", "prompt", "input_tokens", "mean"), ("synthetic_input_tokens_mean",))
+    else:
+        v = _setting(cfg, ("input", "prompt", "output_tokens", "mean"), ("output_tokens_mean",))
+        if not (is_number(v) and v > 0):
+            v = _setting(cfg, ("extra_inputs", "max_tokens"))
+    return int(v) if is_number(v) and v > 0 else None
 
 
 def error_counts(d: dict[str, Any]) -> tuple[int | None, int]:
@@ -151,20 +173,33 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
     completed = _value(path, d, "request_count")
     counts_stated = completed is not None
+    estimated = False
     if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
-        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",), ("num_prompts",))
-        if not isinstance(sent, int) or isinstance(sent, bool):
-            raise fail(path, "field request_count", "missing, and input_config states no request count")
-        completed = float(sent)
+        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",))
+        interval_ms = _setting(cfg, ("measurement_interval",), ("loadgen", "measurement_interval"))
+        thr = _value(path, d, "request_throughput")
+        if (not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0) and is_number(interval_ms) \
+                and interval_ms > 0 and thr:
+            # GenAI-Perf's default mode measures for a time (measurement_interval, ms), not a request count
+            # (request_count 0): the requests measured = request_throughput × interval (derived, said so)
+            completed, estimated = float(round(thr * interval_ms / 1000.0)), True
+        else:
+            if sent is None:
+                sent = _setting(cfg, ("num_prompts",))
+            if not isinstance(sent, int) or isinstance(sent, bool):
+                raise fail(path, "field request_count", "missing, and input_config states no request count")
+            completed = float(sent)
     failed_n, cancelled = error_counts(d)
     failed = float(failed_n or 0)
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
     lens = []
-    for key in ("input_sequence_length", "output_sequence_length"):
-        v = _value(path, d, key, "p50")
-        v = v if v is not None else _value(path, d, key, "avg", required=True)
-        lens.append(round(v))
+    for key, old_key, asked in (("input_sequence_length", "num_input_token", requested_len(cfg, "input")),
+                                ("output_sequence_length", "num_output_token", requested_len(cfg, "output"))):
+        name = key if key in d or old_key not in d else old_key  # early GenAI-Perf: num_input_token, num_output_token
+        v = _value(path, d, name, "p50")
+        v = v if v is not None else _value(path, d, name, "avg", required=asked is None)
+        lens.append(round(v) if v is not None else int(asked))
     tpot = _time_stats(path, d, "inter_token_latency")
     med_tpot = tpot["p50"] if tpot else None
     per_user = _value(path, d, "output_token_throughput_per_user", "p50")
@@ -175,8 +210,16 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
                     samples={"output_throughput_tok_s": [tput]})
-    if not counts_stated:
+    if estimated:
+        point.errors.append("completed not stated by the file (GenAI-Perf measured for measurement_interval): "
+                            "request_throughput × interval; failed not stated")
+    elif not counts_stated:
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    asked_out = requested_len(cfg, "output")
+    if asked_out and length_mismatch(lens[1], asked_out):
+        point.flags["output_len_mismatch"] = int(completed)
+        point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
+                            "the requested length (ignore_eos not honoured, another max_tokens)")
     if d.get("was_cancelled") is True:
         point.flags["run_cancelled"] = cancelled or 1
         point.errors.append(f"the run was cancelled by hand (was_cancelled): {cancelled} request(s) cancelled in flight "

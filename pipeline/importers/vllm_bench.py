@@ -63,6 +63,7 @@ from typing import Any
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_finite, check_unique, fail, is_number, number, read_text, summary,
                                      wrong_format)
+from pipeline.engines.tokencount import length_mismatch
 from pipeline.records import distribution
 
 FORMAT = "vllm-bench"
@@ -198,6 +199,10 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
     flags = {}
     e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
+    asked = d.get("random_output_len") if d.get("dataset_name") == "random" else None  # SGLang states it
+    if is_number(asked) and asked > 0 and length_mismatch(output_len, asked):
+        flags["output_len_mismatch"] = completed
+        error_texts.append(f"output length {output_len} per request, {int(asked)} requested (random_output_len)")
     if failed_unknown:
         flags["failed_count_unknown"] = completed
         error_texts.append("the file states no failed count (SGLang bench_serving): failures unknown")

@@ -154,3 +154,71 @@ def test_concurrency_option_is_refused_where_files_state_it(capsys, scratch_root
     path = CASES / "16-guidellm-0.8.1"
     assert main(["import", "guidellm", str(path), "--hardware", "cpu", "--concurrency", "4"]) == 2
     assert "--concurrency: only for vllm-bench and aiperf" in _one_line(capsys)
+
+
+# -- kind: GenAI-Perf exports refused although they hold a measurement --------------------------
+
+def _genai(tmp_path, edit):
+    d = json.loads((DATA / "aiperf" / "profile_export_genai_perf.json").read_text())
+    edit(d)
+    path = tmp_path / "profile_export_genai_perf.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+def test_genai_perf_measurement_interval_export_is_imported(tmp_path):
+    """GenAI-Perf's default mode measures for measurement_interval (10000 ms) with request_count 0 (its
+    input_config as genai-perf writes it): was "no request completed; nothing was measured".  Completed =
+    request_throughput × interval = 12.2 req/s × 10 s = 122 (derived, and the point says so)."""
+    path = _genai(tmp_path, lambda d: d["input_config"].update(request_count=0, measurement_interval=10000))
+    (p,) = parse("aiperf", [path]).summaries
+    assert (p.completed, p.concurrency, p.output_throughput_tok_s) == (122, 1, 217.1)
+    assert any("measurement_interval" in e for e in p.errors)
+
+
+def test_early_genai_perf_export_with_old_names_and_string_statistics(tmp_path):
+    """Early GenAI-Perf (its Metrics.metric_labels: num_output_token, num_input_token) wrote the lengths under those
+    names and statistics as strings: was refused as not an export.  The lengths are read under the old names."""
+    def edit(d):
+        d["num_output_token"] = {k: str(v) if k != "unit" else v for k, v in d.pop("output_sequence_length").items()}
+        d["num_input_token"] = {k: str(v) if k != "unit" else v for k, v in d.pop("input_sequence_length").items()}
+        d["time_to_first_token"] = {k: str(v) if k != "unit" else v for k, v in d["time_to_first_token"].items()}
+    (p,) = parse("aiperf", [_genai(tmp_path, edit)]).summaries
+    assert (p.input_len, p.output_len) == (550, 18)
+    assert p.ttft_s == pytest.approx({"p50": 0.009, "p90": 0.012, "p99": 0.015, "mean": 0.010})
+
+
+def test_output_five_times_the_requested_length_is_flagged(tmp_path):
+    """Asked for 18 output tokens (output_tokens_mean), the export measured 90: flagged output_len_mismatch (was
+    accepted silently).  Within the tolerance (18 asked, 18 measured) nothing is flagged."""
+    def edit(d):
+        d["input_config"]["output_tokens_mean"] = 18
+        d["output_sequence_length"] = {"unit": "tokens", "avg": 90.0, "p50": 90.0}
+    (p,) = parse("aiperf", [_genai(tmp_path, edit)]).summaries
+    assert p.output_len == 90 and p.flags == {"output_len_mismatch": 100}
+    (p,) = parse("aiperf", [_genai(tmp_path, lambda d: d["input_config"].update(output_tokens_mean=18))]).summaries
+    assert p.flags == {}
+
+
+# -- kind: files of the wrong kind refused with a message about the wrong thing ----------------
+
+def test_aiperf_csv_given_to_the_json_importer_names_the_csv(tmp_path, capsys, scratch_root):
+    """AIPerf writes profile_export_aiperf.csv beside the JSON (first row: Metric,avg,min,max,p99,…): was
+    "corrupt JSON … cut short"."""
+    path = tmp_path / "profile_export_aiperf.csv"
+    path.write_text("Metric,avg,min,max,p99,p90,p75,std\nTime to First Token (ms),1588.80,382.24,4121.09,4100.1,"
+                    "3000.2,2000.3,1000.4\n")
+    assert main(["import", "aiperf", str(path), "--hardware", "h200"]) == 2
+    assert "an AIPerf/GenAI-Perf CSV export; the aiperf importer reads the JSON export beside it" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("jsonl", [False, True])
+def test_llama_bench_json_given_to_batched_bench_names_llama_bench(tmp_path, capsys, scratch_root, jsonl):
+    """llama-bench -o json / -o jsonl (tests with n_prompt, n_gen, avg_ts; llama.cpp tools/llama-bench): was
+    "no llama-batched-bench table found" / "line 1: missing field 'pp'"."""
+    tests = [{"model_type": "qwen2 7B Q8_0", "n_prompt": 512, "n_gen": 0, "avg_ts": 4266.6},
+             {"model_type": "qwen2 7B Q8_0", "n_prompt": 0, "n_gen": 128, "avg_ts": 128.0}]
+    path = tmp_path / ("bench.jsonl" if jsonl else "bench.json")
+    path.write_text("\n".join(json.dumps(t) for t in tests) if jsonl else json.dumps(tests, indent=2))
+    assert main(["import", "llama-batched-bench", str(path), "--hardware", "h200", "--model", "m"]) == 2
+    assert "llama-bench output (-o json/jsonl: n_prompt, n_gen, avg_ts per test)" in _one_line(capsys)
