@@ -3,8 +3,11 @@
 One vLLM server (the CPU build in ``.venv-vllm``, made by ``batchmark server-env``) serves a small
 random-weights Llama (a local folder, word-level tokenizer, no download).  At each concurrency both
 clients send the same workload to it: ``--random-input-len`` / ``input_len`` tokens in,
-``--random-output-len`` / ``output_len`` out with ``ignore_eos``, ``c`` warm-up requests, then
-``max(4 c, 16)`` measured requests at ``c`` in flight, closed loop, ``/v1/completions``:
+``--random-output-len`` / ``output_len`` out with ``ignore_eos``, ``max(4 c, 16)`` measured requests at
+``c`` in flight, closed loop, ``/v1/completions``, no warm-up in either (one throwaway ``vllm bench serve``
+of 4 requests warms the server first).  In the one full run made here, with ``--num-warmups c``, vLLM
+0.32's client saw every chunk of a c = 1 request arrive at once (TTFT p50 130 ms, TPOT 0); a run without
+it streamed as expected (TTFT p50 10 ms, TPOT p50 3.2 ms); the cause was not found:
 
 - vLLM: ``vllm bench serve`` run from the same environment (``vllm.benchmarks.serve``'s own
   ``main``; the ``vllm`` console script of the CPU build looks for the distribution ``vllm``),
@@ -121,12 +124,12 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 def run_vllm_bench(python: Path, url: str, folder: Path, c: int, n: int, input_len: int, output_len: int,
                    out_dir: Path) -> dict[str, Any]:
-    """One ``vllm bench serve`` point (``c`` warm-ups, ``n`` measured at ``c`` in flight); its saved result JSON."""
+    """One ``vllm bench serve`` point (``n`` requests at ``c`` in flight, no warm-up); its saved result JSON."""
     name = f"vllm-c{c}.json"
     cmd = [str(python), "-c", _BENCH, "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
            "--model", SERVED, "--tokenizer", str(folder), "--dataset-name", "random",
            "--random-input-len", str(input_len), "--random-output-len", str(output_len), "--random-range-ratio", "0",
-           "--num-prompts", str(n), "--max-concurrency", str(c), "--num-warmups", str(c), "--ignore-eos",
+           "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos",
            "--seed", "0", "--disable-tqdm", "--save-result", "--result-dir", str(out_dir), "--result-filename", name,
            "--percentile-metrics", "ttft,tpot,itl,e2el"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
@@ -136,7 +139,7 @@ def run_vllm_bench(python: Path, url: str, folder: Path, c: int, n: int, input_l
 
 
 def run_batchmark(url: str, folder: Path, c: int, n: int, input_len: int, output_len: int, repeats: int = 1):
-    """One batchmark point (warm-up wave of ``c``, ``n`` measured per repeat) through the ``openai`` engine; its summary."""
+    """One batchmark point (``n`` measured per repeat, no warm-up) through the ``openai`` engine; its summary."""
     from pipeline.config import parse_config
     from pipeline.engines import get_engine
     from pipeline.metrics import summarize_point
@@ -149,7 +152,7 @@ def run_batchmark(url: str, folder: Path, c: int, n: int, input_len: int, output
                         "models": [{"name": SERVED, "served_name": SERVED}]})
     engine = get_engine(cfg)
     engine.load(cfg.models[0])
-    rec = engine.measure(PointKey(SERVED, "openai", input_len, output_len, c), repeats, True, 0)
+    rec = engine.measure(PointKey(SERVED, "openai", input_len, output_len, c), repeats, False, 0)
     return summarize_point(rec)
 
 
@@ -183,6 +186,7 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
     proc, url = start_server(python, folder, work / "server.log", max(concurrencies))
     out: dict[str, Any] = {"rows": [], "summaries": {}, "vllm": {}}
     try:
+        run_vllm_bench(python, url, folder, 1, 4, input_len, output_len, work)  # throwaway: warms the server
         for c in concurrencies:
             n = max(per_slot * c, minimum)
             vl = run_vllm_bench(python, url, folder, c, n, input_len, output_len, work)
