@@ -51,6 +51,7 @@ OTHERS = [r for r in COMPLETE if r != RUN_ID]
 PYTHON = shlex.quote(sys.executable)
 BATCHMARK = f"{PYTHON} -m pipeline"
 TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
+THEME = sorted(str(p) for p in Path("templates/theme").rglob("*.html"))  # mkdocs.yml: theme.custom_dir
 PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
 MODEL_CARDS = sorted(str(p) for p in Path("data/models").glob("*.yaml"))
 # The shared reference measurement beside the repository (never copied into it): an input of the
@@ -125,12 +126,12 @@ rule reference:
 
 
 rule site:
-    input: PAGES, "mkdocs.yml"
+    input: PAGES, THEME, "mkdocs.yml"
     output: "site/index.html"
     shell: "{PYTHON} -m mkdocs build --strict --quiet"
 
 
 rule committed:
-    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, MODEL_CARDS, REFERENCE
+    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, THEME, MODEL_CARDS, REFERENCE
     params: runs=COMPLETE
     shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS} && {PYTHON} -m mkdocs build --strict --quiet"
