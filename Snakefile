@@ -27,13 +27,14 @@ from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
 from pipeline.pages.render import page_templates
 from pipeline.resources import part_resources, part_threads
+from pipeline.texttable import printable
 
 # The sweep config is the Snakemake configfile (--configfile); config/vllm-cpu.yaml (real vLLM, CPU build) without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/vllm-cpu.yaml"
 try:
     SWEEP = load_config(CONFIG_PATH)
 except BatchmarkError as exc:  # one line naming the file and field, as the CLI prints it; nothing is touched
-    sys.exit(f"batchmark: error: {exc}")
+    sys.exit(f"batchmark: error: {printable(exc, one_line=True)}")
 # A cluster job reads this Snakefile again on its node: it gets the run id of the invocation that
 # submitted it through the environment (sbatch --export=ALL; `envvars` for Kubernetes).
 # Run folder names arrive by `git pull`: every run id is checked (runs.is_run_id, a whole match) before it is used,
@@ -43,7 +44,7 @@ try:
                                    or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))))
     COMPLETE = [p.name for p in runs.list_runs()]  # refuses a folder whose name is not a run id, naming it
 except BatchmarkError as exc:
-    sys.exit(f"batchmark: error: {exc}")
+    sys.exit(f"batchmark: error: {printable(exc, one_line=True)}")
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
 PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))

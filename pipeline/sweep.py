@@ -31,6 +31,7 @@ from pipeline.hardware import load_profile, probe
 from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
 from pipeline.records import PointKey
+from pipeline.texttable import printable
 
 
 def _versions() -> dict[str, str | None]:
@@ -225,7 +226,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     """
     from tqdm import tqdm
 
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or (lambda msg: print(printable(msg), file=sys.stderr, flush=True))  # names: control characters escaped
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
@@ -280,7 +281,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             loaded = False
             done = 0
             for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
-                bar.set_description(f"{spec.name} c={key.concurrency}")
+                bar.set_description(printable(f"{spec.name} c={key.concurrency}", one_line=True))
                 bar.set_postfix_str("")
                 if runs.has_point(run_dir, key):
                     summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
