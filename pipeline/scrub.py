@@ -134,14 +134,21 @@ def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | Non
 
 def relative_path(value: str, root: Path | None = None) -> str:
     """A path as stored in a run: relative to the repository when it is inside it (``data/models/x``), else with the
-    machine's folders replaced (:func:`scrub_paths`); a name that is not an absolute path (a hub id) as given."""
+    machine's folders replaced (:func:`scrub_paths`); a name that is not an absolute path (a hub id) as given.
+
+    The path is compared as written first, then with its links resolved (a repository reached through a link).
+    """
     from pipeline import paths
 
     if not value or not os.path.isabs(value):
         return value
-    for base in {(root or paths.root()).resolve(), Path(__file__).resolve().parents[1]}:
-        try:
-            return Path(os.path.realpath(value)).relative_to(base).as_posix()
-        except ValueError:
-            continue
+    base = root or paths.root()
+    bases = [base, base.resolve(), Path(__file__).resolve().parents[1]]
+    for candidate in (os.path.normpath(value), os.path.realpath(value)):
+        for b in bases:
+            try:
+                rel = Path(candidate).relative_to(b).as_posix()
+            except ValueError:
+                continue
+            return rel if rel != "." else "."
     return scrub_paths(value, root) or value

@@ -72,3 +72,25 @@ def test_paths_inside_the_repository_are_stored_relative(monkeypatch, tmp_path):
     assert relative_path(str(paths.root() / "x")) == "x"
     assert relative_path("Qwen/Qwen3-0.6B") == "Qwen/Qwen3-0.6B"  # a hub id: as given
     assert relative_path("/home/alice/tok") == "~/tok"
+
+
+def test_an_import_records_its_files_without_machine_folders(scratch_root, tmp_path):
+    # Regression (issue 18 item 6): source_files and command held the imported file's absolute (temporary) path
+    import shutil
+
+    from pipeline import runs
+    from pipeline.importers import import_run
+    from tests.conftest import DATA
+
+    inside = scratch_root / "imports" / "c1.json"
+    inside.parent.mkdir()
+    shutil.copy(DATA / "vllm-bench" / "llama-3.1-8b-c1.json", inside)
+    outside = tmp_path / "elsewhere" / "c4.json"
+    outside.parent.mkdir()
+    shutil.copy(DATA / "vllm-bench" / "llama-3.1-8b-c4.json", outside)
+    run_dir = import_run("vllm-bench", [inside, outside], "dgx-spark")
+    meta = runs.read_run_json(run_dir)
+    expected = ["imports/c1.json", f"<tmp>/{outside.relative_to(tempfile.gettempdir())}"]
+    assert meta["source_files"] == expected
+    assert meta["command"].startswith(f"batchmark import vllm-bench {expected[0]} {expected[1]} --hardware")
+    assert str(tmp_path) not in (run_dir / "run.json").read_text()
