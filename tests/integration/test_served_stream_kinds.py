@@ -68,3 +68,33 @@ def test_ignore_eos_accepted_but_not_honoured_is_warned_and_left_out(tmp_path, t
     (line,) = point_warnings(summ)
     assert "6 of 6 requests stopped before the requested 16 output tokens (mean 8)" in line
     assert "left out of the analysis" in line
+
+
+@pytest.mark.parametrize("fault, words", [
+    ("stop_early", "6 of 6 requests stopped before the requested 16 output tokens (mean 8) although the server "
+                   "accepted ignore_eos"),
+    ("prompt_5x", "the server counted 40 prompt tokens for the 8 the client built"),
+])
+def test_the_sweep_prints_each_kind_while_it_runs(fault, words, tmp_path, tok_dir, scratch_root, monkeypatch):
+    """The sweep warns during the run (was: nothing printed), one line naming the point and the numbers."""
+    from pipeline import sweep
+    from pipeline.config import parse_config
+    from pipeline.hardware import ProbeResult
+    from tests.integration.test_served_token_truth import start_server
+
+    fake = ProbeResult("cpu", "float32", 10.0, 0.1, [10.0], [0.1], 1, 1, 1)
+    monkeypatch.setattr(sweep, "probe", lambda *a, **k: fake)
+    proc, url = start_server(fault, tmp_path)
+    said: list[str] = []
+    try:
+        cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": N_TOKENS,
+                            "concurrency": [1], "repeats": 1,
+                            "openai": {"base_url": url, "requests_per_point": N_REQUESTS, "tokenizer": str(tok_dir),
+                                       "timeout_s": 5},
+                            "models": [{"name": "m", "served_name": "m"}]})
+        sweep.run_sweep(cfg, scratch_root / "data" / "runs" / "warn", progress=False, log=said.append)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    (line,) = [m for m in said if m.startswith("warning: m c = 1:")]
+    assert words in line and "\n" not in line
