@@ -239,11 +239,15 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
 
     Raises:
-        BatchmarkError: the hardware profile lacks bandwidth or memory figures, a model has no card.
+        BatchmarkError: a transformers config (static batches, not a server); the hardware profile lacks bandwidth
+            or memory figures; a model has no card.
     """
     from pipeline.engines.simulated import resolve_card, server_for
     from pipeline.sweep import open_rates, weak_doublings
 
+    if cfg.engine == "transformers":
+        raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
+                             "continuous-batching server (engines vllm, openai, simulated)")
     hw = load_profile(cfg.hardware)
     if not hw.bandwidth_gb_s_spec or not hw.memory_gb:
         raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "

@@ -116,3 +116,8 @@ def test_plan_of_a_profile_without_figures_is_a_one_line_error(tmp_path):
     path.write_text("name: c\nhardware: cpu\nengine: vllm\nmodels: [{name: m, served_name: m}]\n")
     with pytest.raises(BatchmarkError, match="no bandwidth_gb_s_spec"):
         make_plan(load_config(path))
+
+
+def test_a_static_batch_config_is_not_planned():
+    with pytest.raises(BatchmarkError, match="static batches"):
+        make_plan(load_config(REPO / "config" / "gpu-transformers.yaml"))
