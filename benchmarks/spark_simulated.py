@@ -6,8 +6,8 @@
 Copies the committed tree (``git ls-files``) into ``--workdir`` (emptied first; the virtual environment
 linked, not copied), then runs ``snakemake --cores all --configfile CONFIG --config fresh=1`` ``--runs`` times
 (each a new run: parts, merge, summaries, analysis, pages, site) and ``batchmark diff`` of the last two.
-For each it prints the wall time, the peak resident memory of the largest process (``/usr/bin/time``'s
-maximum RSS over the job and its children) and, for the workflow, the size of the run folder and the
+For each it prints the wall time, the peak resident memory of the largest process (GNU ``/usr/bin/time``'s
+maximum RSS of the command and its descendants) and, for the workflow, the size of the run folder and the
 largest page of the site.  The full config is config/spark.yaml's grid on the simulated server:
 5 models, concurrency 1 … 256, 5 repeats, 256 output tokens, the open loop — about 13,000 closed-loop
 requests a model.  Run it on a quiet machine and read the load average it prints beside the figures.
@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,16 +28,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float, str]:
-    """(seconds, peak RSS of the largest child in MB, output) of ``cmd``; exits on failure."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    t0 = time.monotonic()
-    res = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - t0
-    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """(seconds, peak RSS in MB of the largest process among the command and its descendants, output) of ``cmd``.
+
+    The peak is GNU time's maximum resident set size (``/usr/bin/time -f %M``: Linux's ``wait4`` counts the
+    largest of a process and the descendants it waited for); exits on failure.
+    """
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        t0 = time.monotonic()
+        res = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], cwd=cwd, env=env,
+                             capture_output=True, text=True)
+        wall = time.monotonic() - t0
+        peak_kb = float((rss.read().strip().splitlines() or ["0"])[-1])
     if res.returncode != 0:
         sys.exit(f"spark_simulated: `{' '.join(cmd)}` failed with exit code {res.returncode}:\n"
                  + (res.stdout + res.stderr)[-3000:])
-    return wall, max(peak_kb, before) / 1024, res.stdout + res.stderr
+    return wall, peak_kb / 1024, res.stdout + res.stderr
 
 
 def _size_mb(path: Path) -> float:
@@ -82,8 +86,7 @@ def main() -> int:
     if len(runs) >= 2:
         wall, peak, out = _timed([py, "-m", "pipeline", "diff", runs[-2], runs[-1]], work, env)
         first = out.splitlines()[0] if out else ""
-        changes = len(re.findall(r"\b(better|worse)\b", out))
-        print(f"diff of the two: {wall:7.1f} s, peak memory {peak:7.0f} MB; {first[:140]} ({changes} significant changes)")
+        print(f"diff of the two: {wall:7.1f} s, peak memory {peak:7.0f} MB; {first[:160]}")
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     if not args.keep:
         shutil.rmtree(work)
