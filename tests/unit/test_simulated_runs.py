@@ -101,3 +101,37 @@ def test_pages_label_it_and_never_headline_it(sim_run: Path, scratch_root: Path,
     for page in (out / "explain").glob("*.md"):
         assert sim_run.name not in page.read_text(), page.name  # never an explainer's measured example
     assert "(a prediction, not a measurement)" in (out / "runs.md").read_text()
+
+
+def test_sweep_names_points_that_cannot_fit_before_it_starts(scratch_root: Path):
+    # Qwen3-32B at c = 256 with 4,096-token prompts: 256 x 4,112 tokens x 262,144 B of KV = 276 GB beside
+    # 65.5 GB of weights in 128 GB x 0.85: named with the reason before the first point
+    cfg = scratch_root / "config" / "nofit.yaml"
+    cfg.write_text(SIM_CONFIG.replace("input_len: 128", "input_len: 4096").replace("concurrency: [1, 2, 4]", "concurrency: [256]")
+                   .replace("repeats: 2", "repeats: 1").replace("name: llama-3.1-8b-instruct\n    card: Llama-3.1-8B",
+                                                                "name: qwen3-32b\n    card: Qwen3-32B"))
+    rc, _, err = run_cli("sweep", "--config", str(cfg), "--run-id", "20261201T000001Z-sim", "--no-progress")
+    assert rc == 0, err
+    lines = err.splitlines()
+    named = next(i for i, line in enumerate(lines) if line.startswith("does not fit: qwen3-32b c = 256: weights 65.5 GB"))
+    assert named < next(i for i, line in enumerate(lines) if line.startswith("probing"))
+
+
+def test_budget_chooses_what_the_sweep_measures_and_run_json_says_so(scratch_root: Path):
+    from pipeline.config import load_config
+    from pipeline.plan import plan_for
+
+    cfg = scratch_root / "config" / "budget.yaml"
+    cfg.write_text(SIM_CONFIG.replace("concurrency: [1, 2, 4]", "concurrency: [1, 2, 4, 8, 16]") + "budget: 200s\n")
+    plan, measured = plan_for(load_config(cfg))
+    assert plan.dropped and measured.concurrency != [1, 2, 4, 8, 16]  # 200 s cannot hold the whole grid
+    rc, out, err = run_cli("sweep", "--config", str(cfg), "--run-id", "20261201T000002Z-sim", "--no-progress")
+    assert rc == 0, err
+    run = Path(out.strip().splitlines()[-1])
+    meta = json.loads((run / "run.json").read_text())
+    assert meta["config"]["concurrency"] == [1, 2, 4, 8, 16]  # the config as written, its digest kept
+    assert meta["config_digest"] == load_config(cfg).digest()
+    assert meta["budget"]["dropped"] == plan.dropped and meta["budget"]["concurrency"] == measured.concurrency
+    stored = sorted(p.name for p in (run / "points" / "llama-3.1-8b-instruct").glob("*-c*.json"))
+    assert len(stored) == len(measured.concurrency)
+    assert any(line.startswith("budget: dropped ") for line in err.splitlines())
