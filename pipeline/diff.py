@@ -569,13 +569,14 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
     prov_a, prov_b = provenance_of(a), provenance_of(b)
     line, ok = headline(prov_a, prov_b, len(matched))
     bw_change, bw_text, _ = bandwidth_words(prov_a, prov_b)
-    notes = sorted({c.note for c in changes if c.note})
     from pipeline.quality import run_quality
 
     qa, qb = (run_quality(r.meta, [s.as_dict() for s in r.summaries], r.analysis.get("models") or [])
               for r in (a, b))
     flagged_runs = [f"{name} = {r.run_id} is a flagged run: " + "; ".join(q["reasons"])
                     for name, r, q in (("A", a, qa), ("B", b, qb)) if q["verdict"] == "flagged"]
+    withhold_flagged(changes, qa, qb)
+    notes = sorted({c.note for c in changes if c.note})
     return RunDiff(
         headline=line, comparable=ok,
         run_a={"run_id": a.run_id, "source": prov_a["source"], "hardware": prov_a["hardware"]},
@@ -585,6 +586,24 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
         only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes,
         bandwidth_change=bw_change, warnings=([bw_text] if bw_text else []) + flagged_runs,
         quality_a=qa, quality_b=qb)
+
+
+def withhold_flagged(changes: list[MetricChange], quality_a: dict[str, Any], quality_b: dict[str, Any]) -> None:
+    """Take back every better / worse verdict of a flagged run or point (issue 24), in place.
+
+    A run measured on a busy machine (its quality verdict, :func:`pipeline.quality.run_quality`) or a point the
+    interference check or its repeats' spread flagged gives no finding: its change becomes ``"~"``, not
+    significant, with a note that says why (``--fail-above`` does not gate on it either).
+    """
+    runs = [name for name, q in (("A", quality_a), ("B", quality_b)) if q.get("verdict") == "flagged"]
+    points = {PointKey.of(p) for q in (quality_a, quality_b) for p in q.get("points") or []}
+    for c in changes:
+        if c.verdict not in ("better", "worse"):
+            continue
+        why = (f"run {' and '.join(runs)} flagged" if runs else "point flagged" if c.key in points else None)
+        if why:
+            c.note = ((c.note + "; ") if c.note else "") + f"no verdict: {why}"
+            c.verdict, c.significant = "~", False
 
 
 def comparison_key(prov: dict[str, Any]) -> tuple[Any, ...]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages
-from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
+from pipeline.analysis import (REGIME_TEXT, implausible_mfu, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
 from pipeline.quality import point_verdict, run_quality
 from pipeline.records import PointKey, throughput_window, workload_of
@@ -73,6 +73,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
         row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["mfu_implausible"] = a.get("mfu_implausible") or implausible_mfu(
+            {**a, "concurrency": s["concurrency"]}, (meta.get("probe") or {}).get("dtype"))
         row["interference"] = s.get("interference")
         v = point_verdict(s)
         row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
@@ -94,6 +96,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
     quality = run_quality(meta, summaries, doc["models"])
     for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
+        if quality["verdict"] == "flagged" and m.get("post_knee_cause") == "batching":
+            m["post_knee_cause"] = "interference"  # a flagged run's plateau is never called batching (issue 24)
     return doc
 
 
@@ -127,11 +131,12 @@ def format_table(doc: dict[str, Any]) -> str:
     rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p50"), 1e3),
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
+             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in doc["points"]]
-    lines += text_table(["model", "c", "out tok/s", "user tok/s", "TTFT p50 ms", "TPOT p50 ms", "MBU", "KV %",
-                         "regime; flags"], rows, align="lrrrrrrrl", rule=False)
+    lines += text_table(["model", "c", "out tok/s", "user tok/s", "TTFT p50 ms", "TPOT p50 ms", "MBU", "MFU", "KV %",
+                         "regime; flags"], rows, align="lrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -159,6 +164,10 @@ def format_table(doc: dict[str, Any]) -> str:
                             ("; SLO missed at every rate" if rs.get("slo") else "")))
     if any(p.get("implausible") for p in doc["points"]):
         lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
+    for p in doc["points"]:
+        if p.get("mfu_implausible"):
+            lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
+            break
     return "\n".join(lines)
 
 

@@ -30,6 +30,7 @@ from pipeline.engines.base import PointDoesNotFit
 from pipeline.hardware import load_profile, probe
 from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
+from pipeline.quality import point_verdict
 from pipeline.records import PointKey
 
 
@@ -129,6 +130,24 @@ def bisect_rate(results: dict[float, bool | None]) -> float | None:
         return None
     mid = float(f"{(lim['max_ok'] + lim['first_failing']) / 2:.3g}")
     return None if mid in results else mid
+
+
+def stop_for_knee(curve: list[tuple[int, float]], flagged: set[int], threshold: float, needed: int) -> bool:
+    """Whether to stop escalating a model: its last ``needed`` doublings were each weak (:func:`weak_doublings`)
+    and none of the points they join was flagged by the interference check or the repeats' spread (issue 24).
+
+    A point measured on a busy machine (:func:`pipeline.quality.point_verdict`) can look like a plateau that is
+    no property of batching; stopping on it cut a dense model's grid at c = 4 and gave it a knee at c = 1.
+
+    Args:
+        curve: ``[(concurrency, output tok/s), ...]`` measured so far, in grid order.
+        flagged: concurrencies of this model whose point verdict is flagged.
+        threshold: a doubling gaining less than this fraction is weak.
+        needed: weak doublings in a row that stop the model (0: never stop).
+    """
+    if not needed or weak_doublings(curve, threshold) < needed:
+        return False
+    return not any(c in flagged for c, _ in curve[-(needed + 1):])
 
 
 def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> int:
@@ -277,6 +296,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         for spec in specs:
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
             curve: list[tuple[int, float]] = []
+            noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
             loaded = False
             done = 0
             for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
@@ -285,7 +305,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 if runs.has_point(run_dir, key):
                     summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
                 else:
-                    if cfg.stop_after_weak_doublings and weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
+                    if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
                     if not loaded:
@@ -307,6 +327,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
                     bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
+                if point_verdict({"samples": summ.samples, "interference": summ.interference})["verdict"] == "flagged":
+                    noisy.add(key.concurrency)
                 bar.update(1)
                 done += 1
             bar.update(len(keys) - done)  # points skipped past a stop

@@ -80,7 +80,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              slow: dict[tuple[str, int], float] | None = None, hardware: dict[str, Any] | None = None,
              models: tuple[str, ...] = MODELS, concurrency: tuple[int, ...] = CONCURRENCY,
              bandwidth_gb_s: float = 200.0, complete: bool = True, derived: bool = True,
-             transformers_version: str = "4.57.0", dtype: str = "float32") -> Path:
+             transformers_version: str = "4.57.0", dtype: str = "float32",
+             busy: dict[tuple[str, int], float] | None = None, probe_warning: str | None = None) -> Path:
     """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
 
     Args:
@@ -90,6 +91,10 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         hardware: the hardware profile stored in run.json (default: a generic CPU).
         complete: False leaves the run incomplete (run.json status ``incomplete``).
         derived: write summaries.json and analysis.json (only for complete runs).
+        busy: ``{(model, concurrency): outside share}``: that point's records carry the interference meter's
+            result of a machine whose other processes kept that share of its 2 CPUs busy for 2 s
+            (:mod:`pipeline.interference`), as a sweep under a CPU hog records it.
+        probe_warning: the probe's warning in run.json (None: a steady probe).
     """
     slow = slow or {}
     run_dir = runs_dir / run_id
@@ -109,7 +114,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         "driver": None, "command": "test"})
     probe = {"device": "cpu", "dtype": "float32", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5,
              "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
-             "matmul_n": 1024, "threads": 2}  # every field of pipeline.hardware.ProbeResult
+             "matmul_n": 1024, "threads": 2, "warning": probe_warning}  # every field of ProbeResult, and the sweep's warning
     runs.update_run_json(run_dir, probe=probe, stopped={},
                          engine={"engine": "transformers", "transformers_version": transformers_version,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,
@@ -118,7 +123,12 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         runs.write_model_card(run_dir, card(model))
         for c in concurrency:
             factor = slow.get((model, c), 1.0)
-            runs.write_point(run_dir, point_records(model, c, tuple(m * factor for m in noise)))
+            recs = point_records(model, c, tuple(m * factor for m in noise))
+            if (model, c) in (busy or {}):
+                share = busy[(model, c)]
+                recs.meta["interference"] = {"wall_s": 2.0, "cpu_count": 2, "outside_share": share,
+                                             "outside_load_cpus": 2 * share, "server_outside_tree": False}
+            runs.write_point(run_dir, recs)
     if complete:
         runs.complete_run(run_dir)
         if derived:

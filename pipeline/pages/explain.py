@@ -580,9 +580,13 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
 
     Args:
         views: analysed runs (:class:`pipeline.pages.views.RunView`-shaped: ``run_id``, ``meta``,
-            ``workloads`` with ``model``, ``points``, ``analysis_points``).
+            ``workloads`` with ``model``, ``points``, ``analysis_points``); flagged ones (``flagged``) are
+            left out, named in ``flagged_left_out``: an explainer's numbers are findings, a flagged run's are not.
         hardware: the profile the sizing pages are written for (a ``HardwareProfile`` dict).
     """
+    # explainers draw only clean runs (issue 24): a flagged run lives on its model and run pages, marked there
+    left_out = sorted(v.run_id for v in views if getattr(v, "flagged", False))
+    views = [v for v in views if not getattr(v, "flagged", False)]
     cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
     workloads = [w for v in views for w in v.workloads]
     bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")
@@ -600,7 +604,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense_hw": hw_of.get(id(dense)), "moe_hw": hw_of.get(id(moe)),
         "batching_examples": batching_examples(views, hardware.get("name")),
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
-        "views": views, "workloads": workloads, "latest": latest,
+        "views": views, "workloads": workloads, "latest": latest, "flagged_left_out": left_out,
         "measured_workloads": [w for _, w in latest if w.model.get("kind")],
         # a chart's series of a flagged run says so in its label (issue 13: flagged wherever it appears)
         "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})" + (" ⚠ flagged" if id(w) in flagged else ""), w)
