@@ -14,10 +14,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from tests.browser import committed_site, offline_context
-from tests.conftest import REPO, make_scratch_root
+from tests.conftest import committed_runs, make_scratch_root
 
 pytestmark = pytest.mark.slow
-COMMITTED_RUNS = sorted(p.name for p in (REPO / "data" / "runs").iterdir() if (p / "run.json").is_file())
+COMMITTED_RUNS = committed_runs()  # git ls-files: never the user's own runs (issue 24)
 
 
 @pytest.fixture(scope="module")
