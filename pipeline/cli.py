@@ -41,6 +41,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from pipeline import paths, runs
     from pipeline.config import load_config
+    from pipeline.preflight import discard_if_empty, preflight
     from pipeline.sweep import run_sweep
 
     cfg = load_config(args.config)
@@ -48,21 +49,29 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return _sweep_part(cfg, args)
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
-    elif not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
-        run_dir = runs.claim_run_dir(paths.runs_dir())
-    else:
+    elif args.run_id:
         run_dir = paths.runs_dir() / runs.check_run_id(args.run_id)
-    run_id = run_dir.name
-    if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
+    else:
+        run_dir = None  # a fresh id is claimed only after the checks below pass
+    if run_dir is not None and (run_dir / "run.json").exists() and runs.is_complete(run_dir):
         if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
-            raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
+            raise BatchmarkError(f"run {run_dir.name} is complete and immutable, and was measured with another config; "
                                  + ("--resume measures nothing into it" if args.resume else "choose another --run-id"))
-        print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
+        print(f"run {run_dir.name} is complete; nothing to measure", file=sys.stderr)
         print(run_dir)
         return 0
+    preflight(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before any run folder exists (issue 24)
+    if run_dir is None:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
+        run_dir = runs.claim_run_dir(paths.runs_dir())
+    fresh = not (run_dir / "run.json").exists()
     if args.pointer:
         runs.write_pointer(cfg.name, run_dir.name)
-    run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
+    try:
+        run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
+    except BatchmarkError:
+        if fresh and discard_if_empty(run_dir):
+            print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
+        raise
     print(run_dir)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
     if failures.get("points") and failures.get("empty") == failures["points"]:
@@ -85,10 +94,19 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
         return 0
     part = parts.part_dir(run_id, model)
+    from pipeline.preflight import discard_if_empty, preflight
+
+    preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists (issue 24)
     if args.pointer:
         runs.write_pointer(cfg.name, run_id)
+    fresh = not (part / "run.json").exists()
     part.mkdir(parents=True, exist_ok=True)
-    run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
+    try:
+        run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
+    except BatchmarkError:
+        if fresh:
+            discard_if_empty(part)
+        raise
     print(part)
     failures = runs.read_run_json(part).get("failures") or {}
     if failures.get("points") and failures.get("empty") == failures["points"]:

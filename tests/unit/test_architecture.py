@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.runs", "pipeline.schemas"),
     ("pipeline.metrics",),
     ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
-    ("pipeline.sweep", "pipeline.parts"),
+    ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages",),
     ("pipeline.importers", "pipeline.reference"),
     ("pipeline.show", "pipeline.diffreport", "pipeline.pages"),
