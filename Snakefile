@@ -38,6 +38,8 @@ except BatchmarkError as exc:  # one line naming the file and field, as the CLI 
 RUN_ID = (config.get("run_id") or os.environ.get("BATCHMARK_RUN_ID")
           or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh"))))
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
+# Snakemake's job banners share the terminal with a sweep's display: one line per point, never a bar they land on.
+os.environ.setdefault("BATCHMARK_PROGRESS", "lines")
 PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))
 COMPLETE = [p.name for p in runs.list_runs()]
@@ -64,6 +66,12 @@ localrules: all, summaries, analysis, reference, pages, site, committed
 
 rule all:
     input: "site/index.html"
+
+
+# The workflow ends with one line: the run, its verdict and main reason, how to see it, the site (issue 24).
+onsuccess:
+    if Path(f"data/runs/{RUN_ID}/analysis.json").is_file() and Path("site/index.html").is_file():
+        shell(f"{BATCHMARK} summary {RUN_ID} --site site/index.html")
 
 
 rule part:

@@ -73,6 +73,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
         raise
     print(run_dir)
+    from pipeline.show import summary_line
+
+    try:
+        print(summary_line(run_dir), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
+    except BatchmarkError as exc:
+        print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
     if failures.get("points") and failures.get("empty") == failures["points"]:
         print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
@@ -166,6 +172,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     doc = show_run(args.run)
     print(json.dumps(doc, indent=1) if args.json else format_table(doc))
+    return 0
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from pipeline.show import summary_line
+
+    print(summary_line(args.run, args.site))
     return 0
 
 
@@ -305,6 +318,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run", help="run id or path")
     s.add_argument("--json", action="store_true", help="print the JSON contract (docs/definitions.md)")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("summary", help="one line: a run's id, verdict with its main reason, how to see it, the site")
+    s.add_argument("run", help="run id or path")
+    s.add_argument("--site", default=None, help="the built site's index page, named in the line")
+    s.set_defaults(func=_cmd_summary)
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
     s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],

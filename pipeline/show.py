@@ -117,6 +117,38 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     return doc
 
 
+#: The longest main reason the summary line quotes (characters); the rest is on ``batchmark show``.
+SUMMARY_REASON_CHARS = 160
+
+
+def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
+    """The one line that ends a sweep and the workflow (issue 24): run id, verdict with its main reason, the command
+    to see it, where the site is.
+
+    ``run 20261130T045437Z-vm: ⚠ flagged: <first reason> (+2 more) · see: batchmark show 20261130T045437Z-vm ·
+    site: site/index.html``.  ``site`` None: the line says how to build one.
+
+    Raises:
+        BatchmarkError: unknown run, corrupt files.
+    """
+    res = stages.load_run(ref, allow_incomplete=True)
+    doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
+    quality = doc["models"][0]["run_quality"] if doc["models"] else run_quality(res.meta, [x.as_dict() for x in res.summaries])
+    run_id = res.run_dir.name
+    if quality["verdict"] == "clean":
+        verdict = "clean"
+    else:
+        first = quality["reasons"][0]
+        if len(first) > SUMMARY_REASON_CHARS:
+            first = first[:SUMMARY_REASON_CHARS - 1].rstrip() + "…"
+        more = len(quality["reasons"]) - 1
+        verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
+    if res.partial:
+        verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"
+    where = f"site: {site}" if site else "site: not built with this run yet (snakemake --cores 1 committed builds it)"
+    return f"run {run_id}: {verdict} · see: batchmark show {run_id} · {where}"
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]

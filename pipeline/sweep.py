@@ -30,6 +30,7 @@ from pipeline.engines.base import PointDoesNotFit
 from pipeline.hardware import load_profile, probe
 from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
+from pipeline.progress import Display, quiet_library_bars
 from pipeline.quality import point_verdict
 from pipeline.records import PointKey
 
@@ -193,7 +194,8 @@ def probe_after(device: str, log: Callable[[str], None]) -> dict:
     return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)}
 
 
-def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepConfig, dict[str, str] | None]:
+def engine_config(cfg: SweepConfig, log: Callable[[str], None],
+                  display: Display | None = None) -> tuple[SweepConfig, dict[str, str] | None]:
     """The config the sweep measures with, and the fallback taken (None when none).
 
     A ``vllm`` config whose command runs ``{python}`` needs the server's own environment:
@@ -211,7 +213,9 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepCo
         return cfg, None
     python = serverenv.resolve(cfg.vllm.python)
     if serverenv.read_status(python.parent.parent) is None and not python.exists():
-        serverenv.create_server_env(python.parent.parent, cfg.vllm.requirements, log=log)
+        display = display or Display(0, enabled=False)
+        with display.phase(f"server environment {python.parent.parent.name}: creating"):  # minutes: a phase of its own
+            serverenv.create_server_env(python.parent.parent, cfg.vllm.requirements, log=log)
     ok, why = serverenv.usable(cfg.vllm.python)
     if ok:
         return cfg, None
@@ -242,14 +246,15 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
     spec, complete run); an engine crash propagates after everything measured is stored.
     """
-    from tqdm import tqdm
-
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    display = Display(0, enabled=progress)
+    log = log or display.write  # every message above the bar, never onto it (issue 24)
+    if progress:
+        quiet_library_bars()
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
-        measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched
+        measured_cfg, fallback = engine_config(cfg, log, display)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
             log(f"{what} is complete; nothing to measure")
@@ -278,8 +283,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     engine.attach_run(run_dir)  # served engines keep server logs in the run folder
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
-        log("probing memory bandwidth and matmul rate …")
-        res = probe(engine.device)
+        with display.phase("probing memory bandwidth and matmul rate"):
+            res = probe(engine.device)
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
         warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
         if warning:
@@ -291,7 +296,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     slo = cfg.slo.model_dump() if cfg.slo else None
     specs = [m for m in cfg.models if models is None or m.name in models]
     total = len(specs) * len(cfg.concurrency)
-    bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
+    display.total = total
+    display.start()
     try:
         for spec in specs:
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
@@ -300,20 +306,24 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             loaded = False
             done = 0
             for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
-                bar.set_description(f"{spec.name} c={key.concurrency}")
-                bar.set_postfix_str("")
-                if runs.has_point(run_dir, key):
+                label = f"{spec.name} c={key.concurrency}"
+                resumed = runs.has_point(run_dir, key)
+                if resumed:
+                    display.begin_point(label)
                     summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
                 else:
                     if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
-                    if not loaded:
-                        loaded = _load(engine, spec, run_dir)
+                    if not loaded:  # a phase of its own: a server's start is no point (nor in the points' ETA)
+                        with display.phase(f"{spec.name}: " + ("server start to healthy" if cfg.engine == "vllm"
+                                                               else "loading the model")):
+                            loaded = _load(engine, spec, run_dir)
                     ok, why = engine.fits(key)
                     if not ok:
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
+                    display.begin_point(label)
                     try:
                         records = _measure(cfg, engine, key)
                     except PointDoesNotFit as exc:
@@ -326,12 +336,11 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 failures["empty"] += summ.completed == 0
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
-                    bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
+                display.end_point(summ.output_throughput_tok_s, measured=not resumed)
                 if point_verdict({"samples": summ.samples, "interference": summ.interference})["verdict"] == "flagged":
                     noisy.add(key.concurrency)
-                bar.update(1)
                 done += 1
-            bar.update(len(keys) - done)  # points skipped past a stop
+            display.skip(len(keys) - done)  # points skipped past a stop
             if cfg.open_loop is not None and spec.name not in stops:
                 loaded = _rate_sweep(cfg, spec, engine, run_dir, curve, loaded, stops, failures, log) or loaded
             if spec.name in stops:
@@ -343,7 +352,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log))
         runs.complete_run(run_dir)
     finally:
-        bar.close()
+        display.close()
     log(f"{what} complete")
     verdict = failure_verdict(failures["points"], failures["with_failures"], failures["empty"], run_dir.name)
     if verdict:
