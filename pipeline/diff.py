@@ -382,8 +382,12 @@ def provenance_of(r: RunData) -> dict[str, Any]:
     eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
     versions = dict(meta.get("versions") or {})
     name = _engine_name(meta, r.summaries)
-    version = (eng.get(f"{name}_version") or eng.get("version") or versions.get(name or "")) if name else None
-    flags = {k: v for k, v in eng.items() if k != "engine" and not k.endswith("version")}
+    from pipeline.engines.served import server_version
+
+    version = (eng.get(f"{name}_version") or eng.get("version") or versions.get(name or "")
+               or server_version(eng)) if name else None
+    # ``servers`` (port, pid, start time, log of each model's server) differs in every run: no flag to compare
+    flags = {k: v for k, v in eng.items() if k not in ("engine", "servers") and not k.endswith("version")}
     cfg = meta.get("config") or {}
     if name and isinstance(cfg.get(name), dict):
         flags.update({f"config.{k}": v for k, v in cfg[name].items()})

@@ -64,21 +64,46 @@ CORE_PROVENANCE = ("hardware", "bandwidth_gb_s_probed", "engine", "engine_versio
                    "batchmark_version")
 
 
+#: The longest provenance cell (characters) in a diff's tables; a longer value ends in "…" (issue 24: a whole dict
+#: of 2,624 characters stood in one cell).
+PROVENANCE_CELL_CHARS = 120
+
+
+def _short(v: Any, none: str = "-", limit: int = PROVENANCE_CELL_CHARS) -> str:
+    """One provenance value as text of at most ``limit`` characters (dicts and lists as compact JSON)."""
+    if v is None:
+        return none
+    text = json.dumps(v, sort_keys=True, separators=(",", ": ")) if isinstance(v, (dict, list)) else str(v)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def provenance_cells(label: str, a: Any, b: Any, none: str = "-") -> list[tuple[str, str, str]]:
+    """``[(label, A, B)]`` rows of one provenance field, each cell bounded (:data:`PROVENANCE_CELL_CHARS`).
+
+    Two dicts become one row per key whose values differ (``label.key``), recursively, so that a row names what
+    changed instead of repeating both dicts whole; anything else is one row.
+    """
+    if isinstance(a, dict) and isinstance(b, dict):
+        rows = []
+        for k in sorted(set(a) | set(b), key=str):
+            if a.get(k) != b.get(k):
+                rows += provenance_cells(f"{label}.{k}", a.get(k), b.get(k), none)
+        return rows or [(label, _short(a, none), _short(b, none))]
+    return [(label, _short(a, none), _short(b, none))]
+
+
 def _provenance_rows(d: RunDiff) -> list[tuple[str, str, str, str]]:
     """The core provenance rows and every other row that differs, then a count of identical ones."""
-    def s(v: Any) -> str:
-        if v is None:
-            return "-"
-        return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
     rows = []
     shown = [it for it in d.provenance if it.field in CORE_PROVENANCE or it.differs]
     for it in shown:
         if it.field == "bandwidth_gb_s_probed":
             a = "-" if it.a is None else f"{it.a:.1f}"
             b = "-" if it.b is None else f"{it.b:.1f} ({format_change(relative_change(it.a, it.b))})"
-        else:
-            a, b = s(it.a), s(it.b)
-        rows.append((it.label, a, b, "DIFFERS" if it.differs else "same"))
+            rows.append((it.label, a, b, "DIFFERS" if it.differs else "same"))
+            continue
+        for label, a, b in provenance_cells(it.label, it.a, it.b):
+            rows.append((label, a, b, "DIFFERS" if it.differs else "same"))
     hidden = len(d.provenance) - len(shown)
     if hidden:
         rows.append((f"({hidden} more fields)", "", "", "same"))

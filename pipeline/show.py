@@ -21,6 +21,10 @@ Every model entry also carries the run's ``run_quality`` verdict (:func:`pipelin
 every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
 spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
+What ``vllm bench serve`` prints is there too (issue 24): every point's ``request_throughput_rps`` and
+``total_token_throughput_tok_s`` (:func:`serve_figures`), ``p95`` and ``p99_9`` added to ``ttft_s`` and ``tpot_s``
+(from the per-request samples; null where a summary has none, and for ``itl_s`` and ``e2el_s``, whose requests the
+summaries do not keep), and ``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
 """
 
 from __future__ import annotations
@@ -76,6 +80,16 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["mfu_implausible"] = a.get("mfu_implausible") or implausible_mfu(
             {**a, "concurrency": s["concurrency"]}, (meta.get("probe") or {}).get("dtype"))
         row["interference"] = s.get("interference")
+        serve = serve_figures(s)
+        row["request_throughput_rps"] = serve["request_throughput_rps"]
+        row["total_token_throughput_tok_s"] = serve["total_token_throughput_tok_s"]
+        for k in ("ttft_s", "tpot_s"):
+            if row.get(k) is not None:
+                row[k] = {**row[k], **serve["tails"][k]}
+        for k in ("itl_s", "e2el_s"):
+            if row.get(k) is not None:
+                row[k] = {**row[k], "p95": None, "p99_9": None}
+        row["repeat_spread"] = serve["repeat_spread"]
         v = point_verdict(s)
         row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
         points.append(row)
@@ -115,6 +129,39 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
     return doc
+
+
+def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """The figures ``vllm bench serve`` prints beside output throughput, from a point summary (dict).
+
+    - ``request_throughput_rps``: an open-loop point's achieved rate; else output tok/s ÷ output_len (derived:
+      every measured request generates ``output_len`` tokens, EOS ignored, so requests completed per second of
+      the measured window = output tokens per second ÷ tokens per request; the static-batch window is the
+      decode phase, as for the output throughput);
+    - ``total_token_throughput_tok_s``: (input_len + output_len) × request throughput (vLLM's
+      ``total_token_throughput`` = (input + output tokens) / duration, with every request of the same lengths);
+    - ``ttft_s`` / ``tpot_s`` ``p95`` and ``p99_9``: numpy's linear-interpolation percentiles of the per-request
+      samples (``samples.ttft_s``, ``samples.tpot_s``), as :func:`pipeline.records.distribution` computes p99;
+    - ``repeat_spread``: ``{"n", "min", "max", "ratio"}`` of the output throughput over repeats (ratio = max / min).
+    """
+    import numpy as np
+
+    out_tok, out_len, in_len = s.get("output_throughput_tok_s"), s.get("output_len"), s.get("input_len") or 0
+    if s.get("achieved_rate_rps") is not None:
+        rps = s["achieved_rate_rps"]
+    else:
+        rps = out_tok / out_len if out_tok is not None and out_len else None
+    samples = s.get("samples") or {}
+    tails = {}
+    for k in ("ttft_s", "tpot_s"):
+        xs = [x for x in samples.get(k) or [] if x is not None]
+        q95, q999 = (float(v) for v in np.percentile(xs, [95, 99.9])) if xs else (None, None)
+        tails[k] = {"p95": q95, "p99_9": q999}
+    reps = [x for x in samples.get("output_throughput_tok_s") or [] if x]
+    spread = ({"n": len(reps), "min": min(reps), "max": max(reps), "ratio": max(reps) / min(reps)} if reps else None)
+    return {"request_throughput_rps": rps,
+            "total_token_throughput_tok_s": (in_len + out_len) * rps if rps is not None and out_len else None,
+            "tails": tails, "repeat_spread": spread}
 
 
 #: The longest main reason the summary line quotes (characters); the rest is on ``batchmark show``.
@@ -161,14 +208,19 @@ def format_table(doc: dict[str, Any]) -> str:
     def fmt(v, scale=1.0, spec="{:.1f}"):
         return spec.format(v * scale) if v is not None else "-"
     rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
-             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p50"), 1e3),
+             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
+             fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
+             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p95"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p99_9"), 1e3),
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in doc["points"]]
-    lines += text_table(["model", "c", "out tok/s", "user tok/s", "TTFT p50 ms", "TPOT p50 ms", "MBU", "MFU", "KV %",
-                         "regime; flags"], rows, align="lrrrrrrrrl", rule=False)
+    lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
+                         "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "MBU", "MFU",
+                         "KV %", "regime; flags"], rows, align="lrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):

@@ -348,6 +348,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             if loaded:
                 engine.unload()
         runs.update_run_json(run_dir, stopped=stops, failures=failures)
+        _record_server_version(run_dir)
         if "probe_after" not in runs.read_run_json(run_dir):
             runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log))
         runs.complete_run(run_dir)
@@ -358,6 +359,19 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     if verdict:
         log(f"warning: {verdict}")
     return run_dir
+
+
+def _record_server_version(run_dir: Path) -> None:
+    """``versions.<engine>`` in ``run.json`` from what the started servers reported, where the package's own was not
+    found (issue 24: a vLLM run's ``versions.vllm`` was null while ``engine.servers`` held 0.32.0)."""
+    from pipeline.engines.served import server_version
+
+    meta = runs.read_run_json(run_dir)
+    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    name, versions = eng.get("engine"), dict(meta.get("versions") or {})
+    found = server_version(eng)
+    if name and found and not versions.get(name):
+        runs.update_run_json(run_dir, versions={**versions, name: found})
 
 
 def _load(engine, spec, run_dir: Path) -> bool:

@@ -19,7 +19,7 @@ import altair as alt
 
 from pipeline import runs
 from pipeline.diff import METRIC_BY_KEY, RunDiff, diff_runs, previous_runs, provenance_of
-from pipeline.diffreport import figure_words, format_change, format_value
+from pipeline.diffreport import figure_words, format_change, format_value, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.stages import load_run
@@ -122,8 +122,9 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     """Format one :class:`RunDiff` for the template."""
     view = ComparisonView(run_a=d.run_a["run_id"], run_b=d.run_b["run_id"], diff=d, spec=changes_chart(d))
     for it in d.provenance:
-        if it.differs:
-            view.provenance.append({"label": it.label, "a": _cell(it.a), "b": _cell(it.b)})
+        if it.differs:  # bounded cells, a dict as the keys that differ (issue 24)
+            view.provenance += [{"label": _cell(label), "a": _cell(a), "b": _cell(b)}
+                                for label, a, b in provenance_cells(it.label, it.a, it.b, none="–")]
     for c in d.changes:
         row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
                "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change, c.unit),

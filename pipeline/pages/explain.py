@@ -22,7 +22,7 @@ from typing import Any
 import altair as alt
 
 from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
-from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
+from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table, usable_memory_gb
 from pipeline.modelcards import ModelCard, list_card_files, load_card
 from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
@@ -622,8 +622,8 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
         "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
         "ratio": _ratio, "ceiling_of_bytes": ceiling_of_bytes,
-        "usable_gb": (None if hardware.get("memory_gb") is None
-                      else hardware["memory_gb"] - (hardware.get("runtime_reserve_gb") or 0)),
+        "usable": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware),
+        "usable_gb": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware)["usable_gb"],
         "point_at": point_at, "math": math, "kv_bytes_per_sequence": kv_bytes_per_sequence,
         "weight_bytes_per_step": weight_bytes_per_step, "explain_charts": sys.modules[__name__],
     }

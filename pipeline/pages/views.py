@@ -230,6 +230,33 @@ class RunView:
         return self.quality["verdict"] == "flagged"
 
     @property
+    def engine_version(self) -> str | None:
+        """The engine's version: ``versions.<engine>`` of ``run.json``, else what its servers reported
+        (``engine.servers``; issue 24: the run page showed no vLLM version), else None."""
+        from pipeline.engines.served import server_version
+
+        eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
+        name = eng.get("engine")
+        versions = self.meta.get("versions") or {}
+        return (versions.get(name) if name else None) or eng.get(f"{name}_version") or server_version(eng)
+
+    @property
+    def server_commands(self) -> list[tuple[str, str]]:
+        """``[(model, the exact server command)]`` of a run whose engine started servers (``engine.servers``)."""
+        eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
+        servers = eng.get("servers") if isinstance(eng.get("servers"), dict) else {}
+        return [(str(m), str(s["command"])) for m, s in sorted(servers.items())
+                if isinstance(s, dict) and s.get("command")]
+
+    @property
+    def quality_lines(self) -> list[str]:
+        """The verdict's reasons condensed to one short line each (:func:`pipeline.quality.short_reasons`), for the Runs
+        index; the run page has them in full."""
+        from pipeline.quality import short_reasons
+
+        return short_reasons(self.quality)
+
+    @property
     def quality_text(self) -> str:
         """The verdict in one line for tables (:func:`pipeline.quality.verdict_text`)."""
         from pipeline.quality import verdict_text
