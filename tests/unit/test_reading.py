@@ -92,3 +92,24 @@ def test_show_adds_what_vllm_bench_serve_prints():
     assert p["e2el_s"]["p95"] is None  # the summaries keep no per-request E2EL
     header = format_table(doc).splitlines()[2]
     assert "req/s" in header and "total tok/s" in header and "TPOT p99.9 ms" in header
+
+
+def test_ceiling_label_goes_where_no_line_crosses_it():
+    """Hand case on the throughput chart's axes (560 × 300 px): ceiling 1,000 tok/s; measured 100 · 2^(log2 c) at
+    c = 1 … 32 crosses it at log2 c = 3 + log10(1000/800) / log10(2) = 3.32; a roofline above it (1,200 … 2,000).
+    A 10-character label spans 10 × 6 px / 560 px × 5 doublings = 0.536 of a doubling.  Left of the crossing,
+    the roofline is 0.079 decades (12 px) above the rule and the measured line ≥ 0.68 decades below; right of it
+    (anchors from log2 c = 3.4, after the crossing, up to 5 − 0.536) nothing lies below the rule: the plot's
+    height, 300 px, wins, leftmost first: log2 c = 3.4, below.  With the knee at c = 11 (log2 3.46), anchors up
+    to 3.5 put its rule under the text (± 0.05): 3.6."""
+    from pipeline.pages.charts import ceiling_label_place
+
+    rows = [{"series": "measured (median)", "concurrency": 2 ** i, "tok_s": 100.0 * 2 ** i} for i in range(6)]
+    rows += [{"series": "roofline prediction", "concurrency": 2 ** i, "tok_s": v}
+             for i, v in enumerate((1200.0, 1500.0, 2000.0, 2000.0, 2000.0, 2000.0))]
+    at, side = ceiling_label_place(1000.0, rows, 10)
+    assert side == "below" and at == pytest.approx(2 ** 3.4)
+    at, side = ceiling_label_place(1000.0, rows, 10, knee=11)
+    assert side == "below" and at == pytest.approx(2 ** 3.6)
+    # nowhere free (the label as wide as the plot, crossed by the measured line): None, the caller's last resort
+    assert ceiling_label_place(1000.0, rows, 94) is None
