@@ -25,6 +25,8 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TextIO
 
+from pipeline.texttable import printable
+
 #: Seconds between "still running" lines of a long phase.
 HEARTBEAT_S = 60.0
 
@@ -82,7 +84,8 @@ class Display:
 
     # -- messages ---------------------------------------------------------------------------
     def write(self, msg: str) -> None:
-        """Print one message above the bar (never onto it)."""
+        """Print one message above the bar (never onto it), its control characters escaped (:func:`printable`)."""
+        msg = printable(msg)
         with self._lock:
             if self.bar is not None:
                 self.bar.write(msg, file=self.stream)
@@ -127,9 +130,9 @@ class Display:
 
     def begin_point(self, label: str) -> None:
         """A point starts being measured (its label, e.g. ``dense c=4``)."""
-        self._label, self._t0 = label, time.monotonic()
+        self._label, self._t0 = printable(label, one_line=True), time.monotonic()
         if self.bar is not None:
-            self.bar.set_description(label)
+            self.bar.set_description(self._label)
             self.bar.set_postfix_str(self._eta_text())
 
     def end_point(self, throughput_tok_s: float | None = None, measured: bool = True) -> None:

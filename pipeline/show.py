@@ -22,9 +22,10 @@ every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.qua
 spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
 What ``vllm bench serve`` prints is there too (issue 24): every point's ``request_throughput_rps`` and
-``total_token_throughput_tok_s`` (:func:`serve_figures`), ``p95`` and ``p99_9`` added to ``ttft_s`` and ``tpot_s``
-(from the per-request samples; null where a summary has none, and for ``itl_s`` and ``e2el_s``, whose requests the
-summaries do not keep), and ``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
+``total_token_throughput_tok_s`` (:func:`serve_figures`), ``tails_s`` (``{"ttft": {"p95", "p99_9"}, "tpot": {...}}`` in seconds, from the
+per-request samples; null where a summary has none; the contract's ``ttft_s`` … stay exactly ``{"p50", "p90",
+"p99", "mean"}``; ITL and E2EL have none, the summaries keep no per-request values of them), and
+``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
 """
 
 from __future__ import annotations
@@ -83,12 +84,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         serve = serve_figures(s)
         row["request_throughput_rps"] = serve["request_throughput_rps"]
         row["total_token_throughput_tok_s"] = serve["total_token_throughput_tok_s"]
-        for k in ("ttft_s", "tpot_s"):
-            if row.get(k) is not None:
-                row[k] = {**row[k], **serve["tails"][k]}
-        for k in ("itl_s", "e2el_s"):
-            if row.get(k) is not None:
-                row[k] = {**row[k], "p95": None, "p99_9": None}
+        row["tails_s"] = {k.removesuffix("_s"): (v if any(x is not None for x in v.values()) else None)
+                          for k, v in serve["tails"].items()}
         row["repeat_spread"] = serve["repeat_spread"]
         v = point_verdict(s)
         row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
@@ -211,8 +208,8 @@ def format_table(doc: dict[str, Any]) -> str:
              fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
              fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
-             fmt((p["tpot_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p95"), 1e3),
-             fmt((p["tpot_s"] or {}).get("p99_9"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p50"), 1e3), fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p95"), 1e3),
+             fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p99_9"), 1e3),
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),

@@ -13,6 +13,7 @@ than ``knee_threshold`` in output throughput, or when the next point would not f
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import subprocess
@@ -22,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from pipeline import __version__, paths, runs
+from pipeline import __version__, paths, runs, scrub
 from pipeline.analysis import doubling_gains, slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
@@ -269,11 +270,13 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     else:
         runs.create_run(run_dir, {
             "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
-            "config_path": config_path, "config": cfg.model_dump(mode="json"),
+            "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
             "hardware": hw.model_dump(mode="json"), "host": platform.node(),
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
-            "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            # paths relative to the repository, other machine folders replaced (pipeline.scrub): runs are published
+            "command": "batchmark " + " ".join(shlex.quote(scrub.relative_path(a) if os.path.isabs(a) else
+                                                           scrub.scrub_paths(a) or a) for a in sys.argv[1:]),
             **({"part_of": part_of, "models": list(models or []), "machine": machine_identity(cfg.hardware)}
                if part_of else {})})
     if fallback:

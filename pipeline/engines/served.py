@@ -20,6 +20,7 @@ from typing import Any
 from pipeline.config import ClientOptions, ModelSpec, SweepConfig
 from pipeline.engines import client, scheduler
 from pipeline.engines.prompts import make_prompts
+from pipeline import scrub
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
@@ -236,7 +237,7 @@ class ServedEngine:
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
             "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": inexact,
-            "tokenizer": self.tokenizer_source, "features": self.features.as_dict(),
+            "tokenizer": scrub.relative_path(self.tokenizer_source or ""), "features": self.features.as_dict(),
             "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else
              "tokenized chunk text; the server reports no usage"),

@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 # Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
 # dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
 LAYERS: list[tuple[str, ...]] = [
-    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.textfiles",
+    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.scrub",
+     "pipeline.textfiles",
      "pipeline.texttable"),  # no stage of its own
     ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
      "pipeline.serverenv"),
@@ -24,11 +25,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas"),
     ("pipeline.metrics",),
-    ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
+    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages",),
     ("pipeline.importers", "pipeline.reference"),
-    ("pipeline.show", "pipeline.diffreport", "pipeline.pages"),
+    ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
 ]
 
