@@ -202,6 +202,10 @@ def format_table(doc: dict[str, Any]) -> str:
     if doc.get("partial"):
         lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
                       "(resume it with `batchmark sweep --resume`)"]
+    # MBU against a probe the run itself calls noisy (issue 24): the run's verdict names the probe's warning
+    noisy_probe = next((r.removeprefix("bandwidth probe: ") for r in (quality or {}).get("reasons") or []
+                        if r.startswith("bandwidth probe: ")), None)
+
     def fmt(v, scale=1.0, spec="{:.1f}"):
         return spec.format(v * scale) if v is not None else "-"
     rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
@@ -210,7 +214,7 @@ def format_table(doc: dict[str, Any]) -> str:
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
              fmt((p["tpot_s"] or {}).get("p50"), 1e3), fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p95"), 1e3),
              fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p99_9"), 1e3),
-             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
@@ -245,6 +249,8 @@ def format_table(doc: dict[str, Any]) -> str:
                             ("; SLO missed at every rate" if rs.get("slo") else "")))
     if any(p.get("implausible") for p in doc["points"]):
         lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
+    if noisy_probe:
+        lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
     for p in doc["points"]:
         if p.get("mfu_implausible"):
             lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")

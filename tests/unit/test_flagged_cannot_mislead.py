@@ -166,3 +166,27 @@ def test_mfu_above_one_is_marked_with_its_roof():
     assert rows["32"]["mfu"] == "⚠ 1.016: above 1, impossible (roof probed in float32, model in bfloat16)"
     assert rows["16"]["mfu"] == "0.853"
     assert json.loads((run / "run.json").read_text())["probe"]["dtype"] == "float32"
+
+
+def test_show_marks_mbu_of_a_noisy_probe(site):
+    from pipeline.show import format_table, show_run
+
+    text = format_table(show_run(site / "data" / "runs" / HOGGED))
+    row = next(line for line in text.splitlines() if line.startswith("dense-a ") and line.split()[1] == "1")
+    assert "?" in row and f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({WARNING})" in text
+    clean = format_table(show_run(site / "data" / "runs" / CLEAN))
+    assert "MBU marked ?" not in clean
+
+
+def test_no_verdict_from_an_impossible_mfu():
+    """The committed vLLM run against itself with c = 32's MFU raised: a change of an MFU above 1 is no finding."""
+    from pipeline.diff import MetricChange, withhold_flagged
+
+    def change(metric, a, b):
+        return MetricChange("m", "vllm", 64, 32, 32, metric, metric.upper(), "fraction", True, a, b, b - a, 0.001,
+                            5, 5, 0.004, "repeat", True, "better", None)
+
+    cs = [change("mfu", 0.9, 1.016), change("mbu", 0.2, 0.3)]
+    withhold_flagged(cs, {"verdict": "clean"}, {"verdict": "clean"})
+    assert (cs[0].verdict, cs[0].significant) == ("~", False) and "MFU above 1 is impossible" in cs[0].note
+    assert (cs[1].verdict, cs[1].significant) == ("better", True)
