@@ -179,7 +179,14 @@ class Display:
 
 def quiet_library_bars() -> None:
     """Keep the Hugging Face libraries' own bars (checkpoint shards, downloads) off the sweep's display."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub is imported
+    if "huggingface_hub" in sys.modules:  # imported already: switch its bars off directly
+        try:
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
+        except Exception:  # pragma: no cover - an old huggingface_hub without it
+            pass
     if "transformers" in sys.modules:
         try:
             from transformers.utils import logging as tlog

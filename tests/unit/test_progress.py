@@ -71,3 +71,22 @@ def test_bar_mode_writes_messages_above_the_bar():
     text = out.getvalue()
     # the message is a line of its own: tqdm clears the bar, prints it and a newline, then redraws the bar
     assert "\nm: stopped escalating (knee)\n" in text.replace("\r", "\n")
+
+
+def test_library_bars_are_switched_off(monkeypatch):
+    """The Hugging Face libraries' own bars (checkpoint shards, downloads) printed onto the sweep's bar."""
+    import huggingface_hub.utils as hf_utils
+
+    from pipeline.progress import quiet_library_bars
+
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # recorded, so the teardown restores the variable
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS")
+    hf_utils.enable_progress_bars()
+    try:
+        quiet_library_bars()
+        assert hf_utils.are_progress_bars_disabled()
+        import os
+
+        assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    finally:
+        hf_utils.enable_progress_bars()
