@@ -36,7 +36,7 @@ from typing import Any
 from pipeline import stages
 from pipeline.analysis import (REGIME_TEXT, implausible_mfu, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
-from pipeline.quality import point_verdict, run_quality
+from pipeline.quality import point_verdict, run_quality, short_reasons
 from pipeline.records import PointKey, throughput_window, workload_of
 from pipeline.texttable import text_table
 
@@ -185,11 +185,12 @@ def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
     run_id = res.run_dir.name
     if quality["verdict"] == "clean":
         verdict = "clean"
-    else:
-        first = quality["reasons"][0]
+    else:  # the main reason in its short form (the Runs index's), the rest counted
+        reasons = short_reasons(quality) or quality["reasons"]
+        first = reasons[0]
         if len(first) > SUMMARY_REASON_CHARS:
             first = first[:SUMMARY_REASON_CHARS - 1].rstrip() + "…"
-        more = len(quality["reasons"]) - 1
+        more = len(reasons) - 1
         verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
     if res.partial:
         verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"

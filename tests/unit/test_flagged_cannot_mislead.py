@@ -190,3 +190,12 @@ def test_no_verdict_from_an_impossible_mfu():
     withhold_flagged(cs, {"verdict": "clean"}, {"verdict": "clean"})
     assert (cs[0].verdict, cs[0].significant) == ("~", False) and "MFU above 1 is impossible" in cs[0].note
     assert (cs[1].verdict, cs[1].significant) == ("better", True)
+
+
+def test_summary_line_gives_the_verdict_and_its_main_reason(site):
+    from pipeline.show import summary_line
+
+    # HOGGED's reasons, condensed: its probe's warning, then 2 models × 5 points measured at 90 % outside load
+    assert summary_line(site / "data" / "runs" / HOGGED, "site/index.html") == (
+        f"run {HOGGED}: ⚠ flagged: noisy bandwidth probe (+1 more) · see: batchmark show {HOGGED} · site: site/index.html")
+    assert summary_line(site / "data" / "runs" / CLEAN).startswith(f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: ")
