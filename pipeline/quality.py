@@ -90,8 +90,10 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
                 spread_limit: float = REPEAT_SPREAD_LIMIT) -> dict[str, Any]:
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
     "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
-    "input_len", "output_len", "concurrency", "verdict", "reasons"}]}`` of one run (``points``: only the
-    flagged ones; every other point is clean).
+    "input_len", "output_len", "concurrency", "verdict", "reasons"}], "interference"}`` of one run (``points``: only the
+    flagged ones; every other point is clean; ``interference``: True when a reason says the machine was busy or
+    changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
+    rather than only that a workload's figures are impossible, which pages mark where they stand).
 
     Args:
         meta: ``run.json`` (its ``probe.warning`` and ``probe_after`` are read).
@@ -131,11 +133,12 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
                        f"while points ran: {where}")
+    interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
-            "busy_points": busy, "points": flagged}
+            "busy_points": busy, "points": flagged, "interference": interference}
 
 
 def short_reasons(quality: dict[str, Any]) -> list[str]:

@@ -580,13 +580,19 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
 
     Args:
         views: analysed runs (:class:`pipeline.pages.views.RunView`-shaped: ``run_id``, ``meta``,
-            ``workloads`` with ``model``, ``points``, ``analysis_points``); flagged ones (``flagged``) are
-            left out, named in ``flagged_left_out``: an explainer's numbers are findings, a flagged run's are not.
+            ``workloads`` with ``model``, ``points``, ``analysis_points``); those flagged for a busy machine
+            (``interfered``, else ``flagged``) are left out, named in ``flagged_left_out``: an explainer's numbers are
+            findings, theirs are not.
         hardware: the profile the sizing pages are written for (a ``HardwareProfile`` dict).
     """
-    # explainers draw only clean runs (issue 24): a flagged run lives on its model and run pages, marked there
-    left_out = sorted(v.run_id for v in views if getattr(v, "flagged", False))
-    views = [v for v in views if not getattr(v, "flagged", False)]
+    # explainers never draw a run measured on a busy machine (issue 24): it lives on its model and run pages, marked
+    # there.  A run flagged only for an impossible figure (a card that does not match the weights) stays, that
+    # figure marked where it stands, and a clean run still comes first (:func:`pick`).
+    def busy(v: Any) -> bool:
+        return bool(getattr(v, "interfered", getattr(v, "flagged", False)))
+
+    left_out = sorted(v.run_id for v in views if busy(v))
+    views = [v for v in views if not busy(v)]
     cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
     workloads = [w for v in views for w in v.workloads]
     bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")

@@ -257,6 +257,12 @@ class RunView:
         return short_reasons(self.quality)
 
     @property
+    def interfered(self) -> bool:
+        """True when the run is flagged because the machine was busy or changed while it measured (not only for an
+        impossible figure, which the pages mark where it stands): such a run is never an explainer's example."""
+        return bool(self.quality.get("interference", self.flagged))
+
+    @property
     def quality_text(self) -> str:
         """The verdict in one line for tables (:func:`pipeline.quality.verdict_text`)."""
         from pipeline.quality import verdict_text

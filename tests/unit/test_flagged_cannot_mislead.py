@@ -88,7 +88,7 @@ def test_no_explainer_example_from_a_flagged_run(site):
         if name.startswith("explain/"):
             assert HOGGED not in text and LONE not in text, name
     batching = pages_of(site)["explain/batching.md"]
-    assert f"From run <code>{CLEAN}</code>" in batching and "flagged runs are left\nout of every explainer (2 here)" in batching
+    assert f"From run <code>{CLEAN}</code>" in batching and "runs flagged for a busy\nmachine are left out of every explainer (2 here)" in batching
 
 
 def test_no_better_or_worse_verdict_from_a_flagged_run(site):
@@ -199,3 +199,15 @@ def test_summary_line_gives_the_verdict_and_its_main_reason(site):
     assert summary_line(site / "data" / "runs" / HOGGED, "site/index.html") == (
         f"run {HOGGED}: ⚠ flagged: noisy bandwidth probe (+1 more) · see: batchmark show {HOGGED} · site: site/index.html")
     assert summary_line(site / "data" / "runs" / CLEAN).startswith(f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: ")
+
+
+def test_a_run_flagged_only_for_an_impossible_figure_is_not_a_busy_machine():
+    """Such a run (the llama.cpp DGX Spark reference: gpt-oss-20b's MBU 1.02 against its card) stays in the
+    explainers with that figure marked; a busy machine's run does not."""
+    from pipeline.quality import run_quality
+
+    pts = [{"model": "m", "concurrency": 1, "samples": {"output_throughput_tok_s": [10.0, 10.1]}}]
+    only_card = run_quality({"probe": {"warning": None}}, pts, [{"model": "m", "implausible": "MBU above 1 at c = 8"}])
+    assert only_card["verdict"] == "flagged" and only_card["interference"] is False
+    busy = run_quality({"probe": {"warning": "spread 2.1x"}}, pts, [{"model": "m", "implausible": "MBU above 1"}])
+    assert busy["verdict"] == "flagged" and busy["interference"] is True

@@ -73,7 +73,7 @@ def test_flagged_run_is_shown_as_flagged_everywhere(pages):
     assert "clean: probe steady, repeats agree within 1.5×" in (pages / run_page_path(CLEAN)).read_text()
     knee = (pages / "explain" / "knee.md").read_text()
     # explainers draw only clean runs (issue 24): the flagged run is left out and counted
-    assert NOISY not in knee and "flagged runs are left\nout of every explainer (1 here)" in knee
+    assert NOISY not in knee and "runs flagged for a busy\nmachine are left out of every explainer (1 here)" in knee
 
 
 def test_flagged_run_is_never_the_example_when_a_clean_one_exists(pages):
