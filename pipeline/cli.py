@@ -86,10 +86,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     print(run_dir)
     from pipeline.show import summary_line
 
-    try:
-        print(summary_line(run_dir), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
-    except BatchmarkError as exc:
-        print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
+    if (run_dir / "run.json").is_file():
+        try:
+            print(summary_line(run_dir), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
+        except BatchmarkError as exc:
+            print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
     if failures.get("points") and failures.get("empty") == failures["points"]:
         print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
