@@ -129,7 +129,17 @@ def min_two_sided_p(n_a: int, n_b: int) -> float:
     """
     if n_a < 1 or n_b < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
+    return min(1.0, math.exp(log_min_two_sided_p(n_a, n_b)))
+
+
+def log_min_two_sided_p(n_a: int, n_b: int) -> float:
+    """Natural log of ``2 / C(n_a + n_b, n_a)``, computed with ``math.lgamma`` so that it never overflows.
+
+    ``ln C(n + m, n) = lgamma(n + m + 1) − lgamma(n + 1) − lgamma(m + 1)``.  ``2 / math.comb(…)``
+    raised ``OverflowError`` from 515 samples a side (C(1030, 515) > 1.8e308, the largest float;
+    issue 22); here ``exp`` of a very negative log simply underflows to 0.0.  Requires n_a, n_b ≥ 1.
+    """
+    return math.log(2.0) - (math.lgamma(n_a + n_b + 1) - math.lgamma(n_a + 1) - math.lgamma(n_b + 1))
 
 
 @dataclass

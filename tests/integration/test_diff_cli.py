@@ -164,3 +164,34 @@ def test_fail_above_warns_when_repeats_cannot_decide(tmp_path):
     res = batchmark(tmp_path, "diff", A, B, "--fail-above", "10")
     assert res.returncode == 0
     assert "cannot be significant with these repeats" in res.stderr
+
+
+@pytest.fixture(scope="module")
+def gpu_size_root(tmp_path_factory) -> Path:
+    """Two served runs of one point at c = 64 with 5 repeats of 256 requests: 1,280 request samples a side."""
+    r = tmp_path_factory.mktemp("gpu_size")
+    runs_dir = r / "data" / "runs"
+    make_run(runs_dir, A, models=("dense-a",), concurrency=(64,), served_requests=256, seed=0)
+    make_run(runs_dir, B, models=("dense-a",), concurrency=(64,), served_requests=256, noise=NOISE_B, seed=1)
+    return r
+
+
+def test_diff_of_1280_requests_a_side_works(gpu_size_root):
+    """Regression (issue 22, fault kind: OverflowError at GPU sample counts): ``2 / math.comb(2560, 1280)`` ended the
+    diff with a traceback and exit 1 (the exit status ``--fail-above`` gives a regression)."""
+    for fmt in ((), ("--json",), ("--csv",), ("--markdown",)):
+        res = batchmark(gpu_size_root, "diff", A, B, "--fail-above", "10", *fmt)
+        assert res.returncode == 0, res.stderr
+        assert "Traceback" not in res.stderr and "OverflowError" not in res.stderr
+    doc = json.loads(batchmark(gpu_size_root, "diff", A, B, "--json").stdout)
+    assert {c["metric"]: c["n_a"] for c in doc["changes"]}["ttft_p50_s"] == 1280
+
+
+def test_changes_page_of_1280_requests_a_side_builds(gpu_size_root):
+    # The Changes page runs the same diff (issue 22: the site build failed as soon as two Spark-size runs existed).
+    from pipeline.pages.changes import build_comparisons
+
+    runs_dir = gpu_size_root / "data" / "runs"
+    views, previous = build_comparisons([runs_dir / A, runs_dir / B])
+    assert previous == {A: None, B: A} and len(views) == 1
+    assert any(row["n"] == "1280 + 1280" for row in views[0].every)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import stages
-from pipeline.diff import (METRICS, diff_runs, metric_samples, min_two_sided_p, previous_runs, regressions,
+from pipeline.diff import (METRICS, diff_runs, log_min_two_sided_p, metric_samples, min_two_sided_p, previous_runs, regressions,
                            relative_change, significance)
 from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
 from pipeline.errors import BatchmarkError
@@ -34,6 +34,27 @@ from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
 ])
 def test_min_two_sided_p_matches_exact_distribution(n_a, n_b, expected):
     assert min_two_sided_p(n_a, n_b) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("n_a", "n_b"), [(515, 515), (1280, 1280), (10_000, 10_000), (3, 10_000)])
+def test_min_two_sided_p_never_overflows(n_a, n_b):
+    """Regression (issue 22, fault kind: OverflowError at GPU sample counts): ``2 / math.comb(1030, 515)`` did not fit
+    a float.  The floor is now 2 / C(n_a + n_b, n_a) computed in log space; at these counts it underflows to 0."""
+    assert 0.0 <= min_two_sided_p(n_a, n_b) < 1e-9
+
+
+def test_log_min_two_sided_p_hand_worked():
+    # ln(2 / C(6, 3)) = ln(2 / 20) = ln 0.1.
+    assert log_min_two_sided_p(3, 3) == pytest.approx(math.log(0.1), rel=1e-12)
+    # 10,000 a side: C(2n, n) = 4^n / sqrt(pi n) × (1 − 1 / (8n) + …) (Stirling; Graham, Knuth & Patashnik,
+    # Concrete Mathematics, eq. 9.93), so ln(2 / C) = ln 2 − 2n ln 2 + ½ ln(pi n) + 1 / (8n) with n = 10,000:
+    # 0.693147 − 13862.943611 + 5.176313 + 0.0000125 = −13857.072916 (worked by hand to 6 decimals).
+    n = 10_000
+    by_hand = math.log(2) - 2 * n * math.log(2) + 0.5 * math.log(math.pi * n) + 1 / (8 * n)
+    assert log_min_two_sided_p(n, n) == pytest.approx(-13857.072916, abs=1e-6)
+    assert log_min_two_sided_p(n, n) == pytest.approx(by_hand, abs=1e-8)
+    # 3 against 10,000: C(10003, 3) = 10003 × 10002 × 10001 / 6 exactly.
+    assert log_min_two_sided_p(3, n) == pytest.approx(math.log(2 / (10003 * 10002 * 10001 / 6)), rel=1e-12)
 
 
 @pytest.mark.parametrize("n", [3, 4, 5])
