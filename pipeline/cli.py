@@ -20,6 +20,13 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, err
 
 
 
+def diff_min_effect_pct() -> float:
+    """The diff's default minimum effect in percent (:data:`pipeline.diffstats.MIN_EFFECT` × 100)."""
+    from pipeline.diffstats import MIN_EFFECT
+
+    return MIN_EFFECT * 100
+
+
 def _where(c: "diff.MetricChange") -> str:
     """A diffed point in a message: ``c=8`` (closed loop) or ``poisson 2.4 req/s, cap 64`` (open loop)."""
     return f"c={c.concurrency}" if c.load == "closed" else c.point
@@ -159,7 +166,10 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
+    if not (math.isfinite(args.min_effect) and args.min_effect >= 0):
+        raise BatchmarkError(f"--min-effect {args.min_effect:g}: must be a finite percentage >= 0")
+    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha,
+                            min_effect=args.min_effect / 100)
     if args.format == "json":
         sys.stdout.write(diffreport.format_json(result))
     elif args.format == "markdown":
@@ -179,12 +189,13 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         c = untestable[0]
         print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
               f"significant with these repeats (e.g. {c.model} {_where(c)} {diffreport.format_change(c.change)}, "
-              f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+              f"a side has fewer than 2 repeats, so there is no test); measure >= 2 repeats per side to gate "
+              "(docs/diff-statistics.md: what each count detects)",
               file=sys.stderr)
     regs = diff.regressions(result, args.fail_above)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} {_where(c)} "
-              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}, q={c.q_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
               file=sys.stderr)
     return 1 if regs else 0
 
@@ -328,7 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print CSV (the comparability headline goes to stderr)")
     s.add_argument("--fail-above", type=float, metavar="PCT",
                    help="exit 1 when any significant throughput regression exceeds PCT percent")
-    s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
+    s.add_argument("--alpha", type=float, default=0.05,
+                   help="false discovery rate (Benjamini-Hochberg) of Welch's t-tests on per-repeat values (default: 0.05)")
+    s.add_argument("--min-effect", type=float, default=diff_min_effect_pct(), metavar="PCT",
+                   help="never call a change smaller than PCT percent, whatever its p (asv's --factor; default: "
+                        f"{diff_min_effect_pct():g}, from the A/A benchmark benchmarks/diff_power.py)")
     s.set_defaults(func=_cmd_diff, format="text")
 
     s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",

@@ -127,7 +127,8 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     for c in d.changes:
         row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
                "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change, c.unit),
-               "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "n": f"{c.n_a} + {c.n_b}",
+               "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "q": "–" if c.q_value is None else f"{c.q_value:.3g}",
+               "n": f"{c.n_a} + {c.n_b}",
                "verdict": c.verdict if c.verdict in ("better", "worse") else "~",
                "note": _cell(c.note) if c.note else ""}
         view.every.append(row)
