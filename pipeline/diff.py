@@ -1,7 +1,7 @@
 """Run vs run, the statistics: matched points, their changes, significance and comparability (pure).
 
 Points are matched by (model, engine, input length, output length, concurrency); open-loop points by their
-place in the rate sweep (:func:`match_points`).  For each matched point and each metric below, the diff
+place in the rate sweep (:func:`match_open_loop`: rank, or the rate as a fraction of the sweep's highest).  For each matched point and each metric below, the diff
 reports A's and B's value, the relative change (B − A) / A (for shares, MBU and MFU, the change B − A in
 percentage points instead: a relative change of a percentage reads as a percentage and misleads), and a
 test of A's per-repeat values against B's (:mod:`pipeline.diffstats`, argued in docs/diff-statistics.md):
@@ -50,7 +50,7 @@ unit "fraction" the difference B − A, i.e. percentage points / 100), "change_k
 "points"), "p_value" (Welch), "q_value" (Benjamini–Hochberg), "effect" (relative change, also for shares),
 "n_a", "n_b" (repeats), "p_floor" (the smallest p the counts can reach: 0, or 1 below 2 repeats a side; ``min_p``
 before issue 14, renamed apart from the sampling parameter), "sample_unit", "significant" (called), "verdict" ("better" |
-"worse" | "~" | "n/a"), "note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
+"worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank)}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
 "output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings",
 "quality_a", "quality_b", "min_effect", "n_tests", "n_called", "calls"}``.
@@ -245,6 +245,7 @@ class MetricChange:
     rate_rps: float | None = None
     q_value: float | None = None
     effect: float | None = None
+    rate_a_rps: float | None = None
 
     @property
     def key(self) -> PointKey:
@@ -253,8 +254,13 @@ class MetricChange:
 
     @property
     def point(self) -> str:
-        """The point's column in tables: the concurrency (closed loop) or its :meth:`PointKey.label` (open loop)."""
-        return str(self.concurrency) if not self.key.open_loop else self.key.label()
+        """The point's column in tables: the concurrency (closed loop) or its :meth:`PointKey.label` (open loop; B's
+        rate, with A's beside it when the rate-sweep match paired different rates)."""
+        if not self.key.open_loop:
+            return str(self.concurrency)
+        if self.rate_a_rps is None or self.rate_a_rps == self.rate_rps:
+            return self.key.label()
+        return f"{self.key.label()} (A {self.rate_a_rps:g})"
 
 
 @dataclass
@@ -462,12 +468,70 @@ def _key(s: PointSummary) -> PointKey:
     return s.key
 
 
+#: Open-loop points of sweeps with different rate counts match when their offered rates, as fractions of their
+#: sweep's highest rate, are within this of each other (absolute, on the 0–1 fraction).
+RATE_FRACTION_TOLERANCE = 0.05
+
+
+def _sweep_group(k: PointKey) -> tuple[Any, ...]:
+    """An open-loop point's rate sweep: workload, load pattern and cap (the rate left out)."""
+    return (*k.workload, k.load, k.concurrency)
+
+
+def match_open_loop(keys_a: list[PointKey], keys_b: list[PointKey]) -> list[tuple[PointKey, PointKey]]:
+    """Open-loop points of A and B matched by their place in the rate sweep, not by the float rate.
+
+    ``rates: auto`` places rates from each run's own measured peak, so two runs of one config share no rate
+    (issue 22 item 4).  Within one sweep (workload, load pattern, cap): a rate both runs measured pairs with
+    itself; of the others, when both runs have the same number left, the i-th lowest rate of A matches the
+    i-th lowest of B (rank); otherwise a rate matches the rate
+    of the other run whose fraction of its sweep's highest rate (the rate sweep's top, a proxy for the measured
+    saturation rate) is nearest, within ``RATE_FRACTION_TOLERANCE``, each point used once.
+
+    Args:
+        keys_a / keys_b: the open-loop point keys of each run (closed-loop keys are ignored).
+
+    Returns:
+        ``[(key in A, key in B)]`` in sweep order of B.
+    """
+    groups: dict[tuple[Any, ...], tuple[list[PointKey], list[PointKey]]] = {}
+    for side, keys in ((0, keys_a), (1, keys_b)):
+        for k in keys:
+            if k.open_loop:
+                groups.setdefault(_sweep_group(k), ([], []))[side].append(k)
+    pairs: list[tuple[PointKey, PointKey]] = []
+    for ga, gb in groups.values():
+        if not ga or not gb:
+            continue
+        top_a, top_b = max(k.rate_rps or 0.0 for k in ga) or 1.0, max(k.rate_rps or 0.0 for k in gb) or 1.0
+        same = set(ga) & set(gb)  # the very same rate (explicit rates: configured alike) pairs first
+        pairs += [(k, k) for k in same]
+        ga = sorted(set(ga) - same, key=lambda k: k.rate_rps or 0.0)
+        gb = sorted(set(gb) - same, key=lambda k: k.rate_rps or 0.0)
+        if len(ga) == len(gb):
+            pairs += list(zip(ga, gb))
+            continue
+        free = list(ga)
+        for kb in gb:
+            fb = (kb.rate_rps or 0.0) / top_b
+            best = min(free, key=lambda ka: abs((ka.rate_rps or 0.0) / top_a - fb), default=None)
+            if best is not None and abs((best.rate_rps or 0.0) / top_a - fb) <= RATE_FRACTION_TOLERANCE:
+                pairs.append((best, kb))
+                free.remove(best)
+    return sorted(pairs, key=lambda p: p[1])
+
+
 def match_points(sa_list: list[PointSummary], sb_list: list[PointSummary]
                  ) -> tuple[dict[PointKey, PointSummary], dict[PointKey, PointSummary], list[tuple[PointKey, PointKey]]]:
-    """Points of A and B by key, and the matched pairs ``(key in A, key in B)`` in sweep order."""
+    """Points of A and B by key, and the matched pairs ``(key in A, key in B)`` in sweep order.
+
+    Closed-loop points match by their whole key (workload and concurrency); open-loop points by their
+    place in the rate sweep (:func:`match_open_loop`).
+    """
     sa = {_key(s): s for s in sa_list}
     sb = {_key(s): s for s in sb_list}
-    return sa, sb, [(k, k) for k in sorted(set(sa) & set(sb))]
+    closed = [(k, k) for k in sorted(set(sa) & set(sb)) if not k.open_loop]
+    return sa, sb, sorted(closed + match_open_loop(list(sa), list(sb)), key=lambda p: p[1])
 
 
 def _analysis_points(analysis: dict[str, Any]) -> dict[PointKey, dict[str, Any]]:
@@ -532,6 +596,7 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
                                     p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,
                                     sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
                                     significant=verdict in ("better", "worse"), q_value=q, effect=effect,
+                                    rate_a_rps=ka.rate_rps,
                                     verdict=verdict, note=note, change_kind="points" if points else "relative"))
     ma, mb = _analysis_models(a.analysis), _analysis_models(b.analysis)
     models: list[ModelChange] = []

@@ -50,15 +50,15 @@ def figure_words(fld: str, v: Any) -> str:
     return format_value(v, "tok/s")
 
 
-def _sig(c: MetricChange, marks: dict[str, int], min_effect: float | None = None) -> str:
+def _sig(c: MetricChange, marks: dict[str, int], d: RunDiff | None = None) -> str:
     p = "" if c.p_value is None else f"p={c.p_value:.3g} q={c.q_value:.3g} "
     mark = ""
     if c.note:
         marks.setdefault(c.note, len(marks) + 1)
         mark = f" [{marks[c.note]}]"
     word = c.verdict if c.verdict in ("better", "worse") else "~"
-    small = (" < min effect" if min_effect is not None and word == "~" and c.effect is not None
-             and c.q_value is not None and abs(c.effect) < min_effect else "")
+    small = (" < min effect" if d is not None and word == "~" and c.effect is not None and c.q_value is not None
+             and c.q_value <= d.alpha and abs(c.effect) < d.min_effect else "")  # unlikely noise, but too small
     return f"{word} ({p}n={c.n_a}+{c.n_b}{small}){mark}"
 
 
@@ -129,7 +129,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
                        c.point + (" ⚠" if c.key in flagged else ""),
                        format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit),
-                       _sig(c, marks, d.min_effect)]
+                       _sig(c, marks, d)]
                       for c in rows])
     if marks:
         out += ["", h("Notes")] + ([""] if md else [])
@@ -164,7 +164,8 @@ def format_markdown(d: RunDiff) -> str:
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
               "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
-              "load", "rate_rps", "q_value", "effect")  # an open-loop point (issue 10): its load pattern and rate; closed: "closed", empty
+              "load", "rate_rps", "q_value", "effect", "rate_a_rps")  # an open-loop point (issue 10): its load pattern and rate
+# (B's; A's matched by its place in the sweep in rate_a_rps, issue 22); closed: "closed", empty
 
 
 def format_csv(d: RunDiff) -> str:

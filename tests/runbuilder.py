@@ -77,7 +77,7 @@ def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
 
 
 def served_point_records(model: str, concurrency: int, multipliers: tuple[float, ...], requests_per_repeat: int,
-                         seed: int = 0, engine: str = "transformers") -> PointRecords:
+                         seed: int = 0, engine: str = "transformers", rate_rps: float | None = None) -> PointRecords:
     """Records of one served (continuous-batching) point: ``requests_per_repeat`` requests a repeat, in waves of
     ``concurrency`` sent back to back, one repeat per multiplier.
 
@@ -85,11 +85,13 @@ def served_point_records(model: str, concurrency: int, multipliers: tuple[float,
     ``step_s(concurrency, m) × u`` (``m`` the repeat's multiplier, ``u`` a per-request spread drawn uniformly from
     0.9 … 1.1 with ``random.Random(seed)``), so every request is distinct, like a real server's, and the point has
     exactly ``requests_per_repeat × len(multipliers)`` request samples (1,280 = 256 × 5: issue 22's overflow).
+    With ``rate_rps`` the point is an open-loop (Poisson) point at that offered rate, uncapped (same timings).
     """
     import random
 
     rng = random.Random(seed)
-    key = PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency)
+    key = (PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency) if rate_rps is None else
+           PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, None, "poisson", rate_rps))
     reps = []
     for i, m in enumerate(multipliers):
         wave_s = prefill_s(1, m) * 1.1 + (OUTPUT_LEN - 1) * step_s(concurrency, m) * 1.1
@@ -110,7 +112,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              models: tuple[str, ...] = MODELS, concurrency: tuple[int, ...] = CONCURRENCY,
              bandwidth_gb_s: float = 200.0, complete: bool = True, derived: bool = True,
              transformers_version: str = "4.57.0", dtype: str = "float32", served_requests: int | None = None,
-             seed: int = 0) -> Path:
+             seed: int = 0, open_loop_rates: tuple[float, ...] = ()) -> Path:
     """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
 
     Args:
@@ -122,6 +124,9 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         derived: write summaries.json and analysis.json (only for complete runs).
         served_requests: write served points (:func:`served_point_records`) with this many requests per repeat
             instead of static batches; ``seed`` seeds their per-request spread.
+        open_loop_rates: also write one open-loop (Poisson, uncapped) served point per rate and model, with
+            ``served_requests`` (default 32) requests per repeat in waves of 8; ``slow`` applies with key
+            ``(model, -(rank + 1))`` for the rank-th rate (0 = lowest).
     """
     slow = slow or {}
     run_dir = runs_dir / run_id
@@ -153,6 +158,10 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             mults = tuple(m * factor for m in noise)
             runs.write_point(run_dir, point_records(model, c, mults) if served_requests is None else
                              served_point_records(model, c, mults, served_requests, seed=seed + c))
+        for rank, rate in enumerate(sorted(open_loop_rates)):
+            mults = tuple(m * slow.get((model, -(rank + 1)), 1.0) for m in noise)
+            runs.write_point(run_dir, served_point_records(model, 8, mults, served_requests or 32, seed=seed + rank,
+                                                           rate_rps=rate))
     if complete:
         runs.complete_run(run_dir)
         if derived:

@@ -399,3 +399,40 @@ def test_significance_many_gives_what_one_call_per_pair_gives():
         if len(a) >= 2 and len(b) >= 2 and len(set(a + b)) > 1:
             assert res.p_value == pytest.approx(ttest_ind(b, a, equal_var=False).pvalue, rel=1e-9)
     assert many[3].p_value == 1.0 and many[4].p_value is None and many[5].p_value is None
+
+
+def test_open_loop_points_match_by_rank_not_float_rate(tmp_path: Path):
+    """Regression (issue 22 item 4, fault kind: points never matched): ``rates: auto`` places rates from each run's
+    measured peak, so A swept 1.13, 2.26, 4.52 req/s and B 1.17, 2.34, 4.68; with the float rate in the key no point
+    matched.  By rank they pair up, and B's top rate, 25 % slower in time, is called worse like any closed point:
+    throughput 1 / (1.25 × 0.995) − 1 = −19.6 % (runbuilder: B's median multiplier 0.995)."""
+    a = make_run(tmp_path, "a", models=("dense-a",), concurrency=(8,), open_loop_rates=(1.13, 2.26, 4.52))
+    b = make_run(tmp_path, "b", models=("dense-a",), concurrency=(8,), open_loop_rates=(1.17, 2.34, 4.68),
+                 noise=NOISE_B, slow={("dense-a", -3): 1.25})
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
+    assert not d.only_in_a and not d.only_in_b
+    thr = [c for c in d.changes if c.metric == "output_throughput_tok_s" and c.load == "poisson"]
+    assert [(c.rate_a_rps, c.rate_rps) for c in thr] == [(1.13, 1.17), (2.26, 2.34), (4.52, 4.68)]
+    assert [c.verdict for c in thr] == ["~", "~", "worse"]
+    assert thr[2].change == pytest.approx(1 / (1.25 * 0.995) - 1, rel=1e-3)
+    text = format_text(d)
+    assert "poisson 4.68 req/s (A 4.52)" in text
+    rows = [r for r in csv.DictReader(io.StringIO(format_csv(d))) if r["load"] == "poisson"]
+    assert {(r["rate_a_rps"], r["rate_rps"]) for r in rows} == {("1.13", "1.17"), ("2.26", "2.34"), ("4.52", "4.68")}
+
+
+def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate():
+    # A: 1, 2, 4 req/s (fractions 0.25, 0.5, 1.0 of its top); B: 1.1, 2.2, 3.3, 4.4 (0.25, 0.5, 0.75, 1.0).
+    # Fractions within 0.05 pair: 1↔1.1, 2↔2.2, 4↔4.4; B's 3.3 (0.75) has no partner.
+    from pipeline.diff import match_open_loop
+    from pipeline.records import PointKey
+
+    def k(rate):
+        return PointKey("m", "vllm", 64, 16, None, "poisson", rate)
+
+    pairs = match_open_loop([k(1.0), k(2.0), k(4.0)], [k(1.1), k(2.2), k(3.3), k(4.4)])
+    assert [(a.rate_rps, b.rate_rps) for a, b in pairs] == [(1.0, 1.1), (2.0, 2.2), (4.0, 4.4)]
+    # the very same rate pairs first (explicit rates): 2.4 ↔ 2.4, though 2.4 is A's top and 4.8 B's
+    assert match_open_loop([k(2.4)], [k(2.4), k(4.8)]) == [(k(2.4), k(2.4))]
+    # other load patterns and caps are other sweeps: never matched with these
+    assert match_open_loop([k(1.0)], [PointKey("m", "vllm", 64, 16, None, "constant", 1.0)]) == []
