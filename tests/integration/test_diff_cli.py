@@ -89,6 +89,16 @@ def test_fail_above_exits_0_on_self_diff(root):
     assert "worse (" not in res.stdout and "better (" not in res.stdout and "+0.0%" in res.stdout
 
 
+def test_fail_above_per_metric_gates(root):
+    # issue 22: a gate per metric.  The slowed point's TTFT p99 rose 24.4 % (test_diff.py: test_fail_above_per_metric).
+    res = batchmark(root, "diff", A, B, "--fail-above", "output_throughput:25%,ttft_p99:20%")
+    assert res.returncode == 1 and "TTFT p99 +24.4% " in res.stderr and "exceeds --fail-above 20%" in res.stderr
+    assert "output throughput" not in res.stderr  # −19.6 % is within its 25 %
+    assert batchmark(root, "diff", A, B, "--fail-above", "output_throughput:25%,ttft_p99:30%").returncode == 0
+    bad = batchmark(root, "diff", A, B, "--fail-above", "ttft_p95:10%")
+    assert bad.returncode == 2 and "unknown metric 'ttft_p95'" in bad.stderr and bad.stdout == ""
+
+
 def test_fail_above_threshold_above_the_drop_exits_0(root):
     # A 19.6 % drop does not exceed 25 %.
     assert batchmark(root, "diff", A, B, "--fail-above", "25").returncode == 0

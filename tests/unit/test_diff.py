@@ -436,3 +436,32 @@ def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate
     assert match_open_loop([k(2.4)], [k(2.4), k(4.8)]) == [(k(2.4), k(2.4))]
     # other load patterns and caps are other sweeps: never matched with these
     assert match_open_loop([k(1.0)], [PointKey("m", "vllm", 64, 16, None, "constant", 1.0)]) == []
+
+
+def test_parse_fail_above():
+    from pipeline.diff import parse_fail_above
+
+    # one number: both throughput metrics (the gate before issue 22)
+    assert parse_fail_above("10") == {"output_throughput_tok_s": 10.0, "per_user_tok_s": 10.0}
+    assert parse_fail_above("output_throughput:5%,ttft_p99:10%") == {"output_throughput_tok_s": 5.0, "ttft_p99_s": 10.0}
+    assert parse_fail_above("tpot_p50_s:2.5") == {"tpot_p50_s": 2.5}  # a full key, % optional
+    for bad, words in (("ttft_p95:10%", "unknown metric 'ttft_p95'"), ("mbu:5%,mbu:6%", "given twice"),
+                       ("ttft_p99:nan%", "finite percentage"), ("ttft_p99:-1%", "finite percentage"),
+                       ("ttft_p99:", "finite percentage")):
+        with pytest.raises(BatchmarkError, match=words):
+            parse_fail_above(bad)
+
+
+def test_fail_above_per_metric(scenario):
+    """The slowed point's TTFT p99 (static batch: TTFT = prefill = 0.016 s × m for every request of a repeat): A's p99 over
+    its 40 requests is 0.016 × 1.02 (the top two repeats' values coincide), B's 0.016 × 1.25 × 1.015, so the change is
+    1.25 × 1.015 / 1.02 − 1 = +24.4 %: a 20 % gate fires, a 30 % one does not; output throughput −19.6 % against 5 %."""
+    from pipeline.diff import parse_fail_above
+
+    d = diff_runs(*scenario)
+    ttft = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, "ttft_p99_s"))
+    assert ttft.change == pytest.approx(1.25 * 1.015 / 1.02 - 1) and ttft.verdict == "worse"
+    assert [c.metric for c in regressions(d, parse_fail_above("ttft_p99:20%"))] == ["ttft_p99_s"]
+    assert regressions(d, parse_fail_above("ttft_p99:30%")) == []
+    assert {c.metric for c in regressions(d, parse_fail_above("output_throughput:5%,ttft_p99:30%"))} == {
+        "output_throughput_tok_s"}
