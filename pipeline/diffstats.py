@@ -131,3 +131,62 @@ def min_two_sided_p(n_a: int, n_b: int) -> float:
     if n_a < 1 or n_b < 1:
         return 1.0
     return min(1.0, math.exp(log_min_two_sided_p(n_a, n_b)))
+
+
+# -- steps in a history (asv's step detection, least squares) --------------------------------------
+
+def segment_cost(values: list[float], start: int, end: int) -> float:
+    """Sum of squared deviations of ``values[start:end]`` from their mean (the segment's least-squares cost)."""
+    seg = values[start:end]
+    m = math.fsum(seg) / len(seg)
+    return math.fsum((v - m) ** 2 for v in seg)
+
+
+def detect_steps(values: list[float], penalty: float) -> list[int]:
+    """Where a history steps: the start index of every new level, by penalized least squares (optimal partitioning).
+
+    Minimises Σ over segments of the squared deviations from the segment's mean + ``penalty`` × (segments − 1)
+    exactly, by dynamic programming over the last step's position (Jackson et al., "An algorithm for optimal
+    partitioning of data on an interval", IEEE Signal Processing Letters 12, 2005; the L2 form of the Potts
+    problem asv's ``step_detect.py`` solves in L1), O(n²) for n values.
+
+    Args:
+        values: one value per run, oldest first (the run's median over repeats).
+        penalty: cost of one more step, in the values' squared units (:func:`step_penalty`); > 0.
+
+    Returns:
+        Sorted indices i (0 < i < n) where a new level begins at ``values[i]``; [] for no step.
+    """
+    n = len(values)
+    if n < 2:
+        return []
+    best = [0.0] * (n + 1)  # best[j]: the least cost of values[:j]
+    last = [0] * (n + 1)  # last[j]: where the last segment of that best partition starts
+    for j in range(1, n + 1):
+        best[j], last[j] = min((best[i] + segment_cost(values, i, j) + (penalty if i > 0 else 0.0), i)
+                               for i in range(j))
+    steps, j = [], n
+    while j > 0:
+        if last[j] > 0:
+            steps.append(last[j])
+        j = last[j]
+    return sorted(steps)
+
+
+def step_penalty(values: list[float], noise_floor: float = 0.02) -> float:
+    """The step penalty for a history: 2 σ² ln n (BIC's; Yao, "Estimating the number of change-points via
+    Schwarz' criterion", Stat. Probab. Lett. 6, 1988), σ the noise of one value.
+
+    σ = max(robust σ of successive differences, ``noise_floor`` × the median |value|): the median absolute
+    successive difference / (0.6745 × √2) estimates σ and ignores the few large jumps that are the steps
+    themselves (a step moves one difference, noise moves all); the floor (2 % by default: the repeats' drift)
+    keeps a history of near-identical values from calling every wiggle a step.
+    """
+    n = len(values)
+    if n < 2:
+        return math.inf
+    diffs = sorted(abs(b - a) for a, b in zip(values, values[1:]))
+    mad = diffs[len(diffs) // 2] if len(diffs) % 2 else (diffs[len(diffs) // 2 - 1] + diffs[len(diffs) // 2]) / 2
+    level = sorted(abs(v) for v in values)[n // 2]
+    sigma = max(mad / (0.6745 * math.sqrt(2)), noise_floor * level)
+    return 2 * sigma ** 2 * math.log(n)

@@ -22,6 +22,7 @@ from pipeline.diff import METRIC_BY_KEY, RunDiff, diff_runs, previous_runs, prov
 from pipeline.diffreport import figure_words, format_change, format_value
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
+from pipeline.pages.history import history_views
 from pipeline.stages import load_run
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
@@ -178,9 +179,12 @@ def build_comparisons(run_dirs: list[Path], alpha: float = 0.05, loaded: dict[st
 
 
 def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
-    """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons`` and ``previous``."""
-    comparisons, previous = build_comparisons(run_dirs, loaded=_loaded_of(views))
-    return {"comparisons": clean_comparisons_first(comparisons, views), "previous": previous}
+    """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons``, ``previous`` and ``histories``
+    (:func:`pipeline.pages.history.history_views`: each workload across all its runs on the same hardware, with steps)."""
+    loaded = _load(run_dirs, _loaded_of(views))[0]
+    comparisons, previous = build_comparisons(run_dirs, loaded=loaded)
+    return {"comparisons": clean_comparisons_first(comparisons, views), "previous": previous,
+            "histories": history_views(loaded)}
 
 
 def clean_comparisons_first(comparisons: list[ComparisonView], views: list[Any]) -> list[ComparisonView]:
