@@ -10,8 +10,8 @@ test of A's per-repeat values against B's (:mod:`pipeline.diffstats`, argued in 
   machine state, so every metric is tested on one value per repeat;
 - Welch's two-sided t-test (it reaches any p with 2 or more repeats a side, where the exact
   Mann-Whitney p cannot fall below 2 / C(n₁ + n₂, n₁), 0.1 with 3 + 3);
-- a change is called (better / worse) only when its Benjamini–Hochberg q value over every test of the
-  diff is ≤ α AND its relative size is at least the minimum effect (``MIN_EFFECT``, ``--min-effect``);
+- a change is called (better / worse) only when its Benjamini–Hochberg q value among the points of its
+  metric (one family per metric) is ≤ α AND its relative size is at least the minimum effect (``MIN_EFFECT``, ``--min-effect``);
   otherwise it is shown as ``~`` (as benchstat and asv do).  The headline's second sentence
   (:func:`calls_sentence`) says how many calls were made among how many tests, and what chance makes.
 
@@ -551,7 +551,7 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
 
     Args:
         a, b: the two runs as read by :func:`pipeline.stages.load_run`.
-        alpha: false discovery rate of the Benjamini–Hochberg rule over every test of the diff, 0 < α < 1.
+        alpha: false discovery rate of the Benjamini–Hochberg rule over the points of each metric, 0 < α < 1.
         min_effect: smallest relative change ever called (fraction, ≥ 0; asv's ``--factor`` − 1).
 
     Returns:
@@ -573,7 +573,11 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
     samples = [(ka, kb, spec, metric_samples(spec, sa[ka], pa_pts.get(ka)), metric_samples(spec, sb[kb], pb_pts.get(kb)))
                for ka, kb in matched for spec in METRICS]
     tests = significance_many([(xa, xb) for _, _, _, (xa, _), (xb, _) in samples], alpha)
-    qs = benjamini_hochberg([t.p_value for t in tests])
+    qs: list[float | None] = [None] * len(tests)
+    for spec in METRICS:  # one Benjamini–Hochberg family per metric (Efron 2008, docs/diff-statistics.md)
+        rows = [i for i, (_, _, sp, _, _) in enumerate(samples) if sp.key == spec.key]
+        for i, q in zip(rows, benjamini_hochberg([tests[i].p_value for i in rows])):
+            qs[i] = q
     for (ka, kb, spec, (xa, unit_a), (xb, unit_b)), res, q in zip(samples, tests, qs):
         va, vb = metric_value(spec, sa[ka], pa_pts.get(ka)), metric_value(spec, sb[kb], pb_pts.get(kb))
         note = res.note
@@ -640,7 +644,7 @@ def calls_sentence(n_called: int, n_tests: int, alpha: float, min_effect: float)
     if n_tests == 0:
         return "No change could be tested (no repeat values on one side or the other)."
     return (f"{n_called} change(s) called among {n_tests} tests (metric × point): called = q ≤ {alpha:g} "
-            f"(Benjamini–Hochberg) and at least {min_effect * 100:g} % (the minimum effect); by p ≤ {alpha:g} alone "
+            f"(Benjamini–Hochberg over each metric's points) and at least {min_effect * 100:g} % (the minimum effect); by p ≤ {alpha:g} alone "
             f"chance would make about {alpha * n_tests:.1f} calls, under this rule at most {alpha * n_called:.1f} "
             "of the called ones are expected to be false.")
 
