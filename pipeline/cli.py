@@ -358,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="print CSV (the comparability headline goes to stderr)")
     s.add_argument("--fail-above", metavar="PCT|METRIC:PCT%,...",
                    help="exit 1 when a called regression exceeds its threshold: PCT gates output and per-user throughput; "
-                        "METRIC:PCT% pairs gate each metric (output_throughput, per_user, ttft_p50, ttft_p99, tpot_p50, "
+                        "METRIC:PCT%% pairs gate each metric (output_throughput, per_user, ttft_p50, ttft_p99, tpot_p50, "
                         "tpot_p99, mbu, mfu), e.g. output_throughput:5%%,ttft_p99:10%%")
     s.add_argument("--alpha", type=float, default=0.05,
                    help="false discovery rate (Benjamini-Hochberg) of Welch's t-tests on per-repeat values (default: 0.05)")

@@ -99,6 +99,14 @@ def test_fail_above_per_metric_gates(root):
     assert bad.returncode == 2 and "unknown metric 'ttft_p95'" in bad.stderr and bad.stdout == ""
 
 
+def test_help_names_the_new_options():
+    # Regression (fault kind: traceback on --help): a bare % in an option's help broke argparse's formatting.
+    res = subprocess.run([sys.executable, "-m", "pipeline", "diff", "--help"], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert "--min-effect" in res.stdout and "output_throughput:5%,ttft_p99:10%" in res.stdout
+
+
 def test_fail_above_threshold_above_the_drop_exits_0(root):
     # A 19.6 % drop does not exceed 25 %.
     assert batchmark(root, "diff", A, B, "--fail-above", "25").returncode == 0
