@@ -36,10 +36,10 @@ def change_rows(d: RunDiff) -> list[dict[str, Any]]:
     for c in d.changes:
         if c.metric not in CHART_METRICS or c.change is None or c.load != "closed":
             continue  # the chart's x axis is the concurrency; open-loop points are in the table
-        rows.append({"model": c.model, "workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
+        rows.append({"workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
                      "concurrency": c.concurrency, "metric": METRIC_BY_KEY[c.metric].label,
                      "change_pct": round(c.change * 100, 3), "significance": SIGNIFICANT if c.significant else NOISE,
-                     "p_value": c.p_value})
+                     "p_value": None if c.p_value is None else float(f"{c.p_value:.3g}")})  # 3 digits: what the tooltip shows
     return rows
 
 
