@@ -24,10 +24,10 @@ from pipeline.pages.charts import WIDTH, from_skeleton
 
 #: (key, label, higher is better) of each figure drawn per run.
 FIGURES: tuple[tuple[str, str, bool], ...] = (
-    ("peak_tok_s", "peak output throughput (tok/s)", True),
-    ("single_stream_tok_s", "per-user tok/s at the lowest concurrency", True),
-    ("ttft_p50_ms", "TTFT p50 at the lowest concurrency (ms)", False),
-    ("tpot_p50_ms", "TPOT p50 at the lowest concurrency (ms)", False),
+    ("peak_tok_s", "peak output tok/s", True),
+    ("single_stream_tok_s", "per-user tok/s, lowest c", True),
+    ("ttft_p50_ms", "TTFT p50 (ms), lowest c", False),
+    ("tpot_p50_ms", "TPOT p50 (ms), lowest c", False),
 )
 FIGURE_LABEL = {k: label for k, label, _ in FIGURES}
 
@@ -109,24 +109,26 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
                 values = [v for _, _, v in series]
                 found = detect_steps(values, step_penalty(values)) if len(values) >= 3 else []
                 fitted = levels(values, found)
+                mid = sorted(values)[len(values) // 2] or 1.0
                 for (i, rid, v), lv in zip(series, fitted):
-                    rows.append({"workload": name, "figure": label, "run": i + 1, "run_id": rid,
-                                 "value": round(v, 4), "level": round(lv, 4)})
+                    rows.append({"workload": name, "figure": label, "run": i + 1, "run_id": rid, "value": round(v, 4),
+                                 "pct": round((v / mid - 1) * 100, 2), "level_pct": round((lv / mid - 1) * 100, 2)})
                 for s in found:
                     before, after = fitted[s - 1], fitted[s]
                     steps.append({"workload": name, "figure": label, "run": series[s][1],
                                   "before": f"{before:.4g}", "after": f"{after:.4g}",
                                   "change": f"{(after - before) / before * 100:+.1f}%" if before else "–"})
         views.append(HistoryView(hardware=str(key[0]), engine=str(key[1]), workloads=", ".join(key[2]), runs=rids,
-                                 spec=history_chart(rows, f"{key[0]} · {key[1]}: each workload across "
-                                                          f"{len(rids)} runs (dashed: the levels between steps)"),
+                                 spec=history_chart(rows, f"{key[0]} · {key[1]}: each workload across {len(rids)} runs, "
+                                                          "% from its median run (dashed: the levels between steps)"),
                                  steps=steps))
     return views
 
 
 def history_chart(rows: list[dict[str, Any]], title: str) -> dict[str, Any]:
-    """Vega-Lite spec: each figure per run (x: the run's place, oldest = 1), a panel per workload × figure, each on its own
-    y scale; solid line and points: the run's value, dashed line: the fitted level between steps."""
+    """Vega-Lite spec: each figure per run (x: the run's place, oldest = 1) as % from the history's median run, a panel per
+    workload × figure on one shared y scale (so a ±0.5 % wiggle stays flat beside a −20 % step; the tooltip gives the
+    value itself); solid line and points: the run, dashed line: the fitted level between steps."""
     return from_skeleton(("history",), _history_skeleton, {"history": rows}, title=title)
 
 
@@ -135,14 +137,14 @@ def _history_skeleton() -> alt.TopLevelMixin:
     data = alt.Data(name="history")
     order = [label for _, label, _ in FIGURES]
     x = alt.X("run:O", title="run (oldest first)")
-    y = alt.Y("value:Q", title=None, scale=alt.Scale(zero=False))
+    y = alt.Y("pct:Q", title="% from the median run")
     color = alt.Color("figure:N", sort=order, legend=None)
     tooltip = ["workload:N", "figure:N", "run_id:N", alt.Tooltip("value:Q", format=".4g"),
-               alt.Tooltip("level:Q", format=".4g", title="level")]
+               alt.Tooltip("pct:Q", format="+.1f", title="% from median")]
     line = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=color, tooltip=tooltip)
-    level = alt.Chart().mark_line(strokeDash=[4, 3], color="gray").encode(x=x, y="level:Q")
+    level = alt.Chart().mark_line(strokeDash=[4, 3], color="gray").encode(x=x, y="level_pct:Q")
     layered = alt.layer(line, level, data=data).properties(width=WIDTH // 4, height=110)
     return (layered.facet(row=alt.Row("workload:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left",
                                                                                  labelLimit=200)),
                           column=alt.Column("figure:N", title=None, sort=order, header=alt.Header(labelLimit=160)))
-            .resolve_scale(y="independent").properties(title="placeholder"))
+            .properties(title="placeholder"))
