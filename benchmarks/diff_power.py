@@ -23,7 +23,9 @@ and for each change the detection rate of the metrics it moves (output throughpu
 TPOT p50, TPOT p99: the share of their A/B metric-points called worse), the output throughput's own rate, the
 share of pairs whose diff finds the change (output throughput called worse at one point or more, better at none),
 and the smallest change of ``--changes`` whose output throughput is detected 9 times in 10 (the figure the
-README and the configs' ``repeats:`` comments quote).  Figures, not assertions.  Goal (issue 22): A/A calls ≤ 5 %
+README and the configs' ``repeats:`` comments quote).  ``--server-pairs N`` adds N A/A and N A/B pairs of real sweeps
+(the load generator against ``tests/integration/fake_stream_server.py`` at 10 ms a token; B's server at 11 ms:
+10 % slower tokens; a bare ``--repeats`` skips the synthetic pairs).  Figures, not assertions.  Goal (issue 22): A/A calls ≤ 5 %
 of metric-points; a 10 % change detected ≥ 9 times in 10 with 5 repeats.
 """
 
@@ -125,17 +127,85 @@ def rates(pairs: int, repeats: int, change: float, args: argparse.Namespace, rng
     return called / max(tested, 1), thr_called / max(thr_tested, 1), pairs_found / pairs
 
 
+def server_rates(args: argparse.Namespace, meta: dict[str, Any]) -> None:
+    """A/A and A/B pairs of real sweeps: the load generator against ``tests/integration/fake_stream_server.py``.
+
+    A and the A/A partner measure a server with ``--token-ms 10``; B measures one with ``--token-ms 11`` (10 %
+    slower tokens).  Each run: c = 4 and 16, ``args.server_requests`` measured requests a repeat, 16 tokens, warm-up
+    on, through the openai engine (the real client and scheduler), then the real summaries and diff.
+    """
+    import subprocess
+
+    from pipeline.config import parse_config
+    from pipeline.diff import diff_runs
+    from pipeline.engines import get_engine
+    from pipeline.metrics import summarize_point
+    from pipeline.records import PointKey
+    from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
+
+    here = REPO / "tests" / "integration"
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        build_tokenizer(tmp / "tok")
+        servers = {}
+        try:
+            for token_ms in (10.0, 11.0):
+                port = free_port()
+                log = tmp / f"server-{token_ms:g}.log"
+                with open(log, "wb") as fh:
+                    proc = subprocess.Popen([sys.executable, str(here / "fake_stream_server.py"), "--port", str(port),
+                                             "--token-ms", str(token_ms)], stdout=fh, stderr=subprocess.STDOUT)
+                servers[token_ms] = proc
+                wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, log)
+                servers[token_ms].url = f"http://127.0.0.1:{port}/v1"  # type: ignore[attr-defined]
+
+            def sweep(token_ms: float, rid: str, seed: int) -> SyntheticRun:
+                cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8,
+                                    "output_len": 16, "concurrency": [4, 16], "repeats": args.server_repeats,
+                                    "openai": {"base_url": servers[token_ms].url,  # type: ignore[attr-defined]
+                                               "requests_per_point": args.server_requests,
+                                               "tokenizer": str(tmp / "tok"), "timeout_s": 10},
+                                    "models": [{"name": "m", "served_name": "m"}]})
+                engine = get_engine(cfg)
+                engine.load(cfg.models[0])
+                pts = [summarize_point(engine.measure(PointKey("m", "openai", 8, 16, c), args.server_repeats, True, seed))
+                       for c in (4, 16)]
+                return SyntheticRun(rid, meta, pts)
+
+            for label, token_b in (("A/A", 10.0), ("A/B 10 % slower tokens", 11.0)):
+                called = tested = found = 0
+                for i in range(args.server_pairs):
+                    d = diff_runs(sweep(10.0, f"a{i}", 2 * i), sweep(token_b, f"b{i}", 2 * i + 1),
+                                  min_effect=args.min_effect / 100)
+                    rows = [c for c in d.changes if c.p_value is not None
+                            and (token_b == 10.0 or c.metric in MOVED)]
+                    tested += len(rows)
+                    called += sum(c.significant and (token_b == 10.0 or c.verdict == "worse") for c in rows)
+                    found += any(c.metric == "output_throughput_tok_s" and c.verdict == "worse" for c in rows)
+                print(f"test server, {args.server_repeats} repeats, {label}: {called} of {tested} metric-points called "
+                      f"({called / max(tested, 1):.1%}); {found} of {args.server_pairs} diffs call output throughput worse",
+                      flush=True)
+        finally:
+            for proc in servers.values():
+                proc.terminate()
+                proc.wait(timeout=10)
+
+
 def main() -> None:
     """Print the A/A false-call rate and the A/B detection rates per repeats count."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=100, help="pairs per setting (default 100)")
-    ap.add_argument("--repeats", type=int, nargs="+", default=[3, 5, 10])
+    ap.add_argument("--repeats", type=int, nargs="*", default=[3, 5, 10], help="repeats counts (none: skip the synthetic pairs)")
     ap.add_argument("--changes", type=float, nargs="+", default=[5, 10, 30], help="percent slower tokens")
     ap.add_argument("--requests", type=int, default=32, help="measured requests per repeat (default 32)")
     ap.add_argument("--drift", type=float, default=0.02, help="per-repeat drift, sd of log time (default 0.02)")
     ap.add_argument("--spread", type=float, default=0.10, help="per-request spread, sd of log time (default 0.10)")
     ap.add_argument("--min-effect", type=float, default=None, help="percent (default: the diff's MIN_EFFECT)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--server-pairs", type=int, default=0,
+                    help="also this many A/A and A/B pairs of real sweeps of the test server (default 0)")
+    ap.add_argument("--server-repeats", type=int, default=5)
+    ap.add_argument("--server-requests", type=int, default=16, help="measured requests per repeat (default 16)")
     args = ap.parse_args()
     from pipeline.diffstats import MIN_EFFECT
 
@@ -162,6 +232,8 @@ def main() -> None:
                 smallest = x
         found = f"{smallest:g} %" if smallest is not None else f"> {max(args.changes):g} %"
         print(f"{n:>7}  {aa:>9.1%}  {p95:>16.1%}{''.join(cells)}  {found:>22}  {time.perf_counter() - t0:5.0f}", flush=True)
+    if args.server_pairs:
+        server_rates(args, meta)
 
 
 if __name__ == "__main__":
