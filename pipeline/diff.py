@@ -11,7 +11,8 @@ test of A's per-repeat values against B's (:mod:`pipeline.diffstats`, argued in 
 - Welch's two-sided t-test (it reaches any p with 2 or more repeats a side, where the exact
   Mann-Whitney p cannot fall below 2 / C(n₁ + n₂, n₁), 0.1 with 3 + 3);
 - a change is called (better / worse) only when its Benjamini–Hochberg q value among the points of its
-  metric (one family per metric) is ≤ α AND its relative size is at least the minimum effect (``MIN_EFFECT``, ``--min-effect``);
+  metric (one family per metric) is ≤ α AND its relative size is at least the minimum effect
+  (``MIN_EFFECT``, ``--min-effect``);
   otherwise it is shown as ``~`` (as benchstat and asv do).  The headline's second sentence
   (:func:`calls_sentence`) says how many calls were made among how many tests, and what chance makes.
 
@@ -50,7 +51,8 @@ unit "fraction" the difference B − A, i.e. percentage points / 100), "change_k
 "points"), "p_value" (Welch), "q_value" (Benjamini–Hochberg), "effect" (relative change, also for shares),
 "n_a", "n_b" (repeats), "p_floor" (the smallest p the counts can reach: 0, or 1 below 2 repeats a side; ``min_p``
 before issue 14, renamed apart from the sampling parameter), "sample_unit", "significant" (called), "verdict" ("better" |
-"worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank)}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
+"worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank)}],
+"models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
 "output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings",
 "quality_a", "quality_b", "min_effect", "n_tests", "n_called", "calls"}``.
@@ -570,8 +572,8 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
     sa, sb, matched = match_points(a.summaries, b.summaries)
     pa_pts, pb_pts = _analysis_points(a.analysis), _analysis_points(b.analysis)
     changes: list[MetricChange] = []
-    samples = [(ka, kb, spec, metric_samples(spec, sa[ka], pa_pts.get(ka)), metric_samples(spec, sb[kb], pb_pts.get(kb)))
-               for ka, kb in matched for spec in METRICS]
+    samples = [(ka, kb, spec, metric_samples(spec, sa[ka], pa_pts.get(ka)),
+                metric_samples(spec, sb[kb], pb_pts.get(kb))) for ka, kb in matched for spec in METRICS]
     tests = significance_many([(xa, xb) for _, _, _, (xa, _), (xb, _) in samples], alpha)
     qs: list[float | None] = [None] * len(tests)
     for spec in METRICS:  # one Benjamini–Hochberg family per metric (Efron 2008, docs/diff-statistics.md)
