@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 # Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
 # dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
 LAYERS: list[tuple[str, ...]] = [
-    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.textfiles",
+    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.scrub", "pipeline.textfiles",
      "pipeline.texttable"),  # no stage of its own
     ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
      "pipeline.serverenv"),
