@@ -31,6 +31,13 @@ def print(*values: object, sep: str = " ", end: str = "\n", file=None, flush: bo
     builtins.print(printable(sep.join(str(v) for v in values)), end=end, file=file or sys.stdout, flush=flush)
 
 
+def diff_min_effect_pct() -> float:
+    """The diff's default minimum effect in percent (:data:`pipeline.diffstats.MIN_EFFECT` × 100)."""
+    from pipeline.diffstats import MIN_EFFECT
+
+    return MIN_EFFECT * 100
+
+
 def _where(c: "diff.MetricChange") -> str:
     """A diffed point in a message: ``c=8`` (closed loop) or ``poisson 2.4 req/s, cap 64`` (open loop)."""
     return f"c={c.concurrency}" if c.load == "closed" else c.point
@@ -205,12 +212,13 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline import diff, diffreport, stages
 
-    if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
-        # nan compares false with everything and inf exceeds every change: either would switch the gate off
-        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
+    gates = diff.parse_fail_above(args.fail_above) if args.fail_above is not None else None
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
+    if not (math.isfinite(args.min_effect) and args.min_effect >= 0):
+        raise BatchmarkError(f"--min-effect {args.min_effect:g}: must be a finite percentage >= 0")
+    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha,
+                            min_effect=args.min_effect / 100)
     if args.format == "json":
         print(diffreport.format_json(result), end="")
     elif args.format == "markdown":
@@ -220,22 +228,23 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         print(diffreport.format_csv(result), end="")
     else:
         print(diffreport.format_text(result), end="")
-    if args.fail_above is None:
+    if gates is None:
         return 0
     if not result.comparable:
         raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
-    untestable = [c for c in result.changes if diff.METRIC_BY_KEY[c.metric].throughput and c.change is not None
-                  and c.change < -args.fail_above / 100 and c.p_floor > args.alpha]
+    untestable = diff.untestable_drops(result, gates)
     if untestable:
         c = untestable[0]
-        print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
-              f"significant with these repeats (e.g. {c.model} {_where(c)} {diffreport.format_change(c.change)}, "
-              f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+        print(f"batchmark: warning: {len(untestable)} gated change(s) beyond their --fail-above threshold cannot be "
+              f"significant with these repeats (e.g. {c.model} {_where(c)} {c.label} {diffreport.format_change(c.change, c.unit)}, "
+              f"a side has fewer than 2 repeats, so there is no test); measure >= 2 repeats per side to gate "
+              "(docs/diff-statistics.md: what each count detects)",
               file=sys.stderr)
-    regs = diff.regressions(result, args.fail_above)
+    regs = diff.regressions(result, gates)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} {_where(c)} "
-              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              f"{c.label} {diffreport.format_change(c.change, c.unit)} (p={c.p_value:.3g}, q={c.q_value:.3g}) exceeds "
+              f"--fail-above {gates[c.metric]:g}%",
               file=sys.stderr)
     return 1 if regs else 0
 
@@ -392,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("diff", help="compare two runs: changes per point and metric, significance, provenance",
                        description="Compare run A (before) with run B (after). Exit status: 0, or 1 with --fail-above "
-                                   "when a throughput metric regressed significantly by more than PCT percent; 2 on bad input.")
+                                   "when a gated metric regressed (a called change) by more than its threshold; 2 on bad input.")
     s.add_argument("run_a", metavar="RUN_A", help="run id or path of the earlier run")
     s.add_argument("run_b", metavar="RUN_B", help="run id or path of the later run")
     fmt = s.add_mutually_exclusive_group()
@@ -400,9 +409,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", dest="format", action="store_const", const="markdown", help="print Markdown")
     fmt.add_argument("--csv", dest="format", action="store_const", const="csv",
                      help="print CSV (the comparability headline goes to stderr)")
-    s.add_argument("--fail-above", type=float, metavar="PCT",
-                   help="exit 1 when any significant throughput regression exceeds PCT percent")
-    s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
+    s.add_argument("--fail-above", metavar="PCT|METRIC:PCT%,...",
+                   help="exit 1 when a called regression exceeds its threshold: PCT gates output and per-user throughput; "
+                        "METRIC:PCT%% pairs gate each metric (output_throughput, per_user, ttft_p50, ttft_p99, tpot_p50, "
+                        "tpot_p99, mbu, mfu), e.g. output_throughput:5%%,ttft_p99:10%%")
+    s.add_argument("--alpha", type=float, default=0.05,
+                   help="false discovery rate (Benjamini-Hochberg) of Welch's t-tests on per-repeat values (default: 0.05)")
+    s.add_argument("--min-effect", type=float, default=diff_min_effect_pct(), metavar="PCT",
+                   help="never call a change smaller than PCT percent, whatever its p (asv's --factor; default: "
+                        f"{diff_min_effect_pct():g}, from the A/A benchmark benchmarks/diff_power.py)")
     s.set_defaults(func=_cmd_diff, format="text")
 
     s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",

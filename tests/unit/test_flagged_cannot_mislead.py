@@ -211,3 +211,11 @@ def test_a_run_flagged_only_for_an_impossible_figure_is_not_a_busy_machine():
     assert only_card["verdict"] == "flagged" and only_card["interference"] is False
     busy = run_quality({"probe": {"warning": "spread 2.1x"}}, pts, [{"model": "m", "implausible": "MBU above 1"}])
     assert busy["verdict"] == "flagged" and busy["interference"] is True
+
+
+def test_the_diff_headline_counts_no_withheld_call(site):
+    from pipeline.diff import diff_runs
+    from pipeline.stages import load_run
+
+    d = diff_runs(load_run(site / "data" / "runs" / CLEAN), load_run(site / "data" / "runs" / HOGGED))
+    assert d.n_called == 0 and d.calls.startswith("0 change(s) called")
