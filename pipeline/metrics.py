@@ -375,7 +375,7 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
     static = all(rep.batching == "static_batch" for rep in records.repeats)
     step_time = _med(steps) if static else (float(np.median(streamed)) if streamed else None)
     per_user = _inverse(float(np.median(streamed))) if streamed else None
-    per_user_rep, ttft_rep, tpot_rep = [], [], []
+    per_user_rep, ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep = [], [], [], [], []
     for rep in records.repeats:
         rep_ok = [r for r in rep.requests if r.ok and not r.warmup]
         rt = [t for t in (tpot_s(r) for r in rep_ok) if t is not None]
@@ -383,6 +383,9 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
         per_user_rep.append(_inverse(float(np.median(rs))) if rs else None)
         tpot_rep.append(float(np.median(rt)) if rt else None)
         ttft_rep.append(float(np.median([ttft_s(r) for r in rep_ok])) if rep_ok else None)
+        # each repeat's own p99 (issue 22: the diff tests p99 on one value per repeat, the independent unit)
+        tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt else None)
+        ttft_p99_rep.append(float(np.percentile([ttft_s(r) for r in rep_ok], 99)) if rep_ok else None)
     flags, sources = point_flags(measured)
     firsts = [r.first_content_s - r.sent_s for r in ok if r.first_content_s is not None]
     open_loop = key.open_loop
@@ -425,6 +428,8 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
             "tpot_s": tpots,
             "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
             "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
+            "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
+            "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
         })
 
 

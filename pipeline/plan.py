@@ -129,9 +129,26 @@ class Plan:
         return (f"plan: {pts} points of {len(self.models)} model(s), {self.repeats} repeats each, predicted "
                 f"{format_duration(self.wall_s)} {where}{over}")
 
-    def eta_text(self, seconds_left: float) -> str:
-        """What the progress bar shows of the plan: ``≈ 3 h 10 min left (plan)``."""
-        return f"≈ {format_duration(seconds_left)} left (plan)"
+    def estimate_after(self, models: list[str], grid: list[int]):
+        """The progress display's ETA (:attr:`pipeline.progress.Display.estimate`): given how many grid points of
+        ``models`` × ``grid`` are done, in sweep order, the plan's seconds left.
+
+        Each grid point carries its planned seconds; a model's server start goes with its first point and its
+        open-loop rates with its last, where the sweep spends them.
+        """
+        seq: list[float] = []
+        by_model = {m.model: m for m in self.models}
+        for name in models:
+            m = by_model.get(name)
+            closed = {p.concurrency: p.wall_s for p in m.points if p.load == "closed"} if m else {}
+            rates = sum(p.wall_s for p in m.points if p.load != "closed") if m else 0.0
+            for i, c in enumerate(grid):
+                seq.append(closed.get(c, 0.0) + (m.server_start_s if m and i == 0 else 0.0)
+                           + (rates if i == len(grid) - 1 else 0.0))
+
+        def left(done: int) -> float:
+            return float(sum(seq[done:]))
+        return left
 
     def point_seconds(self) -> dict[tuple[str, str, float | int | None], float]:
         """Predicted wall seconds per (model, load, concurrency or rate): what the sweep's ETA adds up."""

@@ -81,6 +81,11 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 .md-grid { max-width: 1440px; }
 .md-typeset table:not([class]) { font-size: .68rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
+/* Material gives every header cell min-width 5rem, so a table of a dozen numbers squeezed its last
+   (text) column to a few characters a line (issue 24: the per-point flags wrapped one character per
+   line, and Benchmarks' knee column was cut off): numbers may be narrower, a last text column wider. */
+.md-typeset table:not([class]) th { min-width: 3rem; }
+.md-typeset table:not([class]) td:last-child, .md-typeset table:not([class]) th:last-child { min-width: 12rem; }
 .vega-chart { overflow-x: auto; }
 .md-typeset td.n, .md-typeset th.n { text-align: right; }
 /* A table wider than the column scrolls sideways and says so: a hint above it, a shaded right

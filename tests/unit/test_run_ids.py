@@ -15,7 +15,7 @@ from pipeline import runs
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run
 
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, committed_runs
 
 WHEN = datetime(2026, 11, 29, 15, 4, 5, tzinfo=timezone.utc)
 
@@ -60,9 +60,22 @@ def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
 
 
 def test_committed_run_ids_still_validate():
-    committed = [p.name for p in (REPO / "data" / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]  # .locks, .pointers: not runs
+    committed = committed_runs()  # git ls-files: the user's own runs are no test's business (issue 24)
     assert committed
     assert all(runs.check_run_id(r) == r for r in committed)
+
+
+def test_no_test_lists_the_users_runs_folder():
+    """Regression (issue 24, fault kind: test depends on the user's data): tests take the committed runs from
+    ``git ls-files`` (:func:`tests.conftest.committed_runs`) or build a temporary project, never a listing of the
+    checkout's ``data/runs/``, which holds the user's own runs after the README's main job."""
+    import re
+    from pathlib import Path
+
+    listing = re.compile(r'REPO\s*/\s*"data"\s*/\s*"runs"\s*\)\s*\.\s*(iterdir|glob|rglob)\(')
+    tests = Path(__file__).resolve().parents[1]
+    offenders = [str(p.relative_to(tests)) for p in tests.rglob("*.py") if listing.search(p.read_text())]
+    assert offenders == []
 
 
 # Regression (fault kind: a run folder's name reaches a shell, issue 18 item 1): `cp -a data/runs/R
