@@ -121,3 +121,18 @@ def test_plan_of_a_profile_without_figures_is_a_one_line_error(tmp_path):
 def test_a_static_batch_config_is_not_planned():
     with pytest.raises(BatchmarkError, match="static batches"):
         make_plan(load_config(REPO / "config" / "gpu-transformers.yaml"))
+
+
+def test_progress_eta_counts_down_the_plan(spark_plan):
+    # the display's estimate: before any point, every model's start, points and rates (the total less the two
+    # probes); after every grid point, nothing; after the first model's grid, the other models' seconds
+    from pipeline.plan import Plan, PlanModel, PlanPoint
+
+    models = [PlanModel(m["model"], m["wall_s"], m["server_start_s"], [PlanPoint(**p) for p in m["points"]])
+              for m in spark_plan["models"]]
+    plan = Plan("spark", "dgx-spark", "vllm", spark_plan["wall_s"], models, 5, 4, 32)
+    grid = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    left = plan.estimate_after([m.model for m in models], grid)
+    assert left(0) == pytest.approx(spark_plan["wall_s"] - 2 * PROBE_S)
+    assert left(len(grid)) == pytest.approx(sum(m.wall_s for m in models[1:]))
+    assert left(len(grid) * len(models)) == 0
