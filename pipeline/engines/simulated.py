@@ -28,7 +28,7 @@ The server (:class:`ServerModel`), after vLLM V1's scheduler (``vllm/v1/core/sch
   :mod:`pipeline.stepcost`, the same per-step bytes and FLOPs the analysis uses) with the
   batch's tokens: weight bytes at the step's token count (an MoE's expert coverage), KV bytes of
   every scheduled sequence at its context, FLOPs 2 × tokens × matmul params + attention
-  (:func:`step_time_s`).  Optional noise: every step time × a log-normal factor of mean 1 and
+  (:meth:`ServerModel._time`).  Optional noise: every step time × a log-normal factor of mean 1 and
   coefficient of variation ``step_time_cv``, and every repeat × one of ``repeat_time_cv``.
 
 The client is the load generator's (:mod:`pipeline.engines.scheduler`): closed loop keeps N in
@@ -82,32 +82,6 @@ def attended_tokens(card: ModelCard, context: np.ndarray | float) -> np.ndarray 
     if not sliding:
         return full * np.asarray(context, dtype=float) if isinstance(context, np.ndarray) else full * float(context)
     return full * context + sliding * np.minimum(context, card.sliding_window)
-
-
-def step_time_s(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float | None, overhead_s: float,
-                tokens: float, kv_layer_tokens: float, attention_layer_tokens: float) -> float:
-    """One step of the server (s) = max(bytes / bandwidth, FLOPs / peak) + overhead.
-
-    Args:
-        tokens: tokens computed in the step (decoding sequences + prefill chunk tokens).
-        kv_layer_tokens: Σ :func:`attended_tokens` of every scheduled sequence's context (its KV read).
-        attention_layer_tokens: Σ over computed tokens of the context each attends to, in layer-tokens
-            (a decoding sequence: its :func:`attended_tokens`; a prefill chunk of n tokens from s: n ×
-            attended(s + n/2)).
-
-    bytes = weight bytes at ``tokens`` (:func:`pipeline.stepcost.weight_bytes_per_step`: experts by
-    coverage) + KV bytes per layer-token × ``kv_layer_tokens``; FLOPs = 2 × tokens × (active −
-    embedding) params + 4 × heads × head_dim × ``attention_layer_tokens`` (Kaplan et al. 2020,
-    table 1).  At B decoding sequences of context n this is exactly
-    :func:`pipeline.analysis.roofline_step_s` (B, n) + overhead.
-    """
-    per_layer = card.kv_bytes_per_token / card.num_layers if card.num_layers else 0.0
-    nbytes = weight_bytes_per_step(card, max(tokens, 1)) + per_layer * kv_layer_tokens
-    flops = (2.0 * tokens * (card.active_params - card.embedding_params)
-             + 4.0 * card.num_attention_heads * card.head_dim * attention_layer_tokens)
-    mem = nbytes / (bandwidth_gb_s * 1e9)
-    comp = flops / (peak_tflops * 1e12) if peak_tflops else 0.0
-    return max(mem, comp) + overhead_s
 
 
 def kv_blocks(card: ModelCard, memory_gb: float, gpu_memory_utilization: float, block_size: int = BLOCK_SIZE) -> int:
@@ -164,6 +138,19 @@ class ServerModel:
         return w
 
     def _time(self, tokens: int, kv_lt: float, attn_lt: float) -> float:
+        """One step of the server (s) = max(bytes / bandwidth, FLOPs / peak) + overhead.
+
+        Args:
+            tokens: tokens computed in the step (decoding sequences + prefill chunk tokens).
+            kv_lt: Σ :func:`attended_tokens` of every scheduled sequence's context (its KV read), layer-tokens.
+            attn_lt: Σ over computed tokens of the context each attends to, in layer-tokens (a decoding
+                sequence: its :func:`attended_tokens`; a prefill chunk of n tokens from s: n × attended(s + n/2)).
+
+        bytes = weight bytes at ``tokens`` (:func:`pipeline.stepcost.weight_bytes_per_step`: experts by
+        coverage) + KV bytes per layer-token × ``kv_lt``; FLOPs = 2 × tokens × (active − embedding) params +
+        4 × heads × head_dim × ``attn_lt`` (Kaplan et al. 2020, table 1).  At B decoding sequences of context n
+        this is exactly :func:`pipeline.analysis.roofline_step_s` (B, n) + overhead (:meth:`decode_step_s`).
+        """
         mem = (self._weights(tokens) + self._per_layer * kv_lt) * self._mem_s
         comp = (self._matmul * tokens + self._attn * attn_lt) * self._comp_s
         return (mem if mem >= comp else comp) + self.step_overhead_s
