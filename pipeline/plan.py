@@ -336,14 +336,14 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
 #: diff tests on (docs/definitions.md, "Diffing runs"), so 5 of them are kept as long as possible.
 LADDER: list[tuple[int | None, int | None, int | None, str]] = [
     (None, None, None, "as configured"),
-    (5, None, None, "5 repeats instead of more: the spread of a point rests on 5 values (still the fewest with "
-                    "which a diff can call a change significant at alpha = 0.05: Mann-Whitney floor 2 / C(10, 5) = 0.008)"),
+    (5, None, None, "5 repeats instead of more: the smallest slow-down a diff calls 9 times in 10 at one point is "
+                    "15 % with 5 repeats, 10 % with 10 (benchmarks/diff_power.py, docs/diff-statistics.md)"),
     (5, 2, 16, "measured requests per repeat max(2·c, 16) instead of max(4·c, 32): half the samples, so a repeat's "
                "throughput spreads about 1.4x (sqrt 2) wider and a p99 rests on fewer requests"),
     (5, 1, 8, "measured requests per repeat max(c, 8): a quarter of the samples (spread about 2x wider); at small "
               "c a p99 is the largest of 8 values per repeat"),
-    (3, 1, 8, "3 repeats: a diff of two such runs can no longer call any change significant at alpha = 0.05 "
-              "(Mann-Whitney floor 2 / C(6, 3) = 0.1); a point's spread rests on 3 values"),
+    (3, 1, 8, "3 repeats: the smallest slow-down a diff calls 9 times in 10 at one point grows to 20 % (15 % with 5; "
+              "benchmarks/diff_power.py); a point's spread rests on 3 values"),
 ]
 
 
