@@ -90,16 +90,23 @@ def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = 
         try:
             (runs_dir / run_id).mkdir()
         except FileExistsError:
-            raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
-        return runs_dir / run_id
+            if not is_stale_claim(runs_dir / run_id):  # a claim whose writer died (kill -9 of an import) frees the id
+                raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
+        return _mark_claim(runs_dir / run_id)
     base = new_run_id(now, host)
     for cand in _id_candidates(base):
         try:
             (runs_dir / cand).mkdir()
         except FileExistsError:
             continue
-        return runs_dir / cand
+        return _mark_claim(runs_dir / cand)
     raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
+
+
+def _mark_claim(run_dir: Path) -> Path:
+    """Record this process as the claimer of ``run_dir`` (:func:`claim_marker`); returns ``run_dir``."""
+    atomic_write_json(claim_marker(run_dir), {"pid": os.getpid(), "host": socket.gethostname()})
+    return run_dir
 
 
 # -- temporary folders of interrupted writers -------------------------------------------------
@@ -151,6 +158,69 @@ def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float |
         if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
             continue
         shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+def claim_marker(run_dir: Path) -> Path:
+    """Who claimed a run folder: ``<runs_dir>/.locks/<run_id>.claim.json`` (pid and host), written by :func:`claim_run_dir`."""
+    return run_dir.parent / ".locks" / f"{run_dir.name}.claim.json"
+
+
+def is_stale_claim(run_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> bool:
+    """True for a claimed run folder that nothing will ever fill (issue 18, item 14).
+
+    Stale: the folder is empty, no live process holds its run lock (:func:`lock_run`), and its
+    claimer (:func:`claim_marker`) is a process of this host that is gone, or, where no claimer is
+    known on this host, the folder is older than ``max_age_s``.  Such a folder, left by an import
+    killed after its claim, blocked the id with "already exists" while ``show`` said "unknown run".
+    """
+    import time
+
+    from filelock import FileLock, Timeout
+
+    try:
+        if not run_dir.is_dir() or run_dir.is_symlink() or any(run_dir.iterdir()):
+            return False
+        age = (time.time() if now is None else now) - run_dir.stat().st_mtime
+    except OSError:
+        return False
+    try:
+        owner = json.loads(claim_marker(run_dir).read_text(encoding="utf-8"))
+        this_host = owner["host"] == socket.gethostname()
+        dead = this_host and not _alive(int(owner["pid"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        this_host = dead = False
+    if not dead and (this_host or age < max_age_s):
+        return False
+    lock = lock_path(run_dir)
+    if not lock.is_file():
+        return True
+    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
+    try:
+        fl.acquire(timeout=0)
+    except Timeout:
+        return False
+    fl.release()
+    return True
+
+
+def clean_stale_claims(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
+    """Remove run folders under ``runs_dir`` that are stale claims (:func:`is_stale_claim`).
+
+    Returns the removed folders.
+    """
+    if not runs_dir.is_dir():
+        return []
+    removed = []
+    for p in sorted(runs_dir.iterdir()):
+        if p.name.startswith(".") or not RUN_ID_PATTERN.fullmatch(p.name) or not is_stale_claim(p, max_age_s, now):
+            continue
+        try:
+            p.rmdir()
+        except OSError:
+            continue
+        claim_marker(p).unlink(missing_ok=True)
         removed.append(p)
     return removed
 
@@ -260,13 +330,25 @@ def atomic_write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
-    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line)."""
+    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line).
+
+    Corrupt includes binary bytes (not UTF-8), nesting too deep for the parser and integers past
+    Python's digit limit: one line each, never a ``UnicodeDecodeError``/``RecursionError`` (issue 18).
+    """
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise BatchmarkError(f"{path}: file not found") from None
     except json.JSONDecodeError as exc:
         raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise BatchmarkError(f"{path}: corrupt: not UTF-8 JSON text (byte {exc.start})") from None
+    except RecursionError:
+        raise BatchmarkError(f"{path}: corrupt JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+        raise BatchmarkError(f"{path}: corrupt JSON ({' '.join(str(exc).split())[:120]})") from None
+    except IsADirectoryError:
+        raise BatchmarkError(f"{path}: a folder, not a JSON file") from None
 
 
 def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
@@ -324,6 +406,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
     meta = stamped(RunFile, {"run_id": run_dir.name, "status": "incomplete", **provenance})
     atomic_write_json(run_dir / "run.json", meta)
+    claim_marker(run_dir).unlink(missing_ok=True)  # the claim is filled: the folder is a run now
 
 
 def _guard_open(run_dir: Path) -> None:
@@ -444,7 +527,7 @@ PARTS_FOLDER = ".parts"
 
 def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
     """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
-    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{file_stem(config_name)}.json"
 
 
 def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
@@ -470,12 +553,14 @@ def run_id_for_config(config_name: str, config_digest: str | None = None, runs_d
                     if config_digest is None or meta.get("config_digest") == config_digest:
                         return run_id
                     break
-        except (OSError, ValueError, KeyError, TypeError, BatchmarkError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, BatchmarkError):
             pass
     return new_run_id()
 
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+#: A run id: a plain folder name.  Always matched whole (``fullmatch``): ``re.match`` with ``$`` also
+#: accepted a trailing newline (``--run-id $'nl-run\n'`` made a folder with a newline, issue 18).
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def check_run_id(run_id: str) -> str:
@@ -484,7 +569,7 @@ def check_run_id(run_id: str) -> str:
     Raises:
         BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
     """
-    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id) or ".." in run_id:
         raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
     return run_id
 

@@ -49,7 +49,11 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     rate = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
     if not 0.0 <= rate <= 1.0:
         raise BatchmarkError(f"--max-failure-rate: {rate} is not a fraction between 0 and 1")
-    return module.parse(files, model=model, engine=engine, max_failure_rate=rate)
+    from pipeline.importers.base import check_ranges
+
+    result = module.parse(files, model=model, engine=engine, max_failure_rate=rate)
+    check_ranges(", ".join(map(str, files)), result.summaries)  # every number range-checked at the boundary
+    return result
 
 
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
+from pipeline.importers.base import (MAX_IMPORTED_INT, ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
                                      gib_from_text, number, quant_from_text, read_text, summary)
 from pipeline.records import distribution
 
@@ -59,6 +59,8 @@ def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b
     Raises:
         BatchmarkError: non-positive sizes or times, or S_TG ≠ B·TG/T_TG (a shifted column).
     """
+    if max(pp, tg, b) > MAX_IMPORTED_INT:
+        raise fail(path, where, "PP, TG or B is out of range (more than 64 bits)")
     if min(pp, tg, b) < 1 or t_tg <= 0 or s_tg <= 0:
         raise fail(path, where, f"PP, TG, B, T_TG and S_TG must be positive (PP={pp} TG={tg} B={b} T_TG={t_tg} S_TG={s_tg})")
     if abs(b * tg / t_tg - s_tg) > CONSISTENCY * s_tg:
@@ -216,6 +218,8 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
             raise fail(path, no, f"not a JSON object ({exc.msg}; cut short?)") from None
         except RecursionError:
             raise fail(path, no, "not a JSON object (nested too deeply)") from None
+        except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+            raise fail(path, no, f"not a JSON object ({' '.join(str(exc).split())[:120]})") from None
         if not isinstance(row, dict):
             raise fail(path, no, "not a JSON object")
         check_finite(path, row, f"line {no}")
