@@ -366,7 +366,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``batchmark`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # inside the try: a reader that closed the pipe is seen here, not at exit
+        return status
+    except BrokenPipeError:
+        # ``batchmark upgrade | head``: the reader stopped reading; the rest of the output is not wanted.
+        # Python's documented way: point stdout at devnull so the flush at exit does not raise again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except BatchmarkError as exc:
         print(f"batchmark: error: {exc}", file=sys.stderr)
         return 2

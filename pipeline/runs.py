@@ -281,6 +281,20 @@ def locked_run(fn):
     return wrapper
 
 
+@contextlib.contextmanager
+def naming_file(path: Path):
+    """Within it, an OS error that names no file (a full disk says only "No space left on device") names ``path``.
+
+    The README promises that a write the machine refuses is one line naming the file (issue 18).
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -320,6 +334,10 @@ def atomic_create_json(path: Path, obj: Any) -> None:
             os.link(tmp, path)
         except FileExistsError:
             raise BatchmarkError(f"{path}: already written by another process; records are never overwritten") from None
+    except OSError as exc:
+        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -394,6 +412,26 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[
     out = [p for p in sorted(runs_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")
            and (p / "run.json").is_file()]
     return [p for p in out if is_complete(p)] if complete_only else out
+
+
+def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The complete runs under ``runs_dir`` (sorted by id) and the unreadable ones, each with its reason.
+
+    One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
+    without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
+    malformed (the reason is :func:`read_run_json`'s one line).  A readable incomplete run is in
+    neither list: it is being measured (or was stopped, and resumes).
+    """
+    complete, unreadable = [], []
+    for p in list_runs(runs_dir, complete_only=False):
+        try:
+            status = read_run_json(p).get("status")
+        except BatchmarkError as exc:
+            unreadable.append((p, str(exc)))
+            continue
+        if status == "complete":
+            complete.append(p)
+    return complete, unreadable
 
 
 def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:

@@ -203,9 +203,9 @@ def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
     for s in summaries:
         where = f"point ({s.model}, {s.key.label()})"
         checks: list[tuple[str, Any, bool]] = [(f, getattr(s, f), True) for f in _COUNT_FIELDS]
-        checks += [(f, getattr(s, f, None), False) for f in _FIGURE_FIELDS]
-        for f in _DISTRIBUTION_FIELDS:
+        for f in _DISTRIBUTION_FIELDS:  # before the figures derived from them (per-user = 1 / median TPOT)
             checks += [(f"{f}.{k}", v, False) for k, v in (getattr(s, f, None) or {}).items()]
+        checks += [(f, getattr(s, f, None), False) for f in _FIGURE_FIELDS]
         for name, values in (s.samples or {}).items():
             checks += [(f"samples.{name}[{i}]", v, False) for i, v in enumerate(values)]
         for name, value, whole in checks:
