@@ -441,7 +441,7 @@ def test_closed_pipe_ends_quietly(scratch_root):
     env = {**os.environ, "PYTHONPATH": str(REPO), "BATCHMARK_ROOT": str(scratch_root)}
     for argv in (["show", "P0"], ["upgrade", "--all"]):
         proc = subprocess.Popen([sys.executable, "-m", "pipeline", *argv], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env)
+                                stderr=subprocess.PIPE, env=env, cwd=str(REPO))
         proc.stdout.close()
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) in (0, 141) and "Traceback" not in err and "BrokenPipe" not in err, err
