@@ -104,8 +104,15 @@ def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = 
 
 
 def _mark_claim(run_dir: Path) -> Path:
-    """Record this process as the claimer of ``run_dir`` (:func:`claim_marker`); returns ``run_dir``."""
-    atomic_write_json(claim_marker(run_dir), {"pid": os.getpid(), "host": socket.gethostname()})
+    """Record this process as the claimer of ``run_dir`` (:func:`claim_marker`); returns ``run_dir``.
+
+    Best effort: where the marker cannot be written (a full disk), the claim stands without it and
+    is judged stale by its age alone; the writer's own first write then reports the disk.
+    """
+    try:
+        atomic_write_json(claim_marker(run_dir), {"pid": os.getpid(), "host": socket.gethostname()})
+    except OSError:
+        pass
     return run_dir
 
 
@@ -264,8 +271,11 @@ def lock_run(run_dir: Path):
                              "wait for it to finish, or stop it and resume") from None
     owner = lock.with_suffix(".owner.json")
     try:
-        atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
-                                  "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        try:  # for the refusal message only (the flock is the lock): a full disk is reported by the first real write
+            atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
+                                      "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        except OSError:
+            pass
         yield
     finally:
         owner.unlink(missing_ok=True)

@@ -397,19 +397,31 @@ def test_newline_run_id_refused_by_import(scratch_root, capsys):
     assert not [p for p in paths.runs_dir().iterdir() if "\n" in p.name] if paths.runs_dir().is_dir() else True
 
 
-def test_full_disk_names_the_file(scratch_root, monkeypatch, capsys):
-    """Tracebacks list: a full disk said "No space left on device" without the file's name (the README promises it).
-    The disk is made full by the kernel's own error at the fsync of each write (ENOSPC carries no file name)."""
+def test_full_disk_names_the_file_of_every_writer(scratch_root, monkeypatch):
+    """Tracebacks list: a full disk said "No space left on device" without the file's name (the README promises
+    it; the import's own writes were covered by ``test_faults.py``).  Here: a sweep's point file (exclusive create)
+    and the site's records download.  The kernel's ENOSPC names no file; it is raised where each write hits the disk."""
     import errno
+    import zipfile
 
-    def full(fd):
+    from pipeline.pages.render import render_site
+
+    def full(*_a, **_k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(os, "fsync", full)
-    rc = cli.main(["import", "vllm-bench", str(VLLM), "--hardware", "dgx-spark", "--run-id", "FULL"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert rc == 2 and len(err) == 1 and "No space left on device" in err[0]
-    assert "FULL" in err[0] and ".json" in err[0], err
+    rd = paths.runs_dir()
+    run = rb.make_run(rd, "FULL", complete=False)
+    records = rb.point_records(rb.MODELS[0], 32, rb.NOISE_A)
+    with monkeypatch.context() as m:
+        m.setattr(os, "fsync", full)
+        with pytest.raises(OSError) as exc:
+            runs.write_point(run, records)
+    assert exc.value.filename == str(runs.point_path(run, records.point)) and exc.value.errno == errno.ENOSPC
+    runs.complete_run(run)
+    monkeypatch.setattr(zipfile.ZipFile, "writestr", full)
+    with pytest.raises(OSError) as exc:
+        render_site(scratch_root / "docs", log=lambda m: None)
+    assert exc.value.filename == str(scratch_root / "docs" / "downloads" / "FULL" / "records.zip")
 
 
 def test_model_with_every_point_failed_shows_no_peak():
