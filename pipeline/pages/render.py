@@ -308,9 +308,12 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
             _records_zip(rd, out / "records.zip")
 
 
-def read_site_runs(runs_dir: Path, log: Callable[[str], None]) -> tuple[list["runs.RunResults"], list[tuple[str, str]]]:
-    """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.stages.load_run`) and the unreadable
-    ones as (run folder name, reason), each reason logged as one line (issue 18, item 13).
+def read_site_runs(runs_dir: Path, log: Callable[[str], None],
+                   only: list[Path] | None = None) -> tuple[list["runs.RunResults"], list[tuple[str, str]]]:
+    """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.stages.load_run`; with ``only``, those
+    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (issue 18,
+    item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
+    named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
 
     A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.runs.survey_runs`) or
     when reading it whole fails (a point file of a newer version, a corrupt summary): the site is
@@ -321,6 +324,8 @@ def read_site_runs(runs_dir: Path, log: Callable[[str], None]) -> tuple[list["ru
     from pipeline.stages import load_run
 
     complete, bad = runs.survey_runs(runs_dir)
+    if only is not None:
+        complete = only
     results, unreadable = [], [(p.name, why) for p, why in bad]
     for rd in complete:
         try:
@@ -328,7 +333,7 @@ def read_site_runs(runs_dir: Path, log: Callable[[str], None]) -> tuple[list["ru
         except BatchmarkError as exc:
             unreadable.append((rd.name, str(exc)))
     prefix = f"{runs_dir}/"
-    unreadable = sorted((name, why.replace(prefix, "")) for name, why in unreadable)
+    unreadable = sorted(dict((name, why.replace(prefix, "")) for name, why in reversed(unreadable)).items())
     for name, why in unreadable:
         log(f"warning: run {name} is not on the site: {why}")
     return results, unreadable
@@ -352,7 +357,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     Without ``runs``, every complete run that can be read; each one that cannot is named in the
     build output (``log``, default stderr) and on the Runs page (:func:`read_site_runs`).
 
-    Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run named in ``runs``.
+    Returns the written page paths.  Raises BatchmarkError for an unknown run named in ``runs``.
     """
     import sys
 
@@ -362,10 +367,10 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs_dir = runs_dir or paths.runs_dir()
     unreadable: list[tuple[str, str]] = []
-    if runs:
-        results = [load_run(runs_mod.resolve_run(r, runs_dir)) for r in runs]  # in memory: pages never write into a run
-    else:
-        results, unreadable = read_site_runs(runs_dir, log)
+    # in memory: pages never write into a run.  A run named in ``runs`` that does not exist is an error; one that
+    # exists but cannot be read is named and left out, as every unreadable run is
+    only = [runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else None
+    results, unreadable = read_site_runs(runs_dir, log, only)
     run_dirs = [r.run_dir for r in results]
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
     # Every page but Benchmarks reads the concurrency grid: a workload measured only at rates (open

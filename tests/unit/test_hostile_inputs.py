@@ -306,6 +306,10 @@ def test_site_builds_from_readable_runs_and_names_each_unreadable_one(scratch_ro
     for name in ("B-cut", "C-schema99", "D-point", "E-binary"):
         assert f"| {name} |" in unread
     assert str(rd) not in page  # the machine's path stays off the site
+    # the workflow names the runs it lists (``--runs``); the rule is the same
+    logged.clear()
+    render_site(scratch_root / "docs", runs=["A-good", "D-point"], log=logged.append)
+    assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary"]
 
 
 def test_pages_cli_names_unreadable_runs_in_its_output(scratch_root, capsys):
