@@ -357,6 +357,15 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
 
 
+def _int64(literal: str) -> int:
+    """A JSON integer literal, refused beyond 64 bits (a hostile run's 400-digit count overflowed the first float
+    conversion of every reader: ``OverflowError``); ``read_json`` reports the ValueError as a corrupt file."""
+    value = int(literal)
+    if len(literal) > 18 and abs(value) > 2**63 - 1:
+        raise ValueError(f"an integer of {len(literal.lstrip('-'))} digits, beyond 64 bits")
+    return value
+
+
 def read_json(path: Path) -> Any:
     """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line).
 
@@ -364,7 +373,7 @@ def read_json(path: Path) -> Any:
     Python's digit limit: one line each, never a ``UnicodeDecodeError``/``RecursionError`` (issue 18).
     """
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"), parse_int=_int64)
     except FileNotFoundError:
         raise BatchmarkError(f"{path}: file not found") from None
     except json.JSONDecodeError as exc:

@@ -126,12 +126,13 @@ def load_json(path: str | Path, text: str, what: str) -> Any:
 
 def number(path: str | Path, where: str | int, value: str) -> float:
     """A finite number from a text cell (``nan``, ``inf`` and non-numbers refused, naming the line or field)."""
+    shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value)} characters)"
     try:
         v = float(value)
     except ValueError:
-        raise fail(path, where, f"not a number: {value!r}") from None
+        raise fail(path, where, f"not a number: {shown}") from None
     if not math.isfinite(v):
-        raise fail(path, where, f"not a finite number: {value!r}")
+        raise fail(path, where, f"not a finite number: {shown}")
     return v
 
 

@@ -378,6 +378,7 @@ def test_a_300_character_config_name_has_a_pointer(scratch_root):
     (bytes(range(256)) * 4, "not UTF-8"),
     (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     (b'{"schema_version": 1, "n": ' + b"7" * 5000 + b"}", "corrupt JSON"),
+    (b'{"schema_version": 1, "status": "complete", "n": ' + b"7" * 400 + b"}", "beyond 64 bits"),
 ])
 def test_unreadable_run_json_is_one_line_in_show_and_upgrade(content, reason, scratch_root, capsys):
     """Tracebacks list: ``run.json`` of binary bytes gave UnicodeDecodeError, 100k deep a RecursionError."""

@@ -27,6 +27,9 @@ CASES = DATA / "cases"
 
 BATCHED_BENCH_MD = """## ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF
 
+print_info: file size   = 7.54 GiB (8.50 BPW)
+llama_model_loader: - model params = 7.62 B
+
 main: n_kv_max = 4096, n_batch = 2048, n_ubatch = 512, flash_attn = 1, is_pp_shared = 0, n_gpu_layers = -1
 
 |    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
