@@ -33,6 +33,9 @@ Faults (``--fault``), each a kind of report in issue 12:
   server: the connection stays open);
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
+
+``--fail-model NAME`` (with any fault): every request for model NAME after its first (the client's
+feature probe) answers HTTP 503, as a server whose one model is broken; other models are served.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ def main() -> None:
     ap.add_argument("--prefill-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-running", type=int, default=0)
+    ap.add_argument("--fail-model", default=None, help="every request for this model after its first (the feature "
+                                                       "probe) answers HTTP 503")
     args = ap.parse_args()
     slots = asyncio.Semaphore(args.max_running) if args.max_running > 0 else None
     state = {"requests": 0}
@@ -75,6 +80,10 @@ def main() -> None:
         n = int(body.get("max_tokens", 16))
         if fault == "fail503" and n_req > 1 and n_req % 4 == 0:
             return web.json_response({"error": "server overloaded"}, status=503)
+        per_model = state.setdefault(f"model:{body.get('model')}", 0) + 1
+        state[f"model:{body.get('model')}"] = per_model
+        if args.fail_model is not None and body.get("model") == args.fail_model and per_model > 1:
+            return web.json_response({"error": f"model {args.fail_model} is broken"}, status=503)
         continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
         continuous = continuous and fault not in ("usage_dropped", "usage_low")  # these send no per-chunk usage
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
