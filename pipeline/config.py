@@ -40,7 +40,8 @@ class ModelSpec(_Strict):
     local checkpoint ``path``.  Served engines (``vllm``, ``openai``) use ``served_name``.
     """
 
-    name: str = Field(description="Short name used in file names and pages", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(description="Short name used in file names and pages (at most 128 characters)",
+                      pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     architecture: dict[str, Any] | None = Field(
         default=None, description="Hugging Face config keys; random weights are built from it")
     path: str | None = Field(default=None, description="Local checkpoint or model folder")
@@ -237,7 +238,8 @@ class OpenLoop(_Strict):
 class SweepConfig(_Strict):
     """A whole sweep: the grid of points to measure and how."""
 
-    name: str = Field(description="Config name; part of the run's provenance", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(description="Config name; part of the run's provenance (at most 128 characters: it names the "
+                                  "checkout's pointer file)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     hardware: str = Field(description="Hardware profile name in data/hardware/")
     engine: Literal["transformers", "vllm", "openai"] = "transformers"
     models: list[ModelSpec] = Field(min_length=1)

@@ -438,10 +438,15 @@ def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Pa
 
     One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
     without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
-    malformed (the reason is :func:`read_run_json`'s one line).  A readable incomplete run is in
-    neither list: it is being measured (or was stopped, and resumes).
+    malformed (the reason is :func:`read_run_json`'s one line), or a folder that holds files but no
+    ``run.json``.  A readable incomplete run is in neither list: it is being measured (or was
+    stopped, and resumes); nor is an empty folder (a claim: :func:`claim_run_dir`).
     """
     complete, unreadable = [], []
+    folder = runs_dir or paths.runs_dir()
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if p.is_dir() and not p.name.startswith(".") and not (p / "run.json").is_file() and any(p.iterdir()):
+            unreadable.append((p, f"{p}: holds files but no run.json (a copy cut short?)"))  # an empty one is a claim
     for p in list_runs(runs_dir, complete_only=False):
         try:
             status = read_run_json(p).get("status")

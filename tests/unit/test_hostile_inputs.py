@@ -294,22 +294,27 @@ def test_site_builds_from_readable_runs_and_names_each_unreadable_one(scratch_ro
     (victim).write_text(json.dumps({**json.loads(victim.read_text()), "schema_version": 99}))
     binary = rb.make_run(rd, "E-binary")
     (binary / "run.json").write_bytes(bytes(range(256)))
+    headless = rb.make_run(rd, "F-no-run-json")
+    (headless / "run.json").unlink()
+    (rd / "G-claim").mkdir()  # an empty folder is a claim being filled, not a run
     logged: list[str] = []
     render_site(scratch_root / "docs", log=logged.append)
-    assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary"]
+    assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary", "F-no-run-json"]
+    assert "F-no-run-json: holds files but no run.json" in logged[4]
     assert "B-cut/run.json: corrupt JSON" in logged[0] and "C-schema99/run.json: schema_version 99" in logged[1]
     assert f"D-point/{victim.relative_to(newer_point)}: schema_version 99" in logged[2]
     assert "E-binary/run.json: corrupt: not UTF-8" in logged[3]
     page = (scratch_root / "docs" / "runs.md").read_text()
     assert "A-good" in page.split("## Runs that could not be read")[0]
     unread = page.split("## Runs that could not be read")[1]
-    for name in ("B-cut", "C-schema99", "D-point", "E-binary"):
+    for name in ("B-cut", "C-schema99", "D-point", "E-binary", "F-no-run-json"):
         assert f"| {name} |" in unread
+    assert "G-claim" not in page
     assert str(rd) not in page  # the machine's path stays off the site
     # the workflow names the runs it lists (``--runs``); the rule is the same
     logged.clear()
     render_site(scratch_root / "docs", runs=["A-good", "D-point"], log=logged.append)
-    assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary"]
+    assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary", "F-no-run-json"]
 
 
 def test_pages_cli_names_unreadable_runs_in_its_output(scratch_root, capsys):
@@ -366,8 +371,22 @@ def test_a_5000_character_model_name_imports_and_builds_pages(scratch_root, tmp_
     assert any(p.parent.name == "models" for p in written)
 
 
-def test_a_300_character_config_name_has_a_pointer(scratch_root):
-    """Tracebacks list: a 300-character config ``name:`` hit ENAMETOOLONG in ``.pointers/``."""
+@pytest.mark.parametrize("field", ["name", "models.0.name"])
+def test_a_300_character_name_in_a_config_is_refused(field):
+    """Tracebacks list: a 300-character config ``name:`` hit ENAMETOOLONG in ``.pointers/`` (a model name of the
+    config names its point files, server log and model folder)."""
+    data = {"name": "c", "hardware": "cpu", "models": [{"name": "m", "architecture": {"model_type": "llama"}}]}
+    if field == "name":
+        data["name"] = "c" * 300
+    else:
+        data["models"][0]["name"] = "m" * 300
+    with pytest.raises(BatchmarkError) as exc:
+        parse_config(data, "c.yaml")
+    assert _one_line(exc).startswith(f"c.yaml: {field}: String should have at most 128 characters")
+
+
+def test_a_long_config_name_still_has_a_pointer_file(scratch_root):
+    """The pointer's file name is bounded whatever reaches it (``runs.file_stem``)."""
     name = "c" * 300
     runs.write_pointer(name, "R-ptr")
     assert len(runs.pointer_path(name).name) <= 255
