@@ -120,12 +120,24 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     if bool(args.all) == bool(args.run):
         raise BatchmarkError("upgrade: give one RUN or --all")
     run_dirs = runs.list_runs(complete_only=False) if args.all else [runs.resolve_run(args.run)]
+    unreadable = 0
     for run_dir in run_dirs:
-        rewritten = runs.upgrade_run(run_dir)
+        try:
+            rewritten = runs.upgrade_run(run_dir)
+        except BatchmarkError as exc:
+            if not args.all:
+                raise
+            # --all: one rule for runs that cannot be read (issue 18, item 13): each named, the others upgraded
+            print(f"batchmark: run {run_dir.name} not upgraded: {exc}", file=sys.stderr)
+            unreadable += 1
+            continue
         print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
                                          if rewritten else "every file already at its current schema version"))
         for path in rewritten:
             print(f"  {path.relative_to(run_dir)}")
+    if unreadable:
+        raise BatchmarkError(f"upgrade --all: {unreadable} run(s) could not be read (named above); nothing was "
+                             "written into them")
     return 0
 
 

@@ -245,7 +245,8 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
     run_dir = runs_dir / runs.check_run_id(run_id)
     with runs.lock_run(run_dir):
         if (run_dir / "run.json").is_file():
-            if runs.is_complete(run_dir) and runs.read_run_json(run_dir).get("config_digest") == cfg.digest():
+            done = runs.read_run_json(run_dir)  # unreadable: named in one line, never taken for another run
+            if done.get("status") == "complete" and done.get("config_digest") == cfg.digest():
                 return run_dir
             raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
                                  f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")

@@ -409,6 +409,20 @@ def test_unreadable_run_json_is_one_line_in_show_and_upgrade(content, reason, sc
         assert len(err) == 1 and "run.json" in err[0] and reason in err[0], err
 
 
+def test_upgrade_all_upgrades_the_readable_runs_and_names_the_others(scratch_root, capsys):
+    """Item 13's rule for ``upgrade --all``: it stopped at the first unreadable run."""
+    rd = paths.runs_dir()
+    rb.make_run(rd, "U1")
+    (rb.make_run(rd, "U2") / "run.json").write_bytes(b"\xff\xfe")
+    rb.make_run(rd, "U3")
+    assert cli.main(["upgrade", "--all"]) == 2
+    out, err = capsys.readouterr()
+    assert "run U1:" in out and "run U3:" in out and "U2" not in out
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("batchmark: run U2 not upgraded: ") and "not UTF-8" in lines[0]
+    assert lines[1] == "batchmark: error: upgrade --all: 1 run(s) could not be read (named above); nothing was written into them"
+
+
 @pytest.mark.parametrize("run_id", ["nl-run\n", "a\nb", "x\r", "tab\t", "../up", ".hidden", "a" * 129])
 def test_run_ids_are_matched_whole(run_id):
     """Tracebacks list: ``--run-id $'nl-run\\n'`` made a folder with a newline (``re.match`` with ``$``)."""
