@@ -59,13 +59,16 @@ def read_text(path: str | Path) -> str:
 
     check_size(path, MAX_IMPORT_BYTES, "result file to import")
     try:
-        return Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise fail(path, None, "file not found") from None
     except UnicodeDecodeError as exc:
         raise fail(path, None, f"not a UTF-8 text file (byte {exc.start})") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read ({exc.strerror})") from None
+    if not text.strip():  # said as it is (an empty vllm-bench file once said "pass --model")
+        raise fail(path, None, "empty file; nothing to import")
+    return text
 
 
 def is_number(v: Any) -> bool:

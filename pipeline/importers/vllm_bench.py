@@ -331,9 +331,6 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     points, names, versions = [], {}, set()
     for path in paths:
         text = read_text(path)
-        if not text.strip():
-            raise fail(path, None, "empty file; expected a vllm bench serve --save-result JSON or its printed "
-                                   "'Serving Benchmark Result' block")
         if text.lstrip().startswith("{"):
             for pt, raw, version in parse_json(path, text, model, engine, max_failure_rate):
                 points.append(pt)

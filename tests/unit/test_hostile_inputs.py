@@ -473,14 +473,15 @@ def test_model_with_every_point_failed_shows_no_peak():
     assert "peak – (no point measured a throughput)" in text and "0.0 tok/s" not in text
 
 
-def test_empty_vllm_bench_file_says_it_is_empty(tmp_path):
+@pytest.mark.parametrize("fmt", ["vllm-bench", "guidellm", "aiperf", "llama-benchy", "llama-batched-bench"])
+def test_an_empty_file_says_it_is_empty(fmt, tmp_path):
     """Tracebacks list: an empty vllm-bench file said "pass --model"."""
     for content in ("", "  \n\n"):
         path = tmp_path / "empty.json"
         path.write_text(content)
         with pytest.raises(BatchmarkError) as exc:
-            parse("vllm-bench", [path])
-        assert _one_line(exc).startswith(f"{path}: empty file") and "--model" not in str(exc.value)
+            parse(fmt, [path], model="m")
+        assert _one_line(exc) == f"{path}: empty file; nothing to import"
 
 
 def test_closed_pipe_ends_quietly(scratch_root):
