@@ -521,7 +521,6 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     # the empty run folder is the claim (mkdir is atomic); the run is built beside it and renamed over it,
     # holding the run's lock, so that a claim left by a killed import is known stale (runs.is_stale_claim)
     final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
-    run_id = final.name
     with runs.lock_run(final):
         return _build_imported_run(result, hw, final, runs_dir)
 

@@ -30,8 +30,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (MAX_IMPORTED_INT, MAX_IMPORTED_VALUE, ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
-                                     gib_from_text, number, quant_from_text, read_text, summary)
+from pipeline.importers.base import (MAX_IMPORTED_INT, MAX_IMPORTED_VALUE, ImportResult, ModelInfo, model_name_as_given,
+                                     check_finite, check_unique, fail, gib_from_text, number, quant_from_text, read_text,
+                                     summary)
 from pipeline.records import distribution
 
 FORMAT = "llama-batched-bench"
