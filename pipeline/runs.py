@@ -366,14 +366,40 @@ def _int64(literal: str) -> int:
     return value
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """True when a string (value or key) of a parsed JSON document holds a lone surrogate (not writable as UTF-8)."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return False
+
+
 def read_json(path: Path) -> Any:
     """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line).
 
-    Corrupt includes binary bytes (not UTF-8), nesting too deep for the parser and integers past
-    Python's digit limit: one line each, never a ``UnicodeDecodeError``/``RecursionError`` (issue 18).
+    Corrupt includes binary bytes (not UTF-8), nesting too deep for the parser, integers beyond 64
+    bits and strings that are not Unicode text (a lone ``\\ud800``, which no page or terminal can
+    write): one line each, never a ``UnicodeDecodeError``/``RecursionError``/``OverflowError`` (issue 18).
     """
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"), parse_int=_int64)
+        text = Path(path).read_text(encoding="utf-8")
+        data = json.loads(text, parse_int=_int64)
+        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):  # pairs (emoji) are fine, lone ones not
+            raise BatchmarkError(f"{path}: corrupt: a string that is not Unicode text (a lone surrogate escape)")
+        return data
     except FileNotFoundError:
         raise BatchmarkError(f"{path}: file not found") from None
     except json.JSONDecodeError as exc:

@@ -106,6 +106,24 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _check_unicode(path: Path | str, data: Any) -> None:
+    """Refuse a string (value or key) holding a lone surrogate (YAML's ``"\\ud800"``): no file, page, terminal or
+    request body can carry it as UTF-8, so it failed far from here with UnicodeEncodeError (issue 18)."""
+    stack = [data]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                raise BatchmarkError(f"{path}: {o!r:.60} is not Unicode text (a lone surrogate escape)") from None
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+
+
 def load_yaml_text(path: Path | str, text: str) -> Any:
     """Parse YAML text with :class:`UniqueKeyLoader`.
 
@@ -114,7 +132,10 @@ def load_yaml_text(path: Path | str, text: str) -> Any:
             or refer to themselves, or nested too deeply (one line naming the file and line).
     """
     try:
-        return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        data = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
+        if "\\u" in text or "\\U" in text:  # only an escape makes a string that is not Unicode text
+            _check_unicode(path, data)
+        return data
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

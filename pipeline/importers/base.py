@@ -80,6 +80,16 @@ def is_number(v: Any) -> bool:
 MAX_IMPORTED_INT = 2**63 - 1
 
 
+def is_unicode_text(text: str) -> bool:
+    """False for a string holding a lone surrogate (JSON's ``"\\ud800"``, or an undecodable ``--model`` byte):
+    it cannot be written as UTF-8, so ``show`` and ``pages`` failed on it with UnicodeEncodeError (issue 18)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
     """Refuse a NaN or ±Infinity anywhere in a parsed document (JSON, YAML), naming the field.
 
@@ -89,8 +99,11 @@ def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
     integers or doubles, and a 400-digit one would overflow the first float conversion
     (``OverflowError``).
 
+    Strings (values and keys) must be Unicode text (:func:`is_unicode_text`).
+
     Raises:
-        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)`` or ``…: out of range``.
+        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``, ``…: out of range`` or
+            ``…: not Unicode text``.
     """
     stack: list[tuple[str, Any]] = [(where, obj)]
     while stack:
@@ -100,7 +113,12 @@ def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
         if isinstance(o, int) and not isinstance(o, bool) and abs(o) > MAX_IMPORTED_INT:
             raise fail(path, f"field {at or '(top level)'}", f"integer of {o.bit_length()} bits is out of range "
                                                           "(a number of 64 bits at most)")
+        if isinstance(o, str) and not is_unicode_text(o):
+            raise fail(path, f"field {at or '(top level)'}", "not Unicode text (a lone surrogate such as \\ud800)")
         if isinstance(o, dict):
+            for k in o:
+                if isinstance(k, str) and not is_unicode_text(k):
+                    raise fail(path, f"field {at or '(top level)'}", "a key that is not Unicode text (a lone surrogate)")
             stack.extend((f"{at}.{k}" if at else str(k), v) for k, v in o.items())
         elif isinstance(o, list):
             stack.extend((f"{at}[{i}]", v) for i, v in enumerate(o))
@@ -205,6 +223,9 @@ def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
         BatchmarkError: one line naming the file, the point and the field.
     """
     for s in summaries:
+        for what, name in (("model", s.model), ("engine", s.engine)):
+            if not is_unicode_text(name):
+                raise fail(path, f"{what} name {name!r}", "not Unicode text (a lone surrogate)")
         where = f"point ({s.model}, {s.key.label()})"
         checks: list[tuple[str, Any, bool]] = [(f, getattr(s, f), True) for f in _COUNT_FIELDS]
         for f in _DISTRIBUTION_FIELDS:  # before the figures derived from them (per-user = 1 / median TPOT)

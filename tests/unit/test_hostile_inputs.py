@@ -489,3 +489,48 @@ def test_closed_pipe_ends_quietly(scratch_root):
         proc.stdout.close()
         err = proc.stderr.read().decode()
         assert proc.wait(timeout=120) in (0, 141) and "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("how", ["model_id", "--model", "error text"])
+def test_a_lone_surrogate_in_a_name_is_refused_at_import(how, scratch_root, tmp_path, capsys):
+    """The same class as the issue's binary run.json: a JSON ``"\\ud800"`` (or an undecodable ``--model`` byte,
+    which Python's argv holds as ``\\udcff``) was imported, then ``show`` died with UnicodeEncodeError."""
+    doc = _vllm_doc()
+    argv = []
+    if how == "model_id":
+        doc["model_id"] = "bad\ud800name"
+    elif how == "--model":
+        argv = ["--model", "bad\udcffname"]
+    else:
+        doc["errors"] = ["boom\udfff"] + [""] * 31
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))  # json.dumps writes the lone surrogate as an escape, as a hostile file would
+    rc = cli.main(["import", "vllm-bench", str(path), "--hardware", "dgx-spark", "--run-id", "SG", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "not Unicode text" in err[0] and err[0].startswith(f"batchmark: error: {path}")
+    assert not (paths.runs_dir() / "SG").exists()
+
+
+def test_emoji_names_still_import_and_show(scratch_root, tmp_path, capsys):
+    """Surrogate pairs (how ``json.dumps`` writes an emoji) are text: only lone ones are refused."""
+    path = _write_json(tmp_path / "r.json", _vllm_doc(model_id="llama-\U0001F999"))
+    import_run("vllm-bench", [path], "dgx-spark", run_id="EMO")
+    assert cli.main(["show", "EMO"]) == 0 and "llama-\U0001F999" in capsys.readouterr().out
+
+
+def test_a_stored_lone_surrogate_makes_a_run_unreadable_not_a_traceback(scratch_root, capsys):
+    run = rb.make_run(paths.runs_dir(), "SUR")
+    meta = (run / "run.json").read_text().replace('"testhost"', '"test\\ud800host"')
+    (run / "run.json").write_text(meta)
+    assert cli.main(["show", "SUR"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "run.json: corrupt: a string that is not Unicode text" in err[0]
+
+
+def test_a_lone_surrogate_in_a_config_is_refused(scratch_root, tmp_path):
+    """A config's ``served_name: "\\ud800"`` would reach the request body (orjson refuses it mid-sweep)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(TINY_CONFIG.read_text() + 'openai:\n  tokenizer: "tok\\ud800"\n')
+    with pytest.raises(BatchmarkError) as exc:
+        load_config(path)
+    assert _one_line(exc) == f"{path}: 'tok\\ud800' is not Unicode text (a lone surrogate escape)"
