@@ -162,15 +162,30 @@ def check_size(path: Path | str, limit_bytes: int, what: str) -> None:
                              f"batchmark reads as a {what}")
 
 
+def read_limited(path: Path | str, limit_bytes: int, what: str) -> bytes:
+    """A file's bytes, at most ``limit_bytes``: refused by its size first (:func:`check_size`), and read with a
+    bound, so that a device or pipe that never ends (``/dev/zero``) is refused too instead of filling memory.
+
+    Raises:
+        BatchmarkError: more than ``limit_bytes``.
+        OSError: missing, a folder, unreadable (the caller names the file).
+    """
+    check_size(path, limit_bytes, what)
+    with open(path, "rb") as fh:
+        data = fh.read(limit_bytes + 1)
+    if len(data) > limit_bytes:
+        raise BatchmarkError(f"{path}: more than the {limit_bytes / 2**20:g} MiB batchmark reads as a {what}")
+    return data
+
+
 def read_text_file(path: Path, what: str) -> str:
     """A UTF-8 text file's content (at most :data:`MAX_TEXT_BYTES`).
 
     Raises:
         BatchmarkError: missing, unreadable, too large, or not UTF-8 text (binary garbage), naming the file.
     """
-    check_size(path, MAX_TEXT_BYTES, what)
     try:
-        return path.read_text(encoding="utf-8")
+        return read_limited(path, MAX_TEXT_BYTES, what).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BatchmarkError(f"{path}: not a UTF-8 text file (byte {exc.start}); expected a {what}") from None
     except OSError as exc:

@@ -55,11 +55,10 @@ def read_text(path: str | Path) -> str:
     Raises:
         BatchmarkError: missing, a folder, too large, unreadable or not UTF-8 text (names the file).
     """
-    from pipeline.textfiles import check_size
+    from pipeline.textfiles import read_limited
 
-    check_size(path, MAX_IMPORT_BYTES, "result file to import")
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_limited(path, MAX_IMPORT_BYTES, "result file to import").decode("utf-8")
     except FileNotFoundError:
         raise fail(path, None, "file not found") from None
     except UnicodeDecodeError as exc:

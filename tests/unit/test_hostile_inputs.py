@@ -534,3 +534,14 @@ def test_a_lone_surrogate_in_a_config_is_refused(scratch_root, tmp_path):
     with pytest.raises(BatchmarkError) as exc:
         load_config(path)
     assert _one_line(exc) == f"{path}: 'tok\\ud800' is not Unicode text (a lone surrogate escape)"
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_file_that_never_ends_is_read_with_a_bound(scratch_root):
+    """Item 7's cap by size alone missed a device (``/dev/zero`` has size 0 and never ends): reads are bounded."""
+    start = time.monotonic()
+    with pytest.raises(BatchmarkError, match="more than the 64 MiB"):
+        parse("vllm-bench", ["/dev/zero"])
+    with pytest.raises(BatchmarkError, match="more than the 16 MiB"):
+        load_config("/dev/zero")
+    assert time.monotonic() - start < 10
