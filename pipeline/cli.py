@@ -245,6 +245,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         from pipeline.capacity import machine_memory
 
         hw.update(machine_memory())
+    from pipeline.modelcards import CONTEXT_MAX
+
+    for ctx in args.context or []:  # a 400-digit context ended in OverflowError (issue 18)
+        if not 1 <= ctx <= CONTEXT_MAX:
+            raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
+                                 f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
     card = resolve_card(args.model, quant=args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))

@@ -545,3 +545,25 @@ def test_a_file_that_never_ends_is_read_with_a_bound(scratch_root):
     with pytest.raises(BatchmarkError, match="more than the 16 MiB"):
         load_config("/dev/zero")
     assert time.monotonic() - start < 10
+
+
+@pytest.mark.parametrize("field, value", [("hidden_size", 10 ** 400), ("num_hidden_layers", 10 ** 30),
+                                          ("vocab_size", 10 ** 20), ("num_attention_heads", -5)])
+def test_capacity_config_json_numbers_are_range_checked(field, value, scratch_root, tmp_path, capsys):
+    """The same class for ``capacity --model config.json``: a 400-digit ``hidden_size`` ended in OverflowError and
+    10^30 layers in a loop that never ended."""
+    card = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+            "max_position_embeddings": 131072, field: value}
+    path = _write_json(tmp_path / "config.json", card)
+    start = time.monotonic()
+    assert cli.main(["capacity", "--hardware", "dgx-spark", "--model", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0] and time.monotonic() - start < 5
+
+
+@pytest.mark.parametrize("context", ["1" + "0" * 400, "0", "-4096"])
+def test_capacity_context_is_range_checked(context, scratch_root, capsys):
+    assert cli.main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", context]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("batchmark: error: --context: ") and "is not a context length" in err[0]
