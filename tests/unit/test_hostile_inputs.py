@@ -567,3 +567,17 @@ def test_capacity_context_is_range_checked(context, scratch_root, capsys):
     assert cli.main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", context]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("batchmark: error: --context: ") and "is not a context length" in err[0]
+
+
+@pytest.mark.parametrize("value", [".inf", ".nan", "1e400"])
+def test_a_hardware_profile_with_a_non_finite_figure_is_refused(value, scratch_root):
+    from pipeline.hardware import load_profile
+
+    text = (paths.hardware_dir() / "dgx-spark.yaml").read_text()
+    assert "bandwidth_gb_s_spec:" in text
+    lines = [f"bandwidth_gb_s_spec: {value}" if line.startswith("bandwidth_gb_s_spec:") else line
+             for line in text.splitlines()]
+    (paths.hardware_dir() / "weird.yaml").write_text("\n".join(lines) + "\n")
+    with pytest.raises(BatchmarkError) as exc:
+        load_profile("weird")
+    assert _one_line(exc).startswith(str(paths.hardware_dir() / "weird.yaml")) and "bandwidth_gb_s_spec" in str(exc.value)
