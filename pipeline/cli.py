@@ -6,6 +6,7 @@ User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import builtins
 import errno
 import json
 import math
@@ -13,11 +14,28 @@ import sys
 from pathlib import Path
 
 from pipeline.errors import BatchmarkError
+from pipeline.texttable import printable
 
 #: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only
 #: file system, no permission, I/O error.
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
+
+
+def print(*values: object, sep: str = " ", end: str = "\n", file=None, flush: bool = False) -> None:  # noqa: A001
+    """Every text this command prints, through :func:`pipeline.texttable.printable`: names from runs, imports and
+    servers reach the terminal with their control characters escaped (``\x1b``), never as terminal sequences.
+
+    It stands in for the built-in ``print`` in this module on purpose, so no output path of a command can forget it.
+    """
+    builtins.print(printable(sep.join(str(v) for v in values)), end=end, file=file or sys.stdout, flush=flush)
+
+
+def diff_min_effect_pct() -> float:
+    """The diff's default minimum effect in percent (:data:`pipeline.diffstats.MIN_EFFECT` × 100)."""
+    from pipeline.diffstats import MIN_EFFECT
+
+    return MIN_EFFECT * 100
 
 
 def _where(c: "diff.MetricChange") -> str:
@@ -174,37 +192,39 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline import diff, diffreport, stages
 
-    if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
-        # nan compares false with everything and inf exceeds every change: either would switch the gate off
-        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
+    gates = diff.parse_fail_above(args.fail_above) if args.fail_above is not None else None
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
+    if not (math.isfinite(args.min_effect) and args.min_effect >= 0):
+        raise BatchmarkError(f"--min-effect {args.min_effect:g}: must be a finite percentage >= 0")
+    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha,
+                            min_effect=args.min_effect / 100)
     if args.format == "json":
-        sys.stdout.write(diffreport.format_json(result))
+        print(diffreport.format_json(result), end="")
     elif args.format == "markdown":
-        sys.stdout.write(diffreport.format_markdown(result))
+        print(diffreport.format_markdown(result), end="")
     elif args.format == "csv":
         print(result.headline, file=sys.stderr)
-        sys.stdout.write(diffreport.format_csv(result))
+        print(diffreport.format_csv(result), end="")
     else:
-        sys.stdout.write(diffreport.format_text(result))
-    if args.fail_above is None:
+        print(diffreport.format_text(result), end="")
+    if gates is None:
         return 0
     if not result.comparable:
         raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
-    untestable = [c for c in result.changes if diff.METRIC_BY_KEY[c.metric].throughput and c.change is not None
-                  and c.change < -args.fail_above / 100 and c.p_floor > args.alpha]
+    untestable = diff.untestable_drops(result, gates)
     if untestable:
         c = untestable[0]
-        print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
-              f"significant with these repeats (e.g. {c.model} {_where(c)} {diffreport.format_change(c.change)}, "
-              f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+        print(f"batchmark: warning: {len(untestable)} gated change(s) beyond their --fail-above threshold cannot be "
+              f"significant with these repeats (e.g. {c.model} {_where(c)} {c.label} {diffreport.format_change(c.change, c.unit)}, "
+              f"a side has fewer than 2 repeats, so there is no test); measure >= 2 repeats per side to gate "
+              "(docs/diff-statistics.md: what each count detects)",
               file=sys.stderr)
-    regs = diff.regressions(result, args.fail_above)
+    regs = diff.regressions(result, gates)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} {_where(c)} "
-              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              f"{c.label} {diffreport.format_change(c.change, c.unit)} (p={c.p_value:.3g}, q={c.q_value:.3g}) exceeds "
+              f"--fail-above {gates[c.metric]:g}%",
               file=sys.stderr)
     return 1 if regs else 0
 
@@ -230,7 +250,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.importers import import_run
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
-                         engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant)
+                         engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant,
+                         concurrency=args.concurrency, rate=args.rate)
     print(run_dir)
     return 0
 
@@ -344,6 +365,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
                    help="largest fraction of a point's requests that may have failed for it to be imported "
                         "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")
+    s.add_argument("--concurrency", type=int, metavar="N",
+                   help="requests in flight, for vllm-bench and aiperf files that do not state it (an old printed block)")
+    s.add_argument("--rate", type=float, metavar="R",
+                   help="requests/s of an open-loop run, for vllm-bench and aiperf files that do not state it")
     s.set_defaults(func=_cmd_import)
 
     s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")
@@ -357,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("diff", help="compare two runs: changes per point and metric, significance, provenance",
                        description="Compare run A (before) with run B (after). Exit status: 0, or 1 with --fail-above "
-                                   "when a throughput metric regressed significantly by more than PCT percent; 2 on bad input.")
+                                   "when a gated metric regressed (a called change) by more than its threshold; 2 on bad input.")
     s.add_argument("run_a", metavar="RUN_A", help="run id or path of the earlier run")
     s.add_argument("run_b", metavar="RUN_B", help="run id or path of the later run")
     fmt = s.add_mutually_exclusive_group()
@@ -365,9 +390,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", dest="format", action="store_const", const="markdown", help="print Markdown")
     fmt.add_argument("--csv", dest="format", action="store_const", const="csv",
                      help="print CSV (the comparability headline goes to stderr)")
-    s.add_argument("--fail-above", type=float, metavar="PCT",
-                   help="exit 1 when any significant throughput regression exceeds PCT percent")
-    s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
+    s.add_argument("--fail-above", metavar="PCT|METRIC:PCT%,...",
+                   help="exit 1 when a called regression exceeds its threshold: PCT gates output and per-user throughput; "
+                        "METRIC:PCT%% pairs gate each metric (output_throughput, per_user, ttft_p50, ttft_p99, tpot_p50, "
+                        "tpot_p99, mbu, mfu), e.g. output_throughput:5%%,ttft_p99:10%%")
+    s.add_argument("--alpha", type=float, default=0.05,
+                   help="false discovery rate (Benjamini-Hochberg) of Welch's t-tests on per-repeat values (default: 0.05)")
+    s.add_argument("--min-effect", type=float, default=diff_min_effect_pct(), metavar="PCT",
+                   help="never call a change smaller than PCT percent, whatever its p (asv's --factor; default: "
+                        f"{diff_min_effect_pct():g}, from the A/A benchmark benchmarks/diff_power.py)")
     s.set_defaults(func=_cmd_diff, format="text")
 
     s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",
@@ -417,7 +448,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except BatchmarkError as exc:
-        print(f"batchmark: error: {exc}", file=sys.stderr)
+        print(f"batchmark: error: {printable(exc, one_line=True)}", file=sys.stderr)
         return 2
     except OSError as exc:
         # the machine refused a write or read (read-only folder, full disk, no permission): one line; every
@@ -425,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in ENVIRONMENT_ERRNOS:
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"batchmark: error: {where}{exc.strerror or exc} (nothing partial was written)", file=sys.stderr)
+        print(f"batchmark: error: {printable(f'{where}{exc.strerror or exc}', one_line=True)} "
+              "(nothing partial was written)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("batchmark: interrupted; finished points are kept and the run resumes next time", file=sys.stderr)

@@ -251,9 +251,9 @@ class SweepConfig(_Strict):
     open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
     slo: SLO | None = Field(default=None, description="SLO checked at every point (share meeting it, goodput, "
                                                       "highest rate/concurrency where it holds)")
-    repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point; 5 is the fewest with which "
-                         "a diff can call a change significant at α = 0.05 (two-sided Mann-Whitney floor "
-                         "2 / C(10, 5) = 0.008; 3 + 3 gives 0.1)")
+    repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point, the unit a diff tests "
+                         "(Welch's t on per-repeat values, 2 or more a side); at 2 % drift between repeats a diff calls "
+                         "a 20 % change 9 times in 10 with 3, 15 % with 5, 10 % with 10 (benchmarks/diff_power.py)")
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
     knee_threshold: float = Field(default=0.15, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")

@@ -50,14 +50,16 @@ def figure_words(fld: str, v: Any) -> str:
     return format_value(v, "tok/s")
 
 
-def _sig(c: MetricChange, marks: dict[str, int]) -> str:
-    p = "" if c.p_value is None else f"p={c.p_value:.3g} "
+def _sig(c: MetricChange, marks: dict[str, int], d: RunDiff | None = None) -> str:
+    p = "" if c.p_value is None else f"p={c.p_value:.3g} q={c.q_value:.3g} "
     mark = ""
     if c.note:
         marks.setdefault(c.note, len(marks) + 1)
         mark = f" [{marks[c.note]}]"
     word = c.verdict if c.verdict in ("better", "worse") else "~"
-    return f"{word} ({p}n={c.n_a}+{c.n_b}){mark}"
+    small = (" < min effect" if d is not None and word == "~" and c.effect is not None and c.q_value is not None
+             and c.q_value <= d.alpha and abs(c.effect) < d.min_effect else "")  # unlikely noise, but too small
+    return f"{word} ({p}n={c.n_a}+{c.n_b}{small}){mark}"
 
 
 CORE_PROVENANCE = ("hardware", "bandwidth_gb_s_probed", "engine", "engine_version", "workloads", "models",
@@ -93,16 +95,17 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]], md: bool) -> str:
     h = (lambda t: f"## {t}") if md else (lambda t: t)
-    out = [f"**{d.headline}**" if md else d.headline, ""]
+    out = [f"**{d.headline}**" if md else d.headline, ""] + ([d.calls, ""] if d.calls else [])
     out.append(f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']}), "
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']}); "
                f"change = (B − A) / A, for MBU and MFU B − A in percentage points (pp); {d.test} at α = {d.alpha:g}, "
-               "`~` = not significant"
+               f"minimum effect {d.min_effect * 100:g} %; `~` = not called (p: Welch, q: Benjamini–Hochberg, "
+               "n: repeats a side)"
                if md else
                f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']})\n"
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']})\n"
-               f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}; "
-               "~ = not significant")
+               f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}, "
+               f"minimum effect {d.min_effect * 100:g} %; ~ = not called (p: Welch, q: Benjamini-Hochberg, n: repeats a side)")
     for name, q in (("A", d.quality_a), ("B", d.quality_b)):
         if q:
             out.append(f"run quality of {name}: " + ("clean" if q["verdict"] == "clean"
@@ -125,7 +128,8 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
                        c.point + (" ⚠" if c.key in flagged else ""),
-                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit), _sig(c, marks)]
+                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit),
+                       _sig(c, marks, d)]
                       for c in rows])
     if marks:
         out += ["", h("Notes")] + ([""] if md else [])
@@ -160,7 +164,8 @@ def format_markdown(d: RunDiff) -> str:
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
               "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
-              "load", "rate_rps")  # an open-loop point (issue 10): its load pattern and rate; closed: "closed", empty
+              "load", "rate_rps", "q_value", "effect", "rate_a_rps")  # an open-loop point (issue 10): its load pattern and rate
+# (B's; A's matched by its place in the sweep in rate_a_rps, issue 22); closed: "closed", empty
 
 
 def format_csv(d: RunDiff) -> str:

@@ -1,21 +1,30 @@
 """Request records -> point summaries (pure; no I/O).
 
-Definitions (docs/definitions.md, "Terms and definitions"):
+Definitions (docs/definitions.md, "Terms and definitions", and its table of peer definitions):
 - TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
 - E2EL = last token arrival − send.
-- TPOT (per request) = (E2EL − TTFT) / (streamed tokens − 1), streamed tokens = output_tokens
-  − hidden tokens (reasoning a server generated but never streamed: spreading them over the
-  visible chunks would inflate the decode rate); undefined (None) for fewer than 2 streamed
-  tokens or when every token arrived at once.
-- ITL: gaps between successive tokens; a chunk of k tokens after the previous chunk
+- TPOT (``tpot_s``, vLLM's ``tpot``, ``vllm/benchmarks/serve.py`` ``calculate_metrics``): per
+  request with output_tokens > 1, (E2EL − TTFT) / (output_tokens − 1), output_tokens being the
+  request's output count (server usage), not its streamed chunks; a request whose tokens all
+  arrived at once gives 0, and is kept.
+- streamed TPOT (``tpot_streamed_s``, batchmark's decode rate): (E2EL − TTFT) / (streamed
+  tokens − 1), streamed tokens = output_tokens − hidden tokens (reasoning a server generated
+  but never streamed); None for fewer than 2 streamed tokens or when every token arrived at
+  once.  The step time of served points (MBU) and per-user throughput are taken from it.
+- ITL (``itl_s``, per token, DESIGN.md): a chunk of k tokens after the previous chunk
   contributes k gaps of (chunk gap / k).  Extra tokens in the first chunk arrived together
   with the first token and contribute gaps of 0, so every request has output_tokens − 1 ITL
   values and their sum is E2EL − TTFT.
-- output throughput = output tokens / measured window (tokens/s, all requests together).
-  Static batches: the window is the decode phase, tokens = B × (output_len − 1), which is
-  llama.cpp's S_TG; prefill throughput = B × input_len / prefill time (S_PP).
-  Served: window from first measured send to last measured completion.
-- per-user throughput = 1 / median TPOT (tokens/s).
+- chunk ITL (``itl_chunk_s``, vLLM's ``itl``, ``vllm/benchmarks/lib/endpoint_request_func.py``):
+  one gap per chunk after the first, whatever tokens it carries.
+- output throughput (``output_throughput_tok_s``).  Static batches: the window is the decode
+  phase, tokens = B × (output_len − 1), which is llama.cpp's S_TG; prefill throughput =
+  B × input_len / prefill time (S_PP).  Served: vLLM's ``output_throughput``: output tokens of
+  the finished measured requests / duration, the duration running from the first measured send
+  to the end of the last measured request, failed ones included (vLLM's ``benchmark_duration``
+  over the same requests).  batchmark's own window (first measured send → last measured
+  completion) gives ``steady_output_throughput_tok_s``.
+- per-user throughput = 1 / median streamed TPOT (tokens/s).
 Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).
 
 Open loop (``poisson`` / ``constant`` points):
@@ -31,8 +40,9 @@ Open loop (``poisson`` / ``constant`` points):
 SLO and goodput (:func:`slo_goodput`, after vLLM's ``--goodput`` in
 ``vllm/benchmarks/serve.py``): a request is good when it finished and each of its TTFT, TPOT
 and E2EL is at most the SLO's figure (a request with fewer than 2 tokens has TPOT 0, as vLLM
-counts it); goodput = good requests / measured time (requests/s) and their output tokens /
-measured time (tokens/s), the measured time being the sum of the repeats' windows.  A point
+counts it); goodput = good requests / duration (requests/s) and their output tokens /
+duration (tokens/s), the duration being the sum of the repeats' vLLM durations
+(:func:`repeat_duration_s`).  A point
 meets the SLO when the p99 of each given latency over its finished requests is within the
 target and at most 1 % of its measured requests failed (a failed request counts as an
 infinitely slow one, so more than 1 % of them put the p99 itself out of reach).
@@ -74,6 +84,17 @@ def itl_values(req: RequestRecord) -> list[float]:
     return out
 
 
+def itl_chunk_values(req: RequestRecord) -> list[float]:
+    """vLLM's per-chunk inter-token latencies (s) of one request: one gap per chunk after the first.
+
+    Source: ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.itl.append(timestamp −
+    most_recent_timestamp)`` for every streamed chunk after the first).  A chunk of k tokens gives
+    one gap, not k; chunks without a token (never kept by the client) are skipped.
+    """
+    times = [t for t, k in req.chunks if int(k) > 0]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
 def ttft_s(req: RequestRecord) -> float:
     """First token arrival − send (s)."""
     return req.first_token_s - req.sent_s
@@ -85,7 +106,20 @@ def e2el_s(req: RequestRecord) -> float:
 
 
 def tpot_s(req: RequestRecord) -> float | None:
-    """(E2EL − TTFT) / (streamed tokens − 1) in s (docs/definitions.md; hidden reasoning tokens left out).
+    """vLLM's TPOT (s): (E2EL − TTFT) / (output_tokens − 1) for output_tokens > 1, else None.
+
+    Source: ``vllm/benchmarks/serve.py`` ``calculate_metrics`` (``tpot = (latency − ttft) /
+    (output_len − 1)`` when ``output_len > 1``, output_len being the server's completion tokens).
+    A request whose tokens all arrived at one instant gives 0 (kept, as vLLM keeps it).
+    """
+    n = req.output_tokens
+    if n < 2 or req.done_s is None or req.first_token_s is None:
+        return None
+    return max(req.done_s - req.first_token_s, 0.0) / (n - 1)
+
+
+def tpot_streamed_s(req: RequestRecord) -> float | None:
+    """batchmark's decode rate (s): (E2EL − TTFT) / (streamed tokens − 1) (hidden reasoning tokens left out).
 
     None for fewer than 2 streamed tokens, or when the whole output arrived at one instant
     (no decode was observed, so no rate can be given).
@@ -99,17 +133,53 @@ def tpot_s(req: RequestRecord) -> float | None:
     return span / (n - 1)
 
 
-def repeat_output_throughput(rep: RepeatRecord) -> float | None:
-    """Output throughput of one repeat (tokens/s), per the module docstring; None if no window."""
+def request_end_s(req: RequestRecord) -> float:
+    """When a request ended (s): its last token, else (failed before any) the last thing known of it."""
+    for t in (req.done_s, req.first_token_s):
+        if t is not None:
+            return t
+    return req.sent_s
+
+
+def repeat_duration_s(rep: RepeatRecord) -> float | None:
+    """vLLM's benchmark duration over one served repeat's measured requests (s); None when empty.
+
+    First measured send → end of the last measured request, failed ones included (derived from
+    ``vllm/benchmarks/serve.py``: ``benchmark_duration`` runs from before the first send until
+    every request returned, success or not).  Requests never sent are left out.
+    """
+    meas = [r for r in rep.requests if not r.warmup and not (r.error or "").startswith("not sent")]
+    if not meas:
+        return None
+    span = max(request_end_s(r) for r in meas) - min(r.sent_s for r in meas)
+    return span if span > 0 else None
+
+
+def repeat_steady_throughput(rep: RepeatRecord) -> float | None:
+    """batchmark's own output throughput of a served repeat (tokens/s): tokens / (first measured send → last measured completion)."""
     ok = [r for r in rep.requests if r.ok and not r.warmup]
     span = rep.window_end_s - rep.window_start_s
-    if not ok or span <= 0:
+    if rep.batching == "static_batch" or not ok or span <= 0:
         return None
+    return sum(r.output_tokens for r in ok) / span
+
+
+def repeat_output_throughput(rep: RepeatRecord) -> float | None:
+    """Output throughput of one repeat (tokens/s), per the module docstring; None if no window.
+
+    Static batch: B × (output_len − 1) / decode phase (llama.cpp's S_TG).  Served: vLLM's
+    ``output_throughput`` = output tokens of finished measured requests / :func:`repeat_duration_s`.
+    """
+    ok = [r for r in rep.requests if r.ok and not r.warmup]
     if rep.batching == "static_batch":
-        tokens = sum(r.output_tokens - 1 for r in ok)
-    else:
-        tokens = sum(r.output_tokens for r in ok)
-    return tokens / span
+        span = rep.window_end_s - rep.window_start_s
+        if not ok or span <= 0:
+            return None
+        return sum(r.output_tokens - 1 for r in ok) / span
+    dur = repeat_duration_s(rep)
+    if not ok or dur is None:
+        return None
+    return sum(r.output_tokens for r in ok) / dur
 
 
 def repeat_step_time(rep: RepeatRecord) -> float | None:
@@ -177,6 +247,11 @@ def _med(values: list[float | None]) -> float | None:
     return float(median(vals)) if vals else None
 
 
+def _mean(values: list[int]) -> float | None:
+    """Arithmetic mean, None for no values."""
+    return float(sum(values)) / len(values) if values else None
+
+
 def _inverse(value: float) -> float | None:
     """1 / value, None when value is not positive."""
     return 1.0 / value if value > 0 else None
@@ -222,6 +297,14 @@ def schedule_kept(lags_s: list[float], rate_rps: float) -> bool | None:
     return bool(float(np.percentile(lags_s, 99)) <= schedule_lag_limit_s(rate_rps))
 
 
+def goodput_duration_s(rep: RepeatRecord) -> float:
+    """The time goodput divides by for one repeat (s): vLLM's duration (:func:`repeat_duration_s`) for a served
+    repeat, the measured window for a static batch; 0 when empty."""
+    if rep.batching == "static_batch":
+        return max(rep.window_end_s - rep.window_start_s, 0.0)
+    return repeat_duration_s(rep) or 0.0
+
+
 def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str, Any]:
     """SLO attainment and goodput of one point.
 
@@ -231,8 +314,8 @@ def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str
 
     Returns:
         ``{**slo, "good": requests meeting every limit, "measured": measured requests,
-        "share_ok": good / measured, "goodput_rps": good / Σ windows (requests/s),
-        "goodput_tok_s": their output tokens / Σ windows (tokens/s),
+        "share_ok": good / measured, "goodput_rps": good / Σ durations (requests/s, :func:`goodput_duration_s`),
+        "goodput_tok_s": their output tokens / Σ durations (tokens/s),
         "p99_ok": {metric: p99 within its limit}, "met": every p99 within its limit and at most
         1 % failed}``; shares and rates are None when nothing was measured.  Source: vLLM's
         goodput (``vllm/benchmarks/serve.py``, ``calculate_metrics``: a request is good when
@@ -246,7 +329,7 @@ def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str
         return {"ttft": ttft_s(r), "tpot": tpot_s(r) or 0.0, "e2el": e2el_s(r)}
 
     good = [r for r in ok if all(v is None or lat(r)[m] <= v / 1000.0 for m, v in limits.items())]
-    span = sum(max(rep.window_end_s - rep.window_start_s, 0.0) for rep in records.repeats)
+    span = sum(goodput_duration_s(rep) for rep in records.repeats)
     p99_ok: dict[str, bool] = {}
     for m, v in limits.items():
         if v is not None:
@@ -286,18 +369,23 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
     ok = [r for r in measured if r.ok]
     failed = [r for r in measured if not r.ok]
     tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
+    streamed = [t for t in (tpot_streamed_s(r) for r in ok) if t is not None]
     thr = [repeat_output_throughput(rep) for rep in records.repeats]
     steps = [repeat_step_time(rep) for rep in records.repeats]
     static = all(rep.batching == "static_batch" for rep in records.repeats)
-    step_time = _med(steps) if static else (float(np.median(tpots)) if tpots else None)
-    per_user = _inverse(float(np.median(tpots))) if tpots else None
-    per_user_rep, ttft_rep, tpot_rep = [], [], []
+    step_time = _med(steps) if static else (float(np.median(streamed)) if streamed else None)
+    per_user = _inverse(float(np.median(streamed))) if streamed else None
+    per_user_rep, ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep = [], [], [], [], []
     for rep in records.repeats:
         rep_ok = [r for r in rep.requests if r.ok and not r.warmup]
         rt = [t for t in (tpot_s(r) for r in rep_ok) if t is not None]
-        per_user_rep.append(_inverse(float(np.median(rt))) if rt else None)
+        rs = [t for t in (tpot_streamed_s(r) for r in rep_ok) if t is not None]
+        per_user_rep.append(_inverse(float(np.median(rs))) if rs else None)
         tpot_rep.append(float(np.median(rt)) if rt else None)
         ttft_rep.append(float(np.median([ttft_s(r) for r in rep_ok])) if rep_ok else None)
+        # each repeat's own p99 (issue 22: the diff tests p99 on one value per repeat, the independent unit)
+        tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt else None)
+        ttft_p99_rep.append(float(np.percentile([ttft_s(r) for r in rep_ok], 99)) if rep_ok else None)
     flags, sources = point_flags(measured)
     firsts = [r.first_content_s - r.sent_s for r in ok if r.first_content_s is not None]
     open_loop = key.open_loop
@@ -319,7 +407,13 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
         ttft_s=distribution([ttft_s(r) for r in ok]),
         ttft_with_queue_s=distribution([r.first_token_s - r.queued_s for r in ok]),
         tpot_s=distribution(tpots),
+        tpot_streamed_s=distribution(streamed),
         itl_s=distribution([v for r in ok for v in itl_values(r)]),
+        itl_chunk_s=distribution([v for r in ok for v in itl_chunk_values(r)]),
+        steady_output_throughput_tok_s=None if static else _med([repeat_steady_throughput(rep) for rep in records.repeats]),
+        duration_s=None if static else _med([repeat_duration_s(rep) for rep in records.repeats]),
+        input_tokens_served=_mean([r.input_tokens for r in ok]),
+        output_tokens_served=_mean([r.output_tokens for r in ok]),
         e2el_s=distribution([e2el_s(r) for r in ok]),
         prefill_throughput_tok_s=_med([repeat_prefill_throughput(rep) for rep in records.repeats]) if static else None,
         step_time_s=step_time,
@@ -334,6 +428,8 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
             "tpot_s": tpots,
             "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
             "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
+            "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
+            "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
         })
 
 

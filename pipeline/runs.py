@@ -450,12 +450,20 @@ def is_complete(run_dir: Path) -> bool:
 
 
 def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[Path]:
-    """Run folders under ``runs_dir`` sorted by id (ids sort by time)."""
+    """Run folders under ``runs_dir`` sorted by id (ids sort by time).
+
+    Raises:
+        BatchmarkError: a run folder's name is not a run id (:func:`is_run_id`); one line naming it.
+    """
     runs_dir = runs_dir or paths.runs_dir()
     if not runs_dir.is_dir():
         return []
     out = [p for p in sorted(runs_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")
            and (p / "run.json").is_file()]
+    for p in out:  # folder names arrive by `git pull`: one that is not a run id never reaches a command line
+        if not is_run_id(p.name):
+            raise BatchmarkError(f"{runs_dir}: the folder {p.name!r} is not a valid run id (letters, digits, '.', '_', "
+                                 "'-'; at most 128): rename or remove it; it is never passed to a command")
     return [p for p in out if is_complete(p)] if complete_only else out
 
 
@@ -651,13 +659,19 @@ def run_id_for_config(config_name: str, config_digest: str | None = None, runs_d
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
+def is_run_id(name: str) -> bool:
+    """True when ``name`` is a run id: a plain folder name (letters, digits, ``. _ -``, at most 128 characters, no
+    ``..``), matched whole (``fullmatch``: a trailing newline is refused), so it is safe in a path and a shell word."""
+    return isinstance(name, str) and RUN_ID_PATTERN.fullmatch(name) is not None and ".." not in name
+
+
 def check_run_id(run_id: str) -> str:
     """Return ``run_id`` if it is a plain folder name (letters, digits, ``. _ -``; no path separators).
 
     Raises:
         BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
     """
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id) or ".." in run_id:
+    if not is_run_id(run_id):
         raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
     return run_id
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 
-from pipeline import __version__, paths
+from pipeline import __version__, paths, scrub
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from pipeline.records import PointKey
@@ -172,6 +172,31 @@ def sniff_json(doc: Any) -> str | None:
         return "vllm-bench"
     if {"pp", "tg", "pl", "speed_tg"} <= set(doc):
         return "llama-batched-bench"
+    return None
+
+
+#: Foreign files that no importer reads, each with what to import instead (issue 23: refused naming the wrong thing).
+_LLAMA_BENCH = re.compile(r'"n_prompt"\s*:.*?"n_gen"\s*:|"n_gen"\s*:.*?"n_prompt"\s*:', re.S)
+_CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*"?avg"?\s*,', re.I)
+
+
+def foreign_file(path: str | Path, head: str, fmt: str) -> BatchmarkError | None:
+    """A one-line refusal when the start of a file (``head``, its first few KiB) is of a kind no importer reads, else None.
+
+    - llama-bench's ``-o json`` / ``-o jsonl`` (tests with ``n_prompt``, ``n_gen``, ``avg_ts``): one sequence at a
+      time, no batching; llama-batched-bench measures batches;
+    - an AIPerf or GenAI-Perf CSV export (first cell ``Metric`` / ``Statistic``, then ``avg``): the aiperf
+      importer reads the JSON export written beside it.
+    """
+    text = head.lstrip()
+    if text[:1] in ("[", "{") and _LLAMA_BENCH.search(text) and '"avg_ts"' in text:
+        return fail(path, None, "llama-bench output (-o json/jsonl: n_prompt, n_gen, avg_ts per test), which measures "
+                                "one sequence at a time; batchmark imports llama-batched-bench's batches "
+                                "('batchmark import llama-batched-bench' reads llama-batched-bench's table or JSONL)")
+    if _CSV_EXPORT.match(text):
+        return fail(path, None, f"an AIPerf/GenAI-Perf CSV export; {'the aiperf importer' if fmt == 'aiperf' else 'aiperf'} "
+                                "reads the JSON export beside it ('batchmark import aiperf profile_export_aiperf.json', "
+                                "GenAI-Perf: profile_export_genai_perf.json)")
     return None
 
 
@@ -569,13 +594,14 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         engines = sorted({s.engine for s in result.summaries})
         tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
-        command = (f"batchmark import {result.format} {' '.join(str(f) for f in result.files)} --hardware {hw.name}"
-                   f" --run-id {run_id}")
+        # files relative to the repository, other machine folders replaced (pipeline.scrub): runs are published
+        files = [scrub.relative_path(str(Path(f).resolve())) for f in result.files]
+        command = f"batchmark import {result.format} {' '.join(files)} --hardware {hw.name} --run-id {run_id}"
         runs.atomic_write_json(tmp / "run.json", {
             "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "status": "complete",
             "source": f"imported:{result.format}", "source_tool": result.tool,
             "source_version": result.tool_version,
-            "source_files": [str(Path(f).resolve()) for f in result.files],
+            "source_files": files,
             "source_details": result.details,
             "models_as_named": {k: v.raw_name for k, v in result.models.items()},
             "models_without_card": sorted({s.model for s in result.summaries} - set(cards)),
