@@ -204,12 +204,24 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     if bool(args.all) == bool(args.run):
         raise BatchmarkError("upgrade: give one RUN or --all")
     run_dirs = runs.list_runs(complete_only=False) if args.all else [runs.resolve_run(args.run)]
+    unreadable = 0
     for run_dir in run_dirs:
-        rewritten = runs.upgrade_run(run_dir)
+        try:
+            rewritten = runs.upgrade_run(run_dir)
+        except BatchmarkError as exc:
+            if not args.all:
+                raise
+            # --all: one rule for runs that cannot be read (issue 18, item 13): each named, the others upgraded
+            print(f"batchmark: run {run_dir.name} not upgraded: {exc}", file=sys.stderr)
+            unreadable += 1
+            continue
         print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
                                          if rewritten else "every file already at its current schema version"))
         for path in rewritten:
             print(f"  {path.relative_to(run_dir)}")
+    if unreadable:
+        raise BatchmarkError(f"upgrade --all: {unreadable} run(s) could not be read (named above); nothing was "
+                             "written into them")
     return 0
 
 
@@ -327,6 +339,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         from pipeline.capacity import machine_memory
 
         hw.update(machine_memory())
+    from pipeline.modelcards import CONTEXT_MAX
+
+    for ctx in args.context or []:  # a 400-digit context ended in OverflowError (issue 18)
+        if not 1 <= ctx <= CONTEXT_MAX:
+            raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
+                                 f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
     card = resolve_card(args.model, quant=args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))
@@ -504,7 +522,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``batchmark`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # inside the try: a reader that closed the pipe is seen here, not at exit
+        return status
+    except BrokenPipeError:
+        # ``batchmark upgrade | head``: the reader stopped reading; the rest of the output is not wanted.
+        # Python's documented way: point stdout at devnull so the flush at exit does not raise again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except BatchmarkError as exc:
         print(f"batchmark: error: {printable(exc, one_line=True)}", file=sys.stderr)
         return 2

@@ -90,16 +90,30 @@ def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = 
         try:
             (runs_dir / run_id).mkdir()
         except FileExistsError:
-            raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
-        return runs_dir / run_id
+            if not is_stale_claim(runs_dir / run_id):  # a claim whose writer died (kill -9 of an import) frees the id
+                raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
+        return _mark_claim(runs_dir / run_id)
     base = new_run_id(now, host)
     for cand in _id_candidates(base):
         try:
             (runs_dir / cand).mkdir()
         except FileExistsError:
             continue
-        return runs_dir / cand
+        return _mark_claim(runs_dir / cand)
     raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
+
+
+def _mark_claim(run_dir: Path) -> Path:
+    """Record this process as the claimer of ``run_dir`` (:func:`claim_marker`); returns ``run_dir``.
+
+    Best effort: where the marker cannot be written (a full disk), the claim stands without it and
+    is judged stale by its age alone; the writer's own first write then reports the disk.
+    """
+    try:
+        atomic_write_json(claim_marker(run_dir), {"pid": os.getpid(), "host": socket.gethostname()})
+    except OSError:
+        pass
+    return run_dir
 
 
 # -- temporary folders of interrupted writers -------------------------------------------------
@@ -155,6 +169,69 @@ def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float |
     return removed
 
 
+def claim_marker(run_dir: Path) -> Path:
+    """Who claimed a run folder: ``<runs_dir>/.locks/<run_id>.claim.json`` (pid and host), written by :func:`claim_run_dir`."""
+    return run_dir.parent / ".locks" / f"{run_dir.name}.claim.json"
+
+
+def is_stale_claim(run_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> bool:
+    """True for a claimed run folder that nothing will ever fill (issue 18, item 14).
+
+    Stale: the folder is empty, no live process holds its run lock (:func:`lock_run`), and its
+    claimer (:func:`claim_marker`) is a process of this host that is gone, or, where no claimer is
+    known on this host, the folder is older than ``max_age_s``.  Such a folder, left by an import
+    killed after its claim, blocked the id with "already exists" while ``show`` said "unknown run".
+    """
+    import time
+
+    from filelock import FileLock, Timeout
+
+    try:
+        if not run_dir.is_dir() or run_dir.is_symlink() or any(run_dir.iterdir()):
+            return False
+        age = (time.time() if now is None else now) - run_dir.stat().st_mtime
+    except OSError:
+        return False
+    try:
+        owner = json.loads(claim_marker(run_dir).read_text(encoding="utf-8"))
+        this_host = owner["host"] == socket.gethostname()
+        dead = this_host and not _alive(int(owner["pid"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        this_host = dead = False
+    if not dead and (this_host or age < max_age_s):
+        return False
+    lock = lock_path(run_dir)
+    if not lock.is_file():
+        return True
+    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
+    try:
+        fl.acquire(timeout=0)
+    except Timeout:
+        return False
+    fl.release()
+    return True
+
+
+def clean_stale_claims(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
+    """Remove run folders under ``runs_dir`` that are stale claims (:func:`is_stale_claim`).
+
+    Returns the removed folders.
+    """
+    if not runs_dir.is_dir():
+        return []
+    removed = []
+    for p in sorted(runs_dir.iterdir()):
+        if p.name.startswith(".") or not RUN_ID_PATTERN.fullmatch(p.name) or not is_stale_claim(p, max_age_s, now):
+            continue
+        try:
+            p.rmdir()
+        except OSError:
+            continue
+        claim_marker(p).unlink(missing_ok=True)
+        removed.append(p)
+    return removed
+
+
 # -- the run lock: one live process measures a run -------------------------------------------
 
 def lock_path(run_dir: Path) -> Path:
@@ -194,8 +271,11 @@ def lock_run(run_dir: Path):
                              "wait for it to finish, or stop it and resume") from None
     owner = lock.with_suffix(".owner.json")
     try:
-        atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
-                                  "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        try:  # for the refusal message only (the flock is the lock): a full disk is reported by the first real write
+            atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
+                                      "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        except OSError:
+            pass
         yield
     finally:
         owner.unlink(missing_ok=True)
@@ -209,6 +289,20 @@ def locked_run(fn):
         with lock_run(Path(run_dir)):
             return fn(cfg, run_dir, *args, **kwargs)
     return wrapper
+
+
+@contextlib.contextmanager
+def naming_file(path: Path):
+    """Within it, an OS error that names no file (a full disk says only "No space left on device") names ``path``.
+
+    The README promises that a write the machine refuses is one line naming the file (issue 18).
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -250,6 +344,10 @@ def atomic_create_json(path: Path, obj: Any) -> None:
             os.link(tmp, path)
         except FileExistsError:
             raise BatchmarkError(f"{path}: already written by another process; records are never overwritten") from None
+    except OSError as exc:
+        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -259,14 +357,61 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
 
 
+def _int64(literal: str) -> int:
+    """A JSON integer literal, refused beyond 64 bits (a hostile run's 400-digit count overflowed the first float
+    conversion of every reader: ``OverflowError``); ``read_json`` reports the ValueError as a corrupt file."""
+    value = int(literal)
+    if len(literal) > 18 and abs(value) > 2**63 - 1:
+        raise ValueError(f"an integer of {len(literal.lstrip('-'))} digits, beyond 64 bits")
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    """True when a string (value or key) of a parsed JSON document holds a lone surrogate (not writable as UTF-8)."""
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            try:
+                o.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return False
+
+
 def read_json(path: Path) -> Any:
-    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line)."""
+    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line).
+
+    Corrupt includes binary bytes (not UTF-8), nesting too deep for the parser, integers beyond 64
+    bits and strings that are not Unicode text (a lone ``\\ud800``, which no page or terminal can
+    write): one line each, never a ``UnicodeDecodeError``/``RecursionError``/``OverflowError`` (issue 18).
+    """
     try:
-        return json.loads(Path(path).read_text())
+        text = Path(path).read_text(encoding="utf-8")
+        data = json.loads(text, parse_int=_int64)
+        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):  # pairs (emoji) are fine, lone ones not
+            raise BatchmarkError(f"{path}: corrupt: a string that is not Unicode text (a lone surrogate escape)")
+        return data
     except FileNotFoundError:
         raise BatchmarkError(f"{path}: file not found") from None
     except json.JSONDecodeError as exc:
         raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise BatchmarkError(f"{path}: corrupt: not UTF-8 JSON text (byte {exc.start})") from None
+    except RecursionError:
+        raise BatchmarkError(f"{path}: corrupt JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+        raise BatchmarkError(f"{path}: corrupt JSON ({' '.join(str(exc).split())[:120]})") from None
+    except IsADirectoryError:
+        raise BatchmarkError(f"{path}: a folder, not a JSON file") from None
 
 
 def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
@@ -322,6 +467,31 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[
     return [p for p in out if is_complete(p)] if complete_only else out
 
 
+def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The complete runs under ``runs_dir`` (sorted by id) and the unreadable ones, each with its reason.
+
+    One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
+    without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
+    malformed (the reason is :func:`read_run_json`'s one line), or a folder that holds files but no
+    ``run.json``.  A readable incomplete run is in neither list: it is being measured (or was
+    stopped, and resumes); nor is an empty folder (a claim: :func:`claim_run_dir`).
+    """
+    complete, unreadable = [], []
+    folder = runs_dir or paths.runs_dir()
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if p.is_dir() and not p.name.startswith(".") and not (p / "run.json").is_file() and any(p.iterdir()):
+            unreadable.append((p, f"{p}: holds files but no run.json (a copy cut short?)"))  # an empty one is a claim
+    for p in list_runs(runs_dir, complete_only=False):
+        try:
+            status = read_run_json(p).get("status")
+        except BatchmarkError as exc:
+            unreadable.append((p, str(exc)))
+            continue
+        if status == "complete":
+            complete.append(p)
+    return complete, unreadable
+
+
 def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """Start a run folder with ``run.json`` (status incomplete).
 
@@ -332,6 +502,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
     meta = stamped(RunFile, {"run_id": run_dir.name, "status": "incomplete", **provenance})
     atomic_write_json(run_dir / "run.json", meta)
+    claim_marker(run_dir).unlink(missing_ok=True)  # the claim is filled: the folder is a run now
 
 
 def _guard_open(run_dir: Path) -> None:
@@ -452,7 +623,7 @@ PARTS_FOLDER = ".parts"
 
 def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
     """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
-    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{file_stem(config_name)}.json"
 
 
 def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
@@ -478,11 +649,13 @@ def run_id_for_config(config_name: str, config_digest: str | None = None, runs_d
                     if config_digest is None or meta.get("config_digest") == config_digest:
                         return run_id
                     break
-        except (OSError, ValueError, KeyError, TypeError, BatchmarkError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError, BatchmarkError):
             pass
     return new_run_id()
 
 
+#: A run id: a plain folder name.  Always matched whole (``fullmatch``): ``re.match`` with ``$`` also
+#: accepted a trailing newline (``--run-id $'nl-run\n'`` made a folder with a newline, issue 18).
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

@@ -242,7 +242,8 @@ def format_table(doc: dict[str, Any]) -> str:
                     + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
-                     f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s"
+                     + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
+                        else "peak – (no point measured a throughput)")
                      + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
                         if m.get("excluded_concurrency") else "")
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))

@@ -28,6 +28,7 @@ from pipeline.analysis import doubling_gains, point_warnings, slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
+from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile, probe
 from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
@@ -442,7 +443,13 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
     """Measure one model's open-loop rates (and the SLO bisection); returns whether the model is loaded."""
     ol = cfg.open_loop
     slo = cfg.slo.model_dump() if cfg.slo else None
-    rates = list(ol.rates) if ol.rates != "auto" else open_rates(curve, cfg.output_len, ol.auto_rates)
+    try:
+        rates = list(ol.rates) if ol.rates != "auto" else open_rates(curve, cfg.output_len, ol.auto_rates)
+    except BatchmarkError as exc:
+        # this model's grid measured nothing to place rates by: its reason is recorded and the sweep goes on to
+        # the next model; a resume finds it in ``stopped`` and skips it (issue 18, item 9: it stopped the run forever)
+        stops[spec.name] = f"open loop not run: {exc}"
+        return loaded
     log(f"{spec.name}: open loop ({ol.load}) at {', '.join(f'{r:g}' for r in rates)} requests/s")
     verdicts: dict[float, bool | None] = {}
     extra = ol.bisect_steps if slo else 0

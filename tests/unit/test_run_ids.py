@@ -32,7 +32,8 @@ def test_claims_in_one_second_get_suffixed_ids(tmp_path):
     third = runs.claim_run_dir(tmp_path, host="box", now=WHEN)
     assert [p.name for p in (first, second, third)] == ["20261129T150405Z-box", "20261129T150405Z-box.02",
                                                         "20261129T150405Z-box.03"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, second.name, third.name]  # ids sort by start
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        first.name, second.name, third.name]  # ids sort by start (.locks/ holds who claimed each)
     assert all(runs.check_run_id(p.name) == p.name for p in (first, second, third))
     assert runs.new_run_id(WHEN, "box", runs_dir=tmp_path) == "20261129T150405Z-box.04"  # looks, takes nothing
     with pytest.raises(BatchmarkError, match="already exists"):
@@ -56,7 +57,8 @@ def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
     b = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
     assert (a.name, b.name) == ("20261129T150405Z-dgx-spark-import", "20261129T150405Z-dgx-spark-import.02")
     assert (a / "run.json").is_file() and (b / "run.json").is_file()
-    assert not [p for p in a.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
+    assert not [p for p in a.parent.iterdir() if p.name.endswith(".tmp")]  # no temporary folder left
+    assert not list((a.parent / ".locks").glob("*.claim.json"))  # nor a claim (imports hold the run's lock meanwhile)
 
 
 def test_committed_run_ids_still_validate():
