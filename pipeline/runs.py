@@ -4,7 +4,8 @@ Layout of ``data/runs/<run_id>/``::
 
     run.json                 provenance; "status": "incomplete" | "complete"; schema_version
     models/<model>.json      model card counted from what was measured
-    points/<model>/<slug>.json   raw request records of one point (all repeats)
+    points/<model>/<slug>.json   one point: key, engine meta, each repeat's header (window, steps, server metrics)
+    points/<model>/<slug>.parquet  its raw request records, every repeat (schema 3, pipeline.columnar)
     points.json              index of the points, written when the sweep completes
     summaries.json           point summaries (metrics stage)
     analysis.json            per-model analysis (analysis stage)
@@ -26,15 +27,17 @@ import os
 import re
 import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipeline import paths
+from pipeline import arrays as point_arrays
+from pipeline import columnar, paths
+from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
 from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
-from pipeline.records import PointKey, PointRecords, PointSummary
+from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
 SCHEMA_VERSION = RunFile.current
@@ -364,8 +367,14 @@ def file_stem(name: str) -> str:
 
 
 def point_path(run_dir: Path, key: PointKey) -> Path:
-    """Record file of one point: ``points/<model>/<slug>.json`` (names through :func:`file_stem`)."""
+    """Record file of one point: ``points/<model>/<slug>.json`` (names through :func:`file_stem`); since schema
+    version 3 its requests are :func:`requests_path` beside it."""
     return run_dir / "points" / file_stem(key.model) / f"{file_stem(key.slug())}.json"
+
+
+def requests_path(json_path: Path) -> Path:
+    """The Parquet file of a point's requests beside its JSON: ``<slug>.parquet`` (:mod:`pipeline.columnar`)."""
+    return json_path.with_name(json_path.name.removesuffix(".json") + ".parquet")
 
 
 def model_card_path(run_dir: Path, name: str) -> Path:
@@ -373,13 +382,46 @@ def model_card_path(run_dir: Path, name: str) -> Path:
     return run_dir / "models" / f"{file_stem(name)}.json"
 
 
-def write_point(run_dir: Path, records: PointRecords) -> Path:
-    """Store one finished point's records (atomic). Refuses on a complete run or an existing point."""
+def _point_header(arrays: PointArrays, json_path: Path) -> dict[str, Any]:
+    """The JSON part of a version 3 point file: key, meta, repeat headers (no requests), the Parquet file's name."""
+    reps = [{k: v for k, v in asdict(rep).items() if k != "requests"} for rep in arrays.repeats]
+    return stamped(PointRecordsFile, {"point": arrays.point.as_dict(), "meta": arrays.meta, "repeats": reps,
+                                      "requests_file": requests_path(json_path).name})
+
+
+def _write_requests(json_path: Path, arrays: PointArrays) -> None:
+    """Write a point's Parquet file atomically (temporary name in the same folder, fsync, ``os.replace``).
+
+    Replaces a file of the same name: one left without its JSON by a writer killed between the
+    two files (the JSON, written second, is what marks a point as measured).
+    """
+    path = requests_path(json_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o644)
+        columnar.write_parquet(Path(tmp), arrays)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_point(run_dir: Path, records: PointRecords | PointArrays) -> Path:
+    """Store one finished point (atomic): its requests as Parquet, then its JSON (key, meta, repeat headers).
+
+    Refuses on a complete run or an existing point.  Returns the JSON's path.
+    """
     _guard_open(run_dir)
     path = point_path(run_dir, records.point)
     if path.exists():
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
-    atomic_create_json(path, stamped(PointRecordsFile, records.as_dict()))
+    arrays = records if isinstance(records, PointArrays) else point_arrays.from_records(records)
+    _write_requests(path, arrays)
+    atomic_create_json(path, _point_header(arrays, path))
     return path
 
 
@@ -388,19 +430,59 @@ def has_point(run_dir: Path, key: PointKey) -> bool:
     return point_path(run_dir, key).is_file()
 
 
-def load_point(path: Path) -> PointRecords:
-    """Read one point record file (version checked, migrated); a corrupt file raises BatchmarkError naming it."""
+_REQUESTS_FILE = re.compile(r"[A-Za-z0-9%~_-][A-Za-z0-9%~._-]*\.parquet")
+
+
+def load_point_arrays(path: Path) -> PointArrays:
+    """One point as arrays (:class:`pipeline.arrays.PointArrays`): the Parquet file of a version 3 point read
+    column by column, the inline requests of an older one converted.
+
+    Raises:
+        BatchmarkError: a file is missing, corrupt, of a newer version or malformed (named).
+    """
     data = read_stored(PointRecordsFile, path)
+    name = data.get("requests_file")
+    if name is None:
+        return point_arrays.from_records(_inline_records(path, data))
+    if not _REQUESTS_FILE.fullmatch(name) or ".." in name:
+        raise BatchmarkError(f"{path}: requests_file {name!r} is not a file name beside it")
+    try:
+        key = PointKey(**data["point"])
+        headers = [RepeatRecord(**{**r, "requests": []}) for r in data["repeats"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
+    return columnar.read_parquet(path.with_name(name), key, headers, data.get("meta") or {})
+
+
+def _inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
     try:
         return PointRecords.from_dict(data)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
+
+
+def load_point(path: Path) -> PointRecords:
+    """Read one point record file (version checked, migrated) as per-request objects; a corrupt file raises
+    BatchmarkError naming it.  :func:`load_point_arrays` reads the same without a Python object per request."""
+    data = read_stored(PointRecordsFile, path)
+    if data.get("requests_file") is None:
+        return _inline_records(path, data)
+    return point_arrays.to_records(load_point_arrays(path))
+
+
+def point_files(run_dir: Path) -> list[Path]:
+    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path."""
+    return sorted((run_dir / "points").glob("*/*.json"))
 
 
 def load_points(run_dir: Path) -> list[PointRecords]:
     """Every point record file of a run, sorted by point key."""
-    files = sorted((run_dir / "points").glob("*/*.json"))
-    return sorted((load_point(f) for f in files), key=lambda r: r.point.sort_key())
+    return sorted((load_point(f) for f in point_files(run_dir)), key=lambda r: r.point.sort_key())
+
+
+def load_points_arrays(run_dir: Path) -> list[PointArrays]:
+    """Every point of a run as arrays (:func:`load_point_arrays`), sorted by point key."""
+    return sorted((load_point_arrays(f) for f in point_files(run_dir)), key=lambda r: r.point.sort_key())
 
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
@@ -563,12 +645,21 @@ def upgrade_run(run_dir: Path) -> list[Path]:
         BatchmarkError: a file cannot be read (named); the run is being measured.
     """
     with lock_run(run_dir):
-        plan = []
+        plan: list[tuple[Path, dict[str, Any], PointArrays | None]] = []
         for cls, path in stored_files(run_dir):
             raw = read_json(path)
             new = migrate(cls, path, raw)
+            columns = None
+            if cls is PointRecordsFile and new.get("requests_file") is None:
+                # version 2 -> 3: the inline requests become the Parquet file beside the JSON
+                columns = point_arrays.from_records(_inline_records(path, new))
+                if point_arrays.to_records(columns) != _inline_records(path, new):  # lossless, or nothing written
+                    raise BatchmarkError(f"{path}: its requests do not survive the columnar form unchanged")
+                new = _point_header(columns, path)
             if new != raw:
-                plan.append((path, new))
-        for path, new in plan:
+                plan.append((path, new, columns))
+        for path, new, columns in plan:
+            if columns is not None:
+                _write_requests(path, columns)
             atomic_write_json(path, new)
-    return [path for path, _ in plan]
+    return [path for path, _, _ in plan]

@@ -120,18 +120,33 @@ def _point_records_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "repeats": reps}
 
 
+def _point_records_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3: the requests move to a Parquet file beside the JSON (``requests_file``, :mod:`pipeline.columnar`).
+
+    A mapping cannot write a file, so in memory a version 2 file reads as version 3 with its
+    requests still inline in each repeat (``requests``), which readers accept
+    (:func:`pipeline.runs.load_point`); ``batchmark upgrade`` (:func:`pipeline.runs.upgrade_run`)
+    writes the Parquet file and the JSON without them.  Every value is kept.
+    """
+    return data
+
+
 class PointRecordsFile(StoredFile):
-    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat.
+    """``points/<model>/<slug>.json``: one point: its key, the engine's ``meta``, each repeat's header.
 
     Version 2: a repeat's ``kind`` is named ``batching`` (:func:`_point_records_update_to_2`).
+    Version 3: the requests of every repeat are ``requests_file`` (``<slug>.parquet`` beside it,
+    :mod:`pipeline.columnar`), not inline lists of per-request objects; a file migrated in memory
+    from version 2 keeps them inline (:func:`_point_records_update_to_3`) and has no ``requests_file``.
     """
 
-    current: ClassVar[int] = 2
-    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2}
+    current: ClassVar[int] = 3
+    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2, 3: _point_records_update_to_3}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]
     meta: dict[str, Any] | None = None
+    requests_file: str | None = None
 
 
 class ModelCardFile(StoredFile):
