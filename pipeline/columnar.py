@@ -9,9 +9,11 @@ pyarrow read without batchmark (docs/storage.md: why Parquet, with measured size
 Columns (one row per request, in record order; :data:`SCHEMA`): ``repeat`` (index into the JSON's
 ``repeats``), every field of :class:`pipeline.records.RequestRecord` under its own name, and the
 chunks as two list columns, ``chunk_t_s`` (arrival times, s) and ``chunk_tokens`` (tokens each).
-Times are float64 seconds exactly as measured (lossless: the JSON's values, bit for bit; a
-None is a Parquet null).  Floats are stored with the BYTE_STREAM_SPLIT encoding and the whole
-file with zstd, which is what makes float times compress (docs/storage.md).
+Times are float64 seconds exactly as measured (lossless: the JSON's values, bit for bit; a None
+is a Parquet null).  Float columns are stored with the BYTE_STREAM_SPLIT encoding (the 8 bytes
+of each float in 8 streams, so the exponent and high mantissa bytes, nearly constant from one
+token to the next, compress) and the file with zstd: a token time takes ~5 bytes instead of the
+JSON's ~20 (docs/storage.md: the measured sizes and speeds, and the alternatives).
 
 Pure conversion and file I/O of one file; where files go and how they are renamed into place is
 :mod:`pipeline.runs`.
@@ -29,7 +31,8 @@ from pipeline.arrays import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STR_FIELDS, P
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, RepeatRecord
 
-_FLOAT_COLUMNS = (*FLOAT_FIELDS, "chunk_t_s")
+#: Parquet column paths of the float columns (a list column's values are ``<name>.list.element``).
+FLOAT_COLUMNS = (*FLOAT_FIELDS, "chunk_t_s.list.element")
 
 #: The Parquet schema of a record file (column order as written).
 SCHEMA = pa.schema(
@@ -71,8 +74,9 @@ def to_table(arrays: PointArrays) -> pa.Table:
 def write_parquet(path: Path, arrays: PointArrays) -> None:
     """Write a point's requests to ``path`` (not atomic: :mod:`pipeline.runs` writes a temporary name and renames it)."""
     pq.write_table(to_table(arrays), path, compression=COMPRESSION, compression_level=COMPRESSION_LEVEL,
-                   use_byte_stream_split=list(_FLOAT_COLUMNS), use_dictionary=["error", "token_count_source",
-                                                                              "token_count_reason", "token_count_flags"],
+                   use_byte_stream_split=list(FLOAT_COLUMNS),
+                   use_dictionary=["error", "token_count_source", "token_count_reason", "token_count_flags.list.element",
+                                   "chunk_tokens.list.element"],
                    write_statistics=False)
 
 
@@ -97,9 +101,24 @@ def read_parquet(path: Path, point: PointKey, repeats: list[RepeatRecord], meta:
         raise BatchmarkError(f"{path}: file not found (the point's request records)") from None
     except (pa.ArrowException, OSError) as exc:
         raise BatchmarkError(f"{path}: not a readable Parquet file ({str(exc).splitlines()[0]})") from None
+    return from_table(table, point, repeats, meta, path)
+
+
+def from_table(table: pa.Table, point: PointKey, repeats: list[RepeatRecord], meta: dict,
+               path: Path | str = "<table>") -> PointArrays:
+    """A point's arrays from its requests' table (:data:`SCHEMA`; :func:`to_table`'s inverse, value for value).
+
+    Raises:
+        BatchmarkError: a column is missing or of another type, or a request names a repeat
+            ``repeats`` does not have (one line naming ``path``).
+    """
     missing = [f.name for f in SCHEMA if f.name not in table.column_names]
     if missing:
         raise BatchmarkError(f"{path}: column {missing[0]!r} missing")
+    wrong = [f for f in SCHEMA if table.schema.field(f.name).type != f.type]
+    if wrong:
+        raise BatchmarkError(f"{path}: column {wrong[0].name!r} is {table.schema.field(wrong[0].name).type}, "
+                             f"not {wrong[0].type}")
     cols: dict[str, np.ndarray] = {}
     for n in FLOAT_FIELDS:
         cols[n] = _floats(_column(table, n))

@@ -652,8 +652,11 @@ def upgrade_run(run_dir: Path) -> list[Path]:
             columns = None
             if cls is PointRecordsFile and new.get("requests_file") is None:
                 # version 2 -> 3: the inline requests become the Parquet file beside the JSON
-                columns = point_arrays.from_records(_inline_records(path, new))
-                if point_arrays.to_records(columns) != _inline_records(path, new):  # lossless, or nothing written
+                records = _inline_records(path, new)
+                columns = point_arrays.from_records(records)
+                table = columnar.to_table(columns)
+                if point_arrays.to_records(columnar.from_table(table, records.point, columns.repeats, columns.meta,
+                                                               path)) != records:  # lossless, or nothing is written
                     raise BatchmarkError(f"{path}: its requests do not survive the columnar form unchanged")
                 new = _point_header(columns, path)
             if new != raw:
