@@ -323,7 +323,7 @@ class VLLMEngine(ServedEngine):
         except BaseException:
             self.stop()
             raise
-        return served_card(spec, self.tokenizer_source)
+        return served_card(spec, self.tokenizer_source, self.card_reasons)
 
     def _exit_reason(self) -> str | None:
         if self.proc is None:
@@ -374,10 +374,5 @@ class VLLMEngine(ServedEngine):
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
                 "servers": dict(self.servers),
-                "client": "batchmark loadgen (aiohttp, orjson), closed loop"}
-
-    def __del__(self) -> None:  # never leave a server behind
-        try:
-            self.stop()
-        except Exception:
-            pass
+                "client": self.client_description(),
+                **({"models_without_card": dict(self.card_reasons)} if self.card_reasons else {})}
