@@ -22,7 +22,6 @@ refused in one run (:func:`check_same_hardware`).
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,6 @@ from pipeline import paths, runs
 from pipeline.config import SweepConfig
 from pipeline.errors import BatchmarkError
 from pipeline.quality import PROBE_DRIFT_LIMIT, probe_drift
-from pipeline.schemas import RunFile, stamped
 
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
 PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
@@ -211,20 +209,13 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
                 raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
                                      f"config (digest {meta.get('config_digest')}, this config {cfg.digest()})")
         check_same_hardware(run_id, metas)
-        runs.clean_stale_tmp(runs_dir)
-        tmp = runs_dir / f"{runs.tmp_prefix(run_id)}merge.tmp"
-        tmp.mkdir(parents=True)
-        try:
+        # built beside the run and published by the store in one rename (onto an absent folder, or the empty
+        # one Snakemake makes for an output before the job)
+        with runs.assembling(run_dir) as tmp:
             seen: dict[str, str] = {}
             for m in cfg.models:
                 _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
             files = sorted(p.relative_to(tmp).as_posix() for p in (tmp / "points").glob("*/*.json"))
             runs.atomic_write_json(tmp / "points.json", {"points": files})
-            runs.atomic_write_json(tmp / "run.json", stamped(RunFile, merged_provenance(cfg, run_id, metas)))
-            if run_dir.is_dir() and not any(run_dir.iterdir()):
-                run_dir.rmdir()  # an empty folder (Snakemake makes an output's folder before the job)
-            os.rename(tmp, run_dir)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", merged_provenance(cfg, run_id, metas)))
     return run_dir

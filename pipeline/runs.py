@@ -317,6 +317,19 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[
     return [p for p in out if is_complete(p)] if complete_only else out
 
 
+def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The mapping of a run's ``run.json``, built in this one place for the sweep, the importers and the merge.
+
+    ``schema_version`` (:class:`~pipeline.schemas.RunFile`'s current one), ``run_id``, ``status``
+    (``incomplete`` | ``complete``), then the provenance in its own order (a ``run_id``, ``status``
+    or ``schema_version`` in it is overridden).
+    """
+    if status not in ("incomplete", "complete"):
+        raise ValueError(f"run status {status!r}")
+    return stamped(RunFile, {"run_id": run_id, "status": status,
+                             **{k: v for k, v in provenance.items() if k not in ("run_id", "status", "schema_version")}})
+
+
 def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """Start a run folder with ``run.json`` (status incomplete).
 
@@ -325,8 +338,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """
     if (run_dir / "run.json").exists():
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
-    meta = stamped(RunFile, {"run_id": run_dir.name, "status": "incomplete", **provenance})
-    atomic_write_json(run_dir / "run.json", meta)
+    atomic_write_json(run_dir / "run.json", run_json(run_dir.name, "incomplete", provenance))
 
 
 def _guard_open(run_dir: Path) -> None:
@@ -574,6 +586,101 @@ def check_run_id(run_id: str) -> str:
 def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
     """Remember that this checkout measures ``run_id`` for ``config_name``."""
     atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
+
+
+# -- publishing a run built elsewhere, and the store that owns a run's life --------------------
+
+@contextlib.contextmanager
+def assembling(run_dir: Path, release_claim: bool = False):
+    """Build a complete run in a hidden temporary sibling of ``run_dir``, then publish it there in one rename.
+
+    Yields the temporary folder; the caller writes the run's files into it (``run.json`` built
+    by :func:`run_json` with status ``complete``).  On success it is checked (its ``run.json``
+    readable, complete, of this run id) and renamed onto ``run_dir``, which must be absent or an
+    empty folder (a claim of :func:`claim_run_dir`, or the folder Snakemake makes for an output):
+    the run appears whole or not at all.  On any failure the temporary folder is removed, and
+    with ``release_claim`` an empty ``run_dir`` too (the id is free again).  Temporary folders of
+    writers killed mid-way are cleaned first (:func:`clean_stale_tmp`).  Used by the importers
+    and the merge of parts; the sweep writes in place and publishes with :func:`complete_run`.
+
+    Raises:
+        BatchmarkError: ``run_dir`` holds files already; what was built is not a complete run.
+    """
+    import shutil
+
+    runs_dir = run_dir.parent
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    clean_stale_tmp(runs_dir)
+    tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=tmp_prefix(run_dir.name), suffix=".tmp"))
+    try:
+        yield tmp
+        meta = read_run_json(tmp)
+        if meta.get("status") != "complete" or meta.get("run_id") != run_dir.name:
+            raise BatchmarkError(f"{tmp / 'run.json'}: not a complete run {run_dir.name} "
+                                 f"(status {meta.get('status')!r}, run_id {meta.get('run_id')!r}); not published")
+        if run_dir.is_dir() and any(run_dir.iterdir()):
+            raise BatchmarkError(f"{run_dir}: holds files already; a run is never overwritten")
+        os.rename(tmp, run_dir)  # onto an absent or empty folder: atomic
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if release_claim and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+        raise
+
+
+def swap_in(built: Path, out: Path) -> None:
+    """Put the complete run folder ``built`` at ``out``, replacing a run there: for derived runs only (the
+    reference import, :mod:`pipeline.reference`), never a measured one.  The old run is moved aside
+    (beside ``built``), the new one renamed in, the old one removed: a reader sees one or the other.
+    """
+    import shutil
+
+    old = built.parent / f".{out.name}.old"
+    if out.exists():
+        out.rename(old)
+    built.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class RunStore:
+    """The runs under one folder (``data/runs/`` by default) and the one way each is written and read.
+
+    A run's life: :meth:`claim` an id (the folder's ``mkdir``), then either measure in place
+    (:meth:`create` with status incomplete, :meth:`write_point` and :meth:`write_model_card` under
+    the run's lock, :meth:`complete` to publish: ``points.json``, then ``run.json`` flipped to
+    complete in one ``os.replace``) or build it elsewhere and publish it whole (:meth:`assembling`:
+    importers, the merge of parts); then :meth:`read` it.  ``run.json`` is built by
+    :func:`run_json` on every path.  Every rename or replace of a run's files is done here (and in
+    the atomic writers above): ``tests/unit/test_architecture.py`` checks that no other module
+    renames files of a run.  The module functions of the same names are the same operations for
+    callers that hold a run folder rather than a store.
+    """
+
+    def __init__(self, runs_dir: Path | None = None):
+        self.runs_dir = Path(runs_dir) if runs_dir is not None else paths.runs_dir()
+
+    def path(self, run_id: str) -> Path:
+        """The folder of ``run_id`` (checked: a plain folder name)."""
+        return self.runs_dir / check_run_id(run_id)
+
+    def claim(self, run_id: str | None = None, host: str | None = None) -> Path:
+        """Take a new run's folder atomically (:func:`claim_run_dir`)."""
+        return claim_run_dir(self.runs_dir, run_id, host=host)
+
+    create = staticmethod(create_run)
+    update = staticmethod(update_run_json)
+    write_point = staticmethod(write_point)
+    write_model_card = staticmethod(write_model_card)
+    complete = staticmethod(complete_run)
+    assembling = staticmethod(assembling)
+
+    def read(self, ref: str | Path) -> dict[str, Any]:
+        """``run.json`` of a run (id or path), version checked."""
+        return read_run_json(resolve_run(ref, self.runs_dir))
+
+    def list(self, complete_only: bool = True) -> list[Path]:
+        """Run folders, sorted by id (:func:`list_runs`)."""
+        return list_runs(self.runs_dir, complete_only)
 
 
 # -- derived files (written by the stages of pipeline.stages) ----------------------------------

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -421,7 +418,8 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     Writes ``run.json`` (``source: imported:<format>``, the tool, its version, the source
     files, the hardware profile, the engine(s) and the import command; ``config`` and
     ``probe`` are null: nothing was configured or probed here), ``models/<model>.json``, ``summaries.json`` and
-    ``analysis.json`` into a temporary sibling folder, then renames it into place.
+    ``analysis.json`` into a temporary sibling folder, which the store publishes in one rename
+    (:func:`pipeline.runs.assembling`; ``run.json`` built by :func:`pipeline.runs.run_json`).
 
     Raises:
         BatchmarkError: unknown hardware profile, a run of that id exists, nothing to import.
@@ -434,15 +432,10 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()
     runs.clean_stale_tmp(runs_dir)  # temporary folders of imports killed mid-way (kill -9)
-    # the empty run folder is the claim (mkdir is atomic); the run is built beside it and renamed over it
+    # the empty run folder is the claim (mkdir is atomic); the store builds the run beside it and renames it over it
     final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
     run_id = final.name
-    try:
-        tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=runs.tmp_prefix(run_id), suffix=".tmp"))
-    except BaseException:
-        final.rmdir()
-        raise
-    try:
+    with runs.assembling(final, release_claim=True) as tmp:
         cards: dict[str, ModelCard] = {}
         matches: dict[str, str] = {}
         unknown: dict[str, str] = {}
@@ -458,8 +451,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
         command = (f"batchmark import {result.format} {' '.join(str(f) for f in result.files)} --hardware {hw.name}"
                    f" --run-id {run_id}")
-        runs.atomic_write_json(tmp / "run.json", {
-            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "status": "complete",
+        runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", {
             "source": f"imported:{result.format}", "source_tool": result.tool,
             "source_version": result.tool_version,
             "source_files": [str(Path(f).resolve()) for f in result.files],
@@ -472,7 +464,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
             "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
             "versions": {result.tool: result.tool_version, "batchmark": __version__},
             "stopped": {}, "command": command,
-            "imported_at": now, "finished_at": now})
+            "imported_at": now, "finished_at": now}))
         for name, card in cards.items():
             runs.atomic_write_json(runs.model_card_path(tmp, name), stamped(ModelCardFile, card.as_dict()))
         ordered = sorted(result.summaries, key=lambda s: s.key.sort_key())
@@ -481,10 +473,4 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")
         analysis = analysis_of(tmp, runs.read_run_json(tmp), ordered)
         runs.atomic_write_json(tmp / "analysis.json", stamped(AnalysisFile, {"run_id": run_id, **analysis}))
-        os.rename(tmp, final)  # replaces the empty claimed folder
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if final.is_dir() and not any(final.iterdir()):
-            final.rmdir()
-        raise
     return final
