@@ -81,7 +81,7 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
     run_id = runs.check_run_id(args.run_id)
     model = parts.model_of(cfg, args.model)
-    if runs.is_complete(paths.runs_dir() / run_id):
+    if (paths.runs_dir() / run_id / "run.json").is_file() and runs.is_complete(paths.runs_dir() / run_id):
         print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
         return 0
     part = parts.part_dir(run_id, model)

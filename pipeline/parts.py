@@ -199,7 +199,8 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
                 return run_dir
             raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
                                  f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")
-        missing = [m.name for m in cfg.models if not runs.is_complete(part_dir(run_id, m.name, runs_dir))]
+        missing = [m.name for m in cfg.models if not (part_dir(run_id, m.name, runs_dir) / "run.json").is_file()
+                   or not runs.is_complete(part_dir(run_id, m.name, runs_dir))]
         if missing:
             raise BatchmarkError(f"run {run_id}: part(s) not measured to the end yet: {', '.join(missing)} "
                                  f"(under {parts_root(run_id, runs_dir)}); run the workflow again to measure them")

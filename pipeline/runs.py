@@ -300,21 +300,44 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
 
 
 def is_complete(run_dir: Path) -> bool:
-    """True when the run's ``run.json`` says ``status: complete``."""
-    try:
-        return read_run_json(run_dir).get("status") == "complete"
-    except BatchmarkError:
-        return False
+    """True when the run's ``run.json`` says ``status: complete``.
+
+    Raises:
+        BatchmarkError: ``run.json`` cannot be read (missing, corrupt, of a newer version,
+            malformed): such a run is neither complete nor incomplete, and the one line says why
+            (it was False, so a corrupt or newer run dropped silently out of every list, issue 20).
+    """
+    return read_run_json(run_dir).get("status") == "complete"
 
 
-def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[Path]:
-    """Run folders under ``runs_dir`` sorted by id (ids sort by time)."""
+def list_runs(runs_dir: Path | None = None, complete_only: bool = True,
+              unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Run folders under ``runs_dir`` sorted by id (ids sort by time).
+
+    With ``complete_only``, a run whose ``run.json`` cannot be read is left out with its reason:
+    appended to ``unreadable`` as ``(folder, one line)`` when given, else printed to stderr as one
+    ``batchmark: warning:`` line, never dropped without a word.
+    """
     runs_dir = runs_dir or paths.runs_dir()
     if not runs_dir.is_dir():
         return []
     out = [p for p in sorted(runs_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")
            and (p / "run.json").is_file()]
-    return [p for p in out if is_complete(p)] if complete_only else out
+    if not complete_only:
+        return out
+    complete = []
+    for p in out:
+        try:
+            if is_complete(p):
+                complete.append(p)
+        except BatchmarkError as exc:
+            if unreadable is not None:
+                unreadable.append((p, str(exc)))
+            else:
+                import sys
+
+                print(f"batchmark: warning: run {p.name} left out: {exc}", file=sys.stderr)
+    return complete
 
 
 def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, Any]:
@@ -551,21 +574,37 @@ def run_id_for_config(config_name: str, config_digest: str | None = None, runs_d
     first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
     run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
     machines are never resumed: the pointer is local to the checkout.
+
+    Raises:
+        BatchmarkError: the pointer, or the ``run.json`` it leads to, cannot be read (one line
+            naming the file and the remedy: delete the pointer or pass ``--fresh``); a bad pointer
+            once started a fresh run without a word (issue 20).
     """
     ptr = pointer_path(config_name, runs_dir)
     runs_dir = runs_dir or paths.runs_dir()
     if not fresh and ptr.is_file():
+        remedy = "delete it to start a new run, or pass --fresh"
         try:
-            run_id = check_run_id(json.loads(ptr.read_text())["run_id"])
-            # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
-            for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
-                if meta_path.is_file():
-                    meta = json.loads(meta_path.read_text())
-                    if config_digest is None or meta.get("config_digest") == config_digest:
-                        return run_id
-                    break
-        except (OSError, ValueError, KeyError, TypeError, BatchmarkError):
-            pass
+            data = read_json(ptr)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{exc} (this checkout's pointer to the run of config {config_name!r}); {remedy}") from None
+        run_id = data.get("run_id") if isinstance(data, dict) else None
+        if not isinstance(run_id, str):
+            raise BatchmarkError(f"{ptr}: no run_id in this checkout's pointer to the run of config {config_name!r}; {remedy}")
+        try:
+            check_run_id(run_id)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{ptr}: {exc}; {remedy}") from None
+        # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
+        for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
+            if meta_path.is_file():
+                try:
+                    meta = read_stored(RunFile, meta_path)
+                except BatchmarkError as exc:  # the run it points to is unreadable: named, never silently replaced
+                    raise BatchmarkError(f"{exc} (the run {ptr} points to); {remedy}") from None
+                if config_digest is None or meta.get("config_digest") == config_digest:
+                    return run_id
+                break
     return new_run_id()
 
 

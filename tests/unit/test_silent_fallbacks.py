@@ -44,3 +44,59 @@ def test_the_vllm_server_is_not_left_to_garbage_collection():
     src = (REPO / "pipeline" / "sweep.py").read_text(encoding="utf-8")
     finally_block = src[src.rindex("    finally:\n        bar.close()"):]
     assert "engine.unload()" in finally_block.split("\n    log(")[0]
+
+
+def _run(runs_dir: Path, run_id: str, status: str = "complete") -> Path:
+    from pipeline import runs
+
+    rd = runs_dir / run_id
+    rd.mkdir(parents=True)
+    runs.atomic_write_json(rd / "run.json", runs.run_json(run_id, status, {"config_digest": "d1"}))
+    return rd
+
+
+def test_an_unreadable_run_is_named_not_silently_incomplete(tmp_path: Path, capsys):
+    import json
+
+    import pytest
+
+    from pipeline import runs
+    from pipeline.errors import BatchmarkError
+
+    good = _run(tmp_path, "r1")
+    newer = _run(tmp_path, "r2")
+    newer.joinpath("run.json").write_text(json.dumps({"schema_version": 99, "status": "complete"}))
+    corrupt = _run(tmp_path, "r3")
+    corrupt.joinpath("run.json").write_text("{not json")
+    with pytest.raises(BatchmarkError, match=r"r2/run\.json: schema_version 99 is newer"):
+        runs.is_complete(newer)  # was: False, so the run vanished from every list
+    assert runs.list_runs(tmp_path) == [good]
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and err[0].startswith("batchmark: warning: run r2 left out: ") and "r3" in err[1]
+    unreadable: list = []
+    assert runs.list_runs(tmp_path, unreadable=unreadable) == [good]
+    assert [p.name for p, _ in unreadable] == ["r2", "r3"] and "corrupt JSON" in unreadable[1][1]
+    assert capsys.readouterr().err == ""
+
+
+def test_a_bad_config_pointer_is_an_error_not_a_fresh_run(tmp_path: Path):
+    import pytest
+
+    from pipeline import runs
+    from pipeline.errors import BatchmarkError
+
+    _run(tmp_path, "20261129T000000Z-a", status="incomplete")
+    runs.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)
+    assert runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path) == "20261129T000000Z-a"  # resumed
+    assert runs.run_id_for_config("cfg", "d2", runs_dir=tmp_path) != "20261129T000000Z-a"  # another config: new run
+    ptr = runs.pointer_path("cfg", tmp_path)
+    for bad, why in (("{oops", "corrupt JSON"), ('{"run_id": "../x"}', "not a valid run id"), ("[]", "no run_id")):
+        ptr.write_text(bad)
+        with pytest.raises(BatchmarkError) as exc:
+            runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path)
+        assert str(ptr) in str(exc.value) and why in str(exc.value) and "--fresh" in str(exc.value)
+        assert runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path, fresh=True)  # the remedy works
+    runs.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)
+    (tmp_path / "20261129T000000Z-a" / "run.json").write_text("{oops")
+    with pytest.raises(BatchmarkError, match=r"corrupt JSON .*the run .* points to.*--fresh"):
+        runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path)
