@@ -151,6 +151,14 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from pipeline.predict import format_predict, parse_calibrate_on, predict_run
+
+    doc = predict_run(args.run, parse_calibrate_on(args.calibrate_on))
+    print(json.dumps(doc, indent=1) if args.json else format_predict(doc))
+    return 0
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline import diff, diffreport, stages
 
@@ -287,6 +295,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run", help="run id or path")
     s.add_argument("--json", action="store_true", help="print the JSON contract (docs/definitions.md)")
     s.set_defaults(func=_cmd_show)
+
+    s = sub.add_parser("predict", help="calibrate the per-step model on a few points of a run and predict the rest",
+                       description="For every closed-loop workload of RUN (measured or imported), fit the engine terms "
+                                   "of the per-step model (overhead per step, fraction of the bandwidth and of the peak "
+                                   "compute reached, and for served runs the prefill rate) on a few concurrencies, "
+                                   "then predict output throughput, TPOT p50 and TTFT p50 at every other point and one "
+                                   "doubling beyond, with the error wherever a measurement exists. Predictions are "
+                                   "labelled as such; nothing is written into the run.")
+    s.add_argument("run", help="run id or path")
+    s.add_argument("--calibrate-on", metavar="C1,C2,...",
+                   help="concurrencies to fit on (at least three); default: the smallest, the next and the largest")
+    s.add_argument("--json", action="store_true", help="print the predict document (pipeline/predict.py)")
+    s.set_defaults(func=_cmd_predict)
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
     s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],

@@ -24,11 +24,11 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar"),
     ("pipeline.metrics",),
-    ("pipeline.stepcost", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
+    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts"),
     ("pipeline.stages",),
     ("pipeline.importers", "pipeline.reference"),
-    ("pipeline.show", "pipeline.diffreport", "pipeline.pages"),
+    ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
 ]
 

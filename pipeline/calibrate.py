@@ -1,0 +1,281 @@
+"""A calibrated per-step model: the roofline's bytes and FLOPs plus the few terms real engines add (pure).
+
+The roofline (:mod:`pipeline.analysis`) is an upper bound: it assumes kernels that read at the
+full probed bandwidth, compute at the full peak and cost nothing else.  Real engines reach a
+fraction of each and pay a fixed cost per step (scheduling, kernel launches, sampling).  This
+module fits those terms to a few measured points of a workload and predicts the rest of its
+curve, so a reader learns *how far* an engine is from the arithmetic and *why*.
+
+Step time at batch B (derived; the terms as Vidur, Agrawal et al., MLSys 2024, splits a step
+into operator costs, with one fitted fraction per roof instead of per-operator profiles)::
+
+    T(B) = overhead_s + bytes(B) / (bandwidth_fraction × bandwidth)
+                      + FLOPs(B) / (compute_fraction × peak)
+
+``bytes(B)`` and ``FLOPs(B)`` are :mod:`pipeline.stepcost`'s (weights with the MoE expert
+coverage ``1 − (1 − k/E)^B``, KV at the mean decode context; ``2 × B × params`` + attention).
+The two roofs are *added*, not maxed: measured on the llama.cpp DGX Spark reference
+(``../shared/reference/``), calibrated on three points, the additive form predicted the
+other points with a median error of 4.9 % against 10.2 % for ``max`` (the max form's
+compute roof never binds below B = 32 there, so it cannot bend the curve the way the
+measured one bends: memory and compute phases of a step overlap only partly).
+
+Predictions:
+- static batch (the transformers engine, llama-batched-bench; ``output_throughput_window``
+  ``"decode_phase"``): output throughput = B / T(B), TPOT = T(B);
+- served, closed loop (continuous batching; :func:`predict_served`): decode batch
+  ``B = min(c, max_num_seqs)``; TPOT = T(B); a closed loop started together runs in waves,
+  so TTFT = T(B) + prefill_overhead_s + B × input_len / prefill_tok_s (the wave's prompts
+  prefilled before the first token of the last of them), plus whole service times of waiting
+  when c > B; output throughput = c × output_len / E2EL with E2EL = TTFT + (output_len − 1) × TPOT.
+
+Fit: least squares on log step times (each point weighted by the inverse of its relative spread
+over repeats), with a weak prior pulling towards the roofline (no overhead, fractions 1) so that
+three points fit three terms without running away; the prefill terms by linear least squares on
+TTFT − T(B).  Identifiable: a dense model's step is linear in B (weights once, KV and FLOPs per sequence), so
+its points tell apart only two numbers, the cost of a step before any sequence (overhead + weights)
+and what each sequence adds (KV + compute); the prior splits each between its terms.  An MoE's
+expert coverage bends the curve and a compute-bound top adds a kink, which separate more of the
+terms; :func:`describe_terms` therefore states both identifiable numbers beside the fractions.
+Uncertainty: the same fit on each repeat's own values; ``*_spread`` is the
+standard deviation over repeats (None with one repeat).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+from scipy.optimize import least_squares
+
+from pipeline.modelcards import ModelCard
+from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
+
+#: A prediction this far off its measurement (fraction) is called out.
+CALL_OUT_FRACTION = 0.15
+#: Throughput at a calibration point below c = 1's by more than this contradicts the model.
+CONTRADICTION_FRACTION = 0.10
+#: Weight of the roofline prior in the fit (relative to one point's log residual).
+PRIOR_WEIGHT = 0.01
+MAX_FRACTION = 1.5  # bound of the fitted fractions (above 1 means the card overstates bytes or FLOPs)
+
+
+class CalibrationError(ValueError):
+    """The points cannot be fitted: too few, or they contradict the per-step model (message says which)."""
+
+
+@dataclass(frozen=True)
+class StepTerms:
+    """Fitted engine terms of one workload.
+
+    ``overhead_s``: fixed cost per decode step (s); ``bandwidth_fraction``: fraction of the
+    bandwidth the kernels reach (0–1.5; above 1 the card overstates the bytes);
+    ``compute_fraction``: fraction of peak FLOP/s reached; ``prefill_tok_s`` and
+    ``prefill_overhead_s``: served runs' prefill rate (tokens/s) and fixed TTFT cost (s), None
+    for static batches.  ``spread``: standard deviation of each term over per-repeat fits.
+    """
+
+    overhead_s: float
+    bandwidth_fraction: float
+    compute_fraction: float
+    prefill_tok_s: float | None = None
+    prefill_overhead_s: float | None = None
+    spread: dict[str, float | None] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON form: the terms and their ``*_spread``."""
+        out: dict[str, Any] = {"overhead_s": self.overhead_s, "bandwidth_fraction": self.bandwidth_fraction,
+                               "compute_fraction": self.compute_fraction, "prefill_tok_s": self.prefill_tok_s,
+                               "prefill_overhead_s": self.prefill_overhead_s}
+        for k, v in self.spread.items():
+            out[f"{k}_spread"] = v
+        return out
+
+
+@dataclass(frozen=True)
+class Roofs:
+    """What the step model costs against: a card at a mean decode context on a bandwidth and peak.
+
+    ``context``: mean KV tokens a decode step reads (tokens); ``bandwidth_gb_s`` (GB/s);
+    ``peak_tflops`` (TFLOP/s, None when unknown: the compute term is then left out).
+    """
+
+    card: ModelCard
+    context: float
+    bandwidth_gb_s: float
+    peak_tflops: float | None
+
+    def costs(self, batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Memory seconds at full bandwidth and compute seconds at full peak per step, arrays over ``batches``."""
+        mem = np.array([bytes_per_decode_step(self.card, int(b), self.context) for b in batches]) / (self.bandwidth_gb_s * 1e9)
+        if self.peak_tflops:
+            comp = np.array([flops_per_decode_step(self.card, int(b), self.context) for b in batches]) / (self.peak_tflops * 1e12)
+        else:
+            comp = np.zeros(len(batches))
+        return mem, comp
+
+
+def step_time_s(roofs: Roofs, terms: StepTerms, batches: Sequence[int]) -> np.ndarray:
+    """Calibrated decode step time (s) at each batch of ``batches``: overhead + memory/fraction + compute/fraction."""
+    mem, comp = roofs.costs(batches)
+    return terms.overhead_s + mem / terms.bandwidth_fraction + comp / terms.compute_fraction
+
+
+def default_calibration(concurrencies: Sequence[int], kind: str | None = "dense") -> tuple[list[int], str]:
+    """The concurrencies to calibrate on by default, and why: the smallest, one between and the largest.
+
+    The smallest pins the cost of one step (overhead + weights); the largest pins the compute and
+    KV terms that grow with the batch.  Between them: for an MoE the next concurrency after the
+    smallest (the first doubling), where expert coverage ``1 - (1 - k/E)^B`` changes fastest and
+    bends the curve; for a dense model, whose step is linear in B, the grid point nearest the
+    middle in log2(c), which pins the slope against the noise of one point better than a neighbour
+    of the smallest.  Three terms, three points; every other point is then a test of the model.
+
+    Raises:
+        CalibrationError: fewer than three distinct concurrencies.
+    """
+    cs = sorted(set(int(c) for c in concurrencies))
+    if len(cs) < 3:
+        raise CalibrationError(f"{len(cs)} concurrencies measured ({', '.join(map(str, cs)) or 'none'}): "
+                               "a fit of three terms needs at least three")
+    if kind == "moe":
+        mid = cs[1]
+        why = f"c = {mid} (the first doubling: where expert coverage grows fastest)"
+    else:
+        centre = (math.log2(cs[0]) + math.log2(cs[-1])) / 2
+        mid = min(cs[1:-1], key=lambda c: (abs(math.log2(c) - centre), c))
+        why = f"c = {mid} (the middle in log2 c: the slope of a step that is linear in the batch)"
+    return [cs[0], mid, cs[-1]], f"c = {cs[0]} (one step's cost), {why} and c = {cs[-1]} (where compute and KV grow largest)"
+
+
+def check_consistent(curve: Sequence[tuple[int, float]], calibrate_on: Sequence[int]) -> None:
+    """Refuse a calibration curve that contradicts the per-step model.
+
+    A batched step reads the weights once for all its sequences, so B sequences never take longer
+    than B single steps: output throughput at any c must not fall below c = 1's (the smallest c's).
+    ``curve``: (concurrency, output throughput tok/s) pairs.
+
+    Raises:
+        CalibrationError: a calibration point's throughput is more than
+            :data:`CONTRADICTION_FRACTION` below the smallest concurrency's.
+    """
+    pts = dict(curve)
+    c0 = min(pts)
+    base = pts[c0]
+    for c in sorted(calibrate_on):
+        if c > c0 and c in pts and pts[c] < base * (1 - CONTRADICTION_FRACTION):
+            raise CalibrationError(
+                f"the points contradict the model: output throughput falls from {base:.1f} tok/s at c = {c0} "
+                f"to {pts[c]:.1f} at c = {c}; a batched step cannot cost more than its sequences' single steps "
+                "(a disturbed measurement, or a server limit: see the run's flags)")
+
+
+def fit_step_terms(roofs: Roofs, batches: Sequence[int], step_times_s: Sequence[float],
+                   rel_spread: Sequence[float] | None = None) -> StepTerms:
+    """Fit overhead, bandwidth fraction and compute fraction to measured step times (s) at ``batches``.
+
+    Least squares on ``log T(B) − log measured``; a point's residual is divided by its relative
+    spread over repeats (floored at 2 %) when given.  A weak prior (:data:`PRIOR_WEIGHT`) pulls
+    towards the roofline: overhead 0 (relative to the smallest measured step), fractions 1.
+
+    Raises:
+        CalibrationError: no positive step time.
+    """
+    b = np.asarray(batches, dtype=float)
+    t = np.asarray(step_times_s, dtype=float)
+    if len(t) == 0 or not np.all(np.isfinite(t)) or np.any(t <= 0):
+        raise CalibrationError("step times must be positive and finite")
+    w = np.ones_like(t) if rel_spread is None else 1.0 / np.maximum(np.asarray(rel_spread, dtype=float), 0.02)
+    w = w / w.max()
+    mem, comp = roofs.costs([int(x) for x in b])
+    has_comp = bool(np.any(comp > 0))
+    t_min = float(t.min())
+
+    def model(p: np.ndarray) -> np.ndarray:
+        return p[0] + mem / p[1] + (comp / p[2] if has_comp else 0.0)
+
+    def residuals(p: np.ndarray) -> np.ndarray:
+        r = w * (np.log(model(p)) - np.log(t))
+        prior = PRIOR_WEIGHT * np.array([p[0] / t_min, math.log(p[1]), math.log(p[2]) if has_comp else 0.0])
+        return np.concatenate([r, prior])
+
+    x0 = np.array([0.0, min(1.0, float(mem[0] / t[0])) or 0.5, 0.5])
+    x0[1] = min(max(x0[1], 1e-3), MAX_FRACTION)
+    fit = least_squares(residuals, x0, bounds=([0.0, 1e-3, 1e-4], [t_min, MAX_FRACTION, MAX_FRACTION]))
+    o, fb, fc = (float(v) for v in fit.x)
+    return StepTerms(overhead_s=o, bandwidth_fraction=fb, compute_fraction=fc if has_comp else 1.0)
+
+
+def fit_prefill(batches: Sequence[int], input_len: int, ttft_s: Sequence[float],
+                decode_step_s: Sequence[float]) -> tuple[float | None, float]:
+    """Prefill rate (tokens/s) and fixed TTFT cost (s) of a served closed loop, from TTFT at ``batches``.
+
+    Model (module docstring): TTFT − T(B) = prefill_overhead_s + B × input_len / prefill_tok_s;
+    linear least squares.  Returns ``(None, mean residual)`` when the slope is not positive (TTFT
+    does not grow with the batch: prefill is too fast to see).
+    """
+    b = np.asarray(batches, dtype=float)
+    y = np.asarray(ttft_s, dtype=float) - np.asarray(decode_step_s, dtype=float)
+    if len(b) < 2:
+        return None, float(max(y.mean(), 0.0))
+    a = np.vstack([np.ones_like(b), b * input_len]).T
+    (intercept, inv_rate), *_ = np.linalg.lstsq(a, y, rcond=None)
+    if inv_rate <= 0:
+        return None, float(max(y.mean(), 0.0))
+    return float(1.0 / inv_rate), float(max(intercept, 0.0))
+
+
+def predict_static(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int]) -> list[dict[str, float]]:
+    """Static batch predictions per concurrency: ``{"output_throughput_tok_s": B / T, "tpot_s": T, "step_time_s": T}``."""
+    steps = step_time_s(roofs, terms, concurrencies)
+    return [{"output_throughput_tok_s": c / s, "tpot_s": float(s), "step_time_s": float(s)}
+            for c, s in zip(concurrencies, steps)]
+
+
+def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], input_len: int,
+                   output_len: int, max_num_seqs: int | None = None) -> list[dict[str, float]]:
+    """Served closed-loop predictions per concurrency: output throughput (tok/s), TPOT, TTFT, E2EL (s).
+
+    Module docstring, "served": B = min(c, max_num_seqs); TTFT of a wave = T(B) +
+    prefill_overhead_s + B × input_len / prefill_tok_s; past max_num_seqs requests wait
+    ``ceil(c / B) − 1`` whole service times on average half of that (they queue behind full
+    waves), and throughput = c × output_len / (E2EL + wait).
+    """
+    out = []
+    for c in concurrencies:
+        b = min(int(c), int(max_num_seqs)) if max_num_seqs else int(c)
+        step = float(step_time_s(roofs, terms, [b])[0])
+        prefill = (b * input_len / terms.prefill_tok_s) if terms.prefill_tok_s else 0.0
+        ttft = step + (terms.prefill_overhead_s or 0.0) + prefill
+        e2el = ttft + max(output_len - 1, 0) * step
+        waves = math.ceil(c / b)
+        wait = (waves - 1) * e2el / 2.0 if waves > 1 else 0.0
+        out.append({"output_throughput_tok_s": c * output_len / (e2el * waves) if waves > 1 else c * output_len / e2el,
+                    "tpot_s": step, "ttft_s": ttft + wait, "e2el_s": e2el + wait, "step_time_s": step})
+    return out
+
+
+def relative_error(predicted: float | None, measured: float | None) -> float | None:
+    """(predicted − measured) / measured, None when either is missing or measured is 0."""
+    if predicted is None or not measured:
+        return None
+    return (predicted - measured) / measured
+
+
+def describe_terms(terms: StepTerms, bandwidth_gb_s: float, peak_tflops: float | None,
+                   roofs: Roofs | None = None) -> str:
+    """The fitted terms in words a reader understands (one sentence); with ``roofs`` also the two identifiable costs."""
+    parts = []
+    if roofs is not None:
+        t1, t2 = step_time_s(roofs, terms, [1, 2])
+        parts.append(f"a step costs {t1 * 1e3:.1f} ms at B = 1 and each further sequence adds about "
+                     f"{(t2 - t1) * 1e3:.2f} ms")
+    parts += [f"the kernels reach {terms.bandwidth_fraction:.0%} of the {bandwidth_gb_s:.0f} GB/s bandwidth"]
+    if peak_tflops:
+        parts.append(f"{terms.compute_fraction:.0%} of the {peak_tflops:.3g} TFLOP/s peak")
+    parts.append(f"each step adds {terms.overhead_s * 1e3:.1f} ms")
+    if terms.prefill_tok_s:
+        parts.append(f"prefill runs at {terms.prefill_tok_s:,.0f} tokens/s")
+    return "; ".join(parts)
