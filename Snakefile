@@ -36,7 +36,7 @@ except BatchmarkError as exc:  # one line naming the file and field, as the CLI 
 # A cluster job reads this Snakefile again on its node: it gets the run id of the invocation that
 # submitted it through the environment (sbatch --export=ALL; `envvars` for Kubernetes).
 RUN_ID = (config.get("run_id") or os.environ.get("BATCHMARK_RUN_ID")
-          or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh"))))
+          or parts.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh"))))
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
 PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))

@@ -39,7 +39,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from pipeline import paths, runs
+    from pipeline import parts, paths, runs
     from pipeline.config import load_config
     from pipeline.sweep import run_sweep
 
@@ -61,7 +61,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(run_dir)
         return 0
     if args.pointer:
-        runs.write_pointer(cfg.name, run_dir.name)
+        parts.write_pointer(cfg.name, run_dir.name)
     run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
     print(run_dir)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
@@ -86,7 +86,7 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         return 0
     part = parts.part_dir(run_id, model)
     if args.pointer:
-        runs.write_pointer(cfg.name, run_id)
+        parts.write_pointer(cfg.name, run_id)
     part.mkdir(parents=True, exist_ok=True)
     run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
     print(part)

@@ -34,11 +34,69 @@ from pipeline.quality import PROBE_DRIFT_LIMIT, probe_drift
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
 PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
                "engine_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
+#: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/``.
+PARTS_FOLDER = ".parts"
+
+
+# -- config pointers: which run this checkout measures for a config (workflow logic, not storage) --
+
+def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
+    """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
+
+
+def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
+                      fresh: bool = False) -> str:
+    """The run id the workflow should build for a config.
+
+    The run this checkout started for the config (resumed if incomplete, reused if
+    complete, so a second invocation measures nothing) as long as it was started with the
+    same config content (``config_digest``); a run being measured in parts counts from its
+    first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
+    run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
+    machines are never resumed: the pointer is local to the checkout.
+
+    Raises:
+        BatchmarkError: the pointer, or the ``run.json`` it leads to, cannot be read (one line
+            naming the file and the remedy: delete the pointer or pass ``--fresh``); a bad pointer
+            once started a fresh run without a word (issue 20).
+    """
+    ptr = pointer_path(config_name, runs_dir)
+    runs_dir = runs_dir or paths.runs_dir()
+    if not fresh and ptr.is_file():
+        remedy = "delete it to start a new run, or pass --fresh"
+        try:
+            data = runs.read_json(ptr)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{exc} (this checkout's pointer to the run of config {config_name!r}); {remedy}") from None
+        run_id = data.get("run_id") if isinstance(data, dict) else None
+        if not isinstance(run_id, str):
+            raise BatchmarkError(f"{ptr}: no run_id in this checkout's pointer to the run of config {config_name!r}; {remedy}")
+        try:
+            runs.check_run_id(run_id)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{ptr}: {exc}; {remedy}") from None
+        # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
+        for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
+            if meta_path.is_file():
+                try:
+                    meta = runs.read_run_json(meta_path.parent)
+                except BatchmarkError as exc:  # the run it points to is unreadable: named, never silently replaced
+                    raise BatchmarkError(f"{exc} (the run {ptr} points to); {remedy}") from None
+                if config_digest is None or meta.get("config_digest") == config_digest:
+                    return run_id
+                break
+    return runs.new_run_id()
+
+
+def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
+    """Remember that this checkout measures ``run_id`` for ``config_name``."""
+    runs.atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
 
 
 def parts_root(run_id: str, runs_dir: Path | None = None) -> Path:
     """``data/runs/.parts/<run_id>/``: the parts of one run."""
-    return (runs_dir or paths.runs_dir()) / runs.PARTS_FOLDER / runs.check_run_id(run_id)
+    return (runs_dir or paths.runs_dir()) / PARTS_FOLDER / runs.check_run_id(run_id)
 
 
 def part_dir(run_id: str, model: str, runs_dir: Path | None = None) -> Path:

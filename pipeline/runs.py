@@ -21,11 +21,8 @@ run here: storage imports neither the metrics nor the analysis.
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import os
 import re
-import socket
 import tempfile
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -34,6 +31,12 @@ from typing import Any
 
 from pipeline import arrays as point_arrays
 from pipeline import columnar, paths
+# ids, claims, the lock and the atomic writers are the store's own parts, in modules of their own (issue 20);
+# re-exported here, where every caller has always found them
+from pipeline.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, read_json  # noqa: F401
+from pipeline.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_run_dir,  # noqa: F401
+                             clean_stale_tmp, new_run_id, tmp_prefix)
+from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
 from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
@@ -41,235 +44,6 @@ from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
 SCHEMA_VERSION = RunFile.current
-
-
-#: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
-MAX_RUNS_PER_SECOND = 99
-
-
-def _id_candidates(base: str):
-    """``base``, then ``base.02`` … ``base.99``: the suffix sorts after the bare id and in order (zero-padded);
-    a host name never holds a ``.``, so the suffix cannot be mistaken for part of it."""
-    yield base
-    for n in range(2, MAX_RUNS_PER_SECOND + 1):
-        yield f"{base}.{n:02d}"
-
-
-def new_run_id(now: datetime | None = None, host: str | None = None, runs_dir: Path | None = None) -> str:
-    """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``).
-
-    With ``runs_dir``, the first id of ``<stamp>-<host>``, ``<stamp>-<host>.02``, … whose folder
-    does not exist there, so two runs started within one second get different ids without
-    waiting.  This only looks; :func:`claim_run_dir` takes the id atomically.
-
-    Raises:
-        BatchmarkError: more than :data:`MAX_RUNS_PER_SECOND` runs in one second.
-    """
-    now = now or datetime.now(timezone.utc)
-    host = (host or socket.gethostname()).split(".")[0]
-    host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
-    base = f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
-    if runs_dir is None:
-        return base
-    for cand in _id_candidates(base):
-        if not (runs_dir / cand).exists():
-            return cand
-    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
-
-
-def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = None,
-                  now: datetime | None = None) -> Path:
-    """Create the folder of a new run atomically and return it: ``mkdir`` is the claim.
-
-    ``run_id`` given: that folder, refused when it exists.  Otherwise the first free id of
-    :func:`new_run_id`'s sequence for ``host`` at ``now``; a process that loses a race for an
-    id takes the next one, so concurrent imports or sweeps never share a folder.
-
-    Raises:
-        BatchmarkError: ``run_id`` exists, or every id of that second is taken.
-    """
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    if run_id is not None:
-        try:
-            (runs_dir / run_id).mkdir()
-        except FileExistsError:
-            raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
-        return runs_dir / run_id
-    base = new_run_id(now, host)
-    for cand in _id_candidates(base):
-        try:
-            (runs_dir / cand).mkdir()
-        except FileExistsError:
-            continue
-        return runs_dir / cand
-    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
-
-
-# -- temporary folders of interrupted writers -------------------------------------------------
-
-#: A hidden temporary folder under ``data/runs/`` older than this, whose owner is not alive, is removed.
-STALE_TMP_S = 600.0
-_TMP_OWNER = re.compile(r"\.pid(\d+)@([A-Za-z0-9-]+)\.")
-
-
-def tmp_prefix(run_id: str) -> str:
-    """Prefix of a writer's temporary folder under ``data/runs/``: hidden, naming its pid and host for the cleaner."""
-    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-    return f".{run_id}.pid{os.getpid()}@{host}."
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
-    """Remove hidden ``.*.tmp`` folders under ``runs_dir`` left by a writer killed mid-way (``kill -9`` of an import).
-
-    A folder is stale when it is older than ``max_age_s`` and its owner (pid on this host, from
-    :func:`tmp_prefix`) is not alive; a folder of another host, or of no known owner, only by age.
-    Returns the removed folders.
-    """
-    import shutil
-    import time
-
-    if not runs_dir.is_dir():
-        return []
-    now = time.time() if now is None else now
-    this_host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-    removed = []
-    for p in runs_dir.iterdir():
-        if not (p.name.startswith(".") and p.name.endswith(".tmp") and p.is_dir()):
-            continue
-        try:
-            age = now - p.stat().st_mtime
-        except OSError:
-            continue
-        m = _TMP_OWNER.search(p.name)
-        if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
-            continue
-        shutil.rmtree(p, ignore_errors=True)
-        removed.append(p)
-    return removed
-
-
-# -- the run lock: one live process measures a run -------------------------------------------
-
-def lock_path(run_dir: Path) -> Path:
-    """Lock file of a run: ``<runs_dir>/.locks/<run_id>.lock`` (beside the run, so a committed run folder holds none)."""
-    return run_dir.parent / ".locks" / f"{run_dir.name}.lock"
-
-
-def _holder(lock: Path) -> str:
-    """Who holds a run lock, from its owner file: ``pid 123 on host x since …`` (or why it is not known)."""
-    try:
-        owner = json.loads(lock.with_suffix(".owner.json").read_text())
-        return f"pid {owner['pid']} on host {owner['host']} since {owner['since']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "a process that has not written its owner file yet"
-
-
-@contextlib.contextmanager
-def lock_run(run_dir: Path):
-    """Hold the run's lock while measuring it: a second sweep into the same run is refused, never merged.
-
-    An advisory ``flock`` of :func:`lock_path` (the ``filelock`` package): the kernel releases
-    it when its process dies, even by ``kill -9``, so a stale lock never blocks a resume.
-    The holder's pid, host and start time are written beside it for the refusal message.
-
-    Raises:
-        BatchmarkError: another live process holds the lock (the message names it).
-    """
-    from filelock import FileLock, Timeout
-
-    lock = lock_path(run_dir)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
-    try:
-        fl.acquire(timeout=0)
-    except Timeout:
-        raise BatchmarkError(f"run {run_dir.name} is being measured by {_holder(lock)}; "
-                             "wait for it to finish, or stop it and resume") from None
-    owner = lock.with_suffix(".owner.json")
-    try:
-        atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
-                                  "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        yield
-    finally:
-        owner.unlink(missing_ok=True)
-        fl.release()
-
-
-def locked_run(fn):
-    """Decorator: call ``fn(cfg, run_dir, …)`` holding :func:`lock_run` of ``run_dir``."""
-    @functools.wraps(fn)
-    def wrapper(cfg, run_dir, *args, **kwargs):
-        with lock_run(Path(run_dir)):
-            return fn(cfg, run_dir, *args, **kwargs)
-    return wrapper
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read and published
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_create_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to a ``path`` that must not exist: temp file, fsync, then ``os.link`` (fails if it exists).
-
-    Unlike :func:`atomic_write_json` (``os.replace``), a file that appeared meanwhile is never
-    overwritten: the second writer gets BatchmarkError.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(obj, indent=1) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise BatchmarkError(f"{path}: already written by another process; records are never overwritten") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
-
-
-def read_json(path: Path) -> Any:
-    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line)."""
-    try:
-        return json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise BatchmarkError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
 
 
 def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
@@ -365,7 +139,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
 
 
 def _guard_open(run_dir: Path) -> None:
-    if is_complete(run_dir):
+    if (run_dir / "run.json").is_file() and is_complete(run_dir):  # an unreadable run.json: is_complete names it
         raise BatchmarkError(f"{run_dir}: run is complete and immutable; measure again into a new run")
 
 
@@ -553,78 +327,6 @@ def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
     meta["status"] = "complete"
     meta["finished_at"] = finished_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
     atomic_write_json(run_dir / "run.json", meta)
-
-
-#: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/`` (pipeline.parts).
-PARTS_FOLDER = ".parts"
-
-
-def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
-    """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
-    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
-
-
-def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
-                      fresh: bool = False) -> str:
-    """The run id the workflow should build for a config.
-
-    The run this checkout started for the config (resumed if incomplete, reused if
-    complete, so a second invocation measures nothing) as long as it was started with the
-    same config content (``config_digest``); a run being measured in parts counts from its
-    first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
-    run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
-    machines are never resumed: the pointer is local to the checkout.
-
-    Raises:
-        BatchmarkError: the pointer, or the ``run.json`` it leads to, cannot be read (one line
-            naming the file and the remedy: delete the pointer or pass ``--fresh``); a bad pointer
-            once started a fresh run without a word (issue 20).
-    """
-    ptr = pointer_path(config_name, runs_dir)
-    runs_dir = runs_dir or paths.runs_dir()
-    if not fresh and ptr.is_file():
-        remedy = "delete it to start a new run, or pass --fresh"
-        try:
-            data = read_json(ptr)
-        except BatchmarkError as exc:
-            raise BatchmarkError(f"{exc} (this checkout's pointer to the run of config {config_name!r}); {remedy}") from None
-        run_id = data.get("run_id") if isinstance(data, dict) else None
-        if not isinstance(run_id, str):
-            raise BatchmarkError(f"{ptr}: no run_id in this checkout's pointer to the run of config {config_name!r}; {remedy}")
-        try:
-            check_run_id(run_id)
-        except BatchmarkError as exc:
-            raise BatchmarkError(f"{ptr}: {exc}; {remedy}") from None
-        # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
-        for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
-            if meta_path.is_file():
-                try:
-                    meta = read_stored(RunFile, meta_path)
-                except BatchmarkError as exc:  # the run it points to is unreadable: named, never silently replaced
-                    raise BatchmarkError(f"{exc} (the run {ptr} points to); {remedy}") from None
-                if config_digest is None or meta.get("config_digest") == config_digest:
-                    return run_id
-                break
-    return new_run_id()
-
-
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-def check_run_id(run_id: str) -> str:
-    """Return ``run_id`` if it is a plain folder name (letters, digits, ``. _ -``; no path separators).
-
-    Raises:
-        BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
-    """
-    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
-        raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
-    return run_id
-
-
-def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
-    """Remember that this checkout measures ``run_id`` for ``config_name``."""
-    atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
 
 
 # -- publishing a run built elsewhere, and the store that owns a run's life --------------------

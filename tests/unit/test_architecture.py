@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
      "pipeline.serverenv"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
-    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar"),
+    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
+     "pipeline.atomicfiles"),
     ("pipeline.metrics",),
     ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts"),
@@ -152,8 +153,10 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
 
 def test_storage_imports_no_stage():
     graph = import_graph()
-    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep"}
-    assert not graph["pipeline.runs"] & stages and not graph["pipeline.schemas"] & stages
+    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
+    for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
+                    "pipeline.atomicfiles"):
+        assert not graph[storage] & stages, storage
 
 
 def test_show_diff_and_pages_read_a_run_one_way():
@@ -241,9 +244,10 @@ def test_only_the_store_renames_files_of_a_run():
     """Issue 20: one owner of a run's life.  The sweep, the importers, the merge of parts and the reference stage
     publish through :mod:`pipeline.runs` (``assembling``, ``complete_run``, ``swap_in``, the atomic writers); no other
     module renames or replaces a file."""
+    store = {"pipeline.runs", "pipeline.atomicfiles"}  # the store and its atomic writers
     offenders = {name: found for name, path in all_modules().items()
-                 if name != "pipeline.runs" and name not in RENAMES_OUTSIDE_RUNS and (found := renames_in(path))}
-    assert not offenders, f"renames outside the store (pipeline.runs): {offenders}"
-    assert renames_in(all_modules()["pipeline.runs"])  # the check sees the store's own renames
+                 if name not in store and name not in RENAMES_OUTSIDE_RUNS and (found := renames_in(path))}
+    assert not offenders, f"renames outside the store (pipeline.runs, pipeline.atomicfiles): {offenders}"
+    assert all(renames_in(all_modules()[name]) for name in store)  # the check sees the store's own renames
     for name in RENAMES_OUTSIDE_RUNS:
         assert renames_in(all_modules()[name]), f"{name} renames nothing any more: remove it from RENAMES_OUTSIDE_RUNS"

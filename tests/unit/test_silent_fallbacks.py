@@ -5,6 +5,8 @@
 - The provenance says how the load generator sent: "closed loop", and the open loop where the
   config has one (it said "closed loop" for open-loop runs).
 - The vLLM engine has no ``__del__``: the sweep stops its server explicitly.
+- A run whose ``run.json`` cannot be read is named (``is_complete`` raises, ``list_runs`` says why it
+  left it out), and a config pointer that cannot be read is an error, never a fresh run.
 """
 
 from __future__ import annotations
@@ -82,21 +84,21 @@ def test_an_unreadable_run_is_named_not_silently_incomplete(tmp_path: Path, caps
 def test_a_bad_config_pointer_is_an_error_not_a_fresh_run(tmp_path: Path):
     import pytest
 
-    from pipeline import runs
+    from pipeline import parts, runs
     from pipeline.errors import BatchmarkError
 
     _run(tmp_path, "20261129T000000Z-a", status="incomplete")
-    runs.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)
-    assert runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path) == "20261129T000000Z-a"  # resumed
-    assert runs.run_id_for_config("cfg", "d2", runs_dir=tmp_path) != "20261129T000000Z-a"  # another config: new run
-    ptr = runs.pointer_path("cfg", tmp_path)
+    parts.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)
+    assert parts.run_id_for_config("cfg", "d1", runs_dir=tmp_path) == "20261129T000000Z-a"  # resumed
+    assert parts.run_id_for_config("cfg", "d2", runs_dir=tmp_path) != "20261129T000000Z-a"  # another config: new run
+    ptr = parts.pointer_path("cfg", tmp_path)
     for bad, why in (("{oops", "corrupt JSON"), ('{"run_id": "../x"}', "not a valid run id"), ("[]", "no run_id")):
         ptr.write_text(bad)
         with pytest.raises(BatchmarkError) as exc:
-            runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path)
+            parts.run_id_for_config("cfg", "d1", runs_dir=tmp_path)
         assert str(ptr) in str(exc.value) and why in str(exc.value) and "--fresh" in str(exc.value)
-        assert runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path, fresh=True)  # the remedy works
-    runs.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)
+        assert parts.run_id_for_config("cfg", "d1", runs_dir=tmp_path, fresh=True)  # the remedy works
+    parts.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)
     (tmp_path / "20261129T000000Z-a" / "run.json").write_text("{oops")
     with pytest.raises(BatchmarkError, match=r"corrupt JSON .*the run .* points to.*--fresh"):
-        runs.run_id_for_config("cfg", "d1", runs_dir=tmp_path)
+        parts.run_id_for_config("cfg", "d1", runs_dir=tmp_path)

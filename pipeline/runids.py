@@ -1,0 +1,142 @@
+"""Run ids and claims: ``YYYYMMDDTHHMMSSZ-<host>`` ids, the atomic claim of a run's folder, id checks,
+and the hidden temporary folders of writers (named for the cleaner, removed when their writer died).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pipeline.errors import BatchmarkError
+
+
+#: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
+MAX_RUNS_PER_SECOND = 99
+
+
+def _id_candidates(base: str):
+    """``base``, then ``base.02`` … ``base.99``: the suffix sorts after the bare id and in order (zero-padded);
+    a host name never holds a ``.``, so the suffix cannot be mistaken for part of it."""
+    yield base
+    for n in range(2, MAX_RUNS_PER_SECOND + 1):
+        yield f"{base}.{n:02d}"
+
+
+def new_run_id(now: datetime | None = None, host: str | None = None, runs_dir: Path | None = None) -> str:
+    """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``).
+
+    With ``runs_dir``, the first id of ``<stamp>-<host>``, ``<stamp>-<host>.02``, … whose folder
+    does not exist there, so two runs started within one second get different ids without
+    waiting.  This only looks; :func:`claim_run_dir` takes the id atomically.
+
+    Raises:
+        BatchmarkError: more than :data:`MAX_RUNS_PER_SECOND` runs in one second.
+    """
+    now = now or datetime.now(timezone.utc)
+    host = (host or socket.gethostname()).split(".")[0]
+    host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
+    base = f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
+    if runs_dir is None:
+        return base
+    for cand in _id_candidates(base):
+        if not (runs_dir / cand).exists():
+            return cand
+    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
+
+
+def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = None,
+                  now: datetime | None = None) -> Path:
+    """Create the folder of a new run atomically and return it: ``mkdir`` is the claim.
+
+    ``run_id`` given: that folder, refused when it exists.  Otherwise the first free id of
+    :func:`new_run_id`'s sequence for ``host`` at ``now``; a process that loses a race for an
+    id takes the next one, so concurrent imports or sweeps never share a folder.
+
+    Raises:
+        BatchmarkError: ``run_id`` exists, or every id of that second is taken.
+    """
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    if run_id is not None:
+        try:
+            (runs_dir / run_id).mkdir()
+        except FileExistsError:
+            raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
+        return runs_dir / run_id
+    base = new_run_id(now, host)
+    for cand in _id_candidates(base):
+        try:
+            (runs_dir / cand).mkdir()
+        except FileExistsError:
+            continue
+        return runs_dir / cand
+    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
+
+
+# -- temporary folders of interrupted writers -------------------------------------------------
+
+#: A hidden temporary folder under ``data/runs/`` older than this, whose owner is not alive, is removed.
+STALE_TMP_S = 600.0
+_TMP_OWNER = re.compile(r"\.pid(\d+)@([A-Za-z0-9-]+)\.")
+
+
+def tmp_prefix(run_id: str) -> str:
+    """Prefix of a writer's temporary folder under ``data/runs/``: hidden, naming its pid and host for the cleaner."""
+    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    return f".{run_id}.pid{os.getpid()}@{host}."
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
+    """Remove hidden ``.*.tmp`` folders under ``runs_dir`` left by a writer killed mid-way (``kill -9`` of an import).
+
+    A folder is stale when it is older than ``max_age_s`` and its owner (pid on this host, from
+    :func:`tmp_prefix`) is not alive; a folder of another host, or of no known owner, only by age.
+    Returns the removed folders.
+    """
+    import shutil
+    import time
+
+    if not runs_dir.is_dir():
+        return []
+    now = time.time() if now is None else now
+    this_host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    removed = []
+    for p in runs_dir.iterdir():
+        if not (p.name.startswith(".") and p.name.endswith(".tmp") and p.is_dir()):
+            continue
+        try:
+            age = now - p.stat().st_mtime
+        except OSError:
+            continue
+        m = _TMP_OWNER.search(p.name)
+        if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
+            continue
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def check_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a plain folder name (letters, digits, ``. _ -``; no path separators).
+
+    Raises:
+        BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
+    """
+    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+        raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
+    return run_id
