@@ -162,3 +162,26 @@ def test_new_files_are_written_with_their_schema_version(tmp_path: Path):
     runs.write_model_card(tmp_path / "r", {"name": "m", "kind": "dense"})
     assert json.loads(runs.model_card_path(tmp_path / "r", "m").read_text())["schema_version"] == 1
     assert runs.load_model_cards(tmp_path / "r") == {"m": {"name": "m", "kind": "dense"}}
+
+
+def test_machine_paths_are_made_relative_to_the_repository():
+    """Issue 20: committed runs carry no machine path; runs written before record them, and their upgrade drops the
+    machine's part of every path into the repository (the run of 20261130 recorded /tmp/fresh-main/… paths)."""
+    r = schemas.repo_relative_text
+    assert r("/work/main/pipeline/__main__.py sweep --config config/default.yaml") == \
+        "pipeline/__main__.py sweep --config config/default.yaml"
+    assert r("/tmp/fresh-main/data/model-folders/m-4e82") == "data/model-folders/m-4e82"
+    assert r("/usr/bin/python3 /home/u/proj/pipeline/__main__.py --config /home/u/proj/config/x.yaml") == \
+        "/usr/bin/python3 pipeline/__main__.py --config config/x.yaml"  # a path outside any repository folder stays
+    assert r("openai/gpt-oss-20b") == "openai/gpt-oss-20b" and r(None) is None
+    old = {"schema_version": 1, "command": "/tmp/x/pipeline/__main__.py sweep", "config_path": "/tmp/x/config/a.yaml",
+           "engine": {"server_env": {"python": "/tmp/x/.venv-vllm/bin/python", "version": "0.32.0"},
+                      "servers": {"m": {"command": "/tmp/x/.venv-vllm/bin/python -m vllm", "port": 1}}}}
+    assert schemas.migrate(schemas.RunFile, "run.json", old) == {
+        "schema_version": 2, "command": "pipeline/__main__.py sweep", "config_path": "config/a.yaml",
+        "engine": {"server_env": {"python": ".venv-vllm/bin/python", "version": "0.32.0"},
+                   "servers": {"m": {"command": ".venv-vllm/bin/python -m vllm", "port": 1}}}}
+    point = {"schema_version": 2, "point": {"model": "m", "engine": "vllm", "input_len": 1, "output_len": 2, "concurrency": 1},
+             "repeats": [], "meta": {"tokenizer": "/tmp/fresh-main/data/model-folders/m-4e82", "seed": 3}}
+    assert schemas.migrate(schemas.PointRecordsFile, "p.json", point)["meta"] == \
+        {"tokenizer": "data/model-folders/m-4e82", "seed": 3}
