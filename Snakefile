@@ -17,6 +17,7 @@
 
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -26,31 +27,39 @@ from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
 from pipeline.pages.render import page_templates
 from pipeline.resources import part_resources, part_threads
+from pipeline.texttable import printable
 
 # The sweep config is the Snakemake configfile (--configfile); config/vllm-cpu.yaml (real vLLM, CPU build) without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/vllm-cpu.yaml"
 try:
     SWEEP = load_config(CONFIG_PATH)
 except BatchmarkError as exc:  # one line naming the file and field, as the CLI prints it; nothing is touched
-    sys.exit(f"batchmark: error: {exc}")
+    sys.exit(f"batchmark: error: {printable(exc, one_line=True)}")
 # A cluster job reads this Snakefile again on its node: it gets the run id of the invocation that
 # submitted it through the environment (sbatch --export=ALL; `envvars` for Kubernetes).
-RUN_ID = (config.get("run_id") or os.environ.get("BATCHMARK_RUN_ID")
-          or parts.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh"))))
+# Run folder names arrive by `git pull`: every run id is checked (runs.is_run_id, a whole match) before it is used,
+# and every value that reaches a shell command is quoted besides ({...:q}, shlex.quote).
+try:
+    RUN_ID = runs.check_run_id(str(config.get("run_id") or os.environ.get("BATCHMARK_RUN_ID")
+                                   or parts.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))))
+    COMPLETE = [p.name for p in runs.list_runs()]  # refuses a folder whose name is not a run id, naming it
+except BatchmarkError as exc:
+    sys.exit(f"batchmark: error: {printable(exc, one_line=True)}")
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
 PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))
-COMPLETE = [p.name for p in runs.list_runs()]
 OTHERS = [r for r in COMPLETE if r != RUN_ID]
-BATCHMARK = f"{sys.executable} -m pipeline"
+PYTHON = shlex.quote(sys.executable)
+BATCHMARK = f"{PYTHON} -m pipeline"
 TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
+THEME = sorted(str(p) for p in Path("templates/theme").rglob("*.html"))  # mkdocs.yml: theme.custom_dir
 PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
 MODEL_CARDS = sorted(str(p) for p in Path("data/models").glob("*.yaml"))
 # The shared reference measurement beside the repository (never copied into it): an input of the
 # explainers only when it exists, stored as a run under data/reference/ by the reference rule.
 REFERENCE_SRC = "../shared/reference/llamacpp-dgx-spark-batched-bench.md"
 REFERENCE = ["data/reference/reference-dgx-spark-llamacpp/analysis.json"] if Path(REFERENCE_SRC).is_file() else []
-REFERENCE_ARGS = " ".join(f"--reference {Path(r).parent}" for r in REFERENCE)
+REFERENCE_ARGS = " ".join(f"--reference {shlex.quote(str(Path(r).parent))}" for r in REFERENCE)
 
 envvars: "BATCHMARK_RUN_ID"
 
@@ -73,7 +82,7 @@ rule part:
     threads: part_threads(SWEEP, workflow.resource_settings.cores)  # locally the measurement owns the machine (and OMP_NUM_THREADS)
     resources: **PART_RESOURCES
     retries: SWEEP.cluster.retries  # a retry resumes the part's finished points
-    shell: "{BATCHMARK} sweep --config {input} --run-id {wildcards.run} --model {params.model} --pointer"
+    shell: "{BATCHMARK} sweep --config {input:q} --run-id {wildcards.run:q} --model={params.model:q} --pointer"
 
 
 # Once complete, the run is an input as it is (no rule makes it, so nothing can re-make it), however
@@ -84,19 +93,19 @@ if RUN_ID not in COMPLETE:
     rule merge:
         input: config=ancient(CONFIG_PATH), parts=parts.part_targets(SWEEP, RUN_ID)
         output: "data/runs/{run}/points.json"
-        shell: "{BATCHMARK} merge --config {input.config} --run-id {wildcards.run}"
+        shell: "{BATCHMARK} merge --config {input.config:q} --run-id {wildcards.run:q}"
 
 
 rule summaries:
     input: "data/runs/{run}/points.json"
     output: "data/runs/{run}/summaries.json"
-    shell: "{BATCHMARK} summarize {wildcards.run}"
+    shell: "{BATCHMARK} summarize {wildcards.run:q}"
 
 
 rule analysis:
     input: "data/runs/{run}/summaries.json"
     output: "data/runs/{run}/analysis.json"
-    shell: "{BATCHMARK} analyze {wildcards.run}"
+    shell: "{BATCHMARK} analyze {wildcards.run:q}"
 
 
 rule pages:
@@ -107,23 +116,23 @@ rule pages:
         MODEL_CARDS,
         REFERENCE,
     output: PAGES
-    params: runs=" ".join(OTHERS + [RUN_ID])
-    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} {REFERENCE_ARGS}"
+    params: runs=OTHERS + [RUN_ID]
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS}"
 
 
 rule reference:
     input: REFERENCE_SRC
     output: "data/reference/reference-dgx-spark-llamacpp/analysis.json"
-    shell: "{BATCHMARK} reference {input} --out data/reference/reference-dgx-spark-llamacpp"
+    shell: "{BATCHMARK} reference {input:q} --out data/reference/reference-dgx-spark-llamacpp"
 
 
 rule site:
-    input: PAGES, "mkdocs.yml"
+    input: PAGES, THEME, "mkdocs.yml"
     output: "site/index.html"
-    shell: "{sys.executable} -m mkdocs build --strict --quiet"
+    shell: "{PYTHON} -m mkdocs build --strict --quiet"
 
 
 rule committed:
-    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, MODEL_CARDS, REFERENCE
-    params: runs=" ".join(COMPLETE)
-    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs} {REFERENCE_ARGS} && {sys.executable} -m mkdocs build --strict --quiet"
+    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, THEME, MODEL_CARDS, REFERENCE
+    params: runs=COMPLETE
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS} && {PYTHON} -m mkdocs build --strict --quiet"

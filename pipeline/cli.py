@@ -6,6 +6,7 @@ User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
+import builtins
 import errno
 import json
 import math
@@ -13,11 +14,21 @@ import sys
 from pathlib import Path
 
 from pipeline.errors import BatchmarkError
+from pipeline.texttable import printable
 
 #: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only
 #: file system, no permission, I/O error.
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
+
+
+def print(*values: object, sep: str = " ", end: str = "\n", file=None, flush: bool = False) -> None:  # noqa: A001
+    """Every text this command prints, through :func:`pipeline.texttable.printable`: names from runs, imports and
+    servers reach the terminal with their control characters escaped (``\x1b``), never as terminal sequences.
+
+    It stands in for the built-in ``print`` in this module on purpose, so no output path of a command can forget it.
+    """
+    builtins.print(printable(sep.join(str(v) for v in values)), end=end, file=file or sys.stdout, flush=flush)
 
 
 def _where(c: "diff.MetricChange") -> str:
@@ -169,14 +180,14 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
     result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
     if args.format == "json":
-        sys.stdout.write(diffreport.format_json(result))
+        print(diffreport.format_json(result), end="")
     elif args.format == "markdown":
-        sys.stdout.write(diffreport.format_markdown(result))
+        print(diffreport.format_markdown(result), end="")
     elif args.format == "csv":
         print(result.headline, file=sys.stderr)
-        sys.stdout.write(diffreport.format_csv(result))
+        print(diffreport.format_csv(result), end="")
     else:
-        sys.stdout.write(diffreport.format_text(result))
+        print(diffreport.format_text(result), end="")
     if args.fail_above is None:
         return 0
     if not result.comparable:
@@ -389,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except BatchmarkError as exc:
-        print(f"batchmark: error: {exc}", file=sys.stderr)
+        print(f"batchmark: error: {printable(exc, one_line=True)}", file=sys.stderr)
         return 2
     except OSError as exc:
         # the machine refused a write or read (read-only folder, full disk, no permission): one line; every
@@ -397,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         if exc.errno not in ENVIRONMENT_ERRNOS:
             raise
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"batchmark: error: {where}{exc.strerror or exc} (nothing partial was written)", file=sys.stderr)
+        print(f"batchmark: error: {printable(f'{where}{exc.strerror or exc}', one_line=True)} "
+              "(nothing partial was written)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("batchmark: interrupted; finished points are kept and the run resumes next time", file=sys.stderr)

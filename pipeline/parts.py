@@ -22,7 +22,10 @@ refused in one run (:func:`check_same_hardware`).
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -222,18 +225,70 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     return out
 
 
+def check_part_entries(part: Path, runs_dir: Path) -> None:
+    """Refuse a part that holds anything but folders and regular files, or that is reached through a link.
+
+    Server logs and records are committed with the run, so a symbolic link in a part (``servers/m1.log`` → the
+    system's password-hash file) would publish whatever it points to.  Nothing is followed: the part's folder and
+    the folders above it up to ``runs_dir``, and every entry under it, are checked with ``lstat``.
+
+    Raises:
+        BatchmarkError: one line naming the first link, device, pipe or socket found (and where a link points).
+    """
+    rel = part.relative_to(runs_dir).parts
+    for depth in range(len(rel), 0, -1):
+        where = runs_dir.joinpath(*rel[:depth])
+        if where.is_symlink():
+            raise BatchmarkError(f"{where}: a part (or a folder above it) is a symbolic link (to {os.readlink(where)!r}); "
+                                 "parts are refused unless every entry is a plain folder or a regular file")
+    for top, dirs, files in os.walk(part, followlinks=False):
+        for name in sorted(dirs + files):
+            entry = Path(top) / name
+            mode = entry.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise BatchmarkError(f"{entry}: a symbolic link in a part (to {os.readlink(entry)!r}); merge copies "
+                                     "only regular files, never what a link points to: remove it and measure the part again")
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise BatchmarkError(f"{entry}: not a regular file (a device, pipe or socket) in a part; merge "
+                                     "copies only regular files: remove it and measure the part again")
+
+
+def _copy_regular(src: Path, target: Path) -> None:
+    """Copy the regular file ``src`` to ``target`` without following a link (``O_NOFOLLOW``; checked again on the open
+    file, so a file swapped for a link after :func:`check_part_entries` is refused too)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BatchmarkError(f"{src}: a symbolic link in a part; merge copies only regular files") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BatchmarkError(f"{src}: not a regular file in a part; merge copies only regular files")
+        with os.fdopen(fd, "rb", closefd=False) as fin, open(target, "xb") as fout:
+            shutil.copyfileobj(fin, fout)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    finally:
+        os.close(fd)
+
+
 def _copy_part_files(part: Path, dest: Path, seen: dict[str, str], model: str) -> None:
-    """Copy a part's files (all but its ``run.json`` and ``points.json``) into the merged run folder."""
-    for src in sorted(p for p in part.rglob("*") if p.is_file()):
-        rel = src.relative_to(part).as_posix()
-        if rel in ("run.json", "points.json") or src.name.startswith("."):
-            continue
-        if rel in seen:
-            raise BatchmarkError(f"{src}: {rel} is also in the part of {seen[rel]}; parts never share a file")
-        seen[rel] = model
-        target = dest / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, target)
+    """Copy a part's files (all but its ``run.json`` and ``points.json``) into the merged run folder; links are never
+    followed (:func:`check_part_entries` refused them before)."""
+    for top, dirs, files in os.walk(part, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            src = Path(top) / name
+            rel = src.relative_to(part).as_posix()
+            if rel in ("run.json", "points.json") or name.startswith("."):
+                continue
+            if rel in seen:
+                raise BatchmarkError(f"{src}: {rel} is also in the part of {seen[rel]}; parts never share a file")
+            seen[rel] = model
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _copy_regular(src, target)
 
 
 def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> Path:
@@ -246,7 +301,8 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
 
     Raises:
         BatchmarkError: a part missing or incomplete (all such are named), a part of another
-            config, parts of different hardware (:func:`check_same_hardware`), or a run folder
+            config, parts of different hardware (:func:`check_same_hardware`), a part holding a
+            link or anything but regular files (:func:`check_part_entries`), or a run folder
             that already holds a run measured another way.
     """
     runs_dir = runs_dir or paths.runs_dir()
@@ -257,6 +313,9 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
                 return run_dir
             raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
                                  f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")
+        for m in cfg.models:  # before anything of a part is read: no link is followed, no device opened
+            if part_dir(run_id, m.name, runs_dir).exists() or part_dir(run_id, m.name, runs_dir).is_symlink():
+                check_part_entries(part_dir(run_id, m.name, runs_dir), runs_dir)
         missing = [m.name for m in cfg.models if not (part_dir(run_id, m.name, runs_dir) / "run.json").is_file()
                    or not runs.is_complete(part_dir(run_id, m.name, runs_dir))]
         if missing:

@@ -128,7 +128,13 @@ def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float |
     return removed
 
 
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def is_run_id(name: str) -> bool:
+    """True when ``name`` is a run id: a plain folder name (letters, digits, ``. _ -``, at most 128 characters, no
+    ``..``), matched whole (``fullmatch``: a trailing newline is refused), so it is safe in a path and a shell word."""
+    return isinstance(name, str) and RUN_ID_PATTERN.fullmatch(name) is not None and ".." not in name
 
 
 def check_run_id(run_id: str) -> str:
@@ -137,6 +143,6 @@ def check_run_id(run_id: str) -> str:
     Raises:
         BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
     """
-    if not RUN_ID_PATTERN.match(run_id) or ".." in run_id:
+    if not is_run_id(run_id):
         raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
     return run_id

@@ -35,7 +35,7 @@ from pipeline import columnar, paths
 # re-exported here, where every caller has always found them
 from pipeline.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, read_json  # noqa: F401
 from pipeline.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_run_dir,  # noqa: F401
-                             clean_stale_tmp, new_run_id, tmp_prefix)
+                             clean_stale_tmp, is_run_id, new_run_id, tmp_prefix)
 from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
@@ -91,12 +91,19 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True,
     With ``complete_only``, a run whose ``run.json`` cannot be read is left out with its reason:
     appended to ``unreadable`` as ``(folder, one line)`` when given, else printed to stderr as one
     ``batchmark: warning:`` line, never dropped without a word.
+
+    Raises:
+        BatchmarkError: a run folder's name is not a run id (:func:`is_run_id`); one line naming it.
     """
     runs_dir = runs_dir or paths.runs_dir()
     if not runs_dir.is_dir():
         return []
     out = [p for p in sorted(runs_dir.iterdir()) if p.is_dir() and not p.name.startswith(".")
            and (p / "run.json").is_file()]
+    for p in out:  # folder names arrive by `git pull`: one that is not a run id never reaches a command line
+        if not is_run_id(p.name):
+            raise BatchmarkError(f"{runs_dir}: the folder {p.name!r} is not a valid run id (letters, digits, '.', '_', "
+                                 "'-'; at most 128): rename or remove it; it is never passed to a command")
     if not complete_only:
         return out
     complete = []

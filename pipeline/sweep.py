@@ -13,6 +13,7 @@ than ``knee_threshold`` in output throughput, or when the next point would not f
 
 from __future__ import annotations
 
+import os
 import platform
 import shlex
 import subprocess
@@ -22,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from pipeline import __version__, paths, runs
+from pipeline import __version__, paths, runs, scrub
 from pipeline.analysis import doubling_gains, slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
@@ -31,6 +32,7 @@ from pipeline.hardware import load_profile, probe
 from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
 from pipeline.records import PointKey
+from pipeline.texttable import printable
 
 
 def _versions() -> dict[str, str | None]:
@@ -225,7 +227,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     """
     from tqdm import tqdm
 
-    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+    log = log or (lambda msg: print(printable(msg), file=sys.stderr, flush=True))  # names: control characters escaped
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
@@ -245,11 +247,13 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     else:
         runs.create_run(run_dir, {
             "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
-            "config_path": config_path, "config": cfg.model_dump(mode="json"),
+            "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
             "hardware": hw.model_dump(mode="json"), "host": platform.node(),
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "git_commit": _git_commit(), "versions": _versions(), "driver": _driver(),
-            "command": "batchmark " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            # paths relative to the repository, other machine folders replaced (pipeline.scrub): runs are published
+            "command": "batchmark " + " ".join(shlex.quote(scrub.relative_path(a) if os.path.isabs(a) else
+                                                           scrub.scrub_paths(a) or a) for a in sys.argv[1:]),
             **({"part_of": part_of, "models": list(models or []), "machine": machine_identity(cfg.hardware)}
                if part_of else {})})
     if fallback:
@@ -280,7 +284,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             loaded = False
             done = 0
             for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
-                bar.set_description(f"{spec.name} c={key.concurrency}")
+                bar.set_description(printable(f"{spec.name} c={key.concurrency}", one_line=True))
                 bar.set_postfix_str("")
                 if runs.has_point(run_dir, key):
                     summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)

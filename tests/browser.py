@@ -7,7 +7,10 @@ refused and recorded, so a chart that needs a CDN fails the test.
 from __future__ import annotations
 
 import contextlib
+import functools
+import http.server
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -39,6 +42,38 @@ def offline_context(width: int = 1280, height: int = 900, **options):
             yield ctx
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def served_context(site: Path, width: int = 1280, height: int = 900):
+    """The built site ``site`` served over HTTP on 127.0.0.1 (a thread of this process) and a Playwright browser
+    context in the system Chromium that may reach that origin only (every other request is refused).
+
+    For what needs an origin rather than ``file://``: Material's search runs in a Web Worker, which Chromium does not
+    start from a file.  Yields ``(context, base_url)``; skips (saying why) without playwright or Chromium.
+    """
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python package) is not installed")
+    exe = chromium_path()
+
+    class _Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # no request log on the test's output
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+            try:
+                ctx = browser.new_context(viewport={"width": width, "height": height})
+                ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base) else route.abort())
+                yield ctx, base
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def wait_for_charts(page, timeout_ms: int = 60000) -> int:

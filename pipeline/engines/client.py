@@ -46,6 +46,7 @@ from typing import Any, Literal
 
 import orjson
 
+from pipeline import scrub
 from pipeline.engines import tokencount
 from pipeline.errors import BatchmarkError
 from pipeline.records import RequestRecord
@@ -63,7 +64,8 @@ class Target:
         base_url: server root including ``/v1`` (e.g. ``http://127.0.0.1:8000/v1``).
         model: model name the server knows.
         endpoint: ``completions`` (raw prompt) or ``chat`` (prompt as one user message).
-        api_key: sent as ``Authorization: Bearer``; never stored.
+        api_key: sent as ``Authorization: Bearer``; never stored: every text the server sends back is redacted
+            (:func:`pipeline.scrub.redact`) before it becomes a record's ``error``.
         timeout_s: total time allowed for one request (s).
     """
 
@@ -78,6 +80,11 @@ class Target:
         """Full URL of the endpoint."""
         path = "/chat/completions" if self.endpoint == "chat" else "/completions"
         return self.base_url.rstrip("/") + path
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Values that must never be stored (the API key), for :func:`pipeline.scrub.redact`."""
+        return (self.api_key,) if self.api_key else ()
 
     def headers(self) -> dict[str, str]:
         """Request headers (content type, and the bearer token when there is a key)."""
@@ -188,7 +195,7 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
         return
     if "error" in obj and not obj.get("choices"):
         err = obj["error"]
-        raw.error = "server error event: " + str(err.get("message", err) if isinstance(err, dict) else err)[:300]
+        raw.error = "server error event: " + str(err.get("message", err) if isinstance(err, dict) else err)  # cut in stream_one
         return
     usage = obj.get("usage")
     choices = obj.get("choices")
@@ -225,13 +232,30 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
         raw.cum_usage.append(ct)
 
 
+#: Longest ``error`` text kept of what a server sent (characters; after redaction).
+ERROR_CHARS = 300
+#: Most bytes read of a refusal's body (an error page is short; a huge one is not held in memory).
+ERROR_READ_BYTES = 64 * 1024
+
+
 async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
                      headers: dict[str, str]) -> RawStream:
     """Send one streaming request and fill ``raw`` with chunk arrival times (s since ``t0``).
 
     Never raises for a server-side problem: HTTP errors, error events, malformed events,
-    broken or truncated streams and timeouts end up in ``raw.error``.
+    broken or truncated streams and timeouts end up in ``raw.error``, which holds no secret: the
+    API key, any ``Bearer …`` or key-shaped token and the machine's paths are removed
+    (:func:`pipeline.scrub.scrub`) before the text is cut to :data:`ERROR_CHARS`, so no part of a key
+    survives the cut either.
     """
+    await _stream_one(session, target, body, raw, t0, headers)
+    if raw.error is not None:
+        raw.error = (scrub.scrub(raw.error, target.secrets) or "")[:ERROR_CHARS + 40]
+    return raw
+
+
+async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
+                      headers: dict[str, str]) -> None:
     import aiohttp
 
     perf = time.perf_counter
@@ -240,9 +264,10 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
         async with session.post(target.url, data=body, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
             if resp.status != 200:
-                detail = (await resp.text(errors="replace"))[:300].replace("\n", " ")
-                raw.error = f"HTTP {resp.status}: {detail}"
-                return raw
+                said = (await resp.content.read(ERROR_READ_BYTES)).decode("utf-8", "replace")
+                detail = scrub.scrub(said, target.secrets) or ""
+                raw.error = f"HTTP {resp.status}: {detail[:ERROR_CHARS]}".replace("\n", " ")
+                return
             buf = b""
             sep = b"\n\n"
             finished = False
@@ -269,11 +294,12 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
                     try:
                         obj = loads(payload)
                     except orjson.JSONDecodeError:
-                        raw.error = f"malformed stream event: not JSON ({payload[:80]!r})"
-                        return raw
+                        said = scrub.scrub(payload.decode("utf-8", "replace"), target.secrets) or ""
+                        raw.error = f"malformed stream event: not JSON ({said[:80]!r})"
+                        return
                     parse_event(raw, obj, now)
                     if raw.error is not None:
-                        return raw
+                        return
                 if finished:
                     break
             raw.done_seen = finished
@@ -285,8 +311,7 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # connection refused/reset, payload errors: a failed request
-        raw.error = f"{type(exc).__name__}: {str(exc)[:300]}"
-    return raw
+        raw.error = f"{type(exc).__name__}: {scrub.scrub(str(exc), target.secrets)}"
 
 
 # --------------------------------------------------------------------------------------------

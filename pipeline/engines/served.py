@@ -20,6 +20,7 @@ from typing import Any
 from pipeline.config import ClientOptions, ModelSpec, SweepConfig
 from pipeline.engines import client, scheduler
 from pipeline.engines.prompts import make_prompts
+from pipeline import scrub
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
@@ -107,8 +108,8 @@ def card_from_config(source: str, name: str, reasons: dict[str, str] | None = No
         return card
     except Exception as exc:  # a card is optional for served engines; transformers raises OSError, ValueError, hub errors …
         if reasons is not None:
-            first = " ".join(str(exc).split())[:200]
-            reasons[name] = (f"no card file, and counting one from {source}'s config failed "
+            first = scrub.scrub_paths(" ".join(str(exc).split())[:200])  # a stored run names no machine folder
+            reasons[name] = (f"no card file, and counting one from {scrub.relative_path(str(source))}'s config failed "
                              f"({type(exc).__name__}: {first}); MBU, ceiling and roofline are null")
         return None
 
@@ -245,7 +246,7 @@ class ServedEngine:
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
             "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": inexact,
-            "tokenizer": self.tokenizer_source, "features": self.features.as_dict(),
+            "tokenizer": scrub.relative_path(self.tokenizer_source or ""), "features": self.features.as_dict(),
             "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else
              "tokenized chunk text; the server reports no usage"),

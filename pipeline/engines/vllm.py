@@ -48,7 +48,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline import serverenv
+from pipeline import scrub, serverenv
+from pipeline.atomicfiles import atomic_write_text
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
@@ -76,7 +77,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> 
             text = fh.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
-    tail = " | ".join([ln.strip() for ln in text.splitlines() if ln.strip()][-lines:])
+    tail = " | ".join([ln.strip() for ln in (scrub.scrub(text) or "").splitlines() if ln.strip()][-lines:])
     return tail[-max_chars:] or "(empty log)"
 
 
@@ -164,11 +165,22 @@ def server_environment(parent: dict[str, str] | Any, extra: dict[str, str]) -> d
 
 
 def repo_relative(words: list[str]) -> list[str]:
-    """``words`` with the project root stripped from paths inside it, so a recorded command names no machine's folders."""
-    from pipeline import paths
+    """``words`` with paths inside the project made relative to it and every other machine folder (home, temporary,
+    environment) replaced by its stand-in (:mod:`pipeline.scrub`), so a recorded command names no machine's folders."""
+    return [scrub.relative_path(w) if os.path.isabs(w) else (scrub.scrub_paths(w) or w) for w in words]
 
-    root = str(paths.root()) + os.sep
-    return [w[len(root):] if w.startswith(root) else w for w in words]
+
+def scrub_log(path: Path) -> None:
+    """Rewrite a server log with the machine's paths and any secrets removed (:func:`pipeline.scrub.scrub`); logs are
+    committed with runs.  Atomic (a temporary file in the same folder, then a rename); a missing log is left alone."""
+    try:
+        text = path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return
+    clean = scrub.scrub(text) or ""
+    if clean == text:
+        return
+    atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files (issue 20)
 
 
 class VLLMEngine(ServedEngine):
@@ -285,6 +297,8 @@ class VLLMEngine(ServedEngine):
         if self._log_fh is not None:
             self._log_fh.close()
             self._log_fh = None
+            if self.log_path is not None:
+                scrub_log(self.log_path)  # the server has stopped writing to it
 
     def stop(self) -> None:
         """Stop the server: SIGINT to its process group, SIGKILL after ``vllm.stop_grace_s``."""
@@ -367,7 +381,7 @@ class VLLMEngine(ServedEngine):
     def provenance(self) -> dict[str, Any]:
         """Engine description for ``run.json``: template, flags, versions, and each model's exact command."""
         env = serverenv.read_status(serverenv.resolve(self.opts.python).parent.parent)
-        return {"engine": "vllm", "command_template": self.opts.command,
+        return {"engine": "vllm", "command_template": " ".join(repo_relative(self.opts.command.split(" "))),
                 "server_env": ({"distribution": env.get("distribution"), "version": env.get("version"),
                                 "python": repo_relative([str(env.get("python") or "")])[0],
                                 "requirements": env.get("requirements")} if env else None), "extra_args": list(self.opts.extra_args),

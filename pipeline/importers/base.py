@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 
-from pipeline import __version__, paths
+from pipeline import __version__, paths, scrub
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from pipeline.records import PointKey
@@ -449,12 +449,13 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         engines = sorted({s.engine for s in result.summaries})
         tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
-        command = (f"batchmark import {result.format} {' '.join(str(f) for f in result.files)} --hardware {hw.name}"
-                   f" --run-id {run_id}")
+        # files relative to the repository, other machine folders replaced (pipeline.scrub): runs are published
+        files = [scrub.relative_path(str(Path(f).resolve())) for f in result.files]
+        command = f"batchmark import {result.format} {' '.join(files)} --hardware {hw.name} --run-id {run_id}"
         runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", {
             "source": f"imported:{result.format}", "source_tool": result.tool,
             "source_version": result.tool_version,
-            "source_files": [str(Path(f).resolve()) for f in result.files],
+            "source_files": files,
             "source_details": result.details,
             "models_as_named": {k: v.raw_name for k, v in result.models.items()},
             "models_without_card": sorted({s.model for s in result.summaries} - set(cards)),

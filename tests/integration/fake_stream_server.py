@@ -33,6 +33,11 @@ Faults (``--fault``), each a kind of report in issue 12:
   server: the connection stays open);
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
+- ``echo_auth``: after the probe, the server sends the client's ``Authorization`` header back
+  (issue 18 item 3), in turn: an HTTP 400 whose JSON body holds every request header, a stream
+  whose first event is an error naming the bare key, a stream event that is not JSON and holds
+  the header, an HTTP 401 whose plain-text body is ``key=<the bare key>``;
+- ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.
 """
 
 from __future__ import annotations
@@ -75,6 +80,19 @@ def main() -> None:
         n = int(body.get("max_tokens", 16))
         if fault == "fail503" and n_req > 1 and n_req % 4 == 0:
             return web.json_response({"error": "server overloaded"}, status=503)
+        auth = req.headers.get("Authorization", "")
+        key = auth.removeprefix("Bearer ")
+        if fault == "echo_auth" and n_req > 1 and n_req % 4 == 2 or fault == "echo_auth_probe":
+            return web.json_response({"error": f"invalid header Authorization: {auth}", "headers": dict(req.headers)},
+                                     status=400)
+        if fault == "echo_auth" and n_req > 1 and n_req % 4 == 1:
+            return web.Response(text=f"unauthorized: key={key} ({auth})", status=401)
+        if fault == "echo_auth" and n_req > 1:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(req)
+            await resp.write(b"data: " + json.dumps({"error": {"message": f"key {key} was revoked"}}).encode() + b"\n\n"
+                             if n_req % 4 == 3 else f"data: <html>{auth}</html>\n\n".encode())
+            return resp
         continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
         continuous = continuous and fault not in ("usage_dropped", "usage_low")  # these send no per-chunk usage
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -21,6 +21,7 @@ import asyncio
 import json
 import os
 import sys
+import tempfile
 import time
 
 from aiohttp import web
@@ -44,6 +45,10 @@ def main() -> None:
         with open(args.pid_file, "w") as fh:
             fh.write(str(os.getpid()))
     print(f"fake-vllm: starting on port {args.port}, mode {args.mode}, extra flags {unknown}", flush=True)
+    # the machine's folders, as vLLM's own log names them (model folder, compile cache, its environment's files)
+    print(f"fake-vllm: cache {os.path.expanduser('~')}/.cache/vllm/torch_compile_cache, dist "
+          f"{tempfile.gettempdir()}/vllm_dist_0123abcd, code {os.path.abspath(__file__)}, env {sys.prefix}/lib/x.py",
+          flush=True)
     started = time.monotonic()
     state = {"requests": 0, "running": 0, "preemptions": 0}
 

@@ -6,6 +6,13 @@ by Jinja without escaping into Markdown that passes raw HTML through, so
 ``<img src=x onerror=alert(1)>`` ran in the reader's browser and ``a|b`` split a table row.
 The site is built for real (``render_site`` then ``mkdocs build --strict``) and opened in
 headless Chromium (tests/browser.py) with a dialog handler and a window flag watching for script.
+
+Regression (fault kind: a name breaks out of a context the page body's escaping does not cover, issue 18 item 2):
+an imported ``model_id: "</title><script>alert(document.domain)</script><title>"`` was escaped in the page's H1,
+but MkDocs takes the page title from the H1 and Material writes it into ``<title>`` through ``striptags``, which
+turns character references back into characters: the script ran.  Every context a name lands in is opened here:
+page body and tables, ``<title>`` and header, chart titles and tooltips, the search index (served over HTTP, where
+Material's search worker runs), and file names.
 """
 
 from __future__ import annotations
@@ -15,12 +22,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build, wait_for_charts
+from tests.browser import CHROMIUM_ARGS, chromium_path, mkdocs_build, served_context, wait_for_charts
 from tests.conftest import DATA, make_scratch_root
 
 pytestmark = pytest.mark.slow
 
 IMG = "<img src=x onerror=alert(1)>"
+TITLE = "</title><script>alert(document.domain)</script><title>"  # the issue's example: out of <title> into a script
+ENTITY = "&lt;img src=x onerror=alert(2)&gt;"  # already-escaped text: unescaped once too often, it becomes markup
 SCRIPT = "<script>window.__pwned=1</script>"
 PIPE = "a|b"
 BOLD = "<b onmouseover=alert(3)>*x* [y](z) {: #id }"
@@ -46,7 +55,12 @@ def _open(html: Path, script: str | None = None) -> dict:
             n = wait_for_charts(page, 30000)
             page.wait_for_timeout(300)  # an <img onerror> fires once the image fails to load
             page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")  # folded tables
+            for mark in page.locator(".vega-chart svg g.mark-symbol path").all()[:4]:  # chart tooltips show names
+                mark.hover(force=True)
+                page.wait_for_timeout(100)
             out = {"dialogs": dialogs, "errors": errors, "pwned": page.evaluate("() => window.__pwned === 1"),
+                   "title": page.title(), "title_elements": page.locator("title").count(),
+                   "tooltip_markup": page.locator("#vg-tooltip-element img, #vg-tooltip-element script").count(),
                    "text": page.inner_text("body"), "charts": n,
                    "svgs": page.locator(".vega-chart svg").count(),
                    "cells": page.locator("td").all_inner_texts(),
@@ -70,7 +84,7 @@ def hostile_site(tmp_path_factory):
         from tests.runbuilder import make_run
 
         runs_dir = root / "data" / "runs"
-        for i, name in enumerate([IMG, BOLD, PIPE]):  # an import takes the part after the last "/" as the name
+        for i, name in enumerate([IMG, BOLD, PIPE, TITLE, ENTITY]):  # an import takes the part after the last "/" as the name
             import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id=f"20261102T10150{i}Z-vllm", model=name)
         make_run(runs_dir, "20261201T000000Z-a", models=(PIPE, IMG), transformers_version=SCRIPT)
         render_site(root / "data" / "pages")
@@ -89,23 +103,30 @@ def test_model_and_run_pages_show_hostile_names_as_text(hostile_site):
     run = _open(site / run_page_path("20261201T000000Z-a").replace(".md", ".html"))
     assert f"transformers {SCRIPT}" in run["text"] and PIPE in run["cells"] and IMG in run["cells"]
     pages = sorted((site / "models").glob("*.html"))
-    assert len(pages) == 3  # IMG, BOLD, PIPE: one page each (the measured run's PIPE and IMG join their pages)
+    assert len(pages) == 5  # one page each (the measured run's PIPE and IMG join their pages)
+    titles = []
     for html in pages:
         res = _open(html)
         assert res["dialogs"] == [] and res["pwned"] is False and res["injected"] == 0 and res["errors"] == []
         assert res["charts"] and res["svgs"] == res["charts"]
+        assert res["title_elements"] == 1 and res["tooltip_markup"] == 0
+        titles.append(res["title"])
+        # file names: a slug of letters, digits and '-' (pipeline.pages.escape.anchor), whatever the name
+        assert html.name.removesuffix(".html").replace("-", "").isalnum() and html.name.isascii()
+    # the tab title is the H1's text, shown as given: "<name> - batchmark"
+    assert sorted(titles) == sorted(f"{n} - batchmark" for n in (IMG, BOLD, PIPE, TITLE, ENTITY))
     texts = " ".join(_open(p)["text"] for p in pages)
-    assert IMG in texts and BOLD in texts and PIPE in texts
+    assert IMG in texts and BOLD in texts and PIPE in texts and TITLE in texts and ENTITY in texts
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_hostile_names_show_as_text_and_run_no_script(hostile_site, page):
     res = _open(hostile_site / "site" / page)
     assert res["dialogs"] == [] and res["pwned"] is False and res["injected"] == 0
-    assert res["errors"] == []
+    assert res["errors"] == [] and res["title_elements"] == 1 and res["tooltip_markup"] == 0
     # the names are shown as given, never mangled (imports have no model card, so the explainers skip them)
     if page in ("index.html", "benchmarks.html"):
-        assert IMG in res["text"] and BOLD in res["text"] and PIPE in res["text"]
+        assert IMG in res["text"] and BOLD in res["text"] and PIPE in res["text"] and TITLE in res["text"]
     if page.startswith("explain/"):
         assert IMG in res["text"] and PIPE in res["text"]
     if page in ("index.html", "explain/bandwidth.html"):  # tables with a model column
@@ -137,3 +158,25 @@ def test_one_bad_chart_spec_does_not_blank_the_others(hostile_site, tmp_path):
     message, second_drawn = res["script"]
     assert message.startswith("chart failed to render")
     assert second_drawn is True
+
+
+def test_search_shows_hostile_names_as_text(hostile_site):
+    """The search index (``search/search_index.json``, titles and text of every page and heading) is rendered by
+    Material's search as HTML: each hostile name found by search shows as text in the results and runs nothing."""
+    index = json.loads((hostile_site / "site" / "search" / "search_index.json").read_text())
+    assert not [d["location"] for d in index["docs"] if "<script" in d["title"] or "<img" in d["title"]]
+    with served_context(hostile_site / "site") as (ctx, base):
+        page = ctx.new_page()
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(base + "index.html")
+        page.keyboard.press("/")  # Material's search shortcut
+        page.keyboard.type("measurement", delay=10)  # every model page opens "Every measurement of <name>"
+        page.wait_for_selector(".md-search-result__item", timeout=20000)
+        page.wait_for_timeout(500)
+        shown = page.locator(".md-search-result__list").inner_text()
+        injected = page.locator(".md-search-result img, .md-search-result script").count()
+        title = page.title()
+    assert dialogs == [] and injected == 0 and title == "batchmark"
+    for name in (IMG, BOLD, PIPE, TITLE, ENTITY):
+        assert name in shown, name

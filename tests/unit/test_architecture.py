@@ -16,14 +16,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 # Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
 # dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
 LAYERS: list[tuple[str, ...]] = [
-    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.arrays", "pipeline.textfiles",
-     "pipeline.texttable"),  # no stage of its own
+    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.arrays", "pipeline.scrub",
+     "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
     ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
      "pipeline.serverenv"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
-    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
-     "pipeline.atomicfiles"),
+    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
     ("pipeline.metrics",),
     ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts"),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline import scrub
 from pipeline.cli import main
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run, parse
@@ -57,7 +58,7 @@ def test_every_s_tg_becomes_output_throughput(reference_file, reference_run):
     meta = json.loads((run / "run.json").read_text())
     assert meta["source"] == doc["source"] == "imported:llama-batched-bench"
     assert meta["source_tool"] == "llama-batched-bench" and meta["source_version"] == "6918 (2f68ce7cf)"
-    assert meta["source_files"] == [str(reference_file.resolve())]
+    assert meta["source_files"] == [scrub.relative_path(str(reference_file.resolve()))]  # no machine folder (issue 18)
     assert meta["status"] == "complete" and meta["hardware"]["name"] == "dgx-spark"
 
 

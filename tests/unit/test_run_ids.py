@@ -63,3 +63,31 @@ def test_committed_run_ids_still_validate():
     committed = [p.name for p in (REPO / "data" / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]  # .locks, .pointers: not runs
     assert committed
     assert all(runs.check_run_id(r) == r for r in committed)
+
+
+# Regression (fault kind: a run folder's name reaches a shell, issue 18 item 1): `cp -a data/runs/R
+# 'data/runs/x;id>PWNED;#'` and the Snakefile ran `id`. Folder names arrive by `git pull`.
+HOSTILE_FOLDERS = ["x;id>PWNED;#", "$(touch PWNED)", "a b", "`id`", "nl-run\n", "-rf", "x'y", "é-run"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_FOLDERS)
+def test_a_run_folder_not_named_as_a_run_id_is_refused_naming_it(tmp_path, name):
+    from tests.runbuilder import make_run
+
+    make_run(tmp_path, "20261201T000000Z-a")
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "run.json").write_text((tmp_path / "20261201T000000Z-a" / "run.json").read_text())
+    assert not runs.is_run_id(name)
+    for complete_only in (True, False):
+        with pytest.raises(BatchmarkError) as err:
+            runs.list_runs(tmp_path, complete_only=complete_only)
+        msg = str(err.value)
+        assert repr(name) in msg and "not a valid run id" in msg and "\n" not in msg
+
+
+@pytest.mark.parametrize("bad", ["nl-run\n", "a\nb", "x" * 129, "ok;rm"])
+def test_run_ids_are_matched_whole(bad):
+    # `re.match` with `$` accepted a trailing newline; a full match does not
+    assert not runs.is_run_id(bad)
+    with pytest.raises(BatchmarkError, match="not a valid run id"):
+        runs.check_run_id(bad)

@@ -20,13 +20,19 @@ from pipeline.engines import served, vllm
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_card_that_cannot_be_counted_says_why(tmp_path: Path):
+def test_a_card_that_cannot_be_counted_says_why():
     reasons: dict[str, str] = {}
-    missing = tmp_path / "no-such-model"
-    missing.mkdir()  # a local folder without a config.json: transformers raises (ValueError today)
-    assert served.card_from_config(str(missing), "m", reasons) is None
+    from pipeline import paths
+
+    missing = paths.root() / "data" / "no-such-model-folder"  # inside the project: recorded relative to it
+    missing.mkdir(exist_ok=True)  # a local folder without a config.json: transformers raises (ValueError today)
+    try:
+        assert served.card_from_config(str(missing), "m", reasons) is None
+    finally:
+        missing.rmdir()
     assert set(reasons) == {"m"}
-    assert str(missing) in reasons["m"] and "Error: " in reasons["m"] and "MBU" in reasons["m"]
+    assert reasons["m"].startswith("no card file, and counting one from data/no-such-model-folder's config failed (")
+    assert "Error: " in reasons["m"] and "MBU" in reasons["m"] and str(paths.root()) not in reasons["m"]
     assert "\n" not in reasons["m"]
 
 
