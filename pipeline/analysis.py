@@ -186,6 +186,26 @@ def point_regime(concurrency: int, server: dict[str, Any] | None, limits: dict[s
     return "batching"
 
 
+def decode_batch(concurrency: int, regime: str | None, server: dict[str, Any] | None,
+                 limits: dict[str, Any] | None) -> int:
+    """The batch a closed-loop point really decoded: the concurrency, except at a ``queueing`` point.
+
+    Past the server's limit the requests beyond it wait in its queue and are not read per step,
+    so the batch is the server's highest running count from ``/metrics`` when scraped, else its
+    ``--max-num-seqs``, each capped at the concurrency (derived: bytes per step count the
+    sequences decoded together, docs/definitions.md "MBU").
+    """
+    if regime != "queueing":
+        return concurrency
+    running = (server or {}).get("requests_running_max")
+    if running is not None and running >= 1:
+        return max(1, min(concurrency, int(round(running))))
+    max_seqs = (limits or {}).get("max_num_seqs")
+    if max_seqs:
+        return max(1, min(concurrency, int(max_seqs)))
+    return concurrency
+
+
 def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str) -> str | None:
     """Why the curve does what it does past the knee; None before a knee is reached.
 
@@ -279,12 +299,45 @@ def point_quality(s: PointSummary, max_failure_rate: float = MAX_FAILURE_RATE) -
     if s.failed:
         flags.add("failed_requests")
     reason = None
+    early = (s.flags or {}).get("count_below_max_tokens", 0)
     if total and not s.completed:
         reason = f"no request completed ({s.failed} failed)"
     elif rate is not None and rate > max_failure_rate:
         reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
                   f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
+    elif total and early / total > max_failure_rate:
+        reason = (f"{early} of {total} requests stopped before the requested {s.output_len} tokens although the server "
+                  f"accepted ignore_eos ({early / total:.0%}, above max_failure_rate {max_failure_rate:.0%}); "
+                  "left out of knee, peak and scaling efficiency")
     return {"failure_rate": rate, "flags": sorted(flags), "excluded": reason is not None, "excluded_reason": reason}
+
+
+def point_warnings(s: PointSummary, max_failure_rate: float = MAX_FAILURE_RATE) -> list[str]:
+    """What the sweep prints about one measured point's streams (issue 23), one line each; [] when nothing.
+
+    - requests that stopped before ``max_tokens`` although the server accepted ``ignore_eos`` /
+      ``min_tokens`` (``count_below_max_tokens``): the server does not honour them, and the point
+      is not of the requested output length (left out of the analysis when widespread,
+      :func:`point_quality`);
+    - requests whose prompt the server counted differently from the one the client built
+      (``input_tokens_mismatch``, :func:`pipeline.engines.tokencount.input_mismatch`): a tokenizer
+      or chat-template mismatch; the records keep the server's count.
+    """
+    total = (s.completed or 0) + (s.failed or 0)
+    flags = s.flags or {}
+    out = []
+    early = flags.get("count_below_max_tokens", 0)
+    if early:
+        got = f" (mean {s.output_tokens_served:.0f})" if s.output_tokens_served is not None else ""
+        left = "; left out of the analysis" if total and early / total > max_failure_rate else ""
+        out.append(f"{early} of {total} requests stopped before the requested {s.output_len} output tokens{got} "
+                   f"although the server accepted ignore_eos: it does not honour it{left}")
+    mism = flags.get("input_tokens_mismatch", 0)
+    if mism:
+        got = f" {s.input_tokens_served:.0f}" if s.input_tokens_served is not None else " another number of"
+        out.append(f"{mism} of {total} requests: the server counted{got} prompt tokens for the {s.input_len} the "
+                   "client built (a tokenizer or chat-template mismatch); check the model's tokenizer")
+    return out
 
 
 #: What an impossible MBU says about its inputs (shown wherever the flag is).
@@ -412,9 +465,11 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                                "achieved_gb_s": None, **point_quality(s, max_failure_rate),
                                "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
                                "server": s.server}
+        batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
+        row["batch"] = batch
         if card is not None:
-            nbytes = bytes_per_decode_step(card, s.concurrency, ctx)
-            flops = flops_per_decode_step(card, s.concurrency, ctx)
+            nbytes = bytes_per_decode_step(card, batch, ctx)
+            flops = flops_per_decode_step(card, batch, ctx)
             row.update(bytes_per_step=nbytes, flops_per_step=flops)
             if s.step_time_s:
                 achieved = nbytes / s.step_time_s / 1e9
@@ -423,8 +478,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                            mbu_probed=_ratio(achieved, hw["bandwidth_gb_s_probed"]),
                            mfu=_ratio(flops / s.step_time_s / 1e12, tf_mfu))
             if bw:
-                step, bound = roofline_step_s(card, s.concurrency, ctx, bw, peak)
-                row.update(roofline_tok_s=s.concurrency / step, roofline_bound=bound)
+                step, bound = roofline_step_s(card, batch, ctx, bw, peak)
+                row.update(roofline_tok_s=batch / step, roofline_bound=bound)
         row["implausible"] = implausible_point(row)
         points_out.append(row)
 

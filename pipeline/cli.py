@@ -229,7 +229,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from pipeline.importers import import_run
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
-                         engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant)
+                         engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant,
+                         concurrency=args.concurrency, rate=args.rate)
     print(run_dir)
     return 0
 
@@ -337,6 +338,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
                    help="largest fraction of a point's requests that may have failed for it to be imported "
                         "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")
+    s.add_argument("--concurrency", type=int, metavar="N",
+                   help="requests in flight, for vllm-bench and aiperf files that do not state it (an old printed block)")
+    s.add_argument("--rate", type=float, metavar="R",
+                   help="requests/s of an open-loop run, for vllm-bench and aiperf files that do not state it")
     s.set_defaults(func=_cmd_import)
 
     s = sub.add_parser("capacity", help="KV capacity: concurrent sequences that fit beside the weights")

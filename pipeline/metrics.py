@@ -1,21 +1,30 @@
 """Request records -> point summaries (pure; no I/O).
 
-Definitions (docs/definitions.md, "Terms and definitions"):
+Definitions (docs/definitions.md, "Terms and definitions", and its table of peer definitions):
 - TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
 - E2EL = last token arrival − send.
-- TPOT (per request) = (E2EL − TTFT) / (streamed tokens − 1), streamed tokens = output_tokens
-  − hidden tokens (reasoning a server generated but never streamed: spreading them over the
-  visible chunks would inflate the decode rate); undefined (None) for fewer than 2 streamed
-  tokens or when every token arrived at once.
-- ITL: gaps between successive tokens; a chunk of k tokens after the previous chunk
+- TPOT (``tpot_s``, vLLM's ``tpot``, ``vllm/benchmarks/serve.py`` ``calculate_metrics``): per
+  request with output_tokens > 1, (E2EL − TTFT) / (output_tokens − 1), output_tokens being the
+  request's output count (server usage), not its streamed chunks; a request whose tokens all
+  arrived at once gives 0, and is kept.
+- streamed TPOT (``tpot_streamed_s``, batchmark's decode rate): (E2EL − TTFT) / (streamed
+  tokens − 1), streamed tokens = output_tokens − hidden tokens (reasoning a server generated
+  but never streamed); None for fewer than 2 streamed tokens or when every token arrived at
+  once.  The step time of served points (MBU) and per-user throughput are taken from it.
+- ITL (``itl_s``, per token, DESIGN.md): a chunk of k tokens after the previous chunk
   contributes k gaps of (chunk gap / k).  Extra tokens in the first chunk arrived together
   with the first token and contribute gaps of 0, so every request has output_tokens − 1 ITL
   values and their sum is E2EL − TTFT.
-- output throughput = output tokens / measured window (tokens/s, all requests together).
-  Static batches: the window is the decode phase, tokens = B × (output_len − 1), which is
-  llama.cpp's S_TG; prefill throughput = B × input_len / prefill time (S_PP).
-  Served: window from first measured send to last measured completion.
-- per-user throughput = 1 / median TPOT (tokens/s).
+- chunk ITL (``itl_chunk_s``, vLLM's ``itl``, ``vllm/benchmarks/lib/endpoint_request_func.py``):
+  one gap per chunk after the first, whatever tokens it carries.
+- output throughput (``output_throughput_tok_s``).  Static batches: the window is the decode
+  phase, tokens = B × (output_len − 1), which is llama.cpp's S_TG; prefill throughput =
+  B × input_len / prefill time (S_PP).  Served: vLLM's ``output_throughput``: output tokens of
+  the finished measured requests / duration, the duration running from the first measured send
+  to the end of the last measured request, failed ones included (vLLM's ``benchmark_duration``
+  over the same requests).  batchmark's own window (first measured send → last measured
+  completion) gives ``steady_output_throughput_tok_s``.
+- per-user throughput = 1 / median streamed TPOT (tokens/s).
 Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).
 
 Open loop (``poisson`` / ``constant`` points):
@@ -31,8 +40,9 @@ Open loop (``poisson`` / ``constant`` points):
 SLO and goodput (:func:`slo_goodput`, after vLLM's ``--goodput`` in
 ``vllm/benchmarks/serve.py``): a request is good when it finished and each of its TTFT, TPOT
 and E2EL is at most the SLO's figure (a request with fewer than 2 tokens has TPOT 0, as vLLM
-counts it); goodput = good requests / measured time (requests/s) and their output tokens /
-measured time (tokens/s), the measured time being the sum of the repeats' windows.  A point
+counts it); goodput = good requests / duration (requests/s) and their output tokens /
+duration (tokens/s), the duration being the sum of the repeats' vLLM durations
+(:func:`repeat_duration_s`).  A point
 meets the SLO when the p99 of each given latency over its finished requests is within the
 target and at most 1 % of its measured requests failed (a failed request counts as an
 infinitely slow one, so more than 1 % of them put the p99 itself out of reach).
@@ -75,6 +85,17 @@ def itl_values(req: RequestRecord) -> list[float]:
     return out
 
 
+def itl_chunk_values(req: RequestRecord) -> list[float]:
+    """vLLM's per-chunk inter-token latencies (s) of one request: one gap per chunk after the first.
+
+    Source: ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.itl.append(timestamp −
+    most_recent_timestamp)`` for every streamed chunk after the first).  A chunk of k tokens gives
+    one gap, not k; chunks without a token (never kept by the client) are skipped.
+    """
+    times = [t for t, k in req.chunks if int(k) > 0]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
 def ttft_s(req: RequestRecord) -> float:
     """First token arrival − send (s)."""
     return req.first_token_s - req.sent_s
@@ -86,7 +107,20 @@ def e2el_s(req: RequestRecord) -> float:
 
 
 def tpot_s(req: RequestRecord) -> float | None:
-    """(E2EL − TTFT) / (streamed tokens − 1) in s (docs/definitions.md; hidden reasoning tokens left out).
+    """vLLM's TPOT (s): (E2EL − TTFT) / (output_tokens − 1) for output_tokens > 1, else None.
+
+    Source: ``vllm/benchmarks/serve.py`` ``calculate_metrics`` (``tpot = (latency − ttft) /
+    (output_len − 1)`` when ``output_len > 1``, output_len being the server's completion tokens).
+    A request whose tokens all arrived at one instant gives 0 (kept, as vLLM keeps it).
+    """
+    n = req.output_tokens
+    if n < 2 or req.done_s is None or req.first_token_s is None:
+        return None
+    return max(req.done_s - req.first_token_s, 0.0) / (n - 1)
+
+
+def tpot_streamed_s(req: RequestRecord) -> float | None:
+    """batchmark's decode rate (s): (E2EL − TTFT) / (streamed tokens − 1) (hidden reasoning tokens left out).
 
     None for fewer than 2 streamed tokens, or when the whole output arrived at one instant
     (no decode was observed, so no rate can be given).
@@ -100,17 +134,53 @@ def tpot_s(req: RequestRecord) -> float | None:
     return span / (n - 1)
 
 
-def repeat_output_throughput(rep: RepeatRecord) -> float | None:
-    """Output throughput of one repeat (tokens/s), per the module docstring; None if no window."""
+def request_end_s(req: RequestRecord) -> float:
+    """When a request ended (s): its last token, else (failed before any) the last thing known of it."""
+    for t in (req.done_s, req.first_token_s):
+        if t is not None:
+            return t
+    return req.sent_s
+
+
+def repeat_duration_s(rep: RepeatRecord) -> float | None:
+    """vLLM's benchmark duration over one served repeat's measured requests (s); None when empty.
+
+    First measured send → end of the last measured request, failed ones included (derived from
+    ``vllm/benchmarks/serve.py``: ``benchmark_duration`` runs from before the first send until
+    every request returned, success or not).  Requests never sent are left out.
+    """
+    meas = [r for r in rep.requests if not r.warmup and not (r.error or "").startswith("not sent")]
+    if not meas:
+        return None
+    span = max(request_end_s(r) for r in meas) - min(r.sent_s for r in meas)
+    return span if span > 0 else None
+
+
+def repeat_steady_throughput(rep: RepeatRecord) -> float | None:
+    """batchmark's own output throughput of a served repeat (tokens/s): tokens / (first measured send → last measured completion)."""
     ok = [r for r in rep.requests if r.ok and not r.warmup]
     span = rep.window_end_s - rep.window_start_s
-    if not ok or span <= 0:
+    if rep.batching == "static_batch" or not ok or span <= 0:
         return None
+    return sum(r.output_tokens for r in ok) / span
+
+
+def repeat_output_throughput(rep: RepeatRecord) -> float | None:
+    """Output throughput of one repeat (tokens/s), per the module docstring; None if no window.
+
+    Static batch: B × (output_len − 1) / decode phase (llama.cpp's S_TG).  Served: vLLM's
+    ``output_throughput`` = output tokens of finished measured requests / :func:`repeat_duration_s`.
+    """
+    ok = [r for r in rep.requests if r.ok and not r.warmup]
     if rep.batching == "static_batch":
-        tokens = sum(r.output_tokens - 1 for r in ok)
-    else:
-        tokens = sum(r.output_tokens for r in ok)
-    return tokens / span
+        span = rep.window_end_s - rep.window_start_s
+        if not ok or span <= 0:
+            return None
+        return sum(r.output_tokens - 1 for r in ok) / span
+    dur = repeat_duration_s(rep)
+    if not ok or dur is None:
+        return None
+    return sum(r.output_tokens for r in ok) / dur
 
 
 def repeat_step_time(rep: RepeatRecord) -> float | None:
@@ -178,6 +248,11 @@ def _med(values: list[float | None]) -> float | None:
     return float(median(vals)) if vals else None
 
 
+def _mean(values: list[int]) -> float | None:
+    """Arithmetic mean, None for no values."""
+    return float(sum(values)) / len(values) if values else None
+
+
 def _inverse(value: float) -> float | None:
     """1 / value, None when value is not positive."""
     return 1.0 / value if value > 0 else None
@@ -223,6 +298,14 @@ def schedule_kept(lags_s: list[float], rate_rps: float) -> bool | None:
     return bool(float(np.percentile(lags_s, 99)) <= schedule_lag_limit_s(rate_rps))
 
 
+def goodput_duration_s(rep: RepeatRecord) -> float:
+    """The time goodput divides by for one repeat (s): vLLM's duration (:func:`repeat_duration_s`) for a served
+    repeat, the measured window for a static batch; 0 when empty."""
+    if rep.batching == "static_batch":
+        return max(rep.window_end_s - rep.window_start_s, 0.0)
+    return repeat_duration_s(rep) or 0.0
+
+
 def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str, Any]:
     """SLO attainment and goodput of one point.
 
@@ -232,8 +315,8 @@ def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str
 
     Returns:
         ``{**slo, "good": requests meeting every limit, "measured": measured requests,
-        "share_ok": good / measured, "goodput_rps": good / Σ windows (requests/s),
-        "goodput_tok_s": their output tokens / Σ windows (tokens/s),
+        "share_ok": good / measured, "goodput_rps": good / Σ durations (requests/s, :func:`goodput_duration_s`),
+        "goodput_tok_s": their output tokens / Σ durations (tokens/s),
         "p99_ok": {metric: p99 within its limit}, "met": every p99 within its limit and at most
         1 % failed}``; shares and rates are None when nothing was measured.  Source: vLLM's
         goodput (``vllm/benchmarks/serve.py``, ``calculate_metrics``: a request is good when
@@ -247,7 +330,7 @@ def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str
         return {"ttft": ttft_s(r), "tpot": tpot_s(r) or 0.0, "e2el": e2el_s(r)}
 
     good = [r for r in ok if all(v is None or lat(r)[m] <= v / 1000.0 for m, v in limits.items())]
-    span = sum(max(rep.window_end_s - rep.window_start_s, 0.0) for rep in records.repeats)
+    span = sum(goodput_duration_s(rep) for rep in records.repeats)
     p99_ok: dict[str, bool] = {}
     for m, v in limits.items():
         if v is not None:
@@ -317,8 +400,8 @@ def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
     return np.repeat(vals, reps)
 
 
-def _tpot_array(a: RequestArrays) -> np.ndarray:
-    """:func:`tpot_s` of every row (NaN where it is None)."""
+def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
+    """:func:`tpot_streamed_s` of every row (NaN where it is None)."""
     n = a.output_tokens - a.hidden_tokens
     span = a.done_s - a.first_token_s
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -326,12 +409,50 @@ def _tpot_array(a: RequestArrays) -> np.ndarray:
     return np.where((n >= 2) & ~np.isnan(span) & (span > 0), out, np.nan)
 
 
+def _tpot_array(a: RequestArrays) -> np.ndarray:
+    """:func:`tpot_s` (vLLM's) of every row (NaN where it is None)."""
+    n = a.output_tokens
+    span = a.done_s - a.first_token_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.maximum(span, 0.0) / (n - 1)
+    return np.where((n >= 2) & ~np.isnan(span), out, np.nan)
+
+
+def itl_chunk_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
+    """:func:`itl_chunk_values` of the requests selected by ``rows``, concatenated in row order (one gap per chunk
+    with tokens after the first such chunk of the same request)."""
+    counts = np.diff(a.chunk_offsets)
+    owner = np.repeat(np.arange(len(a)), counts)
+    keep = rows[owner] & (a.chunk_tokens > 0)
+    t, own = a.chunk_t_s[keep], owner[keep]
+    return (t[1:] - t[:-1])[own[1:] == own[:-1]]
+
+
+def _request_end_array(a: RequestArrays) -> np.ndarray:
+    """:func:`request_end_s` of every row: its last token, else its first, else its send."""
+    return np.where(~np.isnan(a.done_s), a.done_s, np.where(~np.isnan(a.first_token_s), a.first_token_s, a.sent_s))
+
+
+def _not_sent(a: RequestArrays) -> np.ndarray:
+    return np.fromiter(((e or "").startswith("not sent") for e in a.error), dtype=bool, count=len(a))
+
+
+def _duration_array(a: RequestArrays, in_rep: np.ndarray, measured: np.ndarray, not_sent: np.ndarray,
+                    end: np.ndarray) -> float | None:
+    """:func:`repeat_duration_s` of one repeat (rows ``in_rep``)."""
+    meas = in_rep & measured & ~not_sent
+    if not meas.any():
+        return None
+    span = float(end[meas].max()) - float(a.sent_s[meas].min())
+    return span if span > 0 else None
+
+
 def _median_or_none(values: np.ndarray) -> float | None:
     return float(np.median(values)) if values.size else None
 
 
 def _slo_goodput_arrays(arrays: PointArrays, slo: dict[str, float | None], measured: np.ndarray, ok: np.ndarray,
-                        tpot: np.ndarray) -> dict[str, Any]:
+                        tpot: np.ndarray, durations: list[float]) -> dict[str, Any]:
     """:func:`slo_goodput` over arrays (same formulas)."""
     a = arrays.requests
     limits = {m: slo.get(f"{m}_p99_ms") for m in ("ttft", "tpot", "e2el")}
@@ -341,7 +462,7 @@ def _slo_goodput_arrays(arrays: PointArrays, slo: dict[str, float | None], measu
         if v is not None:
             good &= lat[m] <= v / 1000.0
     n_measured, n_ok, n_good = int(np.count_nonzero(measured)), int(np.count_nonzero(ok)), int(np.count_nonzero(good))
-    span = sum(max(rep.window_end_s - rep.window_start_s, 0.0) for rep in arrays.repeats)
+    span = sum(durations)  # goodput_duration_s of each repeat
     p99_ok: dict[str, bool] = {}
     for m, v in limits.items():
         if v is not None:
@@ -370,21 +491,36 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     ok = measured & ok_all
     failed = measured & ~ok_all
     tpot_all = _tpot_array(a)
+    streamed_all = _tpot_streamed_array(a)
     has_tpot = ok & ~np.isnan(tpot_all)
+    has_streamed = ok & ~np.isnan(streamed_all)
     tpots = tpot_all[has_tpot]
+    streamed = streamed_all[has_streamed]
     ttft_all = a.first_token_s - a.sent_s
+    end_all = _request_end_array(a)
+    not_sent = _not_sent(a)
     static = all(rep.batching == "static_batch" for rep in repeats)
-    thr, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved = [], [], [], [], [], [], []
+    thr, steady, durs, goodput_durs = [], [], [], []
+    per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved = [], [], [], [], [], []
     for i, rep in enumerate(repeats):
         in_rep = a.repeat == i
         rep_ok = in_rep & ok
         n_ok = int(np.count_nonzero(rep_ok))
         span = rep.window_end_s - rep.window_start_s
         out_tokens = a.output_tokens[rep_ok]
-        tokens = int((out_tokens - 1).sum()) if rep.batching == "static_batch" else int(out_tokens.sum())
-        thr.append(tokens / span if n_ok and span > 0 else None)  # repeat_output_throughput
+        dur = _duration_array(a, in_rep, measured, not_sent, end_all)  # repeat_duration_s
+        if rep.batching == "static_batch":  # repeat_output_throughput, repeat_steady_throughput, goodput_duration_s
+            thr.append(int((out_tokens - 1).sum()) / span if n_ok and span > 0 else None)
+            steady.append(None)
+            goodput_durs.append(max(span, 0.0))
+        else:
+            thr.append(int(out_tokens.sum()) / dur if n_ok and dur is not None else None)
+            steady.append(int(out_tokens.sum()) / span if n_ok and span > 0 else None)
+            goodput_durs.append(dur or 0.0)
+        durs.append(dur)
         rt = tpot_all[rep_ok & has_tpot]
-        per_user_rep.append(_inverse(float(np.median(rt))) if rt.size else None)
+        rs = streamed_all[rep_ok & has_streamed]
+        per_user_rep.append(_inverse(float(np.median(rs))) if rs.size else None)
         tpot_rep.append(float(np.median(rt)) if rt.size else None)
         ttft_rep.append(float(np.median(ttft_all[rep_ok])) if n_ok else None)
         if static:  # repeat_prefill_throughput
@@ -394,14 +530,12 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
                 pf = rep.step_end_s[0] - rep.prefill_start_s
                 prefill.append(int(a.input_tokens[rep_ok].sum()) / pf if pf > 0 and n_ok else None)
         if key.open_loop:
-            sent = in_rep & measured & np.fromiter((not (e or "").startswith("not sent") for e in a.error),
-                                                    dtype=bool, count=len(a))
-            s = np.sort(a.sent_s[sent])
+            s = np.sort(a.sent_s[in_rep & measured & ~not_sent])
             sends.append(None if len(s) < 2 or s[-1] <= s[0] else (len(s) - 1) / float(s[-1] - s[0]))  # send_rate
             achieved.append(n_ok / span if span > 0 else None)  # achieved_rate
     steps = [repeat_step_time(rep) for rep in repeats]
-    step_time = _med(steps) if static else _median_or_none(tpots)
-    per_user = _inverse(float(np.median(tpots))) if tpots.size else None
+    step_time = _med(steps) if static else _median_or_none(streamed)
+    per_user = _inverse(float(np.median(streamed))) if streamed.size else None
     flags, sources = _point_flags_arrays(a, measured, ok)
     firsts = (a.first_content_s - a.sent_s)[ok & ~np.isnan(a.first_content_s)]
     open_loop = key.open_loop
@@ -413,7 +547,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         achieved_rate_rps=_med(achieved) if open_loop else None,
         schedule_lag_s=distribution(lags) if open_loop else None,
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
-        slo=_slo_goodput_arrays(arrays, slo, measured, ok, tpot_all) if slo else None,
+        slo=_slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
         failure_rate=int(np.count_nonzero(failed)) / int(np.count_nonzero(measured)) if measured.any() else None,
         flags=flags, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
@@ -425,7 +559,13 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         ttft_s=distribution(ttfts),
         ttft_with_queue_s=distribution((a.first_token_s - a.queued_s)[ok]),
         tpot_s=distribution(tpots),
+        tpot_streamed_s=distribution(streamed),
         itl_s=distribution(itl_array(a, ok)),
+        itl_chunk_s=distribution(itl_chunk_array(a, ok)),
+        steady_output_throughput_tok_s=None if static else _med(steady),
+        duration_s=None if static else _med(durs),
+        input_tokens_served=float(int(a.input_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
+        output_tokens_served=float(int(a.output_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
         e2el_s=distribution((a.done_s - a.sent_s)[ok]),
         prefill_throughput_tok_s=_med(prefill) if static else None,
         step_time_s=step_time,

@@ -310,6 +310,17 @@ class PointSummary:
     tokens of the decode loop / its wall time, llama.cpp's S_TG; prefill is apart in
     ``prefill_throughput_tok_s``) and ``"send_to_completion"`` for a served point (first
     measured send to last measured completion, prefill and queueing included).
+
+    Issue 23 (peer definitions, docs/definitions.md): ``itl_s`` is per token (batchmark's ITL)
+    and ``itl_chunk_s`` per chunk (vLLM's ``itl``: one gap per streamed chunk); ``tpot_s`` is
+    vLLM's TPOT ((E2EL − TTFT) / (output tokens − 1) over requests of more than one token) and
+    ``tpot_streamed_s`` batchmark's decode rate (streamed tokens only, requests whose tokens did
+    not all arrive at once), of which ``step_time_s`` and ``per_user_tok_s`` are taken.  For a
+    served point ``output_throughput_tok_s`` is vLLM's (output tokens / ``duration_s``: first
+    measured send → end of the last measured request, failed ones included) and
+    ``steady_output_throughput_tok_s`` batchmark's own window (first measured send → last
+    measured completion).  ``input_tokens_served`` / ``output_tokens_served``: mean prompt and
+    output tokens per finished request as the server counted them (None where not measured).
     """
 
     model: str
@@ -346,6 +357,12 @@ class PointSummary:
     schedule_kept: bool | None = None
     slo: dict[str, Any] | None = None
     burstiness: float | None = None
+    itl_chunk_s: Distribution | None = None
+    tpot_streamed_s: Distribution | None = None
+    steady_output_throughput_tok_s: float | None = None
+    duration_s: float | None = None
+    input_tokens_served: float | None = None
+    output_tokens_served: float | None = None
 
     @property
     def key(self) -> PointKey:

@@ -37,7 +37,10 @@ from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
-                "prefill_throughput_tok_s", "output_throughput_window")
+                "prefill_throughput_tok_s", "output_throughput_window",
+                # issue 23: the peer definitions apart (docs/definitions.md); added, the contract's fields unchanged
+                "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
+                "input_tokens_served", "output_tokens_served")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "flagged_concurrency",
@@ -65,6 +68,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["mbu"] = a.get("mbu")
         row["mfu"] = a.get("mfu")
         row["regime"] = a.get("regime")
+        row["batch"] = a.get("batch")
         row["server"] = a.get("server")
         row["failure_rate"] = a.get("failure_rate")
         row["flags"] = a.get("flags") or sorted(set(s.get("flags") or {}) | ({"failed_requests"} if s.get("failed") else set()))

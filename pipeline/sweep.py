@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline import __version__, paths, runs, scrub
-from pipeline.analysis import doubling_gains, slo_limit
+from pipeline.analysis import doubling_gains, point_warnings, slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
@@ -308,6 +308,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 failures["points"] += 1
                 failures["with_failures"] += bool(summ.failed)
                 failures["empty"] += summ.completed == 0
+                for line in point_warnings(summ, cfg.max_failure_rate):
+                    log(f"warning: {spec.name} {key.label()}: {line}")
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
                     bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
@@ -386,6 +388,8 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
         failures["points"] += 1
         failures["with_failures"] += bool(summ.failed)
         failures["empty"] += summ.completed == 0
+        for line in point_warnings(summ, cfg.max_failure_rate):
+            log(f"warning: {spec.name} {key.label()}: {line}")
         verdicts[rate] = (summ.slo or {}).get("met")
         if not rates and extra:
             nxt = bisect_rate(verdicts)

@@ -105,13 +105,14 @@ class Features:
     dropped: list[str] = field(default_factory=list)
     usage_seen: bool | None = None
     per_chunk_usage_seen: bool | None = None
+    prompt_overhead: int | None = None  # tokens the server's chat template adds to a prompt (set by the engine)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form for the point's meta."""
         return {"ignore_eos": self.ignore_eos, "min_tokens": self.min_tokens,
                 "stream_options": self.stream_options, "continuous_usage_stats": self.continuous_usage_stats,
                 "dropped": list(self.dropped), "usage_seen": self.usage_seen,
-                "per_chunk_usage_seen": self.per_chunk_usage_seen}
+                "per_chunk_usage_seen": self.per_chunk_usage_seen, "prompt_overhead": self.prompt_overhead}
 
 
 def build_body(target: Target, features: Features, prompt: str, max_tokens: int,
@@ -355,6 +356,10 @@ def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None, max_t
         dec.flags, dec.source, dec.reason = [], None, ""
     elif dec.error is not None:
         error = dec.error
+    if error is None and tokencount.input_mismatch(raw.prompt_tokens, input_len,
+                                                   features.prompt_overhead if features else None):
+        dec.flags.append("input_tokens_mismatch")
+        dec.reason += f"; the server counted {raw.prompt_tokens} prompt tokens for {input_len} built"
     if error is None and not chunks:
         error = "no tokens received"
     return RequestRecord(

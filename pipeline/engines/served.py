@@ -5,14 +5,14 @@ measurement half for any OpenAI-compatible server: it loads the tokenizer, detec
 server's optional request fields, and measures each point as ``repeats`` closed-loop repeats
 with the shared load generator (:mod:`pipeline.engines.loadgen`: client, prompts, scheduler), scraping Prometheus
 ``/metrics`` before and after each repeat and sampling it every 0.25 s during it into
-``server_metrics``.  The ``openai`` engine points it at a running server; the ``vllm`` engine
-adds the server's life cycle on top.
+``server_metrics`` — the sampling in a process of its own (:class:`pipeline.engines.scrape.Sampler`),
+never in the event loop that timestamps the chunks (issue 23).  The ``openai`` engine points it
+at a running server; the ``vllm`` engine adds the server's life cycle on top.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -21,48 +21,24 @@ from pipeline.config import ClientOptions, ModelSpec, SweepConfig
 from pipeline.engines import client, scheduler
 from pipeline.engines.prompts import make_prompts
 from pipeline import scrub
+from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
-_DURING = re.compile(r"running|waiting|queue|usage", re.I)
-_PARTS = ("_bucket", "_sum", "_count", "_created")
+def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | None:
+    """Tokens the model's chat template adds around a user prompt of ``prompt_len`` tokens; None without a template.
 
-
-def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Every sample of a Prometheus text page as (name, labels, value), read by ``prometheus_client``'s parser.
-
-    A page the parser refuses as a whole is read line by line, and the lines it cannot read are
-    skipped: a scrape is best effort, one odd line never costs the others.
+    The server counts the templated prompt, so the chat endpoint's served prompt is this much
+    longer than the one the client built (:func:`pipeline.engines.tokencount.input_mismatch`).
     """
-    from prometheus_client.parser import text_string_to_metric_families
-
-    def read(page: str) -> list[tuple[str, dict[str, str], float]]:
-        return [(smp.name, dict(smp.labels), float(smp.value))
-                for fam in text_string_to_metric_families(page) for smp in fam.samples]
-
+    if not getattr(tokenizer, "chat_template", None):
+        return None
     try:
-        return read(text)
-    except ValueError:
-        out: list[tuple[str, dict[str, str], float]] = []
-        for line in text.splitlines():
-            if line.strip() and not line.startswith("#"):
-                try:
-                    out.extend(read(line + "\n"))
-                except ValueError:
-                    continue
-        return out
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Namespaced samples (``vllm:…``, ``sglang:…``) of a Prometheus text page, summed over labels.
-
-    Histogram and summary parts (``_bucket``, ``_sum``, ``_count``, ``_created``) are skipped.
-    """
-    out: dict[str, float] = {}
-    for name, _, value in prometheus_samples(text):
-        if ":" in name and not name.endswith(_PARTS):
-            out[name] = out.get(name, 0.0) + value
-    return out
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            tokenize=True)
+    except Exception:  # a template that needs what we do not send: unknown
+        return None
+    return max(len(ids) - prompt_len, 0)
 
 
 def load_tokenizer(source: str, field: str) -> Any:
@@ -193,6 +169,8 @@ class ServedEngine:
                 return await client.detect_features(session, self._target(), prompts[0])
 
         self.features = asyncio.run(probe())
+        self.features.prompt_overhead = chat_template_tokens(self.tokenizer, prompts[0], 16) \
+            if self.opts.endpoint == "chat" else 0
 
     def fits(self, key: PointKey) -> tuple[bool, str]:
         """Served engines cannot see the server's memory; every point is tried (the server queues or fails).
@@ -267,16 +245,6 @@ class ServedEngine:
         except Exception:  # a scrape is best effort; the measurement never depends on it
             return None
 
-    async def _sampler(self, session: Any, url: str, during: dict[str, float], every_s: float = 0.25) -> None:
-        first = True
-        while True:
-            await asyncio.sleep(min(every_s, 0.05) if first else every_s)  # the first sample as soon as requests run
-            first = False
-            got = await self._scrape(session, url)
-            for k, v in (got or {}).items():
-                if _DURING.search(k):
-                    during[k] = max(during.get(k, v), v)
-
     async def _measure_async(self, key: PointKey, repeats: int, n_warm: int, n_meas: int, bodies: list[bytes],
                              target: client.Target, meta: dict[str, Any]) -> list[RepeatRecord]:
         per = n_warm + n_meas
@@ -284,12 +252,12 @@ class ServedEngine:
         murl = self._metrics_url()
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with client.make_session(key.concurrency or 0) as session:
+        async with client.make_session(key.concurrency or 0) as session, Sampler(murl) as sampler:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
-                during: dict[str, float] = {}
-                sampler = asyncio.create_task(self._sampler(session, murl, during)) if before is not None else None
+                if before is not None:
+                    sampler.start()
                 try:
                     reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
                     if key.open_loop:
@@ -302,9 +270,7 @@ class ServedEngine:
                                                           n_warm, t0, self._should_abort,
                                                           self.opts.max_consecutive_failures, left, reason)
                 finally:
-                    if sampler:
-                        sampler.cancel()
-                        await asyncio.gather(sampler, return_exceptions=True)
+                    during = sampler.stop()
                 after = await self._scrape(session, murl) if before is not None else None
                 records = [client.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
                            for s in res.streams]

@@ -30,8 +30,14 @@ Rules (derived: a chunk with text carries at least one token; batchmark asks for
   tokens) loses to the tokenized text, and so does one that is not ``max_tokens`` when the
   server accepted a fixed length and the tokenized text is exactly ``max_tokens``;
 - no possible server count: the tokenized text when possible, else the chunk count;
-- nothing possible (more chunks with text than ``max_tokens``): the request fails with
-  an error, so an impossible count never reaches a throughput figure.
+- a token's text split over two events (a multi-byte character, a detokenizer that flushes
+  late) gives more chunks with text than tokens: when the server's usage and the tokenized
+  text agree on a count within ``max_tokens``, that count stands (agreeing evidence beats the
+  chunk count), and each token is placed in the chunk where its text ends
+  (:func:`token_end_counts`);
+- nothing possible (more chunks with text than ``max_tokens``, and no agreeing usage and
+  text): the request fails with an error, so an impossible count never reaches a throughput
+  figure.
 
 Hidden tokens: a reasoning model may generate tokens it never streams and report them only in
 ``usage.completion_tokens_details.reasoning_tokens``.  When no reasoning text was streamed,
@@ -62,7 +68,58 @@ FLAG_TEXT = {
     "per_chunk_usage_impossible": "no reading of the per-chunk usage gives a possible count",
     "count_impossible": "more chunks with text than max_tokens",
     "count_below_max_tokens": "fewer tokens than max_tokens although the server accepted a fixed length",
+    "input_tokens_mismatch": "the server counted a different prompt length than the client built",
 }
+
+#: A served prompt count is a mismatch beyond ``factor × expected + tokens`` or below ``(expected − tokens) / factor``
+#: (derived: a BOS/EOS or a short system prefix moves a count by a few tokens; a tokenizer or
+#: chat-template mismatch by a factor, as the 5× of issue 23).
+INPUT_TOLERANCE_FACTOR = 1.5
+INPUT_TOLERANCE_TOKENS = 4
+
+
+def length_mismatch(measured: float | None, requested: float, overhead: float | None = None) -> bool:
+    """Whether a measured token count is off the requested one beyond the tolerance (see :func:`input_mismatch`)."""
+    return input_mismatch(measured, requested, overhead)
+
+
+def input_mismatch(served: float | None, requested: float, overhead: float | None = None) -> bool:
+    """Whether the server's ``prompt_tokens`` (``served``) is off the prompt the client built beyond the tolerance.
+
+    ``expected = requested + overhead``, the overhead being the tokens the model's chat template adds
+    on the chat endpoint (0 on completions or when unknown; a BOS fits in the 4 tokens).  A mismatch when ``served > 1.5 × expected + 4`` or
+    ``1.5 × served + 4 < expected`` (:data:`INPUT_TOLERANCE_FACTOR`, :data:`INPUT_TOLERANCE_TOKENS`).
+    False without a served count.
+    """
+    if served is None or requested <= 0:
+        return False
+    expected = requested + max(overhead or 0, 0)
+    return (served > INPUT_TOLERANCE_FACTOR * expected + INPUT_TOLERANCE_TOKENS
+            or INPUT_TOLERANCE_FACTOR * served + INPUT_TOLERANCE_TOKENS < expected)
+
+
+def token_end_counts(texts: list[str], tokenizer: Any) -> list[int] | None:
+    """Tokens that end in each chunk when the joined text is tokenized (offsets of a fast tokenizer); None without offsets.
+
+    A token whose text is split over two chunks (a multi-byte character, a detokenizer that flushes
+    late) counts in the chunk where its text ends, so a chunk holding only the start of a token carries 0.
+    """
+    joined = "".join(texts)
+    try:
+        offsets = tokenizer(joined, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    except Exception:  # a slow tokenizer without offsets, or text it cannot encode
+        return None
+    ends, pos = [], 0
+    for t in texts:
+        pos += len(t)
+        ends.append(pos)
+    counts = [0] * len(texts)
+    import bisect
+
+    for start, end in offsets:
+        at = max(end - 1, start)
+        counts[min(bisect.bisect_right(ends, at), len(texts) - 1)] += 1
+    return counts
 
 
 def _as_count(value: Any) -> int | None:
@@ -214,11 +271,6 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     rt = _as_count(ev.reasoning_tokens)
     if rt and not ev.reasoning_streamed and (m is None or k_text + rt <= m):
         hidden = rt
-    lo = k_text + hidden
-
-    def possible(n: int | None) -> bool:
-        return n is not None and n >= max(lo, 1) and (m is None or n <= m)
-
     tokenized: int | None = None
     if tokenizer is not None and k_text:
         try:
@@ -226,8 +278,16 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
         except Exception:  # a tokenizer that cannot encode odd text is no evidence
             tokenized = None
     ref = tokenized + hidden if tokenized is not None else (m if ev.fixed_length else None)
-
     usage = _as_count(ev.usage)
+    # A token's text split over two events: more chunks with text than tokens.  When the server's usage and
+    # the re-tokenized text agree (and fit max_tokens), that agreement beats the chunk count (issue 23).
+    split = (usage is not None and tokenized is not None and 0 < tokenized < k_text and usage == tokenized + hidden
+             and (m is None or usage <= m))
+    lo = (tokenized if split else k_text) + hidden
+
+    def possible(n: int | None) -> bool:
+        return n is not None and n >= max(lo, 1) and (m is None or n <= m)
+
     layouts = per_chunk_layouts(ev.per_chunk, texts)
     if usage is None and ev.usage_expected:
         flags.append("usage_missing")
@@ -289,6 +349,9 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     if counts is None or sum(counts) != streamed_total:
         counts = next((c for c in layouts.values() if sum(c) == streamed_total
                        and all(k >= 1 for k, t in zip(c, texts) if t)), None)
+    if counts is None and split and tokenizer is not None:
+        ends = token_end_counts(texts, tokenizer)
+        counts = ends if ends is not None and sum(ends) == streamed_total else None
     if counts is None:
         ones = [1 if t else 0 for t in texts]
         if sum(ones) == streamed_total:
@@ -304,6 +367,8 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     reason = why + (f" ({'; '.join(set_aside)})" if set_aside else "")
     if "usage_missing" in flags:
         reason += " (this stream carried no usage)"
+    if split:
+        reason += f"; {k_text} chunks with text carried {streamed_total} tokens (a token's text split over events)"
     if hidden:
         reason += f"; {hidden} reasoning tokens generated but not streamed"
     return Decision(total, counts, hidden, source, reason, flags)

@@ -22,12 +22,20 @@ FORMATS = {
 }
 
 
+#: Formats whose files state how a run was loaded, where ``--concurrency`` / ``--rate`` can say what a file omits.
+LOAD_OPTIONS = ("vllm-bench", "aiperf")
+#: Formats whose folders are read with their subfolders (``vllm bench sweep``: one folder per parameter combination).
+RECURSIVE = ("vllm-bench",)
+
+
 def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float | None = None):
+          max_failure_rate: float | None = None, concurrency: int | None = None, rate: float | None = None):
     """Parse ``paths`` as ``fmt`` into an :class:`~pipeline.importers.base.ImportResult` (no writes).
 
     ``max_failure_rate``: the largest failed fraction of a point's requests that is still
-    imported (default :data:`~pipeline.importers.base.MAX_FAILURE_RATE`).
+    imported (default :data:`~pipeline.importers.base.MAX_FAILURE_RATE`).  ``concurrency`` /
+    ``rate`` (``--concurrency``, ``--rate``): what a file that states neither ran at
+    (:data:`LOAD_OPTIONS` only).  A folder is read with its subfolders for :data:`RECURSIVE` formats.
 
     Raises:
         BatchmarkError: unknown format, or a malformed file (names the file and line or field).
@@ -35,26 +43,47 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     if fmt not in FORMATS:
         raise BatchmarkError(f"format: unknown {fmt!r} (known: {', '.join(FORMATS)})")
     module = import_module(f"pipeline.importers.{FORMATS[fmt]}")
+    for opt, value in (("--concurrency", concurrency), ("--rate", rate)):
+        if value is not None and fmt not in LOAD_OPTIONS:
+            raise BatchmarkError(f"{opt}: only for {' and '.join(LOAD_OPTIONS)} files that state no concurrency or rate; "
+                                 f"{fmt} files state it")
+    if concurrency is not None and (isinstance(concurrency, bool) or concurrency < 1):
+        raise BatchmarkError(f"--concurrency: {concurrency} is not a positive number of requests in flight")
+    if rate is not None and not (0 < rate < float("inf")):
+        raise BatchmarkError(f"--rate: {rate} is not a positive finite number of requests/s")
+    load = {k: v for k, v in (("concurrency", concurrency), ("rate", rate)) if v is not None}
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(q for q in p.iterdir() if q.is_file() and not q.name.startswith("."))
+            walk = p.rglob("*") if fmt in RECURSIVE else p.iterdir()
+            found = sorted(q for q in walk if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts))
             if not found:
                 raise BatchmarkError(f"{p}: folder holds no files to import")
             files.extend(found)
         else:
             files.append(p)
-    from pipeline.importers.base import MAX_FAILURE_RATE
+    from pipeline.importers.base import MAX_FAILURE_RATE, foreign_file
 
-    rate = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
-    if not 0.0 <= rate <= 1.0:
-        raise BatchmarkError(f"--max-failure-rate: {rate} is not a fraction between 0 and 1")
-    return module.parse(files, model=model, engine=engine, max_failure_rate=rate)
+    for f in files:
+        try:
+            with open(f, "rb") as fh:
+                head = fh.read(8192).decode("utf-8", errors="replace")
+        except OSError:
+            continue  # the importer names an unreadable file itself
+        other = foreign_file(f, head, fmt)
+        if other is not None:
+            raise other
+
+    limit = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
+    if not 0.0 <= limit <= 1.0:
+        raise BatchmarkError(f"--max-failure-rate: {limit} is not a fraction between 0 and 1")
+    return module.parse(files, model=model, engine=engine, max_failure_rate=limit, **load)
 
 
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,
                model: str | None = None, engine: str | None = None, runs_dir: Path | None = None,
-               max_failure_rate: float | None = None, quant: str | None = None) -> Path:
+               max_failure_rate: float | None = None, quant: str | None = None, concurrency: int | None = None,
+               rate: float | None = None) -> Path:
     """Parse another tool's output and store it as a complete run; return the run folder.
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
@@ -73,7 +102,8 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
             quant = normalize_quant(quant)
         except BatchmarkError:
             raise BatchmarkError(f"--quant: unknown weight format {quant!r} (known: {', '.join(sorted(QUANT_BITS))})") from None
-    result = parse(fmt, paths, model=model, engine=engine, max_failure_rate=max_failure_rate)
+    result = parse(fmt, paths, model=model, engine=engine, max_failure_rate=max_failure_rate, concurrency=concurrency,
+                   rate=rate)
     if quant is not None:
         for name in {s.model for s in result.summaries} | set(result.models):
             info = result.models.setdefault(name, ModelInfo(raw_name=name))

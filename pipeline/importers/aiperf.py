@@ -19,10 +19,19 @@ of ai-dynamo/aiperf), never by its name:
   its median is 1 / median TPOT), else 1 / median TPOT; step time = median TPOT.
 - input/output length ← median ``input_sequence_length`` / ``output_sequence_length`` (output
   sequence length counts reasoning tokens too, as the server generated them).
-- completed ← ``request_count`` (successful requests); failed ← ``error_request_count``.
+- completed ← ``request_count`` (successful requests); failed ← ``error_request_count``, else
+  the counts of ``error_summary`` (issue 23: AIPerf may list failures there and leave
+  ``error_request_count`` null); a run stopped by hand (``was_cancelled``) is flagged
+  ``run_cancelled``, and its requests cancelled in flight (code 499) are counted apart, not as failed.
   GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
   included) is not batchmark's per-user throughput and is not read.
+Older and other exports (issue 23): early GenAI-Perf named the lengths ``num_input_token`` /
+``num_output_token`` and wrote statistics as strings (both read); GenAI-Perf's default mode
+measures for ``measurement_interval`` ms with ``request_count`` 0, so its completed count is
+``request_throughput`` × interval (said so in the point's errors); an output length off the
+requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
+:func:`pipeline.engines.tokencount.length_mismatch` is flagged ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
 a request rate (open loop) is refused.
 """
@@ -35,6 +44,7 @@ from typing import Any
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop,
                                      summary, wrong_format)
+from pipeline.engines.tokencount import length_mismatch
 from pipeline.records import distribution
 
 FORMAT = "aiperf"
@@ -89,7 +99,50 @@ def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
     return None
 
 
-def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float):
+def requested_len(cfg: dict[str, Any], which: str) -> int | None:
+    """The input or output length (tokens) a profile export's settings asked for; None when not stated.
+
+    AIPerf: ``input.prompt.input_tokens.mean`` / ``input.prompt.output_tokens.mean``; GenAI-Perf:
+    ``synthetic_input_tokens_mean`` / ``output_tokens_mean`` (−1 = not set), else ``extra_inputs.max_tokens``.
+    """
+    if which == "input":
+        v = _setting(cfg, ("input", "prompt", "input_tokens", "mean"), ("synthetic_input_tokens_mean",))
+    else:
+        v = _setting(cfg, ("input", "prompt", "output_tokens", "mean"), ("output_tokens_mean",))
+        if not (is_number(v) and v > 0):
+            v = _setting(cfg, ("extra_inputs", "max_tokens"))
+    return int(v) if is_number(v) and v > 0 else None
+
+
+def error_counts(d: dict[str, Any]) -> tuple[int | None, int]:
+    """(failed requests, requests cancelled by a stopped run) of a profile export.
+
+    ``error_request_count`` where stated; else the sum of ``error_summary``'s ``count`` (AIPerf
+    lists each error kind with its count and may leave ``error_request_count`` null).  In a run
+    stopped by hand (``was_cancelled``) the requests cancelled in flight (``RequestCancellationError``,
+    code 499) are counted apart, not as the server's failures.  (None, 0) when neither field is there.
+    """
+    stated = d.get("error_request_count")
+    stated_n = stated.get("avg") if isinstance(stated, dict) else stated
+    summary_ = d.get("error_summary")
+    cancelled, listed = 0, 0
+    if isinstance(summary_, list):
+        for e in summary_:
+            if not isinstance(e, dict) or not is_number(e.get("count")):
+                continue
+            det = e.get("error_details") if isinstance(e.get("error_details"), dict) else {}
+            n = int(e["count"])
+            if d.get("was_cancelled") is True and (det.get("code") == 499 or "cancel" in str(det.get("type", "")).lower()):
+                cancelled += n
+            else:
+                listed += n
+    if is_number(stated_n):
+        return max(int(stated_n) - cancelled, 0), cancelled
+    return (listed if isinstance(summary_, list) else None), cancelled
+
+
+def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float,
+               concurrency: int | None = None, rate_given: float | None = None):
     """One profile export → (point, model as named, tool version)."""
     d = load_json(path, read_text(path), "an AIPerf profile export")
     if not isinstance(d, dict):
@@ -102,6 +155,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raise fail(path, "field input_config", "missing; the concurrency of the run is unknown")
     rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",))
     conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",))
+    conc = concurrency if conc is None and concurrency is not None else conc
+    rate = rate_given if rate is None and conc is None and rate_given is not None else rate
     if rate is not None:
         if not is_number(rate):
             raise fail(path, "field input_config.loadgen.request_rate", f"not a number: {rate!r}")
@@ -109,7 +164,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                                conc if is_number(conc) else None)
     if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
         raise fail(path, "field input_config.loadgen.concurrency",
-                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency (--concurrency)")
+                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
+                   "--concurrency N when the export does not state it")
     raw = model or _setting(cfg, ("endpoint", "model_names"), ("model_names",), ("model",))
     if isinstance(raw, list):
         raw = raw[0] if len(raw) == 1 else None
@@ -117,19 +173,33 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
     completed = _value(path, d, "request_count")
     counts_stated = completed is not None
+    estimated = False
     if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
-        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",), ("num_prompts",))
-        if not isinstance(sent, int) or isinstance(sent, bool):
-            raise fail(path, "field request_count", "missing, and input_config states no request count")
-        completed = float(sent)
-    failed = _value(path, d, "error_request_count") or 0.0
+        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",))
+        interval_ms = _setting(cfg, ("measurement_interval",), ("loadgen", "measurement_interval"))
+        thr = _value(path, d, "request_throughput")
+        if (not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0) and is_number(interval_ms) \
+                and interval_ms > 0 and thr:
+            # GenAI-Perf's default mode measures for a time (measurement_interval, ms), not a request count
+            # (request_count 0): the requests measured = request_throughput × interval (derived, said so)
+            completed, estimated = float(round(thr * interval_ms / 1000.0)), True
+        else:
+            if sent is None:
+                sent = _setting(cfg, ("num_prompts",))
+            if not isinstance(sent, int) or isinstance(sent, bool):
+                raise fail(path, "field request_count", "missing, and input_config states no request count")
+            completed = float(sent)
+    failed_n, cancelled = error_counts(d)
+    failed = float(failed_n or 0)
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
     lens = []
-    for key in ("input_sequence_length", "output_sequence_length"):
-        v = _value(path, d, key, "p50")
-        v = v if v is not None else _value(path, d, key, "avg", required=True)
-        lens.append(round(v))
+    for key, old_key, asked in (("input_sequence_length", "num_input_token", requested_len(cfg, "input")),
+                                ("output_sequence_length", "num_output_token", requested_len(cfg, "output"))):
+        name = key if key in d or old_key not in d else old_key  # early GenAI-Perf: num_input_token, num_output_token
+        v = _value(path, d, name, "p50")
+        v = v if v is not None else _value(path, d, name, "avg", required=asked is None)
+        lens.append(round(v) if v is not None else int(asked))
     tpot = _time_stats(path, d, "inter_token_latency")
     med_tpot = tpot["p50"] if tpot else None
     per_user = _value(path, d, "output_token_throughput_per_user", "p50")
@@ -140,19 +210,36 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
                     samples={"output_throughput_tok_s": [tput]})
-    if not counts_stated:
+    if estimated:
+        point.errors.append("completed not stated by the file (GenAI-Perf measured for measurement_interval): "
+                            "request_throughput × interval; failed not stated")
+    elif not counts_stated:
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    asked_out = requested_len(cfg, "output")
+    if asked_out and length_mismatch(lens[1], asked_out):
+        point.flags["output_len_mismatch"] = int(completed)
+        point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
+                            "the requested length (ignore_eos not honoured, another max_tokens)")
+    if d.get("was_cancelled") is True:
+        point.flags["run_cancelled"] = cancelled or 1
+        point.errors.append(f"the run was cancelled by hand (was_cancelled): {cancelled} request(s) cancelled in flight "
+                            "are not counted as failed; the run measured less than it was set up to")
+    for e in d.get("error_summary") or []:
+        det = e.get("error_details") if isinstance(e, dict) and isinstance(e.get("error_details"), dict) else None
+        if det:
+            point.errors.append(f"{e.get('count')} × {det.get('code')} {det.get('type')}: {str(det.get('message'))[:120]}")
     version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
     return point, raw, str(version) if version else None
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
-    """Parse profile exports (one file per concurrency)."""
+          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          rate: float | None = None) -> ImportResult:
+    """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
     engine = engine or ENGINE
     points, names, versions = [], {}, set()
     for path in paths:
-        pt, raw, version = parse_file(path, model, engine, max_failure_rate)
+        pt, raw, version = parse_file(path, model, engine, max_failure_rate, concurrency, rate)
         points.append(pt)
         names[pt.model] = raw
         if version:

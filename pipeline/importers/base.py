@@ -130,6 +130,31 @@ def sniff_json(doc: Any) -> str | None:
     return None
 
 
+#: Foreign files that no importer reads, each with what to import instead (issue 23: refused naming the wrong thing).
+_LLAMA_BENCH = re.compile(r'"n_prompt"\s*:.*?"n_gen"\s*:|"n_gen"\s*:.*?"n_prompt"\s*:', re.S)
+_CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*"?avg"?\s*,', re.I)
+
+
+def foreign_file(path: str | Path, head: str, fmt: str) -> BatchmarkError | None:
+    """A one-line refusal when the start of a file (``head``, its first few KiB) is of a kind no importer reads, else None.
+
+    - llama-bench's ``-o json`` / ``-o jsonl`` (tests with ``n_prompt``, ``n_gen``, ``avg_ts``): one sequence at a
+      time, no batching; llama-batched-bench measures batches;
+    - an AIPerf or GenAI-Perf CSV export (first cell ``Metric`` / ``Statistic``, then ``avg``): the aiperf
+      importer reads the JSON export written beside it.
+    """
+    text = head.lstrip()
+    if text[:1] in ("[", "{") and _LLAMA_BENCH.search(text) and '"avg_ts"' in text:
+        return fail(path, None, "llama-bench output (-o json/jsonl: n_prompt, n_gen, avg_ts per test), which measures "
+                                "one sequence at a time; batchmark imports llama-batched-bench's batches "
+                                "('batchmark import llama-batched-bench' reads llama-batched-bench's table or JSONL)")
+    if _CSV_EXPORT.match(text):
+        return fail(path, None, f"an AIPerf/GenAI-Perf CSV export; {'the aiperf importer' if fmt == 'aiperf' else 'aiperf'} "
+                                "reads the JSON export beside it ('batchmark import aiperf profile_export_aiperf.json', "
+                                "GenAI-Perf: profile_export_genai_perf.json)")
+    return None
+
+
 def wrong_format(path: str | Path, doc: Any, fmt: str, expected: str) -> BatchmarkError | None:
     """An error naming the right importer when ``doc`` is another tool's output, else None."""
     other = sniff_json(doc)

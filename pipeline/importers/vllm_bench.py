@@ -8,7 +8,9 @@ per-request lists of ``--save-detailed`` (``input_lens``, ``output_lens``, ``ttf
 ``errors``; a failed request has an error text, length 0 and TTFT 0.0, and stays out of every
 median), and ``{mean,median,p<N>}_{ttft,tpot,itl,e2el}_ms`` (p90 only where
 ``--metric-percentiles`` asked for it; missing ones stay null).  vLLM's TPOT is per request
-(E2EL − TTFT) / (output tokens − 1), batchmark's definition.
+(E2EL − TTFT) / (output tokens − 1), batchmark's ``tpot_s``.  vLLM's ITL is one gap per
+streamed chunk, so it is stored as ``itl_chunk_s``, never as the per-token ``itl_s`` (issue 23:
+the two differ whenever a chunk carries more than one token).
 
 A finite ``request_rate`` is an open-loop run (issue 10): its throughput is set by the client's
 arrival rate, and ``max_concurrency`` is then only a cap.  It becomes an open-loop point, never
@@ -24,6 +26,26 @@ The printed block starts at ``============ Serving Benchmark Result ============
 or inside the block; ``None`` = uncapped), the rate from ``Traffic request rate:`` (before) or
 ``Request rate configured (RPS):`` (inside), the burstiness from ``Burstiness factor:``
 (before).  The block names no model: pass ``--model``.
+
+Files people really have (issue 23):
+
+- SGLang's ``bench_serving`` JSONL (``backend`` ``sglang``, ``request_rate`` written as the bare
+  literal ``Infinity``, ``*_e2e_latency_ms`` where vLLM says ``*_e2el_ms``, no model and no failed
+  count) is recognised and imported as engine ``sglang`` (unless ``--engine`` says otherwise), E2EL
+  read from ``*_e2e_latency_ms``, the failed count unknown (flag ``failed_count_unknown``, never 0
+  passed off as measured);
+- ``vllm bench sweep serve`` output folders (``vllm/benchmarks/sweep/serve.py``): per parameter
+  combination ``run=N.json`` (one ``--save-result`` JSON per repeat, with ``run_number`` N),
+  ``summary.json`` (the list of those runs), ``warmup.json`` (``run_number`` −1, "excluded from
+  summary statistics") and ``summary.csv`` per experiment.  Results of one point that carry
+  distinct ``run_number`` ≥ 0 are that point's repeats (:func:`merge_repeats`); warm-up results are
+  left out (a file of warm-up only is refused, naming it); ``summary.json`` is read only where its
+  runs are not beside it as ``run=N.json``; ``summary.csv`` is skipped beside them.  A folder is
+  read with its subfolders;
+- a ramp-up run (``ramp_up_strategy`` with ``ramp_up_start_rps`` → ``ramp_up_end_rps``) is open
+  loop at a changing rate, whatever ``request_rate`` says: refused, naming it;
+- a printed block without a concurrency or rate line: ``batchmark import --concurrency N`` or
+  ``--rate R`` says what it omits.
 
 Each result is a served point: output throughput = ``output_throughput``; per-user
 throughput = 1 / median TPOT; decode step time = median TPOT (docs/definitions.md, MBU); input and
@@ -41,6 +63,7 @@ from typing import Any
 from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_finite, check_unique, fail, is_number, number, read_text, summary,
                                      wrong_format)
+from pipeline.engines.tokencount import length_mismatch
 from pipeline.records import distribution
 
 FORMAT = "vllm-bench"
@@ -126,6 +149,11 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     pre = f"{where}." if where else ""
     rate = d.get("request_rate")
     conc = d.get("max_concurrency")
+    if d.get("ramp_up_strategy") is not None:
+        raise fail(path, f"field {pre}ramp_up_strategy",
+                   f"is {d.get('ramp_up_strategy')!r} (from {d.get('ramp_up_start_rps')!r} to {d.get('ramp_up_end_rps')!r} "
+                   "req/s): a ramp-up run is open loop at a changing rate, not a point at a fixed concurrency or rate; "
+                   "batchmark imports fixed-rate or fixed-concurrency runs")
     open_loop = not _is_closed_loop_rate(rate)
     if open_loop and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 < rate < float("inf")):
         raise fail(path, f"field {pre}request_rate", f"is {rate!r}; expected a positive number of requests/s or \"inf\"")
@@ -136,8 +164,9 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     if open_loop and conc is None:
         pass  # uncapped: requests in flight are whatever the arrivals and the server make them
     elif not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise fail(path, f"field {pre}max_concurrency", f"is {conc!r}; a closed-loop run needs a fixed concurrency "
-                                                         "(--max-concurrency), an open-loop one a positive cap or none")
+        raise fail(path, f"field {pre}max_concurrency", f"is {conc!r}; a closed-loop run needs a fixed concurrency, an "
+                                                         "open-loop one a positive cap or none: pass batchmark import "
+                                                         "--concurrency N (requests in flight) or --rate R (requests/s)")
     burst = d.get("burstiness")
     if burst is not None and (isinstance(burst, bool) or not isinstance(burst, (int, float)) or burst <= 0):
         raise fail(path, f"field {pre}burstiness", f"is {burst!r}; expected a positive number")
@@ -150,6 +179,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
         failed = ok.count(False)
     if failed is None and isinstance(d.get("num_prompts"), int):
         failed = max(0, d["num_prompts"] - completed)
+    failed_unknown = failed is None and total is None and is_sglang(d)
     failed = int(failed or 0)
     if total is not None and total > completed + failed:
         failed = total - completed
@@ -167,13 +197,80 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
             ttft = distribution(values=good)
     errors = d.get("errors")
     error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
-    return summary(model, engine, input_len, output_len, conc, completed=completed, failed=failed,
+    flags = {}
+    e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
+    asked = d.get("random_output_len") if d.get("dataset_name") == "random" else None  # SGLang states it
+    if is_number(asked) and asked > 0 and length_mismatch(output_len, asked):
+        flags["output_len_mismatch"] = completed
+        error_texts.append(f"output length {output_len} per request, {int(asked)} requested (random_output_len)")
+    if failed_unknown:
+        flags["failed_count_unknown"] = completed
+        error_texts.append("the file states no failed count (SGLang bench_serving): failures unknown")
+    return summary(model, engine, input_len, output_len, conc, completed=completed, failed=failed, flags=flags,
+                   failure_rate=None if failed_unknown else failed / (completed + failed) if completed + failed else None,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
-                   ttft_s=ttft, tpot_s=tpot, itl_s=_ms_stats(d, "itl", path, pre), e2el_s=_ms_stats(d, "e2el", path, pre),
+                   ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
+                   e2el_s=e2el,
                    step_time_s=med_tpot, errors=error_texts,
                    samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
                    **(_open_fields(d, float(rate), burst) if open_loop else {}))
+
+
+def is_sglang(d: dict[str, Any]) -> bool:
+    """Whether a result object is SGLang ``bench_serving``'s (``backend`` sglang…, or its ``*_e2e_latency_ms`` keys)."""
+    backend = d.get("backend")
+    return (isinstance(backend, str) and backend.lower().startswith("sglang")) or any(
+        isinstance(k, str) and k.endswith("_e2e_latency_ms") for k in d)
+
+
+def run_number(d: Any) -> int | None:
+    """``vllm bench sweep``'s ``run_number`` of a result (−1 = warm-up), None when absent."""
+    v = d.get("run_number") if isinstance(d, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def merge_repeats(points: list[Any]) -> Any:
+    """One point from the results of its repeats (``vllm bench sweep``'s ``run=N.json``), per the module docstring.
+
+    Output throughput = median over repeats (one sample per repeat, as a measured point keeps them);
+    completed and failed = sums; each latency figure (p50, p90, p99, mean) = median over the repeats
+    of that figure; per-user throughput = 1 / that median TPOT p50; the repeats' TTFT and TPOT p50 are
+    kept as ``ttft_s_per_repeat`` / ``tpot_s_per_repeat`` (the repeat is the unit of replication).
+    """
+    first = points[0]
+    thr = [p.output_throughput_tok_s for p in points if p.output_throughput_tok_s is not None]
+
+    def med(values: list[float | None]) -> float | None:
+        vals = [v for v in values if v is not None]
+        return float(median(vals)) if vals else None
+
+    def dist(name: str) -> Any:
+        ds = [getattr(p, name) for p in points if getattr(p, name)]
+        if not ds:
+            return None
+        return distribution(**{q: med([d.get(q) for d in ds]) for q in ("p50", "p90", "p99", "mean")})
+
+    tpot = dist("tpot_s")
+    completed = sum(p.completed for p in points)
+    failed = sum(p.failed for p in points)
+    flags: dict[str, int] = {}
+    for p in points:
+        for k, v in (p.flags or {}).items():
+            flags[k] = flags.get(k, 0) + v
+    out = summary(first.model, first.engine, first.input_len, first.output_len, first.concurrency,
+                  repeats=len(points), completed=completed, failed=failed, flags=flags,
+                  failure_rate=failed / (completed + failed) if completed + failed else None,
+                  output_throughput_tok_s=med(thr), per_user_tok_s=1.0 / tpot["p50"] if tpot and tpot["p50"] else None,
+                  ttft_s=dist("ttft_s"), tpot_s=tpot, itl_chunk_s=dist("itl_chunk_s"), e2el_s=dist("e2el_s"),
+                  step_time_s=tpot["p50"] if tpot else None,
+                  errors=sorted({e for p in points for e in p.errors})[:10],
+                  samples={"output_throughput_tok_s": thr,
+                           "ttft_s_per_repeat": [p.ttft_s["p50"] for p in points if p.ttft_s and p.ttft_s["p50"] is not None],
+                           "tpot_s_per_repeat": [p.tpot_s["p50"] for p in points if p.tpot_s and p.tpot_s["p50"] is not None]},
+                  load=first.load, rate_rps=first.rate_rps, burstiness=first.burstiness,
+                  achieved_rate_rps=med([p.achieved_rate_rps for p in points]))
+    return out
 
 
 def _open_fields(d: dict[str, Any], rate: float, burst: float | None) -> dict[str, Any]:
@@ -212,32 +309,67 @@ def _objects(path: Path, text: str) -> list[tuple[int, Any]]:
         out.append((line, obj))
 
 
-def parse_json(path: Path, text: str, model: str | None, engine: str,
-               max_failure_rate: float = MAX_FAILURE_RATE) -> list[tuple[Any, str, str | None]]:
-    """A save-result file (one object) or an ``--append-result`` file (one object per line) → [(point, model as named, vLLM version)]."""
+WARMUP_ONLY = ("holds only vllm bench sweep's warm-up (run_number -1, warmup.json), which vLLM excludes from its "
+               "results; import the run=N.json files beside it")
+
+
+def parse_json(path: Path, text: str, model: str | None, engine: str | None,
+               max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+               rate: float | None = None, warmup_ok: bool = False) -> list[tuple[Any, str, str | None, int | None]]:
+    """A save-result file (one object), an ``--append-result`` file (one object per line) or a ``vllm bench sweep``
+    ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number)].
+
+    Warm-up results (``run_number`` −1) are left out; a file of nothing else is refused unless ``warmup_ok``
+    (then it gives []).  ``engine`` None: ``sglang`` for SGLang's results, else
+    ``vllm``.  ``concurrency`` / ``rate``: what a result that states none ran at (``--concurrency``, ``--rate``).
+
+    Raises:
+        BatchmarkError: a malformed result (named); a file of warm-up only.
+    """
     objs = _objects(path, text)
+    if len(objs) == 1 and isinstance(objs[0][1], list):  # vllm bench sweep's summary.json
+        items = objs[0][1]
+        if not items or not all(isinstance(d, dict) and run_number(d) is not None for d in items):
+            raise fail(path, None, "a JSON list, but not vllm bench sweep's summary.json (a list of results with run_number)")
+        objs = [(objs[0][0], d) for d in items]
     out = []
+    warmups = 0
     for line, d in objs:
         where = f"line {line}" if len(objs) > 1 else ""
         if not isinstance(d, dict):
             raise fail(path, line if len(objs) > 1 else None, "not a vllm bench serve result object")
+        if run_number(d) is not None and run_number(d) < 0:
+            warmups += 1  # vllm bench sweep's warm-up (warmup.json): "excluded from summary statistics"
+            continue
+        if d.get("run_number") is not None and len(objs) > 1:
+            where = f"run_number {d['run_number']}"
         other = wrong_format(path, d, FORMAT, "a vllm bench serve result")
         if other is not None:
             raise other
         raw = model or d.get("model_id") or d.get("model")
         if not raw or not isinstance(raw, str):
-            raise fail(path, f"{where + ' ' if where else ''}field model_id", "missing; pass --model")
+            what = "SGLang bench_serving results name no model" if is_sglang(d) else "missing"
+            raise fail(path, f"{where + ' ' if where else ''}field model_id", f"{what}; pass --model")
+        if d.get("max_concurrency") is None and concurrency is not None:
+            d = {**d, "max_concurrency": concurrency}
+        if rate is not None and _is_closed_loop_rate(d.get("request_rate")) and d.get("ramp_up_strategy") is None:
+            d = {**d, "request_rate": rate}
         version = d.get("vllm_version") or d.get("version")
-        pt = point_from_result(path, d, model_name_as_given(raw), engine, where=where,
-                               max_failure_rate=max_failure_rate)
-        out.append((pt, raw, str(version) if version else None))
+        pt = point_from_result(path, d, model_name_as_given(raw), engine or ("sglang" if is_sglang(d) else ENGINE),
+                               where=where, max_failure_rate=max_failure_rate)
+        out.append((pt, raw, str(version) if version else None, run_number(d)))
+    if not out and warmups:
+        if warmup_ok:
+            return out
+        raise fail(path, None, WARMUP_ONLY)
     if not out:
         raise fail(path, None, "empty file")
     return out
 
 
 def parse_block(path: Path, text: str, model: str | None, engine: str,
-                max_failure_rate: float = MAX_FAILURE_RATE) -> list[Any]:
+                max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+                rate: float | None = None) -> list[Any]:
     """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
 
     The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
@@ -251,6 +383,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
     name = model_name_as_given(model)
     points = []
     pending: dict[str, Any] = {}
+    given: dict[str, Any] = {"max_concurrency": concurrency, "request_rate": rate if rate is not None else "inf"}
     block: dict[str, Any] | None = None
     total: int | None = None
     start = 0
@@ -259,7 +392,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
         if re.match(r"^=+\s*Serving Benchmark Result\s*=+$", s):
             if block is not None:
                 raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
-            block, start = {"max_concurrency": None, "request_rate": "inf", **pending}, no
+            block, start = {**given, **pending}, no
             continue
         if block is not None and s and set(s) == {"="}:
             points.append(point_from_result(path, block, name, engine, where=f"block at line {start}",
@@ -302,22 +435,52 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
-    """Parse save-result JSON files (one per concurrency, or one per line with ``--append-result``) and/or printed logs."""
-    engine = engine or ENGINE
-    points, names, versions = [], {}, set()
+          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          rate: float | None = None) -> ImportResult:
+    """Parse save-result JSON files (one per concurrency, or one per line with ``--append-result``), ``vllm bench
+    sweep`` folders and/or printed logs (module docstring).
+
+    ``concurrency`` / ``rate`` (``--concurrency``, ``--rate``): what a result or printed block that states neither ran
+    at.  Results of one point with distinct ``run_number`` ≥ 0 become one point of that many repeats
+    (:func:`merge_repeats`); any other two results of one point are refused.
+    """
+    names, versions = {}, set()
+    given = {Path(p).resolve() for p in paths}
+    entries: list[tuple[Any, int | None]] = []
+    runs_given = [q for q in given if re.fullmatch(r"run=\d+\.json", q.name)]
     for path in paths:
+        runs_beside = any(q.parent == Path(path).resolve().parent for q in runs_given)
+        if path.name == "summary.csv" and runs_given:
+            continue  # vllm bench sweep's table of the run=N.json results given with it
+        if path.name == "summary.csv":
+            raise fail(path, None, "vllm bench sweep's summary.csv: import the run=N.json files or their folder")
         text = read_text(path)
-        if text.lstrip().startswith("{"):
-            for pt, raw, version in parse_json(path, text, model, engine, max_failure_rate):
-                points.append(pt)
+        head = text.lstrip()[:1]
+        if head == "[" and path.name == "summary.json" and runs_beside:
+            continue  # the list of the run=N.json results beside it
+        if head in ("{", "["):
+            for pt, raw, version, run in parse_json(path, text, model, engine, max_failure_rate, concurrency, rate,
+                                                    warmup_ok=True):
+                entries.append((pt, run))
                 names[pt.model] = raw
                 if version:
                     versions.add(version)
         else:
-            for pt in parse_block(path, text, model, engine, max_failure_rate):
-                points.append(pt)
+            for pt in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency, rate):
+                entries.append((pt, None))
                 names[pt.model] = model or pt.model
+    if not entries:
+        raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
+    groups: dict[Any, list[tuple[Any, int | None]]] = {}
+    for pt, run in entries:
+        groups.setdefault(pt.key, []).append((pt, run))
+    points = []
+    for group in groups.values():
+        runs = [run for _, run in group]
+        if len(group) > 1 and all(r is not None for r in runs) and len(set(runs)) == len(runs):
+            points.append(merge_repeats([pt for pt, _ in sorted(group, key=lambda e: e[1])]))
+        else:
+            points.extend(pt for pt, _ in group)
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
                         points, {k: ModelInfo(raw_name=v) for k, v in names.items()})

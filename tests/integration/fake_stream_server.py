@@ -13,6 +13,10 @@ wait in arrival order before their prefill, as a server with K batch slots queue
 capacity is then K / service time requests/s (service time = prefill + max_tokens × token time),
 which the open-loop tests use as a known saturation rate.
 
+``--metrics-kb K`` (0 = none, the default) serves a Prometheus ``/metrics`` page of about K KiB
+(``vllm:num_requests_running``, the requests being served now, then a histogram of vLLM's names)
+after ``--metrics-ms`` ms: a slow, large page like a GPU vLLM's (issue 23).
+
 Faults (``--fault``), each a kind of report in issue 12:
 - ``none``: correct; per-chunk cumulative usage when ``continuous_usage_stats`` is asked for;
 - ``running_sum``: every chunk's ``completion_tokens`` is a running sum of running totals
@@ -31,6 +35,12 @@ Faults (``--fault``), each a kind of report in issue 12:
 - ``fail503``: every 4th request after the probe answers HTTP 503;
 - ``stall``: after the probe, every request gets its headers and then nothing, ever (a hung
   server: the connection stays open);
+- ``split_token``: every token's text is sent as two events (`` t0`` then ``01``), as a
+  detokenizer that flushes a multi-byte character late does; usage is right (issue 23);
+- ``prompt_5x``: ``prompt_tokens`` is 5 × the prompt's words (a tokenizer or chat-template
+  mismatch, issue 23);
+- ``stop_early``: after the probe, every request stops at half its ``max_tokens`` with finish
+  ``stop`` although it accepted ``ignore_eos`` (issue 23);
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
 - ``echo_auth``: after the probe, the server sends the client's ``Authorization`` header back
@@ -50,6 +60,20 @@ import random
 from aiohttp import web
 
 
+def metrics_histogram(size: int) -> str:
+    """A Prometheus histogram of about ``size`` bytes under vLLM's names (one labelled series per engine index)."""
+    lines = ["# HELP vllm:e2e_request_latency_seconds Latency.", "# TYPE vllm:e2e_request_latency_seconds histogram"]
+    total, i = 0, 0
+    while total < size:
+        for le in ("0.01", "0.1", "1.0", "10.0", "+Inf"):
+            lines.append(f'vllm:e2e_request_latency_seconds_bucket{{engine="{i}",le="{le}",model_name="m"}} {i}.0')
+        lines.append(f'vllm:e2e_request_latency_seconds_count{{engine="{i}",model_name="m"}} {i}.0')
+        lines.append(f'vllm:e2e_request_latency_seconds_sum{{engine="{i}",model_name="m"}} {i}.5')
+        total += sum(len(x) + 1 for x in lines[-7:])
+        i += 1
+    return "\n".join(lines) + "\n" if size else ""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -58,19 +82,32 @@ def main() -> None:
     ap.add_argument("--prefill-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-running", type=int, default=0)
+    ap.add_argument("--metrics-kb", type=int, default=0)
+    ap.add_argument("--metrics-ms", type=float, default=0.0)
     args = ap.parse_args()
     slots = asyncio.Semaphore(args.max_running) if args.max_running > 0 else None
-    state = {"requests": 0}
+    state = {"requests": 0, "running": 0}
     fault = args.fault
+    histogram = metrics_histogram(args.metrics_kb * 1024)
 
     async def health(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def metrics(_req: web.Request) -> web.Response:
+        await asyncio.sleep(args.metrics_ms / 1000)
+        head = ("# HELP vllm:num_requests_running Requests running.\n# TYPE vllm:num_requests_running gauge\n"
+                f'vllm:num_requests_running{{model_name="m"}} {float(state["running"])}\n')
+        return web.Response(text=head + histogram, content_type="text/plain")
+
     async def handle(req: web.Request) -> web.StreamResponse:
-        if slots is None:
-            return await serve(req)
-        async with slots:
-            return await serve(req)
+        state["running"] += 1
+        try:
+            if slots is None:
+                return await serve(req)
+            async with slots:
+                return await serve(req)
+        finally:
+            state["running"] -= 1
 
     async def serve(req: web.Request) -> web.StreamResponse:
         body = await req.json()
@@ -94,7 +131,7 @@ def main() -> None:
                              if n_req % 4 == 3 else f"data: <html>{auth}</html>\n\n".encode())
             return resp
         continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
-        continuous = continuous and fault not in ("usage_dropped", "usage_low")  # these send no per-chunk usage
+        continuous = continuous and fault not in ("usage_dropped", "usage_low", "split_token")  # these send no per-chunk usage
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
         rng = random.Random(args.seed * 100_003 + n_req)
@@ -116,7 +153,10 @@ def main() -> None:
         step = 2 if fault == "usage_low" else 1
         cum = hidden
         running = 0
-        for i in range(hidden, n, step):
+        words_in = len(str(body.get("prompt") or (body.get("messages") or [{}])[-1].get("content", "")).split())
+        prompt_tokens = 5 * words_in if fault == "prompt_5x" else 16
+        stop_at = n // 2 if fault == "stop_early" and n_req > 1 else n
+        for i in range(hidden, stop_at, step):
             words = "".join(f" t{j % 255 + 1:03d}" for j in range(i, min(i + step, n)))
             cum += min(step, n - i)
             running += cum
@@ -135,6 +175,12 @@ def main() -> None:
             elif continuous:
                 chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": cum}
             data = event(chunk)
+            if fault == "split_token":  # one token's text over two events, 1 ms apart
+                half = {**choice, **({"delta": {"content": words[:3]}} if chat else {"text": words[:3]})}
+                await resp.write(event({**chunk, "choices": [half]}))
+                await asyncio.sleep(0.001)
+                rest = {**choice, **({"delta": {"content": words[3:]}} if chat else {"text": words[3:]})}
+                data = event({**chunk, "choices": [rest]})
             if kind and i == cut_at:
                 if kind == "truncate":
                     await resp.write(data[: len(data) // 2])
@@ -151,7 +197,7 @@ def main() -> None:
                         "delta_num": b'data: {"choices": [{"index": 0, "delta": 5, "text": 7}]}\n\n'}[kind]
             await resp.write(data)
             await asyncio.sleep(step * args.token_ms / 1000)  # 10 ms per token generated
-        usage = {"prompt_tokens": 16, "completion_tokens": n, "total_tokens": 16 + n}
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": stop_at, "total_tokens": prompt_tokens + stop_at}
         if fault == "running_sum":
             usage["completion_tokens"] = running
         elif fault == "above_max":
@@ -162,7 +208,7 @@ def main() -> None:
             usage["completion_tokens"] = 9
         elif fault in ("hidden_reasoning", "reasoning_stream"):
             usage["completion_tokens_details"] = {"reasoning_tokens": n // 2}
-        last = {"index": 0, "finish_reason": "length", **({"delta": {}} if chat else {"text": ""})}
+        last = {"index": 0, "finish_reason": "length" if stop_at == n else "stop", **({"delta": {}} if chat else {"text": ""})}
         if not (fault == "usage_dropped" and n_req > 1):
             events.append(event({"choices": [last]}))
             events.append(event({"choices": [], "usage": usage}))
@@ -178,6 +224,8 @@ def main() -> None:
 
     app = web.Application()
     app.router.add_get("/health", health)
+    if args.metrics_kb > 0:
+        app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/completions", handle)
     app.router.add_post("/v1/chat/completions", handle)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)

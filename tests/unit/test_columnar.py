@@ -105,6 +105,9 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     assert metrics.itl_array(a, ok).tolist() == [v for r in reqs if r.ok for v in metrics.itl_values(r)]
     tp = metrics._tpot_array(a)
     assert [None if np.isnan(v) else v for v in tp[ok].tolist()] == [metrics.tpot_s(r) for r in reqs if r.ok]
+    ts = metrics._tpot_streamed_array(a)
+    assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [metrics.tpot_streamed_s(r) for r in reqs if r.ok]
+    assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in metrics.itl_chunk_values(r)]
 
     slo = {"ttft_p99_ms": 300.0, "tpot_p99_ms": 20.0, "e2el_p99_ms": None}
     s = metrics.summarize_point(pt, slo)
@@ -117,6 +120,9 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     assert s.samples["output_throughput_tok_s"] == thr
     assert s.samples["ttft_s"] == [metrics.ttft_s(r) for r in good]
     assert s.samples["tpot_s"] == [t for t in map(metrics.tpot_s, good) if t is not None]
+    if pt.repeats[0].batching == "served":
+        assert s.duration_s == metrics._med([metrics.repeat_duration_s(rep) for rep in pt.repeats])
+        assert s.steady_output_throughput_tok_s == metrics._med([metrics.repeat_steady_throughput(rep) for rep in pt.repeats])
     if pt.point.open_loop:
         assert s.send_rate_rps == metrics._med([metrics.send_rate(rep) for rep in pt.repeats])
         assert s.achieved_rate_rps == metrics._med([metrics.achieved_rate(rep) for rep in pt.repeats])

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.engines import loadgen, tokencount
 from pipeline.engines.tokencount import Evidence, decide, per_chunk_layouts
-from pipeline.metrics import summarize_point, tpot_s
+from pipeline.metrics import summarize_point, tpot_s, tpot_streamed_s
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
@@ -111,18 +111,23 @@ def test_hidden_reasoning_tokens_stay_out_of_the_chunks(tok):
 
 
 def test_tpot_uses_streamed_tokens_and_never_divides_by_zero():
-    # 8 visible chunks 10 ms apart after hidden reasoning: TPOT = 70 ms / 7 = 10 ms
+    # 8 visible chunks 10 ms apart after hidden reasoning: streamed TPOT = 70 ms / 7 = 10 ms; vLLM's TPOT
+    # divides by all 16 output tokens: 70 ms / 15 (issue 23: the two under their own names)
     chunks = [[0.1 + 0.01 * i, 1] for i in range(8)]
     r = RequestRecord(0, 0.0, 0.0, 0.1, 0.17, chunks, 8, 16, hidden_tokens=8)
-    assert tpot_s(r) == pytest.approx(0.01)
-    # every token in one chunk (span 0), a single token: no TPOT, no ZeroDivisionError
+    assert tpot_streamed_s(r) == pytest.approx(0.01)
+    assert tpot_s(r) == pytest.approx(0.07 / 15)
+    # every token in one chunk (span 0), a single token: no streamed TPOT, no ZeroDivisionError; vLLM's TPOT is 0
+    # for the first (output_len > 1) and undefined for the second
     one = RequestRecord(1, 0.0, 0.0, 0.1, 0.1, [[0.1, 16]], 8, 16)
-    assert tpot_s(one) is None
+    assert tpot_streamed_s(one) is None and tpot_s(one) == 0.0
     single = RequestRecord(2, 0.0, 0.0, 0.1, 0.1, [[0.1, 1]], 8, 1)
-    assert tpot_s(single) is None
+    assert tpot_streamed_s(single) is None and tpot_s(single) is None
     summ = summarize_point(PointRecords(PointKey("m", "openai", 8, 16, 1),
                                         [RepeatRecord(0, "served", 0.0, 0.0, [one, single])]))
-    assert summ.per_user_tok_s is None and summ.tpot_s is None and summ.output_throughput_tok_s is None
+    assert summ.per_user_tok_s is None and summ.tpot_streamed_s is None and summ.tpot_s["p50"] == 0.0
+    # vLLM's duration: sends at 0.0, last token at 0.1: 17 tokens / 0.1 s; the steady window (0 → 0) has none
+    assert summ.output_throughput_tok_s == pytest.approx(170.0) and summ.steady_output_throughput_tok_s is None
 
 
 def test_old_records_without_the_new_fields_still_load():
