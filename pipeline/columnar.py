@@ -12,8 +12,8 @@ chunks as two list columns, ``chunk_t_s`` (arrival times, s) and ``chunk_tokens`
 Times are float64 seconds exactly as measured (lossless: the JSON's values, bit for bit; a None
 is a Parquet null).  Float columns are stored with the BYTE_STREAM_SPLIT encoding (the 8 bytes
 of each float in 8 streams, so the exponent and high mantissa bytes, nearly constant from one
-token to the next, compress) and the file with zstd: a token time takes ~5 bytes instead of the
-JSON's ~20 (docs/storage.md: the measured sizes and speeds, and the alternatives).
+token to the next, compress) and the file with zstd: a token takes ~5 bytes on disk instead of the
+old JSON point file's ~54 (docs/storage.md: the measured sizes and speeds, and the alternatives).
 
 Pure conversion and file I/O of one file; where files go and how they are renamed into place is
 :mod:`pipeline.runs`.
