@@ -46,6 +46,8 @@ try:
 except BatchmarkError as exc:
     sys.exit(f"batchmark: error: {printable(exc, one_line=True)}")
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
+# Snakemake's job banners share the terminal with a sweep's display: one line per point, never a bar they land on.
+os.environ.setdefault("BATCHMARK_PROGRESS", "lines")
 PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))
 OTHERS = [r for r in COMPLETE if r != RUN_ID]
@@ -73,6 +75,12 @@ localrules: all, summaries, analysis, reference, pages, site, committed
 
 rule all:
     input: "site/index.html"
+
+
+# The workflow ends with one line: the run, its verdict and main reason, how to see it, the site (issue 24).
+onsuccess:
+    if Path(f"data/runs/{RUN_ID}/analysis.json").is_file() and Path("site/index.html").is_file():
+        shell(f"{BATCHMARK} summary {RUN_ID} --site site/index.html")
 
 
 rule part:

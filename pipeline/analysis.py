@@ -43,6 +43,7 @@ from typing import Any
 
 from pipeline.metrics import PointSummary
 from pipeline.modelcards import ModelCard
+from pipeline.quality import point_verdict
 from pipeline.records import workload_of
 from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 
@@ -148,7 +149,8 @@ def post_knee(points: list[tuple[int, float]], knee: int | None) -> str:
 
 KV_FULL_FRACTION = 0.95
 REGIME_TEXT = {"batching": "batching", "queueing": "queueing (more in flight than the server batches)",
-               "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown"}
+               "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown",
+               "interference": "busy machine: not attributed to batching"}
 POST_KNEE_TEXT = {"plateau": "plateaus", "decline": "declines", "not_reached": "knee not reached"}
 
 
@@ -206,13 +208,16 @@ def decode_batch(concurrency: int, regime: str | None, server: dict[str, Any] | 
     return concurrency
 
 
-def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str) -> str | None:
+def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str, interfered: bool = False) -> str | None:
     """Why the curve does what it does past the knee; None before a knee is reached.
 
     ``"queueing"`` or ``"kv_cache_full"`` when any point past the knee measured that (the
     server's own limit, not batching, set those points), ``"limits_unknown"`` when a served
-    endpoint's limits and metrics are unknown, else ``"batching"``: a plateau or a decline of
-    batching itself (the bandwidth-to-compute cross-over, kernels that stop scaling).
+    endpoint's limits and metrics are unknown, ``"interference"`` when ``interfered`` (a point of
+    the workload was flagged by the interference check or its repeats' spread, or the run's probe
+    warned: issue 24, a busy machine's plateau is no finding about batching), else ``"batching"``:
+    a plateau or a decline of batching itself (the bandwidth-to-compute cross-over, kernels that
+    stop scaling).
     """
     if knee is None or post == "not_reached":
         return None
@@ -220,7 +225,7 @@ def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str) -> str
     for cause in ("queueing", "kv_cache_full", "limits_unknown"):
         if cause in past:
             return cause
-    return "batching"
+    return "interference" if interfered else "batching"
 
 
 def kneedle(points: list[tuple[int, float]]) -> int | None:
@@ -356,6 +361,31 @@ def implausible_point(point: dict[str, Any]) -> str | None:
     return None
 
 
+def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_dtype: str | None = None) -> str | None:
+    """Why an analysed point's MFU cannot be right (above 1), or None (issue 24).
+
+    Derived: MFU = FLOPs per step / step time / peak FLOP/s; no step does more arithmetic per second than the
+    peak it is measured against, so an MFU above 1 means the roof is too low for what ran: most often a peak
+    probed in one dtype (the CPU probe multiplies float32 matrices) while the model ran in another (bfloat16
+    in the committed vLLM run: MFU 1.016 at c = 32).  Unlike an MBU above 1 the memory figures stay valid, so
+    the MFU is marked, not the workload.
+
+    Args:
+        point: an analysed point (``mfu``, ``concurrency``).
+        roof_dtype: the dtype the compute roof was probed in (``run.json`` ``probe.dtype``), None when unknown
+            or when the roof is the spec sheet's.
+        model_dtype: the dtype the model ran in (its card's ``dtype``).
+    """
+    mfu = point.get("mfu")
+    if mfu is None or mfu <= 1:
+        return None
+    if roof_dtype and model_dtype and roof_dtype != model_dtype:
+        why = f"the compute roof was probed in {roof_dtype} while the model ran in {model_dtype}"
+    else:
+        why = "the peak FLOP/s it is measured against is below what the model reached (a roof of another dtype, or a wrong FLOP count)"
+    return f"MFU {mfu:.2f} at c = {point.get('concurrency')} is above 1: {why}"
+
+
 def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) -> str | None:
     """Why a workload's numbers cannot be right, or None: a single stream above its bandwidth ceiling,
     or any of its analysed ``points`` with an MBU above 1 (:func:`implausible_point`)."""
@@ -450,6 +480,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     # MBU/MFU use the same figures as the ceiling and the roofline (probed first, else spec), so that
     # single stream / ceiling = MBU at c = 1 in every table; mbu_spec and mbu_probed are given beside.
     bw_mbu, tf_mfu = bw, peak
+    # the dtype of the compute roof: the probe's, when its peak is the one used (issue 24: an fp32 roof for a bf16 model)
+    roof_dtype = (probe or {}).get("dtype") if hw["peak_tflops_probed"] else None
     points_out = []
     for s in summaries:
         if s.load != "closed":
@@ -481,6 +513,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                 step, bound = roofline_step_s(card, batch, ctx, bw, peak)
                 row.update(roofline_tok_s=batch / step, roofline_bound=bound)
         row["implausible"] = implausible_point(row)
+        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.dtype if card is not None else None)
         points_out.append(row)
 
     models_out = []
@@ -505,6 +538,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         peak_pt = max(curve, key=lambda p: p[1]) if curve else None
         regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
         post = post_knee(curve, knee)
+        interfered = bool((probe or {}).get("warning")) or any(
+            point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({
             "model": model, "engine": engine, "input_len": inp, "output_len": out,
@@ -522,7 +557,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "knee_threshold": knee_threshold,
             **uncertainty,
             "post_knee": post,
-            "post_knee_cause": post_knee_cause(regimes, knee, post),
+            "post_knee_cause": post_knee_cause(regimes, knee, post, interfered),
             "regimes": {str(c): r for c, r in sorted(regimes.items())},
             "server_limits": (limits or {}).get(model),
             "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,

@@ -2,9 +2,12 @@
 
 Definition (docs/definitions.md, "KV capacity"): max concurrent sequences at a context length =
 (usable memory − weights − runtime reserve) / KV bytes of one sequence at that context.
-Usable memory is the hardware profile's ``memory_gb`` ("memory usable for weights and KV
-cache", GB = 1e9 bytes); the reserve is its ``runtime_reserve_gb`` (activations, CUDA
-graphs, the OS on a unified-memory machine).  KV bytes of one sequence count sliding-window
+Usable memory is the smaller of the hardware profile's ``memory_gb`` × ``gpu_memory_utilization``
+(vLLM's ``--gpu-memory-utilization``: the share of the device's memory its engine takes for weights,
+activations and KV cache; 0.85 on the DGX Spark, whose unified memory the OS shares; issue 24: the pages
+sized 96 sequences of Llama-3.1-8B at 8k where vLLM gets about 86) and ``memory_gb`` − ``runtime_reserve_gb``
+(activations, CUDA graphs, the OS on a unified-memory machine) (:func:`usable_memory_gb`; GB = 1e9 bytes).
+A profile without ``memory_gb`` sized with this machine's memory is a CPU's: no utilisation applies there.  KV bytes of one sequence count sliding-window
 layers by their window (:func:`pipeline.stepcost.kv_bytes_per_sequence`).
 
 Units: one system everywhere, decimal: GB = 10⁹ bytes (as memory and bandwidth spec sheets
@@ -80,6 +83,30 @@ def kv_capacity(card: ModelCard, memory_gb: float, reserve_gb: float, context: i
     }
 
 
+def usable_memory_gb(hardware: dict[str, Any]) -> dict[str, Any]:
+    """Memory usable for weights and KV cache on a profile (GB): ``{"usable_gb", "by_utilization_gb",
+    "after_reserve_gb", "rule"}``, the smaller of memory × ``gpu_memory_utilization`` and memory − reserve.
+
+    Derived: vLLM allocates ``gpu_memory_utilization`` × the device memory to its engine (vLLM engine arguments,
+    ``--gpu-memory-utilization``), and the runtime reserve must stay free besides, so the tighter of the two
+    bounds the KV cache.  Without a profile ``memory_gb`` (``memory_source`` set: this machine's memory, a CPU)
+    only the reserve applies.  Dgx-spark: min(128 × 0.85, 128 − 8) = min(108.8, 120) = 108.8 GB.
+    """
+    memory = float(hardware["memory_gb"])
+    reserve = float(hardware.get("runtime_reserve_gb") or 0.0)
+    util = hardware.get("gpu_memory_utilization") if not hardware.get("memory_source") else None
+    after = memory - reserve
+    by_util = memory * float(util) if util else None
+    if by_util is not None and by_util < after:
+        rule = (f"memory {memory:.1f} GB × gpu_memory_utilization {float(util):g} = {by_util:.1f} GB usable "
+                f"(below memory − reserve {reserve:.1f} GB = {after:.1f} GB)")
+        return {"usable_gb": by_util, "by_utilization_gb": by_util, "after_reserve_gb": after, "rule": rule}
+    rule = f"memory {memory:.1f} GB − reserve {reserve:.1f} GB = {after:.1f} GB usable"
+    if by_util is not None:
+        rule += f" (below memory × gpu_memory_utilization {float(util):g} = {by_util:.1f} GB)"
+    return {"usable_gb": after, "by_utilization_gb": by_util, "after_reserve_gb": after, "rule": rule}
+
+
 def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[int, ...] | list[int] = DEFAULT_CONTEXTS
                    ) -> dict[str, Any]:
     """The capacity of one model on one hardware profile at each context (see :func:`kv_capacity`).
@@ -93,19 +120,21 @@ def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[in
     if not memory_gb:
         raise BatchmarkError(f"hardware {hardware.get('name')!r}: profile has no memory_gb; capacity needs it")
     reserve = float(hardware.get("runtime_reserve_gb") or 0.0)
+    usable = usable_memory_gb(hardware)
     return {
         "units": UNITS,
         "hardware": {"name": hardware.get("name"), "memory_gb": memory_gb, "runtime_reserve_gb": reserve,
-                     "usable_gb": float(memory_gb) - reserve,
+                     "gpu_memory_utilization": hardware.get("gpu_memory_utilization"),
+                     "usable_gb": usable["usable_gb"], "usable_rule": usable["rule"],
                      "memory_source": hardware.get("memory_source") or "profile memory_gb"},
-        "usable_bytes": (float(memory_gb) - reserve) * 1e9,
-        "weights_fit": card.weight_bytes < (float(memory_gb) - reserve) * 1e9,
+        "usable_bytes": usable["usable_gb"] * 1e9,
+        "weights_fit": card.weight_bytes < usable["usable_gb"] * 1e9,
         "model": card.name, "kind": card.kind, "quantization": card.quantization or card.dtype,
         "total_params": card.total_params, "active_params": card.active_params,
         "weight_bytes": card.weight_bytes, "kv_bytes_per_token": card.kv_bytes_per_token,
         "sliding_window": card.sliding_window, "sliding_layers": card.sliding_layers,
         "max_context": card.max_context,
-        "contexts": [kv_capacity(card, float(memory_gb), reserve, int(c)) for c in contexts],
+        "contexts": [kv_capacity(card, usable["usable_gb"], 0.0, int(c)) for c in contexts],
     }
 
 
@@ -140,13 +169,13 @@ def fit_table(hardware: dict[str, Any], contexts: tuple[int, ...] | list[int] = 
 def does_not_fit(table: dict[str, Any]) -> str | None:
     """Why the weights of :func:`capacity_table`'s model do not fit, or None when they do.
 
-    E.g. ``"does not fit: weights 141.1 GB > 120.0 GB usable after reserve"`` (usable =
-    memory_gb − runtime_reserve_gb).
+    E.g. ``"does not fit: weights 141.1 GB > 108.8 GB usable"`` (usable: :func:`usable_memory_gb`, whose rule the
+    table's first line states).
     """
     if table["weights_fit"]:
         return None
     return (f"does not fit: weights {table['weight_bytes'] / 1e9:.1f} GB > "
-            f"{table['usable_bytes'] / 1e9:.1f} GB usable after reserve")
+            f"{table['usable_bytes'] / 1e9:.1f} GB usable")
 
 
 def format_capacity(table: dict[str, Any]) -> str:
@@ -157,8 +186,7 @@ def format_capacity(table: dict[str, Any]) -> str:
     """
     hw = table["hardware"]
     lines = [f"{table['model']} ({table['kind']}, {table['quantization']}) on {hw['name']}: "
-             f"memory {hw['memory_gb']:.1f} GB − reserve {hw['runtime_reserve_gb']:.1f} GB = "
-             f"{table['usable_bytes'] / 1e9:.1f} GB usable, "
+             f"{hw['usable_rule']}, "
              f"weights {table['weight_bytes'] / 1e9:.2f} GB, KV {table['kv_bytes_per_token'] / 1e3:.1f} kB/token"
              + (f" ({table['sliding_layers']} layers slide over {table['sliding_window']} tokens)" if table["sliding_window"] else "")]
     if hw.get("memory_source") and hw["memory_source"] != "profile memory_gb":

@@ -31,6 +31,13 @@ def print(*values: object, sep: str = " ", end: str = "\n", file=None, flush: bo
     builtins.print(printable(sep.join(str(v) for v in values)), end=end, file=file or sys.stdout, flush=flush)
 
 
+def diff_min_effect_pct() -> float:
+    """The diff's default minimum effect in percent (:data:`pipeline.diffstats.MIN_EFFECT` × 100)."""
+    from pipeline.diffstats import MIN_EFFECT
+
+    return MIN_EFFECT * 100
+
+
 def _where(c: "diff.MetricChange") -> str:
     """A diffed point in a message: ``c=8`` (closed loop) or ``poisson 2.4 req/s, cap 64`` (open loop)."""
     return f"c={c.concurrency}" if c.load == "closed" else c.point
@@ -52,6 +59,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from pipeline import parts, paths, runs
     from pipeline.config import load_config
+    from pipeline.preflight import discard_if_empty, preflight
     from pipeline.sweep import run_sweep
 
     cfg = load_config(args.config)
@@ -59,22 +67,37 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         return _sweep_part(cfg, args)
     if args.resume:
         run_dir = runs.resolve_run(args.resume)
-    elif not args.run_id:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
-        run_dir = runs.claim_run_dir(paths.runs_dir())
-    else:
+    elif args.run_id:
         run_dir = paths.runs_dir() / runs.check_run_id(args.run_id)
-    run_id = run_dir.name
-    if (run_dir / "run.json").exists() and runs.is_complete(run_dir):
+    else:
+        run_dir = None  # a fresh id is claimed only after the checks below pass
+    if run_dir is not None and (run_dir / "run.json").exists() and runs.is_complete(run_dir):
         if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
-            raise BatchmarkError(f"run {run_id} is complete and immutable, and was measured with another config; "
+            raise BatchmarkError(f"run {run_dir.name} is complete and immutable, and was measured with another config; "
                                  + ("--resume measures nothing into it" if args.resume else "choose another --run-id"))
-        print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
+        print(f"run {run_dir.name} is complete; nothing to measure", file=sys.stderr)
         print(run_dir)
         return 0
+    preflight(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before any run folder exists (issue 24)
+    if run_dir is None:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
+        run_dir = runs.claim_run_dir(paths.runs_dir())
+    fresh = not (run_dir / "run.json").exists()
     if args.pointer:
         parts.write_pointer(cfg.name, run_dir.name)
-    run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
+    try:
+        run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
+    except BatchmarkError:
+        if fresh and discard_if_empty(run_dir):
+            print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
+        raise
     print(run_dir)
+    from pipeline.show import summary_line
+
+    if (run_dir / "run.json").is_file():
+        try:
+            print(summary_line(run_dir), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
+        except BatchmarkError as exc:
+            print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
     if failures.get("points") and failures.get("empty") == failures["points"]:
         print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
@@ -96,10 +119,19 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
         return 0
     part = parts.part_dir(run_id, model)
+    from pipeline.preflight import discard_if_empty, preflight
+
+    preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists (issue 24)
     if args.pointer:
         parts.write_pointer(cfg.name, run_id)
+    fresh = not (part / "run.json").exists()
     part.mkdir(parents=True, exist_ok=True)
-    run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
+    try:
+        run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
+    except BatchmarkError:
+        if fresh:
+            discard_if_empty(part)
+        raise
     print(part)
     failures = runs.read_run_json(part).get("failures") or {}
     if failures.get("points") and failures.get("empty") == failures["points"]:
@@ -131,12 +163,24 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     if bool(args.all) == bool(args.run):
         raise BatchmarkError("upgrade: give one RUN or --all")
     run_dirs = runs.list_runs(complete_only=False) if args.all else [runs.resolve_run(args.run)]
+    unreadable = 0
     for run_dir in run_dirs:
-        rewritten = runs.upgrade_run(run_dir)
+        try:
+            rewritten = runs.upgrade_run(run_dir)
+        except BatchmarkError as exc:
+            if not args.all:
+                raise
+            # --all: one rule for runs that cannot be read (issue 18, item 13): each named, the others upgraded
+            print(f"batchmark: run {run_dir.name} not upgraded: {exc}", file=sys.stderr)
+            unreadable += 1
+            continue
         print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
                                          if rewritten else "every file already at its current schema version"))
         for path in rewritten:
             print(f"  {path.relative_to(run_dir)}")
+    if unreadable:
+        raise BatchmarkError(f"upgrade --all: {unreadable} run(s) could not be read (named above); nothing was "
+                             "written into them")
     return 0
 
 
@@ -162,6 +206,13 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from pipeline.show import summary_line
+
+    print(summary_line(args.run, args.site))
+    return 0
+
+
 def _cmd_predict(args: argparse.Namespace) -> int:
     from pipeline.predict import format_predict, parse_calibrate_on, predict_run
 
@@ -173,12 +224,13 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline import diff, diffreport, stages
 
-    if args.fail_above is not None and not (math.isfinite(args.fail_above) and args.fail_above >= 0):
-        # nan compares false with everything and inf exceeds every change: either would switch the gate off
-        raise BatchmarkError(f"--fail-above {args.fail_above:g}: must be a finite percentage >= 0")
+    gates = diff.parse_fail_above(args.fail_above) if args.fail_above is not None else None
     if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
         raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha)
+    if not (math.isfinite(args.min_effect) and args.min_effect >= 0):
+        raise BatchmarkError(f"--min-effect {args.min_effect:g}: must be a finite percentage >= 0")
+    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha,
+                            min_effect=args.min_effect / 100)
     if args.format == "json":
         print(diffreport.format_json(result), end="")
     elif args.format == "markdown":
@@ -188,22 +240,23 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         print(diffreport.format_csv(result), end="")
     else:
         print(diffreport.format_text(result), end="")
-    if args.fail_above is None:
+    if gates is None:
         return 0
     if not result.comparable:
         raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
-    untestable = [c for c in result.changes if diff.METRIC_BY_KEY[c.metric].throughput and c.change is not None
-                  and c.change < -args.fail_above / 100 and c.p_floor > args.alpha]
+    untestable = diff.untestable_drops(result, gates)
     if untestable:
         c = untestable[0]
-        print(f"batchmark: warning: {len(untestable)} throughput drop(s) beyond {args.fail_above:g}% cannot be "
-              f"significant with these repeats (e.g. {c.model} {_where(c)} {diffreport.format_change(c.change)}, "
-              f"smallest possible p {c.p_floor:.3g} > alpha {args.alpha:g}); measure >= 4 repeats per side to gate",
+        print(f"batchmark: warning: {len(untestable)} gated change(s) beyond their --fail-above threshold cannot be "
+              f"significant with these repeats (e.g. {c.model} {_where(c)} {c.label} {diffreport.format_change(c.change, c.unit)}, "
+              f"a side has fewer than 2 repeats, so there is no test); measure >= 2 repeats per side to gate "
+              "(docs/diff-statistics.md: what each count detects)",
               file=sys.stderr)
-    regs = diff.regressions(result, args.fail_above)
+    regs = diff.regressions(result, gates)
     for c in regs:
         print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} {_where(c)} "
-              f"{c.label} {diffreport.format_change(c.change)} (p={c.p_value:.3g}) exceeds --fail-above {args.fail_above:g}%",
+              f"{c.label} {diffreport.format_change(c.change, c.unit)} (p={c.p_value:.3g}, q={c.q_value:.3g}) exceeds "
+              f"--fail-above {gates[c.metric]:g}%",
               file=sys.stderr)
     return 1 if regs else 0
 
@@ -245,6 +298,12 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         from pipeline.capacity import machine_memory
 
         hw.update(machine_memory())
+    from pipeline.modelcards import CONTEXT_MAX
+
+    for ctx in args.context or []:  # a 400-digit context ended in OverflowError (issue 18)
+        if not 1 <= ctx <= CONTEXT_MAX:
+            raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
+                                 f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
     card = resolve_card(args.model, quant=args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))
@@ -308,6 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the JSON contract (docs/definitions.md)")
     s.set_defaults(func=_cmd_show)
 
+    s = sub.add_parser("summary", help="one line: a run's id, verdict with its main reason, how to see it, the site")
+    s.add_argument("run", help="run id or path")
+    s.add_argument("--site", default=None, help="the built site's index page, named in the line")
+    s.set_defaults(func=_cmd_summary)
+
     s = sub.add_parser("predict", help="calibrate the per-step model on a few points of a run and predict the rest",
                        description="For every closed-loop workload of RUN (measured or imported), fit the engine terms "
                                    "of the per-step model (overhead per step, fraction of the bandwidth and of the peak "
@@ -355,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("diff", help="compare two runs: changes per point and metric, significance, provenance",
                        description="Compare run A (before) with run B (after). Exit status: 0, or 1 with --fail-above "
-                                   "when a throughput metric regressed significantly by more than PCT percent; 2 on bad input.")
+                                   "when a gated metric regressed (a called change) by more than its threshold; 2 on bad input.")
     s.add_argument("run_a", metavar="RUN_A", help="run id or path of the earlier run")
     s.add_argument("run_b", metavar="RUN_B", help="run id or path of the later run")
     fmt = s.add_mutually_exclusive_group()
@@ -363,9 +427,15 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--markdown", dest="format", action="store_const", const="markdown", help="print Markdown")
     fmt.add_argument("--csv", dest="format", action="store_const", const="csv",
                      help="print CSV (the comparability headline goes to stderr)")
-    s.add_argument("--fail-above", type=float, metavar="PCT",
-                   help="exit 1 when any significant throughput regression exceeds PCT percent")
-    s.add_argument("--alpha", type=float, default=0.05, help="significance level of the Mann-Whitney U test (default: 0.05)")
+    s.add_argument("--fail-above", metavar="PCT|METRIC:PCT%,...",
+                   help="exit 1 when a called regression exceeds its threshold: PCT gates output and per-user throughput; "
+                        "METRIC:PCT%% pairs gate each metric (output_throughput, per_user, ttft_p50, ttft_p99, tpot_p50, "
+                        "tpot_p99, mbu, mfu), e.g. output_throughput:5%%,ttft_p99:10%%")
+    s.add_argument("--alpha", type=float, default=0.05,
+                   help="false discovery rate (Benjamini-Hochberg) of Welch's t-tests on per-repeat values (default: 0.05)")
+    s.add_argument("--min-effect", type=float, default=diff_min_effect_pct(), metavar="PCT",
+                   help="never call a change smaller than PCT percent, whatever its p (asv's --factor; default: "
+                        f"{diff_min_effect_pct():g}, from the A/A benchmark benchmarks/diff_power.py)")
     s.set_defaults(func=_cmd_diff, format="text")
 
     s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",
@@ -403,7 +473,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``batchmark`` console script; returns the exit status."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # inside the try: a reader that closed the pipe is seen here, not at exit
+        return status
+    except BrokenPipeError:
+        # ``batchmark upgrade | head``: the reader stopped reading; the rest of the output is not wanted.
+        # Python's documented way: point stdout at devnull so the flush at exit does not raise again.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell reports a command ended by a closed pipe
     except BatchmarkError as exc:
         print(f"batchmark: error: {printable(exc, one_line=True)}", file=sys.stderr)
         return 2

@@ -40,7 +40,8 @@ class ModelSpec(_Strict):
     local checkpoint ``path``.  Served engines (``vllm``, ``openai``) use ``served_name``.
     """
 
-    name: str = Field(description="Short name used in file names and pages", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(description="Short name used in file names and pages (at most 128 characters)",
+                      pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     architecture: dict[str, Any] | None = Field(
         default=None, description="Hugging Face config keys; random weights are built from it")
     path: str | None = Field(default=None, description="Local checkpoint or model folder")
@@ -65,6 +66,17 @@ class TransformersOptions(_Strict):
                                    description="Stop escalating when a point would need more than this share of free memory")
 
 
+#: Request-body keys the load generator owns (``engines/client.py``'s ``build_body``: the model, the
+#: prompt, the exact output length, streaming and its usage reports, greedy sampling) and keys that
+#: would change them (``n``, ``best_of``, ``stop``, ``max_completion_tokens``, …).  ``extra_body``
+#: may not set them: ``{max_tokens: 2, model: other}`` once measured 2 tokens of another model under
+#: points labelled 8 tokens of this one (issue 18, item 12).
+RESERVED_BODY_KEYS = frozenset({
+    "model", "prompt", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+    "max_new_tokens", "min_tokens", "ignore_eos", "n", "best_of", "temperature", "stop", "stop_token_ids",
+    "echo", "continuous_usage_stats", "use_beam_search"})
+
+
 class ClientOptions(_Strict):
     """Load-generator options shared by the served engines (``openai``, ``vllm``)."""
 
@@ -83,6 +95,15 @@ class ClientOptions(_Strict):
                                        description="Extra JSON fields merged into every request body")
     tokenizer: str | None = Field(
         default=None, description="Tokenizer (local folder or hub id) for prompts; default the model's path, then served_name")
+
+    @field_validator("extra_body")
+    @classmethod
+    def _no_owned_keys(cls, body: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(set(body) & RESERVED_BODY_KEYS)
+        if owned:
+            raise ValueError(f"{', '.join(owned)}: set by the load generator (what is measured: model, prompt, "
+                             f"output length, streaming); extra_body may not override {'it' if len(owned) == 1 else 'them'}")
+        return body
 
 
 class OpenAIOptions(ClientOptions):
@@ -217,7 +238,8 @@ class OpenLoop(_Strict):
 class SweepConfig(_Strict):
     """A whole sweep: the grid of points to measure and how."""
 
-    name: str = Field(description="Config name; part of the run's provenance", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(description="Config name; part of the run's provenance (at most 128 characters: it names the "
+                                  "checkout's pointer file)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     hardware: str = Field(description="Hardware profile name in data/hardware/")
     engine: Literal["transformers", "vllm", "openai"] = "transformers"
     models: list[ModelSpec] = Field(min_length=1)
@@ -229,9 +251,9 @@ class SweepConfig(_Strict):
     open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
     slo: SLO | None = Field(default=None, description="SLO checked at every point (share meeting it, goodput, "
                                                       "highest rate/concurrency where it holds)")
-    repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point; 5 is the fewest with which "
-                         "a diff can call a change significant at α = 0.05 (two-sided Mann-Whitney floor "
-                         "2 / C(10, 5) = 0.008; 3 + 3 gives 0.1)")
+    repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point, the unit a diff tests "
+                         "(Welch's t on per-repeat values, 2 or more a side); at 2 % drift between repeats a diff calls "
+                         "a 20 % change 9 times in 10 with 3, 15 % with 5, 10 % with 10 (benchmarks/diff_power.py)")
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
     knee_threshold: float = Field(default=0.15, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")
@@ -294,6 +316,13 @@ class SweepConfig(_Strict):
             if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0):
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
+        if self.engine in ("openai", "vllm"):
+            opts = self.openai if self.engine == "openai" else self.vllm
+            if opts.requests_per_point is not None and opts.requests_per_point < self.max_in_flight():
+                # issue 18, item 10: c = 32 with 4 requests measured 312 tok/s where the server does 1685.8
+                raise ValueError(f"{self.engine}.requests_per_point = {opts.requests_per_point} is below the largest "
+                                 f"concurrency {self.max_in_flight()}; a point never reaches its concurrency with "
+                                 "fewer requests than it (the importers refuse completed < concurrency too)")
         return self
 
     def digest(self) -> str:

@@ -1,37 +1,35 @@
 """Run vs run, the statistics: matched points, their changes, significance and comparability (pure).
 
-Points are matched by (model, engine, input length, output length, concurrency).  For each
-matched point and each metric below, the diff reports A's and B's value, the relative change
-(B − A) / A (for shares, MBU and MFU, the change B − A in percentage points instead: a relative
-change of a percentage reads as a percentage and misleads), and a two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``) of A's samples
-against B's at level α; a change whose p exceeds α is shown as ``~`` (as benchstat and asv do).
+Points are matched by (model, engine, input length, output length, concurrency); open-loop points by their
+place in the rate sweep (:func:`match_open_loop`: rank, or the rate as a fraction of the sweep's highest).  For each matched point and each metric below, the diff
+reports A's and B's value, the relative change (B − A) / A (for shares, MBU and MFU, the change B − A in
+percentage points instead: a relative change of a percentage reads as a percentage and misleads), and a
+test of A's per-repeat values against B's (:mod:`pipeline.diffstats`, argued in docs/diff-statistics.md):
 
-Metrics and the samples each one is tested on (``PointSummary.samples``):
+- the unit of replication is the repeat: requests of one repeat share batches, a server state and a
+  machine state, so every metric is tested on one value per repeat;
+- Welch's two-sided t-test (it reaches any p with 2 or more repeats a side, where the exact
+  Mann-Whitney p cannot fall below 2 / C(n₁ + n₂, n₁), 0.1 with 3 + 3);
+- a change is called (better / worse) only when its Benjamini–Hochberg q value among the points of its
+  metric (one family per metric) is ≤ α AND its relative size is at least the minimum effect
+  (``MIN_EFFECT``, ``--min-effect``);
+  otherwise it is shown as ``~`` (as benchstat and asv do).  The headline's second sentence
+  (:func:`calls_sentence`) says how many calls were made among how many tests, and what chance makes.
+
+Metrics and the value per repeat each one is tested on (``PointSummary.samples``):
 
 =====================  ==========================  ==========================================
-metric                 value shown                 samples tested
+metric                 value shown                 value per repeat tested
 =====================  ==========================  ==========================================
-output throughput      median over repeats         one per repeat
-per-user throughput    1 / median TPOT             one per repeat (1 / the repeat's median TPOT)
-TTFT p50, TTFT p99     percentile over requests    per request (served engines); per-repeat
-TPOT p50, TPOT p99                                 medians for static batches, whose requests
-                                                   share one prefill and one decode loop, so a
-                                                   repeat is one independent sample, not B
-MBU, MFU               from analysis.json          share × step time / step time of each sample
-                                                   (derived: MBU, MFU ∝ 1 / step time at fixed
-                                                   bytes, FLOPs, bandwidth and peak); step samples are per repeat
-                                                   (static batch) or per-request TPOT (served)
+output throughput      median over repeats         the repeat's throughput
+per-user throughput    1 / median TPOT             1 / the repeat's median TPOT
+TTFT p50, TPOT p50     percentile over requests    the repeat's median
+TTFT p99, TPOT p99                                 the repeat's p99 (``*_p99_s_per_repeat``; runs summarized
+                                                   before it was kept: the repeat's median)
+MBU, MFU               from analysis.json          share × step time / the repeat's step time (static
+                                                   batch) or median TPOT (served) (derived: MBU, MFU ∝
+                                                   1 / step time at fixed bytes, FLOPs, bandwidth, peak)
 =====================  ==========================  ==========================================
-
-The U test compares whole distributions, so for p99 it asks whether B's latencies are
-shifted against A's, not whether the tail alone moved.
-
-Too few samples: with n₁ and n₂ samples and no ties, the most extreme arrangement (every
-sample of one side below every sample of the other) has probability 1 / C(n₁ + n₂, n₁)
-under the null hypothesis, so the smallest two-sided p any test can return is
-``min(1, 2 / C(n₁ + n₂, n₁))`` — derived from the exact permutation distribution of U
-(Mann & Whitney 1947); 3 + 3 gives 2 / 20 = 0.1, 5 + 5 gives 2 / 252 ≈ 0.0079.  When that
-exceeds α the diff says no change can be significant instead of reporting one.
 
 Comparability: the provenance of both runs (hardware, probed bandwidth, engine, its version
 and flags, model revisions, input/output lengths, batchmark and package versions) is
@@ -50,24 +48,25 @@ The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", 
 "b", "differs"}], "changes": [{"model", "engine", "input_len", "output_len", "concurrency",
 "metric", "label", "unit", "higher_is_better", "a", "b", "change" (fraction: relative, or for
 unit "fraction" the difference B − A, i.e. percentage points / 100), "change_kind" ("relative" |
-"points"), "p_value", "n_a", "n_b", "p_floor" (the smallest p the counts can reach; ``min_p`` before
-issue 14, renamed apart from the sampling parameter), "sample_unit", "significant", "verdict" ("better" |
-"worse" | "~" | "n/a"), "note"}], "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
+"points"), "p_value" (Welch), "q_value" (Benjamini–Hochberg), "effect" (relative change, also for shares),
+"n_a", "n_b" (repeats), "p_floor" (the smallest p the counts can reach: 0, or 1 below 2 repeats a side; ``min_p``
+before issue 14, renamed apart from the sampling parameter), "sample_unit", "significant" (called), "verdict" ("better" |
+"worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank)}],
+"models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
 "output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings",
-"quality_a", "quality_b"}``.
+"quality_a", "quality_b", "min_effect", "n_tests", "n_called", "calls"}``.
 
 The report of a diff (text, Markdown, CSV, JSON) is :mod:`pipeline.diffreport`.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from scipy.stats import mannwhitneyu
-
+from pipeline.diffstats import (MIN_EFFECT, TEST_NAME, benjamini_hochberg, called, log_min_two_sided_p,  # noqa: F401
+                                min_two_sided_p, welch_many)
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
 from pipeline.records import PointKey, Workload, workload_of
@@ -86,7 +85,6 @@ class RunData(Protocol):
     analysis: dict[str, Any]
 
 
-TEST_NAME = "two-sided Mann-Whitney U (scipy.stats.mannwhitneyu)"
 BANDWIDTH_TOLERANCE = 0.05  # probed bandwidths within 5 % are probe noise, not a different machine
 BANDWIDTH_LIMIT = 0.10  # beyond 10 % apart the runs are not comparable (module docstring)
 
@@ -119,30 +117,19 @@ MODEL_FIELDS = (("ceiling_tok_s", "ceiling (tok/s)"), ("knee_concurrency", "knee
                 ("post_knee", "post-knee"), ("peak_output_throughput_tok_s", "peak output throughput (tok/s)"))
 
 
-# -- statistics -----------------------------------------------------------------------------
-
-def min_two_sided_p(n_a: int, n_b: int) -> float:
-    """Smallest two-sided Mann-Whitney p reachable with ``n_a`` and ``n_b`` samples (no ties).
-
-    ``min(1, 2 / C(n_a + n_b, n_a))``, derived in the module docstring; 1.0 when a side is
-    empty.  Examples: (3, 3) → 0.1, (5, 5) → 2/252.
-    """
-    if n_a < 1 or n_b < 1:
-        return 1.0
-    return min(1.0, 2.0 / math.comb(n_a + n_b, n_a))
-
+# -- statistics (the formulas are in pipeline.diffstats) --------------------------------------
 
 @dataclass
 class Significance:
-    """Outcome of one significance test.
+    """Outcome of one test of A's per-repeat values against B's.
 
     Attributes:
-        p_value: two-sided Mann-Whitney p (None when a side has no samples).
-        n_a / n_b: sample counts.
-        p_floor: smallest p these counts can give (:func:`min_two_sided_p`); named so (not
-            ``min_p``, a sampling parameter of the engines) since issue 14.
-        significant: p ≤ α and the counts can reach α at all.
-        note: why no change can be significant, when that is so; else None.
+        p_value: two-sided Welch p (:func:`pipeline.diffstats.welch`); None when a side has fewer than 2 values.
+        n_a / n_b: value counts (repeats).
+        p_floor: smallest p these counts can give: 0.0 with 2 or more values a side (Welch's t reaches any p),
+            1.0 below that (no test).  Named so (not ``min_p``, a sampling parameter of the engines) since issue 14.
+        significant: p ≤ α (before the Benjamini–Hochberg adjustment and the minimum effect of :func:`diff_runs`).
+        note: why there is no test, when that is so; else None.
     """
 
     p_value: float | None
@@ -154,64 +141,29 @@ class Significance:
 
 
 def significance(samples_a: list[float], samples_b: list[float], alpha: float) -> Significance:
-    """Two-sided Mann-Whitney U of two sample lists at level ``alpha``.
-
-    scipy chooses the exact distribution for small samples without ties and the normal
-    approximation otherwise.  Identical samples (all tied) give p = 1.  When the counts
-    cannot reach ``alpha`` the p value is still reported but never called significant.
-    """
-    n_a, n_b = len(samples_a), len(samples_b)
-    if n_a == 0 or n_b == 0:
-        return Significance(None, n_a, n_b, min_two_sided_p(n_a, n_b), False, f"no samples to test (n={n_a}+{n_b})")
-    return _significance_of(float(mannwhitneyu(samples_a, samples_b, alternative="two-sided").pvalue), n_a, n_b, alpha)
+    """Welch's two-sided t-test of two lists of per-repeat values at level ``alpha`` (:func:`significance_many`)."""
+    return significance_many([(samples_a, samples_b)], alpha)[0]
 
 
 def significance_many(pairs: list[tuple[list[float], list[float]]], alpha: float) -> list[Significance]:
-    """:func:`significance` of each ``(samples_a, samples_b)`` pair, the same results, with one scipy call per group.
+    """:func:`significance` of each ``(samples_a, samples_b)`` pair, with one vectorised scipy call for all of them.
 
-    ``mannwhitneyu`` costs about 2 ms a call, nearly all of it per-call overhead; a site diffing
-    10 runs of 50 models makes some 25,000 tests (issue 13, "A site for a lab").  Pairs with the
-    same sample counts and tie status (any equal values among the two samples) are tested as
-    the rows of one 2-D call (``axis=1``): scipy chooses the exact or the normal method from the
-    counts and from whether there are ties anywhere in the call, so grouping by tie status keeps
-    each row's method, and p value, what a call of its own would give.
+    A side with no values: "no samples to test"; with one value: no test either (a variance needs two;
+    measure at least 2 repeats).  Numerically safe at any count (sums by ``math.fsum``, the t tail by
+    ``scipy.special.stdtr``), 10,000 values a side included.
     """
-    import numpy as np
-
-    out: list[Significance | None] = [None] * len(pairs)
-    groups: dict[tuple[int, int, bool], list[int]] = {}
-    for i, (xa, xb) in enumerate(pairs):
-        if not xa or not xb:
-            out[i] = significance(xa, xb, alpha)
-            continue
-        ties = len(set(xa) | set(xb)) < len(xa) + len(xb)
-        groups.setdefault((len(xa), len(xb), ties), []).append(i)
-    for (n_a, n_b, _), rows in groups.items():
-        ps = mannwhitneyu(np.array([pairs[i][0] for i in rows], dtype=float),
-                          np.array([pairs[i][1] for i in rows], dtype=float), alternative="two-sided", axis=1).pvalue
-        for i, p in zip(rows, np.atleast_1d(ps)):
-            out[i] = _significance_of(float(p), n_a, n_b, alpha)
-    return out  # type: ignore[return-value]
-
-
-def _significance_of(p: float, n_a: int, n_b: int, alpha: float) -> Significance:
-    """The :class:`Significance` of a two-sided p value from ``n_a`` + ``n_b`` samples (NaN, all tied: p = 1)."""
-    floor = min_two_sided_p(n_a, n_b)
-    if math.isnan(p):
-        p = 1.0
-    if floor > alpha:
-        return Significance(p, n_a, n_b, floor, False,
-                          f"n={n_a}+{n_b}: the smallest two-sided p is {floor:.3g} > α = {alpha:g}, "
-                          f"so no change can be significant; measure at least {_repeats_needed(alpha)} repeats")
-    return Significance(p, n_a, n_b, floor, p <= alpha, None)
-
-
-def _repeats_needed(alpha: float) -> int:
-    """Smallest n with n + n samples able to reach ``alpha`` (5 at α = 0.05)."""
-    n = 1
-    while min_two_sided_p(n, n) > alpha:
-        n += 1
-    return n
+    out = []
+    for (xa, xb), w in zip(pairs, welch_many(pairs)):
+        n_a, n_b = len(xa), len(xb)
+        if w is not None:
+            out.append(Significance(w.p_value, n_a, n_b, 0.0, w.p_value <= alpha, None))
+        elif n_a == 0 or n_b == 0:
+            out.append(Significance(None, n_a, n_b, 1.0, False, f"no samples to test (n={n_a}+{n_b})"))
+        else:
+            out.append(Significance(None, n_a, n_b, 1.0, False,
+                                    f"n={n_a}+{n_b}: a side has one repeat, so there is no spread to test against; "
+                                    "measure at least 2 repeats (docs/diff-statistics.md: what each count detects)"))
+    return out
 
 
 def relative_change(a: float | None, b: float | None) -> float | None:
@@ -228,11 +180,16 @@ def _static(s: PointSummary) -> bool:
     return bool(s.samples.get("step_time_s"))
 
 
-def _latency_samples(s: PointSummary, name: str) -> tuple[list[float], str]:
-    per_repeat = s.samples.get(f"{name}_per_repeat")
-    if _static(s) and per_repeat:
-        return list(per_repeat), "repeat"
-    return list(s.samples.get(name) or []), "request"
+def _latency_samples(s: PointSummary, name: str, pct: str) -> tuple[list[float], str]:
+    """One value per repeat: the repeat's own p99 for a p99 metric (``<name>_p99_per_repeat``), its median for p50.
+
+    A run summarized before the per-repeat p99 was kept (issue 22) tests its p99 on the per-repeat medians,
+    unit ``"repeat median"`` (the diff notes it when the two runs' units differ).
+    """
+    if pct == "p99" and s.samples.get(f"{name.removesuffix('_s')}_p99_s_per_repeat"):
+        return list(s.samples[f"{name.removesuffix('_s')}_p99_s_per_repeat"]), "repeat"
+    per_repeat = list(s.samples.get(f"{name}_per_repeat") or [])
+    return per_repeat, "repeat" if pct == "p50" or not per_repeat else "repeat median"
 
 
 def metric_value(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, Any] | None) -> float | None:
@@ -247,16 +204,16 @@ def metric_value(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, An
 
 
 def metric_samples(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, Any] | None) -> tuple[list[float], str]:
-    """Samples to test one metric on, and their unit (``"repeat"`` or ``"request"``); see the module docstring."""
+    """Values to test one metric on, one per repeat, and their unit (``"repeat"``); see the module docstring."""
     if spec.key in ("output_throughput_tok_s", "per_user_tok_s"):
         return list(s.samples.get(spec.key) or []), "repeat"
     if spec.key in SHARE_METRICS:
         mbu = (analysis_point or {}).get(spec.key)
         if mbu is None or not s.step_time_s:
             return [], "repeat"
-        steps, unit = (s.samples.get("step_time_s"), "repeat") if _static(s) else (s.samples.get("tpot_s"), "request")
-        return [mbu * s.step_time_s / t for t in (steps or []) if t], unit
-    return _latency_samples(s, spec.key.rsplit("_", 2)[0] + "_s")
+        steps = s.samples.get("step_time_s") if _static(s) else s.samples.get("tpot_s_per_repeat")
+        return [mbu * s.step_time_s / t for t in (steps or []) if t], "repeat"
+    return _latency_samples(s, spec.key.rsplit("_", 2)[0] + "_s", spec.key.split("_")[1])
 
 
 # -- result types ---------------------------------------------------------------------------
@@ -288,6 +245,9 @@ class MetricChange:
     change_kind: str = "relative"
     load: str = "closed"
     rate_rps: float | None = None
+    q_value: float | None = None
+    effect: float | None = None
+    rate_a_rps: float | None = None
 
     @property
     def key(self) -> PointKey:
@@ -296,8 +256,13 @@ class MetricChange:
 
     @property
     def point(self) -> str:
-        """The point's column in tables: the concurrency (closed loop) or its :meth:`PointKey.label` (open loop)."""
-        return str(self.concurrency) if not self.key.open_loop else self.key.label()
+        """The point's column in tables: the concurrency (closed loop) or its :meth:`PointKey.label` (open loop; B's
+        rate, with A's beside it when the rate-sweep match paired different rates)."""
+        if not self.key.open_loop:
+            return str(self.concurrency)
+        if self.rate_a_rps is None or self.rate_a_rps == self.rate_rps:
+            return self.key.label()
+        return f"{self.key.label()} (A {self.rate_a_rps:g})"
 
 
 @dataclass
@@ -348,6 +313,10 @@ class RunDiff:
     warnings: list[str] = field(default_factory=list)
     quality_a: dict[str, Any] = field(default_factory=dict)
     quality_b: dict[str, Any] = field(default_factory=dict)
+    min_effect: float = MIN_EFFECT
+    n_tests: int = 0
+    n_called: int = 0
+    calls: str = ""
 
     def flagged_points(self) -> set[PointKey]:
         """The key of every point flagged in A or B."""
@@ -382,8 +351,12 @@ def provenance_of(r: RunData) -> dict[str, Any]:
     eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
     versions = dict(meta.get("versions") or {})
     name = _engine_name(meta, r.summaries)
-    version = (eng.get(f"{name}_version") or eng.get("version") or versions.get(name or "")) if name else None
-    flags = {k: v for k, v in eng.items() if k != "engine" and not k.endswith("version")}
+    from pipeline.engines.served import server_version
+
+    version = (eng.get(f"{name}_version") or eng.get("version") or versions.get(name or "")
+               or server_version(eng)) if name else None
+    # ``servers`` (port, pid, start time, log of each model's server) differs in every run: no flag to compare
+    flags = {k: v for k, v in eng.items() if k not in ("engine", "servers") and not k.endswith("version")}
     cfg = meta.get("config") or {}
     if name and isinstance(cfg.get(name), dict):
         flags.update({f"config.{k}": v for k, v in cfg[name].items()})
@@ -501,6 +474,72 @@ def _key(s: PointSummary) -> PointKey:
     return s.key
 
 
+#: Open-loop points of sweeps with different rate counts match when their offered rates, as fractions of their
+#: sweep's highest rate, are within this of each other (absolute, on the 0–1 fraction).
+RATE_FRACTION_TOLERANCE = 0.05
+
+
+def _sweep_group(k: PointKey) -> tuple[Any, ...]:
+    """An open-loop point's rate sweep: workload, load pattern and cap (the rate left out)."""
+    return (*k.workload, k.load, k.concurrency)
+
+
+def match_open_loop(keys_a: list[PointKey], keys_b: list[PointKey]) -> list[tuple[PointKey, PointKey]]:
+    """Open-loop points of A and B matched by their place in the rate sweep, not by the float rate.
+
+    ``rates: auto`` places rates from each run's own measured peak, so two runs of one config share no rate
+    (issue 22 item 4).  Within one sweep (workload, load pattern, cap): a rate both runs measured pairs with
+    itself; of the others, when both runs have the same number left, the i-th lowest rate of A matches the
+    i-th lowest of B (rank); otherwise a rate matches the rate
+    of the other run whose fraction of its sweep's highest rate (the rate sweep's top, a proxy for the measured
+    saturation rate) is nearest, within ``RATE_FRACTION_TOLERANCE``, each point used once.
+
+    Args:
+        keys_a / keys_b: the open-loop point keys of each run (closed-loop keys are ignored).
+
+    Returns:
+        ``[(key in A, key in B)]`` in sweep order of B.
+    """
+    groups: dict[tuple[Any, ...], tuple[list[PointKey], list[PointKey]]] = {}
+    for side, keys in ((0, keys_a), (1, keys_b)):
+        for k in keys:
+            if k.open_loop:
+                groups.setdefault(_sweep_group(k), ([], []))[side].append(k)
+    pairs: list[tuple[PointKey, PointKey]] = []
+    for ga, gb in groups.values():
+        if not ga or not gb:
+            continue
+        top_a, top_b = max(k.rate_rps or 0.0 for k in ga) or 1.0, max(k.rate_rps or 0.0 for k in gb) or 1.0
+        same = set(ga) & set(gb)  # the very same rate (explicit rates: configured alike) pairs first
+        pairs += [(k, k) for k in same]
+        ga = sorted(set(ga) - same, key=lambda k: k.rate_rps or 0.0)
+        gb = sorted(set(gb) - same, key=lambda k: k.rate_rps or 0.0)
+        if len(ga) == len(gb):
+            pairs += list(zip(ga, gb))
+            continue
+        free = list(ga)
+        for kb in gb:
+            fb = (kb.rate_rps or 0.0) / top_b
+            best = min(free, key=lambda ka: abs((ka.rate_rps or 0.0) / top_a - fb), default=None)
+            if best is not None and abs((best.rate_rps or 0.0) / top_a - fb) <= RATE_FRACTION_TOLERANCE:
+                pairs.append((best, kb))
+                free.remove(best)
+    return sorted(pairs, key=lambda p: p[1])
+
+
+def match_points(sa_list: list[PointSummary], sb_list: list[PointSummary]
+                 ) -> tuple[dict[PointKey, PointSummary], dict[PointKey, PointSummary], list[tuple[PointKey, PointKey]]]:
+    """Points of A and B by key, and the matched pairs ``(key in A, key in B)`` in sweep order.
+
+    Closed-loop points match by their whole key (workload and concurrency); open-loop points by their
+    place in the rate sweep (:func:`match_open_loop`).
+    """
+    sa = {_key(s): s for s in sa_list}
+    sb = {_key(s): s for s in sb_list}
+    closed = [(k, k) for k in sorted(set(sa) & set(sb)) if not k.open_loop]
+    return sa, sb, sorted(closed + match_open_loop(list(sa), list(sb)), key=lambda p: p[1])
+
+
 def _analysis_points(analysis: dict[str, Any]) -> dict[PointKey, dict[str, Any]]:
     return {PointKey.of(p): p for p in analysis.get("points", [])}
 
@@ -513,50 +552,61 @@ def _point_dict(k: PointKey) -> dict[str, Any]:
     return k.as_dict()
 
 
-def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
+def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = MIN_EFFECT) -> RunDiff:
     """Compare run A (before) with run B (after).
 
     Args:
         a, b: the two runs as read by :func:`pipeline.stages.load_run`.
-        alpha: significance level of the two-sided Mann-Whitney U test, 0 < α < 1.
+        alpha: false discovery rate of the Benjamini–Hochberg rule over the points of each metric, 0 < α < 1.
+        min_effect: smallest relative change ever called (fraction, ≥ 0; asv's ``--factor`` − 1).
 
     Returns:
         A :class:`RunDiff`: headline, provenance comparison, one :class:`MetricChange` per
         (matched point, metric), per-workload :class:`ModelChange` rows, and the points
-        present in one run only.
+        present in one run only.  A change is called (``significant``, verdict better / worse) when its
+        q value is ≤ α and its relative effect is at least ``min_effect`` (:func:`pipeline.diffstats.called`).
 
     Raises:
-        BatchmarkError: ``alpha`` outside (0, 1).
+        BatchmarkError: ``alpha`` outside (0, 1) or ``min_effect`` negative or not finite.
     """
     if not 0 < alpha < 1:
         raise BatchmarkError(f"--alpha {alpha}: must be between 0 and 1")
-    sa = {_key(s): s for s in a.summaries}
-    sb = {_key(s): s for s in b.summaries}
+    if not (min_effect >= 0 and min_effect < float("inf")):
+        raise BatchmarkError(f"--min-effect {min_effect * 100:g}: must be a finite percentage >= 0")
+    sa, sb, matched = match_points(a.summaries, b.summaries)
     pa_pts, pb_pts = _analysis_points(a.analysis), _analysis_points(b.analysis)
-    matched = sorted(set(sa) & set(sb))
     changes: list[MetricChange] = []
-    samples = [(k, spec, metric_samples(spec, sa[k], pa_pts.get(k)), metric_samples(spec, sb[k], pb_pts.get(k)))
-               for k in matched for spec in METRICS]
-    tests = significance_many([(xa, xb) for _, _, (xa, _), (xb, _) in samples], alpha)
-    for (k, spec, (xa, unit_a), (xb, unit_b)), res in zip(samples, tests):
-        va, vb = metric_value(spec, sa[k], pa_pts.get(k)), metric_value(spec, sb[k], pb_pts.get(k))
+    samples = [(ka, kb, spec, metric_samples(spec, sa[ka], pa_pts.get(ka)),
+                metric_samples(spec, sb[kb], pb_pts.get(kb))) for ka, kb in matched for spec in METRICS]
+    tests = significance_many([(xa, xb) for _, _, _, (xa, _), (xb, _) in samples], alpha)
+    qs: list[float | None] = [None] * len(tests)
+    for spec in METRICS:  # one Benjamini–Hochberg family per metric (Efron 2008, docs/diff-statistics.md)
+        rows = [i for i, (_, _, sp, _, _) in enumerate(samples) if sp.key == spec.key]
+        for i, q in zip(rows, benjamini_hochberg([tests[i].p_value for i in rows])):
+            qs[i] = q
+    for (ka, kb, spec, (xa, unit_a), (xb, unit_b)), res, q in zip(samples, tests, qs):
+        va, vb = metric_value(spec, sa[ka], pa_pts.get(ka)), metric_value(spec, sb[kb], pb_pts.get(kb))
         note = res.note
         if unit_a != unit_b:
             note = ((note + "; ") if note else "") + f"A tested per {unit_a}, B per {unit_b}"
         points = spec.unit == "fraction"
-        rel = (vb - va if va is not None and vb is not None else None) if points else relative_change(va, vb)
+        effect = relative_change(va, vb)
+        rel = (vb - va if va is not None and vb is not None else None) if points else effect
+        yes = called(q, effect, alpha, min_effect) and bool(rel)
         if va is None and vb is None:
             verdict = "n/a"
-        elif not res.significant or rel is None or rel == 0:
+        elif not yes or rel is None:
             verdict = "~"
         else:
             verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
+        k = kb
         changes.append(MetricChange(k.model, k.engine, k.input_len, k.output_len, k.concurrency,
                                     load=k.load, rate_rps=k.rate_rps, metric=spec.key, label=spec.label, unit=spec.unit,
                                     higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
                                     p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,
                                     sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
-                                    significant=res.significant and verdict in ("better", "worse"),
+                                    significant=verdict in ("better", "worse"), q_value=q, effect=effect,
+                                    rate_a_rps=ka.rate_rps,
                                     verdict=verdict, note=note, change_kind="points" if points else "relative"))
     ma, mb = _analysis_models(a.analysis), _analysis_models(b.analysis)
     models: list[ModelChange] = []
@@ -568,23 +618,63 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05) -> RunDiff:
                                       change=relative_change(va, vb) if num else None, changed=va != vb))
     prov_a, prov_b = provenance_of(a), provenance_of(b)
     line, ok = headline(prov_a, prov_b, len(matched))
-    bw_change, bw_text, _ = bandwidth_words(prov_a, prov_b)
-    notes = sorted({c.note for c in changes if c.note})
     from pipeline.quality import run_quality
 
     qa, qb = (run_quality(r.meta, [s.as_dict() for s in r.summaries], r.analysis.get("models") or [])
               for r in (a, b))
     flagged_runs = [f"{name} = {r.run_id} is a flagged run: " + "; ".join(q["reasons"])
                     for name, r, q in (("A", a, qa), ("B", b, qb)) if q["verdict"] == "flagged"]
+    withhold_flagged(changes, qa, qb)
+    n_tests = sum(c.p_value is not None for c in changes)
+    n_called = sum(c.significant for c in changes)
+    calls = calls_sentence(n_called, n_tests, alpha, min_effect)
+    bw_change, bw_text, _ = bandwidth_words(prov_a, prov_b)
+    notes = sorted({c.note for c in changes if c.note})
     return RunDiff(
         headline=line, comparable=ok,
         run_a={"run_id": a.run_id, "source": prov_a["source"], "hardware": prov_a["hardware"]},
         run_b={"run_id": b.run_id, "source": prov_b["source"], "hardware": prov_b["hardware"]},
         alpha=alpha, provenance=compare_provenance(prov_a, prov_b), changes=changes, models=models,
-        only_in_a=[_point_dict(k) for k in sorted(set(sa) - set(sb))],
-        only_in_b=[_point_dict(k) for k in sorted(set(sb) - set(sa))], notes=notes,
+        only_in_a=[_point_dict(k) for k in sorted(set(sa) - {ka for ka, _ in matched})],
+        only_in_b=[_point_dict(k) for k in sorted(set(sb) - {kb for _, kb in matched})], notes=notes,
         bandwidth_change=bw_change, warnings=([bw_text] if bw_text else []) + flagged_runs,
-        quality_a=qa, quality_b=qb)
+        quality_a=qa, quality_b=qb, min_effect=min_effect, n_tests=n_tests, n_called=n_called, calls=calls)
+
+
+def calls_sentence(n_called: int, n_tests: int, alpha: float, min_effect: float) -> str:
+    """The diff's second headline sentence: how many changes were called among how many tests, and what chance alone makes.
+
+    By p alone (p ≤ α) about α × tests calls would come from noise; the Benjamini–Hochberg rule keeps the
+    expected share of false calls among the called ones ≤ α (so ≤ α × calls), and the minimum effect removes
+    the small ones (docs/diff-statistics.md).
+    """
+    if n_tests == 0:
+        return "No change could be tested (no repeat values on one side or the other)."
+    return (f"{n_called} change(s) called among {n_tests} tests (metric × point): called = q ≤ {alpha:g} "
+            f"(Benjamini–Hochberg over each metric's points) and at least {min_effect * 100:g} % (the minimum effect); by p ≤ {alpha:g} alone "
+            f"chance would make about {alpha * n_tests:.1f} calls, under this rule at most {alpha * n_called:.1f} "
+            "of the called ones are expected to be false.")
+
+
+def withhold_flagged(changes: list[MetricChange], quality_a: dict[str, Any], quality_b: dict[str, Any]) -> None:
+    """Take back every better / worse verdict of a flagged run or point (issue 24), in place.
+
+    A run measured on a busy machine (its quality verdict, :func:`pipeline.quality.run_quality`) or a point the
+    interference check or its repeats' spread flagged gives no finding, nor does an MBU or MFU above 1 (an
+    impossible figure: its roof or model card is wrong): its change becomes ``"~"``, not significant, with a note
+    that says why (``--fail-above`` does not gate on it either).
+    """
+    runs = [name for name, q in (("A", quality_a), ("B", quality_b)) if q.get("verdict") == "flagged"]
+    points = {PointKey.of(p) for q in (quality_a, quality_b) for p in q.get("points") or []}
+    for c in changes:
+        if c.verdict not in ("better", "worse"):
+            continue
+        impossible = c.metric in ("mbu", "mfu") and any(v is not None and v > 1 for v in (c.a, c.b))
+        why = (f"run {' and '.join(runs)} flagged" if runs else "point flagged" if c.key in points else
+               f"{c.label} above 1 is impossible (a wrong roof or model card)" if impossible else None)
+        if why:
+            c.note = ((c.note + "; ") if c.note else "") + f"no verdict: {why}"
+            c.verdict, c.significant = "~", False
 
 
 def comparison_key(prov: dict[str, Any]) -> tuple[Any, ...]:
@@ -612,15 +702,75 @@ def previous_runs(provenances: list[tuple[str, dict[str, Any]]]) -> dict[str, st
     return out
 
 
-def regressions(d: RunDiff, fail_above_pct: float) -> list[MetricChange]:
-    """Significant throughput regressions larger than ``fail_above_pct`` percent (for ``--fail-above``).
+#: Short metric names accepted by ``--fail-above NAME:PCT%`` (the full keys of ``METRICS`` are accepted too).
+GATE_NAMES = {"output_throughput": "output_throughput_tok_s", "per_user": "per_user_tok_s",
+              "per_user_throughput": "per_user_tok_s", "ttft_p50": "ttft_p50_s", "ttft_p99": "ttft_p99_s",
+              "tpot_p50": "tpot_p50_s", "tpot_p99": "tpot_p99_s", "mbu": "mbu", "mfu": "mfu"}
 
-    A throughput metric (output or per-user tokens/s) regresses when it is significantly
-    lower in B; it counts when the drop exceeds the threshold: change < −pct / 100.
+
+def parse_fail_above(text: str) -> dict[str, float]:
+    """``--fail-above``'s value → ``{metric key: percent}``.
+
+    ``"10"`` (one threshold, as before issue 22) gates both throughput metrics (output and per-user) at 10 %;
+    ``"output_throughput:5%,ttft_p99:10%"`` gates each named metric at its own percentage (the ``%`` is optional;
+    names: :data:`GATE_NAMES` or a metric key).  A percentage is of the relative change, the worse way.
+
+    Raises:
+        BatchmarkError: an unknown metric name, a metric named twice, or a percentage that is not a finite number ≥ 0.
     """
+    def pct(v: str, where: str) -> float:
+        try:
+            x = float(v.strip().removesuffix("%"))
+        except ValueError:
+            x = float("nan")
+        if not (x == x and x >= 0 and x != float("inf")):
+            # nan compares false with everything and inf exceeds every change: either would switch the gate off
+            raise BatchmarkError(f"--fail-above {where}: must be a finite percentage >= 0")
+        return x
+
+    text = text.strip()
+    if ":" not in text:
+        p = pct(text, text)
+        return {m.key: p for m in METRICS if m.throughput}
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, _, value = item.partition(":")
+        key = GATE_NAMES.get(name.strip(), name.strip() if name.strip() in METRIC_BY_KEY else None)
+        if key is None:
+            raise BatchmarkError(f"--fail-above {item.strip()}: unknown metric {name.strip()!r}; one of "
+                                 + ", ".join(sorted(GATE_NAMES)))
+        if key in out:
+            raise BatchmarkError(f"--fail-above {text}: metric {name.strip()!r} given twice")
+        out[key] = pct(value, item.strip())
+    return out
+
+
+def regressions(d: RunDiff, fail_above: float | dict[str, float]) -> list[MetricChange]:
+    """Called regressions larger than their threshold (for ``--fail-above``).
+
+    Args:
+        fail_above: one percentage for both throughput metrics (output and per-user tokens/s), or
+            ``{metric key: percent}`` (:func:`parse_fail_above`).
+
+    A metric regresses when its change is called worse (:func:`diff_runs`); it counts when its relative change
+    the worse way exceeds the threshold: |effect| > pct / 100.
+    """
+    gates = fail_above if isinstance(fail_above, dict) else {m.key: float(fail_above) for m in METRICS if m.throughput}
     return [c for c in d.changes
-            if METRIC_BY_KEY[c.metric].throughput and c.significant and c.change is not None
-            and c.change < -fail_above_pct / 100]
+            if c.metric in gates and c.verdict == "worse" and c.effect is not None
+            and abs(c.effect) > gates[c.metric] / 100]
+
+
+def untestable_drops(d: RunDiff, gates: dict[str, float]) -> list[MetricChange]:
+    """Gated changes beyond their threshold the worse way that could not be tested (fewer than 2 repeats a side)."""
+    out = []
+    for c in d.changes:
+        if c.metric not in gates or c.effect is None or c.p_value is not None:
+            continue
+        worse = (c.effect < 0) == METRIC_BY_KEY[c.metric].higher_is_better
+        if worse and abs(c.effect) > gates[c.metric] / 100:
+            out.append(c)
+    return out
 
 
 def changes_of(d: RunDiff, metric: str) -> list[MetricChange]:

@@ -50,35 +50,62 @@ def figure_words(fld: str, v: Any) -> str:
     return format_value(v, "tok/s")
 
 
-def _sig(c: MetricChange, marks: dict[str, int]) -> str:
-    p = "" if c.p_value is None else f"p={c.p_value:.3g} "
+def _sig(c: MetricChange, marks: dict[str, int], d: RunDiff | None = None) -> str:
+    p = "" if c.p_value is None else f"p={c.p_value:.3g} q={c.q_value:.3g} "
     mark = ""
     if c.note:
         marks.setdefault(c.note, len(marks) + 1)
         mark = f" [{marks[c.note]}]"
     word = c.verdict if c.verdict in ("better", "worse") else "~"
-    return f"{word} ({p}n={c.n_a}+{c.n_b}){mark}"
+    small = (" < min effect" if d is not None and word == "~" and c.effect is not None and c.q_value is not None
+             and c.q_value <= d.alpha and abs(c.effect) < d.min_effect else "")  # unlikely noise, but too small
+    return f"{word} ({p}n={c.n_a}+{c.n_b}{small}){mark}"
 
 
 CORE_PROVENANCE = ("hardware", "bandwidth_gb_s_probed", "engine", "engine_version", "workloads", "models",
                    "batchmark_version")
 
 
+#: The longest provenance cell (characters) in a diff's tables; a longer value ends in "…" (issue 24: a whole dict
+#: of 2,624 characters stood in one cell).
+PROVENANCE_CELL_CHARS = 120
+
+
+def _short(v: Any, none: str = "-", limit: int = PROVENANCE_CELL_CHARS) -> str:
+    """One provenance value as text of at most ``limit`` characters (dicts and lists as compact JSON)."""
+    if v is None:
+        return none
+    text = json.dumps(v, sort_keys=True, separators=(",", ": ")) if isinstance(v, (dict, list)) else str(v)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def provenance_cells(label: str, a: Any, b: Any, none: str = "-") -> list[tuple[str, str, str]]:
+    """``[(label, A, B)]`` rows of one provenance field, each cell bounded (:data:`PROVENANCE_CELL_CHARS`).
+
+    Two dicts become one row per key whose values differ (``label.key``), recursively, so that a row names what
+    changed instead of repeating both dicts whole; anything else is one row.
+    """
+    if isinstance(a, dict) and isinstance(b, dict):
+        rows = []
+        for k in sorted(set(a) | set(b), key=str):
+            if a.get(k) != b.get(k):
+                rows += provenance_cells(f"{label}.{k}", a.get(k), b.get(k), none)
+        return rows or [(label, _short(a, none), _short(b, none))]
+    return [(label, _short(a, none), _short(b, none))]
+
+
 def _provenance_rows(d: RunDiff) -> list[tuple[str, str, str, str]]:
     """The core provenance rows and every other row that differs, then a count of identical ones."""
-    def s(v: Any) -> str:
-        if v is None:
-            return "-"
-        return json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else str(v)
     rows = []
     shown = [it for it in d.provenance if it.field in CORE_PROVENANCE or it.differs]
     for it in shown:
         if it.field == "bandwidth_gb_s_probed":
             a = "-" if it.a is None else f"{it.a:.1f}"
             b = "-" if it.b is None else f"{it.b:.1f} ({format_change(relative_change(it.a, it.b))})"
-        else:
-            a, b = s(it.a), s(it.b)
-        rows.append((it.label, a, b, "DIFFERS" if it.differs else "same"))
+            rows.append((it.label, a, b, "DIFFERS" if it.differs else "same"))
+            continue
+        for label, a, b in provenance_cells(it.label, it.a, it.b):
+            rows.append((label, a, b, "DIFFERS" if it.differs else "same"))
     hidden = len(d.provenance) - len(shown)
     if hidden:
         rows.append((f"({hidden} more fields)", "", "", "same"))
@@ -93,16 +120,17 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]], md: bool) -> str:
     h = (lambda t: f"## {t}") if md else (lambda t: t)
-    out = [f"**{d.headline}**" if md else d.headline, ""]
+    out = [f"**{d.headline}**" if md else d.headline, ""] + ([d.calls, ""] if d.calls else [])
     out.append(f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']}), "
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']}); "
                f"change = (B − A) / A, for MBU and MFU B − A in percentage points (pp); {d.test} at α = {d.alpha:g}, "
-               "`~` = not significant"
+               f"minimum effect {d.min_effect * 100:g} %; `~` = not called (p: Welch, q: Benjamini–Hochberg, "
+               "n: repeats a side)"
                if md else
                f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']})\n"
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']})\n"
-               f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}; "
-               "~ = not significant")
+               f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}, "
+               f"minimum effect {d.min_effect * 100:g} %; ~ = not called (p: Welch, q: Benjamini-Hochberg, n: repeats a side)")
     for name, q in (("A", d.quality_a), ("B", d.quality_b)):
         if q:
             out.append(f"run quality of {name}: " + ("clean" if q["verdict"] == "clean"
@@ -125,7 +153,8 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
                        c.point + (" ⚠" if c.key in flagged else ""),
-                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit), _sig(c, marks)]
+                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit),
+                       _sig(c, marks, d)]
                       for c in rows])
     if marks:
         out += ["", h("Notes")] + ([""] if md else [])
@@ -160,7 +189,8 @@ def format_markdown(d: RunDiff) -> str:
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
               "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
-              "load", "rate_rps")  # an open-loop point (issue 10): its load pattern and rate; closed: "closed", empty
+              "load", "rate_rps", "q_value", "effect", "rate_a_rps")  # an open-loop point (issue 10): its load pattern and rate
+# (B's; A's matched by its place in the sweep in rate_a_rps, issue 22); closed: "closed", empty
 
 
 def format_csv(d: RunDiff) -> str:

@@ -24,7 +24,7 @@ from pipeline.errors import BatchmarkError
 class HardwareProfile(BaseModel):
     """Spec-sheet figures of one machine kind.  ``None`` where no spec applies (a generic CPU)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)  # a .inf bandwidth: one line (issue 18)
 
     name: str
     description: str
@@ -60,7 +60,10 @@ def load_profile(name: str, field: str = "hardware", folder: Path | None = None)
     try:
         return HardwareProfile.model_validate(data)
     except ValidationError as exc:
-        raise BatchmarkError(f"{path}: invalid hardware profile ({str(exc).splitlines()[0]})") from None
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        got = f" (got {first['input']!r:.60})" if first["type"] not in ("missing", "extra_forbidden") else ""
+        raise BatchmarkError(f"{path}: invalid hardware profile: {field}: {first['msg']}{got}") from None
 
 
 @dataclass(frozen=True)

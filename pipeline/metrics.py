@@ -502,6 +502,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     static = all(rep.batching == "static_batch" for rep in repeats)
     thr, steady, durs, goodput_durs = [], [], [], []
     per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved = [], [], [], [], [], []
+    ttft_p99_rep, tpot_p99_rep = [], []
     for i, rep in enumerate(repeats):
         in_rep = a.repeat == i
         rep_ok = in_rep & ok
@@ -523,6 +524,9 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         per_user_rep.append(_inverse(float(np.median(rs))) if rs.size else None)
         tpot_rep.append(float(np.median(rt)) if rt.size else None)
         ttft_rep.append(float(np.median(ttft_all[rep_ok])) if n_ok else None)
+        # each repeat's own p99 (issue 22: the diff tests p99 on one value per repeat, the independent unit)
+        tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt.size else None)
+        ttft_p99_rep.append(float(np.percentile(ttft_all[rep_ok], 99)) if n_ok else None)
         if static:  # repeat_prefill_throughput
             if rep.batching != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
                 prefill.append(None)
@@ -580,6 +584,8 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
             "tpot_s": tpots.tolist(),
             "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
             "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
+            "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
+            "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
         })
 
 

@@ -225,33 +225,44 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return cfg
 
 
+#: Upper bounds of architecture numbers, each far above any model (issue 18: a 400-digit ``hidden_size`` ended
+#: in OverflowError and 10^30 layers in a loop that never ended).  Largest today: ~10^4 hidden, ~10^2 layers,
+#: ~10^6 vocabulary, ~10^3 experts, ~10^7 context.
+DIM_MAX = 10_000_000
+LAYERS_MAX = 100_000
+VOCAB_MAX = 1_000_000_000
+EXPERTS_MAX = 1_000_000
+CONTEXT_MAX = 10_000_000_000
+
+
 class ArchNumbers(BaseModel):
     """The config.json numbers the arithmetic reads, checked before any is used.
 
     Counts are strict integers (a bool or a string is refused) and at least 1 where a zero
     would divide by zero or make a size negative or meaningless (heads, layers, dimensions);
-    expert counts may be 0 (a dense model).  Keys the arithmetic does not read pass unchecked.
+    expert counts may be 0 (a dense model); each at most its bound (:data:`DIM_MAX`, …).  Keys the
+    arithmetic does not read pass unchecked.
     """
 
     model_config = ConfigDict(extra="allow")
 
-    hidden_size: StrictInt | None = Field(default=None, ge=1)
-    num_hidden_layers: StrictInt | None = Field(default=None, ge=1)
-    num_attention_heads: StrictInt | None = Field(default=None, ge=1)
-    num_key_value_heads: StrictInt | None = Field(default=None, ge=1)
-    head_dim: StrictInt | None = Field(default=None, ge=1)
-    vocab_size: StrictInt | None = Field(default=None, ge=1)
-    intermediate_size: StrictInt | None = Field(default=None, ge=1)
-    moe_intermediate_size: StrictInt | None = Field(default=None, ge=1)
-    shared_expert_intermediate_size: StrictInt | None = Field(default=None, ge=0)
-    num_local_experts: StrictInt | None = Field(default=None, ge=0)
-    num_experts: StrictInt | None = Field(default=None, ge=0)
-    num_experts_per_tok: StrictInt | None = Field(default=None, ge=0)
-    decoder_sparse_step: StrictInt | None = Field(default=None, ge=1)
-    sliding_window: StrictInt | None = Field(default=None, ge=0)
-    sliding_window_pattern: StrictInt | None = Field(default=None, ge=1)
-    max_window_layers: StrictInt | None = Field(default=None, ge=0)
-    max_position_embeddings: StrictInt | None = Field(default=None, ge=1)
+    hidden_size: StrictInt | None = Field(default=None, ge=1, le=DIM_MAX)
+    num_hidden_layers: StrictInt | None = Field(default=None, ge=1, le=LAYERS_MAX)
+    num_attention_heads: StrictInt | None = Field(default=None, ge=1, le=DIM_MAX)
+    num_key_value_heads: StrictInt | None = Field(default=None, ge=1, le=DIM_MAX)
+    head_dim: StrictInt | None = Field(default=None, ge=1, le=DIM_MAX)
+    vocab_size: StrictInt | None = Field(default=None, ge=1, le=VOCAB_MAX)
+    intermediate_size: StrictInt | None = Field(default=None, ge=1, le=DIM_MAX)
+    moe_intermediate_size: StrictInt | None = Field(default=None, ge=1, le=DIM_MAX)
+    shared_expert_intermediate_size: StrictInt | None = Field(default=None, ge=0, le=DIM_MAX)
+    num_local_experts: StrictInt | None = Field(default=None, ge=0, le=EXPERTS_MAX)
+    num_experts: StrictInt | None = Field(default=None, ge=0, le=EXPERTS_MAX)
+    num_experts_per_tok: StrictInt | None = Field(default=None, ge=0, le=EXPERTS_MAX)
+    decoder_sparse_step: StrictInt | None = Field(default=None, ge=1, le=LAYERS_MAX)
+    sliding_window: StrictInt | None = Field(default=None, ge=0, le=CONTEXT_MAX)
+    sliding_window_pattern: StrictInt | None = Field(default=None, ge=1, le=LAYERS_MAX)
+    max_window_layers: StrictInt | None = Field(default=None, ge=0, le=LAYERS_MAX)
+    max_position_embeddings: StrictInt | None = Field(default=None, ge=1, le=CONTEXT_MAX)
 
 
 def _validation_message(where: str, err: ValidationError, prefix: str = "") -> str:
@@ -457,8 +468,10 @@ def card_from_config_file(path: str | Path, name: str | None = None, quant: str 
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+    from pipeline.textfiles import MAX_TEXT_BYTES, read_limited
+
+    try:  # bounded: a config.json is a few kB (issue 18, item 7)
+        config = json.loads(read_limited(path, MAX_TEXT_BYTES, "Hugging Face config.json").decode("utf-8"))
     except FileNotFoundError:
         raise BatchmarkError(f"{path}: file not found") from None
     except UnicodeDecodeError as exc:
@@ -469,6 +482,8 @@ def card_from_config_file(path: str | Path, name: str | None = None, quant: str 
         raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
     except RecursionError:
         raise BatchmarkError(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+        raise BatchmarkError(f"{path}: corrupt JSON ({' '.join(str(exc).split())[:120]})") from None
     if not isinstance(config, dict):
         raise BatchmarkError(f"{path}: not a config object")
     return card_from_config(name or path.parent.name, config, quant, expert_quant, kv_bytes_per_element,

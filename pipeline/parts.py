@@ -45,7 +45,7 @@ PARTS_FOLDER = ".parts"
 
 def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
     """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
-    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{config_name}.json"
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{runs.file_stem(config_name)}.json"
 
 
 def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
@@ -273,6 +273,54 @@ def _copy_regular(src: Path, target: Path) -> None:
         os.close(fd)
 
 
+def _remedy(part: Path, model: str) -> str:
+    return (f"the run is not merged; delete {part} and run the workflow again to measure {model} anew "
+            "(its other parts are kept)")
+
+
+def read_part_meta(part: Path, model: str) -> dict[str, Any] | None:
+    """A part's ``run.json`` (None when the part is not there yet).
+
+    Raises:
+        BatchmarkError: the file cannot be read (corrupt, newer version): one line naming it and the remedy
+            (measuring the part again; "run the workflow again" alone failed the same way, issue 18).
+    """
+    if not (part / "run.json").exists():
+        return None
+    try:
+        return runs.read_run_json(part)
+    except BatchmarkError as exc:
+        raise BatchmarkError(f"{exc}; {_remedy(part, model)}") from None
+
+
+def check_part_files(part: Path, model: str) -> None:
+    """Read every stored file of a complete part in full before it is merged (issue 18, item 8).
+
+    Each point record file is parsed whole (:func:`pipeline.runs.load_point`: JSON, schema version,
+    records), each model card read (:func:`pipeline.runs.read_stored`), and the part's
+    ``points.json`` must list exactly the point files present.  A part cut short (``head -c 1000``
+    of a point file) was once merged into a run marked complete that nothing could read.
+
+    Raises:
+        BatchmarkError: the first file that cannot be read, named, with the remedy.
+    """
+    from pipeline.schemas import ModelCardFile
+
+    try:
+        files = sorted(p.relative_to(part).as_posix() for p in (part / "points").glob("*/*.json"))
+        index = runs.read_json(part / "points.json")
+        listed = index.get("points") if isinstance(index, dict) else None
+        if not isinstance(listed, list) or sorted(map(str, listed)) != files:
+            raise BatchmarkError(f"{part / 'points.json'}: does not list the part's point files "
+                                 f"({len(listed) if isinstance(listed, list) else 'no'} listed, {len(files)} present)")
+        for rel in files:
+            runs.load_point(part / rel)
+        for card in sorted((part / "models").glob("*.json")):
+            runs.read_stored(ModelCardFile, card)
+    except BatchmarkError as exc:
+        raise BatchmarkError(f"{exc}; {_remedy(part, model)}") from None
+
+
 def _copy_part_files(part: Path, dest: Path, seen: dict[str, str], model: str) -> None:
     """Copy a part's files (all but its ``run.json`` and ``points.json``) into the merged run folder; links are never
     followed (:func:`check_part_entries` refused them before)."""
@@ -309,19 +357,22 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
     run_dir = runs_dir / runs.check_run_id(run_id)
     with runs.lock_run(run_dir):
         if (run_dir / "run.json").is_file():
-            if runs.is_complete(run_dir) and runs.read_run_json(run_dir).get("config_digest") == cfg.digest():
+            done = runs.read_run_json(run_dir)  # unreadable: named in one line, never taken for another run
+            if done.get("status") == "complete" and done.get("config_digest") == cfg.digest():
                 return run_dir
             raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
                                  f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")
         for m in cfg.models:  # before anything of a part is read: no link is followed, no device opened
             if part_dir(run_id, m.name, runs_dir).exists() or part_dir(run_id, m.name, runs_dir).is_symlink():
                 check_part_entries(part_dir(run_id, m.name, runs_dir), runs_dir)
-        missing = [m.name for m in cfg.models if not (part_dir(run_id, m.name, runs_dir) / "run.json").is_file()
-                   or not runs.is_complete(part_dir(run_id, m.name, runs_dir))]
+        read = {m.name: read_part_meta(part_dir(run_id, m.name, runs_dir), m.name) for m in cfg.models}
+        missing = [name for name, meta in read.items() if (meta or {}).get("status") != "complete"]
         if missing:
             raise BatchmarkError(f"run {run_id}: part(s) not measured to the end yet: {', '.join(missing)} "
                                  f"(under {parts_root(run_id, runs_dir)}); run the workflow again to measure them")
-        metas = {m.name: runs.read_run_json(part_dir(run_id, m.name, runs_dir)) for m in cfg.models}
+        metas = {name: meta for name, meta in read.items() if meta is not None}
+        for m in cfg.models:  # every file read in full before the run is published (issue 18, item 8)
+            check_part_files(part_dir(run_id, m.name, runs_dir), m.name)
         for name, meta in metas.items():
             if meta.get("config_digest") != cfg.digest():
                 raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
@@ -332,7 +383,8 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
         with runs.assembling(run_dir) as tmp:
             seen: dict[str, str] = {}
             for m in cfg.models:
-                _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
+                with runs.naming_file(tmp):  # a full disk names where the run was being assembled
+                    _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
             files = sorted(p.relative_to(tmp).as_posix() for p in (tmp / "points").glob("*/*.json"))
             runs.atomic_write_json(tmp / "points.json", {"points": files})
             runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", merged_provenance(cfg, run_id, metas)))

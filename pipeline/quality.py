@@ -90,8 +90,10 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
                 spread_limit: float = REPEAT_SPREAD_LIMIT) -> dict[str, Any]:
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
     "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
-    "input_len", "output_len", "concurrency", "verdict", "reasons"}]}`` of one run (``points``: only the
-    flagged ones; every other point is clean).
+    "input_len", "output_len", "concurrency", "verdict", "reasons"}], "interference"}`` of one run (``points``: only the
+    flagged ones; every other point is clean; ``interference``: True when a reason says the machine was busy or
+    changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
+    rather than only that a workload's figures are impossible, which pages mark where they stand).
 
     Args:
         meta: ``run.json`` (its ``probe.warning`` and ``probe_after`` are read).
@@ -131,11 +133,45 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
                        f"while points ran: {where}")
+    interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
-            "busy_points": busy, "points": flagged}
+            "busy_points": busy, "points": flagged, "interference": interference}
+
+
+def short_reasons(quality: dict[str, Any]) -> list[str]:
+    """The verdict's reasons condensed for an index, one short line each (issue 24: the Runs index repeated the same
+    sentence per point and filled a 2,400-pixel screen); ``[]`` for a clean run.
+
+    The probe's warning, the points whose repeats disagree (their count and the largest spread), the points measured
+    on a busy machine (count, largest outside share), the probe's drift, and every implausible workload in one line;
+    the run page keeps each reason in full.
+    """
+    if quality.get("verdict") != "flagged":
+        return []
+    out, implausible = [], []
+    noisy, busy = quality.get("noisy_points") or [], quality.get("busy_points") or []
+    for r in quality.get("reasons") or []:
+        if r.startswith("bandwidth probe after the sweep:"):
+            out.append("noisy probe after the sweep")
+        elif r.startswith("bandwidth probe:"):
+            out.append("noisy bandwidth probe")
+        elif r.startswith("the bandwidth probed after the sweep"):
+            out.append("bandwidth changed while the run was measured")
+        elif r.startswith("repeats of a point disagree") and noisy:
+            out.append(f"repeats disagree at {len(noisy)} point(s), up to {max(n['spread'] for n in noisy):.2f}×")
+        elif r.startswith("other processes kept") and busy:
+            out.append(f"machine busy during {len(busy)} point(s), up to {max(b['outside_share'] for b in busy):.0%} "
+                       "of its CPUs")
+        elif ": " in r and (r.split(": ", 1)[1].startswith(("single stream", "MBU above 1"))):
+            implausible.append(r.split(": ", 1)[0])
+        else:
+            out.append(r if len(r) <= 100 else r[:99] + "…")
+    if implausible:
+        out.append("impossible figures (MBU above 1): " + ", ".join(implausible))
+    return out
 
 
 def verdict_text(quality: dict[str, Any]) -> str:

@@ -1,16 +1,20 @@
-"""Run ids and claims: ``YYYYMMDDTHHMMSSZ-<host>`` ids, the atomic claim of a run's folder, id checks,
-and the hidden temporary folders of writers (named for the cleaner, removed when their writer died).
+"""Run ids and claims: ``YYYYMMDDTHHMMSSZ-<host>`` ids, the atomic claim of a run's folder (and the cleaning of
+claims nothing will fill), id checks, and the hidden temporary folders of writers (named for the cleaner,
+removed when their writer died).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pipeline.atomicfiles import atomic_write_json
 from pipeline.errors import BatchmarkError
+from pipeline.runlock import lock_path
 
 
 #: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
@@ -63,16 +67,30 @@ def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = 
         try:
             (runs_dir / run_id).mkdir()
         except FileExistsError:
-            raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
-        return runs_dir / run_id
+            if not is_stale_claim(runs_dir / run_id):  # a claim whose writer died (kill -9 of an import) frees the id
+                raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
+        return _mark_claim(runs_dir / run_id)
     base = new_run_id(now, host)
     for cand in _id_candidates(base):
         try:
             (runs_dir / cand).mkdir()
         except FileExistsError:
             continue
-        return runs_dir / cand
+        return _mark_claim(runs_dir / cand)
     raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
+
+
+def _mark_claim(run_dir: Path) -> Path:
+    """Record this process as the claimer of ``run_dir`` (:func:`claim_marker`); returns ``run_dir``.
+
+    Best effort: where the marker cannot be written (a full disk), the claim stands without it and
+    is judged stale by its age alone; the writer's own first write then reports the disk.
+    """
+    try:
+        atomic_write_json(claim_marker(run_dir), {"pid": os.getpid(), "host": socket.gethostname()})
+    except OSError:
+        pass
+    return run_dir
 
 
 # -- temporary folders of interrupted writers -------------------------------------------------
@@ -128,6 +146,71 @@ def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float |
     return removed
 
 
+def claim_marker(run_dir: Path) -> Path:
+    """Who claimed a run folder: ``<runs_dir>/.locks/<run_id>.claim.json`` (pid and host), written by :func:`claim_run_dir`."""
+    return run_dir.parent / ".locks" / f"{run_dir.name}.claim.json"
+
+
+def is_stale_claim(run_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> bool:
+    """True for a claimed run folder that nothing will ever fill (issue 18, item 14).
+
+    Stale: the folder is empty, no live process holds its run lock (:func:`lock_run`), and its
+    claimer (:func:`claim_marker`) is a process of this host that is gone, or, where no claimer is
+    known on this host, the folder is older than ``max_age_s``.  Such a folder, left by an import
+    killed after its claim, blocked the id with "already exists" while ``show`` said "unknown run".
+    """
+    import time
+
+    from filelock import FileLock, Timeout
+
+    try:
+        if not run_dir.is_dir() or run_dir.is_symlink() or any(run_dir.iterdir()):
+            return False
+        age = (time.time() if now is None else now) - run_dir.stat().st_mtime
+    except OSError:
+        return False
+    try:
+        owner = json.loads(claim_marker(run_dir).read_text(encoding="utf-8"))
+        this_host = owner["host"] == socket.gethostname()
+        dead = this_host and not _alive(int(owner["pid"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        this_host = dead = False
+    if not dead and (this_host or age < max_age_s):
+        return False
+    lock = lock_path(run_dir)
+    if not lock.is_file():
+        return True
+    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
+    try:
+        fl.acquire(timeout=0)
+    except Timeout:
+        return False
+    fl.release()
+    return True
+
+
+def clean_stale_claims(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
+    """Remove run folders under ``runs_dir`` that are stale claims (:func:`is_stale_claim`).
+
+    Returns the removed folders.
+    """
+    if not runs_dir.is_dir():
+        return []
+    removed = []
+    for p in sorted(runs_dir.iterdir()):
+        if p.name.startswith(".") or not RUN_ID_PATTERN.fullmatch(p.name) or not is_stale_claim(p, max_age_s, now):
+            continue
+        try:
+            p.rmdir()
+        except OSError:
+            continue
+        claim_marker(p).unlink(missing_ok=True)
+        removed.append(p)
+    return removed
+
+
+#: A run id: a plain folder name.  Always matched whole (``fullmatch``): ``re.match`` with ``$`` also
+#: accepted a trailing newline (``--run-id $'nl-run\n'`` made a folder with a newline, issue 18).
 RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 

@@ -55,8 +55,11 @@ def lock_run(run_dir: Path):
                              "wait for it to finish, or stop it and resume") from None
     owner = lock.with_suffix(".owner.json")
     try:
-        atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
-                                  "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        try:  # for the refusal message only (the flock is the lock): a full disk is reported by the first real write
+            atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
+                                      "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+        except OSError:
+            pass
         yield
     finally:
         owner.unlink(missing_ok=True)

@@ -33,9 +33,10 @@ from pipeline import arrays as point_arrays
 from pipeline import columnar, paths
 # ids, claims, the lock and the atomic writers are the store's own parts, in modules of their own (issue 20);
 # re-exported here, where every caller has always found them
-from pipeline.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, read_json  # noqa: F401
-from pipeline.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_run_dir,  # noqa: F401
-                             clean_stale_tmp, is_run_id, new_run_id, tmp_prefix)
+from pipeline.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, naming_file, read_json  # noqa: F401
+from pipeline.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_marker,  # noqa: F401
+                             claim_run_dir, clean_stale_claims, clean_stale_tmp, is_run_id, is_stale_claim, new_run_id,
+                             tmp_prefix)
 from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
@@ -121,6 +122,31 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True,
     return complete
 
 
+def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The complete runs under ``runs_dir`` (sorted by id) and the unreadable ones, each with its reason.
+
+    One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
+    without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
+    malformed (the reason is :func:`read_run_json`'s one line), or a folder that holds files but no
+    ``run.json``.  A readable incomplete run is in neither list: it is being measured (or was
+    stopped, and resumes); nor is an empty folder (a claim: :func:`claim_run_dir`).
+    """
+    complete, unreadable = [], []
+    folder = runs_dir or paths.runs_dir()
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if p.is_dir() and not p.name.startswith(".") and not (p / "run.json").is_file() and any(p.iterdir()):
+            unreadable.append((p, f"{p}: holds files but no run.json (a copy cut short?)"))  # an empty one is a claim
+    for p in list_runs(runs_dir, complete_only=False):
+        try:
+            status = read_run_json(p).get("status")
+        except BatchmarkError as exc:
+            unreadable.append((p, str(exc)))
+            continue
+        if status == "complete":
+            complete.append(p)
+    return complete, unreadable
+
+
 def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, Any]:
     """The mapping of a run's ``run.json``, built in this one place for the sweep, the importers and the merge.
 
@@ -134,6 +160,31 @@ def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, 
                              **{k: v for k, v in provenance.items() if k not in ("run_id", "status", "schema_version")}})
 
 
+def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The complete runs under ``runs_dir`` (sorted by id) and the unreadable ones, each with its reason.
+
+    One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
+    without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
+    malformed (the reason is :func:`read_run_json`'s one line), or a folder that holds files but no
+    ``run.json``.  A readable incomplete run is in neither list: it is being measured (or was
+    stopped, and resumes); nor is an empty folder (a claim: :func:`claim_run_dir`).
+    """
+    complete, unreadable = [], []
+    folder = runs_dir or paths.runs_dir()
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if p.is_dir() and not p.name.startswith(".") and not (p / "run.json").is_file() and any(p.iterdir()):
+            unreadable.append((p, f"{p}: holds files but no run.json (a copy cut short?)"))  # an empty one is a claim
+    for p in list_runs(runs_dir, complete_only=False):
+        try:
+            status = read_run_json(p).get("status")
+        except BatchmarkError as exc:
+            unreadable.append((p, str(exc)))
+            continue
+        if status == "complete":
+            complete.append(p)
+    return complete, unreadable
+
+
 def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """Start a run folder with ``run.json`` (status incomplete).
 
@@ -143,6 +194,7 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     if (run_dir / "run.json").exists():
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
     atomic_write_json(run_dir / "run.json", run_json(run_dir.name, "incomplete", provenance))
+    claim_marker(run_dir).unlink(missing_ok=True)  # the claim is filled: the folder is a run now
 
 
 def _guard_open(run_dir: Path) -> None:
@@ -236,8 +288,9 @@ def write_point(run_dir: Path, records: PointRecords | PointArrays) -> Path:
     if path.exists():
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
     arrays = records if isinstance(records, PointArrays) else point_arrays.from_records(records)
-    _write_requests(path, arrays)
-    atomic_create_json(path, _point_header(arrays, path))
+    with naming_file(path):  # a full disk names the point (its ENOSPC names no file)
+        _write_requests(path, arrays)
+        atomic_create_json(path, _point_header(arrays, path))
     return path
 
 
@@ -347,7 +400,8 @@ def assembling(run_dir: Path, release_claim: bool = False):
     readable, complete, of this run id) and renamed onto ``run_dir``, which must be absent or an
     empty folder (a claim of :func:`claim_run_dir`, or the folder Snakemake makes for an output):
     the run appears whole or not at all.  On any failure the temporary folder is removed, and
-    with ``release_claim`` an empty ``run_dir`` too (the id is free again).  Temporary folders of
+    with ``release_claim`` an empty ``run_dir`` too (the id is free again; its claim marker,
+    :func:`~pipeline.runids.claim_marker`, goes with it, as it does once the claim is filled).  Temporary folders of
     writers killed mid-way are cleaned first (:func:`clean_stale_tmp`).  Used by the importers
     and the merge of parts; the sweep writes in place and publishes with :func:`complete_run`.
 
@@ -369,10 +423,12 @@ def assembling(run_dir: Path, release_claim: bool = False):
         if run_dir.is_dir() and any(run_dir.iterdir()):
             raise BatchmarkError(f"{run_dir}: holds files already; a run is never overwritten")
         os.rename(tmp, run_dir)  # onto an absent or empty folder: atomic
+        claim_marker(run_dir).unlink(missing_ok=True)  # the claim is filled: the folder is a run now
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         if release_claim and run_dir.is_dir() and not any(run_dir.iterdir()):
             run_dir.rmdir()
+            claim_marker(run_dir).unlink(missing_ok=True)
         raise
 
 

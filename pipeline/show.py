@@ -21,6 +21,11 @@ Every model entry also carries the run's ``run_quality`` verdict (:func:`pipelin
 every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
 spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
+What ``vllm bench serve`` prints is there too (issue 24): every point's ``request_throughput_rps`` and
+``total_token_throughput_tok_s`` (:func:`serve_figures`), ``tails_s`` (``{"ttft": {"p95", "p99_9"}, "tpot": {...}}`` in seconds, from the
+per-request samples; null where a summary has none; the contract's ``ttft_s`` … stay exactly ``{"p50", "p90",
+"p99", "mean"}``; ITL and E2EL have none, the summaries keep no per-request values of them), and
+``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages
-from pipeline.analysis import (REGIME_TEXT, implausible_model, implausible_point, knee_uncertainty_of,
+from pipeline.analysis import (REGIME_TEXT, implausible_mfu, implausible_model, implausible_point, knee_uncertainty_of,
                                post_knee_words)
-from pipeline.quality import point_verdict, run_quality
+from pipeline.quality import point_verdict, run_quality, short_reasons
 from pipeline.records import PointKey, throughput_window, workload_of
 from pipeline.texttable import text_table
 
@@ -77,7 +82,15 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
         row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["mfu_implausible"] = a.get("mfu_implausible") or implausible_mfu(
+            {**a, "concurrency": s["concurrency"]}, (meta.get("probe") or {}).get("dtype"))
         row["interference"] = s.get("interference")
+        serve = serve_figures(s)
+        row["request_throughput_rps"] = serve["request_throughput_rps"]
+        row["total_token_throughput_tok_s"] = serve["total_token_throughput_tok_s"]
+        row["tails_s"] = {k.removesuffix("_s"): (v if any(x is not None for x in v.values()) else None)
+                          for k, v in serve["tails"].items()}
+        row["repeat_spread"] = serve["repeat_spread"]
         v = point_verdict(s)
         row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
         points.append(row)
@@ -98,6 +111,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
     quality = run_quality(meta, summaries, doc["models"])
     for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
+        if quality["verdict"] == "flagged" and m.get("post_knee_cause") == "batching":
+            m["post_knee_cause"] = "interference"  # a flagged run's plateau is never called batching (issue 24)
     return doc
 
 
@@ -117,6 +132,72 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     return doc
 
 
+def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """The figures ``vllm bench serve`` prints beside output throughput, from a point summary (dict).
+
+    - ``request_throughput_rps``: an open-loop point's achieved rate; else output tok/s ÷ output_len (derived:
+      every measured request generates ``output_len`` tokens, EOS ignored, so requests completed per second of
+      the measured window = output tokens per second ÷ tokens per request; the static-batch window is the
+      decode phase, as for the output throughput);
+    - ``total_token_throughput_tok_s``: (input_len + output_len) × request throughput (vLLM's
+      ``total_token_throughput`` = (input + output tokens) / duration, with every request of the same lengths);
+    - ``ttft_s`` / ``tpot_s`` ``p95`` and ``p99_9``: numpy's linear-interpolation percentiles of the per-request
+      samples (``samples.ttft_s``, ``samples.tpot_s``), as :func:`pipeline.records.distribution` computes p99;
+    - ``repeat_spread``: ``{"n", "min", "max", "ratio"}`` of the output throughput over repeats (ratio = max / min).
+    """
+    import numpy as np
+
+    out_tok, out_len, in_len = s.get("output_throughput_tok_s"), s.get("output_len"), s.get("input_len") or 0
+    if s.get("achieved_rate_rps") is not None:
+        rps = s["achieved_rate_rps"]
+    else:
+        rps = out_tok / out_len if out_tok is not None and out_len else None
+    samples = s.get("samples") or {}
+    tails = {}
+    for k in ("ttft_s", "tpot_s"):
+        xs = [x for x in samples.get(k) or [] if x is not None]
+        q95, q999 = (float(v) for v in np.percentile(xs, [95, 99.9])) if xs else (None, None)
+        tails[k] = {"p95": q95, "p99_9": q999}
+    reps = [x for x in samples.get("output_throughput_tok_s") or [] if x]
+    spread = ({"n": len(reps), "min": min(reps), "max": max(reps), "ratio": max(reps) / min(reps)} if reps else None)
+    return {"request_throughput_rps": rps,
+            "total_token_throughput_tok_s": (in_len + out_len) * rps if rps is not None and out_len else None,
+            "tails": tails, "repeat_spread": spread}
+
+
+#: The longest main reason the summary line quotes (characters); the rest is on ``batchmark show``.
+SUMMARY_REASON_CHARS = 160
+
+
+def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
+    """The one line that ends a sweep and the workflow (issue 24): run id, verdict with its main reason, the command
+    to see it, where the site is.
+
+    ``run 20261130T045437Z-vm: ⚠ flagged: <first reason> (+2 more) · see: batchmark show 20261130T045437Z-vm ·
+    site: site/index.html``.  ``site`` None: the line says how to build one.
+
+    Raises:
+        BatchmarkError: unknown run, corrupt files.
+    """
+    res = stages.load_run(ref, allow_incomplete=True)
+    doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
+    quality = doc["models"][0]["run_quality"] if doc["models"] else run_quality(res.meta, [x.as_dict() for x in res.summaries])
+    run_id = res.run_dir.name
+    if quality["verdict"] == "clean":
+        verdict = "clean"
+    else:  # the main reason in its short form (the Runs index's), the rest counted
+        reasons = short_reasons(quality) or quality["reasons"]
+        first = reasons[0]
+        if len(first) > SUMMARY_REASON_CHARS:
+            first = first[:SUMMARY_REASON_CHARS - 1].rstrip() + "…"
+        more = len(reasons) - 1
+        verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
+    if res.partial:
+        verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"
+    where = f"site: {site}" if site else "site: not built with this run yet (snakemake --cores 1 committed builds it)"
+    return f"run {run_id}: {verdict} · see: batchmark show {run_id} · {where}"
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
@@ -126,16 +207,26 @@ def format_table(doc: dict[str, Any]) -> str:
     if doc.get("partial"):
         lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
                       "(resume it with `batchmark sweep --resume`)"]
+    # MBU against a probe the run itself calls noisy (issue 24): the run's verdict names the probe's warning
+    noisy_probe = next((r.removeprefix("bandwidth probe: ") for r in (quality or {}).get("reasons") or []
+                        if r.startswith("bandwidth probe: ")), None)
+
     def fmt(v, scale=1.0, spec="{:.1f}"):
         return spec.format(v * scale) if v is not None else "-"
     rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
-             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["tpot_s"] or {}).get("p50"), 1e3),
-             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else ""),
+             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
+             fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
+             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p50"), 1e3), fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p95"), 1e3),
+             fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p99_9"), 1e3),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
+             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in doc["points"]]
-    lines += text_table(["model", "c", "out tok/s", "user tok/s", "TTFT p50 ms", "TPOT p50 ms", "MBU", "KV %",
-                         "regime; flags"], rows, align="lrrrrrrrl", rule=False)
+    lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
+                         "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "MBU", "MFU",
+                         "KV %", "regime; flags"], rows, align="lrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -148,7 +239,8 @@ def format_table(doc: dict[str, Any]) -> str:
                     + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
-                     f"peak {m['peak_output_throughput_tok_s'] or 0:.1f} tok/s"
+                     + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
+                        else "peak – (no point measured a throughput)")
                      + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
                         if m.get("excluded_concurrency") else "")
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
@@ -163,6 +255,12 @@ def format_table(doc: dict[str, Any]) -> str:
                             ("; SLO missed at every rate" if rs.get("slo") else "")))
     if any(p.get("implausible") for p in doc["points"]):
         lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
+    if noisy_probe:
+        lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
+    for p in doc["points"]:
+        if p.get("mfu_implausible"):
+            lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
+            break
     return "\n".join(lines)
 
 

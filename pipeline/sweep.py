@@ -28,11 +28,13 @@ from pipeline.analysis import doubling_gains, point_warnings, slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
+from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile, probe
 from pipeline.interference import InterferenceMeter
 from pipeline.metrics import summarize_point
+from pipeline.progress import Display, quiet_library_bars
+from pipeline.quality import point_verdict
 from pipeline.records import PointKey
-from pipeline.texttable import printable
 
 
 def _versions() -> dict[str, str | None]:
@@ -133,6 +135,24 @@ def bisect_rate(results: dict[float, bool | None]) -> float | None:
     return None if mid in results else mid
 
 
+def stop_for_knee(curve: list[tuple[int, float]], flagged: set[int], threshold: float, needed: int) -> bool:
+    """Whether to stop escalating a model: its last ``needed`` doublings were each weak (:func:`weak_doublings`)
+    and none of the points they join was flagged by the interference check or the repeats' spread (issue 24).
+
+    A point measured on a busy machine (:func:`pipeline.quality.point_verdict`) can look like a plateau that is
+    no property of batching; stopping on it cut a dense model's grid at c = 4 and gave it a knee at c = 1.
+
+    Args:
+        curve: ``[(concurrency, output tok/s), ...]`` measured so far, in grid order.
+        flagged: concurrencies of this model whose point verdict is flagged.
+        threshold: a doubling gaining less than this fraction is weak.
+        needed: weak doublings in a row that stop the model (0: never stop).
+    """
+    if not needed or weak_doublings(curve, threshold) < needed:
+        return False
+    return not any(c in flagged for c, _ in curve[-(needed + 1):])
+
+
 def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> int:
     """How many of the last doublings in a row each gained less than ``threshold``.
 
@@ -176,7 +196,8 @@ def probe_after(device: str, log: Callable[[str], None]) -> dict:
     return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)}
 
 
-def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepConfig, dict[str, str] | None]:
+def engine_config(cfg: SweepConfig, log: Callable[[str], None],
+                  display: Display | None = None) -> tuple[SweepConfig, dict[str, str] | None]:
     """The config the sweep measures with, and the fallback taken (None when none).
 
     A ``vllm`` config whose command runs ``{python}`` needs the server's own environment:
@@ -194,7 +215,9 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None]) -> tuple[SweepCo
         return cfg, None
     python = serverenv.resolve(cfg.vllm.python)
     if serverenv.read_status(python.parent.parent) is None and not python.exists():
-        serverenv.create_server_env(python.parent.parent, cfg.vllm.requirements, log=log)
+        display = display or Display(0, enabled=False)
+        with display.phase(f"server environment {python.parent.parent.name}: creating"):  # minutes: a phase of its own
+            serverenv.create_server_env(python.parent.parent, cfg.vllm.requirements, log=log)
     ok, why = serverenv.usable(cfg.vllm.python)
     if ok:
         return cfg, None
@@ -225,14 +248,15 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
     spec, complete run); an engine crash propagates after everything measured is stored.
     """
-    from tqdm import tqdm
-
-    log = log or (lambda msg: print(printable(msg), file=sys.stderr, flush=True))  # names: control characters escaped
+    display = Display(0, enabled=progress)
+    log = log or display.write  # every message above the bar, never onto it (issue 24)
+    if progress:
+        quiet_library_bars()
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
-        measured_cfg, fallback = engine_config(cfg, log)  # before the run folder is touched
+        measured_cfg, fallback = engine_config(cfg, log, display)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
             log(f"{what} is complete; nothing to measure")
@@ -263,8 +287,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     engine.attach_run(run_dir)  # served engines keep server logs in the run folder
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
-        log("probing memory bandwidth and matmul rate …")
-        res = probe(engine.device)
+        with display.phase("probing memory bandwidth and matmul rate"):
+            res = probe(engine.device)
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
         warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
         if warning:
@@ -276,28 +300,34 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     slo = cfg.slo.model_dump() if cfg.slo else None
     specs = [m for m in cfg.models if models is None or m.name in models]
     total = len(specs) * len(cfg.concurrency)
-    bar = tqdm(total=total, desc="sweep", unit="point", disable=not progress, file=sys.stderr)
+    display.total = total
+    display.start()
     try:
         for spec in specs:
             keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
             curve: list[tuple[int, float]] = []
+            noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
             loaded = False
             done = 0
             for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
-                bar.set_description(printable(f"{spec.name} c={key.concurrency}", one_line=True))
-                bar.set_postfix_str("")
-                if runs.has_point(run_dir, key):
+                label = f"{spec.name} c={key.concurrency}"
+                resumed = runs.has_point(run_dir, key)
+                if resumed:
+                    display.begin_point(label)
                     summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
                 else:
-                    if cfg.stop_after_weak_doublings and weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
+                    if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
                         break
-                    if not loaded:
-                        loaded = _load(engine, spec, run_dir)
+                    if not loaded:  # a phase of its own: a server's start is no point (nor in the points' ETA)
+                        with display.phase(f"{spec.name}: " + ("server start to healthy" if cfg.engine == "vllm"
+                                                               else "loading the model")):
+                            loaded = _load(engine, spec, run_dir)
                     ok, why = engine.fits(key)
                     if not ok:
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
+                    display.begin_point(label)
                     try:
                         records = _measure(cfg, engine, key)
                     except PointDoesNotFit as exc:
@@ -312,10 +342,11 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                     log(f"warning: {spec.name} {key.label()}: {line}")
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
-                    bar.set_postfix_str(f"{summ.output_throughput_tok_s:.1f} tok/s")
-                bar.update(1)
+                display.end_point(summ.output_throughput_tok_s, measured=not resumed)
+                if point_verdict({"samples": summ.samples, "interference": summ.interference})["verdict"] == "flagged":
+                    noisy.add(key.concurrency)
                 done += 1
-            bar.update(len(keys) - done)  # points skipped past a stop
+            display.skip(len(keys) - done)  # points skipped past a stop
             if cfg.open_loop is not None and spec.name not in stops:
                 loaded = _rate_sweep(cfg, spec, engine, run_dir, curve, loaded, stops, failures, log) or loaded
             if spec.name in stops:
@@ -323,11 +354,12 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
             if loaded:
                 engine.unload()
         runs.update_run_json(run_dir, stopped=stops, failures=failures)
+        _record_server_version(run_dir)
         if "probe_after" not in runs.read_run_json(run_dir):
             runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log))
         runs.complete_run(run_dir)
     finally:
-        bar.close()
+        display.close()
         # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left
         # to garbage collection (issue 20); unloading twice is harmless
         engine.unload()
@@ -336,6 +368,19 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     if verdict:
         log(f"warning: {verdict}")
     return run_dir
+
+
+def _record_server_version(run_dir: Path) -> None:
+    """``versions.<engine>`` in ``run.json`` from what the started servers reported, where the package's own was not
+    found (issue 24: a vLLM run's ``versions.vllm`` was null while ``engine.servers`` held 0.32.0)."""
+    from pipeline.engines.served import server_version
+
+    meta = runs.read_run_json(run_dir)
+    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    name, versions = eng.get("engine"), dict(meta.get("versions") or {})
+    found = server_version(eng)
+    if name and found and not versions.get(name):
+        runs.update_run_json(run_dir, versions={**versions, name: found})
 
 
 def _load(engine, spec, run_dir: Path) -> bool:
@@ -366,7 +411,13 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
     """Measure one model's open-loop rates (and the SLO bisection); returns whether the model is loaded."""
     ol = cfg.open_loop
     slo = cfg.slo.model_dump() if cfg.slo else None
-    rates = list(ol.rates) if ol.rates != "auto" else open_rates(curve, cfg.output_len, ol.auto_rates)
+    try:
+        rates = list(ol.rates) if ol.rates != "auto" else open_rates(curve, cfg.output_len, ol.auto_rates)
+    except BatchmarkError as exc:
+        # this model's grid measured nothing to place rates by: its reason is recorded and the sweep goes on to
+        # the next model; a resume finds it in ``stopped`` and skips it (issue 18, item 9: it stopped the run forever)
+        stops[spec.name] = f"open loop not run: {exc}"
+        return loaded
     log(f"{spec.name}: open loop ({ol.load}) at {', '.join(f'{r:g}' for r in rates)} requests/s")
     verdicts: dict[float, bool | None] = {}
     extra = ol.bisect_steps if slo else 0

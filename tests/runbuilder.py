@@ -76,11 +76,44 @@ def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
     return PointRecords(point=key, repeats=reps)
 
 
+def served_point_records(model: str, concurrency: int, multipliers: tuple[float, ...], requests_per_repeat: int,
+                         seed: int = 0, engine: str = "transformers", rate_rps: float | None = None) -> PointRecords:
+    """Records of one served (continuous-batching) point: ``requests_per_repeat`` requests a repeat, in waves of
+    ``concurrency`` sent back to back, one repeat per multiplier.
+
+    Request j of wave w is sent at ``w × E2EL`` with TTFT ``prefill_s(1, m) × u`` and one token every
+    ``step_s(concurrency, m) × u`` (``m`` the repeat's multiplier, ``u`` a per-request spread drawn uniformly from
+    0.9 … 1.1 with ``random.Random(seed)``), so every request is distinct, like a real server's, and the point has
+    exactly ``requests_per_repeat × len(multipliers)`` request samples (1,280 = 256 × 5: issue 22's overflow).
+    With ``rate_rps`` the point is an open-loop (Poisson) point at that offered rate, uncapped (same timings).
+    """
+    import random
+
+    rng = random.Random(seed)
+    key = (PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency) if rate_rps is None else
+           PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, None, "poisson", rate_rps))
+    reps = []
+    for i, m in enumerate(multipliers):
+        wave_s = prefill_s(1, m) * 1.1 + (OUTPUT_LEN - 1) * step_s(concurrency, m) * 1.1
+        reqs = []
+        for j in range(requests_per_repeat):
+            u = rng.uniform(0.9, 1.1)
+            sent = (j // concurrency) * wave_s
+            ends = [sent + prefill_s(1, m) * u + k * step_s(concurrency, m) * u for k in range(OUTPUT_LEN)]
+            reqs.append(RequestRecord(request_id=j, queued_s=sent, sent_s=sent, first_token_s=ends[0], done_s=ends[-1],
+                                      chunks=[[t, 1] for t in ends], input_tokens=INPUT_LEN, output_tokens=OUTPUT_LEN))
+        reps.append(RepeatRecord(repeat=i, batching="served", window_start_s=0.0,
+                                 window_end_s=max(r.done_s for r in reqs), requests=reqs))
+    return PointRecords(point=key, repeats=reps)
+
+
 def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              slow: dict[tuple[str, int], float] | None = None, hardware: dict[str, Any] | None = None,
              models: tuple[str, ...] = MODELS, concurrency: tuple[int, ...] = CONCURRENCY,
              bandwidth_gb_s: float = 200.0, complete: bool = True, derived: bool = True,
-             transformers_version: str = "4.57.0", dtype: str = "float32") -> Path:
+             transformers_version: str = "4.57.0", dtype: str = "float32", served_requests: int | None = None,
+             seed: int = 0, open_loop_rates: tuple[float, ...] = (),
+             busy: dict[tuple[str, int], float] | None = None, probe_warning: str | None = None) -> Path:
     """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
 
     Args:
@@ -90,6 +123,15 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         hardware: the hardware profile stored in run.json (default: a generic CPU).
         complete: False leaves the run incomplete (run.json status ``incomplete``).
         derived: write summaries.json and analysis.json (only for complete runs).
+        served_requests: write served points (:func:`served_point_records`) with this many requests per repeat
+            instead of static batches; ``seed`` seeds their per-request spread.
+        open_loop_rates: also write one open-loop (Poisson, uncapped) served point per rate and model, with
+            ``served_requests`` (default 32) requests per repeat in waves of 8; ``slow`` applies with key
+            ``(model, -(rank + 1))`` for the rank-th rate (0 = lowest).
+        busy: ``{(model, concurrency): outside share}``: that point's records carry the interference meter's
+            result of a machine whose other processes kept that share of its 2 CPUs busy for 2 s
+            (:mod:`pipeline.interference`), as a sweep under a CPU hog records it.
+        probe_warning: the probe's warning in run.json (None: a steady probe).
     """
     slow = slow or {}
     run_dir = runs_dir / run_id
@@ -109,7 +151,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         "driver": None, "command": "test"})
     probe = {"device": "cpu", "dtype": "float32", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5,
              "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
-             "matmul_n": 1024, "threads": 2}  # every field of pipeline.hardware.ProbeResult
+             "matmul_n": 1024, "threads": 2, "warning": probe_warning}  # every field of ProbeResult, and the sweep's warning
     runs.update_run_json(run_dir, probe=probe, stopped={},
                          engine={"engine": "transformers", "transformers_version": transformers_version,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,
@@ -118,7 +160,18 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         runs.write_model_card(run_dir, card(model))
         for c in concurrency:
             factor = slow.get((model, c), 1.0)
-            runs.write_point(run_dir, point_records(model, c, tuple(m * factor for m in noise)))
+            mults = tuple(m * factor for m in noise)
+            recs = (point_records(model, c, mults) if served_requests is None else
+                    served_point_records(model, c, mults, served_requests, seed=seed + c))
+            if (model, c) in (busy or {}):
+                share = busy[(model, c)]
+                recs.meta["interference"] = {"wall_s": 2.0, "cpu_count": 2, "outside_share": share,
+                                             "outside_load_cpus": 2 * share, "server_outside_tree": False}
+            runs.write_point(run_dir, recs)
+        for rank, rate in enumerate(sorted(open_loop_rates)):
+            mults = tuple(m * slow.get((model, -(rank + 1)), 1.0) for m in noise)
+            runs.write_point(run_dir, served_point_records(model, 8, mults, served_requests or 32, seed=seed + rank,
+                                                           rate_rps=rate))
     if complete:
         runs.complete_run(run_dir)
         if derived:

@@ -3,7 +3,7 @@
 SGLang, llama.cpp ``llama-server``, TGI, Ollama, ``transformers serve`` or a remote vLLM: the
 engine points the shared load generator (:mod:`pipeline.engines.loadgen`) at
 ``openai.base_url`` and measures each point as ``repeats`` closed-loop repeats.  The API key is
-read from the environment variable named by ``openai.api_key_env`` at start and is never
+read from the environment variable named by ``openai.api_key_env`` at start (none is sent when it is unset) and is never
 written anywhere.  When the server exposes Prometheus ``/metrics`` they are scraped before
 and after each repeat, and sampled every 0.25 s during it, into ``server_metrics``.
 
@@ -21,7 +21,6 @@ from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import (ServedEngine, card_from_config, load_tokenizer,  # noqa: F401  (importable from here)
                                      parse_prometheus, served_card)
-from pipeline.errors import BatchmarkError
 
 
 class OpenAIEngine(ServedEngine):
@@ -32,10 +31,8 @@ class OpenAIEngine(ServedEngine):
     def __init__(self, cfg: SweepConfig):
         super().__init__(cfg, cfg.openai)
         self.api_key: str | None = None
-        if cfg.openai.api_key_env:
-            self.api_key = os.environ.get(cfg.openai.api_key_env)
-            if not self.api_key:
-                raise BatchmarkError(f"openai.api_key_env: environment variable {cfg.openai.api_key_env} is not set")
+        if cfg.openai.api_key_env:  # a key only if the server wants one (README); unset: no key is sent (issue 24)
+            self.api_key = os.environ.get(cfg.openai.api_key_env) or None
         self._murl: str | None = None
 
     def _target(self) -> client.Target:

@@ -41,6 +41,15 @@ def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | 
     return max(len(ids) - prompt_len, 0)
 
 
+def server_version(engine: dict[str, Any]) -> str | None:
+    """The version the started servers reported (``run.json`` ``engine.servers.<model>.server_version``; issue 24:
+    a vLLM run's ``versions.vllm`` was null while the version was there), several joined by ", "; None without."""
+    servers = engine.get("servers") if isinstance(engine.get("servers"), dict) else {}
+    found = sorted({str(s["server_version"]) for s in servers.values()
+                    if isinstance(s, dict) and s.get("server_version")})
+    return ", ".join(found) or None
+
+
 def load_tokenizer(source: str, field: str) -> Any:
     """The Hugging Face tokenizer at ``source`` (local folder, or hub id where the hub is reachable).
 

@@ -77,7 +77,11 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     limit = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
     if not 0.0 <= limit <= 1.0:
         raise BatchmarkError(f"--max-failure-rate: {limit} is not a fraction between 0 and 1")
-    return module.parse(files, model=model, engine=engine, max_failure_rate=limit, **load)
+    from pipeline.importers.base import check_ranges
+
+    result = module.parse(files, model=model, engine=engine, max_failure_rate=limit, **load)
+    check_ranges(", ".join(map(str, files)), result.summaries)  # every number range-checked at the boundary (issue 18)
+    return result
 
 
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,

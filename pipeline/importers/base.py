@@ -40,20 +40,31 @@ def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkEr
     return BatchmarkError(" ".join(text.split()))
 
 
+#: Largest result file an importer reads, bytes: 64 MiB.  ``vllm bench serve --save-detailed`` of 1,000
+#: requests × 1,000 tokens is about 20 MB; a bigger file is refused before it is read (issue 18, item 7:
+#: a 100 MB file took 72 s and 3.6 GB).
+MAX_IMPORT_BYTES = 64 * 2**20
+
+
 def read_text(path: str | Path) -> str:
-    """A result file's text.
+    """A result file's text (at most :data:`MAX_IMPORT_BYTES`).
 
     Raises:
-        BatchmarkError: missing, a folder, unreadable or not UTF-8 text (names the file).
+        BatchmarkError: missing, a folder, too large, unreadable or not UTF-8 text (names the file).
     """
+    from pipeline.textfiles import read_limited
+
     try:
-        return Path(path).read_text(encoding="utf-8")
+        text = read_limited(path, MAX_IMPORT_BYTES, "result file to import").decode("utf-8")
     except FileNotFoundError:
         raise fail(path, None, "file not found") from None
     except UnicodeDecodeError as exc:
         raise fail(path, None, f"not a UTF-8 text file (byte {exc.start})") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read ({exc.strerror})") from None
+    if not text.strip():  # said as it is (an empty vllm-bench file once said "pass --model")
+        raise fail(path, None, "empty file; nothing to import")
+    return text
 
 
 def is_number(v: Any) -> bool:
@@ -61,21 +72,49 @@ def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+#: Largest integer (absolute) an imported document may hold: 2^63 − 1, a 64-bit integer's range.
+MAX_IMPORTED_INT = 2**63 - 1
+
+
+def is_unicode_text(text: str) -> bool:
+    """False for a string holding a lone surrogate (JSON's ``"\\ud800"``, or an undecodable ``--model`` byte):
+    it cannot be written as UTF-8, so ``show`` and ``pages`` failed on it with UnicodeEncodeError (issue 18)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
     """Refuse a NaN or ±Infinity anywhere in a parsed document (JSON, YAML), naming the field.
 
     Python's ``json`` reads ``NaN``/``Infinity`` and YAML reads ``.nan``/``.inf`` as floats;
-    a non-finite figure is never a measurement, so it stops the import at the boundary.
+    a non-finite figure is never a measurement, so it stops the import at the boundary.  So does
+    an integer beyond 64 bits (:data:`MAX_IMPORTED_INT`): every tool writes its numbers from 64-bit
+    integers or doubles, and a 400-digit one would overflow the first float conversion
+    (``OverflowError``).
+
+    Strings (values and keys) must be Unicode text (:func:`is_unicode_text`).
 
     Raises:
-        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``.
+        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``, ``…: out of range`` or
+            ``…: not Unicode text``.
     """
     stack: list[tuple[str, Any]] = [(where, obj)]
     while stack:
         at, o = stack.pop()
         if isinstance(o, float) and not math.isfinite(o):
             raise fail(path, f"field {at or '(top level)'}", f"not a finite number ({o})")
+        if isinstance(o, int) and not isinstance(o, bool) and abs(o) > MAX_IMPORTED_INT:
+            raise fail(path, f"field {at or '(top level)'}", f"integer of {o.bit_length()} bits is out of range "
+                                                          "(a number of 64 bits at most)")
+        if isinstance(o, str) and not is_unicode_text(o):
+            raise fail(path, f"field {at or '(top level)'}", "not Unicode text (a lone surrogate such as \\ud800)")
         if isinstance(o, dict):
+            for k in o:
+                if isinstance(k, str) and not is_unicode_text(k):
+                    raise fail(path, f"field {at or '(top level)'}", "a key that is not Unicode text (a lone surrogate)")
             stack.extend((f"{at}.{k}" if at else str(k), v) for k, v in o.items())
         elif isinstance(o, list):
             stack.extend((f"{at}[{i}]", v) for i, v in enumerate(o))
@@ -96,18 +135,21 @@ def load_json(path: str | Path, text: str, what: str) -> Any:
         raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg} at column {exc.colno}): cut short, or not {what}") from None
     except RecursionError:
         raise fail(path, None, f"not {what} (JSON nested too deeply)") from None
+    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+        raise fail(path, None, f"not {what} ({' '.join(str(exc).split())[:120]})") from None
     check_finite(path, doc)
     return doc
 
 
 def number(path: str | Path, where: str | int, value: str) -> float:
     """A finite number from a text cell (``nan``, ``inf`` and non-numbers refused, naming the line or field)."""
+    shown = repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value)} characters)"
     try:
         v = float(value)
     except ValueError:
-        raise fail(path, where, f"not a number: {value!r}") from None
+        raise fail(path, where, f"not a number: {shown}") from None
     if not math.isfinite(v):
-        raise fail(path, where, f"not a finite number: {value!r}")
+        raise fail(path, where, f"not a finite number: {shown}")
     return v
 
 
@@ -164,6 +206,64 @@ def wrong_format(path: str | Path, doc: Any, fmt: str, expected: str) -> Batchma
     return None
 
 
+#: Largest figure an imported point may hold (tokens, tokens/s, requests, seconds): 10^15.  No
+#: benchmark measures more; a larger one is a corrupt or hostile file (issue 18, item 11).
+MAX_IMPORTED_VALUE = 1e15
+#: Count and length fields of a point: whole numbers ≥ 0 (``concurrency`` ≥ 1 where given).
+_COUNT_FIELDS = ("input_len", "output_len", "concurrency", "repeats", "completed", "failed")
+#: Figures of a point that are ≥ 0: throughputs (tokens/s), rates (requests/s), times (s).
+_FIGURE_FIELDS = ("output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s",
+                  "rate_rps", "achieved_rate_rps", "send_rate_rps", "burstiness", "failure_rate")
+_DISTRIBUTION_FIELDS = ("ttft_s", "ttft_with_queue_s", "tpot_s", "itl_s", "e2el_s", "time_to_first_content_s")
+
+
+def _out_of_range(v: Any, whole: bool) -> str | None:
+    """Why ``v`` is not an imported figure (None when it is one): not a number, not finite, negative, too large."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"{v!r} is not a number"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{v} is not a finite number"
+    if v < 0:
+        return f"{v:g} is negative"
+    if v > MAX_IMPORTED_VALUE:
+        return f"{v:.3g} is out of range (above {MAX_IMPORTED_VALUE:g})"
+    if whole and isinstance(v, float) and not v.is_integer():
+        return f"{v:g} is not a whole number"
+    return None
+
+
+def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
+    """Every number of every imported point range-checked at the boundary (issue 18, item 11).
+
+    Counts and lengths are whole numbers ≥ 0 (concurrency ≥ 1 where given), throughputs, rates,
+    times and every latency percentile finite, ≥ 0 and at most :data:`MAX_IMPORTED_VALUE`; the
+    samples kept for diffs too.  A negative TTFT or ``failed: -100`` was once stored and shown
+    as "peak −52.8 tok/s" and "-100 of -68 requests failed (147 %)".
+
+    Raises:
+        BatchmarkError: one line naming the file, the point and the field.
+    """
+    for s in summaries:
+        for what, name in (("model", s.model), ("engine", s.engine)):
+            if not is_unicode_text(name):
+                raise fail(path, f"{what} name {name!r}", "not Unicode text (a lone surrogate)")
+        where = f"point ({s.model}, {s.key.label()})"
+        checks: list[tuple[str, Any, bool]] = [(f, getattr(s, f), True) for f in _COUNT_FIELDS]
+        for f in _DISTRIBUTION_FIELDS:  # before the figures derived from them (per-user = 1 / median TPOT)
+            checks += [(f"{f}.{k}", v, False) for k, v in (getattr(s, f, None) or {}).items()]
+        checks += [(f, getattr(s, f, None), False) for f in _FIGURE_FIELDS]
+        for name, values in (s.samples or {}).items():
+            checks += [(f"samples.{name}[{i}]", v, False) for i, v in enumerate(values)]
+        for name, value, whole in checks:
+            if value is None:
+                continue
+            why = _out_of_range(value, whole)
+            if why is None and name == "concurrency" and value < 1:
+                why = f"{value} is not a positive concurrency"
+            if why is not None:
+                raise fail(path, f"{where} field {name}", why)
+
+
 def check_completion(path: str | Path, where: str, completed: int, failed: int, concurrency: int,
                      max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None) -> None:
     """Refuse a point that did not measure its concurrency: too few completed requests, or too many failures.
@@ -175,6 +275,9 @@ def check_completion(path: str | Path, where: str, completed: int, failed: int, 
     Raises:
         BatchmarkError: completed < concurrency, or failure rate > ``max_failure_rate``.
     """
+    for name, n in (("completed", completed), ("failed", failed), ("total", total)):
+        if n is not None and n < 0:
+            raise fail(path, where, f"{name} count {n} is negative")
     if total is not None and total > completed + failed:
         failed = total - completed
     attempted = completed + failed
@@ -457,8 +560,18 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()
     runs.clean_stale_tmp(runs_dir)  # temporary folders of imports killed mid-way (kill -9)
-    # the empty run folder is the claim (mkdir is atomic); the store builds the run beside it and renames it over it
+    runs.clean_stale_claims(runs_dir)  # and the empty run folders they had claimed
+    # the empty run folder is the claim (mkdir is atomic); the store builds the run beside it and renames it over it,
+    # holding the run's lock, so that a claim left by a killed import is known stale (runs.is_stale_claim)
     final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
+    with runs.lock_run(final):
+        return _build_imported_run(result, hw, final, runs_dir)
+
+
+def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Path) -> Path:
+    """Build the run claimed as ``final`` in a temporary sibling folder and rename it over the claim (lock held)."""
+    from pipeline import runs
+
     run_id = final.name
     with runs.assembling(final, release_claim=True) as tmp:
         cards: dict[str, ModelCard] = {}

@@ -119,8 +119,10 @@ def _load(path: Path) -> Any:
         return load_json(path, text, "a GuideLLM benchmarks report")
     import yaml
 
-    try:
-        doc = yaml.safe_load(text)
+    from pipeline.textfiles import UniqueKeyLoader
+
+    try:  # the project's strict loader: duplicate keys and alias bombs refused (issue 18, item 7)
+        doc = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None

@@ -25,12 +25,14 @@ log (``file type = Q8_0``, ``file size = 7.54 GiB``, ``model params = 7.62 B``,
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_finite, check_unique, fail,
-                                     gib_from_text, number, quant_from_text, read_text, summary)
+from pipeline.importers.base import (MAX_IMPORTED_INT, MAX_IMPORTED_VALUE, ImportResult, ModelInfo, model_name_as_given,
+                                     check_finite, check_unique, fail, gib_from_text, number, quant_from_text, read_text,
+                                     summary)
 from pipeline.records import distribution
 
 FORMAT = "llama-batched-bench"
@@ -59,6 +61,8 @@ def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b
     Raises:
         BatchmarkError: non-positive sizes or times, or S_TG ≠ B·TG/T_TG (a shifted column).
     """
+    if max(pp, tg, b) > MAX_IMPORTED_INT:
+        raise fail(path, where, "PP, TG or B is out of range (more than 64 bits)")
     if min(pp, tg, b) < 1 or t_tg <= 0 or s_tg <= 0:
         raise fail(path, where, f"PP, TG, B, T_TG and S_TG must be positive (PP={pp} TG={tg} B={b} T_TG={t_tg} S_TG={s_tg})")
     if abs(b * tg / t_tg - s_tg) > CONSISTENCY * s_tg:
@@ -72,6 +76,13 @@ def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b
                    itl_s=distribution(mean=step), e2el_s=same(t_pp + t_tg) if t_pp > 0 else None,
                    prefill_throughput_tok_s=s_pp if s_pp > 0 else None, step_time_s=step,
                    samples={"output_throughput_tok_s": [s_tg], "per_user_tok_s": [s_tg / b], "step_time_s": [step]})
+
+
+def _stated(path: Path, no: int, what: str, value: float) -> float:
+    """A figure the log states about the model (bytes, parameters), refused beyond :data:`MAX_IMPORTED_VALUE`."""
+    if not math.isfinite(value) or value > MAX_IMPORTED_VALUE:
+        raise fail(path, no, f"{what} out of range ({value:.3g})")
+    return value
 
 
 def _check_grid(path: Path, header_line: int, points: list, settings: dict[str, str]) -> None:
@@ -137,6 +148,9 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             if q:
                 info["quant"] = q
             if "GiB" in s and ("file size" in s or "params" in s or q):
+                g = re.search(r"(\d+(?:\.\d+)?)\s*GiB", s)
+                if g:  # a stated figure is range-checked before it is converted (a 400-digit size: OverflowError)
+                    _stated(path, no, "weight file size", number(path, no, g.group(1)) * 2**30)
                 info["file_bytes"] = gib_from_text(s)
             m = re.search(r"general\.name\s+str\s*=\s*(.+)$", s)
             if m:
@@ -144,7 +158,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             m = re.search(r"(?:model params\s*=\s*)?(\d+(?:\.\d+)?)\s*B(?: params)?\s*$", s) if "params" in s else None
             m = m or re.search(r"(\d+(?:\.\d+)?)\s*B params", s)
             if m:
-                info["params"] = int(round(float(m.group(1)) * 1e9))
+                info["params"] = int(round(_stated(path, no, "parameter count", number(path, no, m.group(1)) * 1e9)))
             m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
             if m:
                 info["arch"] = m.group(1).strip()
@@ -216,6 +230,8 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
             raise fail(path, no, f"not a JSON object ({exc.msg}; cut short?)") from None
         except RecursionError:
             raise fail(path, no, "not a JSON object (nested too deeply)") from None
+        except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+            raise fail(path, no, f"not a JSON object ({' '.join(str(exc).split())[:120]})") from None
         if not isinstance(row, dict):
             raise fail(path, no, "not a JSON object")
         check_finite(path, row, f"line {no}")

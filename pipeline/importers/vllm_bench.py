@@ -129,6 +129,26 @@ def _per_request_len(d: dict[str, Any], lens_key: str, total_key: str, completed
     raise fail(path, f"field {pre}{total_key}", f"missing; the {what} length is unknown")
 
 
+#: vLLM's per-request lists (``--save-detailed``): one entry per request sent (``vllm/benchmarks/serve.py``).
+PER_REQUEST_LISTS = ("input_lens", "output_lens", "ttfts", "itls", "errors", "generated_texts", "start_times")
+
+
+def _check_list_lengths(path: Path, d: dict[str, Any], pre: str, requests: int) -> None:
+    """Refuse a per-request list longer than the requests the result counts (completed + failed).
+
+    vLLM writes one entry per request sent; a list longer than that is not this result's (issue 18,
+    item 7: 20 M ``ttfts`` for ``completed: 32`` took 72 s and 3.6 GB).
+
+    Raises:
+        BatchmarkError: naming the list, its length and the count.
+    """
+    for key in PER_REQUEST_LISTS:
+        v = d.get(key)
+        if isinstance(v, list) and len(v) > max(requests, 0):
+            raise fail(path, f"field {pre}{key}", f"holds {len(v):,} entries for {requests} request(s) (completed + "
+                                                  "failed); one entry per request expected")
+
+
 def _is_closed_loop_rate(rate: Any) -> bool:
     """vLLM writes ``request_rate`` as ``"inf"`` (all requests at once, limited only by ``max_concurrency``)."""
     return rate is None or (isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")) or rate == float("inf")
@@ -183,6 +203,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     failed = int(failed or 0)
     if total is not None and total > completed + failed:
         failed = total - completed
+    _check_list_lengths(path, d, pre, completed + failed)
     check_completion(path, f"field {pre}completed", completed, failed, 1 if open_loop else conc, max_failure_rate)
     input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input", ok)
     output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output", ok)
@@ -306,6 +327,8 @@ def _objects(path: Path, text: str) -> list[tuple[int, Any]]:
                                          "vllm bench serve result") from None
         except RecursionError:
             raise fail(path, line, "corrupt JSON (nested too deeply)") from None
+        except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
+            raise fail(path, line, f"corrupt JSON ({' '.join(str(exc).split())[:120]})") from None
         out.append((line, obj))
 
 

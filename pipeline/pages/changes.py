@@ -19,9 +19,10 @@ import altair as alt
 
 from pipeline import runs
 from pipeline.diff import METRIC_BY_KEY, RunDiff, diff_runs, previous_runs, provenance_of
-from pipeline.diffreport import figure_words, format_change, format_value
+from pipeline.diffreport import figure_words, format_change, format_value, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
+from pipeline.pages.history import history_views
 from pipeline.stages import load_run
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
@@ -35,10 +36,10 @@ def change_rows(d: RunDiff) -> list[dict[str, Any]]:
     for c in d.changes:
         if c.metric not in CHART_METRICS or c.change is None or c.load != "closed":
             continue  # the chart's x axis is the concurrency; open-loop points are in the table
-        rows.append({"model": c.model, "workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
+        rows.append({"workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
                      "concurrency": c.concurrency, "metric": METRIC_BY_KEY[c.metric].label,
                      "change_pct": round(c.change * 100, 3), "significance": SIGNIFICANT if c.significant else NOISE,
-                     "p_value": c.p_value})
+                     "p_value": None if c.p_value is None else float(f"{c.p_value:.3g}")})  # 3 digits: what the tooltip shows
     return rows
 
 
@@ -122,12 +123,14 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     """Format one :class:`RunDiff` for the template."""
     view = ComparisonView(run_a=d.run_a["run_id"], run_b=d.run_b["run_id"], diff=d, spec=changes_chart(d))
     for it in d.provenance:
-        if it.differs:
-            view.provenance.append({"label": it.label, "a": _cell(it.a), "b": _cell(it.b)})
+        if it.differs:  # bounded cells, a dict as the keys that differ (issue 24)
+            view.provenance += [{"label": _cell(label), "a": _cell(a), "b": _cell(b)}
+                                for label, a, b in provenance_cells(it.label, it.a, it.b, none="–")]
     for c in d.changes:
         row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
                "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change, c.unit),
-               "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "n": f"{c.n_a} + {c.n_b}",
+               "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "q": "–" if c.q_value is None else f"{c.q_value:.3g}",
+               "n": f"{c.n_a} + {c.n_b}",
                "verdict": c.verdict if c.verdict in ("better", "worse") else "~",
                "note": _cell(c.note) if c.note else ""}
         view.every.append(row)
@@ -177,9 +180,12 @@ def build_comparisons(run_dirs: list[Path], alpha: float = 0.05, loaded: dict[st
 
 
 def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, Any]:
-    """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons`` and ``previous``."""
-    comparisons, previous = build_comparisons(run_dirs, loaded=_loaded_of(views))
-    return {"comparisons": clean_comparisons_first(comparisons, views), "previous": previous}
+    """Template context of ``changes.md`` (a ``PAGE_CONTEXT`` provider): ``comparisons``, ``previous`` and ``histories``
+    (:func:`pipeline.pages.history.history_views`: each workload across all its runs on the same hardware, with steps)."""
+    loaded = _load(run_dirs, _loaded_of(views))[0]
+    comparisons, previous = build_comparisons(run_dirs, loaded=loaded)
+    return {"comparisons": clean_comparisons_first(comparisons, views), "previous": previous,
+            "histories": history_views(loaded)}
 
 
 def clean_comparisons_first(comparisons: list[ComparisonView], views: list[Any]) -> list[ComparisonView]:

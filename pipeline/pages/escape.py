@@ -53,15 +53,23 @@ def code(value: Any) -> Markup:
 _ANCHOR_BAD = re.compile(r"[^a-z0-9_-]+")
 
 
+#: Longest anchor (and page file name stem) :func:`anchor` makes; a longer one is cut and ends in a digest.
+MAX_ANCHOR_CHARS = 120
+
+
 def anchor(value: Any) -> Markup:
-    """An element id / URL fragment from any string: lower case ``[a-z0-9_-]``.
+    """An element id / URL fragment from any string: lower case ``[a-z0-9_-]``, at most :data:`MAX_ANCHOR_CHARS`.
 
     A string that needed changing gets a short hash of the original, so two names that differ
-    only in dropped characters (``a|b``, ``a<b``) never share an id.
+    only in dropped characters (``a|b``, ``a<b``) never share an id; one longer than the limit is
+    cut and ends in a 16-digit hash of the whole (model page file names are anchors).
     """
     raw = str(value)
     low = raw.lower()
     clean = _ANCHOR_BAD.sub("-", low).strip("-") or "x"
+    if len(clean) > MAX_ANCHOR_CHARS:  # a page's file name too: 5,000 characters hit ENAMETOOLONG (issue 18)
+        return Markup(f"{clean[:MAX_ANCHOR_CHARS - 17].rstrip('-')}-"
+                      f"{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}")
     if clean != low:
         clean = f"{clean}-{hashlib.sha256(raw.encode()).hexdigest()[:6]}"
     return Markup(clean)

@@ -22,7 +22,7 @@ from typing import Any
 import altair as alt
 
 from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
-from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table
+from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table, usable_memory_gb
 from pipeline.modelcards import ModelCard, list_card_files, load_card
 from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
@@ -580,9 +580,19 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
 
     Args:
         views: analysed runs (:class:`pipeline.pages.views.RunView`-shaped: ``run_id``, ``meta``,
-            ``workloads`` with ``model``, ``points``, ``analysis_points``).
+            ``workloads`` with ``model``, ``points``, ``analysis_points``); those flagged for a busy machine
+            (``interfered``, else ``flagged``) are left out, named in ``flagged_left_out``: an explainer's numbers are
+            findings, theirs are not.
         hardware: the profile the sizing pages are written for (a ``HardwareProfile`` dict).
     """
+    # explainers never draw a run measured on a busy machine (issue 24): it lives on its model and run pages, marked
+    # there.  A run flagged only for an impossible figure (a card that does not match the weights) stays, that
+    # figure marked where it stands, and a clean run still comes first (:func:`pick`).
+    def busy(v: Any) -> bool:
+        return bool(getattr(v, "interfered", getattr(v, "flagged", False)))
+
+    left_out = sorted(v.run_id for v in views if busy(v))
+    views = [v for v in views if not busy(v)]
     cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
     workloads = [w for v in views for w in v.workloads]
     bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")
@@ -600,7 +610,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense_hw": hw_of.get(id(dense)), "moe_hw": hw_of.get(id(moe)),
         "batching_examples": batching_examples(views, hardware.get("name")),
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
-        "views": views, "workloads": workloads, "latest": latest,
+        "views": views, "workloads": workloads, "latest": latest, "flagged_left_out": left_out,
         "measured_workloads": [w for _, w in latest if w.model.get("kind")],
         # a chart's series of a flagged run says so in its label (issue 13: flagged wherever it appears)
         "measured": [(f"{v.run_id} ({v.hardware.get('name') or '?'})" + (" ⚠ flagged" if id(w) in flagged else ""), w)
@@ -618,8 +628,8 @@ def explain_context(views: list[Any], hardware: dict[str, Any]) -> dict[str, Any
         "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
         "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
         "ratio": _ratio, "ceiling_of_bytes": ceiling_of_bytes,
-        "usable_gb": (None if hardware.get("memory_gb") is None
-                      else hardware["memory_gb"] - (hardware.get("runtime_reserve_gb") or 0)),
+        "usable": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware),
+        "usable_gb": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware)["usable_gb"],
         "point_at": point_at, "math": math, "kv_bytes_per_sequence": kv_bytes_per_sequence,
         "weight_bytes_per_step": weight_bytes_per_step, "explain_charts": sys.modules[__name__],
     }

@@ -81,6 +81,11 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 .md-grid { max-width: 1440px; }
 .md-typeset table:not([class]) { font-size: .68rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
+/* Material gives every header cell min-width 5rem, so a table of a dozen numbers squeezed its last
+   (text) column to a few characters a line (issue 24: the per-point flags wrapped one character per
+   line, and Benchmarks' knee column was cut off): numbers may be narrower, a last text column wider. */
+.md-typeset table:not([class]) th { min-width: 3rem; }
+.md-typeset table:not([class]) td:last-child, .md-typeset table:not([class]) th:last-child { min-width: 12rem; }
 .vega-chart { overflow-x: auto; }
 .md-typeset td.n, .md-typeset th.n { text-align: right; }
 /* A table wider than the column scrolls sideways and says so: a hint above it, a shaded right
@@ -281,7 +286,7 @@ def _records_zip(run_dir: Path, out: Path) -> None:
                    if p.is_file() and p.suffix in (".json", ".parquet") and not p.name.startswith("."))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+    with runs.naming_file(out), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for f in files:
             info = zipfile.ZipInfo(str(f.relative_to(run_dir)), date_time=(2000, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -310,8 +315,40 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
             _records_zip(rd, out / "records.zip")
 
 
+def read_site_runs(runs_dir: Path, log: Callable[[str], None],
+                   only: list[Path] | None = None) -> tuple[list["runs.RunResults"], list[tuple[str, str]]]:
+    """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.stages.load_run`; with ``only``, those
+    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (issue 18,
+    item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
+    named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
+
+    A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.runs.survey_runs`) or
+    when reading it whole fails (a point file of a newer version, a corrupt summary): the site is
+    built from the others and names it, on the Runs page and in the build output.  Reasons name
+    the file relative to ``runs_dir`` (the machine's own paths stay off the site).
+    """
+    from pipeline.errors import BatchmarkError
+    from pipeline.stages import load_run
+
+    complete, bad = runs.survey_runs(runs_dir)
+    if only is not None:
+        complete = only
+    results, unreadable = [], [(p.name, why) for p, why in bad]
+    for rd in complete:
+        try:
+            results.append(load_run(rd))
+        except BatchmarkError as exc:
+            unreadable.append((rd.name, str(exc)))
+    prefix = f"{runs_dir}/"
+    unreadable = sorted(dict((name, why.replace(prefix, "")) for name, why in reversed(unreadable)).items())
+    for name, why in unreadable:
+        log(f"warning: run {name} is not on the site: {why}")
+    return results, unreadable
+
+
 def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | None = None,
-                templates_dir: Path | None = None, reference: list[Path] | None = None) -> list[Path]:
+                templates_dir: Path | None = None, reference: list[Path] | None = None,
+                log: Callable[[str], None] | None = None) -> list[Path]:
     """Render every page into ``docs_dir`` from complete runs (all, or the ids in ``runs``).
 
     The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
@@ -324,14 +361,24 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     ``reference``: folders of reference runs (the output of ``batchmark reference``,
     :mod:`pipeline.reference`), shown by the explainers only; none by default.
 
-    Returns the written page paths.  Raises BatchmarkError for an unknown or corrupt run.
+    Without ``runs``, every complete run that can be read; each one that cannot is named in the
+    build output (``log``, default stderr) and on the Runs page (:func:`read_site_runs`).
+
+    Returns the written page paths.  Raises BatchmarkError for an unknown run named in ``runs``.
     """
+    import sys
+
     from pipeline import runs as runs_mod
     from pipeline.stages import load_run
 
+    log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs_dir = runs_dir or paths.runs_dir()
-    run_dirs = ([runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else runs_mod.list_runs(runs_dir))
-    results = [load_run(rd) for rd in run_dirs]  # in memory: pages never write into a run
+    unreadable: list[tuple[str, str]] = []
+    # in memory: pages never write into a run.  A run named in ``runs`` that does not exist is an error; one that
+    # exists but cannot be read is named and left out, as every unreadable run is
+    only = [runs_mod.resolve_run(r, runs_dir) for r in runs] if runs else None
+    results, unreadable = read_site_runs(runs_dir, log, only)
+    run_dirs = [r.run_dir for r in results]
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
     # Every page but Benchmarks reads the concurrency grid: a workload measured only at rates (open
     # loop, issue 10) has none, and is shown on Benchmarks alone.
@@ -350,6 +397,8 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
         page = name.removesuffix(".j2")
         mine = views if page == "benchmarks.md" else grid_views
         extra = contexts[page] = PAGE_CONTEXT[page](mine, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
+        if page == "runs.md":
+            extra["unreadable"] = unreadable
         text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)
         path = docs_dir / page
         runs_mod.atomic_write_text(path, text)

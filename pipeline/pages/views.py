@@ -16,6 +16,18 @@ from pipeline.pages.escape import anchor
 from pipeline.records import PointKey, workload_of
 
 
+#: What the model page says of a workload's ``post_knee_cause`` (:func:`pipeline.analysis.post_knee_cause`).
+POST_KNEE_CAUSE_TEXT = {
+    "batching": "every point past the knee was decoded in the batch, so this is batching itself",
+    "queueing": ("some points past the knee had more requests in flight than the server batches (its --max-num-seqs, "
+                 "or requests waiting in its queue): those points measure queueing, not batching"),
+    "kv_cache_full": "the server's KV cache filled or it preempted requests past the knee: those points measure KV-cache pressure",
+    "limits_unknown": "the server's limits and metrics are unknown, so queueing cannot be told apart from batching",
+    "interference": ("points of this run were measured on a busy machine (flagged), so nothing here is attributed to "
+                     "batching: measure again on a quiet machine"),
+}
+
+
 @dataclass
 class Workload:
     """One (model, engine, input_len, output_len) of a run, with its points and analysis."""
@@ -26,6 +38,12 @@ class Workload:
     #: Open-loop points (issue 10), by load, cap and rate; ``points`` and ``analysis_points`` are the
     #: closed-loop grid the concurrency charts and tables show.
     rate_points: list[dict[str, Any]] = field(default_factory=list)
+    #: The run's probe warning (``run.json`` ``probe.warning``), None when its probe was steady: MBU is measured
+    #: against that probe, so a noisy one makes every MBU of the run unreliable (issue 24).
+    probe_warning: str | None = None
+    #: The dtype the run's compute roof was probed in and the dtype the model ran in (MFU above 1, issue 24).
+    roof_dtype: str | None = None
+    model_dtype: str | None = None
 
     @property
     def slug(self) -> str:
@@ -86,11 +104,49 @@ class Workload:
         return (a.get("implausible") or implausible_point(a)) if a else None
 
     def mbu_cell(self, concurrency: int, digits: int = 2) -> str:
-        """MBU for a table cell; an impossible one (above 1) is marked as such, never shown as a plain result."""
+        """MBU for a table cell; an impossible one (above 1) is marked as such, and one measured against a probe the
+        run itself calls noisy as unreliable (issue 24): never shown as a plain result."""
         v = self.mbu(concurrency)
         if v is None:
             return "–"
-        return f"⚠ {v:.{digits}f}: above 1, impossible" if self.implausible_at(concurrency) else f"{v:,.{digits}f}"
+        if self.implausible_at(concurrency):
+            return f"⚠ {v:.{digits}f}: above 1, impossible"
+        if self.probe_warning:
+            return f"⚠ {v:,.{digits}f}: unreliable, noisy probe"
+        return f"{v:,.{digits}f}"
+
+    def post_knee_cause_text(self, run_flagged: bool = False) -> str:
+        """Why the curve does what it does past the knee, in words for the model page (``""`` before a knee).
+
+        Never "batching itself" from a flagged run or a workload whose points the interference check flagged
+        (issue 24): a busy machine's plateau is no finding about batching, and an analysis.json written before
+        the ``interference`` cause existed says "batching" for it.
+        """
+        cause = self.model.get("post_knee_cause")
+        if cause == "batching" and run_flagged:
+            cause = "interference"
+        return POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
+
+    def mfu_implausible_at(self, concurrency: int) -> str | None:
+        """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.analysis.implausible_mfu`), or None;
+        computed from the run's probe and card dtypes when an older analysis.json lacks the field."""
+        from pipeline.analysis import implausible_mfu
+
+        a = self.quality(concurrency)
+        if not a:
+            return None
+        return a.get("mfu_implausible") or implausible_mfu(a, self.roof_dtype, self.model_dtype)
+
+    def mfu_cell(self, concurrency: int, digits: int = 3) -> str:
+        """MFU for a table cell; one above 1 is marked with why its roof is wrong, never shown as a plain result."""
+        v = self.quality(concurrency).get("mfu")
+        if v is None:
+            return "–"
+        if self.mfu_implausible_at(concurrency):
+            dtypes = (f" (roof probed in {self.roof_dtype}, model in {self.model_dtype})"
+                      if self.roof_dtype and self.model_dtype and self.roof_dtype != self.model_dtype else "")
+            return f"⚠ {v:.{digits}f}: above 1, impossible{dtypes}"
+        return f"{v:,.{digits}f}"
 
     def ceiling_cell(self) -> str:
         """The single-stream ceiling for a table cell, marked when the single stream exceeds it."""
@@ -174,6 +230,39 @@ class RunView:
         return self.quality["verdict"] == "flagged"
 
     @property
+    def engine_version(self) -> str | None:
+        """The engine's version: ``versions.<engine>`` of ``run.json``, else what its servers reported
+        (``engine.servers``; issue 24: the run page showed no vLLM version), else None."""
+        from pipeline.engines.served import server_version
+
+        eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
+        name = eng.get("engine")
+        versions = self.meta.get("versions") or {}
+        return (versions.get(name) if name else None) or eng.get(f"{name}_version") or server_version(eng)
+
+    @property
+    def server_commands(self) -> list[tuple[str, str]]:
+        """``[(model, the exact server command)]`` of a run whose engine started servers (``engine.servers``)."""
+        eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
+        servers = eng.get("servers") if isinstance(eng.get("servers"), dict) else {}
+        return [(str(m), str(s["command"])) for m, s in sorted(servers.items())
+                if isinstance(s, dict) and s.get("command")]
+
+    @property
+    def quality_lines(self) -> list[str]:
+        """The verdict's reasons condensed to one short line each (:func:`pipeline.quality.short_reasons`), for the Runs
+        index; the run page has them in full."""
+        from pipeline.quality import short_reasons
+
+        return short_reasons(self.quality)
+
+    @property
+    def interfered(self) -> bool:
+        """True when the run is flagged because the machine was busy or changed while it measured (not only for an
+        impossible figure, which the pages mark where it stands): such a run is never an explainer's example."""
+        return bool(self.quality.get("interference", self.flagged))
+
+    @property
     def quality_text(self) -> str:
         """The verdict in one line for tables (:func:`pipeline.quality.verdict_text`)."""
         from pipeline.quality import verdict_text
@@ -196,13 +285,20 @@ def view_of(res: "runs.RunResults") -> RunView:
     def closed(p: dict[str, Any]) -> bool:
         return p.get("load", "closed") == "closed"
 
+    probe = meta.get("probe") or {}
+    cards = runs.load_model_cards(res.run_dir) if (res.run_dir / "models").is_dir() else {}
+
     for m in analysis.get("models", []):
         key = workload_of(m)
         mine = by_key.get(key, [])
         pts = sorted((s for s in mine if closed(s)), key=lambda s: s["concurrency"])
         rate_pts = sorted((s for s in mine if not closed(s)), key=lambda s: PointKey.of(s).sort_key())
         view.workloads.append(Workload(model=m, points=pts, rate_points=rate_pts,
-                                       analysis_points=[a for a in aps_by_key.get(key, []) if closed(a)]))
+                                       analysis_points=[a for a in aps_by_key.get(key, []) if closed(a)],
+                                       probe_warning=probe.get("warning"),
+                                       roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
+                                                                                         probe.get("peak_tflops")) else None,
+                                       model_dtype=(cards.get(m["model"]) or {}).get("dtype")))
     return view
 
 
@@ -219,10 +315,12 @@ def clean_first(views: list[RunView]) -> list[RunView]:
 
 
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
-    """Home's headline: per hardware, its newest clean run (the newest run when none is clean).
+    """Home's headline: per hardware, its newest clean run.
 
-    Returns ``[{"hardware", "view", "older": [run views], "sentence"}]`` sorted by hardware name;
-    the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).
+    Returns ``[{"hardware", "view", "older": [run views], "sentence", "flagged_only"}]`` sorted by hardware name;
+    the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).  A hardware
+    whose every run is flagged gets no headline (issue 24: a flagged run's numbers are never a headline):
+    ``flagged_only`` is True, ``view`` its newest run, and the sentence says why no chart is drawn.
     """
     by_hw: dict[str, list[RunView]] = {}
     for v in sorted(views, key=lambda v: v.run_id, reverse=True):
@@ -230,6 +328,12 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     out = []
     for hw, vs in sorted(by_hw.items()):
         head = next((v for v in vs if not v.flagged), vs[0])
+        if head.flagged:
+            sentence = (f"On {hw} every run is flagged ({len(vs)} run(s), the newest {head.run_id}), so none is a "
+                        "headline: each is on its run and model pages, marked with its reasons. Measure again on a "
+                        "quiet machine.")
+            out.append({"hardware": hw, "view": head, "older": vs[1:], "sentence": sentence, "flagged_only": True})
+            continue
         clauses = []
         for w in head.workloads:
             m = w.model
@@ -237,9 +341,9 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
             clauses.append(f"{m['model']} ({m['input_len']} in / {m['output_len']} out) "
                            + (f"peaks at {peak:,.1f} tok/s at c = {m.get('peak_concurrency')}, knee {w.knee_text}"
                               if peak else "measured nothing"))
-        sentence = (f"On {hw}, run {head.run_id}" + (" (flagged: no clean run on this hardware)" if head.flagged else "")
-                    + ": " + ("; ".join(clauses) if clauses else "no models") + ".")
-        out.append({"hardware": hw, "view": head, "older": [v for v in vs if v is not head], "sentence": sentence})
+        sentence = f"On {hw}, run {head.run_id}: " + ("; ".join(clauses) if clauses else "no models") + "."
+        out.append({"hardware": hw, "view": head, "older": [v for v in vs if v is not head], "sentence": sentence,
+                    "flagged_only": False})
     return out
 
 
@@ -276,7 +380,7 @@ def point_rows(w: Workload) -> list[dict[str, str]]:
         rows.append({"c": str(c), "output": fmt(p.get("output_throughput_tok_s")), "per_user": fmt(p.get("per_user_tok_s")),
                      "ttft_p50": fmt(_ms(p.get("ttft_s"), "p50"), 2), "ttft_p99": fmt(_ms(p.get("ttft_s"), "p99"), 2),
                      "tpot_p50": fmt(_ms(p.get("tpot_s"), "p50"), 2), "tpot_p99": fmt(_ms(p.get("tpot_s"), "p99"), 2),
-                     "roofline": fmt(a.get("roofline_tok_s")), "mbu": w.mbu_cell(c), "mfu": fmt(a.get("mfu"), 3),
+                     "roofline": fmt(a.get("roofline_tok_s")), "mbu": w.mbu_cell(c), "mfu": w.mfu_cell(c),
                      "regime": regime + (f" ({kv * 100:,.1f} %)" if kv is not None else ""),
                      "note": w.note(c) or "–"})
     return rows

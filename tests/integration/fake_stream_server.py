@@ -48,6 +48,9 @@ Faults (``--fault``), each a kind of report in issue 12:
   whose first event is an error naming the bare key, a stream event that is not JSON and holds
   the header, an HTTP 401 whose plain-text body is ``key=<the bare key>``;
 - ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.
+
+``--fail-model NAME`` (with any fault): every request for model NAME after its first (the client's
+feature probe) answers HTTP 503, as a server whose one model is broken; other models are served.
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ def main() -> None:
     ap.add_argument("--prefill-ms", type=float, default=20.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-running", type=int, default=0)
+    ap.add_argument("--fail-model", default=None, help="every request for this model after its first (the feature "
+                                                       "probe) answers HTTP 503")
     ap.add_argument("--metrics-kb", type=int, default=0)
     ap.add_argument("--metrics-ms", type=float, default=0.0)
     args = ap.parse_args()
@@ -117,6 +122,10 @@ def main() -> None:
         n = int(body.get("max_tokens", 16))
         if fault == "fail503" and n_req > 1 and n_req % 4 == 0:
             return web.json_response({"error": "server overloaded"}, status=503)
+        per_model = state.setdefault(f"model:{body.get('model')}", 0) + 1
+        state[f"model:{body.get('model')}"] = per_model
+        if args.fail_model is not None and body.get("model") == args.fail_model and per_model > 1:
+            return web.json_response({"error": f"model {args.fail_model} is broken"}, status=503)
         auth = req.headers.get("Authorization", "")
         key = auth.removeprefix("Bearer ")
         if fault == "echo_auth" and n_req > 1 and n_req % 4 == 2 or fault == "echo_auth_probe":

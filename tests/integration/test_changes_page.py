@@ -65,6 +65,18 @@ def test_changes_markdown(site):
     assert all(" pp (worse)" in r for r in rows if "| MBU |" in r or "| MFU |" in r)
 
 
+def test_history_section_and_chart(site):
+    """Issue 22 (a lab's history): the index draws each workload across the runs of one hardware (A and B on cpu; the
+    h200 run alone has none): 2 workloads × 4 figures × 2 runs = 16 point marks; two runs are too few for a step."""
+    index = (site / "data" / "pages" / "changes.md").read_text()
+    hist = index.split("## History", 1)[1]
+    assert "### cpu · transformers · in 64 / out 16" in hist and "h200" not in hist
+    assert "2 runs, " + A + " to " + B in hist and "No step" in hist
+    res = open_page(site / "site" / "changes.html", count={"points": "#chart-1 svg g.mark-symbol.role-mark path"})
+    assert res["errors"] == [] and res["charts"] == 1
+    assert res["counts"]["points"] == len(MODELS) * 4 * 2
+
+
 def test_runs_page_links_to_the_comparison(site):
     runs_md = (site / "data" / "pages" / "runs.md").read_text()
     assert f"[vs {A}]({change_page_path(B)})" in runs_md

@@ -37,16 +37,17 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     pages = root / "data" / "pages"
     names = {p.relative_to(pages).as_posix() for p in written}
     assert {f"explain/{n}.md" for n in EXPLAINERS} | {"capacity.md"} <= names
-    # capacity: Llama-3.1-8B BF16 at 8k -> 2**30 B = 1.07 GB per sequence (GB = 1e9 B throughout), 96 sequences
-    # (see tests/unit/test_capacity.py)
+    # capacity: Llama-3.1-8B BF16 at 8k -> 2**30 B = 1.07 GB per sequence (GB = 1e9 B throughout), 86 sequences in
+    # min(128 x 0.85, 128 - 8) = 108.8 GB (see tests/unit/test_capacity.py; issue 24: gpu_memory_utilization honoured)
     capacity = (pages / "capacity.md").read_text()
-    assert "| 8192 | 1.07 GB | 96 |" in capacity and "GiB" not in capacity
+    assert "| 8192 | 1.07 GB | 86 |" in capacity and "GiB" not in capacity
     # Regression (fault kind: negative memory left): Llama-3.1-70B BF16 (141.1 GB) does not fit dgx-spark's
-    # 128 - 8 = 120 GB (data/hardware/dgx-spark.yaml); the page showed "-21.11 GB" left.
-    assert "Does not fit: weights 141.1 GB > 120.0 GB usable after reserve" in capacity
+    # 108.8 GB usable (data/hardware/dgx-spark.yaml); the page showed "-21.11 GB" left.
+    assert "Does not fit: weights 141.1 GB > 108.8 GB usable" in capacity
     assert not re.search(r"\| -\d", capacity), "a negative figure in a capacity table"
     assert "| beyond the model's context | – |" in capacity
-    assert "**96 sequences**" in (pages / "explain" / "sizing.md").read_text()
+    sizing = (pages / "explain" / "sizing.md").read_text()
+    assert "**86 sequences**" in sizing and "108.8 GB − 16.06 GB = 92.74 GB free" in sizing
     assert "131.1 kB per token" in (pages / "explain" / "kv-cache.md").read_text()
     # the measured examples come from the committed runs, never from the reference (not given)
     batching = (pages / "explain" / "batching.md").read_text()

@@ -67,3 +67,46 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
     assert len(files) == len(opened) and all("interference" in json.loads(f.read_text())["meta"] for f in files)
     run = json.loads((scratch_root / "data" / "runs" / "O1" / "run.json").read_text())
     assert run["config"]["open_loop"]["rates"] == "auto" and run["status"] == "complete"
+
+
+def test_auto_rates_of_a_model_that_measured_nothing_stop_that_model_only(scratch_root, tmp_path, monkeypatch):
+    """Issue 18, item 9: ``open_loop.rates: auto`` where the first model's grid measured nothing stopped the run with
+    "auto needs a closed-loop throughput"; the next model was never measured and every ``--resume`` failed the same.
+    Against a real server process whose model ``dead`` answers 503 to every request after the feature probe."""
+    import subprocess
+    import sys
+
+    from tests.integration.served_helpers import free_port, wait_healthy
+    from tests.integration.test_served_token_truth import HERE
+
+    monkeypatch.setattr(sweep, "probe", lambda *a, **k: PROBE_STAND_IN)
+    build_tokenizer(tmp_path / "tok")
+    port = free_port()
+    with open(tmp_path / "server.log", "wb") as fh:
+        proc = subprocess.Popen([sys.executable, str(HERE / "fake_stream_server.py"), "--port", str(port),
+                                 "--prefill-ms", "10", "--token-ms", "5", "--fail-model", "dead"],
+                                stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, tmp_path / "server.log")
+        cfg = {"name": "twomodels", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 4,
+               "concurrency": [1, 2], "repeats": 1, "warmup": False, "stop_after_weak_doublings": 0,
+               "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": 4,
+                          "tokenizer": str(tmp_path / "tok"), "timeout_s": 30, "max_consecutive_failures": 0},
+               "open_loop": {"load": "constant", "rates": "auto", "auto_rates": 2},
+               "models": [{"name": "dead", "served_name": "dead"}, {"name": "live", "served_name": "live"}]}
+        path = tmp_path / "two.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        rc = cli.main(["sweep", "--config", str(path), "--run-id", "T1", "--no-progress"])
+        assert rc == 0  # something was measured (the live model), so the sweep succeeds
+        assert cli.main(["sweep", "--config", str(path), "--resume", "T1", "--no-progress"]) == 0  # nothing to redo
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    meta = json.loads((scratch_root / "data" / "runs" / "T1" / "run.json").read_text())
+    assert meta["status"] == "complete"
+    assert meta["stopped"]["dead"].startswith("open loop not run: open_loop.rates: auto needs a closed-loop throughput")
+    assert "live" not in meta["stopped"]
+    doc = show_run("T1")
+    live_open = [p for p in doc["points"] if p["model"] == "live" and p["load"] == "constant"]
+    assert len(live_open) == 2 and not [p for p in doc["points"] if p["model"] == "dead" and p["load"] != "closed"]
+    assert all(p["completed"] == 0 for p in doc["points"] if p["model"] == "dead")

@@ -25,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from tests.browser import mkdocs_build, offline_context
-from tests.conftest import REPO, make_scratch_root
+from tests.conftest import REPO, committed_runs, make_scratch_root
 
 pytestmark = pytest.mark.slow
-COMMITTED_RUNS = sorted(p.name for p in (REPO / "data" / "runs").iterdir() if (p / "run.json").is_file())
+COMMITTED_RUNS = committed_runs()  # git ls-files: never the user's own runs (issue 24)
 LAB_MODELS, LAB_RUNS = 50, 2
 MAX_PAGE_BYTES = 2_000_000
 

@@ -14,10 +14,10 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from tests.browser import committed_site, offline_context
-from tests.conftest import REPO, make_scratch_root
+from tests.conftest import committed_runs, make_scratch_root
 
 pytestmark = pytest.mark.slow
-COMMITTED_RUNS = sorted(p.name for p in (REPO / "data" / "runs").iterdir() if (p / "run.json").is_file())
+COMMITTED_RUNS = committed_runs()  # git ls-files: never the user's own runs (issue 24)
 
 
 @pytest.fixture(scope="module")
@@ -92,5 +92,5 @@ def test_wide_tables_scroll_with_a_visible_cue(site, browser_page, name):
             assert t["cueVisible"] and "scroll" in t["cue"] and "gradient" in t["shade"], t
         else:
             assert not t["marked"], t
-    if name in ("models/dense-llama-190m.html", "explain/knee.html"):
+    if name == "models/dense-llama-190m.html":  # (the Knee page's tables fit since issue 24 narrowed number columns)
         assert any(t["wide"] for t in tables), "expected at least one table wider than 1280 px allows"

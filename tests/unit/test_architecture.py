@@ -16,16 +16,17 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 # Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
 # dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
 LAYERS: list[tuple[str, ...]] = [
-    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.records", "pipeline.arrays", "pipeline.scrub",
-     "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
+    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.arrays",
+     "pipeline.scrub", "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
     ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
      "pipeline.serverenv"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
     ("pipeline.metrics",),
-    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diff", "pipeline.quality"),
-    ("pipeline.sweep", "pipeline.parts"),
+    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
+     "pipeline.diff", "pipeline.quality"),
+    ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages",),
     ("pipeline.importers", "pipeline.reference"),
     ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
@@ -207,6 +208,7 @@ def test_statistics_modules_read_no_storage():
     storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
     for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
+    assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)
 
 
 def test_explainers_only_render():

@@ -26,14 +26,17 @@ def test_llama_3_1_8b_bf16_at_8k_on_dgx_spark(spark):
     assert table["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2 == 128 * 1024
     # one 8k sequence: 128 KiB x 8192 = 1 GiB
     assert row["kv_bytes_per_sequence"] == 2**30
-    # usable 128 GB - reserve 8 GB - weights 8,030,261,248 x 2 B = 103,939,477,504 B free
-    free = 128e9 - 8e9 - 8_030_261_248 * 2
-    assert row["free_bytes"] == pytest.approx(free) == pytest.approx(103_939_477_504)
-    # 103,939,477,504 / 1,073,741,824 = 96.8 -> 96 sequences, 0.86 GB left
-    assert row["max_sequences"] == 96
-    assert row["memory_left_bytes"] == pytest.approx(free - 96 * 2**30)
+    # usable: min(128 GB x gpu_memory_utilization 0.85, 128 GB - reserve 8 GB) = min(108.8, 120) = 108.8 GB
+    # (data/hardware/dgx-spark.yaml; issue 24: the reserve alone gave 120 GB and 96 sequences, vLLM gets ~86);
+    # 108.8e9 - weights 8,030,261,248 x 2 B = 92,739,477,504 B free
+    free = 128e9 * 0.85 - 8_030_261_248 * 2
+    assert row["free_bytes"] == pytest.approx(free) == pytest.approx(92_739_477_504)
+    # 92,739,477,504 / 1,073,741,824 = 86.37 -> 86 sequences, 0.40 GB left
+    assert row["max_sequences"] == 86
+    assert row["memory_left_bytes"] == pytest.approx(free - 86 * 2**30)
     assert [r["context"] for r in table["contexts"]] == list(DEFAULT_CONTEXTS)
-    assert [r["max_sequences"] for r in table["contexts"]] == [193, 96, 24, 6]
+    # 92,739,477,504 / (131,072 B x 4096, x 32768, x 131072) = 172.7, 21.6, 5.4
+    assert [r["max_sequences"] for r in table["contexts"]] == [172, 86, 21, 5]
 
 
 def test_sliding_window_layers_raise_capacity(spark):
@@ -72,7 +75,7 @@ def test_cli_capacity_json(capsys):
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "meta-llama/Llama-3.1-8B-Instruct",
                  "--context", "8192", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["contexts"][0]["max_sequences"] == 96
+    assert doc["contexts"][0]["max_sequences"] == 86  # test_llama_3_1_8b_bf16_at_8k_on_dgx_spark: 92.74e9 / 2**30
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "no-such-model"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "no-such-model" in err
@@ -81,14 +84,14 @@ def test_cli_capacity_json(capsys):
 def test_model_that_does_not_fit_says_so_without_negative_memory(spark, capsys):
     """Regression (fault kind: negative memory left): Llama-3.1-70B in BF16 on dgx-spark printed 0 sequences and
     -21.11 GB left. Expected values: data/models/ weights 70,553,706,496 x 2 B = 141.1 GB; data/hardware/dgx-spark.yaml
-    128 GB usable - 8 GB reserve = 120.0 GB."""
+    min(128 GB x 0.85, 128 GB - 8 GB reserve) = 108.8 GB usable."""
     table = capacity_table(load_card("Llama-3.1-70B"), spark, [8192])
     row = table["contexts"][0]
     assert not table["weights_fit"] and not row["weights_fit"]
     assert row["max_sequences"] == 0 and row["memory_left_bytes"] is None
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "llama-3.1-70b", "--context", "8192"]) == 0
     out = capsys.readouterr().out
-    assert "does not fit: weights 141.1 GB > 120.0 GB usable after reserve" in out
+    assert "does not fit: weights 141.1 GB > 108.8 GB usable" in out
     assert "-21.11" not in out and not any(tok.startswith("-") and tok[1:2].isdigit() for tok in out.split())
     row_line = next(line for line in out.splitlines() if line.split()[:1] == ["8192"])
     assert row_line.split()[2:] == ["0", "–"]
@@ -125,13 +128,14 @@ def test_capacity_on_the_cpu_profile_uses_this_machines_memory(monkeypatch, caps
 def test_one_unit_system_in_cli_and_json(capsys):
     """Regression (issue 13, fault kind: mixed units): the CLI said "128 GB usable, 8 GB reserve" while the JSON said
     120e9 usable bytes, and KV was in GiB beside weights in GB. Now GB = 10^9 bytes everywhere, stated:
-    128 GB - 8 GB = 120.0 GB usable = JSON usable_bytes 120e9; KV per 8k sequence 1,073,741,824 B = 1.07 GB."""
+    128 GB x 0.85 = 108.8 GB usable = JSON usable_bytes 108.8e9; KV per 8k sequence 1,073,741,824 B = 1.07 GB."""
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", "8192"]) == 0
     out = capsys.readouterr().out
-    assert "memory 128.0 GB − reserve 8.0 GB = 120.0 GB usable" in out and "KV 131.1 kB/token" in out
+    assert ("memory 128.0 GB × gpu_memory_utilization 0.85 = 108.8 GB usable (below memory − reserve 8.0 GB = 120.0 GB)"
+            in out and "KV 131.1 kB/token" in out)
     assert "units: GB = 10^9 bytes, kB = 10^3 bytes" in out and "GiB" not in out and "KiB" not in out
     assert next(line for line in out.splitlines() if line.split()[:1] == ["8192"]).split()[1] == "1.07"
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", "8192", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["units"].startswith("GB = 10^9 bytes")
-    assert doc["usable_bytes"] == doc["hardware"]["usable_gb"] * 1e9 == 120e9
+    assert doc["usable_bytes"] == doc["hardware"]["usable_gb"] * 1e9 == pytest.approx(108.8e9)

@@ -19,7 +19,8 @@ def test_chart_rows_and_spec(tmp_path):
     rows = change_rows(d)
     assert len(rows) == len(MODELS) * len(CONCURRENCY) * len(CHART_METRICS)
     sig = [r for r in rows if r["significance"] == "significant"]
-    assert {(r["model"], r["concurrency"]) for r in sig} == {("dense-a", 8)} and len(sig) == len(CHART_METRICS)
+    assert {(r["workload"], r["concurrency"]) for r in sig} == {("dense-a · in 64 / out 16", 8)}
+    assert len(sig) == len(CHART_METRICS)
     # Output throughput of the slowed point: 1 / (1.25 × 0.995) − 1 = −19.6 % (runbuilder's timings).
     assert next(r["change_pct"] for r in sig if r["metric"] == "output throughput") == round((1 / (1.25 * 0.995) - 1) * 100, 3)
     spec = changes_chart(d)

@@ -18,7 +18,9 @@ from pipeline.cli import main
 from tests.conftest import DATA, TINY_CONFIG
 
 HOSTILE = ["NaN", "Infinity", "-Infinity", ".nan", "-1", "0", "1e308", "-99999999999999999999999",
-           "18446744073709551617", '"<script>alert(1)</script>"', '"a|b\\n"', "true", "null", "[]", "{}"]
+           "18446744073709551617", '"<script>alert(1)</script>"', '"a|b\\n"', "true", "null", "[]", "{}",
+           "-52.8", "-100", "1" + "0" * 399, "-" + "7" * 400,  # issue 18: negative figures, 400-digit integers
+           '"\\ud800"']  # and a string that is not Unicode text (a lone surrogate escape)
 CARD = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072}
 IMPORTS = [("vllm-bench", DATA / "vllm-bench" / "llama-3.1-8b-c4.json"),

@@ -15,7 +15,7 @@ from pipeline import runids, runs
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run
 
-from tests.conftest import DATA, REPO
+from tests.conftest import DATA, committed_runs
 
 WHEN = datetime(2026, 11, 29, 15, 4, 5, tzinfo=timezone.utc)
 
@@ -32,7 +32,8 @@ def test_claims_in_one_second_get_suffixed_ids(tmp_path):
     third = runs.claim_run_dir(tmp_path, host="box", now=WHEN)
     assert [p.name for p in (first, second, third)] == ["20261129T150405Z-box", "20261129T150405Z-box.02",
                                                         "20261129T150405Z-box.03"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [first.name, second.name, third.name]  # ids sort by start
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        first.name, second.name, third.name]  # ids sort by start (.locks/ holds who claimed each)
     assert all(runs.check_run_id(p.name) == p.name for p in (first, second, third))
     assert runs.new_run_id(WHEN, "box", runs_dir=tmp_path) == "20261129T150405Z-box.04"  # looks, takes nothing
     with pytest.raises(BatchmarkError, match="already exists"):
@@ -56,13 +57,27 @@ def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
     b = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
     assert (a.name, b.name) == ("20261129T150405Z-dgx-spark-import", "20261129T150405Z-dgx-spark-import.02")
     assert (a / "run.json").is_file() and (b / "run.json").is_file()
-    assert not [p for p in a.parent.iterdir() if p.name.startswith(".")]  # no temporary folder left
+    assert not [p for p in a.parent.iterdir() if p.name.endswith(".tmp")]  # no temporary folder left
+    assert not list((a.parent / ".locks").glob("*.claim.json"))  # nor a claim (imports hold the run's lock meanwhile)
 
 
 def test_committed_run_ids_still_validate():
-    committed = [p.name for p in (REPO / "data" / "runs").iterdir() if p.is_dir() and not p.name.startswith(".")]  # .locks, .pointers: not runs
+    committed = committed_runs()  # git ls-files: the user's own runs are no test's business (issue 24)
     assert committed
     assert all(runs.check_run_id(r) == r for r in committed)
+
+
+def test_no_test_lists_the_users_runs_folder():
+    """Regression (issue 24, fault kind: test depends on the user's data): tests take the committed runs from
+    ``git ls-files`` (:func:`tests.conftest.committed_runs`) or build a temporary project, never a listing of the
+    checkout's ``data/runs/``, which holds the user's own runs after the README's main job."""
+    import re
+    from pathlib import Path
+
+    listing = re.compile(r'REPO\s*/\s*"data"\s*/\s*"runs"\s*\)\s*\.\s*(iterdir|glob|rglob)\(')
+    tests = Path(__file__).resolve().parents[1]
+    offenders = [str(p.relative_to(tests)) for p in tests.rglob("*.py") if listing.search(p.read_text())]
+    assert offenders == []
 
 
 # Regression (fault kind: a run folder's name reaches a shell, issue 18 item 1): `cp -a data/runs/R

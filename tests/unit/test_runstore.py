@@ -30,6 +30,7 @@ def test_assembling_publishes_a_complete_run_whole(tmp_path: Path):
         (tmp / "summaries.json").write_text("{}")
         assert not (claimed / "run.json").exists()  # nothing visible before the rename
     assert store.read("r1")["status"] == "complete" and (claimed / "summaries.json").is_file()
+    assert not runs.claim_marker(claimed).exists()  # the claim is filled
     assert store.list() == [claimed]
     assert [p.name for p in (tmp_path / "runs").iterdir() if p.name.endswith(".tmp")] == []
 
@@ -46,8 +47,8 @@ def test_assembling_publishes_nothing_on_failure_and_frees_the_claim(tmp_path: P
                 raise RuntimeError("importer failed half way")
     if what != "error":
         assert "not a complete run r1" in str(exc.value) and "\n" not in str(exc.value)
-    assert not claimed.exists()  # the id is free again
-    assert list((tmp_path / "runs").iterdir()) == []  # and no temporary folder is left
+    assert not claimed.exists() and not runs.claim_marker(claimed).exists()  # the id is free again
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == [".locks"]  # and no temporary folder is left
 
 
 def test_assembling_never_overwrites_a_run(tmp_path: Path):

@@ -50,7 +50,7 @@ def test_the_provenance_names_the_open_loop():
 def test_the_vllm_server_is_not_left_to_garbage_collection():
     assert "__del__" not in vars(vllm.VLLMEngine)
     src = (REPO / "pipeline" / "sweep.py").read_text(encoding="utf-8")
-    finally_block = src[src.rindex("    finally:\n        bar.close()"):]
+    finally_block = src[src.rindex("    finally:\n        display.close()"):]
     assert "engine.unload()" in finally_block.split("\n    log(")[0]
 
 

@@ -1,0 +1,92 @@
+"""The sweep's progress display (issue 24): phases with elapsed time, the points' ETA without start-up, lines above.
+
+Regression (fault kind: start-up counted as a point): creating the server environment printed one line and then
+nothing for ~7 minutes; the bar sat at ``c=1: 0/7`` while the server started (~4 min), then showed
+``309.63s/point`` and an ETA of 31 minutes, because the start-up was timed as the first point.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from pipeline.progress import Display, fmt_duration, points_eta_s
+
+
+def test_fmt_duration_by_hand():
+    assert fmt_duration(12.34) == "12.3 s"
+    assert fmt_duration(242) == "4 min 02 s"  # 4 × 60 + 2
+    assert fmt_duration(3900) == "1 h 05 min"  # 65 min
+
+
+def test_points_eta_is_the_median_point_times_the_points_left():
+    assert points_eta_s([], 5) is None
+    assert points_eta_s([2.0, 3.0, 100.0], 4) == pytest.approx(3.0 * 4)  # median 3 s, one stalled point ignored
+    assert points_eta_s([2.0], 0) == 0.0
+
+
+def test_phases_and_points_in_lines_mode():
+    out = io.StringIO()
+    d = Display(3, stream=out, mode="lines", heartbeat_s=0.05)
+    with d.phase("m: server start to healthy"):
+        time.sleep(0.3)  # start-up: ~6 heartbeats, and no part of any point
+    d.start()
+    for c in (1, 2):
+        d.begin_point(f"m c={c}")
+        time.sleep(0.02)
+        d.end_point(100.0 * c)
+    text = out.getvalue()
+    lines = text.splitlines()
+    assert lines[0] == "m: server start to healthy …"
+    assert any(line.startswith("  … m: server start to healthy: still running, 0.") for line in lines)
+    assert any(line.startswith("m: server start to healthy: done in 0.3 s") for line in lines)
+    point_lines = [line for line in lines if line.startswith("m c=")]
+    assert point_lines[0].startswith("m c=1: 100.0 tok/s, 0.0 s (1/3 points; ETA ")
+    assert point_lines[1].startswith("m c=2: 200.0 tok/s, 0.0 s (2/3 points; ETA ")
+    # the ETA counts the points alone: about one 0.02 s point left, nowhere near the 0.3 s start-up
+    assert d.eta_s() < 0.2
+    d.estimate = lambda done: 60.0 * (3 - done)  # a plan's estimate replaces the median rule
+    assert d.eta_s() == 60.0
+
+
+def test_a_failed_phase_says_so_and_raises():
+    out = io.StringIO()
+    d = Display(1, stream=out, mode="lines")
+    with pytest.raises(RuntimeError):
+        with d.phase("env: creating"):
+            raise RuntimeError("pip failed")
+    assert out.getvalue().splitlines()[-1].startswith("env: creating: failed after 0.0 s")
+
+
+def test_bar_mode_writes_messages_above_the_bar():
+    out = io.StringIO()
+    d = Display(2, stream=out, mode="bar")
+    d.start()
+    d.begin_point("m c=1")
+    d.write("m: stopped escalating (knee)")
+    d.end_point(10.0)
+    d.close()
+    text = out.getvalue()
+    # the message is a line of its own: tqdm clears the bar, prints it and a newline, then redraws the bar
+    assert "\nm: stopped escalating (knee)\n" in text.replace("\r", "\n")
+
+
+def test_library_bars_are_switched_off(monkeypatch):
+    """The Hugging Face libraries' own bars (checkpoint shards, downloads) printed onto the sweep's bar."""
+    import huggingface_hub.utils as hf_utils
+
+    from pipeline.progress import quiet_library_bars
+
+    monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # recorded, so the teardown restores the variable
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS")
+    hf_utils.enable_progress_bars()
+    try:
+        quiet_library_bars()
+        assert hf_utils.are_progress_bars_disabled()
+        import os
+
+        assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+    finally:
+        hf_utils.enable_progress_bars()

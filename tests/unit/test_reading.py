@@ -1,0 +1,115 @@
+"""What a reader sees (issue 24, "Reading"): condensed flag reasons, bounded diff provenance, the vLLM version and
+server command, and what ``vllm bench serve`` prints in ``show``.
+
+Figures are read from the committed real-vLLM CPU run 20261130T010035Z-vm (its run.json: engine.servers holds
+server_version 0.32.0 and each server's command; versions.vllm is null) and worked by hand where stated.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.diffreport import PROVENANCE_CELL_CHARS, provenance_cells
+from pipeline.quality import run_quality, short_reasons
+from tests.conftest import REPO
+
+VLLM_RUN = REPO / "data" / "runs" / "20261130T010035Z-vm"
+
+
+def test_short_reasons_one_line_each():
+    pts = [{"model": "m", "input_len": 8, "concurrency": c, "samples": {"output_throughput_tok_s": [10.0, 10.0 * k]},
+            "interference": {"wall_s": 2.0, "cpu_count": 2, "outside_share": share, "outside_load_cpus": 2 * share}}
+           for c, k, share in ((1, 1.6, 0.5), (2, 2.5, 0.9), (4, 1.0, 0.3))]
+    q = run_quality({"probe": {"warning": "bandwidth repeats spread 2.20x"}}, pts,
+                    [{"model": "m", "implausible": "MBU above 1 at c = 1 (up to 1.50): x"},
+                     {"model": "n", "implausible": "single stream 2 tok/s is above its bandwidth ceiling 1 tok/s: x"}])
+    # the spreads 1.6 and 2.5 pass 1.5; all three shares pass 25 %
+    assert short_reasons(q) == ["noisy bandwidth probe", "repeats disagree at 2 point(s), up to 2.50×",
+                                "machine busy during 3 point(s), up to 90% of its CPUs",
+                                "impossible figures (MBU above 1): m, n"]
+    assert short_reasons({"verdict": "clean", "reasons": []}) == []
+
+
+def test_provenance_cells_name_what_differs_and_stay_bounded():
+    a = {"servers": {"m": {"port": 1, "command": "x" * 3000}}, "same": 1}
+    b = {"servers": {"m": {"port": 2, "command": "x" * 3000}}, "same": 1}
+    assert provenance_cells("engine", a, b) == [("engine.servers.m.port", "1", "2")]
+    (row,) = provenance_cells("flags", {"k": list(range(2000))}, None)
+    assert len(row[1]) == PROVENANCE_CELL_CHARS and row[1].endswith("…") and row[2] == "-"
+
+
+@pytest.fixture(scope="module")
+def vllm_view():
+    if not VLLM_RUN.is_dir():
+        pytest.skip(f"{VLLM_RUN} is not in this checkout")
+    from pipeline.pages.views import view_of
+    from pipeline.stages import load_run
+
+    return view_of(load_run(VLLM_RUN))
+
+
+def test_vllm_version_and_server_command(vllm_view, tmp_path):
+    from pipeline.diff import diff_runs, provenance_of
+    from pipeline.pages.render import render_site
+    from pipeline.pages.views import run_page_path
+
+    assert vllm_view.meta["versions"]["vllm"] is None  # as committed: the version lived only under engine.servers
+    assert vllm_view.engine_version == "0.32.0"
+    cmds = dict(vllm_view.server_commands)
+    assert cmds["dense-llama-190m"].startswith(".venv-vllm/bin/python -m vllm.entrypoints.openai.api_server")
+    assert provenance_of(vllm_view.results)["engine_version"] == "0.32.0"
+    d = diff_runs(vllm_view.results, vllm_view.results)
+    assert not [p for p in d.provenance if p.field.startswith("engine_flags.servers")]  # ports and pids: not flags
+    render_site(tmp_path, runs=[VLLM_RUN.name])
+    page = (tmp_path / run_page_path(VLLM_RUN.name)).read_text()
+    assert "| engine version | 0.32.0 |" in page
+    # escaped for Markdown (an underscore as &#95;), shown as given in the browser
+    assert ("| server command (dense-llama-190m) | <code>.venv-vllm/bin/python -m vllm.entrypoints.openai.api&#95;server "
+            "--model data/model-folders/dense-llama-190m-4e82ac1424f1") in page
+
+
+def test_show_adds_what_vllm_bench_serve_prints():
+    """c = 1 of dense-llama-190m: output 40.648 tok/s at output_len 32, so 40.648 / 32 = 1.270 requests/s and
+    (64 + 32) × 1.270 = 121.9 total tok/s; the three repeats' output throughput 39.886 … 40.698 tok/s, 1.020×."""
+    if not VLLM_RUN.is_dir():
+        pytest.skip(f"{VLLM_RUN} is not in this checkout")
+    import numpy as np
+
+    from pipeline.show import format_table, show_run
+    from pipeline.stages import load_run
+
+    doc = show_run(VLLM_RUN)
+    p = next(p for p in doc["points"] if p["model"] == "dense-llama-190m" and p["concurrency"] == 1)
+    assert p["request_throughput_rps"] == pytest.approx(p["output_throughput_tok_s"] / 32)
+    assert p["request_throughput_rps"] == pytest.approx(1.270, abs=1e-3)
+    assert p["total_token_throughput_tok_s"] == pytest.approx(96 * p["request_throughput_rps"])
+    spread = p["repeat_spread"]
+    assert spread["n"] == 3 and spread["ratio"] == pytest.approx(spread["max"] / spread["min"]) == pytest.approx(1.020, abs=1e-3)
+    s = next(s for s in load_run(VLLM_RUN).summaries if s.model == "dense-llama-190m" and s.concurrency == 1)
+    assert p["tails_s"]["tpot"]["p95"] == pytest.approx(float(np.percentile(s.samples["tpot_s"], 95)))
+    assert p["tails_s"]["tpot"]["p99_9"] == pytest.approx(float(np.percentile(s.samples["tpot_s"], 99.9)))
+    assert p["tails_s"]["ttft"]["p99_9"] == pytest.approx(float(np.percentile(s.samples["ttft_s"], 99.9)))
+    assert set(p["tpot_s"]) == {"p50", "p90", "p99", "mean"}  # the contract's fields stay exactly as they were
+    header = format_table(doc).splitlines()[2]
+    assert "req/s" in header and "total tok/s" in header and "TPOT p99.9 ms" in header
+
+
+def test_ceiling_label_goes_where_no_line_crosses_it():
+    """Hand case on the throughput chart's axes (560 × 300 px): ceiling 1,000 tok/s; measured 100 · 2^(log2 c) at
+    c = 1 … 32 crosses it at log2 c = 3 + log10(1000/800) / log10(2) = 3.32; a roofline above it (1,200 … 2,000).
+    A 10-character label spans 10 × 6 px / 560 px × 5 doublings = 0.536 of a doubling.  Left of the crossing,
+    the roofline is 0.079 decades (12 px) above the rule and the measured line ≥ 0.68 decades below; right of it
+    (anchors from log2 c = 3.4, after the crossing, up to 5 − 0.536) nothing lies below the rule: the plot's
+    height, 300 px, wins, leftmost first: log2 c = 3.4, below.  With the knee at c = 11 (log2 3.46), anchors up
+    to 3.5 put its rule under the text (± 0.05): 3.6."""
+    from pipeline.pages.charts import ceiling_label_place
+
+    rows = [{"series": "measured (median)", "concurrency": 2 ** i, "tok_s": 100.0 * 2 ** i} for i in range(6)]
+    rows += [{"series": "roofline prediction", "concurrency": 2 ** i, "tok_s": v}
+             for i, v in enumerate((1200.0, 1500.0, 2000.0, 2000.0, 2000.0, 2000.0))]
+    at, side = ceiling_label_place(1000.0, rows, 10)
+    assert side == "below" and at == pytest.approx(2 ** 3.4)
+    at, side = ceiling_label_place(1000.0, rows, 10, knee=11)
+    assert side == "below" and at == pytest.approx(2 ** 3.6)
+    # nowhere free (the label as wide as the plot, crossed by the measured line): None, the caller's last resort
+    assert ceiling_label_place(1000.0, rows, 94) is None
