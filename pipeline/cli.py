@@ -57,7 +57,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from pipeline import paths, runs
+    from pipeline import parts, paths, runs
     from pipeline.config import load_config
     from pipeline.preflight import discard_if_empty, preflight
     from pipeline.sweep import run_sweep
@@ -83,7 +83,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         run_dir = runs.claim_run_dir(paths.runs_dir())
     fresh = not (run_dir / "run.json").exists()
     if args.pointer:
-        runs.write_pointer(cfg.name, run_dir.name)
+        parts.write_pointer(cfg.name, run_dir.name)
     plan, budgeted = _sweep_plan(cfg, None)
     try:
         run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress, plan=plan,
@@ -117,7 +117,7 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
     run_id = runs.check_run_id(args.run_id)
     model = parts.model_of(cfg, args.model)
-    if runs.is_complete(paths.runs_dir() / run_id):
+    if (paths.runs_dir() / run_id / "run.json").is_file() and runs.is_complete(paths.runs_dir() / run_id):
         print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
         return 0
     part = parts.part_dir(run_id, model)
@@ -125,7 +125,7 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
 
     preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists (issue 24)
     if args.pointer:
-        runs.write_pointer(cfg.name, run_id)
+        parts.write_pointer(cfg.name, run_id)
     fresh = not (part / "run.json").exists()
     part.mkdir(parents=True, exist_ok=True)
     plan, budgeted = _sweep_plan(cfg, model)

@@ -277,7 +277,7 @@ class Distribution(TypedDict):
     mean: float | None
 
 
-def distribution(values: list[float] | None = None, *, p50: float | None = None, p90: float | None = None,
+def distribution(values: "list[float] | np.ndarray | None" = None, *, p50: float | None = None, p90: float | None = None,
                  p99: float | None = None, mean: float | None = None, scale: float = 1.0) -> Distribution | None:
     """The :class:`Distribution` of raw ``values`` × ``scale`` where given, else of the stated figures × ``scale``.
 
@@ -285,7 +285,7 @@ def distribution(values: list[float] | None = None, *, p50: float | None = None,
     their mean; stated figures are taken as they are (a missing one stays None).  None when
     nothing is known: no values and no stated figure.
     """
-    if values:
+    if values is not None and len(values) > 0:  # a list or a numpy array
         arr = np.asarray(values, dtype=float) * scale
         q50, q90, q99 = np.percentile(arr, [50, 90, 99])
         return {"p50": float(q50), "p90": float(q90), "p99": float(q99), "mean": float(arr.mean())}

@@ -388,6 +388,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.complete_run(run_dir)
     finally:
         display.close()
+        # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left
+        # to garbage collection (issue 20); unloading twice is harmless
+        engine.unload()
     log(f"{what} complete")
     verdict = failure_verdict(failures["points"], failures["with_failures"], failures["empty"], run_dir.name)
     if verdict:
