@@ -6,13 +6,12 @@ User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
 from __future__ import annotations
 
 import argparse
-import builtins
 import errno
 import json
-import math
 import sys
 from pathlib import Path
 
+from pipeline.commands import print  # noqa: A004 (every text this command prints escapes control characters)
 from pipeline.errors import BatchmarkError
 from pipeline.texttable import printable
 
@@ -21,26 +20,12 @@ from pipeline.texttable import printable
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
-
-def print(*values: object, sep: str = " ", end: str = "\n", file=None, flush: bool = False) -> None:  # noqa: A001
-    """Every text this command prints, through :func:`pipeline.texttable.printable`: names from runs, imports and
-    servers reach the terminal with their control characters escaped (``\x1b``), never as terminal sequences.
-
-    It stands in for the built-in ``print`` in this module on purpose, so no output path of a command can forget it.
-    """
-    builtins.print(printable(sep.join(str(v) for v in values)), end=end, file=file or sys.stdout, flush=flush)
-
-
 def diff_min_effect_pct() -> float:
     """The diff's default minimum effect in percent (:data:`pipeline.diffstats.MIN_EFFECT` × 100)."""
     from pipeline.diffstats import MIN_EFFECT
 
     return MIN_EFFECT * 100
 
-
-def _where(c: "diff.MetricChange") -> str:
-    """A diffed point in a message: ``c=8`` (closed loop) or ``poisson 2.4 req/s, cap 64`` (open loop)."""
-    return f"c={c.concurrency}" if c.load == "closed" else c.point
 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from pipeline.hardware import probe
@@ -57,114 +42,10 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from pipeline import parts, paths, runs
-    from pipeline.config import load_config
-    from pipeline.preflight import discard_if_empty, preflight
-    from pipeline.sweep import run_sweep
+    from pipeline.commands.sweep import sweep
 
-    cfg = load_config(args.config)
-    if args.model:
-        return _sweep_part(cfg, args)
-    if args.resume:
-        run_dir = runs.resolve_run(args.resume)
-    elif args.run_id:
-        run_dir = paths.runs_dir() / runs.check_run_id(args.run_id)
-    else:
-        run_dir = None  # a fresh id is claimed only after the checks below pass
-    if run_dir is not None and (run_dir / "run.json").exists() and runs.is_complete(run_dir):
-        if runs.read_run_json(run_dir).get("config_digest") != cfg.digest():
-            raise BatchmarkError(f"run {run_dir.name} is complete and immutable, and was measured with another config; "
-                                 + ("--resume measures nothing into it" if args.resume else "choose another --run-id"))
-        print(f"run {run_dir.name} is complete; nothing to measure", file=sys.stderr)
-        print(run_dir)
-        return 0
-    preflight(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before any run folder exists (issue 24)
-    if run_dir is None:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
-        run_dir = runs.claim_run_dir(paths.runs_dir())
-    fresh = not (run_dir / "run.json").exists()
-    if args.pointer:
-        parts.write_pointer(cfg.name, run_dir.name)
-    plan, budgeted = _sweep_plan(cfg, None)
-    try:
-        run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress, plan=plan,
-                  budgeted=budgeted)
-    except BatchmarkError:
-        if fresh and discard_if_empty(run_dir):
-            print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
-        raise
-    print(run_dir)
-    from pipeline.show import summary_line
-
-    if (run_dir / "run.json").is_file():
-        try:
-            print(summary_line(run_dir), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
-        except BatchmarkError as exc:
-            print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
-    failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
-    if failures.get("points") and failures.get("empty") == failures["points"]:
-        print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
-              f"(batchmark show {run_dir.name} lists the errors)", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _sweep_part(cfg, args: argparse.Namespace) -> int:
-    """``sweep --model M --run-id R``: measure one model into its part of run R (pipeline.parts)."""
-    from pipeline import parts, paths, runs
-    from pipeline.sweep import run_sweep
-
-    if not args.run_id or args.resume:
-        raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
-    run_id = runs.check_run_id(args.run_id)
-    model = parts.model_of(cfg, args.model)
-    if (paths.runs_dir() / run_id / "run.json").is_file() and runs.is_complete(paths.runs_dir() / run_id):
-        print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
-        return 0
-    part = parts.part_dir(run_id, model)
-    from pipeline.preflight import discard_if_empty, preflight
-
-    preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists (issue 24)
-    if args.pointer:
-        parts.write_pointer(cfg.name, run_id)
-    fresh = not (part / "run.json").exists()
-    part.mkdir(parents=True, exist_ok=True)
-    plan, budgeted = _sweep_plan(cfg, model)
-    try:
-        run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id,
-                  plan=plan, budgeted=budgeted)
-    except BatchmarkError:
-        if fresh:
-            discard_if_empty(part)
-        raise
-    print(part)
-    failures = runs.read_run_json(part).get("failures") or {}
-    if failures.get("points") and failures.get("empty") == failures["points"]:
-        print(f"batchmark: error: run {run_id}, model {model}: every point failed, nothing was measured "
-              f"(the records are in {part})", file=sys.stderr)
-        return 1
-    return 0
-
-
-def _sweep_plan(cfg, model: str | None):
-    """The plan a sweep starts with (None where none can be made: a profile without spec figures) and the
-    config its budget chose (None without a budget).  A part plans its own model, unless a budget must be
-    fitted over the whole config (then every part makes the same choice).
-
-    Raises:
-        BatchmarkError: the config has a budget and no plan can be made (the budget cannot be applied).
-    """
-    from pipeline.plan import make_plan, plan_for
-
-    try:
-        if cfg.budget is not None:
-            plan, budgeted = plan_for(cfg)
-            return plan, budgeted
-        scope = cfg if model is None else cfg.model_copy(update={"models": [m for m in cfg.models if m.name == model]})
-        return make_plan(scope), None
-    except BatchmarkError as exc:
-        if cfg.budget is not None:
-            raise BatchmarkError(f"budget: cannot plan this sweep ({exc})") from None
-        return None, None
+    return sweep(args.config, run_id=args.run_id, resume=args.resume, model=args.model, pointer=args.pointer,
+                 progress=not args.no_progress)
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
@@ -199,30 +80,9 @@ def _cmd_server_env(args: argparse.Namespace) -> int:
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
-    from pipeline import runs
+    from pipeline.commands.upgrade import upgrade
 
-    if bool(args.all) == bool(args.run):
-        raise BatchmarkError("upgrade: give one RUN or --all")
-    run_dirs = runs.list_runs(complete_only=False) if args.all else [runs.resolve_run(args.run)]
-    unreadable = 0
-    for run_dir in run_dirs:
-        try:
-            rewritten = runs.upgrade_run(run_dir)
-        except BatchmarkError as exc:
-            if not args.all:
-                raise
-            # --all: one rule for runs that cannot be read (issue 18, item 13): each named, the others upgraded
-            print(f"batchmark: run {run_dir.name} not upgraded: {exc}", file=sys.stderr)
-            unreadable += 1
-            continue
-        print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
-                                         if rewritten else "every file already at its current schema version"))
-        for path in rewritten:
-            print(f"  {path.relative_to(run_dir)}")
-    if unreadable:
-        raise BatchmarkError(f"upgrade --all: {unreadable} run(s) could not be read (named above); nothing was "
-                             "written into them")
-    return 0
+    return upgrade(args.run, every=args.all)
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
@@ -263,43 +123,10 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from pipeline import diff, diffreport, stages
+    from pipeline.commands.diff import diff
 
-    gates = diff.parse_fail_above(args.fail_above) if args.fail_above is not None else None
-    if not (math.isfinite(args.alpha) and 0 < args.alpha < 1):
-        raise BatchmarkError(f"--alpha {args.alpha:g}: must be a significance level between 0 and 1")
-    if not (math.isfinite(args.min_effect) and args.min_effect >= 0):
-        raise BatchmarkError(f"--min-effect {args.min_effect:g}: must be a finite percentage >= 0")
-    result = diff.diff_runs(stages.load_run(args.run_a), stages.load_run(args.run_b), alpha=args.alpha,
-                            min_effect=args.min_effect / 100)
-    if args.format == "json":
-        print(diffreport.format_json(result), end="")
-    elif args.format == "markdown":
-        print(diffreport.format_markdown(result), end="")
-    elif args.format == "csv":
-        print(result.headline, file=sys.stderr)
-        print(diffreport.format_csv(result), end="")
-    else:
-        print(diffreport.format_text(result), end="")
-    if gates is None:
-        return 0
-    if not result.comparable:
-        raise BatchmarkError(f"--fail-above: the runs are not comparable ({result.headline}); refusing to gate")
-    untestable = diff.untestable_drops(result, gates)
-    if untestable:
-        c = untestable[0]
-        print(f"batchmark: warning: {len(untestable)} gated change(s) beyond their --fail-above threshold cannot be "
-              f"significant with these repeats (e.g. {c.model} {_where(c)} {c.label} {diffreport.format_change(c.change, c.unit)}, "
-              f"a side has fewer than 2 repeats, so there is no test); measure >= 2 repeats per side to gate "
-              "(docs/diff-statistics.md: what each count detects)",
-              file=sys.stderr)
-    regs = diff.regressions(result, gates)
-    for c in regs:
-        print(f"batchmark: regression: {c.model} {c.engine} in {c.input_len}/out {c.output_len} {_where(c)} "
-              f"{c.label} {diffreport.format_change(c.change, c.unit)} (p={c.p_value:.3g}, q={c.q_value:.3g}) exceeds "
-              f"--fail-above {gates[c.metric]:g}%",
-              file=sys.stderr)
-    return 1 if regs else 0
+    return diff(args.run_a, args.run_b, fmt=args.format, fail_above=args.fail_above, alpha=args.alpha,
+                min_effect_pct=args.min_effect)
 
 
 def _cmd_pages(args: argparse.Namespace) -> int:

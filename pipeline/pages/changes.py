@@ -1,6 +1,6 @@
 """The "Changes" page: each run diffed against the previous run of the same hardware and workload.
 
-For every complete run on the site that has a predecessor (:func:`pipeline.diff.previous_runs`:
+For every complete run on the site that has a predecessor (:func:`previous_runs`:
 same hardware, engine and input/output lengths, a model in common), the page shows the
 comparability headline, what differs in the provenance, a chart of the relative change per
 concurrency (a panel per workload; filled points are significant at α, hollow ones are ``~``),
@@ -18,7 +18,9 @@ from typing import Any
 import altair as alt
 
 from pipeline import runs
-from pipeline.diff import METRIC_BY_KEY, RunDiff, diff_runs, previous_runs, provenance_of
+from pipeline.comparability import comparison_key, provenance_of
+from pipeline.diff import RunDiff, diff_runs
+from pipeline.diffmetrics import METRIC_BY_KEY
 from pipeline.diffreport import figure_words, format_change, format_value, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
@@ -28,6 +30,26 @@ from pipeline.stages import load_run
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
 SIGNIFICANT = "significant"
 NOISE = "~ (not significant)"
+
+
+def previous_runs(provenances: list[tuple[str, dict[str, Any]]]) -> dict[str, str | None]:
+    """For each run, the latest earlier run of the same hardware and workload (None for the first).
+
+    Args:
+        provenances: ``[(run_id, provenance_of(run)), ...]`` in any order; run ids sort by
+            start time (``YYYYMMDDTHHMMSSZ-<host>``), so "earlier" is "sorts before".
+
+    Returns:
+        ``{run_id: previous run_id or None}``; a run must also share at least one model with
+        its predecessor, else the search goes further back.
+    """
+    out: dict[str, str | None] = {}
+    ordered = sorted(provenances, key=lambda x: x[0])
+    for i, (run_id, prov) in enumerate(ordered):
+        out[run_id] = next((rid for rid, p in reversed(ordered[:i])
+                            if comparison_key(p) == comparison_key(prov) and set(p["models"]) & set(prov["models"])),
+                           None)
+    return out
 
 
 def change_rows(d: RunDiff) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """A lab's history on the Changes page: each workload's figures across all its runs on the same hardware, and the
 steps found in them (issue 22, "a lab's history").
 
-Runs are grouped as the Changes page pairs them (:func:`pipeline.diff.comparison_key`: hardware, engine,
+Runs are grouped as the Changes page pairs them (:func:`pipeline.comparability.comparison_key`: hardware, engine,
 input/output lengths); within a group of two or more runs, each workload (model, engine, lengths) gets one value
 per run of each figure in :data:`FIGURES` (a median over the run's repeats, from its summaries), oldest run
 first.  A step is a place where the history moves to a new level, found by penalized least squares
@@ -17,7 +17,7 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.diff import comparison_key, provenance_of
+from pipeline.comparability import comparison_key, provenance_of
 from pipeline.diffstats import detect_steps, step_penalty
 from pipeline.metrics import PointSummary
 from pipeline.pages.charts import WIDTH, from_skeleton

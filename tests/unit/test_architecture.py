@@ -24,12 +24,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
     ("pipeline.metrics",),
-    ("pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
-     "pipeline.diff", "pipeline.quality"),
+    ("pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats", "pipeline.diffmetrics",
+     "pipeline.diffmatch", "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diff", "pipeline.diffgate",
+     "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages", "pipeline.plan"),
     ("pipeline.importers", "pipeline.reference"),
     ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
+    ("pipeline.commands",),
     ("pipeline.cli", "pipeline.__main__"),
 ]
 
@@ -165,7 +167,7 @@ def test_show_diff_and_pages_read_a_run_one_way():
     import pipeline.stages
 
     assert not hasattr(pipeline.runs, "load_run_results") and callable(pipeline.stages.load_run)
-    readers = {"pipeline.show", "pipeline.cli", "pipeline.pages.render", "pipeline.pages.changes"}
+    readers = {"pipeline.show", "pipeline.commands.diff", "pipeline.pages.render", "pipeline.pages.changes"}
     mods = all_modules()
     for name in readers:
         assert "load_run(" in mods[name].read_text(encoding="utf-8"), name
@@ -206,7 +208,8 @@ def test_statistics_modules_read_no_storage():
     """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
     graph = import_graph()
     storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
-    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffreport"):
+    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffmetrics", "pipeline.diffmatch",
+                 "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diffgate", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
     assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)
 

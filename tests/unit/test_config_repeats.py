@@ -10,7 +10,8 @@ config/transformers-cpu.yaml's) detect a 15 % change at one point 9 times in 10 
 from __future__ import annotations
 
 from pipeline.config import parse_config
-from pipeline.diff import min_two_sided_p, significance
+from pipeline.diffmetrics import significance
+from pipeline.diffstats import min_two_sided_p
 
 
 def test_default_repeats_let_a_diff_decide():

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 
 from pipeline import stages
-from pipeline.diff import (METRIC_BY_KEY, METRICS, diff_runs, log_min_two_sided_p, metric_samples, min_two_sided_p,
-                           previous_runs, regressions, relative_change, significance)
-from pipeline.diffstats import benjamini_hochberg, called, welch
+from pipeline.diff import diff_runs
+from pipeline.diffgate import regressions
+from pipeline.diffmetrics import METRIC_BY_KEY, METRICS, metric_samples, relative_change, significance
+from pipeline.diffstats import benjamini_hochberg, called, log_min_two_sided_p, min_two_sided_p, welch
+from pipeline.pages.changes import previous_runs
 from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import PointSummary
@@ -383,7 +385,7 @@ def test_significance_many_gives_what_one_call_per_pair_gives():
 
     from scipy.stats import ttest_ind
 
-    from pipeline.diff import significance, significance_many
+    from pipeline.diffmetrics import significance, significance_many
 
     rng = random.Random(7)
     pairs = [([1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0]),
@@ -424,7 +426,7 @@ def test_open_loop_points_match_by_rank_not_float_rate(tmp_path: Path):
 def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate():
     # A: 1, 2, 4 req/s (fractions 0.25, 0.5, 1.0 of its top); B: 1.1, 2.2, 3.3, 4.4 (0.25, 0.5, 0.75, 1.0).
     # Fractions within 0.05 pair: 1↔1.1, 2↔2.2, 4↔4.4; B's 3.3 (0.75) has no partner.
-    from pipeline.diff import match_open_loop
+    from pipeline.diffmatch import match_open_loop
     from pipeline.records import PointKey
 
     def k(rate):
@@ -439,7 +441,7 @@ def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate
 
 
 def test_parse_fail_above():
-    from pipeline.diff import parse_fail_above
+    from pipeline.diffgate import parse_fail_above
 
     # one number: both throughput metrics (the gate before issue 22)
     assert parse_fail_above("10") == {"output_throughput_tok_s": 10.0, "per_user_tok_s": 10.0}
@@ -456,7 +458,7 @@ def test_fail_above_per_metric(scenario):
     """The slowed point's TTFT p99 (static batch: TTFT = prefill = 0.016 s × m for every request of a repeat): A's p99 over
     its 40 requests is 0.016 × 1.02 (the top two repeats' values coincide), B's 0.016 × 1.25 × 1.015, so the change is
     1.25 × 1.015 / 1.02 − 1 = +24.4 %: a 20 % gate fires, a 30 % one does not; output throughput −19.6 % against 5 %."""
-    from pipeline.diff import parse_fail_above
+    from pipeline.diffgate import parse_fail_above
 
     d = diff_runs(*scenario)
     ttft = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, "ttft_p99_s"))

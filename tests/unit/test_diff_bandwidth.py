@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 
-from pipeline import diff, diffreport, paths, stages
+from pipeline import comparability, diff, diffreport, paths, stages
 
 A, B = "20261129T161329Z-vm", "20261129T165000Z-vm"
 
@@ -21,15 +21,15 @@ def _prov(bw):
 
 
 def test_bandwidth_limits_worked_by_hand():
-    rel, text, ok = diff.bandwidth_words(_prov(100.0), _prov(104.0))  # 4 %: probe noise
+    rel, text, ok = comparability.bandwidth_words(_prov(100.0), _prov(104.0))  # 4 %: probe noise
     assert (round(rel, 3), text, ok) == (0.04, None, True)
-    rel, text, ok = diff.bandwidth_words(_prov(100.0), _prov(108.0))  # 8 %: warning
+    rel, text, ok = comparability.bandwidth_words(_prov(100.0), _prov(108.0))  # 8 %: warning
     assert ok and "+8.0 %" in text and "within the 10 % limit" in text
-    rel, text, ok = diff.bandwidth_words(_prov(100.0), _prov(88.0))  # −12 %: not comparable
+    rel, text, ok = comparability.bandwidth_words(_prov(100.0), _prov(88.0))  # −12 %: not comparable
     assert not ok and "-12.0 %" in text and "more than the 10 % limit" in text
-    line, ok = diff.headline(_prov(100.0), _prov(88.0), 3)
+    line, ok = comparability.headline(_prov(100.0), _prov(88.0), 3)
     assert not ok and line.startswith("NOT COMPARABLE — probed bandwidth differs by -12.0 %")
-    line, ok = diff.headline(_prov(100.0), _prov(108.0), 3)
+    line, ok = comparability.headline(_prov(100.0), _prov(108.0), 3)
     assert ok and line.startswith("Comparable, with a warning: probed bandwidth differs by +8.0 %")
 
 

@@ -180,7 +180,8 @@ def test_show_marks_mbu_of_a_noisy_probe(site):
 
 def test_no_verdict_from_an_impossible_mfu():
     """The committed vLLM run against itself with c = 32's MFU raised: a change of an MFU above 1 is no finding."""
-    from pipeline.diff import MetricChange, withhold_flagged
+    from pipeline.diffmetrics import MetricChange
+    from pipeline.diffwithhold import withhold_flagged
 
     def change(metric, a, b):
         return MetricChange("m", "vllm", 64, 32, 32, metric, metric.upper(), "fraction", True, a, b, b - a, 0.001,

@@ -49,7 +49,8 @@ def vllm_view():
 
 
 def test_vllm_version_and_server_command(vllm_view, tmp_path):
-    from pipeline.diff import diff_runs, provenance_of
+    from pipeline.comparability import provenance_of
+    from pipeline.diff import diff_runs
     from pipeline.pages.render import render_site
     from pipeline.pages.views import run_page_path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.diff import headline, source_words
+from pipeline.comparability import headline, source_words
 from tests.conftest import REPO
 
 SIM_CONFIG = """name: sim-small
