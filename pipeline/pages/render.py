@@ -393,10 +393,14 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     env.globals["model_page"] = lambda name: page_of.get(str(name)) or Markup(f"models/{anchor(name)}.md")
     written = []
     contexts: dict[str, dict[str, Any]] = {}
+    hooked: dict[tuple[Callable[..., dict[str, Any]], int], dict[str, Any]] = {}
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
         mine = views if page == "benchmarks.md" else grid_views
-        extra = contexts[page] = PAGE_CONTEXT[page](mine, run_dirs, reference_views) if page in PAGE_CONTEXT else {}
+        hook = PAGE_CONTEXT.get(page)
+        if hook is not None and (hook, id(mine)) not in hooked:  # a hook that serves several pages runs once a site
+            hooked[hook, id(mine)] = hook(mine, run_dirs, reference_views)
+        extra = contexts[page] = hooked[hook, id(mine)] if hook is not None else {}
         if page == "runs.md":
             extra["unreadable"] = unreadable
         text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)

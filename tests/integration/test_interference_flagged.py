@@ -118,7 +118,7 @@ def test_run_measured_under_cpu_hogs_is_flagged_shown_and_never_chosen(hogged_si
     # not an explainer's example, though it has more points than the clean run (3 vs 2)
     from pipeline.pages import explain
 
-    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"))
+    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
     assert ctx["dense_run"] == CLEAN
 
     # shown as flagged on every page that names it

@@ -10,7 +10,7 @@ from pipeline.capacity import capacity_table
 from pipeline.hardware import load_profile
 from pipeline.modelcards import load_card
 from pipeline.stepcost import expert_coverage
-from pipeline.pages import explain
+from pipeline.pages import explain, explaincharts
 
 
 def _workload(model, kind, curve, roof):
@@ -55,15 +55,15 @@ SAME_WORKLOADS = [("run-a (dgx-spark)", DENSE), ("run-b (dgx-spark)", DENSE), ("
                   ("run-a (dgx-spark)", MOE)]
 
 
-@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart,
-                                     explain.moe_dense_efficiency_chart])
+@pytest.mark.parametrize("builder", [explaincharts.roofline_overlay_chart, explaincharts.step_time_chart,
+                                     explaincharts.moe_dense_efficiency_chart])
 def test_each_line_is_one_workload(builder):
     """Regression (fault kind: merged series): lines of different prompt lengths and runs were joined into one
     polyline with vertical jumps. Expected: 4 workloads x (2 series on the overlay, else 1) lines, each with
     one point per concurrency (1 and 32, from _workload above)."""
     groups = _line_groups(builder(SAME_WORKLOADS))
     assert all(sorted(cs) == [1, 32] for cs in groups.values()), groups
-    assert len(groups) == 4 * (2 if builder is explain.roofline_overlay_chart else 1)
+    assert len(groups) == 4 * (2 if builder is explaincharts.roofline_overlay_chart else 1)
     assert {r["workload"] for r in _values(builder(SAME_WORKLOADS))} == {
         "run-a (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 512 in / 32 out",
         "run-b (dgx-spark) · Qwen2.5-Coder-7B (llama.cpp), 512 in / 32 out",
@@ -71,10 +71,10 @@ def test_each_line_is_one_workload(builder):
         "run-a (dgx-spark) · gpt-oss-20b (llama.cpp), 512 in / 32 out"}
 
 
-@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart])
+@pytest.mark.parametrize("builder", [explaincharts.roofline_overlay_chart, explaincharts.step_time_chart])
 def test_knee_facets_are_legible(builder):
     """Regression (fault kind: unreadable chart): four 260 px panels in one row were drawn with ~5 px text.
-    Expected: two panels a row (explain.PANEL_COLUMNS), each at least 350 px wide, axis labels of 12 px."""
+    Expected: two panels a row (explaincharts.PANEL_COLUMNS), each at least 350 px wide, axis labels of 12 px."""
     spec = builder(SAME_WORKLOADS)
     assert spec["columns"] == 2 and spec["spec"]["width"] >= 350 and spec["spec"]["height"] >= 240
     assert spec["config"]["axis"]["labelFontSize"] >= 12
@@ -82,17 +82,17 @@ def test_knee_facets_are_legible(builder):
 
 def test_coverage_chart_plots_the_formula():
     cards = [load_card("gpt-oss-20b"), load_card("Qwen3-30B-A3B")]
-    rows = _values(explain.coverage_chart(cards))
+    rows = _values(explaincharts.coverage_chart(cards))
     r = next(v for v in rows if v["model"].startswith("gpt-oss-20b") and v["concurrency"] == 32)
     assert r["coverage"] == pytest.approx(1 - (1 - 4 / 32) ** 32)
     assert all(0 < v["coverage"] <= 1 for v in rows)
 
 
 def test_overlay_and_efficiency_charts_carry_both_series():
-    rows = _values(explain.roofline_overlay_chart([DENSE, MOE]))
+    rows = _values(explaincharts.roofline_overlay_chart([DENSE, MOE]))
     assert {(v["series"], v["concurrency"]) for v in rows if v["model"].startswith("gpt-oss")} == {
         ("measured", 1), ("measured", 32), ("roofline", 1), ("roofline", 32)}
-    eff = _values(explain.moe_dense_efficiency_chart([DENSE, MOE]))
+    eff = _values(explaincharts.moe_dense_efficiency_chart([DENSE, MOE]))
     moe32 = next(v for v in eff if v["kind"] == "moe" and v["concurrency"] == 32)
     assert moe32["efficiency"] == pytest.approx(614.82 / (32 * 81.11))
 
@@ -104,7 +104,7 @@ def test_ceiling_rows_by_hand():
     # an MoE reads its dense part + k/E of its experts at B = 1
     assert oss["bytes_per_token"] == pytest.approx(oss["card"].dense_bytes + oss["card"].expert_bytes * 4 / 32)
     assert oss["measured"][0]["tok_s"] == 81.11
-    spec = explain.ceilings_chart(rows)
+    spec = explaincharts.ceilings_chart(rows)
     assert spec["layer"][0]["data"]["values"]
 
 
@@ -117,17 +117,17 @@ def test_crossover_of_a_dense_bf16_model_is_peak_over_bandwidth():
 def test_capacity_and_kv_charts():
     spark = load_profile("dgx-spark").model_dump(mode="json")
     table = capacity_table(load_card("Llama-3.1-8B"), spark)
-    rows = _values(explain.capacity_chart([table]))
+    rows = _values(explaincharts.capacity_chart([table]))
     # tests/unit/test_capacity.py: 108.8 GB usable (gpu_memory_utilization 0.85), 92.74e9 B free for KV
     assert {(r["context"], r["sequences"]) for r in rows} == {(4096, 172), (8192, 86), (32768, 21), (131072, 5)}
-    kv = _values(explain.kv_sequence_chart([load_card("gpt-oss-20b")]))
+    kv = _values(explaincharts.kv_sequence_chart([load_card("gpt-oss-20b")]))
     # GB = 1e9 bytes, as everywhere capacity is shown (issue 13: one unit system)
     assert next(r for r in kv if r["context"] == 8192)["gb"] == pytest.approx(
         2048 * (12 * 8192 + 12 * 128) / 1e9)
 
 
 def test_explain_context_without_runs():
-    ctx = explain.explain_context([], load_profile("dgx-spark").model_dump(mode="json"))
+    ctx = explain.explain_context([], load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
     assert ctx["dense"] is None and ctx["moe"] is None and ctx["measured_workloads"] == []
     assert ctx["worked"]["contexts"][1]["max_sequences"] == 86  # tests/unit/test_capacity.py
     assert [c.name for c, _ in ctx["coverage_examples"]] == [c.name for c in ctx["moe_cards"]]
@@ -189,7 +189,7 @@ def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
                        peak_output_throughput_tok_s=w.points[-1]["output_throughput_tok_s"])
     views = [_run("20261129T161329Z-vm", CPU_HW, [cpu]), _run("reference-dgx-spark-llamacpp", SPARK_HW, [spark])]
     env = make_env(explain.Path(__file__).resolve().parents[2] / "templates")
-    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"))
+    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
     text = env.get_template("explain/batching.md.j2").render(chart=lambda spec: "", **ctx)
     assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in text and "## Measured on cpu: dense-llama-190m" in text
     assert "on **cpu** (memory bandwidth 46.7 GB/s, measured by batchmark probe" in text
@@ -201,7 +201,7 @@ def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
     assert "This curve follows the bandwidth-bound picture" in spark_part
 
 
-@pytest.mark.parametrize("builder", [explain.roofline_overlay_chart, explain.step_time_chart])
+@pytest.mark.parametrize("builder", [explaincharts.roofline_overlay_chart, explaincharts.step_time_chart])
 def test_knee_charts_colour_what_differs(builder):
     """Regression (issue 13, fault kind: colour encodes a constant): the knee charts coloured by prompt / output
     length, which was the same for every committed run: three runs shared one colour and one legend entry.

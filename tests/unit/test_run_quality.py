@@ -88,7 +88,7 @@ def test_flagged_run_is_never_the_example_when_a_clean_one_exists(pages):
     from pipeline.stages import load_run
 
     views = [view_of(load_run(pages.parent / "runs" / r)) for r in (NOISY, CLEAN)]
-    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"))
+    ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
     assert ctx["dense_run"] == CLEAN and ctx["moe_run"] == CLEAN
 
 

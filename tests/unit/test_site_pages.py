@@ -6,7 +6,7 @@ below is worked out from the inputs in the test.
 
 from __future__ import annotations
 
-from pipeline.pages import charts, explain
+from pipeline.pages import charts, explain, explaincharts
 from pipeline.pages.views import RunView, Workload, model_pages, point_rows, run_page_path
 
 
@@ -59,15 +59,15 @@ def test_efficiency_axis_holds_every_point():
     assert charts.efficiency_domain([0.4, 0.9]) == [0, 1.1]
     spec = charts.efficiency_chart([{"model": "x", "kind": "dense", "scaling_efficiency": {"1": 1.0, "2": 1.25}}])
     assert spec["encoding"]["y"]["scale"]["domain"] == [0, 1.31]
-    moe = explain.moe_dense_efficiency_chart([("r", _workload("x", eff={"1": 1.0, "2": 1.25}))])
+    moe = explaincharts.moe_dense_efficiency_chart([("r", _workload("x", eff={"1": 1.0, "2": 1.25}))])
     assert moe["layer"][0]["encoding"]["y"]["scale"]["domain"] == [0, 1.31]
 
 
 def test_ceilings_title_promises_diamonds_only_when_drawn():
     rows = [{"model": "m", "ceilings": {"native (bf16)": 10.0}, "measured": []}]
-    assert "◆" not in charts_title(explain.ceilings_chart(rows))
+    assert "◆" not in charts_title(explaincharts.ceilings_chart(rows))
     rows[0]["measured"] = [{"tok_s": 8.0, "label": "run"}]
-    spec = explain.ceilings_chart(rows)
+    spec = explaincharts.ceilings_chart(rows)
     assert "◆" in charts_title(spec)
     assert any(layer["mark"].get("shape") == "diamond" for layer in spec["layer"])
 
@@ -81,7 +81,7 @@ def test_capacity_chart_names_the_models_it_cannot_draw_and_tells_overlapping_li
     tables = [{"model": "fits", "contexts": [{"context": 8192, "max_sequences": 4, "within_max_context": True}]},
               {"model": "twin", "contexts": [{"context": 8192, "max_sequences": 4, "within_max_context": True}]},
               {"model": "too-big", "contexts": [{"context": 8192, "max_sequences": 0, "within_max_context": True}]}]
-    spec = explain.capacity_chart(tables)
+    spec = explaincharts.capacity_chart(tables)
     assert spec["title"]["subtitle"].endswith(": too-big")
     line, dots = spec["layer"]
     shapes = dots["encoding"]["shape"]["scale"]
