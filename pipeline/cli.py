@@ -1,4 +1,5 @@
-"""The ``batchmark`` command: argument parsing only; every command hands off to a stage function.
+"""The ``batchmark`` command: argument parsing only; every command hands off to a stage function or to its work in
+:mod:`pipeline.commands` (sweep, diff, upgrade).
 
 User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
 """
