@@ -298,7 +298,7 @@ def view_of(res: "runs.RunResults") -> RunView:
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
                                                                                          probe.get("peak_tflops")) else None,
-                                       model_dtype=(cards.get(m["model"]) or {}).get("dtype")))
+                                       model_dtype=(cards.get(m["model"]) or {}).get("quantization")))
     return view
 
 
