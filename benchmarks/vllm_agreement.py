@@ -14,8 +14,10 @@ requests at ``c`` in flight, closed loop, ``/v1/completions``, no warm-up in eit
 - the same definitions (docs/definitions.md): output throughput = output tokens / vLLM's ``duration``
   (batchmark's ``output_throughput_tok_s``), TTFT p50, TPOT p50 (vLLM's ``tpot``: batchmark's ``tpot_s``)
   and ITL p50 (vLLM's per-chunk ``itl``: batchmark's ``itl_chunk_s``);
-- the same server state: the clients take turns, vLLM then batchmark, twice (``rounds``), and each figure
-  is the mean of a client's two runs; the two runs of one client give its A/A spread, the noise a
+- the same server state: the clients take turns in the order vLLM, batchmark, batchmark, vLLM (two
+  ``rounds``, ABBA, so a drift of the machine's load over the run falls on both alike; in the order
+  vLLM, batchmark, vLLM, batchmark batchmark's c = 1 run always came right after vLLM's c = 16 one and was
+  slower by 5–23 % in three runs out of three), and each figure is the mean of a client's two runs; the two runs of one client give its A/A spread, the noise a
   difference between the clients has to stand out from.
 
 Why the first full run disagreed by −86 % to +236 % (found here, issue 23): not a client, the server's
@@ -242,7 +244,7 @@ def aa_sigma(rows: list[dict[str, Any]]) -> float | None:
 
 def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output_len: int = 32,
         per_slot: int = 4, minimum: int = 16, rounds: int = 2, work: Path | None = None) -> dict[str, Any]:
-    """Both clients at every concurrency on one server, ``rounds`` turns each (vLLM, then batchmark).
+    """Both clients at every concurrency on one server, ``rounds`` turns each (vLLM first in even rounds, batchmark in odd).
 
     Returns ``{"rows": [...] (:func:`compare`), "summaries": {c: [PointSummary per round]}, "vllm": {c: [result
     dict per round]}, "sigma": :func:`aa_sigma`, "seconds": wall time, server start included}``.
@@ -264,14 +266,21 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
                            "vllm": {c: [] for c in concurrencies}}
     try:
         sizes = {c: max(per_slot * c, minimum) for c in concurrencies}
+        throwaway = [vllm_bench_args(url, folder, 1, 4, input_len, output_len, work, "throwaway.json")]  # warms the server
         for r in range(rounds):
-            points = [vllm_bench_args(url, folder, 1, 4, input_len, output_len, work, "throwaway.json")] if r == 0 else []
-            points += [vllm_bench_args(url, folder, c, sizes[c], input_len, output_len, work, f"vllm-c{c}-r{r}.json")
-                       for c in concurrencies]
-            run_vllm_bench(python, points, work)
-            for c in concurrencies:
-                out["vllm"][c].append(json.loads((work / f"vllm-c{c}-r{r}.json").read_text()))
-                out["summaries"][c].append(run_batchmark(url, folder, c, sizes[c], input_len, output_len))
+            def vllm_turn() -> None:
+                run_vllm_bench(python, (throwaway if r == 0 else []) + [
+                    vllm_bench_args(url, folder, c, sizes[c], input_len, output_len, work, f"vllm-c{c}-r{r}.json")
+                    for c in concurrencies], work)
+                for c in concurrencies:
+                    out["vllm"][c].append(json.loads((work / f"vllm-c{c}-r{r}.json").read_text()))
+
+            def batchmark_turn() -> None:
+                for c in concurrencies:
+                    out["summaries"][c].append(run_batchmark(url, folder, c, sizes[c], input_len, output_len))
+
+            for turn in ((vllm_turn, batchmark_turn) if r % 2 == 0 else (batchmark_turn, vllm_turn)):
+                turn()
     finally:
         stop_server(proc)
     for c in concurrencies:

@@ -7,9 +7,10 @@ first run disagreed by −86 % to +236 %: the server burst its streams, for any 
 
 Tolerance, and where it comes from.  The issue's goal is 3 %.  The A/A spread (one client run twice) here,
 a 2-core machine shared by several sessions (load average up to 7), was 0.1 % to 35 % per figure, a pooled
-run-to-run noise σ of 7.7 % and 11.6 % in two full runs (``aa_sigma``; 3 % is out of reach of the figures a
-single run gives), and the two clients' means differed by 0.1 % to 23 % (RMS 7 % and 10 %, under or about
-σ: nothing beyond noise; a c = 1 check against the server's own ITL is in the benchmark's docstring).  So each figure must
+run-to-run noise σ of 5.3 % to 13.6 % in four full runs (``aa_sigma``; 3 % is out of reach of the figures a
+single run gives), and the two clients' means differed by at most 1.4 σ of their run (with the turns in
+ABBA order, the last run: 0.5 % to 9.9 %, σ 5.3 %; a c = 1 check against the server's own ITL is in the
+benchmark's docstring).  So each figure must
 agree within max(3 %, e^(3.5 σ) − 1), σ pooled from this run's own two runs per client: when the clients
 agree, ln(batchmark / vLLM) has a standard deviation of about σ (``aa_sigma``'s docstring), and 3.5 σ keeps the
 chance that any of the 12 figures falls outside by noise alone under 12 × 0.05 % ≈ 0.6 %.  A run noisier than
@@ -18,7 +19,7 @@ admits anything.  What is exact is asserted exactly: no request failed, both cli
 32 tokens in and 32 out as the server counted them, and every run streamed (TPOT and ITL p50 above 0: a
 server that bursts its streams makes the comparison meaningless, as in the first run).
 
-Takes about 2–3 minutes (server start, two ``vllm bench serve`` processes, six batchmark points).  Skips,
+Takes about 2 minutes here (server start, two ``vllm bench serve`` processes, six batchmark points).  Skips,
 saying why, where the vLLM environment (``.venv-vllm``, ``batchmark server-env``) was not made.
 """
 
