@@ -14,10 +14,12 @@ requests at ``c`` in flight, closed loop, ``/v1/completions``, no warm-up in eit
 - the same definitions (docs/definitions.md): output throughput = output tokens / vLLM's ``duration``
   (batchmark's ``output_throughput_tok_s``), TTFT p50, TPOT p50 (vLLM's ``tpot``: batchmark's ``tpot_s``)
   and ITL p50 (vLLM's per-chunk ``itl``: batchmark's ``itl_chunk_s``);
-- the same server state: the clients take turns in the order vLLM, batchmark, batchmark, vLLM (two
-  ``rounds``, ABBA, so a drift of the machine's load over the run falls on both alike; in the order
-  vLLM, batchmark, vLLM, batchmark batchmark's c = 1 run always came right after vLLM's c = 16 one and was
-  slower by 5–23 % in three runs out of three), and each figure is the mean of a client's two runs; the two runs of one client give its A/A spread, the noise a
+- the same server state: at each concurrency the clients take turns in the order vLLM, batchmark,
+  batchmark, vLLM (two ``rounds``, ABBA), point by point (one ``vllm bench serve`` process reads the points
+  on stdin), so a change of the shared machine's load falls on both alike; each figure is the mean of a
+  client's two runs.  (Whole sweeps in turn, vLLM's c = 1, 4, 16 then batchmark's, left minutes between the
+  clients' runs of a point: on this machine, shared by several sessions, one such run differed by up to
+  48 % with each client's A/A spread under 10 %, the outside load having changed in between); the two runs of one client give its A/A spread, the noise a
   difference between the clients has to stand out from.
 
 Why the first full run disagreed by −86 % to +236 % (found here, issue 23): not a client, the server's
@@ -83,14 +85,18 @@ METRICS = (
     ("ITL p50 (ms, per chunk)", "median_itl_ms", 1.0, lambda s: s.itl_chunk_s["p50"] * 1e3),
 )
 #: ``vllm bench serve`` from the same environment (``vllm.benchmarks.serve``'s own ``main``; the ``vllm``
-#: console script of the CPU build looks for the distribution ``vllm``), once per option list in a JSON file.
+#: console script of the CPU build looks for the distribution ``vllm``): one process that runs a point for each
+#: JSON option list it reads on stdin and then prints :data:`DONE` (vLLM is imported once, and the clients
+#: can take turns point by point).
+DONE = "@@vllm-agreement-point-done@@"
 _BENCH = ("import json, sys\n"
           "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
           "from vllm.benchmarks.serve import add_cli_args, main\n"
-          "for argv in json.load(open(sys.argv[1])):\n"
+          "for line in sys.stdin:\n"
           "    p = FlexibleArgumentParser()\n"
           "    add_cli_args(p)\n"
-          "    main(p.parse_args(argv))\n")
+          "    main(p.parse_args(json.loads(line)))\n"
+          f"    print({DONE!r}, flush=True)\n")
 
 
 def vllm_python() -> Path | None:
@@ -173,17 +179,52 @@ def vllm_bench_args(url: str, folder: Path, c: int, n: int, input_len: int, outp
             "--percentile-metrics", "ttft,tpot,itl,e2el"]
 
 
-def run_vllm_bench(python: Path, points: list[list[str]], out_dir: Path) -> None:
-    """Run ``vllm bench serve`` once per option list in ``points``, in one process (vLLM is imported once).
+class VLLMBench:
+    """A ``vllm bench serve`` process (:data:`_BENCH`) that runs one point per :meth:`point` call."""
 
-    Raises:
-        RuntimeError: it failed (the tail of its output in the message).
-    """
-    spec = out_dir / "vllm-points.json"
-    spec.write_text(json.dumps(points))
-    done = subprocess.run([str(python), "-c", _BENCH, str(spec)], capture_output=True, text=True, timeout=1200)
-    if done.returncode != 0:
-        raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {(done.stderr or done.stdout)[-1500:]}")
+    def __init__(self, python: Path, log: Path):
+        self.log = log
+        self._err = open(log, "wb")
+        self.proc = subprocess.Popen([str(python), "-c", _BENCH], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._err, text=True)
+
+    def point(self, args: list[str], result: Path, timeout_s: float = 600) -> dict[str, Any]:
+        """Run one point (its options; ``--save-result`` to ``result``) and return the saved result JSON.
+
+        Raises:
+            RuntimeError: the process ended, ran past ``timeout_s`` (then it is killed) or saved no result (the
+                tail of its log in the message).
+        """
+        import threading
+
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        watchdog = threading.Timer(timeout_s, self.proc.kill)  # a hung point ends the process: stdout closes
+        watchdog.start()
+        try:
+            self.proc.stdin.write(json.dumps(args) + "\n")
+            self.proc.stdin.flush()
+            for line in self.proc.stdout:  # drains vLLM's printout until the point is done
+                if line.strip() == DONE:
+                    break
+        except OSError:
+            pass
+        finally:
+            watchdog.cancel()
+        if not result.exists():
+            self._err.flush()
+            raise RuntimeError(f"vllm bench serve failed: {self.log.read_text(errors='replace')[-1500:]}")
+        return json.loads(result.read_text())
+
+    def close(self) -> None:
+        """End the process (closing its stdin ends its loop)."""
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._err.close()
 
 
 def run_batchmark(url: str, folder: Path, c: int, n: int, input_len: int, output_len: int, repeats: int = 1):
@@ -244,7 +285,7 @@ def aa_sigma(rows: list[dict[str, Any]]) -> float | None:
 
 def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output_len: int = 32,
         per_slot: int = 4, minimum: int = 16, rounds: int = 2, work: Path | None = None) -> dict[str, Any]:
-    """Both clients at every concurrency on one server, ``rounds`` turns each (vLLM first in even rounds, batchmark in odd).
+    """Both clients at every concurrency on one server, ``rounds`` turns each per point (vLLM first in even rounds).
 
     Returns ``{"rows": [...] (:func:`compare`), "summaries": {c: [PointSummary per round]}, "vllm": {c: [result
     dict per round]}, "sigma": :func:`aa_sigma`, "seconds": wall time, server start included}``.
@@ -264,24 +305,27 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
     proc, url = start_server(python, folder, work / "server.log", max(concurrencies))
     out: dict[str, Any] = {"rows": [], "summaries": {c: [] for c in concurrencies},
                            "vllm": {c: [] for c in concurrencies}}
+    bench = None
     try:
         sizes = {c: max(per_slot * c, minimum) for c in concurrencies}
-        throwaway = [vllm_bench_args(url, folder, 1, 4, input_len, output_len, work, "throwaway.json")]  # warms the server
-        for r in range(rounds):
-            def vllm_turn() -> None:
-                run_vllm_bench(python, (throwaway if r == 0 else []) + [
-                    vllm_bench_args(url, folder, c, sizes[c], input_len, output_len, work, f"vllm-c{c}-r{r}.json")
-                    for c in concurrencies], work)
-                for c in concurrencies:
-                    out["vllm"][c].append(json.loads((work / f"vllm-c{c}-r{r}.json").read_text()))
+        bench = VLLMBench(python, work / "vllm-bench.log")
+        bench.point(vllm_bench_args(url, folder, 1, 4, input_len, output_len, work, "throwaway.json"),
+                    work / "throwaway.json")  # warms the server
+        for c in concurrencies:
+            for r in range(rounds):
+                def vllm_turn() -> None:
+                    name = f"vllm-c{c}-r{r}.json"
+                    out["vllm"][c].append(bench.point(
+                        vllm_bench_args(url, folder, c, sizes[c], input_len, output_len, work, name), work / name))
 
-            def batchmark_turn() -> None:
-                for c in concurrencies:
+                def batchmark_turn() -> None:
                     out["summaries"][c].append(run_batchmark(url, folder, c, sizes[c], input_len, output_len))
 
-            for turn in ((vllm_turn, batchmark_turn) if r % 2 == 0 else (batchmark_turn, vllm_turn)):
-                turn()
+                for turn in ((vllm_turn, batchmark_turn) if r % 2 == 0 else (batchmark_turn, vllm_turn)):
+                    turn()
     finally:
+        if bench is not None:
+            bench.close()
         stop_server(proc)
     for c in concurrencies:
         out["rows"].extend(compare(c, out["vllm"][c], out["summaries"][c]))
