@@ -41,7 +41,7 @@ except BatchmarkError as exc:  # one line naming the file and field, as the CLI 
 # and every value that reaches a shell command is quoted besides ({...:q}, shlex.quote).
 try:
     RUN_ID = runs.check_run_id(str(config.get("run_id") or os.environ.get("BATCHMARK_RUN_ID")
-                                   or runs.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))))
+                                   or parts.run_id_for_config(SWEEP.name, SWEEP.digest(), fresh=bool(config.get("fresh")))))
     COMPLETE = [p.name for p in runs.list_runs()]  # refuses a folder whose name is not a run id, naming it
 except BatchmarkError as exc:
     sys.exit(f"batchmark: error: {printable(exc, one_line=True)}")

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.arrays import PointArrays, RequestArrays, from_records
 from pipeline.records import PointRecords, PointSummary, RepeatRecord, RequestRecord, distribution  # noqa: F401  (PointSummary: importable from here)
 
 
@@ -362,70 +363,225 @@ def point_flags(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str
     return dict(sorted(flags.items())), dict(sorted(sources.items()))
 
 
-def summarize_point(records: PointRecords, slo: dict[str, float | None] | None = None) -> PointSummary:
-    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its :func:`slo_goodput`."""
-    key = records.point
-    measured = [r for rep in records.repeats for r in rep.requests if not r.warmup]
-    ok = [r for r in measured if r.ok]
-    failed = [r for r in measured if not r.ok]
-    tpots = [t for t in (tpot_s(r) for r in ok) if t is not None]
-    streamed = [t for t in (tpot_streamed_s(r) for r in ok) if t is not None]
-    thr = [repeat_output_throughput(rep) for rep in records.repeats]
-    steps = [repeat_step_time(rep) for rep in records.repeats]
-    static = all(rep.batching == "static_batch" for rep in records.repeats)
-    step_time = _med(steps) if static else (float(np.median(streamed)) if streamed else None)
-    per_user = _inverse(float(np.median(streamed))) if streamed else None
-    per_user_rep, ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep = [], [], [], [], []
-    for rep in records.repeats:
-        rep_ok = [r for r in rep.requests if r.ok and not r.warmup]
-        rt = [t for t in (tpot_s(r) for r in rep_ok) if t is not None]
-        rs = [t for t in (tpot_streamed_s(r) for r in rep_ok) if t is not None]
-        per_user_rep.append(_inverse(float(np.median(rs))) if rs else None)
-        tpot_rep.append(float(np.median(rt)) if rt else None)
-        ttft_rep.append(float(np.median([ttft_s(r) for r in rep_ok])) if rep_ok else None)
+# -- the same formulas over arrays (pipeline.arrays): what summarize_point computes from ------------
+
+def _point_flags_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+    """:func:`point_flags` over the measured rows of ``a``."""
+    flags: dict[str, int] = {}
+    n_failed = int(np.count_nonzero(measured & ~ok))
+    if n_failed:
+        flags["failed_requests"] = n_failed
+    for fl in a.token_count_flags[measured]:
+        for f in fl or ():
+            flags[f] = flags.get(f, 0) + 1
+    sources: dict[str, int] = {}
+    for src in a.token_count_source[ok]:
+        if src:
+            sources[src] = sources.get(src, 0) + 1
+    return dict(sorted(flags.items())), dict(sorted(sources.items()))
+
+
+def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
+    """Per-token ITLs (s) of the requests selected by the bool mask ``rows``, in row order: :func:`itl_values`
+    of each, concatenated, computed over the flat chunk arrays (same operations, same values)."""
+    counts = np.diff(a.chunk_offsets)
+    owner = np.repeat(np.arange(len(a)), counts)
+    is_first = np.zeros(len(a.chunk_t_s), dtype=bool)
+    is_first[a.chunk_offsets[:-1][counts > 0]] = True
+    keep = rows[owner] & (is_first | (a.chunk_tokens > 0))
+    t, k, first = a.chunk_t_s[keep], a.chunk_tokens[keep], is_first[keep]
+    # a kept chunk that is not its request's first follows the previous kept chunk of the same request
+    prev = np.empty_like(t)
+    prev[1:] = t[:-1]
+    prev[:1] = t[:1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        vals = np.where(first, 0.0, (t - prev) / np.where(first, 1, k))
+    reps = np.where(first, np.maximum(k - 1, 0), k)
+    return np.repeat(vals, reps)
+
+
+def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
+    """:func:`tpot_streamed_s` of every row (NaN where it is None)."""
+    n = a.output_tokens - a.hidden_tokens
+    span = a.done_s - a.first_token_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = span / (n - 1)
+    return np.where((n >= 2) & ~np.isnan(span) & (span > 0), out, np.nan)
+
+
+def _tpot_array(a: RequestArrays) -> np.ndarray:
+    """:func:`tpot_s` (vLLM's) of every row (NaN where it is None)."""
+    n = a.output_tokens
+    span = a.done_s - a.first_token_s
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.maximum(span, 0.0) / (n - 1)
+    return np.where((n >= 2) & ~np.isnan(span), out, np.nan)
+
+
+def itl_chunk_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
+    """:func:`itl_chunk_values` of the requests selected by ``rows``, concatenated in row order (one gap per chunk
+    with tokens after the first such chunk of the same request)."""
+    counts = np.diff(a.chunk_offsets)
+    owner = np.repeat(np.arange(len(a)), counts)
+    keep = rows[owner] & (a.chunk_tokens > 0)
+    t, own = a.chunk_t_s[keep], owner[keep]
+    return (t[1:] - t[:-1])[own[1:] == own[:-1]]
+
+
+def _request_end_array(a: RequestArrays) -> np.ndarray:
+    """:func:`request_end_s` of every row: its last token, else its first, else its send."""
+    return np.where(~np.isnan(a.done_s), a.done_s, np.where(~np.isnan(a.first_token_s), a.first_token_s, a.sent_s))
+
+
+def _not_sent(a: RequestArrays) -> np.ndarray:
+    return np.fromiter(((e or "").startswith("not sent") for e in a.error), dtype=bool, count=len(a))
+
+
+def _duration_array(a: RequestArrays, in_rep: np.ndarray, measured: np.ndarray, not_sent: np.ndarray,
+                    end: np.ndarray) -> float | None:
+    """:func:`repeat_duration_s` of one repeat (rows ``in_rep``)."""
+    meas = in_rep & measured & ~not_sent
+    if not meas.any():
+        return None
+    span = float(end[meas].max()) - float(a.sent_s[meas].min())
+    return span if span > 0 else None
+
+
+def _median_or_none(values: np.ndarray) -> float | None:
+    return float(np.median(values)) if values.size else None
+
+
+def _slo_goodput_arrays(arrays: PointArrays, slo: dict[str, float | None], measured: np.ndarray, ok: np.ndarray,
+                        tpot: np.ndarray, durations: list[float]) -> dict[str, Any]:
+    """:func:`slo_goodput` over arrays (same formulas)."""
+    a = arrays.requests
+    limits = {m: slo.get(f"{m}_p99_ms") for m in ("ttft", "tpot", "e2el")}
+    lat = {"ttft": a.first_token_s - a.sent_s, "tpot": np.where(np.isnan(tpot), 0.0, tpot), "e2el": a.done_s - a.sent_s}
+    good = ok.copy()
+    for m, v in limits.items():
+        if v is not None:
+            good &= lat[m] <= v / 1000.0
+    n_measured, n_ok, n_good = int(np.count_nonzero(measured)), int(np.count_nonzero(ok)), int(np.count_nonzero(good))
+    span = sum(durations)  # goodput_duration_s of each repeat
+    p99_ok: dict[str, bool] = {}
+    for m, v in limits.items():
+        if v is not None:
+            vals = lat[m][ok]
+            p99_ok[m] = bool(vals.size) and float(np.percentile(vals, 99)) <= v / 1000.0
+    failed_share = (n_measured - n_ok) / n_measured if n_measured else None
+    return {**{f"{m}_p99_ms": v for m, v in limits.items()}, "good": n_good, "measured": n_measured,
+            "share_ok": n_good / n_measured if n_measured else None,
+            "goodput_rps": n_good / span if span > 0 else None,
+            "goodput_tok_s": int(a.output_tokens[good].sum()) / span if span > 0 else None,
+            "p99_ok": p99_ok,
+            "met": bool(n_measured) and failed_share is not None and failed_share <= SLO_MAX_FAILED and all(p99_ok.values())}
+
+
+def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | None] | None = None) -> PointSummary:
+    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its :func:`slo_goodput`.
+
+    ``records`` as per-request objects are converted to arrays first (:func:`pipeline.arrays.from_records`);
+    every figure is computed over arrays, by the formulas of the per-request functions above
+    (:func:`tpot_s`, :func:`itl_values`, :func:`repeat_output_throughput`, …), value for value.
+    """
+    arrays = records if isinstance(records, PointArrays) else from_records(records)
+    key, a, repeats = arrays.point, arrays.requests, arrays.repeats
+    measured = ~a.warmup
+    ok_all = a.ok
+    ok = measured & ok_all
+    failed = measured & ~ok_all
+    tpot_all = _tpot_array(a)
+    streamed_all = _tpot_streamed_array(a)
+    has_tpot = ok & ~np.isnan(tpot_all)
+    has_streamed = ok & ~np.isnan(streamed_all)
+    tpots = tpot_all[has_tpot]
+    streamed = streamed_all[has_streamed]
+    ttft_all = a.first_token_s - a.sent_s
+    end_all = _request_end_array(a)
+    not_sent = _not_sent(a)
+    static = all(rep.batching == "static_batch" for rep in repeats)
+    thr, steady, durs, goodput_durs = [], [], [], []
+    per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved = [], [], [], [], [], []
+    ttft_p99_rep, tpot_p99_rep = [], []
+    for i, rep in enumerate(repeats):
+        in_rep = a.repeat == i
+        rep_ok = in_rep & ok
+        n_ok = int(np.count_nonzero(rep_ok))
+        span = rep.window_end_s - rep.window_start_s
+        out_tokens = a.output_tokens[rep_ok]
+        dur = _duration_array(a, in_rep, measured, not_sent, end_all)  # repeat_duration_s
+        if rep.batching == "static_batch":  # repeat_output_throughput, repeat_steady_throughput, goodput_duration_s
+            thr.append(int((out_tokens - 1).sum()) / span if n_ok and span > 0 else None)
+            steady.append(None)
+            goodput_durs.append(max(span, 0.0))
+        else:
+            thr.append(int(out_tokens.sum()) / dur if n_ok and dur is not None else None)
+            steady.append(int(out_tokens.sum()) / span if n_ok and span > 0 else None)
+            goodput_durs.append(dur or 0.0)
+        durs.append(dur)
+        rt = tpot_all[rep_ok & has_tpot]
+        rs = streamed_all[rep_ok & has_streamed]
+        per_user_rep.append(_inverse(float(np.median(rs))) if rs.size else None)
+        tpot_rep.append(float(np.median(rt)) if rt.size else None)
+        ttft_rep.append(float(np.median(ttft_all[rep_ok])) if n_ok else None)
         # each repeat's own p99 (issue 22: the diff tests p99 on one value per repeat, the independent unit)
-        tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt else None)
-        ttft_p99_rep.append(float(np.percentile([ttft_s(r) for r in rep_ok], 99)) if rep_ok else None)
-    flags, sources = point_flags(measured)
-    firsts = [r.first_content_s - r.sent_s for r in ok if r.first_content_s is not None]
+        tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt.size else None)
+        ttft_p99_rep.append(float(np.percentile(ttft_all[rep_ok], 99)) if n_ok else None)
+        if static:  # repeat_prefill_throughput
+            if rep.batching != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
+                prefill.append(None)
+            else:
+                pf = rep.step_end_s[0] - rep.prefill_start_s
+                prefill.append(int(a.input_tokens[rep_ok].sum()) / pf if pf > 0 and n_ok else None)
+        if key.open_loop:
+            s = np.sort(a.sent_s[in_rep & measured & ~not_sent])
+            sends.append(None if len(s) < 2 or s[-1] <= s[0] else (len(s) - 1) / float(s[-1] - s[0]))  # send_rate
+            achieved.append(n_ok / span if span > 0 else None)  # achieved_rate
+    steps = [repeat_step_time(rep) for rep in repeats]
+    step_time = _med(steps) if static else _median_or_none(streamed)
+    per_user = _inverse(float(np.median(streamed))) if streamed.size else None
+    flags, sources = _point_flags_arrays(a, measured, ok)
+    firsts = (a.first_content_s - a.sent_s)[ok & ~np.isnan(a.first_content_s)]
     open_loop = key.open_loop
-    lags = [r.lag_s for r in measured if r.lag_s is not None]
-    sends = [send_rate(rep) for rep in records.repeats] if open_loop else []
-    achieved = [achieved_rate(rep) for rep in records.repeats] if open_loop else []
+    lags = a.lag_s[measured & ~np.isnan(a.lag_s)].tolist()
+    ttfts = ttft_all[ok]
+    errors = sorted({e for e in a.error[failed] if e})[:10]
     return PointSummary(
         load=key.load, rate_rps=key.rate_rps, send_rate_rps=_med(sends) if open_loop else None,
         achieved_rate_rps=_med(achieved) if open_loop else None,
         schedule_lag_s=distribution(lags) if open_loop else None,
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
-        slo=slo_goodput(records, slo) if slo else None,
-        failure_rate=len(failed) / len(measured) if measured else None, flags=flags, token_count_sources=sources,
+        slo=_slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
+        failure_rate=int(np.count_nonzero(failed)) / int(np.count_nonzero(measured)) if measured.any() else None,
+        flags=flags, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
-        concurrency=key.concurrency, repeats=len(records.repeats), completed=len(ok), failed=len(failed),
+        concurrency=key.concurrency, repeats=len(repeats), completed=int(np.count_nonzero(ok)),
+        failed=int(np.count_nonzero(failed)),
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
         output_throughput_window=("decode_phase" if static else "send_to_completion") if _med(thr) is not None else None,
-        ttft_s=distribution([ttft_s(r) for r in ok]),
-        ttft_with_queue_s=distribution([r.first_token_s - r.queued_s for r in ok]),
+        ttft_s=distribution(ttfts),
+        ttft_with_queue_s=distribution((a.first_token_s - a.queued_s)[ok]),
         tpot_s=distribution(tpots),
         tpot_streamed_s=distribution(streamed),
-        itl_s=distribution([v for r in ok for v in itl_values(r)]),
-        itl_chunk_s=distribution([v for r in ok for v in itl_chunk_values(r)]),
-        steady_output_throughput_tok_s=None if static else _med([repeat_steady_throughput(rep) for rep in records.repeats]),
-        duration_s=None if static else _med([repeat_duration_s(rep) for rep in records.repeats]),
-        input_tokens_served=_mean([r.input_tokens for r in ok]),
-        output_tokens_served=_mean([r.output_tokens for r in ok]),
-        e2el_s=distribution([e2el_s(r) for r in ok]),
-        prefill_throughput_tok_s=_med([repeat_prefill_throughput(rep) for rep in records.repeats]) if static else None,
+        itl_s=distribution(itl_array(a, ok)),
+        itl_chunk_s=distribution(itl_chunk_array(a, ok)),
+        steady_output_throughput_tok_s=None if static else _med(steady),
+        duration_s=None if static else _med(durs),
+        input_tokens_served=float(int(a.input_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
+        output_tokens_served=float(int(a.output_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
+        e2el_s=distribution((a.done_s - a.sent_s)[ok]),
+        prefill_throughput_tok_s=_med(prefill) if static else None,
         step_time_s=step_time,
-        errors=sorted({r.error for r in failed if r.error})[:10],
-        server=server_state(records),
-        interference=records.meta.get("interference") if isinstance(records.meta, dict) else None,
+        errors=errors,
+        server=server_state(arrays),  # type: ignore[arg-type]  (reads .repeats only)
+        interference=arrays.meta.get("interference") if isinstance(arrays.meta, dict) else None,
         samples={
             "output_throughput_tok_s": [v for v in thr if v is not None],
             "per_user_tok_s": [v for v in per_user_rep if v is not None],
             "step_time_s": [v for v in steps if v is not None],
-            "ttft_s": [ttft_s(r) for r in ok],
-            "tpot_s": tpots,
+            "ttft_s": ttfts.tolist(),
+            "tpot_s": tpots.tolist(),
             "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
             "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
             "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
@@ -433,6 +589,6 @@ def summarize_point(records: PointRecords, slo: dict[str, float | None] | None =
         })
 
 
-def summarize_run(points: list[PointRecords], slo: dict[str, float | None] | None = None) -> list[PointSummary]:
+def summarize_run(points: list[PointRecords] | list[PointArrays], slo: dict[str, float | None] | None = None) -> list[PointSummary]:
     """Summaries of every point in sweep order (``PointKey.sort_key``), each with its SLO check when ``slo`` is given."""
     return [summarize_point(p, slo) for p in sorted(points, key=lambda p: p.point.sort_key())]

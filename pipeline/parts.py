@@ -33,16 +33,73 @@ from pipeline import paths, runs
 from pipeline.config import SweepConfig
 from pipeline.errors import BatchmarkError
 from pipeline.quality import PROBE_DRIFT_LIMIT, probe_drift
-from pipeline.schemas import RunFile, stamped
 
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
 PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
                "engine_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
+#: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/``.
+PARTS_FOLDER = ".parts"
+
+
+# -- config pointers: which run this checkout measures for a config (workflow logic, not storage) --
+
+def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
+    """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{runs.file_stem(config_name)}.json"
+
+
+def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
+                      fresh: bool = False) -> str:
+    """The run id the workflow should build for a config.
+
+    The run this checkout started for the config (resumed if incomplete, reused if
+    complete, so a second invocation measures nothing) as long as it was started with the
+    same config content (``config_digest``); a run being measured in parts counts from its
+    first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
+    run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
+    machines are never resumed: the pointer is local to the checkout.
+
+    Raises:
+        BatchmarkError: the pointer, or the ``run.json`` it leads to, cannot be read (one line
+            naming the file and the remedy: delete the pointer or pass ``--fresh``); a bad pointer
+            once started a fresh run without a word (issue 20).
+    """
+    ptr = pointer_path(config_name, runs_dir)
+    runs_dir = runs_dir or paths.runs_dir()
+    if not fresh and ptr.is_file():
+        remedy = "delete it to start a new run, or pass --fresh"
+        try:
+            data = runs.read_json(ptr)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{exc} (this checkout's pointer to the run of config {config_name!r}); {remedy}") from None
+        run_id = data.get("run_id") if isinstance(data, dict) else None
+        if not isinstance(run_id, str):
+            raise BatchmarkError(f"{ptr}: no run_id in this checkout's pointer to the run of config {config_name!r}; {remedy}")
+        try:
+            runs.check_run_id(run_id)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{ptr}: {exc}; {remedy}") from None
+        # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
+        for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
+            if meta_path.is_file():
+                try:
+                    meta = runs.read_run_json(meta_path.parent)
+                except BatchmarkError as exc:  # the run it points to is unreadable: named, never silently replaced
+                    raise BatchmarkError(f"{exc} (the run {ptr} points to); {remedy}") from None
+                if config_digest is None or meta.get("config_digest") == config_digest:
+                    return run_id
+                break
+    return runs.new_run_id()
+
+
+def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
+    """Remember that this checkout measures ``run_id`` for ``config_name``."""
+    runs.atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
 
 
 def parts_root(run_id: str, runs_dir: Path | None = None) -> Path:
     """``data/runs/.parts/<run_id>/``: the parts of one run."""
-    return (runs_dir or paths.runs_dir()) / runs.PARTS_FOLDER / runs.check_run_id(run_id)
+    return (runs_dir or paths.runs_dir()) / PARTS_FOLDER / runs.check_run_id(run_id)
 
 
 def part_dir(run_id: str, model: str, runs_dir: Path | None = None) -> Path:
@@ -321,21 +378,14 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
                 raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
                                      f"config (digest {meta.get('config_digest')}, this config {cfg.digest()})")
         check_same_hardware(run_id, metas)
-        runs.clean_stale_tmp(runs_dir)
-        tmp = runs_dir / f"{runs.tmp_prefix(run_id)}merge.tmp"
-        tmp.mkdir(parents=True)
-        try:
+        # built beside the run and published by the store in one rename (onto an absent folder, or the empty
+        # one Snakemake makes for an output before the job)
+        with runs.assembling(run_dir) as tmp:
             seen: dict[str, str] = {}
             for m in cfg.models:
                 with runs.naming_file(tmp):  # a full disk names where the run was being assembled
                     _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
             files = sorted(p.relative_to(tmp).as_posix() for p in (tmp / "points").glob("*/*.json"))
             runs.atomic_write_json(tmp / "points.json", {"points": files})
-            runs.atomic_write_json(tmp / "run.json", stamped(RunFile, merged_provenance(cfg, run_id, metas)))
-            if run_dir.is_dir() and not any(run_dir.iterdir()):
-                run_dir.rmdir()  # an empty folder (Snakemake makes an output's folder before the job)
-            os.rename(tmp, run_dir)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", merged_provenance(cfg, run_id, metas)))
     return run_dir

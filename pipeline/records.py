@@ -231,9 +231,10 @@ class PointRecords:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (the on-disk format of a point record file)."""
+        """Plain-JSON form (the on-disk format of a point record file): what ``dataclasses.asdict`` gives per repeat,
+        built without its recursive per-value ``deepcopy`` (a Spark-size point holds millions of chunk pairs)."""
         return {"point": self.point.as_dict(), "meta": self.meta,
-                "repeats": [asdict(r) for r in self.repeats]}
+                "repeats": [_repeat_dict(r) for r in self.repeats]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PointRecords":
@@ -244,6 +245,23 @@ class PointRecords:
             r["requests"] = [RequestRecord(**q) for q in r["requests"]]
             reps.append(RepeatRecord(**r))
         return cls(point=PointKey(**data["point"]), repeats=reps, meta=data.get("meta", {}))
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(RequestRecord))
+_REPEAT_FIELDS = tuple(f.name for f in fields(RepeatRecord) if f.name != "requests")
+
+
+def _repeat_dict(rep: RepeatRecord) -> dict[str, Any]:
+    """``asdict(rep)``: the same keys and values, lists and dicts copied one level per container."""
+    out = {name: _plain(getattr(rep, name)) for name in _REPEAT_FIELDS}
+    reqs = []
+    for q in rep.requests:
+        d = {name: getattr(q, name) for name in _REQUEST_FIELDS}
+        d["chunks"] = [list(c) for c in q.chunks]
+        d["token_count_flags"] = list(q.token_count_flags)
+        reqs.append(d)
+    out["requests"] = reqs
+    return {name: out[name] for name in (f.name for f in fields(RepeatRecord))}
 
 
 class Distribution(TypedDict):
@@ -259,7 +277,7 @@ class Distribution(TypedDict):
     mean: float | None
 
 
-def distribution(values: list[float] | None = None, *, p50: float | None = None, p90: float | None = None,
+def distribution(values: "list[float] | np.ndarray | None" = None, *, p50: float | None = None, p90: float | None = None,
                  p99: float | None = None, mean: float | None = None, scale: float = 1.0) -> Distribution | None:
     """The :class:`Distribution` of raw ``values`` × ``scale`` where given, else of the stated figures × ``scale``.
 
@@ -267,7 +285,7 @@ def distribution(values: list[float] | None = None, *, p50: float | None = None,
     their mean; stated figures are taken as they are (a missing one stays None).  None when
     nothing is known: no values and no stated figure.
     """
-    if values:
+    if values is not None and len(values) > 0:  # a list or a numpy array
         arr = np.asarray(values, dtype=float) * scale
         q50, q90, q99 = np.percentile(arr, [50, 90, 99])
         return {"p50": float(q50), "p90": float(q90), "p99": float(q99), "mean": float(arr.mean())}

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from pipeline import paths
+from pipeline import paths, runs
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run
 
@@ -54,10 +54,7 @@ def import_reference(source: Path, out: Path | None = None, hardware: str = REFE
     scratch = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp"))
     try:
         built = import_run(REFERENCE_FORMAT, [source], hardware, run_id=out.name, runs_dir=scratch)
-        old = scratch / "old"
-        if out.exists():
-            out.rename(old)
-        built.rename(out)
+        runs.swap_in(built, out)  # the store replaces the previous import
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return out

@@ -4,7 +4,8 @@ Layout of ``data/runs/<run_id>/``::
 
     run.json                 provenance; "status": "incomplete" | "complete"; schema_version
     models/<model>.json      model card counted from what was measured
-    points/<model>/<slug>.json   raw request records of one point (all repeats)
+    points/<model>/<slug>.json   one point: key, engine meta, each repeat's header (window, steps, server metrics)
+    points/<model>/<slug>.parquet  its raw request records, every repeat (schema 3, pipeline.columnar)
     points.json              index of the points, written when the sweep completes
     summaries.json           point summaries (metrics stage)
     analysis.json            per-model analysis (analysis stage)
@@ -20,398 +21,30 @@ run here: storage imports neither the metrics nor the analysis.
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import os
 import re
-import socket
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipeline import paths
+from pipeline import arrays as point_arrays
+from pipeline import columnar, paths
+# ids, claims, the lock and the atomic writers are the store's own parts, in modules of their own (issue 20);
+# re-exported here, where every caller has always found them
+from pipeline.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, naming_file, read_json  # noqa: F401
+from pipeline.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_marker,  # noqa: F401
+                             claim_run_dir, clean_stale_claims, clean_stale_tmp, is_run_id, is_stale_claim, new_run_id,
+                             tmp_prefix)
+from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
+from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
 from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
-from pipeline.records import PointKey, PointRecords, PointSummary
+from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
 SCHEMA_VERSION = RunFile.current
-
-
-#: Most runs one host may start within one second (ids ``<stamp>-<host>``, ``.02`` … ``.99``).
-MAX_RUNS_PER_SECOND = 99
-
-
-def _id_candidates(base: str):
-    """``base``, then ``base.02`` … ``base.99``: the suffix sorts after the bare id and in order (zero-padded);
-    a host name never holds a ``.``, so the suffix cannot be mistaken for part of it."""
-    yield base
-    for n in range(2, MAX_RUNS_PER_SECOND + 1):
-        yield f"{base}.{n:02d}"
-
-
-def new_run_id(now: datetime | None = None, host: str | None = None, runs_dir: Path | None = None) -> str:
-    """Run id ``YYYYMMDDTHHMMSSZ-<host>`` (UTC; host reduced to ``[A-Za-z0-9-]``).
-
-    With ``runs_dir``, the first id of ``<stamp>-<host>``, ``<stamp>-<host>.02``, … whose folder
-    does not exist there, so two runs started within one second get different ids without
-    waiting.  This only looks; :func:`claim_run_dir` takes the id atomically.
-
-    Raises:
-        BatchmarkError: more than :data:`MAX_RUNS_PER_SECOND` runs in one second.
-    """
-    now = now or datetime.now(timezone.utc)
-    host = (host or socket.gethostname()).split(".")[0]
-    host = "".join(ch if ch.isalnum() or ch == "-" else "-" for ch in host) or "host"
-    base = f"{now.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}-{host}"
-    if runs_dir is None:
-        return base
-    for cand in _id_candidates(base):
-        if not (runs_dir / cand).exists():
-            return cand
-    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
-
-
-def claim_run_dir(runs_dir: Path, run_id: str | None = None, host: str | None = None,
-                  now: datetime | None = None) -> Path:
-    """Create the folder of a new run atomically and return it: ``mkdir`` is the claim.
-
-    ``run_id`` given: that folder, refused when it exists.  Otherwise the first free id of
-    :func:`new_run_id`'s sequence for ``host`` at ``now``; a process that loses a race for an
-    id takes the next one, so concurrent imports or sweeps never share a folder.
-
-    Raises:
-        BatchmarkError: ``run_id`` exists, or every id of that second is taken.
-    """
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    if run_id is not None:
-        try:
-            (runs_dir / run_id).mkdir()
-        except FileExistsError:
-            if not is_stale_claim(runs_dir / run_id):  # a claim whose writer died (kill -9 of an import) frees the id
-                raise BatchmarkError(f"run {run_id} already exists under {runs_dir}; runs are never overwritten") from None
-        return _mark_claim(runs_dir / run_id)
-    base = new_run_id(now, host)
-    for cand in _id_candidates(base):
-        try:
-            (runs_dir / cand).mkdir()
-        except FileExistsError:
-            continue
-        return _mark_claim(runs_dir / cand)
-    raise BatchmarkError(f"{runs_dir}: more than {MAX_RUNS_PER_SECOND} runs named {base}; wait a second")
-
-
-def _mark_claim(run_dir: Path) -> Path:
-    """Record this process as the claimer of ``run_dir`` (:func:`claim_marker`); returns ``run_dir``.
-
-    Best effort: where the marker cannot be written (a full disk), the claim stands without it and
-    is judged stale by its age alone; the writer's own first write then reports the disk.
-    """
-    try:
-        atomic_write_json(claim_marker(run_dir), {"pid": os.getpid(), "host": socket.gethostname()})
-    except OSError:
-        pass
-    return run_dir
-
-
-# -- temporary folders of interrupted writers -------------------------------------------------
-
-#: A hidden temporary folder under ``data/runs/`` older than this, whose owner is not alive, is removed.
-STALE_TMP_S = 600.0
-_TMP_OWNER = re.compile(r"\.pid(\d+)@([A-Za-z0-9-]+)\.")
-
-
-def tmp_prefix(run_id: str) -> str:
-    """Prefix of a writer's temporary folder under ``data/runs/``: hidden, naming its pid and host for the cleaner."""
-    host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-    return f".{run_id}.pid{os.getpid()}@{host}."
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
-    """Remove hidden ``.*.tmp`` folders under ``runs_dir`` left by a writer killed mid-way (``kill -9`` of an import).
-
-    A folder is stale when it is older than ``max_age_s`` and its owner (pid on this host, from
-    :func:`tmp_prefix`) is not alive; a folder of another host, or of no known owner, only by age.
-    Returns the removed folders.
-    """
-    import shutil
-    import time
-
-    if not runs_dir.is_dir():
-        return []
-    now = time.time() if now is None else now
-    this_host = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
-    removed = []
-    for p in runs_dir.iterdir():
-        if not (p.name.startswith(".") and p.name.endswith(".tmp") and p.is_dir()):
-            continue
-        try:
-            age = now - p.stat().st_mtime
-        except OSError:
-            continue
-        m = _TMP_OWNER.search(p.name)
-        if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
-            continue
-        shutil.rmtree(p, ignore_errors=True)
-        removed.append(p)
-    return removed
-
-
-def claim_marker(run_dir: Path) -> Path:
-    """Who claimed a run folder: ``<runs_dir>/.locks/<run_id>.claim.json`` (pid and host), written by :func:`claim_run_dir`."""
-    return run_dir.parent / ".locks" / f"{run_dir.name}.claim.json"
-
-
-def is_stale_claim(run_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> bool:
-    """True for a claimed run folder that nothing will ever fill (issue 18, item 14).
-
-    Stale: the folder is empty, no live process holds its run lock (:func:`lock_run`), and its
-    claimer (:func:`claim_marker`) is a process of this host that is gone, or, where no claimer is
-    known on this host, the folder is older than ``max_age_s``.  Such a folder, left by an import
-    killed after its claim, blocked the id with "already exists" while ``show`` said "unknown run".
-    """
-    import time
-
-    from filelock import FileLock, Timeout
-
-    try:
-        if not run_dir.is_dir() or run_dir.is_symlink() or any(run_dir.iterdir()):
-            return False
-        age = (time.time() if now is None else now) - run_dir.stat().st_mtime
-    except OSError:
-        return False
-    try:
-        owner = json.loads(claim_marker(run_dir).read_text(encoding="utf-8"))
-        this_host = owner["host"] == socket.gethostname()
-        dead = this_host and not _alive(int(owner["pid"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        this_host = dead = False
-    if not dead and (this_host or age < max_age_s):
-        return False
-    lock = lock_path(run_dir)
-    if not lock.is_file():
-        return True
-    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
-    try:
-        fl.acquire(timeout=0)
-    except Timeout:
-        return False
-    fl.release()
-    return True
-
-
-def clean_stale_claims(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
-    """Remove run folders under ``runs_dir`` that are stale claims (:func:`is_stale_claim`).
-
-    Returns the removed folders.
-    """
-    if not runs_dir.is_dir():
-        return []
-    removed = []
-    for p in sorted(runs_dir.iterdir()):
-        if p.name.startswith(".") or not RUN_ID_PATTERN.fullmatch(p.name) or not is_stale_claim(p, max_age_s, now):
-            continue
-        try:
-            p.rmdir()
-        except OSError:
-            continue
-        claim_marker(p).unlink(missing_ok=True)
-        removed.append(p)
-    return removed
-
-
-# -- the run lock: one live process measures a run -------------------------------------------
-
-def lock_path(run_dir: Path) -> Path:
-    """Lock file of a run: ``<runs_dir>/.locks/<run_id>.lock`` (beside the run, so a committed run folder holds none)."""
-    return run_dir.parent / ".locks" / f"{run_dir.name}.lock"
-
-
-def _holder(lock: Path) -> str:
-    """Who holds a run lock, from its owner file: ``pid 123 on host x since …`` (or why it is not known)."""
-    try:
-        owner = json.loads(lock.with_suffix(".owner.json").read_text())
-        return f"pid {owner['pid']} on host {owner['host']} since {owner['since']}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return "a process that has not written its owner file yet"
-
-
-@contextlib.contextmanager
-def lock_run(run_dir: Path):
-    """Hold the run's lock while measuring it: a second sweep into the same run is refused, never merged.
-
-    An advisory ``flock`` of :func:`lock_path` (the ``filelock`` package): the kernel releases
-    it when its process dies, even by ``kill -9``, so a stale lock never blocks a resume.
-    The holder's pid, host and start time are written beside it for the refusal message.
-
-    Raises:
-        BatchmarkError: another live process holds the lock (the message names it).
-    """
-    from filelock import FileLock, Timeout
-
-    lock = lock_path(run_dir)
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    fl = FileLock(str(lock), timeout=0, thread_local=False, is_singleton=False)
-    try:
-        fl.acquire(timeout=0)
-    except Timeout:
-        raise BatchmarkError(f"run {run_dir.name} is being measured by {_holder(lock)}; "
-                             "wait for it to finish, or stop it and resume") from None
-    owner = lock.with_suffix(".owner.json")
-    try:
-        try:  # for the refusal message only (the flock is the lock): a full disk is reported by the first real write
-            atomic_write_json(owner, {"pid": os.getpid(), "host": socket.gethostname(),
-                                      "since": datetime.now(timezone.utc).isoformat(timespec="seconds")})
-        except OSError:
-            pass
-        yield
-    finally:
-        owner.unlink(missing_ok=True)
-        fl.release()
-
-
-def locked_run(fn):
-    """Decorator: call ``fn(cfg, run_dir, …)`` holding :func:`lock_run` of ``run_dir``."""
-    @functools.wraps(fn)
-    def wrapper(cfg, run_dir, *args, **kwargs):
-        with lock_run(Path(run_dir)):
-            return fn(cfg, run_dir, *args, **kwargs)
-    return wrapper
-
-
-@contextlib.contextmanager
-def naming_file(path: Path):
-    """Within it, an OS error that names no file (a full disk says only "No space left on device") names ``path``.
-
-    The README promises that a write the machine refuses is one line naming the file (issue 18).
-    """
-    try:
-        yield
-    except OSError as exc:
-        if exc.filename is None and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be read and published
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_create_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as JSON to a ``path`` that must not exist: temp file, fsync, then ``os.link`` (fails if it exists).
-
-    Unlike :func:`atomic_write_json` (``os.replace``), a file that appeared meanwhile is never
-    overwritten: the second writer gets BatchmarkError.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, 0o644)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(obj, indent=1) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise BatchmarkError(f"{path}: already written by another process; records are never overwritten") from None
-    except OSError as exc:
-        if exc.filename is None:  # name the file that could not be written (a full disk says only ENOSPC)
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
-
-
-def _int64(literal: str) -> int:
-    """A JSON integer literal, refused beyond 64 bits (a hostile run's 400-digit count overflowed the first float
-    conversion of every reader: ``OverflowError``); ``read_json`` reports the ValueError as a corrupt file."""
-    value = int(literal)
-    if len(literal) > 18 and abs(value) > 2**63 - 1:
-        raise ValueError(f"an integer of {len(literal.lstrip('-'))} digits, beyond 64 bits")
-    return value
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-
-
-def _has_lone_surrogate(obj: Any) -> bool:
-    """True when a string (value or key) of a parsed JSON document holds a lone surrogate (not writable as UTF-8)."""
-    stack = [obj]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, str):
-            try:
-                o.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(o, dict):
-            stack.extend(o.keys())
-            stack.extend(o.values())
-        elif isinstance(o, list):
-            stack.extend(o)
-    return False
-
-
-def read_json(path: Path) -> Any:
-    """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line).
-
-    Corrupt includes binary bytes (not UTF-8), nesting too deep for the parser, integers beyond 64
-    bits and strings that are not Unicode text (a lone ``\\ud800``, which no page or terminal can
-    write): one line each, never a ``UnicodeDecodeError``/``RecursionError``/``OverflowError`` (issue 18).
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-        data = json.loads(text, parse_int=_int64)
-        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):  # pairs (emoji) are fine, lone ones not
-            raise BatchmarkError(f"{path}: corrupt: a string that is not Unicode text (a lone surrogate escape)")
-        return data
-    except FileNotFoundError:
-        raise BatchmarkError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise BatchmarkError(f"{path}: corrupt JSON at line {exc.lineno} ({exc.msg})") from None
-    except UnicodeDecodeError as exc:
-        raise BatchmarkError(f"{path}: corrupt: not UTF-8 JSON text (byte {exc.start})") from None
-    except RecursionError:
-        raise BatchmarkError(f"{path}: corrupt JSON (nested too deeply)") from None
-    except ValueError as exc:  # an integer of more than 4,300 digits (Python's int_max_str_digits)
-        raise BatchmarkError(f"{path}: corrupt JSON ({' '.join(str(exc).split())[:120]})") from None
-    except IsADirectoryError:
-        raise BatchmarkError(f"{path}: a folder, not a JSON file") from None
 
 
 def resolve_run(ref: str | Path, runs_dir: Path | None = None) -> Path:
@@ -442,15 +75,23 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
 
 
 def is_complete(run_dir: Path) -> bool:
-    """True when the run's ``run.json`` says ``status: complete``."""
-    try:
-        return read_run_json(run_dir).get("status") == "complete"
-    except BatchmarkError:
-        return False
+    """True when the run's ``run.json`` says ``status: complete``.
+
+    Raises:
+        BatchmarkError: ``run.json`` cannot be read (missing, corrupt, of a newer version,
+            malformed): such a run is neither complete nor incomplete, and the one line says why
+            (it was False, so a corrupt or newer run dropped silently out of every list, issue 20).
+    """
+    return read_run_json(run_dir).get("status") == "complete"
 
 
-def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[Path]:
+def list_runs(runs_dir: Path | None = None, complete_only: bool = True,
+              unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
     """Run folders under ``runs_dir`` sorted by id (ids sort by time).
+
+    With ``complete_only``, a run whose ``run.json`` cannot be read is left out with its reason:
+    appended to ``unreadable`` as ``(folder, one line)`` when given, else printed to stderr as one
+    ``batchmark: warning:`` line, never dropped without a word.
 
     Raises:
         BatchmarkError: a run folder's name is not a run id (:func:`is_run_id`); one line naming it.
@@ -464,7 +105,59 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True) -> list[
         if not is_run_id(p.name):
             raise BatchmarkError(f"{runs_dir}: the folder {p.name!r} is not a valid run id (letters, digits, '.', '_', "
                                  "'-'; at most 128): rename or remove it; it is never passed to a command")
-    return [p for p in out if is_complete(p)] if complete_only else out
+    if not complete_only:
+        return out
+    complete = []
+    for p in out:
+        try:
+            if is_complete(p):
+                complete.append(p)
+        except BatchmarkError as exc:
+            if unreadable is not None:
+                unreadable.append((p, str(exc)))
+            else:
+                import sys
+
+                print(f"batchmark: warning: run {p.name} left out: {exc}", file=sys.stderr)
+    return complete
+
+
+def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """The complete runs under ``runs_dir`` (sorted by id) and the unreadable ones, each with its reason.
+
+    One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
+    without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
+    malformed (the reason is :func:`read_run_json`'s one line), or a folder that holds files but no
+    ``run.json``.  A readable incomplete run is in neither list: it is being measured (or was
+    stopped, and resumes); nor is an empty folder (a claim: :func:`claim_run_dir`).
+    """
+    complete, unreadable = [], []
+    folder = runs_dir or paths.runs_dir()
+    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
+        if p.is_dir() and not p.name.startswith(".") and not (p / "run.json").is_file() and any(p.iterdir()):
+            unreadable.append((p, f"{p}: holds files but no run.json (a copy cut short?)"))  # an empty one is a claim
+    for p in list_runs(runs_dir, complete_only=False):
+        try:
+            status = read_run_json(p).get("status")
+        except BatchmarkError as exc:
+            unreadable.append((p, str(exc)))
+            continue
+        if status == "complete":
+            complete.append(p)
+    return complete, unreadable
+
+
+def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The mapping of a run's ``run.json``, built in this one place for the sweep, the importers and the merge.
+
+    ``schema_version`` (:class:`~pipeline.schemas.RunFile`'s current one), ``run_id``, ``status``
+    (``incomplete`` | ``complete``), then the provenance in its own order (a ``run_id``, ``status``
+    or ``schema_version`` in it is overridden).
+    """
+    if status not in ("incomplete", "complete"):
+        raise ValueError(f"run status {status!r}")
+    return stamped(RunFile, {"run_id": run_id, "status": status,
+                             **{k: v for k, v in provenance.items() if k not in ("run_id", "status", "schema_version")}})
 
 
 def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
@@ -500,13 +193,12 @@ def create_run(run_dir: Path, provenance: dict[str, Any]) -> None:
     """
     if (run_dir / "run.json").exists():
         raise BatchmarkError(f"{run_dir}: a run already exists here; it is never overwritten")
-    meta = stamped(RunFile, {"run_id": run_dir.name, "status": "incomplete", **provenance})
-    atomic_write_json(run_dir / "run.json", meta)
+    atomic_write_json(run_dir / "run.json", run_json(run_dir.name, "incomplete", provenance))
     claim_marker(run_dir).unlink(missing_ok=True)  # the claim is filled: the folder is a run now
 
 
 def _guard_open(run_dir: Path) -> None:
-    if is_complete(run_dir):
+    if (run_dir / "run.json").is_file() and is_complete(run_dir):  # an unreadable run.json: is_complete names it
         raise BatchmarkError(f"{run_dir}: run is complete and immutable; measure again into a new run")
 
 
@@ -543,8 +235,14 @@ def file_stem(name: str) -> str:
 
 
 def point_path(run_dir: Path, key: PointKey) -> Path:
-    """Record file of one point: ``points/<model>/<slug>.json`` (names through :func:`file_stem`)."""
+    """Record file of one point: ``points/<model>/<slug>.json`` (names through :func:`file_stem`); since schema
+    version 3 its requests are :func:`requests_path` beside it."""
     return run_dir / "points" / file_stem(key.model) / f"{file_stem(key.slug())}.json"
+
+
+def requests_path(json_path: Path) -> Path:
+    """The Parquet file of a point's requests beside its JSON: ``<slug>.parquet`` (:mod:`pipeline.columnar`)."""
+    return json_path.with_name(json_path.name.removesuffix(".json") + ".parquet")
 
 
 def model_card_path(run_dir: Path, name: str) -> Path:
@@ -552,13 +250,47 @@ def model_card_path(run_dir: Path, name: str) -> Path:
     return run_dir / "models" / f"{file_stem(name)}.json"
 
 
-def write_point(run_dir: Path, records: PointRecords) -> Path:
-    """Store one finished point's records (atomic). Refuses on a complete run or an existing point."""
+def _point_header(arrays: PointArrays, json_path: Path) -> dict[str, Any]:
+    """The JSON part of a version 3 point file: key, meta, repeat headers (no requests), the Parquet file's name."""
+    reps = [{k: v for k, v in asdict(rep).items() if k != "requests"} for rep in arrays.repeats]
+    return stamped(PointRecordsFile, {"point": arrays.point.as_dict(), "meta": arrays.meta, "repeats": reps,
+                                      "requests_file": requests_path(json_path).name})
+
+
+def _write_requests(json_path: Path, arrays: PointArrays) -> None:
+    """Write a point's Parquet file atomically (temporary name in the same folder, fsync, ``os.replace``).
+
+    Replaces a file of the same name: one left without its JSON by a writer killed between the
+    two files (the JSON, written second, is what marks a point as measured).
+    """
+    path = requests_path(json_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o644)
+        columnar.write_parquet(Path(tmp), arrays)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_point(run_dir: Path, records: PointRecords | PointArrays) -> Path:
+    """Store one finished point (atomic): its requests as Parquet, then its JSON (key, meta, repeat headers).
+
+    Refuses on a complete run or an existing point.  Returns the JSON's path.
+    """
     _guard_open(run_dir)
     path = point_path(run_dir, records.point)
     if path.exists():
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
-    atomic_create_json(path, stamped(PointRecordsFile, records.as_dict()))
+    arrays = records if isinstance(records, PointArrays) else point_arrays.from_records(records)
+    with naming_file(path):  # a full disk names the point (its ENOSPC names no file)
+        _write_requests(path, arrays)
+        atomic_create_json(path, _point_header(arrays, path))
     return path
 
 
@@ -567,19 +299,59 @@ def has_point(run_dir: Path, key: PointKey) -> bool:
     return point_path(run_dir, key).is_file()
 
 
-def load_point(path: Path) -> PointRecords:
-    """Read one point record file (version checked, migrated); a corrupt file raises BatchmarkError naming it."""
+_REQUESTS_FILE = re.compile(r"[A-Za-z0-9%~_-][A-Za-z0-9%~._-]*\.parquet")
+
+
+def load_point_arrays(path: Path) -> PointArrays:
+    """One point as arrays (:class:`pipeline.arrays.PointArrays`): the Parquet file of a version 3 point read
+    column by column, the inline requests of an older one converted.
+
+    Raises:
+        BatchmarkError: a file is missing, corrupt, of a newer version or malformed (named).
+    """
     data = read_stored(PointRecordsFile, path)
+    name = data.get("requests_file")
+    if name is None:
+        return point_arrays.from_records(_inline_records(path, data))
+    if not _REQUESTS_FILE.fullmatch(name) or ".." in name:
+        raise BatchmarkError(f"{path}: requests_file {name!r} is not a file name beside it")
+    try:
+        key = PointKey(**data["point"])
+        headers = [RepeatRecord(**{**r, "requests": []}) for r in data["repeats"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
+    return columnar.read_parquet(path.with_name(name), key, headers, data.get("meta") or {})
+
+
+def _inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
     try:
         return PointRecords.from_dict(data)
-    except (KeyError, TypeError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
+
+
+def load_point(path: Path) -> PointRecords:
+    """Read one point record file (version checked, migrated) as per-request objects; a corrupt file raises
+    BatchmarkError naming it.  :func:`load_point_arrays` reads the same without a Python object per request."""
+    data = read_stored(PointRecordsFile, path)
+    if data.get("requests_file") is None:
+        return _inline_records(path, data)
+    return point_arrays.to_records(load_point_arrays(path))
+
+
+def point_files(run_dir: Path) -> list[Path]:
+    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path."""
+    return sorted((run_dir / "points").glob("*/*.json"))
 
 
 def load_points(run_dir: Path) -> list[PointRecords]:
     """Every point record file of a run, sorted by point key."""
-    files = sorted((run_dir / "points").glob("*/*.json"))
-    return sorted((load_point(f) for f in files), key=lambda r: r.point.sort_key())
+    return sorted((load_point(f) for f in point_files(run_dir)), key=lambda r: r.point.sort_key())
+
+
+def load_points_arrays(run_dir: Path) -> list[PointArrays]:
+    """Every point of a run as arrays (:func:`load_point_arrays`), sorted by point key."""
+    return sorted((load_point_arrays(f) for f in point_files(run_dir)), key=lambda r: r.point.sort_key())
 
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
@@ -617,68 +389,102 @@ def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
     atomic_write_json(run_dir / "run.json", meta)
 
 
-#: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/`` (pipeline.parts).
-PARTS_FOLDER = ".parts"
+# -- publishing a run built elsewhere, and the store that owns a run's life --------------------
 
+@contextlib.contextmanager
+def assembling(run_dir: Path, release_claim: bool = False):
+    """Build a complete run in a hidden temporary sibling of ``run_dir``, then publish it there in one rename.
 
-def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
-    """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
-    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{file_stem(config_name)}.json"
-
-
-def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
-                      fresh: bool = False) -> str:
-    """The run id the workflow should build for a config.
-
-    The run this checkout started for the config (resumed if incomplete, reused if
-    complete, so a second invocation measures nothing) as long as it was started with the
-    same config content (``config_digest``); a run being measured in parts counts from its
-    first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
-    run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
-    machines are never resumed: the pointer is local to the checkout.
-    """
-    ptr = pointer_path(config_name, runs_dir)
-    runs_dir = runs_dir or paths.runs_dir()
-    if not fresh and ptr.is_file():
-        try:
-            run_id = check_run_id(json.loads(ptr.read_text())["run_id"])
-            # the run itself, else the parts it is being measured in (pipeline.parts: no run folder until the merge)
-            for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
-                if meta_path.is_file():
-                    meta = json.loads(meta_path.read_text())
-                    if config_digest is None or meta.get("config_digest") == config_digest:
-                        return run_id
-                    break
-        except (OSError, ValueError, KeyError, TypeError, RecursionError, BatchmarkError):
-            pass
-    return new_run_id()
-
-
-#: A run id: a plain folder name.  Always matched whole (``fullmatch``): ``re.match`` with ``$`` also
-#: accepted a trailing newline (``--run-id $'nl-run\n'`` made a folder with a newline, issue 18).
-RUN_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def is_run_id(name: str) -> bool:
-    """True when ``name`` is a run id: a plain folder name (letters, digits, ``. _ -``, at most 128 characters, no
-    ``..``), matched whole (``fullmatch``: a trailing newline is refused), so it is safe in a path and a shell word."""
-    return isinstance(name, str) and RUN_ID_PATTERN.fullmatch(name) is not None and ".." not in name
-
-
-def check_run_id(run_id: str) -> str:
-    """Return ``run_id`` if it is a plain folder name (letters, digits, ``. _ -``; no path separators).
+    Yields the temporary folder; the caller writes the run's files into it (``run.json`` built
+    by :func:`run_json` with status ``complete``).  On success it is checked (its ``run.json``
+    readable, complete, of this run id) and renamed onto ``run_dir``, which must be absent or an
+    empty folder (a claim of :func:`claim_run_dir`, or the folder Snakemake makes for an output):
+    the run appears whole or not at all.  On any failure the temporary folder is removed, and
+    with ``release_claim`` an empty ``run_dir`` too (the id is free again; its claim marker,
+    :func:`~pipeline.runids.claim_marker`, goes with it, as it does once the claim is filled).  Temporary folders of
+    writers killed mid-way are cleaned first (:func:`clean_stale_tmp`).  Used by the importers
+    and the merge of parts; the sweep writes in place and publishes with :func:`complete_run`.
 
     Raises:
-        BatchmarkError: the id could escape ``data/runs/`` or is not a valid folder name.
+        BatchmarkError: ``run_dir`` holds files already; what was built is not a complete run.
     """
-    if not is_run_id(run_id):
-        raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
-    return run_id
+    import shutil
+
+    runs_dir = run_dir.parent
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    clean_stale_tmp(runs_dir)
+    tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=tmp_prefix(run_dir.name), suffix=".tmp"))
+    try:
+        yield tmp
+        meta = read_run_json(tmp)
+        if meta.get("status") != "complete" or meta.get("run_id") != run_dir.name:
+            raise BatchmarkError(f"{tmp / 'run.json'}: not a complete run {run_dir.name} "
+                                 f"(status {meta.get('status')!r}, run_id {meta.get('run_id')!r}); not published")
+        if run_dir.is_dir() and any(run_dir.iterdir()):
+            raise BatchmarkError(f"{run_dir}: holds files already; a run is never overwritten")
+        os.rename(tmp, run_dir)  # onto an absent or empty folder: atomic
+        claim_marker(run_dir).unlink(missing_ok=True)  # the claim is filled: the folder is a run now
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if release_claim and run_dir.is_dir() and not any(run_dir.iterdir()):
+            run_dir.rmdir()
+            claim_marker(run_dir).unlink(missing_ok=True)
+        raise
 
 
-def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
-    """Remember that this checkout measures ``run_id`` for ``config_name``."""
-    atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
+def swap_in(built: Path, out: Path) -> None:
+    """Put the complete run folder ``built`` at ``out``, replacing a run there: for derived runs only (the
+    reference import, :mod:`pipeline.reference`), never a measured one.  The old run is moved aside
+    (beside ``built``), the new one renamed in, the old one removed: a reader sees one or the other.
+    """
+    import shutil
+
+    old = built.parent / f".{out.name}.old"
+    if out.exists():
+        out.rename(old)
+    built.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class RunStore:
+    """The runs under one folder (``data/runs/`` by default) and the one way each is written and read.
+
+    A run's life: :meth:`claim` an id (the folder's ``mkdir``), then either measure in place
+    (:meth:`create` with status incomplete, :meth:`write_point` and :meth:`write_model_card` under
+    the run's lock, :meth:`complete` to publish: ``points.json``, then ``run.json`` flipped to
+    complete in one ``os.replace``) or build it elsewhere and publish it whole (:meth:`assembling`:
+    importers, the merge of parts); then :meth:`read` it.  ``run.json`` is built by
+    :func:`run_json` on every path.  Every rename or replace of a run's files is done here (and in
+    the atomic writers above): ``tests/unit/test_architecture.py`` checks that no other module
+    renames files of a run.  The module functions of the same names are the same operations for
+    callers that hold a run folder rather than a store.
+    """
+
+    def __init__(self, runs_dir: Path | None = None):
+        self.runs_dir = Path(runs_dir) if runs_dir is not None else paths.runs_dir()
+
+    def path(self, run_id: str) -> Path:
+        """The folder of ``run_id`` (checked: a plain folder name)."""
+        return self.runs_dir / check_run_id(run_id)
+
+    def claim(self, run_id: str | None = None, host: str | None = None) -> Path:
+        """Take a new run's folder atomically (:func:`claim_run_dir`)."""
+        return claim_run_dir(self.runs_dir, run_id, host=host)
+
+    create = staticmethod(create_run)
+    update = staticmethod(update_run_json)
+    write_point = staticmethod(write_point)
+    write_model_card = staticmethod(write_model_card)
+    complete = staticmethod(complete_run)
+    assembling = staticmethod(assembling)
+
+    def read(self, ref: str | Path) -> dict[str, Any]:
+        """``run.json`` of a run (id or path), version checked."""
+        return read_run_json(resolve_run(ref, self.runs_dir))
+
+    def list(self, complete_only: bool = True) -> list[Path]:
+        """Run folders, sorted by id (:func:`list_runs`)."""
+        return list_runs(self.runs_dir, complete_only)
 
 
 # -- derived files (written by the stages of pipeline.stages) ----------------------------------
@@ -750,12 +556,24 @@ def upgrade_run(run_dir: Path) -> list[Path]:
         BatchmarkError: a file cannot be read (named); the run is being measured.
     """
     with lock_run(run_dir):
-        plan = []
+        plan: list[tuple[Path, dict[str, Any], PointArrays | None]] = []
         for cls, path in stored_files(run_dir):
             raw = read_json(path)
             new = migrate(cls, path, raw)
+            columns = None
+            if cls is PointRecordsFile and new.get("requests_file") is None:
+                # version 2 -> 3: the inline requests become the Parquet file beside the JSON
+                records = _inline_records(path, new)
+                columns = point_arrays.from_records(records)
+                table = columnar.to_table(columns)
+                if point_arrays.to_records(columnar.from_table(table, records.point, columns.repeats, columns.meta,
+                                                               path)) != records:  # lossless, or nothing is written
+                    raise BatchmarkError(f"{path}: its requests do not survive the columnar form unchanged")
+                new = _point_header(columns, path)
             if new != raw:
-                plan.append((path, new))
-        for path, new in plan:
+                plan.append((path, new, columns))
+        for path, new, columns in plan:
+            if columns is not None:
+                _write_requests(path, columns)
             atomic_write_json(path, new)
-    return [path for path, _ in plan]
+    return [path for path, _, _ in plan]

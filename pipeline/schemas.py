@@ -20,6 +20,7 @@ exactly what was stored.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Literal
 
@@ -43,8 +44,54 @@ class StoredFile(BaseModel):
     updates: ClassVar[dict[int, Update]] = {}
 
 
+#: Top-level folders of the repository: an absolute path through one of them names the repository's own file on the
+#: machine that wrote it (``/work/main/pipeline/__main__.py``, ``/tmp/fresh-main/data/model-folders/…``).
+REPO_TOP_FOLDERS = ("pipeline", "data", "config", ".venv-vllm", "tests", "benchmarks", "templates")
+_MACHINE_PREFIX = re.compile(r"(?<![\w.~-])/(?:[^\s\"'/]+/)+?(?=(?:" + "|".join(map(re.escape, REPO_TOP_FOLDERS)) + r")/)")
+
+
+def repo_relative_text(text: Any) -> Any:
+    """``text`` with every absolute path into the repository made relative to it (the machine's part dropped).
+
+    A path is taken to be the repository's when it runs through one of :data:`REPO_TOP_FOLDERS`
+    (the shortest such prefix is dropped): ``/work/main/pipeline/__main__.py sweep …`` →
+    ``pipeline/__main__.py sweep …``.  Applied only to the fields that hold the project's own
+    paths (a command, the server's Python, a tokenizer folder); anything but a string is returned as is.
+    """
+    return _MACHINE_PREFIX.sub("", text) if isinstance(text, str) else text
+
+
+def _run_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: the paths a run recorded of the machine that measured it are made relative to the repository
+    (:func:`repo_relative_text`): the ``command``, ``config_path``, the server environment's ``python`` and each
+    server's ``command`` (issue 20: committed runs carry no machine path).  No number changes."""
+    out = dict(data)
+    for k in ("command", "config_path"):
+        if k in out:
+            out[k] = repo_relative_text(out[k])
+    eng = out.get("engine")
+    if isinstance(eng, dict):
+        eng = dict(eng)
+        env = eng.get("server_env")
+        if isinstance(env, dict) and "python" in env:
+            eng["server_env"] = {**env, "python": repo_relative_text(env["python"])}
+        servers = eng.get("servers")
+        if isinstance(servers, dict):
+            eng["servers"] = {name: ({**srv, "command": repo_relative_text(srv["command"])}
+                                     if isinstance(srv, dict) and "command" in srv else srv)
+                              for name, srv in servers.items()}
+        out["engine"] = eng
+    return out
+
+
 class RunFile(StoredFile):
-    """``run.json``: provenance (hardware, probe, versions, config, engine) and ``status``."""
+    """``run.json``: provenance (hardware, probe, versions, config, engine) and ``status``.
+
+    Version 2: no path of the measuring machine (:func:`_run_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2}
 
     run_id: str | None = None
     status: str | None = None
@@ -120,18 +167,37 @@ def _point_records_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "repeats": reps}
 
 
+def _point_records_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3: the requests move to a Parquet file beside the JSON (``requests_file``, :mod:`pipeline.columnar`),
+    and the engine's ``meta.tokenizer`` folder is made relative to the repository (:func:`repo_relative_text`).
+
+    A mapping cannot write a file, so in memory a version 2 file reads as version 3 with its
+    requests still inline in each repeat (``requests``), which readers accept
+    (:func:`pipeline.runs.load_point`); ``batchmark upgrade`` (:func:`pipeline.runs.upgrade_run`)
+    writes the Parquet file and the JSON without them.  Every number is kept.
+    """
+    meta = data.get("meta")
+    if isinstance(meta, dict) and "tokenizer" in meta:
+        data = {**data, "meta": {**meta, "tokenizer": repo_relative_text(meta["tokenizer"])}}
+    return data
+
+
 class PointRecordsFile(StoredFile):
-    """``points/<model>/<slug>.json``: the raw request records of one point, every repeat.
+    """``points/<model>/<slug>.json``: one point: its key, the engine's ``meta``, each repeat's header.
 
     Version 2: a repeat's ``kind`` is named ``batching`` (:func:`_point_records_update_to_2`).
+    Version 3: the requests of every repeat are ``requests_file`` (``<slug>.parquet`` beside it,
+    :mod:`pipeline.columnar`), not inline lists of per-request objects; a file migrated in memory
+    from version 2 keeps them inline (:func:`_point_records_update_to_3`) and has no ``requests_file``.
     """
 
-    current: ClassVar[int] = 2
-    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2}
+    current: ClassVar[int] = 3
+    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2, 3: _point_records_update_to_3}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]
     meta: dict[str, Any] | None = None
+    requests_file: str | None = None
 
 
 class ModelCardFile(StoredFile):

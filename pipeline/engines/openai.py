@@ -56,11 +56,12 @@ class OpenAIEngine(ServedEngine):
                 return await self._scrape(session, url) is not None
 
         self._murl = url if asyncio.run(check()) else None
-        return served_card(spec, self.tokenizer_source)
+        return served_card(spec, self.tokenizer_source, self.card_reasons)
 
     def provenance(self) -> dict[str, Any]:
         """Engine description for ``run.json`` (never the API key)."""
         return {"engine": "openai", "base_url": self.opts.base_url, "endpoint": self.opts.endpoint,
                 "api_key_env": self.opts.api_key_env, "requests_per_point": self.opts.requests_per_point,
                 "timeout_s": self.opts.timeout_s, "extra_body": self.opts.extra_body,
-                "client": "batchmark loadgen (aiohttp, orjson), closed loop"}
+                "client": self.client_description(),
+                **({"models_without_card": dict(self.card_reasons)} if self.card_reasons else {})}

@@ -65,11 +65,13 @@ def load_tokenizer(source: str, field: str) -> Any:
                              f"({str(exc).splitlines()[0][:200]})") from None
 
 
-def card_from_config(source: str, name: str) -> dict[str, Any] | None:
+def card_from_config(source: str, name: str, reasons: dict[str, str] | None = None) -> dict[str, Any] | None:
     """A model card counted from the model's config on the meta device (no weights); None if that fails.
 
     Counts assume the config's dtype (bfloat16 when it names none); quantised checkpoints
-    read fewer bytes than this card says, which its ``source`` states.
+    read fewer bytes than this card says, which its ``source`` states.  When it fails, why is
+    put in ``reasons[name]`` (one line; the engine's provenance records it in ``run.json`` as
+    ``models_without_card``, so MBU and the ceiling are missing for a stated reason, issue 20).
     """
     try:
         import torch
@@ -89,16 +91,21 @@ def card_from_config(source: str, name: str) -> dict[str, Any] | None:
             f" (quantised {quant.get('quant_method', '?') if isinstance(quant, dict) else 'weights'}: real bytes are fewer)"
             if quant else "")
         return card
-    except Exception:  # a card is optional for served engines
+    except Exception as exc:  # a card is optional for served engines; transformers raises OSError, ValueError, hub errors …
+        if reasons is not None:
+            first = scrub.scrub_paths(" ".join(str(exc).split())[:200])  # a stored run names no machine folder
+            reasons[name] = (f"no card file, and counting one from {scrub.relative_path(str(source))}'s config failed "
+                             f"({type(exc).__name__}: {first}); MBU, ceiling and roofline are null")
         return None
 
 
-def served_card(spec: ModelSpec, source: str) -> dict[str, Any] | None:
+def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The model card of a served model, named ``spec.name``.
 
     In order: the card file ``spec.card`` names in ``data/models/``; a card file whose name or
     alias matches ``spec.path`` or ``spec.served_name`` (e.g. ``openai/gpt-oss-20b``); a card
-    counted from the config at ``source`` (:func:`card_from_config`); None.
+    counted from the config at ``source`` (:func:`card_from_config`); None, with why in
+    ``reasons[spec.name]``.
 
     Raises:
         BatchmarkError: ``spec.card`` names no card file.
@@ -113,7 +120,7 @@ def served_card(spec: ModelSpec, source: str) -> dict[str, Any] | None:
     for ref in (spec.path, spec.served_name):
         if ref and find_card_file(ref) is not None:
             return load_card(ref, card_name=spec.name).as_dict()
-    return card_from_config(source, spec.name)
+    return card_from_config(source, spec.name, reasons)
 
 
 class ServedEngine:
@@ -135,6 +142,8 @@ class ServedEngine:
         self.tokenizer_source: str | None = None
         self.given_up: str | None = None
         self.device = "auto"  # the probe's device: a served engine cannot see the server's
+        #: why a model has no card ({model: one line}), recorded in the provenance (issue 20)
+        self.card_reasons: dict[str, str] = {}
 
     # hooks of subclasses ------------------------------------------------------------------
     def attach_run(self, run_dir: Path) -> None:
@@ -181,6 +190,15 @@ class ServedEngine:
         if self.given_up:
             return False, f"an earlier point was aborted: {self.given_up}"
         return True, ""
+
+    def client_description(self) -> str:
+        """How the load generator sent, for the provenance: closed loop, and the open loop where the config has one."""
+        out = "batchmark loadgen (aiohttp, orjson), closed loop"
+        ol = getattr(self.cfg, "open_loop", None)
+        if ol is not None:
+            cap = "no cap" if ol.max_concurrency is None else f"at most {ol.max_concurrency} in flight"
+            out += f", then open loop ({ol.load} arrivals, {cap})"
+        return out
 
     def unload(self) -> None:
         """Forget the model."""

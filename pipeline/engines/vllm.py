@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import scrub, serverenv
+from pipeline.atomicfiles import atomic_write_text
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
@@ -179,9 +180,7 @@ def scrub_log(path: Path) -> None:
     clean = scrub.scrub(text) or ""
     if clean == text:
         return
-    tmp = path.with_name(f".{path.name}.scrub.tmp")
-    tmp.write_text(clean, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files (issue 20)
 
 
 class VLLMEngine(ServedEngine):
@@ -338,7 +337,7 @@ class VLLMEngine(ServedEngine):
         except BaseException:
             self.stop()
             raise
-        return served_card(spec, self.tokenizer_source)
+        return served_card(spec, self.tokenizer_source, self.card_reasons)
 
     def _exit_reason(self) -> str | None:
         if self.proc is None:
@@ -389,10 +388,5 @@ class VLLMEngine(ServedEngine):
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
                 "servers": dict(self.servers),
-                "client": "batchmark loadgen (aiohttp, orjson), closed loop"}
-
-    def __del__(self) -> None:  # never leave a server behind
-        try:
-            self.stop()
-        except Exception:
-            pass
+                "client": self.client_description(),
+                **({"models_without_card": dict(self.card_reasons)} if self.card_reasons else {})}

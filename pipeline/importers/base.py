@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -549,7 +546,8 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     Writes ``run.json`` (``source: imported:<format>``, the tool, its version, the source
     files, the hardware profile, the engine(s) and the import command; ``config`` and
     ``probe`` are null: nothing was configured or probed here), ``models/<model>.json``, ``summaries.json`` and
-    ``analysis.json`` into a temporary sibling folder, then renames it into place.
+    ``analysis.json`` into a temporary sibling folder, which the store publishes in one rename
+    (:func:`pipeline.runs.assembling`; ``run.json`` built by :func:`pipeline.runs.run_json`).
 
     Raises:
         BatchmarkError: unknown hardware profile, a run of that id exists, nothing to import.
@@ -563,7 +561,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     runs_dir = runs_dir or paths.runs_dir()
     runs.clean_stale_tmp(runs_dir)  # temporary folders of imports killed mid-way (kill -9)
     runs.clean_stale_claims(runs_dir)  # and the empty run folders they had claimed
-    # the empty run folder is the claim (mkdir is atomic); the run is built beside it and renamed over it,
+    # the empty run folder is the claim (mkdir is atomic); the store builds the run beside it and renames it over it,
     # holding the run's lock, so that a claim left by a killed import is known stale (runs.is_stale_claim)
     final = runs.claim_run_dir(runs_dir, runs.check_run_id(run_id) if run_id else None, host=f"{hw.name}-import")
     with runs.lock_run(final):
@@ -575,12 +573,7 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
     from pipeline import runs
 
     run_id = final.name
-    try:
-        tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=runs.tmp_prefix(run_id), suffix=".tmp"))
-    except BaseException:
-        final.rmdir()
-        raise
-    try:
+    with runs.assembling(final, release_claim=True) as tmp:
         cards: dict[str, ModelCard] = {}
         matches: dict[str, str] = {}
         unknown: dict[str, str] = {}
@@ -597,8 +590,7 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
         # files relative to the repository, other machine folders replaced (pipeline.scrub): runs are published
         files = [scrub.relative_path(str(Path(f).resolve())) for f in result.files]
         command = f"batchmark import {result.format} {' '.join(files)} --hardware {hw.name} --run-id {run_id}"
-        runs.atomic_write_json(tmp / "run.json", {
-            "schema_version": runs.SCHEMA_VERSION, "run_id": run_id, "status": "complete",
+        runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", {
             "source": f"imported:{result.format}", "source_tool": result.tool,
             "source_version": result.tool_version,
             "source_files": files,
@@ -611,7 +603,7 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
             "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
             "versions": {result.tool: result.tool_version, "batchmark": __version__},
             "stopped": {}, "command": command,
-            "imported_at": now, "finished_at": now})
+            "imported_at": now, "finished_at": now}))
         for name, card in cards.items():
             runs.atomic_write_json(runs.model_card_path(tmp, name), stamped(ModelCardFile, card.as_dict()))
         ordered = sorted(result.summaries, key=lambda s: s.key.sort_key())
@@ -620,11 +612,4 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
         # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")
         analysis = analysis_of(tmp, runs.read_run_json(tmp), ordered)
         runs.atomic_write_json(tmp / "analysis.json", stamped(AnalysisFile, {"run_id": run_id, **analysis}))
-        os.rename(tmp, final)  # replaces the empty claimed folder
-        runs.claim_marker(final).unlink(missing_ok=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if final.is_dir() and not any(final.iterdir()):
-            final.rmdir()
-        raise
     return final

@@ -68,14 +68,25 @@ def from_skeleton(key: tuple, build: Callable[[], alt.TopLevelMixin], data: dict
     return spec
 
 
-def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analysis_points: list[dict[str, Any]]) -> dict[str, Any]:
+#: The series of a run's own curve: measured, or simulated (a prediction in its own colour, never "measured").
+MEASURED_SERIES = "measured (median)"
+SIMULATED_SERIES = "SIMULATED (median): a prediction"
+SIMULATED_COLOR = "#9467bd"
+
+
+def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analysis_points: list[dict[str, Any]],
+                     simulated: bool = False) -> dict[str, Any]:
     """Output throughput vs concurrency for one workload.
+
+    ``simulated``: the points come from the simulated server (``source: simulated``): the curve is
+    labelled a prediction, drawn in its own colour, and the title says so.
 
     Layers: measured median (line + points) with the repeat spread (min–max rule), ideal
     linear scaling from the smallest concurrency, the roofline prediction, the single-stream
     bandwidth ceiling (horizontal rule) and the knee (vertical rule).
     """
     rows = []
+    own = SIMULATED_SERIES if simulated else MEASURED_SERIES
     pts = sorted(points, key=lambda p: p["concurrency"])
     base = pts[0] if pts else None
     roof = {a["concurrency"]: a.get("roofline_tok_s") for a in analysis_points}
@@ -85,7 +96,7 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         t = p.get("output_throughput_tok_s")
         if t is None:
             continue
-        rows.append({"concurrency": c, "series": "measured (median)", "tok_s": t,
+        rows.append({"concurrency": c, "series": own, "tok_s": t,
                      "lo": min(samples) if samples else t, "hi": max(samples) if samples else t})
         if base and base.get("output_throughput_tok_s"):
             rows.append({"concurrency": c, "series": "ideal linear scaling",
@@ -108,8 +119,10 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         data["ceiling_label"] = [{"y": model["ceiling_tok_s"], "label": label, "concurrency": at}]
     if model.get("knee_concurrency"):
         data["knee"] = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
-    return from_skeleton(("throughput", side, "knee" in data), lambda: _throughput_skeleton(data, side),
-                         data, title=f"{model['model']}: output throughput vs concurrency")
+    title = f"{model['model']}: output throughput vs concurrency" + (
+        " — SIMULATED, a prediction, not a measurement" if simulated else "")
+    return from_skeleton(("throughput", side, "knee" in data, simulated), lambda: _throughput_skeleton(data, side, own),
+                         data, title=title)
 
 
 #: Pixels per character of a chart label (Vega's default 11 px sans-serif, measured ~6 px a character).
@@ -183,20 +196,22 @@ def ceiling_label_place(ceiling: float, rows: list[dict[str, Any]], chars: int, 
     return None if best is None else (2 ** best[1], best[2])
 
 
-def _throughput_skeleton(data: dict[str, Any], side: str | None = None) -> alt.TopLevelMixin:
+def _throughput_skeleton(data: dict[str, Any], side: str | None = None, own: str = MEASURED_SERIES) -> alt.TopLevelMixin:
     """The layers of :func:`throughput_chart` with placeholder data (ceiling and knee layers when ``data`` has them;
-    the ceiling's label ``side`` of its rule, at the concurrency :func:`ceiling_label_place` chose)."""
+    the ceiling's label ``side`` of its rule, at the concurrency :func:`ceiling_label_place` chose); ``own`` names the
+    run's own curve (measured, or simulated in its own colour)."""
     pts = alt.Data(name="points")
+    own_color = SIMULATED_COLOR if own == SIMULATED_SERIES else "#1f77b4"
     color = alt.Color("series:N", scale=alt.Scale(
-        domain=["measured (median)", "ideal linear scaling", "roofline prediction"],
-        range=["#1f77b4", "#9e9e9e", "#d62728"]), legend=alt.Legend(title=None, orient="top-left"))
+        domain=[own, "ideal linear scaling", "roofline prediction"],
+        range=[own_color, "#9e9e9e", "#d62728"]), legend=alt.Legend(title=None, orient="top-left"))
     y = alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log"))
     lines = alt.Chart(pts).mark_line(point=True).encode(
         x=_x(), y=y, color=color,
-        strokeDash=alt.condition(alt.datum.series == "measured (median)", alt.value([1, 0]), alt.value([5, 4])),
+        strokeDash=alt.condition(alt.datum.series == own, alt.value([1, 0]), alt.value([5, 4])),
         tooltip=["series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
-    spread = alt.Chart(pts).transform_filter(alt.datum.series == "measured (median)").mark_rule(
-        color="#1f77b4", strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
+    spread = alt.Chart(pts).transform_filter(alt.datum.series == own).mark_rule(
+        color=own_color, strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
     layers = [spread, lines]
     if "ceiling" in data:
         ceil = alt.Chart(alt.Data(name="ceiling"))
@@ -372,7 +387,8 @@ def engines_chart(title: str, series: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 ENGINE_TEXT = {"vllm": "vLLM, continuous batching", "transformers": "transformers, static batches",
-               "openai": "served endpoint, continuous batching"}
+               "openai": "served endpoint, continuous batching",
+               "simulated": "SIMULATED continuous batching (a prediction)"}
 
 
 def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
@@ -455,10 +471,11 @@ def rate_latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> d
         tooltip=["metric:N", "series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("ms:Q", format=".1f")],
     ).properties(width=180, height=200)
     chart = base.facet(column=alt.Column("metric:N", title=None))
-    if limits:  # the SLO's limits, dashed, in their panel
-        rules = alt.Chart(alt.Data(values=rows + [{**r, "rule": True} for r in limits])).mark_rule(
-            strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter("datum.rule == true").properties(
-            width=180, height=200)
-        chart = alt.layer(base, rules).facet(column=alt.Column("metric:N", title=None))
+    if limits:  # the SLO's limits, dashed, in their panel (a faceted layer takes its data at the top level)
+        data = alt.Data(values=rows + [{**r, "rule": True} for r in limits])
+        lines = base.properties(data=alt.Undefined).transform_filter("datum.rule != true")
+        rules = alt.Chart().mark_rule(strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter(
+            "datum.rule == true").properties(width=180, height=200)
+        chart = alt.layer(lines, rules, data=data).facet(column=alt.Column("metric:N", title=None))
     return _spec(chart.properties(title=f"{model['model']}: p99 latency vs offered rate"
                                   + (" (dashed: the SLO)" if limits else "")))

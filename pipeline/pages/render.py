@@ -280,8 +280,10 @@ def _summaries_csv(res: "runs.RunResults") -> str:
 
 
 def _records_zip(run_dir: Path, out: Path) -> None:
-    """Zip a run's raw request records (``points/**.json``) into ``out`` (deterministic order and times)."""
-    files = sorted((run_dir / "points").rglob("*.json"))
+    """Zip a run's raw request records (``points/**``: each point's JSON and, since schema 3, its Parquet file)
+    into ``out`` (deterministic order and times)."""
+    files = sorted(p for p in (run_dir / "points").rglob("*")
+                   if p.is_file() and p.suffix in (".json", ".parquet") and not p.name.startswith("."))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with runs.naming_file(out), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:

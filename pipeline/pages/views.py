@@ -225,6 +225,19 @@ class RunView:
         return self.__dict__["_quality"]
 
     @property
+    def simulated(self) -> bool:
+        """True for a run of the simulated server (``source: simulated``): a prediction, never a headline or an
+        explainer's example, labelled wherever it is shown."""
+        return self.meta.get("source") == "simulated"
+
+    @property
+    def status_cell(self) -> str:
+        """The run-quality cell of the tables: ``simulated (a prediction)``, ``clean`` or ``⚠ flagged``."""
+        if self.simulated:
+            return "simulated (a prediction)" + (" ⚠ flagged" if self.flagged else "")
+        return "clean" if not self.flagged else "⚠ flagged"
+
+    @property
     def flagged(self) -> bool:
         """True when the run's quality verdict is ``flagged`` (sorts after clean runs: False < True)."""
         return self.quality["verdict"] == "flagged"
@@ -315,7 +328,7 @@ def clean_first(views: list[RunView]) -> list[RunView]:
 
 
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
-    """Home's headline: per hardware, its newest clean run.
+    """Home's headline: per hardware, its newest clean run; never a simulated run (a prediction).
 
     Returns ``[{"hardware", "view", "older": [run views], "sentence", "flagged_only"}]`` sorted by hardware name;
     the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).  A hardware
@@ -323,7 +336,7 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     ``flagged_only`` is True, ``view`` its newest run, and the sentence says why no chart is drawn.
     """
     by_hw: dict[str, list[RunView]] = {}
-    for v in sorted(views, key=lambda v: v.run_id, reverse=True):
+    for v in sorted((v for v in views if not v.simulated), key=lambda v: v.run_id, reverse=True):
         by_hw.setdefault(str(v.hardware.get("name") or "unknown hardware"), []).append(v)
     out = []
     for hw, vs in sorted(by_hw.items()):

@@ -41,7 +41,7 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
     meta = runs.read_run_json(run_dir)
     assert meta["engine_fallback"] == {"from": "vllm", "to": "transformers", "reason": reason}
     assert meta["engine"]["engine"] == "transformers"
-    assert sorted(p.name for p in (run_dir / "points" / "tiny").iterdir()) == ["transformers-in4-out3-c1.json",
+    assert sorted(p.name for p in (run_dir / "points" / "tiny").glob("*.json")) == ["transformers-in4-out3-c1.json",
                                                                              "transformers-in4-out3-c2.json"]
     line = next(m for m in said if "cannot run" in m)
     assert "\n" not in line and "transformers" in line and "No matching distribution" in line

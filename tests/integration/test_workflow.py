@@ -40,11 +40,13 @@ def test_site_is_built(built):
         assert (run_dirs[0] / name).is_file()
     home = (built / "site" / "index.html").read_text()
     assert "tiny-llama" in home and "tiny-moe" in home
-    # the raw request records are downloadable: one file per point (2 models x 3 concurrencies)
+    # the raw request records are downloadable: per point (2 models x 3 concurrencies) its JSON and, since schema
+    # version 3 (issue 20), its requests as Parquet beside it
     import zipfile
 
     with zipfile.ZipFile(built / "site" / "downloads" / run_dirs[0].name / "records.zip") as zf:
-        assert len(zf.namelist()) == 6
+        names = zf.namelist()
+    assert len(names) == 12 and sum(n.endswith(".json") for n in names) == sum(n.endswith(".parquet") for n in names) == 6
 
 
 def test_second_invocation_measures_nothing(built):

@@ -66,7 +66,9 @@ def _sweep_of(proc: psutil.Process, model: str) -> psutil.Process | None:
             cmd = child.cmdline()
         except psutil.Error:
             continue
-        if "sweep" in cmd and "--model" in cmd and cmd[cmd.index("--model") + 1] == model and "pipeline" in cmd:
+        # the Snakefile passes the model as one argument, --model=NAME (quoted: issue 18, names never split)
+        named = f"--model={model}" in cmd or ("--model" in cmd and cmd[cmd.index("--model") + 1:][:1] == [model])
+        if "sweep" in cmd and named and "pipeline" in cmd:
             return child
     return None
 

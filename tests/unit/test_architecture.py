@@ -16,19 +16,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 # Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
 # dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
 LAYERS: list[tuple[str, ...]] = [
-    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.scrub",
-     "pipeline.textfiles",
-     "pipeline.texttable"),  # no stage of its own
+    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.arrays",
+     "pipeline.scrub", "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
     ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
-     "pipeline.serverenv"),
+     "pipeline.serverenv", "pipeline.stepcost"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
-    ("pipeline.runs", "pipeline.schemas"),
+    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
     ("pipeline.metrics",),
-    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
+    ("pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
      "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
-    ("pipeline.stages",),
+    ("pipeline.stages", "pipeline.plan"),
     ("pipeline.importers", "pipeline.reference"),
     ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
@@ -154,8 +153,10 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
 
 def test_storage_imports_no_stage():
     graph = import_graph()
-    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep"}
-    assert not graph["pipeline.runs"] & stages and not graph["pipeline.schemas"] & stages
+    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
+    for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
+                    "pipeline.atomicfiles"):
+        assert not graph[storage] & stages, storage
 
 
 def test_show_diff_and_pages_read_a_run_one_way():
@@ -216,3 +217,38 @@ def test_explainers_only_render():
     assert not graph["pipeline.pages.explain"] & {"pipeline.importers", "pipeline.reference", "pipeline.runs",
                                                    "pipeline.stages"}
     assert "shared" not in (PACKAGE / "pages" / "explain.py").read_text(encoding="utf-8")  # no path to ../shared/
+
+
+#: Modules that rename or replace files, other than the store, and why none of those files is a run's.
+RENAMES_OUTSIDE_RUNS = {
+    "pipeline.serverenv": "the server's virtual environment status file (.venv-vllm), no run",
+    "pipeline.modelfolders": "local model folders (data/model-folders/), no run",
+    "pipeline.pages.render": "the site's pages and downloads under the docs dir (copies of runs, never a run)",
+}
+
+
+def renames_in(path: Path) -> list[str]:
+    """Every ``os.replace``/``os.rename``/``os.renames``/``shutil.move`` call and every ``.rename(…)`` method call in a
+    module's source (``Path.rename``; ``.replace`` is left out: ``str.replace`` and ``dataclasses.replace`` look the same)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+            name = node.func.attr
+            if (owner == "os" and name in ("replace", "rename", "renames")) or (owner == "shutil" and name == "move") \
+                    or (name == "rename" and owner != "os"):
+                found.append(f"{owner or '…'}.{name} (line {node.lineno})")
+    return found
+
+
+def test_only_the_store_renames_files_of_a_run():
+    """Issue 20: one owner of a run's life.  The sweep, the importers, the merge of parts and the reference stage
+    publish through :mod:`pipeline.runs` (``assembling``, ``complete_run``, ``swap_in``, the atomic writers); no other
+    module renames or replaces a file."""
+    store = {"pipeline.runs", "pipeline.atomicfiles"}  # the store and its atomic writers
+    offenders = {name: found for name, path in all_modules().items()
+                 if name not in store and name not in RENAMES_OUTSIDE_RUNS and (found := renames_in(path))}
+    assert not offenders, f"renames outside the store (pipeline.runs, pipeline.atomicfiles): {offenders}"
+    assert all(renames_in(all_modules()[name]) for name in store)  # the check sees the store's own renames
+    for name in RENAMES_OUTSIDE_RUNS:
+        assert renames_in(all_modules()[name]), f"{name} renames nothing any more: remove it from RENAMES_OUTSIDE_RUNS"

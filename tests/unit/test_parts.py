@@ -174,9 +174,9 @@ def test_a_merged_run_is_immutable_and_merging_again_changes_nothing(scratch_roo
 def test_pointer_finds_a_run_being_measured_in_parts(scratch_root):
     cfg = _cfg()
     make_part(cfg, "20261129T000000Z-node1", "dense-a", complete=False)
-    runs.write_pointer(cfg.name, "20261129T000000Z-node1")
-    assert runs.run_id_for_config(cfg.name, cfg.digest()) == "20261129T000000Z-node1"
-    assert runs.run_id_for_config(cfg.name, "another") != "20261129T000000Z-node1"
+    parts.write_pointer(cfg.name, "20261129T000000Z-node1")
+    assert parts.run_id_for_config(cfg.name, cfg.digest()) == "20261129T000000Z-node1"
+    assert parts.run_id_for_config(cfg.name, "another") != "20261129T000000Z-node1"
 
 
 # -- resources of a measuring job -------------------------------------------------------------

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline import runs
+from pipeline import runids, runs
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run
 
@@ -52,7 +52,7 @@ def test_concurrent_claims_never_share_a_folder(tmp_path):
 
 
 def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
-    monkeypatch.setattr(runs, "datetime", _Frozen)
+    monkeypatch.setattr(runids, "datetime", _Frozen)  # new_run_id lives in pipeline.runids (issue 20)
     a = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
     b = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
     assert (a.name, b.name) == ("20261129T150405Z-dgx-spark-import", "20261129T150405Z-dgx-spark-import.02")

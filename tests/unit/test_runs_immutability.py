@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import runs, stages
+from pipeline import parts, runs, stages
 from pipeline.config import parse_config
 from pipeline.errors import BatchmarkError
 from pipeline.sweep import run_sweep
@@ -58,9 +58,9 @@ def test_measuring_again_makes_a_new_run_id(tmp_path: Path):
     # asking for a fresh run gives a new id, and ids carry the start time to the second.
     old = runs.new_run_id(datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc), host="box")
     make_run(tmp_path, old)
-    runs.write_pointer("test", old, tmp_path)
-    assert runs.run_id_for_config("test", runs_dir=tmp_path) == old
-    fresh = runs.run_id_for_config("test", runs_dir=tmp_path, fresh=True)
+    parts.write_pointer("test", old, tmp_path)
+    assert parts.run_id_for_config("test", runs_dir=tmp_path) == old
+    fresh = parts.run_id_for_config("test", runs_dir=tmp_path, fresh=True)
     assert fresh != old and not (tmp_path / fresh).exists()
 
 
@@ -109,9 +109,9 @@ def test_changed_config_content_gets_a_new_run(tmp_path: Path):
     old = runs.new_run_id(datetime(2026, 11, 29, 10, 0, 0, tzinfo=timezone.utc), host="box")
     run = make_run(tmp_path, old)
     digest = runs.read_run_json(run).get("config_digest")
-    runs.write_pointer("test", old, tmp_path)
-    assert runs.run_id_for_config("test", digest, runs_dir=tmp_path) == old
-    assert runs.run_id_for_config("test", "another-digest", runs_dir=tmp_path) != old
+    parts.write_pointer("test", old, tmp_path)
+    assert parts.run_id_for_config("test", digest, runs_dir=tmp_path) == old
+    assert parts.run_id_for_config("test", "another-digest", runs_dir=tmp_path) != old
 
 
 @pytest.mark.parametrize("bad", ["../../x", "a/b", "..", ".hidden", ""])

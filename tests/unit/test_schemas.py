@@ -1,6 +1,6 @@
 """Every stored file of a run is typed and versioned (issue 14, "Stored files: typed and versioned").
 
-Files without ``schema_version`` (the model cards of today's committed runs) are version 1 and
+Files without ``schema_version`` (the model cards of runs written before issue 14) are version 1 and
 load unchanged; a newer version is refused in one line naming the file; older versions are
 brought forward by the model's ``updates`` (asv's ``update_to_N``).
 """
@@ -21,7 +21,8 @@ from pipeline.metrics import PointSummary
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointRecords
 
-COMMITTED = Path(__file__).resolve().parents[2] / "data" / "runs" / "20261129T161329Z-vm"
+# a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`, issue 20)
+COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def _files(run_dir: Path) -> dict[str, Path]:
 def test_a_committed_run_loads_unchanged_its_unversioned_cards_as_version_1(run: Path):
     card_file = _files(run)["card"]
     stored = json.loads(card_file.read_text())
-    assert "schema_version" not in stored  # today's committed cards carry none
+    assert "schema_version" not in stored  # cards written before they were versioned carry none
     cards = runs.load_model_cards(run)
     assert cards[stored["name"]] == stored
     assert schemas.version_of(card_file, stored) == 1
@@ -77,7 +78,8 @@ def test_point_records_update_to_2_renames_kind_only():
                                           "concurrency": 1},
            "repeats": [{"repeat": 0, "kind": "served", "window_start_s": 0.0}], "meta": {"kind": "kept"}}
     new = schemas.migrate(schemas.PointRecordsFile, "p.json", old)
-    assert new == {"schema_version": 2, "point": old["point"], "meta": {"kind": "kept"},
+    # 2 -> 3 moves the requests to a Parquet file, which only `upgrade` writes: in memory the mapping is kept
+    assert new == {"schema_version": 3, "point": old["point"], "meta": {"kind": "kept"},
                    "repeats": [{"repeat": 0, "batching": "served", "window_start_s": 0.0}]}
     assert schemas.migrate(schemas.PointRecordsFile, "p.json", new) == new  # current: unchanged
 
@@ -160,3 +162,26 @@ def test_new_files_are_written_with_their_schema_version(tmp_path: Path):
     runs.write_model_card(tmp_path / "r", {"name": "m", "kind": "dense"})
     assert json.loads(runs.model_card_path(tmp_path / "r", "m").read_text())["schema_version"] == 1
     assert runs.load_model_cards(tmp_path / "r") == {"m": {"name": "m", "kind": "dense"}}
+
+
+def test_machine_paths_are_made_relative_to_the_repository():
+    """Issue 20: committed runs carry no machine path; runs written before record them, and their upgrade drops the
+    machine's part of every path into the repository (the run of 20261130 recorded /tmp/fresh-main/… paths)."""
+    r = schemas.repo_relative_text
+    assert r("/work/main/pipeline/__main__.py sweep --config config/default.yaml") == \
+        "pipeline/__main__.py sweep --config config/default.yaml"
+    assert r("/tmp/fresh-main/data/model-folders/m-4e82") == "data/model-folders/m-4e82"
+    assert r("/usr/bin/python3 /home/u/proj/pipeline/__main__.py --config /home/u/proj/config/x.yaml") == \
+        "/usr/bin/python3 pipeline/__main__.py --config config/x.yaml"  # a path outside any repository folder stays
+    assert r("openai/gpt-oss-20b") == "openai/gpt-oss-20b" and r(None) is None
+    old = {"schema_version": 1, "command": "/tmp/x/pipeline/__main__.py sweep", "config_path": "/tmp/x/config/a.yaml",
+           "engine": {"server_env": {"python": "/tmp/x/.venv-vllm/bin/python", "version": "0.32.0"},
+                      "servers": {"m": {"command": "/tmp/x/.venv-vllm/bin/python -m vllm", "port": 1}}}}
+    assert schemas.migrate(schemas.RunFile, "run.json", old) == {
+        "schema_version": 2, "command": "pipeline/__main__.py sweep", "config_path": "config/a.yaml",
+        "engine": {"server_env": {"python": ".venv-vllm/bin/python", "version": "0.32.0"},
+                   "servers": {"m": {"command": ".venv-vllm/bin/python -m vllm", "port": 1}}}}
+    point = {"schema_version": 2, "point": {"model": "m", "engine": "vllm", "input_len": 1, "output_len": 2, "concurrency": 1},
+             "repeats": [], "meta": {"tokenizer": "/tmp/fresh-main/data/model-folders/m-4e82", "seed": 3}}
+    assert schemas.migrate(schemas.PointRecordsFile, "p.json", point)["meta"] == \
+        {"tokenizer": "data/model-folders/m-4e82", "seed": 3}

@@ -1,9 +1,11 @@
 """``batchmark upgrade``: a run's files rewritten at the current schema versions, format only (issue 14).
 
-On a copy of a committed run: its unversioned model cards (version 1) come out stamped, its point
-record files come out at version 2 (a repeat's ``kind`` named ``batching``), every number of every
-file is equal before and after, and the pages render byte for byte the same from the upgraded copy
-(the records download, which zips the raw files, aside).
+On a copy of a run written before schema version 3 (``tests/data/runs-v1/``, the committed run of that
+id before its upgrade): its unversioned model cards (version 1) come out stamped, its point record files
+come out at version 3 (a repeat's ``kind`` named ``batching``; the requests moved to a Parquet file
+beside the JSON, issue 20), its ``run.json`` at version 2 (the command's machine path made relative to
+the repository), every number of every file is equal before and after, and the pages render byte for
+byte the same from the upgraded copy (the records download, which zips the raw files, aside).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import pytest
 
 from pipeline import cli, runs, schemas
 from pipeline.errors import BatchmarkError
+from pipeline.records import PointRecords
 
-COMMITTED = Path(__file__).resolve().parents[2] / "data" / "runs" / "20261129T161329Z-vm"
+COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
 
 
 @pytest.fixture
@@ -59,9 +62,30 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
     after = _snapshot(run)
     assert set(after) == set(before)
     for name in before:
-        if name.startswith("points/") or name == "analysis.json":
-            # point records 1 -> 2: a repeat's "kind" is named "batching"; analysis 1 -> 2: the hardware block's
-            # *_measured (the probe's figures) are *_probed (issue 14); every value equal
+        if name.startswith("points/"):
+            # point records 1 -> 3: a repeat's "kind" is named "batching" (2); the requests are the Parquet file
+            # named by requests_file (3); every other value of the JSON equal, every request read back equal
+            assert schemas.version_of(name, after[name]) == 3
+            assert after[name]["requests_file"] == runs.requests_path(run / name).name
+            kept = {k.replace("/kind", "/batching"): v for k, v in _leaves(before[name]).items()
+                    if not (k.startswith("/repeats/") and k.split("/")[3] == "requests")}
+            assert {k: v for k, v in _leaves(after[name]).items() if k != "/requests_file"} == kept
+            assert runs.load_point(run / name) == PointRecords.from_dict(
+                schemas.migrate(schemas.PointRecordsFile, name, before[name]))
+            continue
+        if name == "run.json":
+            # run.json 1 -> 2: the command, recorded with the measuring machine's absolute path, is made relative to
+            # the repository (issue 20: committed runs carry no machine path); every other value equal
+            assert schemas.version_of(name, after[name]) == 2
+            assert before[name]["command"] == ("/work/main/pipeline/__main__.py sweep --config config/default.yaml "
+                                               "--run-id 20261129T161329Z-vm --pointer")
+            assert after[name]["command"] == ("pipeline/__main__.py sweep --config config/default.yaml "
+                                              "--run-id 20261129T161329Z-vm --pointer")
+            assert {k: v for k, v in _leaves(after[name]).items() if k != "/command"} == \
+                {k: v for k, v in _leaves(before[name]).items() if k != "/command"}
+            continue
+        if name == "analysis.json":
+            # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed (issue 14)
             assert schemas.version_of(name, after[name]) == 2
             old, new = ("/kind", "/batching") if name.startswith("points/") else ("_measured", "_probed")
             assert _leaves(after[name]) == {k.replace(old, new): v for k, v in _leaves(before[name]).items()}
@@ -76,15 +100,19 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
     # every page the same; the records download holds the raw point files, so it carries their new format
     pages_after, pages_before = _tree(tmp_path / "pages-after"), _tree(tmp_path / "pages-before")
     zips = [k for k in pages_before if k.endswith("records.zip")]
-    raw = [k for k in pages_before if k.startswith("downloads/") and k.endswith("analysis.json")]  # copied as stored
-    assert zips and raw and {k: v for k, v in pages_after.items() if k not in zips + raw} == \
-        {k: v for k, v in pages_before.items() if k not in zips + raw}
+    raw = [k for k in pages_before if k.startswith("downloads/") and k.endswith(("analysis.json", "run.json"))]  # as stored
+    # (the Methodology page shows the command: relative on both sides, since a file is read migrated)
+    assert b"<code>pipeline/&#95;&#95;main&#95;&#95;.py sweep" in pages_before["methodology.md"]
+    same = zips + raw
+    assert zips and raw and {k: v for k, v in pages_after.items() if k not in same} == \
+        {k: v for k, v in pages_before.items() if k not in same}
     for k in raw:  # the stored file in its old and its new format: the same once read
-        assert schemas.migrate(schemas.AnalysisFile, k, json.loads(pages_after[k])) == \
-            schemas.migrate(schemas.AnalysisFile, k, json.loads(pages_before[k]))
+        cls = schemas.RunFile if k.endswith("run.json") else schemas.AnalysisFile
+        assert schemas.migrate(cls, k, json.loads(pages_after[k])) == schemas.migrate(cls, k, json.loads(pages_before[k]))
     for k in zips:
         with zipfile.ZipFile(tmp_path / "pages-after" / k) as za, zipfile.ZipFile(tmp_path / "pages-before" / k) as zb:
-            assert za.namelist() == zb.namelist()
+            # each point's JSON, now with its Parquet file beside it
+            assert za.namelist() == sorted(zb.namelist() + [n.removesuffix(".json") + ".parquet" for n in zb.namelist()])
 
     assert runs.upgrade_run(run) == []  # a second upgrade has nothing to do
 
