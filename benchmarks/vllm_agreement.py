@@ -17,10 +17,10 @@ requests at ``c`` in flight, closed loop, ``/v1/completions``, no warm-up in eit
 - the same server state: at each concurrency the clients take turns in the order vLLM, batchmark,
   batchmark, vLLM (two ``rounds``, ABBA), point by point (one ``vllm bench serve`` process reads the points
   on stdin), so a change of the shared machine's load falls on both alike; each figure is the mean of a
-  client's two runs.  (Whole sweeps in turn, vLLM's c = 1, 4, 16 then batchmark's, left minutes between the
-  clients' runs of a point: on this machine, shared by several sessions, one such run differed by up to
-  48 % with each client's A/A spread under 10 %, the outside load having changed in between); the two runs of one client give its A/A spread, the noise a
-  difference between the clients has to stand out from.
+  client's two runs, and the two runs of one client give its A/A spread, the noise a difference between the
+  clients has to stand out from.  (Whole sweeps in turn, vLLM's c = 1, 4, 16 then batchmark's, left minutes
+  between the clients' runs of a point: on this machine, shared by several sessions, one such run differed
+  by up to 48 % with each client's A/A spread under 10 %, the outside load having changed in between.)
 
 Why the first full run disagreed by −86 % to +236 % (found here, issue 23): not a client, the server's
 delivery.  With the 4-layer, 512-wide model first used (a decode step of ~3 ms) vLLM's CPU build on this
