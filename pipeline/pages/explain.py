@@ -7,7 +7,7 @@ with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; 
 arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
 Every number comes from model cards (``data/models/``), a hardware profile
 (``data/hardware/``), the explainers' settings (``data/explainers.yaml``: the worked example's model) and the
-analysed runs; formulas are those of :mod:`pipeline.modelcards`, :mod:`pipeline.analysis` and
+analysed runs; formulas are those of :mod:`pipeline.modelarch`, :mod:`pipeline.analysis` and
 :mod:`pipeline.capacity`.  The reference measurement, when the site has one, arrives as run views like
 any run's (the reference stage, :mod:`pipeline.reference`, stores it; ``batchmark pages
 --reference DIR`` reads it).
@@ -21,8 +21,9 @@ from typing import Any
 from pipeline import paths
 from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
 from pipeline.capacity import capacity_table, does_not_fit, fit_table, usable_memory_gb
+from pipeline.cardregistry import list_card_files, load_card
 from pipeline.errors import BatchmarkError
-from pipeline.modelcards import ModelCard, list_card_files, load_card
+from pipeline.modelcards import ModelCard
 from pipeline.pages import explaincharts as ec
 from pipeline.pages.explaincharts import workload_label
 from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
@@ -82,7 +83,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
 
 def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
     """True when model names ``a`` and ``b`` resolve to the same model card file (``files``: a cache of name → card file)."""
-    from pipeline.modelcards import find_card_file
+    from pipeline.cardregistry import find_card_file
 
     files = {} if files is None else files
     for name in (a, b):
