@@ -84,6 +84,9 @@ class PlanModel:
     points: list[PlanPoint]
     stops_after: int | None = None
     note: str | None = None
+    #: Sequences of input_len + output_len tokens whose KV cache fits beside the weights (the decode batch the server
+    #: can hold; None when the weights do not fit): the adaptive sweep caps its predictions' batch with it.
+    kv_sequences: int | None = None
 
 
 @dataclass
@@ -251,6 +254,17 @@ def _fits(card, hw: HardwareProfile, server, util: float, c: int, input_len: int
     return True, "", kv
 
 
+def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | None:
+    """Sequences of ``tokens`` whose KV cache fits beside the weights in ``memory_gb × util`` (as :func:`_fits`)."""
+    from pipeline.stepcost import kv_bytes_per_sequence
+
+    usable = (hw.memory_gb or 0.0) * 1e9 * util
+    per_seq = kv_bytes_per_sequence(card, tokens)
+    if card.weight_bytes >= usable or per_seq <= 0:
+        return None
+    return int((usable - card.weight_bytes) // per_seq)
+
+
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
               min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
@@ -289,7 +303,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         curve: list[tuple[int, float]] = []
         stops_after = None
         for c in grid:
-            if cfg.stop_after_weak_doublings:
+            if cfg.stop_after_weak_doublings and cfg.adaptive is None:  # an adaptive sweep chooses its own points
                 if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                     stops_after = curve[-1][0]
                     break
@@ -322,7 +336,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                                                  None, 0, 0, reps, ol.load, None))
             points.extend(rate_points)
         wall = start + sum(p.wall_s for p in points)
-        models.append(PlanModel(spec.name, wall, start, points, stops_after))
+        models.append(PlanModel(spec.name, wall, start, points, stops_after,
+                                kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests)
 
