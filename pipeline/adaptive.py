@@ -7,8 +7,8 @@ model and workload the sweep (:func:`pipeline.sweep.run_sweep`) calls :func:`wal
    fits: weights + KV of c sequences within the usable memory) and the calibration's third point
    (:func:`pipeline.calibrate.default_calibration` on the fitting grid: an MoE's first doubling, a dense
    model's log2 middle);
-2. fits the calibrated per-step model (:mod:`pipeline.calibrate`) on every point measured so far and predicts
-   the whole grid; the knee is :func:`pipeline.analysis.find_knee` of the curve made of the measured points
+2. fits the calibrated per-step model (:mod:`pipeline.calibrate`) on every point measured so far, predicts
+   the whole grid and anchors the predictions to the measurements' level (:func:`anchored`); the knee is :func:`pipeline.analysis.find_knee` of the curve made of the measured points
    and the predicted ones;
 3. measures the next point (:func:`next_point`): while a point that decides the knee is unmeasured (the knee
    and its two grid neighbours; "not reached": the last doubling), bisect on log2 c between the measured points
@@ -138,6 +138,34 @@ def combined_curve(grid: list[int], measured: dict[int, float], predicted: Predi
     return out
 
 
+def anchored(grid: list[int], measured: dict[int, float], predicted: Prediction) -> Prediction:
+    """The predictions with the measurements' level: each predicted output throughput × the measured / predicted ratio
+    at the measured points, interpolated linearly in log2 c between them (the nearest one's beyond them).
+
+    The per-step model gives the curve's shape; where it is biased the same way at the measured neighbours of a
+    point (a closed loop's drain at the end of the window, which the model's ``c × output_len / E2EL`` leaves
+    out, costs 5-10 % at large c), the bias is carried to the points between them.  At a measured point the
+    anchored prediction is the measurement.  ``model_tok_s`` keeps the model's own figure.
+    """
+    ratios = sorted((c, measured[c] / predicted[c]["output_throughput_tok_s"]) for c in measured
+                    if c in predicted and predicted[c].get("output_throughput_tok_s"))
+    if not ratios:
+        return predicted
+    out: Prediction = {}
+    for c, p in predicted.items():
+        x = math.log2(c)
+        lo = [(cc, r) for cc, r in ratios if cc <= c]
+        hi = [(cc, r) for cc, r in ratios if cc >= c]
+        if lo and hi:
+            (c0, r0), (c1, r1) = lo[-1], hi[0]
+            r = r0 if c1 == c0 else r0 + (r1 - r0) * (x - math.log2(c0)) / (math.log2(c1) - math.log2(c0))
+        else:
+            r = (lo[-1] if lo else hi[0])[1]
+        tok = p.get("output_throughput_tok_s")
+        out[c] = {**p, "model_tok_s": tok, "output_throughput_tok_s": tok * r if tok is not None else None}
+    return out
+
+
 @dataclass
 class WalkResult:
     """What :func:`walk` did for one workload: the grid points, measured or predicted, with their reasons."""
@@ -197,6 +225,7 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
     while True:
         try:
             pred, fit = predict()
+            pred = anchored(grid, meas, pred)
         except CalibrationError as exc:
             for c in [x for x in fitting if x not in meas]:
                 take(c, f"measured: the points cannot be fitted ({exc})")
