@@ -182,7 +182,7 @@ class WalkResult:
                 "steps": self.steps, "fit": self.fit}
 
 
-def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callable[[int], float | None],
+def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callable[[int, str], float | None],
          predict: Callable[[], tuple[Prediction, dict[str, Any] | None]], threshold: float, tolerance: float,
          not_fitting: dict[int, str] | None = None) -> WalkResult:
     """Run an adaptive sweep of one workload (module docstring).
@@ -191,8 +191,9 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
         grid: every candidate concurrency (the config's grid).
         fitting: those that fit (measured only among these).
         kind: ``"moe"`` or ``"dense"`` (the third calibration point).
-        measure: measures a concurrency and returns its output throughput (tok/s; None when nothing was measured:
-            the point is then dropped from ``fitting``).  Called once per concurrency, in the order chosen.
+        measure: ``measure(c, reason)`` measures a concurrency and returns its output throughput (tok/s; None when
+            nothing was measured: the point is then dropped from ``fitting``).  Called once per concurrency, in the
+            order chosen, with the reason it was chosen.
         predict: fits on everything measured so far and predicts every grid point; returns the predictions and the
             fitted terms (JSON); raises :class:`pipeline.calibrate.CalibrationError` when no fit can be made.
         threshold: the knee's threshold (a doubling gaining less is weak).
@@ -208,7 +209,7 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
     def take(c: int, reason: str, predicted: float | None = None) -> bool:
         order[c] = (len(order) + 1, reason)
         before[c] = predicted
-        v = measure(c)
+        v = measure(c, reason)
         if v is None:
             fitting.remove(c)
             return False
@@ -260,9 +261,9 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
                            "error": (b - meas[c]) / meas[c] if b is not None and meas[c] else None,
                            "predicted": predicted, "spread": p.get("spread")})
         else:
-            why = ((not_fitting or {}).get(c) and f"predicted: does not fit ({not_fitting[c]})") or (
-                f"predicted: {order[c][1]}; nothing measured" if c in order else
-                "predicted: not needed (the knee settled without it)")
+            why = ((not_fitting or {}).get(c) and f"does not fit ({not_fitting[c]})") or (
+                f"chosen ({order[c][1]}) but nothing was measured" if c in order else
+                "not needed (the knee settled without it)")
             points.append({"concurrency": c, "measured": False, "order": None, "reason": why,
                            "output_throughput_tok_s": p.get("output_throughput_tok_s"), "predicted_before_tok_s": None,
                            "error": None, "predicted": predicted, "spread": p.get("spread")})

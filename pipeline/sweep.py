@@ -432,7 +432,7 @@ def _adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: 
             _load(engine, spec, run_dir)
         state["loaded"] = True
 
-    def measure(c: int) -> float | None:
+    def measure(c: int, reason: str) -> float | None:
         key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
         label = f"{spec.name} c={c}"
         resumed = runs.has_point(run_dir, key)
@@ -451,6 +451,7 @@ def _adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: 
             except PointDoesNotFit as exc:
                 stops.setdefault(spec.name, f"memory: {exc}")
                 return None
+            records.meta["adaptive"] = {"measured": True, "reason": reason}  # why this point (predictions: run.json)
             runs.write_point(run_dir, records)
             summ = summarize_point(records, slo)
         failures["points"] += 1

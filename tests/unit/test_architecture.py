@@ -24,7 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
     ("pipeline.metrics",),
-    ("pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
+    ("pipeline.calibrate", "pipeline.adaptive", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
      "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages", "pipeline.plan"),
