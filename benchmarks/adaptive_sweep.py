@@ -21,6 +21,8 @@ Figures, printed; the script exits 1 when either does not hold.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import shutil
 import sys
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
 
         plan = make_plan(cfg)
         run_dir = runs.claim_run_dir(Path(tmp) / "data" / "runs")
-        run_sweep(cfg, run_dir, plan=plan, progress=False, log=lambda msg: None)
+        with contextlib.redirect_stderr(io.StringIO()):  # the sweep's phase lines: only the comparison is printed
+            run_sweep(cfg, run_dir, plan=plan, progress=False, log=lambda msg: None)
         block = runs.read_run_json(run_dir)["adaptive"]
 
     ok = True

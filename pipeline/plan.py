@@ -105,6 +105,8 @@ class Plan:
     dropped: list[str] = field(default_factory=list)
     certainty: list[str] = field(default_factory=list)
     fits_budget: bool | None = None
+    #: An adaptive config (``adaptive:``): the plan covers the whole grid, of which the sweep measures a part.
+    adaptive: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -129,8 +131,10 @@ class Plan:
             over = (f" (budget {format_duration(self.budget_s)}" + ("" if self.fits_budget else ", NOT met") + ")")
         where = (f"on a real {self.hardware} (simulated here in virtual time)" if self.engine == "simulated"
                  else f"on {self.hardware}")
+        part = (" at most (adaptive: only the grid points that settle the knee are measured)"
+                if self.adaptive else "")
         return (f"plan: {pts} points of {len(self.models)} model(s), {self.repeats} repeats each, predicted "
-                f"{format_duration(self.wall_s)} {where}{over}")
+                f"{format_duration(self.wall_s)} {where}{over}{part}")
 
     def estimate_after(self, models: list[str], grid: list[int]):
         """The progress display's ETA (:attr:`pipeline.progress.Display.estimate`): given how many grid points of
@@ -339,7 +343,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         models.append(PlanModel(spec.name, wall, start, points, stops_after,
                                 kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
-    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests)
+    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
+                adaptive=cfg.adaptive is not None)
 
 
 # --------------------------------------------------------------------------------------------

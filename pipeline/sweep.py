@@ -328,7 +328,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     specs = [m for m in cfg.models if models is None or m.name in models]
     total = len(specs) * len(cfg.concurrency)
     display.total = total
-    if plan is not None and cfg.engine != "simulated":  # hardware time: a simulation's own ETA is its median rule
+    # hardware time: a simulation's own ETA is its median rule; an adaptive sweep's points are not known in advance
+    if plan is not None and cfg.engine != "simulated" and cfg.adaptive is None:
         display.estimate = plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
     display.start()
     try:
