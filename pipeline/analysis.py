@@ -374,7 +374,7 @@ def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_
         point: an analysed point (``mfu``, ``concurrency``).
         roof_dtype: the dtype the compute roof was probed in (``run.json`` ``probe.dtype``), None when unknown
             or when the roof is the spec sheet's.
-        model_dtype: the dtype the model ran in (its card's ``dtype``).
+        model_dtype: the dtype the model ran in (its card's ``quantization``).
     """
     mfu = point.get("mfu")
     if mfu is None or mfu <= 1:
@@ -513,7 +513,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                 step, bound = roofline_step_s(card, batch, ctx, bw, peak)
                 row.update(roofline_tok_s=batch / step, roofline_bound=bound)
         row["implausible"] = implausible_point(row)
-        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.dtype if card is not None else None)
+        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.quantization if card is not None else None)
         points_out.append(row)
 
     models_out = []

@@ -20,7 +20,8 @@ import pytest
 
 from pipeline.analysis import point_regime, roofline_step_s
 from pipeline.metrics import summarize_point
-from pipeline.modelcards import ModelCard, load_card
+from pipeline.cardregistry import load_card
+from pipeline.modelcards import ModelCard
 from pipeline.engines.simulated import ServerModel, kv_blocks, simulate_repeat
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
