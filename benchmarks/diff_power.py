@@ -53,7 +53,7 @@ MOVED = ("output_throughput_tok_s", "per_user_tok_s", "tpot_p50_s", "tpot_p99_s"
 
 @dataclass
 class SyntheticRun:
-    """What :func:`pipeline.diff.diff_runs` reads of a run (:class:`pipeline.diff.RunData`), built in memory."""
+    """What :func:`pipeline.diff.diff_runs` reads of a run (:class:`pipeline.comparability.RunData`), built in memory."""
 
     run_id: str
     meta: dict[str, Any]
