@@ -15,8 +15,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.analysis import KNEE_THRESHOLD, MAX_FAILURE_RATE, analyze
+from pipeline.analysis import analyze
+from pipeline.config import EXCLUSION_FAILURE_RATE
 from pipeline.errors import BatchmarkError
+from pipeline.knee import KNEE_THRESHOLD
 from pipeline.metrics import summarize_run
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointSummary
@@ -63,7 +65,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list[PointSummar
         except TypeError as exc:
             raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
-    max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
+    max_failed = (meta.get("config") or {}).get("max_failure_rate", EXCLUSION_FAILURE_RATE)
     servers = ((meta.get("engine") or {}).get("servers") or {})
     limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
     return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed, limits)

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline import __version__, paths, runs, scrub
-from pipeline.analysis import doubling_gains, point_warnings, slo_limit
+from pipeline.analysis import point_warnings
+from pipeline.knee import doubling_gains
+from pipeline.ratesweep import slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
@@ -157,7 +159,7 @@ def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> in
     """How many of the last doublings in a row each gained less than ``threshold``.
 
     ``throughputs`` is ``[(concurrency, tokens/s), ...]`` in grid order; gains per doubling as
-    :func:`pipeline.analysis.doubling_gains` computes them.
+    :func:`pipeline.knee.doubling_gains` computes them.
     """
     n = 0
     for gain in reversed(doubling_gains(throughputs)):

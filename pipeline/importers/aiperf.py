@@ -41,7 +41,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
+from pipeline.importers.base import (REFUSAL_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_unique, fail, is_number, load_json, number, read_text, refuse_open_loop,
                                      summary, wrong_format)
 from pipeline.engines.tokencount import length_mismatch
@@ -233,7 +233,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
     engine = engine or ENGINE

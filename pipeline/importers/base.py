@@ -18,9 +18,9 @@ from typing import Any
 
 
 from pipeline import __version__, paths, scrub
+from pipeline.config import EXCLUSION_FAILURE_RATE
 from pipeline.errors import BatchmarkError
-from pipeline.metrics import PointSummary
-from pipeline.records import PointKey
+from pipeline.records import PointKey, PointSummary
 from pipeline.modelcards import (ModelCard, cached_config, card_from_config_file, card_with_file_size, find_card_file,
                                  load_card, normalize_quant)
 from pipeline.schemas import AnalysisFile, ModelCardFile, SummariesFile, stamped
@@ -29,8 +29,10 @@ from pipeline.stages import analysis_of
 
 #: Largest fraction of a point's requests that may have failed for it to be imported as a
 #: measurement (failed / (completed + failed)).  Above it the point is refused, naming the
-#: counts; ``batchmark import --max-failure-rate`` changes it for one import.
-MAX_FAILURE_RATE = 0.05
+#: counts; ``batchmark import --max-failure-rate`` changes it for one import.  The analysis's
+#: exclusion default (:data:`pipeline.config.EXCLUSION_FAILURE_RATE`): an import never holds a point
+#: the analysis would leave out.
+REFUSAL_FAILURE_RATE = EXCLUSION_FAILURE_RATE
 
 
 def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkError:
@@ -265,7 +267,7 @@ def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
 
 
 def check_completion(path: str | Path, where: str, completed: int, failed: int, concurrency: int,
-                     max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None) -> None:
+                     max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None) -> None:
     """Refuse a point that did not measure its concurrency: too few completed requests, or too many failures.
 
     A closed-loop point at concurrency c measures c requests in flight only when at least c

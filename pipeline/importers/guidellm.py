@@ -45,7 +45,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
+from pipeline.importers.base import (REFUSAL_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_finite, check_unique, fail, is_number, load_json, read_text, summary,
                                      wrong_format)
 from pipeline.records import distribution
@@ -135,7 +135,7 @@ def _load(path: Path) -> Any:
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
+          max_failure_rate: float = REFUSAL_FAILURE_RATE) -> ImportResult:
     """Parse one GuideLLM benchmarks report (JSON or YAML)."""
     if len(paths) != 1:
         raise fail(", ".join(map(str, paths)), None, "guidellm imports one file at a time")

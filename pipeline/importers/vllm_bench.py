@@ -18,7 +18,7 @@ a closed-loop one: load ``poisson`` (``burstiness`` 1 or absent, vLLM's default)
 (another burstiness, kept), ``rate_rps`` = ``request_rate``, concurrency = the cap or None,
 ``achieved_rate_rps`` = ``request_throughput``.  Refused: a closed-loop point with fewer
 completed requests than its concurrency, a failure rate above
-:data:`~pipeline.importers.base.MAX_FAILURE_RATE`.
+:data:`~pipeline.importers.base.REFUSAL_FAILURE_RATE`.
 
 The printed block starts at ``============ Serving Benchmark Result ============`` and holds
 ``Successful requests:``, ``Output token throughput (tok/s):``, ``Mean/Median/P99 TTFT
@@ -60,7 +60,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from pipeline.importers.base import (MAX_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
+from pipeline.importers.base import (REFUSAL_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
                                      check_finite, check_unique, fail, is_number, number, read_text, summary,
                                      wrong_format)
 from pipeline.engines.tokencount import length_mismatch
@@ -155,7 +155,7 @@ def _is_closed_loop_rate(rate: Any) -> bool:
 
 
 def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = "",
-                      max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None):
+                      max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None):
     """One :class:`PointSummary` from a save-result dict (or a parsed printed block).
 
     ``total``: requests sent, where the source states it apart from the counts (the progress
@@ -337,7 +337,7 @@ WARMUP_ONLY = ("holds only vllm bench sweep's warm-up (run_number -1, warmup.jso
 
 
 def parse_json(path: Path, text: str, model: str | None, engine: str | None,
-               max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+               max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                rate: float | None = None, warmup_ok: bool = False) -> list[tuple[Any, str, str | None, int | None]]:
     """A save-result file (one object), an ``--append-result`` file (one object per line) or a ``vllm bench sweep``
     ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number)].
@@ -391,7 +391,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
 
 
 def parse_block(path: Path, text: str, model: str | None, engine: str,
-                max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+                max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                 rate: float | None = None) -> list[Any]:
     """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
 
@@ -458,7 +458,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse save-result JSON files (one per concurrency, or one per line with ``--append-result``), ``vllm bench
     sweep`` folders and/or printed logs (module docstring).

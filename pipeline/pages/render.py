@@ -239,11 +239,12 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
     env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, kb=_kb, gib=_gib, md=md_text, md_cell=md_text, html=html_text,
                        code=code, anchor=anchor, url_path=url_path)
-    from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
+    from pipeline.config import EXCLUSION_FAILURE_RATE
+    from pipeline.knee import DECLINE_FRACTION, KNEE_THRESHOLD
     from pipeline.engines import tokencount
 
     env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
-                       max_failure_rate_default=MAX_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
+                       max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,

@@ -24,8 +24,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
     ("pipeline.metrics",),
-    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
-     "pipeline.diff", "pipeline.quality"),
+    ("pipeline.stepcost", "pipeline.calibrate", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+     "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages",),
     ("pipeline.importers", "pipeline.reference"),
@@ -153,7 +153,8 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
 
 def test_storage_imports_no_stage():
     graph = import_graph()
-    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
+    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+              "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
     for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
                     "pipeline.atomicfiles"):
         assert not graph[storage] & stages, storage
@@ -206,7 +207,8 @@ def test_statistics_modules_read_no_storage():
     """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
     graph = import_graph()
     storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
-    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffreport"):
+    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+                 "pipeline.quality", "pipeline.diff", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
     assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)
 

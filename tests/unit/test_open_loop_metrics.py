@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.analysis import rate_sweep, slo_limit
+from pipeline.ratesweep import rate_sweep, slo_limit
 from pipeline.config import parse_config
 from pipeline.engines.scheduler import schedule_gaps
 from pipeline.errors import BatchmarkError
