@@ -68,8 +68,7 @@ from typing import Any, Protocol
 from pipeline.diffstats import (MIN_EFFECT, TEST_NAME, benjamini_hochberg, called, log_min_two_sided_p,  # noqa: F401
                                 min_two_sided_p, welch_many)
 from pipeline.errors import BatchmarkError
-from pipeline.metrics import PointSummary
-from pipeline.records import PointKey, Workload, workload_of
+from pipeline.records import PointKey, PointSummary, Workload, workload_of
 
 
 class RunData(Protocol):

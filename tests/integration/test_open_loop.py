@@ -149,7 +149,7 @@ def test_a_client_that_cannot_keep_the_schedule_says_so(fast_server, tok):
     rec = engine.measure(PointKey("m", "openai", 8, OUT, None, "constant", 500.0), 1, False, 0)
     s = summarize_point(rec)
     # At most 1 / 5 ms = 200 sends/s against 500 scheduled: request i is at least i × 3 ms late, so
-    # the p99 lag (~0.3 s) is far above the 10 ms limit (metrics.schedule_lag_limit_s).
+    # the p99 lag (~0.3 s) is far above the 10 ms limit (requestmetrics.schedule_lag_limit_s).
     assert s.schedule_kept is False, s.schedule_lag_s
     assert s.send_rate_rps < 210 and s.schedule_lag_s["p99"] > 0.2, (s.send_rate_rps, s.schedule_lag_s)
 

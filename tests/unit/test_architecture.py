@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
-    ("pipeline.metrics",),
+    ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics"),
     ("pipeline.stepcost", "pipeline.calibrate", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
      "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
@@ -153,7 +153,7 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
 
 def test_storage_imports_no_stage():
     graph = import_graph()
-    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+    stages = {"pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
               "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
     for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
                     "pipeline.atomicfiles"):
@@ -207,7 +207,7 @@ def test_statistics_modules_read_no_storage():
     """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
     graph = import_graph()
     storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
-    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+    for name in ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
                  "pipeline.quality", "pipeline.diff", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
     assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import arrays, metrics, runs
+from pipeline import arrays, goodput, metrics, requestmetrics, runs
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
@@ -102,32 +102,32 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     reqs = [r for rep in pt.repeats for r in rep.requests]
     ok = a.ok
     assert ok.tolist() == [r.ok for r in reqs]
-    assert metrics.itl_array(a, ok).tolist() == [v for r in reqs if r.ok for v in metrics.itl_values(r)]
+    assert metrics.itl_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_values(r)]
     tp = metrics._tpot_array(a)
-    assert [None if np.isnan(v) else v for v in tp[ok].tolist()] == [metrics.tpot_s(r) for r in reqs if r.ok]
+    assert [None if np.isnan(v) else v for v in tp[ok].tolist()] == [requestmetrics.tpot_s(r) for r in reqs if r.ok]
     ts = metrics._tpot_streamed_array(a)
-    assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [metrics.tpot_streamed_s(r) for r in reqs if r.ok]
-    assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in metrics.itl_chunk_values(r)]
+    assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [requestmetrics.tpot_streamed_s(r) for r in reqs if r.ok]
+    assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_chunk_values(r)]
 
     slo = {"ttft_p99_ms": 300.0, "tpot_p99_ms": 20.0, "e2el_p99_ms": None}
     s = metrics.summarize_point(pt, slo)
     measured = [r for r in reqs if not r.warmup]
     good = [r for r in measured if r.ok]
     assert s.completed == len(good) and s.failed == len(measured) - len(good)
-    assert s.slo == metrics.slo_goodput(pt, slo)
-    assert (s.flags, s.token_count_sources) == metrics.point_flags(measured)
-    thr = [v for v in map(metrics.repeat_output_throughput, pt.repeats) if v is not None]
+    assert s.slo == goodput.slo_goodput(pt, slo)
+    assert (s.flags, s.token_count_sources) == requestmetrics.point_flags(measured)
+    thr = [v for v in map(requestmetrics.repeat_output_throughput, pt.repeats) if v is not None]
     assert s.samples["output_throughput_tok_s"] == thr
-    assert s.samples["ttft_s"] == [metrics.ttft_s(r) for r in good]
-    assert s.samples["tpot_s"] == [t for t in map(metrics.tpot_s, good) if t is not None]
+    assert s.samples["ttft_s"] == [requestmetrics.ttft_s(r) for r in good]
+    assert s.samples["tpot_s"] == [t for t in map(requestmetrics.tpot_s, good) if t is not None]
     if pt.repeats[0].batching == "served":
-        assert s.duration_s == metrics._med([metrics.repeat_duration_s(rep) for rep in pt.repeats])
-        assert s.steady_output_throughput_tok_s == metrics._med([metrics.repeat_steady_throughput(rep) for rep in pt.repeats])
+        assert s.duration_s == metrics._med([requestmetrics.repeat_duration_s(rep) for rep in pt.repeats])
+        assert s.steady_output_throughput_tok_s == metrics._med([requestmetrics.repeat_steady_throughput(rep) for rep in pt.repeats])
     if pt.point.open_loop:
-        assert s.send_rate_rps == metrics._med([metrics.send_rate(rep) for rep in pt.repeats])
-        assert s.achieved_rate_rps == metrics._med([metrics.achieved_rate(rep) for rep in pt.repeats])
+        assert s.send_rate_rps == metrics._med([requestmetrics.send_rate(rep) for rep in pt.repeats])
+        assert s.achieved_rate_rps == metrics._med([requestmetrics.achieved_rate(rep) for rep in pt.repeats])
     if pt.repeats[0].batching == "static_batch":
-        assert s.prefill_throughput_tok_s == metrics._med([metrics.repeat_prefill_throughput(rep) for rep in pt.repeats])
+        assert s.prefill_throughput_tok_s == metrics._med([requestmetrics.repeat_prefill_throughput(rep) for rep in pt.repeats])
 
 
 def test_a_bad_requests_file_is_named(tmp_path: Path):

@@ -20,7 +20,7 @@ from pipeline.diff import (METRIC_BY_KEY, METRICS, diff_runs, log_min_two_sided_
 from pipeline.diffstats import benjamini_hochberg, called, welch
 from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
 from pipeline.errors import BatchmarkError
-from pipeline.metrics import PointSummary
+from pipeline.records import PointSummary
 from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
 
 

@@ -17,9 +17,8 @@ import pytest
 
 from pipeline import runs, schemas
 from pipeline.errors import BatchmarkError
-from pipeline.metrics import PointSummary
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointRecords
+from pipeline.records import PointRecords, PointSummary
 
 # a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`, issue 20)
 COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
