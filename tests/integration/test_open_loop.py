@@ -107,10 +107,11 @@ def test_sends_follow_the_schedule(fast_server, tok, load):
     cv = sent_gaps.std() / sent_gaps.mean()
     assert (cv < 0.3) if load == "constant" else (0.7 < cv < 1.3), cv
     assert s.load == load and s.rate_rps == rate and s.concurrency is None
-    # kept = p99 of the lags within max(10 ms, 0.1 / rate) = 10 ms at 50 req/s (docs/definitions.md),
-    # worked here from the lags the requests recorded (numpy's p99 of the 200 values)
-    assert s.schedule_lag_s is not None
-    assert s.schedule_kept == bool(np.percentile(lags, 99) <= max(0.010, 0.1 / rate)), (np.percentile(lags, 99), s.schedule_kept)
+    # the summary's p99 lag is of the lags the requests recorded (numpy's p99 of the 200 values), and kept says
+    # whether it is within the limit worked by hand for 50 req/s: max(10 ms, 0.1 / 50 req/s = 2 ms) = 10 ms
+    # (docs/definitions.md; the rule's two branches are worked by hand in tests/unit/test_open_loop_metrics.py)
+    assert s.schedule_lag_s["p99"] == pytest.approx(float(np.percentile(lags, 99)))
+    assert s.schedule_kept is (s.schedule_lag_s["p99"] <= 0.010), (s.schedule_lag_s, s.schedule_kept)
 
 
 def test_achieved_rate_follows_offered_then_flattens(tmp_path, tok):
