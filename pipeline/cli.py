@@ -158,7 +158,7 @@ def _cmd_server_env(args: argparse.Namespace) -> int:
 
 
 def _cmd_upgrade(args: argparse.Namespace) -> int:
-    from pipeline import runs
+    from pipeline import runs, upgrade
 
     if bool(args.all) == bool(args.run):
         raise BatchmarkError("upgrade: give one RUN or --all")
@@ -166,7 +166,7 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
     unreadable = 0
     for run_dir in run_dirs:
         try:
-            rewritten = runs.upgrade_run(run_dir)
+            rewritten = upgrade.upgrade_run(run_dir)
         except BatchmarkError as exc:
             if not args.all:
                 raise

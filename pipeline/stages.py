@@ -12,6 +12,7 @@ computations are :mod:`pipeline.metrics` and :mod:`pipeline.analysis`.  This mod
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ from pipeline.knee import KNEE_THRESHOLD
 from pipeline.metrics import summarize_run
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointSummary
-from pipeline.runs import (RunResults, atomic_write_json, load_model_cards, load_points, model_card_path, read_analysis,
-                           read_run_json, read_summaries, resolve_run)
+from pipeline.pointfiles import load_points
+from pipeline.runs import (atomic_write_json, load_model_cards, model_card_path, read_analysis, read_run_json,
+                           read_summaries, resolve_run)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 
@@ -77,6 +79,31 @@ def write_analysis(run_dir: Path) -> Path:
     out = run_dir / "analysis.json"
     atomic_write_json(out, stamped(AnalysisFile, {"run_id": run_dir.name, **result}))
     return out
+
+
+@dataclass
+class RunResults:
+    """Everything later stages read of one complete run: provenance, point summaries, analysis.
+
+    Attributes:
+        run_dir: the run folder.
+        meta: ``run.json`` (provenance).
+        summaries: point summaries (``summaries.json``, or computed from the records in memory
+            when that file was not written yet, by :func:`pipeline.stages.load_run`).
+        analysis: ``analysis.json`` (or computed in memory the same way).
+        partial: the run is incomplete (``allow_incomplete``): its finished points only.
+    """
+
+    run_dir: Path
+    meta: dict[str, Any]
+    summaries: list[PointSummary]
+    analysis: dict[str, Any]
+    partial: bool = False
+
+    @property
+    def run_id(self) -> str:
+        """The run id (``run.json``'s ``run_id``, else the folder name)."""
+        return str(self.meta.get("run_id") or self.run_dir.name)
 
 
 def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bool = False) -> RunResults:

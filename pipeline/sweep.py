@@ -23,7 +23,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from pipeline import __version__, paths, runs, scrub
+from pipeline import __version__, paths, pointfiles, runs, scrub
 from pipeline.analysis import point_warnings
 from pipeline.knee import doubling_gains
 from pipeline.ratesweep import slo_limit
@@ -316,7 +316,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 resumed = runs.has_point(run_dir, key)
                 if resumed:
                     display.begin_point(label)
-                    summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
+                    summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
                 else:
                     if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
@@ -427,7 +427,7 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
         rate = rates.pop(0)
         key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, ol.max_concurrency, ol.load, rate)
         if runs.has_point(run_dir, key):
-            summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
+            summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
         else:
             if not loaded:
                 loaded = _load(engine, spec, run_dir)

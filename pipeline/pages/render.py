@@ -28,6 +28,7 @@ from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # 
 from pipeline.pages.views import (RunView, Workload, change_page_path, clean_first, fmt, headline_runs,  # noqa: F401
                                   headline_series, knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
+from pipeline.stages import RunResults
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -267,7 +268,7 @@ def write_assets(docs_dir: Path) -> None:
     runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
 
 
-def _summaries_csv(res: "runs.RunResults") -> str:
+def _summaries_csv(res: "RunResults") -> str:
     pts = [x.as_dict() for x in res.summaries]
     buf = io.StringIO()
     cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
@@ -295,7 +296,7 @@ def _records_zip(run_dir: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
+def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
     plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
     that the stages have not written into the run are written here from memory (never into the run)."""
@@ -317,7 +318,7 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
 
 
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
-                   only: list[Path] | None = None) -> tuple[list["runs.RunResults"], list[tuple[str, str]]]:
+                   only: list[Path] | None = None) -> tuple[list["RunResults"], list[tuple[str, str]]]:
     """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.stages.load_run`; with ``only``, those
     run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (issue 18,
     item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether

@@ -15,6 +15,7 @@ from pipeline import runs
 from pipeline.pages.escape import anchor
 from pipeline.pages.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
 from pipeline.records import PointKey, workload_of
+from pipeline.stages import RunResults
 
 
 @dataclass
@@ -255,7 +256,7 @@ class RunView:
         return verdict_text(self.quality)
 
 
-def view_of(res: "runs.RunResults") -> RunView:
+def view_of(res: "RunResults") -> RunView:
     """The :class:`RunView` of a run read by :func:`pipeline.stages.load_run`."""
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]

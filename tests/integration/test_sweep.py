@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from pipeline import cli, runs, sweep
+from pipeline import cli, pointfiles, runs, sweep
 from pipeline.config import load_config
 from pipeline.hardware import ProbeResult
 from pipeline.engines.transformers import TransformersEngine
@@ -162,7 +162,7 @@ def test_out_of_memory_stops_escalation_and_keeps_points(scratch_root, monkeypat
     meta = runs.read_run_json(rd)
     assert meta["status"] == "complete"
     assert "out of memory at c=4" in meta["stopped"]["tiny-llama"]
-    assert sorted(p.point.concurrency for p in runs.load_points(rd) if p.point.model == "tiny-llama") == [1, 2]
+    assert sorted(p.point.concurrency for p in pointfiles.load_points(rd) if p.point.model == "tiny-llama") == [1, 2]
 
 
 def test_probe_warning_on_spread():

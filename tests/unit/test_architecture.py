@@ -22,7 +22,8 @@ LAYERS: list[tuple[str, ...]] = [
      "pipeline.serverenv"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
-    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
+    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock", "pipeline.pointfiles",
+     "pipeline.upgrade"),
     ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics"),
     ("pipeline.stepcost", "pipeline.calibrate", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
      "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats", "pipeline.diff", "pipeline.quality"),
@@ -156,7 +157,7 @@ def test_storage_imports_no_stage():
     stages = {"pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
               "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
     for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
-                    "pipeline.atomicfiles"):
+                    "pipeline.atomicfiles", "pipeline.pointfiles", "pipeline.upgrade"):
         assert not graph[storage] & stages, storage
 
 
@@ -206,7 +207,7 @@ def test_the_http_client_knows_no_scheduling():
 def test_statistics_modules_read_no_storage():
     """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
     graph = import_graph()
-    storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
+    storage = {"pipeline.runs", "pipeline.pointfiles", "pipeline.upgrade", "pipeline.schemas", "pipeline.stages"}
     for name in ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
                  "pipeline.quality", "pipeline.diff", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)

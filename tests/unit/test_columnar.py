@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import arrays, goodput, metrics, requestmetrics, runs
+from pipeline import arrays, goodput, metrics, pointfiles, requestmetrics, runs
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
@@ -72,14 +72,14 @@ POINTS = [_point(s, load, b) for s in range(12) for load, b in
 def test_records_survive_parquet_bit_for_bit(tmp_path: Path, pt: PointRecords):
     (tmp_path / "run").mkdir()
     path = runs.write_point(tmp_path / "run", pt)
-    assert runs.load_point(path) == pt  # dataclass equality: every field, every chunk, None kept None
-    back = runs.load_point_arrays(path).requests
+    assert pointfiles.load_point(path) == pt  # dataclass equality: every field, every chunk, None kept None
+    back = pointfiles.load_point_arrays(path).requests
     mine = arrays.from_records(pt).requests
     for name in ("sent_s", "queued_s", "first_token_s", "done_s", "lag_s", "chunk_t_s"):
         # bit for bit: the same float64 bytes (NaN where None), not merely close
         assert getattr(back, name).tobytes() == getattr(mine, name).tobytes(), name
     header = json.loads(path.read_text())
-    assert header["schema_version"] == 3 and header["requests_file"] == runs.requests_path(path).name
+    assert header["schema_version"] == 3 and header["requests_file"] == pointfiles.requests_path(path).name
     assert all("requests" not in rep for rep in header["repeats"])
 
 
@@ -87,7 +87,7 @@ def test_the_parquet_file_is_plain_parquet(tmp_path: Path):
     pt = POINTS[0]
     (tmp_path / "run").mkdir()
     path = runs.write_point(tmp_path / "run", pt)
-    table = pq.read_table(runs.requests_path(path))  # no batchmark needed to read it
+    table = pq.read_table(pointfiles.requests_path(path))  # no batchmark needed to read it
     reqs = [r for rep in pt.repeats for r in rep.requests]
     assert table.num_rows == len(reqs)
     assert table.column("sent_s").to_pylist() == [r.sent_s for r in reqs]
@@ -133,18 +133,18 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
 def test_a_bad_requests_file_is_named(tmp_path: Path):
     (tmp_path / "run").mkdir()
     path = runs.write_point(tmp_path / "run", POINTS[0])
-    pq_path = runs.requests_path(path)
+    pq_path = pointfiles.requests_path(path)
     pq_path.write_bytes(b"not parquet at all")
     with pytest.raises(BatchmarkError, match=r"\.parquet: not a readable Parquet file") as exc:
-        runs.load_point_arrays(path)
+        pointfiles.load_point_arrays(path)
     assert "\n" not in str(exc.value)
     pq_path.unlink()
     with pytest.raises(BatchmarkError, match=r"\.parquet: file not found"):
-        runs.load_point(path)
+        pointfiles.load_point(path)
     header = json.loads(path.read_text())
     path.write_text(json.dumps({**header, "requests_file": "../../run.json"}))
     with pytest.raises(BatchmarkError, match="is not a file name beside it"):
-        runs.load_point(path)
+        pointfiles.load_point(path)
 
 
 def test_a_point_left_half_written_is_measured_again(tmp_path: Path):
@@ -153,11 +153,11 @@ def test_a_point_left_half_written_is_measured_again(tmp_path: Path):
     run = tmp_path / "run"
     run.mkdir()
     pt = POINTS[1]
-    orphan = runs.requests_path(runs.point_path(run, pt.point))
+    orphan = pointfiles.requests_path(pointfiles.point_path(run, pt.point))
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"left by a killed writer")
     assert not runs.has_point(run, pt.point)
     path = runs.write_point(run, pt)
-    assert runs.load_point(path) == pt
+    assert pointfiles.load_point(path) == pt
     with pytest.raises(BatchmarkError, match="never overwritten"):
         runs.write_point(run, pt)

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pipeline import runs, schemas
+from pipeline import pointfiles, runs, schemas
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointRecords, PointSummary
@@ -59,7 +59,7 @@ def test_a_committed_run_loads_unchanged_its_unversioned_cards_as_version_1(run:
     # version 1 -> 2: each repeat's "kind" is read as "batching" (issue 14), every other field as stored
     renamed = {**stored, "repeats": [{("batching" if k == "kind" else k): v for k, v in r.items()}
                                      for r in stored["repeats"]]}
-    loaded = runs.load_point(point)
+    loaded = pointfiles.load_point(point)
     assert loaded == PointRecords.from_dict(renamed)
     assert [r.batching for r in loaded.repeats] == [r["kind"] for r in stored["repeats"]] != []
 
@@ -90,7 +90,7 @@ def test_a_newer_schema_version_is_refused_in_one_line_naming_the_file(run: Path
     data["schema_version"] = 99
     path.write_text(json.dumps(data))
     readers = {"run.json": lambda: runs.read_run_json(run), "summaries.json": lambda: runs.read_summaries(run),
-               "analysis.json": lambda: runs.read_analysis(run), "point": lambda: runs.load_point(path),
+               "analysis.json": lambda: runs.read_analysis(run), "point": lambda: pointfiles.load_point(path),
                "card": lambda: runs.load_model_cards(run)}
     with pytest.raises(BatchmarkError) as exc:
         readers[kind]()
@@ -104,7 +104,7 @@ def test_a_malformed_field_is_named(run: Path):
     data["point"]["concurrency"] = "many"
     path.write_text(json.dumps(data))
     with pytest.raises(BatchmarkError, match=r"point\.concurrency"):
-        runs.load_point(path)
+        pointfiles.load_point(path)
     (run / "summaries.json").write_text('{"schema_version": 1, "points": {}}')
     with pytest.raises(BatchmarkError, match=r"summaries\.json: points"):
         runs.read_summaries(run)
