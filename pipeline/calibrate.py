@@ -59,7 +59,7 @@ CALL_OUT_FRACTION = 0.15
 CONTRADICTION_FRACTION = 0.10
 #: Weight of the roofline prior in the fit (relative to one point's log residual).
 PRIOR_WEIGHT = 0.01
-MAX_FRACTION = 1.5  # bound of the fitted fractions (above 1 means the card overstates bytes or FLOPs)
+MAX_FRACTION = 1.0  # bound of the fitted fractions: no kernel reads faster than the bandwidth or computes past the peak
 
 
 class CalibrationError(ValueError):

@@ -84,8 +84,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     fresh = not (run_dir / "run.json").exists()
     if args.pointer:
         parts.write_pointer(cfg.name, run_dir.name)
+    plan, budgeted = _sweep_plan(cfg, None)
     try:
-        run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress)
+        run_sweep(cfg, run_dir, config_path=str(args.config), progress=not args.no_progress, plan=plan,
+                  budgeted=budgeted)
     except BatchmarkError:
         if fresh and discard_if_empty(run_dir):
             print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
@@ -126,8 +128,10 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         parts.write_pointer(cfg.name, run_id)
     fresh = not (part / "run.json").exists()
     part.mkdir(parents=True, exist_ok=True)
+    plan, budgeted = _sweep_plan(cfg, model)
     try:
-        run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id)
+        run_sweep(cfg, part, config_path=str(args.config), progress=not args.no_progress, models=[model], part_of=run_id,
+                  plan=plan, budgeted=budgeted)
     except BatchmarkError:
         if fresh:
             discard_if_empty(part)
@@ -138,6 +142,43 @@ def _sweep_part(cfg, args: argparse.Namespace) -> int:
         print(f"batchmark: error: run {run_id}, model {model}: every point failed, nothing was measured "
               f"(the records are in {part})", file=sys.stderr)
         return 1
+    return 0
+
+
+def _sweep_plan(cfg, model: str | None):
+    """The plan a sweep starts with (None where none can be made: a profile without spec figures) and the
+    config its budget chose (None without a budget).  A part plans its own model, unless a budget must be
+    fitted over the whole config (then every part makes the same choice).
+
+    Raises:
+        BatchmarkError: the config has a budget and no plan can be made (the budget cannot be applied).
+    """
+    from pipeline.plan import make_plan, plan_for
+
+    try:
+        if cfg.budget is not None:
+            plan, budgeted = plan_for(cfg)
+            return plan, budgeted
+        scope = cfg if model is None else cfg.model_copy(update={"models": [m for m in cfg.models if m.name == model]})
+        return make_plan(scope), None
+    except BatchmarkError as exc:
+        if cfg.budget is not None:
+            raise BatchmarkError(f"budget: cannot plan this sweep ({exc})") from None
+        return None, None
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from pipeline.config import load_config
+    from pipeline.plan import plan_for, plan_text
+
+    path = args.config or args.config_pos
+    if not path:
+        raise BatchmarkError("plan: give a config (batchmark plan --config config/spark.yaml)")
+    plan, _ = plan_for(load_config(path), args.budget)
+    if args.json:
+        print(json.dumps(plan.as_dict(), indent=1))
+    else:
+        print(plan_text(plan))
     return 0
 
 
@@ -333,6 +374,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "(data/runs/.parts/RUN/NAME/; batchmark merge assembles the parts into the run)")
     s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     s.set_defaults(func=_cmd_sweep)
+
+    s = sub.add_parser("plan", help="predict a sweep before it runs: per point throughput, TTFT, TPOT, fits, wall time; "
+                                    "a budget chooses what to measure")
+    s.add_argument("config_pos", nargs="?", metavar="CONFIG", help="sweep config YAML (or --config)")
+    s.add_argument("--config", help="sweep config YAML")
+    s.add_argument("--json", action="store_true", help="print JSON: {wall_s, models: [{model, wall_s, points: [...]}]}")
+    s.add_argument("--budget", help="time the sweep may take (8h, 90m, 1h30m); default the config's budget")
+    s.set_defaults(func=_cmd_plan)
 
     s = sub.add_parser("merge", help="assemble a run from its parts (one model each, measured by sweep --model)",
                        description="Assemble the complete parts of every model of the config (data/runs/.parts/RUN/) "

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -160,6 +161,30 @@ class VLLMOptions(ClientOptions):
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
 
+class SimulatedOptions(_Strict):
+    """Options of the ``simulated`` engine: a continuous-batching server in virtual time (:mod:`pipeline.engines.simulated`).
+
+    Its runs are predictions (``source: simulated``), never measurements.  The request counts are
+    the served engines' (``max(requests_per_slot x N, min_requests)`` per closed-loop repeat, ten
+    seconds of arrivals per open-loop repeat), so a simulated point costs what a measured one would.
+    """
+
+    max_num_seqs: int | None = Field(default=None, gt=0, description="vLLM --max-num-seqs; default the largest concurrency of the grid")
+    max_num_batched_tokens: int = Field(default=8192, gt=0, le=10_000_000,
+                                        description="vLLM --max-num-batched-tokens: tokens per step (chunked prefill budget)")
+    max_model_len: int | None = Field(default=None, gt=0, description="vLLM --max-model-len; default input_len + output_len + 64")
+    gpu_memory_utilization: float | None = Field(default=None, gt=0, le=1,
+                                                 description="Share of memory for weights + KV; default the hardware profile's")
+    block_size: int = Field(default=16, gt=0, le=1024, description="Tokens per KV block (vLLM's default 16)")
+    step_overhead_s: float | None = Field(default=None, ge=0, le=10,
+                                          description="Seconds added to every step (scheduling, sampling); default the hardware profile's")
+    step_time_cv: float = Field(default=0.0, ge=0, le=1, description="Noise: coefficient of variation of every step time")
+    repeat_time_cv: float = Field(default=0.0, ge=0, le=1, description="Noise: coefficient of variation of a whole repeat's speed")
+    requests_per_point: int | None = Field(default=None, ge=1, description="Measured requests per repeat, fixed")
+    requests_per_slot: int = Field(default=4, ge=1, description="Measured requests per repeat per concurrency slot")
+    min_requests: int = Field(default=32, ge=1, description="Fewest measured requests per repeat")
+
+
 class ClusterOptions(_Strict):
     """Resources of one measuring job (one model of the sweep) on a cluster (Snakemake's Slurm or Kubernetes executor).
 
@@ -247,7 +272,7 @@ class SweepConfig(_Strict):
     name: str = Field(description="Config name; part of the run's provenance (at most 128 characters: it names the "
                                   "checkout's pointer file)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     hardware: str = Field(description="Hardware profile name in data/hardware/")
-    engine: Literal["transformers", "vllm", "openai"] = "transformers"
+    engine: Literal["transformers", "vllm", "openai", "simulated"] = "transformers"
     models: list[ModelSpec] = Field(min_length=1)
     input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
     output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
@@ -272,7 +297,21 @@ class SweepConfig(_Strict):
     transformers: TransformersOptions = TransformersOptions()
     openai: OpenAIOptions = OpenAIOptions()
     vllm: VLLMOptions = VLLMOptions()
+    simulated: SimulatedOptions = SimulatedOptions()
     cluster: ClusterOptions = ClusterOptions()
+    budget: str | None = Field(default=None, description="Time the sweep may take on the hardware (8h, 90m, 1h30m): "
+                                                         "the plan (batchmark plan) chooses repeats, requests per point "
+                                                         "and grid points to fit it")
+
+    @field_validator("budget")
+    @classmethod
+    def _duration(cls, budget: str | None) -> str | None:
+        if budget is not None:
+            try:
+                parse_duration(budget)
+            except BatchmarkError as exc:
+                raise ValueError(str(exc).removeprefix("budget: ")) from None
+        return budget
 
     @field_validator("concurrency")
     @classmethod
@@ -338,11 +377,39 @@ class SweepConfig(_Strict):
         before it existed keep their digest and their runs.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
-        for k in ("open_loop", "slo"):  # absent = as before they existed: a closed-loop config keeps its digest
+        if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
+            data.pop("simulated", None)
+        for k in ("open_loop", "slo", "budget"):  # absent = as before they existed: a closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
+
+
+DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*d)?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?"
+                       r"\s*(?:(\d+(?:\.\d+)?)\s*s)?\s*$")
+
+
+def parse_duration(text: str | float | int, field_name: str = "budget") -> float:
+    """Seconds of a duration: ``8h``, ``90m``, ``1h30m``, ``2d``, ``3600s`` or a bare number of seconds.
+
+    Raises:
+        BatchmarkError: not a positive duration (the field is named).
+    """
+    if isinstance(text, bool):
+        raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
+    if isinstance(text, (int, float)):
+        seconds = float(text)
+    else:
+        m = DURATION.match(str(text))
+        if not m or not any(m.groups()):
+            raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
+        d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+        seconds = d * 86400 + h * 3600 + mi * 60 + s
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise BatchmarkError(f"{field_name}: {text!r} must be a positive duration")
+    return seconds
+
 
 
 def _format_error(path: Path | str, err: ValidationError) -> str:

@@ -438,6 +438,7 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
     bandwidths more than ``BANDWIDTH_TOLERANCE`` apart (and within the limit) give a warning.
     """
     problems = []
+    kind = source_words(pa, pb)
     if pa["hardware"] != pb["hardware"]:
         problems.append(f"different hardware: A ran on {pa['hardware']}, B on {pb['hardware']}")
     _, bw_text, bw_ok = bandwidth_words(pa, pb)
@@ -458,12 +459,27 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
     if n_matched == 0:
         problems.append("no point of A matches a point of B")
     if problems:
-        return "NOT COMPARABLE — " + "; ".join(problems) + ". Changes below are not like for like.", False
+        return kind + "NOT COMPARABLE — " + "; ".join(problems) + ". Changes below are not like for like.", False
     same = (f"same hardware ({pa['hardware']}), engine ({pa['engine']}) and workload "
             f"({', '.join(pa['workloads'])}; {len(pa['models'])} model(s))")
     if bw_text:
-        return f"Comparable, with a warning: {bw_text}; {same}.", True
-    return f"Comparable: {same}.", True
+        return f"{kind}Comparable, with a warning: {bw_text}; {same}.", True
+    return f"{kind}Comparable: {same}.", True
+
+
+def source_words(pa: dict[str, Any], pb: dict[str, Any]) -> str:
+    """The start of a diff's headline when a run is simulated (``source: simulated``, a prediction), else ``""``.
+
+    A simulated run against a measured one compares a prediction with a measurement, never two
+    measurements; two simulated runs compare two predictions.
+    """
+    sim_a, sim_b = pa.get("source") == "simulated", pb.get("source") == "simulated"
+    if sim_a and sim_b:
+        return "PREDICTION vs PREDICTION — both runs are simulated (predictions, not measurements). "
+    if sim_a or sim_b:
+        return (f"PREDICTION vs MEASUREMENT — {'A' if sim_a else 'B'} is simulated (a prediction, not a measurement): "
+                "this compares a prediction with a measurement. ")
+    return ""
 
 
 # -- the diff -------------------------------------------------------------------------------

@@ -34,6 +34,9 @@ class HardwareProfile(BaseModel):
     unified_memory: bool = False
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1, description="vLLM --gpu-memory-utilization")
     runtime_reserve_gb: float = Field(default=0.0, ge=0, description="Memory kept for runtime, activations, OS")
+    step_overhead_s: float | None = Field(default=None, ge=0, le=10,
+                                          description="A serving engine's fixed time per step (scheduling, sampling), s: "
+                                                      "the simulated server's default (0 when absent)")
     source: str = Field(description="Where the spec figures come from")
 
 

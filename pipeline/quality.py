@@ -6,7 +6,9 @@ A run is *flagged* when any of these holds, each a reason of its own:
   25 %, see :func:`pipeline.sweep.probe_warning`): another load shared the machine;
 - a point's repeats disagree: the output throughput of its slowest and fastest repeat differ by more
   than :data:`REPEAT_SPREAD_LIMIT` (max / min over repeats, ``PointSummary.samples``), which
-  batching alone does not do — the machine was busy during that point;
+  batching alone does not do — the machine was busy during that point (closed-loop points only: an
+  open-loop point's throughput below saturation is set by its schedule, rate × output length, and a
+  repeat of a few dozen Poisson arrivals moves it by itself, so its spread says nothing of the machine);
 - outside processes loaded the machine while a point ran: the CPU time of everyone but the
   measuring process tree took more than :data:`pipeline.interference.OUTSIDE_SHARE_LIMIT` of the
   machine's CPUs over the point (``PointSummary.interference``, measured by the sweep);
@@ -62,7 +64,8 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
             as outside load; ``outside_share`` is None otherwise).
     """
     reasons = []
-    spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s"))
+    closed = p.get("load", "closed") == "closed"  # module docstring: open-loop spread comes from the schedule
+    spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s")) if closed else None
     if spread is not None and spread > spread_limit:
         reasons.append(f"repeats disagree: slowest vs fastest output throughput {spread:.2f}× "
                        f"(more than {spread_limit:.2f}×)")

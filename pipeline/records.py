@@ -231,9 +231,10 @@ class PointRecords:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (the on-disk format of a point record file)."""
+        """Plain-JSON form (the on-disk format of a point record file): what ``dataclasses.asdict`` gives per repeat,
+        built without its recursive per-value ``deepcopy`` (a Spark-size point holds millions of chunk pairs)."""
         return {"point": self.point.as_dict(), "meta": self.meta,
-                "repeats": [asdict(r) for r in self.repeats]}
+                "repeats": [_repeat_dict(r) for r in self.repeats]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "PointRecords":
@@ -244,6 +245,23 @@ class PointRecords:
             r["requests"] = [RequestRecord(**q) for q in r["requests"]]
             reps.append(RepeatRecord(**r))
         return cls(point=PointKey(**data["point"]), repeats=reps, meta=data.get("meta", {}))
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(RequestRecord))
+_REPEAT_FIELDS = tuple(f.name for f in fields(RepeatRecord) if f.name != "requests")
+
+
+def _repeat_dict(rep: RepeatRecord) -> dict[str, Any]:
+    """``asdict(rep)``: the same keys and values, lists and dicts copied one level per container."""
+    out = {name: _plain(getattr(rep, name)) for name in _REPEAT_FIELDS}
+    reqs = []
+    for q in rep.requests:
+        d = {name: getattr(q, name) for name in _REQUEST_FIELDS}
+        d["chunks"] = [list(c) for c in q.chunks]
+        d["token_count_flags"] = list(q.token_count_flags)
+        reqs.append(d)
+    out["requests"] = reqs
+    return {name: out[name] for name in (f.name for f in fields(RepeatRecord))}
 
 
 class Distribution(TypedDict):

@@ -65,10 +65,13 @@ def part_threads(cfg: SweepConfig, cores: int | None) -> int:
     Locally (``snakemake --cores all``) a measuring job so owns the machine and two never run at
     once; Snakemake also sets ``OMP_NUM_THREADS`` to it.  ``cores`` is ``workflow.cores``
     (None or absurdly large when an executor runs without ``--cores``: then 1, and ``--exclusive``
-    gives the job its node's every CPU anyway).
+    gives the job its node's every CPU anyway).  A simulated sweep measures nothing of the machine:
+    one thread, so Snakemake runs its parts side by side.
     """
     if cfg.cluster.cpus_per_task:
         return cfg.cluster.cpus_per_task
+    if cfg.engine == "simulated":  # virtual time: one core each, and parts may run side by side
+        return 1
     if not cores or cores > 100_000:
         return 1
     return int(cores)

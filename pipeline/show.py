@@ -202,6 +202,9 @@ def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
+    if doc["source"] == "simulated":
+        lines[1:1] = ["SIMULATED: a prediction of the simulated server (model cards' roofline on the hardware profile, "
+                      "vLLM's scheduling rules), not a measurement"]
     quality = doc.get("quality") or next((m.get("run_quality") for m in doc.get("models", [])), None)
     if quality and quality["verdict"] == "flagged":
         lines[1:1] = ["FLAGGED RUN: " + "; ".join(quality["reasons"])]

@@ -186,14 +186,20 @@ def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | Non
     return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
 
 
-def probe_after(device: str, log: Callable[[str], None]) -> dict:
+def _probe(engine):
+    """The run's probe: this machine measured, or what a simulated engine states it simulates (its profile's spec figures)."""
+    own = getattr(engine, "probe", None)
+    return own() if callable(own) else probe(engine.device)
+
+
+def probe_after(device: str, log: Callable[[str], None], engine=None) -> dict:
     """The bandwidth probe repeated after the sweep (``run.json`` ``probe_after``), with its own spread warning.
 
     :mod:`pipeline.quality` compares it with the probe before the sweep: a machine whose bandwidth
     changed while the run was measured (another load came or went) gives a flagged run.
     """
     log("probing again after the sweep …")
-    res = probe(device)
+    res = _probe(engine) if engine is not None else probe(device)
     log(f"probe after: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s")
     return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)}
 
@@ -239,8 +245,15 @@ def record_engine(run_dir: Path, provenance: dict) -> None:
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None,
-              models: list[str] | None = None, part_of: str | None = None) -> Path:
+              models: list[str] | None = None, part_of: str | None = None, plan=None,
+              budgeted: SweepConfig | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
+
+    ``plan`` (a :class:`pipeline.plan.Plan`, made by the caller: the sweep never imports the plan) gives
+    the one-line total printed at the start, the points that do not fit, and the points' ETA of the progress
+    display (:attr:`pipeline.progress.Display.estimate`: the plan's seconds of the points left).  ``budgeted`` is ``cfg`` as the budget chose to measure it (:func:`pipeline.plan.fit_budget`):
+    the run keeps ``cfg`` and its digest (so parts, resume and merge agree) and states the budget's
+    choices in ``run.json`` (``budget``).
 
     With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
     then a part of the run ``part_of`` (:mod:`pipeline.parts`; the merge stage assembles the
@@ -257,8 +270,14 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
+    if plan is not None and not ((run_dir / "run.json").exists() and runs.is_complete(run_dir)):
+        log(plan.total_line())
+        for line in plan.not_fitting():
+            log(f"does not fit: {line}")
+        for line in plan.dropped:
+            log(f"budget: dropped {line}")
     if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
-        measured_cfg, fallback = engine_config(cfg, log, display)  # before the run folder is touched
+        measured_cfg, fallback = engine_config(budgeted or cfg, log, display)  # before the run folder is touched
     if (run_dir / "run.json").exists():
         if runs.is_complete(run_dir):
             log(f"{what} is complete; nothing to measure")
@@ -272,7 +291,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         log(f"resuming {what}")
     else:
         runs.create_run(run_dir, {
-            "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(),
+            "source": "simulated" if cfg.engine == "simulated" else "measured", "config_name": cfg.name,
+            "config_digest": cfg.digest(),
             "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
             "hardware": hw.model_dump(mode="json"), "host": platform.node(),
             "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -284,13 +304,19 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                if part_of else {})})
     if fallback:
         runs.update_run_json(run_dir, engine_fallback=fallback)
+    if budgeted is not None and plan is not None and "budget" not in runs.read_run_json(run_dir):
+        runs.update_run_json(run_dir, budget={"budget_s": plan.budget_s, "predicted_wall_s": plan.wall_s,
+                                              "met": plan.fits_budget, "dropped": plan.dropped,
+                                              "certainty": plan.certainty, "repeats": budgeted.repeats,
+                                              "concurrency": list(budgeted.concurrency),
+                                              "open_loop": budgeted.open_loop is not None})
     cfg = measured_cfg
     engine = get_engine(cfg)
     engine.attach_run(run_dir)  # served engines keep server logs in the run folder
     meta = runs.read_run_json(run_dir)
     if "probe" not in meta:
         with display.phase("probing memory bandwidth and matmul rate"):
-            res = probe(engine.device)
+            res = _probe(engine)
         log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
         warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
         if warning:
@@ -303,6 +329,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     specs = [m for m in cfg.models if models is None or m.name in models]
     total = len(specs) * len(cfg.concurrency)
     display.total = total
+    if plan is not None and cfg.engine != "simulated":  # hardware time: a simulation's own ETA is its median rule
+        display.estimate = plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
     display.start()
     try:
         for spec in specs:
@@ -358,7 +386,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.update_run_json(run_dir, stopped=stops, failures=failures)
         _record_server_version(run_dir)
         if "probe_after" not in runs.read_run_json(run_dir):
-            runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log))
+            runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log, engine))
         runs.complete_run(run_dir)
     finally:
         display.close()
@@ -398,7 +426,14 @@ def _load(engine, spec, run_dir: Path) -> bool:
 
 
 def _measure(cfg: SweepConfig, engine, key: PointKey):
-    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13)."""
+    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13).
+
+    A simulated point runs in virtual time: the load on this machine cannot change it, so none is kept.
+    """
+    if cfg.engine == "simulated":
+        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+        records.meta["interference"] = None
+        return records
     with InterferenceMeter() as meter:
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
     # an endpoint already running (engine "openai") is no process of ours: a server on this

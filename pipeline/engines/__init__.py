@@ -34,4 +34,8 @@ def get_engine(cfg: "SweepConfig") -> "Engine":
         from pipeline.engines.vllm import VLLMEngine
 
         return VLLMEngine(cfg)
+    if cfg.engine == "simulated":
+        from pipeline.engines.simulated import SimulatedEngine
+
+        return SimulatedEngine(cfg)
     raise BatchmarkError(f"engine: {cfg.engine!r} is not available in this build")

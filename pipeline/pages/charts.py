@@ -68,14 +68,32 @@ def from_skeleton(key: tuple, build: Callable[[], alt.TopLevelMixin], data: dict
     return spec
 
 
-def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analysis_points: list[dict[str, Any]]) -> dict[str, Any]:
+#: The series of a run's own curve: measured, or simulated (a prediction in its own colour, never "measured").
+MEASURED_SERIES = "measured (median)"
+SIMULATED_SERIES = "SIMULATED (median): a prediction"
+SIMULATED_COLOR = "#9467bd"
+
+
+PREDICTED_SERIES = "calibrated prediction"
+PREDICTED_COLOR = "#8c564b"
+
+
+def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analysis_points: list[dict[str, Any]],
+                     simulated: bool = False, prediction: dict[str, Any] | None = None) -> dict[str, Any]:
     """Output throughput vs concurrency for one workload.
+
+    ``simulated``: the points come from the simulated server (``source: simulated``): the curve is
+    labelled a prediction, drawn in its own colour, and the title says so.
+    ``prediction``: the calibrated per-step model's curve (:func:`pipeline.predict.predict_workload`,
+    issue 21), drawn dashed beside the roofline, labelled a prediction, its calibration points named in
+    the tooltip; left out when it has no fit.
 
     Layers: measured median (line + points) with the repeat spread (min–max rule), ideal
     linear scaling from the smallest concurrency, the roofline prediction, the single-stream
     bandwidth ceiling (horizontal rule) and the knee (vertical rule).
     """
     rows = []
+    own = SIMULATED_SERIES if simulated else MEASURED_SERIES
     pts = sorted(points, key=lambda p: p["concurrency"])
     base = pts[0] if pts else None
     roof = {a["concurrency"]: a.get("roofline_tok_s") for a in analysis_points}
@@ -85,13 +103,19 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         t = p.get("output_throughput_tok_s")
         if t is None:
             continue
-        rows.append({"concurrency": c, "series": "measured (median)", "tok_s": t,
+        rows.append({"concurrency": c, "series": own, "tok_s": t,
                      "lo": min(samples) if samples else t, "hi": max(samples) if samples else t})
         if base and base.get("output_throughput_tok_s"):
             rows.append({"concurrency": c, "series": "ideal linear scaling",
                          "tok_s": base["output_throughput_tok_s"] * c / base["concurrency"]})
         if roof.get(c):
             rows.append({"concurrency": c, "series": "roofline prediction", "tok_s": roof[c]})
+    predicted = bool(prediction and prediction.get("fit"))
+    if predicted:
+        for q in prediction["points"]:
+            t = (q.get("predicted") or {}).get("output_throughput_tok_s")
+            if t:
+                rows.append({"concurrency": q["concurrency"], "series": PREDICTED_SERIES, "tok_s": t})
     data = {"points": rows}
     side = None
     if model.get("ceiling_tok_s"):
@@ -100,7 +124,8 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         # the full label where it is free of the lines and the knee, else the short one (its tooltip and the page
         # name it in full)
         for text in (full, f"ceiling {model['ceiling_tok_s']:.1f} tok/s"):
-            place = ceiling_label_place(model["ceiling_tok_s"], rows, len(text), model.get("knee_concurrency"))
+            place = ceiling_label_place(model["ceiling_tok_s"], rows, len(text), model.get("knee_concurrency"),
+                                        legend_px=LEGEND_PREDICTED_PX if predicted else LEGEND_PX)
             if place:
                 label, (at, side) = text, place
                 break
@@ -108,8 +133,10 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         data["ceiling_label"] = [{"y": model["ceiling_tok_s"], "label": label, "concurrency": at}]
     if model.get("knee_concurrency"):
         data["knee"] = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
-    return from_skeleton(("throughput", side, "knee" in data), lambda: _throughput_skeleton(data, side),
-                         data, title=f"{model['model']}: output throughput vs concurrency")
+    title = f"{model['model']}: output throughput vs concurrency" + (
+        " — SIMULATED, a prediction, not a measurement" if simulated else "")
+    return from_skeleton(("throughput", side, "knee" in data, simulated, predicted),
+                         lambda: _throughput_skeleton(data, side, own, predicted), data, title=title)
 
 
 #: Pixels per character of a chart label (Vega's default 11 px sans-serif, measured ~6 px a character).
@@ -118,10 +145,13 @@ LABEL_CHAR_PX = 6.0
 LABEL_CLEAR_PX = 17.0
 #: The throughput chart's legend box at the plot's top left (three entries): width, height in pixels.
 LEGEND_PX = (140.0, 60.0)
+#: The same with the calibrated prediction's fourth, longer entry.
+LEGEND_PREDICTED_PX = (160.0, 80.0)
 
 
 def ceiling_label_place(ceiling: float, rows: list[dict[str, Any]], chars: int, knee: float | None = None,
-                        width_px: float = WIDTH, height_px: float = HEIGHT) -> tuple[float, str] | None:
+                        width_px: float = WIDTH, height_px: float = HEIGHT,
+                        legend_px: tuple[float, float] = LEGEND_PX) -> tuple[float, str] | None:
     """Where the ceiling's label goes: ``(concurrency its left end sits at, "above" | "below")`` (issue 24: the
     label sat at the right end, where the measured line crosses the ceiling, and overlapped it).
 
@@ -172,7 +202,7 @@ def ceiling_label_place(ceiling: float, rows: list[dict[str, Any]], chars: int, 
         x_px = (lo - x0) / span * width_px
         for side in ("above", "below"):
             text_top = y_px - 15 if side == "above" else y_px + 3
-            if x_px < LEGEND_PX[0] and text_top < LEGEND_PX[1]:
+            if x_px < legend_px[0] and text_top < legend_px[1]:
                 continue  # under the legend
             mine = [abs(h - rule) * px_per_decade for hs in heights.values() for h in hs if (h > rule) == (side == "above")]
             score = min(mine, default=height_px)
@@ -183,20 +213,25 @@ def ceiling_label_place(ceiling: float, rows: list[dict[str, Any]], chars: int, 
     return None if best is None else (2 ** best[1], best[2])
 
 
-def _throughput_skeleton(data: dict[str, Any], side: str | None = None) -> alt.TopLevelMixin:
+def _throughput_skeleton(data: dict[str, Any], side: str | None = None, own: str = MEASURED_SERIES,
+                         predicted: bool = False) -> alt.TopLevelMixin:
     """The layers of :func:`throughput_chart` with placeholder data (ceiling and knee layers when ``data`` has them;
-    the ceiling's label ``side`` of its rule, at the concurrency :func:`ceiling_label_place` chose)."""
+    the ceiling's label ``side`` of its rule, at the concurrency :func:`ceiling_label_place` chose); ``own`` names the
+    run's own curve (measured, or simulated in its own colour)."""
     pts = alt.Data(name="points")
-    color = alt.Color("series:N", scale=alt.Scale(
-        domain=["measured (median)", "ideal linear scaling", "roofline prediction"],
-        range=["#1f77b4", "#9e9e9e", "#d62728"]), legend=alt.Legend(title=None, orient="top-left"))
+    own_color = SIMULATED_COLOR if own == SIMULATED_SERIES else "#1f77b4"
+    domain, colors = [own, "ideal linear scaling", "roofline prediction"], [own_color, "#9e9e9e", "#d62728"]
+    if predicted:
+        domain, colors = domain + [PREDICTED_SERIES], colors + [PREDICTED_COLOR]
+    color = alt.Color("series:N", scale=alt.Scale(domain=domain, range=colors),
+                      legend=alt.Legend(title=None, orient="top-left"))
     y = alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log"))
     lines = alt.Chart(pts).mark_line(point=True).encode(
         x=_x(), y=y, color=color,
-        strokeDash=alt.condition(alt.datum.series == "measured (median)", alt.value([1, 0]), alt.value([5, 4])),
+        strokeDash=alt.condition(alt.datum.series == own, alt.value([1, 0]), alt.value([5, 4])),
         tooltip=["series:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])
-    spread = alt.Chart(pts).transform_filter(alt.datum.series == "measured (median)").mark_rule(
-        color="#1f77b4", strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
+    spread = alt.Chart(pts).transform_filter(alt.datum.series == own).mark_rule(
+        color=own_color, strokeWidth=2).encode(x=_x(), y="lo:Q", y2="hi:Q")
     layers = [spread, lines]
     if "ceiling" in data:
         ceil = alt.Chart(alt.Data(name="ceiling"))
@@ -372,7 +407,8 @@ def engines_chart(title: str, series: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 ENGINE_TEXT = {"vllm": "vLLM, continuous batching", "transformers": "transformers, static batches",
-               "openai": "served endpoint, continuous batching"}
+               "openai": "served endpoint, continuous batching",
+               "simulated": "SIMULATED continuous batching (a prediction)"}
 
 
 def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
@@ -455,10 +491,11 @@ def rate_latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> d
         tooltip=["metric:N", "series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("ms:Q", format=".1f")],
     ).properties(width=180, height=200)
     chart = base.facet(column=alt.Column("metric:N", title=None))
-    if limits:  # the SLO's limits, dashed, in their panel
-        rules = alt.Chart(alt.Data(values=rows + [{**r, "rule": True} for r in limits])).mark_rule(
-            strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter("datum.rule == true").properties(
-            width=180, height=200)
-        chart = alt.layer(base, rules).facet(column=alt.Column("metric:N", title=None))
+    if limits:  # the SLO's limits, dashed, in their panel (a faceted layer takes its data at the top level)
+        data = alt.Data(values=rows + [{**r, "rule": True} for r in limits])
+        lines = base.properties(data=alt.Undefined).transform_filter("datum.rule != true")
+        rules = alt.Chart().mark_rule(strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter(
+            "datum.rule == true").properties(width=180, height=200)
+        chart = alt.layer(lines, rules, data=data).facet(column=alt.Column("metric:N", title=None))
     return _spec(chart.properties(title=f"{model['model']}: p99 latency vs offered rate"
                                   + (" (dashed: the SLO)" if limits else "")))

@@ -645,6 +645,7 @@ def page_context(views: list[Any], run_dirs: list[Path], reference: list[Any] | 
     """
     from pipeline.hardware import load_profile
 
+    views = [v for v in views if getattr(v, "meta", {}).get("source") != "simulated"]  # a prediction is no measured example
     key = repr((hardware, [v.run_id for v in views], [str(d) for d in run_dirs], [v.run_id for v in reference]))
     if _CACHE.get("key") != key:
         imported = {f for v in views for f in (v.meta.get("source_files") or [])}

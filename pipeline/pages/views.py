@@ -34,6 +34,10 @@ class Workload:
     #: The dtype the run's compute roof was probed in and the dtype the model ran in (MFU above 1, issue 24).
     roof_dtype: str | None = None
     model_dtype: str | None = None
+    #: The calibrated per-step model's prediction of this workload (:func:`pipeline.predict.predict_workload`,
+    #: issue 21): its fit, the predicted curve and the call-outs; None for a simulated run (already a
+    #: prediction) or a workload without closed-loop points.  Its ``error`` says why no fit was made.
+    prediction: dict[str, Any] | None = None
 
     @property
     def slug(self) -> str:
@@ -198,6 +202,11 @@ class RunView:
         """The analysis' hardware block."""
         return self.analysis.get("hardware", {})
 
+    @staticmethod
+    def workloads_analysis_points(key: tuple, aps_by_key: dict[tuple, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """The closed-loop analysis rows of one workload."""
+        return [a for a in aps_by_key.get(key, []) if a.get("load", "closed") == "closed"]
+
     @property
     def quality(self) -> dict[str, Any]:
         """The run's quality verdict (:func:`pipeline.quality.run_quality`): probe warning, disagreeing repeats,
@@ -209,6 +218,19 @@ class RunView:
                 self.meta, [p for w in self.workloads for p in w.points],
                 [{**w.model, "implausible": w.implausible} for w in self.workloads])
         return self.__dict__["_quality"]
+
+    @property
+    def simulated(self) -> bool:
+        """True for a run of the simulated server (``source: simulated``): a prediction, never a headline or an
+        explainer's example, labelled wherever it is shown."""
+        return self.meta.get("source") == "simulated"
+
+    @property
+    def status_cell(self) -> str:
+        """The run-quality cell of the tables: ``simulated (a prediction)``, ``clean`` or ``⚠ flagged``."""
+        if self.simulated:
+            return "simulated (a prediction)" + (" ⚠ flagged" if self.flagged else "")
+        return "clean" if not self.flagged else "⚠ flagged"
 
     @property
     def flagged(self) -> bool:
@@ -273,6 +295,10 @@ def view_of(res: "RunResults") -> RunView:
 
     probe = meta.get("probe") or {}
     cards = runs.load_model_cards(res.run_dir) if (res.run_dir / "models").is_dir() else {}
+    summaries_by_key: dict[tuple, list[Any]] = {}
+    for s in res.summaries:
+        if s.load == "closed":
+            summaries_by_key.setdefault(workload_of(s), []).append(s)
 
     for m in analysis.get("models", []):
         key = workload_of(m)
@@ -284,8 +310,29 @@ def view_of(res: "RunResults") -> RunView:
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
                                                                                          probe.get("peak_tflops")) else None,
-                                       model_dtype=(cards.get(m["model"]) or {}).get("dtype")))
+                                       model_dtype=(cards.get(m["model"]) or {}).get("dtype"),
+                                       prediction=None if view.simulated else _prediction(
+                                           summaries_by_key.get(key), view.workloads_analysis_points(key, aps_by_key),
+                                           cards.get(m["model"]), view.hardware, meta, m["model"])))
     return view
+
+
+def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]], card: dict[str, Any] | None,
+                hardware: dict[str, Any], meta: dict[str, Any], model: str) -> dict[str, Any] | None:
+    """The calibrated prediction of one workload (:func:`pipeline.predict.predict_workload`), None without points."""
+    from pipeline.modelcards import ModelCard
+    from pipeline.predict import predict_workload
+
+    if not points:
+        return None
+    try:
+        model_card = ModelCard.from_dict(card) if card else None
+    except TypeError:
+        model_card = None
+    server = ((meta.get("engine") or {}).get("servers") or {}).get(model)
+    limits = (server.get("limits") if isinstance(server, dict) else None) or {}
+    rows = {a["concurrency"]: a for a in analysis_points if a.get("concurrency") is not None}
+    return predict_workload(points, rows, model_card, hardware, None, limits.get("max_num_seqs"))
 
 
 def hardware_name(view: RunView) -> str:
@@ -301,7 +348,7 @@ def clean_first(views: list[RunView]) -> list[RunView]:
 
 
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
-    """Home's headline: per hardware, its newest clean run.
+    """Home's headline: per hardware, its newest clean run; never a simulated run (a prediction).
 
     Returns ``[{"hardware", "view", "older": [run views], "sentence", "flagged_only"}]`` sorted by hardware name;
     the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).  A hardware
@@ -309,7 +356,7 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     ``flagged_only`` is True, ``view`` its newest run, and the sentence says why no chart is drawn.
     """
     by_hw: dict[str, list[RunView]] = {}
-    for v in sorted(views, key=lambda v: v.run_id, reverse=True):
+    for v in sorted((v for v in views if not v.simulated), key=lambda v: v.run_id, reverse=True):
         by_hw.setdefault(str(v.hardware.get("name") or "unknown hardware"), []).append(v)
     out = []
     for hw, vs in sorted(by_hw.items()):

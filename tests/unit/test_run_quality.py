@@ -100,3 +100,13 @@ def test_show_says_the_run_is_flagged(scratch_root):
     assert set(doc) == {"run_id", "source", "hardware", "points", "models"}  # the contract's top level, exactly
     assert all(m["run_quality"]["verdict"] == "flagged" for m in doc["models"])
     assert format_table(doc).splitlines()[1].startswith("FLAGGED RUN: repeats of a point disagree by more than 1.50×")
+
+
+def test_open_loop_spread_is_the_schedule_not_the_machine():
+    """Regression (issue 19's committed simulated run was flagged "machine busy"): repeats of an open-loop
+    point of 32 Poisson arrivals differ by 1.55x on their own; only closed-loop spread says the machine was busy."""
+    from pipeline.quality import point_verdict
+    samples = {"output_throughput_tok_s": [100.0, 155.0]}  # max / min = 1.55 > 1.5
+    assert point_verdict({"load": "closed", "samples": samples})["verdict"] == "flagged"
+    assert point_verdict({"samples": samples})["verdict"] == "flagged"  # no load recorded: closed
+    assert point_verdict({"load": "poisson", "rate_rps": 0.5, "samples": samples})["verdict"] == "clean"

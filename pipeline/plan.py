@@ -1,0 +1,461 @@
+"""The plan: what a sweep will cost and predict before anything is measured, and the budget that chooses what to measure.
+
+For each model and point of a config, :func:`make_plan` runs the simulated continuous-batching
+server (:mod:`pipeline.engines.simulated`: the model card's roofline on the hardware profile,
+vLLM's scheduling rules) on exactly the requests the sweep will send, and reports:
+
+- the predicted output throughput, median TTFT and median TPOT of the point;
+- whether it fits: the weights plus the KV cache of ``c`` sequences of ``input_len + output_len``
+  tokens within ``memory_gb × gpu_memory_utilization``, and the request within ``max_model_len``
+  (and the model's own maximum context).  A point that does not fit still runs where the server
+  can take one request (vLLM queues and preempts; the plan says so), not at all where it cannot;
+- its wall time on the real hardware.
+
+Wall-time arithmetic (every figure in seconds; a reader can check the total with it):
+
+    point  = repeats × (simulated time of one repeat: its warm-up, measured and cool-down requests
+             as the load generator sends them, first send to last measured completion
+             + REPEAT_OVERHEAD_S for the scrapes and settling between repeats)
+    model  = SERVER_START_S + weight_bytes / LOAD_BYTES_PER_S   (start the server, load the weights)
+             + Σ points of the grid (up to the predicted stop after weak doublings)
+             + Σ open-loop rates (the ``auto`` rates placed on the predicted curve, the SLO bisection
+               counted as ``bisect_steps`` more points at the median rate's cost)
+    total  = PROBE_S × 2 (the probe before and after) + Σ models
+
+A simulated repeat is noise-free and the same for every repeat, so one is simulated and counted
+``repeats`` times.  The server start and weight loading figures are estimates for vLLM on a GPU
+machine (torch.compile, CUDA-graph capture and weights read from a local disk), not measured here.
+
+Budget (:func:`fit_budget`): when the total exceeds the budget, the plan steps down the ladder
+:data:`LADDER` (fewer repeats, then fewer measured requests per repeat), and when even its last
+rung is over, drops grid points from the top (the largest concurrency first, for every model),
+then the open loop; it says exactly what was dropped and what each step costs in certainty.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipeline.config import SimulatedOptions, SweepConfig, parse_duration
+from pipeline.errors import BatchmarkError
+from pipeline.hardware import HardwareProfile, load_profile
+from pipeline.records import PointKey, PointRecords, RepeatRecord
+
+#: Seconds from starting ``vllm serve`` to a healthy server, besides reading the weights (torch.compile,
+#: CUDA-graph capture, KV-cache allocation): an estimate for vLLM V1 on one GPU.
+SERVER_START_S = 120.0
+#: Bytes per second the weights load at (a local NVMe disk, safetensors): an estimate.
+LOAD_BYTES_PER_S = 1.0e9
+#: Seconds each repeat adds besides its requests (the /metrics scrapes before and after, settling).
+REPEAT_OVERHEAD_S = 1.0
+#: Seconds of one hardware probe (before the sweep and after it).
+PROBE_S = 30.0
+
+
+@dataclass
+class PlanPoint:
+    """One point of the plan (closed loop: ``concurrency``; open loop: ``load`` and ``rate_rps``), times in s."""
+
+    concurrency: int | None
+    wall_s: float
+    fits: bool
+    fits_reason: str
+    runs: bool
+    tpot_s: float | None
+    ttft_s: float | None
+    output_throughput_tok_s: float | None
+    requests_per_repeat: int
+    warmup_per_repeat: int
+    repeats: int
+    load: str = "closed"
+    rate_rps: float | None = None
+    kv_bytes_needed: float | None = None
+
+
+@dataclass
+class PlanModel:
+    """One model of the plan: its server start and its points (grid first, then the open-loop rates)."""
+
+    model: str
+    wall_s: float
+    server_start_s: float
+    points: list[PlanPoint]
+    stops_after: int | None = None
+    note: str | None = None
+
+
+@dataclass
+class Plan:
+    """The whole plan: ``wall_s`` (s) over every model, and the budget's choices when a budget was given."""
+
+    config: str
+    hardware: str
+    engine: str
+    wall_s: float
+    models: list[PlanModel]
+    repeats: int
+    requests_per_slot: int
+    min_requests: int
+    budget_s: float | None = None
+    dropped: list[str] = field(default_factory=list)
+    certainty: list[str] = field(default_factory=list)
+    fits_budget: bool | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
+        "fits", "tpot_s", "ttft_s", "output_throughput_tok_s", …}]}], …}``."""
+        return asdict(self)
+
+    def not_fitting(self) -> list[str]:
+        """One line per point that does not fit, naming the model, the point and the reason."""
+        out = []
+        for m in self.models:
+            for p in m.points:
+                if not p.fits:
+                    what = f"c = {p.concurrency}" if p.load == "closed" else f"{p.load} {p.rate_rps:g} req/s"
+                    out.append(f"{m.model} {what}: {p.fits_reason}")
+        return out
+
+    def total_line(self) -> str:
+        """The one-line total the sweep prints when it starts."""
+        pts = sum(len(m.points) for m in self.models)
+        over = ""
+        if self.budget_s is not None:
+            over = (f" (budget {format_duration(self.budget_s)}" + ("" if self.fits_budget else ", NOT met") + ")")
+        where = (f"on a real {self.hardware} (simulated here in virtual time)" if self.engine == "simulated"
+                 else f"on {self.hardware}")
+        return (f"plan: {pts} points of {len(self.models)} model(s), {self.repeats} repeats each, predicted "
+                f"{format_duration(self.wall_s)} {where}{over}")
+
+    def estimate_after(self, models: list[str], grid: list[int]):
+        """The progress display's ETA (:attr:`pipeline.progress.Display.estimate`): given how many grid points of
+        ``models`` × ``grid`` are done, in sweep order, the plan's seconds left.
+
+        Each grid point carries its planned seconds; a model's server start goes with its first point and its
+        open-loop rates with its last, where the sweep spends them.
+        """
+        seq: list[float] = []
+        by_model = {m.model: m for m in self.models}
+        for name in models:
+            m = by_model.get(name)
+            closed = {p.concurrency: p.wall_s for p in m.points if p.load == "closed"} if m else {}
+            rates = sum(p.wall_s for p in m.points if p.load != "closed") if m else 0.0
+            for i, c in enumerate(grid):
+                seq.append(closed.get(c, 0.0) + (m.server_start_s if m and i == 0 else 0.0)
+                           + (rates if i == len(grid) - 1 else 0.0))
+
+        def left(done: int) -> float:
+            return float(sum(seq[done:]))
+        return left
+
+    def point_seconds(self) -> dict[tuple[str, str, float | int | None], float]:
+        """Predicted wall seconds per (model, load, concurrency or rate): what the sweep's ETA adds up."""
+        return {(m.model, p.load, p.concurrency if p.load == "closed" else p.rate_rps): p.wall_s
+                for m in self.models for p in m.points}
+
+
+def format_duration(seconds: float) -> str:
+    """``9 h 41 min``, ``12 min``, ``40 s``."""
+    if seconds >= 3600:
+        h, rest = divmod(round(seconds / 60), 60)
+        return f"{h} h {rest:02d} min"
+    if seconds >= 60:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds:.0f} s"
+
+
+# --------------------------------------------------------------------------------------------
+# the plan of a config
+# --------------------------------------------------------------------------------------------
+
+def _flag(args: list[str], name: str) -> int | None:
+    """The last value of ``name`` in a server's extra arguments (``--flag N`` or ``--flag=N``)."""
+    out = None
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            out = args[i + 1]
+        elif a.startswith(name + "="):
+            out = a.split("=", 1)[1]
+    try:
+        return int(out) if out is not None else None
+    except ValueError:
+        return None
+
+
+def server_options(cfg: SweepConfig) -> SimulatedOptions:
+    """The simulated server's options for a config: its own for ``simulated``, else the ``vllm`` engine's flags and
+    the client's request counts (so the plan sends what the sweep will send)."""
+    if cfg.engine == "simulated":
+        return cfg.simulated.model_copy(update={"step_time_cv": 0.0, "repeat_time_cv": 0.0})
+    client = cfg.openai if cfg.engine == "openai" else cfg.vllm
+    upd: dict[str, Any] = {"requests_per_point": client.requests_per_point, "requests_per_slot": client.requests_per_slot,
+                           "min_requests": client.min_requests}
+    if cfg.engine == "vllm":
+        upd.update(max_num_seqs=cfg.vllm.max_num_seqs, max_model_len=cfg.vllm.max_model_len,
+                   gpu_memory_utilization=cfg.vllm.gpu_memory_utilization)
+        batched = _flag(cfg.vllm.extra_args, "--max-num-batched-tokens")
+        if batched:
+            upd["max_num_batched_tokens"] = batched
+    return SimulatedOptions().model_copy(update=upd)
+
+
+def _summary(key: PointKey, res, slo: dict | None):
+    from pipeline.metrics import summarize_point
+
+    meas = [q for q in res.requests if not q.warmup]
+    done = [q.done_s for q in meas if q.ok]
+    start, end = (min(q.sent_s for q in meas), max(done)) if meas and done else (0.0, 0.0)
+    rep = RepeatRecord(repeat=0, batching="served", window_start_s=start, window_end_s=end, requests=res.requests,
+                       server_metrics=res.server_metrics)
+    return summarize_point(PointRecords(point=key, repeats=[rep]), slo)
+
+
+def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
+                fits: tuple[bool, str, float | None]) -> tuple[PlanPoint, Any]:
+    from pipeline.engines.simulated import refusal, request_counts, simulate_repeat
+
+    n_warm, n_meas = request_counts(key, opts, warmup)
+    ok, why, kv_need = fits
+    if refusal(server, key.input_len, key.output_len):
+        return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
+                         key.load, key.rate_rps, kv_need), None
+    res = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas, concurrency=key.concurrency,
+                          load=key.load, rate_rps=key.rate_rps, schedule_seed=0)
+    summ = _summary(key, res, slo)
+    wall = repeats * (res.end_s + REPEAT_OVERHEAD_S)
+    return PlanPoint(key.concurrency, wall, ok, why, True, (summ.tpot_s or {}).get("p50"), (summ.ttft_s or {}).get("p50"),
+                     summ.output_throughput_tok_s, n_meas, n_warm, repeats, key.load, key.rate_rps, kv_need), summ
+
+
+def _fits(card, hw: HardwareProfile, server, util: float, c: int, input_len: int, output_len: int) -> tuple[bool, str, float]:
+    """(fits, reason, KV bytes needed) of ``c`` sequences of ``input_len + output_len`` tokens beside the weights."""
+    from pipeline.stepcost import kv_bytes_per_sequence
+
+    tokens = input_len + output_len
+    usable = (hw.memory_gb or 0.0) * 1e9 * util
+    kv = c * kv_bytes_per_sequence(card, tokens)
+    if tokens > server.max_model_len:
+        return False, f"{tokens} tokens per request exceed max_model_len {server.max_model_len}: every request is refused", kv
+    if card.max_context and tokens > card.max_context:
+        return False, f"{tokens} tokens per request exceed the model's context of {card.max_context}", kv
+    if card.weight_bytes >= usable:
+        return (False, f"weights {card.weight_bytes / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB "
+                       f"({hw.memory_gb:g} GB x {util:g}): the server cannot start", kv)
+    if card.weight_bytes + kv > usable:
+        seqs = int((usable - card.weight_bytes) // (kv / c))
+        return (False, f"weights {card.weight_bytes / 1e9:.1f} GB + KV of {c} sequences of {tokens} tokens "
+                       f"{kv / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB: about {seqs} run at once, the rest wait "
+                       "or are preempted", kv)
+    return True, "", kv
+
+
+def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
+              min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
+    """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
+
+    Raises:
+        BatchmarkError: a transformers config (static batches, not a server); the hardware profile lacks bandwidth
+            or memory figures; a model has no card.
+    """
+    from pipeline.engines.simulated import resolve_card, server_for
+    from pipeline.sweep import open_rates, weak_doublings
+
+    if cfg.engine == "transformers":
+        raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
+                             "continuous-batching server (engines vllm, openai, simulated)")
+    hw = load_profile(cfg.hardware)
+    if not hw.bandwidth_gb_s_spec or not hw.memory_gb:
+        raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
+                             "a plan needs both (a generic CPU is measured, not predicted)")
+    opts = server_options(cfg)
+    upd: dict[str, Any] = {}
+    if requests_per_slot is not None:
+        upd["requests_per_slot"] = requests_per_slot
+    if min_requests is not None:
+        upd["min_requests"] = min_requests
+    opts = opts.model_copy(update=upd)
+    reps = repeats or cfg.repeats
+    grid = list(cfg.concurrency)[:len(cfg.concurrency) - drop_top] if drop_top else list(cfg.concurrency)
+    slo = cfg.slo.model_dump() if cfg.slo else None
+    util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
+    models: list[PlanModel] = []
+    for spec in cfg.models:
+        card = resolve_card(spec)
+        server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(grid + [1]))
+        start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
+        points: list[PlanPoint] = []
+        curve: list[tuple[int, float]] = []
+        stops_after = None
+        for c in grid:
+            if cfg.stop_after_weak_doublings:
+                if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
+                    stops_after = curve[-1][0]
+                    break
+            key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
+            pt, summ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
+                                   _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len))
+            points.append(pt)
+            if not pt.runs:
+                break
+            if pt.output_throughput_tok_s:
+                curve.append((c, pt.output_throughput_tok_s))
+        if open_loop and cfg.open_loop is not None and curve:
+            ol = cfg.open_loop
+            if ol.rates == "auto":
+                rates = open_rates(curve, cfg.output_len, ol.auto_rates)
+            else:
+                rates = list(ol.rates)
+            rate_points = []
+            for rate in rates:
+                key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, ol.max_concurrency, ol.load, rate)
+                pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
+                                    _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len))
+                pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
+                rate_points.append(pt)
+            if slo and ol.bisect_steps and rate_points:
+                mid = statistics.median(p.wall_s for p in rate_points)
+                for _ in range(ol.bisect_steps):
+                    rate_points.append(PlanPoint(ol.max_concurrency, mid, True, "SLO bisection (a rate not known before "
+                                                 "the sweep; counted at the median rate's cost)", True, None, None,
+                                                 None, 0, 0, reps, ol.load, None))
+            points.extend(rate_points)
+        wall = start + sum(p.wall_s for p in points)
+        models.append(PlanModel(spec.name, wall, start, points, stops_after))
+    total = 2 * PROBE_S + sum(m.wall_s for m in models)
+    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests)
+
+
+# --------------------------------------------------------------------------------------------
+# the budget
+# --------------------------------------------------------------------------------------------
+
+#: Rungs the budget steps down, most certain first: (repeats at most, measured requests per slot, fewest per
+#: repeat, what the rung costs in certainty).  Requests per repeat go before repeats: the repeat is the unit a
+#: diff tests on (docs/definitions.md, "Diffing runs"), so 5 of them are kept as long as possible.
+LADDER: list[tuple[int | None, int | None, int | None, str]] = [
+    (None, None, None, "as configured"),
+    (5, None, None, "5 repeats instead of more: the smallest slow-down a diff calls 9 times in 10 at one point is "
+                    "15 % with 5 repeats, 10 % with 10 (benchmarks/diff_power.py, docs/diff-statistics.md)"),
+    (5, 2, 16, "measured requests per repeat max(2·c, 16) instead of max(4·c, 32): half the samples, so a repeat's "
+               "throughput spreads about 1.4x (sqrt 2) wider and a p99 rests on fewer requests"),
+    (5, 1, 8, "measured requests per repeat max(c, 8): a quarter of the samples (spread about 2x wider); at small "
+              "c a p99 is the largest of 8 values per repeat"),
+    (3, 1, 8, "3 repeats: the smallest slow-down a diff calls 9 times in 10 at one point grows to 20 % (15 % with 5; "
+              "benchmarks/diff_power.py); a point's spread rests on 3 values"),
+]
+
+
+def fit_budget(cfg: SweepConfig, budget_s: float) -> tuple[Plan, SweepConfig]:
+    """The most certain plan that fits ``budget_s`` seconds, and the config the sweep then measures.
+
+    Steps down :data:`LADDER` (fewer repeats, fewer requests per repeat; a rung that changes nothing
+    for this config is skipped), then drops grid points from the top (the largest concurrency first, for
+    every model), then the open loop.  The plan's ``dropped`` lists exactly what was left out and
+    ``certainty`` what each step taken costs; when even one concurrency without the open loop is over
+    the budget, that last plan is returned with ``fits_budget`` False.
+    """
+    rungs: list[tuple[int, int | None, int | None, str]] = []
+    for reps_max, per_slot, min_req, why in LADDER:
+        reps = min(cfg.repeats, reps_max) if reps_max else cfg.repeats
+        if rungs and (reps, per_slot, min_req) == rungs[-1][:3]:
+            continue
+        rungs.append((reps, per_slot, min_req, why))
+    certainty: list[str] = []
+    for i, (reps, per_slot, min_req, why) in enumerate(rungs):
+        if i:
+            certainty.append(why)
+        plan = make_plan(cfg, repeats=reps, requests_per_slot=per_slot, min_requests=min_req)
+        if plan.wall_s <= budget_s:
+            break
+    dropped = []
+    if reps != cfg.repeats:
+        dropped.append(f"repeats {cfg.repeats} -> {reps}")
+    if per_slot:
+        was = server_options(cfg)
+        dropped.append(f"measured requests per repeat max({was.requests_per_slot}·c, {was.min_requests}) -> "
+                       f"max({per_slot}·c, {min_req})")
+    drop, open_loop = 0, True
+    if plan.wall_s > budget_s:
+        for drop in range(1, len(cfg.concurrency)):
+            plan = make_plan(cfg, repeats=reps, requests_per_slot=per_slot, min_requests=min_req, drop_top=drop)
+            if plan.wall_s <= budget_s:
+                break
+        gone = cfg.concurrency[len(cfg.concurrency) - drop:]
+        dropped.append(f"concurrency {', '.join(map(str, gone))} (every model)")
+        certainty.append(f"no point measured above c = {cfg.concurrency[len(cfg.concurrency) - drop - 1]}: "
+                         "a knee or peak above it is not seen (the knee may read 'not reached')")
+        if plan.wall_s > budget_s and cfg.open_loop is not None:
+            open_loop = False
+            plan = make_plan(cfg, repeats=reps, requests_per_slot=per_slot, min_requests=min_req, drop_top=drop,
+                             open_loop=False)
+            dropped.append("the open loop (every rate and the SLO bisection)")
+            certainty.append("no open-loop rates: no saturation rate and no highest rate that holds the SLO")
+    plan.budget_s = budget_s
+    plan.dropped = dropped
+    plan.certainty = certainty
+    plan.fits_budget = plan.wall_s <= budget_s
+    return plan, _budgeted(cfg, reps, per_slot, min_req, drop, open_loop)
+
+
+def _budgeted(cfg: SweepConfig, reps: int, per_slot: int | None, min_req: int | None, drop: int,
+              open_loop: bool) -> SweepConfig:
+    """``cfg`` with the budget's choices applied (the config the sweep measures; validated again)."""
+    data = cfg.model_dump(mode="json")
+    data["repeats"] = reps
+    if drop:
+        data["concurrency"] = data["concurrency"][:len(data["concurrency"]) - drop]
+        for eng in ("vllm", "simulated"):  # a server sized for the grid kept, as before the drop
+            if data[eng].get("max_num_seqs") is None:
+                data[eng]["max_num_seqs"] = max(cfg.concurrency)
+    if not open_loop:
+        data["open_loop"] = None
+    if per_slot:
+        for eng in ("vllm", "openai", "simulated"):
+            data[eng]["requests_per_slot"] = per_slot
+            data[eng]["min_requests"] = min_req
+    data.pop("budget", None)
+    return SweepConfig.model_validate(data)
+
+
+def plan_for(cfg: SweepConfig, budget: str | float | None = None) -> tuple[Plan, SweepConfig]:
+    """The plan of ``cfg`` under ``budget`` (the argument, else the config's ``budget``), and the config to measure.
+
+    Raises:
+        BatchmarkError: a budget that is not a duration; a config that cannot be planned (see :func:`make_plan`).
+    """
+    budget = budget if budget is not None else cfg.budget
+    if budget is None:
+        return make_plan(cfg), cfg
+    return fit_budget(cfg, parse_duration(budget, "budget"))
+
+
+def plan_text(plan: Plan) -> str:
+    """The plan as a text table per model, with the budget's choices and the points that do not fit."""
+    from pipeline.texttable import text_table
+
+    def f(v: float | None, scale: float = 1.0, fmt: str = ".3g") -> str:
+        return "-" if v is None else format(v * scale, fmt)
+
+    lines = [f"plan of {plan.config} ({plan.engine}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
+             f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))", ""]
+    for m in plan.models:
+        rows = [[p.concurrency if p.load == "closed" else f"{p.load} {p.rate_rps:g}/s" if p.rate_rps else "bisection",
+                 f(p.output_throughput_tok_s, 1, ".1f"), f(p.ttft_s, 1000, ".0f"), f(p.tpot_s, 1000, ".1f"),
+                 "yes" if p.fits else "NO", format_duration(p.wall_s)] for p in m.points]
+        lines.append(f"{m.model}: {format_duration(m.wall_s)} (server start {format_duration(m.server_start_s)})"
+                     + (f"; stops after c = {m.stops_after} (weak doublings)" if m.stops_after else ""))
+        lines.extend(text_table(["point", "tok/s", "TTFT ms", "TPOT ms", "fits", "wall"], rows, "rrrrlr"))
+        lines.append("")
+    for line in plan.not_fitting():
+        lines.append(f"does not fit: {line}")
+    if plan.budget_s is not None:
+        lines.append(f"budget {format_duration(plan.budget_s)}: " + ("met" if plan.fits_budget else "NOT met even so"))
+        for d in plan.dropped:
+            lines.append(f"  dropped: {d}")
+        for c in plan.certainty:
+            lines.append(f"  costs: {c}")
+    lines.append("predicted by the simulated server (roofline of the model cards on the hardware profile): "
+                 "a prediction, not a measurement")
+    return "\n".join(lines)

@@ -1,0 +1,138 @@
+"""`batchmark plan` and the budget (issue 19): predictions of config/spark.yaml, wall-time arithmetic, budget choices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pipeline import cli
+from pipeline.config import load_config, parse_config, parse_duration
+from pipeline.errors import BatchmarkError
+from pipeline.plan import PROBE_S, REPEAT_OVERHEAD_S, fit_budget, make_plan
+from tests.conftest import REPO
+
+SPARK = REPO / "config" / "spark.yaml"
+
+
+@pytest.fixture(scope="module")
+def spark_plan() -> dict:
+    """``batchmark plan config/spark.yaml --json`` (its budget applied), parsed."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["plan", str(SPARK), "--json"]) == 0
+    return json.loads(out.getvalue())
+
+
+def test_qwen3_32b_single_stream_tpot_is_the_bandwidth_arithmetic(spark_plan):
+    # the issue's arithmetic: 65.5 GB of weights + 0.3 GB of KV at 1,152 tokens read at 273 GB/s = 0.241 s a step
+    qwen = next(m for m in spark_plan["models"] if m["model"] == "qwen3-32b")
+    c1 = next(p for p in qwen["points"] if p["concurrency"] == 1 and p["load"] == "closed")
+    assert c1["tpot_s"] == pytest.approx(0.241, rel=0.20)
+    assert c1["fits"] is True
+
+
+def test_every_grid_point_of_every_model(spark_plan):
+    cfg = load_config(SPARK)
+    assert [m["model"] for m in spark_plan["models"]] == [m.name for m in cfg.models]
+    for m in spark_plan["models"]:
+        closed = [p["concurrency"] for p in m["points"] if p["load"] == "closed"]
+        assert closed == list(cfg.concurrency), m["model"]
+        for p in m["points"]:
+            assert set(p) >= {"concurrency", "wall_s", "fits", "tpot_s", "ttft_s", "output_throughput_tok_s"}
+
+
+def test_total_is_the_docstring_arithmetic(spark_plan):
+    # total = 2 probes + Σ models (server start + Σ points); a model's wall_s is its start + its points
+    models = spark_plan["models"]
+    for m in models:
+        assert m["wall_s"] == pytest.approx(m["server_start_s"] + sum(p["wall_s"] for p in m["points"]))
+    assert spark_plan["wall_s"] == pytest.approx(2 * PROBE_S + sum(m["wall_s"] for m in models))
+
+
+def test_point_wall_is_repeats_times_one_simulated_repeat():
+    # a point = repeats x (one repeat: warm-up, measured and cool-down requests in virtual time + 1 s)
+    from pipeline.engines.simulated import resolve_card, server_for, simulate_repeat
+    from pipeline.hardware import load_profile
+    from pipeline.plan import server_options
+
+    cfg = load_config(SPARK)
+    plan = make_plan(cfg)
+    spec = next(m for m in cfg.models if m.name == "llama-3.1-8b-instruct")
+    server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256)
+    res = simulate_repeat(server, 1024, 256, 8, 32, concurrency=8)  # c = 8: 8 warm-up + max(4·8, 32) measured
+    pt = next(p for m in plan.models if m.model == spec.name for p in m.points if p.concurrency == 8 and p.load == "closed")
+    assert pt.wall_s == pytest.approx(cfg.repeats * (res.end_s + REPEAT_OVERHEAD_S))
+
+
+def test_a_point_that_cannot_fit_is_named_with_its_reason(spark_plan):
+    # Qwen3-32B at c = 256: 65.5 GB of weights + 256 x 1,280 tokens x 262,144 B of KV = 85.9 GB > 128 x 0.85
+    plan = make_plan(load_config(SPARK))
+    lines = plan.not_fitting()
+    assert any(line.startswith("qwen3-32b c = 256: weights 65.5 GB + KV of 256 sequences of 1280 tokens 85.9 GB")
+               for line in lines), lines
+
+
+@pytest.mark.slow  # plans the whole Spark config once per rung of the ladder
+def test_budget_steps_down_and_says_what_it_dropped():
+    cfg = load_config(SPARK)
+    full = make_plan(cfg)
+    plan, measured = fit_budget(cfg, 10 * 3600)
+    assert full.wall_s > 10 * 3600 >= plan.wall_s and plan.fits_budget
+    assert measured.repeats == plan.repeats < cfg.repeats
+    assert any(d.startswith("repeats 5 -> ") for d in plan.dropped)
+    assert plan.certainty  # every step taken says what it costs
+    # re-planning the measured config gives the budgeted plan's total
+    assert make_plan(measured).wall_s == pytest.approx(plan.wall_s)
+
+
+def test_budget_drops_grid_points_from_the_top_when_the_ladder_is_not_enough():
+    cfg = load_config(SPARK).model_copy(update={"models": [m for m in load_config(SPARK).models
+                                                             if m.name == "gpt-oss-20b"]})
+    plan, measured = fit_budget(cfg, 20 * 60)
+    assert measured.concurrency == cfg.concurrency[:len(measured.concurrency)]
+    assert len(measured.concurrency) < len(cfg.concurrency)
+    gone = cfg.concurrency[len(measured.concurrency):]
+    assert any(d == f"concurrency {', '.join(map(str, gone))} (every model)" for d in plan.dropped), plan.dropped
+
+
+@pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("1h30m", 5400), ("2d", 172800), ("45s", 45)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["8 hours", "", "0h", "-1h", "h"])
+def test_bad_budget_is_refused_naming_the_field(bad):
+    with pytest.raises(BatchmarkError, match="budget"):
+        parse_config({"name": "x", "hardware": "dgx-spark", "engine": "simulated", "budget": bad,
+                      "models": [{"name": "m", "card": "Llama-3.1-8B"}]}, "cfg.yaml")
+
+
+def test_plan_of_a_profile_without_figures_is_a_one_line_error(tmp_path):
+    path = tmp_path / "cpu.yaml"
+    path.write_text("name: c\nhardware: cpu\nengine: vllm\nmodels: [{name: m, served_name: m}]\n")
+    with pytest.raises(BatchmarkError, match="no bandwidth_gb_s_spec"):
+        make_plan(load_config(path))
+
+
+def test_a_static_batch_config_is_not_planned():
+    with pytest.raises(BatchmarkError, match="static batches"):
+        make_plan(load_config(REPO / "config" / "gpu-transformers.yaml"))
+
+
+def test_progress_eta_counts_down_the_plan(spark_plan):
+    # the display's estimate: before any point, every model's start, points and rates (the total less the two
+    # probes); after every grid point, nothing; after the first model's grid, the other models' seconds
+    from pipeline.plan import Plan, PlanModel, PlanPoint
+
+    models = [PlanModel(m["model"], m["wall_s"], m["server_start_s"], [PlanPoint(**p) for p in m["points"]])
+              for m in spark_plan["models"]]
+    plan = Plan("spark", "dgx-spark", "vllm", spark_plan["wall_s"], models, 5, 4, 32)
+    grid = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    left = plan.estimate_after([m.model for m in models], grid)
+    assert left(0) == pytest.approx(spark_plan["wall_s"] - 2 * PROBE_S)
+    assert left(len(grid)) == pytest.approx(sum(m.wall_s for m in models[1:]))
+    assert left(len(grid) * len(models)) == 0
