@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict
 from typing import Any, Callable
 
-from pipeline.pages.words import post_knee_words
+from pipeline.words import post_knee_words
 from pipeline.diff import METRICS, MetricChange, RunDiff, changes_of, relative_change
 from pipeline.records import PointKey
 from pipeline.texttable import text_table

@@ -4,7 +4,7 @@ past its knee (pure).
 A served point past the server's own limits measures queueing or KV-cache pressure, not batching: the
 point's regime is read from the server's limits (``--max-num-seqs``) and the state its ``/metrics``
 showed while the point ran (``PointSummary.server``, :func:`pipeline.metrics.server_state`).
-Words for readers of each regime are :data:`pipeline.pages.words.REGIME_TEXT`.
+Words for readers of each regime are :data:`pipeline.words.REGIME_TEXT`.
 """
 
 from __future__ import annotations

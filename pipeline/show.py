@@ -35,7 +35,7 @@ from typing import Any
 
 from pipeline import stages
 from pipeline.knee import knee_uncertainty_of
-from pipeline.pages.words import REGIME_TEXT, post_knee_words
+from pipeline.words import REGIME_TEXT, post_knee_words
 from pipeline.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
                               short_reasons)
 from pipeline.records import PointKey, throughput_window, workload_of

@@ -13,7 +13,7 @@ from markupsafe import Markup
 
 from pipeline import runs
 from pipeline.pages.escape import anchor
-from pipeline.pages.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
+from pipeline.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
 from pipeline.records import PointKey, workload_of
 from pipeline.stages import RunResults
 

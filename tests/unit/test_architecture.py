@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages", "pipeline.plan"),
     ("pipeline.importers", "pipeline.reference"),
-    ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
+    ("pipeline.words", "pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.cli", "pipeline.__main__"),
 ]
 

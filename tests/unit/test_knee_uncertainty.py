@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pipeline.analysis import analyze
 from pipeline.knee import knee_per_repeat, knee_uncertainty
-from pipeline.pages.words import knee_words
+from pipeline.words import knee_words
 from pipeline.records import PointSummary
 from pipeline.show import show_run
 

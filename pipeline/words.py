@@ -2,7 +2,9 @@
 
 The analysis stores codes (``"queueing"``, ``"not_reached"``, a knee with its per-repeat knees); what a
 reader sees of them is said here, once, for the site's pages (:mod:`pipeline.pages.views`) and for the
-terminal views (:mod:`pipeline.show`, :mod:`pipeline.diffreport`).
+terminal views (:mod:`pipeline.show`, :mod:`pipeline.diffreport`).  It sits beside those views, outside
+``pages/``, because the pages import :mod:`pipeline.diffreport` (the Changes page): words inside ``pages/``
+would make the terminal views import the folder that imports them.
 """
 
 from __future__ import annotations
