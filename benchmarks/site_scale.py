@@ -62,7 +62,7 @@ def markdown(models: int, scale: float) -> str:
     step at B, from its card, an MoE's growing with expert coverage, ÷ (0.6 × 273 GB/s)), plus 2, 4
     or 6 % of the B = 1 step per added sequence, times ``scale`` (the run's own few per cent).
     """
-    from pipeline.importers.base import match_card
+    from pipeline.importers.cardmatch import match_card
     from pipeline.stepcost import weight_bytes_per_step
 
     out = ["# llama-batched-bench (generated)", "", "build: 6918 (2f68ce7cf)", ""]

@@ -199,7 +199,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                 step, bound = roofline_step_s(card, batch, ctx, bw, peak)
                 row.update(roofline_tok_s=batch / step, roofline_bound=bound)
         row["implausible"] = implausible_point(row)
-        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.dtype if card is not None else None)
+        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.quantization if card is not None else None)
         points_out.append(row)
 
     models_out = []

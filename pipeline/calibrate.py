@@ -51,6 +51,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pipeline.modelcards import ModelCard
+from pipeline.records import PointSummary
 from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 #: A prediction this far off its measurement (fraction) is called out.
@@ -279,3 +280,93 @@ def describe_terms(terms: StepTerms, bandwidth_gb_s: float, peak_tflops: float |
     if terms.prefill_tok_s:
         parts.append(f"prefill runs at {terms.prefill_tok_s:,.0f} tokens/s")
     return "; ".join(parts)
+
+
+# --------------------------------------------------------------------------------------------
+# fitting on point summaries (used by ``batchmark predict`` and by the adaptive sweep)
+# --------------------------------------------------------------------------------------------
+
+def p50(dist: dict[str, Any] | None) -> float | None:
+    """The median of a latency distribution dict (``{"p50", ...}``), None when absent."""
+    return dist.get("p50") if dist else None
+
+
+def is_static(s: PointSummary) -> bool:
+    """Whether a point is a static batch (its output throughput window is the decode phase)."""
+    return s.output_throughput_window == "decode_phase"
+
+
+def step_samples(s: PointSummary) -> list[float]:
+    """Per-repeat step times (s) of a point: B / throughput for a static batch, TPOT medians for a served one."""
+    if is_static(s):
+        return [s.concurrency / t for t in (s.samples.get("output_throughput_tok_s") or []) if t and t > 0]
+    return [t for t in (s.samples.get("tpot_s_per_repeat") or []) if t and t > 0]
+
+
+def point_step_time_s(s: PointSummary) -> float | None:
+    """A point's decode step time (s): B / output throughput (static batch), median TPOT (served), None when unknown."""
+    if is_static(s):
+        return s.concurrency / s.output_throughput_tok_s if s.output_throughput_tok_s else None
+    return p50(s.tpot_s) or s.step_time_s
+
+
+def rel_spread(values: Sequence[float]) -> float:
+    """Relative standard deviation of ``values`` (sample sd / mean); 0.02 with fewer than two."""
+    if len(values) < 2:
+        return 0.02
+    return float(np.std(values, ddof=1) / np.mean(values))
+
+
+def fit_points(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int,
+               repeat: int | None = None) -> StepTerms:
+    """Fit the terms on calibration points (``repeat``: that repeat's own values only); prefill terms for served points.
+
+    Raises:
+        CalibrationError: no positive step time; IndexError / TypeError when ``repeat`` is missing at a point.
+    """
+    if repeat is None:
+        steps = [point_step_time_s(s) for s in cal]
+        spreads = [rel_spread(step_samples(s)) for s in cal]
+        ttfts = [p50(s.ttft_s) for s in cal]
+    else:
+        steps = [step_samples(s)[repeat] for s in cal]
+        spreads = None
+        ttfts = [(s.samples.get("ttft_s_per_repeat") or [None] * (repeat + 1))[repeat] for s in cal]
+    batches = [s.concurrency for s in cal]
+    terms = fit_step_terms(roofs, batches, steps, spreads)
+    if static or any(t is None for t in ttfts):
+        return terms
+    rate, overhead = fit_prefill(batches, input_len, ttfts, [float(x) for x in step_time_s(roofs, terms, batches)])
+    return StepTerms(terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction, rate, overhead)
+
+
+def per_repeat_fits(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int) -> list[StepTerms]:
+    """The same fit on each repeat's own values (the repeats every calibration point has); those that fail are left out."""
+    n = min((len(step_samples(s)) for s in cal), default=0)
+    fits = []
+    for r in range(n):
+        try:
+            fits.append(fit_points(roofs, cal, static, input_len, repeat=r))
+        except (CalibrationError, IndexError, TypeError):
+            continue
+    return fits
+
+
+def with_spread(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int, terms: StepTerms,
+                fits: list[StepTerms] | None = None) -> StepTerms:
+    """``terms`` with their standard deviation over per-repeat fits (None where under two repeats fit)."""
+    fits = per_repeat_fits(roofs, cal, static, input_len) if fits is None else fits
+    spread: dict[str, float | None] = {}
+    for name in ("overhead_s", "bandwidth_fraction", "compute_fraction", "prefill_tok_s"):
+        vals = [getattr(f, name) for f in fits if getattr(f, name) is not None]
+        spread[name] = float(np.std(vals, ddof=1)) if len(vals) >= 2 else None
+    return StepTerms(terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction, terms.prefill_tok_s,
+                     terms.prefill_overhead_s, spread)
+
+
+def predict_curve(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], static: bool, input_len: int,
+                  output_len: int, max_num_seqs: int | None = None) -> list[dict[str, float]]:
+    """:func:`predict_static` or :func:`predict_served` (``static``: a static batch) at ``concurrencies``."""
+    if static:
+        return predict_static(roofs, terms, concurrencies)
+    return predict_served(roofs, terms, concurrencies, input_len, output_len, max_num_seqs)

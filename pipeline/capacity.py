@@ -22,7 +22,8 @@ import math
 from typing import Any
 
 from pipeline.errors import BatchmarkError
-from pipeline.modelcards import ModelCard, list_card_files, load_card
+from pipeline.cardregistry import list_card_files, load_card
+from pipeline.modelcards import ModelCard
 from pipeline.stepcost import kv_bytes_per_sequence
 from pipeline.texttable import text_table
 
@@ -129,7 +130,7 @@ def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[in
                      "memory_source": hardware.get("memory_source") or "profile memory_gb"},
         "usable_bytes": usable["usable_gb"] * 1e9,
         "weights_fit": card.weight_bytes < usable["usable_gb"] * 1e9,
-        "model": card.name, "kind": card.kind, "quantization": card.quantization or card.dtype,
+        "model": card.name, "kind": card.kind, "quantization": card.quantization,
         "total_params": card.total_params, "active_params": card.active_params,
         "weight_bytes": card.weight_bytes, "kv_bytes_per_token": card.kv_bytes_per_token,
         "sliding_window": card.sliding_window, "sliding_layers": card.sliding_layers,

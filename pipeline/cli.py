@@ -332,14 +332,14 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
     from pipeline.hardware import load_profile
-    from pipeline.modelcards import resolve_card
+    from pipeline.cardregistry import resolve_card
 
     hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
     if not hw.get("memory_gb"):  # the generic cpu profile: size it by this machine, and say so
         from pipeline.capacity import machine_memory
 
         hw.update(machine_memory())
-    from pipeline.modelcards import CONTEXT_MAX
+    from pipeline.modelarch import CONTEXT_MAX
 
     for ctx in args.context or []:  # a 400-digit context ended in OverflowError (issue 18)
         if not 1 <= ctx <= CONTEXT_MAX:

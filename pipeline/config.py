@@ -34,7 +34,7 @@ MAX_SEED = 2**32 - 1
 
 #: Default of ``max_failure_rate``: a point whose share of failed measured requests is above this is *excluded*
 #: from the knee, peak and scaling figures (:func:`pipeline.analysis.point_quality`); the importers refuse a
-#: point above it at the same default (:data:`pipeline.importers.base.REFUSAL_FAILURE_RATE`), so that an import
+#: point above it at the same default (:data:`pipeline.importers.checks.REFUSAL_FAILURE_RATE`), so that an import
 #: never holds a point the analysis would leave out.
 EXCLUSION_FAILURE_RATE = 0.05
 
@@ -266,6 +266,16 @@ class OpenLoop(_Strict):
         return sorted(float(r) for r in rates)
 
 
+class Adaptive(_Strict):
+    """An adaptive sweep (``adaptive:``): the concurrency grid is the set of candidate points, of which only those
+    that settle the knee are measured; the rest are predicted by the calibrated per-step model
+    (:mod:`pipeline.adaptive`).  Predictions are kept in ``run.json`` (``adaptive``), never as measurements."""
+
+    tolerance: float = Field(default=0.10, gt=0, lt=1,
+                             description="Stop once a new measurement is within this fraction of its prediction "
+                                         "(output throughput) and did not move the knee")
+
+
 class SweepConfig(_Strict):
     """A whole sweep: the grid of points to measure and how."""
 
@@ -280,6 +290,8 @@ class SweepConfig(_Strict):
                                    description="Concurrency grid (static batch size B for transformers); may be "
                                                "empty only beside an open_loop with explicit rates")
     open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
+    adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee; "
+                                                                "predict the rest (pipeline.adaptive)")
     slo: SLO | None = Field(default=None, description="SLO checked at every point (share meeting it, goodput, "
                                                       "highest rate/concurrency where it holds)")
     repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point, the unit a diff tests "
@@ -333,6 +345,9 @@ class SweepConfig(_Strict):
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")
             if self.open_loop.rates == "auto":
                 raise ValueError("open_loop.rates: auto measures the concurrency grid first; concurrency is empty")
+        if self.adaptive is not None and len(self.concurrency) < 3:
+            raise ValueError(f"adaptive: the concurrency grid is the candidate points and needs at least 3 (the fit "
+                             f"has three terms); concurrency has {len(self.concurrency)}")
         return self
 
     def max_in_flight(self) -> int:

@@ -178,7 +178,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     so is any part's ``probe_after`` warning or before/after drift beyond
     :data:`pipeline.quality.PROBE_DRIFT_LIMIT` (in ``probe_after.warning``), so the run is flagged.
     ``started_at`` is the earliest part's start, ``finished_at`` the latest part's end;
-    ``stopped`` and ``failures`` add the parts' up.
+    ``stopped`` and ``failures`` add the parts' up, and so do an adaptive sweep's ``adaptive.models``.
     """
     ordered = [metas[m.name] for m in cfg.models]
     first = ordered[0]
@@ -207,6 +207,9 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         for k, v in (m.get("failures") or {}).items():
             failures[k] = failures.get(k, 0) + int(v)
         stopped.update(m.get("stopped") or {})
+    adaptive = [m["adaptive"] for m in ordered if m.get("adaptive")]  # one model's choices per part (pipeline.adaptive)
+    if adaptive:
+        adaptive = [{**adaptive[0], "models": {k: v for a in adaptive for k, v in (a.get("models") or {}).items()}}]
     fallback = next((m["engine_fallback"] for m in ordered if m.get("engine_fallback")), None)
     out: dict[str, Any] = {
         "run_id": run_id, "status": "complete",
@@ -217,7 +220,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         "command": f"batchmark merge --config {first.get('config_path')} --run-id {run_id}",
         "probe": probe, **({"probe_after": probe_after} if probe_after else {}), "engine": _merged_engine(ordered),
         **({"engine_fallback": fallback} if fallback else {}),
-        "stopped": stopped, "failures": failures,
+        "stopped": stopped, "failures": failures, **({"adaptive": adaptive[0]} if adaptive else {}),
         "parts": [{"model": name, **{k: metas[name].get(k) for k in PART_FIELDS if k in metas[name]}}
                   for name in (m.name for m in cfg.models)],
         "finished_at": max(str(m.get("finished_at")) for m in ordered),

@@ -84,6 +84,9 @@ class PlanModel:
     points: list[PlanPoint]
     stops_after: int | None = None
     note: str | None = None
+    #: Sequences of input_len + output_len tokens whose KV cache fits beside the weights (the decode batch the server
+    #: can hold; None when the weights do not fit): the adaptive sweep caps its predictions' batch with it.
+    kv_sequences: int | None = None
 
 
 @dataclass
@@ -102,6 +105,8 @@ class Plan:
     dropped: list[str] = field(default_factory=list)
     certainty: list[str] = field(default_factory=list)
     fits_budget: bool | None = None
+    #: An adaptive config (``adaptive:``): the plan covers the whole grid, of which the sweep measures a part.
+    adaptive: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -126,8 +131,10 @@ class Plan:
             over = (f" (budget {format_duration(self.budget_s)}" + ("" if self.fits_budget else ", NOT met") + ")")
         where = (f"on a real {self.hardware} (simulated here in virtual time)" if self.engine == "simulated"
                  else f"on {self.hardware}")
+        part = (" at most (adaptive: only the grid points that settle the knee are measured)"
+                if self.adaptive else "")
         return (f"plan: {pts} points of {len(self.models)} model(s), {self.repeats} repeats each, predicted "
-                f"{format_duration(self.wall_s)} {where}{over}")
+                f"{format_duration(self.wall_s)} {where}{over}{part}")
 
     def estimate_after(self, models: list[str], grid: list[int]):
         """The progress display's ETA (:attr:`pipeline.progress.Display.estimate`): given how many grid points of
@@ -251,6 +258,17 @@ def _fits(card, hw: HardwareProfile, server, util: float, c: int, input_len: int
     return True, "", kv
 
 
+def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | None:
+    """Sequences of ``tokens`` whose KV cache fits beside the weights in ``memory_gb × util`` (as :func:`_fits`)."""
+    from pipeline.stepcost import kv_bytes_per_sequence
+
+    usable = (hw.memory_gb or 0.0) * 1e9 * util
+    per_seq = kv_bytes_per_sequence(card, tokens)
+    if card.weight_bytes >= usable or per_seq <= 0:
+        return None
+    return int((usable - card.weight_bytes) // per_seq)
+
+
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
               min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
@@ -289,7 +307,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         curve: list[tuple[int, float]] = []
         stops_after = None
         for c in grid:
-            if cfg.stop_after_weak_doublings:
+            if cfg.stop_after_weak_doublings and cfg.adaptive is None:  # an adaptive sweep chooses its own points
                 if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                     stops_after = curve[-1][0]
                     break
@@ -322,9 +340,11 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                                                  None, 0, 0, reps, ol.load, None))
             points.extend(rate_points)
         wall = start + sum(p.wall_s for p in points)
-        models.append(PlanModel(spec.name, wall, start, points, stops_after))
+        models.append(PlanModel(spec.name, wall, start, points, stops_after,
+                                kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
-    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests)
+    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
+                adaptive=cfg.adaptive is not None)
 
 
 # --------------------------------------------------------------------------------------------

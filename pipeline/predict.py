@@ -25,15 +25,20 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Any, Sequence
-
-import numpy as np
+from typing import Any
 
 from pipeline import stages
 from pipeline.analysis import hardware_block, mean_decode_context
-from pipeline.calibrate import (CALL_OUT_FRACTION, CalibrationError, Roofs, StepTerms, check_consistent,
-                                default_calibration, describe_terms, fit_prefill, fit_step_terms, predict_served,
-                                predict_static, relative_error, step_time_s)
+from pipeline.calibrate import (CALL_OUT_FRACTION, CalibrationError, Roofs, check_consistent, default_calibration,
+                                describe_terms, predict_served, predict_static, relative_error)
+# the fit on point summaries lives in calibrate (layer 6) so that the adaptive sweep (layer 7) uses it too
+from pipeline.calibrate import fit_points as _fit  # noqa: F401  (re-exported names of the former private helpers)
+from pipeline.calibrate import is_static as _static
+from pipeline.calibrate import p50 as _p50
+from pipeline.calibrate import point_step_time_s as _step_time
+from pipeline.calibrate import rel_spread as _rel_spread  # noqa: F401
+from pipeline.calibrate import step_samples as _step_samples  # noqa: F401
+from pipeline.calibrate import with_spread as _spread
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointSummary, workload_of
@@ -55,69 +60,6 @@ def parse_calibrate_on(text: str | None) -> list[int] | None:
             raise BatchmarkError(f"--calibrate-on: {part!r} is not a concurrency (a positive integer)")
         out.append(int(part))
     return sorted(set(out))
-
-
-def _p50(dist: dict[str, Any] | None) -> float | None:
-    return dist.get("p50") if dist else None
-
-
-def _static(s: PointSummary) -> bool:
-    return s.output_throughput_window == "decode_phase"
-
-
-def _step_samples(s: PointSummary) -> list[float]:
-    """Per-repeat step times (s) of a point: B / throughput for a static batch, TPOT medians for a served one."""
-    if _static(s):
-        return [s.concurrency / t for t in (s.samples.get("output_throughput_tok_s") or []) if t and t > 0]
-    return [t for t in (s.samples.get("tpot_s_per_repeat") or []) if t and t > 0]
-
-
-def _step_time(s: PointSummary) -> float | None:
-    if _static(s):
-        return s.concurrency / s.output_throughput_tok_s if s.output_throughput_tok_s else None
-    return _p50(s.tpot_s) or s.step_time_s
-
-
-def _rel_spread(values: Sequence[float]) -> float:
-    if len(values) < 2:
-        return 0.02
-    return float(np.std(values, ddof=1) / np.mean(values))
-
-
-def _fit(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int,
-         repeat: int | None = None) -> StepTerms:
-    """Fit the terms on calibration points (``repeat``: that repeat's own values only)."""
-    if repeat is None:
-        steps = [_step_time(s) for s in cal]
-        spreads = [_rel_spread(_step_samples(s)) for s in cal]
-        ttfts = [_p50(s.ttft_s) for s in cal]
-    else:
-        steps = [_step_samples(s)[repeat] for s in cal]
-        spreads = None
-        ttfts = [(s.samples.get("ttft_s_per_repeat") or [None] * (repeat + 1))[repeat] for s in cal]
-    batches = [s.concurrency for s in cal]
-    terms = fit_step_terms(roofs, batches, steps, spreads)
-    if static or any(t is None for t in ttfts):
-        return terms
-    rate, overhead = fit_prefill(batches, input_len, ttfts, [float(x) for x in step_time_s(roofs, terms, batches)])
-    return StepTerms(terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction, rate, overhead)
-
-
-def _spread(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int, terms: StepTerms) -> StepTerms:
-    """The terms with their standard deviation over per-repeat fits (None where under two repeats fit)."""
-    n = min((len(_step_samples(s)) for s in cal), default=0)
-    fits = []
-    for r in range(n):
-        try:
-            fits.append(_fit(roofs, cal, static, input_len, repeat=r))
-        except (CalibrationError, IndexError, TypeError):
-            continue
-    spread: dict[str, float | None] = {}
-    for name in ("overhead_s", "bandwidth_fraction", "compute_fraction", "prefill_tok_s"):
-        vals = [getattr(f, name) for f in fits if getattr(f, name) is not None]
-        spread[name] = float(np.std(vals, ddof=1)) if len(vals) >= 2 else None
-    return StepTerms(terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction, terms.prefill_tok_s,
-                     terms.prefill_overhead_s, spread)
 
 
 def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict[str, Any]], card: ModelCard | None,

@@ -222,7 +222,7 @@ def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_
         point: an analysed point (``mfu``, ``concurrency``).
         roof_dtype: the dtype the compute roof was probed in (``run.json`` ``probe.dtype``), None when unknown
             or when the roof is the spec sheet's.
-        model_dtype: the dtype the model ran in (its card's ``dtype``).
+        model_dtype: the dtype the model ran in (its card's ``quantization``).
     """
     mfu = point.get("mfu")
     if mfu is None or mfu <= 1:

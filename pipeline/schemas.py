@@ -200,8 +200,28 @@ class PointRecordsFile(StoredFile):
     requests_file: str | None = None
 
 
+def _card_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 → 2: the weights' label is stored once, as ``quantization``; its copy ``dtype`` goes (issue 25).
+
+    A version 1 card stored the same label under both keys (``float32``, ``bf16+experts:mxfp4``);
+    where ``quantization`` is missing or null, ``dtype``'s value becomes it.  No number changes.
+    """
+    if "dtype" not in data:
+        return data
+    out = {k: v for k, v in data.items() if k != "dtype"}
+    if out.get("quantization") is None:
+        out["quantization"] = data["dtype"]
+    return out
+
+
 class ModelCardFile(StoredFile):
-    """``models/<model>.json``: the model card counted during the sweep (or given to an importer)."""
+    """``models/<model>.json``: the model card counted during the sweep (or given to an importer).
+
+    Version 2: one label of the weights, ``quantization``, without its copy ``dtype`` (:func:`_card_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {2: _card_update_to_2}
 
     name: str | None = None
     kind: str | None = None

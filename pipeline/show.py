@@ -109,6 +109,11 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                     **knee_uncertainty_of(m, summaries, analysis.get("points", []))}
                    for m in analysis.get("models", [])],
     }
+    adaptive = ((meta.get("adaptive") or {}).get("models") or {})
+    for m in doc["models"]:  # an adaptive sweep's choices (run.json ``adaptive``): measured or predicted, and why
+        a = adaptive.get(m["model"])
+        m["adaptive"] = ({**a, "tolerance": meta["adaptive"].get("tolerance")} if a and
+                         (a.get("input_len"), a.get("output_len")) == (m["input_len"], m["output_len"]) else None)
     quality = run_quality(meta, summaries, doc["models"])
     for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
@@ -249,6 +254,8 @@ def format_table(doc: dict[str, Any]) -> str:
                         if m.get("excluded_concurrency") else "")
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
     for m in doc["models"]:
+        lines.extend(adaptive_lines(m))
+    for m in doc["models"]:
         for rs in m.get("rate_sweeps") or []:
             sat = rs.get("saturation_rate_rps")
             slo = rs.get("slo") or {}
@@ -266,6 +273,26 @@ def format_table(doc: dict[str, Any]) -> str:
             lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
             break
     return "\n".join(lines)
+
+
+def adaptive_lines(m: dict[str, Any]) -> list[str]:
+    """An adaptive sweep's choices for one model entry: its knee and why it stopped, then per grid point whether it
+    was measured (in which order) or predicted (the anchored prediction, tok/s), and why; ``[]`` without one."""
+    a = m.get("adaptive")
+    if not a:
+        return []
+    knee = f"c = {a['knee_concurrency']}" if a.get("knee_concurrency") is not None else "not reached"
+    out = [f"{m['model']} adaptive sweep (tolerance {a.get('tolerance') or 0:.0%}): knee {knee} on the measured + "
+           f"predicted curve; {a.get('stopped')}"]
+    for p in a.get("points") or []:
+        tok = p.get("output_throughput_tok_s")
+        val = f"{tok:.1f} tok/s" if tok is not None else "-"
+        if p["measured"]:
+            err = f", {p['error']:+.1%} off its prediction" if p.get("error") is not None else ""
+            out.append(f"  c = {p['concurrency']}: measured #{p['order']} ({val}{err}): {p['reason']}")
+        else:
+            out.append(f"  c = {p['concurrency']}: PREDICTED {val} (not a measurement): {p['reason']}")
+    return out
 
 
 def _point_label(p: dict[str, Any]) -> str:

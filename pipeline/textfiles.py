@@ -1,7 +1,7 @@
 """Reading the project's input files (configs, hardware profiles, model cards): UTF-8 text and strict YAML.
 
 Every error is one :class:`~pipeline.errors.BatchmarkError` line naming the file (and line).
-Below every stage, so that ``config``, ``hardware`` and ``modelcards`` share it without
+Below every stage, so that ``config``, ``hardware`` and ``cardregistry`` share it without
 importing one another.
 """
 

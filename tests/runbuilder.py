@@ -57,7 +57,7 @@ def card(name: str) -> dict[str, Any]:
             "expert_bytes": 680_000_000 if moe else 0, "num_layers": 8, "num_attention_heads": 16,
             "num_kv_heads": 4, "head_dim": 64, "kv_bytes_per_token": 16384,
             "num_experts": 32 if moe else None, "experts_per_token": 4 if moe else None,
-            "dtype": "float32", "source": "hand-made for tests", "extra": {}}
+            "quantization": "float32", "source": "hand-made for tests", "extra": {}}
 
 
 def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],

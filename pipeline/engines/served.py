@@ -77,7 +77,7 @@ def card_from_config(source: str, name: str, reasons: dict[str, str] | None = No
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from pipeline.modelcards import card_from_torch_model
+        from pipeline.engines.torchcard import card_from_torch_model
 
         config = AutoConfig.from_pretrained(source, local_files_only=Path(source).is_dir())
         dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None) or torch.bfloat16
@@ -110,7 +110,7 @@ def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = N
     Raises:
         BatchmarkError: ``spec.card`` names no card file.
     """
-    from pipeline.modelcards import find_card_file, load_card
+    from pipeline.cardregistry import find_card_file, load_card
 
     if spec.card:
         try:

@@ -492,7 +492,8 @@ def resolve_card(spec: ModelSpec) -> ModelCard:
     Raises:
         BatchmarkError: none of them gives a card (the model is named).
     """
-    from pipeline.modelcards import card_from_config, find_card_file, load_card
+    from pipeline.cardregistry import find_card_file, load_card
+    from pipeline.modelarch import card_from_config
 
     if spec.card:
         try:

@@ -18,7 +18,8 @@ from typing import Any
 from pipeline.config import ModelSpec, SweepConfig
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.errors import BatchmarkError
-from pipeline.modelcards import ModelCard, card_from_torch_model
+from pipeline.engines.torchcard import card_from_torch_model
+from pipeline.modelcards import ModelCard
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}

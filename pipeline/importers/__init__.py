@@ -1,6 +1,7 @@
 """Importers: other tools' benchmark output → an imported run (``source: imported:<format>``).
 
-One module per format beside :mod:`pipeline.importers.base`; each exposes
+One module per format beside what they share (:mod:`~pipeline.importers.base`, :mod:`~pipeline.importers.parsing`,
+:mod:`~pipeline.importers.checks`, :mod:`~pipeline.importers.cardmatch`); each exposes
 ``parse(paths, model=None, engine=None) -> ImportResult``.  :func:`import_run` parses and
 writes the run atomically.
 """
@@ -33,7 +34,7 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     """Parse ``paths`` as ``fmt`` into an :class:`~pipeline.importers.base.ImportResult` (no writes).
 
     ``max_failure_rate``: the largest failed fraction of a point's requests that is still
-    imported (default :data:`~pipeline.importers.base.REFUSAL_FAILURE_RATE`).  ``concurrency`` /
+    imported (default :data:`~pipeline.importers.checks.REFUSAL_FAILURE_RATE`).  ``concurrency`` /
     ``rate`` (``--concurrency``, ``--rate``): what a file that states neither ran at
     (:data:`LOAD_OPTIONS` only).  A folder is read with its subfolders for :data:`RECURSIVE` formats.
 
@@ -62,7 +63,8 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
             files.extend(found)
         else:
             files.append(p)
-    from pipeline.importers.base import REFUSAL_FAILURE_RATE, foreign_file
+    from pipeline.importers.checks import REFUSAL_FAILURE_RATE
+    from pipeline.importers.parsing import foreign_file
 
     for f in files:
         try:
@@ -77,7 +79,7 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     limit = REFUSAL_FAILURE_RATE if max_failure_rate is None else max_failure_rate
     if not 0.0 <= limit <= 1.0:
         raise BatchmarkError(f"--max-failure-rate: {limit} is not a fraction between 0 and 1")
-    from pipeline.importers.base import check_ranges
+    from pipeline.importers.checks import check_ranges
 
     result = module.parse(files, model=model, engine=engine, max_failure_rate=limit, **load)
     check_ranges(", ".join(map(str, files)), result.summaries)  # every number range-checked at the boundary (issue 18)
@@ -92,14 +94,15 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
     renamed into place).  ``quant`` (``--quant``): the weight format of every model of the file,
-    over what the file or the model name says (:data:`pipeline.modelcards.QUANT_BITS`); a weight
+    over what the file or the model name says (:data:`pipeline.weightformats.QUANT_BITS`); a weight
     file size the file states still gives the bytes.
 
     Raises:
         BatchmarkError: a malformed file, or an unknown ``quant`` (one line naming ``--quant``).
     """
-    from pipeline.importers.base import ModelInfo, write_imported_run
-    from pipeline.modelcards import QUANT_BITS, normalize_quant
+    from pipeline.importers.base import write_imported_run
+    from pipeline.importers.cardmatch import ModelInfo
+    from pipeline.weightformats import QUANT_BITS, normalize_quant
 
     if quant is not None:
         try:

@@ -45,9 +45,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (REFUSAL_FAILURE_RATE, ImportResult, ModelInfo, model_name_as_given, check_completion,
-                                     check_finite, check_unique, fail, is_number, load_json, read_text, summary,
-                                     wrong_format)
+from pipeline.importers.base import ImportResult, summary
+from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique
+from pipeline.importers.parsing import check_finite, fail, is_number, load_json, read_text, wrong_format
 from pipeline.records import distribution
 
 FORMAT = "guidellm"

@@ -30,9 +30,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (MAX_IMPORTED_INT, MAX_IMPORTED_VALUE, ImportResult, ModelInfo, model_name_as_given,
-                                     check_finite, check_unique, fail, gib_from_text, number, quant_from_text, read_text,
-                                     summary)
+from pipeline.importers.base import ImportResult, summary
+from pipeline.importers.cardmatch import ModelInfo, gib_from_text, model_name_as_given, quant_from_text
+from pipeline.importers.checks import MAX_IMPORTED_VALUE, check_unique
+from pipeline.importers.parsing import MAX_IMPORTED_INT, check_finite, fail, number, read_text
 from pipeline.records import distribution
 
 FORMAT = "llama-batched-bench"

@@ -23,8 +23,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.base import (ImportResult, ModelInfo, model_name_as_given, check_unique, fail, is_number,
-                                     load_json, read_text, summary, wrong_format)
+from pipeline.importers.base import ImportResult, summary
+from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
+from pipeline.importers.checks import check_unique
+from pipeline.importers.parsing import fail, is_number, load_json, read_text, wrong_format
 from pipeline.records import distribution
 
 FORMAT = "llama-benchy"

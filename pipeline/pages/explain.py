@@ -6,7 +6,7 @@ with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; 
 arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
 Every number comes from model cards (``data/models/``), a hardware profile
 (``data/hardware/``) and the analysed runs; formulas are those of
-:mod:`pipeline.modelcards`, :mod:`pipeline.analysis`, :mod:`pipeline.knee` and :mod:`pipeline.capacity`.
+:mod:`pipeline.modelarch`, :mod:`pipeline.analysis`, :mod:`pipeline.knee` and :mod:`pipeline.capacity`.
 No I/O: the reference measurement, when the site has one, arrives as run views like
 any run's (the reference stage, :mod:`pipeline.reference`, stores it; ``batchmark pages
 --reference DIR`` reads it).
@@ -23,8 +23,9 @@ import altair as alt
 
 from pipeline.analysis import ceiling_tok_s, ratio, roofline_step_s
 from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, does_not_fit, fit_table, usable_memory_gb
+from pipeline.cardregistry import list_card_files, load_card
 from pipeline.knee import KNEE_THRESHOLD
-from pipeline.modelcards import ModelCard, list_card_files, load_card
+from pipeline.modelcards import ModelCard
 from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
 from pipeline.pages.charts import spec_of as _spec
@@ -359,7 +360,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
 
 def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
     """True when model names ``a`` and ``b`` resolve to the same model card file (``files``: a cache of name → card file)."""
-    from pipeline.modelcards import find_card_file
+    from pipeline.cardregistry import find_card_file
 
     files = {} if files is None else files
     for name in (a, b):

@@ -310,7 +310,7 @@ def view_of(res: "RunResults") -> RunView:
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
                                                                                          probe.get("peak_tflops")) else None,
-                                       model_dtype=(cards.get(m["model"]) or {}).get("dtype"),
+                                       model_dtype=(cards.get(m["model"]) or {}).get("quantization"),
                                        prediction=None if view.simulated else _prediction(
                                            summaries_by_key.get(key), view.workloads_analysis_points(key, aps_by_key),
                                            cards.get(m["model"]), view.hardware, meta, m["model"])))

@@ -18,14 +18,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 LAYERS: list[tuple[str, ...]] = [
     ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.arrays",
      "pipeline.scrub", "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
-    ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.modelfolders",
-     "pipeline.serverenv", "pipeline.stepcost"),
+    ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.weightformats", "pipeline.modelarch",
+     "pipeline.cardregistry", "pipeline.modelfolders", "pipeline.serverenv", "pipeline.stepcost"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock", "pipeline.pointfiles",
      "pipeline.upgrade"),
     ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics"),
-    ("pipeline.calibrate", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+    ("pipeline.calibrate", "pipeline.adaptive", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
      "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats", "pipeline.diff", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages", "pipeline.plan"),
@@ -212,6 +212,20 @@ def test_statistics_modules_read_no_storage():
                  "pipeline.quality", "pipeline.diff", "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
     assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)
+
+
+def test_cards_split_by_concern():
+    """Issue 25: the card type imports nothing of batchmark; the weight formats and the architecture arithmetic read
+    no file (the card registry does); an importer's reading of files knows no card, its card matching reads no foreign file."""
+    graph = import_graph()
+    assert not graph["pipeline.modelcards"]
+    files = {"pipeline.textfiles", "pipeline.paths", "pipeline.cardregistry"}
+    for name in ("pipeline.weightformats", "pipeline.modelarch"):
+        assert not graph[name] & files, (name, graph[name] & files)
+    assert {"pipeline.textfiles", "pipeline.paths"} <= graph["pipeline.cardregistry"]
+    assert not {m for m in graph["pipeline.importers.parsing"] if "card" in m or m == "pipeline.modelarch"}
+    assert "pipeline.importers.parsing" not in graph["pipeline.importers.cardmatch"]
+    assert "pipeline.engines.torchcard" in graph["pipeline.engines.transformers"]
 
 
 def test_explainers_only_render():

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.calibrate import (CalibrationError, Roofs, StepTerms, check_consistent, default_calibration,
                                 fit_step_terms, predict_served, predict_static, step_time_s)
-from pipeline.modelcards import load_card
+from pipeline.cardregistry import load_card
 from pipeline.predict import predict_workload
 from pipeline.records import PointSummary
 from pipeline.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step

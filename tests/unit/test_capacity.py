@@ -10,7 +10,7 @@ from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table, kv_ca
 from pipeline.cli import main
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
-from pipeline.modelcards import load_card
+from pipeline.cardregistry import load_card
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.capacity import capacity_table
 from pipeline.hardware import load_profile
-from pipeline.modelcards import load_card
+from pipeline.cardregistry import load_card
 from pipeline.stepcost import expert_coverage
 from pipeline.pages import explain
 

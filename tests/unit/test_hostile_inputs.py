@@ -80,7 +80,7 @@ def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path)
             path.write_text(BOMB)
             load_profile("bomb")
         elif reader == "model card":
-            from pipeline.modelcards import find_card_file
+            from pipeline.cardregistry import find_card_file
 
             path = paths.models_dir() / "bomb.yaml"
             path.write_text(BOMB)
@@ -104,7 +104,7 @@ def test_aliases_that_repeat_a_block_a_few_times_still_load(tmp_path):
 
 def test_oversized_import_is_refused_before_it_is_read(scratch_root, tmp_path):
     """Item 7: a 100 MB vllm-bench JSON took 72 s and 3.6 GB; a file above the cap is refused by its size."""
-    from pipeline.importers.base import MAX_IMPORT_BYTES
+    from pipeline.importers.parsing import MAX_IMPORT_BYTES
 
     path = tmp_path / "huge.json"
     with path.open("wb") as fh:  # sparse: its size without writing 64 MiB to disk

@@ -135,7 +135,7 @@ VALUE_CASES_PER_SAMPLE = 30
 
 def _check_in_range(p) -> None:
     """An accepted point holds only figures in range: ≥ 0 and ≤ the importers' bound (base.MAX_IMPORTED_VALUE)."""
-    from pipeline.importers.base import MAX_IMPORTED_VALUE
+    from pipeline.importers.checks import MAX_IMPORTED_VALUE
 
     _check_point(p)
     for name in ("output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s",
@@ -196,7 +196,7 @@ def _read_yaml_as(reader: str, text: str, tmp_path: Path, i: int) -> Path:
     from pipeline import paths
     from pipeline.config import load_config
     from pipeline.hardware import load_profile
-    from pipeline.modelcards import find_card_file
+    from pipeline.cardregistry import find_card_file
 
     if reader == "config":
         path = tmp_path / f"c{i}.yaml"

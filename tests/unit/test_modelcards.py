@@ -2,7 +2,9 @@
 
 import pytest
 
-from pipeline.modelcards import ModelCard, card_from_torch_model, kv_bytes_per_token
+from pipeline.engines.torchcard import card_from_torch_model
+from pipeline.modelarch import kv_bytes_per_token
+from pipeline.modelcards import ModelCard
 from pipeline.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
 
 

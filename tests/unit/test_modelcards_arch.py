@@ -8,8 +8,11 @@ import math
 import pytest
 
 from pipeline.errors import BatchmarkError
-from pipeline.modelcards import (QUANT_BITS, bits_per_weight, card_from_config, card_from_config_file,
-                                 card_from_torch_model, card_with_file_size, list_card_files, load_card)
+from pipeline.cardregistry import card_from_config_file, list_card_files, load_card
+from pipeline.engines.torchcard import card_from_torch_model
+from pipeline.importers.cardmatch import card_with_file_size
+from pipeline.modelarch import card_from_config
+from pipeline.weightformats import QUANT_BITS, bits_per_weight
 from pipeline.stepcost import bytes_per_decode_step, expert_coverage, kv_bytes_per_sequence
 
 
@@ -178,7 +181,7 @@ def test_quant_table_is_documented():
 
 def test_resolve_card_from_the_hugging_face_cache(tmp_path, monkeypatch):
     """A repo id that no card file knows is read from the local Hugging Face cache, never downloaded."""
-    from pipeline.modelcards import resolve_card
+    from pipeline.cardregistry import resolve_card
 
     snap = tmp_path / "hub" / "models--acme--tiny-llama" / "snapshots" / ("0" * 40)
     snap.mkdir(parents=True)

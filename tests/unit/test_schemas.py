@@ -38,12 +38,14 @@ def _files(run_dir: Path) -> dict[str, Path]:
             "card": sorted((run_dir / "models").glob("*.json"))[0]}
 
 
-def test_a_committed_run_loads_unchanged_its_unversioned_cards_as_version_1(run: Path):
+def test_a_committed_run_loads_its_unversioned_cards_as_version_1(run: Path):
     card_file = _files(run)["card"]
     stored = json.loads(card_file.read_text())
     assert "schema_version" not in stored  # cards written before they were versioned carry none
     cards = runs.load_model_cards(run)
-    assert cards[stored["name"]] == stored
+    # version 1 -> 2: the weights' label, stored twice ("dtype" and "quantization"), reads once (issue 25)
+    assert stored["dtype"] == stored["quantization"] == "float32"
+    assert cards[stored["name"]] == {k: v for k, v in stored.items() if k != "dtype"}
     assert schemas.version_of(card_file, stored) == 1
     stored_analysis = json.loads((run / "analysis.json").read_text())
     assert schemas.version_of("analysis.json", stored_analysis) == 1
@@ -141,13 +143,26 @@ def test_older_versions_are_migrated_step_by_step():
     assert schemas.migrate(_CardV3, "x", {"schema_version": 3, "name": "m"}) == {"schema_version": 3, "name": "m"}
 
 
+def test_card_label_stored_twice_in_version_1_is_read_once():
+    """Issue 25: version 1 cards carried one label twice (``dtype`` and ``quantization``, equal in every committed run:
+    20261130T010035Z-vm's cards hold ``bfloat16`` in both); version 2 keeps ``quantization`` alone, and a card whose
+    ``quantization`` is missing or null reads ``dtype``'s value as it."""
+    both = {"name": "m", "dtype": "bfloat16", "quantization": "bfloat16", "num_layers": 8}
+    assert schemas.migrate(schemas.ModelCardFile, "models/m.json", both) == {
+        "schema_version": 2, "name": "m", "quantization": "bfloat16", "num_layers": 8}
+    assert schemas.migrate(schemas.ModelCardFile, "m", {"name": "m", "dtype": "float32", "quantization": None}) == {
+        "schema_version": 2, "name": "m", "quantization": "float32"}
+    assert schemas.migrate(schemas.ModelCardFile, "m", {"name": "m"}) == {"schema_version": 2, "name": "m"}
+    assert "dtype" not in ModelCard.__dataclass_fields__
+
+
 def test_point_summary_from_dict_tolerates_an_added_field(run: Path):
     d = json.loads((run / "summaries.json").read_text())["points"][0]
     assert PointSummary.from_dict({**d, "goodput_tok_s": 12.5}) == PointSummary.from_dict(d)
 
 
 def test_model_card_from_dict_warns_of_an_unknown_key_and_names_the_file(run: Path):
-    d = json.loads(_files(run)["card"].read_text())
+    d = next(iter(runs.load_model_cards(run).values()))
     with pytest.warns(UserWarning, match=r"models/x\.json: unknown model card key\(s\) left out: num_kv_head"):
         card = ModelCard.from_dict({**d, "num_kv_head": 2}, source="models/x.json")
     assert card == ModelCard.from_dict(d)
@@ -159,7 +174,7 @@ def test_model_card_from_dict_warns_of_an_unknown_key_and_names_the_file(run: Pa
 def test_new_files_are_written_with_their_schema_version(tmp_path: Path):
     runs.create_run(tmp_path / "r", {"source": "measured"})
     runs.write_model_card(tmp_path / "r", {"name": "m", "kind": "dense"})
-    assert json.loads(runs.model_card_path(tmp_path / "r", "m").read_text())["schema_version"] == 1
+    assert json.loads(runs.model_card_path(tmp_path / "r", "m").read_text())["schema_version"] == 2
     assert runs.load_model_cards(tmp_path / "r") == {"m": {"name": "m", "kind": "dense"}}
 
 

@@ -21,7 +21,8 @@ import pytest
 from pipeline.analysis import roofline_step_s
 from pipeline.regime import point_regime
 from pipeline.metrics import summarize_point
-from pipeline.modelcards import ModelCard, load_card
+from pipeline.cardregistry import load_card
+from pipeline.modelcards import ModelCard
 from pipeline.engines.simulated import ServerModel, kv_blocks, simulate_repeat
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 

@@ -1,0 +1,129 @@
+"""What an imported point must satisfy before it is stored: figures in range, its concurrency measured, one row per point.
+
+Checked at the boundary, once parsed (issue 18, item 11): every number of every point
+(:func:`check_ranges`); enough completed requests and few enough failed ones
+(:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import EXCLUSION_FAILURE_RATE
+from pipeline.errors import BatchmarkError
+from pipeline.importers.parsing import fail, is_unicode_text
+from pipeline.records import PointKey, PointSummary
+
+
+#: Largest fraction of a point's requests that may have failed for it to be imported as a
+#: measurement (failed / (completed + failed)).  Above it the point is refused, naming the
+#: counts; ``batchmark import --max-failure-rate`` changes it for one import.  The analysis's
+#: exclusion default (:data:`pipeline.config.EXCLUSION_FAILURE_RATE`): an import never holds a point
+#: the analysis would leave out.
+REFUSAL_FAILURE_RATE = EXCLUSION_FAILURE_RATE
+
+
+#: Largest figure an imported point may hold (tokens, tokens/s, requests, seconds): 10^15.  No
+#: benchmark measures more; a larger one is a corrupt or hostile file (issue 18, item 11).
+MAX_IMPORTED_VALUE = 1e15
+#: Count and length fields of a point: whole numbers ≥ 0 (``concurrency`` ≥ 1 where given).
+_COUNT_FIELDS = ("input_len", "output_len", "concurrency", "repeats", "completed", "failed")
+#: Figures of a point that are ≥ 0: throughputs (tokens/s), rates (requests/s), times (s).
+_FIGURE_FIELDS = ("output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s",
+                  "rate_rps", "achieved_rate_rps", "send_rate_rps", "burstiness", "failure_rate")
+_DISTRIBUTION_FIELDS = ("ttft_s", "ttft_with_queue_s", "tpot_s", "itl_s", "e2el_s", "time_to_first_content_s")
+
+
+def _out_of_range(v: Any, whole: bool) -> str | None:
+    """Why ``v`` is not an imported figure (None when it is one): not a number, not finite, negative, too large."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return f"{v!r} is not a number"
+    if isinstance(v, float) and not math.isfinite(v):
+        return f"{v} is not a finite number"
+    if v < 0:
+        return f"{v:g} is negative"
+    if v > MAX_IMPORTED_VALUE:
+        return f"{v:.3g} is out of range (above {MAX_IMPORTED_VALUE:g})"
+    if whole and isinstance(v, float) and not v.is_integer():
+        return f"{v:g} is not a whole number"
+    return None
+
+
+def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
+    """Every number of every imported point range-checked at the boundary (issue 18, item 11).
+
+    Counts and lengths are whole numbers ≥ 0 (concurrency ≥ 1 where given), throughputs, rates,
+    times and every latency percentile finite, ≥ 0 and at most :data:`MAX_IMPORTED_VALUE`; the
+    samples kept for diffs too.  A negative TTFT or ``failed: -100`` was once stored and shown
+    as "peak −52.8 tok/s" and "-100 of -68 requests failed (147 %)".
+
+    Raises:
+        BatchmarkError: one line naming the file, the point and the field.
+    """
+    for s in summaries:
+        for what, name in (("model", s.model), ("engine", s.engine)):
+            if not is_unicode_text(name):
+                raise fail(path, f"{what} name {name!r}", "not Unicode text (a lone surrogate)")
+        where = f"point ({s.model}, {s.key.label()})"
+        checks: list[tuple[str, Any, bool]] = [(f, getattr(s, f), True) for f in _COUNT_FIELDS]
+        for f in _DISTRIBUTION_FIELDS:  # before the figures derived from them (per-user = 1 / median TPOT)
+            checks += [(f"{f}.{k}", v, False) for k, v in (getattr(s, f, None) or {}).items()]
+        checks += [(f, getattr(s, f, None), False) for f in _FIGURE_FIELDS]
+        for name, values in (s.samples or {}).items():
+            checks += [(f"samples.{name}[{i}]", v, False) for i, v in enumerate(values)]
+        for name, value, whole in checks:
+            if value is None:
+                continue
+            why = _out_of_range(value, whole)
+            if why is None and name == "concurrency" and value < 1:
+                why = f"{value} is not a positive concurrency"
+            if why is not None:
+                raise fail(path, f"{where} field {name}", why)
+
+
+def check_completion(path: str | Path, where: str, completed: int, failed: int, concurrency: int,
+                     max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None) -> None:
+    """Refuse a point that did not measure its concurrency: too few completed requests, or too many failures.
+
+    A closed-loop point at concurrency c measures c requests in flight only when at least c
+    requests completed; failure rate = failed / (completed + failed), or (total − completed) /
+    total where the source states a total.  The message names the counts.
+
+    Raises:
+        BatchmarkError: completed < concurrency, or failure rate > ``max_failure_rate``.
+    """
+    for name, n in (("completed", completed), ("failed", failed), ("total", total)):
+        if n is not None and n < 0:
+            raise fail(path, where, f"{name} count {n} is negative")
+    if total is not None and total > completed + failed:
+        failed = total - completed
+    attempted = completed + failed
+    rate = failed / attempted if attempted else 1.0
+    if completed < 1:
+        raise fail(path, where, f"no request completed ({failed} failed); nothing was measured")
+    if completed < concurrency:
+        raise fail(path, where, f"only {completed} request(s) completed ({failed} failed) at concurrency {concurrency}; "
+                                "a closed-loop point needs at least as many completed requests as its concurrency")
+    if rate > max_failure_rate:
+        raise fail(path, where, f"{failed} of {attempted} requests failed ({rate:.0%}, above the "
+                                f"{max_failure_rate:.0%} limit); not a measurement of the server "
+                                "(--max-failure-rate raises the limit)")
+
+
+def refuse_open_loop(path: str | Path, where: str, rate: float, cap: int | None) -> BatchmarkError:
+    """The one-line refusal of an open-loop (rate-limited) result."""
+    capped = f" capped at {cap} in flight" if cap else ""
+    return fail(path, where, f"open loop at {rate:g} req/s{capped}; its throughput is set by the request rate, not "
+                             "the server; batchmark imports closed-loop runs (a fixed number of requests in flight)")
+
+
+def check_unique(path: str | Path, summaries: list[PointSummary]) -> None:
+    """Refuse two rows for the same point (its :class:`~pipeline.records.PointKey`)."""
+    seen: set[PointKey] = set()
+    for s in summaries:
+        if s.key in seen:
+            raise fail(path, None, f"two results for the same point ({s.model}, {s.engine}, in {s.input_len}, "
+                                   f"out {s.output_len}, {s.key.label()})")
+        seen.add(s.key)

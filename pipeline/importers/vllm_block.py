@@ -1,0 +1,97 @@
+"""``vllm bench serve``'s printed "Serving Benchmark Result" blocks (a console log) → points.
+
+A block starts at ``============ Serving Benchmark Result ============`` and holds ``Successful
+requests:``, ``Output token throughput (tok/s):``, ``Mean/Median/P99 TTFT (ms):`` … lines, read
+into the keys of a ``--save-result`` object and made a point as one
+(:func:`pipeline.importers.vllm_result.point_from_result`).  The concurrency comes from ``Maximum
+request concurrency:`` (printed before or inside the block; ``None`` = uncapped), the rate from
+``Traffic request rate:`` (before) or ``Request rate configured (RPS):`` (inside), the burstiness
+from ``Burstiness factor:`` (before).  The block names no model: pass ``--model``; a block
+without a concurrency or rate line: ``batchmark import --concurrency N`` or ``--rate R`` says
+what it omits.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pipeline.importers.cardmatch import model_name_as_given
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE
+from pipeline.importers.parsing import fail, number
+from pipeline.importers.vllm_result import point_from_result
+
+
+_BLOCK_KEYS = {
+    "Successful requests": "completed", "Failed requests": "failed", "Benchmark duration (s)": "duration",
+    "Total input tokens": "total_input_tokens", "Total generated tokens": "total_output_tokens",
+    "Output token throughput (tok/s)": "output_throughput", "Request throughput (req/s)": "request_throughput",
+}
+
+
+def parse_block(path: Path, text: str, model: str | None, engine: str,
+                max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
+                rate: float | None = None) -> list[Any]:
+    """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
+
+    The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
+    rate (open loop), ``Burstiness factor:``, ``Maximum request concurrency:`` (``None`` =
+    uncapped), and the progress bar
+    ``100/100 [...]`` whose total counts every request sent (blocks of before mid-2025 print
+    no ``Failed requests:`` line, so total − successful is the failed count there).
+    """
+    if not model:
+        raise fail(path, None, "the printed Serving Benchmark Result block names no model; pass --model")
+    name = model_name_as_given(model)
+    points = []
+    pending: dict[str, Any] = {}
+    given: dict[str, Any] = {"max_concurrency": concurrency, "request_rate": rate if rate is not None else "inf"}
+    block: dict[str, Any] | None = None
+    total: int | None = None
+    start = 0
+    for no, line in enumerate(text.splitlines(), 1):
+        s = line.strip().lstrip("#").strip()
+        if re.match(r"^=+\s*Serving Benchmark Result\s*=+$", s):
+            if block is not None:
+                raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
+            block, start = {**given, **pending}, no
+            continue
+        if block is not None and s and set(s) == {"="}:
+            points.append(point_from_result(path, block, name, engine, where=f"block at line {start}",
+                                            max_failure_rate=max_failure_rate, total=total))
+            block, pending, total = None, {}, None
+            continue
+        bar = re.search(r"\|\s*(\d+)/(\d+)\s*\[", s)
+        if bar and block is None:
+            total = int(bar.group(2))
+            continue
+        m = re.match(r"^([A-Za-z][^:]*?):\s+(\S+)(?:\s.*)?$", s)
+        if not m:
+            continue
+        key, value = m.group(1).strip(), m.group(2)
+        if key in ("Traffic request rate", "Request rate configured (RPS)"):
+            rate: Any = "inf" if value.lower() in ("inf", "infinity") else number(path, no, value)
+            (block if block is not None else pending)["request_rate"] = rate
+            continue
+        if key == "Maximum request concurrency":
+            conc = None if value == "None" else int(number(path, no, value))
+            (block if block is not None else pending)["max_concurrency"] = conc
+            continue
+        if key == "Burstiness factor":
+            (block if block is not None else pending)["burstiness"] = number(path, no, value)
+            continue
+        if block is None:
+            continue
+        stat = re.match(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$", key)
+        if stat:
+            which = "median" if stat.group(1) == "Median" else ("mean" if stat.group(1) == "Mean" else f"p{stat.group(2)}")
+            block[f"{which}_{stat.group(3).lower()}_ms"] = number(path, no, value)
+        elif key in _BLOCK_KEYS:
+            v = number(path, no, value)
+            block[_BLOCK_KEYS[key]] = int(v) if key in ("Successful requests", "Failed requests") else v
+    if block is not None:
+        raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
+    if not points:
+        raise fail(path, None, "no 'Serving Benchmark Result' block found; not vllm bench serve output")
+    return points
