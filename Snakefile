@@ -21,7 +21,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from pipeline import parts, runs
+from pipeline import parts, pointfiles, runs
 from pipeline.config import load_config
 from pipeline.errors import BatchmarkError
 from pipeline.hardware import load_profile
@@ -48,7 +48,7 @@ except BatchmarkError as exc:
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
 # Snakemake's job banners share the terminal with a sweep's display: one line per point, never a bar they land on.
 os.environ.setdefault("BATCHMARK_PROGRESS", "lines")
-PARTS = {runs.file_stem(m.name): m.name for m in SWEEP.models}
+PARTS = {pointfiles.file_stem(m.name): m.name for m in SWEEP.models}
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))
 OTHERS = [r for r in COMPLETE if r != RUN_ID]
 PYTHON = shlex.quote(sys.executable)

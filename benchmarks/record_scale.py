@@ -17,9 +17,9 @@ sequence in flight, log-normal jitter).  Writes them once in each format into a 
 - peak memory (maximum resident set size, ``VmHWM``) of that process.
 
 The old format is the JSON point file of schema version 2 (``json.dumps(records.as_dict(), indent=1)``,
-as batchmark wrote it until issue 20), read as per-request ``RequestRecord`` objects (``runs.load_point``)
+as batchmark wrote it until issue 20), read as per-request ``RequestRecord`` objects (``pointfiles.load_point``)
 and summarised from them; the new one is the Parquet file of schema version 3 read into arrays
-(``runs.load_points_arrays``); their summaries are compared (identical: the times are the same floats).
+(``pointfiles.load_points_arrays``); their summaries are compared (identical: the times are the same floats).
 ``--encodings`` also writes one model's records with other Parquet settings,
 float64 seconds among them (docs/storage.md quotes them).  Targets (issue 20): at most 100 MB on disk, summaries in under
 a minute on a 2-core machine, peak memory under 4 GB.  Figures, not assertions: the machine is shared.
@@ -42,7 +42,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline import arrays, runs  # noqa: E402
+from pipeline import arrays, pointfiles, runs  # noqa: E402
 from pipeline.arrays import PointArrays, RequestArrays  # noqa: E402
 from pipeline.records import PointKey, RepeatRecord  # noqa: E402
 
@@ -127,7 +127,7 @@ def write_old_point(run: Path, pa: PointArrays) -> None:
     """The point file as batchmark wrote it before schema version 3: every request inline, JSON indent 1."""
     from pipeline.schemas import stamped, PointRecordsFile
 
-    path = runs.point_path(run, pa.point)
+    path = pointfiles.point_path(run, pa.point)
     body = arrays.to_records(pa).as_dict()
     runs.atomic_create_json(path, {**stamped(PointRecordsFile, body), "schema_version": 2})
 
@@ -140,9 +140,9 @@ SUMMARIZE = """
 import json, sys, time
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from pipeline import metrics, runs
+from pipeline import metrics, pointfiles
 t = time.perf_counter()
-points = runs.{loader}(Path({run!r}))
+points = pointfiles.{loader}(Path({run!r}))
 summaries = metrics.summarize_run(points, {{"ttft_p99_ms": 2000, "tpot_p99_ms": 100, "e2el_p99_ms": None}})
 dt = time.perf_counter() - t
 # VmHWM: this process's own peak resident set (ru_maxrss would carry the parent's, inherited across exec)

@@ -8,7 +8,7 @@ model and workload the sweep (:func:`pipeline.sweep.run_sweep`) calls :func:`wal
    (:func:`pipeline.calibrate.default_calibration` on the fitting grid: an MoE's first doubling, a dense
    model's log2 middle);
 2. fits the calibrated per-step model (:mod:`pipeline.calibrate`) on every point measured so far, predicts
-   the whole grid and anchors the predictions to the measurements' level (:func:`anchored`); the knee is :func:`pipeline.analysis.find_knee` of the curve made of the measured points
+   the whole grid and anchors the predictions to the measurements' level (:func:`anchored`); the knee is :func:`pipeline.knee.find_knee` of the curve made of the measured points
    and the predicted ones;
 3. measures the next point (:func:`next_point`): while a point that decides the knee is unmeasured (the knee
    and its two grid neighbours; "not reached": the last doubling), bisect on log2 c between the measured points
@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from pipeline.analysis import find_knee
+from pipeline.knee import find_knee
 from pipeline.calibrate import CalibrationError, default_calibration
 
 #: What a prediction function returns per concurrency: ``{"output_throughput_tok_s", "spread" (relative sd or None), …}``.

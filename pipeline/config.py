@@ -32,6 +32,12 @@ class _Strict(BaseModel):
 #: seed × 1 000 003 + offsets, which stays below torch's 2**64 bound for every seed up to this one.
 MAX_SEED = 2**32 - 1
 
+#: Default of ``max_failure_rate``: a point whose share of failed measured requests is above this is *excluded*
+#: from the knee, peak and scaling figures (:func:`pipeline.analysis.point_quality`); the importers refuse a
+#: point above it at the same default (:data:`pipeline.importers.checks.REFUSAL_FAILURE_RATE`), so that an import
+#: never holds a point the analysis would leave out.
+EXCLUSION_FAILURE_RATE = 0.05
+
 
 class ModelSpec(_Strict):
     """One model of a sweep.
@@ -294,7 +300,7 @@ class SweepConfig(_Strict):
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
     knee_threshold: float = Field(default=0.15, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")
-    max_failure_rate: float = Field(default=0.05, ge=0, le=1,
+    max_failure_rate: float = Field(default=EXCLUSION_FAILURE_RATE, ge=0, le=1,
                                     description="A point whose share of failed measured requests is above this "
                                                 "is left out of the knee, peak and scaling figures (it is still shown, flagged)")
     stop_after_weak_doublings: int = Field(default=2, ge=0,

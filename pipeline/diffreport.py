@@ -14,9 +14,9 @@ import json
 from dataclasses import asdict
 from typing import Any, Callable
 
-from pipeline.analysis import post_knee_words
 from pipeline.diff import RunDiff, changes_of
 from pipeline.diffmetrics import METRICS, MetricChange, relative_change
+from pipeline.words import post_knee_words
 from pipeline.records import PointKey
 from pipeline.texttable import text_table
 

@@ -1,57 +1,13 @@
-"""Request records -> point summaries (pure; no I/O).
+"""Request records -> point summaries (pure; no I/O): one point's figures assembled into a
+:class:`~pipeline.records.PointSummary`, computed over arrays (:mod:`pipeline.arrays`).
 
-Definitions (docs/definitions.md, "Terms and definitions", and its table of peer definitions):
-- TTFT = first token arrival − send; TTFT with client queueing = first token − queued.
-- E2EL = last token arrival − send.
-- TPOT (``tpot_s``, vLLM's ``tpot``, ``vllm/benchmarks/serve.py`` ``calculate_metrics``): per
-  request with output_tokens > 1, (E2EL − TTFT) / (output_tokens − 1), output_tokens being the
-  request's output count (server usage), not its streamed chunks; a request whose tokens all
-  arrived at once gives 0, and is kept.
-- streamed TPOT (``tpot_streamed_s``, batchmark's decode rate): (E2EL − TTFT) / (streamed
-  tokens − 1), streamed tokens = output_tokens − hidden tokens (reasoning a server generated
-  but never streamed); None for fewer than 2 streamed tokens or when every token arrived at
-  once.  The step time of served points (MBU) and per-user throughput are taken from it.
-- ITL (``itl_s``, per token, DESIGN.md): a chunk of k tokens after the previous chunk
-  contributes k gaps of (chunk gap / k).  Extra tokens in the first chunk arrived together
-  with the first token and contribute gaps of 0, so every request has output_tokens − 1 ITL
-  values and their sum is E2EL − TTFT.
-- chunk ITL (``itl_chunk_s``, vLLM's ``itl``, ``vllm/benchmarks/lib/endpoint_request_func.py``):
-  one gap per chunk after the first, whatever tokens it carries.
-- output throughput (``output_throughput_tok_s``).  Static batches: the window is the decode
-  phase, tokens = B × (output_len − 1), which is llama.cpp's S_TG; prefill throughput =
-  B × input_len / prefill time (S_PP).  Served: vLLM's ``output_throughput``: output tokens of
-  the finished measured requests / duration, the duration running from the first measured send
-  to the end of the last measured request, failed ones included (vLLM's ``benchmark_duration``
-  over the same requests).  batchmark's own window (first measured send → last measured
-  completion) gives ``steady_output_throughput_tok_s``.
-- per-user throughput = 1 / median streamed TPOT (tokens/s).
-Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).
-
-Open loop (``poisson`` / ``constant`` points):
-- send rate = (measured requests sent − 1) / (last measured send − first measured send): the
-  rate the client really offered (requests/s);
-- achieved rate = completed measured requests / measured window (requests/s, what vLLM calls
-  ``request_throughput``): it follows the offered rate below saturation and flattens at the
-  server's capacity above it;
-- schedule lag = the client's own lateness per request (``RequestRecord.lag_s``); the schedule
-  was kept when its p99 is at most :func:`schedule_lag_limit_s` (coordinated omission
-  otherwise: the server saw fewer, later requests than the schedule asked for).
-
-SLO and goodput (:func:`slo_goodput`, after vLLM's ``--goodput`` in
-``vllm/benchmarks/serve.py``): a request is good when it finished and each of its TTFT, TPOT
-and E2EL is at most the SLO's figure (a request with fewer than 2 tokens has TPOT 0, as vLLM
-counts it); goodput = good requests / duration (requests/s) and their output tokens /
-duration (tokens/s), the duration being the sum of the repeats' vLLM durations
-(:func:`repeat_duration_s`).  A point
-meets the SLO when the p99 of each given latency over its finished requests is within the
-target and at most 1 % of its measured requests failed (a failed request counts as an
-infinitely slow one, so more than 1 % of them put the p99 itself out of reach).
-
-Failed and flagged work: a point counts its failed measured requests (``failed``,
-``failure_rate`` = failed / measured) and, per flag of :mod:`pipeline.engines.tokencount`, the
-requests whose token count set evidence aside (``flags``), and how many requests took their
-count from each source (``token_count_sources``).  No division here can raise: an empty
-window, a zero TPOT or a single-token request gives None.
+The definitions, one function per formula over request and repeat records, are
+:mod:`pipeline.requestmetrics` (TTFT, TPOT, ITL, output throughput, the open-loop send and achieved
+rates, schedule kept, a point's flags); SLO attainment and goodput are :mod:`pipeline.goodput`.
+Here the same formulas run over a point's arrays, value for value, and the server's own view of the
+point (:func:`server_state`, from the ``/metrics`` scraped around and during each repeat) is added.
+Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).  No division here can
+raise: an empty window, a zero TPOT or a single-token request gives None.
 """
 
 from __future__ import annotations
@@ -62,144 +18,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.arrays import PointArrays, RequestArrays, from_records
-from pipeline.records import PointRecords, PointSummary, RepeatRecord, RequestRecord, distribution  # noqa: F401  (PointSummary: importable from here)
-
-
-def itl_values(req: RequestRecord) -> list[float]:
-    """Per-token inter-token latencies (s) of one request; ``output_tokens − 1`` values for a complete stream.
-
-    Chunks are ``[arrival_s, n_tokens]``; chunk i (i ≥ 1) with k tokens gives k gaps of
-    (t_i − t_{i−1}) / k; the first chunk's extra tokens give gaps of 0.
-    """
-    out: list[float] = []
-    if not req.chunks:
-        return out
-    out.extend([0.0] * max(int(req.chunks[0][1]) - 1, 0))
-    t_prev = req.chunks[0][0]
-    for t, k in req.chunks[1:]:
-        k = int(k)
-        if k <= 0:  # a chunk without tokens: the gap runs on to the next chunk that carries some
-            continue
-        out.extend([(t - t_prev) / k] * k)
-        t_prev = t
-    return out
-
-
-def itl_chunk_values(req: RequestRecord) -> list[float]:
-    """vLLM's per-chunk inter-token latencies (s) of one request: one gap per chunk after the first.
-
-    Source: ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.itl.append(timestamp −
-    most_recent_timestamp)`` for every streamed chunk after the first).  A chunk of k tokens gives
-    one gap, not k; chunks without a token (never kept by the client) are skipped.
-    """
-    times = [t for t, k in req.chunks if int(k) > 0]
-    return [b - a for a, b in zip(times, times[1:])]
-
-
-def ttft_s(req: RequestRecord) -> float:
-    """First token arrival − send (s)."""
-    return req.first_token_s - req.sent_s
-
-
-def e2el_s(req: RequestRecord) -> float:
-    """Last token arrival − send (s)."""
-    return req.done_s - req.sent_s
-
-
-def tpot_s(req: RequestRecord) -> float | None:
-    """vLLM's TPOT (s): (E2EL − TTFT) / (output_tokens − 1) for output_tokens > 1, else None.
-
-    Source: ``vllm/benchmarks/serve.py`` ``calculate_metrics`` (``tpot = (latency − ttft) /
-    (output_len − 1)`` when ``output_len > 1``, output_len being the server's completion tokens).
-    A request whose tokens all arrived at one instant gives 0 (kept, as vLLM keeps it).
-    """
-    n = req.output_tokens
-    if n < 2 or req.done_s is None or req.first_token_s is None:
-        return None
-    return max(req.done_s - req.first_token_s, 0.0) / (n - 1)
-
-
-def tpot_streamed_s(req: RequestRecord) -> float | None:
-    """batchmark's decode rate (s): (E2EL − TTFT) / (streamed tokens − 1) (hidden reasoning tokens left out).
-
-    None for fewer than 2 streamed tokens, or when the whole output arrived at one instant
-    (no decode was observed, so no rate can be given).
-    """
-    n = req.streamed_tokens
-    if n < 2 or req.done_s is None or req.first_token_s is None:
-        return None
-    span = req.done_s - req.first_token_s
-    if span <= 0:
-        return None
-    return span / (n - 1)
-
-
-def request_end_s(req: RequestRecord) -> float:
-    """When a request ended (s): its last token, else (failed before any) the last thing known of it."""
-    for t in (req.done_s, req.first_token_s):
-        if t is not None:
-            return t
-    return req.sent_s
-
-
-def repeat_duration_s(rep: RepeatRecord) -> float | None:
-    """vLLM's benchmark duration over one served repeat's measured requests (s); None when empty.
-
-    First measured send → end of the last measured request, failed ones included (derived from
-    ``vllm/benchmarks/serve.py``: ``benchmark_duration`` runs from before the first send until
-    every request returned, success or not).  Requests never sent are left out.
-    """
-    meas = [r for r in rep.requests if not r.warmup and not (r.error or "").startswith("not sent")]
-    if not meas:
-        return None
-    span = max(request_end_s(r) for r in meas) - min(r.sent_s for r in meas)
-    return span if span > 0 else None
-
-
-def repeat_steady_throughput(rep: RepeatRecord) -> float | None:
-    """batchmark's own output throughput of a served repeat (tokens/s): tokens / (first measured send → last measured completion)."""
-    ok = [r for r in rep.requests if r.ok and not r.warmup]
-    span = rep.window_end_s - rep.window_start_s
-    if rep.batching == "static_batch" or not ok or span <= 0:
-        return None
-    return sum(r.output_tokens for r in ok) / span
-
-
-def repeat_output_throughput(rep: RepeatRecord) -> float | None:
-    """Output throughput of one repeat (tokens/s), per the module docstring; None if no window.
-
-    Static batch: B × (output_len − 1) / decode phase (llama.cpp's S_TG).  Served: vLLM's
-    ``output_throughput`` = output tokens of finished measured requests / :func:`repeat_duration_s`.
-    """
-    ok = [r for r in rep.requests if r.ok and not r.warmup]
-    if rep.batching == "static_batch":
-        span = rep.window_end_s - rep.window_start_s
-        if not ok or span <= 0:
-            return None
-        return sum(r.output_tokens - 1 for r in ok) / span
-    dur = repeat_duration_s(rep)
-    if not ok or dur is None:
-        return None
-    return sum(r.output_tokens for r in ok) / dur
-
-
-def repeat_step_time(rep: RepeatRecord) -> float | None:
-    """Mean decode step time of a static-batch repeat (s) = decode window / decode steps."""
-    if rep.batching != "static_batch" or not rep.step_end_s or len(rep.step_end_s) < 2:
-        return None
-    return (rep.step_end_s[-1] - rep.step_end_s[0]) / (len(rep.step_end_s) - 1)
-
-
-def repeat_prefill_throughput(rep: RepeatRecord) -> float | None:
-    """Prefill throughput of a static-batch repeat (tokens/s) = B × input tokens / prefill time."""
-    if rep.batching != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
-        return None
-    prefill = rep.step_end_s[0] - rep.prefill_start_s
-    ok = [r for r in rep.requests if r.ok and not r.warmup]
-    return sum(r.input_tokens for r in ok) / prefill if prefill > 0 and ok else None
-
-
-
+from pipeline.goodput import slo_goodput_arrays
+from pipeline.records import PointRecords, PointSummary, distribution
+from pipeline.requestmetrics import repeat_step_time, schedule_kept
 
 # Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).
 _KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
@@ -258,115 +79,10 @@ def _inverse(value: float) -> float | None:
     return 1.0 / value if value > 0 else None
 
 
-#: The lag (s) a client may run behind its schedule at p99 at any rate (timer and event-loop jitter).
-SCHEDULE_LAG_FLOOR_S = 0.01
-#: Share of the mean gap between sends the client may lag at p99 above the floor.
-SCHEDULE_LAG_SHARE = 0.1
-#: Share of failed requests above which a point's p99 cannot meet an SLO (failed = infinitely slow).
-SLO_MAX_FAILED = 0.01
-
-
-def schedule_lag_limit_s(rate_rps: float) -> float:
-    """Largest p99 client lag (s) at which a schedule at ``rate_rps`` counts as kept: max(10 ms, 0.1 / rate).
-
-    Derived: a send late by a tenth of the mean gap still leaves the arrivals in order and the
-    rate within the per-cent accuracy a sweep reports; below 10 ms the lag is the event loop's
-    timer granularity on a busy machine, not the client falling behind.
-    """
-    return max(SCHEDULE_LAG_FLOOR_S, SCHEDULE_LAG_SHARE / rate_rps)
-
-
-def send_rate(rep: RepeatRecord) -> float | None:
-    """(measured requests sent − 1) / (last measured send − first): the rate the client offered (requests/s); None under 2 sends."""
-    sends = sorted(r.sent_s for r in rep.requests if not r.warmup and not (r.error or "").startswith("not sent"))
-    if len(sends) < 2 or sends[-1] <= sends[0]:
-        return None
-    return (len(sends) - 1) / (sends[-1] - sends[0])
-
-
-def achieved_rate(rep: RepeatRecord) -> float | None:
-    """Completed measured requests / measured window (requests/s); None for an empty window."""
-    span = rep.window_end_s - rep.window_start_s
-    done = sum(1 for r in rep.requests if r.ok and not r.warmup)
-    return done / span if span > 0 else None
-
-
-def schedule_kept(lags_s: list[float], rate_rps: float) -> bool | None:
-    """Whether the client kept its schedule: p99 of ``lags_s`` ≤ :func:`schedule_lag_limit_s`; None without lags."""
-    if not lags_s:
-        return None
-    return bool(float(np.percentile(lags_s, 99)) <= schedule_lag_limit_s(rate_rps))
-
-
-def goodput_duration_s(rep: RepeatRecord) -> float:
-    """The time goodput divides by for one repeat (s): vLLM's duration (:func:`repeat_duration_s`) for a served
-    repeat, the measured window for a static batch; 0 when empty."""
-    if rep.batching == "static_batch":
-        return max(rep.window_end_s - rep.window_start_s, 0.0)
-    return repeat_duration_s(rep) or 0.0
-
-
-def slo_goodput(records: PointRecords, slo: dict[str, float | None]) -> dict[str, Any]:
-    """SLO attainment and goodput of one point.
-
-    Args:
-        records: the point's records (warm-up requests are left out).
-        slo: ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms"}``, each a limit in ms or None (not checked).
-
-    Returns:
-        ``{**slo, "good": requests meeting every limit, "measured": measured requests,
-        "share_ok": good / measured, "goodput_rps": good / Σ durations (requests/s, :func:`goodput_duration_s`),
-        "goodput_tok_s": their output tokens / Σ durations (tokens/s),
-        "p99_ok": {metric: p99 within its limit}, "met": every p99 within its limit and at most
-        1 % failed}``; shares and rates are None when nothing was measured.  Source: vLLM's
-        goodput (``vllm/benchmarks/serve.py``, ``calculate_metrics``: a request is good when
-        every given latency is ≤ its limit; request goodput = good / duration).
-    """
-    limits = {m: slo.get(f"{m}_p99_ms") for m in ("ttft", "tpot", "e2el")}
-    measured = [r for rep in records.repeats for r in rep.requests if not r.warmup]
-    ok = [r for r in measured if r.ok]
-
-    def lat(r: RequestRecord) -> dict[str, float]:
-        return {"ttft": ttft_s(r), "tpot": tpot_s(r) or 0.0, "e2el": e2el_s(r)}
-
-    good = [r for r in ok if all(v is None or lat(r)[m] <= v / 1000.0 for m, v in limits.items())]
-    span = sum(goodput_duration_s(rep) for rep in records.repeats)
-    p99_ok: dict[str, bool] = {}
-    for m, v in limits.items():
-        if v is not None:
-            vals = [lat(r)[m] for r in ok]
-            p99_ok[m] = bool(vals) and float(np.percentile(vals, 99)) <= v / 1000.0
-    failed_share = (len(measured) - len(ok)) / len(measured) if measured else None
-    return {**{f"{m}_p99_ms": v for m, v in limits.items()}, "good": len(good), "measured": len(measured),
-            "share_ok": len(good) / len(measured) if measured else None,
-            "goodput_rps": len(good) / span if span > 0 else None,
-            "goodput_tok_s": sum(r.output_tokens for r in good) / span if span > 0 else None,
-            "p99_ok": p99_ok,
-            "met": bool(measured) and failed_share is not None and failed_share <= SLO_MAX_FAILED and all(p99_ok.values())}
-
-
-def point_flags(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str, int]]:
-    """({flag: requests with it}, {token count source: requests}) over measured requests (sorted keys).
-
-    ``failed_requests`` counts the failed ones; every token-count flag counts the requests
-    that carry it.
-    """
-    flags: dict[str, int] = {}
-    sources: dict[str, int] = {}
-    for r in measured:
-        if not r.ok:
-            flags["failed_requests"] = flags.get("failed_requests", 0) + 1
-        for f in r.token_count_flags or []:
-            flags[f] = flags.get(f, 0) + 1
-        if r.ok and r.token_count_source:
-            sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
-    return dict(sorted(flags.items())), dict(sorted(sources.items()))
-
-
-# -- the same formulas over arrays (pipeline.arrays): what summarize_point computes from ------------
+# -- the formulas of pipeline.requestmetrics over arrays (pipeline.arrays): what summarize_point computes from --
 
 def _point_flags_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
-    """:func:`point_flags` over the measured rows of ``a``."""
+    """:func:`pipeline.requestmetrics.point_flags` over the measured rows of ``a``."""
     flags: dict[str, int] = {}
     n_failed = int(np.count_nonzero(measured & ~ok))
     if n_failed:
@@ -382,8 +98,9 @@ def _point_flags_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray) 
 
 
 def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
-    """Per-token ITLs (s) of the requests selected by the bool mask ``rows``, in row order: :func:`itl_values`
-    of each, concatenated, computed over the flat chunk arrays (same operations, same values)."""
+    """Per-token ITLs (s) of the requests selected by the bool mask ``rows``, in row order:
+    :func:`pipeline.requestmetrics.itl_values` of each, concatenated, computed over the flat chunk arrays (same
+    operations, same values)."""
     counts = np.diff(a.chunk_offsets)
     owner = np.repeat(np.arange(len(a)), counts)
     is_first = np.zeros(len(a.chunk_t_s), dtype=bool)
@@ -401,7 +118,7 @@ def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
 
 
 def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
-    """:func:`tpot_streamed_s` of every row (NaN where it is None)."""
+    """:func:`pipeline.requestmetrics.tpot_streamed_s` of every row (NaN where it is None)."""
     n = a.output_tokens - a.hidden_tokens
     span = a.done_s - a.first_token_s
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -410,7 +127,7 @@ def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
 
 
 def _tpot_array(a: RequestArrays) -> np.ndarray:
-    """:func:`tpot_s` (vLLM's) of every row (NaN where it is None)."""
+    """:func:`pipeline.requestmetrics.tpot_s` (vLLM's) of every row (NaN where it is None)."""
     n = a.output_tokens
     span = a.done_s - a.first_token_s
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -419,8 +136,8 @@ def _tpot_array(a: RequestArrays) -> np.ndarray:
 
 
 def itl_chunk_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
-    """:func:`itl_chunk_values` of the requests selected by ``rows``, concatenated in row order (one gap per chunk
-    with tokens after the first such chunk of the same request)."""
+    """:func:`pipeline.requestmetrics.itl_chunk_values` of the requests selected by ``rows``, concatenated in row order
+    (one gap per chunk with tokens after the first such chunk of the same request)."""
     counts = np.diff(a.chunk_offsets)
     owner = np.repeat(np.arange(len(a)), counts)
     keep = rows[owner] & (a.chunk_tokens > 0)
@@ -429,7 +146,7 @@ def itl_chunk_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
 
 
 def _request_end_array(a: RequestArrays) -> np.ndarray:
-    """:func:`request_end_s` of every row: its last token, else its first, else its send."""
+    """:func:`pipeline.requestmetrics.request_end_s` of every row: its last token, else its first, else its send."""
     return np.where(~np.isnan(a.done_s), a.done_s, np.where(~np.isnan(a.first_token_s), a.first_token_s, a.sent_s))
 
 
@@ -439,7 +156,7 @@ def _not_sent(a: RequestArrays) -> np.ndarray:
 
 def _duration_array(a: RequestArrays, in_rep: np.ndarray, measured: np.ndarray, not_sent: np.ndarray,
                     end: np.ndarray) -> float | None:
-    """:func:`repeat_duration_s` of one repeat (rows ``in_rep``)."""
+    """:func:`pipeline.requestmetrics.repeat_duration_s` of one repeat (rows ``in_rep``)."""
     meas = in_rep & measured & ~not_sent
     if not meas.any():
         return None
@@ -451,38 +168,14 @@ def _median_or_none(values: np.ndarray) -> float | None:
     return float(np.median(values)) if values.size else None
 
 
-def _slo_goodput_arrays(arrays: PointArrays, slo: dict[str, float | None], measured: np.ndarray, ok: np.ndarray,
-                        tpot: np.ndarray, durations: list[float]) -> dict[str, Any]:
-    """:func:`slo_goodput` over arrays (same formulas)."""
-    a = arrays.requests
-    limits = {m: slo.get(f"{m}_p99_ms") for m in ("ttft", "tpot", "e2el")}
-    lat = {"ttft": a.first_token_s - a.sent_s, "tpot": np.where(np.isnan(tpot), 0.0, tpot), "e2el": a.done_s - a.sent_s}
-    good = ok.copy()
-    for m, v in limits.items():
-        if v is not None:
-            good &= lat[m] <= v / 1000.0
-    n_measured, n_ok, n_good = int(np.count_nonzero(measured)), int(np.count_nonzero(ok)), int(np.count_nonzero(good))
-    span = sum(durations)  # goodput_duration_s of each repeat
-    p99_ok: dict[str, bool] = {}
-    for m, v in limits.items():
-        if v is not None:
-            vals = lat[m][ok]
-            p99_ok[m] = bool(vals.size) and float(np.percentile(vals, 99)) <= v / 1000.0
-    failed_share = (n_measured - n_ok) / n_measured if n_measured else None
-    return {**{f"{m}_p99_ms": v for m, v in limits.items()}, "good": n_good, "measured": n_measured,
-            "share_ok": n_good / n_measured if n_measured else None,
-            "goodput_rps": n_good / span if span > 0 else None,
-            "goodput_tok_s": int(a.output_tokens[good].sum()) / span if span > 0 else None,
-            "p99_ok": p99_ok,
-            "met": bool(n_measured) and failed_share is not None and failed_share <= SLO_MAX_FAILED and all(p99_ok.values())}
-
-
 def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | None] | None = None) -> PointSummary:
-    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its :func:`slo_goodput`.
+    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its
+    :func:`pipeline.goodput.slo_goodput`.
 
     ``records`` as per-request objects are converted to arrays first (:func:`pipeline.arrays.from_records`);
-    every figure is computed over arrays, by the formulas of the per-request functions above
-    (:func:`tpot_s`, :func:`itl_values`, :func:`repeat_output_throughput`, …), value for value.
+    every figure is computed over arrays, by the formulas of the per-request functions of
+    :mod:`pipeline.requestmetrics` (:func:`~pipeline.requestmetrics.tpot_s`, :func:`~pipeline.requestmetrics.itl_values`,
+    :func:`~pipeline.requestmetrics.repeat_output_throughput`, …), value for value.
     """
     arrays = records if isinstance(records, PointArrays) else from_records(records)
     key, a, repeats = arrays.point, arrays.requests, arrays.repeats
@@ -551,7 +244,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         achieved_rate_rps=_med(achieved) if open_loop else None,
         schedule_lag_s=distribution(lags) if open_loop else None,
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
-        slo=_slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
+        slo=slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
         failure_rate=int(np.count_nonzero(failed)) / int(np.count_nonzero(measured)) if measured.any() else None,
         flags=flags, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),

@@ -40,7 +40,7 @@ class ModelCard:
         quantization: the weights' one label: the format their bytes were counted in (``bf16``,
             ``q8_0``, ``bf16+experts:mxfp4``; :mod:`pipeline.weightformats`), or for a card counted
             from an instantiated model its torch dtype (``float32``, ``bfloat16``), the dtype it ran in
-            (which the MFU check compares with the probe's, :func:`pipeline.analysis.implausible_mfu`);
+            (which the MFU check compares with the probe's, :func:`pipeline.quality.implausible_mfu`);
             None when unknown.  Card files of runs before version 2 stored it twice, also as ``dtype``
             (:class:`pipeline.schemas.ModelCardFile` drops that copy on reading).
     """

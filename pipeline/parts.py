@@ -29,7 +29,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from pipeline import paths, runs
+from pipeline import paths, pointfiles, runs
 from pipeline.config import SweepConfig
 from pipeline.errors import BatchmarkError
 from pipeline.quality import PROBE_DRIFT_LIMIT, probe_drift
@@ -45,7 +45,7 @@ PARTS_FOLDER = ".parts"
 
 def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
     """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
-    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{runs.file_stem(config_name)}.json"
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{pointfiles.file_stem(config_name)}.json"
 
 
 def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
@@ -103,8 +103,8 @@ def parts_root(run_id: str, runs_dir: Path | None = None) -> Path:
 
 
 def part_dir(run_id: str, model: str, runs_dir: Path | None = None) -> Path:
-    """The part folder of ``model`` in run ``run_id`` (the model's name through :func:`pipeline.runs.file_stem`)."""
-    return parts_root(run_id, runs_dir) / runs.file_stem(model)
+    """The part folder of ``model`` in run ``run_id`` (the model's name through :func:`pipeline.pointfiles.file_stem`)."""
+    return parts_root(run_id, runs_dir) / pointfiles.file_stem(model)
 
 
 def part_targets(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> list[str]:
@@ -299,7 +299,7 @@ def read_part_meta(part: Path, model: str) -> dict[str, Any] | None:
 def check_part_files(part: Path, model: str) -> None:
     """Read every stored file of a complete part in full before it is merged (issue 18, item 8).
 
-    Each point record file is parsed whole (:func:`pipeline.runs.load_point`: JSON, schema version,
+    Each point record file is parsed whole (:func:`pipeline.pointfiles.load_point`: JSON, schema version,
     records), each model card read (:func:`pipeline.runs.read_stored`), and the part's
     ``points.json`` must list exactly the point files present.  A part cut short (``head -c 1000``
     of a point file) was once merged into a run marked complete that nothing could read.
@@ -317,7 +317,7 @@ def check_part_files(part: Path, model: str) -> None:
             raise BatchmarkError(f"{part / 'points.json'}: does not list the part's point files "
                                  f"({len(listed) if isinstance(listed, list) else 'no'} listed, {len(files)} present)")
         for rel in files:
-            runs.load_point(part / rel)
+            pointfiles.load_point(part / rel)
         for card in sorted((part / "models").glob("*.json")):
             runs.read_stored(ModelCardFile, card)
     except BatchmarkError as exc:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages
-from pipeline.analysis import hardware_figures, mean_decode_context
+from pipeline.analysis import hardware_block, mean_decode_context
 from pipeline.calibrate import (CALL_OUT_FRACTION, CalibrationError, Roofs, check_consistent, default_calibration,
                                 describe_terms, predict_served, predict_static, relative_error)
 # the fit on point summaries lives in calibrate (layer 6) so that the adaptive sweep (layer 7) uses it too
@@ -68,7 +68,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     """Calibrate on one workload's closed-loop points and predict every point (module docstring's model entry).
 
     ``points``: the workload's closed-loop summaries; ``analysis_points``: the analysis' point rows
-    by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.hardware_figures`.
+    by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.hardware_block`.
     A workload that cannot be fitted gets ``"error"`` (the reason, one line) and no predictions.
     """
     first = points[0]
@@ -141,7 +141,7 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
         BatchmarkError: unknown or unreadable run; a run without a closed-loop workload.
     """
     res = stages.load_run(ref)
-    hw = hardware_figures(res.meta.get("hardware") or {}, res.meta.get("probe"))
+    hw = hardware_block(res.meta.get("hardware") or {}, res.meta.get("probe"))
     cards: dict[str, ModelCard] = {}
     for name, d in load_model_cards(res.run_dir).items():
         try:

@@ -16,7 +16,7 @@ A run is *flagged* when any of these holds, each a reason of its own:
   from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT`: the machine changed while
   the run was measured;
 - a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
-  bandwidth ceiling; :func:`pipeline.analysis.implausible_model`).
+  bandwidth ceiling; :func:`implausible_model`).
 
 Each point gets a verdict of its own too (:func:`point_verdict`: its repeats' spread and the
 outside load while it ran), listed in the run's verdict under ``points``.
@@ -189,3 +189,60 @@ def prefer_clean(items: list[T], is_clean: Any) -> list[T]:
     """``items`` that are clean when any is, else all of them: a flagged run is never chosen over a clean one."""
     clean = [x for x in items if is_clean(x)]
     return clean or list(items)
+
+
+# -- numbers that cannot be right (issue 12, issue 24): an MBU or MFU above 1, a single stream above its ceiling --
+
+#: What an impossible MBU says about its inputs (shown wherever the flag is).
+IMPLAUSIBLE_CAUSE = "the model card or its weight format (quantisation) does not match what was served"
+
+
+def implausible_point(point: dict[str, Any]) -> str | None:
+    """Why an analysed point's numbers cannot be right (MBU above 1), or None.
+
+    Derived: MBU = bytes per step / step time / bandwidth; a step that reads its bytes faster than
+    the memory's bandwidth would need MBU > 1, which no hardware does.
+    """
+    mbu = point.get("mbu")
+    if mbu is not None and mbu > 1:
+        return f"MBU {mbu:.2f} at c = {point['concurrency']} is above 1: {IMPLAUSIBLE_CAUSE}"
+    return None
+
+
+def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_dtype: str | None = None) -> str | None:
+    """Why an analysed point's MFU cannot be right (above 1), or None (issue 24).
+
+    Derived: MFU = FLOPs per step / step time / peak FLOP/s; no step does more arithmetic per second than the
+    peak it is measured against, so an MFU above 1 means the roof is too low for what ran: most often a peak
+    probed in one dtype (the CPU probe multiplies float32 matrices) while the model ran in another (bfloat16
+    in the committed vLLM run: MFU 1.016 at c = 32).  Unlike an MBU above 1 the memory figures stay valid, so
+    the MFU is marked, not the workload.
+
+    Args:
+        point: an analysed point (``mfu``, ``concurrency``).
+        roof_dtype: the dtype the compute roof was probed in (``run.json`` ``probe.dtype``), None when unknown
+            or when the roof is the spec sheet's.
+        model_dtype: the dtype the model ran in (its card's ``quantization``).
+    """
+    mfu = point.get("mfu")
+    if mfu is None or mfu <= 1:
+        return None
+    if roof_dtype and model_dtype and roof_dtype != model_dtype:
+        why = f"the compute roof was probed in {roof_dtype} while the model ran in {model_dtype}"
+    else:
+        why = "the peak FLOP/s it is measured against is below what the model reached (a roof of another dtype, or a wrong FLOP count)"
+    return f"MFU {mfu:.2f} at c = {point.get('concurrency')} is above 1: {why}"
+
+
+def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) -> str | None:
+    """Why a workload's numbers cannot be right, or None: a single stream above its bandwidth ceiling,
+    or any of its analysed ``points`` with an MBU above 1 (:func:`implausible_point`)."""
+    reasons = []
+    single, ceiling = model.get("single_stream_tok_s"), model.get("ceiling_tok_s")
+    if single is not None and ceiling and single > ceiling:
+        reasons.append(f"single stream {single:.1f} tok/s is above its bandwidth ceiling {ceiling:.1f} tok/s")
+    bad = sorted(p["concurrency"] for p in points if implausible_point(p))
+    if bad:
+        top = max((p["mbu"] for p in points if implausible_point(p)))
+        reasons.append(f"MBU above 1 at c = {', '.join(map(str, bad))} (up to {top:.2f})")
+    return f"{'; '.join(reasons)}: {IMPLAUSIBLE_CAUSE}" if reasons else None

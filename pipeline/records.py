@@ -313,13 +313,13 @@ class PointSummary:
     Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then the cap or None):
     ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
     requests were really sent at and ``achieved_rate_rps`` the rate they completed at (medians
-    over repeats; ``metrics.send_rate``, ``metrics.achieved_rate``),
+    over repeats; ``requestmetrics.send_rate``, ``requestmetrics.achieved_rate``),
     ``schedule_lag_s`` the client's lag behind the schedule (send time − scheduled time, s) and
-    ``schedule_kept`` whether the client kept the schedule (``metrics.schedule_kept``):
+    ``schedule_kept`` whether the client kept the schedule (``requestmetrics.schedule_kept``):
     when False, requests went out late and the latencies miss the waiting the schedule would
     have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
     ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
-    "goodput_tok_s", "p99_ok"}`` (``metrics.slo_goodput``).  ``burstiness``: an imported vLLM
+    "goodput_tok_s", "p99_ok"}`` (``goodput.slo_goodput``).  ``burstiness``: an imported vLLM
     run's ``--burstiness`` (1 = Poisson).  All None for closed points.
 
     ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the

@@ -10,9 +10,11 @@ Layout of ``data/runs/<run_id>/``::
     summaries.json           point summaries (metrics stage)
     analysis.json            per-model analysis (analysis stage)
 
-Raw records and ``run.json`` of a complete run are never rewritten (but by :func:`upgrade_run`,
-which changes the format and never a number); the derived files (summaries, analysis) are
-recomputed from them by the stages (:mod:`pipeline.stages`, which also holds ``load_run``).
+Raw records and ``run.json`` of a complete run are never rewritten (but by
+:func:`pipeline.upgrade.upgrade_run`, which changes the format and never a number, through the
+writers here); the derived files (summaries, analysis) are recomputed from them by the stages
+(:mod:`pipeline.stages`, which also holds ``load_run`` and the :class:`~pipeline.stages.RunResults`
+it returns).  A point's file names and reading a point back are :mod:`pipeline.pointfiles`.
 Every file is read through its model in :mod:`pipeline.schemas` (version checked, migrated).
 Every write is atomic: a temporary file in the same folder, then ``os.replace``.  No stage is
 run here: storage imports neither the metrics nor the analysis.
@@ -22,9 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
-from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -40,8 +40,9 @@ from pipeline.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, c
 from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
-from pipeline.schemas import AnalysisFile, ModelCardFile, PointRecordsFile, RunFile, StoredFile, SummariesFile, migrate, stamped
-from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord
+from pipeline.pointfiles import file_stem, point_header, point_path, requests_path
+from pipeline.records import PointKey, PointRecords, PointSummary
+from pipeline.schemas import AnalysisFile, ModelCardFile, RunFile, StoredFile, SummariesFile, migrate, stamped
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).
 SCHEMA_VERSION = RunFile.current
@@ -122,31 +123,6 @@ def list_runs(runs_dir: Path | None = None, complete_only: bool = True,
     return complete
 
 
-def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """The complete runs under ``runs_dir`` (sorted by id) and the unreadable ones, each with its reason.
-
-    One rule for every run that cannot be read (issue 18, item 13): it is named, never dropped
-    without a word.  Unreadable: a ``run.json`` that is corrupt, binary, of a newer schema or
-    malformed (the reason is :func:`read_run_json`'s one line), or a folder that holds files but no
-    ``run.json``.  A readable incomplete run is in neither list: it is being measured (or was
-    stopped, and resumes); nor is an empty folder (a claim: :func:`claim_run_dir`).
-    """
-    complete, unreadable = [], []
-    folder = runs_dir or paths.runs_dir()
-    for p in sorted(folder.iterdir()) if folder.is_dir() else []:
-        if p.is_dir() and not p.name.startswith(".") and not (p / "run.json").is_file() and any(p.iterdir()):
-            unreadable.append((p, f"{p}: holds files but no run.json (a copy cut short?)"))  # an empty one is a claim
-    for p in list_runs(runs_dir, complete_only=False):
-        try:
-            status = read_run_json(p).get("status")
-        except BatchmarkError as exc:
-            unreadable.append((p, str(exc)))
-            continue
-        if status == "complete":
-            complete.append(p)
-    return complete, unreadable
-
-
 def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, Any]:
     """The mapping of a run's ``run.json``, built in this one place for the sweep, the importers and the merge.
 
@@ -210,54 +186,7 @@ def update_run_json(run_dir: Path, **fields: Any) -> None:
     atomic_write_json(run_dir / "run.json", meta)
 
 
-_PLAIN_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-_STEM_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-
-
-def file_stem(name: str) -> str:
-    """A file-name stem for a model (or engine) name, which stays as given everywhere else.
-
-    A plain name (letters, digits, ``. _ -``, no leading dot, no ``..``) is its own stem, so
-    existing runs keep their file names; any other is percent-encoded byte by byte (UTF-8),
-    ``.`` and ``%`` included, so ``org/Model``, ``..``, spaces or ``<>`` can neither leave the
-    run folder nor make a hidden or invalid name (issue 9: names shown as given, escaped for
-    the place they land).  A stem over 150 characters is cut and ends in a digest of the name.
-    """
-    if _PLAIN_STEM.fullmatch(name) and ".." not in name:
-        return name
-    stem = "".join(c if c in _STEM_KEEP else "".join(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
-                   for c in name) or "%"
-    if len(stem) > 150:
-        import hashlib
-
-        stem = stem[:130] + "~" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    return stem
-
-
-def point_path(run_dir: Path, key: PointKey) -> Path:
-    """Record file of one point: ``points/<model>/<slug>.json`` (names through :func:`file_stem`); since schema
-    version 3 its requests are :func:`requests_path` beside it."""
-    return run_dir / "points" / file_stem(key.model) / f"{file_stem(key.slug())}.json"
-
-
-def requests_path(json_path: Path) -> Path:
-    """The Parquet file of a point's requests beside its JSON: ``<slug>.parquet`` (:mod:`pipeline.columnar`)."""
-    return json_path.with_name(json_path.name.removesuffix(".json") + ".parquet")
-
-
-def model_card_path(run_dir: Path, name: str) -> Path:
-    """The stored card of a model: ``models/<file_stem(name)>.json``."""
-    return run_dir / "models" / f"{file_stem(name)}.json"
-
-
-def _point_header(arrays: PointArrays, json_path: Path) -> dict[str, Any]:
-    """The JSON part of a version 3 point file: key, meta, repeat headers (no requests), the Parquet file's name."""
-    reps = [{k: v for k, v in asdict(rep).items() if k != "requests"} for rep in arrays.repeats]
-    return stamped(PointRecordsFile, {"point": arrays.point.as_dict(), "meta": arrays.meta, "repeats": reps,
-                                      "requests_file": requests_path(json_path).name})
-
-
-def _write_requests(json_path: Path, arrays: PointArrays) -> None:
+def write_requests(json_path: Path, arrays: PointArrays) -> None:
     """Write a point's Parquet file atomically (temporary name in the same folder, fsync, ``os.replace``).
 
     Replaces a file of the same name: one left without its JSON by a writer killed between the
@@ -289,8 +218,8 @@ def write_point(run_dir: Path, records: PointRecords | PointArrays) -> Path:
         raise BatchmarkError(f"{path}: point already measured; records are never overwritten")
     arrays = records if isinstance(records, PointArrays) else point_arrays.from_records(records)
     with naming_file(path):  # a full disk names the point (its ENOSPC names no file)
-        _write_requests(path, arrays)
-        atomic_create_json(path, _point_header(arrays, path))
+        write_requests(path, arrays)
+        atomic_create_json(path, point_header(arrays, path))
     return path
 
 
@@ -299,59 +228,9 @@ def has_point(run_dir: Path, key: PointKey) -> bool:
     return point_path(run_dir, key).is_file()
 
 
-_REQUESTS_FILE = re.compile(r"[A-Za-z0-9%~_-][A-Za-z0-9%~._-]*\.parquet")
-
-
-def load_point_arrays(path: Path) -> PointArrays:
-    """One point as arrays (:class:`pipeline.arrays.PointArrays`): the Parquet file of a version 3 point read
-    column by column, the inline requests of an older one converted.
-
-    Raises:
-        BatchmarkError: a file is missing, corrupt, of a newer version or malformed (named).
-    """
-    data = read_stored(PointRecordsFile, path)
-    name = data.get("requests_file")
-    if name is None:
-        return point_arrays.from_records(_inline_records(path, data))
-    if not _REQUESTS_FILE.fullmatch(name) or ".." in name:
-        raise BatchmarkError(f"{path}: requests_file {name!r} is not a file name beside it")
-    try:
-        key = PointKey(**data["point"])
-        headers = [RepeatRecord(**{**r, "requests": []}) for r in data["repeats"]]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
-    return columnar.read_parquet(path.with_name(name), key, headers, data.get("meta") or {})
-
-
-def _inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
-    try:
-        return PointRecords.from_dict(data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
-
-
-def load_point(path: Path) -> PointRecords:
-    """Read one point record file (version checked, migrated) as per-request objects; a corrupt file raises
-    BatchmarkError naming it.  :func:`load_point_arrays` reads the same without a Python object per request."""
-    data = read_stored(PointRecordsFile, path)
-    if data.get("requests_file") is None:
-        return _inline_records(path, data)
-    return point_arrays.to_records(load_point_arrays(path))
-
-
-def point_files(run_dir: Path) -> list[Path]:
-    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path."""
-    return sorted((run_dir / "points").glob("*/*.json"))
-
-
-def load_points(run_dir: Path) -> list[PointRecords]:
-    """Every point record file of a run, sorted by point key."""
-    return sorted((load_point(f) for f in point_files(run_dir)), key=lambda r: r.point.sort_key())
-
-
-def load_points_arrays(run_dir: Path) -> list[PointArrays]:
-    """Every point of a run as arrays (:func:`load_point_arrays`), sorted by point key."""
-    return sorted((load_point_arrays(f) for f in point_files(run_dir)), key=lambda r: r.point.sort_key())
+def model_card_path(run_dir: Path, name: str) -> Path:
+    """The stored card of a model: ``models/<file_stem(name)>.json``."""
+    return run_dir / "models" / f"{file_stem(name)}.json"
 
 
 def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
@@ -501,79 +380,3 @@ def read_summaries(run_dir: Path) -> list[PointSummary]:
 def read_analysis(run_dir: Path) -> dict[str, Any]:
     """``analysis.json`` of a run (version checked, migrated), as stored."""
     return read_stored(AnalysisFile, run_dir / "analysis.json")
-
-
-# -- a finished run read whole (pipeline.stages.load_run) -----------------------------------
-
-@dataclass
-class RunResults:
-    """Everything later stages read of one complete run: provenance, point summaries, analysis.
-
-    Attributes:
-        run_dir: the run folder.
-        meta: ``run.json`` (provenance).
-        summaries: point summaries (``summaries.json``, or computed from the records in memory
-            when that file was not written yet, by :func:`pipeline.stages.load_run`).
-        analysis: ``analysis.json`` (or computed in memory the same way).
-        partial: the run is incomplete (``allow_incomplete``): its finished points only.
-    """
-
-    run_dir: Path
-    meta: dict[str, Any]
-    summaries: list[PointSummary]
-    analysis: dict[str, Any]
-    partial: bool = False
-
-    @property
-    def run_id(self) -> str:
-        """The run id (``run.json``'s ``run_id``, else the folder name)."""
-        return str(self.meta.get("run_id") or self.run_dir.name)
-
-
-# -- upgrade: a run's files rewritten at the current schema versions --------------------------
-
-def stored_files(run_dir: Path) -> list[tuple[type[StoredFile], Path]]:
-    """Every versioned file of a run with its model: ``run.json``, summaries, analysis, point records, model cards."""
-    out: list[tuple[type[StoredFile], Path]] = [(RunFile, run_dir / "run.json")]
-    out += [(cls, run_dir / name) for cls, name in ((SummariesFile, "summaries.json"), (AnalysisFile, "analysis.json"))
-            if (run_dir / name).is_file()]
-    out += [(PointRecordsFile, p) for p in sorted((run_dir / "points").glob("*/*.json"))]
-    out += [(ModelCardFile, p) for p in sorted((run_dir / "models").glob("*.json"))]
-    return out
-
-
-def upgrade_run(run_dir: Path) -> list[Path]:
-    """Rewrite a run's stored files at the current schema versions, in place; returns the files rewritten.
-
-    The one write a complete run allows: the format changes (``schema_version`` and what the
-    migrations of :mod:`pipeline.schemas` change), never a number.  Every file is read and
-    migrated first; when any cannot be read (corrupt, malformed, newer than this batchmark)
-    nothing is written.  Each file is then replaced atomically, holding the run's lock, so a
-    sweep cannot write into the run meanwhile.  A file already at its current version is left
-    untouched.
-
-    Raises:
-        BatchmarkError: a file cannot be read (named); the run is being measured.
-    """
-    with lock_run(run_dir):
-        plan: list[tuple[Path, dict[str, Any], PointArrays | None]] = []
-        for cls, path in stored_files(run_dir):
-            raw = read_json(path)
-            new = migrate(cls, path, raw)
-            columns = None
-            if cls is PointRecordsFile and new.get("requests_file") is None:
-                # version 2 -> 3: the inline requests become the Parquet file beside the JSON
-                records = _inline_records(path, new)
-                columns = point_arrays.from_records(records)
-                table = columnar.to_table(columns)
-                if point_arrays.to_records(columnar.from_table(table, records.point, columns.repeats, columns.meta,
-                                                               path)) != records:  # lossless, or nothing is written
-                    raise BatchmarkError(f"{path}: its requests do not survive the columnar form unchanged")
-                new = _point_header(columns, path)
-            if new != raw:
-                plan.append((path, new, columns))
-        for path, new, columns in plan:
-            if columns is not None:
-                _write_requests(path, columns)
-            atomic_write_json(path, new)
-    return [path for path, _, _ in plan]

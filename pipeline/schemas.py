@@ -173,7 +173,7 @@ def _point_records_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
 
     A mapping cannot write a file, so in memory a version 2 file reads as version 3 with its
     requests still inline in each repeat (``requests``), which readers accept
-    (:func:`pipeline.runs.load_point`); ``batchmark upgrade`` (:func:`pipeline.runs.upgrade_run`)
+    (:func:`pipeline.pointfiles.load_point`); ``batchmark upgrade`` (:func:`pipeline.upgrade.upgrade_run`)
     writes the Parquet file and the JSON without them.  Every number is kept.
     """
     meta = data.get("meta")

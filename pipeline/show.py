@@ -7,7 +7,7 @@ token counts that set evidence aside), ``token_count_sources``, ``excluded`` and
 ``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
 and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
 limits), and every model ``excluded_concurrency``, ``flagged_concurrency``, ``post_knee_cause``, and the knee's
-uncertainty from the repeats: ``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee_uncertainty`;
+uncertainty from the repeats: ``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.knee.knee_uncertainty`;
 computed from the summaries when an older analysis.json lacks them).
 Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
 model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
@@ -15,7 +15,7 @@ else null; computed from the figures when an older analysis.json lacks it), and 
 Open loop (issue 10): every point carries ``load`` (``closed``, ``poisson``, ``constant``,
 ``gamma``) and, for a rate point, ``rate_rps`` (offered), ``send_rate_rps``, ``achieved_rate_rps``,
 ``schedule_lag_s``, ``schedule_kept``, ``burstiness`` and ``slo`` (its concurrency is the cap or
-null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.analysis.rate_sweep`)
+null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.ratesweep.rate_sweep`)
 and ``slo_concurrency``, null where the run has none.
 Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`), and
 every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import stages
-from pipeline.analysis import (REGIME_TEXT, implausible_mfu, implausible_model, implausible_point, knee_uncertainty_of,
-                               post_knee_words)
-from pipeline.quality import point_verdict, run_quality, short_reasons
+from pipeline.knee import knee_uncertainty_of
+from pipeline.words import REGIME_TEXT, post_knee_words
+from pipeline.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
+                              short_reasons)
 from pipeline.records import PointKey, throughput_window, workload_of
 from pipeline.texttable import text_table
 

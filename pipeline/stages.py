@@ -12,16 +12,20 @@ computations are :mod:`pipeline.metrics` and :mod:`pipeline.analysis`.  This mod
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.analysis import KNEE_THRESHOLD, MAX_FAILURE_RATE, analyze
+from pipeline.analysis import analyze
+from pipeline.config import EXCLUSION_FAILURE_RATE
 from pipeline.errors import BatchmarkError
+from pipeline.knee import KNEE_THRESHOLD
 from pipeline.metrics import summarize_run
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointSummary
-from pipeline.runs import (RunResults, atomic_write_json, load_model_cards, load_points, model_card_path, read_analysis,
-                           read_run_json, read_summaries, resolve_run)
+from pipeline.pointfiles import load_points
+from pipeline.runs import (atomic_write_json, load_model_cards, model_card_path, read_analysis, read_run_json,
+                           read_summaries, resolve_run)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 
@@ -63,7 +67,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list[PointSummar
         except TypeError as exc:
             raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
-    max_failed = (meta.get("config") or {}).get("max_failure_rate", MAX_FAILURE_RATE)
+    max_failed = (meta.get("config") or {}).get("max_failure_rate", EXCLUSION_FAILURE_RATE)
     servers = ((meta.get("engine") or {}).get("servers") or {})
     limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
     return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed, limits)
@@ -75,6 +79,31 @@ def write_analysis(run_dir: Path) -> Path:
     out = run_dir / "analysis.json"
     atomic_write_json(out, stamped(AnalysisFile, {"run_id": run_dir.name, **result}))
     return out
+
+
+@dataclass
+class RunResults:
+    """Everything later stages read of one complete run: provenance, point summaries, analysis.
+
+    Attributes:
+        run_dir: the run folder.
+        meta: ``run.json`` (provenance).
+        summaries: point summaries (``summaries.json``, or computed from the records in memory
+            when that file was not written yet, by :func:`pipeline.stages.load_run`).
+        analysis: ``analysis.json`` (or computed in memory the same way).
+        partial: the run is incomplete (``allow_incomplete``): its finished points only.
+    """
+
+    run_dir: Path
+    meta: dict[str, Any]
+    summaries: list[PointSummary]
+    analysis: dict[str, Any]
+    partial: bool = False
+
+    @property
+    def run_id(self) -> str:
+        """The run id (``run.json``'s ``run_id``, else the folder name)."""
+        return str(self.meta.get("run_id") or self.run_dir.name)
 
 
 def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bool = False) -> RunResults:

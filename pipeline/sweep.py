@@ -24,8 +24,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable
 
-from pipeline import __version__, paths, runs, scrub
-from pipeline.analysis import doubling_gains, point_warnings, slo_limit
+from pipeline import __version__, paths, pointfiles, runs, scrub
+from pipeline.analysis import point_warnings
+from pipeline.knee import doubling_gains
+from pipeline.ratesweep import slo_limit
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
@@ -158,7 +160,7 @@ def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> in
     """How many of the last doublings in a row each gained less than ``threshold``.
 
     ``throughputs`` is ``[(concurrency, tokens/s), ...]`` in grid order; gains per doubling as
-    :func:`pipeline.analysis.doubling_gains` computes them.
+    :func:`pipeline.knee.doubling_gains` computes them.
     """
     n = 0
     for gain in reversed(doubling_gains(throughputs)):
@@ -348,7 +350,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 resumed = runs.has_point(run_dir, key)
                 if resumed:
                     display.begin_point(label)
-                    summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
+                    summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
                 else:
                     if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
                         stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
@@ -412,7 +414,7 @@ def _adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: 
     state and reason in ``run.json`` (``adaptive.models.<model>``).  Fills ``curve`` with the measured points in grid
     order (the open loop's auto rates).  Returns (whether the model is loaded, points measured or read)."""
     from pipeline import adaptive, calibrate
-    from pipeline.analysis import hardware_figures, mean_decode_context
+    from pipeline.analysis import hardware_block, mean_decode_context
     from pipeline.modelcards import ModelCard
 
     grid = list(cfg.concurrency)
@@ -439,7 +441,7 @@ def _adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: 
         resumed = runs.has_point(run_dir, key)
         if resumed:
             display.begin_point(label)
-            summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
+            summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
         else:
             load()
             ok, why = engine.fits(key)
@@ -482,7 +484,7 @@ def _adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: 
         calibrate.check_consistent([(s.concurrency, s.output_throughput_tok_s) for s in usable],
                                    [s.concurrency for s in usable])
         meta = runs.read_run_json(run_dir)
-        hw = hardware_figures(meta.get("hardware") or {}, meta.get("probe"))
+        hw = hardware_block(meta.get("hardware") or {}, meta.get("probe"))
         if not hw.get("bandwidth_gb_s"):
             raise calibrate.CalibrationError("the run's hardware has no bandwidth figure")
         static = calibrate.is_static(usable[0])
@@ -588,7 +590,7 @@ def _rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple
         rate = rates.pop(0)
         key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, ol.max_concurrency, ol.load, rate)
         if runs.has_point(run_dir, key):
-            summ = summarize_point(runs.load_point(runs.point_path(run_dir, key)), slo)
+            summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
         else:
             if not loaded:
                 loaded = _load(engine, spec, run_dir)

@@ -19,6 +19,7 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
             could not be read (each named on stderr, the others upgraded).
     """
     from pipeline import runs
+    from pipeline.upgrade import upgrade_run
 
     if bool(every) == bool(run):
         raise BatchmarkError("upgrade: give one RUN or --all")
@@ -26,7 +27,7 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
     unreadable = 0
     for run_dir in run_dirs:
         try:
-            rewritten = runs.upgrade_run(run_dir)
+            rewritten = upgrade_run(run_dir)
         except BatchmarkError as exc:
             if not every:
                 raise

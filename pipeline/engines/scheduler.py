@@ -16,7 +16,7 @@ constant, Poisson) apart from its backends.
   time (``scheduled_s``) and the client's own lag behind it (``lag_s``: send time − the time
   it could have gone out, the later of its scheduled time and a free slot); a client that
   falls behind its schedule under-loads the server and hides the waiting it should have
-  measured (coordinated omission), which :func:`pipeline.metrics.schedule_kept` reports.
+  measured (coordinated omission), which :func:`pipeline.requestmetrics.schedule_kept` reports.
 
 Shape of one repeat (docs/definitions.md, "output throughput", served engines):
 

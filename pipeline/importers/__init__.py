@@ -34,7 +34,7 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     """Parse ``paths`` as ``fmt`` into an :class:`~pipeline.importers.base.ImportResult` (no writes).
 
     ``max_failure_rate``: the largest failed fraction of a point's requests that is still
-    imported (default :data:`~pipeline.importers.checks.MAX_FAILURE_RATE`).  ``concurrency`` /
+    imported (default :data:`~pipeline.importers.checks.REFUSAL_FAILURE_RATE`).  ``concurrency`` /
     ``rate`` (``--concurrency``, ``--rate``): what a file that states neither ran at
     (:data:`LOAD_OPTIONS` only).  A folder is read with its subfolders for :data:`RECURSIVE` formats.
 
@@ -63,7 +63,7 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
             files.extend(found)
         else:
             files.append(p)
-    from pipeline.importers.checks import MAX_FAILURE_RATE
+    from pipeline.importers.checks import REFUSAL_FAILURE_RATE
     from pipeline.importers.parsing import foreign_file
 
     for f in files:
@@ -76,7 +76,7 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
         if other is not None:
             raise other
 
-    limit = MAX_FAILURE_RATE if max_failure_rate is None else max_failure_rate
+    limit = REFUSAL_FAILURE_RATE if max_failure_rate is None else max_failure_rate
     if not 0.0 <= limit <= 1.0:
         raise BatchmarkError(f"--max-failure-rate: {limit} is not a fraction between 0 and 1")
     from pipeline.importers.checks import check_ranges

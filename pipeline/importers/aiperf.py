@@ -43,7 +43,7 @@ from typing import Any
 
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
-from pipeline.importers.checks import MAX_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
 from pipeline.importers.parsing import fail, is_number, load_json, number, read_text, wrong_format
 from pipeline.engines.tokencount import length_mismatch
 from pipeline.records import distribution
@@ -234,7 +234,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
     engine = engine or ENGINE

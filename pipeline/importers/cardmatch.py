@@ -47,7 +47,7 @@ def model_name_as_given(raw: str) -> str:
     Never cut at a ``/`` nor stripped of an org or a quantisation suffix (issue 9: names are
     shown as given; ``<script>…</script>`` once showed as ``script>``, ``org/Model`` lost its
     org).  Only card matching reads a shortened form (:func:`canonical_model_name`,
-    :func:`model_key`); file names derived from it go through :func:`pipeline.runs.file_stem`.
+    :func:`model_key`); file names derived from it go through :func:`pipeline.pointfiles.file_stem`.
     """
     return raw.strip() or raw
 

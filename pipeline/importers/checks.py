@@ -2,7 +2,7 @@
 
 Checked at the boundary, once parsed (issue 18, item 11): every number of every point
 (:func:`check_ranges`); enough completed requests and few enough failed ones
-(:func:`check_completion`, :data:`MAX_FAILURE_RATE`); no two rows for one point (:func:`check_unique`).
+(:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`).
 """
 
 from __future__ import annotations
@@ -11,16 +11,18 @@ import math
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import EXCLUSION_FAILURE_RATE
 from pipeline.errors import BatchmarkError
 from pipeline.importers.parsing import fail, is_unicode_text
-from pipeline.metrics import PointSummary
-from pipeline.records import PointKey
+from pipeline.records import PointKey, PointSummary
 
 
 #: Largest fraction of a point's requests that may have failed for it to be imported as a
 #: measurement (failed / (completed + failed)).  Above it the point is refused, naming the
-#: counts; ``batchmark import --max-failure-rate`` changes it for one import.
-MAX_FAILURE_RATE = 0.05
+#: counts; ``batchmark import --max-failure-rate`` changes it for one import.  The analysis's
+#: exclusion default (:data:`pipeline.config.EXCLUSION_FAILURE_RATE`): an import never holds a point
+#: the analysis would leave out.
+REFUSAL_FAILURE_RATE = EXCLUSION_FAILURE_RATE
 
 
 #: Largest figure an imported point may hold (tokens, tokens/s, requests, seconds): 10^15.  No
@@ -82,7 +84,7 @@ def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
 
 
 def check_completion(path: str | Path, where: str, completed: int, failed: int, concurrency: int,
-                     max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None) -> None:
+                     max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None) -> None:
     """Refuse a point that did not measure its concurrency: too few completed requests, or too many failures.
 
     A closed-loop point at concurrency c measures c requests in flight only when at least c

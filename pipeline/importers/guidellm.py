@@ -47,7 +47,7 @@ from typing import Any
 
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
-from pipeline.importers.checks import MAX_FAILURE_RATE, check_completion, check_unique
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique
 from pipeline.importers.parsing import check_finite, fail, is_number, load_json, read_text, wrong_format
 from pipeline.records import distribution
 
@@ -136,7 +136,7 @@ def _load(path: Path) -> Any:
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE) -> ImportResult:
+          max_failure_rate: float = REFUSAL_FAILURE_RATE) -> ImportResult:
     """Parse one GuideLLM benchmarks report (JSON or YAML)."""
     if len(paths) != 1:
         raise fail(", ".join(map(str, paths)), None, "guidellm imports one file at a time")

@@ -5,7 +5,7 @@ Which result files make which points is decided here; one result becomes a point
 :mod:`~pipeline.importers.vllm_result` (the keys read, closed and open loop, SGLang's results), a
 printed log's blocks in :mod:`~pipeline.importers.vllm_block`.  Refused: a closed-loop point with
 fewer completed requests than its concurrency, a failure rate above
-:data:`~pipeline.importers.checks.MAX_FAILURE_RATE`.  A JSON result names its model in ``model_id``.
+:data:`~pipeline.importers.checks.REFUSAL_FAILURE_RATE`.  A JSON result names its model in ``model_id``.
 
 Files people really have (issue 23):
 
@@ -38,7 +38,7 @@ from typing import Any
 
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
-from pipeline.importers.checks import MAX_FAILURE_RATE, check_unique
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
 from pipeline.importers.parsing import fail, read_text, wrong_format
 from pipeline.importers.vllm_block import parse_block
 from pipeline.importers.vllm_result import is_closed_loop_rate, is_sglang, point_from_result
@@ -131,7 +131,7 @@ WARMUP_ONLY = ("holds only vllm bench sweep's warm-up (run_number -1, warmup.jso
 
 
 def parse_json(path: Path, text: str, model: str | None, engine: str | None,
-               max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+               max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                rate: float | None = None, warmup_ok: bool = False) -> list[tuple[Any, str, str | None, int | None]]:
     """A save-result file (one object), an ``--append-result`` file (one object per line) or a ``vllm bench sweep``
     ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number)].
@@ -185,7 +185,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,
-          max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+          max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse save-result JSON files (one per concurrency, or one per line with ``--append-result``), ``vllm bench
     sweep`` folders and/or printed logs (module docstring).

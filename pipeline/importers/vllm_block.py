@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.cardmatch import model_name_as_given
-from pipeline.importers.checks import MAX_FAILURE_RATE
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE
 from pipeline.importers.parsing import fail, number
 from pipeline.importers.vllm_result import point_from_result
 
@@ -31,7 +31,7 @@ _BLOCK_KEYS = {
 
 
 def parse_block(path: Path, text: str, model: str | None, engine: str,
-                max_failure_rate: float = MAX_FAILURE_RATE, concurrency: int | None = None,
+                max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                 rate: float | None = None) -> list[Any]:
     """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
 

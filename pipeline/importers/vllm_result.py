@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.engines.tokencount import length_mismatch
 from pipeline.importers.base import summary
-from pipeline.importers.checks import MAX_FAILURE_RATE, check_completion
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion
 from pipeline.importers.parsing import check_finite, fail, is_number
 from pipeline.records import distribution
 
@@ -113,7 +113,7 @@ def is_closed_loop_rate(rate: Any) -> bool:
 
 
 def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = "",
-                      max_failure_rate: float = MAX_FAILURE_RATE, total: int | None = None):
+                      max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None):
     """One :class:`PointSummary` from a save-result dict (or a parsed printed block).
 
     ``total``: requests sent, where the source states it apart from the counts (the progress

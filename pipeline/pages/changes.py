@@ -25,7 +25,7 @@ from pipeline.diffreport import figure_words, format_change, format_value, prove
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.pages.history import history_views
-from pipeline.stages import load_run
+from pipeline.stages import RunResults, load_run
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
 SIGNIFICANT = "significant"
@@ -168,8 +168,8 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     return view
 
 
-def _load(run_dirs: list[Path], loaded: dict[str, runs.RunResults] | None = None
-          ) -> tuple[dict[str, runs.RunResults], dict[str, str | None]]:
+def _load(run_dirs: list[Path], loaded: dict[str, RunResults] | None = None
+          ) -> tuple[dict[str, RunResults], dict[str, str | None]]:
     """Each run of ``run_dirs`` read once (``loaded``: runs already read, by folder name) and its predecessor."""
     loaded = dict(loaded or {})
     for rd in run_dirs:
@@ -179,12 +179,12 @@ def _load(run_dirs: list[Path], loaded: dict[str, runs.RunResults] | None = None
     return loaded, previous_runs([(rid, provenance_of(r)) for rid, r in loaded.items()])
 
 
-def _loaded_of(views: list[Any]) -> dict[str, runs.RunResults]:
+def _loaded_of(views: list[Any]) -> dict[str, RunResults]:
     """The runs the pages already read (:attr:`pipeline.pages.views.RunView.results`), by run id (folder name)."""
     return {v.run_id: v.results for v in views if getattr(v, "results", None) is not None}
 
 
-def build_comparisons(run_dirs: list[Path], alpha: float = 0.05, loaded: dict[str, runs.RunResults] | None = None
+def build_comparisons(run_dirs: list[Path], alpha: float = 0.05, loaded: dict[str, RunResults] | None = None
                       ) -> tuple[list[ComparisonView], dict[str, str | None]]:
     """Diff every run among ``run_dirs`` against its predecessor among them (``loaded``: runs already read).
 

@@ -360,7 +360,7 @@ def server_state_chart(model: dict[str, Any], analysis_points: list[dict[str, An
     """The server's own view per point (served engines): KV-cache usage (%) and requests running/waiting vs concurrency.
 
     Values are the highest ``/metrics`` samples during the point (one every 0.25 s); each
-    point is coloured by what it measured (``analysis.point_regime``).  None when the server
+    point is coloured by what it measured (``regime.point_regime``).  None when the server
     exported nothing (in-process engines, endpoints without ``/metrics``).
     """
     rows = []
@@ -449,7 +449,7 @@ def rate_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str,
     """Open loop (issue 10): achieved rate and goodput (requests/s) against the offered rate, with offered = achieved dashed.
 
     Below saturation the achieved rate lies on the dashed line; where it leaves it, the server is
-    saturated (``analysis.rate_sweep``).  Goodput (requests meeting every SLO, per second) is drawn
+    saturated (``ratesweep.rate_sweep``).  Goodput (requests meeting every SLO, per second) is drawn
     where the run has an SLO.  One line per load pattern and cap.
     """
     rows = []

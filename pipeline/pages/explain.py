@@ -7,8 +7,8 @@ with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; 
 arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
 Every number comes from model cards (``data/models/``), a hardware profile
 (``data/hardware/``), the explainers' settings (``data/explainers.yaml``: the worked example's model) and the
-analysed runs; formulas are those of :mod:`pipeline.modelarch`, :mod:`pipeline.analysis` and
-:mod:`pipeline.capacity`.  The reference measurement, when the site has one, arrives as run views like
+analysed runs; formulas are those of :mod:`pipeline.modelarch`, :mod:`pipeline.analysis`,
+:mod:`pipeline.knee` and :mod:`pipeline.capacity`.  The reference measurement, when the site has one, arrives as run views like
 any run's (the reference stage, :mod:`pipeline.reference`, stores it; ``batchmark pages
 --reference DIR`` reads it).
 """
@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import paths
-from pipeline.analysis import KNEE_THRESHOLD, ceiling_tok_s, roofline_step_s
+from pipeline.analysis import ceiling_tok_s, ratio, roofline_step_s
 from pipeline.capacity import capacity_table, does_not_fit, fit_table, usable_memory_gb
 from pipeline.cardregistry import list_card_files, load_card
 from pipeline.errors import BatchmarkError
+from pipeline.knee import KNEE_THRESHOLD
 from pipeline.modelcards import ModelCard
 from pipeline.pages import explaincharts as ec
 from pipeline.pages.explaincharts import workload_label
@@ -145,11 +146,6 @@ def point_at(w: Any, c: int) -> dict[str, Any] | None:
     return next((p for p in w.points if p["concurrency"] == c), None) if w else None
 
 
-def _ratio(b: float | None, a: float | None) -> float | None:
-    """b ÷ a, or None when either is missing or a is 0."""
-    return b / a if a and b is not None else None
-
-
 def step_ratios(p1: dict[str, Any] | None, pl: dict[str, Any] | None) -> dict[str, float | None]:
     """From point ``p1`` to point ``pl`` of one workload: what batching bought and what it cost.
 
@@ -158,9 +154,9 @@ def step_ratios(p1: dict[str, Any] | None, pl: dict[str, Any] | None) -> dict[st
     ``step_ms_1`` / ``step_ms_l`` the decode steps in ms (None where a figure is missing).
     """
     p1, pl = p1 or {}, pl or {}
-    step_x = _ratio(pl.get("step_time_s"), p1.get("step_time_s"))
-    return {"output_x": _ratio(pl.get("output_throughput_tok_s"), p1.get("output_throughput_tok_s")),
-            "per_user_x": _ratio(pl.get("per_user_tok_s"), p1.get("per_user_tok_s")),
+    step_x = ratio(pl.get("step_time_s"), p1.get("step_time_s"))
+    return {"output_x": ratio(pl.get("output_throughput_tok_s"), p1.get("output_throughput_tok_s")),
+            "per_user_x": ratio(pl.get("per_user_tok_s"), p1.get("per_user_tok_s")),
             "step_x": step_x, "step_growth_pct": None if step_x is None else (step_x - 1) * 100,
             "step_ms_1": None if p1.get("step_time_s") is None else p1["step_time_s"] * 1e3,
             "step_ms_l": None if pl.get("step_time_s") is None else pl["step_time_s"] * 1e3}
@@ -178,7 +174,7 @@ def roofline_ratios(w: Any, concurrencies: list[int]) -> list[float | None]:
     """Roofline prediction ÷ measured output throughput of workload ``w`` at each concurrency (None where unknown)."""
     roof = {a["concurrency"]: a.get("roofline_tok_s") for a in w.analysis_points}
     measured = {p["concurrency"]: p.get("output_throughput_tok_s") for p in w.points}
-    return [_ratio(roof.get(c), measured.get(c)) for c in concurrencies]
+    return [ratio(roof.get(c), measured.get(c)) for c in concurrencies]
 
 
 def kv_read_per_step(w: Any, concurrency: int) -> dict[str, float]:
@@ -368,7 +364,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
         "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
         "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
-        "ratio": _ratio, "ceiling_of_bytes": ceiling_of_bytes,
+        "ratio": ratio, "ceiling_of_bytes": ceiling_of_bytes,
         "usable": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware),
         "usable_gb": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware)["usable_gb"],
         "point_at": point_at, "kv_bytes_per_sequence": kv_bytes_per_sequence,

@@ -19,7 +19,7 @@ import altair as alt
 
 from pipeline.comparability import comparison_key, provenance_of
 from pipeline.diffstats import detect_steps, step_penalty
-from pipeline.metrics import PointSummary
+from pipeline.records import PointSummary
 from pipeline.pages.charts import WIDTH, from_skeleton
 
 #: (key, label, higher is better) of each figure drawn per run.
@@ -92,7 +92,7 @@ def _busy(res: Any) -> bool:
 
 
 def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
-    """The history of every group of two or more runs (``loaded``: run id → :class:`pipeline.runs.RunResults`).
+    """The history of every group of two or more runs (``loaded``: run id → :class:`pipeline.stages.RunResults`).
 
     Each group's chart has one panel per workload × figure; a step is reported as the run the new level begins
     with, the levels before and after and their relative change.  A run flagged for a busy machine is drawn but

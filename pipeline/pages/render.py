@@ -28,6 +28,7 @@ from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # 
 from pipeline.pages.views import (RunView, Workload, change_page_path, clean_first, fmt, headline_runs,  # noqa: F401
                                   headline_series, knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
+from pipeline.stages import RunResults
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -239,11 +240,12 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
     env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, kb=_kb, gib=_gib, md=md_text, md_cell=md_text, html=html_text,
                        code=code, anchor=anchor, url_path=url_path)
-    from pipeline.analysis import DECLINE_FRACTION, KNEE_THRESHOLD, MAX_FAILURE_RATE
+    from pipeline.config import EXCLUSION_FAILURE_RATE
+    from pipeline.knee import DECLINE_FRACTION, KNEE_THRESHOLD
     from pipeline.engines import tokencount
 
     env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
-                       max_failure_rate_default=MAX_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
+                       max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
@@ -266,7 +268,7 @@ def write_assets(docs_dir: Path) -> None:
     runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
 
 
-def _summaries_csv(res: "runs.RunResults") -> str:
+def _summaries_csv(res: "RunResults") -> str:
     pts = [x.as_dict() for x in res.summaries]
     buf = io.StringIO()
     cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
@@ -294,7 +296,7 @@ def _records_zip(run_dir: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
-def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
+def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
     plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
     that the stages have not written into the run are written here from memory (never into the run)."""
@@ -316,7 +318,7 @@ def write_downloads(docs_dir: Path, results: list["runs.RunResults"]) -> None:
 
 
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
-                   only: list[Path] | None = None) -> tuple[list["runs.RunResults"], list[tuple[str, str]]]:
+                   only: list[Path] | None = None) -> tuple[list["RunResults"], list[tuple[str, str]]]:
     """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.stages.load_run`; with ``only``, those
     run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (issue 18,
     item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether

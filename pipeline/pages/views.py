@@ -13,19 +13,9 @@ from markupsafe import Markup
 
 from pipeline import runs
 from pipeline.pages.escape import anchor
+from pipeline.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
 from pipeline.records import PointKey, workload_of
-
-
-#: What the model page says of a workload's ``post_knee_cause`` (:func:`pipeline.analysis.post_knee_cause`).
-POST_KNEE_CAUSE_TEXT = {
-    "batching": "every point past the knee was decoded in the batch, so this is batching itself",
-    "queueing": ("some points past the knee had more requests in flight than the server batches (its --max-num-seqs, "
-                 "or requests waiting in its queue): those points measure queueing, not batching"),
-    "kv_cache_full": "the server's KV cache filled or it preempted requests past the knee: those points measure KV-cache pressure",
-    "limits_unknown": "the server's limits and metrics are unknown, so queueing cannot be told apart from batching",
-    "interference": ("points of this run were measured on a busy machine (flagged), so nothing here is attributed to "
-                     "batching: measure again on a quiet machine"),
-}
+from pipeline.stages import RunResults
 
 
 @dataclass
@@ -95,14 +85,14 @@ class Workload:
     @property
     def implausible(self) -> str | None:
         """Why this workload's numbers cannot be right (MBU above 1, single stream above its ceiling), or None
-        (:func:`pipeline.analysis.implausible_model`; computed when an older analysis.json lacks the field)."""
-        from pipeline.analysis import implausible_model
+        (:func:`pipeline.quality.implausible_model`; computed when an older analysis.json lacks the field)."""
+        from pipeline.quality import implausible_model
 
         return self.model.get("implausible") or implausible_model(self.model, self.analysis_points)
 
     def implausible_at(self, concurrency: int) -> str | None:
         """Why the point at ``concurrency`` cannot be right (its MBU is above 1), or None."""
-        from pipeline.analysis import implausible_point
+        from pipeline.quality import implausible_point
 
         a = self.quality(concurrency)
         return (a.get("implausible") or implausible_point(a)) if a else None
@@ -132,9 +122,9 @@ class Workload:
         return POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
 
     def mfu_implausible_at(self, concurrency: int) -> str | None:
-        """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.analysis.implausible_mfu`), or None;
+        """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.quality.implausible_mfu`), or None;
         computed from the run's probe and card dtypes when an older analysis.json lacks the field."""
-        from pipeline.analysis import implausible_mfu
+        from pipeline.quality import implausible_mfu
 
         a = self.quality(concurrency)
         if not a:
@@ -174,24 +164,20 @@ class Workload:
 
     @property
     def knee_uncertainty(self) -> dict[str, Any]:
-        """``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee_uncertainty_of`)."""
-        from pipeline.analysis import knee_uncertainty_of
+        """``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.knee.knee_uncertainty_of`)."""
+        from pipeline.knee import knee_uncertainty_of
 
         return knee_uncertainty_of(self.model, self.points, self.analysis_points)
 
     @property
     def knee_text(self) -> str:
         """The knee with its uncertainty in words (``"c = 16, not settled: repeats give 16, 32, 16"``)."""
-        from pipeline.analysis import knee_words
-
         u = self.knee_uncertainty
         return knee_words(self.model.get("knee_concurrency"), u["knee_per_repeat"], u["knee_settled"])
 
     @property
     def knee_spread_text(self) -> str:
         """What follows the knee in :attr:`knee_text` (``", not settled: repeats give 16, 32, 16"``)."""
-        from pipeline.analysis import knee_spread_words
-
         u = self.knee_uncertainty
         return knee_spread_words(self.model.get("knee_concurrency"), u["knee_per_repeat"], u["knee_settled"])
 
@@ -292,7 +278,7 @@ class RunView:
         return verdict_text(self.quality)
 
 
-def view_of(res: "runs.RunResults") -> RunView:
+def view_of(res: "RunResults") -> RunView:
     """The :class:`RunView` of a run read by :func:`pipeline.stages.load_run`."""
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]

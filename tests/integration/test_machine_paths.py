@@ -20,7 +20,7 @@ import tempfile
 import pytest
 from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
 
-from pipeline import runs, sweep
+from pipeline import pointfiles, runs, sweep
 from pipeline.config import parse_config
 from pipeline.hardware import ProbeResult
 
@@ -54,7 +54,7 @@ def test_a_measured_run_holds_no_machine_path(scratch_root, tmp_path, monkeypatc
 
     meta = runs.read_run_json(run_dir)
     assert meta["config_path"] == "config/paths.yaml" and meta["command"].endswith("--config config/paths.yaml")
-    (point,) = runs.load_points(run_dir)[:1]
+    (point,) = pointfiles.load_points(run_dir)[:1]
     assert point.meta["tokenizer"] == ("data/tok" if inside else f"<tmp>/{tok.relative_to(tempfile.gettempdir())}")
     log = (run_dir / meta["engine"]["servers"]["m1"]["log"]).read_text()
     assert "fake-vllm: cache ~/.cache/vllm" in log and "<tmp>/vllm_dist_0123abcd" in log and "<venv>/lib/x.py" in log

@@ -107,10 +107,11 @@ def test_sends_follow_the_schedule(fast_server, tok, load):
     cv = sent_gaps.std() / sent_gaps.mean()
     assert (cv < 0.3) if load == "constant" else (0.7 < cv < 1.3), cv
     assert s.load == load and s.rate_rps == rate and s.concurrency is None
-    # kept = p99 of the lags within max(10 ms, 0.1 / rate) = 10 ms at 50 req/s (docs/definitions.md),
-    # worked here from the lags the requests recorded (numpy's p99 of the 200 values)
-    assert s.schedule_lag_s is not None
-    assert s.schedule_kept == bool(np.percentile(lags, 99) <= max(0.010, 0.1 / rate)), (np.percentile(lags, 99), s.schedule_kept)
+    # the summary's p99 lag is of the lags the requests recorded (numpy's p99 of the 200 values), and kept says
+    # whether it is within the limit worked by hand for 50 req/s: max(10 ms, 0.1 / 50 req/s = 2 ms) = 10 ms
+    # (docs/definitions.md; the rule's two branches are worked by hand in tests/unit/test_open_loop_metrics.py)
+    assert s.schedule_lag_s["p99"] == pytest.approx(float(np.percentile(lags, 99)))
+    assert s.schedule_kept is (s.schedule_lag_s["p99"] <= 0.010), (s.schedule_lag_s, s.schedule_kept)
 
 
 def test_achieved_rate_follows_offered_then_flattens(tmp_path, tok):
@@ -149,7 +150,7 @@ def test_a_client_that_cannot_keep_the_schedule_says_so(fast_server, tok):
     rec = engine.measure(PointKey("m", "openai", 8, OUT, None, "constant", 500.0), 1, False, 0)
     s = summarize_point(rec)
     # At most 1 / 5 ms = 200 sends/s against 500 scheduled: request i is at least i × 3 ms late, so
-    # the p99 lag (~0.3 s) is far above the 10 ms limit (metrics.schedule_lag_limit_s).
+    # the p99 lag (~0.3 s) is far above the 10 ms limit (requestmetrics.schedule_lag_limit_s).
     assert s.schedule_kept is False, s.schedule_lag_s
     assert s.send_rate_rps < 210 and s.schedule_lag_s["p99"] > 0.2, (s.send_rate_rps, s.schedule_lag_s)
 

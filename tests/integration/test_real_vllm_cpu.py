@@ -25,7 +25,7 @@ import time
 import psutil
 import pytest
 
-from pipeline import runs, serverenv, sweep
+from pipeline import pointfiles, runs, serverenv, sweep
 from pipeline.config import parse_config
 from pipeline.engines.vllm import VLLMEngine
 from pipeline.hardware import ProbeResult
@@ -124,21 +124,21 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
         assert _server_processes(servers[name]["pid"]) == [], f"{name}: server processes left behind"
 
     # the healthy model: three points, exact token counts, server metrics per point
-    tiny = {c: summarize_point(runs.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out64-c{c}.json"))
+    tiny = {c: summarize_point(pointfiles.load_point(run_dir / "points" / "tiny" / f"vllm-in16-out64-c{c}.json"))
             for c in (1, 2, 4)}
     for c, s in tiny.items():
         assert s.failed == 0 and s.completed == 8, (c, s.errors)
         assert s.server is not None and s.server["requests_running_max"] is not None
     assert tiny[4].server["kv_cache_usage_max"] > 0
-    for rec in runs.load_point(run_dir / "points" / "tiny" / "vllm-in16-out64-c4.json").repeats[0].requests:
+    for rec in pointfiles.load_point(run_dir / "points" / "tiny" / "vllm-in16-out64-c4.json").repeats[0].requests:
         if rec.ok:
             assert rec.usage_reported and rec.output_tokens == OUTPUT_LEN
 
     # the victim: c=1 and c=2 kept intact, c=4 stored as failed with the log tail, nothing after it
     for c in (1, 2):
-        s = summarize_point(runs.load_point(run_dir / "points" / "victim" / f"vllm-in16-out64-c{c}.json"))
+        s = summarize_point(pointfiles.load_point(run_dir / "points" / "victim" / f"vllm-in16-out64-c{c}.json"))
         assert s.failed == 0 and s.completed == 8
-    crashed = runs.load_point(run_dir / "points" / "victim" / "vllm-in16-out64-c4.json")
+    crashed = pointfiles.load_point(run_dir / "points" / "victim" / "vllm-in16-out64-c4.json")
     assert "server exited" in crashed.meta.get("server_crashed", "")
     assert crashed.meta.get("server_log_tail")
     assert summarize_point(crashed).failed > 0

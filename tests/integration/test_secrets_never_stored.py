@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import runs
+from pipeline import pointfiles, runs
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
 from pipeline.errors import BatchmarkError
@@ -75,7 +75,7 @@ def test_a_key_echoed_by_the_server_is_never_stored(tmp_path, monkeypatch, key):
     runs.complete_run(run_dir)
     render_site(root / "data" / "pages")
 
-    errors = [r.error for rep in runs.load_point(runs.point_path(run_dir, PointKey("m", "openai", 8, 16, 2))).repeats
+    errors = [r.error for rep in pointfiles.load_point(pointfiles.point_path(run_dir, PointKey("m", "openai", 8, 16, 2))).repeats
               for r in rep.requests if r.error]
     # every kind of echo happened (the server's rule: after the probe, requests cycle 400 / event / not JSON / 401)
     assert any(e.startswith("HTTP 400") for e in errors) and any(e.startswith("HTTP 401") for e in errors)

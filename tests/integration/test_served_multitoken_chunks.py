@@ -18,7 +18,7 @@ from aiohttp import web
 from tests.integration.served_helpers import build_tokenizer
 
 from pipeline.engines import loadgen
-from pipeline.metrics import itl_values
+from pipeline.requestmetrics import itl_values
 
 GAP_S = 0.05
 SECOND = " t002 t003 t004"
@@ -128,7 +128,8 @@ def _flaky_app() -> web.Application:
 
 
 def test_failed_and_timed_out_requests_are_recorded_and_kept_out_of_latencies():
-    from pipeline.metrics import e2el_s, summarize_point, ttft_s
+    from pipeline.metrics import summarize_point
+    from pipeline.requestmetrics import e2el_s, ttft_s
     from pipeline.records import PointKey, PointRecords, RepeatRecord, distribution
 
     async def run():

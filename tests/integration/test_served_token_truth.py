@@ -20,7 +20,8 @@ import pytest
 
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
-from pipeline.metrics import summarize_point, tpot_s, ttft_s
+from pipeline.metrics import summarize_point
+from pipeline.requestmetrics import tpot_s, ttft_s
 from pipeline.records import PointKey
 from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
 

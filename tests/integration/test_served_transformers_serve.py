@@ -13,7 +13,8 @@ from tests.integration.served_helpers import tiny_model_dir, transformers_server
 
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
-from pipeline.metrics import e2el_s, itl_values, summarize_point, ttft_s
+from pipeline.metrics import summarize_point
+from pipeline.requestmetrics import e2el_s, itl_values, ttft_s
 from pipeline.records import PointKey
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ import sys
 import pytest
 from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
 
-from pipeline import runs, sweep
+from pipeline import pointfiles, runs, sweep
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
 from pipeline.errors import BatchmarkError
@@ -72,7 +72,7 @@ def test_healthy_start_measure_and_clean_stop(tok_dir, tmp_path):
     assert "fake-vllm: stopped" in log  # SIGINT → the double's graceful exit, no SIGKILL needed
     pid = int((tmp_path / "m1.pid").read_text())
     assert not _alive(pid)
-    points = runs.load_points(run_dir)
+    points = pointfiles.load_points(run_dir)
     assert [p.point.concurrency for p in points] == [1, 2, 4]
     for p in points:
         s = summarize_point(p)
@@ -108,7 +108,7 @@ def test_crash_mid_point_is_stored_failed_and_the_sweep_moves_on(tok_dir, tmp_pa
     cfg = _cfg(tok_dir, tmp_path, "--mode crash --crash-at 9 --crash-model crashy", ["crashy", "m2"])
     run_dir = sweep.run_sweep(cfg, tmp_path / "run", progress=False, log=lambda m: None)
     assert runs.is_complete(run_dir)
-    by = {(p.point.model, p.point.concurrency): p for p in runs.load_points(run_dir)}
+    by = {(p.point.model, p.point.concurrency): p for p in pointfiles.load_points(run_dir)}
     assert set(by) == {("crashy", 1), ("crashy", 2), ("m2", 1), ("m2", 2), ("m2", 4)}
     before = summarize_point(by[("crashy", 1)])
     assert before.failed == 0 and before.completed == 4  # measured before the crash: kept

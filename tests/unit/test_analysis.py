@@ -2,8 +2,9 @@
 
 import pytest
 
-from pipeline.analysis import analyze, ceiling_tok_s, find_knee, post_knee, roofline_step_s, scaling_efficiency
-from pipeline.metrics import PointSummary
+from pipeline.analysis import analyze, ceiling_tok_s, roofline_step_s
+from pipeline.knee import find_knee, post_knee, scaling_efficiency
+from pipeline.records import PointSummary
 from pipeline.modelcards import ModelCard
 
 
@@ -85,7 +86,7 @@ def test_analyze_mbu_against_spec_and_probe():
 
 
 def test_kneedle_second_opinion_by_hand():
-    from pipeline.analysis import kneedle
+    from pipeline.knee import kneedle
 
     # Kneedle (Satopaa et al. 2011) on x = log2 c normalised to [0, 1] = 0, .2, .4, .6, .8, 1 and
     # y = (T - 100) / 315 = 0, .286, .825, .952, .984, 1: y - x = 0, .086, .425, .352, .184, 0 -> max at c = 4

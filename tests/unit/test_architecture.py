@@ -22,15 +22,17 @@ LAYERS: list[tuple[str, ...]] = [
      "pipeline.cardregistry", "pipeline.modelfolders", "pipeline.serverenv", "pipeline.stepcost"),
     ("pipeline.config", "pipeline.resources"),
     ("pipeline.engines",),
-    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock"),
-    ("pipeline.metrics",),
-    ("pipeline.calibrate", "pipeline.adaptive", "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
+    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock", "pipeline.pointfiles",
+     "pipeline.upgrade"),
+    ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics"),
+    ("pipeline.calibrate", "pipeline.adaptive", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+     "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
      "pipeline.diffmetrics", "pipeline.diffmatch", "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diff",
      "pipeline.diffgate", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight"),
     ("pipeline.stages", "pipeline.plan"),
     ("pipeline.importers", "pipeline.reference"),
-    ("pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
+    ("pipeline.words", "pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.commands",),
     ("pipeline.cli", "pipeline.__main__"),
 ]
@@ -155,9 +157,10 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
 
 def test_storage_imports_no_stage():
     graph = import_graph()
-    stages = {"pipeline.metrics", "pipeline.analysis", "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
+    stages = {"pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+              "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
     for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
-                    "pipeline.atomicfiles"):
+                    "pipeline.atomicfiles", "pipeline.pointfiles", "pipeline.upgrade"):
         assert not graph[storage] & stages, storage
 
 
@@ -207,9 +210,11 @@ def test_the_http_client_knows_no_scheduling():
 def test_statistics_modules_read_no_storage():
     """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
     graph = import_graph()
-    storage = {"pipeline.runs", "pipeline.schemas", "pipeline.stages"}
-    for name in ("pipeline.metrics", "pipeline.analysis", "pipeline.diff", "pipeline.diffmetrics", "pipeline.diffmatch",
-                 "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diffgate", "pipeline.diffreport"):
+    storage = {"pipeline.runs", "pipeline.pointfiles", "pipeline.upgrade", "pipeline.schemas", "pipeline.stages"}
+    for name in ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee",
+                 "pipeline.regime", "pipeline.ratesweep", "pipeline.quality", "pipeline.diff", "pipeline.diffmetrics",
+                 "pipeline.diffmatch", "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diffgate",
+                 "pipeline.diffreport"):
         assert not graph[name] & storage, (name, graph[name] & storage)
     assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)
 

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import arrays, metrics, runs
+from pipeline import arrays, goodput, metrics, pointfiles, requestmetrics, runs
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
@@ -72,14 +72,14 @@ POINTS = [_point(s, load, b) for s in range(12) for load, b in
 def test_records_survive_parquet_bit_for_bit(tmp_path: Path, pt: PointRecords):
     (tmp_path / "run").mkdir()
     path = runs.write_point(tmp_path / "run", pt)
-    assert runs.load_point(path) == pt  # dataclass equality: every field, every chunk, None kept None
-    back = runs.load_point_arrays(path).requests
+    assert pointfiles.load_point(path) == pt  # dataclass equality: every field, every chunk, None kept None
+    back = pointfiles.load_point_arrays(path).requests
     mine = arrays.from_records(pt).requests
     for name in ("sent_s", "queued_s", "first_token_s", "done_s", "lag_s", "chunk_t_s"):
         # bit for bit: the same float64 bytes (NaN where None), not merely close
         assert getattr(back, name).tobytes() == getattr(mine, name).tobytes(), name
     header = json.loads(path.read_text())
-    assert header["schema_version"] == 3 and header["requests_file"] == runs.requests_path(path).name
+    assert header["schema_version"] == 3 and header["requests_file"] == pointfiles.requests_path(path).name
     assert all("requests" not in rep for rep in header["repeats"])
 
 
@@ -87,7 +87,7 @@ def test_the_parquet_file_is_plain_parquet(tmp_path: Path):
     pt = POINTS[0]
     (tmp_path / "run").mkdir()
     path = runs.write_point(tmp_path / "run", pt)
-    table = pq.read_table(runs.requests_path(path))  # no batchmark needed to read it
+    table = pq.read_table(pointfiles.requests_path(path))  # no batchmark needed to read it
     reqs = [r for rep in pt.repeats for r in rep.requests]
     assert table.num_rows == len(reqs)
     assert table.column("sent_s").to_pylist() == [r.sent_s for r in reqs]
@@ -102,49 +102,49 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     reqs = [r for rep in pt.repeats for r in rep.requests]
     ok = a.ok
     assert ok.tolist() == [r.ok for r in reqs]
-    assert metrics.itl_array(a, ok).tolist() == [v for r in reqs if r.ok for v in metrics.itl_values(r)]
+    assert metrics.itl_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_values(r)]
     tp = metrics._tpot_array(a)
-    assert [None if np.isnan(v) else v for v in tp[ok].tolist()] == [metrics.tpot_s(r) for r in reqs if r.ok]
+    assert [None if np.isnan(v) else v for v in tp[ok].tolist()] == [requestmetrics.tpot_s(r) for r in reqs if r.ok]
     ts = metrics._tpot_streamed_array(a)
-    assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [metrics.tpot_streamed_s(r) for r in reqs if r.ok]
-    assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in metrics.itl_chunk_values(r)]
+    assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [requestmetrics.tpot_streamed_s(r) for r in reqs if r.ok]
+    assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_chunk_values(r)]
 
     slo = {"ttft_p99_ms": 300.0, "tpot_p99_ms": 20.0, "e2el_p99_ms": None}
     s = metrics.summarize_point(pt, slo)
     measured = [r for r in reqs if not r.warmup]
     good = [r for r in measured if r.ok]
     assert s.completed == len(good) and s.failed == len(measured) - len(good)
-    assert s.slo == metrics.slo_goodput(pt, slo)
-    assert (s.flags, s.token_count_sources) == metrics.point_flags(measured)
-    thr = [v for v in map(metrics.repeat_output_throughput, pt.repeats) if v is not None]
+    assert s.slo == goodput.slo_goodput(pt, slo)
+    assert (s.flags, s.token_count_sources) == requestmetrics.point_flags(measured)
+    thr = [v for v in map(requestmetrics.repeat_output_throughput, pt.repeats) if v is not None]
     assert s.samples["output_throughput_tok_s"] == thr
-    assert s.samples["ttft_s"] == [metrics.ttft_s(r) for r in good]
-    assert s.samples["tpot_s"] == [t for t in map(metrics.tpot_s, good) if t is not None]
+    assert s.samples["ttft_s"] == [requestmetrics.ttft_s(r) for r in good]
+    assert s.samples["tpot_s"] == [t for t in map(requestmetrics.tpot_s, good) if t is not None]
     if pt.repeats[0].batching == "served":
-        assert s.duration_s == metrics._med([metrics.repeat_duration_s(rep) for rep in pt.repeats])
-        assert s.steady_output_throughput_tok_s == metrics._med([metrics.repeat_steady_throughput(rep) for rep in pt.repeats])
+        assert s.duration_s == metrics._med([requestmetrics.repeat_duration_s(rep) for rep in pt.repeats])
+        assert s.steady_output_throughput_tok_s == metrics._med([requestmetrics.repeat_steady_throughput(rep) for rep in pt.repeats])
     if pt.point.open_loop:
-        assert s.send_rate_rps == metrics._med([metrics.send_rate(rep) for rep in pt.repeats])
-        assert s.achieved_rate_rps == metrics._med([metrics.achieved_rate(rep) for rep in pt.repeats])
+        assert s.send_rate_rps == metrics._med([requestmetrics.send_rate(rep) for rep in pt.repeats])
+        assert s.achieved_rate_rps == metrics._med([requestmetrics.achieved_rate(rep) for rep in pt.repeats])
     if pt.repeats[0].batching == "static_batch":
-        assert s.prefill_throughput_tok_s == metrics._med([metrics.repeat_prefill_throughput(rep) for rep in pt.repeats])
+        assert s.prefill_throughput_tok_s == metrics._med([requestmetrics.repeat_prefill_throughput(rep) for rep in pt.repeats])
 
 
 def test_a_bad_requests_file_is_named(tmp_path: Path):
     (tmp_path / "run").mkdir()
     path = runs.write_point(tmp_path / "run", POINTS[0])
-    pq_path = runs.requests_path(path)
+    pq_path = pointfiles.requests_path(path)
     pq_path.write_bytes(b"not parquet at all")
     with pytest.raises(BatchmarkError, match=r"\.parquet: not a readable Parquet file") as exc:
-        runs.load_point_arrays(path)
+        pointfiles.load_point_arrays(path)
     assert "\n" not in str(exc.value)
     pq_path.unlink()
     with pytest.raises(BatchmarkError, match=r"\.parquet: file not found"):
-        runs.load_point(path)
+        pointfiles.load_point(path)
     header = json.loads(path.read_text())
     path.write_text(json.dumps({**header, "requests_file": "../../run.json"}))
     with pytest.raises(BatchmarkError, match="is not a file name beside it"):
-        runs.load_point(path)
+        pointfiles.load_point(path)
 
 
 def test_a_point_left_half_written_is_measured_again(tmp_path: Path):
@@ -153,11 +153,11 @@ def test_a_point_left_half_written_is_measured_again(tmp_path: Path):
     run = tmp_path / "run"
     run.mkdir()
     pt = POINTS[1]
-    orphan = runs.requests_path(runs.point_path(run, pt.point))
+    orphan = pointfiles.requests_path(pointfiles.point_path(run, pt.point))
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"left by a killed writer")
     assert not runs.has_point(run, pt.point)
     path = runs.write_point(run, pt)
-    assert runs.load_point(path) == pt
+    assert pointfiles.load_point(path) == pt
     with pytest.raises(BatchmarkError, match="never overwritten"):
         runs.write_point(run, pt)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import runs
+from pipeline import pointfiles, runs
 from pipeline.metrics import summarize_point
 from tests.conftest import REPO
 
@@ -22,7 +22,7 @@ RUN = REPO / "data" / "runs" / "20261130T010035Z-vm"
 def points():
     if not RUN.is_dir():
         pytest.skip(f"{RUN} is not in this checkout")
-    return runs.load_points(RUN)
+    return pointfiles.load_points(RUN)
 
 
 def test_token_counts_equal_max_tokens_and_usage(points):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import cli, parts, paths, runs, sweep
+from pipeline import cli, parts, paths, pointfiles, runs, sweep
 from pipeline.config import RESERVED_BODY_KEYS, load_config, parse_config
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run, parse
@@ -379,7 +379,7 @@ def test_a_300_character_name_in_a_config_is_refused(field):
 
 
 def test_a_long_config_name_still_has_a_pointer_file(scratch_root):
-    """The pointer's file name is bounded whatever reaches it (``runs.file_stem``)."""
+    """The pointer's file name is bounded whatever reaches it (``pointfiles.file_stem``)."""
     name = "c" * 300
     from pipeline import parts  # the config pointers are workflow logic (issue 20)
 
@@ -449,7 +449,7 @@ def test_full_disk_names_the_file_of_every_writer(scratch_root, monkeypatch):
         m.setattr(os, "fsync", full)
         with pytest.raises(OSError) as exc:
             runs.write_point(run, records)
-    assert exc.value.filename == str(runs.point_path(run, records.point)) and exc.value.errno == errno.ENOSPC
+    assert exc.value.filename == str(pointfiles.point_path(run, records.point)) and exc.value.errno == errno.ENOSPC
     runs.complete_run(run)
     monkeypatch.setattr(zipfile.ZipFile, "writestr", full)
     with pytest.raises(OSError) as exc:

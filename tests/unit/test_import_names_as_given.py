@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from pipeline import runs
+from pipeline import pointfiles, runs
 from pipeline.importers import import_run
 from pipeline.records import PointKey
 from pipeline.show import show_run
@@ -48,14 +48,14 @@ def test_markdown_heading_with_an_org_keeps_it_and_its_card(scratch_root, tmp_pa
 
 def test_file_stems_stay_inside_the_run_folder(tmp_path):
     # plain names are their own stem (existing runs keep their files); others are percent-encoded
-    assert runs.file_stem("dense-llama-190m") == "dense-llama-190m"
-    assert runs.file_stem("org/Model") == "org%2FModel"
-    assert runs.file_stem("..") == "%2E%2E" and runs.file_stem(".hidden") == "%2Ehidden"
-    assert runs.file_stem("a b<>") == "a%20b%3C%3E" and runs.file_stem("é") == "%C3%A9"
-    assert runs.file_stem("a%2Fb") == "a%252Fb"  # % is escaped too, so two names never share a stem
-    assert len(runs.file_stem("x/" * 200)) <= 150
+    assert pointfiles.file_stem("dense-llama-190m") == "dense-llama-190m"
+    assert pointfiles.file_stem("org/Model") == "org%2FModel"
+    assert pointfiles.file_stem("..") == "%2E%2E" and pointfiles.file_stem(".hidden") == "%2Ehidden"
+    assert pointfiles.file_stem("a b<>") == "a%20b%3C%3E" and pointfiles.file_stem("é") == "%C3%A9"
+    assert pointfiles.file_stem("a%2Fb") == "a%252Fb"  # % is escaped too, so two names never share a stem
+    assert len(pointfiles.file_stem("x/" * 200)) <= 150
     for name in ("../../x", "/abs", "a/../../b", "..", "<img src=x onerror=alert(1)>"):
-        path = runs.point_path(tmp_path, PointKey(name, "../e", 1, 2, 4))
+        path = pointfiles.point_path(tmp_path, PointKey(name, "../e", 1, 2, 4))
         assert path.parent.parent == tmp_path / "points" and "/" not in path.parent.name + path.name
         card = runs.model_card_path(tmp_path, name)
         assert card.parent == tmp_path / "models"

@@ -4,7 +4,9 @@ near the 15 % threshold).  Values worked by hand below."""
 
 from __future__ import annotations
 
-from pipeline.analysis import analyze, knee_per_repeat, knee_uncertainty, knee_words
+from pipeline.analysis import analyze
+from pipeline.knee import knee_per_repeat, knee_uncertainty
+from pipeline.words import knee_words
 from pipeline.records import PointSummary
 from pipeline.show import show_run
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from pipeline.metrics import itl_values, summarize_point, tpot_s
+from pipeline.metrics import summarize_point
+from pipeline.requestmetrics import itl_values, tpot_s
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord, distribution
 
 

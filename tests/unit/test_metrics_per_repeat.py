@@ -18,5 +18,5 @@ def test_per_repeat_latency_samples():
     assert s.samples["ttft_s_per_repeat"] == pytest.approx([prefill_s(4, 1.0), prefill_s(4, 2.0)])
     assert s.samples["tpot_s_per_repeat"] == pytest.approx([step_s(4, 1.0), step_s(4, 2.0)])
     assert len(s.samples["ttft_s"]) == 8 and len(s.samples["tpot_s"]) == 8
-    # Static batch: TPOT of a repeat equals its mean decode step (metrics.repeat_step_time).
+    # Static batch: TPOT of a repeat equals its mean decode step (requestmetrics.repeat_step_time).
     assert s.samples["step_time_s"] == pytest.approx(s.samples["tpot_s_per_repeat"])

@@ -9,11 +9,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.analysis import rate_sweep, slo_limit
+from pipeline.ratesweep import rate_sweep, slo_limit
 from pipeline.config import parse_config
 from pipeline.engines.scheduler import schedule_gaps
 from pipeline.errors import BatchmarkError
-from pipeline.metrics import achieved_rate, schedule_kept, send_rate, slo_goodput, summarize_point
+from pipeline.goodput import slo_goodput
+from pipeline.metrics import summarize_point
+from pipeline.requestmetrics import achieved_rate, schedule_kept, send_rate
 from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord, RequestRecord
 from pipeline.sweep import bisect_rate, open_rates
 

@@ -8,9 +8,11 @@ read from the vLLM installed in ``.venv-vllm``).
 
 import pytest
 
-from pipeline.analysis import analyze, decode_batch
-from pipeline.metrics import (itl_chunk_values, itl_values, repeat_duration_s, slo_goodput, summarize_point,
-                              tpot_s, tpot_streamed_s)
+from pipeline.analysis import analyze
+from pipeline.regime import decode_batch
+from pipeline.goodput import slo_goodput
+from pipeline.metrics import summarize_point
+from pipeline.requestmetrics import itl_chunk_values, itl_values, repeat_duration_s, tpot_s, tpot_streamed_s
 from pipeline.modelcards import ModelCard
 from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord, RequestRecord
 

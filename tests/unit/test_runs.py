@@ -4,7 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline import runs
+from pipeline import pointfiles, runs
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
@@ -32,7 +32,7 @@ def test_complete_run_is_immutable(tmp_path):
         runs.write_point(rd, _point(2))
     with pytest.raises(BatchmarkError, match="already exists"):
         runs.create_run(rd, {"source": "measured"})
-    assert [p.point.concurrency for p in runs.load_points(rd)] == [1]
+    assert [p.point.concurrency for p in pointfiles.load_points(rd)] == [1]
 
 
 def test_corrupt_point_file_is_named(tmp_path):
@@ -41,7 +41,7 @@ def test_corrupt_point_file_is_named(tmp_path):
     path = runs.write_point(rd, _point(1))
     path.write_text(path.read_text()[:40])
     with pytest.raises(BatchmarkError) as err:
-        runs.load_points(rd)
+        pointfiles.load_points(rd)
     assert str(path) in str(err.value) and "corrupt JSON" in str(err.value)
 
 

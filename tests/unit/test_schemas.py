@@ -15,11 +15,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pipeline import runs, schemas
+from pipeline import pointfiles, runs, schemas
 from pipeline.errors import BatchmarkError
-from pipeline.metrics import PointSummary
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointRecords
+from pipeline.records import PointRecords, PointSummary
 
 # a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`, issue 20)
 COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
@@ -62,7 +61,7 @@ def test_a_committed_run_loads_its_unversioned_cards_as_version_1(run: Path):
     # version 1 -> 2: each repeat's "kind" is read as "batching" (issue 14), every other field as stored
     renamed = {**stored, "repeats": [{("batching" if k == "kind" else k): v for k, v in r.items()}
                                      for r in stored["repeats"]]}
-    loaded = runs.load_point(point)
+    loaded = pointfiles.load_point(point)
     assert loaded == PointRecords.from_dict(renamed)
     assert [r.batching for r in loaded.repeats] == [r["kind"] for r in stored["repeats"]] != []
 
@@ -93,7 +92,7 @@ def test_a_newer_schema_version_is_refused_in_one_line_naming_the_file(run: Path
     data["schema_version"] = 99
     path.write_text(json.dumps(data))
     readers = {"run.json": lambda: runs.read_run_json(run), "summaries.json": lambda: runs.read_summaries(run),
-               "analysis.json": lambda: runs.read_analysis(run), "point": lambda: runs.load_point(path),
+               "analysis.json": lambda: runs.read_analysis(run), "point": lambda: pointfiles.load_point(path),
                "card": lambda: runs.load_model_cards(run)}
     with pytest.raises(BatchmarkError) as exc:
         readers[kind]()
@@ -107,7 +106,7 @@ def test_a_malformed_field_is_named(run: Path):
     data["point"]["concurrency"] = "many"
     path.write_text(json.dumps(data))
     with pytest.raises(BatchmarkError, match=r"point\.concurrency"):
-        runs.load_point(path)
+        pointfiles.load_point(path)
     (run / "summaries.json").write_text('{"schema_version": 1, "points": {}}')
     with pytest.raises(BatchmarkError, match=r"summaries\.json: points"):
         runs.read_summaries(run)

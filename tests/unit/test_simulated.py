@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.analysis import point_regime, roofline_step_s
+from pipeline.analysis import roofline_step_s
+from pipeline.regime import point_regime
 from pipeline.metrics import summarize_point
 from pipeline.cardregistry import load_card
 from pipeline.modelcards import ModelCard

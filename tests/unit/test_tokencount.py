@@ -13,7 +13,8 @@ import pytest
 
 from pipeline.engines import loadgen, tokencount
 from pipeline.engines.tokencount import Evidence, decide, per_chunk_layouts
-from pipeline.metrics import summarize_point, tpot_s, tpot_streamed_s
+from pipeline.metrics import summarize_point
+from pipeline.requestmetrics import tpot_s, tpot_streamed_s
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 

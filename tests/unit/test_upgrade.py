@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pipeline import cli, runs, schemas
+from pipeline import cli, pointfiles, schemas, upgrade
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointRecords
 
@@ -66,11 +66,11 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             # point records 1 -> 3: a repeat's "kind" is named "batching" (2); the requests are the Parquet file
             # named by requests_file (3); every other value of the JSON equal, every request read back equal
             assert schemas.version_of(name, after[name]) == 3
-            assert after[name]["requests_file"] == runs.requests_path(run / name).name
+            assert after[name]["requests_file"] == pointfiles.requests_path(run / name).name
             kept = {k.replace("/kind", "/batching"): v for k, v in _leaves(before[name]).items()
                     if not (k.startswith("/repeats/") and k.split("/")[3] == "requests")}
             assert {k: v for k, v in _leaves(after[name]).items() if k != "/requests_file"} == kept
-            assert runs.load_point(run / name) == PointRecords.from_dict(
+            assert pointfiles.load_point(run / name) == PointRecords.from_dict(
                 schemas.migrate(schemas.PointRecordsFile, name, before[name]))
             continue
         if name == "run.json":
@@ -118,7 +118,7 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             # each point's JSON, now with its Parquet file beside it
             assert za.namelist() == sorted(zb.namelist() + [n.removesuffix(".json") + ".parquet" for n in zb.namelist()])
 
-    assert runs.upgrade_run(run) == []  # a second upgrade has nothing to do
+    assert upgrade.upgrade_run(run) == []  # a second upgrade has nothing to do
 
 
 def test_upgrade_runs_the_migrations_and_writes_the_new_version(run: Path, monkeypatch):
@@ -128,7 +128,7 @@ def test_upgrade_runs_the_migrations_and_writes_the_new_version(run: Path, monke
 
     monkeypatch.setattr(schemas.ModelCardFile, "current", 2)
     monkeypatch.setattr(schemas.ModelCardFile, "updates", {2: update_to_2})
-    rewritten = [p for p in runs.upgrade_run(run) if p.parent.name == "models"]
+    rewritten = [p for p in upgrade.upgrade_run(run) if p.parent.name == "models"]
     assert len(rewritten) == 2
     card = json.loads(rewritten[0].read_text())
     assert card["schema_version"] == 2 and card["extra"]["card_format"] == 2
@@ -139,7 +139,7 @@ def test_upgrade_refuses_a_file_it_cannot_read_and_writes_nothing(run: Path, cap
                                                    "schema_version": 7}))
     before = _tree(run)
     with pytest.raises(BatchmarkError, match=r"analysis\.json: schema_version 7 is newer"):
-        runs.upgrade_run(run)
+        upgrade.upgrade_run(run)
     assert _tree(run) == before
     assert cli.main(["upgrade", str(run)]) == 2
     assert "batchmark: error:" in capsys.readouterr().err

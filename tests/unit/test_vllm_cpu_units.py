@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from pipeline import serverenv
-from pipeline.analysis import point_regime, post_knee_cause
+from pipeline.regime import point_regime, post_knee_cause
 from pipeline.engines.vllm import server_limits
 from pipeline.metrics import server_state
 from pipeline.records import PointKey, PointRecords, RepeatRecord
