@@ -110,3 +110,12 @@ def test_open_loop_spread_is_the_schedule_not_the_machine():
     assert point_verdict({"load": "closed", "samples": samples})["verdict"] == "flagged"
     assert point_verdict({"samples": samples})["verdict"] == "flagged"  # no load recorded: closed
     assert point_verdict({"load": "poisson", "rate_rps": 0.5, "samples": samples})["verdict"] == "clean"
+
+
+def test_mfu_reason_treats_bfloat16_and_bf16_as_one_dtype():
+    """Regression (issue 25 review): a probe's ``bfloat16`` and a card's ``bf16`` are the same format, so an MFU
+    above 1 there is not blamed on a dtype mismatch; float32 against bf16 is."""
+    from pipeline.quality import implausible_mfu
+    same = implausible_mfu({"mfu": 1.2, "concurrency": 4}, "bfloat16", "bf16")
+    assert "probed in" not in same and "MFU 1.20 at c = 4" in same
+    assert "probed in float32 while the model ran in bf16" in implausible_mfu({"mfu": 1.2, "concurrency": 4}, "float32", "bf16")
