@@ -23,87 +23,14 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline import paths, runs
-from pipeline.pages import charts, explain
+from pipeline.pages import charts, explain, throughputchart
+from pipeline.pages.assets import write_assets
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
-from pipeline.pages.views import (RunView, Workload, change_page_path, clean_first, fmt, headline_runs,  # noqa: F401
-                                  headline_series, knee_threshold_pct, model_pages, point_rows, run_page_path, view_of)
+from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
+                                       model_pages, run_page_path)
+from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 from pipeline.stages import RunResults
-
-CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
-// Each chart is rendered on its own: a spec that does not parse or render shows a message in
-// its own place and never stops the charts after it.
-function batchmarkRenderCharts() {
-  document.querySelectorAll('script.vega-spec').forEach(function (s) {
-    var el = document.getElementById(s.dataset.target);
-    if (!el || el.dataset.rendered) { return; }
-    el.dataset.rendered = "1";
-    try {
-      vegaEmbed(el, JSON.parse(s.textContent), {renderer: "svg", actions: false})
-        .then(function (res) { el.batchmarkView = res.view; el.dataset.drawn = "1"; })  // the Vega view, for tests
-        .catch(function (err) { el.textContent = "chart failed to render: " + err; });
-    } catch (err) {
-      el.textContent = "chart failed to render: " + err;
-    }
-  });
-}
-if (document.readyState === "loading") {
-  document.addEventListener("DOMContentLoaded", batchmarkRenderCharts);
-} else {
-  batchmarkRenderCharts();
-}
-// Wide tables: each table sits in a horizontally scrolling wrapper (Material's, or one made here);
-// a wrapper whose table is wider than the column is marked "batchmark-overflow", which shows a
-// scroll hint above it and a shaded right edge (batchmark.css).  Re-checked on resize.
-function batchmarkMarkTables() {
-  document.querySelectorAll('.md-content table').forEach(function (t) {
-    var wrap = t.closest('.md-typeset__scrollwrap');
-    if (!wrap) {
-      wrap = document.createElement('div');
-      wrap.className = 'md-typeset__scrollwrap';
-      var inner = document.createElement('div');
-      inner.className = 'md-typeset__table';
-      t.parentNode.insertBefore(wrap, t);
-      wrap.appendChild(inner);
-      inner.appendChild(t);
-    }
-    wrap.classList.toggle('batchmark-overflow', t.getBoundingClientRect().width > wrap.clientWidth + 1);
-  });
-  document.body.dataset.batchmarkTables = 'checked';
-}
-window.addEventListener('load', function () { setTimeout(batchmarkMarkTables, 0); });
-window.addEventListener('resize', batchmarkMarkTables);
-"""
-
-# Extra template context per page: {page path relative to docs_dir: fn(views, run_dirs) -> dict}.
-# A page whose numbers come from another computation (a diff, capacity tables) registers
-# its provider here; every other page sees only ``runs`` (the RunViews), ``chart`` and ``charts``.
-SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content column may grow. */
-.md-grid { max-width: 1440px; }
-.md-typeset table:not([class]) { font-size: .68rem; }
-.md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
-/* Material gives every header cell min-width 5rem, so a table of a dozen numbers squeezed its last
-   (text) column to a few characters a line (issue 24: the per-point flags wrapped one character per
-   line, and Benchmarks' knee column was cut off): numbers may be narrower, a last text column wider. */
-.md-typeset table:not([class]) th { min-width: 3rem; }
-.md-typeset table:not([class]) td:last-child, .md-typeset table:not([class]) th:last-child { min-width: 12rem; }
-.vega-chart { overflow-x: auto; }
-.md-typeset td.n, .md-typeset th.n { text-align: right; }
-/* A table wider than the column scrolls sideways and says so: a hint above it, a shaded right
-   edge, and a scrollbar that stays visible (batchmarkMarkTables in charts.js marks the wrapper). */
-.md-typeset__scrollwrap { overflow-x: auto; scrollbar-width: thin; scrollbar-color: #888 transparent; }
-.md-typeset__scrollwrap::-webkit-scrollbar { height: 8px; }
-.md-typeset__scrollwrap::-webkit-scrollbar-thumb { background: #888; border-radius: 4px; }
-.md-typeset__scrollwrap.batchmark-overflow {
-  background: linear-gradient(to left, rgba(0, 0, 0, .16), rgba(0, 0, 0, 0)) right top / 1.6rem 100% no-repeat;
-}
-.md-typeset__scrollwrap.batchmark-overflow table:not([class]) { background-color: transparent; }
-.md-typeset__scrollwrap.batchmark-overflow::before {
-  content: "⇆ wide table: scroll sideways for more columns";
-  display: block; position: sticky; left: 0; font-size: .6rem; color: var(--md-default-fg-color--light);
-  padding: 0 .8rem .2rem;
-}
-"""
 
 #: Extra template context of a page: ``hook(views, run_dirs, reference_views)``.
 PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path], list["RunView"]], dict[str, Any]]] = {}
@@ -244,28 +171,13 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     from pipeline.knee import DECLINE_FRACTION, KNEE_THRESHOLD
     from pipeline.engines import tokencount
 
-    env.globals.update(charts=charts, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
+    env.globals.update(charts=charts, throughputchart=throughputchart, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
                        change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
     return env
-
-
-def write_assets(docs_dir: Path) -> None:
-    """Write the local Vega bundle (once per vl-convert version) and the chart bootstrap script."""
-    import vl_convert
-
-    js_dir = docs_dir / "assets" / "javascripts"
-    bundle = js_dir / "vega-bundle.js"
-    stamp = js_dir / "vega-bundle.version"
-    version = getattr(vl_convert, "__version__", "unknown")
-    if not bundle.is_file() or not stamp.is_file() or stamp.read_text() != version:
-        runs.atomic_write_text(bundle, vl_convert.javascript_bundle())
-        runs.atomic_write_text(stamp, version)
-    runs.atomic_write_text(js_dir / "charts.js", CHARTS_JS)
-    runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
 
 
 def _summaries_csv(res: "RunResults") -> str:

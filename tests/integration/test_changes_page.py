@@ -18,7 +18,7 @@ import pytest
 
 from pipeline.pages.changes import CHART_METRICS, anchor
 from pipeline.pages.render import render_site
-from pipeline.pages.views import change_page_path, run_page_path
+from pipeline.pages.indexviews import change_page_path, run_page_path
 from tests.browser import open_page
 from tests.conftest import make_scratch_root
 from tests.runbuilder import CONCURRENCY, H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run

@@ -88,7 +88,8 @@ def hogged_site(scratch_root, monkeypatch):
 @pytest.mark.slow
 def test_run_measured_under_cpu_hogs_is_flagged_shown_and_never_chosen(hogged_site):
     from pipeline.hardware import load_profile
-    from pipeline.pages.views import headline_runs, view_of
+    from pipeline.pages.indexviews import headline_runs
+    from pipeline.pages.views import view_of
     from pipeline.show import format_table, show_run
     from pipeline.stages import load_run
 

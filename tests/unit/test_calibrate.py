@@ -193,15 +193,15 @@ def test_model_pages_draw_the_calibrated_prediction_beside_the_measurement():
     """Issue 21 item 4: the throughput chart carries a 'calibrated prediction' series (one doubling past the grid)
     and the page states the fit and its call-outs; a simulated run (already a prediction) gets none."""
     from pipeline import stages
-    from pipeline.pages import charts
+    from pipeline.pages import throughputchart
     from pipeline.pages.views import view_of
 
     measured = view_of(stages.load_run("data/runs/20261130T010035Z-vm"))
     w = next(x for x in measured.workloads if x.model["model"] == "moe-qwen3-290m")
     assert w.prediction["calibrated_on"] == [1, 2, 64] and w.prediction["fit"]
-    spec = json.dumps(charts.throughput_chart(w.model, w.points, w.analysis_points, prediction=w.prediction))
+    spec = json.dumps(throughputchart.throughput_chart(w.model, w.points, w.analysis_points, prediction=w.prediction))
     assert '"calibrated prediction"' in spec
-    rows = [r for r in _rows(charts.throughput_chart(w.model, w.points, w.analysis_points, prediction=w.prediction))
+    rows = [r for r in _rows(throughputchart.throughput_chart(w.model, w.points, w.analysis_points, prediction=w.prediction))
             if r.get("series") == "calibrated prediction"]
     assert sorted({r["concurrency"] for r in rows}) == [1, 2, 4, 8, 16, 32, 64, 128]
     simulated = view_of(stages.load_run("data/runs/20261201T103258Z-vm"))

@@ -64,7 +64,7 @@ def test_changes_page_shows_the_bandwidth_warning(tmp_path):
     from pipeline.pages.render import render_site
 
     render_site(tmp_path, runs=[A, B])
-    from pipeline.pages.views import change_page_path
+    from pipeline.pages.indexviews import change_page_path
 
     text = (tmp_path / change_page_path(B)).read_text()  # each comparison has its own page
     assert "Comparable, with a warning: probed bandwidth differs by +6.3 %" in text

@@ -130,7 +130,7 @@ def test_mbu_against_a_noisy_probe_is_marked_unreliable(site):
 
 
 def test_flagged_run_lives_on_its_model_and_run_pages(site):
-    from pipeline.pages.views import run_page_path
+    from pipeline.pages.indexviews import run_page_path
 
     pages = pages_of(site)
     assert HOGGED in pages["models/dense-a.md"] and "Flagged run" in pages["models/dense-a.md"]

@@ -80,7 +80,7 @@ def test_pages_mark_implausible_numbers(analysed, scratch_root):
     assert "| ⚠ 100.0: exceeded, wrong card or format | ⚠ 1.50: above 1, impossible |" in row
     assert "| 1.50 |" not in row and "⚠ implausible: wrong model card or weight format" in row
     assert '!!! danger "Implausible numbers: d in run 20261101T000000Z-x"' in home
-    from pipeline.pages.views import model_pages
+    from pipeline.pages.indexviews import model_pages
 
     bench = env.get_template("each/model.md.j2").render(runs=[view], chart=lambda spec: "", page="models/d.md",
                                                          mp=model_pages([view])[0])

@@ -52,7 +52,7 @@ def test_vllm_version_and_server_command(vllm_view, tmp_path):
     from pipeline.comparability import provenance_of
     from pipeline.diff import diff_runs
     from pipeline.pages.render import render_site
-    from pipeline.pages.views import run_page_path
+    from pipeline.pages.indexviews import run_page_path
 
     assert vllm_view.meta["versions"]["vllm"] is None  # as committed: the version lived only under engine.servers
     assert vllm_view.engine_version == "0.32.0"
@@ -103,7 +103,7 @@ def test_ceiling_label_goes_where_no_line_crosses_it():
     (anchors from log2 c = 3.4, after the crossing, up to 5 − 0.536) nothing lies below the rule: the plot's
     height, 300 px, wins, leftmost first: log2 c = 3.4, below.  With the knee at c = 11 (log2 3.46), anchors up
     to 3.5 put its rule under the text (± 0.05): 3.6."""
-    from pipeline.pages.charts import ceiling_label_place
+    from pipeline.pages.throughputchart import ceiling_label_place
 
     rows = [{"series": "measured (median)", "concurrency": 2 ** i, "tok_s": 100.0 * 2 ** i} for i in range(6)]
     rows += [{"series": "roofline prediction", "concurrency": 2 ** i, "tok_s": v}

@@ -58,7 +58,7 @@ def test_flagged_run_is_shown_as_flagged_everywhere(pages):
     # clean rows first, though the noisy run is newer; each row says its run's verdict
     assert all(CLEAN in r and "| clean |" in r for r in rows[:2])
     assert all(NOISY in r and "| ⚠ flagged |" in r for r in rows[2:])
-    from pipeline.pages.views import run_page_path
+    from pipeline.pages.indexviews import run_page_path
 
     bench = (pages / "models" / "dense-a.md").read_text()  # each model has its own page, a section per run
     noisy_section = bench.split(f"## {NOISY}", 1)[1].split("\n## ", 1)[0]

@@ -6,8 +6,9 @@ below is worked out from the inputs in the test.
 
 from __future__ import annotations
 
-from pipeline.pages import charts, explain, explaincharts
-from pipeline.pages.views import RunView, Workload, model_pages, point_rows, run_page_path
+from pipeline.pages import charts, explain, explaincharts, throughputchart
+from pipeline.pages.indexviews import model_pages, run_page_path
+from pipeline.pages.views import RunView, Workload, point_rows
 
 
 def _workload(model: str, inp: int = 64, engine: str = "transformers", eff: dict | None = None) -> Workload:
@@ -93,8 +94,8 @@ def test_capacity_chart_names_the_models_it_cannot_draw_and_tells_overlapping_li
 def test_chart_shapes_built_once_carry_each_calls_own_data_and_title():
     w1, w2 = _workload("one"), _workload("two")
     w2.points[0]["output_throughput_tok_s"] = 30.0
-    s1 = charts.throughput_chart({"model": "one"}, w1.points, w1.analysis_points)
-    s2 = charts.throughput_chart({"model": "two", "ceiling_tok_s": 50.0}, w2.points, w2.analysis_points)
+    s1 = throughputchart.throughput_chart({"model": "one"}, w1.points, w1.analysis_points)
+    s2 = throughputchart.throughput_chart({"model": "two", "ceiling_tok_s": 50.0}, w2.points, w2.analysis_points)
     assert s1["title"] == "one: output throughput vs concurrency" and s2["title"].startswith("two")
     def measured(spec: dict) -> list[float]:  # the points' data: on the layer chart (Altair hoists shared data)
         return [r["tok_s"] for r in (spec.get("data") or spec["layer"][0]["data"])["values"]
@@ -104,7 +105,7 @@ def test_chart_shapes_built_once_carry_each_calls_own_data_and_title():
     assert len(s2["layer"]) == len(s1["layer"]) + 2  # the ceiling's rule and label only where there is a ceiling
     # the same as Altair builds with the data given inline (spec of the first call, made afresh)
     charts._SKELETONS.clear()
-    assert charts.throughput_chart({"model": "one"}, w1.points, w1.analysis_points) == s1
+    assert throughputchart.throughput_chart({"model": "one"}, w1.points, w1.analysis_points) == s1
 
 
 def test_explainers_show_each_workload_once_from_its_newest_clean_run():
