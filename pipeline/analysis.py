@@ -34,7 +34,8 @@ from pipeline.knee import KNEE_THRESHOLD, find_knee, knee_uncertainty, kneedle, 
 from pipeline.modelcards import ModelCard
 from pipeline.quality import implausible_mfu, implausible_model, implausible_point, point_verdict
 from pipeline.ratesweep import rate_sweep, slo_limit
-from pipeline.records import PointSummary, workload_of
+from pipeline.pointsummary import PointSummary
+from pipeline.records import workload_of
 from pipeline.regime import decode_batch, point_regime, post_knee_cause
 from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 

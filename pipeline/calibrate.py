@@ -51,7 +51,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 #: A prediction this far off its measurement (fraction) is called out.

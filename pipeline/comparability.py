@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pipeline.diffmetrics import relative_change
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 
 
 class RunData(Protocol):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.records import PointKey
 
 #: Open-loop points of sweeps with different rate counts match when their offered rates, as fractions of their

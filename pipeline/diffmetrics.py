@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pipeline.diffstats import welch_many
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.records import PointKey
 
 

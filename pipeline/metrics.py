@@ -1,5 +1,5 @@
 """Request records -> point summaries (pure; no I/O): one point's figures assembled into a
-:class:`~pipeline.records.PointSummary`, computed over arrays (:mod:`pipeline.arrays`).
+:class:`~pipeline.pointsummary.PointSummary`, computed over arrays (:mod:`pipeline.arrays`).
 
 The definitions, one function per formula over request and repeat records, are
 :mod:`pipeline.requestmetrics` (TTFT, TPOT, ITL, output throughput, the open-loop send and achieved
@@ -19,7 +19,8 @@ import numpy as np
 
 from pipeline.arrays import PointArrays, RequestArrays, from_records
 from pipeline.goodput import slo_goodput_arrays
-from pipeline.records import PointRecords, PointSummary, distribution
+from pipeline.pointsummary import PointSummary, distribution
+from pipeline.records import PointRecords
 from pipeline.requestmetrics import repeat_step_time, schedule_kept
 
 # Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).

@@ -221,7 +221,9 @@ def _summary(key: PointKey, res, slo: dict | None):
 
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
                 fits: tuple[bool, str, float | None]) -> tuple[PlanPoint, Any]:
-    from pipeline.engines.simulated import refusal, request_counts, simulate_repeat
+    from pipeline.engines.simloop import simulate_repeat
+    from pipeline.engines.simserver import refusal
+    from pipeline.engines.simulated import request_counts
 
     n_warm, n_meas = request_counts(key, opts, warmup)
     ok, why, kv_need = fits

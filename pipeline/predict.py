@@ -41,7 +41,8 @@ from pipeline.calibrate import step_samples as _step_samples  # noqa: F401
 from pipeline.calibrate import with_spread as _spread
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointSummary, workload_of
+from pipeline.pointsummary import PointSummary
+from pipeline.records import workload_of
 from pipeline.runs import load_model_cards
 
 #: Doublings predicted past the largest measured concurrency.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 
 
 #: Achieved rate this far below the sent rate marks saturation.  Derived: below saturation

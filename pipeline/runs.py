@@ -41,7 +41,8 @@ from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
 from pipeline.pointfiles import file_stem, point_header, point_path, requests_path
-from pipeline.records import PointKey, PointRecords, PointSummary
+from pipeline.pointsummary import PointSummary
+from pipeline.records import PointKey, PointRecords
 from pipeline.schemas import AnalysisFile, ModelCardFile, RunFile, StoredFile, SummariesFile, migrate, stamped
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.schemas`).

@@ -38,7 +38,8 @@ from pipeline.knee import knee_uncertainty_of
 from pipeline.words import REGIME_TEXT, post_knee_words
 from pipeline.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
                               short_reasons)
-from pipeline.records import PointKey, throughput_window, workload_of
+from pipeline.pointsummary import throughput_window
+from pipeline.records import PointKey, workload_of
 from pipeline.texttable import text_table
 
 POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -148,7 +149,7 @@ def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
     - ``total_token_throughput_tok_s``: (input_len + output_len) × request throughput (vLLM's
       ``total_token_throughput`` = (input + output tokens) / duration, with every request of the same lengths);
     - ``ttft_s`` / ``tpot_s`` ``p95`` and ``p99_9``: numpy's linear-interpolation percentiles of the per-request
-      samples (``samples.ttft_s``, ``samples.tpot_s``), as :func:`pipeline.records.distribution` computes p99;
+      samples (``samples.ttft_s``, ``samples.tpot_s``), as :func:`pipeline.pointsummary.distribution` computes p99;
     - ``repeat_spread``: ``{"n", "min", "max", "ratio"}`` of the output throughput over repeats (ratio = max / min).
     """
     import numpy as np

@@ -22,7 +22,7 @@ from pipeline.errors import BatchmarkError
 from pipeline.knee import KNEE_THRESHOLD
 from pipeline.metrics import summarize_run
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.pointfiles import load_points
 from pipeline.runs import (atomic_write_json, load_model_cards, model_card_path, read_analysis, read_run_json,
                            read_summaries, resolve_run)

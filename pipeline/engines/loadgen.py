@@ -2,18 +2,20 @@
 
 Kept importable as one module; each concern lives in its own:
 
-- :mod:`pipeline.engines.client`: the HTTP client — request bodies, one streaming request and its
-  SSE events, token accounting (:func:`finalize`), sessions, feature detection;
+- :mod:`pipeline.engines.client`: the HTTP client — request bodies, one streaming request, sessions,
+  feature detection;
+- :mod:`pipeline.engines.streamrecord`: a stream's SSE events and token accounting (:func:`finalize`);
 - :mod:`pipeline.engines.prompts`: prompts of an exact length in tokens;
 - :mod:`pipeline.engines.scheduler`: the closed and open loops (warm-up, cool-down, aborts) and the measured window.
 """
 
 from __future__ import annotations
 
-from pipeline.engines.client import (OPTIONAL_FIELDS, READ_BUFSIZE, Endpoint, Features, RawStream,  # noqa: F401
-                                     Target, build_body, chunk_counts, detect_features, evidence, finalize,
-                                     make_session, parse_event, per_chunk_usage, stream_one)
+from pipeline.engines.client import (OPTIONAL_FIELDS, READ_BUFSIZE, Endpoint, Target, build_body,  # noqa: F401
+                                     detect_features, make_session, stream_one)
 from pipeline.engines.prompts import make_prompts, prompt_vocab  # noqa: F401
+from pipeline.engines.streamrecord import (Features, RawStream, chunk_counts, evidence, finalize,  # noqa: F401
+                                           parse_event, per_chunk_usage)
 from pipeline.engines.scheduler import (LoopResult, closed_loop, default_requests, measured_window,  # noqa: F401
                                         open_loop, schedule_gaps)
 from pipeline.engines.tokencount import reconcile_counts  # noqa: F401  (kept importable from here)

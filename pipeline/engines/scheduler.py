@@ -33,7 +33,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from pipeline.engines.client import RawStream, Target, stream_one
+from pipeline.engines.client import Target, stream_one
+from pipeline.engines.streamrecord import RawStream
 from pipeline.records import RequestRecord
 
 

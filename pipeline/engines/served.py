@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import ClientOptions, ModelSpec, SweepConfig
-from pipeline.engines import client, scheduler
+from pipeline.engines import client, scheduler, streamrecord
 from pipeline.engines.prompts import make_prompts
 from pipeline import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
@@ -138,7 +138,7 @@ class ServedEngine:
         self.run_dir: Path | None = None
         self.spec: ModelSpec | None = None
         self.tokenizer: Any = None
-        self.features: client.Features | None = None
+        self.features: streamrecord.Features | None = None
         self.tokenizer_source: str | None = None
         self.given_up: str | None = None
         self.device = "auto"  # the probe's device: a served engine cannot see the server's
@@ -173,7 +173,7 @@ class ServedEngine:
         self.tokenizer_source = source
         prompts, _ = make_prompts(self.tokenizer, 1, 16, 0)
 
-        async def probe() -> client.Features:
+        async def probe() -> streamrecord.Features:
             async with client.make_session(1) as session:
                 return await client.detect_features(session, self._target(), prompts[0])
 
@@ -281,7 +281,7 @@ class ServedEngine:
                 finally:
                     during = sampler.stop()
                 after = await self._scrape(session, murl) if before is not None else None
-                records = [client.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
+                records = [streamrecord.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
                            for s in res.streams]
                 for rec in records:
                     rec.request_id += r * per

@@ -46,7 +46,7 @@ from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
 from pipeline.importers.parsing import fail, is_number, load_json, number, read_text, wrong_format
 from pipeline.engines.tokencount import length_mismatch
-from pipeline.records import distribution
+from pipeline.pointsummary import distribution
 
 FORMAT = "aiperf"
 ENGINE = "openai"

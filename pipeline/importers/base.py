@@ -1,6 +1,6 @@
 """What every importer shares: the parsed result, a point's summary, the atomic run write.
 
-An importer turns another tool's output into :class:`~pipeline.records.PointSummary` rows
+An importer turns another tool's output into :class:`~pipeline.pointsummary.PointSummary` rows
 (fields the source cannot supply stay None, :func:`summary`) plus what it says of each model
 (:class:`~pipeline.importers.cardmatch.ModelInfo`), as an :class:`ImportResult`;
 :func:`write_imported_run` stores it as a complete run (``source: imported:<format>``) built in
@@ -20,7 +20,7 @@ from pipeline import __version__, paths, scrub
 from pipeline.errors import BatchmarkError
 from pipeline.importers.cardmatch import ModelInfo, match_card
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.schemas import AnalysisFile, ModelCardFile, SummariesFile, stamped
 from pipeline.stages import analysis_of
 

@@ -14,7 +14,8 @@ from typing import Any
 from pipeline.config import EXCLUSION_FAILURE_RATE
 from pipeline.errors import BatchmarkError
 from pipeline.importers.parsing import fail, is_unicode_text
-from pipeline.records import PointKey, PointSummary
+from pipeline.pointsummary import PointSummary
+from pipeline.records import PointKey
 
 
 #: Largest fraction of a point's requests that may have failed for it to be imported as a

@@ -49,7 +49,7 @@ from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique
 from pipeline.importers.parsing import check_finite, fail, is_number, load_json, read_text, wrong_format
-from pipeline.records import distribution
+from pipeline.pointsummary import distribution
 
 FORMAT = "guidellm"
 ENGINE = "openai"

@@ -42,7 +42,7 @@ from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
 from pipeline.importers.parsing import fail, read_text, wrong_format
 from pipeline.importers.vllm_block import parse_block
 from pipeline.importers.vllm_result import is_closed_loop_rate, is_sglang, point_from_result
-from pipeline.records import distribution
+from pipeline.pointsummary import distribution
 
 FORMAT = "vllm-bench"
 ENGINE = "vllm"

@@ -31,7 +31,7 @@ from pipeline.engines.tokencount import length_mismatch
 from pipeline.importers.base import summary
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion
 from pipeline.importers.parsing import check_finite, fail, is_number
-from pipeline.records import distribution
+from pipeline.pointsummary import distribution
 
 
 def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str = "") -> dict[str, float | None] | None:

@@ -19,7 +19,7 @@ import altair as alt
 
 from pipeline.comparability import comparison_key, provenance_of
 from pipeline.diffstats import detect_steps, step_penalty
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.pages.charts import WIDTH, from_skeleton
 
 #: (key, label, higher is better) of each figure drawn per run.

@@ -130,7 +130,8 @@ def _flaky_app() -> web.Application:
 def test_failed_and_timed_out_requests_are_recorded_and_kept_out_of_latencies():
     from pipeline.metrics import summarize_point
     from pipeline.requestmetrics import e2el_s, ttft_s
-    from pipeline.records import PointKey, PointRecords, RepeatRecord, distribution
+    from pipeline.pointsummary import distribution
+    from pipeline.records import PointKey, PointRecords, RepeatRecord
 
     async def run():
         runner = web.AppRunner(_flaky_app())

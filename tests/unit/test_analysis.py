@@ -4,7 +4,7 @@ import pytest
 
 from pipeline.analysis import analyze, ceiling_tok_s, roofline_step_s
 from pipeline.knee import find_knee, post_knee, scaling_efficiency
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.modelcards import ModelCard
 
 

@@ -15,7 +15,7 @@ from pipeline.calibrate import (CalibrationError, Roofs, StepTerms, check_consis
                                 fit_step_terms, predict_served, predict_static, step_time_s)
 from pipeline.cardregistry import load_card
 from pipeline.predict import predict_workload
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
 
 GRID = [1, 2, 4, 8, 16, 32, 64]

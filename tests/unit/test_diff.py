@@ -22,7 +22,7 @@ from pipeline.diffstats import benjamini_hochberg, called, log_min_two_sided_p, 
 from pipeline.pages.changes import previous_runs
 from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
 from pipeline.errors import BatchmarkError
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.analysis import analyze
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.modelcards import ModelCard
 from pipeline.pages.render import RunView, Workload, make_env
 from pipeline.show import build_show, format_table

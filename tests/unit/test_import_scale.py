@@ -15,7 +15,7 @@ import pytest
 from pipeline.analysis import analyze
 from pipeline.errors import BatchmarkError
 from pipeline.importers.base import summary
-from pipeline.records import distribution
+from pipeline.pointsummary import distribution
 from pipeline.importers.llama_batched_bench import _check_grid
 
 

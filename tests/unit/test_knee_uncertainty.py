@@ -7,7 +7,7 @@ from __future__ import annotations
 from pipeline.analysis import analyze
 from pipeline.knee import knee_per_repeat, knee_uncertainty
 from pipeline.words import knee_words
-from pipeline.records import PointSummary
+from pipeline.pointsummary import PointSummary
 from pipeline.show import show_run
 
 # c = 1, 2, 4 with three repeats.  Repeat 0: 10, 20, 22 -> gains +100 %, +10 % -> knee 2.

@@ -4,7 +4,8 @@ import pytest
 
 from pipeline.metrics import summarize_point
 from pipeline.requestmetrics import itl_values, tpot_s
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord, distribution
+from pipeline.pointsummary import distribution
+from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def _req(i, sent, chunks, out_tokens, **kw):

@@ -16,7 +16,8 @@ from pipeline.errors import BatchmarkError
 from pipeline.goodput import slo_goodput
 from pipeline.metrics import summarize_point
 from pipeline.requestmetrics import achieved_rate, schedule_kept, send_rate
-from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord, RequestRecord
+from pipeline.pointsummary import PointSummary
+from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 from pipeline.sweep import bisect_rate, open_rates
 
 

@@ -14,7 +14,8 @@ from pipeline.goodput import slo_goodput
 from pipeline.metrics import summarize_point
 from pipeline.requestmetrics import itl_chunk_values, itl_values, repeat_duration_s, tpot_s, tpot_streamed_s
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord, RequestRecord
+from pipeline.pointsummary import PointSummary
+from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def _req(i, sent, chunks, out_tokens, **kw):

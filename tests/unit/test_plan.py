@@ -55,7 +55,8 @@ def test_total_is_the_docstring_arithmetic(spark_plan):
 
 def test_point_wall_is_repeats_times_one_simulated_repeat():
     # a point = repeats x (one repeat: warm-up, measured and cool-down requests in virtual time + 1 s)
-    from pipeline.engines.simulated import resolve_card, server_for, simulate_repeat
+    from pipeline.engines.simloop import simulate_repeat
+    from pipeline.engines.simulated import resolve_card, server_for
     from pipeline.hardware import load_profile
     from pipeline.plan import server_options
 

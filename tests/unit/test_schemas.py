@@ -18,7 +18,8 @@ import pytest
 from pipeline import pointfiles, runs, schemas
 from pipeline.errors import BatchmarkError
 from pipeline.modelcards import ModelCard
-from pipeline.records import PointRecords, PointSummary
+from pipeline.pointsummary import PointSummary
+from pipeline.records import PointRecords
 
 # a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`, issue 20)
 COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"

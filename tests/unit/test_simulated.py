@@ -23,7 +23,8 @@ from pipeline.regime import point_regime
 from pipeline.metrics import summarize_point
 from pipeline.cardregistry import load_card
 from pipeline.modelcards import ModelCard
-from pipeline.engines.simulated import ServerModel, kv_blocks, simulate_repeat
+from pipeline.engines.simloop import simulate_repeat
+from pipeline.engines.simserver import ServerModel, kv_blocks
 from pipeline.records import PointKey, PointRecords, RepeatRecord
 
 OVERHEAD = 0.001

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline import paths
 from pipeline.importers import import_run
-from pipeline.records import PointSummary, throughput_window
+from pipeline.pointsummary import PointSummary, throughput_window
 from pipeline.show import show_run as show_json
 
 RUNS = paths.data_dir() / "runs"
