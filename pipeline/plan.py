@@ -278,7 +278,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             or memory figures; a model has no card.
     """
     from pipeline.engines.simulated import resolve_card, server_for
-    from pipeline.sweep import open_rates, weak_doublings
+    from pipeline.ratewalk import open_rates
+    from pipeline.sweep import weak_doublings
 
     if cfg.engine == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "

@@ -17,7 +17,7 @@ from pipeline.goodput import slo_goodput
 from pipeline.metrics import summarize_point
 from pipeline.requestmetrics import achieved_rate, schedule_kept, send_rate
 from pipeline.records import PointKey, PointRecords, PointSummary, RepeatRecord, RequestRecord
-from pipeline.sweep import bisect_rate, open_rates
+from pipeline.ratewalk import bisect_rate, open_rates
 
 
 def _req(i: int, sent: float, arrivals: list[float] | None, error: str | None = None) -> RequestRecord:
