@@ -136,7 +136,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
     then a part of the run ``part_of`` (:mod:`pipeline.parts`; the merge stage assembles the
     parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, driver,
-    versions, probe) plus ``part_of``, ``models`` and ``machine`` (:func:`machine_identity`).
+    versions, probe) plus ``part_of``, ``models`` and ``machine`` (:func:`pipeline.provenance.machine_identity`).
 
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
     spec, complete run); an engine crash propagates after everything measured is stored.
