@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
      "pipeline.scrub", "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
     ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.weightformats", "pipeline.modelarch",
      "pipeline.cardregistry", "pipeline.modelfolders", "pipeline.serverenv", "pipeline.stepcost"),
-    ("pipeline.config", "pipeline.resources"),
+    ("pipeline.config", "pipeline.configoptions", "pipeline.resources"),
     ("pipeline.engines",),
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock", "pipeline.pointfiles",
      "pipeline.upgrade"),

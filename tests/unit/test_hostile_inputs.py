@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from pipeline import cli, parts, paths, pointfiles, ratewalk, runs
-from pipeline.config import RESERVED_BODY_KEYS, load_config, parse_config
+from pipeline.config import load_config, parse_config
+from pipeline.configoptions import RESERVED_BODY_KEYS
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run, parse
 from tests import runbuilder as rb
