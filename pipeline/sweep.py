@@ -129,7 +129,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
 
     ``plan`` (a :class:`pipeline.plan.Plan`, made by the caller: the sweep never imports the plan) gives
     the one-line total printed at the start, the points that do not fit, and the points' ETA of the progress
-    display (:attr:`pipeline.progress.Display.estimate`: the plan's seconds of the points left).  ``budgeted`` is ``cfg`` as the budget chose to measure it (:func:`pipeline.plan.fit_budget`):
+    display (:attr:`pipeline.progress.Display.estimate`: the plan's seconds of the points left).  ``budgeted`` is ``cfg`` as the budget chose to measure it (:func:`pipeline.planbudget.fit_budget`):
     the run keeps ``cfg`` and its digest (so parts, resume and merge agree) and states the budget's
     choices in ``run.json`` (``budget``).
 

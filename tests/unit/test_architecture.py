@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, ...]] = [
      "pipeline.diffgate", "pipeline.quality"),
     ("pipeline.sweep", "pipeline.parts", "pipeline.preflight", "pipeline.provenance", "pipeline.sweeppoint",
      "pipeline.ratewalk", "pipeline.adaptivewalk"),
-    ("pipeline.stages", "pipeline.plan"),
+    ("pipeline.stages", "pipeline.plan", "pipeline.planbudget"),
     ("pipeline.importers", "pipeline.reference"),
     ("pipeline.words", "pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
     ("pipeline.commands",),
