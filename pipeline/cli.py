@@ -51,7 +51,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from pipeline.config import load_config
-    from pipeline.plan import plan_for, plan_text
+    from pipeline.plan import plan_text
+    from pipeline.planbudget import plan_for
 
     path = args.config or args.config_pos
     if not path:

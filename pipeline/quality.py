@@ -3,7 +3,7 @@
 A run is *flagged* when any of these holds, each a reason of its own:
 
 - its bandwidth probe warned (``run.json`` ``probe.warning``: the probe's repeats spread more than
-  25 %, see :func:`pipeline.sweep.probe_warning`): another load shared the machine;
+  25 %, see :func:`pipeline.provenance.probe_warning`): another load shared the machine;
 - a point's repeats disagree: the output throughput of its slowest and fastest repeat differ by more
   than :data:`REPEAT_SPREAD_LIMIT` (max / min over repeats, ``PointSummary.samples``), which
   batching alone does not do — the machine was busy during that point (closed-loop points only: an

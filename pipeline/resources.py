@@ -39,7 +39,7 @@ def part_resources(cfg: SweepConfig, hw: HardwareProfile) -> dict[str, Any]:
     """The ``resources:`` of a measuring job: ``measure``, ``mem_mb``, ``runtime`` (minutes) and, when set,
     ``gpu``, ``gpu_model``, ``slurm_partition``, ``constraint``, ``cpus_per_task``, ``slurm_extra`` (``--exclusive``).
 
-    Every value was validated with the config (:class:`pipeline.config.ClusterOptions`), so none
+    Every value was validated with the config (:class:`pipeline.configoptions.ClusterOptions`), so none
     can carry a shell metacharacter into an ``sbatch`` line.
     """
     c = cfg.cluster

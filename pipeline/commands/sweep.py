@@ -128,7 +128,8 @@ def _sweep_plan(cfg, model: str | None):
     Raises:
         BatchmarkError: the config has a budget and no plan can be made (the budget cannot be applied).
     """
-    from pipeline.plan import make_plan, plan_for
+    from pipeline.plan import make_plan
+    from pipeline.planbudget import plan_for
 
     try:
         if cfg.budget is not None:

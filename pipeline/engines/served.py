@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import ClientOptions, ModelSpec, SweepConfig
+from pipeline.config import ModelSpec, SweepConfig
+from pipeline.configoptions import ClientOptions
 from pipeline.engines import client, scheduler, streamrecord
 from pipeline.engines.prompts import make_prompts
 from pipeline import scrub

@@ -4,8 +4,8 @@ Against a real server process (``fake_stream_server.py --max-running 2``: two sl
 prefill + 4 × 10 ms tokens, so at most ~40 requests/s).  The hardware probe is replaced by the
 named stand-in of ``test_sweep.py`` (this test is about the sweep).  Timing on a shared machine
 decides which rates meet the SLO, so the expectations are derived from what the run stored, by
-the documented rules: the auto rates from the stored closed-loop curve (``sweep.open_rates``), the
-bisected rate from the stored verdicts (``sweep.bisect_rate``).
+the documented rules: the auto rates from the stored closed-loop curve (``ratewalk.open_rates``), the
+bisected rate from the stored verdicts (``ratewalk.bisect_rate``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import yaml
 
 from pipeline import cli, sweep
 from pipeline.show import show_run
-from pipeline.sweep import bisect_rate, open_rates
+from pipeline.ratewalk import bisect_rate, open_rates
 from tests.integration.served_helpers import build_tokenizer
 from tests.integration.test_open_loop import start_two_slot_server
 from tests.integration.test_sweep import PROBE_STAND_IN

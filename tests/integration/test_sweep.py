@@ -166,7 +166,7 @@ def test_out_of_memory_stops_escalation_and_keeps_points(scratch_root, monkeypat
 
 
 def test_probe_warning_on_spread():
-    from pipeline.sweep import probe_warning
+    from pipeline.provenance import probe_warning
 
     # 30 / 20 = 1.5x spread > 1.25 -> warning; 21 / 20 = 1.05x -> none
     assert "bandwidth repeats spread 1.50x" in probe_warning([20.0, 25.0, 30.0], [1.0, 1.0])

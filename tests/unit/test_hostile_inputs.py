@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import cli, parts, paths, pointfiles, runs, sweep
-from pipeline.config import RESERVED_BODY_KEYS, load_config, parse_config
+from pipeline import cli, parts, paths, pointfiles, ratewalk, runs
+from pipeline.config import load_config, parse_config
+from pipeline.configoptions import RESERVED_BODY_KEYS
 from pipeline.errors import BatchmarkError
 from pipeline.importers import import_run, parse
 from tests import runbuilder as rb
@@ -188,7 +189,7 @@ def test_auto_rates_without_a_closed_loop_throughput_stop_that_model_only(tmp_pa
                         "open_loop": {"rates": "auto"}, "models": [{"name": "m", "served_name": "m"}]})
     stops: dict[str, str] = {}
     logged: list[str] = []
-    loaded = sweep._rate_sweep(cfg, cfg.models[0], None, tmp_path, [], False, stops, {}, logged.append)
+    loaded = ratewalk.rate_sweep(cfg, cfg.models[0], None, tmp_path, [], False, stops, {}, logged.append)
     assert loaded is False and not logged  # the engine (None here) was never touched
     assert stops == {"m": "open loop not run: open_loop.rates: auto needs a closed-loop throughput, and no point "
                           "of the grid measured one"}

@@ -18,7 +18,7 @@ from pipeline.metrics import summarize_point
 from pipeline.requestmetrics import achieved_rate, schedule_kept, send_rate
 from pipeline.pointsummary import PointSummary
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
-from pipeline.sweep import bisect_rate, open_rates
+from pipeline.ratewalk import bisect_rate, open_rates
 
 
 def _req(i: int, sent: float, arrivals: list[float] | None, error: str | None = None) -> RequestRecord:

@@ -9,7 +9,8 @@ import pytest
 from pipeline import cli
 from pipeline.config import load_config, parse_config, parse_duration
 from pipeline.errors import BatchmarkError
-from pipeline.plan import PROBE_S, REPEAT_OVERHEAD_S, fit_budget, make_plan
+from pipeline.plan import PROBE_S, REPEAT_OVERHEAD_S, make_plan
+from pipeline.planbudget import fit_budget
 from tests.conftest import REPO
 
 SPARK = REPO / "config" / "spark.yaml"

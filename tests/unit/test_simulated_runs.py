@@ -119,7 +119,7 @@ def test_sweep_names_points_that_cannot_fit_before_it_starts(scratch_root: Path)
 
 def test_budget_chooses_what_the_sweep_measures_and_run_json_says_so(scratch_root: Path):
     from pipeline.config import load_config
-    from pipeline.plan import plan_for
+    from pipeline.planbudget import plan_for
 
     cfg = scratch_root / "config" / "budget.yaml"
     cfg.write_text(SIM_CONFIG.replace("concurrency: [1, 2, 4]", "concurrency: [1, 2, 4, 8, 16]") + "budget: 200s\n")

@@ -1,0 +1,46 @@
+"""One point of a sweep: load a model into the engine (recording its provenance and card), measure a point with
+the outside load while it ran.
+
+Shared by the closed-loop grid and adaptive walk (:mod:`pipeline.sweep`) and the open-loop rates
+(:mod:`pipeline.ratewalk`); split out of :mod:`pipeline.sweep` (issue 25).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import runs
+from pipeline.config import SweepConfig
+from pipeline.interference import InterferenceMeter
+from pipeline.provenance import record_engine
+from pipeline.records import PointKey
+
+
+def load_model(engine, spec, run_dir: Path) -> bool:
+    """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
+    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded)."""
+    try:
+        card = engine.load(spec)
+    finally:
+        record_engine(run_dir, engine.provenance())
+    if card:
+        runs.write_model_card(run_dir, card)
+    return True
+
+
+def measure_point(cfg: SweepConfig, engine, key: PointKey):
+    """``engine.measure`` of one point with the outside load while it ran in its meta (issue 13).
+
+    A simulated point runs in virtual time: the load on this machine cannot change it, so none is kept.
+    """
+    if cfg.engine == "simulated":
+        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+        records.meta["interference"] = None
+        return records
+    with InterferenceMeter() as meter:
+        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+    # an endpoint already running (engine "openai") is no process of ours: a server on this
+    # machine counts as outside load there, so its points are not judged by it (quality.py)
+    records.meta["interference"] = (None if meter.result is None else
+                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
+    return records
