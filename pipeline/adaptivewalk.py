@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline import pointfiles, runs
-from pipeline.analysis import point_warnings
 from pipeline.config import SweepConfig
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.metrics import summarize_point
 from pipeline.progress import Display
 from pipeline.records import PointKey
-from pipeline.sweeppoint import load_model, measure_point
+from pipeline.sweeppoint import count_point, load_model, measure_point
 
 
 def adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: list[tuple[int, float]],
@@ -72,11 +71,7 @@ def adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: l
             records.meta["adaptive"] = {"measured": True, "reason": reason}  # why this point (predictions: run.json)
             runs.write_point(run_dir, records)
             summ = summarize_point(records, slo)
-        failures["points"] += 1
-        failures["with_failures"] += bool(summ.failed)
-        failures["empty"] += summ.completed == 0
-        for line in point_warnings(summ, cfg.max_failure_rate):
-            log(f"warning: {spec.name} {key.label()}: {line}")
+        count_point(summ, failures, cfg, f"{spec.name} {key.label()}", log)
         display.end_point(summ.output_throughput_tok_s, measured=not resumed)
         state["done"] += 1
         summaries[c] = summ

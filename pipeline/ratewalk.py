@@ -11,13 +11,12 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline import pointfiles, runs
-from pipeline.analysis import point_warnings
 from pipeline.config import SweepConfig
 from pipeline.errors import BatchmarkError
 from pipeline.metrics import summarize_point
 from pipeline.ratesweep import slo_limit
 from pipeline.records import PointKey
-from pipeline.sweeppoint import load_model, measure_point
+from pipeline.sweeppoint import count_point, load_model, measure_point
 
 
 def open_rates(closed: list[tuple[int, float]], output_len: int, n: int, overshoot: float = 1.25) -> list[float]:
@@ -90,11 +89,7 @@ def rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple[
             records = measure_point(cfg, engine, key)
             runs.write_point(run_dir, records)
             summ = summarize_point(records, slo)
-        failures["points"] += 1
-        failures["with_failures"] += bool(summ.failed)
-        failures["empty"] += summ.completed == 0
-        for line in point_warnings(summ, cfg.max_failure_rate):
-            log(f"warning: {spec.name} {key.label()}: {line}")
+        count_point(summ, failures, cfg, f"{spec.name} {key.label()}", log)
         verdicts[rate] = (summ.slo or {}).get("met")
         if not rates and extra:
             nxt = bisect_rate(verdicts)

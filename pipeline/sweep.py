@@ -23,7 +23,6 @@ from typing import Callable
 
 from pipeline import pointfiles, runs, scrub
 from pipeline.adaptivewalk import adaptive_model
-from pipeline.analysis import point_warnings
 from pipeline.knee import doubling_gains
 from pipeline.config import SweepConfig
 from pipeline.engines import get_engine
@@ -34,7 +33,7 @@ from pipeline.progress import Display, quiet_library_bars
 from pipeline.provenance import driver, git_commit, machine_identity, probe_warning, record_server_version, versions
 from pipeline.quality import point_verdict
 from pipeline.ratewalk import rate_sweep
-from pipeline.sweeppoint import load_model, measure_point
+from pipeline.sweeppoint import count_point, load_model, measure_point
 from pipeline.records import PointKey
 
 
@@ -248,11 +247,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                         break
                     runs.write_point(run_dir, records)
                     summ = summarize_point(records, slo)
-                failures["points"] += 1
-                failures["with_failures"] += bool(summ.failed)
-                failures["empty"] += summ.completed == 0
-                for line in point_warnings(summ, cfg.max_failure_rate):
-                    log(f"warning: {spec.name} {key.label()}: {line}")
+                count_point(summ, failures, cfg, f"{spec.name} {key.label()}", log)
                 if summ.output_throughput_tok_s:
                     curve.append((key.concurrency, summ.output_throughput_tok_s))
                 display.end_point(summ.output_throughput_tok_s, measured=not resumed)

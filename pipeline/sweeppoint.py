@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline import runs
+from pipeline.analysis import point_warnings
 from pipeline.config import SweepConfig
 from pipeline.interference import InterferenceMeter
 from pipeline.provenance import record_engine
+from pipeline.pointsummary import PointSummary
 from pipeline.records import PointKey
 
 
@@ -44,3 +46,14 @@ def measure_point(cfg: SweepConfig, engine, key: PointKey):
     records.meta["interference"] = (None if meter.result is None else
                                     {**meter.result, "server_outside_tree": cfg.engine == "openai"})
     return records
+
+
+def count_point(summ: PointSummary, failures: dict[str, int], cfg: SweepConfig, where: str, log) -> None:
+    """Count a stored point in ``failures`` (``points``, ``with_failures``, ``empty``) and log its warnings
+    (:func:`pipeline.analysis.point_warnings`), each line ``warning: <where>: …``; the grid, the adaptive walk
+    and the open-loop rates all account for a point this way."""
+    failures["points"] += 1
+    failures["with_failures"] += bool(summ.failed)
+    failures["empty"] += summ.completed == 0
+    for line in point_warnings(summ, cfg.max_failure_rate):
+        log(f"warning: {where}: {line}")
