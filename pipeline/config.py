@@ -35,6 +35,9 @@ MAX_SEED = 2**32 - 1
 #: point above it at the same default (:data:`pipeline.importers.checks.REFUSAL_FAILURE_RATE`), so that an import
 #: never holds a point the analysis would leave out.
 EXCLUSION_FAILURE_RATE = 0.05
+#: Default of ``knee_threshold``: a doubling that gains less than 15 % is weak (docs/definitions.md, "knee");
+#: the knee's functions (:mod:`pipeline.knee`) take it from here, so the default is written once.
+KNEE_THRESHOLD = 0.15
 
 
 class ModelSpec(StrictModel):
@@ -107,7 +110,7 @@ class SweepConfig(StrictModel):
                          "(Welch's t on per-repeat values, 2 or more a side); at 2 % drift between repeats a diff calls "
                          "a 20 % change 9 times in 10 with 3, 15 % with 5, 10 % with 10 (benchmarks/diff_power.py)")
     warmup: bool = Field(default=True, description="One unmeasured pass at full lengths before each point")
-    knee_threshold: float = Field(default=0.15, gt=0, lt=1,
+    knee_threshold: float = Field(default=KNEE_THRESHOLD, gt=0, lt=1,
                                   description="A doubling that gains less than this is weak (knee)")
     max_failure_rate: float = Field(default=EXCLUSION_FAILURE_RATE, ge=0, le=1,
                                     description="A point whose share of failed measured requests is above this "

@@ -20,10 +20,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pipeline.config import KNEE_THRESHOLD  # noqa: F401  (the default, defined once with the config key)
 from pipeline.records import workload_of
 
 DECLINE_FRACTION = 0.10
-KNEE_THRESHOLD = 0.15  # default: a doubling that gains less than 15 % is weak (docs/definitions.md, "knee")
 
 
 def doubling_gains(points: list[tuple[int, float]]) -> list[float]:
