@@ -43,6 +43,16 @@ class Workload:
         m = self.model
         return anchor(f"{m['model']}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
+    def roofline_over_measured(self) -> float | None:
+        """Median over the grid of roofline prediction ÷ measured output throughput (how far the bound sits above
+        the curve: 1 = the arithmetic alone explains it); None without both figures at any point."""
+        import statistics
+
+        roof = {a["concurrency"]: a.get("roofline_tok_s") for a in self.analysis_points}
+        ratios = [roof[p["concurrency"]] / p["output_throughput_tok_s"] for p in self.points
+                  if roof.get(p["concurrency"]) and p.get("output_throughput_tok_s")]
+        return statistics.median(ratios) if ratios else None
+
     def point(self, concurrency: int) -> dict[str, Any] | None:
         """The point summary at a concurrency, or None."""
         return next((p for p in self.points if p["concurrency"] == concurrency), None)

@@ -224,3 +224,12 @@ def _rows(spec: dict) -> list[dict]:
                 walk(v)
     walk(spec)
     return [r for r in out if isinstance(r, dict)]
+
+
+def test_roofline_over_measured_is_the_median_ratio():
+    """Bandwidth explainer's 'roofline ÷ measured' (issue 21 item 4): ratios 20/10, 60/20, 80/40 = 2, 3, 2 → median 2."""
+    from pipeline.pages.views import Workload
+    pts = [{"concurrency": c, "output_throughput_tok_s": t} for c, t in ((1, 10.0), (2, 20.0), (4, 40.0))]
+    aps = [{"concurrency": c, "roofline_tok_s": r} for c, r in ((1, 20.0), (2, 60.0), (4, 80.0))]
+    assert Workload(model={}, points=pts, analysis_points=aps).roofline_over_measured() == 2.0
+    assert Workload(model={}, points=pts, analysis_points=[]).roofline_over_measured() is None
