@@ -1,12 +1,10 @@
 """The ``vllm`` engine: start an OpenAI-compatible server per model, measure it, stop it.
 
-For each model the engine formats ``vllm.command`` (default ``vllm serve {model} …`` with
-prefix caching off, a fixed seed, ``--max-num-seqs`` ≥ the largest concurrency, memory
-utilisation from the hardware profile — 0.85 on a DGX Spark — and ``--max-model-len``
-input + output + 64), appends ``vllm.extra_args``, and starts it on a free port in its own
-process group.  The same template can put NVIDIA's vLLM container in front (``docker run …
-vllm serve …``) or start SGLang, ``llama-server`` or ``trtllm-serve``; the engine only
-needs ``/health`` (readiness) and the OpenAI API, ``/metrics`` is scraped when present.
+For each model the engine formats ``vllm.command`` (default ``vllm serve {model} …`` with prefix caching off, a
+fixed seed, ``--max-num-seqs`` ≥ the largest concurrency, memory utilisation from the hardware profile — 0.85 on
+a DGX Spark — and ``--max-model-len`` input + output + 64), appends ``vllm.extra_args``, and starts it on a free
+port in its own process group.  The same template can put NVIDIA's vLLM container in front (``docker run … vllm serve …``) or
+start SGLang, ``llama-server`` or ``trtllm-serve``; the engine only needs ``/health`` and the OpenAI API.
 
 Life cycle:
 
@@ -22,13 +20,10 @@ Life cycle:
   and the log tail, the point is stored as it is (failed), and :meth:`VLLMEngine.fits`
   answers False for the model's next point, so the sweep moves on to the next model and
   everything measured before stays;
-- stop: SIGINT to the process group, SIGKILL after ``vllm.stop_grace_s``.
+- stop: SIGINT to the process group, SIGKILL after ``vllm.stop_grace_s``, then wait until none of it runs.
 
-:meth:`VLLMEngine.provenance` gives the server's version (``GET /version``, else the installed
-``vllm`` package) and the exact command line of every model's server under ``servers``; the
-sweep writes it into ``run.json`` (``engine``) after each model is loaded — the engine never
-writes the run itself.
-This module never imports vLLM: the server is a separate process.
+:meth:`VLLMEngine.provenance` gives the server's version and every model's exact command line (``servers``);
+the sweep writes it into ``run.json``.  This module never imports vLLM: the server is a separate process.
 """
 
 from __future__ import annotations
@@ -183,6 +178,18 @@ def scrub_log(path: Path) -> None:
     atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files (issue 20)
 
 
+def _wait_group_gone(pgid: int, timeout_s: float = 10.0) -> None:
+    """Wait until no process of group ``pgid`` runs (a SIGKILLed worker is gone only once the kernel ended it)."""
+    import psutil
+
+    def alive(p: psutil.Process) -> bool:
+        try:
+            return os.getpgid(p.pid) == pgid and p.status() != psutil.STATUS_ZOMBIE
+        except (ProcessLookupError, psutil.Error):
+            return False
+    psutil.wait_procs([p for p in psutil.process_iter(["pid"]) if alive(p)], timeout=timeout_s)
+
+
 class VLLMEngine(ServedEngine):
     """A server batchmark starts and stops for each model (vLLM by default)."""
 
@@ -317,6 +324,7 @@ class VLLMEngine(ServedEngine):
                 os.killpg(proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            _wait_group_gone(proc.pid)
         self._close_log()
 
     # -- Engine protocol -------------------------------------------------------------------
