@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the adaptive and full-grid simulated Spark sweeps, print knees and hardware time; exit 1 if a goal fails."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=str(ROOT / "config" / "spark-simulated-adaptive.yaml"))
     ap.add_argument("--full", default=str(ROOT / "data" / "runs" / "20261201T103258Z-vm"),

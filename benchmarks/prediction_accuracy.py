@@ -34,6 +34,7 @@ def committed_runs() -> list[Path]:
 
 
 def report(label: str, run: Path) -> list[float]:
+    """Print one run's calibrated-prediction errors per workload; return the absolute output-throughput errors (fractions)."""
     doc = predict_run(run)
     print(f"\n{label} ({doc['source']})")
     every: list[float] = []
@@ -56,6 +57,7 @@ def report(label: str, run: Path) -> list[float]:
 
 
 def main() -> int:
+    """Report every committed run and the shared reference (when present); always exit 0 (figures, not assertions)."""
     for run in committed_runs():
         report(f"run {run.name}", run)
     if REFERENCE.is_file():

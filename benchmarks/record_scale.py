@@ -117,6 +117,7 @@ def generate(models: list[str], grid: list[int], repeats: int, input_len: int, o
 
 
 def new_run(root: Path, name: str) -> Path:
+    """A fresh run folder ``root/name`` with its ``run.json`` (source measured) for the generated records; its path."""
     run = root / name
     run.mkdir(parents=True)
     runs.create_run(run, {"source": "measured", "config": {"name": "record-scale"}})
@@ -133,6 +134,7 @@ def write_old_point(run: Path, pa: PointArrays) -> None:
 
 
 def folder_bytes(path: Path) -> int:
+    """Bytes on disk of every file under ``path`` (bytes)."""
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
@@ -214,6 +216,7 @@ def encodings(root: Path, pts: list[PointArrays]) -> list[tuple[str, int, float,
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write, read and summarise records of config/spark.yaml's size in the old JSON and the Parquet form; print size (MB), time (s) and peak memory (GB) of each."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", type=int, default=None, help="how many of config/spark.yaml's models (default: all)")
     ap.add_argument("--no-old", action="store_true", help="skip the old JSON format (it takes minutes)")

@@ -348,6 +348,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run both clients on one vLLM CPU server and print the side-by-side table; exit 2 without ``.venv-vllm``."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     ap.add_argument("--input-len", type=int, default=32)

@@ -92,6 +92,11 @@ def load_point_arrays(path: Path) -> PointArrays:
 
 
 def inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
+    """A point file of schema < 3 (requests inline as JSON) read as :class:`PointRecords`.
+
+    Raises:
+        BatchmarkError: malformed records (the file is named).
+    """
     try:
         return PointRecords.from_dict(data)
     except (KeyError, TypeError, ValueError) as exc:

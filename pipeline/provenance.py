@@ -15,6 +15,7 @@ from pipeline import __version__, paths, runs
 
 
 def versions() -> dict[str, str | None]:
+    """Versions for ``run.json``: Python, batchmark and the installed packages that shape a measurement (None when absent)."""
     out: dict[str, str | None] = {"python": platform.python_version(), "batchmark": __version__}
     for pkg in ("torch", "transformers", "vllm", "numpy"):
         try:
@@ -25,6 +26,7 @@ def versions() -> dict[str, str | None]:
 
 
 def git_commit() -> str | None:
+    """The repository's HEAD commit (40 hex digits), None outside a git checkout or without git."""
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.root(), capture_output=True,
                               text=True, timeout=10).stdout.strip() or None
@@ -33,6 +35,7 @@ def git_commit() -> str | None:
 
 
 def driver() -> str | None:
+    """The NVIDIA driver version (``nvidia-smi``), None where there is none."""
     try:
         res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
