@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import BatchmarkError
+from pipeline.textfiles import lone_surrogate
 
 
 @contextlib.contextmanager
@@ -98,24 +99,6 @@ def _int64(literal: str) -> int:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _has_lone_surrogate(obj: Any) -> bool:
-    """True when a string (value or key) of a parsed JSON document holds a lone surrogate (not writable as UTF-8)."""
-    stack = [obj]
-    while stack:
-        o = stack.pop()
-        if isinstance(o, str):
-            try:
-                o.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(o, dict):
-            stack.extend(o.keys())
-            stack.extend(o.values())
-        elif isinstance(o, list):
-            stack.extend(o)
-    return False
-
-
 def read_json(path: Path) -> Any:
     """Read a JSON file; a missing or corrupt file raises BatchmarkError naming it (and the line).
 
@@ -126,7 +109,7 @@ def read_json(path: Path) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
         data = json.loads(text, parse_int=_int64)
-        if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(data):  # pairs (emoji) are fine, lone ones not
+        if _SURROGATE_ESCAPE.search(text) and lone_surrogate(data) is not None:  # pairs (emoji) are fine, lone ones not
             raise BatchmarkError(f"{path}: corrupt: a string that is not Unicode text (a lone surrogate escape)")
         return data
     except FileNotFoundError:

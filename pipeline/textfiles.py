@@ -106,9 +106,9 @@ class UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _check_unicode(path: Path | str, data: Any) -> None:
-    """Refuse a string (value or key) holding a lone surrogate (YAML's ``"\\ud800"``): no file, page, terminal or
-    request body can carry it as UTF-8, so it failed far from here with UnicodeEncodeError (issue 18)."""
+def lone_surrogate(data: Any) -> str | None:
+    """The first string (value or key) of a parsed document that holds a lone surrogate (YAML's or JSON's
+    ``"\\ud800"``), else None: no file, page, terminal or request body can carry it as UTF-8 (issue 18)."""
     stack = [data]
     while stack:
         o = stack.pop()
@@ -116,12 +116,20 @@ def _check_unicode(path: Path | str, data: Any) -> None:
             try:
                 o.encode("utf-8")
             except UnicodeEncodeError:
-                raise BatchmarkError(f"{path}: {o!r:.60} is not Unicode text (a lone surrogate escape)") from None
+                return o
         elif isinstance(o, dict):
             stack.extend(o.keys())
             stack.extend(o.values())
         elif isinstance(o, list):
             stack.extend(o)
+    return None
+
+
+def _check_unicode(path: Path | str, data: Any) -> None:
+    """Refuse a document holding a lone surrogate (:func:`lone_surrogate`), naming the file and the string."""
+    bad = lone_surrogate(data)
+    if bad is not None:
+        raise BatchmarkError(f"{path}: {bad!r:.60} is not Unicode text (a lone surrogate escape)")
 
 
 def load_yaml_text(path: Path | str, text: str) -> Any:
