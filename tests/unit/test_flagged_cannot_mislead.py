@@ -202,6 +202,23 @@ def test_summary_line_gives_the_verdict_and_its_main_reason(site):
     assert summary_line(site / "data" / "runs" / CLEAN).startswith(f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: ")
 
 
+def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch_root):
+    """Regression: after the main job had built the site with the run (its last line said ``site: site/index.html``),
+    ``batchmark summary RUN``, which the README says prints that line again, said "site: not built with this run
+    yet".  The site counts as built with the run when ``site/runs/<run id, lower case>.html`` exists (the Runs
+    index's page per run, as ``mkdocs build`` writes it)."""
+    from pipeline.show import summary_line
+
+    make_run(scratch_root / "data" / "runs", CLEAN, noise=NOISE_A)
+    assert summary_line(CLEAN).endswith("site: not built with this run yet (snakemake --cores 1 committed builds it)")
+    (scratch_root / "site" / "runs").mkdir(parents=True)
+    (scratch_root / "site" / "index.html").write_text("<html></html>")
+    (scratch_root / "site" / "runs" / "20261129t100000z-other.html").write_text("<html></html>")
+    assert summary_line(CLEAN).endswith("not built with this run yet (snakemake --cores 1 committed builds it)")
+    (scratch_root / "site" / "runs" / f"{CLEAN.lower()}.html").write_text("<html></html>")
+    assert summary_line(CLEAN) == f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: site/index.html"
+
+
 def test_a_run_flagged_only_for_an_impossible_figure_is_not_a_busy_machine():
     """Such a run (the llama.cpp DGX Spark reference: gpt-oss-20b's MBU 1.02 against its card) stays in the
     explainers with that figure marked; a busy machine's run does not."""
