@@ -226,7 +226,10 @@ def format_table(doc: dict[str, Any]) -> str:
                       "vLLM's scheduling rules), not a measurement"]
     quality = doc.get("quality") or next((m.get("run_quality") for m in doc.get("models", [])), None)
     if quality and quality["verdict"] == "flagged":
-        lines[1:1] = ["FLAGGED RUN: " + "; ".join(quality["reasons"])]
+        # condensed (issue 24: the reasons in full repeated the probe's sentence per model and part, 1,500 characters
+        # on one line); each point's own reason is in its row, every reason in full in --json and on the run's page
+        lines[1:1] = ["FLAGGED RUN: " + "; ".join(short_reasons(quality) or quality["reasons"])
+                      + " (in full: the run's page, or `run_quality` in --json)"]
     if doc.get("partial"):
         lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
                       "(resume it with `batchmark sweep --resume`)"]

@@ -99,7 +99,12 @@ def test_show_says_the_run_is_flagged(scratch_root):
     doc = show_run(NOISY)
     assert set(doc) == {"run_id", "source", "hardware", "points", "models"}  # the contract's top level, exactly
     assert all(m["run_quality"]["verdict"] == "flagged" for m in doc["models"])
-    assert format_table(doc).splitlines()[1].startswith("FLAGGED RUN: repeats of a point disagree by more than 1.50×")
+    # the reasons condensed, as on the Runs index (issue 24: in full they made one line of 1,500 characters)
+    head = format_table(doc).splitlines()[1]
+    assert head.startswith("FLAGGED RUN: repeats disagree at ") and head.endswith(
+        " (in full: the run's page, or `run_quality` in --json)"), head
+    assert len(head) < 200 and any(r.startswith("repeats of a point disagree by more than 1.50×")
+                                   for r in doc["models"][0]["run_quality"]["reasons"])
 
 
 def test_open_loop_spread_is_the_schedule_not_the_machine():
