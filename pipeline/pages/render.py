@@ -177,6 +177,11 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
                        change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
+    from pipeline.interference import OUTSIDE_SHARE_LIMIT
+    from pipeline.quality import PROBE_DRIFT_LIMIT, REPEAT_SPREAD_LIMIT
+
+    env.globals.update(repeat_spread_limit=REPEAT_SPREAD_LIMIT, probe_drift_limit=PROBE_DRIFT_LIMIT,
+                       outside_share_limit=OUTSIDE_SHARE_LIMIT)
     return env
 
 

@@ -202,6 +202,16 @@ def test_summary_line_gives_the_verdict_and_its_main_reason(site):
     assert summary_line(site / "data" / "runs" / CLEAN).startswith(f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: ")
 
 
+def test_home_says_every_way_a_run_is_flagged(site):
+    """Regression: Home said a run is flagged for a warned probe, repeats that disagree or impossible numbers only,
+    while HOGGED (flagged for 90 % outside load at every point, its "flagged points" column "–") sat in its table.
+    The limits are pipeline.quality's and pipeline.interference's (10 % probe drift, 25 % of the CPUs, 1.5×)."""
+    home = " ".join(pages_of(site)["index.md"].split())
+    assert ("the probe repeated after the sweep warned or moved more than 10 %, other processes kept more than 25 % of "
+            "its CPUs busy while a point ran, or the repeats of a point disagree by more than 1.5×") in home
+    assert "A point measured on a busy machine is marked on its model's page and its run's page." in home
+
+
 def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch_root):
     """Regression: after the main job had built the site with the run (its last line said ``site: site/index.html``),
     ``batchmark summary RUN``, which the README says prints that line again, said "site: not built with this run
