@@ -212,6 +212,13 @@ def test_home_says_every_way_a_run_is_flagged(site):
     assert "A point measured on a busy machine is marked on its model's page and its run's page." in home
 
 
+def test_a_model_page_says_why_the_newer_flagged_run_comes_last(site):
+    """Regression: a model page said "newest run first" and listed the newer HOGGED after CLEAN (clean_first)."""
+    page = pages_of(site)["models/dense-a.md"]
+    assert "newest run first (a flagged run after the clean runs of its\nhardware)" in page
+    assert page.index(f"## {CLEAN}") < page.index(f"## {HOGGED}")
+
+
 def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch_root):
     """Regression: after the main job had built the site with the run (its last line said ``site: site/index.html``),
     ``batchmark summary RUN``, which the README says prints that line again, said "site: not built with this run
