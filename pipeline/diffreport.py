@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from pipeline.diff import RunDiff, changes_of
 from pipeline.diffmetrics import METRICS, MetricChange, relative_change
+from pipeline.quality import short_reasons
 from pipeline.words import post_knee_words
 from pipeline.records import PointKey
 from pipeline.texttable import text_table
@@ -134,8 +135,9 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                f"minimum effect {d.min_effect * 100:g} %; ~ = not called (p: Welch, q: Benjamini-Hochberg, n: repeats a side)")
     for name, q in (("A", d.quality_a), ("B", d.quality_b)):
         if q:
+            # condensed as on the Runs index (issue 24: in full, one line of 1,500 characters); in full in --json
             out.append(f"run quality of {name}: " + ("clean" if q["verdict"] == "clean"
-                                                     else "FLAGGED: " + "; ".join(q["reasons"])))
+                                                     else "FLAGGED: " + "; ".join(short_reasons(q) or q["reasons"])))
     flagged = d.flagged_points()
     if flagged:
         out.append("⚠ after c marks a point flagged in A or B (its repeats disagree or the machine was busy): "

@@ -254,3 +254,17 @@ def test_the_diff_headline_counts_no_withheld_call(site):
 
     d = diff_runs(load_run(site / "data" / "runs" / CLEAN), load_run(site / "data" / "runs" / HOGGED))
     assert d.n_called == 0 and d.calls.startswith("0 change(s) called")
+
+
+def test_the_diff_gives_a_flagged_runs_reasons_condensed(site):
+    """Regression: `batchmark diff` of a clean and a busy run printed B's reasons in full on one line (1,548
+    characters for a real vLLM CPU run: the probe's sentence once per model, then every busy point).  HOGGED's,
+    condensed as on the Runs index: its probe's warning, then its 10 points (2 models × 5) at 90 % outside load."""
+    from pipeline.diff import diff_runs
+    from pipeline.diffreport import format_text
+    from pipeline.stages import load_run
+
+    text = format_text(diff_runs(load_run(site / "data" / "runs" / CLEAN), load_run(site / "data" / "runs" / HOGGED)))
+    line = next(x for x in text.splitlines() if x.startswith("run quality of B: "))
+    assert line == "run quality of B: FLAGGED: noisy bandwidth probe; machine busy during 10 point(s), up to 90% of its CPUs"
+    assert "run quality of A: clean" in text
