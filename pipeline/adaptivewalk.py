@@ -101,9 +101,6 @@ def adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: l
         static = calibrate.is_static(usable[0])
         roofs = calibrate.Roofs(mc, mean_decode_context(cfg.input_len, cfg.output_len), hw["bandwidth_gb_s"],
                                 hw.get("peak_tflops"))
-        fits = calibrate.per_repeat_fits(roofs, usable, static, cfg.input_len)
-        terms = calibrate.with_spread(roofs, usable, static, cfg.input_len,
-                                      calibrate.fit_points(roofs, usable, static, cfg.input_len), fits)
         limits = servedsim.ServedLimits.of((((meta.get("engine") or {}).get("servers") or {}).get(spec.name) or {})
                                            .get("limits"))
         if limits.kv_cache_tokens is None and planned is not None and planned.kv_sequences:  # KV: the plan's figure
@@ -111,6 +108,12 @@ def adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: l
         caps = [x for x in (limits.max_num_seqs, planned.kv_sequences if planned else None) if x]
         cap = int(min(caps)) if caps else None  # the decode batch the server can hold (stated in the fit)
         requests = {s.concurrency: round((s.completed + s.failed) / s.repeats) for s in usable if s.repeats}
+        if static:
+            terms, correction = calibrate.fit_points(roofs, usable, static, cfg.input_len), None
+        else:  # the served fit: the simulated server reproduces the measured points (as `batchmark predict`'s)
+            terms, correction = servedsim.fit_served(roofs, usable, cfg.input_len, cfg.output_len, limits, requests)
+        fits = calibrate.per_repeat_fits(roofs, usable, static, cfg.input_len, correction)
+        terms = calibrate.with_spread(roofs, usable, static, cfg.input_len, terms, fits)
         args = (grid, static, cfg.input_len, cfg.output_len, limits, requests)
         preds = servedsim.predict_curve(roofs, terms, *args)
         per = [servedsim.predict_curve(roofs, f, *args) for f in fits]

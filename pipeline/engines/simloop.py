@@ -182,9 +182,10 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                 break  # nothing in flight (every request refused)
             t = next_arrival
             continue
-        # ---- fast path: every running request decodes and nothing can be admitted (nothing waits, or every slot
-        # is taken until one finishes): advance k steps at once (the same steps and noise draws as one by one)
-        if (running and (not waiting or len(running) >= server.max_num_seqs)
+        # ---- fast path: every running request decodes and nothing can be admitted (nothing waits, or, closed loop,
+        # every slot is taken until one finishes): advance k steps at once (the same steps and noise draws as one by
+        # one; an open loop's arrival may cut the k steps short, so it keeps the slow path while requests wait)
+        if (running and (not waiting or (len(running) >= server.max_num_seqs and not open_loop))
                 and len(running) <= server.max_num_batched_tokens and all(r.computed == r.total - 1 for r in running)):
             k = min(r.out - r.gen for r in running)
             ctx = np.fromiter((r.computed for r in running), float, len(running))
