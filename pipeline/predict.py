@@ -12,7 +12,7 @@ with the server's view when it explains it (the analysis' regime: queueing, KV c
 The JSON document (``--json``)::
 
     {"run_id", "source", "models": [{"model", "engine", "input_len", "output_len", "kind",
-      "calibrated_on", "calibration_reason", "fit": {terms, *_spread, "words"}, "error"
+      "method" ("static_batch": B ÷ T(B); "simulated_server": :mod:`pipeline.servedsim`), "calibrated_on", "calibration_reason", "fit": {terms, *_spread, "words"}, "error"
       (null, or why no fit was made), "median_abs_error", "worst_abs_error",
       "points": [{"concurrency", "calibration" (bool), "measured": {"output_throughput_tok_s",
       "tpot_s", "ttft_s"} | null, "predicted": {...}, "error": {metric: relative error},
@@ -78,6 +78,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     first = points[0]
     entry: dict[str, Any] = {"model": first.model, "engine": first.engine, "input_len": first.input_len,
                              "output_len": first.output_len, "kind": card.kind if card else None,
+                             "method": "static_batch" if _static(first) else "simulated_server",
                              "calibrated_on": None, "calibration_reason": None, "fit": None, "error": None,
                              "median_abs_error": None, "worst_abs_error": None, "points": []}
     usable = [s for s in sorted(points, key=lambda s: s.concurrency)
