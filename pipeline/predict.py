@@ -12,7 +12,8 @@ with the server's view when it explains it (the analysis' regime: queueing, KV c
 The JSON document (``--json``)::
 
     {"run_id", "source", "models": [{"model", "engine", "input_len", "output_len", "kind",
-      "method" ("static_batch": B ÷ T(B); "simulated_server": :mod:`pipeline.servedsim`), "calibrated_on", "calibration_reason", "fit": {terms, *_spread, "words"}, "error"
+      "method" ("static_batch": B ÷ T(B); "simulated_server": :mod:`pipeline.servedsim`),
+      "calibrated_on", "calibration_reason", "fit": {terms, *_spread, "words"}, "error"
       (null, or why no fit was made), "median_abs_error", "worst_abs_error",
       "points": [{"concurrency", "calibration" (bool), "measured": {"output_throughput_tok_s",
       "tpot_s", "ttft_s"} | null, "predicted": {...}, "error": {metric: relative error},
