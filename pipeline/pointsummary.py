@@ -60,7 +60,8 @@ class PointSummary:
     (:func:`pipeline.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
     for imported points and points measured before it was kept).
 
-    Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then the cap or None):
+    Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then None and ``max_concurrency``
+    the cap on requests in flight, None when uncapped; both as :class:`~pipeline.records.PointKey`):
     ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
     requests were really sent at and ``achieved_rate_rps`` the rate they completed at (medians
     over repeats; ``requestmetrics.send_rate``, ``requestmetrics.achieved_rate``),
@@ -95,7 +96,7 @@ class PointSummary:
     engine: str
     input_len: int
     output_len: int
-    concurrency: int
+    concurrency: int | None
     repeats: int
     completed: int
     failed: int
@@ -111,7 +112,7 @@ class PointSummary:
     errors: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
     failure_rate: float | None = None
-    flags: dict[str, int] = field(default_factory=dict)
+    caveats: dict[str, int] = field(default_factory=dict)
     token_count_sources: dict[str, int] = field(default_factory=dict)
     time_to_first_content_s: Distribution | None = None
     output_throughput_window: Literal["decode_phase", "send_to_completion"] | None = None
@@ -131,6 +132,7 @@ class PointSummary:
     duration_s: float | None = None
     input_tokens_served: float | None = None
     output_tokens_served: float | None = None
+    max_concurrency: int | None = None
 
     @property
     def key(self) -> PointKey:

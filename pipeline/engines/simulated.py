@@ -77,7 +77,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
 def point_seed(seed: int, key: PointKey) -> int:
     """The point's seed, as the served engines derive it (:meth:`pipeline.engines.served.ServedEngine.measure`)."""
     if key.open_loop:
-        return (seed * 1_000_003 + (key.concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
+        return (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
                 + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
     return seed * 1_000_003 + key.concurrency * 7919 + key.input_len * 31 + key.output_len
 
@@ -164,6 +164,7 @@ class SimulatedEngine:
         for r in range(repeats):
             res = simulate_repeat(self.server, key.input_len, key.output_len, n_warm, n_meas,
                                   concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
+                                  max_concurrency=key.max_concurrency,
                                   schedule_seed=pseed + r, start_s=t, rng=rng, id_offset=r * per)
             steps += res.steps
             meas = [q for q in res.requests if not q.warmup]
