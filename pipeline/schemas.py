@@ -164,7 +164,8 @@ class SummariesFile(StoredFile):
 
     current: ClassVar[int] = 2
     updates: ClassVar[dict[int, Update]] = {
-        2: lambda data: {**data, "points": [_summary_update_to_2(p) for p in data.get("points") or []]}}
+        2: lambda data: ({**data, "points": [_summary_update_to_2(p) for p in data["points"]]}
+                         if isinstance(data.get("points"), list) else data)}  # else refused by the model, named
 
     run_id: str | None = None
     points: list[dict[str, Any]]
