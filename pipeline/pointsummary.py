@@ -56,7 +56,10 @@ class PointSummary:
     per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
     (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
     repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.  ``interference`` is the outside load while the point ran
+    independent sample there.  ``caveats``: ``{name: requests}`` of what a reader must know of the point's
+    requests (``failed_requests`` and the token-count flags of :mod:`pipeline.engines.tokencount`;
+    ``requestmetrics.point_caveats``), not the quality verdict *flagged* (:mod:`pipeline.quality`).
+    ``interference`` is the outside load while the point ran
     (:func:`pipeline.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
     for imported points and points measured before it was kept).
 
@@ -69,8 +72,9 @@ class PointSummary:
     ``schedule_kept`` whether the client kept the schedule (``requestmetrics.schedule_kept``):
     when False, requests went out late and the latencies miss the waiting the schedule would
     have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
-    ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
-    "goodput_tok_s", "p99_ok"}`` (``goodput.slo_goodput``).  ``burstiness``: an imported vLLM
+    ``{"goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms" (per-request goodput limits),
+    "ttft_p99_max_ms", "tpot_p99_max_ms", "e2el_p99_max_ms" (p99 bounds), "good", "measured", "share_ok",
+    "goodput_rps", "goodput_tok_s", "p99_ok", "met"}`` (``goodput.slo_goodput``).  ``burstiness``: an imported vLLM
     run's ``--burstiness`` (1 = Poisson).  All None for closed points.
 
     ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the
