@@ -183,7 +183,8 @@ class SLO(StrictModel):
       ``--goodput ttft:<ms> tpot:<ms> e2el:<ms>``): a finished request is *good* when each of its latencies is
       within its limit; goodput counts the good requests (:func:`pipeline.goodput.slo_goodput`).
     - ``ttft_p99_max_ms``, ``tpot_p99_max_ms``, ``e2el_p99_max_ms``: p99 bounds: a point *meets* the SLO when
-      the p99 of each bounded latency over its finished requests is within its bound (and at most 1 % failed).
+      the p99 of each bounded latency over its finished requests is within its bound (and at most 1 % failed;
+      with no p99 bound given, that share of failures alone decides).
 
     The keys ``ttft_p99_ms`` … of configs written before the two were apart set both at once; they are read as
     both (:func:`migrate_slo_keys`, with a one-line deprecation from :func:`pipeline.config.parse_config`).
