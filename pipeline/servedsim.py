@@ -82,19 +82,19 @@ class ServedLimits:
 
 
 def calibrated_server(roofs: Roofs, terms: StepTerms, limits: ServedLimits, input_len: int, output_len: int,
-                      max_concurrency: int) -> ServerModel:
+                      largest_concurrency: int) -> ServerModel:
     """The simulated server of ``roofs.card`` on ``roofs``' bandwidth and peak, driven by ``terms`` (module docstring).
 
-    Limits not stated: max_num_seqs = ``max_concurrency``; KV blocks for ``max_concurrency`` whole sequences;
+    Limits not stated: max_num_seqs = ``largest_concurrency``; KV blocks for ``largest_concurrency`` whole sequences;
     max_model_len = input_len + output_len; the token budget :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`.
     """
     need = input_len + output_len
     bs = limits.block_size or BLOCK_SIZE
     blocks = (limits.kv_cache_tokens // bs if limits.kv_cache_tokens
-              else max(max_concurrency, 1) * math.ceil(need / bs))
+              else max(largest_concurrency, 1) * math.ceil(need / bs))
     return ServerModel(
         card=roofs.card, bandwidth_gb_s=roofs.bandwidth_gb_s, peak_tflops=roofs.peak_tflops,
-        step_overhead_s=terms.overhead_s, max_num_seqs=limits.max_num_seqs or max(max_concurrency, 1),
+        step_overhead_s=terms.overhead_s, max_num_seqs=limits.max_num_seqs or max(largest_concurrency, 1),
         max_num_batched_tokens=limits.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
         max_model_len=limits.max_model_len or need, num_blocks=blocks, block_size=bs, calibrated=True,
         bandwidth_fraction=terms.bandwidth_fraction, compute_fraction=terms.compute_fraction,

@@ -75,15 +75,16 @@ def _noise(rng: np.random.Generator | None, cv: float, n: int) -> np.ndarray | N
 
 def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, *,
                     concurrency: int | None, load: str = "closed", rate_rps: float | None = None,
-                    schedule_seed: int = 0, start_s: float = 0.0, rng: np.random.Generator | None = None,
-                    id_offset: int = 0, token_times: bool = True) -> RepeatResult:
+                    max_concurrency: int | None = None, schedule_seed: int = 0, start_s: float = 0.0,
+                    rng: np.random.Generator | None = None, id_offset: int = 0,
+                    token_times: bool = True) -> RepeatResult:
     """Simulate one repeat of a point: ``n_warm`` warm-up then ``n_meas`` measured requests.
 
     Closed loop (``load="closed"``): ``concurrency`` requests in flight, each next one sent the moment
     one finishes; after the last body cool-down requests keep the load until every measured request
     has finished.  Open loop (``poisson``/``constant`` at ``rate_rps``): sends on
-    :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``concurrency``
-    in flight when given.  Times are s since the point's start; the repeat starts at ``start_s``.
+    :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``max_concurrency``
+    in flight when given (``concurrency`` is then None).  Times are s since the point's start; the repeat starts at ``start_s``.
 
     Returns the recorded requests (bodies, warm-up included; cool-downs dropped), the time the
     repeat ended (the last measured completion), the server's view and the number of steps.
@@ -123,7 +124,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
         next_arrival = start_s
     else:
         next_arrival = math.inf
-    cap = concurrency if open_loop else None
+    cap = max_concurrency if open_loop else None
 
     def new_request(i: int, now: float, scheduled: float | None) -> _Req:
         r = _Req(rid=i, prompt=input_len, out=output_len, warmup=i >= n_total or i < n_warm,

@@ -41,8 +41,8 @@ class ImportResult:
 def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int | None, **kw: Any) -> PointSummary:
     """A :class:`PointSummary` with every field the source does not give set to None.
 
-    ``concurrency`` is the closed loop's N, or an open-loop point's cap (None when uncapped; pass
-    ``load`` and ``rate_rps`` then, and ``completed``).
+    ``concurrency`` is the closed loop's N; None for an open-loop point (pass ``load``, ``rate_rps``,
+    ``completed`` and its cap ``max_concurrency`` then, None when uncapped).
     """
     base: dict[str, Any] = dict(
         repeats=1, completed=concurrency or 0, failed=0, output_throughput_tok_s=None, per_user_tok_s=None,

@@ -112,16 +112,16 @@ def _params(value: Any) -> str:
 
 
 def run_count_sources(view: "RunView") -> tuple[dict[str, int], dict[str, int]]:
-    """({token count source: completed requests}, {flag: requests}) over every point of a run (sorted keys)."""
+    """({token count source: completed requests}, {caveat: requests}) over every point of a run (sorted keys)."""
     sources: dict[str, int] = {}
-    flags: dict[str, int] = {}
+    caveats: dict[str, int] = {}
     for w in view.workloads:
         for p in w.points:
             for k, v in (p.get("token_count_sources") or {}).items():
                 sources[k] = sources.get(k, 0) + v
-            for k, v in (p.get("flags") or {}).items():
-                flags[k] = flags.get(k, 0) + v
-    return dict(sorted(sources.items())), dict(sorted(flags.items()))
+            for k, v in (p.get("caveats") or {}).items():
+                caveats[k] = caveats.get(k, 0) + v
+    return dict(sorted(sources.items())), dict(sorted(caveats.items()))
 
 
 def _finite(obj: Any) -> Any:
