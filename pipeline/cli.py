@@ -68,8 +68,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_merge(args: argparse.Namespace) -> int:
     from pipeline.config import load_config
     from pipeline.parts import merge_parts
+    from pipeline.stages import write_derived
 
-    print(merge_parts(load_config(args.config), args.run_id))
+    print(merge_parts(load_config(args.config), args.run_id, derive=write_derived))  # published with its derived files
     return 0
 
 
