@@ -127,23 +127,23 @@ def write_derived(run_dir: Path) -> None:
 def write_missing(run_dir: Path) -> list[Path]:
     """The derived files a complete run lacks, written by their stages (``batchmark upgrade`` of a run published
     without them by an earlier batchmark); returns the files written, ``[]`` when none was missing or the run
-    is incomplete (its publish derives them).  A file present is left as it is: never a number changed.
+    is incomplete (its publish derives them).  Both files present are left as they are (never a number changed);
+    without ``summaries.json`` both are written, the analysis from the summaries just written (as the command
+    :func:`load_run` names does).
 
     Raises:
         BatchmarkError: an imported run without ``summaries.json`` (only its import writes them); the stages' errors.
     """
     if read_run_json(run_dir).get("status") != "complete":
         return []
-    written = []
     if not (run_dir / "summaries.json").is_file():
-        written.append(write_summaries(run_dir))
-    if not (run_dir / "analysis.json").is_file():
-        written.append(write_analysis(run_dir))
-    return written
+        return [write_summaries(run_dir), write_analysis(run_dir)]
+    return [write_analysis(run_dir)] if not (run_dir / "analysis.json").is_file() else []
 
 
-def produce_command(run_dir: Path, ref: str | Path, missing: str) -> str:
-    """The exact command that writes the derived file ``missing`` of the complete run ``run_dir`` (given as ``ref``)."""
+def produce_command(ref: str | Path, missing: str) -> str:
+    """The exact command that writes the derived file ``missing`` (``summaries.json`` or ``analysis.json``) of the
+    complete run ``ref`` (its id, or its path), its argument quoted for a shell."""
     arg = shlex.quote(str(ref))
     if missing == "summaries.json":
         return f"batchmark summarize {arg} && batchmark analyze {arg}"
@@ -197,11 +197,13 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
         summaries = summarize_run(load_points(run_dir), slo_of(meta))  # a sweep in progress: nothing stored yet
         return RunResults(run_dir=run_dir, meta=meta, summaries=summaries,
                           analysis=analysis_of(run_dir, meta, summaries), partial=True)
+    # the run as the command will find it: as given, unless an id found under another folder than data/runs/
+    shown = ref if runs_dir is None or (Path(ref) / "run.json").is_file() else run_dir
     for name in ("summaries.json", "analysis.json"):
         if not (run_dir / name).is_file():
             if name == "summaries.json" and str(meta.get("source", "measured")).startswith("imported:"):
                 raise BatchmarkError(f"{run_dir / name}: missing; an imported run's summaries are written by its "
                                      "import: import it again (`batchmark import ...`)")
             raise BatchmarkError(f"{run_dir / name}: missing from the complete run {run_dir.name}; produce it with "
-                                 f"`{produce_command(run_dir, ref, name)}`")
+                                 f"`{produce_command(shown, name)}`")
     return RunResults(run_dir=run_dir, meta=meta, summaries=read_summaries(run_dir), analysis=read_analysis(run_dir))

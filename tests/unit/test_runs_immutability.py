@@ -102,8 +102,8 @@ def test_load_run_never_writes(tmp_path: Path):
     assert _tree_digest(run) == before and not (run / "summaries.json").exists()
     # the stages write them, as a user runs them; then the run reads back exactly what they stored
     stages.write_summaries(run)
-    with pytest.raises(BatchmarkError, match=r"analysis.json: missing .*`batchmark analyze r`"):
-        stages.load_run("r", tmp_path)
+    with pytest.raises(BatchmarkError, match=r"analysis.json: missing .*`batchmark analyze {}`".format(run)):
+        stages.load_run("r", tmp_path)  # an id under another folder than data/runs/: the command names its path
     stages.write_analysis(run)
     res = stages.load_run(run)
     assert len(res.summaries) == 10 and res.analysis == runs.read_analysis(run) and not res.partial
