@@ -340,7 +340,7 @@ def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]],
     server = ((meta.get("engine") or {}).get("servers") or {}).get(model)
     limits = (server.get("limits") if isinstance(server, dict) else None) or {}
     rows = {a["concurrency"]: a for a in analysis_points if a.get("concurrency") is not None}
-    return predict_workload(points, rows, model_card, hardware, None, limits.get("max_num_seqs"))
+    return predict_workload(points, rows, model_card, hardware, None, limits)
 
 
 def fmt(value: Any, digits: int = 1) -> str:
