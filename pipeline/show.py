@@ -1,7 +1,9 @@
 """``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of docs/definitions.md.
 
-Pure assembly from what the metrics and analysis stages wrote (or the same computed in memory:
-reading never writes into a run); no measurement, no guessing: fields a source cannot supply are null.
+Pure assembly from what the metrics and analysis stages wrote (read back by :func:`pipeline.stages.load_run`,
+which refuses a complete run without them, naming the command that writes them; a sweep in progress is the one
+run summarised in memory, ``"partial": true``; reading never writes into a run); no measurement, no guessing:
+fields a source cannot supply are null.
 Beyond the contract's fields, every point carries ``failure_rate``, ``caveats`` (failed requests,
 token counts that set evidence aside; ``caveat_counts``: requests with each), ``token_count_sources``, ``excluded`` and
 ``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
@@ -124,13 +126,14 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
 
 
 def show_run(ref: str | Path) -> dict[str, Any]:
-    """The ``show --json`` document of a run (id or path), computed in memory where the stages have not written it.
+    """The ``show --json`` document of a run (id or path), from the files the stages stored.
 
-    Reading never writes into the run.  An incomplete run shows its finished points with
+    Reading never writes into the run.  An incomplete run shows its finished points, summarised in memory, with
     ``"partial": true`` added (the sweep is unfinished; its knee and peak are of those points only).
 
     Raises:
-        BatchmarkError: unknown run, corrupt files.
+        BatchmarkError: unknown run, corrupt files, a complete run without ``summaries.json`` or ``analysis.json``
+            (the file and the command that writes it named).
     """
     res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)

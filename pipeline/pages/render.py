@@ -237,7 +237,8 @@ def read_site_runs(runs_dir: Path, log: Callable[[str], None],
     named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
 
     A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.runs.survey_runs`) or
-    when reading it whole fails (a point file of a newer version, a corrupt summary): the site is
+    when reading it whole fails (a derived file of a newer version or corrupt, or missing: the reason names
+    the command that writes it): the site is
     built from the others and names it, on the Runs page and in the build output.  Reasons name
     the file relative to ``runs_dir`` (the machine's own paths stay off the site).
     """

@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from pipeline import runs
+from pipeline import runs, stages
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
 from pipeline.records import PointKey
@@ -58,7 +58,7 @@ def flagged_run(tmp_path_factory):
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    runs.complete_run(run_dir)
+    runs.complete_run(run_dir, derive=stages.write_derived)  # published with its derived files, as the sweep does
     yield root, run_dir
     mp.undo()
 
