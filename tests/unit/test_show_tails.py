@@ -69,3 +69,22 @@ def test_a_summary_written_before_tails_shows_ttft_and_tpot_from_samples_and_no_
     assert p["tails_s"]["tpot"] == pytest.approx({"p95": 0.95625, "p99_9": 0.999125})
     assert p["tails_s"]["itl"] is None and p["tails_s"]["e2el"] is None
     assert PointSummary.from_dict(_point().as_dict()).tails_s == _point().tails_s
+
+
+def test_an_imported_vllm_result_keeps_the_tails_its_file_states(tmp_path):
+    """``vllm bench serve --metric-percentiles 95,99.9 --save-result`` writes ``p95_itl_ms`` and ``p99.9_itl_ms``
+    (``calculate_metrics``: ``p{int(p) if int(p) == p else p}_{metric}_ms``); the import keeps them (ms → s), vLLM's
+    ITL as the per-chunk one, and a metric the file does not state stays null in ``show --json``."""
+    from pipeline.importers.vllm_result import point_from_result
+
+    d = {"backend": "vllm", "model_id": "m", "max_concurrency": 4, "request_rate": "inf", "completed": 8, "failed": 0,
+         "total_input_tokens": 256, "total_output_tokens": 256, "duration": 4.0, "output_throughput": 64.0,
+         "median_ttft_ms": 50.0, "median_tpot_ms": 20.0, "median_itl_ms": 19.0, "median_e2el_ms": 700.0,
+         "p95_itl_ms": 31.0, "p99.9_itl_ms": 44.0, "p95_e2el_ms": 810.0, "p99.9_e2el_ms": 905.0}
+    s = point_from_result(tmp_path / "r.json", d, "m", "vllm")
+    assert s.tails_s["itl_chunk"] == pytest.approx({"p95": 0.031, "p99_9": 0.044})
+    assert s.tails_s["e2el"] == pytest.approx({"p95": 0.810, "p99_9": 0.905})
+    assert s.tails_s["ttft"] is None and "itl" not in s.tails_s
+    p = build_show({"run_id": "imp"}, [s.as_dict()], {"points": [], "models": []})["points"][0]
+    assert p["tails_s"]["itl_chunk"] == pytest.approx({"p95": 0.031, "p99_9": 0.044})
+    assert p["tails_s"]["itl"] is None and p["tails_s"]["ttft"] is None
