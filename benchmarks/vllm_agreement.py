@@ -69,9 +69,11 @@ measured TPOT p50 12.91 (13.26) and 12.16 (12.51) ms, batchmark 12.42 (12.93) an
 its cool-down requests keep c in flight until the last measured request completes, vLLM lets its tail run
 at a falling concurrency (with equal lengths both run in waves of c, so this is small).
 
-    PYTHONPATH=$PWD python benchmarks/vllm_agreement.py [--concurrency 1 4 16] [--output-len 32] [--json FILE]
+    PYTHONPATH=$PWD python benchmarks/vllm_agreement.py [--concurrency 1 4 16] [--output-len 32] [--rounds 4]
+        [--no-priority] [--no-scrape] [--json FILE]
 
-Prints the side-by-side table; exits 2 when the vLLM environment is missing.
+Prints the side-by-side table and the verdict (:func:`report`); exits 1 when the clients disagree, 2 when the vLLM
+environment is missing.
 """
 
 from __future__ import annotations
