@@ -101,7 +101,7 @@ def test_tolerance_and_noise_by_hand():
 
 @pytest.mark.parametrize("sigma", [0.02, 0.025])
 def test_error_rates_by_simulation(sigma):
-    """Seeded simulation, 500 comparisons of 4 runs per client at c = 1, 4, 16 with lognormal run-to-run noise σ
+    """Seeded simulation, 300 comparisons of 4 runs per client at c = 1, 4, 16 with lognormal run-to-run noise σ
     (2 % and 2.5 %; the benchmark prints each run's σ and the disagreement it catches), server means not given (the
     noise stands for what the drift correction leaves):
 
@@ -112,7 +112,7 @@ def test_error_rates_by_simulation(sigma):
       benchmark's ``detectable`` says so for each run."""
     rng = np.random.default_rng(0)
     false_fail = missed = 0
-    trials = 500
+    trials = 300
 
     def runs(scale_b):
         return {c: {k: [{"figures": {m: TRUTH[m] * math.exp(rng.normal(0, sigma))
