@@ -13,7 +13,9 @@
 # (every complete run; `committed` takes exactly those and measures nothing).  Complete runs
 # already in data/runs/ are inputs as they are: immutable, with their summaries and analysis.
 # The unit of measurement is one model of the sweep (`part`, one job each: on a cluster, one
-# node each); `merge` assembles the parts into the run (pipeline/parts.py).
+# node each); `merge` assembles the parts into the run (pipeline/parts.py).  A run is published with its
+# summaries and analysis (written by those stages at publish: `batchmark merge`, `sweep`, `import`); the
+# summaries and analysis rules below write them again from the same files when Snakemake plans them.
 
 import os
 import re

@@ -5,7 +5,7 @@ the published llama.cpp DGX Spark measurement (``../shared/reference/``, importe
 temporary folder; skipped with a note where absent), ``batchmark predict``'s default calibration
 (the smallest, the next and the largest concurrency) is fitted and the output throughput of every
 other measured point is predicted.  Prints per run and per workload the median and worst absolute
-error, and the fitted terms in words.  Goal (issue 21): median <= 10 %, worst <= 20 %, on each.
+error (output throughput; for served runs TPOT p50 and TTFT p50 too), and the fitted terms in words.  Goal (issue 21): median <= 10 %, worst <= 20 %, on each.
 
     python benchmarks/prediction_accuracy.py
 """
@@ -48,6 +48,14 @@ def report(label: str, run: Path) -> list[float]:
         every += errs
         print(f"{name}: calibrated on {m['calibrated_on']}: median {statistics.median(errs):.1%}, "
               f"worst {max(errs):.1%} over {len(errs)} points")
+        lat = []
+        for metric in ("tpot_s", "ttft_s"):  # served runs' latencies (a static batch's TTFT is not predicted)
+            e = [abs(p["error"][metric]) for p in m["points"] if p["measured"] and not p["calibration"]
+                 and p["error"].get(metric) is not None]
+            if e:
+                lat.append(f"{metric[:-2].upper()} p50 median {statistics.median(e):.1%}, worst {max(e):.1%}")
+        if lat:
+            print(f"      {'; '.join(lat)}")
         print(f"      {m['fit']['words']}")
     if every:
         ok = statistics.median(every) <= 0.10 and max(every) <= 0.20

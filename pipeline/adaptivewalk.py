@@ -7,6 +7,7 @@ Split out of :mod:`pipeline.sweep` (issue 25), which calls :func:`adaptive_model
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from pathlib import Path
 from typing import Callable
@@ -27,7 +28,7 @@ def adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: l
     resumed run are read, not measured again: the walk is deterministic), keep every grid point's measured/predicted
     state and reason in ``run.json`` (``adaptive.models.<model>``).  Fills ``curve`` with the measured points in grid
     order (the open loop's auto rates).  Returns (whether the model is loaded, points measured or read)."""
-    from pipeline import adaptive, calibrate
+    from pipeline import adaptive, calibrate, servedsim
     from pipeline.analysis import hardware_block, mean_decode_context
     from pipeline.modelcards import ModelCard
 
@@ -100,18 +101,25 @@ def adaptive_model(cfg: SweepConfig, spec, engine, run_dir: Path, plan, curve: l
         static = calibrate.is_static(usable[0])
         roofs = calibrate.Roofs(mc, mean_decode_context(cfg.input_len, cfg.output_len), hw["bandwidth_gb_s"],
                                 hw.get("peak_tflops"))
-        fits = calibrate.per_repeat_fits(roofs, usable, static, cfg.input_len)
-        terms = calibrate.with_spread(roofs, usable, static, cfg.input_len,
-                                      calibrate.fit_points(roofs, usable, static, cfg.input_len), fits)
-        limits = ((((meta.get("engine") or {}).get("servers") or {}).get(spec.name) or {}).get("limits") or {})
-        caps = [x for x in (limits.get("max_num_seqs"), planned.kv_sequences if planned else None) if x]
-        cap = int(min(caps)) if caps else None  # the decode batch the server can hold (KV: the plan's figure)
-        args = (grid, static, cfg.input_len, cfg.output_len, cap)
-        preds = calibrate.predict_curve(roofs, terms, *args)
-        per = [calibrate.predict_curve(roofs, f, *args) for f in fits]
+        limits = servedsim.ServedLimits.of((((meta.get("engine") or {}).get("servers") or {}).get(spec.name) or {})
+                                           .get("limits"))
+        if limits.kv_cache_tokens is None and planned is not None and planned.kv_sequences:  # KV: the plan's figure
+            limits = dataclasses.replace(limits, kv_cache_tokens=int(planned.kv_sequences * (cfg.input_len + cfg.output_len)))
+        caps = [x for x in (limits.max_num_seqs, planned.kv_sequences if planned else None) if x]
+        cap = int(min(caps)) if caps else None  # the decode batch the server can hold (stated in the fit)
+        requests = {s.concurrency: round((s.completed + s.failed) / s.repeats) for s in usable if s.repeats}
+        if static:
+            terms, correction = calibrate.fit_points(roofs, usable, static, cfg.input_len), None
+        else:  # the served fit: the simulated server reproduces the measured points (as `batchmark predict`'s)
+            terms, correction = servedsim.fit_served(roofs, usable, cfg.input_len, cfg.output_len, limits, requests)
+        fits = calibrate.per_repeat_fits(roofs, usable, static, cfg.input_len, correction)
+        terms = calibrate.with_spread(roofs, usable, static, cfg.input_len, terms, fits)
+        args = (grid, static, cfg.input_len, cfg.output_len, limits, requests)
+        preds = servedsim.predict_curve(roofs, terms, *args)
+        per = [servedsim.predict_curve(roofs, f, *args) for f in fits]
         out = {}
         for i, (c, p) in enumerate(zip(grid, preds)):
-            vals = [q[i]["output_throughput_tok_s"] for q in per]
+            vals = [q[i]["output_throughput_tok_s"] for q in per if q[i]["output_throughput_tok_s"]]
             spread = (float(statistics.stdev(vals) / statistics.fmean(vals)) if len(vals) >= 2 else None)
             out[c] = {**p, "spread": spread}
         words = calibrate.describe_terms(terms, hw["bandwidth_gb_s"], hw.get("peak_tflops"), roofs)

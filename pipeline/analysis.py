@@ -11,8 +11,9 @@ sweeps and SLO limits (:mod:`pipeline.ratesweep`), and the checks of numbers tha
 (:func:`pipeline.quality.implausible_point`, :func:`pipeline.quality.implausible_model`: an MBU above 1,
 a single stream above its bandwidth ceiling, means the model card or its weight format does not match
 what was served; pages and ``show`` say so instead of printing the figure as a result).
-Failed and flagged points (issue 12): a point with any failed measured request, or any request
-whose token count set evidence aside, is *flagged* (``flags``); a point whose failure rate
+Failed points and caveats (issue 12): a point with any failed measured request, or any request
+whose token count set evidence aside, has *caveats* (``caveats``: their names; not the quality
+verdict *flagged* of :mod:`pipeline.quality`); a point whose failure rate
 (failed / measured requests) is above ``max_failure_rate`` (config, default
 :data:`pipeline.config.EXCLUSION_FAILURE_RATE`), or that completed nothing, is *excluded*: it stays
 in the tables, marked, but is left out of the knee, the peak, the single-stream figure and the
@@ -83,19 +84,19 @@ def hardware_block(hardware: dict[str, Any], probe: dict[str, Any] | None) -> di
 
 
 def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_RATE) -> dict[str, Any]:
-    """``{"failure_rate", "flags", "excluded", "excluded_reason"}`` of one point (module docstring).
+    """``{"failure_rate", "caveats", "excluded", "excluded_reason"}`` of one point (module docstring).
 
-    ``flags`` are the point's flag names (``failed_requests`` and the token-count flags of
+    ``caveats`` are the point's caveat names (``failed_requests`` and the token-count flags of
     :mod:`pipeline.engines.tokencount`), sorted.  Imported points without a request count give
     a failure rate from ``completed`` and ``failed`` alone.
     """
     total = (s.completed or 0) + (s.failed or 0)
     rate = s.failure_rate if s.failure_rate is not None else (s.failed / total if total else None)
-    flags = set((s.flags or {}).keys())
+    caveats = set((s.caveats or {}).keys())
     if s.failed:
-        flags.add("failed_requests")
+        caveats.add("failed_requests")
     reason = None
-    early = (s.flags or {}).get("count_below_max_tokens", 0)
+    early = (s.caveats or {}).get("count_below_max_tokens", 0)
     if total and not s.completed:
         reason = f"no request completed ({s.failed} failed)"
     elif rate is not None and rate > max_failure_rate:
@@ -105,7 +106,7 @@ def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_R
         reason = (f"{early} of {total} requests stopped before the requested {s.output_len} tokens although the server "
                   f"accepted ignore_eos ({early / total:.0%}, above max_failure_rate {max_failure_rate:.0%}); "
                   "left out of knee, peak and scaling efficiency")
-    return {"failure_rate": rate, "flags": sorted(flags), "excluded": reason is not None, "excluded_reason": reason}
+    return {"failure_rate": rate, "caveats": sorted(caveats), "excluded": reason is not None, "excluded_reason": reason}
 
 
 def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_RATE) -> list[str]:
@@ -120,15 +121,15 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
       or chat-template mismatch; the records keep the server's count.
     """
     total = (s.completed or 0) + (s.failed or 0)
-    flags = s.flags or {}
+    caveats = s.caveats or {}
     out = []
-    early = flags.get("count_below_max_tokens", 0)
+    early = caveats.get("count_below_max_tokens", 0)
     if early:
         got = f" (mean {s.output_tokens_served:.0f})" if s.output_tokens_served is not None else ""
         left = "; left out of the analysis" if total and early / total > max_failure_rate else ""
         out.append(f"{early} of {total} requests stopped before the requested {s.output_len} output tokens{got} "
                    f"although the server accepted ignore_eos: it does not honour it{left}")
-    mism = flags.get("input_tokens_mismatch", 0)
+    mism = caveats.get("input_tokens_mismatch", 0)
     if mism:
         got = f" {s.input_tokens_served:.0f}" if s.input_tokens_served is not None else " another number of"
         out.append(f"{mism} of {total} requests: the server counted{got} prompt tokens for the {s.input_len} the "
@@ -252,12 +253,12 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},
             "max_failure_rate": max_failure_rate,
             "excluded_concurrency": excluded,
-            "flagged_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["flags"]],
+            "caveat_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["caveats"]],
         })
         if opened:
             sweeps = {}
             for s in opened:
-                sweeps.setdefault((s.load, s.concurrency or 0), []).append(s)
+                sweeps.setdefault((s.load, s.max_concurrency or 0), []).append(s)
             models_out[-1]["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
         if any(s.slo for s in mine):
             models_out[-1]["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])

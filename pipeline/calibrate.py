@@ -23,11 +23,9 @@ measured one bends: memory and compute phases of a step overlap only partly).
 Predictions:
 - static batch (the transformers engine, llama-batched-bench; ``output_throughput_window``
   ``"decode_phase"``): output throughput = B / T(B), TPOT = T(B);
-- served, closed loop (continuous batching; :func:`predict_served`): decode batch
-  ``B = min(c, max_num_seqs)``; TPOT = T(B); a closed loop started together runs in waves,
-  so TTFT = T(B) + prefill_overhead_s + B × input_len / prefill_tok_s (the wave's prompts
-  prefilled before the first token of the last of them), plus whole service times of waiting
-  when c > B; output throughput = c × output_len / E2EL with E2EL = TTFT + (output_len − 1) × TPOT.
+- served, closed loop (continuous batching): the simulated server driven by these terms
+  (:mod:`pipeline.servedsim`): queueing past max_num_seqs, chunked prefill waves and the KV cache are
+  the server's, the step time is T above for the step's own tokens and contexts.
 
 Fit: least squares on log step times (each point weighted by the inverse of its relative spread
 over repeats), with a weak prior pulling towards the roofline (no overhead, fractions 1) so that
@@ -52,7 +50,7 @@ from scipy.optimize import least_squares
 
 from pipeline.modelcards import ModelCard
 from pipeline.pointsummary import PointSummary
-from pipeline.stepcost import bytes_per_decode_step, flops_per_decode_step
+from pipeline.stepcost import bytes_per_decode_step, calibrated_step_s, flops_per_decode_step
 
 #: A prediction this far off its measurement (fraction) is called out.
 CALL_OUT_FRACTION = 0.15
@@ -119,9 +117,10 @@ class Roofs:
 
 
 def step_time_s(roofs: Roofs, terms: StepTerms, batches: Sequence[int]) -> np.ndarray:
-    """Calibrated decode step time (s) at each batch of ``batches``: overhead + memory/fraction + compute/fraction."""
+    """Calibrated decode step time (s) at each batch of ``batches``: overhead + memory/fraction + compute/fraction
+    (:func:`pipeline.stepcost.calibrated_step_s`, at the mean decode context)."""
     mem, comp = roofs.costs(batches)
-    return terms.overhead_s + mem / terms.bandwidth_fraction + comp / terms.compute_fraction
+    return calibrated_step_s(mem, comp, terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction)
 
 
 def default_calibration(concurrencies: Sequence[int], kind: str | None = "dense") -> tuple[list[int], str]:
@@ -195,7 +194,7 @@ def fit_step_terms(roofs: Roofs, batches: Sequence[int], step_times_s: Sequence[
     t_min = float(t.min())
 
     def model(p: np.ndarray) -> np.ndarray:
-        return p[0] + mem / p[1] + (comp / p[2] if has_comp else 0.0)
+        return calibrated_step_s(mem, comp if has_comp else 0.0, p[0], p[1], p[2])
 
     def residuals(p: np.ndarray) -> np.ndarray:
         r = w * (np.log(model(p)) - np.log(t))
@@ -213,8 +212,9 @@ def fit_prefill(batches: Sequence[int], input_len: int, ttft_s: Sequence[float],
                 decode_step_s: Sequence[float]) -> tuple[float | None, float]:
     """Prefill rate (tokens/s) and fixed TTFT cost (s) of a served closed loop, from TTFT at ``batches``.
 
-    Model (module docstring): TTFT − T(B) = prefill_overhead_s + B × input_len / prefill_tok_s;
-    linear least squares.  Returns ``(None, mean residual)`` when the slope is not positive (TTFT
+    Model: a wave of B prompts prefilled in one step before their first token, TTFT − T(B) =
+    prefill_overhead_s + B × input_len / prefill_tok_s (what the simulated server of :mod:`pipeline.servedsim`
+    gives a closed loop in lock step); linear least squares.  Returns ``(None, mean residual)`` when the slope is not positive (TTFT
     does not grow with the batch: prefill is too fast to see).
     """
     b = np.asarray(batches, dtype=float)
@@ -233,29 +233,6 @@ def predict_static(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int])
     steps = step_time_s(roofs, terms, concurrencies)
     return [{"output_throughput_tok_s": c / s, "tpot_s": float(s), "step_time_s": float(s)}
             for c, s in zip(concurrencies, steps)]
-
-
-def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], input_len: int,
-                   output_len: int, max_num_seqs: int | None = None) -> list[dict[str, float]]:
-    """Served closed-loop predictions per concurrency: output throughput (tok/s), TPOT, TTFT, E2EL (s).
-
-    Module docstring, "served": B = min(c, max_num_seqs); TTFT of a wave = T(B) +
-    prefill_overhead_s + B × input_len / prefill_tok_s; past max_num_seqs requests wait
-    ``ceil(c / B) − 1`` whole service times on average half of that (they queue behind full
-    waves), and throughput = c × output_len / (E2EL + wait).
-    """
-    out = []
-    for c in concurrencies:
-        b = min(int(c), int(max_num_seqs)) if max_num_seqs else int(c)
-        step = float(step_time_s(roofs, terms, [b])[0])
-        prefill = (b * input_len / terms.prefill_tok_s) if terms.prefill_tok_s else 0.0
-        ttft = step + (terms.prefill_overhead_s or 0.0) + prefill
-        e2el = ttft + max(output_len - 1, 0) * step
-        waves = math.ceil(c / b)
-        wait = (waves - 1) * e2el / 2.0 if waves > 1 else 0.0
-        out.append({"output_throughput_tok_s": c * output_len / (e2el * waves) if waves > 1 else c * output_len / e2el,
-                    "tpot_s": step, "ttft_s": ttft + wait, "e2el_s": e2el + wait, "step_time_s": step})
-    return out
 
 
 def relative_error(predicted: float | None, measured: float | None) -> float | None:
@@ -318,8 +295,11 @@ def rel_spread(values: Sequence[float]) -> float:
 
 
 def fit_points(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int,
-               repeat: int | None = None) -> StepTerms:
+               repeat: int | None = None, correction: dict[int, tuple[float, float]] | None = None) -> StepTerms:
     """Fit the terms on calibration points (``repeat``: that repeat's own values only); prefill terms for served points.
+
+    ``correction``: per concurrency (TPOT ÷ decode step, TTFT − wave TTFT in s) of the simulated server, which
+    the measured TPOT and TTFT are divided by and reduced by first (:func:`pipeline.servedsim.fit_served`).
 
     Raises:
         CalibrationError: no positive step time; IndexError / TypeError when ``repeat`` is missing at a point.
@@ -333,6 +313,9 @@ def fit_points(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: i
         spreads = None
         ttfts = [(s.samples.get("ttft_s_per_repeat") or [None] * (repeat + 1))[repeat] for s in cal]
     batches = [s.concurrency for s in cal]
+    if correction:
+        steps = [t / correction.get(c, (1.0, 0.0))[0] for c, t in zip(batches, steps)]
+        ttfts = [None if t is None else t - correction.get(c, (1.0, 0.0))[1] for c, t in zip(batches, ttfts)]
     terms = fit_step_terms(roofs, batches, steps, spreads)
     if static or any(t is None for t in ttfts):
         return terms
@@ -340,13 +323,15 @@ def fit_points(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: i
     return StepTerms(terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction, rate, overhead)
 
 
-def per_repeat_fits(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int) -> list[StepTerms]:
-    """The same fit on each repeat's own values (the repeats every calibration point has); those that fail are left out."""
+def per_repeat_fits(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: int,
+                    correction: dict[int, tuple[float, float]] | None = None) -> list[StepTerms]:
+    """The same fit on each repeat's own values (the repeats every calibration point has; ``correction`` as
+    :func:`fit_points`'); those that fail are left out."""
     n = min((len(step_samples(s)) for s in cal), default=0)
     fits = []
     for r in range(n):
         try:
-            fits.append(fit_points(roofs, cal, static, input_len, repeat=r))
+            fits.append(fit_points(roofs, cal, static, input_len, repeat=r, correction=correction))
         except (CalibrationError, IndexError, TypeError):
             continue
     return fits
@@ -362,11 +347,3 @@ def with_spread(roofs: Roofs, cal: list[PointSummary], static: bool, input_len: 
         spread[name] = float(np.std(vals, ddof=1)) if len(vals) >= 2 else None
     return StepTerms(terms.overhead_s, terms.bandwidth_fraction, terms.compute_fraction, terms.prefill_tok_s,
                      terms.prefill_overhead_s, spread)
-
-
-def predict_curve(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], static: bool, input_len: int,
-                  output_len: int, max_num_seqs: int | None = None) -> list[dict[str, float]]:
-    """:func:`predict_static` or :func:`predict_served` (``static``: a static batch) at ``concurrencies``."""
-    if static:
-        return predict_static(roofs, terms, concurrencies)
-    return predict_served(roofs, terms, concurrencies, input_len, output_len, max_num_seqs)

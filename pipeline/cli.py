@@ -70,8 +70,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 def _cmd_merge(args: argparse.Namespace) -> int:
     from pipeline.config import load_config
     from pipeline.parts import merge_parts
+    from pipeline.stages import write_derived
 
-    print(merge_parts(load_config(args.config), args.run_id))
+    print(merge_parts(load_config(args.config), args.run_id, derive=write_derived))  # published with its derived files
     return 0
 
 
@@ -323,7 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Rewrite a run's stored files (run.json, summaries, analysis, point records, model "
                                    "cards) at the current schema versions, in place; each file is replaced atomically. "
                                    "Only the format changes, never a number: a complete run stays otherwise immutable. "
-                                   "Nothing is written when any file cannot be read.")
+                                   "Nothing is written when any file cannot be read. A complete run published without "
+                                   "summaries.json or analysis.json (by an earlier batchmark) gets them from their stages.")
     s.add_argument("run", metavar="RUN", nargs="?", help="run id or path")
     s.add_argument("--all", action="store_true", help="every run under data/runs/ (complete or not)")
     s.set_defaults(func=_cmd_upgrade)

@@ -1,6 +1,6 @@
 """A point's request records as a Parquet file: one row per request, token times as list columns.
 
-The record file of a point (schema version 3, :class:`pipeline.schemas.PointRecordsFile`) is two
+The record file of a point (schema version 3 and later, :class:`pipeline.schemas.PointRecordsFile`) is two
 files side by side: ``points/<model>/<slug>.json`` keeps the point's key, the engine's ``meta``
 and each repeat's header (window, batching, decode steps, server metrics), as before; the
 requests of every repeat are ``points/<model>/<slug>.parquet``, which pandas, polars, DuckDB or

@@ -14,13 +14,14 @@ import hashlib
 import math
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline.configoptions import (SLO, Adaptive, ClusterOptions, OpenAIOptions, OpenLoop, StrictModel, TransformersOptions,
-                                    VLLMOptions)
+from pipeline.configoptions import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, Adaptive, ClusterOptions, OpenAIOptions, OpenLoop,
+                                    StrictModel, TransformersOptions, VLLMOptions, migrate_slo_keys)
 from pipeline.errors import BatchmarkError
 from pipeline.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
@@ -114,7 +115,7 @@ class SweepConfig(StrictModel):
                                   description="A doubling that gains less than this is weak (knee)")
     max_failure_rate: float = Field(default=EXCLUSION_FAILURE_RATE, ge=0, le=1,
                                     description="A point whose share of failed measured requests is above this "
-                                                "is left out of the knee, peak and scaling figures (it is still shown, flagged)")
+                                                "is left out of the knee, peak and scaling figures (it is still shown, marked excluded)")
     stop_after_weak_doublings: int = Field(default=2, ge=0,
                                            description="Stop escalating after this many weak doublings in a row (0 = never)")
     seed: int = Field(default=0, ge=0, le=MAX_SEED, description="Seed for weights and prompts (0 … 2**32 − 1)")
@@ -201,7 +202,8 @@ class SweepConfig(StrictModel):
         """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid.
 
         ``cluster`` (where the jobs run, not what they measure) is left out, so configs written
-        before it existed keep their digest and their runs.
+        before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
+        agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
         if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
@@ -209,6 +211,10 @@ class SweepConfig(StrictModel):
         for k in ("open_loop", "slo", "budget"):  # absent = as before they existed: a closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
+        slo = data.get("slo")
+        if slo and all(slo[f"goodput_{m}_ms"] == slo[f"{m}_p99_max_ms"] for m in SLO_METRICS):
+            # both limits equal (every SLO written before they were apart, issue 25): its keys as then, so its digest
+            data["slo"] = {old: slo[new] for old, (new, _) in DEPRECATED_SLO_KEYS.items()}
         blob = json.dumps(data, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -255,11 +261,24 @@ def _format_error(path: Path | str, err: ValidationError) -> str:
 def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     """Validate a config mapping.
 
+    The SLO's deprecated keys (``ttft_p99_ms`` …, :data:`pipeline.configoptions.DEPRECATED_SLO_KEYS`) are read
+    as the two limits each stood for, with one warning line on stderr naming the file and the new keys.
+
     Raises:
         BatchmarkError: one line naming ``source`` and the first bad field.
     """
     if not isinstance(data, dict):
         raise BatchmarkError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
+    if "slo" in data:
+        try:
+            slo, old = migrate_slo_keys(data["slo"])
+        except ValueError as exc:
+            raise BatchmarkError(f"{source}: slo: {exc}") from None
+        if old:
+            data = {**data, "slo": slo}
+            news = ", ".join(f"{k} → {' and '.join(DEPRECATED_SLO_KEYS[k])}" for k in old)
+            print(f"batchmark: warning: {source}: slo: {news} (each old key set both the per-request goodput limit "
+                  "and the p99 bound; read as both, write the new keys)", file=sys.stderr)
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as err:

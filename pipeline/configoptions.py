@@ -149,17 +149,64 @@ AUTO_RATES = 8
 AUTO_OVERSHOOT = 1.25
 
 
-class SLO(StrictModel):
-    """Service-level objectives, each a p99 limit in milliseconds (None = not checked); at least one is given."""
+#: The SLO's latencies (TTFT, TPOT, E2EL), each with two limits of its own (:class:`SLO`).
+SLO_METRICS = ("ttft", "tpot", "e2el")
+#: SLO keys before the two limits were apart (issue 25): each set both the per-request goodput limit and the p99
+#: bound; :func:`migrate_slo_keys` reads them as the two new keys with the same value (what they did).
+DEPRECATED_SLO_KEYS = {f"{m}_p99_ms": (f"goodput_{m}_ms", f"{m}_p99_max_ms") for m in SLO_METRICS}
 
-    ttft_p99_ms: float | None = Field(default=None, gt=0, description="p99 time to first token, ms")
-    tpot_p99_ms: float | None = Field(default=None, gt=0, description="p99 time per output token, ms")
-    e2el_p99_ms: float | None = Field(default=None, gt=0, description="p99 end-to-end latency, ms")
+
+def migrate_slo_keys(slo: Any) -> tuple[Any, list[str]]:
+    """``slo`` (a config's mapping) with each deprecated key (:data:`DEPRECATED_SLO_KEYS`) replaced by its two new
+    keys at its value, and the deprecated keys found (in order); anything but a mapping is returned as is.
+
+    Raises:
+        ValueError: a deprecated key beside one of the new keys it stands for (which is meant is unclear).
+    """
+    if not isinstance(slo, dict):
+        return slo, []
+    found = [k for k in DEPRECATED_SLO_KEYS if k in slo]
+    out = {k: v for k, v in slo.items() if k not in DEPRECATED_SLO_KEYS}
+    for old in found:
+        for new in DEPRECATED_SLO_KEYS[old]:
+            if new in out:
+                raise ValueError(f"{old} (deprecated) and {new} are both given; write only "
+                                 f"{' and '.join(DEPRECATED_SLO_KEYS[old])}")
+            out[new] = slo[old]
+    return out, found
+
+
+class SLO(StrictModel):
+    """Service-level objectives in milliseconds, two kinds of limit per latency (None = not checked; at least one given).
+
+    - ``goodput_ttft_ms``, ``goodput_tpot_ms``, ``goodput_e2el_ms``: per-request limits of goodput (vLLM's
+      ``--goodput ttft:<ms> tpot:<ms> e2el:<ms>``): a finished request is *good* when each of its latencies is
+      within its limit; goodput counts the good requests (:func:`pipeline.goodput.slo_goodput`).
+    - ``ttft_p99_max_ms``, ``tpot_p99_max_ms``, ``e2el_p99_max_ms``: p99 bounds: a point *meets* the SLO when
+      the p99 of each bounded latency over its finished requests is within its bound (and at most 1 % failed;
+      with no p99 bound given, that share of failures alone decides).
+
+    The keys ``ttft_p99_ms`` … of configs written before the two were apart set both at once; they are read as
+    both (:func:`migrate_slo_keys`, with a one-line deprecation from :func:`pipeline.config.parse_config`).
+    """
+
+    goodput_ttft_ms: float | None = Field(default=None, gt=0, description="a good request's time to first token "
+                                                                          "is at most this, ms (vLLM --goodput ttft)")
+    goodput_tpot_ms: float | None = Field(default=None, gt=0, description="a good request's time per output token "
+                                                                          "is at most this, ms (vLLM --goodput tpot)")
+    goodput_e2el_ms: float | None = Field(default=None, gt=0, description="a good request's end-to-end latency "
+                                                                          "is at most this, ms (vLLM --goodput e2el)")
+    ttft_p99_max_ms: float | None = Field(default=None, gt=0, description="a point meets the SLO when its p99 time "
+                                                                          "to first token is at most this, ms")
+    tpot_p99_max_ms: float | None = Field(default=None, gt=0, description="a point meets the SLO when its p99 time "
+                                                                          "per output token is at most this, ms")
+    e2el_p99_max_ms: float | None = Field(default=None, gt=0, description="a point meets the SLO when its p99 "
+                                                                          "end-to-end latency is at most this, ms")
 
     @model_validator(mode="after")
     def _one_given(self) -> "SLO":
-        if self.ttft_p99_ms is None and self.tpot_p99_ms is None and self.e2el_p99_ms is None:
-            raise ValueError("give at least one of ttft_p99_ms, tpot_p99_ms, e2el_p99_ms")
+        if all(v is None for v in self.model_dump().values()):
+            raise ValueError("give at least one of " + ", ".join(self.model_dump()))
         return self
 
 

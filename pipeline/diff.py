@@ -187,7 +187,7 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
             verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
         k = kb
         changes.append(MetricChange(k.model, k.engine, k.input_len, k.output_len, k.concurrency,
-                                    load=k.load, rate_rps=k.rate_rps, metric=spec.key, label=spec.label, unit=spec.unit,
+                                    load=k.load, rate_rps=k.rate_rps, max_concurrency=k.max_concurrency, metric=spec.key, label=spec.label, unit=spec.unit,
                                     higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
                                     p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,
                                     sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",

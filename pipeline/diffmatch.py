@@ -14,7 +14,7 @@ RATE_FRACTION_TOLERANCE = 0.05
 
 def _sweep_group(k: PointKey) -> tuple[Any, ...]:
     """An open-loop point's rate sweep: workload, load pattern and cap (the rate left out)."""
-    return (*k.workload, k.load, k.concurrency)
+    return (*k.workload, k.load, k.max_concurrency)
 
 
 def match_open_loop(keys_a: list[PointKey], keys_b: list[PointKey]) -> list[tuple[PointKey, PointKey]]:

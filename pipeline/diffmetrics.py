@@ -166,7 +166,7 @@ class MetricChange:
     engine: str
     input_len: int
     output_len: int
-    concurrency: int
+    concurrency: int | None
     metric: str
     label: str
     unit: str
@@ -188,11 +188,13 @@ class MetricChange:
     q_value: float | None = None
     effect: float | None = None
     rate_a_rps: float | None = None
+    max_concurrency: int | None = None
 
     @property
     def key(self) -> PointKey:
         """The matched point's :class:`PointKey`."""
-        return PointKey(self.model, self.engine, self.input_len, self.output_len, self.concurrency, self.load, self.rate_rps)
+        return PointKey(self.model, self.engine, self.input_len, self.output_len, self.concurrency, self.load, self.rate_rps,
+                        self.max_concurrency)
 
     @property
     def point(self) -> str:

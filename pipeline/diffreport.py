@@ -190,8 +190,8 @@ def format_markdown(d: RunDiff) -> str:
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
               "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
-              "load", "rate_rps", "q_value", "effect", "rate_a_rps")  # an open-loop point (issue 10): its load pattern and rate
-# (B's; A's matched by its place in the sweep in rate_a_rps, issue 22); closed: "closed", empty
+              "load", "rate_rps", "q_value", "effect", "rate_a_rps", "max_concurrency")  # an open-loop point (issue 10): its
+# load pattern, rate (B's; A's matched by its place in the sweep in rate_a_rps, issue 22) and cap; closed: "closed", empty
 
 
 def format_csv(d: RunDiff) -> str:

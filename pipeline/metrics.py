@@ -3,7 +3,7 @@
 
 The definitions, one function per formula over request and repeat records, are
 :mod:`pipeline.requestmetrics` (TTFT, TPOT, ITL, output throughput, the open-loop send and achieved
-rates, schedule kept, a point's flags); SLO attainment and goodput are :mod:`pipeline.goodput`.
+rates, schedule kept, a point's caveats); SLO attainment and goodput are :mod:`pipeline.goodput`.
 Here the same formulas run over a point's arrays, value for value, and the server's own view of the
 point (:func:`server_state`, from the ``/metrics`` scraped around and during each repeat) is added.
 Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).  No division here can
@@ -82,20 +82,20 @@ def _inverse(value: float) -> float | None:
 
 # -- the formulas of pipeline.requestmetrics over arrays (pipeline.arrays): what summarize_point computes from --
 
-def _point_flags_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
-    """:func:`pipeline.requestmetrics.point_flags` over the measured rows of ``a``."""
-    flags: dict[str, int] = {}
+def _point_caveats_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
+    """:func:`pipeline.requestmetrics.point_caveats` over the measured rows of ``a``."""
+    caveats: dict[str, int] = {}
     n_failed = int(np.count_nonzero(measured & ~ok))
     if n_failed:
-        flags["failed_requests"] = n_failed
+        caveats["failed_requests"] = n_failed
     for fl in a.token_count_flags[measured]:
         for f in fl or ():
-            flags[f] = flags.get(f, 0) + 1
+            caveats[f] = caveats.get(f, 0) + 1
     sources: dict[str, int] = {}
     for src in a.token_count_source[ok]:
         if src:
             sources[src] = sources.get(src, 0) + 1
-    return dict(sorted(flags.items())), dict(sorted(sources.items()))
+    return dict(sorted(caveats.items())), dict(sorted(sources.items()))
 
 
 def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
@@ -234,7 +234,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     steps = [repeat_step_time(rep) for rep in repeats]
     step_time = _med(steps) if static else _median_or_none(streamed)
     per_user = _inverse(float(np.median(streamed))) if streamed.size else None
-    flags, sources = _point_flags_arrays(a, measured, ok)
+    caveats, sources = _point_caveats_arrays(a, measured, ok)
     firsts = (a.first_content_s - a.sent_s)[ok & ~np.isnan(a.first_content_s)]
     open_loop = key.open_loop
     lags = a.lag_s[measured & ~np.isnan(a.lag_s)].tolist()
@@ -247,10 +247,10 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
         slo=slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
         failure_rate=int(np.count_nonzero(failed)) / int(np.count_nonzero(measured)) if measured.any() else None,
-        flags=flags, token_count_sources=sources,
+        caveats=caveats, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
         model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
-        concurrency=key.concurrency, repeats=len(repeats), completed=int(np.count_nonzero(ok)),
+        concurrency=key.concurrency, max_concurrency=key.max_concurrency, repeats=len(repeats), completed=int(np.count_nonzero(ok)),
         failed=int(np.count_nonzero(failed)),
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
         output_throughput_window=("decode_phase" if static else "send_to_completion") if _med(thr) is not None else None,

@@ -27,7 +27,7 @@ import os
 import shutil
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipeline import paths, pointfiles, runs
 from pipeline.config import SweepConfig
@@ -342,8 +342,12 @@ def _copy_part_files(part: Path, dest: Path, seen: dict[str, str], model: str) -
             _copy_regular(src, target)
 
 
-def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> Path:
+def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None,
+                derive: Callable[[Path], None] | None = None) -> Path:
     """Assemble the complete parts of every model of ``cfg`` into the complete run ``run_id``; return its folder.
+
+    ``derive`` writes the run's derived files before it is published (:func:`pipeline.stages.write_derived`,
+    handed in by ``batchmark merge``: the merge comes before the stages and never imports them).
 
     Every part must be complete and measured with this config (its digest).  The run is written
     into a hidden temporary folder and renamed into place, so it appears whole or not at
@@ -383,7 +387,7 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> 
         check_same_hardware(run_id, metas)
         # built beside the run and published by the store in one rename (onto an absent folder, or the empty
         # one Snakemake makes for an output before the job)
-        with runs.assembling(run_dir) as tmp:
+        with runs.assembling(run_dir, derive=derive) as tmp:
             seen: dict[str, str] = {}
             for m in cfg.models:
                 with runs.naming_file(tmp):  # a full disk names where the run was being assembled

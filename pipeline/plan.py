@@ -56,7 +56,8 @@ PROBE_S = 30.0
 
 @dataclass
 class PlanPoint:
-    """One point of the plan (closed loop: ``concurrency``; open loop: ``load`` and ``rate_rps``), times in s."""
+    """One point of the plan (closed loop: ``concurrency``; open loop: ``load``, ``rate_rps`` and the cap
+    ``max_concurrency``), times in s."""
 
     concurrency: int | None
     wall_s: float
@@ -72,6 +73,7 @@ class PlanPoint:
     load: str = "closed"
     rate_rps: float | None = None
     kv_bytes_needed: float | None = None
+    max_concurrency: int | None = None
 
 
 @dataclass
@@ -229,13 +231,14 @@ def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, war
     ok, why, kv_need = fits
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
-                         key.load, key.rate_rps, kv_need), None
+                         key.load, key.rate_rps, kv_need, key.max_concurrency), None
     res = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas, concurrency=key.concurrency,
-                          load=key.load, rate_rps=key.rate_rps, schedule_seed=0)
+                          load=key.load, rate_rps=key.rate_rps, max_concurrency=key.max_concurrency, schedule_seed=0)
     summ = _summary(key, res, slo)
     wall = repeats * (res.end_s + REPEAT_OVERHEAD_S)
     return PlanPoint(key.concurrency, wall, ok, why, True, (summ.tpot_s or {}).get("p50"), (summ.ttft_s or {}).get("p50"),
-                     summ.output_throughput_tok_s, n_meas, n_warm, repeats, key.load, key.rate_rps, kv_need), summ
+                     summ.output_throughput_tok_s, n_meas, n_warm, repeats, key.load, key.rate_rps, kv_need,
+                     key.max_concurrency), summ
 
 
 def _fits(card, hw: HardwareProfile, server, util: float, c: int, input_len: int, output_len: int) -> tuple[bool, str, float]:
@@ -330,7 +333,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 rates = list(ol.rates)
             rate_points = []
             for rate in rates:
-                key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, ol.max_concurrency, ol.load, rate)
+                key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
                 pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                     _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len))
                 pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
@@ -338,9 +341,9 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             if slo and ol.bisect_steps and rate_points:
                 mid = statistics.median(p.wall_s for p in rate_points)
                 for _ in range(ol.bisect_steps):
-                    rate_points.append(PlanPoint(ol.max_concurrency, mid, True, "SLO bisection (a rate not known before "
+                    rate_points.append(PlanPoint(None, mid, True, "SLO bisection (a rate not known before "
                                                  "the sweep; counted at the median rate's cost)", True, None, None,
-                                                 None, 0, 0, reps, ol.load, None))
+                                                 None, 0, 0, reps, ol.load, None, max_concurrency=ol.max_concurrency))
             points.extend(rate_points)
         wall = start + sum(p.wall_s for p in points)
         models.append(PlanModel(spec.name, wall, start, points, stops_after,

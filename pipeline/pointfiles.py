@@ -1,7 +1,7 @@
 """A run's point files: their names on disk, the JSON header of a point, and reading a point back (no writes).
 
 A point is ``points/<model>/<slug>.json`` (key, meta, each repeat's header; names through
-:func:`file_stem`) with its requests in ``<slug>.parquet`` beside it (schema version 3,
+:func:`file_stem`) with its requests in ``<slug>.parquet`` beside it (schema version 3 and later,
 :mod:`pipeline.columnar`); a point of an older version holds its requests inline.  The store
 (:mod:`pipeline.runs`) writes them, once, atomically; :mod:`pipeline.upgrade` rewrites an older one
 in the current form.  Every file is read through its model in :mod:`pipeline.schemas` (version

@@ -56,11 +56,15 @@ class PointSummary:
     per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
     (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
     repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.  ``interference`` is the outside load while the point ran
+    independent sample there.  ``caveats``: ``{name: requests}`` of what a reader must know of the point's
+    requests (``failed_requests`` and the token-count flags of :mod:`pipeline.engines.tokencount`;
+    ``requestmetrics.point_caveats``), not the quality verdict *flagged* (:mod:`pipeline.quality`).
+    ``interference`` is the outside load while the point ran
     (:func:`pipeline.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
     for imported points and points measured before it was kept).
 
-    Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then the cap or None):
+    Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then None and ``max_concurrency``
+    the cap on requests in flight, None when uncapped; both as :class:`~pipeline.records.PointKey`):
     ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
     requests were really sent at and ``achieved_rate_rps`` the rate they completed at (medians
     over repeats; ``requestmetrics.send_rate``, ``requestmetrics.achieved_rate``),
@@ -68,8 +72,9 @@ class PointSummary:
     ``schedule_kept`` whether the client kept the schedule (``requestmetrics.schedule_kept``):
     when False, requests went out late and the latencies miss the waiting the schedule would
     have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
-    ``{"ttft_p99_ms", "tpot_p99_ms", "e2el_p99_ms", "met", "share_ok", "goodput_rps",
-    "goodput_tok_s", "p99_ok"}`` (``goodput.slo_goodput``).  ``burstiness``: an imported vLLM
+    ``{"goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms" (per-request goodput limits),
+    "ttft_p99_max_ms", "tpot_p99_max_ms", "e2el_p99_max_ms" (p99 bounds), "good", "measured", "share_ok",
+    "goodput_rps", "goodput_tok_s", "p99_ok", "met"}`` (``goodput.slo_goodput``).  ``burstiness``: an imported vLLM
     run's ``--burstiness`` (1 = Poisson).  All None for closed points.
 
     ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the
@@ -95,7 +100,7 @@ class PointSummary:
     engine: str
     input_len: int
     output_len: int
-    concurrency: int
+    concurrency: int | None
     repeats: int
     completed: int
     failed: int
@@ -111,7 +116,7 @@ class PointSummary:
     errors: list[str] = field(default_factory=list)
     samples: dict[str, list[float]] = field(default_factory=dict)
     failure_rate: float | None = None
-    flags: dict[str, int] = field(default_factory=dict)
+    caveats: dict[str, int] = field(default_factory=dict)
     token_count_sources: dict[str, int] = field(default_factory=dict)
     time_to_first_content_s: Distribution | None = None
     output_throughput_window: Literal["decode_phase", "send_to_completion"] | None = None
@@ -131,6 +136,7 @@ class PointSummary:
     duration_s: float | None = None
     input_tokens_served: float | None = None
     output_tokens_served: float | None = None
+    max_concurrency: int | None = None
 
     @property
     def key(self) -> PointKey:

@@ -12,6 +12,7 @@ with the server's view when it explains it (the analysis' regime: queueing, KV c
 The JSON document (``--json``)::
 
     {"run_id", "source", "models": [{"model", "engine", "input_len", "output_len", "kind",
+      "method" ("static_batch": B ÷ T(B); "simulated_server": :mod:`pipeline.servedsim`),
       "calibrated_on", "calibration_reason", "fit": {terms, *_spread, "words"}, "error"
       (null, or why no fit was made), "median_abs_error", "worst_abs_error",
       "points": [{"concurrency", "calibration" (bool), "measured": {"output_throughput_tok_s",
@@ -30,7 +31,7 @@ from typing import Any
 from pipeline import stages
 from pipeline.analysis import hardware_block, mean_decode_context
 from pipeline.calibrate import (CALL_OUT_FRACTION, CalibrationError, Roofs, check_consistent, default_calibration,
-                                describe_terms, predict_served, predict_static, relative_error)
+                                describe_terms, per_repeat_fits, predict_static, relative_error)
 # the fit on point summaries lives in calibrate (layer 6) so that the adaptive sweep (layer 7) uses it too
 from pipeline.calibrate import fit_points as _fit  # noqa: F401  (re-exported names of the former private helpers)
 from pipeline.calibrate import is_static as _static
@@ -44,6 +45,7 @@ from pipeline.modelcards import ModelCard
 from pipeline.pointsummary import PointSummary
 from pipeline.records import workload_of
 from pipeline.runs import load_model_cards
+from pipeline.servedsim import ServedLimits, fit_served, predict_served
 
 #: Doublings predicted past the largest measured concurrency.
 BEYOND_DOUBLINGS = 1
@@ -65,16 +67,19 @@ def parse_calibrate_on(text: str | None) -> list[int] | None:
 
 def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict[str, Any]], card: ModelCard | None,
                      hw: dict[str, Any], calibrate_on: list[int] | None,
-                     max_num_seqs: int | None = None) -> dict[str, Any]:
+                     limits: dict[str, Any] | None = None) -> dict[str, Any]:
     """Calibrate on one workload's closed-loop points and predict every point (module docstring's model entry).
 
     ``points``: the workload's closed-loop summaries; ``analysis_points``: the analysis' point rows
-    by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.hardware_block`.
+    by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.hardware_block`;
+    ``limits``: the server's (``run.json`` ``engine.servers.<model>.limits``) for a served run's simulated
+    server (:mod:`pipeline.servedsim`), with each measured point's requests per repeat.
     A workload that cannot be fitted gets ``"error"`` (the reason, one line) and no predictions.
     """
     first = points[0]
     entry: dict[str, Any] = {"model": first.model, "engine": first.engine, "input_len": first.input_len,
                              "output_len": first.output_len, "kind": card.kind if card else None,
+                             "method": "static_batch" if _static(first) else "simulated_server",
                              "calibrated_on": None, "calibration_reason": None, "fit": None, "error": None,
                              "median_abs_error": None, "worst_abs_error": None, "points": []}
     usable = [s for s in sorted(points, key=lambda s: s.concurrency)
@@ -101,7 +106,14 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         roofs = Roofs(card, mean_decode_context(first.input_len, first.output_len), hw["bandwidth_gb_s"],
                       hw.get("peak_tflops"))
         cal = [by_c[c] for c in chosen]
-        terms = _spread(roofs, cal, static, first.input_len, _fit(roofs, cal, static, first.input_len))
+        requests = {s.concurrency: round((s.completed + s.failed) / s.repeats) for s in points if s.repeats}
+        served = ServedLimits.of(limits)
+        if static:
+            terms = _spread(roofs, cal, static, first.input_len, _fit(roofs, cal, static, first.input_len))
+        else:  # fitted so that the simulated server reproduces the calibration points (servedsim.fit_served)
+            terms, correction = fit_served(roofs, cal, first.input_len, first.output_len, served, requests)
+            terms = _spread(roofs, cal, static, first.input_len, terms,
+                            per_repeat_fits(roofs, cal, static, first.input_len, correction))
     except CalibrationError as exc:
         entry["error"] = str(exc)
         return entry
@@ -111,7 +123,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     beyond = [grid[-1] * 2 ** (i + 1) for i in range(BEYOND_DOUBLINGS)]
     cs = grid + beyond
     preds = (predict_static(roofs, terms, cs) if static else
-             predict_served(roofs, terms, cs, first.input_len, first.output_len, max_num_seqs))
+             predict_served(roofs, terms, cs, first.input_len, first.output_len, served, requests))
     measured = {s.concurrency: s for s in points}
     errors = []
     for c, pred in zip(cs, preds):
@@ -163,8 +175,7 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
     models = []
     for wl, pts in sorted(groups.items()):
         limits = (servers.get(wl[0]) or {}).get("limits") if isinstance(servers.get(wl[0]), dict) else None
-        models.append(predict_workload(pts, rows_by_workload.get(wl, {}), cards.get(wl[0]), hw, calibrate_on,
-                                       (limits or {}).get("max_num_seqs")))
+        models.append(predict_workload(pts, rows_by_workload.get(wl, {}), cards.get(wl[0]), hw, calibrate_on, limits))
     return {"run_id": res.run_dir.name, "source": res.meta.get("source", "measured"), "models": models}
 
 

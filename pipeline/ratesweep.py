@@ -60,6 +60,6 @@ def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
                      "schedule_kept": s.schedule_kept, "saturated": sat})
     achieved = [r["achieved_rate_rps"] for r in rows if r["achieved_rate_rps"] is not None]
     has_slo = any(s.slo for s in pts)
-    return {"load": pts[0].load, "max_concurrency": pts[0].concurrency, "points": rows,
+    return {"load": pts[0].load, "max_concurrency": pts[0].max_concurrency, "points": rows,
             "saturation_rate_rps": saturation, "max_achieved_rps": max(achieved) if achieved else None,
             "slo": slo_limit([(r["rate_rps"], r["slo_met"]) for r in rows]) if has_slo else None}

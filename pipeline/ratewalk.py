@@ -76,7 +76,7 @@ def rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple[
     extra = ol.bisect_steps if slo else 0
     while rates:
         rate = rates.pop(0)
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, ol.max_concurrency, ol.load, rate)
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
         if runs.has_point(run_dir, key):
             summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
         else:

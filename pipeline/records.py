@@ -31,15 +31,17 @@ class PointKey:
     Attributes:
         model, engine: names as the run states them.
         input_len / output_len: prompt and generated tokens per request.
-        concurrency: closed loop: the N requests kept in flight; open loop: the optional cap on
-            requests in flight (None = uncapped).
+        concurrency: closed loop: the N requests kept in flight; None for an open-loop point (its
+            number in flight is whatever the schedule and the server make it).
         load: ``closed``, ``poisson`` or ``constant`` (:data:`LOAD_PATTERNS`).
         rate_rps: open loop: the offered rate in requests/s; None for a closed-loop point.
+        max_concurrency: open loop: the cap on requests in flight (vLLM's ``--max-concurrency``),
+            None when uncapped; always None for a closed-loop point.
 
     Raises:
-        ValueError: an inconsistent key (a closed point without a concurrency or with a rate, an
-            open point without a finite positive rate): a bug of its maker, never user input,
-            which config and importers check before they build keys.
+        ValueError: an inconsistent key (a closed point without a concurrency, or with a rate or a
+            cap; an open point with a concurrency or without a finite positive rate): a bug of its
+            maker, never user input, which config and importers check before they build keys.
     """
 
     model: str
@@ -49,13 +51,16 @@ class PointKey:
     concurrency: int | None
     load: str = "closed"
     rate_rps: float | None = None
+    max_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         if self.load not in LOAD_PATTERNS:
             raise ValueError(f"PointKey.load {self.load!r} is not one of {LOAD_PATTERNS}")
         if self.load == "closed":
-            if self.concurrency is None or self.rate_rps is not None:
-                raise ValueError("a closed-loop PointKey needs a concurrency and no rate")
+            if self.concurrency is None or self.rate_rps is not None or self.max_concurrency is not None:
+                raise ValueError("a closed-loop PointKey needs a concurrency and no rate or max_concurrency")
+        elif self.concurrency is not None:
+            raise ValueError(f"an open-loop PointKey has no concurrency (its cap is max_concurrency), got {self.concurrency!r}")
         elif self.rate_rps is None or not math.isfinite(self.rate_rps) or self.rate_rps <= 0:
             raise ValueError(f"an open-loop PointKey needs a finite positive rate, got {self.rate_rps!r}")
 
@@ -72,7 +77,7 @@ class PointKey:
     def sort_key(self) -> tuple[Any, ...]:
         """Sweep order: per workload, closed points by concurrency first, then open points by load, rate, cap."""
         return (*self.workload, self.open_loop, self.load, self.rate_rps or 0.0,
-                -1 if self.concurrency is None else self.concurrency)
+                self.concurrency if not self.open_loop else -1 if self.max_concurrency is None else self.max_concurrency)
 
     def __lt__(self, other: "PointKey") -> bool:
         return self.sort_key() < other.sort_key()
@@ -82,21 +87,22 @@ class PointKey:
         stem = f"{self.engine}-in{self.input_len}-out{self.output_len}"
         if not self.open_loop:
             return f"{stem}-c{self.concurrency}"
-        cap = f"-c{self.concurrency}" if self.concurrency is not None else ""
+        cap = f"-c{self.max_concurrency}" if self.max_concurrency is not None else ""  # file names as ever
         return f"{stem}-{self.load}-r{self.rate_rps:g}{cap}"
 
     def label(self) -> str:
         """Short human form: ``c = 8`` (closed) or ``poisson 2.5 req/s`` (open, ``, cap 16`` when capped)."""
         if not self.open_loop:
             return f"c = {self.concurrency}"
-        cap = f", cap {self.concurrency}" if self.concurrency is not None else ""
+        cap = f", cap {self.max_concurrency}" if self.max_concurrency is not None else ""
         return f"{self.load} {self.rate_rps:g} req/s{cap}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form; a closed-loop key has exactly the five fields it always had (stored files unchanged)."""
+        """Plain-JSON form; a closed-loop key has exactly the five fields it always had (stored files unchanged), an
+        open-loop key all eight (``concurrency`` null)."""
         d = asdict(self)
         if not self.open_loop:
-            del d["load"], d["rate_rps"]
+            del d["load"], d["rate_rps"], d["max_concurrency"]
         return d
 
     @classmethod
@@ -109,8 +115,8 @@ class PointKey:
         """
         get = data.__getitem__ if isinstance(data, dict) else (lambda k: getattr(data, k))
         opt = (lambda k, d: data.get(k, d)) if isinstance(data, dict) else (lambda k, d: getattr(data, k, d))
-        return cls(get("model"), get("engine"), get("input_len"), get("output_len"), get("concurrency"),
-                   opt("load", "closed") or "closed", opt("rate_rps", None))
+        return cls(get("model"), get("engine"), get("input_len"), get("output_len"), opt("concurrency", None),
+                   opt("load", "closed") or "closed", opt("rate_rps", None), opt("max_concurrency", None))
 
 
 Workload = tuple[str, str, int, int]
@@ -153,8 +159,8 @@ class RequestRecord:
             ``tokenized_text``, ``chunk_count``; see :mod:`pipeline.engines.tokencount`); None for
             engines that count their own tokens and for records written before it existed.
         token_count_reason: one line: why that source.
-        token_count_flags: evidence set aside (keys of ``tokencount.FLAG_TEXT``); a request with
-            any is flagged.
+        token_count_flags: evidence set aside (keys of ``tokencount.FLAG_TEXT``); each is one of
+            its point's caveats (``PointSummary.caveats`` counts the requests with it).
         scheduled_s: open loop only: when the schedule said to send it (``queued_s`` is the same
             time, so client queueing behind a concurrency cap counts as queueing).
         lag_s: open loop only: the client's own lateness, send time − the time it could have gone

@@ -41,9 +41,9 @@ Open loop (``poisson`` / ``constant`` points):
   was kept when its p99 is at most :func:`schedule_lag_limit_s` (coordinated omission
   otherwise: the server saw fewer, later requests than the schedule asked for).
 
-Failed and flagged work: a point counts its failed measured requests (``failed``,
+A point's caveats: it counts its failed measured requests (``failed``,
 ``failure_rate`` = failed / measured) and, per flag of :mod:`pipeline.engines.tokencount`, the
-requests whose token count set evidence aside (``flags``), and how many requests took their
+requests whose token count set evidence aside (``caveats``, :func:`point_caveats`), and how many requests took their
 count from each source (``token_count_sources``).  No division here can raise: an empty
 window, a zero TPOT or a single-token request gives None.
 """
@@ -227,19 +227,19 @@ def schedule_kept(lags_s: list[float], rate_rps: float) -> bool | None:
     return bool(float(np.percentile(lags_s, 99)) <= schedule_lag_limit_s(rate_rps))
 
 
-def point_flags(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str, int]]:
-    """({flag: requests with it}, {token count source: requests}) over measured requests (sorted keys).
+def point_caveats(measured: list[RequestRecord]) -> tuple[dict[str, int], dict[str, int]]:
+    """({caveat: requests with it}, {token count source: requests}) over measured requests (sorted keys).
 
-    ``failed_requests`` counts the failed ones; every token-count flag counts the requests
-    that carry it.
+    A point's caveats (``PointSummary.caveats``): ``failed_requests`` counts the failed ones; every
+    token-count flag of a request (``token_count_flags``) counts the requests that carry it.
     """
-    flags: dict[str, int] = {}
+    caveats: dict[str, int] = {}
     sources: dict[str, int] = {}
     for r in measured:
         if not r.ok:
-            flags["failed_requests"] = flags.get("failed_requests", 0) + 1
+            caveats["failed_requests"] = caveats.get("failed_requests", 0) + 1
         for f in r.token_count_flags or []:
-            flags[f] = flags.get(f, 0) + 1
+            caveats[f] = caveats.get(f, 0) + 1
         if r.ok and r.token_count_source:
             sources[r.token_count_source] = sources.get(r.token_count_source, 0) + 1
-    return dict(sorted(flags.items())), dict(sorted(sources.items()))
+    return dict(sorted(caveats.items())), dict(sorted(sources.items()))

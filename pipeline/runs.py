@@ -12,9 +12,10 @@ Layout of ``data/runs/<run_id>/``::
 
 Raw records and ``run.json`` of a complete run are never rewritten (but by
 :func:`pipeline.upgrade.upgrade_run`, which changes the format and never a number, through the
-writers here); the derived files (summaries, analysis) are recomputed from them by the stages
+writers here); the derived files (summaries, analysis) are written from them by the stages
 (:mod:`pipeline.stages`, which also holds ``load_run`` and the :class:`~pipeline.stages.RunResults`
-it returns).  A point's file names and reading a point back are :mod:`pipeline.pointfiles`.
+it returns) at publish: :func:`complete_run` and :func:`assembling` take the stages' writer as
+``derive`` and run it before the run becomes complete, so a complete run always carries them.  A point's file names and reading a point back are :mod:`pipeline.pointfiles`.
 Every file is read through its model in :mod:`pipeline.schemas` (version checked, migrated).
 Every write is atomic: a temporary file in the same folder, then ``os.replace``.  No stage is
 run here: storage imports neither the metrics nor the analysis.
@@ -27,7 +28,7 @@ import os
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pipeline import arrays as point_arrays
 from pipeline import columnar, paths
@@ -258,11 +259,21 @@ def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
-    """Write the points index and flip ``run.json`` to complete; from now on the run is immutable."""
+def complete_run(run_dir: Path, finished_at: str | None = None,
+                 derive: Callable[[Path], None] | None = None) -> None:
+    """Publish a run measured in place: the points index, its derived files, then ``run.json`` flipped to complete.
+
+    ``derive`` writes the run's derived files (:func:`pipeline.stages.write_derived`, handed in by the caller:
+    storage runs no stage); it runs after ``points.json`` and before the flip, so a complete run always has
+    them; killed before the flip, the run stays incomplete and its resume publishes it again.  Without
+    ``derive`` (a part of a run, whose merge derives the run's) nothing is derived.  From the flip on
+    the run is immutable.
+    """
     _guard_open(run_dir)
     files = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "points").glob("*/*.json"))
     atomic_write_json(run_dir / "points.json", {"points": files})
+    if derive is not None:
+        derive(run_dir)
     meta = read_run_json(run_dir)
     meta["status"] = "complete"
     meta["finished_at"] = finished_at or datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -272,11 +283,12 @@ def complete_run(run_dir: Path, finished_at: str | None = None) -> None:
 # -- publishing a run built elsewhere, and the store that owns a run's life --------------------
 
 @contextlib.contextmanager
-def assembling(run_dir: Path, release_claim: bool = False):
+def assembling(run_dir: Path, release_claim: bool = False, derive: Callable[[Path], None] | None = None):
     """Build a complete run in a hidden temporary sibling of ``run_dir``, then publish it there in one rename.
 
     Yields the temporary folder; the caller writes the run's files into it (``run.json`` built
-    by :func:`run_json` with status ``complete``).  On success it is checked (its ``run.json``
+    by :func:`run_json` with status ``complete``).  Then ``derive`` (:func:`pipeline.stages.write_derived`, handed in
+    by the caller: storage runs no stage) writes the run's derived files into it.  It is checked (its ``run.json``
     readable, complete, of this run id) and renamed onto ``run_dir``, which must be absent or an
     empty folder (a claim of :func:`claim_run_dir`, or the folder Snakemake makes for an output):
     the run appears whole or not at all.  On any failure the temporary folder is removed, and
@@ -296,6 +308,8 @@ def assembling(run_dir: Path, release_claim: bool = False):
     tmp = Path(tempfile.mkdtemp(dir=runs_dir, prefix=tmp_prefix(run_dir.name), suffix=".tmp"))
     try:
         yield tmp
+        if derive is not None:
+            derive(tmp)
         meta = read_run_json(tmp)
         if meta.get("status") != "complete" or meta.get("run_id") != run_dir.name:
             raise BatchmarkError(f"{tmp / 'run.json'}: not a complete run {run_dir.name} "
@@ -331,9 +345,11 @@ class RunStore:
 
     A run's life: :meth:`claim` an id (the folder's ``mkdir``), then either measure in place
     (:meth:`create` with status incomplete, :meth:`write_point` and :meth:`write_model_card` under
-    the run's lock, :meth:`complete` to publish: ``points.json``, then ``run.json`` flipped to
-    complete in one ``os.replace``) or build it elsewhere and publish it whole (:meth:`assembling`:
-    importers, the merge of parts); then :meth:`read` it.  ``run.json`` is built by
+    the run's lock, :meth:`complete` to publish: ``points.json``, the derived files, then ``run.json``
+    flipped to complete in one ``os.replace``) or build it elsewhere and publish it whole
+    (:meth:`assembling`: importers, the merge of parts; derived files written before the rename);
+    then :meth:`read` it.  The derived files (``summaries.json``, ``analysis.json``) are written by
+    the stages (:func:`pipeline.stages.write_derived`), which the writer hands to the publish as ``derive``.  ``run.json`` is built by
     :func:`run_json` on every path.  Every rename or replace of a run's files is done here (and in
     the atomic writers above): ``tests/unit/test_architecture.py`` checks that no other module
     renames files of a run.  The module functions of the same names are the same operations for

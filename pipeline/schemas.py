@@ -84,14 +84,54 @@ def _run_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _renamed(data: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
+    """``data`` with each key of ``names`` renamed in place (order kept); no value changes."""
+    return {names.get(k, k): v for k, v in data.items()}
+
+
+#: The SLO's keys before its per-request goodput limits and its p99 bounds were apart (issue 25): each was both
+#: (as :data:`pipeline.configoptions.DEPRECATED_SLO_KEYS`, which storage cannot import).
+OLD_SLO_KEYS = {f"{m}_p99_ms": (f"goodput_{m}_ms", f"{m}_p99_max_ms") for m in ("ttft", "tpot", "e2el")}
+
+
+def split_slo_keys(slo: Any) -> Any:
+    """An SLO mapping (a config's, or a point's check of it) with each old key ``<m>_p99_ms`` replaced, in place, by
+    ``goodput_<m>_ms`` and ``<m>_p99_max_ms`` at its value (what it meant: both); anything else as is."""
+    if not isinstance(slo, dict) or not any(k in slo for k in OLD_SLO_KEYS):
+        return slo
+    out: dict[str, Any] = {}
+    for k, v in slo.items():
+        for new in OLD_SLO_KEYS.get(k, (k,)):
+            out[new] = v
+    return out
+
+
+def _open_loop_cap(point: dict[str, Any]) -> dict[str, Any]:
+    """A stored point key (or a summary, an analysis row) whose open-loop cap was ``concurrency`` (issue 25): the cap
+    becomes ``max_concurrency`` and ``concurrency`` null; a closed-loop point is returned as is."""
+    if not isinstance(point, dict) or point.get("load", "closed") == "closed" or "max_concurrency" in point:
+        return point
+    return {**point, "concurrency": None, "max_concurrency": point.get("concurrency")}
+
+
+def _run_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3: the config's SLO keys ``ttft_p99_ms`` … (each both a per-request goodput limit and a p99 bound)
+    become ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … at the same value (:func:`split_slo_keys`; issue 25)."""
+    cfg = data.get("config")
+    if isinstance(cfg, dict) and isinstance(cfg.get("slo"), dict):
+        data = {**data, "config": {**cfg, "slo": split_slo_keys(cfg["slo"])}}
+    return data
+
+
 class RunFile(StoredFile):
     """``run.json``: provenance (hardware, probe, versions, config, engine) and ``status``.
 
     Version 2: no path of the measuring machine (:func:`_run_update_to_2`).
+    Version 3: the config's SLO says its goodput limits and p99 bounds apart (:func:`_run_update_to_3`).
     """
 
-    current: ClassVar[int] = 2
-    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2}
+    current: ClassVar[int] = 3
+    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3}
 
     run_id: str | None = None
     status: str | None = None
@@ -101,8 +141,31 @@ class RunFile(StoredFile):
     hardware: dict[str, Any] | None = None
 
 
+def _summary_update_to_2(point: Any) -> Any:
+    """One summary, version 1 → 2 (issue 25, names that mean one thing): an open-loop point's cap moves from
+    ``concurrency`` to ``max_concurrency`` (``concurrency`` null; every point gets the field), ``flags`` is named
+    ``caveats`` ("flagged" is the quality verdict's word), and the SLO check's ``ttft_p99_ms`` … become
+    ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … (:func:`split_slo_keys`).  No number changes."""
+    if not isinstance(point, dict):
+        return point
+    out = _renamed(_open_loop_cap(point), {"flags": "caveats"})
+    out.setdefault("max_concurrency", None)
+    if isinstance(out.get("slo"), dict):
+        out["slo"] = split_slo_keys(out["slo"])
+    return out
+
+
 class SummariesFile(StoredFile):
-    """``summaries.json``: one point summary per point (metrics stage, or an importer)."""
+    """``summaries.json``: one point summary per point (metrics stage, or an importer).
+
+    Version 2: an open-loop cap is ``max_concurrency``, a point's ``flags`` are ``caveats``, the SLO's two limits are
+    apart (:func:`_summary_update_to_2`).
+    """
+
+    current: ClassVar[int] = 2
+    updates: ClassVar[dict[int, Update]] = {
+        2: lambda data: ({**data, "points": [_summary_update_to_2(p) for p in data["points"]]}
+                         if isinstance(data.get("points"), list) else data)}  # else refused by the model, named
 
     run_id: str | None = None
     points: list[dict[str, Any]]
@@ -119,14 +182,29 @@ def _analysis_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _analysis_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 2 → 3 (issue 25): an open-loop point's cap moves from ``concurrency`` to ``max_concurrency``
+    (``concurrency`` null), a point's ``flags`` are named ``caveats`` and a model's ``flagged_concurrency``
+    ``caveat_concurrency`` ("flagged" is the quality verdict's word).  No number changes."""
+    out = dict(data)
+    if isinstance(out.get("points"), list):
+        out["points"] = [_renamed(_open_loop_cap(p), {"flags": "caveats"}) if isinstance(p, dict) else p
+                         for p in out["points"]]
+    if isinstance(out.get("models"), list):
+        out["models"] = [_renamed(m, {"flagged_concurrency": "caveat_concurrency"}) if isinstance(m, dict) else m
+                         for m in out["models"]]
+    return out
+
+
 class AnalysisFile(StoredFile):
-    """``analysis.json``: per-model analysis, per-point MBU and flags, the hardware block (analysis stage).
+    """``analysis.json``: per-model analysis, per-point MBU and caveats, the hardware block (analysis stage).
 
     Version 2: the probe's figures are ``*_probed`` (:func:`_analysis_update_to_2`).
+    Version 3: an open-loop cap is ``max_concurrency``; ``caveats`` and ``caveat_concurrency`` (:func:`_analysis_update_to_3`).
     """
 
-    current: ClassVar[int] = 2
-    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2}
+    current: ClassVar[int] = 3
+    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2, 3: _analysis_update_to_3}
 
     run_id: str | None = None
     hardware: dict[str, Any] | None = None
@@ -135,11 +213,12 @@ class AnalysisFile(StoredFile):
 
 
 class PointKeyModel(BaseModel):
-    """The ``point`` of a record file: (model, engine, input length, output length, concurrency[, load, rate_rps]).
+    """The ``point`` of a record file: (model, engine, input length, output length, concurrency[, load, rate_rps,
+    max_concurrency]).
 
-    ``load`` and ``rate_rps`` appear only on open-loop points (``records.PointKey.as_dict``); a
-    file without them is a closed-loop point, so the files written before open loop existed read
-    unchanged, at the same version.
+    ``load``, ``rate_rps`` and ``max_concurrency`` appear only on open-loop points (``records.PointKey.as_dict``;
+    ``concurrency`` null there); a file without them is a closed-loop point, so the files written before open
+    loop existed read unchanged.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -151,6 +230,7 @@ class PointKeyModel(BaseModel):
     concurrency: int | None
     load: Literal["closed", "poisson", "constant", "gamma"] = "closed"
     rate_rps: float | None = None
+    max_concurrency: int | None = None
 
 
 def _point_records_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
@@ -182,6 +262,13 @@ def _point_records_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
+def _point_records_update_to_4(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 → 4 (issue 25): an open-loop point's cap moves from ``point.concurrency`` to
+    ``point.max_concurrency`` (``concurrency`` null; :func:`_open_loop_cap`).  A closed-loop point is unchanged."""
+    point = data.get("point")
+    return {**data, "point": _open_loop_cap(point)} if isinstance(point, dict) else data
+
+
 class PointRecordsFile(StoredFile):
     """``points/<model>/<slug>.json``: one point: its key, the engine's ``meta``, each repeat's header.
 
@@ -189,10 +276,12 @@ class PointRecordsFile(StoredFile):
     Version 3: the requests of every repeat are ``requests_file`` (``<slug>.parquet`` beside it,
     :mod:`pipeline.columnar`), not inline lists of per-request objects; a file migrated in memory
     from version 2 keeps them inline (:func:`_point_records_update_to_3`) and has no ``requests_file``.
+    Version 4: an open-loop point's cap is ``point.max_concurrency`` (:func:`_point_records_update_to_4`).
     """
 
-    current: ClassVar[int] = 3
-    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2, 3: _point_records_update_to_3}
+    current: ClassVar[int] = 4
+    updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2, 3: _point_records_update_to_3,
+                                            4: _point_records_update_to_4}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]

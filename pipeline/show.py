@@ -1,21 +1,23 @@
 """``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of docs/definitions.md.
 
-Pure assembly from what the metrics and analysis stages wrote (or the same computed in memory:
-reading never writes into a run); no measurement, no guessing: fields a source cannot supply are null.
-Beyond the contract's fields, every point carries ``failure_rate``, ``flags`` (failed requests,
-token counts that set evidence aside), ``token_count_sources``, ``excluded`` and
+Pure assembly from what the metrics and analysis stages wrote (read back by :func:`pipeline.stages.load_run`,
+which refuses a complete run without them, naming the command that writes them; a sweep in progress is the one
+run summarised in memory, ``"partial": true``; reading never writes into a run); no measurement, no guessing:
+fields a source cannot supply are null.
+Beyond the contract's fields, every point carries ``failure_rate``, ``caveats`` (failed requests,
+token counts that set evidence aside; ``caveat_counts``: requests with each), ``token_count_sources``, ``excluded`` and
 ``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
 and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
-limits), and every model ``excluded_concurrency``, ``flagged_concurrency``, ``post_knee_cause``, and the knee's
+limits), and every model ``excluded_concurrency``, ``caveat_concurrency``, ``post_knee_cause``, and the knee's
 uncertainty from the repeats: ``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.knee.knee_uncertainty`;
 computed from the summaries when an older analysis.json lacks them).
 Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
-model card or weight format) are flagged in ``implausible`` on the point and the model (the reason,
+model card or weight format) are named in ``implausible`` on the point and the model (the reason,
 else null; computed from the figures when an older analysis.json lacks it), and the table says so.
 Open loop (issue 10): every point carries ``load`` (``closed``, ``poisson``, ``constant``,
 ``gamma``) and, for a rate point, ``rate_rps`` (offered), ``send_rate_rps``, ``achieved_rate_rps``,
-``schedule_lag_s``, ``schedule_kept``, ``burstiness`` and ``slo`` (its concurrency is the cap or
-null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.ratesweep.rate_sweep`)
+``schedule_lag_s``, ``schedule_kept``, ``burstiness``, ``slo`` and ``max_concurrency`` (its cap on
+requests in flight, null when uncapped; its ``concurrency`` is null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.ratesweep.rate_sweep`)
 and ``slo_concurrency``, null where the run has none.
 Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.quality.run_quality`), and
 every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.quality.point_verdict`: its repeats'
@@ -50,11 +52,11 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
                 "input_tokens_served", "output_tokens_served")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
-                "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "flagged_concurrency",
+                "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
                 "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency")
 #: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
 OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "achieved_rate_rps", "schedule_lag_s", "schedule_kept",
-                    "burstiness", "slo")
+                    "burstiness", "slo", "max_concurrency")
 
 
 #: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools
@@ -78,8 +80,8 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["batch"] = a.get("batch")
         row["server"] = a.get("server")
         row["failure_rate"] = a.get("failure_rate")
-        row["flags"] = a.get("flags") or sorted(set(s.get("flags") or {}) | ({"failed_requests"} if s.get("failed") else set()))
-        row["flag_counts"] = dict(s.get("flags") or {})
+        row["caveats"] = a.get("caveats") or sorted(set(s.get("caveats") or {}) | ({"failed_requests"} if s.get("failed") else set()))
+        row["caveat_counts"] = dict(s.get("caveats") or {})
         row["token_count_sources"] = dict(s.get("token_count_sources") or {})
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
@@ -102,7 +104,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         "source": meta.get("source", "measured"),
         "hardware": {k: analysis.get("hardware", {}).get(CONTRACT_NAMES.get(k, k)) for k in HARDWARE_FIELDS},
         "points": points,
-        "models": [{**{k: m.get(k, [] if k in ("excluded_concurrency", "flagged_concurrency") else None)
+        "models": [{**{k: m.get(k, [] if k in ("excluded_concurrency", "caveat_concurrency") else None)
                        for k in MODEL_FIELDS},
                     "implausible": m.get("implausible") or implausible_model(m, [
                         a for a in analysis.get("points", [])
@@ -124,13 +126,14 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
 
 
 def show_run(ref: str | Path) -> dict[str, Any]:
-    """The ``show --json`` document of a run (id or path), computed in memory where the stages have not written it.
+    """The ``show --json`` document of a run (id or path), from the files the stages stored.
 
-    Reading never writes into the run.  An incomplete run shows its finished points with
+    Reading never writes into the run.  An incomplete run shows its finished points, summarised in memory, with
     ``"partial": true`` added (the sweep is unfinished; its knee and peak are of those points only).
 
     Raises:
-        BatchmarkError: unknown run, corrupt files.
+        BatchmarkError: unknown run, corrupt files, a complete run without ``summaries.json`` or ``analysis.json``
+            (the file and the command that writes it named).
     """
     res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
@@ -236,7 +239,7 @@ def format_table(doc: dict[str, Any]) -> str:
             for p in doc["points"]]
     lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
                          "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "MBU", "MFU",
-                         "KV %", "regime; flags"], rows, align="lrrrrrrrrrrrrrrl", rule=False)
+                         "KV %", "regime; notes"], rows, align="lrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -300,13 +303,14 @@ def _point_label(p: dict[str, Any]) -> str:
     """The table's point column: the concurrency (closed loop), or ``poisson 2.4/s ≤64`` (open loop, cap after ≤)."""
     if p.get("load", "closed") == "closed":
         return str(p["concurrency"])
-    cap = f" ≤{p['concurrency']}" if p.get("concurrency") else ""
+    cap = f" ≤{p['max_concurrency']}" if p.get("max_concurrency") else ""
     late = " LATE" if p.get("schedule_kept") is False else ""
     return f"{p['load']} {p['rate_rps']:g}/s{cap}{late}"
 
 
 def point_note(p: dict[str, Any]) -> str:
-    """One short note on a flagged point for tables (``""`` when unflagged), e.g. ``EXCLUDED: 2 of 8 failed (25 %); flags: …``."""
+    """One short note on a point for tables (``""`` when it has no verdict flagged, no caveat, no exclusion), e.g.
+    ``EXCLUDED: 2 of 8 failed (25 %); usage_missing ×3`` or ``caveats: …``."""
     if p.get("implausible"):
         head = f"IMPLAUSIBLE: {p['implausible']}"
         rest = point_note({**p, "implausible": None})
@@ -315,11 +319,11 @@ def point_note(p: dict[str, Any]) -> str:
         head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
         rest = point_note({**p, "quality": None})
         return head + (f"; {rest}" if rest else "")
-    if not p.get("flags"):
+    if not p.get("caveats"):
         return ""
     done, failed = p.get("completed") or 0, p.get("failed") or 0
-    head = "EXCLUDED" if p.get("excluded") else "flagged"
+    head = "EXCLUDED" if p.get("excluded") else "caveats"
     parts = [f"{failed} of {done + failed} failed ({failed / (done + failed):.0%})"] if failed else []
-    counts = p.get("flag_counts") or {}
-    parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["flags"] if f != "failed_requests"]
+    counts = p.get("caveat_counts") or {}
+    parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["caveats"] if f != "failed_requests"]
     return f"{head}: " + "; ".join(parts)

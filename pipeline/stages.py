@@ -5,13 +5,27 @@ computations are :mod:`pipeline.metrics` and :mod:`pipeline.analysis`.  This mod
 
 - :func:`write_summaries` (``batchmark summarize``): request records -> ``summaries.json``;
 - :func:`write_analysis` (``batchmark analyze``): summaries + model cards + hardware -> ``analysis.json``;
-- :func:`analysis_of`: the same analysis in memory (importers, and runs not analysed yet);
-- :func:`load_run`: one run read whole for ``show``, ``diff`` and ``pages``; a derived file
-  missing from a complete run is computed in memory, never written: only the stages write.
+- :func:`write_derived`: both, in order: what every writer of a complete run hands the store to run at
+  publish (:func:`pipeline.runs.complete_run`, :func:`pipeline.runs.assembling`), so a run is never
+  complete without its derived files (the sweep, the merge of parts, the importers; ``batchmark
+  upgrade`` writes those an older run lacks);
+- :func:`analysis_of`: the analysis in memory (what :func:`write_analysis` stores; a partial run's);
+- :func:`load_run`: one run read whole for ``show``, ``diff`` and ``pages``: what the stages stored,
+  read back.  A complete run missing a derived file is an error naming the command that produces it;
+  nothing is computed.  The one exception is a partial run (``allow_incomplete``: ``show`` of a sweep
+  in progress), summarised and analysed in memory and marked ``partial``: its derived files do not
+  exist yet and must not (an incomplete run is still being written, and the stages refuse it), yet
+  its finished points are worth seeing while the rest are measured.
+
+The run's quality verdict (:func:`pipeline.quality.run_quality`) is not a stored file: it is a pure
+judgement of three stored files (``run.json``'s probe, ``summaries.json``'s repeat spread and outside
+load, ``analysis.json``'s implausible workloads) under the limits of the batchmark reading them, so
+every run on a page, in a diff or in ``show`` is judged by one rule; it reads no records.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,23 +49,35 @@ def slo_of(meta: dict[str, Any]) -> dict[str, float | None] | None:
     return dict(slo) if isinstance(slo, dict) else None
 
 
-def write_summaries(run_dir: Path) -> Path:
-    """Metrics stage: summarise every stored point into ``summaries.json``.
+def write_summaries(run_dir: Path, *, publishing: bool = False) -> Path:
+    """Metrics stage: summarise every stored point into ``summaries.json``; returns its path.
 
     Imported runs carry no request records; their importer wrote the summaries, which are
-    kept as they are.
+    kept as they are.  ``publishing``: the store is publishing the run (:func:`write_derived`), whose
+    ``run.json`` still says incomplete until the derived files are written; otherwise the run must be
+    complete (the points of an unfinished sweep are not all there).
+
+    Raises:
+        BatchmarkError: the run is incomplete (and not being published); an imported run without
+            ``summaries.json``; a point file cannot be read (named).
     """
     meta = read_run_json(run_dir)
     out = run_dir / "summaries.json"
     if str(meta.get("source", "measured")).startswith("imported:"):
         if not out.is_file():
-            raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
+            raise BatchmarkError(f"{run_dir}: imported run has no summaries.json (import it again)")
         return out
-    if meta.get("status") != "complete":
+    if meta.get("status") != "complete" and not publishing:
         raise BatchmarkError(f"{run_dir}: run is incomplete; finish the sweep first")
     summaries = summarize_run(load_points(run_dir), slo_of(meta))
-    atomic_write_json(out, stamped(SummariesFile, {"run_id": run_dir.name, "points": [s.as_dict() for s in summaries]}))
+    atomic_write_json(out, stamped(SummariesFile, {"run_id": _run_id(run_dir, meta),
+                                                   "points": [s.as_dict() for s in summaries]}))
     return out
+
+
+def _run_id(run_dir: Path, meta: dict[str, Any]) -> str:
+    """The run's id as its ``run.json`` says (a run assembled in a temporary folder has another folder name)."""
+    return str(meta.get("run_id") or run_dir.name)
 
 
 def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list[PointSummary]) -> dict[str, Any]:
@@ -74,11 +100,54 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list[PointSummar
 
 
 def write_analysis(run_dir: Path) -> Path:
-    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``."""
-    result = analysis_of(run_dir, read_run_json(run_dir), read_summaries(run_dir))
+    """Analysis stage: ``summaries.json`` + model cards + hardware -> ``analysis.json``; returns its path.
+
+    Raises:
+        BatchmarkError: ``summaries.json`` missing or unreadable, a malformed model card (each named).
+    """
+    meta = read_run_json(run_dir)
+    result = analysis_of(run_dir, meta, read_summaries(run_dir))
     out = run_dir / "analysis.json"
-    atomic_write_json(out, stamped(AnalysisFile, {"run_id": run_dir.name, **result}))
+    atomic_write_json(out, stamped(AnalysisFile, {"run_id": _run_id(run_dir, meta), **result}))
     return out
+
+
+def write_derived(run_dir: Path) -> None:
+    """The derived files of a run being published: ``summaries.json`` (:func:`write_summaries`), then
+    ``analysis.json`` (:func:`write_analysis`) read from it, as ``batchmark summarize`` and ``analyze`` write them.
+
+    The hook every writer of a complete run hands the store (``derive=``): :func:`pipeline.runs.complete_run`
+    calls it after ``points.json`` and before ``run.json`` says complete, :func:`pipeline.runs.assembling` before
+    the rename, so a reader never finds a complete run without them.
+    """
+    write_summaries(run_dir, publishing=True)
+    write_analysis(run_dir)
+
+
+def write_missing(run_dir: Path) -> list[Path]:
+    """The derived files a complete run lacks, written by their stages (``batchmark upgrade`` of a run published
+    without them by an earlier batchmark); returns the files written, ``[]`` when none was missing or the run
+    is incomplete (its publish derives them).  Both files present are left as they are (never a number changed);
+    without ``summaries.json`` both are written, the analysis from the summaries just written (as the command
+    :func:`load_run` names does).
+
+    Raises:
+        BatchmarkError: an imported run without ``summaries.json`` (only its import writes them); the stages' errors.
+    """
+    if read_run_json(run_dir).get("status") != "complete":
+        return []
+    if not (run_dir / "summaries.json").is_file():
+        return [write_summaries(run_dir), write_analysis(run_dir)]
+    return [write_analysis(run_dir)] if not (run_dir / "analysis.json").is_file() else []
+
+
+def produce_command(ref: str | Path, missing: str) -> str:
+    """The exact command that writes the derived file ``missing`` (``summaries.json`` or ``analysis.json``) of the
+    complete run ``ref`` (its id, or its path), its argument quoted for a shell."""
+    arg = shlex.quote(str(ref))
+    if missing == "summaries.json":
+        return f"batchmark summarize {arg} && batchmark analyze {arg}"
+    return f"batchmark analyze {arg}"
 
 
 @dataclass
@@ -88,10 +157,9 @@ class RunResults:
     Attributes:
         run_dir: the run folder.
         meta: ``run.json`` (provenance).
-        summaries: point summaries (``summaries.json``, or computed from the records in memory
-            when that file was not written yet, by :func:`pipeline.stages.load_run`).
-        analysis: ``analysis.json`` (or computed in memory the same way).
-        partial: the run is incomplete (``allow_incomplete``): its finished points only.
+        summaries: point summaries (``summaries.json``; a partial run's computed in memory from its records).
+        analysis: ``analysis.json`` (a partial run's computed in memory).
+        partial: the run is incomplete (``allow_incomplete``): its finished points only, nothing of it stored.
     """
 
     run_dir: Path
@@ -109,30 +177,33 @@ class RunResults:
 def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bool = False) -> RunResults:
     """Read a run (id or path) whole, without writing anything into it: the one way ``show``, ``diff`` and ``pages`` read a run.
 
-    Derived files missing from a complete measured run are computed in memory from its
-    records, so a diff, ``show`` or ``pages`` never writes into the runs it reads: only the
-    ``summarize`` and ``analyze`` stages write ``summaries.json`` and ``analysis.json``.
-    With ``allow_incomplete`` an unfinished run is read too: its finished points, ``partial`` set.
+    A complete run is read as its stages stored it: ``run.json``, ``summaries.json``,
+    ``analysis.json``; nothing is computed.  With ``allow_incomplete`` an unfinished run is read
+    too: its finished points are summarised and analysed in memory (the module docstring says why
+    this is the one exception), ``partial`` set.
 
     Raises:
         BatchmarkError: unknown run (the message names ``ref``); the run is incomplete (an
             unfinished sweep is reported, never compared, so half a grid is never mixed into
-            a diff); an imported run without ``summaries.json``; corrupt files (named).
+            a diff); a complete run without ``summaries.json`` or ``analysis.json`` (one line naming
+            the file and the command that writes it); corrupt files (named).
     """
     run_dir = resolve_run(ref, runs_dir)
     meta = read_run_json(run_dir)
-    if meta.get("status") != "complete" and not allow_incomplete:
-        raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
-                             f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
-    if (run_dir / "summaries.json").is_file():
-        summaries = read_summaries(run_dir)
-    elif str(meta.get("source", "measured")).startswith("imported:"):
-        raise BatchmarkError(f"{run_dir}: imported run has no summaries.json")
-    else:
-        summaries = summarize_run(load_points(run_dir), slo_of(meta))
-    if (run_dir / "analysis.json").is_file():
-        analysis = read_analysis(run_dir)
-    else:
-        analysis = analysis_of(run_dir, meta, summaries)
-    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis,
-                      partial=meta.get("status") != "complete")
+    if meta.get("status") != "complete":
+        if not allow_incomplete:
+            raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
+                                 f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
+        summaries = summarize_run(load_points(run_dir), slo_of(meta))  # a sweep in progress: nothing stored yet
+        return RunResults(run_dir=run_dir, meta=meta, summaries=summaries,
+                          analysis=analysis_of(run_dir, meta, summaries), partial=True)
+    # the run as the command will find it: as given, unless an id found under another folder than data/runs/
+    shown = ref if runs_dir is None or (Path(ref) / "run.json").is_file() else run_dir
+    for name in ("summaries.json", "analysis.json"):
+        if not (run_dir / name).is_file():
+            if name == "summaries.json" and str(meta.get("source", "measured")).startswith("imported:"):
+                raise BatchmarkError(f"{run_dir / name}: missing; an imported run's summaries are written by its "
+                                     "import: import it again (`batchmark import ...`)")
+            raise BatchmarkError(f"{run_dir / name}: missing from the complete run {run_dir.name}; produce it with "
+                                 f"`{produce_command(shown, name)}`")
+    return RunResults(run_dir=run_dir, meta=meta, summaries=read_summaries(run_dir), analysis=read_analysis(run_dir))

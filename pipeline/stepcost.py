@@ -78,3 +78,16 @@ def flops_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
     attended = (card.num_layers - sliding) * context + sliding * (min(context, card.sliding_window) if sliding else 0)
     attention = 4.0 * batch * attended * card.num_attention_heads * card.head_dim
     return 2.0 * batch * matmul_params + attention
+
+
+def calibrated_step_s(memory_s, compute_s, overhead_s: float, bandwidth_fraction: float, compute_fraction: float):
+    """The calibrated step time (s): ``overhead_s + memory_s / bandwidth_fraction + compute_s / compute_fraction``.
+
+    ``memory_s``: the step's bytes ÷ bandwidth, ``compute_s``: its FLOPs ÷ peak (s at the full roofs; floats or
+    numpy arrays alike).  The one place this formula is written: :func:`pipeline.calibrate.step_time_s` (decode
+    steps at the mean context, and the fit) and the simulated server driven by fitted terms
+    (:class:`pipeline.engines.simserver.ServerModel` with ``calibrated``) both call it.  Derived: the roofline's two
+    roofs, each reached at a fitted fraction, *added* rather than maxed, plus a fixed cost per step (the reasons
+    are in :mod:`pipeline.calibrate`'s docstring; after Vidur, Agrawal et al., MLSys 2024, which sums operator costs).
+    """
+    return overhead_s + memory_s / bandwidth_fraction + compute_s / compute_fraction

@@ -123,8 +123,12 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None,
               models: list[str] | None = None, part_of: str | None = None, plan=None,
-              budgeted: SweepConfig | None = None) -> Path:
+              budgeted: SweepConfig | None = None, derive: Callable[[Path], None] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
+
+    ``derive`` writes the run's derived files at publish (:func:`pipeline.stages.write_derived`, handed in by the
+    caller, ``batchmark sweep``: the sweep comes before the stages and never imports them; a part gets none,
+    its merge derives the run's): :func:`pipeline.runs.complete_run` runs it before the run says complete.
 
     ``plan`` (a :class:`pipeline.plan.Plan`, made by the caller: the sweep never imports the plan) gives
     the one-line total printed at the start, the points that do not fit, and the points' ETA of the progress
@@ -265,7 +269,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         record_server_version(run_dir)
         if "probe_after" not in runs.read_run_json(run_dir):
             runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log, engine))
-        runs.complete_run(run_dir)
+        runs.complete_run(run_dir, derive=derive)
     finally:
         display.close()
         # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left

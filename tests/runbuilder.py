@@ -122,7 +122,9 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             factor on top of the noise (1.25 makes output throughput 1 / 1.25 = 0.8×, i.e. −20 %).
         hardware: the hardware profile stored in run.json (default: a generic CPU).
         complete: False leaves the run incomplete (run.json status ``incomplete``).
-        derived: write summaries.json and analysis.json (only for complete runs).
+        derived: publish with summaries.json and analysis.json written by their stages (only for complete runs);
+            False: a run published without them (as an earlier batchmark's ``sweep`` alone left it), which
+            ``load_run`` refuses, naming the commands that write them.
         served_requests: write served points (:func:`served_point_records`) with this many requests per repeat
             instead of static batches; ``seed`` seeds their per-request spread.
         open_loop_rates: also write one open-loop (Poisson, uncapped) served point per rate and model, with
@@ -172,11 +174,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             mults = tuple(m * slow.get((model, -(rank + 1)), 1.0) for m in noise)
             runs.write_point(run_dir, served_point_records(model, 8, mults, served_requests or 32, seed=seed + rank,
                                                            rate_rps=rate))
-    if complete:
-        runs.complete_run(run_dir)
-        if derived:
-            stages.write_summaries(run_dir)
-            stages.write_analysis(run_dir)
+    if complete:  # published as the sweep publishes: derived files written by their stages before the flip
+        runs.complete_run(run_dir, derive=stages.write_derived if derived else None)
     return run_dir
 
 

@@ -1,4 +1,5 @@
-"""``batchmark sweep``'s work: check, claim the run folder, plan, run the sweep, clean up after a failure, say the verdict."""
+"""``batchmark sweep``'s work: check, claim the run folder, plan, run the sweep (published with its derived files,
+written by their stages: :func:`pipeline.stages.write_derived`), clean up after a failure, say the verdict."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         BatchmarkError: a complete run measured with another config, a part without ``run_id``, a failed preflight,
             a budget that cannot be planned, or the sweep's own errors.
     """
-    from pipeline import parts, paths, runs
+    from pipeline import parts, paths, runs, stages
     from pipeline.config import load_config
     from pipeline.preflight import discard_if_empty, preflight
     from pipeline.sweep import run_sweep
@@ -60,8 +61,9 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         parts.write_pointer(cfg.name, run_dir.name)
     plan, budgeted = _sweep_plan(cfg, None)
     try:
+        # the run is published with its summaries and analysis, written by their stages (issue 20)
         run_sweep(cfg, run_dir, config_path=str(config), progress=progress, plan=plan,
-                  budgeted=budgeted, **sweep_options)
+                  budgeted=budgeted, derive=stages.write_derived, **sweep_options)
     except BatchmarkError:
         if fresh and discard_if_empty(run_dir):
             print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""``batchmark upgrade``'s work: each run's stored files rewritten at the current schema versions, unreadable runs named."""
+"""``batchmark upgrade``'s work: each run's stored files rewritten at the current schema versions, the derived files a
+complete run lacks written by their stages (:func:`pipeline.stages.write_missing`), unreadable runs named."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pipeline.errors import BatchmarkError
 
 
 def upgrade(run: str | None, *, every: bool = False) -> int:
-    """``batchmark upgrade``: rewrite one run's (or ``every`` run's) stored files at the current schema versions.
+    """``batchmark upgrade``: rewrite one run's (or ``every`` run's) stored files at the current schema versions, and
+    write the derived files (``summaries.json``, ``analysis.json``) a complete run published by an earlier batchmark
+    lacks, through their stages (issue 20: the read path never computes them).
 
     Returns:
         0; each run and its rewritten files are printed.
@@ -18,7 +21,7 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
         BatchmarkError: neither or both of ``run`` and ``every``; the run cannot be read; with ``every``, any run that
             could not be read (each named on stderr, the others upgraded).
     """
-    from pipeline import runs
+    from pipeline import runs, stages
     from pipeline.upgrade import upgrade_run
 
     if bool(every) == bool(run):
@@ -28,6 +31,8 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
     for run_dir in run_dirs:
         try:
             rewritten = upgrade_run(run_dir)
+            with runs.lock_run(run_dir):  # as upgrade_run: no sweep writes into the run meanwhile
+                rewritten += stages.write_missing(run_dir)
         except BatchmarkError as exc:
             if not every:
                 raise
@@ -35,7 +40,8 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
             print(f"batchmark: run {run_dir.name} not upgraded: {exc}", file=sys.stderr)
             unreadable += 1
             continue
-        print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions"
+        print(f"run {run_dir.name}: " + (f"{len(rewritten)} file(s) rewritten at the current schema versions "
+                                         "(or written by their stages where missing)"
                                          if rewritten else "every file already at its current schema version"))
         for path in rewritten:
             print(f"  {path.relative_to(run_dir)}")

@@ -221,7 +221,7 @@ class ServedEngine:
         if key.open_loop:
             n_meas = self.opts.requests_per_point or scheduler.default_open_requests(key.rate_rps, self.opts.min_requests)
             n_warm = min(max(round(key.rate_rps), 1), n_meas) if warmup else 0  # one second of arrivals
-            point_seed = (seed * 1_000_003 + (key.concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
+            point_seed = (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
                           + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
         else:
             n = key.concurrency
@@ -262,7 +262,7 @@ class ServedEngine:
         murl = self._metrics_url()
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with client.make_session(key.concurrency or 0) as session, Sampler(murl) as sampler:
+        async with client.make_session(key.concurrency or key.max_concurrency or 0) as session, Sampler(murl) as sampler:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
@@ -272,7 +272,7 @@ class ServedEngine:
                     reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
                     if key.open_loop:
                         res = await scheduler.open_loop(session, target, bodies[r * per:(r + 1) * per], key.load,
-                                                        key.rate_rps, key.concurrency, n_warm, t0, meta["seed"] + r,
+                                                        key.rate_rps, key.max_concurrency, n_warm, t0, meta["seed"] + r,
                                                         self._should_abort, self.opts.max_consecutive_failures, left,
                                                         reason)
                     else:

@@ -75,18 +75,21 @@ def _noise(rng: np.random.Generator | None, cv: float, n: int) -> np.ndarray | N
 
 def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, *,
                     concurrency: int | None, load: str = "closed", rate_rps: float | None = None,
-                    schedule_seed: int = 0, start_s: float = 0.0, rng: np.random.Generator | None = None,
-                    id_offset: int = 0) -> RepeatResult:
+                    max_concurrency: int | None = None, schedule_seed: int = 0, start_s: float = 0.0,
+                    rng: np.random.Generator | None = None, id_offset: int = 0,
+                    token_times: bool = True) -> RepeatResult:
     """Simulate one repeat of a point: ``n_warm`` warm-up then ``n_meas`` measured requests.
 
     Closed loop (``load="closed"``): ``concurrency`` requests in flight, each next one sent the moment
     one finishes; after the last body cool-down requests keep the load until every measured request
     has finished.  Open loop (``poisson``/``constant`` at ``rate_rps``): sends on
-    :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``concurrency``
-    in flight when given.  Times are s since the point's start; the repeat starts at ``start_s``.
+    :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``max_concurrency``
+    in flight when given (``concurrency`` is then None).  Times are s since the point's start; the repeat starts at ``start_s``.
 
     Returns the recorded requests (bodies, warm-up included; cool-downs dropped), the time the
     repeat ended (the last measured completion), the server's view and the number of steps.
+    ``token_times=False``: each record carries its first token and one chunk of the rest at the last token's time
+    instead of every token's (TTFT, TPOT, E2EL and throughput exact, ITL the request's mean; much faster to build).
     """
     rng_steps = rng if server.step_time_cv > 0 else None
     rep_factor = float(_noise(rng, server.repeat_time_cv, 1)[0]) if (rng is not None and server.repeat_time_cv > 0) else 1.0
@@ -102,6 +105,8 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
     running: list[_Req] = []
     waiting: deque[_Req] = deque()
     client_q: deque[_Req] = deque()        # open loop behind a cap
+    pending: deque[tuple[float, _Req]] = deque()  # sent, reaching the scheduler at the time given (arrival_delay_s)
+    delay = server.arrival_delay_s
     reqs: list[_Req] = []
     step_end: list[float] = []
     t = start_s
@@ -119,7 +124,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
         next_arrival = start_s
     else:
         next_arrival = math.inf
-    cap = concurrency if open_loop else None
+    cap = max_concurrency if open_loop else None
 
     def new_request(i: int, now: float, scheduled: float | None) -> _Req:
         r = _Req(rid=i, prompt=input_len, out=output_len, warmup=i >= n_total or i < n_warm,
@@ -132,7 +137,10 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
     def send(r: _Req) -> None:
         nonlocal in_flight
         in_flight += 1
-        waiting.append(r)
+        if delay > 0:
+            pending.append((r.sent_s + delay, r))
+        else:
+            waiting.append(r)
 
     def after_finish(r: _Req) -> None:
         """The client's reaction to a finished request at time ``t``: closed loop sends the next one."""
@@ -178,27 +186,36 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                 next_arrival += next(gaps)
             if measured_done >= n_meas:
                 break
+        while pending and pending[0][0] <= t:
+            waiting.append(pending.popleft()[1])
         if not running and not waiting:
+            if pending:
+                t = min(pending[0][0], next_arrival)
+                continue
             if not open_loop:
                 break  # nothing in flight (every request refused)
             t = next_arrival
             continue
-        # ---- fast path: every running request decodes, nothing waits: advance k steps at once
-        if not waiting and running and all(r.computed == r.total - 1 for r in running):
+        # ---- fast path: every running request decodes and nothing can be admitted (nothing waits, or, closed loop,
+        # every slot is taken until one finishes): advance k steps at once (the same steps and noise draws as one by
+        # one; an open loop's arrival may cut the k steps short, so it keeps the slow path while requests wait)
+        if (running and (not waiting or (len(running) >= server.max_num_seqs and not open_loop))
+                and len(running) <= server.max_num_batched_tokens and all(r.computed == r.total - 1 for r in running)):
             k = min(r.out - r.gen for r in running)
             ctx = np.fromiter((r.computed for r in running), float, len(running))
             need = np.ceil((ctx + k) / bs) - np.fromiter((r.blocks for r in running), float, len(running))
             if need.sum() <= free_blocks and k > 1:
                 b = len(running)
                 lt = attended_tokens(server.card, ctx[:, None] + 1 + np.arange(k)[None, :]).sum(axis=0)
-                per = np.maximum((server._weights(b) + server._per_layer * lt) * server._mem_s,
-                                 (server._matmul * b + server._attn * lt) * server._comp_s) + server.step_overhead_s
+                per = server.combine_s((server._weights(b) + server._per_layer * lt) * server._mem_s,
+                                       (server._matmul * b + server._attn * lt) * server._comp_s)
                 f = _noise(rng_steps, server.step_time_cv, k)
                 if f is not None:
                     per = per * f
                 ends = t + np.cumsum(per * rep_factor)
-                if open_loop and next_arrival < ends[-1]:
-                    k = int(np.searchsorted(ends, next_arrival)) + 1  # up to the first step ending at or after it
+                horizon = min(next_arrival, pending[0][0]) if pending else next_arrival  # inf: closed loop, no delay
+                if horizon < ends[-1]:
+                    k = int(np.searchsorted(ends, horizon)) + 1  # up to the first step ending at or after it
                     ends = ends[:k]
                 s0 = len(step_end)
                 step_end.extend(ends.tolist())
@@ -213,6 +230,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                 steps += k
                 max_kv = max(max_kv, 1 - free_blocks / server.num_blocks)
                 max_run = max(max_run, len(running))
+                max_wait = max(max_wait, len(waiting))
                 finished = [r for r in running if r.gen >= r.out]
                 if finished:
                     running = [r for r in running if r.gen < r.out]
@@ -270,16 +288,19 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                 measured_done += 1
             after_finish(r)
             continue
-        tokens = 0
-        kv_lt = 0.0
-        attn_lt = 0.0
+        tokens = prompt_tokens = 0
+        kv_lt = attn_lt = prompt_lt = 0.0
         for r, n in sched:
             tokens += n
             end_ctx = r.computed + n
             a_end = float(attended_tokens(server.card, end_ctx))
             kv_lt += a_end
-            attn_lt += a_end if n == 1 else n * float(attended_tokens(server.card, r.computed + n / 2))
-        dt = server._time(tokens, kv_lt, attn_lt) * rep_factor
+            a = a_end if n == 1 else n * float(attended_tokens(server.card, r.computed + n / 2))
+            attn_lt += a
+            if r.computed < r.total - 1:  # a prefill chunk (not the one decode token of a running sequence)
+                prompt_tokens += n
+                prompt_lt += a
+        dt = server._time(tokens, kv_lt, attn_lt, prompt_tokens, prompt_lt) * rep_factor
         f = _noise(rng_steps, server.step_time_cv, 1)
         if f is not None:
             dt *= float(f[0])
@@ -311,8 +332,13 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
     times = np.round(np.asarray(step_end, dtype=float), 6)
     out: list[RequestRecord] = []
     for r in sorted(reqs, key=lambda q: q.rid):
-        tok = np.concatenate([times[s0:s0 + c] for s0, c in r.tok_steps]) if r.tok_steps else np.empty(0)
-        chunks = [[x, 1] for x in tok.tolist()]
+        if token_times or not r.tok_steps:
+            tok = np.concatenate([times[s0:s0 + c] for s0, c in r.tok_steps]) if r.tok_steps else np.empty(0)
+            chunks = [[x, 1] for x in tok.tolist()]
+        else:
+            s0, _ = r.tok_steps[0]
+            s1, c1 = r.tok_steps[-1]
+            chunks = [[float(times[s0]), 1]] + ([[float(times[s1 + c1 - 1]), r.gen - 1]] if r.gen > 1 else [])
         ok = r.error is None and r.done_s is not None
         first = chunks[0][0] if chunks else None
         out.append(RequestRecord(

@@ -24,7 +24,14 @@ The server (:class:`ServerModel`, run by :func:`pipeline.engines.simloop.simulat
   batch's tokens: weight bytes at the step's token count (an MoE's expert coverage), KV bytes of
   every scheduled sequence at its context, FLOPs 2 × tokens × matmul params + attention
   (:meth:`ServerModel._time`).  Optional noise: every step time × a log-normal factor of mean 1 and
-  coefficient of variation ``step_time_cv``, and every repeat × one of ``repeat_time_cv``.
+  coefficient of variation ``step_time_cv``, and every repeat × one of ``repeat_time_cv``;
+- calibrated (``calibrated=True``: the served prediction of :mod:`pipeline.servedsim`, driven by the terms
+  :mod:`pipeline.calibrate` fitted to measured points): the same bytes and FLOPs, combined by the calibrated
+  step formula :func:`pipeline.stepcost.calibrated_step_s` (overhead + bytes ÷ (bandwidth_fraction × bandwidth)
+  + FLOPs ÷ (compute_fraction × peak)) instead of the roofline's max; with a fitted ``prefill_tok_s`` a step's
+  prompt tokens cost tokens ÷ prefill_tok_s in place of their FLOPs (prefill kernels reach another fraction of
+  the peak than decode's), and every request reaches the scheduler ``arrival_delay_s`` after it is sent (the
+  fitted fixed TTFT cost: the API server's HTTP, tokenisation and queue hand-off, which run beside the steps).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.modelcards import ModelCard
-from pipeline.stepcost import weight_bytes_per_step
+from pipeline.stepcost import calibrated_step_s, weight_bytes_per_step
 
 #: vLLM's default KV block size (tokens per block) on CUDA.
 BLOCK_SIZE = 16
@@ -81,6 +88,9 @@ class ServerModel:
         max_num_seqs, max_num_batched_tokens, max_model_len: vLLM's limits of the same names.
         num_blocks, block_size: the KV cache.
         step_time_cv, repeat_time_cv: noise (coefficients of variation; 0 = none).
+        calibrated: step times by :func:`pipeline.stepcost.calibrated_step_s` with ``bandwidth_fraction`` and
+            ``compute_fraction`` (0–1), prompt tokens at ``prefill_tok_s`` (tokens/s; None: by their FLOPs) and
+            ``arrival_delay_s`` (s) from send to the scheduler (module docstring); False: the roofline (max).
     """
 
     card: ModelCard
@@ -95,6 +105,11 @@ class ServerModel:
     step_time_cv: float = 0.0
     repeat_time_cv: float = 0.0
     preemptions_total: int = 0
+    calibrated: bool = False
+    bandwidth_fraction: float = 1.0
+    compute_fraction: float = 1.0
+    prefill_tok_s: float | None = None
+    arrival_delay_s: float = 0.0
     _per_layer: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
@@ -112,23 +127,40 @@ class ServerModel:
             w = self._wcache[tokens] = weight_bytes_per_step(self.card, max(tokens, 1))
         return w
 
-    def _time(self, tokens: int, kv_lt: float, attn_lt: float) -> float:
-        """One step of the server (s) = max(bytes / bandwidth, FLOPs / peak) + overhead.
+    def _time(self, tokens: int, kv_lt: float, attn_lt: float, prefill_tokens: int = 0,
+              prefill_attn_lt: float = 0.0) -> float:
+        """One step of the server (s) = max(bytes / bandwidth, FLOPs / peak) + overhead (calibrated: :meth:`combine_s`).
 
         Args:
             tokens: tokens computed in the step (decoding sequences + prefill chunk tokens).
             kv_lt: Σ :func:`attended_tokens` of every scheduled sequence's context (its KV read), layer-tokens.
             attn_lt: Σ over computed tokens of the context each attends to, in layer-tokens (a decoding
                 sequence: its :func:`attended_tokens`; a prefill chunk of n tokens from s: n × attended(s + n/2)).
+            prefill_tokens, prefill_attn_lt: the part of ``tokens`` and ``attn_lt`` that is prompt (prefill chunks);
+                used only by a calibrated server with a ``prefill_tok_s``.
 
         bytes = weight bytes at ``tokens`` (:func:`pipeline.stepcost.weight_bytes_per_step`: experts by
         coverage) + KV bytes per layer-token × ``kv_lt``; FLOPs = 2 × tokens × (active − embedding) params +
         4 × heads × head_dim × ``attn_lt`` (Kaplan et al. 2020, table 1).  At B decoding sequences of context n
-        this is exactly :func:`pipeline.analysis.roofline_step_s` (B, n) + overhead (:meth:`decode_step_s`).
+        this is exactly :func:`pipeline.analysis.roofline_step_s` (B, n) + overhead (:meth:`decode_step_s`), and
+        calibrated exactly :func:`pipeline.calibrate.step_time_s` at B and context n.
         """
         mem = (self._weights(tokens) + self._per_layer * kv_lt) * self._mem_s
+        if self.calibrated:
+            if self.prefill_tok_s:
+                comp = (self._matmul * (tokens - prefill_tokens) + self._attn * (attn_lt - prefill_attn_lt)) * self._comp_s
+                return self.combine_s(mem, comp) + prefill_tokens / self.prefill_tok_s
+            return self.combine_s(mem, self._comp_s * (self._matmul * tokens + self._attn * attn_lt))
         comp = (self._matmul * tokens + self._attn * attn_lt) * self._comp_s
         return (mem if mem >= comp else comp) + self.step_overhead_s
+
+    def combine_s(self, mem_s, comp_s):
+        """A step's time (s) from its memory and compute seconds at the full roofs (floats or numpy arrays):
+        the roofline's ``max(mem_s, comp_s) + step_overhead_s``, or calibrated
+        :func:`pipeline.stepcost.calibrated_step_s` (the roofs at the fitted fractions, added)."""
+        if self.calibrated:
+            return calibrated_step_s(mem_s, comp_s, self.step_overhead_s, self.bandwidth_fraction, self.compute_fraction)
+        return np.maximum(mem_s, comp_s) + self.step_overhead_s
 
     def decode_step_s(self, batch: int, context: float) -> float:
         """Step time (s) of ``batch`` sequences decoding at ``context`` tokens each, no noise."""

@@ -54,7 +54,7 @@ def resolve_card(spec: ModelSpec) -> ModelCard:
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               max_concurrency: int) -> ServerModel:
+               largest_concurrency: int) -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags).
 
     Raises:
@@ -67,7 +67,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
     return ServerModel(
         card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec, peak_tflops=hw.peak_tflops_spec,
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
-        max_num_seqs=opts.max_num_seqs or max(max_concurrency, 1),
+        max_num_seqs=opts.max_num_seqs or max(largest_concurrency, 1),
         max_num_batched_tokens=opts.max_num_batched_tokens,
         max_model_len=opts.max_model_len or input_len + output_len + 64,
         num_blocks=kv_blocks(card, hw.memory_gb, util, opts.block_size), block_size=opts.block_size,
@@ -77,7 +77,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
 def point_seed(seed: int, key: PointKey) -> int:
     """The point's seed, as the served engines derive it (:meth:`pipeline.engines.served.ServedEngine.measure`)."""
     if key.open_loop:
-        return (seed * 1_000_003 + (key.concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
+        return (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
                 + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
     return seed * 1_000_003 + key.concurrency * 7919 + key.input_len * 31 + key.output_len
 
@@ -164,6 +164,7 @@ class SimulatedEngine:
         for r in range(repeats):
             res = simulate_repeat(self.server, key.input_len, key.output_len, n_warm, n_meas,
                                   concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
+                                  max_concurrency=key.max_concurrency,
                                   schedule_seed=pseed + r, start_s=t, rng=rng, id_offset=r * per)
             steps += res.steps
             meas = [q for q in res.requests if not q.warmup]

@@ -21,7 +21,7 @@ of ai-dynamo/aiperf), never by its name:
   sequence length counts reasoning tokens too, as the server generated them).
 - completed ← ``request_count`` (successful requests); failed ← ``error_request_count``, else
   the counts of ``error_summary`` (issue 23: AIPerf may list failures there and leave
-  ``error_request_count`` null); a run stopped by hand (``was_cancelled``) is flagged
+  ``error_request_count`` null); a run stopped by hand (``was_cancelled``) has the caveat
   ``run_cancelled``, and its requests cancelled in flight (code 499) are counted apart, not as failed.
   GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
@@ -31,7 +31,7 @@ Older and other exports (issue 23): early GenAI-Perf named the lengths ``num_inp
 measures for ``measurement_interval`` ms with ``request_count`` 0, so its completed count is
 ``request_throughput`` × interval (said so in the point's errors); an output length off the
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
-:func:`pipeline.engines.tokencount.length_mismatch` is flagged ``output_len_mismatch``.
+:func:`pipeline.engines.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
 a request rate (open loop) is refused.
 """
@@ -218,11 +218,11 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
     asked_out = requested_len(cfg, "output")
     if asked_out and length_mismatch(lens[1], asked_out):
-        point.flags["output_len_mismatch"] = int(completed)
+        point.caveats["output_len_mismatch"] = int(completed)
         point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
                             "the requested length (ignore_eos not honoured, another max_tokens)")
     if d.get("was_cancelled") is True:
-        point.flags["run_cancelled"] = cancelled or 1
+        point.caveats["run_cancelled"] = cancelled or 1
         point.errors.append(f"the run was cancelled by hand (was_cancelled): {cancelled} request(s) cancelled in flight "
                             "are not counted as failed; the run measured less than it was set up to")
     for e in d.get("error_summary") or []:

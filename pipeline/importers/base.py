@@ -21,8 +21,8 @@ from pipeline.errors import BatchmarkError
 from pipeline.importers.cardmatch import ModelInfo, match_card
 from pipeline.modelcards import ModelCard
 from pipeline.pointsummary import PointSummary
-from pipeline.schemas import AnalysisFile, ModelCardFile, SummariesFile, stamped
-from pipeline.stages import analysis_of
+from pipeline.schemas import ModelCardFile, SummariesFile, stamped
+from pipeline.stages import write_derived
 
 
 @dataclass
@@ -41,8 +41,8 @@ class ImportResult:
 def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int | None, **kw: Any) -> PointSummary:
     """A :class:`PointSummary` with every field the source does not give set to None.
 
-    ``concurrency`` is the closed loop's N, or an open-loop point's cap (None when uncapped; pass
-    ``load`` and ``rate_rps`` then, and ``completed``).
+    ``concurrency`` is the closed loop's N; None for an open-loop point (pass ``load``, ``rate_rps``,
+    ``completed`` and its cap ``max_concurrency`` then, None when uncapped).
     """
     base: dict[str, Any] = dict(
         repeats=1, completed=concurrency or 0, failed=0, output_throughput_tok_s=None, per_user_tok_s=None,
@@ -63,8 +63,9 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
 
     Writes ``run.json`` (``source: imported:<format>``, the tool, its version, the source
     files, the hardware profile, the engine(s) and the import command; ``config`` and
-    ``probe`` are null: nothing was configured or probed here), ``models/<model>.json``, ``summaries.json`` and
-    ``analysis.json`` into a temporary sibling folder, which the store publishes in one rename
+    ``probe`` are null: nothing was configured or probed here), ``models/<model>.json`` and ``summaries.json``
+    into a temporary sibling folder, where the analysis stage writes ``analysis.json`` from them
+    (:func:`pipeline.stages.write_derived`) before the store publishes it in one rename
     (:func:`pipeline.runs.assembling`; ``run.json`` built by :func:`pipeline.runs.run_json`).
 
     Raises:
@@ -91,7 +92,9 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
     from pipeline import runs
 
     run_id = final.name
-    with runs.assembling(final, release_claim=True) as tmp:
+    # the importer's summaries are the run's metrics; the analysis stage writes analysis.json from them before the
+    # run is published (stages.write_derived keeps an import's summaries.json as it is)
+    with runs.assembling(final, release_claim=True, derive=write_derived) as tmp:
         cards: dict[str, ModelCard] = {}
         matches: dict[str, str] = {}
         unknown: dict[str, str] = {}
@@ -127,7 +130,4 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
         ordered = sorted(result.summaries, key=lambda s: s.key.sort_key())
         runs.atomic_write_json(tmp / "summaries.json", stamped(SummariesFile, {
             "run_id": run_id, "points": [s.as_dict() for s in ordered]}))
-        # the analysis stage's file, from the summaries in memory (written once, not read back: issue 9 "Scale")
-        analysis = analysis_of(tmp, runs.read_run_json(tmp), ordered)
-        runs.atomic_write_json(tmp / "analysis.json", stamped(AnalysisFile, {"run_id": run_id, **analysis}))
     return final

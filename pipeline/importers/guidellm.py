@@ -35,7 +35,8 @@ Mapping, by each field's definition in GuideLLM's own source
 Rate benchmarks (``constant`` and ``poisson`` strategies, ``{"type_": "poisson", "rate": R,
 "max_concurrency": cap}``, as GuideLLM's ``constant``, ``poisson`` and ``sweep`` profiles run
 them) are open loop (issue 10): each becomes an open-loop point with its load, ``rate_rps`` = R,
-concurrency = its cap or None, and ``achieved_rate_rps`` = successful requests / duration; never
+``max_concurrency`` = its cap or None (``concurrency`` None), and ``achieved_rate_rps`` = successful
+requests / duration; never
 a closed-loop point.  ``throughput`` benchmarks (every request at once, no fixed concurrency and
 no rate) are neither and stay skipped, listed in the run's details.
 """
@@ -220,7 +221,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         names[name] = raw
         med_tpot = tpot["p50"] if tpot else None
         points.append(summary(
-            name, engine, lens["prompt_token_count"], lens["output_token_count"], conc,
+            name, engine, lens["prompt_token_count"], lens["output_token_count"], conc if rate is None else None,
             completed=int(completed), failed=int(failed),
             output_throughput_tok_s=tput, per_user_tok_s=1.0 / med_tpot if med_tpot else None,
             ttft_s=_dist(path, f"{where}.metrics.time_to_first_token_ms.successful",
@@ -229,7 +230,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
                          _succ(path, where, metrics, "request_latency"), 1.0),
             step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
-            **({} if rate is None else {"load": kind, "rate_rps": rate,
+            **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
                                         "achieved_rate_rps": completed / duration if duration and duration > 0 else None})))
     if not points:
         raise fail(path, "field benchmarks", f"no synchronous, concurrent, constant or poisson benchmark "

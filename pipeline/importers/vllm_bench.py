@@ -78,12 +78,12 @@ def merge_repeats(points: list[Any]) -> Any:
     tpot = dist("tpot_s")
     completed = sum(p.completed for p in points)
     failed = sum(p.failed for p in points)
-    flags: dict[str, int] = {}
+    caveats: dict[str, int] = {}
     for p in points:
-        for k, v in (p.flags or {}).items():
-            flags[k] = flags.get(k, 0) + v
+        for k, v in (p.caveats or {}).items():
+            caveats[k] = caveats.get(k, 0) + v
     out = summary(first.model, first.engine, first.input_len, first.output_len, first.concurrency,
-                  repeats=len(points), completed=completed, failed=failed, flags=flags,
+                  repeats=len(points), completed=completed, failed=failed, caveats=caveats,
                   failure_rate=failed / (completed + failed) if completed + failed else None,
                   output_throughput_tok_s=med(thr), per_user_tok_s=1.0 / tpot["p50"] if tpot and tpot["p50"] else None,
                   ttft_s=dist("ttft_s"), tpot_s=tpot, itl_chunk_s=dist("itl_chunk_s"), e2el_s=dist("e2el_s"),
@@ -92,7 +92,7 @@ def merge_repeats(points: list[Any]) -> Any:
                   samples={"output_throughput_tok_s": thr,
                            "ttft_s_per_repeat": [p.ttft_s["p50"] for p in points if p.ttft_s and p.ttft_s["p50"] is not None],
                            "tpot_s_per_repeat": [p.tpot_s["p50"] for p in points if p.tpot_s and p.tpot_s["p50"] is not None]},
-                  load=first.load, rate_rps=first.rate_rps, burstiness=first.burstiness,
+                  load=first.load, rate_rps=first.rate_rps, max_concurrency=first.max_concurrency, burstiness=first.burstiness,
                   achieved_rate_rps=med([p.achieved_rate_rps for p in points]))
     return out
 

@@ -13,7 +13,7 @@ two differ whenever a chunk carries more than one token).  SGLang's ``bench_serv
 
 A finite ``request_rate`` is an open-loop point (issue 10), never a closed-loop one: load
 ``poisson`` (``burstiness`` 1 or absent, vLLM's default) or ``gamma`` (another burstiness, kept),
-``rate_rps`` = ``request_rate``, concurrency = ``max_concurrency`` (then only a cap) or None,
+``rate_rps`` = ``request_rate``, ``max_concurrency`` = vLLM's (the cap) or None (``concurrency`` None),
 ``achieved_rate_rps`` = ``request_throughput``.  A ramp-up run is refused.
 
 Each result is a served point: output throughput = ``output_throughput``; per-user throughput = 1 /
@@ -176,16 +176,17 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
             ttft = distribution(values=good)
     errors = d.get("errors")
     error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
-    flags = {}
+    caveats = {}
     e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
     asked = d.get("random_output_len") if d.get("dataset_name") == "random" else None  # SGLang states it
     if is_number(asked) and asked > 0 and length_mismatch(output_len, asked):
-        flags["output_len_mismatch"] = completed
+        caveats["output_len_mismatch"] = completed
         error_texts.append(f"output length {output_len} per request, {int(asked)} requested (random_output_len)")
     if failed_unknown:
-        flags["failed_count_unknown"] = completed
+        caveats["failed_count_unknown"] = completed
         error_texts.append("the file states no failed count (SGLang bench_serving): failures unknown")
-    return summary(model, engine, input_len, output_len, conc, completed=completed, failed=failed, flags=flags,
+    return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
+                   caveats=caveats, max_concurrency=conc if open_loop else None,
                    failure_rate=None if failed_unknown else failed / (completed + failed) if completed + failed else None,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,

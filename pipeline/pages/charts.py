@@ -274,7 +274,7 @@ def rate_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str,
     """
     rows = []
     for p in points:
-        series = p.get("load", "?") + (f", cap {p['concurrency']}" if p.get("concurrency") else "")
+        series = p.get("load", "?") + (f", cap {p['max_concurrency']}" if p.get("max_concurrency") else "")
         rate = p.get("rate_rps")
         if not rate:
             continue
@@ -293,29 +293,29 @@ def rate_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str,
 
 
 def rate_latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Open loop: TTFT, TPOT and E2EL p99 (ms) against the offered rate, one panel per metric; SLO limits as rules."""
+    """Open loop: TTFT, TPOT and E2EL p99 (ms) against the offered rate, one panel per metric; the SLO's p99 bounds as rules."""
     rows, limits = [], []
     for p in points:
         for metric in ("ttft_s", "tpot_s", "e2el_s"):
             v = (p.get(metric) or {}).get("p99")
             if v is not None and p.get("rate_rps"):
                 rows.append({"rate": p["rate_rps"], "metric": metric.removesuffix("_s").upper(), "ms": v * 1e3,
-                             "series": p.get("load", "?") + (f", cap {p['concurrency']}" if p.get("concurrency") else "")})
+                             "series": p.get("load", "?") + (f", cap {p['max_concurrency']}" if p.get("max_concurrency") else "")})
     slo = next((p["slo"] for p in points if p.get("slo")), None) or {}
     for metric in ("ttft", "tpot", "e2el"):
-        if slo.get(f"{metric}_p99_ms"):
-            limits.append({"metric": metric.upper(), "ms": slo[f"{metric}_p99_ms"]})
+        if slo.get(f"{metric}_p99_max_ms"):
+            limits.append({"metric": metric.upper(), "ms": slo[f"{metric}_p99_max_ms"]})
     base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=_rate_x("offered rate (requests/s)"), y=alt.Y("ms:Q", title="p99, milliseconds", scale=alt.Scale(type="log")),
         color=alt.Color("series:N", legend=alt.Legend(title=None)),
         tooltip=["metric:N", "series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("ms:Q", format=".1f")],
     ).properties(width=180, height=200)
     chart = base.facet(column=alt.Column("metric:N", title=None))
-    if limits:  # the SLO's limits, dashed, in their panel (a faceted layer takes its data at the top level)
+    if limits:  # the SLO's p99 bounds, dashed, in their panel (a faceted layer takes its data at the top level)
         data = alt.Data(values=rows + [{**r, "rule": True} for r in limits])
         lines = base.properties(data=alt.Undefined).transform_filter("datum.rule != true")
         rules = alt.Chart().mark_rule(strokeDash=[4, 3], color="#d62728").encode(y="ms:Q").transform_filter(
             "datum.rule == true").properties(width=180, height=200)
         chart = alt.layer(lines, rules, data=data).facet(column=alt.Column("metric:N", title=None))
     return _spec(chart.properties(title=f"{model['model']}: p99 latency vs offered rate"
-                                  + (" (dashed: the SLO)" if limits else "")))
+                                  + (" (dashed: the SLO's p99 bounds)" if limits else "")))

@@ -112,16 +112,16 @@ def _params(value: Any) -> str:
 
 
 def run_count_sources(view: "RunView") -> tuple[dict[str, int], dict[str, int]]:
-    """({token count source: completed requests}, {flag: requests}) over every point of a run (sorted keys)."""
+    """({token count source: completed requests}, {caveat: requests}) over every point of a run (sorted keys)."""
     sources: dict[str, int] = {}
-    flags: dict[str, int] = {}
+    caveats: dict[str, int] = {}
     for w in view.workloads:
         for p in w.points:
             for k, v in (p.get("token_count_sources") or {}).items():
                 sources[k] = sources.get(k, 0) + v
-            for k, v in (p.get("flags") or {}).items():
-                flags[k] = flags.get(k, 0) + v
-    return dict(sorted(sources.items())), dict(sorted(flags.items()))
+            for k, v in (p.get("caveats") or {}).items():
+                caveats[k] = caveats.get(k, 0) + v
+    return dict(sorted(sources.items())), dict(sorted(caveats.items()))
 
 
 def _finite(obj: Any) -> Any:
@@ -237,7 +237,8 @@ def read_site_runs(runs_dir: Path, log: Callable[[str], None],
     named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
 
     A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.runs.survey_runs`) or
-    when reading it whole fails (a point file of a newer version, a corrupt summary): the site is
+    when reading it whole fails (a derived file of a newer version or corrupt, or missing: the reason names
+    the command that writes it): the site is
     built from the others and names it, on the Runs page and in the build output.  Reasons name
     the file relative to ``runs_dir`` (the machine's own paths stay off the site).
     """

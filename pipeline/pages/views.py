@@ -58,17 +58,18 @@ class Workload:
         return next((p for p in self.points if p["concurrency"] == concurrency), None)
 
     def quality(self, concurrency: int) -> dict[str, Any]:
-        """The analysis' flags of a point (``flags``, ``excluded``, ``excluded_reason``, ``failure_rate``)."""
+        """The analysis' row of a point (``caveats``, ``excluded``, ``excluded_reason``, ``failure_rate``, MBU …)."""
         return next((a for a in self.analysis_points if a["concurrency"] == concurrency), {})
 
     def note(self, concurrency: int) -> str:
-        """Short note on a flagged point for the tables (``""`` when unflagged); see :func:`pipeline.show.point_note`."""
+        """Short note on a point with a verdict, caveats or an exclusion for the tables (``""`` when none); see
+        :func:`pipeline.show.point_note`."""
         from pipeline.quality import point_verdict
         from pipeline.show import point_note
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
-        flags = a.get("flags") or sorted(set(p.get("flags") or {}) | ({"failed_requests"} if p.get("failed") else set()))
-        return point_note({**p, "flags": flags, "flag_counts": p.get("flags") or {}, "excluded": a.get("excluded"),
+        caveats = a.get("caveats") or sorted(set(p.get("caveats") or {}) | ({"failed_requests"} if p.get("failed") else set()))
+        return point_note({**p, "caveats": caveats, "caveat_counts": p.get("caveats") or {}, "excluded": a.get("excluded"),
                            "quality": point_verdict(p) if p else None,
                            "implausible": self.implausible_at(concurrency)})
 
@@ -157,15 +158,15 @@ class Workload:
             return "–"
         return f"⚠ {v:,.1f}: exceeded, wrong card or format" if self.implausible else f"{v:,.1f}"
 
-    def flag_summary(self) -> str:
-        """Home-table cell: which points are excluded or flagged (``"–"`` when none)."""
+    def caveat_summary(self) -> str:
+        """Run-table cell: which points are excluded or have caveats (``"–"`` when none)."""
         excluded = self.model.get("excluded_concurrency") or []
-        flagged = [c for c in self.model.get("flagged_concurrency") or [] if c not in excluded]
+        noted = [c for c in self.model.get("caveat_concurrency") or [] if c not in excluded]
         parts = []
         if excluded:
             parts.append("c = " + ", ".join(map(str, excluded)) + " excluded (failures)")
-        if flagged:
-            parts.append("c = " + ", ".join(map(str, flagged)) + " flagged")
+        if noted:
+            parts.append("c = " + ", ".join(map(str, noted)) + " with caveats")
         if self.implausible:
             parts.insert(0, "⚠ implausible: wrong model card or weight format")
         return "; ".join(parts) or "–"
@@ -340,7 +341,7 @@ def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]],
     server = ((meta.get("engine") or {}).get("servers") or {}).get(model)
     limits = (server.get("limits") if isinstance(server, dict) else None) or {}
     rows = {a["concurrency"]: a for a in analysis_points if a.get("concurrency") is not None}
-    return predict_workload(points, rows, model_card, hardware, None, limits.get("max_num_seqs"))
+    return predict_workload(points, rows, model_card, hardware, None, limits)
 
 
 def fmt(value: Any, digits: int = 1) -> str:

@@ -69,6 +69,7 @@ def stop(pids: list[int]) -> None:
 def hogged_site(scratch_root, monkeypatch):
     from pipeline.config import load_config
     from pipeline.pages.render import render_site
+    from pipeline.stages import write_derived
 
     monkeypatch.setattr(sweep, "probe", lambda *a, **k: PROBE_STAND_IN)
     runs_dir = scratch_root / "data" / "runs"
@@ -78,7 +79,8 @@ def hogged_site(scratch_root, monkeypatch):
     pids = start_hogs(max(2, os.cpu_count() or 2))
     try:
         time.sleep(0.3)  # the hogs are running before the first point starts
-        sweep.run_sweep(load_config(cfg_path), runs_dir / HOGGED, progress=False)
+        # published with its derived files, as `batchmark sweep` publishes it
+        sweep.run_sweep(load_config(cfg_path), runs_dir / HOGGED, progress=False, derive=write_derived)
     finally:
         stop(pids)
     render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)

@@ -157,7 +157,7 @@ def test_a_client_that_cannot_keep_the_schedule_says_so(fast_server, tok):
 
 def test_cap_bounds_requests_in_flight(fast_server, tok):
     """A cap of 2 at 100 requests/s on 60 ms requests: never more than 2 in flight; waiting for a slot is not lag."""
-    rec = _engine(fast_server, tok, 40).measure(PointKey("m", "openai", 8, OUT, 2, "constant", 100.0), 1, False, 0)
+    rec = _engine(fast_server, tok, 40).measure(PointKey("m", "openai", 8, OUT, None, "constant", 100.0, max_concurrency=2), 1, False, 0)
     reqs = _measured(rec)
     assert all(r.ok for r in reqs)
     events = sorted([(r.sent_s, 1) for r in reqs] + [(r.done_s, -1) for r in reqs], key=lambda e: (e[0], e[1]))

@@ -35,7 +35,7 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
                "openai": {"base_url": url, "requests_per_point": 24,
                           "tokenizer": str(tmp_path / "tok"), "timeout_s": 30},
                "open_loop": {"load": "constant", "rates": "auto", "auto_rates": 3, "bisect_steps": 1},
-               "slo": {"ttft_p99_ms": 60},
+               "slo": {"goodput_ttft_ms": 60, "ttft_p99_max_ms": 60},
                "models": [{"name": "m", "served_name": "m"}]}
         path = tmp_path / "open.yaml"
         path.write_text(yaml.safe_dump(cfg))
@@ -55,7 +55,7 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
     expected = bisect_rate(verdicts)
     assert extra == ([expected] if expected is not None else [])  # one bisection step where a bracket exists
     for p in opened + closed:  # every point carries the SLO check: limits as configured, good ≤ measured
-        assert p["slo"]["ttft_p99_ms"] == 60 and 0 <= p["slo"]["good"] <= p["slo"]["measured"] == 24
+        assert p["slo"]["goodput_ttft_ms"] == p["slo"]["ttft_p99_max_ms"] == 60 and 0 <= p["slo"]["good"] <= p["slo"]["measured"] == 24
     (model,) = doc["models"]
     (rs,) = model["rate_sweeps"]
     assert [r["rate_rps"] for r in rs["points"]] == sorted(auto + extra)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import pointfiles, runs
+from pipeline import pointfiles, runs, stages
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
 from pipeline.errors import BatchmarkError
@@ -72,7 +72,7 @@ def test_a_key_echoed_by_the_server_is_never_stored(tmp_path, monkeypatch, key):
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    runs.complete_run(run_dir)
+    runs.complete_run(run_dir, derive=stages.write_derived)  # published with its derived files, as the sweep does
     render_site(root / "data" / "pages")
 
     errors = [r.error for rep in pointfiles.load_point(pointfiles.point_path(run_dir, PointKey("m", "openai", 8, 16, 2))).repeats

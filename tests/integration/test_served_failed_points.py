@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from pipeline import runs
+from pipeline import runs, stages
 from pipeline.config import parse_config
 from pipeline.engines import get_engine
 from pipeline.records import PointKey
@@ -58,7 +58,7 @@ def flagged_run(tmp_path_factory):
         finally:
             proc.terminate()
             proc.wait(timeout=10)
-    runs.complete_run(run_dir)
+    runs.complete_run(run_dir, derive=stages.write_derived)  # published with its derived files, as the sweep does
     yield root, run_dir
     mp.undo()
 
@@ -70,10 +70,10 @@ def test_show_flags_and_excludes_the_failing_point(flagged_run):
     bad = pts[4]
     assert bad["failed"] >= 1 and 0.05 < bad["failure_rate"] <= 0.5
     assert bad["failure_rate"] == pytest.approx(bad["failed"] / (bad["failed"] + bad["completed"]))
-    assert "failed_requests" in bad["flags"] and bad["excluded"] is True
+    assert "failed_requests" in bad["caveats"] and bad["excluded"] is True
     assert "max_failure_rate" in bad["excluded_reason"]
     for c in (1, 2):
-        assert pts[c]["flags"] == [] and pts[c]["excluded"] is False and pts[c]["failed"] == 0
+        assert pts[c]["caveats"] == [] and pts[c]["excluded"] is False and pts[c]["failed"] == 0
     # c = 4 has a throughput of its own, but the peak comes from c = 1 and 2 only
     assert bad["output_throughput_tok_s"] > 0
     (m,) = doc["models"]

@@ -37,7 +37,7 @@ def test_token_split_over_two_events_is_one_token(tmp_path, tok_dir, endpoint):
         # each token counts in the event where its text ends: 16 chunks of 1 token, 10 ms apart
         assert [k for _, k in r.chunks] == [1] * N_TOKENS
         assert "split over events" in r.token_count_reason
-    assert summ.flags == {} and summ.completed == N_REQUESTS
+    assert summ.caveats == {} and summ.completed == N_REQUESTS
     assert_true_figures(summ)
 
 
@@ -49,8 +49,8 @@ def test_server_counting_five_times_the_prompt_is_flagged(tmp_path, tok_dir):
         assert r.ok and r.input_tokens == 40
         assert "input_tokens_mismatch" in r.token_count_flags
     assert summ.input_tokens_served == 40
-    assert summ.flags == {"input_tokens_mismatch": N_REQUESTS}
-    assert "input_tokens_mismatch" in point_quality(summ)["flags"]
+    assert summ.caveats == {"input_tokens_mismatch": N_REQUESTS}
+    assert "input_tokens_mismatch" in point_quality(summ)["caveats"]
     (line,) = point_warnings(summ)
     assert "counted 40 prompt tokens for the 8" in line
 

@@ -89,7 +89,7 @@ def test_running_sum_usage_gives_16_tokens_and_true_throughput(tmp_path, tok_dir
         assert r.token_count_source == "per_chunk_usage"
         assert "usage_above_max_tokens" in r.token_count_flags
         assert "running sum" in r.token_count_reason
-    assert summ.flags == {"usage_above_max_tokens": N_REQUESTS}
+    assert summ.caveats == {"usage_above_max_tokens": N_REQUESTS}
     assert_true_figures(summ)  # before: 8.5× the true throughput
 
 
@@ -100,7 +100,7 @@ def test_per_chunk_count_of_one_with_right_final_usage(tmp_path, tok_dir):
         assert r.ok and r.output_tokens == N_TOKENS and len(r.chunks) == N_TOKENS
         assert r.token_count_source == "usage" and not r.token_count_flags
         assert 0.010 <= tpot_s(r) < 0.050
-    assert summ.flags == {}
+    assert summ.caveats == {}
     assert_true_figures(summ)
 
 
@@ -120,7 +120,7 @@ def test_usage_that_stops_rising(tmp_path, tok_dir):
     for r in measured(rec):
         assert r.output_tokens == N_TOKENS and r.token_count_source == "tokenized_text"
         assert "usage_stopped_rising" in r.token_count_flags
-    assert summ.flags["usage_stopped_rising"] == N_REQUESTS
+    assert summ.caveats["usage_stopped_rising"] == N_REQUESTS
     assert_true_figures(summ)
 
 
@@ -130,7 +130,7 @@ def test_stream_without_usage_on_a_server_that_reports_it(tmp_path, tok_dir):
     for r in measured(rec):
         assert r.ok and r.output_tokens == N_TOKENS and not r.usage_reported
         assert r.token_count_source == "tokenized_text" and r.token_count_flags == ["usage_missing"]
-    assert summ.flags == {"usage_missing": N_REQUESTS}
+    assert summ.caveats == {"usage_missing": N_REQUESTS}
     assert_true_figures(summ)
 
 
@@ -190,4 +190,4 @@ def test_fuzzed_streams_give_failed_or_flagged_requests_never_a_traceback(seed, 
             assert sum(k for _, k in r.chunks) == r.streamed_tokens
     assert summ.failed == sum(1 for r in reqs if not r.ok) >= 1
     assert summ.completed + summ.failed == 16
-    assert summ.flags.get("failed_requests") == summ.failed
+    assert summ.caveats.get("failed_requests") == summ.failed

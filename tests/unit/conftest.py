@@ -39,6 +39,9 @@ NOT_UNIT_FIXTURES = {
 #: Tests of this folder that start a process or simulate a whole grid themselves (module::test → what).
 NOT_UNIT_TESTS = {
     "test_calibrate.py::test_cli_predict_committed_run_json_and_bad_option": "`python -m pipeline predict`, three times",
+    "test_derived_files.py::test_sweep_alone_leaves_the_derived_files_and_show_reads_them": "`python -m pipeline show`",
+    "test_derived_files.py::test_complete_run_without_analysis_is_one_line_naming_the_command":
+        "`python -m pipeline show`, twice",
     "test_diff_bandwidth.py::test_fail_above_refuses_runs_whose_bandwidths_differ_beyond_the_limit":
         "`python -m pipeline diff`",
     "test_hostile_inputs.py::test_claim_of_a_killed_import_does_not_block_its_id": "a Python process killed mid-import",

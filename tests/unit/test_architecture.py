@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock", "pipeline.pointfiles",
      "pipeline.upgrade"),
     ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics"),
-    ("pipeline.calibrate", "pipeline.adaptive", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
+    ("pipeline.calibrate", "pipeline.servedsim", "pipeline.adaptive", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
      "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
      "pipeline.diffmetrics", "pipeline.diffmatch", "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diff",
      "pipeline.diffgate", "pipeline.quality"),

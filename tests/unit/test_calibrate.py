@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from pipeline.calibrate import (CalibrationError, Roofs, StepTerms, check_consistent, default_calibration,
-                                fit_step_terms, predict_served, predict_static, step_time_s)
+                                fit_step_terms, predict_static, step_time_s)
 from pipeline.cardregistry import load_card
 from pipeline.predict import predict_workload
 from pipeline.pointsummary import PointSummary
@@ -95,25 +95,6 @@ def test_moe_expert_coverage_dip_at_b2_is_predicted_from_points_without_it():
     dense = Roofs(load_card("llama-3.1-8b"), 528.0, SPARK_BW, SPARK_TF)
     d = predict_static(dense, truth, [1, 2])
     assert d[1]["output_throughput_tok_s"] / d[0]["output_throughput_tok_s"] > 1.9
-
-
-def test_served_prediction_by_hand():
-    # T(B) fixed by a card-free roof: take the fitted step as given and check the wave arithmetic.
-    card = load_card("llama-3.1-8b")
-    roofs = Roofs(card, 528.0, SPARK_BW, None)
-    terms = StepTerms(0.0, 1.0, 1.0, prefill_tok_s=4000.0, prefill_overhead_s=0.05)
-    step = step_time_s(roofs, terms, [4])[0]
-    (p,) = predict_served(roofs, terms, [4], input_len=1000, output_len=101)
-    # TTFT = T + 0.05 + 4 * 1000 / 4000 = T + 1.05; E2EL = TTFT + 100 T; throughput = 4 * 101 / E2EL
-    assert p["ttft_s"] == pytest.approx(step + 1.05)
-    assert p["output_throughput_tok_s"] == pytest.approx(4 * 101 / (step + 1.05 + 100 * step))
-    # past max_num_seqs = 2: c = 4 runs in two waves of 2, each wave's E2EL at B = 2
-    (q,) = predict_served(roofs, terms, [4], input_len=1000, output_len=101, max_num_seqs=2)
-    s2 = step_time_s(roofs, terms, [2])[0]
-    e2el2 = s2 + 0.05 + 2 * 1000 / 4000 + 100 * s2
-    assert q["tpot_s"] == pytest.approx(s2)
-    assert q["output_throughput_tok_s"] == pytest.approx(4 * 101 / (2 * e2el2))
-    assert q["ttft_s"] == pytest.approx(s2 + 0.55 + e2el2 / 2)
 
 
 def test_too_few_points_is_one_line():

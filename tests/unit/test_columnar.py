@@ -6,7 +6,7 @@
   without batchmark.
 - The array formulas give what the per-request functions of ``pipeline.metrics`` give, value for
   value (``itl_values``, ``tpot_s``, ``ttft_s``, ``repeat_output_throughput``, ``send_rate``,
-  ``achieved_rate``, ``slo_goodput``, ``point_flags``), on randomly drawn records.
+  ``achieved_rate``, ``slo_goodput``, ``point_caveats``), on randomly drawn records.
 - A bad record file is one line naming it.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import arrays, goodput, metrics, pointfiles, requestmetrics, runs
+from pipeline import arrays, goodput, metrics, pointfiles, requestmetrics, runs, schemas
 from pipeline.errors import BatchmarkError
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
@@ -53,7 +53,8 @@ def _request(rng: random.Random, i: int, open_loop: bool) -> RequestRecord:
 def _point(seed: int, load: str = "closed", batching: str = "served") -> PointRecords:
     rng = random.Random(seed)
     open_loop = load != "closed"
-    key = PointKey("m/odd name", "vllm", 64, 32, None if open_loop else 4, load, 2.5 if open_loop else None)
+    key = PointKey("m/odd name", "vllm", 64, 32, None if open_loop else 4, load, 2.5 if open_loop else None,
+                   8 if open_loop else None)  # open loop: capped at 8 in flight
     reps = []
     for r in range(rng.randint(1, 3)):
         reqs = [_request(rng, i, open_loop) for i in range(rng.randint(0, 30))]
@@ -79,7 +80,7 @@ def test_records_survive_parquet_bit_for_bit(tmp_path: Path, pt: PointRecords):
         # bit for bit: the same float64 bytes (NaN where None), not merely close
         assert getattr(back, name).tobytes() == getattr(mine, name).tobytes(), name
     header = json.loads(path.read_text())
-    assert header["schema_version"] == 3 and header["requests_file"] == pointfiles.requests_path(path).name
+    assert header["schema_version"] == schemas.PointRecordsFile.current and header["requests_file"] == pointfiles.requests_path(path).name
     assert all("requests" not in rep for rep in header["repeats"])
 
 
@@ -109,13 +110,13 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [requestmetrics.tpot_streamed_s(r) for r in reqs if r.ok]
     assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_chunk_values(r)]
 
-    slo = {"ttft_p99_ms": 300.0, "tpot_p99_ms": 20.0, "e2el_p99_ms": None}
+    slo = {"goodput_ttft_ms": 300.0, "goodput_tpot_ms": 20.0, "ttft_p99_max_ms": 250.0, "e2el_p99_max_ms": 900.0}
     s = metrics.summarize_point(pt, slo)
     measured = [r for r in reqs if not r.warmup]
     good = [r for r in measured if r.ok]
     assert s.completed == len(good) and s.failed == len(measured) - len(good)
     assert s.slo == goodput.slo_goodput(pt, slo)
-    assert (s.flags, s.token_count_sources) == requestmetrics.point_flags(measured)
+    assert (s.caveats, s.token_count_sources) == requestmetrics.point_caveats(measured)
     thr = [v for v in map(requestmetrics.repeat_output_throughput, pt.repeats) if v is not None]
     assert s.samples["output_throughput_tok_s"] == thr
     assert s.samples["ttft_s"] == [requestmetrics.ttft_s(r) for r in good]

@@ -78,7 +78,7 @@ def test_rate_limited_json_imports_as_an_open_loop_point(scratch_root):
     """Case 01: request_rate 2.4 with max_concurrency 64: an open-loop point at 2.4 req/s capped at 64, not c = 64."""
     path = CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json"
     p = parse("vllm-bench", [path]).summaries[0]
-    assert (p.load, p.rate_rps, p.concurrency, p.burstiness) == ("poisson", 2.4, 64, 1.0)
+    assert (p.load, p.rate_rps, p.concurrency, p.max_concurrency, p.burstiness) == ("poisson", 2.4, None, 64, 1.0)
     assert p.achieved_rate_rps == pytest.approx(2.3118255294170766)  # request_throughput
     assert p.output_throughput_tok_s == pytest.approx(1155.9127647085384)
     assert (p.input_len, p.output_len, p.completed, p.failed) == (6000, 500, 512, 0)  # 3072000 / 512, 256000 / 512
@@ -92,7 +92,7 @@ def test_rate_limited_json_imports_as_an_open_loop_point(scratch_root):
     run = import_run("vllm-bench", [path], "h200")
     doc = show_run(run)
     pt = doc["points"][0]
-    assert (pt["load"], pt["rate_rps"], pt["concurrency"]) == ("poisson", 2.4, 64)
+    assert (pt["load"], pt["rate_rps"], pt["concurrency"], pt["max_concurrency"]) == ("poisson", 2.4, None, 64)
     model = doc["models"][0]
     assert model["knee_concurrency"] is None and model["peak_output_throughput_tok_s"] is None  # no closed point invented
     assert model["rate_sweeps"][0]["points"][0]["rate_rps"] == 2.4
@@ -120,7 +120,7 @@ def test_printed_block_rate_lines_make_open_loop_points(tmp_path):
     path = tmp_path / "poisson.log"
     path.write_text(text)
     p = parse("vllm-bench", [path], model="Qwen/Qwen3-8B").summaries[0]
-    assert (p.load, p.rate_rps, p.concurrency) == ("poisson", 2.4, 2)
+    assert (p.load, p.rate_rps, p.concurrency, p.max_concurrency) == ("poisson", 2.4, None, 2)
     path.write_text(text.replace("Burstiness factor: 1.0 (Poisson process)", "Burstiness factor: 0.5 (Gamma distribution)"))
     p = parse("vllm-bench", [path], model="Qwen/Qwen3-8B").summaries[0]
     assert (p.load, p.burstiness) == ("gamma", 0.5)  # not Poisson: kept apart
@@ -277,7 +277,7 @@ def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
     ra, rb = import_run("vllm-bench", [a], "h200", run_id="ra"), import_run("vllm-bench", [b], "h200", run_id="rb")
     d = diff_runs(load_run(ra), load_run(rb))
     tput = next(c for c in d.changes if c.metric == "output_throughput_tok_s")
-    assert (tput.load, tput.rate_rps, tput.concurrency) == ("poisson", 2.4, 64)
+    assert (tput.load, tput.rate_rps, tput.concurrency, tput.max_concurrency) == ("poisson", 2.4, None, 64)
     assert tput.change == pytest.approx(1271.5 / 1155.9127647085384 - 1)  # matched at 2.4 req/s, nowhere else
     assert d.only_in_a == [] and [(p["load"], p["rate_rps"]) for p in d.only_in_b] == [("poisson", 4.8)]
     text = format_text(d)

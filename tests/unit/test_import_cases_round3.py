@@ -39,7 +39,7 @@ def test_sglang_bench_serving_jsonl_is_sglang_with_failures_unknown():
     assert p.output_throughput_tok_s == pytest.approx(3866.0721921061695)
     assert (p.input_len, p.output_len, p.completed) == (6000, 1000, 12000)  # 72000000 / 12000, 12000000 / 12000
     assert p.e2el_s == pytest.approx({"p50": 51.6504, "p90": None, "p99": 53.8702, "mean": 51.6531})
-    assert p.flags == {"failed_count_unknown": 12000} and p.failure_rate is None
+    assert p.caveats == {"failed_count_unknown": 12000} and p.failure_rate is None
     assert p.itl_chunk_s["p50"] == pytest.approx(0.0499) and p.itl_s is None  # bench_serving's ITL is per chunk
 
 
@@ -89,13 +89,13 @@ def test_two_plain_results_of_one_point_are_still_refused(tmp_path):
 
 # -- kind: failures not counted, a cancelled run imported as finished (case 19) -----------------
 
-def test_aiperf_error_summary_counts_and_a_cancelled_run_is_flagged():
+def test_aiperf_error_summary_counts_and_a_cancelled_run_has_a_caveat():
     """Case 19: error_request_count null, error_summary 81 × 499 RequestCancellationError + 3 × 500, was_cancelled.
-    Right value (README): imported with failed ≥ 3 (the HTTP 500s) and flagged, was_cancelled reported: failed 3
+    Right value (README): imported with failed ≥ 3 (the HTTP 500s) and a caveat, was_cancelled reported: failed 3
     of 203 (1.5 %); the 81 cancelled in flight by the hand stop are counted apart."""
     (p,) = parse("aiperf", [CASES / "19-aiperf-cancelled-errors" / "profile_export_aiperf.json"]).summaries
     assert (p.completed, p.failed, p.concurrency) == (200, 3, 100)
-    assert p.flags == {"run_cancelled": 81}
+    assert p.caveats == {"run_cancelled": 81}
     assert any("was_cancelled" in e for e in p.errors) and any("3 × 500 InternalServerError" in e for e in p.errors)
 
 
@@ -188,16 +188,16 @@ def test_early_genai_perf_export_with_old_names_and_string_statistics(tmp_path):
     assert p.ttft_s == pytest.approx({"p50": 0.009, "p90": 0.012, "p99": 0.015, "mean": 0.010})
 
 
-def test_output_five_times_the_requested_length_is_flagged(tmp_path):
-    """Asked for 18 output tokens (output_tokens_mean), the export measured 90: flagged output_len_mismatch (was
-    accepted silently).  Within the tolerance (18 asked, 18 measured) nothing is flagged."""
+def test_output_five_times_the_requested_length_is_a_caveat(tmp_path):
+    """Asked for 18 output tokens (output_tokens_mean), the export measured 90: the caveat output_len_mismatch (was
+    accepted silently).  Within the tolerance (18 asked, 18 measured) no caveat."""
     def edit(d):
         d["input_config"]["output_tokens_mean"] = 18
         d["output_sequence_length"] = {"unit": "tokens", "avg": 90.0, "p50": 90.0}
     (p,) = parse("aiperf", [_genai(tmp_path, edit)]).summaries
-    assert p.output_len == 90 and p.flags == {"output_len_mismatch": 100}
+    assert p.output_len == 90 and p.caveats == {"output_len_mismatch": 100}
     (p,) = parse("aiperf", [_genai(tmp_path, lambda d: d["input_config"].update(output_tokens_mean=18))]).summaries
-    assert p.flags == {}
+    assert p.caveats == {}
 
 
 # -- kind: files of the wrong kind refused with a message about the wrong thing ----------------

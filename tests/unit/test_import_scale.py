@@ -26,7 +26,7 @@ def _pt(model: str, pp: int, tg: int, b: int, tok_s: float = 10.0):
 
 def test_as_dict_is_what_dataclasses_asdict_gives():
     s = _pt("m", 1, 2, 4)
-    s.flags = {"x": 1}
+    s.caveats = {"x": 1}
     s.server = {"kv_cache_usage_max": None}
     d = s.as_dict()
     assert d == dataclasses.asdict(s) and list(d) == list(dataclasses.asdict(s))

@@ -287,7 +287,7 @@ def test_guidellm_poisson_benchmark_is_an_open_loop_point(tmp_path):
     path = tmp_path / "g.json"
     path.write_text(json.dumps(d))
     (p,) = [p for p in parse("guidellm", [path]).summaries if p.load != "closed"]
-    assert (p.load, p.rate_rps, p.concurrency, p.completed) == ("poisson", 1.5, 4, 40)
+    assert (p.load, p.rate_rps, p.concurrency, p.max_concurrency, p.completed) == ("poisson", 1.5, None, 4, 40)
     d["benchmarks"][2]["args"]["strategy"] = {"type_": "poisson", "rate": "fast"}
     path.write_text(json.dumps(d))
     with pytest.raises(BatchmarkError, match=r"field benchmarks\[2\].config.strategy.rate"):

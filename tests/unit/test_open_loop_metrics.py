@@ -40,8 +40,14 @@ def _records() -> PointRecords:
     return PointRecords(KEY, [RepeatRecord(0, "served", 0.0, 2.0, reqs)])
 
 
+def _both(ttft: float | None = None, tpot: float | None = None, e2el: float | None = None) -> dict[str, float | None]:
+    """An SLO whose per-request goodput limits and p99 bounds are the same figures (ms)."""
+    return {**{f"goodput_{m}_ms": v for m, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el))},
+            **{f"{m}_p99_max_ms": v for m, v in (("ttft", ttft), ("tpot", tpot), ("e2el", e2el))}}
+
+
 def test_slo_goodput_by_hand():
-    g = slo_goodput(_records(), {"ttft_p99_ms": 200, "tpot_p99_ms": 200, "e2el_p99_ms": None})
+    g = slo_goodput(_records(), _both(ttft=200, tpot=200))
     assert (g["good"], g["measured"]) == (2, 5)  # requests 0 and 4
     assert g["share_ok"] == pytest.approx(0.4)  # 2 / 5
     assert g["goodput_rps"] == pytest.approx(1.0)  # 2 requests / 2.0 s window
@@ -50,7 +56,7 @@ def test_slo_goodput_by_hand():
     # p99 TPOT: sorted [0.1, 0.1, 0.15, 0.4] → 0.15 + 0.97 × 0.25 = 0.3925 s > 0.2: not ok either
     assert g["p99_ok"] == {"ttft": False, "tpot": False}
     assert g["met"] is False
-    loose = slo_goodput(_records(), {"ttft_p99_ms": 1000, "tpot_p99_ms": None, "e2el_p99_ms": 1000})
+    loose = slo_goodput(_records(), _both(ttft=1000, e2el=1000))
     assert loose["good"] == 4 and loose["p99_ok"] == {"ttft": True, "e2el": True}
     assert loose["met"] is False  # every p99 within, but 1 of 5 failed (20 % > 1 %)
 
@@ -58,8 +64,22 @@ def test_slo_goodput_by_hand():
 def test_slo_met_when_nothing_failed():
     recs = _records()
     recs.repeats[0].requests = [r for r in recs.repeats[0].requests if r.ok]
-    g = slo_goodput(recs, {"ttft_p99_ms": 1000, "tpot_p99_ms": 500, "e2el_p99_ms": None})
+    g = slo_goodput(recs, _both(ttft=1000, tpot=500))
     assert g["met"] is True and g["good"] == 4 and g["goodput_rps"] == pytest.approx(2.0)  # 4 / 2.0 s
+
+
+def test_goodput_limits_and_p99_bounds_are_apart():
+    # issue 25: the per-request goodput limit (vLLM's --goodput) and the p99 bound are two figures.  Over the four
+    # finished requests of _records (TTFT 0.1, 0.1, 0.1, 0.3 s; p99 0.294 s worked in test_slo_goodput_by_hand):
+    recs = _records()
+    recs.repeats[0].requests = [r for r in recs.repeats[0].requests if r.ok]
+    # a strict per-request limit (150 ms: the 0.3 s request is not good) beside a loose p99 bound (300 ms ≥ 0.294 s)
+    g = slo_goodput(recs, {"goodput_ttft_ms": 150, "ttft_p99_max_ms": 300})
+    assert (g["good"], g["share_ok"], g["p99_ok"], g["met"]) == (3, 0.75, {"ttft": True}, True)
+    assert (g["goodput_ttft_ms"], g["ttft_p99_max_ms"], g["goodput_tpot_ms"], g["tpot_p99_max_ms"]) == (150, 300, None, None)
+    # and the other way round: every request good (≤ 400 ms), the p99 bound (250 ms < 0.294 s) missed
+    g = slo_goodput(recs, {"goodput_ttft_ms": 400, "ttft_p99_max_ms": 250})
+    assert (g["good"], g["p99_ok"], g["met"]) == (4, {"ttft": False}, False)
 
 
 def test_rates_and_schedule_by_hand():
@@ -71,7 +91,7 @@ def test_rates_and_schedule_by_hand():
     assert schedule_kept([0.001] * 99 + [0.5], 2.0) is True
     assert schedule_kept([0.001] * 98 + [0.5, 0.5], 2.0) is False
     assert schedule_kept([], 2.0) is None
-    s = summarize_point(_records(), {"ttft_p99_ms": 200})
+    s = summarize_point(_records(), {"goodput_ttft_ms": 200})
     assert (s.load, s.rate_rps, s.concurrency) == ("poisson", 2.0, None)
     assert s.send_rate_rps == pytest.approx(2.5) and s.achieved_rate_rps == pytest.approx(2.0)
     assert s.slo["good"] == 3  # ttft only: requests 0, 2 and 4 (TTFT 0.1 s each)
@@ -95,12 +115,16 @@ def test_point_key_identity():
     closed = PointKey("m", "vllm", 64, 32, 8)
     assert closed.slug() == "vllm-in64-out32-c8" and closed.as_dict() == {
         "model": "m", "engine": "vllm", "input_len": 64, "output_len": 32, "concurrency": 8}  # stored form unchanged
-    opened = PointKey("m", "vllm", 64, 32, 16, "poisson", 2.5)
-    assert opened.slug() == "vllm-in64-out32-poisson-r2.5-c16"
+    opened = PointKey("m", "vllm", 64, 32, None, "poisson", 2.5, max_concurrency=16)
+    assert opened.slug() == "vllm-in64-out32-poisson-r2.5-c16"  # the cap in the file name, as before
+    assert opened.label() == "poisson 2.5 req/s, cap 16" and opened.as_dict() == {
+        "model": "m", "engine": "vllm", "input_len": 64, "output_len": 32, "concurrency": None, "load": "poisson",
+        "rate_rps": 2.5, "max_concurrency": 16}
     assert PointKey("m", "vllm", 64, 32, None, "constant", 10.0).slug() == "vllm-in64-out32-constant-r10"
     assert PointKey.of(opened.as_dict()) == opened and PointKey.of(closed.as_dict()) == closed
     assert sorted([opened, closed]) == [closed, opened]  # closed grid first, then the rates
-    for bad in (dict(concurrency=None), dict(rate_rps=1.0), dict(load="poisson"), dict(load="poisson", rate_rps=float("nan"))):
+    for bad in (dict(concurrency=None), dict(rate_rps=1.0), dict(load="poisson"), dict(load="poisson", rate_rps=float("nan")),
+                dict(max_concurrency=16), dict(load="poisson", rate_rps=2.5)):  # the last: an open point has no concurrency
         with pytest.raises(ValueError):
             PointKey(**{**closed.as_dict(), **bad})
 
@@ -141,8 +165,25 @@ BASE = {"name": "t", "hardware": "cpu", "engine": "openai", "models": [{"name": 
 
 def test_config_open_loop_and_slo():
     cfg = parse_config({**BASE, "concurrency": [], "open_loop": {"rates": [4, 1, 2], "max_concurrency": 8},
-                        "slo": {"ttft_p99_ms": 2000, "tpot_p99_ms": 100}})
+                        "slo": {"goodput_ttft_ms": 2000, "tpot_p99_max_ms": 100}})
     assert cfg.open_loop.rates == [1, 2, 4] and cfg.open_loop.load == "poisson" and cfg.max_in_flight() == 8
+    assert (cfg.slo.goodput_ttft_ms, cfg.slo.ttft_p99_max_ms, cfg.slo.tpot_p99_max_ms) == (2000, None, 100)
+
+
+def test_an_old_slo_key_is_read_as_both_limits_with_one_warning_line(capsys):
+    # issue 25: ttft_p99_ms was both the goodput limit and the p99 bound; a config that says it keeps meaning both
+    old = parse_config({**BASE, "slo": {"ttft_p99_ms": 2000, "tpot_p99_ms": 100, "e2el_p99_ms": None}}, "old.yaml")
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("batchmark: warning: old.yaml: slo: ttft_p99_ms → goodput_ttft_ms and "
+                                                   "ttft_p99_max_ms, tpot_p99_ms → ")
+    new = parse_config({**BASE, "slo": {"goodput_ttft_ms": 2000, "ttft_p99_max_ms": 2000, "goodput_tpot_ms": 100,
+                                        "tpot_p99_max_ms": 100}}, "new.yaml")
+    assert capsys.readouterr().err == ""
+    assert old == new
+    # the same config keeps its digest (a run measured for it resumes): hashed as before the keys were apart
+    assert old.digest() == new.digest()
+    apart = parse_config({**BASE, "slo": {"goodput_ttft_ms": 2000, "ttft_p99_max_ms": 1000}})
+    assert apart.digest() != new.digest()
     assert parse_config({**BASE, "open_loop": {"rates": "auto"}}).open_loop.auto_rates == 8
 
 
@@ -158,8 +199,10 @@ def test_config_open_loop_and_slo():
     ({"concurrency": [], "open_loop": {"rates": "auto"}}, r"auto measures the concurrency grid first"),
     ({"concurrency": []}, r"concurrency: give at least one"),
     ({"slo": {}}, r"slo: give at least one"),
-    ({"slo": {"ttft_p99_ms": -5}}, r"slo\.ttft_p99_ms"),
-    ({"slo": {"ttft_p99_ms": float("inf")}}, r"slo\.ttft_p99_ms"),
+    ({"slo": {"goodput_ttft_ms": -5}}, r"slo\.goodput_ttft_ms"),
+    ({"slo": {"ttft_p99_max_ms": float("inf")}}, r"slo\.ttft_p99_max_ms"),
+    ({"slo": {"ttft_p99_ms": -5}}, r"slo\.goodput_ttft_ms"),  # an old key is read as its two new ones
+    ({"slo": {"ttft_p99_ms": 5, "ttft_p99_max_ms": 5}}, r"slo: ttft_p99_ms \(deprecated\) and ttft_p99_max_ms are both given"),
     ({"slo": {"ttft_p99": 5}}, r"slo\.ttft_p99: unknown key"),
     ({"engine": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],
       "open_loop": {"rates": [1]}}, r"open_loop: the transformers engine"),

@@ -71,10 +71,12 @@ def test_merged_run_equals_a_run_measured_in_one_job(scratch_root):
     cfg = _cfg()
     for model in rb.MODELS:
         make_part(cfg, "R1", model)
-    merged = parts.merge_parts(cfg, "R1")
-    single = rb.make_run(paths.runs_dir(), "single", concurrency=(1, 2, 4), derived=False)
+    merged = parts.merge_parts(cfg, "R1", derive=stages.write_derived)  # as `batchmark merge` publishes it
+    single = rb.make_run(paths.runs_dir(), "single", concurrency=(1, 2, 4))
     assert runs.is_complete(merged)
-    assert _files(merged) == _files(single)  # run.json, points.json, points/<model>/<slug>.json, models/<model>.json
+    # run.json, points.json, points/<model>/<slug>.json, models/<model>.json, and the derived files, written by their
+    # stages before the run was published (issue 20)
+    assert _files(merged) == _files(single) and {"summaries.json", "analysis.json"} <= _files(merged)
     assert json.loads((merged / "points.json").read_text()) == json.loads((single / "points.json").read_text())
     a, b = stages.load_run(merged), stages.load_run(single)
     assert [s.as_dict() for s in a.summaries] == [s.as_dict() for s in b.summaries]
@@ -89,7 +91,7 @@ def test_parts_of_several_hosts_of_one_profile_merge_into_one_run_listing_the_ho
               failures={"points": 3, "with_failures": 1, "empty": 0})
     make_part(cfg, "R2", "moe-b", host="spark-1", bandwidth_gb_s=190.0, warning="noisy probe",
               started="2026-11-29T00:00:00+00:00", failures={"points": 3, "with_failures": 2, "empty": 1})
-    meta = runs.read_run_json(parts.merge_parts(cfg, "R2"))
+    meta = runs.read_run_json(parts.merge_parts(cfg, "R2", derive=stages.write_derived))
     assert meta["hosts"] == ["spark-1", "spark-2"] and meta["host"] == "spark-1, spark-2"
     assert [(p["model"], p["host"], p["probe"]["bandwidth_gb_s"]) for p in meta["parts"]] == [
         ("dense-a", "spark-2", 210.0), ("moe-b", "spark-1", 190.0)]

@@ -112,19 +112,31 @@ def test_show_of_an_incomplete_run_shows_finished_points_marked_partial(scratch_
 
 
 def test_show_and_pages_never_write_into_runs(scratch_root, capsys):
+    # A complete run published without its derived files: show refuses it in one line naming the commands that write
+    # them (exit 2), the site leaves it out naming the same; neither computes nor writes anything (issue 20).
     runs_dir = scratch_root / "data" / "runs"
     run = make_run(runs_dir, "20261201T000000Z-nod", derived=False)
     before = _files(run)
     assert "summaries.json" not in before and "analysis.json" not in before
-    assert main(["show", str(run), "--json"]) == 0
-    assert "partial" not in json.loads(capsys.readouterr().out)  # a complete run: exactly the contract (docs/definitions.md)
+    assert main(["show", str(run), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "summaries.json: missing" in err
+    assert f"`batchmark summarize {run} && batchmark analyze {run}`" in err
     from pipeline.pages.render import render_site
 
-    render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
+    logged: list[str] = []
+    render_site(scratch_root / "data" / "pages", runs_dir=runs_dir, log=logged.append)
     assert _files(run) == before
-    dl = scratch_root / "data" / "pages" / "downloads" / run.name
-    assert json.loads((dl / "summaries.json").read_text())["run_id"] == run.name  # downloads still complete
-    assert json.loads((dl / "analysis.json").read_text())["models"]
-    # the stages that own the files do write them
+    assert len(logged) == 1 and "batchmark summarize" in logged[0]
+    # the stages that own the files do write them; then show and the site read them back, writing nothing
     assert main(["summarize", str(run)]) == 0 and main(["analyze", str(run)]) == 0
     assert (run / "summaries.json").is_file() and (run / "analysis.json").is_file()
+    after = _files(run)
+    capsys.readouterr()
+    assert main(["show", str(run), "--json"]) == 0
+    assert "partial" not in json.loads(capsys.readouterr().out)  # a complete run: exactly the contract (docs/definitions.md)
+    render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
+    assert _files(run) == after
+    dl = scratch_root / "data" / "pages" / "downloads" / run.name
+    assert json.loads((dl / "summaries.json").read_text())["run_id"] == run.name
+    assert json.loads((dl / "analysis.json").read_text())["models"]

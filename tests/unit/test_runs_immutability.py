@@ -90,11 +90,32 @@ def test_incomplete_run_is_neither_summarised_nor_compared(tmp_path: Path):
 
 
 def test_load_run_never_writes(tmp_path: Path):
-    # A complete run without derived files is summarised in memory; the folder is unchanged.
+    # A complete run without derived files (published by an earlier `batchmark sweep` alone) is refused in one line
+    # naming the missing file and the commands that write it; nothing is computed, the folder is unchanged.
     run = make_run(tmp_path, "r", derived=False)
     before = _tree_digest(run)
+    with pytest.raises(BatchmarkError) as exc:
+        stages.load_run(run)
+    msg = str(exc.value)
+    assert "\n" not in msg and "summaries.json: missing" in msg
+    assert f"`batchmark summarize {run} && batchmark analyze {run}`" in msg
+    assert _tree_digest(run) == before and not (run / "summaries.json").exists()
+    # the stages write them, as a user runs them; then the run reads back exactly what they stored
+    stages.write_summaries(run)
+    with pytest.raises(BatchmarkError, match=r"analysis.json: missing .*`batchmark analyze {}`".format(run)):
+        stages.load_run("r", tmp_path)  # an id under another folder than data/runs/: the command names its path
+    stages.write_analysis(run)
     res = stages.load_run(run)
-    assert len(res.summaries) == 10 and res.analysis["models"]
+    assert len(res.summaries) == 10 and res.analysis == runs.read_analysis(run) and not res.partial
+
+
+def test_partial_run_is_summarised_in_memory_and_labelled(tmp_path: Path):
+    # The one exception: a sweep in progress (show reads it with allow_incomplete) has no derived files yet, and
+    # gets none from reading: its finished points are summarised in memory, marked partial.
+    run = make_run(tmp_path, "r", complete=False, models=("dense-a",), concurrency=(1, 2))
+    before = _tree_digest(run)
+    res = stages.load_run(run, allow_incomplete=True)
+    assert res.partial and len(res.summaries) == 2 and res.analysis["models"]
     assert _tree_digest(run) == before and not (run / "summaries.json").exists()
 
 

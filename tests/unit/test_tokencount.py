@@ -141,7 +141,7 @@ def test_old_records_without_the_new_fields_still_load():
     r = rec.repeats[0].requests[0]
     assert r.token_count_source is None and r.token_count_flags == [] and r.hidden_tokens == 0
     summ = summarize_point(rec)
-    assert summ.tpot_s["p50"] == pytest.approx(0.1) and summ.flags == {} and summ.token_count_sources == {}
+    assert summ.tpot_s["p50"] == pytest.approx(0.1) and summ.caveats == {} and summ.token_count_sources == {}
 
 
 class _FakeTok:

@@ -63,9 +63,10 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
     assert set(after) == set(before)
     for name in before:
         if name.startswith("points/"):
-            # point records 1 -> 3: a repeat's "kind" is named "batching" (2); the requests are the Parquet file
-            # named by requests_file (3); every other value of the JSON equal, every request read back equal
-            assert schemas.version_of(name, after[name]) == 3
+            # point records 1 -> 4: a repeat's "kind" is named "batching" (2); the requests are the Parquet file
+            # named by requests_file (3); (4 moves an open-loop cap, and these points are closed); every other value
+            # of the JSON equal, every request read back equal
+            assert schemas.version_of(name, after[name]) == schemas.PointRecordsFile.current == 4
             assert after[name]["requests_file"] == pointfiles.requests_path(run / name).name
             kept = {k.replace("/kind", "/batching"): v for k, v in _leaves(before[name]).items()
                     if not (k.startswith("/repeats/") and k.split("/")[3] == "requests")}
@@ -75,8 +76,9 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             continue
         if name == "run.json":
             # run.json 1 -> 2: the command, recorded with the measuring machine's absolute path, is made relative to
-            # the repository (issue 20: committed runs carry no machine path); every other value equal
-            assert schemas.version_of(name, after[name]) == 2
+            # the repository (issue 20: committed runs carry no machine path); (2 -> 3 splits the SLO's keys, and this
+            # run has none); every other value equal
+            assert schemas.version_of(name, after[name]) == schemas.RunFile.current == 3
             assert before[name]["command"] == ("/work/main/pipeline/__main__.py sweep --config config/default.yaml "
                                                "--run-id 20261129T161329Z-vm --pointer")
             assert after[name]["command"] == ("pipeline/__main__.py sweep --config config/default.yaml "
@@ -85,8 +87,9 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
                 {k: v for k, v in _leaves(before[name]).items() if k != "/command"}
             continue
         if name == "analysis.json":
-            # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed (issue 14)
-            assert schemas.version_of(name, after[name]) == 2
+            # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed (issue 14); (2 -> 3
+            # renames an open-loop cap and a point's flags, which this run written before both has not)
+            assert schemas.version_of(name, after[name]) == schemas.AnalysisFile.current == 3
             old, new = ("/kind", "/batching") if name.startswith("points/") else ("_measured", "_probed")
             assert _leaves(after[name]) == {k.replace(old, new): v for k, v in _leaves(before[name]).items()}
             continue
@@ -96,6 +99,12 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             assert before[name]["dtype"] == before[name]["quantization"]
             assert _leaves(after[name]) == {k: v for k, v in _leaves(before[name]).items() if k != "/dtype"}, name
             assert next(iter(after[name])) == "schema_version"  # old -> new: the card now says its version
+        elif name == "summaries.json":
+            # summaries 1 -> 2 (issue 25): every point says its open-loop cap, max_concurrency (null: these are closed)
+            assert schemas.version_of(name, after[name]) == schemas.SummariesFile.current == 2
+            n = len(before[name]["points"])
+            assert _leaves(after[name]) == {**_leaves(before[name]),
+                                            **{f"/points/{i}/max_concurrency": None for i in range(n)}}
         else:
             assert _leaves(after[name]) == _leaves(before[name]), name  # every number (and string) equal
             assert schemas.version_of(name, after[name]) == 1
@@ -104,14 +113,16 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
     # every page the same; the records download holds the raw point files, so it carries their new format
     pages_after, pages_before = _tree(tmp_path / "pages-after"), _tree(tmp_path / "pages-before")
     zips = [k for k in pages_before if k.endswith("records.zip")]
-    raw = [k for k in pages_before if k.startswith("downloads/") and k.endswith(("analysis.json", "run.json"))]  # as stored
+    raw = [k for k in pages_before if k.startswith("downloads/")
+           and k.endswith(("analysis.json", "run.json", "summaries.json"))]  # as stored
     # (the Methodology page shows the command: relative on both sides, since a file is read migrated)
     assert b"<code>pipeline/&#95;&#95;main&#95;&#95;.py sweep" in pages_before["methodology.md"]
     same = zips + raw
     assert zips and raw and {k: v for k, v in pages_after.items() if k not in same} == \
         {k: v for k, v in pages_before.items() if k not in same}
     for k in raw:  # the stored file in its old and its new format: the same once read
-        cls = schemas.RunFile if k.endswith("run.json") else schemas.AnalysisFile
+        cls = (schemas.RunFile if k.endswith("run.json") else schemas.SummariesFile if k.endswith("summaries.json")
+               else schemas.AnalysisFile)
         assert schemas.migrate(cls, k, json.loads(pages_after[k])) == schemas.migrate(cls, k, json.loads(pages_before[k]))
     for k in zips:
         with zipfile.ZipFile(tmp_path / "pages-after" / k) as za, zipfile.ZipFile(tmp_path / "pages-before" / k) as zb:
