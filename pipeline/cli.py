@@ -10,7 +10,9 @@ import argparse
 import errno
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pipeline.commands import print  # noqa: A004 (every text this command prints escapes control characters)
 from pipeline.errors import BatchmarkError
@@ -181,6 +183,15 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], **kw: Any) -> argparse.ArgumentParser:
+    """Subcommand ``name`` of one run (its ``run`` argument: a run id or path) that calls ``func``; ``kw`` as
+    ``add_parser`` takes them (``help``, ``description``)."""
+    s = sub.add_parser(name, **kw)
+    s.add_argument("run", help="run id or path")
+    s.set_defaults(func=func)
+    return s
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     p = argparse.ArgumentParser(
@@ -233,36 +244,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-failure", action="store_true", help="exit 0 when vLLM cannot run here (a fallback will be used)")
     s.set_defaults(func=_cmd_server_env)
 
-    s = sub.add_parser("summarize", help="metrics stage: request records -> summaries.json")
-    s.add_argument("run", help="run id or path")
-    s.set_defaults(func=_cmd_summarize)
+    _run_command(sub, "summarize", _cmd_summarize, help="metrics stage: request records -> summaries.json")
 
-    s = sub.add_parser("analyze", help="analysis stage: summaries + model cards + hardware -> analysis.json")
-    s.add_argument("run", help="run id or path")
-    s.set_defaults(func=_cmd_analyze)
+    _run_command(sub, "analyze", _cmd_analyze, help="analysis stage: summaries + model cards + hardware -> analysis.json")
 
-    s = sub.add_parser("show", help="a run's point summaries and per-model analysis")
-    s.add_argument("run", help="run id or path")
+    s = _run_command(sub, "show", _cmd_show, help="a run's point summaries and per-model analysis")
     s.add_argument("--json", action="store_true", help="print the JSON contract (docs/definitions.md)")
-    s.set_defaults(func=_cmd_show)
 
-    s = sub.add_parser("summary", help="one line: a run's id, verdict with its main reason, how to see it, the site")
-    s.add_argument("run", help="run id or path")
+    s = _run_command(sub, "summary", _cmd_summary,
+                     help="one line: a run's id, verdict with its main reason, how to see it, the site")
     s.add_argument("--site", default=None, help="the built site's index page, named in the line")
-    s.set_defaults(func=_cmd_summary)
 
-    s = sub.add_parser("predict", help="calibrate the per-step model on a few points of a run and predict the rest",
-                       description="For every closed-loop workload of RUN (measured or imported), fit the engine terms "
-                                   "of the per-step model (overhead per step, fraction of the bandwidth and of the peak "
-                                   "compute reached, and for served runs the prefill rate) on a few concurrencies, "
-                                   "then predict output throughput, TPOT p50 and TTFT p50 at every other point and one "
-                                   "doubling beyond, with the error wherever a measurement exists. Predictions are "
-                                   "labelled as such; nothing is written into the run.")
-    s.add_argument("run", help="run id or path")
+    s = _run_command(sub, "predict", _cmd_predict,
+                     help="calibrate the per-step model on a few points of a run and predict the rest",
+                     description="For every closed-loop workload of RUN (measured or imported), fit the engine terms "
+                                 "of the per-step model (overhead per step, fraction of the bandwidth and of the peak "
+                                 "compute reached, and for served runs the prefill rate) on a few concurrencies, "
+                                 "then predict output throughput, TPOT p50 and TTFT p50 at every other point and one "
+                                 "doubling beyond, with the error wherever a measurement exists. Predictions are "
+                                 "labelled as such; nothing is written into the run.")
     s.add_argument("--calibrate-on", metavar="C1,C2,...",
                    help="concurrencies to fit on (at least three); default: the smallest, the next and the largest")
     s.add_argument("--json", action="store_true", help="print the predict document (pipeline/predict.py)")
-    s.set_defaults(func=_cmd_predict)
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
     s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],

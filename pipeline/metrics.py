@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.arrays import PointArrays, RequestArrays, from_records
 from pipeline.goodput import slo_goodput_arrays
-from pipeline.pointsummary import PointSummary, distribution
+from pipeline.pointsummary import PointSummary, distribution, tails
 from pipeline.records import PointRecords
 from pipeline.requestmetrics import repeat_step_time, schedule_kept
 
@@ -239,6 +239,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     open_loop = key.open_loop
     lags = a.lag_s[measured & ~np.isnan(a.lag_s)].tolist()
     ttfts = ttft_all[ok]
+    itls, itl_chunks, e2els = itl_array(a, ok), itl_chunk_array(a, ok), (a.done_s - a.sent_s)[ok]
     errors = sorted({e for e in a.error[failed] if e})[:10]
     return PointSummary(
         load=key.load, rate_rps=key.rate_rps, send_rate_rps=_med(sends) if open_loop else None,
@@ -258,13 +259,15 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         ttft_with_queue_s=distribution((a.first_token_s - a.queued_s)[ok]),
         tpot_s=distribution(tpots),
         tpot_streamed_s=distribution(streamed),
-        itl_s=distribution(itl_array(a, ok)),
-        itl_chunk_s=distribution(itl_chunk_array(a, ok)),
+        itl_s=distribution(itls),
+        itl_chunk_s=distribution(itl_chunks),
         steady_output_throughput_tok_s=None if static else _med(steady),
         duration_s=None if static else _med(durs),
         input_tokens_served=float(int(a.input_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
         output_tokens_served=float(int(a.output_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
-        e2el_s=distribution((a.done_s - a.sent_s)[ok]),
+        e2el_s=distribution(e2els),
+        tails_s={"ttft": tails(ttfts), "tpot": tails(tpots), "itl": tails(itls), "itl_chunk": tails(itl_chunks),
+                 "e2el": tails(e2els)},
         prefill_throughput_tok_s=_med(prefill) if static else None,
         step_time_s=step_time,
         errors=errors,

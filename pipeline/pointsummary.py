@@ -45,6 +45,22 @@ def distribution(values: "list[float] | np.ndarray | None" = None, *, p50: float
     return out if any(v is not None for v in out.values()) else None
 
 
+class Tails(TypedDict):
+    """The far tail of one latency's distribution, in seconds: numpy's linear-interpolation 95th and 99.9th
+    percentiles (``np.percentile``'s default, as :func:`distribution` computes p99)."""
+
+    p95: float | None
+    p99_9: float | None
+
+
+def tails(values: "list[float] | np.ndarray | None") -> Tails | None:
+    """:class:`Tails` of raw ``values`` (s); None when there are none."""
+    if values is None or len(values) == 0:
+        return None
+    q95, q999 = np.percentile(np.asarray(values, dtype=float), [95, 99.9])
+    return {"p95": float(q95), "p99_9": float(q999)}
+
+
 @dataclass
 class PointSummary:
     """Summary of one point over its repeats.
@@ -94,6 +110,10 @@ class PointSummary:
     ``steady_output_throughput_tok_s`` batchmark's own window (first measured send → last
     measured completion).  ``input_tokens_served`` / ``output_tokens_served``: mean prompt and
     output tokens per finished request as the server counted them (None where not measured).
+
+    ``tails_s`` (issue 24, what ``vllm bench serve --metric-percentiles 95,99.9`` prints): ``{"ttft", "tpot",
+    "itl", "itl_chunk", "e2el"}`` → :class:`Tails` of the same values as ``ttft_s``, ``tpot_s``, ``itl_s``,
+    ``itl_chunk_s``, ``e2el_s`` (:func:`tails`); None for points summarized before it was kept and for imports.
     """
 
     model: str
@@ -137,6 +157,7 @@ class PointSummary:
     input_tokens_served: float | None = None
     output_tokens_served: float | None = None
     max_concurrency: int | None = None
+    tails_s: dict[str, Tails | None] | None = None
 
     @property
     def key(self) -> PointKey:

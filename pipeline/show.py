@@ -24,9 +24,10 @@ every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.qua
 spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
 What ``vllm bench serve`` prints is there too (issue 24): every point's ``request_throughput_rps`` and
-``total_token_throughput_tok_s`` (:func:`serve_figures`), ``tails_s`` (``{"ttft": {"p95", "p99_9"}, "tpot": {...}}`` in seconds, from the
-per-request samples; null where a summary has none; the contract's ``ttft_s`` … stay exactly ``{"p50", "p90",
-"p99", "mean"}``; ITL and E2EL have none, the summaries keep no per-request values of them), and
+``total_token_throughput_tok_s`` (:func:`serve_figures`), ``tails_s`` (``{"ttft", "tpot", "itl", "itl_chunk",
+"e2el"}`` → ``{"p95", "p99_9"}`` in seconds, the summary's own ``tails_s``; for a summary written before it was kept,
+TTFT and TPOT from its per-request samples and the others null; null where a summary has none; the contract's
+``ttft_s`` … stay exactly ``{"p50", "p90", "p99", "mean"}``), and
 ``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
 """
 
@@ -151,8 +152,10 @@ def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
       decode phase, as for the output throughput);
     - ``total_token_throughput_tok_s``: (input_len + output_len) × request throughput (vLLM's
       ``total_token_throughput`` = (input + output tokens) / duration, with every request of the same lengths);
-    - ``ttft_s`` / ``tpot_s`` ``p95`` and ``p99_9``: numpy's linear-interpolation percentiles of the per-request
-      samples (``samples.ttft_s``, ``samples.tpot_s``), as :func:`pipeline.pointsummary.distribution` computes p99;
+    - ``tails``: ``{"ttft_s", "tpot_s", "itl_s", "itl_chunk_s", "e2el_s"}`` → ``{"p95", "p99_9"}``: the summary's
+      ``tails_s`` (:func:`pipeline.pointsummary.tails`, over every value of the point: numpy's linear-interpolation
+      percentiles, as :func:`pipeline.pointsummary.distribution` computes p99); a summary without it: TTFT and TPOT
+      of its per-request samples (``samples.ttft_s``, ``samples.tpot_s``), the same percentiles, the others None;
     - ``repeat_spread``: ``{"n", "min", "max", "ratio"}`` of the output throughput over repeats (ratio = max / min).
     """
     import numpy as np
@@ -163,8 +166,13 @@ def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
     else:
         rps = out_tok / out_len if out_tok is not None and out_len else None
     samples = s.get("samples") or {}
+    stored = s.get("tails_s")
     tails = {}
-    for k in ("ttft_s", "tpot_s"):
+    for k in ("ttft_s", "tpot_s", "itl_s", "itl_chunk_s", "e2el_s"):
+        if stored is not None:
+            t = stored.get(k.removesuffix("_s")) or {}
+            tails[k] = {"p95": t.get("p95"), "p99_9": t.get("p99_9")}
+            continue
         xs = [x for x in samples.get(k) or [] if x is not None]
         q95, q999 = (float(v) for v in np.percentile(xs, [95, 99.9])) if xs else (None, None)
         tails[k] = {"p95": q95, "p99_9": q999}
@@ -246,16 +254,17 @@ def format_table(doc: dict[str, Any]) -> str:
              fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
              fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
-             fmt((p["tpot_s"] or {}).get("p50"), 1e3), fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p95"), 1e3),
-             fmt(((p.get("tails_s") or {}).get("tpot") or {}).get("p99_9"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p50"), 1e3), *tail_cells(p, "tpot"), *tail_cells(p, "itl"),
+             *tail_cells(p, "e2el"),
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in doc["points"]]
     lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
-                         "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "MBU", "MFU",
-                         "KV %", "regime; notes"], rows, align="lrrrrrrrrrrrrrrl", rule=False)
+                         "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
+                         "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "regime; notes"], rows,
+                        align="lrrrrrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -293,6 +302,13 @@ def format_table(doc: dict[str, Any]) -> str:
             lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
             break
     return "\n".join(lines)
+
+
+def tail_cells(p: dict[str, Any], metric: str) -> list[str]:
+    """The table's p95 and p99.9 cells (ms, one decimal; ``-`` where unknown) of ``metric`` (a ``tails_s`` key) of a
+    show point."""
+    t = (p.get("tails_s") or {}).get(metric) or {}
+    return [f"{t[k] * 1e3:.1f}" if t.get(k) is not None else "-" for k in ("p95", "p99_9")]
 
 
 def adaptive_lines(m: dict[str, Any]) -> list[str]:

@@ -11,6 +11,15 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_CONFIG = REPO / "tests" / "data" / "tiny.yaml"
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m unit`` collect ``tests/unit`` alone: the marker is given there only (``tests/unit/conftest.py``), and
+    importing the other folders' modules costs the developer's loop a second for nothing."""
+    if config.getoption("markexpr", "") == "unit" and collection_path.parent == Path(__file__).resolve().parent \
+            and collection_path.is_dir() and collection_path.name != "unit":
+        return True
+    return None
+
+
 def committed_runs() -> list[str]:
     """The run ids committed under ``data/runs/`` (``git ls-files``), sorted: never the user's own runs.
 

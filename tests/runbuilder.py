@@ -29,6 +29,23 @@ NOISE_A = (0.98, 0.99, 1.00, 1.01, 1.02)
 NOISE_B = (0.975, 0.985, 0.995, 1.005, 1.015)
 MODELS = ("dense-a", "moe-b")
 CONCURRENCY = (1, 2, 4, 8, 16)
+
+
+# A small simulated sweep (Llama-3.1-8B on the dgx-spark profile, c = 1, 2, 4, two repeats): seconds of CPU.
+SMALL_SIMULATED_CONFIG = """name: sim-small
+hardware: dgx-spark
+engine: simulated
+input_len: 128
+output_len: 16
+concurrency: [1, 2, 4]
+repeats: 2
+stop_after_weak_doublings: 0
+simulated:
+  step_time_cv: 0.02
+models:
+  - name: llama-3.1-8b-instruct
+    card: Llama-3.1-8B
+"""
 INPUT_LEN, OUTPUT_LEN = 64, 16
 
 CPU_PROFILE = {"name": "cpu", "description": "test CPU", "bandwidth_gb_s_spec": None, "peak_tflops_spec": None,

@@ -153,6 +153,19 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
             q.sent_s = t
             send(q)
 
+    def finish(done: list[_Req]) -> None:
+        """Requests ``done`` (already out of ``running``) finish at time ``t``: their blocks freed, then the client reacts."""
+        nonlocal free_blocks, in_flight, measured_done
+        for r in done:
+            r.done_s = t
+            free_blocks += r.blocks
+            r.blocks = 0
+            in_flight -= 1
+            if r.recorded and not r.warmup:
+                measured_done += 1
+        for r in done:
+            after_finish(r)
+
     # closed loop: the first N go out at once
     if not open_loop:
         for _ in range(concurrency):
@@ -221,15 +234,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                 finished = [r for r in running if r.gen >= r.out]
                 if finished:
                     running = [r for r in running if r.gen < r.out]
-                    for r in finished:
-                        r.done_s = t
-                        free_blocks += r.blocks
-                        r.blocks = 0
-                        in_flight -= 1
-                        if r.recorded and not r.warmup:
-                            measured_done += 1
-                    for r in finished:
-                        after_finish(r)
+                    finish(finished)
                 continue
         # ---- one step: running requests first, in admission order
         budget = server.max_num_batched_tokens
@@ -322,15 +327,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
         if finished:
             done = set(map(id, finished))
             running = [r for r in running if id(r) not in done]
-            for r in finished:
-                r.done_s = t
-                free_blocks += r.blocks
-                r.blocks = 0
-                in_flight -= 1
-                if r.recorded and not r.warmup:
-                    measured_done += 1
-            for r in finished:
-                after_finish(r)
+            finish(finished)
     end = t
     times = np.round(np.asarray(step_end, dtype=float), 6)
     out: list[RequestRecord] = []

@@ -48,6 +48,18 @@ def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str
 
 
 
+def _ms_tails(d: dict[str, Any]) -> dict[str, dict[str, float | None] | None] | None:
+    """``{"ttft", "tpot", "itl_chunk", "e2el"}`` → ``{"p95", "p99_9"}`` (s) from vLLM's ``p95_<metric>_ms`` and
+    ``p99.9_<metric>_ms`` keys (written when ``--metric-percentiles`` asked for them; vLLM's ``itl`` is per chunk);
+    a metric the file does not state is None, and None when it states none (issue 24).  Non-numbers are left out."""
+    out: dict[str, dict[str, float | None] | None] = {}
+    for name, metric in (("ttft", "ttft"), ("tpot", "tpot"), ("itl_chunk", "itl"), ("e2el", "e2el")):
+        t = {k: float(d[key]) * 1e-3 if is_number(d.get(key)) else None
+             for k, key in (("p95", f"p95_{metric}_ms"), ("p99_9", f"p99.9_{metric}_ms"))}
+        out[name] = t if any(v is not None for v in t.values()) else None
+    return out if any(v is not None for v in out.values()) else None
+
+
 def _ok_mask(d: dict[str, Any]) -> list[bool] | None:
     """Which requests of a ``--save-detailed`` result succeeded, or None without per-request lists.
 
@@ -191,7 +203,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
                    ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
-                   e2el_s=e2el,
+                   e2el_s=e2el, tails_s=_ms_tails(d),
                    step_time_s=med_tpot, errors=error_texts,
                    samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
                    **(_open_fields(d, float(rate), burst) if open_loop else {}))

@@ -9,6 +9,7 @@ imports that would break the order are listed in ``ALLOWED`` with the reason eac
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
@@ -73,9 +74,16 @@ def imports_of(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
+    """Each ``pipeline`` module → the ``pipeline`` modules it imports (a fresh copy of :func:`_import_graph`)."""
+    return {name: set(deps) for name, deps in _import_graph().items()}
+
+
+@functools.lru_cache(maxsize=1)
+def _import_graph() -> dict[str, frozenset[str]]:
+    """The import graph, parsed once per session: the tests of this file read it a dozen times (the unit loop)."""
     mods = all_modules()
     known = set(mods)
-    return {name: imports_of(name, path, known) for name, path in mods.items()}
+    return {name: frozenset(imports_of(name, path, known)) for name, path in mods.items()}
 
 
 def layer_of(name: str) -> int:

@@ -25,21 +25,9 @@ import pytest
 
 from pipeline import cli, paths, runs, stages
 from tests.conftest import REPO
+from tests.runbuilder import SMALL_SIMULATED_CONFIG
 
-SIM = """name: sim-derived
-hardware: dgx-spark
-engine: simulated
-input_len: 128
-output_len: 16
-concurrency: [1, 2, 4]
-repeats: 2
-stop_after_weak_doublings: 0
-simulated:
-  step_time_cv: 0.02
-models:
-  - name: llama-3.1-8b-instruct
-    card: Llama-3.1-8B
-"""
+SIM = SMALL_SIMULATED_CONFIG
 DERIVED = ("summaries.json", "analysis.json")
 
 

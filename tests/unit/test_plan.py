@@ -28,6 +28,12 @@ def spark_plan() -> dict:
     return json.loads(out.getvalue())
 
 
+@pytest.fixture(scope="module")
+def spark_full_plan():
+    """``make_plan(config/spark.yaml)``: every point planned, no budget applied (computed once for the module)."""
+    return make_plan(load_config(SPARK))
+
+
 def test_qwen3_32b_single_stream_tpot_is_the_bandwidth_arithmetic(spark_plan):
     # the issue's arithmetic: 65.5 GB of weights + 0.3 GB of KV at 1,152 tokens read at 273 GB/s = 0.241 s a step
     qwen = next(m for m in spark_plan["models"] if m["model"] == "qwen3-32b")
@@ -54,7 +60,7 @@ def test_total_is_the_docstring_arithmetic(spark_plan):
     assert spark_plan["wall_s"] == pytest.approx(2 * PROBE_S + sum(m["wall_s"] for m in models))
 
 
-def test_point_wall_is_repeats_times_one_simulated_repeat():
+def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     # a point = repeats x (one repeat: warm-up, measured and cool-down requests in virtual time + 1 s)
     from pipeline.engines.simloop import simulate_repeat
     from pipeline.engines.simulated import resolve_card, server_for
@@ -62,7 +68,7 @@ def test_point_wall_is_repeats_times_one_simulated_repeat():
     from pipeline.plan import server_options
 
     cfg = load_config(SPARK)
-    plan = make_plan(cfg)
+    plan = spark_full_plan
     spec = next(m for m in cfg.models if m.name == "llama-3.1-8b-instruct")
     server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256)
     res = simulate_repeat(server, 1024, 256, 8, 32, concurrency=8)  # c = 8: 8 warm-up + max(4·8, 32) measured
@@ -70,18 +76,17 @@ def test_point_wall_is_repeats_times_one_simulated_repeat():
     assert pt.wall_s == pytest.approx(cfg.repeats * (res.end_s + REPEAT_OVERHEAD_S))
 
 
-def test_a_point_that_cannot_fit_is_named_with_its_reason(spark_plan):
+def test_a_point_that_cannot_fit_is_named_with_its_reason(spark_full_plan):
     # Qwen3-32B at c = 256: 65.5 GB of weights + 256 x 1,280 tokens x 262,144 B of KV = 85.9 GB > 128 x 0.85
-    plan = make_plan(load_config(SPARK))
-    lines = plan.not_fitting()
+    lines = spark_full_plan.not_fitting()
     assert any(line.startswith("qwen3-32b c = 256: weights 65.5 GB + KV of 256 sequences of 1280 tokens 85.9 GB")
                for line in lines), lines
 
 
 @pytest.mark.slow  # plans the whole Spark config once per rung of the ladder
-def test_budget_steps_down_and_says_what_it_dropped():
+def test_budget_steps_down_and_says_what_it_dropped(spark_full_plan):
     cfg = load_config(SPARK)
-    full = make_plan(cfg)
+    full = spark_full_plan
     plan, measured = fit_budget(cfg, 10 * 3600)
     assert full.wall_s > 10 * 3600 >= plan.wall_s and plan.fits_budget
     assert measured.repeats == plan.repeats < cfg.repeats

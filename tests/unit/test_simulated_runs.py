@@ -13,21 +13,9 @@ import pytest
 from pipeline import cli
 from pipeline.comparability import headline, source_words
 from tests.conftest import REPO
+from tests.runbuilder import SMALL_SIMULATED_CONFIG
 
-SIM_CONFIG = """name: sim-small
-hardware: dgx-spark
-engine: simulated
-input_len: 128
-output_len: 16
-concurrency: [1, 2, 4]
-repeats: 2
-stop_after_weak_doublings: 0
-simulated:
-  step_time_cv: 0.02
-models:
-  - name: llama-3.1-8b-instruct
-    card: Llama-3.1-8B
-"""
+SIM_CONFIG = SMALL_SIMULATED_CONFIG
 MEASURED = "20261129T161329Z-vm"  # a committed measured run (CPU)
 
 
