@@ -139,10 +139,10 @@ rule reference:
 rule site:
     input: PAGES, THEME, "mkdocs.yml"
     output: "site/index.html"
-    shell: "{PYTHON} -m mkdocs build --strict --quiet"
+    shell: "NO_MKDOCS_2_WARNING=1 {PYTHON} -m mkdocs build --strict --quiet"  # no end-of-life banner over the last line
 
 
 rule committed:
     input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, THEME, MODEL_CARDS, REFERENCE
     params: runs=COMPLETE
-    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS} && {PYTHON} -m mkdocs build --strict --quiet"
+    shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS} && NO_MKDOCS_2_WARNING=1 {PYTHON} -m mkdocs build --strict --quiet"
