@@ -6,6 +6,8 @@ layer), so storage reads a summary typed without importing a stage.
 
 from __future__ import annotations
 
+import types
+import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, TypedDict
 
@@ -194,3 +196,87 @@ def throughput_window(summary: dict[str, Any]) -> str | None:
 
 _SUMMARY_FIELDS = tuple(f.name for f in fields(PointSummary))
 _SUMMARY_FIELD_SET = frozenset(_SUMMARY_FIELDS)
+
+
+def _type_name(hint: Any) -> str:
+    """A short readable name of a type hint (``float | None``, ``Distribution``)."""
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("pipeline.pointsummary.", "")
+
+
+def _mismatch(value: Any, hint: Any, where: str) -> str | None:
+    """Where ``value`` first fails ``hint`` (``where`` extended by keys and indexes) and how, or None when it conforms.
+
+    ``float`` accepts an int (JSON writes 2.0 as 2 in other tools), never a bool; ``int`` accepts no float or bool; a
+    :class:`TypedDict` checks the keys it has (a missing one is read as None)."""
+    if hint is Any:
+        return None
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        errs = [_mismatch(value, h, where) for h in typing.get_args(hint)]
+        if all(errs):
+            nested = [e for e in errs if e and not e.startswith(f"{where}: expected")]
+            return nested[0] if len(nested) == 1 else f"{where}: expected {_type_name(hint)}, got {value!r:.40}"
+        return None
+    if origin is Literal:
+        return None if value in typing.get_args(hint) else f"{where}: expected one of {typing.get_args(hint)}, got {value!r:.40}"
+    ok: bool
+    if hint is type(None):
+        ok = value is None
+    elif hint is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif hint in (str, bool):
+        ok = isinstance(value, hint)
+    elif origin is list:
+        if not isinstance(value, list):
+            return f"{where}: expected a list, got {value!r:.40}"
+        (item,) = typing.get_args(hint)
+        return next((e for i, v in enumerate(value) if (e := _mismatch(v, item, f"{where}[{i}]"))), None)
+    elif origin is dict:
+        if not isinstance(value, dict):
+            return f"{where}: expected a mapping, got {value!r:.40}"
+        kh, vh = typing.get_args(hint)
+        return next((e for k, v in value.items()
+                     if (e := _mismatch(k, kh, f"{where} key") or _mismatch(v, vh, f"{where}.{k}"))), None)
+    elif typing.is_typeddict(hint):
+        if not isinstance(value, dict):
+            return f"{where}: expected a mapping ({hint.__name__}), got {value!r:.40}"
+        hints = typing.get_type_hints(hint)
+        return next((e for k, h in hints.items() if k in value and (e := _mismatch(value[k], h, f"{where}.{k}"))), None)
+    else:  # a hint this check does not know: not checked
+        return None
+    return None if ok else f"{where}: expected {_type_name(hint)}, got {value!r:.40}"
+
+
+def summary_mismatch(data: Any) -> str | None:
+    """The first field of a stored point summary (a mapping, as ``summaries.json`` holds it) whose value is not of
+    its :class:`PointSummary` type, with its key and what it holds (``concurrency: expected int | None, got 'x'``), or
+    an inconsistent point key (:class:`~pipeline.records.PointKey`); None when the summary can be read.
+
+    A derived file is read as stored, never recomputed (issue 20), so a hand-edited or damaged value must be named
+    here, not met as a Python error by whatever formats it.  Fields this version does not know are not checked
+    (:meth:`PointSummary.from_dict` ignores them); a missing field is :meth:`PointSummary.from_dict`'s error.
+    """
+    if not isinstance(data, dict):
+        return f"expected a mapping, got {data!r:.40}"
+    hints = _summary_hints()
+    err = next((e for k, v in data.items() if k in hints and (e := _mismatch(v, hints[k], k))), None)
+    if err is None and all(k in data for k in ("model", "engine", "input_len", "output_len")):
+        try:
+            PointKey.of(data)
+        except ValueError as exc:
+            err = str(exc)
+    return err
+
+
+_HINTS: dict[str, Any] = {}
+
+
+def _summary_hints() -> dict[str, Any]:
+    """:class:`PointSummary`'s field types, resolved once."""
+    if not _HINTS:
+        _HINTS.update(typing.get_type_hints(PointSummary))
+    return _HINTS

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -42,7 +43,7 @@ from pipeline.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.arrays import PointArrays
 from pipeline.errors import BatchmarkError
 from pipeline.pointfiles import file_stem, point_header, point_path, requests_path
-from pipeline.pointsummary import PointSummary
+from pipeline.pointsummary import PointSummary, summary_mismatch
 from pipeline.records import PointKey, PointRecords
 from pipeline.schemas import AnalysisFile, ModelCardFile, RunFile, StoredFile, SummariesFile, migrate, stamped
 
@@ -386,8 +387,18 @@ class RunStore:
 # -- derived files (written by the stages of pipeline.stages) ----------------------------------
 
 def read_summaries(run_dir: Path) -> list[PointSummary]:
-    """Point summaries of a run (``summaries.json``)."""
+    """Point summaries of a run (``summaries.json``).
+
+    Raises:
+        BatchmarkError: the file cannot be read (:func:`read_stored`), or a point's field is missing or not of its
+            type (:func:`pipeline.pointsummary.summary_mismatch`): one line naming the file, the point and the field.
+    """
     data = read_stored(SummariesFile, run_dir / "summaries.json")
+    for i, d in enumerate(data["points"]):
+        if err := summary_mismatch(d):
+            arg = shlex.quote(str(run_dir))
+            raise BatchmarkError(f"{run_dir / 'summaries.json'}: points[{i}]: {err}; write it again with "
+                                 f"`batchmark summarize {arg} && batchmark analyze {arg}` (an imported run: import it again)")
     try:
         return [PointSummary.from_dict(d) for d in data["points"]]
     except (KeyError, TypeError) as exc:
