@@ -37,9 +37,9 @@ from pipeline.knee import KNEE_THRESHOLD
 from pipeline.metrics import summarize_run
 from pipeline.modelcards import ModelCard
 from pipeline.pointsummary import PointSummary
-from pipeline.pointfiles import load_points
+from pipeline.pointfiles import load_points, point_path
 from pipeline.runs import (atomic_write_json, load_model_cards, model_card_path, read_analysis, read_run_json,
-                           read_summaries, resolve_run)
+                           read_json, read_summaries, resolve_run)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
 
 
@@ -206,4 +206,32 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
                                      "import: import it again (`batchmark import ...`)")
             raise BatchmarkError(f"{run_dir / name}: missing from the complete run {run_dir.name}; produce it with "
                                  f"`{produce_command(shown, name)}`")
-    return RunResults(run_dir=run_dir, meta=meta, summaries=read_summaries(run_dir), analysis=read_analysis(run_dir))
+    summaries = read_summaries(run_dir)
+    if not str(meta.get("source", "measured")).startswith("imported:"):
+        _check_summaries_cover_points(run_dir, summaries, produce_command(shown, "summaries.json"))
+    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=read_analysis(run_dir))
+
+
+def _check_summaries_cover_points(run_dir: Path, summaries: list[PointSummary], command: str) -> None:
+    """A measured run's ``summaries.json`` summarizes exactly the point files its ``points.json`` lists (one summary
+    each, matched by :func:`pipeline.pointfiles.point_path`): a stale or hand-cut file would show, diff and
+    publish fewer (or other) points than were measured, without a word.
+
+    Raises:
+        BatchmarkError: they differ: one line naming the file, the first point on either side and ``command``.
+    """
+    index = run_dir / "points.json"
+    if not index.is_file():
+        return
+    listed = read_json(index).get("points")
+    if not isinstance(listed, list):
+        raise BatchmarkError(f"{index}: points: expected a list of point files")
+    summarized = [str(point_path(Path(), s.key)) for s in summaries]
+    missing = sorted(set(listed) - set(summarized))
+    extra = sorted(set(summarized) - set(listed))
+    if missing or extra or len(summarized) != len(set(summarized)):
+        what = (f"{len(missing)} point(s) of points.json not summarized (first: {missing[0]})" if missing else
+                f"{len(extra)} summary(ies) of no point file in points.json (first: {extra[0]})" if extra else
+                "a point summarized twice")
+        raise BatchmarkError(f"{run_dir / 'summaries.json'}: does not match the run's points: {what}; write it again "
+                             f"with `{command}`")

@@ -101,3 +101,22 @@ def test_every_stored_summary_type_is_accepted(good_run):
     points = json.loads((good_run / "summaries.json").read_text())["points"]
     assert [summary_mismatch(p) for p in points] == [None] * len(points)
     assert summary_mismatch({**points[0], "output_throughput_tok_s": 3}) is None
+
+
+@pytest.mark.parametrize("cut", ["first", "duplicate"])
+def test_summaries_of_other_points_than_the_runs_are_refused(good_run, tmp_path, cut):
+    """A summaries.json that lost a point (or holds one twice) no longer shows, diffs and publishes fewer points
+    than were measured without a word: one line naming the file, the first point that differs and the command."""
+    def edit(d):
+        if cut == "first":
+            del d["points"][0]
+        else:
+            d["points"].append(d["points"][0])
+    run = damaged(good_run, tmp_path, "summaries.json", edit)
+    for args in (["show", str(run)], ["diff", str(run), str(good_run)], ["predict", str(run)]):
+        rc, _, err = run_cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (args, err)
+        assert f"{run / 'summaries.json'}: does not match the run's points: " in err
+        assert ("1 point(s) of points.json not summarized (first: points/dense-a/transformers-in64-out16-c1.json)"
+                if cut == "first" else "a point summarized twice") in err
+        assert f"`batchmark summarize {run} && batchmark analyze {run}`" in err
