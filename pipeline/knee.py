@@ -109,6 +109,8 @@ def kneedle(points: list[tuple[int, float]]) -> int | None:
     pts = sorted(points)
     xs = [math.log2(c) for c, _ in pts]
     ys = [t for _, t in pts]
+    if max(ys) == min(ys):
+        return None  # flat: no bend, and Kneedle's normalisation would divide 0 by 0
     try:
         loc = KneeLocator(xs, ys, curve="concave", direction="increasing", online=False)
     except (ValueError, ZeroDivisionError):

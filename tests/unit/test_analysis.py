@@ -93,3 +93,15 @@ def test_kneedle_second_opinion_by_hand():
     assert kneedle([(1, 100), (2, 190), (4, 360), (8, 400), (16, 410), (32, 415)]) == 4
     # a knee at an end point of the grid is no knee
     assert kneedle([(1, 10), (2, 20), (4, 40), (8, 80)]) is None
+
+
+def test_kneedle_of_a_flat_curve_is_none_without_a_warning():
+    """A curve whose throughput is the same at every c (a server that serialises requests) has no knee, and Kneedle's
+    normalisation (y − min) / (max − min) is 0 / 0 there: numpy printed a RuntimeWarning into ``analyze`` (breaker
+    trial, 2026-12-01)."""
+    import warnings
+
+    from pipeline.knee import kneedle
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kneedle([(1, 88.9), (2, 88.9), (4, 88.9), (8, 88.9)]) is None
