@@ -279,4 +279,7 @@ def _summary_hints() -> dict[str, Any]:
     """:class:`PointSummary`'s field types, resolved once."""
     if not _HINTS:
         _HINTS.update(typing.get_type_hints(PointSummary))
+        # as tolerant as the readers: a sample list may hold a null (``show.serve_figures`` skips it); the server's
+        # block is what the engine reported, read key by key with .get
+        _HINTS.update(samples=dict[str, list[float | None]], server=dict[str, Any] | None)
     return _HINTS

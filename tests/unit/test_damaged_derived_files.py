@@ -101,6 +101,8 @@ def test_every_stored_summary_type_is_accepted(good_run):
     points = json.loads((good_run / "summaries.json").read_text())["points"]
     assert [summary_mismatch(p) for p in points] == [None] * len(points)
     assert summary_mismatch({**points[0], "output_throughput_tok_s": 3}) is None
+    assert summary_mismatch({**points[0], "samples": {"tpot_s": [0.01, None]}}) is None  # as show reads them
+    assert summary_mismatch({**points[0], "samples": {"tpot_s": [0.01, "x"]}}) == "samples.tpot_s[1]: expected float | None, got 'x'"
 
 
 @pytest.mark.parametrize("cut", ["first", "duplicate"])
