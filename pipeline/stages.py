@@ -186,7 +186,9 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
         BatchmarkError: unknown run (the message names ``ref``); the run is incomplete (an
             unfinished sweep is reported, never compared, so half a grid is never mixed into
             a diff); a complete run without ``summaries.json`` or ``analysis.json`` (one line naming
-            the file and the command that writes it); corrupt files (named).
+            the file and the command that writes it); corrupt files, or a value of the wrong type in them
+            (named, with the field); a measured run's ``summaries.json`` that does not summarize exactly the
+            point files ``points.json`` lists (:func:`_check_summaries_cover_points`).
     """
     run_dir = resolve_run(ref, runs_dir)
     meta = read_run_json(run_dir)
