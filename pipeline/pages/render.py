@@ -29,7 +29,7 @@ from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # 
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
 from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
-from pipeline.schemas import AnalysisFile, SummariesFile, stamped
+from pipeline.schemas import AnalysisFile, RunFile, StoredFile, SummariesFile, stamped, version_of
 from pipeline.stages import RunResults
 
 #: Extra template context of a page: ``hook(views, run_dirs, reference_views)``.
@@ -213,6 +213,18 @@ def _records_zip(run_dir: Path, out: Path) -> None:
     os.replace(tmp, out)
 
 
+def _write_current(cls: type[StoredFile], src: Path, dst: Path) -> None:
+    """Copy the stored file ``src`` to ``dst`` at ``cls.current``: as it is (its bytes) when already there, else its
+    migration (:func:`pipeline.runs.read_stored`: the names and shapes of this version, no number changed), so a
+    download of a run an earlier batchmark wrote says ``caveats``, ``max_concurrency`` and the SLO's new keys as
+    the pages beside it and its ``summaries.csv`` do."""
+    text = src.read_text()
+    if version_of(src, runs.read_json(src)) < cls.current:
+        runs.atomic_write_json(dst, runs.read_stored(cls, src))
+    else:
+        runs.atomic_write_text(dst, text)
+
+
 def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
     plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
@@ -220,13 +232,13 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
     for res in results:
         rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
-        runs.atomic_write_text(out / "run.json", (rd / "run.json").read_text())
+        _write_current(RunFile, rd / "run.json", out / "run.json")
         # a file the run does not store is written as the stage would write it, stamped with its own version
         for name, doc in (("summaries.json", stamped(SummariesFile, {"run_id": rd.name,
                                                                      "points": [x.as_dict() for x in res.summaries]})),
                           ("analysis.json", stamped(AnalysisFile, {"run_id": rd.name, **res.analysis}))):
             if (rd / name).is_file():
-                runs.atomic_write_text(out / name, (rd / name).read_text())
+                _write_current(SummariesFile if name == "summaries.json" else AnalysisFile, rd / name, out / name)
             else:
                 runs.atomic_write_json(out / name, doc)
         runs.atomic_write_text(out / "summaries.csv", _summaries_csv(res))
