@@ -38,6 +38,7 @@ from pipeline.metrics import summarize_run
 from pipeline.modelcards import ModelCard
 from pipeline.pointsummary import PointSummary
 from pipeline.pointfiles import load_points, point_path
+from pipeline.records import PointKey, workload_of
 from pipeline.runs import (atomic_write_json, load_model_cards, model_card_path, read_analysis, read_run_json,
                            read_json, read_summaries, resolve_run)
 from pipeline.schemas import AnalysisFile, SummariesFile, stamped
@@ -188,7 +189,8 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
             a diff); a complete run without ``summaries.json`` or ``analysis.json`` (one line naming
             the file and the command that writes it); corrupt files, or a value of the wrong type in them
             (named, with the field); a measured run's ``summaries.json`` that does not summarize exactly the
-            point files ``points.json`` lists (:func:`_check_summaries_cover_points`).
+            point files ``points.json`` lists (:func:`_check_summaries_cover_points`); an ``analysis.json`` of other
+            points or workloads than the summaries (:func:`_check_analysis_matches`).
     """
     run_dir = resolve_run(ref, runs_dir)
     meta = read_run_json(run_dir)
@@ -211,7 +213,36 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
     summaries = read_summaries(run_dir)
     if not str(meta.get("source", "measured")).startswith("imported:"):
         _check_summaries_cover_points(run_dir, summaries, produce_command(shown, "summaries.json"))
-    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=read_analysis(run_dir))
+    analysis = read_analysis(run_dir)
+    _check_analysis_matches(run_dir, summaries, analysis, produce_command(shown, "analysis.json"))
+    return RunResults(run_dir=run_dir, meta=meta, summaries=summaries, analysis=analysis)
+
+
+def _check_analysis_matches(run_dir: Path, summaries: list[PointSummary], analysis: dict[str, Any], command: str) -> None:
+    """``analysis.json`` analyses exactly the stored summaries: one point row per summary (by
+    :class:`~pipeline.records.PointKey`) and one model entry per workload, as :func:`pipeline.analysis.analyze`
+    writes them; a stale or cut analysis would show and publish a run without a model's knee, or MBU of other
+    points, without a word.
+
+    Raises:
+        BatchmarkError: they differ: one line naming the file, what differs first and ``command``.
+    """
+    try:
+        rows = sorted(PointKey.of(p).sort_key() for p in analysis.get("points") or [])
+        workloads = sorted(workload_of(m) for m in analysis.get("models") or [])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BatchmarkError(f"{run_dir / 'analysis.json'}: a point or model without its key ({exc}); write it "
+                             f"again with `{command}`") from None
+    want_rows = sorted(s.key.sort_key() for s in summaries)
+    want_workloads = sorted({workload_of(s) for s in summaries})
+    if rows != want_rows:
+        what = f"{len(rows)} point row(s) for the {len(want_rows)} point(s) of summaries.json"
+    elif workloads != want_workloads:
+        what = f"{len(workloads)} model entr(ies) for the {len(want_workloads)} workload(s) of summaries.json"
+    else:
+        return
+    raise BatchmarkError(f"{run_dir / 'analysis.json'}: does not match summaries.json: {what}; write it again with "
+                         f"`{command}`")
 
 
 def _check_summaries_cover_points(run_dir: Path, summaries: list[PointSummary], command: str) -> None:

@@ -31,7 +31,8 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 @pytest.fixture(scope="module")
 def good_run(tmp_path_factory) -> Path:
-    """A complete run of one model: served closed-loop points c = 1, 2, 4 and one open-loop (Poisson) point."""
+    """A complete run of one model (one workload): served closed-loop points c = 1, 2, 4 and one open-loop (Poisson)
+    point: 4 points."""
     return make_run(tmp_path_factory.mktemp("runs"), "good", models=("dense-a",), concurrency=(1, 2, 4),
                     served_requests=16, open_loop_rates=(1.0,))
 
@@ -122,3 +123,19 @@ def test_summaries_of_other_points_than_the_runs_are_refused(good_run, tmp_path,
         assert ("1 point(s) of points.json not summarized (first: points/dense-a/transformers-in64-out16-c1.json)"
                 if cut == "first" else "a point summarized twice") in err
         assert f"`batchmark summarize {run} && batchmark analyze {run}`" in err
+
+
+@pytest.mark.parametrize("part, words", [("models", "0 model entr(ies) for the 1 workload(s) of summaries.json"),
+                                         ("points", "3 point row(s) for the 4 point(s) of summaries.json")])
+def test_an_analysis_of_other_summaries_is_refused(good_run, tmp_path, part, words):
+    """An analysis.json that lost a model entry (its knee, ceiling, rate sweep) or a point row (its MBU) is refused
+    in one line naming the file and `batchmark analyze`, not shown and published without them."""
+    def edit(d):
+        del d[part][0]
+    run = damaged(good_run, tmp_path, "analysis.json", edit)
+    for args in (["show", str(run)], ["diff", str(run), str(good_run)], ["predict", str(run)]):
+        rc, _, err = run_cli(*args)
+        assert rc == 2 and len(err.strip().splitlines()) == 1, (args, err)
+        assert f"{run / 'analysis.json'}: does not match summaries.json: {words}; write it again with " \
+               f"`batchmark analyze {run}`" in err
+    assert run_cli("analyze", str(run))[0] == 0 and run_cli("show", str(run))[0] == 0
