@@ -113,9 +113,11 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
+    from pipeline.pages.indexviews import built_site
+    from pipeline.runs import resolve_run
     from pipeline.show import summary_line
 
-    print(summary_line(args.run, args.site))
+    print(summary_line(args.run, args.site or built_site(resolve_run(args.run).name)))
     return 0
 
 

@@ -187,24 +187,13 @@ def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
 SUMMARY_REASON_CHARS = 160
 
 
-def built_site(run_id: str) -> str | None:
-    """``"site/index.html"`` when the project's built site (``<root>/site``, mkdocs.yml's ``site_dir``) has this run's
-    page (``site/runs/<anchor of the run id>.html``), else None: a site built before the run, or none at all."""
-    from pipeline import paths
-    from pipeline.pages.escape import anchor
-
-    site = paths.root() / "site"
-    return "site/index.html" if (site / "index.html").is_file() and (site / "runs" / f"{anchor(run_id)}.html").is_file() \
-        else None
-
-
 def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
     """The one line that ends a sweep and the workflow (issue 24): run id, verdict with its main reason, the command
     to see it, where the site is.
 
     ``run 20261130T045437Z-vm: ⚠ flagged: <first reason> (+2 more) · see: batchmark show 20261130T045437Z-vm ·
-    site: site/index.html``.  ``site`` None: the project's built site when it has the run's page
-    (:func:`built_site`; ``batchmark summary RUN`` after the main job), else the line says how to build one.
+    site: site/index.html``.  ``site`` None: the line says how to build one (the callers pass the built site when
+    it has the run's page: :func:`pipeline.pages.indexviews.built_site`).
 
     Raises:
         BatchmarkError: unknown run, corrupt files.
@@ -224,7 +213,6 @@ def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
         verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
     if res.partial:
         verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"
-    site = site or built_site(run_id)
     where = f"site: {site}" if site else "site: not built with this run yet (snakemake --cores 1 committed builds it)"
     return f"run {run_id}: {verdict} · see: batchmark show {run_id} · {where}"
 

@@ -69,11 +69,12 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
             print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
         raise
     print(run_dir)
+    from pipeline.pages.indexviews import built_site
     from pipeline.show import summary_line
 
     if (run_dir / "run.json").is_file():
         try:
-            print(summary_line(run_dir), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
+            print(summary_line(run_dir, built_site(run_dir.name)), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
         except BatchmarkError as exc:
             print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)

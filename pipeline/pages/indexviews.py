@@ -136,6 +136,18 @@ def run_page_path(run_id: str) -> Markup:
     return Markup(f"runs/{anchor(run_id)}.md")
 
 
+def built_site(run_id: str) -> str | None:
+    """``"site/index.html"`` when the project's built site (``<root>/site``, mkdocs.yml's ``site_dir``) has this run's
+    page (:func:`run_page_path` built to ``site/runs/<anchor>.html``), else None: a site built before the run, or none.
+
+    Regression (issue 24, new-user trial): right after the main job, ``batchmark summary RUN`` said "not built"."""
+    from pipeline import paths
+
+    site = paths.root() / "site"
+    page = site / (str(run_page_path(run_id)).removesuffix(".md") + ".html")
+    return "site/index.html" if (site / "index.html").is_file() and page.is_file() else None
+
+
 def change_page_path(run_id: str) -> Markup:
     """The Changes page of run ``run_id`` against its predecessor, relative to the docs dir: ``changes/<anchor>.md``."""
     return Markup(f"changes/{anchor(run_id)}.md")

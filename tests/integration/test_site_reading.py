@@ -42,11 +42,11 @@ def test_benchmarks_model_table_shows_the_knee_column(site, page):
     assert t["head"] == "knee" and t["right"] <= t["wrap"] + 1, t
 
 
-def test_point_table_flags_column_is_readable(site, page):
+def test_point_table_notes_column_is_readable(site, page):
     page.goto((site / "models" / "dense-llama-190m.html").resolve().as_uri())
     page.wait_for_function("() => document.body.dataset.batchmarkTables === 'checked'", timeout=10000)
     widths = page.evaluate("""() => [...document.querySelectorAll('.md-content table')]
-        .filter(t => t.rows[0].cells[t.rows[0].cells.length - 1].textContent.trim() === 'flags')
+        .filter(t => t.rows[0].cells[t.rows[0].cells.length - 1].textContent.trim() === 'notes')
         .map(t => t.rows[1].cells[t.rows[1].cells.length - 1].getBoundingClientRect().width)""")
     assert widths and min(widths) >= 12 * 20 - 1, widths  # 12rem at Material's 20 px root: a line of ~35 characters
 

@@ -224,16 +224,20 @@ def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch
     ``batchmark summary RUN``, which the README says prints that line again, said "site: not built with this run
     yet".  The site counts as built with the run when ``site/runs/<run id, lower case>.html`` exists (the Runs
     index's page per run, as ``mkdocs build`` writes it)."""
+    from pipeline.pages.indexviews import built_site
     from pipeline.show import summary_line
 
+    def summary_line_of(run_id):  # as `batchmark summary RUN` makes it (pipeline/cli.py)
+        return summary_line(run_id, built_site(run_id))
+
     make_run(scratch_root / "data" / "runs", CLEAN, noise=NOISE_A)
-    assert summary_line(CLEAN).endswith("site: not built with this run yet (snakemake --cores 1 committed builds it)")
+    assert summary_line_of(CLEAN).endswith("site: not built with this run yet (snakemake --cores 1 committed builds it)")
     (scratch_root / "site" / "runs").mkdir(parents=True)
     (scratch_root / "site" / "index.html").write_text("<html></html>")
     (scratch_root / "site" / "runs" / "20261129t100000z-other.html").write_text("<html></html>")
-    assert summary_line(CLEAN).endswith("not built with this run yet (snakemake --cores 1 committed builds it)")
+    assert summary_line_of(CLEAN).endswith("not built with this run yet (snakemake --cores 1 committed builds it)")
     (scratch_root / "site" / "runs" / f"{CLEAN.lower()}.html").write_text("<html></html>")
-    assert summary_line(CLEAN) == f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: site/index.html"
+    assert summary_line_of(CLEAN) == f"run {CLEAN}: clean · see: batchmark show {CLEAN} · site: site/index.html"
 
 
 def test_a_run_flagged_only_for_an_impossible_figure_is_not_a_busy_machine():
