@@ -197,7 +197,8 @@ def load_run(ref: str | Path, runs_dir: Path | None = None, allow_incomplete: bo
     if meta.get("status") != "complete":
         if not allow_incomplete:
             raise BatchmarkError(f"run {run_dir.name} is incomplete (run.json status {meta.get('status')!r}); "
-                                 f"resume it with `batchmark sweep --resume {run_dir.name}` before comparing it")
+                                 f"resume it with `batchmark sweep --resume {run_dir.name}` first "
+                                 "(only `batchmark show` reads a sweep in progress)")
         summaries = summarize_run(load_points(run_dir), slo_of(meta))  # a sweep in progress: nothing stored yet
         return RunResults(run_dir=run_dir, meta=meta, summaries=summaries,
                           analysis=analysis_of(run_dir, meta, summaries), partial=True)
