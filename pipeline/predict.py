@@ -7,7 +7,8 @@ TTFT p50 are predicted at every grid point (and at the doublings beyond the grid
 :data:`BEYOND_DOUBLINGS` more), beside the measurement where one exists, with the relative error.
 A point more than :data:`pipeline.calibrate.CALL_OUT_FRACTION` off its prediction is called out,
 with the server's view when it explains it (the analysis' regime: queueing, KV cache full) and
-"unexplained" when nothing does.
+"unexplained" when nothing does; a calibration point the bounded terms cannot reproduce within that fraction
+is called out too (``calibration_missed``: the curve is not a shape the per-step model allows).
 
 The JSON document (``--json``)::
 
@@ -17,7 +18,7 @@ The JSON document (``--json``)::
       (null, or why no fit was made), "median_abs_error", "worst_abs_error",
       "points": [{"concurrency", "calibration" (bool), "measured": {"output_throughput_tok_s",
       "tpot_s", "ttft_s"} | null, "predicted": {...}, "error": {metric: relative error},
-      "call_out": null | "queueing" | "kv_cache_full" | "unexplained"}]}]}
+      "call_out": null | "queueing" | "kv_cache_full" | "unexplained" | "calibration_missed"}]}]}
 
 Pure assembly over :func:`pipeline.stages.load_run`; reading never writes into the run.
 """
@@ -135,6 +136,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         row = {"concurrency": c, "calibration": c in chosen, "measured": meas, "predicted": predicted,
                "error": err, "call_out": None}
         e = err and err["output_throughput_tok_s"]
+        if e is not None and c in chosen and abs(e) > CALL_OUT_FRACTION:
+            row["call_out"] = "calibration_missed"  # the bounded terms cannot reproduce a point they were fitted on
         if e is not None and c not in chosen:
             errors.append(abs(e))
             if abs(e) > CALL_OUT_FRACTION:
@@ -198,8 +201,12 @@ def format_predict(doc: dict[str, Any]) -> str:
         rows = []
         for p in m["points"]:
             meas, pred, err = p["measured"] or {}, p["predicted"], p["error"] or {}
-            note = "calibration" if p["calibration"] else (f"off by more than {CALL_OUT_FRACTION:.0%}: {p['call_out'].replace('_', ' ')}"
-                                                           if p["call_out"] else "")
+            if p["calibration"]:
+                note = ("calibration, which the fit misses by more than "
+                        f"{CALL_OUT_FRACTION:.0%}" if p["call_out"] == "calibration_missed" else "calibration")
+            else:
+                note = (f"off by more than {CALL_OUT_FRACTION:.0%}: {p['call_out'].replace('_', ' ')}"
+                        if p["call_out"] else "")
             rows.append([p["concurrency"], _num(meas.get("output_throughput_tok_s")),
                          _num(pred["output_throughput_tok_s"]),
                          _num(err.get("output_throughput_tok_s"), 100, "{:+.0f}%"),

@@ -214,3 +214,29 @@ def test_roofline_over_measured_is_the_median_ratio():
     aps = [{"concurrency": c, "roofline_tok_s": r} for c, r in ((1, 20.0), (2, 60.0), (4, 80.0))]
     assert Workload(model={}, points=pts, analysis_points=aps).roofline_over_measured() == 2.0
     assert Workload(model={}, points=pts, analysis_points=[]).roofline_over_measured() is None
+
+
+def test_a_calibration_point_the_fit_cannot_reproduce_is_called_out():
+    """Regression (breaker, 2026-12-01): a calibration point the bounded terms miss by 27-76 % was noted only as
+    "calibration".  Here c = 8 is measured 4x faster than the truth's step: a step of 1/4 the roofline-based
+    time at B = 8 needs a bandwidth fraction above 1 while c = 1 and c = 64 pin the terms, so no fit within the
+    bounds reaches it (worked: the truth's c = 8 step already reads the weights at 0.8 of 273 GB/s; 4x faster is
+    3.2x the bandwidth)."""
+    card = load_card("llama-3.1-8b")
+    roofs = Roofs(card, 528.0, SPARK_BW, SPARK_TF)
+    truth = StepTerms(0.003, 0.8, 0.4)
+    steps = dict(zip(GRID, step_time_s(roofs, truth, GRID)))
+    pts = [_summary(c, c / steps[c], steps[c]) for c in GRID]
+    pts[3] = _summary(8, 4 * 8 / steps[8], steps[8] / 4)
+    entry = predict_workload(pts, {}, card, {"bandwidth_gb_s": SPARK_BW, "peak_tflops": SPARK_TF}, None)
+    by_c = {p["concurrency"]: p for p in entry["points"]}
+    assert entry["calibrated_on"] == [1, 8, 64]
+    assert by_c[8]["calibration"] and abs(by_c[8]["error"]["output_throughput_tok_s"]) > 0.15
+    assert by_c[8]["call_out"] == "calibration_missed"
+    clean = predict_workload([_summary(c, c / steps[c], steps[c]) for c in GRID], {}, card,
+                             {"bandwidth_gb_s": SPARK_BW, "peak_tflops": SPARK_TF}, None)
+    assert [p["call_out"] for p in clean["points"] if p["calibration"]] == [None, None, None]  # reproduced: no call-out
+    from pipeline.predict import format_predict
+
+    text = format_predict({"run_id": "r", "source": "measured", "models": [entry]})
+    assert "calibration, which the fit misses by more than 15%" in text
