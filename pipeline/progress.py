@@ -6,7 +6,8 @@ A sweep spends minutes on things that are not points: creating the server's envi
 elapsed time when it ends.  The points have a bar of their own whose ETA counts only the time of the points
 measured so far (median seconds per point × points left), so a server's start-up never inflates it (it
 used to be counted as the first point: ``309.63s/point``, an ETA of 31 minutes).  A plan's estimate replaces
-that ETA when one is given (:attr:`Display.estimate`).
+that ETA when one is given (:attr:`Display.estimate`); without a plan a closed-loop grid's ETA follows the
+measured points' trend in concurrency (:func:`trend_eta_s`), since a point's time grows with it.
 
 Every message goes through :meth:`Display.write`, above the bar (``tqdm.write``), never onto it.  Where the
 display shares its terminal with another program's output (Snakemake's job banners, which this process
@@ -17,6 +18,7 @@ forces the bar.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import sys
@@ -53,6 +55,41 @@ def points_eta_s(point_seconds: list[float], remaining: int) -> float | None:
     return statistics.median(point_seconds) * remaining
 
 
+def trend_eta_s(measured: list[tuple[int, float]], left: list[int]) -> float | None:
+    """Seconds left for the points at concurrencies ``left``, from the points measured so far ``(concurrency, s)``.
+
+    A closed-loop point sends a few waves of ``concurrency`` requests (``max(requests_per_slot × c,
+    min_requests)``: the same number of waves from c = 8 on), so its time grows with c as the end-to-end latency
+    does; the median rule of :func:`points_eta_s` priced c = 64 at the median of c = 1 … 32 (issue 24, new-user
+    trial: "ETA 10.1 s", then 40.7 s).  Here a point's time at c is read off the measured ones in log-log space
+    (the median of the points measured at one c, pooled over models): interpolated between measured
+    concurrencies, the smallest one's time below them, and above them extrapolated along the slope of the two
+    largest, clamped to [0, 1] (a point's time neither falls with c nor grows faster than c: a wave's latency is at
+    most proportional to the batch it decodes).  None before any point.
+    """
+    by_c: dict[int, list[float]] = {}
+    for c, sec in measured:
+        if c and c > 0 and sec > 0:
+            by_c.setdefault(c, []).append(sec)
+    if not by_c:
+        return None
+    xs = sorted(by_c)
+    ys = [math.log(statistics.median(by_c[c])) for c in xs]
+    lx = [math.log(c) for c in xs]
+    slope = 0.0 if len(xs) < 2 else min(1.0, max(0.0, (ys[-1] - ys[-2]) / (lx[-1] - lx[-2])))
+
+    def at(c: int) -> float:
+        x = math.log(max(c, 1))
+        if x <= lx[0]:
+            return math.exp(ys[0])
+        if x >= lx[-1]:
+            return math.exp(ys[-1] + slope * (x - lx[-1]))
+        i = next(k for k in range(1, len(lx)) if x <= lx[k])
+        w = (x - lx[i - 1]) / (lx[i] - lx[i - 1])
+        return math.exp(ys[i - 1] + w * (ys[i] - ys[i - 1]))
+    return float(sum(at(c) for c in left))
+
+
 class Display:
     """One sweep's display on ``stream`` (stderr): phases, a bar (or a line) per point, messages above it.
 
@@ -77,6 +114,9 @@ class Display:
         self.done = 0
         #: A plan's estimate of the seconds left, given the points done (``sim``'s ``batchmark plan``); None: the median rule.
         self.estimate: Callable[[int], float | None] | None = None
+        #: ``(concurrency, seconds)`` of every point measured with a concurrency (:meth:`begin_point`), for :func:`trend_eta_s`.
+        self.measured: list[tuple[int, float]] = []
+        self._c: int | None = None
         self.bar: Any = None
         self._label = ""
         self._t0: float | None = None
@@ -128,9 +168,9 @@ class Display:
             self.bar = tqdm(total=self.total, file=self.stream, unit="point", dynamic_ncols=True,
                             bar_format="{desc} {n_fmt}/{total_fmt} points |{bar}| {postfix}")
 
-    def begin_point(self, label: str) -> None:
-        """A point starts being measured (its label, e.g. ``dense c=4``)."""
-        self._label, self._t0 = printable(label, one_line=True), time.monotonic()
+    def begin_point(self, label: str, concurrency: int | None = None) -> None:
+        """A point starts being measured (its label, e.g. ``dense c=4``; its closed-loop concurrency when it has one)."""
+        self._label, self._t0, self._c = printable(label, one_line=True), time.monotonic(), concurrency
         if self.bar is not None:
             self.bar.set_description(self._label)
             self.bar.set_postfix_str(self._eta_text())
@@ -140,6 +180,8 @@ class Display:
         dt = time.monotonic() - self._t0 if self._t0 is not None else 0.0
         if measured:
             self.point_s.append(dt)
+            if self._c:
+                self.measured.append((self._c, dt))
         self.done += 1
         tput = f"{throughput_tok_s:.1f} tok/s" if throughput_tok_s else "no throughput"
         text = f"{tput}, {fmt_duration(dt)}" if measured else "already measured"

@@ -29,7 +29,7 @@ from pipeline.engines import get_engine
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.hardware import load_profile, probe
 from pipeline.metrics import summarize_point
-from pipeline.progress import Display, quiet_library_bars
+from pipeline.progress import Display, quiet_library_bars, trend_eta_s
 from pipeline.provenance import driver, git_commit, machine_identity, probe_warning, record_server_version, versions
 from pipeline.quality import point_verdict
 from pipeline.ratewalk import rate_sweep
@@ -213,6 +213,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     # hardware time: a simulation's own ETA is its median rule; an adaptive sweep's points are not known in advance
     if plan is not None and cfg.engine != "simulated" and cfg.adaptive is None:
         display.estimate = plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
+    elif cfg.adaptive is None:  # no plan: the measured points' trend in concurrency (progress.trend_eta_s)
+        order = [c for _ in specs for c in cfg.concurrency]
+        display.estimate = lambda done: trend_eta_s(display.measured, order[done:])
     display.start()
     try:
         for spec in specs:
@@ -229,7 +232,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 label = f"{spec.name} c={key.concurrency}"
                 resumed = runs.has_point(run_dir, key)
                 if resumed:
-                    display.begin_point(label)
+                    display.begin_point(label, key.concurrency)
                     summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
                 else:
                     if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
@@ -243,7 +246,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                     if not ok:
                         stops[spec.name] = f"c={key.concurrency} not run: {why}"
                         break
-                    display.begin_point(label)
+                    display.begin_point(label, key.concurrency)
                     try:
                         records = measure_point(cfg, engine, key)
                     except PointDoesNotFit as exc:

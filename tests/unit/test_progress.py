@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pipeline.progress import Display, fmt_duration, points_eta_s
+from pipeline.progress import Display, fmt_duration, points_eta_s, trend_eta_s
 
 
 def test_fmt_duration_by_hand():
@@ -25,6 +25,42 @@ def test_points_eta_is_the_median_point_times_the_points_left():
     assert points_eta_s([], 5) is None
     assert points_eta_s([2.0, 3.0, 100.0], 4) == pytest.approx(3.0 * 4)  # median 3 s, one stalled point ignored
     assert points_eta_s([2.0], 0) == 0.0
+
+
+def test_trend_eta_follows_the_points_time_in_concurrency():
+    """Regression (issue 24, new-user trial on the vLLM CPU config): c = 1 … 32 took 2-10 s a point, the median
+    rule said "ETA 10.1 s" before c = 64, which took 40.7 s.  Worked by hand in log2 c: measured 4 s at c = 8,
+    8 s at c = 16, 16 s at c = 32 (slope 1: each doubling doubles a point's time, as a wave's latency does past
+    the knee); c = 64 is extrapolated to 32 s, c = 12 interpolated to 4 · 2^(log2 1.5) = 6 s, c = 1 below the
+    smallest measured c takes its 4 s."""
+    measured = [(8, 4.0), (16, 8.0), (32, 16.0)]
+    assert trend_eta_s(measured, [64]) == pytest.approx(32.0)
+    assert trend_eta_s(measured, [12]) == pytest.approx(6.0)
+    assert trend_eta_s(measured, [1, 64]) == pytest.approx(36.0)
+    # the slope is clamped to [0, 1]: a point's time never falls with c, nor grows faster than c
+    assert trend_eta_s([(1, 10.0), (2, 5.0)], [4]) == pytest.approx(5.0)  # slope -1 -> 0
+    assert trend_eta_s([(1, 1.0), (2, 4.0)], [4]) == pytest.approx(8.0)  # slope 2 -> 1
+    # two models' points at one c pool by their median; one measured c gives its time to every point
+    assert trend_eta_s([(4, 2.0), (4, 4.0), (4, 3.0)], [8, 16]) == pytest.approx(6.0)
+    assert trend_eta_s([], [1]) is None
+
+
+def test_display_feeds_the_trend_from_the_points_it_timed():
+    """The sweep's wiring (pipeline/sweep.py without a plan): ``begin_point(label, c)`` records each measured
+    point's concurrency and time; a resumed point (``measured=False``) is not timed."""
+    d = Display(4, stream=io.StringIO(), mode="lines")
+    order = [1, 2, 4, 8]
+    d.estimate = lambda done: trend_eta_s(d.measured, order[done:])
+    assert d.eta_s() is None  # before any point: "ETA after the first point"
+    d.begin_point("m c=1", 1)
+    d.end_point(10.0, measured=False)  # read back on resume
+    assert d.measured == []
+    d.begin_point("m c=2", 2)
+    time.sleep(0.05)
+    d.end_point(20.0)
+    (c, sec), = d.measured
+    assert c == 2 and sec >= 0.05
+    assert d.eta_s() == pytest.approx(2 * sec)  # c = 4 and 8 at c = 2's time (one measured c: slope 0)
 
 
 def test_phases_and_points_in_lines_mode():
