@@ -45,6 +45,9 @@ def step_s(weights: list[torch.Tensor], x: torch.Tensor, xi: torch.Tensor) -> fl
 
 
 def main() -> None:
+    """Time one decoder layer's float32 linear layers at each batch size of :data:`BATCHES`, interleaved, and print
+    per B the median step (ms), its ratio to B = 1 and the ms per sequence.  Options ``--rounds`` (timed rounds,
+    each timing every B once) and ``--threads`` (torch threads).  Prints only; raises nothing of its own."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=40, help="timed rounds (each times every batch size once)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads (the committed runs used 2)")

@@ -36,7 +36,7 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     """
     by_hw: dict[str, list[RunView]] = {}
     for v in sorted((v for v in views if not v.simulated), key=lambda v: v.run_id, reverse=True):
-        by_hw.setdefault(str(v.hardware.get("name") or "unknown hardware"), []).append(v)
+        by_hw.setdefault(hardware_name(v), []).append(v)
     out = []
     for hw, vs in sorted(by_hw.items()):
         head = next((v for v in vs if not v.flagged), vs[0])
