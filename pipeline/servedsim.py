@@ -73,7 +73,7 @@ class ServedLimits:
 
         def num(name: str) -> int | None:
             v = d.get(name)
-            return int(v) if isinstance(v, (int, float)) and v > 0 else None
+            return int(v) if isinstance(v, (int, float)) and math.isfinite(v) and 0 < v < 2 ** 31 else None
 
         kv = num("kv_cache_size_tokens")
         if kv is None and num("num_gpu_blocks") and num("block_size"):

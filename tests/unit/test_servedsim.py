@@ -137,3 +137,12 @@ def test_limits_from_run_json():
     assert got == ServedLimits(64, None, 160, 81920, 128)
     assert ServedLimits.of({"num_gpu_blocks": 10, "block_size": 16}).kv_cache_tokens == 160
     assert ServedLimits.of(None) == ServedLimits()
+
+
+def test_limits_from_outside_that_no_server_has_are_not_stated():
+    """run.json's limits come from a server's /metrics and command line (untrusted): a non-finite, negative or
+    beyond-32-bit figure is read as "not stated" (as a missing one), never an OverflowError or a 10^300-sequence
+    simulation."""
+    limits = ServedLimits.of({"max_num_seqs": float("inf"), "max_num_batched_tokens": -5, "max_model_len": 1e300,
+                              "kv_cache_size_tokens": float("nan"), "num_gpu_blocks": 100, "block_size": 16})
+    assert limits == ServedLimits(None, None, None, 1600, 16)  # the KV cache from blocks × block size: 100 × 16
