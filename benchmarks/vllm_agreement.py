@@ -58,14 +58,21 @@ state beside one in the streaming state gave the spread seen (the ``--num-warmup
 step of ~12 ms (:data:`SMALL_LLAMA` now) the stream arrives token by token at every concurrency, without
 touching the server's priorities; the test checks that it did (TPOT and ITL above 0 in every run).
 
-Other differences checked, none of them batchmark's fault: both clients stream with aiohttp ``iter_any``
-and timestamp each SSE event as it is parsed; vLLM's connector limits connections to ``c``, batchmark's does
-not (both keep ``c`` open); batchmark samples ``/metrics`` every 0.25 s in a separate process (~6 ms of CPU
-a scrape for vLLM's 55 KB page here, and as much in the server).  At c = 1 (16 requests a run, the
-server's own mean ITL from ``vllm:inter_token_latency_seconds`` around each run in brackets) vLLM's client
-measured TPOT p50 12.91 (13.26) and 12.16 (12.51) ms, batchmark 12.42 (12.93) and 11.59 (11.66) ms with its
-``/metrics`` sampling, 12.40 (13.10) and 12.51 (12.66) ms without: each client follows the server within
-0.5 ms and neither disturbs it beyond the run-to-run noise.  batchmark's own difference by design stays:
+The one difference that was batchmark's (found here, issue 23): its ``/metrics`` sampling.  Sampled every 0.25 s
+during each run, each scrape held the server's streams while vLLM rendered the page (in the API server's event
+loop; 6.4 ms for this 51 KiB page) and cost as much CPU again to parse on the 2-core machine.  TPOT and
+throughput did not show it (a mean moves little), the median chunk gap did: on a quiet machine (load below 2)
+batchmark's TPOT p50 was 7 to 14 % above its own ITL p50 at c = 1, vLLM's 1 to 2 %, and its ITL p50 6.3 % below
+vLLM's (−4.3 % drift-corrected); the next run, with ``--no-scrape``, agreed within 1.1 % (drift-corrected) at
+c = 1 and 4, batchmark's TPOT p50 2 to 3 % above its ITL p50.  The sampler now scrapes
+about once a second, keeps its share of the server's time under 1 % and parses only the gauges it keeps
+(``pipeline/engines/scrape.py``); with it, ITL p50 agreed within 1.4 % at c = 1 and 4 (drift-corrected) and
+batchmark's TPOT p50 was 1 to 3 % above its ITL p50, as vLLM's.
+
+Other differences checked, none of them batchmark's fault: both clients stream with aiohttp ``iter_any``;
+batchmark stamps the events of one socket read with that read's time, vLLM each event after parsing the ones
+before it (microseconds apart); vLLM's connector limits connections to ``c``, batchmark's does not (both keep
+``c`` open).  batchmark's own difference by design stays:
 its cool-down requests keep c in flight until the last measured request completes, vLLM lets its tail run
 at a falling concurrency (with equal lengths both run in waves of c, so this is small).
 

@@ -46,8 +46,8 @@ def server_state(records: PointRecords) -> dict[str, float | None] | None:
     ``"requests_running_max"`` (requests decoded together, highest sample),
     ``"preemptions"`` (increase of the preemption counter over the repeats)``}``, each None
     when the server does not export it; None when nothing was scraped (in-process engines,
-    endpoints without ``/metrics``).  Samples are taken every 0.25 s, so a shorter peak
-    can be missed; non-finite values are ignored.
+    endpoints without ``/metrics``).  Samples are taken about once a second
+    (:data:`pipeline.engines.scrape.EVERY_S`), so a shorter peak can be missed; non-finite values are ignored.
     """
     reps = [rep.server_metrics for rep in records.repeats if rep.server_metrics]
     if not reps:

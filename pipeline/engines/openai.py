@@ -5,7 +5,7 @@ engine points the shared load generator (:mod:`pipeline.engines.loadgen`) at
 ``openai.base_url`` and measures each point as ``repeats`` closed-loop repeats.  The API key is
 read from the environment variable named by ``openai.api_key_env`` at start (none is sent when it is unset) and is never
 written anywhere.  When the server exposes Prometheus ``/metrics`` they are scraped before
-and after each repeat, and sampled every 0.25 s during it, into ``server_metrics``.
+and after each repeat, and sampled about once a second during it, into ``server_metrics``.
 
 :class:`pipeline.engines.served.ServedEngine` holds everything the served engines share.
 """

@@ -9,6 +9,17 @@ interpreter, its own HTTP client: ``urllib``) shares nothing with the timing loo
 sends ``start`` before a repeat and ``stop`` after it, and receives one small mapping: the highest
 value of each sampled gauge (:data:`DURING`) over the repeat.
 
+Why seldom, and only the gauges (issue 23, agreement with ``vllm bench serve``): a scrape also costs the
+server.  vLLM serves ``/metrics`` with ``prometheus_client.make_asgi_app``, which renders the whole page
+synchronously inside the API server's event loop (``prometheus_client/asgi.py``: ``_bake_output`` in an
+``async def``), the loop that writes every stream's events, so each scrape holds every stream for the render
+(6.4 ms for vLLM's CPU build's 51 KiB page here).  Sampled every 0.25 s and fully parsed (6.2 ms more of CPU,
+on a 2-core machine shared with the server), batchmark's streams came out bunched: its per-chunk ITL p50 fell
+4 to 8 % below that of ``vllm bench serve`` (which does not scrape) on the same server, while TPOT agreed;
+without sampling they agreed within 0.2 % (``benchmarks/vllm_agreement.py --no-scrape``).  So the sampler
+scrapes every :data:`EVERY_S` at most and keeps its share of the server's time under :data:`SCRAPE_DUTY`
+(:func:`next_wait_s`), and parses only the gauges it keeps.
+
 This module imports nothing heavy, so the sampler process (``spawn``) starts in a fraction of a
 second.
 """
@@ -22,8 +33,14 @@ from typing import Any
 #: Gauges sampled during a repeat (their highest value is kept): running, waiting, queue, KV usage.
 DURING = re.compile(r"running|waiting|queue|usage", re.I)
 _PARTS = ("_bucket", "_sum", "_count", "_created")
+_NAME = re.compile(r"[^{\s]*")
 #: Seconds one scrape of ``/metrics`` may take in the sampler before it is given up.
 SCRAPE_TIMEOUT_S = 5.0
+#: Seconds between the sampler's scrapes during a repeat (at least; :func:`next_wait_s`).
+EVERY_S = 1.0
+#: Most of the server's time the sampler may take: the server renders its page while the stream waits (module
+#: docstring), so the next scrape waits at least (1 − duty) / duty times as long as the server took to answer the last.
+SCRAPE_DUTY = 0.01
 
 
 def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -51,11 +68,16 @@ def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
         return out
 
 
-def parse_prometheus(text: str) -> dict[str, float]:
+def parse_prometheus(text: str, only: re.Pattern[str] | None = None) -> dict[str, float]:
     """Namespaced samples (``vllm:…``, ``sglang:…``) of a Prometheus text page, summed over labels.
 
-    Histogram and summary parts (``_bucket``, ``_sum``, ``_count``, ``_created``) are skipped.
+    Histogram and summary parts (``_bucket``, ``_sum``, ``_count``, ``_created``) are skipped.  ``only``: keep just
+    the metrics whose name it matches, chosen line by line before the page is parsed (the sampler's 5 gauges of a
+    581-line vLLM page parse in a fraction of a millisecond instead of 6 ms; a GPU vLLM's 77 KiB page took 122 ms).
     """
+    if only is not None:
+        text = "".join(line + "\n" for line in text.splitlines()
+                       if line[:1] not in ("", "#") and only.search(_NAME.match(line).group(0)))
     out: dict[str, float] = {}
     for name, _, value in prometheus_samples(text):
         if ":" in name and not name.endswith(_PARTS):
@@ -70,23 +92,46 @@ def fold_during(during: dict[str, float], got: dict[str, float]) -> None:
             during[k] = max(during.get(k, v), v)
 
 
-def _scrape_once(url: str, headers: dict[str, str]) -> dict[str, float]:
-    """One scrape with ``urllib``: the parsed page, or {} when it fails (best effort)."""
+def _scrape_once(url: str, headers: dict[str, str]) -> tuple[dict[str, float], float]:
+    """One scrape with ``urllib``: (the :data:`DURING` gauges of the page, or {} when it fails (best effort); the
+    seconds the server took to answer, the part of the scrape that holds it)."""
+    import time
     import urllib.request
 
+    t = time.perf_counter()
     try:
         req = urllib.request.Request(url, headers=headers)
         with urllib.request.urlopen(req, timeout=SCRAPE_TIMEOUT_S) as resp:  # noqa: S310 (the server's own URL)
-            if resp.status != 200:
-                return {}
-            return parse_prometheus(resp.read().decode("utf-8", errors="replace"))
+            page = resp.read() if resp.status == 200 else None
     except Exception:
-        return {}
+        return {}, time.perf_counter() - t
+    took = time.perf_counter() - t
+    if page is None:
+        return {}, took
+    try:
+        return parse_prometheus(page.decode("utf-8", errors="replace"), only=DURING), took
+    except Exception:
+        return {}, took
+
+
+def next_wait_s(every_s: float, scrape_s: float, duty: float = SCRAPE_DUTY) -> float:
+    """Seconds from the end of one scrape to the start of the next: ``every_s``, or longer when the server took
+    ``scrape_s`` seconds to answer the last one, so that scraping takes at most ``duty`` of the server's time
+    (``scrape_s · (1 − duty) / duty``).
+
+    Example: a 6.4 ms scrape (vLLM's CPU build, 51 KiB page) at 1 % waits max(1 s, 0.63 s) = 1 s; a 40 ms one
+    (a GPU vLLM's larger page) waits 3.96 s.
+    """
+    return max(every_s, scrape_s * (1.0 - duty) / duty)
 
 
 def _sample_loop(url: str, headers: dict[str, str], every_s: float, conn: Any) -> None:
-    """The sampler process: on ``start``, scrape every ``every_s`` (the first after 0.05 s) until ``stop``, then
-    send back the highest value of each gauge; ``quit`` (or a closed pipe) ends it."""
+    """The sampler process: on ``start``, scrape (the first after 0.05 s, then :func:`next_wait_s` after each) until
+    ``stop``, then send back the highest value of each gauge; ``quit`` (or a closed pipe) ends it."""
+    import time
+
+    import prometheus_client.parser  # noqa: F401  (imported before "ready", not inside the first scrape)
+
     conn.send("ready")
     while True:
         try:
@@ -98,8 +143,9 @@ def _sample_loop(url: str, headers: dict[str, str], every_s: float, conn: Any) -
         during: dict[str, float] = {}
         wait = min(every_s, 0.05)
         while not conn.poll(wait):
-            fold_during(during, _scrape_once(url, headers))
-            wait = every_s
+            got, took = _scrape_once(url, headers)
+            fold_during(during, got)
+            wait = next_wait_s(every_s, took)
         try:
             conn.recv()  # "stop"
             conn.send(during)
@@ -117,7 +163,7 @@ class Sampler:
     depends on a scrape.
     """
 
-    def __init__(self, url: str | None, headers: dict[str, str] | None = None, every_s: float = 0.25):
+    def __init__(self, url: str | None, headers: dict[str, str] | None = None, every_s: float = EVERY_S):
         self.url, self.headers, self.every_s = url, dict(headers or {}), every_s
         self._proc: Any = None
         self._conn: Any = None

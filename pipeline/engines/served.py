@@ -4,7 +4,7 @@
 measurement half for any OpenAI-compatible server: it loads the tokenizer, detects the
 server's optional request fields, and measures each point as ``repeats`` closed-loop repeats
 with the shared load generator (:mod:`pipeline.engines.loadgen`: client, prompts, scheduler), scraping Prometheus
-``/metrics`` before and after each repeat and sampling it every 0.25 s during it into
+``/metrics`` before and after each repeat and sampling it about once a second during it into
 ``server_metrics`` — the sampling in a process of its own (:class:`pipeline.engines.scrape.Sampler`),
 never in the event loop that timestamps the chunks (issue 23).  The ``openai`` engine points it
 at a running server; the ``vllm`` engine adds the server's life cycle on top.

@@ -13,7 +13,7 @@ Life cycle:
   not healthy within ``vllm.health_timeout_s``, is stopped and raises a one-line
   BatchmarkError carrying the tail of its log;
 - measure: the shared load generator (:mod:`pipeline.engines.loadgen`); ``/metrics`` is
-  scraped before and after each repeat and sampled every 0.25 s during it (KV-cache usage,
+  scraped before and after each repeat and sampled about once a second during it (KV-cache usage,
   preemptions, running and waiting requests) into ``server_metrics``;
 - crash mid-point: the load generator stops sending when the process has exited, the
   requests that were cut off are recorded as failed, the point's meta keeps the exit code

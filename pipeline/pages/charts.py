@@ -179,7 +179,7 @@ REGIME_LABELS = {"batching": "batching", "queueing": "queueing", "kv_cache_full"
 def server_state_chart(model: dict[str, Any], analysis_points: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The server's own view per point (served engines): KV-cache usage (%) and requests running/waiting vs concurrency.
 
-    Values are the highest ``/metrics`` samples during the point (one every 0.25 s); each
+    Values are the highest ``/metrics`` samples during the point (about one a second); each
     point is coloured by what it measured (``regime.point_regime``).  None when the server
     exported nothing (in-process engines, endpoints without ``/metrics``).
     """

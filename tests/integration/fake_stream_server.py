@@ -15,7 +15,10 @@ which the open-loop tests use as a known saturation rate.
 
 ``--metrics-kb K`` (0 = none, the default) serves a Prometheus ``/metrics`` page of about K KiB
 (``vllm:num_requests_running``, the requests being served now, then a histogram of vLLM's names)
-after ``--metrics-ms`` ms: a slow, large page like a GPU vLLM's (issue 23).
+after ``--metrics-ms`` ms: a slow, large page like a GPU vLLM's (issue 23).  With ``--metrics-blocking`` the
+wait holds the server's event loop (``time.sleep``), and with it every stream, as vLLM's page is rendered
+(``prometheus_client.make_asgi_app`` renders synchronously in the API server's loop).  ``GET /scrapes`` answers
+the server's clock (``time.monotonic``) at each ``/metrics`` request so far, as a JSON list.
 
 Faults (``--fault``), each a kind of report in issue 12:
 - ``none``: correct; per-chunk cumulative usage when ``continuous_usage_stats`` is asked for;
@@ -59,6 +62,7 @@ import argparse
 import asyncio
 import json
 import random
+import time
 
 from aiohttp import web
 
@@ -89,6 +93,7 @@ def main() -> None:
                                                        "probe) answers HTTP 503")
     ap.add_argument("--metrics-kb", type=int, default=0)
     ap.add_argument("--metrics-ms", type=float, default=0.0)
+    ap.add_argument("--metrics-blocking", action="store_true")
     args = ap.parse_args()
     slots = asyncio.Semaphore(args.max_running) if args.max_running > 0 else None
     state = {"requests": 0, "running": 0}
@@ -98,8 +103,17 @@ def main() -> None:
     async def health(_req: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    scrapes: list[float] = []
+
+    async def scrape_times(_req: web.Request) -> web.Response:
+        return web.json_response(scrapes)
+
     async def metrics(_req: web.Request) -> web.Response:
-        await asyncio.sleep(args.metrics_ms / 1000)
+        scrapes.append(time.monotonic())
+        if args.metrics_blocking:
+            time.sleep(args.metrics_ms / 1000)
+        else:
+            await asyncio.sleep(args.metrics_ms / 1000)
         head = ("# HELP vllm:num_requests_running Requests running.\n# TYPE vllm:num_requests_running gauge\n"
                 f'vllm:num_requests_running{{model_name="m"}} {float(state["running"])}\n')
         return web.Response(text=head + histogram, content_type="text/plain")
@@ -235,6 +249,7 @@ def main() -> None:
     app.router.add_get("/health", health)
     if args.metrics_kb > 0:
         app.router.add_get("/metrics", metrics)
+        app.router.add_get("/scrapes", scrape_times)
     app.router.add_post("/v1/completions", handle)
     app.router.add_post("/v1/chat/completions", handle)
     web.run_app(app, host="127.0.0.1", port=args.port, print=None)

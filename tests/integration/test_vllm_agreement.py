@@ -18,7 +18,10 @@ What is asserted, and why it holds on a busy 2-core machine (:func:`benchmarks.v
   99 % of the time.  A run with σ above 20 % fails as too noisy to compare;
 - what is exact is asserted exactly: no request failed, both clients' requests were 32 tokens in and 32 out as
   the server counted them;
-- per-chunk ITL p50 is compared and printed but not asserted (:data:`NOT_ASSERTED` says why).
+- per-chunk ITL p50 is asserted like the others.  It was once printed unasserted: on a quiet machine batchmark's
+  came out 5 to 8 % below vLLM's at c = 1 and 4 while TPOT agreed, because batchmark sampled the server's
+  ``/metrics`` every 0.25 s during each run and vLLM renders that page in the loop that writes the streams, which
+  bunched them (``pipeline/engines/scrape.py`` says how it now keeps off the server).
 
 ``tests/unit/test_vllm_agreement_stats.py`` shows the comparison catching a 10 % disagreement and its error rates.
 Takes 150 to 173 s on this 2-core machine at load average 7 to 13 (server start, the ``vllm bench serve`` process,
@@ -37,12 +40,6 @@ pytestmark = pytest.mark.slow
 
 CONCURRENCIES = (1, 4, 16)
 LEN = 32
-#: Printed with the others, not asserted: on a quiet machine (`.ci/run`, load average below 2, 2026-12-01)
-#: batchmark's per-chunk ITL p50 came out 8.4 % and 5.7 % below vLLM's at c = 1 and 4 (drift-corrected; -3.0 % and
-#: -7.1 % plain) while TPOT p50 agreed within 1.3 %: batchmark's median chunk gap was 7 % below its mean gap at
-#: c = 1, vLLM's equal to it, so batchmark's client saw its chunks more unevenly spaced.  In another run on that
-#: machine, and in five at load 7 to 13, it agreed.  Issue 23 stays open for it.
-NOT_ASSERTED = "ITL p50 (ms, per chunk)"
 
 
 @pytest.fixture(autouse=True)
@@ -64,5 +61,4 @@ def test_batchmark_agrees_with_vllm_bench_serve(tmp_path):
             assert v["total_input_tokens"] / n == s.input_tokens_served == LEN, c
             assert v["total_output_tokens"] / n == s.output_tokens_served == LEN, c
     assert {r["metric"] for r in res["rows"]} == {m[0] for m in METRICS} and len(res["rows"]) == 12
-    asserted = [f for f in res["failures"] if not f.startswith(NOT_ASSERTED) and f" {NOT_ASSERTED}" not in f]
-    assert not asserted, "\n".join(asserted)
+    assert res["ok"] and not res["failures"], "\n".join(res["failures"])

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline.config import parse_config
 from pipeline.engines import loadgen
+from pipeline.engines.scrape import DURING, next_wait_s
 from pipeline.engines.served import parse_prometheus
 from pipeline.engines.vllm import format_command, log_tail
 from pipeline.errors import BatchmarkError
@@ -175,3 +176,36 @@ def test_missing_api_key_variable_sends_no_key(monkeypatch):
     assert get_engine(cfg).api_key is None
     monkeypatch.setenv("BM_NO_SUCH_KEY", "k1")
     assert get_engine(cfg).api_key == "k1"
+
+
+#: A real vLLM 0.32.0 CPU page (tests/data/README.md), scraped with 4 requests running and 2 waiting.
+REAL_PAGE = Path(__file__).resolve().parents[1] / "data" / "vllm-metrics" / "cpu-0.32-c4.txt"
+
+
+def test_sampler_parse_keeps_only_the_sampled_gauges_of_a_real_vllm_page():
+    page = REAL_PAGE.read_text()
+    got = parse_prometheus(page, only=DURING)
+    # the page's own lines (grep '^vllm:num_requests\|^vllm:kv_cache_usage' in the file)
+    assert got == {"vllm:num_requests_running": 4.0, "vllm:num_requests_waiting": 2.0,
+                   "vllm:num_requests_waiting_by_reason": 2.0, "vllm:kv_cache_usage_perc": 0.00782013685239491}
+    # the same values the whole page's parse gives for those names
+    full = parse_prometheus(page)
+    assert got == {k: v for k, v in full.items() if DURING.search(k)}
+
+
+def test_sampler_parse_reads_a_brace_in_a_label_value_of_a_kept_gauge():
+    text = 'vllm:num_requests_running{model_name="odd}name"} 3\nvllm:prompt_tokens_total 9\n'
+    assert parse_prometheus(text, only=DURING) == {"vllm:num_requests_running": 3.0}
+
+
+@pytest.mark.parametrize("every_s,scrape_s,expected", [
+    (1.0, 0.0064, 1.0),      # vLLM's CPU page (6.4 ms): 0.0064 · 99 = 0.63 s < 1 s
+    (1.0, 0.040, 3.96),      # a 40 ms scrape at 1 %: 0.040 · 0.99 / 0.01
+    (1.0, 0.122, 12.078),    # the 122 ms parse of a GPU vLLM's 77 KiB page (issue 23)
+    (0.25, 0.0, 0.25),
+])
+def test_next_scrape_waits_so_scraping_takes_at_most_one_percent(every_s, scrape_s, expected):
+    wait = next_wait_s(every_s, scrape_s)
+    assert wait == pytest.approx(expected)
+    assert scrape_s / (scrape_s + wait) <= 0.01 + 1e-12 or scrape_s == 0
+
