@@ -198,8 +198,9 @@ def test_vllm_truncated_json_names_file_and_line(tmp_path):
 
 def test_vllm_printed_block(scratch_root):
     path = DATA / "vllm-bench-log" / "serve-log.txt"
-    with pytest.raises(BatchmarkError, match="names no model; pass --model"):
-        parse("vllm-bench", [path])
+    # the model is named by the Namespace(...) line vllm bench serve prints first (issue 23); --model overrides it
+    assert {p.model for p in parse("vllm-bench", [path]).summaries} == {"Qwen/Qwen3-30B-A3B-FP8"}
+    assert {p.model for p in parse("vllm-bench", [path], model="other").summaries} == {"other"}
     run = import_run("vllm-bench", [path], "dgx-spark", run_id="log", model="Qwen/Qwen3-30B-A3B-FP8")
     doc = show_run(run)
     assert [(p["concurrency"], p["output_throughput_tok_s"]) for p in doc["points"]] == [(1, 51.18), (8, 156.34)]
