@@ -22,6 +22,7 @@ paths, so no absolute path of this machine enters vLLM's files (``tokenizer_id``
 
     PYTHONPATH=$PWD python benchmarks/vllm_real_files.py OUT [--concurrency 1 4] [--num-prompts 8]
         [--input-len 32] [--output-len 32] [--num-runs 2] [--warmup-num-prompts 4] [--no-bench-serve] [--no-sweep]
+        [--bench-extra=--save-detailed] [--bench-name 'c{c}-detailed'] [--show-stdout]
 
 Exits 2 when the vLLM environment is missing.
 """
@@ -132,11 +133,13 @@ def _wait_healthy(proc: subprocess.Popen, port: int, log: Path, timeout_s: float
 
 
 def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: int = 8, input_len: int = 32,
-                     output_len: int = 32) -> list[list[str]]:
+                     output_len: int = 32, extra: tuple[str, ...] = (), name: str = "c{c}") -> list[list[str]]:
     """Run ``vllm serve`` once and ``vllm bench serve --save-result`` at each concurrency (module docstring); return
     the commands run (the server's first).
 
-    Writes ``out/bench-serve/c<C>.json`` and ``c<C>.txt`` (stdout); ``out/bench-serve-server.log``.
+    Writes ``out/bench-serve/<name>.json`` and ``<name>.txt`` (stdout; ``name`` formatted with ``c``, the
+    concurrency); ``out/bench-serve-server.log``.  ``extra``: more ``vllm bench serve`` options (``--save-detailed``,
+    ``--append-result``).
 
     Raises:
         RuntimeError: no vLLM environment, the server or a benchmark failed (the log's tail in the message).
@@ -156,9 +159,9 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
         for c in concurrencies:
             cmd = [*bench_cmd(port, num_prompts, input_len, output_len), "--max-concurrency", str(c),
                    "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", "bench-serve",
-                   "--result-filename", f"c{c}.json"]
+                   "--result-filename", f"{name.format(c=c)}.json", *extra]
             res = subprocess.run(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
-            (out / "bench-serve" / f"c{c}.txt").write_bytes(res.stdout)
+            (out / "bench-serve" / f"{name.format(c=c)}.txt").write_bytes(res.stdout)
             if res.returncode != 0:
                 raise RuntimeError(f"vllm bench serve failed ({res.returncode}): {res.stderr.decode(errors='replace')[-1500:]}")
             cmds.append(cmd)
@@ -177,9 +180,11 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
 
 def make_sweep(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: int = 8, input_len: int = 32,
                output_len: int = 32, num_runs: int = 2, warmup_num_prompts: int = 4,
-               experiment: str | None = None) -> tuple[list[str], Path]:
+               experiment: str | None = None, show_stdout: bool = False) -> tuple[list[str], Path]:
     """Run ``vllm bench sweep serve`` over ``max_concurrency`` in ``concurrencies`` (module docstring); return (the
     command, the experiment folder ``out/sweep/<experiment>``; vLLM names it by the time when ``experiment`` is None).
+    Its output is kept in ``out/sweep.log`` (with ``show_stdout``, ``--show-stdout``: the server's and every
+    ``vllm bench serve``'s output too, printed blocks included).
 
     Raises:
         RuntimeError: no vLLM environment, or the sweep failed (its output's tail in the message).
@@ -191,7 +196,7 @@ def make_sweep(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: 
     cmd = ["vllm", "bench", "sweep", "serve", "--serve-cmd", shlex.join(serve_cmd(port, max(concurrencies))),
            "--bench-cmd", shlex.join(bench_cmd(port, num_prompts, input_len, output_len)),
            "--bench-params", params.name, "--num-runs", str(num_runs), "--warmup-num-prompts", str(warmup_num_prompts),
-           "-o", "sweep", *(["-e", experiment] if experiment else [])]
+           "-o", "sweep", *(["-e", experiment] if experiment else []), *(["--show-stdout"] if show_stdout else [])]
     before = set((out / "sweep").iterdir()) if (out / "sweep").is_dir() else set()
     res = subprocess.run(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1200)
     (out / "sweep.log").write_bytes(res.stdout)
@@ -215,6 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-num-prompts", type=int, default=4)
     ap.add_argument("--no-bench-serve", action="store_true")
     ap.add_argument("--no-sweep", action="store_true")
+    ap.add_argument("--bench-extra", default="", help="more vllm bench serve options, one string (--save-detailed)")
+    ap.add_argument("--bench-name", default="c{c}", help="result file name without .json ({c}: the concurrency)")
+    ap.add_argument("--show-stdout", action="store_true", help="the sweep's --show-stdout (its log: sweep.log)")
     args = ap.parse_args(argv)
     if vllm_python() is None:
         print("no usable vLLM environment (.venv-vllm); make it with `batchmark server-env`", file=sys.stderr)
@@ -222,13 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     conc = tuple(args.concurrency)
     if not args.no_bench_serve:
         t = time.monotonic()
-        for cmd in make_bench_serve(args.out, conc, args.num_prompts, args.input_len, args.output_len):
+        for cmd in make_bench_serve(args.out, conc, args.num_prompts, args.input_len, args.output_len,
+                                    tuple(shlex.split(args.bench_extra)), args.bench_name):
             print(shlex.join(cmd))
         print(f"# {time.monotonic() - t:.0f} s")
     if not args.no_sweep:
         t = time.monotonic()
         cmd, exp = make_sweep(args.out, conc, args.num_prompts, args.input_len, args.output_len, args.num_runs,
-                              args.warmup_num_prompts)
+                              args.warmup_num_prompts, show_stdout=args.show_stdout)
         print(shlex.join(cmd))
         print(f"# {exp}: {time.monotonic() - t:.0f} s")
     return 0

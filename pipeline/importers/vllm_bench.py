@@ -21,7 +21,9 @@ Files people really have (issue 23):
   distinct ``run_number`` ≥ 0 are that point's repeats (:func:`merge_repeats`); warm-up results are
   left out (a file of warm-up only is refused, naming it); ``summary.json`` is read only where its
   runs are not beside it as ``run=N.json``; ``summary.csv`` is skipped beside them.  A folder is
-  read with its subfolders;
+  read with its subfolders.  The sweep's log with ``--show-stdout`` holds each run's printed block
+  after ``Run Number: N``: those blocks are repeats alike, the warm-up's left out
+  (:mod:`~pipeline.importers.vllm_block`);
 - a ramp-up run (``ramp_up_strategy`` with ``ramp_up_start_rps`` → ``ramp_up_end_rps``) is open
   loop at a changing rate, whatever ``request_rate`` says: refused, naming it;
 - a printed block without a concurrency or rate line: ``batchmark import --concurrency N`` or
@@ -216,8 +218,8 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
                 if version:
                     versions.add(version)
         else:
-            for pt in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency, rate):
-                entries.append((pt, None))
+            for pt, run in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency, rate):
+                entries.append((pt, run))
                 names[pt.model] = model or pt.model
     if not entries:
         raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)

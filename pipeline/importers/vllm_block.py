@@ -12,6 +12,11 @@ arguments first (``Namespace(... model='<name>' ...)``, the ``--model`` it was g
 (issue 23, real vLLM 0.32 stdout: it was refused for want of ``--model``); ``--model`` overrides it,
 and a block with neither is refused.  A block without a concurrency or rate line:
 ``batchmark import --concurrency N`` or ``--rate R`` says what it omits.
+
+``vllm bench sweep serve --show-stdout`` prints every run's output, each after ``Run Number: N``
+(``vllm/benchmarks/sweep/serve.py``; −1 = its warm-up, "excluded from summary statistics"): a block
+after ``Run Number: N`` is run N of its point, and a warm-up block is left out (issue 23, real vLLM
+0.32 log: the warm-up was read as a measurement and the runs of a point refused as duplicates).
 """
 
 from __future__ import annotations
@@ -39,18 +44,25 @@ _BLOCK_KEYS = {
 
 def parse_block(path: Path, text: str, model: str | None, engine: str,
                 max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
-                rate: float | None = None) -> list[Any]:
-    """Every "Serving Benchmark Result" block of a printed log → points (model: ``model``, else the ``model='…'`` of
-    the ``Namespace(...)`` line printed before the block).
+                rate: float | None = None) -> list[tuple[Any, int | None]]:
+    """Every "Serving Benchmark Result" block of a printed log → [(point, run number)] (model: ``model``, else the
+    ``model='…'`` of the ``Namespace(...)`` line printed before the block; run number: the ``Run Number: N`` of
+    ``vllm bench sweep serve`` before it, else None; warm-up blocks, run −1, are left out).
 
     The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
     rate (open loop), ``Burstiness factor:``, ``Maximum request concurrency:`` (``None`` =
     uncapped), and the progress bar
     ``100/100 [...]`` whose total counts every request sent (blocks of before mid-2025 print
     no ``Failed requests:`` line, so total − successful is the failed count there).
+
+    Raises:
+        BatchmarkError: a block without a model, cut short or malformed (naming its line); no block at all; only
+            warm-up blocks.
     """
-    points = []
+    points: list[tuple[Any, int | None]] = []
     printed_model: str | None = None
+    run_number: int | None = None
+    warmups = 0
     pending: dict[str, Any] = {}
     given: dict[str, Any] = {"max_concurrency": concurrency, "request_rate": rate if rate is not None else "inf"}
     block: dict[str, Any] | None = None
@@ -71,10 +83,13 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             block, start, block_model = {**given, **pending}, no, model or printed_model
             continue
         if block is not None and s and set(s) == {"="}:
-            points.append(point_from_result(path, block, model_name_as_given(block_model), engine,
-                                            where=f"block at line {start}", max_failure_rate=max_failure_rate,
-                                            total=total))
-            block, pending, total = None, {}, None
+            if run_number is not None and run_number < 0:
+                warmups += 1  # vllm bench sweep's warm-up: "excluded from summary statistics"
+            else:
+                points.append((point_from_result(path, block, model_name_as_given(block_model), engine,
+                                                 where=f"block at line {start}", max_failure_rate=max_failure_rate,
+                                                 total=total), run_number))
+            block, pending, total, run_number = None, {}, None, None
             continue
         bar = re.search(r"\|\s*(\d+)/(\d+)\s*\[", s)
         if bar and block is None:
@@ -92,6 +107,9 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             conc = None if value == "None" else int(number(path, no, value))
             (block if block is not None else pending)["max_concurrency"] = conc
             continue
+        if key == "Run Number" and block is None and re.fullmatch(r"-?\d+", value):
+            run_number = int(value)  # vllm bench sweep serve, before each run's output
+            continue
         if key == "Burstiness factor":
             (block if block is not None else pending)["burstiness"] = number(path, no, value)
             continue
@@ -106,6 +124,9 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             block[_BLOCK_KEYS[key]] = int(v) if key in ("Successful requests", "Failed requests") else v
     if block is not None:
         raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
+    if not points and warmups:
+        raise fail(path, None, f"holds only vllm bench sweep's warm-up ({warmups} block(s) after 'Run Number: -1'), "
+                               "which vLLM excludes from its results")
     if not points:
         raise fail(path, None, "no 'Serving Benchmark Result' block found; not vllm bench serve output")
     return points

@@ -182,3 +182,62 @@ def test_sweep_folder_through_the_cli_stores_the_repeats(capsys, scratch_root):
         assert got[c]["itl_s"] is None
     sources = load(run / "run.json")["source_files"]
     assert len(sources) == 9 and not any(s.endswith(".bin") for s in sources)  # 2 × (run=0, run=1, summary, warmup) + csv
+
+
+# -- vllm bench serve --save-detailed: the per-request lists --------------------------------------
+
+@pytest.mark.parametrize("c", CONCURRENCIES)
+def test_bench_serve_save_detailed_json_imports_vllms_figures(c):
+    """With --save-detailed vLLM keeps one entry per request (ttfts, output_lens, itls, errors, ...); TTFT is then
+    computed from ttfts (numpy's linear percentiles, as vLLM's own), the rest read as stated."""
+    d = load(BENCH / f"c{c}-detailed.json")
+    assert len(d["ttfts"]) == len(d["output_lens"]) == len(d["errors"]) == d["completed"] == 8
+    (p,) = parse("vllm-bench", [BENCH / f"c{c}-detailed.json"]).summaries
+    assert (p.load, p.concurrency, p.completed, p.failed) == ("closed", c, 8, 0)
+    assert (p.input_len, p.output_len) == (median(d["input_lens"]), median(d["output_lens"])) == (32, 32)
+    assert p.output_throughput_tok_s == pytest.approx(d["output_throughput"], rel=1e-12)
+    assert p.ttft_s["p50"] == pytest.approx(d["median_ttft_ms"] / 1e3, rel=1e-9)
+    assert p.ttft_s["mean"] == pytest.approx(d["mean_ttft_ms"] / 1e3, rel=1e-9)
+    assert p.ttft_s["p99"] == pytest.approx(d["p99_ttft_ms"] / 1e3, rel=1e-9)
+    assert p.tpot_s["p50"] == pytest.approx(d["median_tpot_ms"] / 1e3, rel=1e-12)
+    assert p.itl_chunk_s["p50"] == pytest.approx(d["median_itl_ms"] / 1e3, rel=1e-12) and p.itl_s is None
+
+
+# -- vllm bench sweep serve --show-stdout: every run's printed block, after "Run Number: N" ---------
+
+SHOWN = REAL / "sweep-show-stdout"
+SHOWN_EXPERIMENT = SHOWN / "sweep" / "20261201_161414"
+
+
+def test_sweep_log_blocks_are_repeats_and_its_warmup_is_left_out():
+    """The sweep's own log (--show-stdout) prints each run's block after "Run Number: N" (-1: the warm-up).  Before
+    the fix (issue 23) the warm-up block was read as a measurement and the two runs of c = 1 refused as "two results
+    for the same point".  Right value: each point's repeats are the run=0/run=1 blocks, equal to that sweep's
+    run=N.json rounded as printed (0.01), and the warm-up's figures are in none of them."""
+    points = sorted(parse("vllm-bench", [SHOWN / "sweep.log"]).summaries, key=lambda p: p.concurrency)
+    assert [p.concurrency for p in points] == list(CONCURRENCIES)
+    for p, c in zip(points, CONCURRENCIES):
+        folder = SHOWN_EXPERIMENT / f"BENCH--max_concurrency={c}"
+        runs = [load(folder / f"run={i}.json") for i in (0, 1)]
+        assert (p.model, p.load, p.repeats, p.completed, p.failed) == ("agreement-llama", "closed", 2, 16, 0)
+        assert p.samples["output_throughput_tok_s"] == pytest.approx(
+            [round(r["output_throughput"], 2) for r in runs], abs=1e-9)
+        assert p.samples["tpot_s_per_repeat"] == pytest.approx([round(r["median_tpot_ms"], 2) / 1e3 for r in runs],
+                                                               abs=1e-12)
+        warm = load(folder / "warmup.json")
+        assert round(warm["output_throughput"], 2) not in p.samples["output_throughput_tok_s"]
+    # the same sweep's folder gives the same points (to the printed rounding)
+    folder_points = {p.concurrency: p for p in parse("vllm-bench", [SHOWN_EXPERIMENT]).summaries}
+    for p in points:
+        assert p.output_throughput_tok_s == pytest.approx(folder_points[p.concurrency].output_throughput_tok_s,
+                                                          abs=0.01)
+
+
+def test_sweep_log_of_only_the_warmup_is_refused_naming_it(tmp_path):
+    text = (SHOWN / "sweep.log").read_text()
+    first_run = text.index("Run Number: 0")
+    only_warmup = tmp_path / "warmup.log"
+    only_warmup.write_text(text[:first_run])
+    with pytest.raises(BatchmarkError, match=r"warmup.log: holds only vllm bench sweep's warm-up \(1 block\(s\) after "
+                                             r"'Run Number: -1'\)"):
+        parse("vllm-bench", [only_warmup])
