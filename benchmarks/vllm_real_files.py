@@ -138,7 +138,7 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
     the commands run (the server's first).
 
     Writes ``out/bench-serve/<name>.json`` and ``<name>.txt`` (stdout; ``name`` formatted with ``c``, the
-    concurrency); ``out/bench-serve-server.log``.  ``extra``: more ``vllm bench serve`` options (``--save-detailed``,
+    concurrency; a concurrency of 0 runs without ``--max-concurrency``: uncapped); ``out/bench-serve-server.log``.  ``extra``: more ``vllm bench serve`` options (``--save-detailed``,
     ``--append-result``).
 
     Raises:
@@ -148,7 +148,7 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
 
     bin_dir, env = _prepare(out)
     port = _free_port()
-    server = serve_cmd(port, max(concurrencies))
+    server = serve_cmd(port, max(4, *concurrencies))
     log = out / "bench-serve-server.log"
     with open(log, "wb") as fh:
         proc = subprocess.Popen(server, cwd=out, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
@@ -157,7 +157,7 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
         _wait_healthy(proc, port, log)
         (out / "bench-serve").mkdir(exist_ok=True)
         for c in concurrencies:
-            cmd = [*bench_cmd(port, num_prompts, input_len, output_len), "--max-concurrency", str(c),
+            cmd = [*bench_cmd(port, num_prompts, input_len, output_len), *(["--max-concurrency", str(c)] if c else []),
                    "--percentile-metrics", "ttft,tpot,itl,e2el", "--save-result", "--result-dir", "bench-serve",
                    "--result-filename", f"{name.format(c=c)}.json", *extra]
             res = subprocess.run(cmd, cwd=out, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     """Make the files (module docstring) and print each command as run and the seconds it took."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 4],
+                    help="--max-concurrency of each point (vllm bench serve: 0 = none given, uncapped)")
     ap.add_argument("--num-prompts", type=int, default=8)
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=32)

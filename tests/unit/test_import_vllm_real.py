@@ -241,3 +241,27 @@ def test_sweep_log_of_only_the_warmup_is_refused_naming_it(tmp_path):
     with pytest.raises(BatchmarkError, match=r"warmup.log: holds only vllm bench sweep's warm-up \(1 block\(s\) after "
                                              r"'Run Number: -1'\)"):
         parse("vllm-bench", [only_warmup])
+
+
+# -- open loop: vllm bench serve --request-rate 4, uncapped and with --max-concurrency 2 ----------
+
+@pytest.mark.parametrize("name, cap", [("rate4-c0", None), ("rate4-c2", 2)])
+def test_bench_serve_request_rate_is_an_open_loop_point(name, cap):
+    """A finite request_rate is open loop (Poisson at burstiness 1), never a closed-loop point at its cap; the cap
+    (max_concurrency, None when not given) is kept apart; the achieved rate is vLLM's request_throughput.  The
+    printed stdout of the same run says the same ("Traffic request rate: 4.0", "Maximum request concurrency: None"
+    or 2, "Request rate configured (RPS): 4.00")."""
+    d = load(BENCH / f"{name}.json")
+    assert (d["request_rate"], d["burstiness"], d["max_concurrency"]) == (4.0, 1.0, cap)
+    (p,) = parse("vllm-bench", [BENCH / f"{name}.json"]).summaries
+    (q,) = parse("vllm-bench", [BENCH / f"{name}.txt"]).summaries
+    for x, digits in ((p, None), (q, 2)):
+        def r(v, digits=digits):
+            return v if digits is None else round(v, digits)
+
+        assert (x.load, x.concurrency, x.rate_rps, x.max_concurrency, x.burstiness) == ("poisson", None, 4.0, cap, 1.0)
+        assert (x.completed, x.failed) == (d["completed"], d["failed"]) == (8, 0)
+        assert x.achieved_rate_rps == pytest.approx(r(d["request_throughput"]), abs=1e-9)
+        assert x.output_throughput_tok_s == pytest.approx(r(d["output_throughput"]), abs=1e-9)
+        assert x.tpot_s["p50"] == pytest.approx(r(d["median_tpot_ms"]) / 1e3, abs=1e-12)
+        assert x.itl_chunk_s["p50"] == pytest.approx(r(d["median_itl_ms"]) / 1e3, abs=1e-12) and x.itl_s is None
