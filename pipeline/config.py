@@ -245,9 +245,16 @@ def parse_duration(text: str | float | int, field_name: str = "budget") -> float
 
 
 
-def _format_error(path: Path | str, err: ValidationError) -> str:
+def _format_error(path: Path | str, err: ValidationError, renamed: dict[str, str] | None = None) -> str:
+    """One line for the first error: ``path: field.path: message (got value) (and N more)``.
+
+    ``renamed``: ``{new key: old key}`` of the SLO keys migrated from a deprecated spelling, so the line names the
+    key the file has (``slo.ttft_p99_ms``), not the one it was read as."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    parts = [str(p) for p in first["loc"]]
+    if renamed and len(parts) >= 2 and parts[0] == "slo" and parts[1] in renamed:
+        parts[1] = f"{renamed[parts[1]]} (read as {parts[1]})"
+    loc = ".".join(parts) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
@@ -269,11 +276,13 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     """
     if not isinstance(data, dict):
         raise BatchmarkError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
+    renamed: dict[str, str] = {}
     if "slo" in data:
         try:
             slo, old = migrate_slo_keys(data["slo"])
         except ValueError as exc:
             raise BatchmarkError(f"{source}: slo: {exc}") from None
+        renamed = {new: k for k in old for new in DEPRECATED_SLO_KEYS[k]}
         if old:
             data = {**data, "slo": slo}
             news = ", ".join(f"{k} → {' and '.join(DEPRECATED_SLO_KEYS[k])}" for k in old)
@@ -282,7 +291,7 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as err:
-        raise BatchmarkError(_format_error(source, err)) from None
+        raise BatchmarkError(_format_error(source, err, renamed)) from None
     # Check the hardware profile and the architectures here, at the edge, before anything is measured.
     from pipeline.hardware import load_profile
 

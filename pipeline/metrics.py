@@ -195,7 +195,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     not_sent = _not_sent(a)
     static = all(rep.batching == "static_batch" for rep in repeats)
     thr, steady, durs, goodput_durs = [], [], [], []
-    per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved = [], [], [], [], [], []
+    per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds = [], [], [], [], [], [], []
     ttft_p99_rep, tpot_p99_rep = [], []
     for i, rep in enumerate(repeats):
         in_rep = a.repeat == i
@@ -230,6 +230,8 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         if key.open_loop:
             s = np.sort(a.sent_s[in_rep & measured & ~not_sent])
             sends.append(None if len(s) < 2 or s[-1] <= s[0] else (len(s) - 1) / float(s[-1] - s[0]))  # send_rate
+            q = np.sort(a.scheduled_s[in_rep & measured & ~not_sent & ~np.isnan(a.scheduled_s)])
+            scheds.append(None if len(q) < 2 or q[-1] <= q[0] else (len(q) - 1) / float(q[-1] - q[0]))  # schedule_rate
             achieved.append(n_ok / span if span > 0 else None)  # achieved_rate
     steps = [repeat_step_time(rep) for rep in repeats]
     step_time = _med(steps) if static else _median_or_none(streamed)
@@ -244,6 +246,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     return PointSummary(
         load=key.load, rate_rps=key.rate_rps, send_rate_rps=_med(sends) if open_loop else None,
         achieved_rate_rps=_med(achieved) if open_loop else None,
+        schedule_rate_rps=_med(scheds) if open_loop else None,
         schedule_lag_s=distribution(lags) if open_loop else None,
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
         slo=slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,

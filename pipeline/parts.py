@@ -232,7 +232,8 @@ def check_part_entries(part: Path, runs_dir: Path) -> None:
     """Refuse a part that holds anything but folders and regular files, or that is reached through a link.
 
     Server logs and records are committed with the run, so a symbolic link in a part (``servers/m1.log`` → the
-    system's password-hash file) would publish whatever it points to.  Nothing is followed: the part's folder and
+    system's password-hash file) would publish whatever it points to; so would a hard link to such a file (a
+    regular file with more than one name: batchmark writes each file of a part once, by rename).  Nothing is followed: the part's folder and
     the folders above it up to ``runs_dir``, and every entry under it, are checked with ``lstat``.
 
     Raises:
@@ -254,6 +255,10 @@ def check_part_entries(part: Path, runs_dir: Path) -> None:
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise BatchmarkError(f"{entry}: not a regular file (a device, pipe or socket) in a part; merge "
                                      "copies only regular files: remove it and measure the part again")
+            if stat.S_ISREG(mode) and entry.lstat().st_nlink > 1:
+                raise BatchmarkError(f"{entry}: a hard link in a part ({entry.lstat().st_nlink} names for one file: "
+                                     "it may be a file from outside the run); batchmark writes every file of a part "
+                                     "once, so copy it to a file of its own (cp, not cp -l) or measure the part again")
 
 
 def _copy_regular(src: Path, target: Path) -> None:

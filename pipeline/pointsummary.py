@@ -84,8 +84,10 @@ class PointSummary:
     Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then None and ``max_concurrency``
     the cap on requests in flight, None when uncapped; both as :class:`~pipeline.records.PointKey`):
     ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
-    requests were really sent at and ``achieved_rate_rps`` the rate they completed at (medians
-    over repeats; ``requestmetrics.send_rate``, ``requestmetrics.achieved_rate``),
+    requests were really sent at, ``schedule_rate_rps`` the rate of their schedule (the offered rate as drawn:
+    under a cap the sends wait for a slot, the schedule does not) and ``achieved_rate_rps`` the rate they
+    completed at (medians over repeats; ``requestmetrics.send_rate``, ``requestmetrics.schedule_rate``,
+    ``requestmetrics.achieved_rate``),
     ``schedule_lag_s`` the client's lag behind the schedule (send time − scheduled time, s) and
     ``schedule_kept`` whether the client kept the schedule (``requestmetrics.schedule_kept``):
     when False, requests went out late and the latencies miss the waiting the schedule would
@@ -148,6 +150,7 @@ class PointSummary:
     rate_rps: float | None = None
     send_rate_rps: float | None = None
     achieved_rate_rps: float | None = None
+    schedule_rate_rps: float | None = None
     schedule_lag_s: Distribution | None = None
     schedule_kept: bool | None = None
     slo: dict[str, Any] | None = None

@@ -4,7 +4,11 @@ Points sent at a rate (``poisson``/``constant``, issue 10) are kept apart from t
 concurrency grid.  Per workload, :func:`rate_sweep` relates achieved to offered rate: the workload
 is *saturated* from the first offered rate whose achieved rate falls more than
 :data:`SATURATION_SHORTFALL` below the rate the client really sent at; ``max_achieved_rps`` is the
-capacity found.  With an SLO (``PointSummary.slo``), :func:`slo_limit` gives the highest rate (open
+capacity found.  Under a concurrency cap the client holds requests back until a slot frees, so it sends
+only as fast as requests complete and that comparison could never fail: there the achieved rate is held
+against the rate of the schedule (``schedule_rate_rps``, the offered rate as drawn), and a cap that keeps
+the offered rate from being sustained is saturation.  (Uncapped, a client that falls behind its own schedule
+is its own fault, shown by ``schedule_kept``, not the server's: there the sent rate stays the reference.)  With an SLO (``PointSummary.slo``), :func:`slo_limit` gives the highest rate (open
 loop) and the highest concurrency (closed loop) up to which every point meets it.
 """
 
@@ -50,7 +54,8 @@ def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
     rows, saturation = [], None
     for s in pts:
         sent = s.send_rate_rps or s.rate_rps
-        sat = s.achieved_rate_rps is not None and s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * sent
+        ref = (s.schedule_rate_rps or sent) if s.max_concurrency else sent  # summaries before it: the sent rate
+        sat = s.achieved_rate_rps is not None and s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * ref
         if sat and saturation is None:
             saturation = s.rate_rps
         p99 = lambda d: (d or {}).get("p99")  # noqa: E731

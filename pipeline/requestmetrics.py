@@ -213,6 +213,21 @@ def send_rate(rep: RepeatRecord) -> float | None:
     return (len(sends) - 1) / (sends[-1] - sends[0])
 
 
+def schedule_rate(rep: RepeatRecord) -> float | None:
+    """(measured requests sent − 1) / (last measured scheduled time − first): the rate of the schedule itself
+    (requests/s; with Poisson gaps it differs from the offered rate by sampling, by about 1/√n); None under 2
+    scheduled sends (closed loop, imported points).
+
+    Under a concurrency cap the sends wait for a free slot, so :func:`send_rate` follows the completions and
+    cannot show that the offered rate was not sustained; this rate can (``pipeline.ratesweep``).
+    """
+    sched = sorted(r.scheduled_s for r in rep.requests
+                   if not r.warmup and r.scheduled_s is not None and not (r.error or "").startswith("not sent"))
+    if len(sched) < 2 or sched[-1] <= sched[0]:
+        return None
+    return (len(sched) - 1) / (sched[-1] - sched[0])
+
+
 def achieved_rate(rep: RepeatRecord) -> float | None:
     """Completed measured requests / measured window (requests/s); None for an empty window."""
     span = rep.window_end_s - rep.window_start_s

@@ -15,7 +15,7 @@ Numbers that cannot be right (an MBU above 1, a single stream above its bandwidt
 model card or weight format) are named in ``implausible`` on the point and the model (the reason,
 else null; computed from the figures when an older analysis.json lacks it), and the table says so.
 Open loop (issue 10): every point carries ``load`` (``closed``, ``poisson``, ``constant``,
-``gamma``) and, for a rate point, ``rate_rps`` (offered), ``send_rate_rps``, ``achieved_rate_rps``,
+``gamma``) and, for a rate point, ``rate_rps`` (offered), ``send_rate_rps``, ``schedule_rate_rps``, ``achieved_rate_rps``,
 ``schedule_lag_s``, ``schedule_kept``, ``burstiness``, ``slo`` and ``max_concurrency`` (its cap on
 requests in flight, null when uncapped; its ``concurrency`` is null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.ratesweep.rate_sweep`)
 and ``slo_concurrency``, null where the run has none.
@@ -56,8 +56,8 @@ MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_par
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
                 "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency")
 #: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
-OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "achieved_rate_rps", "schedule_lag_s", "schedule_kept",
-                    "burstiness", "slo", "max_concurrency")
+OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
+                    "schedule_kept", "burstiness", "slo", "max_concurrency")
 
 
 #: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools

@@ -167,3 +167,12 @@ def test_cap_bounds_requests_in_flight(fast_server, tok):
     # ever later than the schedule while the client's own lag (from the free slot) stays small.
     assert reqs[-1].sent_s - reqs[-1].scheduled_s > 0.3
     assert float(np.median([r.lag_s for r in reqs])) < 0.05
+    # The cap keeps the offered 100/s from being sustained: the sends follow the completions (both ~33/s), so
+    # only the schedule's own rate shows it (a constant schedule: 39 gaps of exactly 10 ms) and the point is
+    # saturated (achieved < 0.9 × 100/s; held against the sent rate it never could be).
+    from pipeline.ratesweep import rate_sweep
+
+    s = summarize_point(rec)
+    assert s.schedule_rate_rps == pytest.approx(100.0, rel=1e-6)
+    assert s.achieved_rate_rps < 45 and s.send_rate_rps < 45, (s.achieved_rate_rps, s.send_rate_rps)
+    assert rate_sweep([s])["points"][0]["saturated"] is True

@@ -127,6 +127,8 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     if pt.point.open_loop:
         assert s.send_rate_rps == metrics._med([requestmetrics.send_rate(rep) for rep in pt.repeats])
         assert s.achieved_rate_rps == metrics._med([requestmetrics.achieved_rate(rep) for rep in pt.repeats])
+        assert s.schedule_rate_rps == metrics._med([requestmetrics.schedule_rate(rep) for rep in pt.repeats])
+        assert s.schedule_rate_rps is not None
     if pt.repeats[0].batching == "static_batch":
         assert s.prefill_throughput_tok_s == metrics._med([requestmetrics.repeat_prefill_throughput(rep) for rep in pt.repeats])
 

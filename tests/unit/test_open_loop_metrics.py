@@ -15,7 +15,7 @@ from pipeline.engines.scheduler import schedule_gaps
 from pipeline.errors import BatchmarkError
 from pipeline.goodput import slo_goodput
 from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import achieved_rate, schedule_kept, send_rate
+from pipeline.requestmetrics import achieved_rate, schedule_rate, schedule_kept, send_rate
 from pipeline.pointsummary import PointSummary
 from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 from pipeline.ratewalk import bisect_rate, open_rates
@@ -86,6 +86,13 @@ def test_rates_and_schedule_by_hand():
     rep = _records().repeats[0]
     assert send_rate(rep) == pytest.approx(4 / 1.6)  # 5 sends from 0.0 to 1.6 s: 4 gaps in 1.6 s
     assert achieved_rate(rep) == pytest.approx(4 / 2.0)  # 4 completed in the 2.0 s window
+    assert schedule_rate(rep) == pytest.approx(4 / 1.6)  # sent on schedule: the same 5 from 0.0 to 1.6 s
+    for r, t in zip(rep.requests, (0.0, 0.2, 0.8, 1.0, 1.2)):
+        r.scheduled_s = t
+    assert schedule_rate(rep) == pytest.approx(4 / 1.2)  # scheduled from 0.0 to 1.2 s (the sends waited for a slot)
+    for r in rep.requests:
+        r.scheduled_s = None
+    assert schedule_rate(rep) is None  # no schedule (closed loop, imported points)
     # limit at 2 requests/s: max(10 ms, 0.1 / 2) = 50 ms.  One 0.5 s lag in 100: p99 rank 98.01 →
     # 0.001 + 0.01 × 0.499 ≈ 0.006 s: kept.  Two: rank 98.01 lands between two 0.5 s lags: 0.5 s, not kept.
     assert schedule_kept([0.001] * 99 + [0.5], 2.0) is True
@@ -129,8 +136,9 @@ def test_point_key_identity():
             PointKey(**{**closed.as_dict(), **bad})
 
 
-def _summary(rate: float, sent: float, achieved: float, met: bool | None) -> PointSummary:
-    return PointSummary(model="m", engine="openai", input_len=8, output_len=3, concurrency=None, repeats=1,
+def _summary(rate: float, sent: float, achieved: float, met: bool | None, cap: int | None = None,
+             scheduled: float | None = None) -> PointSummary:
+    return PointSummary(max_concurrency=cap, schedule_rate_rps=scheduled, model="m", engine="openai", input_len=8, output_len=3, concurrency=None, repeats=1,
                         completed=10, failed=0, output_throughput_tok_s=1.0, per_user_tok_s=None, ttft_s=None,
                         ttft_with_queue_s=None, tpot_s=None, itl_s=None, e2el_s=None, prefill_throughput_tok_s=None,
                         step_time_s=None, load="poisson", rate_rps=rate, send_rate_rps=sent, achieved_rate_rps=achieved,
@@ -147,6 +155,18 @@ def test_rate_sweep_saturation_and_slo_limit():
     assert rs["slo"] == {"max_ok": 2, "first_failing": 4}
     assert slo_limit([(1, True), (2, False), (4, True)]) == {"max_ok": 1, "first_failing": 2}  # a pass after a fail does not count
     assert slo_limit([(1, True), (2, True)]) == {"max_ok": 2, "first_failing": None}
+
+
+def test_a_capped_point_that_cannot_sustain_its_offered_rate_is_saturated():
+    # Under a cap of 4 the client sends only when a slot frees: sent 3.3/s follows the achieved 3.2/s although the
+    # schedule asked 3.9/s (offered 4, Poisson as drawn).  3.2 < 0.9 × 3.9 = 3.51: saturated.  Uncapped, the same
+    # figures mean the client fell behind its own schedule (schedule_kept says so): 3.2 ≥ 0.9 × 3.3 = 2.97, not.
+    capped = rate_sweep([_summary(4, 3.3, 3.2, None, cap=4, scheduled=3.9)])
+    assert capped["points"][0]["saturated"] is True and capped["saturation_rate_rps"] == 4
+    uncapped = rate_sweep([_summary(4, 3.3, 3.2, None, scheduled=3.9)])
+    assert uncapped["points"][0]["saturated"] is False and uncapped["saturation_rate_rps"] is None
+    # a summary written before schedule_rate_rps existed keeps the sent rate as the reference
+    assert rate_sweep([_summary(4, 3.3, 3.2, None, cap=4)])["points"][0]["saturated"] is False
 
 
 def test_auto_rates_and_bisection():
@@ -201,7 +221,7 @@ def test_an_old_slo_key_is_read_as_both_limits_with_one_warning_line(capsys):
     ({"slo": {}}, r"slo: give at least one"),
     ({"slo": {"goodput_ttft_ms": -5}}, r"slo\.goodput_ttft_ms"),
     ({"slo": {"ttft_p99_max_ms": float("inf")}}, r"slo\.ttft_p99_max_ms"),
-    ({"slo": {"ttft_p99_ms": -5}}, r"slo\.goodput_ttft_ms"),  # an old key is read as its two new ones
+    ({"slo": {"ttft_p99_ms": -5}}, r"slo\.ttft_p99_ms \(read as goodput_ttft_ms\): Input should be greater than 0"),  # the key the file has
     ({"slo": {"ttft_p99_ms": 5, "ttft_p99_max_ms": 5}}, r"slo: ttft_p99_ms \(deprecated\) and ttft_p99_max_ms are both given"),
     ({"slo": {"ttft_p99": 5}}, r"slo\.ttft_p99: unknown key"),
     ({"engine": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],

@@ -105,3 +105,21 @@ def test_plain_parts_still_merge_with_their_server_logs(scratch_root):
     (made[0] / "servers" / "m1.log").write_text("server log\n")
     run_dir = parts.merge_parts(_cfg(), "L4")
     assert (run_dir / "servers" / "m1.log").read_text() == "server log\n"
+
+
+def test_a_hard_link_in_a_part_is_refused_naming_it(scratch_root, tmp_path, capsys):
+    # A hard link is a regular file to lstat; only its link count (2: the part's name and the outside one) shows
+    # that its content is a file from outside the run.  tmp_path and the scratch root share one file system here.
+    secret = _secret_file(tmp_path)
+    part = _parts("L4")[0]
+    (part / "servers").mkdir(exist_ok=True)
+    log = part / "servers" / "m1.log"
+    try:
+        os.link(secret, log)
+    except OSError as exc:  # another file system, or links not allowed: the case cannot be built here
+        pytest.skip(f"cannot make a hard link here ({exc})")
+    code, err = _merge_cli(scratch_root, capsys, "L4")
+    assert code == 2 and err.count("\n") == 1, err
+    assert str(log) in err and "hard link" in err
+    assert not (paths.runs_dir() / "L4").exists()  # the part itself still holds the link: nothing else was written
+    assert not [p for p in paths.runs_dir().iterdir() if p.name.endswith(".tmp")]
