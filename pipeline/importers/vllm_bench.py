@@ -23,7 +23,12 @@ Files people really have (issue 23):
   runs are not beside it as ``run=N.json``; ``summary.csv`` is skipped beside them.  A folder is
   read with its subfolders.  The sweep's log with ``--show-stdout`` holds each run's printed block
   after ``Run Number: N``: those blocks are repeats alike, the warm-up's left out
-  (:mod:`~pipeline.importers.vllm_block`);
+  (:mod:`~pipeline.importers.vllm_block`).  With ``--continue-on-error`` a run whose ``vllm bench
+  serve`` failed leaves ``run=N.failure.json`` (``run_number``, ``error_type``, ``error``, the
+  overrides; no result): it is no result, the point whose results are beside it keeps its other runs
+  and is flagged (caveat ``sweep_runs_failed``: the number of such runs; its errors name each), and
+  a record with no result beside it is refused, naming it (issue 23: the real 0.32 record was refused
+  as "field model_id: missing; pass --model");
 - a ramp-up run (``ramp_up_strategy`` with ``ramp_up_start_rps`` → ``ramp_up_end_rps``) is open
   loop at a changing rate, whatever ``request_rate`` says: refused, naming it;
 - a printed block without a concurrency or rate line: ``batchmark import --concurrency N`` or
@@ -54,6 +59,14 @@ def run_number(d: Any) -> int | None:
     """``vllm bench sweep``'s ``run_number`` of a result (−1 = warm-up), None when absent."""
     v = d.get("run_number") if isinstance(d, dict) else None
     return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def is_sweep_failure(d: Any) -> bool:
+    """Whether a JSON object is ``vllm bench sweep serve``'s record of a failed run (``run=N.failure.json``, written
+    with ``--continue-on-error``: ``run_number``, ``error_type``, ``error``, ``serve_overrides``, ``bench_overrides``;
+    ``vllm/benchmarks/sweep/serve.py``), not a result."""
+    return (isinstance(d, dict) and run_number(d) is not None and "error_type" in d and "error" in d
+            and "completed" not in d)
 
 
 def merge_repeats(points: list[Any]) -> Any:
@@ -134,12 +147,15 @@ WARMUP_ONLY = ("holds only vllm bench sweep's warm-up (run_number -1, warmup.jso
 
 def parse_json(path: Path, text: str, model: str | None, engine: str | None,
                max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
-               rate: float | None = None, warmup_ok: bool = False) -> list[tuple[Any, str, str | None, int | None]]:
+               rate: float | None = None, warmup_ok: bool = False,
+               failures: list[tuple[Path, int, str]] | None = None) -> list[tuple[Any, str, str | None, int | None]]:
     """A save-result file (one object), an ``--append-result`` file (one object per line) or a ``vllm bench sweep``
     ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number)].
 
     Warm-up results (``run_number`` −1) are left out; a file of nothing else is refused unless ``warmup_ok``
-    (then it gives []).  ``engine`` None: ``sglang`` for SGLang's results, else
+    (then it gives []).  ``vllm bench sweep``'s records of a failed run (:func:`is_sweep_failure`) are appended to
+    ``failures`` as (file, run number, ``error_type``) where it is given, else refused.  ``engine`` None: ``sglang``
+    for SGLang's results, else
     ``vllm``.  ``concurrency`` / ``rate``: what a result that states none ran at (``--concurrency``, ``--rate``).
 
     Raises:
@@ -160,6 +176,12 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
         if run_number(d) is not None and run_number(d) < 0:
             warmups += 1  # vllm bench sweep's warm-up (warmup.json): "excluded from summary statistics"
             continue
+        if is_sweep_failure(d):
+            if failures is None:
+                raise fail(path, None, f"vllm bench sweep's record of a failed run (run_number {d['run_number']}, "
+                                       f"{str(d['error_type'])[:80]}), not a result")
+            failures.append((path, d["run_number"], str(d["error_type"])[:80]))
+            continue
         if d.get("run_number") is not None and len(objs) > 1:
             where = f"run_number {d['run_number']}"
         other = wrong_format(path, d, FORMAT, "a vllm bench serve result")
@@ -177,6 +199,8 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
         pt = point_from_result(path, d, model_name_as_given(raw), engine or ("sglang" if is_sglang(d) else ENGINE),
                                where=where, max_failure_rate=max_failure_rate)
         out.append((pt, raw, str(version) if version else None, run_number(d)))
+    if not out and failures:
+        return out
     if not out and warmups:
         if warmup_ok:
             return out
@@ -198,7 +222,8 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     """
     names, versions = {}, set()
     given = {Path(p).resolve() for p in paths}
-    entries: list[tuple[Any, int | None]] = []
+    entries: list[tuple[Any, int | None, Path]] = []
+    failures: list[tuple[Path, int, str]] = []
     runs_given = [q for q in given if re.fullmatch(r"run=\d+\.json", q.name)]
     for path in paths:
         runs_beside = any(q.parent == Path(path).resolve().parent for q in runs_given)
@@ -212,27 +237,50 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             continue  # the list of the run=N.json results beside it
         if head in ("{", "["):
             for pt, raw, version, run in parse_json(path, text, model, engine, max_failure_rate, concurrency, rate,
-                                                    warmup_ok=True):
-                entries.append((pt, run))
+                                                    warmup_ok=True, failures=failures):
+                entries.append((pt, run, path))
                 names[pt.model] = raw
                 if version:
                     versions.add(version)
         else:
             for pt, run in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency, rate):
-                entries.append((pt, run))
+                entries.append((pt, run, path))
                 names[pt.model] = model or pt.model
-    if not entries:
+    if not entries and not failures:
         raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
-    groups: dict[Any, list[tuple[Any, int | None]]] = {}
-    for pt, run in entries:
-        groups.setdefault(pt.key, []).append((pt, run))
+    groups: dict[Any, list[tuple[Any, int | None, Path]]] = {}
+    for pt, run, path in entries:
+        groups.setdefault(pt.key, []).append((pt, run, path))
     points = []
+    folders: list[tuple[Any, set[Path]]] = []  # (point, the folders its results came from)
     for group in groups.values():
-        runs = [run for _, run in group]
+        runs = [run for _, run, _ in group]
         if len(group) > 1 and all(r is not None for r in runs) and len(set(runs)) == len(runs):
-            points.append(merge_repeats([pt for pt, _ in sorted(group, key=lambda e: e[1])]))
+            points.append(merge_repeats([pt for pt, _, _ in sorted(group, key=lambda e: e[1])]))
+            folders.append((points[-1], {Path(p).resolve().parent for _, _, p in group}))
         else:
-            points.extend(pt for pt, _ in group)
+            for pt, _, p in group:
+                points.append(pt)
+                folders.append((pt, {Path(p).resolve().parent}))
+    _flag_failed_runs(failures, folders)
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
                         points, {k: ModelInfo(raw_name=v) for k, v in names.items()})
+
+
+def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple[Any, set[Path]]]) -> None:
+    """Flag the point whose results lie beside each ``vllm bench sweep`` record of a failed run (module docstring):
+    caveat ``sweep_runs_failed`` (+1 per record) and an error naming the run and the record.
+
+    Raises:
+        BatchmarkError: a record with no result of its combination beside it (naming it).
+    """
+    for path, run, error_type in failures:
+        beside = [pt for pt, dirs in folders if Path(path).resolve().parent in dirs]
+        if not beside:
+            raise fail(path, None, f"vllm bench sweep's record of a failed run (run_number {run}, {error_type}): that "
+                                   "run measured nothing and no result of its combination is beside it; leave it out "
+                                   "of the import")
+        for pt in beside:
+            pt.caveats = {**(pt.caveats or {}), "sweep_runs_failed": (pt.caveats or {}).get("sweep_runs_failed", 0) + 1}
+            pt.errors = [*pt.errors, f"vllm bench sweep run {run} failed ({error_type}; {Path(path).name}): left out"]

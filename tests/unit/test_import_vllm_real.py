@@ -265,3 +265,55 @@ def test_bench_serve_request_rate_is_an_open_loop_point(name, cap):
         assert x.output_throughput_tok_s == pytest.approx(r(d["output_throughput"]), abs=1e-9)
         assert x.tpot_s["p50"] == pytest.approx(r(d["median_tpot_ms"]) / 1e3, abs=1e-12)
         assert x.itl_chunk_s["p50"] == pytest.approx(r(d["median_itl_ms"]) / 1e3, abs=1e-12) and x.itl_s is None
+
+
+# -- vllm bench sweep serve --continue-on-error: a run whose requests all failed, a run that crashed ---
+
+ALL_FAILED = REAL / "sweep-all-failed" / "20261201_161937"
+CRASHED = REAL / "sweep-crashed-run" / "20261201_162043"
+
+
+def test_sweep_run_whose_requests_all_failed_is_refused_naming_it(capsys, scratch_root):
+    """Bench params random_input_len 1000 beside --max-model-len 512: vLLM 0.32 wrote run=0.json with completed 0,
+    failed 8 (read here); the import refuses it in one line naming that file, and the good combination beside it
+    imports alone."""
+    bad = ALL_FAILED / "BENCH--max_concurrency=1-random_input_len=1000" / "run=0.json"
+    d = load(bad)
+    assert (d["completed"], d["failed"]) == (0, 8)
+    assert main(["import", "vllm-bench", str(ALL_FAILED), "--hardware", "cpu"]) == 2
+    err = _one_line(capsys)
+    assert "random_input_len=1000/run=0.json" in err and "no request completed (8 failed)" in err
+    (p,) = parse("vllm-bench", [ALL_FAILED / "BENCH--max_concurrency=1"]).summaries
+    good = load(ALL_FAILED / "BENCH--max_concurrency=1" / "run=0.json")
+    assert (p.concurrency, p.repeats, p.completed, p.failed) == (1, 1, good["completed"], 0)
+    assert p.output_throughput_tok_s == pytest.approx(good["output_throughput"], rel=1e-12)
+
+
+def test_sweep_crashed_run_record_alone_is_refused_naming_it(capsys, scratch_root):
+    """A run whose vllm bench serve exited (bench params dataset_name no-such-dataset) leaves only
+    run=0.failure.json (run_number, error_type, error, overrides; read here).  Before the fix (issue 23) the import
+    said "field model_id: missing; pass --model"; now it names the record for what it is."""
+    record = CRASHED / "BENCH--max_concurrency=4-dataset_name=no-such-dataset" / "run=0.failure.json"
+    assert (load(record)["run_number"], load(record)["error_type"]) == (0, "CalledProcessError")
+    assert main(["import", "vllm-bench", str(CRASHED), "--hardware", "cpu"]) == 2
+    err = _one_line(capsys)
+    assert "run=0.failure.json: vllm bench sweep's record of a failed run (run_number 0, CalledProcessError)" in err
+    assert "model_id" not in err
+    (p,) = parse("vllm-bench", [CRASHED / "BENCH--max_concurrency=1"]).summaries
+    assert (p.concurrency, p.repeats, p.caveats) == (1, 1, {})
+
+
+def test_sweep_crashed_run_beside_other_runs_flags_their_point(tmp_path):
+    """A point of three runs, one of which crashed: the real c = 4 folder of the 2-run sweep with the real failure
+    record beside it, renamed run=2.failure.json and its run_number set to 2 (the only edit).  The two results are
+    the point (nothing of the failed run in it) and the point is flagged."""
+    import shutil
+
+    folder = tmp_path / "BENCH--max_concurrency=4"
+    shutil.copytree(comb(4), folder)
+    record = load(CRASHED / "BENCH--max_concurrency=4-dataset_name=no-such-dataset" / "run=0.failure.json")
+    (folder / "run=2.failure.json").write_text(json.dumps({**record, "run_number": 2}))
+    (p,) = parse("vllm-bench", [folder]).summaries
+    _check_sweep_point(p, 4)  # the same figures as without the record
+    assert p.caveats == {"sweep_runs_failed": 1}
+    assert p.errors == ["vllm bench sweep run 2 failed (CalledProcessError; run=2.failure.json): left out"]
