@@ -169,6 +169,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
         objs = [(objs[0][0], d) for d in items]
     out = []
     warmups = 0
+    failed_runs = 0  # records of a failed run (vllm bench sweep's run=N.failure.json) in this file
     for line, d in objs:
         where = f"line {line}" if len(objs) > 1 else ""
         if not isinstance(d, dict):
@@ -181,6 +182,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
                 raise fail(path, None, f"vllm bench sweep's record of a failed run (run_number {d['run_number']}, "
                                        f"{str(d['error_type'])[:80]}), not a result")
             failures.append((path, d["run_number"], str(d["error_type"])[:80]))
+            failed_runs += 1
             continue
         if d.get("run_number") is not None and len(objs) > 1:
             where = f"run_number {d['run_number']}"
@@ -199,8 +201,8 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
         pt = point_from_result(path, d, model_name_as_given(raw), engine or ("sglang" if is_sglang(d) else ENGINE),
                                where=where, max_failure_rate=max_failure_rate)
         out.append((pt, raw, str(version) if version else None, run_number(d)))
-    if not out and failures:
-        return out
+    if not out and failed_runs:
+        return out  # parse() refuses a record with no result beside it
     if not out and warmups:
         if warmup_ok:
             return out

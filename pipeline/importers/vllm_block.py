@@ -62,6 +62,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
     points: list[tuple[Any, int | None]] = []
     printed_model: str | None = None
     run_number: int | None = None
+    block_model = ""
     warmups = 0
     pending: dict[str, Any] = {}
     given: dict[str, Any] = {"max_concurrency": concurrency, "request_rate": rate if rate is not None else "inf"}
