@@ -23,7 +23,7 @@ paths, so no absolute path of this machine enters vLLM's files (``tokenizer_id``
     PYTHONPATH=$PWD python benchmarks/vllm_real_files.py OUT [--concurrency 1 4] [--num-prompts 8]
         [--input-len 32] [--output-len 32] [--num-runs 2] [--warmup-num-prompts 4] [--no-bench-serve] [--no-sweep]
         [--bench-extra=--save-detailed] [--bench-name 'c{c}-detailed'] [--show-stdout] [--bench-params JSON]
-        [--continue-on-error]
+        [--continue-on-error] [--serve-params JSON]
 
 Exits 2 when the vLLM environment is missing.
 """
@@ -182,13 +182,13 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
 def make_sweep(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: int = 8, input_len: int = 32,
                output_len: int = 32, num_runs: int = 2, warmup_num_prompts: int = 4,
                experiment: str | None = None, show_stdout: bool = False, bench_params: list[dict] | None = None,
-               continue_on_error: bool = False) -> tuple[list[str], Path]:
+               continue_on_error: bool = False, serve_params: list[dict] | None = None) -> tuple[list[str], Path]:
     """Run ``vllm bench sweep serve`` over ``max_concurrency`` in ``concurrencies`` (module docstring); return (the
     command, the experiment folder ``out/sweep/<experiment>``; vLLM names it by the time when ``experiment`` is None).
     Its output is kept in ``out/sweep.log`` (with ``show_stdout``, ``--show-stdout``: the server's and every
     ``vllm bench serve``'s output too, printed blocks included).  ``bench_params``: the ``--bench-params`` list
     (default ``max_concurrency`` of each concurrency); ``continue_on_error``: ``--continue-on-error`` (a failed run
-    leaves ``run=N.failure.json``).
+    leaves ``run=N.failure.json``); ``serve_params``: a ``--serve-params`` list (a server per entry).
 
     Raises:
         RuntimeError: no vLLM environment, or the sweep failed (its output's tail in the message).
@@ -197,9 +197,11 @@ def make_sweep(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: 
     port = _free_port()
     params = out / "bench-params.json"
     params.write_text(json.dumps(bench_params or [{"max_concurrency": c} for c in concurrencies]) + "\n")
+    if serve_params:
+        (out / "serve-params.json").write_text(json.dumps(serve_params) + "\n")
     cmd = ["vllm", "bench", "sweep", "serve", "--serve-cmd", shlex.join(serve_cmd(port, max(concurrencies))),
            "--bench-cmd", shlex.join(bench_cmd(port, num_prompts, input_len, output_len)),
-           "--bench-params", params.name, "--num-runs", str(num_runs), "--warmup-num-prompts", str(warmup_num_prompts),
+           "--bench-params", params.name, *(["--serve-params", "serve-params.json"] if serve_params else []), "--num-runs", str(num_runs), "--warmup-num-prompts", str(warmup_num_prompts),
            "-o", "sweep", *(["-e", experiment] if experiment else []), *(["--show-stdout"] if show_stdout else []),
            *(["--continue-on-error"] if continue_on_error else [])]
     before = set((out / "sweep").iterdir()) if (out / "sweep").is_dir() else set()
@@ -232,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench-params", help="the sweep's --bench-params list as JSON (default: max_concurrency of each "
                                            "--concurrency)")
     ap.add_argument("--continue-on-error", action="store_true", help="the sweep's --continue-on-error")
+    ap.add_argument("--serve-params", help="the sweep's --serve-params list as JSON")
     args = ap.parse_args(argv)
     if vllm_python() is None:
         print("no usable vLLM environment (.venv-vllm); make it with `batchmark server-env`", file=sys.stderr)
@@ -248,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
         cmd, exp = make_sweep(args.out, conc, args.num_prompts, args.input_len, args.output_len, args.num_runs,
                               args.warmup_num_prompts, show_stdout=args.show_stdout,
                               bench_params=json.loads(args.bench_params) if args.bench_params else None,
-                              continue_on_error=args.continue_on_error)
+                              continue_on_error=args.continue_on_error,
+                              serve_params=json.loads(args.serve_params) if args.serve_params else None)
         print(shlex.join(cmd))
         print(f"# {exp}: {time.monotonic() - t:.0f} s")
     return 0

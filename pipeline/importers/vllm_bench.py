@@ -220,11 +220,12 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
 
     ``concurrency`` / ``rate`` (``--concurrency``, ``--rate``): what a result or printed block that states neither ran
     at.  Results of one point with distinct ``run_number`` ≥ 0 become one point of that many repeats
-    (:func:`merge_repeats`); any other two results of one point are refused.
+    (:func:`merge_repeats`) when they come from one combination (a folder; a server's section of a printed log);
+    any other two results of one point are refused.
     """
     names, versions = {}, set()
     given = {Path(p).resolve() for p in paths}
-    entries: list[tuple[Any, int | None, Path]] = []
+    entries: list[tuple[Any, int | None, Path, Any]] = []  # (point, run number, file, its combination)
     failures: list[tuple[Path, int, str]] = []
     runs_given = [q for q in given if re.fullmatch(r"run=\d+\.json", q.name)]
     for path in paths:
@@ -240,22 +241,27 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         if head in ("{", "["):
             for pt, raw, version, run in parse_json(path, text, model, engine, max_failure_rate, concurrency, rate,
                                                     warmup_ok=True, failures=failures):
-                entries.append((pt, run, path))
+                entries.append((pt, run, path, Path(path).resolve().parent))
                 names[pt.model] = raw
                 if version:
                     versions.add(version)
         else:
-            for pt, run in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency, rate):
-                entries.append((pt, run, path))
+            for pt, run, server in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency,
+                                               rate):
+                entries.append((pt, run, path, (Path(path).resolve(), server)))
                 names[pt.model] = model or pt.model
     if not entries and not failures:
         raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
+    # repeats merge only within one combination: one folder of run=N.json (vllm bench sweep's layout), or one
+    # server's section of a printed log; the same point from two combinations is two servers (--serve-params)
     groups: dict[Any, list[tuple[Any, int | None, Path]]] = {}
-    for pt, run, path in entries:
-        groups.setdefault(pt.key, []).append((pt, run, path))
+    for pt, run, path, where in entries:
+        groups.setdefault((pt.key, where), []).append((pt, run, path))
     points = []
     folders: list[tuple[Any, set[Path]]] = []  # (point, the folders its results came from)
-    for group in groups.values():
+    combos: dict[Any, list[Any]] = {}  # point key → the combinations it came from
+    for (key, where), group in groups.items():
+        combos.setdefault(key, []).append(where)
         runs = [run for _, run, _ in group]
         if len(group) > 1 and all(r is not None for r in runs) and len(set(runs)) == len(runs):
             points.append(merge_repeats([pt for pt, _, _ in sorted(group, key=lambda e: e[1])]))
@@ -264,6 +270,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             for pt, _, p in group:
                 points.append(pt)
                 folders.append((pt, {Path(p).resolve().parent}))
+    _refuse_serve_combinations(paths, combos)
     _flag_failed_runs(failures, folders)
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
@@ -286,3 +293,24 @@ def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple
         for pt in beside:
             pt.caveats = {**(pt.caveats or {}), "sweep_runs_failed": (pt.caveats or {}).get("sweep_runs_failed", 0) + 1}
             pt.errors = [*pt.errors, f"vllm bench sweep run {run} failed ({error_type}; {Path(path).name}): left out"]
+
+
+def _refuse_serve_combinations(paths: list[Path], combos: dict[Any, list[Any]]) -> None:
+    """Refuse one point's results from several ``vllm bench sweep serve`` combinations that differ in the server
+    (``--serve-params``: ``SERVE-…`` folders, or the ``Server overrides:`` sections of a printed log): each is another
+    server, so a run of their own (issue 23: a real sweep over ``max_num_seqs`` 2 and 4 was refused as "two results
+    for the same point" without a word of why).
+
+    Raises:
+        BatchmarkError: naming the combinations.
+    """
+    for key, wheres in combos.items():
+        if len(wheres) < 2:
+            continue
+        names = sorted({w.name if isinstance(w, Path) else f"{w[0].name} (Server overrides: {w[1]})" for w in wheres
+                        if (isinstance(w, Path) and w.name.startswith("SERVE-")) or (not isinstance(w, Path) and w[1])})
+        if len(names) >= 2:
+            raise fail(", ".join(map(str, paths)), None,
+                       f"the point ({key.label()}) comes from vllm bench sweep serve combinations of different servers "
+                       f"({', '.join(names[:4])}{', …' if len(names) > 4 else ''}): import each combination "
+                       "(each SERVE-… folder) as a run of its own")

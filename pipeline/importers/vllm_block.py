@@ -44,10 +44,11 @@ _BLOCK_KEYS = {
 
 def parse_block(path: Path, text: str, model: str | None, engine: str,
                 max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
-                rate: float | None = None) -> list[tuple[Any, int | None]]:
-    """Every "Serving Benchmark Result" block of a printed log → [(point, run number)] (model: ``model``, else the
-    ``model='…'`` of the ``Namespace(...)`` line printed before the block; run number: the ``Run Number: N`` of
-    ``vllm bench sweep serve`` before it, else None; warm-up blocks, run −1, are left out).
+                rate: float | None = None) -> list[tuple[Any, int | None, str | None]]:
+    """Every "Serving Benchmark Result" block of a printed log → [(point, run number, server)] (model: ``model``, else
+    the ``model='…'`` of the ``Namespace(...)`` line printed before the block; run number: the ``Run Number: N`` of
+    ``vllm bench sweep serve`` before it, else None; warm-up blocks, run −1, are left out; server: the text of the
+    sweep's last ``Server overrides:`` line before it, ``--serve-params``' combination, else None).
 
     The lines above a block say how it ran: ``Traffic request rate: inf`` (closed loop) or a
     rate (open loop), ``Burstiness factor:``, ``Maximum request concurrency:`` (``None`` =
@@ -59,8 +60,9 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
         BatchmarkError: a block without a model, cut short or malformed (naming its line); no block at all; only
             warm-up blocks.
     """
-    points: list[tuple[Any, int | None]] = []
+    points: list[tuple[Any, int | None, str | None]] = []
     printed_model: str | None = None
+    server: str | None = None
     run_number: int | None = None
     block_model = ""
     warmups = 0
@@ -89,7 +91,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             else:
                 points.append((point_from_result(path, block, model_name_as_given(block_model), engine,
                                                  where=f"block at line {start}", max_failure_rate=max_failure_rate,
-                                                 total=total), run_number))
+                                                 total=total), run_number, server))
             block, pending, total, run_number = None, {}, None, None
             continue
         bar = re.search(r"\|\s*(\d+)/(\d+)\s*\[", s)
@@ -107,6 +109,9 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
         if key == "Maximum request concurrency":
             conc = None if value == "None" else int(number(path, no, value))
             (block if block is not None else pending)["max_concurrency"] = conc
+            continue
+        if key == "Server overrides" and block is None:
+            server = s.split(":", 1)[1].strip()  # vllm bench sweep serve, when it starts a server
             continue
         if key == "Run Number" and block is None and re.fullmatch(r"-?\d+", value):
             run_number = int(value)  # vllm bench sweep serve, before each run's output
