@@ -199,7 +199,7 @@ def make_sweep(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: 
     params.write_text(json.dumps(bench_params or [{"max_concurrency": c} for c in concurrencies]) + "\n")
     if serve_params:
         (out / "serve-params.json").write_text(json.dumps(serve_params) + "\n")
-    cmd = ["vllm", "bench", "sweep", "serve", "--serve-cmd", shlex.join(serve_cmd(port, max(concurrencies))),
+    cmd = ["vllm", "bench", "sweep", "serve", "--serve-cmd", shlex.join(serve_cmd(port, max(4, *concurrencies))),
            "--bench-cmd", shlex.join(bench_cmd(port, num_prompts, input_len, output_len)),
            "--bench-params", params.name, *(["--serve-params", "serve-params.json"] if serve_params else []), "--num-runs", str(num_runs), "--warmup-num-prompts", str(warmup_num_prompts),
            "-o", "sweep", *(["-e", experiment] if experiment else []), *(["--show-stdout"] if show_stdout else []),

