@@ -33,7 +33,15 @@ measures for ``measurement_interval`` ms with ``request_count`` 0, so its comple
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
 :func:`pipeline.engines.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
-a request rate (open loop) is refused.
+a request rate (open loop) is refused, and so is a fixed schedule (trace replay: AIPerf's
+``input.fixed_schedule``, GenAI-Perf's ``prompt_source`` ``payload``).  A file that states no error
+count (GenAI-Perf: neither ``error_request_count`` nor ``error_summary``) has the caveat
+``failed_count_unknown`` and no failure rate (never 0 passed off as measured).
+Other layouts (breaker round of issue 23): AIPerf ≤ 0.1 wrote the metrics under ``records`` (each
+with its ``tag`` and ``header``; TTFT tagged ``ttft``), read alike; GenAI-Perf with a config
+(≥ 0.0.13) writes its settings as ``perf_analyzer.stimulus`` (``concurrency`` / ``request_rate``),
+``perf_analyzer.measurement`` (``mode``, ``num``), ``input.synthetic_tokens.mean``,
+``input.output_tokens.mean`` and ``input.extra.max_tokens``, read beside the flat names.
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ def _metric(path: Path, d: dict[str, Any], key: str, required: bool = False) -> 
         raise fail(path, f"field {key}", "not an object {unit, avg, p50, …}")
     out = {}
     for k, v in m.items():
+        if k in ("tag", "header") and isinstance(v, str):  # AIPerf ≤ 0.1 (records layout): the metric's name and title
+            continue
         if k == "unit" or v is None or is_number(v):
             out[k] = v
         elif isinstance(v, str):  # early GenAI-Perf wrote every statistic as a string ("217.1")
@@ -90,6 +100,25 @@ def _time_stats(path: Path, d: dict[str, Any], key: str) -> dict[str, float | No
     return distribution(p50=m.get("p50"), p90=m.get("p90"), p99=m.get("p99"), mean=m.get("avg"), scale=_TIME_UNITS[unit])
 
 
+#: AIPerf ≤ 0.1 metric tags that were renamed when its export took GenAI-Perf's names (ai-dynamo/aiperf #343).
+_OLD_TAGS = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
+
+
+def _fixed_schedule(cfg: dict[str, Any]) -> str | None:
+    """The setting (dotted) that made a run replay a schedule of timestamps, or None.
+
+    AIPerf: ``input.fixed_schedule`` true (``--fixed-schedule``; its ``FixedScheduleStrategy`` sends each request at its
+    timestamp, no concurrency limit); GenAI-Perf: ``prompt_source`` ``payload`` (``--input-file payload:…``, its fixed
+    schedule, where ``--concurrency`` and ``--request-rate`` are refused), ``input.prompt_source`` with a config.
+    """
+    if _setting(cfg, ("input", "fixed_schedule"), ("fixed_schedule",)) is True:
+        return "input.fixed_schedule"
+    for where in (("prompt_source",), ("input", "prompt_source")):
+        if str(_setting(cfg, where) or "").lower() == "payload":
+            return ".".join(where)
+    return None
+
+
 def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
     for p in paths:
         v: Any = cfg
@@ -104,14 +133,18 @@ def requested_len(cfg: dict[str, Any], which: str) -> int | None:
     """The input or output length (tokens) a profile export's settings asked for; None when not stated.
 
     AIPerf: ``input.prompt.input_tokens.mean`` / ``input.prompt.output_tokens.mean``; GenAI-Perf:
-    ``synthetic_input_tokens_mean`` / ``output_tokens_mean`` (−1 = not set), else ``extra_inputs.max_tokens``.
+    ``synthetic_input_tokens_mean`` / ``output_tokens_mean`` (−1 = not set), else ``extra_inputs.max_tokens``; GenAI-Perf
+    with a config (≥ 0.0.13, its ``ConfigInput``): ``input.synthetic_tokens.mean`` / ``input.output_tokens.mean``, else
+    ``input.extra.max_tokens``.
     """
     if which == "input":
-        v = _setting(cfg, ("input", "prompt", "input_tokens", "mean"), ("synthetic_input_tokens_mean",))
+        v = _setting(cfg, ("input", "prompt", "input_tokens", "mean"), ("synthetic_input_tokens_mean",),
+                     ("input", "synthetic_tokens", "mean"))
     else:
-        v = _setting(cfg, ("input", "prompt", "output_tokens", "mean"), ("output_tokens_mean",))
+        v = _setting(cfg, ("input", "prompt", "output_tokens", "mean"), ("output_tokens_mean",),
+                     ("input", "output_tokens", "mean"))
         if not (is_number(v) and v > 0):
-            v = _setting(cfg, ("extra_inputs", "max_tokens"))
+            v = _setting(cfg, ("extra_inputs", "max_tokens"), ("input", "extra", "max_tokens"))
     return int(v) if is_number(v) and v > 0 else None
 
 
@@ -151,18 +184,34 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
     if other is not None:
         raise other
+    records = d.get("records")
+    if isinstance(records, dict) and "output_token_throughput" not in d:
+        # AIPerf ≤ 0.1 (before ai-dynamo/aiperf #343) wrote the metrics under "records", TTFT/TTST tagged ttft/ttst
+        d = {**{_OLD_TAGS.get(k, k): v for k, v in records.items()}, **{k: v for k, v in d.items() if k != "records"}}
     cfg = d.get("input_config")
     if not isinstance(cfg, dict):
         raise fail(path, "field input_config", "missing; the concurrency of the run is unknown")
-    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",))
-    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",))
+    schedule = _fixed_schedule(cfg)
+    if schedule:
+        raise fail(path, f"field input_config.{schedule}", "a fixed schedule (trace replay: each request sent at its "
+                                                           "timestamp) is open loop, not a point at a fixed concurrency; "
+                                                           "batchmark imports closed-loop runs")
+    stimulus = _setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
+    stimulus = stimulus if isinstance(stimulus, dict) else {}
+    if stimulus and not {"concurrency", "request_rate"} & set(stimulus):
+        raise fail(path, "field input_config.perf_analyzer.stimulus", f"is {stimulus!r}: multi-turn sessions, not a "
+                                                                       "fixed number of requests in flight or a request "
+                                                                       "rate; batchmark imports closed-loop runs")
+    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",), ("perf_analyzer", "stimulus", "request_rate"))
+    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",), ("perf_analyzer", "stimulus", "concurrency"))
     conc = concurrency if conc is None and concurrency is not None else conc
     rate = rate_given if rate is None and conc is None and rate_given is not None else rate
     if rate is not None:
+        rate_at = next((f"field input_config.{'.'.join(p)}" for p in (("loadgen", "request_rate"), ("request_rate",),
+                        ("perf_analyzer", "stimulus", "request_rate")) if _setting(cfg, p) is not None), "--rate")
         if not is_number(rate):
-            raise fail(path, "field input_config.loadgen.request_rate", f"not a number: {rate!r}")
-        raise refuse_open_loop(path, "field input_config.loadgen.request_rate", float(rate),
-                               conc if is_number(conc) else None)
+            raise fail(path, rate_at, f"not a number: {rate!r}")
+        raise refuse_open_loop(path, rate_at, float(rate), conc if is_number(conc) else None)
     if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
         raise fail(path, "field input_config.loadgen.concurrency",
                    f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
@@ -178,6 +227,10 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
         sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",))
         interval_ms = _setting(cfg, ("measurement_interval",), ("loadgen", "measurement_interval"))
+        mode = str(_setting(cfg, ("perf_analyzer", "measurement", "mode")) or "").lower()
+        if mode in ("request_count", "interval"):  # GenAI-Perf with a config: perf_analyzer.measurement {mode, num}
+            num = _setting(cfg, ("perf_analyzer", "measurement", "num"))
+            sent, interval_ms = (num, None) if mode == "request_count" else (0, num)
         thr = _value(path, d, "request_throughput")
         if (not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0) and is_number(interval_ms) \
                 and interval_ms > 0 and thr:
@@ -192,6 +245,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
             completed = float(sent)
     failed_n, cancelled = error_counts(d)
     failed = float(failed_n or 0)
+    failed_unknown = failed_n is None  # GenAI-Perf states no error count: failures unknown, never 0 as measured
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
     lens = []
@@ -211,11 +265,16 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
                     samples={"output_throughput_tok_s": [tput]})
+    if failed_unknown:
+        point.caveats["failed_count_unknown"] = int(completed)
+        point.failure_rate = None
     if estimated:
         point.errors.append("completed not stated by the file (GenAI-Perf measured for measurement_interval): "
                             "request_throughput × interval; failed not stated")
     elif not counts_stated:
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    elif failed_unknown:
+        point.errors.append("the file states no error count (no error_request_count, no error_summary): failures unknown")
     asked_out = requested_len(cfg, "output")
     if asked_out and length_mismatch(lens[1], asked_out):
         point.caveats["output_len_mismatch"] = int(completed)

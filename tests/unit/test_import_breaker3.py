@@ -63,3 +63,77 @@ def test_guidellm_without_request_totals_has_failures_unknown(tmp_path):
         del b["metrics"]["request_totals"]
     pts = parse("guidellm", [_write(tmp_path, "g.json", d)], model="m").summaries
     assert [(p.completed, p.caveats, p.failure_rate) for p in pts] == [(40, {"failed_count_unknown": 40}, None)] * 3
+
+
+# -- AIPerf ≤ 0.1: metrics under "records", TTFT tagged "ttft" ----------------------------------
+
+def test_aiperf_01_records_layout_is_imported():
+    """README (aiperf-0.1-records-c32.json): AIPerf v0.1.1's JsonExportData.records.  Was refused as "missing
+    output_token_throughput; not an AIPerf/GenAI-Perf profile export"."""
+    (p,) = parse("aiperf", [CASES / "aiperf-0.1-records-c32.json"]).summaries
+    assert (p.model, p.concurrency, p.input_len, p.output_len) == ("meta-llama/Llama-3.1-8B-Instruct", 32, 1024, 256)
+    assert p.output_throughput_tok_s == 950.2 and p.per_user_tok_s == 117.6
+    assert p.ttft_s == pytest.approx({"p50": 0.4025, "p90": 0.4804, "p99": 0.5982, "mean": 0.400})  # tag "ttft", ms
+    assert p.tpot_s["p50"] == pytest.approx(0.0085) and p.e2el_s["p50"] == pytest.approx(2.59)
+    assert (p.completed, p.failed, p.caveats) == (320, 0, {})  # error_summary [] states no error
+
+
+# -- GenAI-Perf with a config: input_config.perf_analyzer.stimulus ------------------------------
+
+GENAI_CONFIG = CASES / "profile_export_genai_perf-config-c4.json"
+
+
+def test_genai_perf_config_layout_reads_its_stimulus():
+    """README (profile_export_genai_perf-config-c4.json): concurrency 4 from perf_analyzer.stimulus (was refused
+    asking for --concurrency); GenAI-Perf states no error count, so failures are unknown, not 0."""
+    (p,) = parse("aiperf", [GENAI_CONFIG]).summaries
+    assert (p.model, p.concurrency, p.input_len, p.output_len) == ("meta-llama/Llama-3.2-1B-Instruct", 4, 200, 26)
+    assert (p.output_throughput_tok_s, p.completed, p.failed) == (312.4, 100, 0)
+    assert p.caveats == {"failed_count_unknown": 100} and p.failure_rate is None
+    assert p.ttft_s["p50"] == pytest.approx(0.051) and p.tpot_s["p50"] == pytest.approx(0.0101)
+
+
+@pytest.mark.parametrize("concurrency", [None, 4])
+def test_genai_perf_config_request_rate_is_open_loop(tmp_path, concurrency):
+    """stimulus {"request_rate": 5}: open loop, refused naming the field, also when --concurrency is given (it only
+    says what a file that states neither ran at)."""
+    d = json.loads(GENAI_CONFIG.read_text())
+    d["input_config"]["perf_analyzer"]["stimulus"] = {"request_rate": 5.0}
+    with pytest.raises(BatchmarkError, match=r"field input_config.perf_analyzer.stimulus.request_rate: open loop at 5 "
+                                             r"req/s"):
+        parse("aiperf", [_write(tmp_path, "p.json", d)], concurrency=concurrency)
+
+
+def test_genai_perf_config_interval_mode_counts_from_the_interval(tmp_path):
+    """measurement {mode: interval, num: 10000} and no request_count statistic: completed = request_throughput ×
+    interval = 12.2 req/s × 10 s = 122 (derived, said so), as for the flat layout's measurement_interval."""
+    d = json.loads(GENAI_CONFIG.read_text())
+    del d["request_count"]
+    d["input_config"]["perf_analyzer"]["measurement"] = {"mode": "interval", "num": 10000}
+    (p,) = parse("aiperf", [_write(tmp_path, "p.json", d)]).summaries
+    assert p.completed == 122 and any("measurement_interval" in e for e in p.errors)
+
+
+# -- trace replay (fixed schedule) is open loop ----------------------------------------------------
+
+@pytest.mark.parametrize("edit, field", [
+    # AIPerf --fixed-schedule: FixedScheduleStrategy (aiperf/timing/fixed_schedule_strategy.py) sends each request at
+    # its timestamp; the concurrency setting is not used
+    (lambda d: d["input_config"].setdefault("input", {}).update(fixed_schedule=True), "input.fixed_schedule"),
+    # GenAI-Perf --input-file payload:… (its fixed schedule, perf_analyzer #284): prompt_source "payload"
+    (lambda d: d["input_config"]["input"].update(prompt_source="payload"), "input.prompt_source"),
+])
+def test_fixed_schedule_run_is_refused_as_open_loop(tmp_path, edit, field):
+    """Was: the AIPerf one imported as a closed-loop point at c = 32 (its concurrency setting, unused by a schedule)."""
+    src = CASES / "aiperf-0.1-records-c32.json" if field == "input.fixed_schedule" else GENAI_CONFIG
+    d = json.loads(src.read_text())
+    edit(d)
+    with pytest.raises(BatchmarkError, match=rf"field input_config.{field}: a fixed schedule \(trace replay"):
+        parse("aiperf", [_write(tmp_path, "p.json", d)], concurrency=8)
+
+
+def test_genai_perf_flat_export_failures_are_unknown_not_zero():
+    """GenAI-Perf's flat export (tests/data/aiperf/profile_export_genai_perf.json) has no error_request_count and no
+    error_summary: was failed 0 with failure rate 0 in the analysis; now failures unknown."""
+    (p,) = parse("aiperf", [DATA / "aiperf" / "profile_export_genai_perf.json"]).summaries
+    assert (p.failed, p.failure_rate, p.caveats) == (0, None, {"failed_count_unknown": 100})
