@@ -20,6 +20,12 @@ line under the heading (``qwen2 7B Q8_0 (dense), 7.54 GiB, 7.62 B params``) or l
 log (``file type = Q8_0``, ``file size = 7.54 GiB``, ``model params = 7.62 B``,
 ``arch = qwen2``); the parameter count checks the card found for the name.  The build comes from ``build: 6918 (2f68ce7cf)`` or
 ``build 2f68ce7cf (6918)``.
+
+The settings line above a table (``main: n_kv_max = …`` before 2025, ``llama_batched_bench: n_kv_max = …``
+since) is read whatever its prefix: a run with ``is_pp_shared = 1`` (``-pps``, one prompt shared by
+all sequences) or ``is_tg_separate = 1`` (``-tgs``: its decode loop generates each sequence alone,
+``tools/batched-bench/batched-bench.cpp``) is refused, not imported as batches of B.  The JSONL states
+no ``is_tg_separate``; a ``-tgs`` JSONL cannot be told apart.
 """
 
 from __future__ import annotations
@@ -163,7 +169,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
             if m:
                 info["arch"] = m.group(1).strip()
-            if s.startswith("main:") and "n_kv_max" in s:
+            if re.match(r"^\w+:\s*n_kv_max\s*=", s):  # "main: n_kv_max = …"; "llama_batched_bench: n_kv_max = …" since 2025
                 settings = dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
             continue
         cells = _cells(s)
@@ -187,6 +193,9 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             mi.arch = mi.arch or info.get("arch")
             if settings.get("is_pp_shared") == "1":
                 raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
+            if settings.get("is_tg_separate") == "1":
+                raise fail(path, no, "is_tg_separate = 1 (-tgs: each sequence generates alone, one after another) is not a "
+                                     "batch decoded together; import runs without -tgs")
             header_at = no
             continue
         if header_at is None:

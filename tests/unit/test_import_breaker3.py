@@ -137,3 +137,33 @@ def test_genai_perf_flat_export_failures_are_unknown_not_zero():
     error_summary: was failed 0 with failure rate 0 in the analysis; now failures unknown."""
     (p,) = parse("aiperf", [DATA / "aiperf" / "profile_export_genai_perf.json"]).summaries
     assert (p.failed, p.failure_rate, p.caveats) == (0, None, {"failed_count_unknown": 100})
+
+
+# -- llama-batched-bench since 2025: "llama_batched_bench:" settings line, -pps and -tgs ----------
+
+BATCHED_2025 = """## ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF
+
+llama_batched_bench: n_kv_max = 4096, n_batch = 2048, n_ubatch = 512, flash_attn = 1, is_pp_shared = {pps}, \
+is_tg_separate = {tgs}, n_gpu_layers = -1, n_threads = 8, n_threads_batch = 8
+
+|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |
+|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|
+|   512 |     32 |    1 |    544 |    0.250 |  2048.00 |    1.000 |    32.00 |    1.250 |   435.20 |
+|   512 |     32 |    2 |   1088 |    0.500 |  2048.00 |    1.100 |    58.18 |    1.600 |   680.00 |
+"""
+
+
+@pytest.mark.parametrize("pps, tgs, refusal", [
+    (1, 0, r"line 5: is_pp_shared = 1 \(one prompt shared by all sequences\)"),
+    (0, 1, r"line 5: is_tg_separate = 1 \(-tgs: each sequence generates alone"),
+])
+def test_batched_bench_2025_settings_line_is_read(tmp_path, pps, tgs, refusal):
+    """llama.cpp tools/batched-bench/batched-bench.cpp prints its settings as "%s: n_kv_max = …" with __func__, which
+    became llama_batched_bench (with is_tg_separate, -tgs: "decode pattern 0 0 0 ... 1 1 1 ...", one sequence after
+    another).  The settings were read only after "main:", so -pps and -tgs runs were imported as batches of B."""
+    path = tmp_path / "bb.md"
+    path.write_text(BATCHED_2025.format(pps=0, tgs=0))
+    assert [p.output_throughput_tok_s for p in parse("llama-batched-bench", [path]).summaries] == [32.0, 58.18]
+    path.write_text(BATCHED_2025.format(pps=pps, tgs=tgs))
+    with pytest.raises(BatchmarkError, match=refusal):
+        parse("llama-batched-bench", [path])
