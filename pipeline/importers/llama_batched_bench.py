@@ -39,7 +39,7 @@ from typing import Any
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, gib_from_text, model_name_as_given, quant_from_text
 from pipeline.importers.checks import MAX_IMPORTED_VALUE, check_unique
-from pipeline.importers.parsing import MAX_IMPORTED_INT, check_finite, fail, number, read_text
+from pipeline.importers.parsing import MAX_IMPORTED_INT, check_finite, fail, number, read_text, wrong_format
 from pipeline.pointsummary import distribution
 
 FORMAT = "llama-batched-bench"
@@ -272,9 +272,23 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     path = paths[0]
     text = _read(path)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if first.startswith("[") or (first.startswith("{") and "\n" in text.strip() and _one_document(text)):
+        # a whole JSON document (another tool's report), not JSONL: name what it is
+        doc = _one_document(text)
+        other = wrong_format(path, doc, FORMAT, "llama-batched-bench output") if doc is not None else None
+        raise other or fail(path, None, "one JSON document, not llama-batched-bench's JSONL (one {pp, tg, pl, …} object "
+                                        "per line, -oj) or its table")
     if path.suffix == ".jsonl" or first.startswith("{"):
         return parse_jsonl(path, text, model, engine or ENGINE)
     return parse_markdown(path, text, model, engine or ENGINE)
+
+
+def _one_document(text: str) -> Any:
+    """``text`` parsed as one JSON document, or None (JSONL, or not JSON)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _read(path: Path) -> str:

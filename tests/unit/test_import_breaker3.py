@@ -167,3 +167,37 @@ def test_batched_bench_2025_settings_line_is_read(tmp_path, pps, tgs, refusal):
     path.write_text(BATCHED_2025.format(pps=pps, tgs=tgs))
     with pytest.raises(BatchmarkError, match=refusal):
         parse("llama-batched-bench", [path])
+
+
+# -- files of the wrong kind: one line naming what the file is and the importer that reads it ------
+
+SGLANG_LINE = (DATA / "cases" / "17-sglang-jsonl-as-vllm" / "sglang-c200.jsonl").read_text().splitlines()[0]
+BATCHED_JSONL = (DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl").read_text()
+
+
+@pytest.mark.parametrize("fmt, name, text, says", [
+    # SGLang bench_serving's line (request_rate the bare literal Infinity) was "field request_rate: not a finite number"
+    ("aiperf", "sglang.jsonl", SGLANG_LINE + "\n", "SGLang bench_serving results (*_e2e_latency_ms"),
+    ("guidellm", "sglang.json", SGLANG_LINE, "import them with 'batchmark import vllm-bench' (engine sglang)"),
+    # llama-batched-bench -oj (one object per line) was "holds more than one JSON document"
+    ("llama-benchy", "bb.jsonl", BATCHED_JSONL, "one JSON object per line of llama-batched-bench output, not a "
+                                                "llama-benchy report; import it with 'batchmark import llama-batched-bench'"),
+    ("aiperf", "bb.jsonl", BATCHED_JSONL, "import it with 'batchmark import llama-batched-bench'"),
+    # a pretty-printed report given to batched-bench was "line 1: not a JSON object (…; cut short?)"
+    ("llama-batched-bench", "benchy.json", (DATA / "llama-benchy" / "gpt-oss-120b.json").read_text(),
+     "it looks like llama-benchy output; import it with 'batchmark import llama-benchy'"),
+    ("llama-batched-bench", "aiperf.json", (DATA / "cases" / "06-aiperf-profile-export" / "profile_export_aiperf.json"
+                                            ).read_text(), "it looks like aiperf output; import it with 'batchmark import aiperf'"),
+    # llama-bench -o csv (tools/llama-bench/llama-bench.cpp csv_printer: header of test::get_fields(), unquoted) was
+    # "no llama-batched-bench table found"
+    ("llama-batched-bench", "bench.csv", "build_commit,build_number,cpu_info,gpu_info,backends,model_filename,model_type,"
+     "model_size,model_n_params,n_batch,n_ubatch,n_threads,n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,"
+     'stddev_ts\n"2f68ce7","6918","AMD","RTX","CUDA","m.gguf","qwen2 7B Q8_0","8098525184","7615616512","2048","512",'
+     '"8","512","0","0","2025-01-01T00:00:00Z","120000000","1000","4266.6","10.0"\n', "llama-bench output (-o csv"),
+])
+def test_wrong_kind_of_file_is_named(tmp_path, capsys, scratch_root, fmt, name, text, says):
+    path = tmp_path / name
+    path.write_text(text)
+    assert main(["import", fmt, str(path), "--hardware", "h200", "--model", "m"]) == 2
+    err = _one_line(capsys)
+    assert says in err and str(path) in err
