@@ -201,3 +201,19 @@ def test_wrong_kind_of_file_is_named(tmp_path, capsys, scratch_root, fmt, name, 
     assert main(["import", fmt, str(path), "--hardware", "h200", "--model", "m"]) == 2
     err = _one_line(capsys)
     assert says in err and str(path) in err
+
+
+# -- unknown failures stay unknown downstream ---------------------------------------------------
+
+@pytest.mark.parametrize("fmt, path, model", [
+    ("vllm-bench", DATA / "cases" / "17-sglang-jsonl-as-vllm" / "sglang-c200.jsonl", "demo-model"),  # SGLang: no failed count
+    ("aiperf", DATA / "aiperf" / "profile_export_genai_perf.json", None),  # GenAI-Perf: no error count
+])
+def test_show_gives_no_failure_rate_where_the_file_states_no_failures(scratch_root, fmt, path, model):
+    """The import kept failure_rate null with the caveat failed_count_unknown, but the analysis recomputed
+    failed / (completed + failed) = 0 / n and `show` printed failure_rate 0.0 (0 % failures, as if measured)."""
+    from pipeline.importers import import_run
+    from pipeline.show import show_run
+
+    (p,) = show_run(import_run(fmt, [path], "h200", model=model, run_id="u"))["points"]
+    assert p["failure_rate"] is None and "failed_count_unknown" in p["caveats"] and not p["excluded"]
