@@ -217,3 +217,11 @@ def test_show_gives_no_failure_rate_where_the_file_states_no_failures(scratch_ro
 
     (p,) = show_run(import_run(fmt, [path], "h200", model=model, run_id="u"))["points"]
     assert p["failure_rate"] is None and "failed_count_unknown" in p["caveats"] and not p["excluded"]
+
+
+@pytest.mark.parametrize("sample", ["gpt-oss-120b.json", "qwen3-30b-a3b.md"])
+def test_llama_benchy_failures_are_unknown(sample):
+    """llama-benchy's results.py keeps only `valid_results = [r for r in results if r and not r.error]` and writes no
+    error count (schemas/benchmark_report_schema.json): was imported as failed 0; now failures unknown."""
+    pts = parse("llama-benchy", [DATA / "llama-benchy" / sample]).summaries
+    assert pts and all(p.caveats == {"failed_count_unknown": p.concurrency} and p.failure_rate is None for p in pts)
