@@ -33,7 +33,8 @@ measures for ``measurement_interval`` ms with ``request_count`` 0, so its comple
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
 :func:`pipeline.engines.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
-a request rate (open loop) is refused, and so is a fixed schedule (trace replay: AIPerf's
+a request rate (open loop) is refused, so is a run with ``request_cancellation_rate`` > 0 (client
+aborts by design, its 499s are no server failures), and so is a fixed schedule (trace replay: AIPerf's
 ``input.fixed_schedule``, GenAI-Perf's ``prompt_source`` ``payload``).  A file that states no error
 count (GenAI-Perf: neither ``error_request_count`` nor ``error_summary``) has the caveat
 ``failed_count_unknown`` and no failure rate (never 0 passed off as measured).
@@ -196,6 +197,12 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raise fail(path, f"field input_config.{schedule}", "a fixed schedule (trace replay: each request sent at its "
                                                            "timestamp) is open loop, not a point at a fixed concurrency; "
                                                            "batchmark imports closed-loop runs")
+    cancel_pct = _setting(cfg, ("loadgen", "request_cancellation_rate"))
+    if is_number(cancel_pct) and cancel_pct > 0:  # AIPerf --request-cancellation-rate: client aborts by design (499)
+        raise fail(path, "field input_config.loadgen.request_cancellation_rate",
+                   f"is {cancel_pct:g} %: the client cancelled that share of the requests on purpose, so the run "
+                   "measured a workload of aborted requests, not whole requests at a fixed concurrency; batchmark "
+                   "imports runs without cancellation")
     stimulus = _setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
     stimulus = stimulus if isinstance(stimulus, dict) else {}
     if stimulus and not {"concurrency", "request_rate"} & set(stimulus):

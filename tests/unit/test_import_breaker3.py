@@ -225,3 +225,15 @@ def test_llama_benchy_failures_are_unknown(sample):
     error count (schemas/benchmark_report_schema.json): was imported as failed 0; now failures unknown."""
     pts = parse("llama-benchy", [DATA / "llama-benchy" / sample]).summaries
     assert pts and all(p.caveats == {"failed_count_unknown": p.concurrency} and p.failure_rate is None for p in pts)
+
+
+def test_aiperf_run_with_request_cancellation_is_refused_naming_it(tmp_path):
+    """AIPerf --request-cancellation-rate 20 (aiperf/timing/request_cancellation_strategy.py: each request cancelled
+    with that probability, error 499 RequestCancellationError, was_cancelled false): was refused as "64 of 320
+    requests failed", blaming the server for the client's aborts."""
+    d = json.loads((CASES / "aiperf-0.1-records-c32.json").read_text())
+    d["input_config"]["loadgen"]["request_cancellation_rate"] = 20.0
+    d["error_summary"] = [{"error_details": {"code": 499, "type": "RequestCancellationError",
+                                             "message": "Request was cancelled after 1.000 seconds"}, "count": 64}]
+    with pytest.raises(BatchmarkError, match=r"request_cancellation_rate: is 20 %: the client cancelled"):
+        parse("aiperf", [_write(tmp_path, "p.json", d)])
