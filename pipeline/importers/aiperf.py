@@ -220,7 +220,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
             raise fail(path, rate_at, f"not a number: {rate!r}")
         raise refuse_open_loop(path, rate_at, float(rate), conc if is_number(conc) else None)
     if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise fail(path, "field input_config.loadgen.concurrency",
+        raise fail(path, "field input_config." + ("perf_analyzer.stimulus.concurrency" if stimulus else
+                                                  "loadgen.concurrency"),
                    f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
                    "--concurrency N when the export does not state it")
     raw = model or _setting(cfg, ("endpoint", "model_names"), ("model_names",), ("model",))
@@ -251,6 +252,10 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                 raise fail(path, "field request_count", "missing, and input_config states no request count")
             completed = float(sent)
     failed_n, cancelled = error_counts(d)
+    stated = d.get("error_request_count")
+    stated = stated.get("avg") if isinstance(stated, dict) else stated
+    if is_number(stated) and stated < 0:  # was clamped to 0 failed
+        raise fail(path, "field error_request_count", f"{stated:g} is negative")
     failed = float(failed_n or 0)
     failed_unknown = failed_n is None  # GenAI-Perf states no error count: failures unknown, never 0 as measured
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)

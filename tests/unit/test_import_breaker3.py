@@ -237,3 +237,11 @@ def test_aiperf_run_with_request_cancellation_is_refused_naming_it(tmp_path):
                                              "message": "Request was cancelled after 1.000 seconds"}, "count": 64}]
     with pytest.raises(BatchmarkError, match=r"request_cancellation_rate: is 20 %: the client cancelled"):
         parse("aiperf", [_write(tmp_path, "p.json", d)])
+
+
+def test_aiperf_negative_error_count_is_refused(tmp_path):
+    """error_request_count {avg: -5}: an impossible count, was clamped silently to 0 failed."""
+    d = json.loads((CASES / "aiperf-0.1-records-c32.json").read_text())
+    d["error_request_count"] = {"unit": "requests", "avg": -5}
+    with pytest.raises(BatchmarkError, match=r"field error_request_count: -5 is negative"):
+        parse("aiperf", [_write(tmp_path, "p.json", d)])
