@@ -199,6 +199,17 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         failed = _num(path, f"{where}.{totals_at}.errored", totals.get("errored", totals.get("failed", 0))) or 0
         if completed is None:
             raise fail(path, f"field {where}.{totals_at}.successful", "missing; the completed count is unknown")
+        total = totals.get("total")
+        incomplete = totals.get("incomplete")
+        counted = completed + failed + (incomplete if is_number(incomplete) else 0)
+        if is_number(total) and total < counted:  # GuideLLM's total = successful + incomplete + errored
+            raise fail(path, f"field {where}.{totals_at}.total", f"{total:g} is fewer than the requests it sums "
+                                                                 f"({counted:g}): an impossible count")
+        n_dist = out_cnt.get("count")
+        if is_number(n_dist) and n_dist != completed:  # the per-request token counts cover every successful request
+            raise fail(path, f"field {where}.{totals_at}.successful", f"{completed:g} successful requests, but "
+                                                                      f"output_token_count covers {n_dist:g}: counts "
+                                                                      "that disagree")
         check_completion(path, f"field {where}.{totals_at}", int(completed), int(failed),
                          conc if rate is None else 1, max_failure_rate)
         otps = _succ(path, where, metrics, "output_tokens_per_second")

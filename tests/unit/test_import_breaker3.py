@@ -245,3 +245,19 @@ def test_aiperf_negative_error_count_is_refused(tmp_path):
     d["error_request_count"] = {"unit": "requests", "avg": -5}
     with pytest.raises(BatchmarkError, match=r"field error_request_count: -5 is negative"):
         parse("aiperf", [_write(tmp_path, "p.json", d)])
+
+
+@pytest.mark.parametrize("totals, says", [
+    # GuideLLM's StatusBreakdown: total = successful + incomplete + errored (guidellm benchmark schemas)
+    ({"successful": 40, "errored": 2, "incomplete": 1, "total": 40}, r"request_totals.total: 40 is fewer than the "
+                                                                      r"requests it sums \(43\)"),
+    # the per-request output_token_count distribution covers every successful request (count 40 in the sample)
+    ({"successful": 400, "errored": 0, "incomplete": 0, "total": 400}, r"400 successful requests, but "
+                                                                        r"output_token_count covers 40"),
+])
+def test_guidellm_impossible_request_counts_are_refused(tmp_path, totals, says):
+    """Was imported: 400 completed from a benchmark whose distributions hold 40 requests; a total below its parts."""
+    d = json.loads((DATA / "guidellm" / "benchmarks.json").read_text())
+    d["benchmarks"][1]["metrics"]["request_totals"] = totals
+    with pytest.raises(BatchmarkError, match=says):
+        parse("guidellm", [_write(tmp_path, "g.json", d)], model="m")
