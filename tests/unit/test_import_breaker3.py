@@ -261,3 +261,24 @@ def test_guidellm_impossible_request_counts_are_refused(tmp_path, totals, says):
     d["benchmarks"][1]["metrics"]["request_totals"] = totals
     with pytest.raises(BatchmarkError, match=says):
         parse("guidellm", [_write(tmp_path, "g.json", d)], model="m")
+
+
+# -- SGLang bench_serving / vLLM: a fallback 0 taken for a measured latency (fix belongs in vllm_result.py) ----
+
+@pytest.mark.xfail(strict=True, reason="vllm_result.py is another helper's area (realfiles): reported, not fixed here")
+@pytest.mark.parametrize("zeroed", [("ttft", "itl", "tpot"), ("tpot",)])
+def test_zero_fallback_latencies_are_not_imported_as_measured(tmp_path, zeroed):
+    """SGLang bench_serving's calculate_metrics writes mean_ttft_ms = np.mean(ttfts or 0) * 1000 ("ttfts is empty if
+    streaming is not supported by backend"), likewise TPOT and ITL; vLLM's serve.py writes np.mean(tpots or 0) when no
+    request has more than one output token.  A TTFT or TPOT of exactly 0.0 ms over 12000 completed requests is that
+    fallback, not a measurement: right value null.  batchmark stores ttft_s / tpot_s 0.0 (and step_time_s 0.0)."""
+    d = json.loads(SGLANG_LINE)
+    for k in list(d):
+        if any(k.endswith(f"_{m}_ms") for m in zeroed):
+            d[k] = 0.0
+    path = tmp_path / "sglang.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    (p,) = parse("vllm-bench", [path], model="demo-model").summaries
+    assert p.tpot_s is None and p.step_time_s is None
+    if "ttft" in zeroed:
+        assert p.ttft_s is None
