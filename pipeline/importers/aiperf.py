@@ -185,6 +185,9 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
     if other is not None:
         raise other
+    if isinstance(d.get("experiments"), list) and "input_config" not in d:
+        raise fail(path, None, "perf_analyzer's per-request export (profile_export.json: experiments, requests), not "
+                               "GenAI-Perf's summary; import profile_export_genai_perf.json written beside it")
     records = d.get("records")
     if isinstance(records, dict) and "output_token_throughput" not in d:
         # AIPerf ≤ 0.1 (before ai-dynamo/aiperf #343) wrote the metrics under "records", TTFT/TTST tagged ttft/ttst

@@ -185,6 +185,7 @@ def foreign_file(path: str | Path, head: str, fmt: str) -> BatchmarkError | None
     - an AIPerf or GenAI-Perf CSV export (first cell ``Metric`` / ``Statistic``, then ``avg``): the aiperf
       importer reads the JSON export written beside it;
     - llama-bench's ``-o csv`` (header ``build_commit, …, n_prompt, n_gen, …``), as its JSON;
+    - AIPerf's per-request ``profile_export.jsonl`` given to the aiperf importer (it reads the summary);
     - SGLang ``bench_serving`` results given to another importer than vllm-bench (which reads them).
     """
     text = head.lstrip()
@@ -199,6 +200,9 @@ def foreign_file(path: str | Path, head: str, fmt: str) -> BatchmarkError | None
         return fail(path, None, "llama-bench output (-o json/jsonl: n_prompt, n_gen, avg_ts per test), which measures "
                                 "one sequence at a time; batchmark imports llama-batched-bench's batches "
                                 "('batchmark import llama-batched-bench' reads llama-batched-bench's table or JSONL)")
+    if fmt == "aiperf" and text[:1] == "{" and '"session_num"' in text and '"metrics"' in text:
+        return fail(path, None, "AIPerf's per-request records (profile_export.jsonl: metadata, metrics, error per "
+                                "request), not its summary; import profile_export_aiperf.json written beside it")
     if _CSV_EXPORT.match(text):
         return fail(path, None, f"an AIPerf/GenAI-Perf CSV export; {'the aiperf importer' if fmt == 'aiperf' else 'aiperf'} "
                                 "reads the JSON export beside it ('batchmark import aiperf profile_export_aiperf.json', "

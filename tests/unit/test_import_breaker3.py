@@ -282,3 +282,24 @@ def test_zero_fallback_latencies_are_not_imported_as_measured(tmp_path, zeroed):
     assert p.tpot_s is None and p.step_time_s is None
     if "ttft" in zeroed:
         assert p.ttft_s is None
+
+
+@pytest.mark.parametrize("name, text, says", [
+    # AIPerf docs/tutorials/working-with-profile-exports.md: profile_export.jsonl, one MetricRecordInfo per request
+    ("profile_export.jsonl", '{"metadata": {"session_num": 0, "x_request_id": "a", "benchmark_phase": "profiling"}, '
+                             '"metrics": {"request_latency": {"value": 297.5, "unit": "ms"}}, "error": null}\n'
+                             '{"metadata": {"session_num": 1}, "metrics": {}, "error": null}\n',
+     "AIPerf's per-request records (profile_export.jsonl"),
+    # GenAI-Perf writes perf_analyzer's own profile_export.json beside its summary (genai-perf
+    # docs/process_export_files.md: experiments [{experiment {mode, value}, requests [...]}], version)
+    ("profile_export.json", json.dumps({"experiments": [{"experiment": {"mode": "concurrency", "value": 4},
+                                                         "requests": [], "window_boundaries": [1, 2]}],
+                                        "version": "2.57.0", "service_kind": "openai"}),
+     "perf_analyzer's per-request export (profile_export.json"),
+])
+def test_aiperf_neighbour_files_are_named(tmp_path, capsys, scratch_root, name, text, says):
+    """Was "holds more than one JSON document" / "input_config: missing; the concurrency of the run is unknown"."""
+    path = tmp_path / name
+    path.write_text(text)
+    assert main(["import", "aiperf", str(path), "--hardware", "h200"]) == 2
+    assert says in _one_line(capsys)
