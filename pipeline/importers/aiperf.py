@@ -27,7 +27,9 @@ of ai-dynamo/aiperf), never by its name:
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
   included) is not batchmark's per-user throughput and is not read.
 Older and other exports (issue 23): early GenAI-Perf named the lengths ``num_input_token`` /
-``num_output_token`` and wrote statistics as strings (both read); GenAI-Perf's default mode
+``num_output_token`` and wrote statistics as strings (both read); until perf_analyzer #694 (June 2024,
+the same era) its ``inter_token_latency`` was a distribution over response gaps (each gap / the
+tokens of the later response), not per request, so of such a file only the mean is kept as TPOT; GenAI-Perf's default mode
 measures for ``measurement_interval`` ms with ``request_count`` 0, so its completed count is
 ``request_throughput`` × interval (said so in the point's errors); an output length off the
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
@@ -271,6 +273,12 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         v = v if v is not None else _value(path, d, name, "avg", required=asked is None)
         lens.append(round(v) if v is not None else int(asked))
     tpot = _time_stats(path, d, "inter_token_latency")
+    early = "num_output_token" in d and "output_sequence_length" not in d
+    if early and tpot:
+        # GenAI-Perf before June 2024 (num_output_token): until perf_analyzer #694 its inter_token_latency was every
+        # response gap / the tokens of the later response, over all chunks (not per request): its percentiles are not
+        # TPOT's; the mean is (Σ gaps / Σ (output − 1) when chunks carry one token), so only it is kept
+        tpot = distribution(mean=tpot["mean"])
     med_tpot = tpot["p50"] if tpot else None
     per_user = _value(path, d, "output_token_throughput_per_user", "p50")
     if per_user is None and med_tpot:
@@ -290,6 +298,9 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
     elif failed_unknown:
         point.errors.append("the file states no error count (no error_request_count, no error_summary): failures unknown")
+    if early and tpot:
+        point.errors.append("early GenAI-Perf (num_output_token): its inter_token_latency may be per chunk, not per "
+                            "request; only its mean is kept as TPOT")
     asked_out = requested_len(cfg, "output")
     if asked_out and length_mismatch(lens[1], asked_out):
         point.caveats["output_len_mismatch"] = int(completed)

@@ -303,3 +303,19 @@ def test_aiperf_neighbour_files_are_named(tmp_path, capsys, scratch_root, name, 
     path.write_text(text)
     assert main(["import", "aiperf", str(path), "--hardware", "h200"]) == 2
     assert says in _one_line(capsys)
+
+
+def test_early_genai_perf_chunk_itl_keeps_only_its_mean(tmp_path):
+    """GenAI-Perf 0.0.3dev at perf_analyzer c18c493e (the JSON export's first version, num_output_token names, unit
+    "ns"): inter_token_latency = every response gap / the tokens of the later response, flattened over all requests
+    (llm_metrics.py, Statistics._preprocess_data "flatten inter token latencies"); #694 (June 2024) made it per request
+    (latency − TTFT) / (output − 1).  The p50/p90/p99 of chunk gaps are not TPOT's: was stored as tpot_s with its
+    percentiles (and per-user = 1 / p50).  Only the mean (= TPOT's token-weighted mean with a token per chunk) is kept."""
+    d = json.loads((DATA / "aiperf" / "profile_export_genai_perf.json").read_text())
+    d["num_output_token"] = d.pop("output_sequence_length")
+    d["num_input_token"] = d.pop("input_sequence_length")
+    d["inter_token_latency"] = {"unit": "ns", "avg": 4.0e6, "p50": 3.1e6, "p90": 5.0e6, "p99": 40.0e6}
+    (p,) = parse("aiperf", [_write(tmp_path, "p.json", d)]).summaries
+    assert p.tpot_s == {"p50": None, "p90": None, "p99": None, "mean": pytest.approx(0.004)}
+    assert p.per_user_tok_s is None and p.step_time_s is None
+    assert any("only its mean is kept" in e for e in p.errors)
