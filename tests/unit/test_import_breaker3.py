@@ -319,3 +319,18 @@ def test_early_genai_perf_chunk_itl_keeps_only_its_mean(tmp_path):
     assert p.tpot_s == {"p50": None, "p90": None, "p99": None, "mean": pytest.approx(0.004)}
     assert p.per_user_tok_s is None and p.step_time_s is None
     assert any("only its mean is kept" in e for e in p.errors)
+
+
+@pytest.mark.xfail(strict=True, reason="vllm_result.py is another helper's area (realfiles): reported, not fixed here")
+def test_sglang_random_range_ratio_is_not_an_output_length_mismatch(tmp_path):
+    """SGLang's random dataset draws each output length as np.random.randint(int(output_len * range_ratio),
+    output_len + 1) (bench_serving.py sample_random_requests; --random-range-ratio was 0.0 by default in older
+    versions): with ratio 0 and random_output_len 1000 the requested mean is (0 + 1000) / 2 = 500 tokens.  A run that
+    produced 500 per request (6,000,000 / 12,000) did what it asked; batchmark flags output_len_mismatch ("the server
+    did not generate the requested length")."""
+    d = json.loads(SGLANG_LINE)
+    d.update(random_range_ratio=0.0, total_output_tokens=6_000_000)
+    path = tmp_path / "sglang.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    (p,) = parse("vllm-bench", [path], model="demo-model").summaries
+    assert p.output_len == 500 and "output_len_mismatch" not in p.caveats
