@@ -235,6 +235,10 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     if not raw or not isinstance(raw, str):
         raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
     completed = _value(path, d, "request_count")
+    if completed is None and ("error_summary" in d or "was_cancelled" in d):
+        # AIPerf (which writes error_summary and was_cancelled, GenAI-Perf neither) leaves request_count out when no
+        # request succeeded (its "failed run" export: only error_request_count): none completed, not the count it sent
+        completed = 0.0
     counts_stated = completed is not None
     estimated = False
     if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send

@@ -170,7 +170,8 @@ def sniff_json(doc: Any) -> str | None:
 
 #: Foreign files that no importer reads, each with what to import instead (issue 23: refused naming the wrong thing).
 _LLAMA_BENCH = re.compile(r'"n_prompt"\s*:.*?"n_gen"\s*:|"n_gen"\s*:.*?"n_prompt"\s*:', re.S)
-_CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*"?avg"?\s*,', re.I)
+#: (newer AIPerf writes ``Metric,Unit,avg,…``: its docs, "CSV Export Format" of the command outputs reference).
+_CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*("?Unit"?\s*,\s*)?"?avg"?\s*,', re.I)
 #: llama-bench's ``-o csv`` header (``tools/llama-bench/llama-bench.cpp``, ``test::get_fields``): build_commit, …, n_prompt, n_gen, …
 _LLAMA_BENCH_CSV = re.compile(r'^\ufeff?"?build_commit"?\s*,[^\n]*\bn_prompt\b[^\n]*\bn_gen\b')
 #: SGLang ``bench_serving``'s result line (``*_e2e_latency_ms``, ``request_rate`` possibly the bare literal Infinity).

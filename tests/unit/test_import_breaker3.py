@@ -334,3 +334,30 @@ def test_sglang_random_range_ratio_is_not_an_output_length_mismatch(tmp_path):
     path.write_text(json.dumps(d) + "\n")
     (p,) = parse("vllm-bench", [path], model="demo-model").summaries
     assert p.output_len == 500 and "output_len_mismatch" not in p.caveats
+
+
+def test_aiperf_export_of_a_run_where_every_request_failed(tmp_path):
+    """AIPerf's command outputs reference ("Real Example - Failed Run (All Requests Timeout)"): only
+    records.error_request_count {avg 5}, error_summary 5 × TimeoutError, loadgen.request_count 5, no request_count.
+    Was refused as "5 of 10 requests failed (50 %)": the 5 requests it was told to send were taken as completed.
+    Right: none completed, nothing was measured."""
+    d = {"records": {"error_request_count": {"tag": "error_request_count", "unit": "requests",
+                                             "header": "Error Request Count", "avg": 5.0, "min": None, "max": None,
+                                             "p50": None, "p99": None, "std": None, "count": 1}},
+         "input_config": {"endpoint": {"model_names": ["test-model"], "type": "chat", "url": "http://localhost:8000"},
+                          "input": {"prompt": {"input_tokens": {"mean": 100}, "output_tokens": {"mean": 50}}},
+                          "loadgen": {"concurrency": 1, "request_rate_mode": "concurrency_burst", "request_count": 5}},
+         "was_cancelled": False,
+         "error_summary": [{"error_details": {"code": None, "type": "TimeoutError", "message": ""}, "count": 5}]}
+    with pytest.raises(BatchmarkError, match=r"no request completed \(5 failed\); nothing was measured"):
+        parse("aiperf", [_write(tmp_path, "profile_export_aiperf.json", d)])
+
+
+def test_newer_aiperf_csv_with_a_unit_column_is_named(tmp_path, capsys, scratch_root):
+    """The same reference's "CSV Export Format": header Metric,Unit,avg,min,max,p50,p99,std.  Was "corrupt JSON … cut
+    short" (only Metric,avg,… was recognised)."""
+    path = tmp_path / "profile_export_aiperf.csv"
+    path.write_text("Metric,Unit,avg,min,max,p50,p99,std\nrequest_throughput,requests/sec,0.2504302580624667,,,,\n"
+                    "time_to_first_token,ms,30.81,28.66,34.71,30.66,34.34,1.37\n")
+    assert main(["import", "aiperf", str(path), "--hardware", "h200"]) == 2
+    assert "an AIPerf/GenAI-Perf CSV export; the aiperf importer reads the JSON export beside it" in _one_line(capsys)
