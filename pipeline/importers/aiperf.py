@@ -35,9 +35,11 @@ measures for ``measurement_interval`` ms with ``request_count`` 0, so its comple
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
 :func:`pipeline.engines.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
-a request rate (open loop) is refused, so is a run with ``request_cancellation_rate`` > 0 (client
+a request rate (open loop) is refused, so are AIPerf's ``user_centric_rate`` (per-user turn gaps) and a
+run with ``request_cancellation_rate`` > 0 (client
 aborts by design, its 499s are no server failures), and so is a fixed schedule (trace replay: AIPerf's
-``input.fixed_schedule``, GenAI-Perf's ``prompt_source`` ``payload``).  A file that states no error
+``input.fixed_schedule`` or a ``mooncake_trace`` dataset, GenAI-Perf's ``prompt_source`` ``payload``); a
+``concurrency_ramp_duration`` has the caveat ``concurrency_ramp``.  A file that states no error
 count (GenAI-Perf: neither ``error_request_count`` nor ``error_summary``) has the caveat
 ``failed_count_unknown`` and no failure rate (never 0 passed off as measured).
 Other layouts (breaker round of issue 23): AIPerf ≤ 0.1 wrote the metrics under ``records`` (each
@@ -111,11 +113,14 @@ def _fixed_schedule(cfg: dict[str, Any]) -> str | None:
     """The setting (dotted) that made a run replay a schedule of timestamps, or None.
 
     AIPerf: ``input.fixed_schedule`` true (``--fixed-schedule``; its ``FixedScheduleStrategy`` sends each request at its
-    timestamp, no concurrency limit); GenAI-Perf: ``prompt_source`` ``payload`` (``--input-file payload:…``, its fixed
+    timestamp, a concurrency only caps it), or a ``mooncake_trace`` dataset (``input.custom_dataset_type``; AIPerf's load
+    generator reference: "--fixed-schedule or mooncake_trace dataset → timestamp-based scheduling"); GenAI-Perf: ``prompt_source`` ``payload`` (``--input-file payload:…``, its fixed
     schedule, where ``--concurrency`` and ``--request-rate`` are refused), ``input.prompt_source`` with a config.
     """
     if _setting(cfg, ("input", "fixed_schedule"), ("fixed_schedule",)) is True:
         return "input.fixed_schedule"
+    if str(_setting(cfg, ("input", "custom_dataset_type")) or "").lower() == "mooncake_trace":
+        return "input.custom_dataset_type"  # AIPerf replays a mooncake trace's timestamps without --fixed-schedule
     for where in (("prompt_source",), ("input", "prompt_source")):
         if str(_setting(cfg, where) or "").lower() == "payload":
             return ".".join(where)
@@ -208,6 +213,11 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                    f"is {cancel_pct:g} %: the client cancelled that share of the requests on purpose, so the run "
                    "measured a workload of aborted requests, not whole requests at a fixed concurrency; batchmark "
                    "imports runs without cancellation")
+    user_rate = _setting(cfg, ("loadgen", "user_centric_rate"))
+    if user_rate is not None:  # AIPerf --user-centric-rate: each user's turns a fixed gap apart, --concurrency a ceiling
+        raise fail(path, "field input_config.loadgen.user_centric_rate",
+                   f"is {user_rate!r}: per-user turn-gap scheduling (open loop, turn gap = num_users / rate), not a "
+                   "point at a fixed concurrency; batchmark imports closed-loop runs")
     stimulus = _setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
     stimulus = stimulus if isinstance(stimulus, dict) else {}
     if stimulus and not {"concurrency", "request_rate"} & set(stimulus):
@@ -310,6 +320,11 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         point.caveats["output_len_mismatch"] = int(completed)
         point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
                             "the requested length (ignore_eos not honoured, another max_tokens)")
+    ramp = _setting(cfg, ("loadgen", "concurrency_ramp_duration"))
+    if is_number(ramp) and ramp > 0:  # AIPerf --concurrency-ramp-duration: from 1 to c over that many seconds
+        point.caveats["concurrency_ramp"] = int(completed)
+        point.errors.append(f"concurrency ramped from 1 to {conc} over the first {ramp:g} s "
+                            "(concurrency_ramp_duration): part of the run was below its concurrency")
     if d.get("was_cancelled") is True:
         point.caveats["run_cancelled"] = cancelled or 1
         point.errors.append(f"the run was cancelled by hand (was_cancelled): {cancelled} request(s) cancelled in flight "

@@ -361,3 +361,35 @@ def test_newer_aiperf_csv_with_a_unit_column_is_named(tmp_path, capsys, scratch_
                     "time_to_first_token,ms,30.81,28.66,34.71,30.66,34.34,1.37\n")
     assert main(["import", "aiperf", str(path), "--hardware", "h200"]) == 2
     assert "an AIPerf/GenAI-Perf CSV export; the aiperf importer reads the JSON export beside it" in _one_line(capsys)
+
+
+# -- newer AIPerf load settings (its load generator options reference, docs/benchmark_modes) --------------------
+
+def _aiperf(tmp_path, **loadgen):
+    d = json.loads((CASES / "aiperf-0.1-records-c32.json").read_text())
+    d["input_config"]["loadgen"].update(loadgen)
+    return _write(tmp_path, "p.json", d)
+
+
+def test_aiperf_user_centric_rate_is_refused(tmp_path):
+    """--user-centric-rate 1.0 --num-users 15: each user's turns 15 s apart, --concurrency only a ceiling: open loop.
+    Was imported as a closed-loop point at c = 32."""
+    with pytest.raises(BatchmarkError, match=r"loadgen.user_centric_rate: is 1.0: per-user turn-gap scheduling"):
+        parse("aiperf", [_aiperf(tmp_path, user_centric_rate=1.0, num_users=15)])
+
+
+def test_aiperf_mooncake_trace_is_a_replayed_schedule(tmp_path):
+    """"--fixed-schedule or mooncake_trace dataset → timestamp-based scheduling" (AIPerf's option priority): was a
+    closed-loop point at c = 32."""
+    d = json.loads((CASES / "aiperf-0.1-records-c32.json").read_text())
+    d["input_config"]["input"].update(custom_dataset_type="mooncake_trace", file="trace.jsonl")
+    with pytest.raises(BatchmarkError, match=r"input.custom_dataset_type: a fixed schedule \(trace replay"):
+        parse("aiperf", [_write(tmp_path, "p.json", d)])
+
+
+def test_aiperf_concurrency_ramp_is_a_caveat(tmp_path):
+    """--concurrency-ramp-duration 30: from 1 to 32 in flight over 30 s, inside the measured run: imported, with the
+    caveat concurrency_ramp (was silent)."""
+    (p,) = parse("aiperf", [_aiperf(tmp_path, concurrency_ramp_duration=30)]).summaries
+    assert p.concurrency == 32 and p.caveats == {"concurrency_ramp": 320}
+    assert any("ramped from 1 to 32 over the first 30 s" in e for e in p.errors)
