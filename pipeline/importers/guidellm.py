@@ -40,7 +40,8 @@ Rate benchmarks (``constant`` and ``poisson`` strategies, ``{"type_": "poisson",
 them) are open loop (issue 10): each becomes an open-loop point with its load, ``rate_rps`` = R,
 ``max_concurrency`` = its cap or None (``concurrency`` None), and ``achieved_rate_rps`` = successful
 requests / duration; never
-a closed-loop point.  ``throughput`` benchmarks (every request at once, no fixed concurrency and
+a closed-loop point.  A ``concurrent`` strategy's ``rampup_duration`` (≥ 0.4: its streams started
+one by one over that many seconds) has the caveat ``concurrency_ramp``.  ``throughput`` benchmarks (every request at once, no fixed concurrency and
 no rate) are neither and stay skipped, listed in the run's details.
 """
 
@@ -239,6 +240,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         name = model_name_as_given(raw)
         names[name] = raw
         med_tpot = tpot["p50"] if tpot else None
+        ramp = strat.get("rampup_duration") if kind == "concurrent" else None
         points.append(summary(
             name, engine, lens["prompt_token_count"], lens["output_token_count"], conc if rate is None else None,
             completed=int(completed), failed=int(failed),
@@ -254,6 +256,10 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
                if failed_unknown else {}),
             **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
                                         "achieved_rate_rps": completed / duration if duration and duration > 0 else None})))
+        if is_number(ramp) and ramp > 0:  # ConcurrentStrategy.rampup_duration (GuideLLM ≥ 0.4): streams started over it
+            points[-1].caveats["concurrency_ramp"] = int(completed)
+            points[-1].errors.append(f"streams started one by one over the first {ramp:g} s (rampup_duration): part "
+                                     f"of the benchmark ran below {conc} in flight")
     if not points:
         raise fail(path, "field benchmarks", f"no synchronous, concurrent, constant or poisson benchmark "
                                              f"(skipped: {'; '.join(skipped) or 'none'})")

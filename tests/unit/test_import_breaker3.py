@@ -393,3 +393,12 @@ def test_aiperf_concurrency_ramp_is_a_caveat(tmp_path):
     (p,) = parse("aiperf", [_aiperf(tmp_path, concurrency_ramp_duration=30)]).summaries
     assert p.concurrency == 32 and p.caveats == {"concurrency_ramp": 320}
     assert any("ramped from 1 to 32 over the first 30 s" in e for e in p.errors)
+
+
+def test_guidellm_concurrent_rampup_is_a_caveat(tmp_path):
+    """GuideLLM ≥ 0.4 ConcurrentStrategy.rampup_duration (guidellm scheduler/strategies.py: the first `streams`
+    requests start spread over it): imported with the caveat concurrency_ramp (was silent)."""
+    d = json.loads((DATA / "guidellm" / "benchmarks.json").read_text())
+    d["benchmarks"][1]["args"]["strategy"] = {"type_": "concurrent", "streams": 8, "rampup_duration": 20.0}
+    (p,) = [p for p in parse("guidellm", [_write(tmp_path, "g.json", d)], model="m").summaries if p.concurrency == 8]
+    assert p.caveats == {"concurrency_ramp": 40} and any("over the first 20 s" in e for e in p.errors)
