@@ -88,11 +88,14 @@ def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_R
 
     ``caveats`` are the point's caveat names (``failed_requests`` and the token-count flags of
     :mod:`pipeline.engines.tokencount`), sorted.  Imported points without a request count give
-    a failure rate from ``completed`` and ``failed`` alone.
+    a failure rate from ``completed`` and ``failed`` alone; one whose file states no failed count
+    (caveat ``failed_count_unknown``) has none.
     """
     total = (s.completed or 0) + (s.failed or 0)
     rate = s.failure_rate if s.failure_rate is not None else (s.failed / total if total else None)
     caveats = set((s.caveats or {}).keys())
+    if "failed_count_unknown" in caveats:  # an import whose file states no failed count: unknown, never 0 (issue 23)
+        rate = None
     if s.failed:
         caveats.add("failed_requests")
     reason = None

@@ -27,13 +27,26 @@ of ai-dynamo/aiperf), never by its name:
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
   included) is not batchmark's per-user throughput and is not read.
 Older and other exports (issue 23): early GenAI-Perf named the lengths ``num_input_token`` /
-``num_output_token`` and wrote statistics as strings (both read); GenAI-Perf's default mode
+``num_output_token`` and wrote statistics as strings (both read); until perf_analyzer #694 (June 2024,
+the same era) its ``inter_token_latency`` was a distribution over response gaps (each gap / the
+tokens of the later response), not per request, so of such a file only the mean is kept as TPOT; GenAI-Perf's default mode
 measures for ``measurement_interval`` ms with ``request_count`` 0, so its completed count is
 ``request_throughput`` × interval (said so in the point's errors); an output length off the
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
 :func:`pipeline.engines.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
-a request rate (open loop) is refused.
+a request rate (open loop) is refused, so are AIPerf's ``user_centric_rate`` (per-user turn gaps) and a
+run with ``request_cancellation_rate`` > 0 (client
+aborts by design, its 499s are no server failures), and so is a fixed schedule (trace replay: AIPerf's
+``input.fixed_schedule`` or a ``mooncake_trace`` dataset, GenAI-Perf's ``prompt_source`` ``payload``); a
+``concurrency_ramp_duration`` has the caveat ``concurrency_ramp``.  A file that states no error
+count (GenAI-Perf: neither ``error_request_count`` nor ``error_summary``) has the caveat
+``failed_count_unknown`` and no failure rate (never 0 passed off as measured).
+Other layouts (breaker round of issue 23): AIPerf ≤ 0.1 wrote the metrics under ``records`` (each
+with its ``tag`` and ``header``; TTFT tagged ``ttft``), read alike; GenAI-Perf with a config
+(≥ 0.0.13) writes its settings as ``perf_analyzer.stimulus`` (``concurrency`` / ``request_rate``),
+``perf_analyzer.measurement`` (``mode``, ``num``), ``input.synthetic_tokens.mean``,
+``input.output_tokens.mean`` and ``input.extra.max_tokens``, read beside the flat names.
 """
 
 from __future__ import annotations
@@ -63,6 +76,8 @@ def _metric(path: Path, d: dict[str, Any], key: str, required: bool = False) -> 
         raise fail(path, f"field {key}", "not an object {unit, avg, p50, …}")
     out = {}
     for k, v in m.items():
+        if k in ("tag", "header") and isinstance(v, str):  # AIPerf ≤ 0.1 (records layout): the metric's name and title
+            continue
         if k == "unit" or v is None or is_number(v):
             out[k] = v
         elif isinstance(v, str):  # early GenAI-Perf wrote every statistic as a string ("217.1")
@@ -90,6 +105,28 @@ def _time_stats(path: Path, d: dict[str, Any], key: str) -> dict[str, float | No
     return distribution(p50=m.get("p50"), p90=m.get("p90"), p99=m.get("p99"), mean=m.get("avg"), scale=_TIME_UNITS[unit])
 
 
+#: AIPerf ≤ 0.1 metric tags that were renamed when its export took GenAI-Perf's names (ai-dynamo/aiperf #343).
+_OLD_TAGS = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
+
+
+def _fixed_schedule(cfg: dict[str, Any]) -> str | None:
+    """The setting (dotted) that made a run replay a schedule of timestamps, or None.
+
+    AIPerf: ``input.fixed_schedule`` true (``--fixed-schedule``; its ``FixedScheduleStrategy`` sends each request at its
+    timestamp, a concurrency only caps it), or a ``mooncake_trace`` dataset (``input.custom_dataset_type``; AIPerf's load
+    generator reference: "--fixed-schedule or mooncake_trace dataset → timestamp-based scheduling"); GenAI-Perf: ``prompt_source`` ``payload`` (``--input-file payload:…``, its fixed
+    schedule, where ``--concurrency`` and ``--request-rate`` are refused), ``input.prompt_source`` with a config.
+    """
+    if _setting(cfg, ("input", "fixed_schedule"), ("fixed_schedule",)) is True:
+        return "input.fixed_schedule"
+    if str(_setting(cfg, ("input", "custom_dataset_type")) or "").lower() == "mooncake_trace":
+        return "input.custom_dataset_type"  # AIPerf replays a mooncake trace's timestamps without --fixed-schedule
+    for where in (("prompt_source",), ("input", "prompt_source")):
+        if str(_setting(cfg, where) or "").lower() == "payload":
+            return ".".join(where)
+    return None
+
+
 def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
     for p in paths:
         v: Any = cfg
@@ -104,14 +141,18 @@ def requested_len(cfg: dict[str, Any], which: str) -> int | None:
     """The input or output length (tokens) a profile export's settings asked for; None when not stated.
 
     AIPerf: ``input.prompt.input_tokens.mean`` / ``input.prompt.output_tokens.mean``; GenAI-Perf:
-    ``synthetic_input_tokens_mean`` / ``output_tokens_mean`` (−1 = not set), else ``extra_inputs.max_tokens``.
+    ``synthetic_input_tokens_mean`` / ``output_tokens_mean`` (−1 = not set), else ``extra_inputs.max_tokens``; GenAI-Perf
+    with a config (≥ 0.0.13, its ``ConfigInput``): ``input.synthetic_tokens.mean`` / ``input.output_tokens.mean``, else
+    ``input.extra.max_tokens``.
     """
     if which == "input":
-        v = _setting(cfg, ("input", "prompt", "input_tokens", "mean"), ("synthetic_input_tokens_mean",))
+        v = _setting(cfg, ("input", "prompt", "input_tokens", "mean"), ("synthetic_input_tokens_mean",),
+                     ("input", "synthetic_tokens", "mean"))
     else:
-        v = _setting(cfg, ("input", "prompt", "output_tokens", "mean"), ("output_tokens_mean",))
+        v = _setting(cfg, ("input", "prompt", "output_tokens", "mean"), ("output_tokens_mean",),
+                     ("input", "output_tokens", "mean"))
         if not (is_number(v) and v > 0):
-            v = _setting(cfg, ("extra_inputs", "max_tokens"))
+            v = _setting(cfg, ("extra_inputs", "max_tokens"), ("input", "extra", "max_tokens"))
     return int(v) if is_number(v) and v > 0 else None
 
 
@@ -151,20 +192,51 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
     if other is not None:
         raise other
+    if isinstance(d.get("experiments"), list) and "input_config" not in d:
+        raise fail(path, None, "perf_analyzer's per-request export (profile_export.json: experiments, requests), not "
+                               "GenAI-Perf's summary; import profile_export_genai_perf.json written beside it")
+    records = d.get("records")
+    if isinstance(records, dict) and "output_token_throughput" not in d:
+        # AIPerf ≤ 0.1 (before ai-dynamo/aiperf #343) wrote the metrics under "records", TTFT/TTST tagged ttft/ttst
+        d = {**{_OLD_TAGS.get(k, k): v for k, v in records.items()}, **{k: v for k, v in d.items() if k != "records"}}
     cfg = d.get("input_config")
     if not isinstance(cfg, dict):
         raise fail(path, "field input_config", "missing; the concurrency of the run is unknown")
-    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",))
-    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",))
+    schedule = _fixed_schedule(cfg)
+    if schedule:
+        raise fail(path, f"field input_config.{schedule}", "a fixed schedule (trace replay: each request sent at its "
+                                                           "timestamp) is open loop, not a point at a fixed concurrency; "
+                                                           "batchmark imports closed-loop runs")
+    cancel_pct = _setting(cfg, ("loadgen", "request_cancellation_rate"))
+    if is_number(cancel_pct) and cancel_pct > 0:  # AIPerf --request-cancellation-rate: client aborts by design (499)
+        raise fail(path, "field input_config.loadgen.request_cancellation_rate",
+                   f"is {cancel_pct:g} %: the client cancelled that share of the requests on purpose, so the run "
+                   "measured a workload of aborted requests, not whole requests at a fixed concurrency; batchmark "
+                   "imports runs without cancellation")
+    user_rate = _setting(cfg, ("loadgen", "user_centric_rate"))
+    if user_rate is not None:  # AIPerf --user-centric-rate: each user's turns a fixed gap apart, --concurrency a ceiling
+        raise fail(path, "field input_config.loadgen.user_centric_rate",
+                   f"is {user_rate!r}: per-user turn-gap scheduling (open loop, turn gap = num_users / rate), not a "
+                   "point at a fixed concurrency; batchmark imports closed-loop runs")
+    stimulus = _setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
+    stimulus = stimulus if isinstance(stimulus, dict) else {}
+    if stimulus and not {"concurrency", "request_rate"} & set(stimulus):
+        raise fail(path, "field input_config.perf_analyzer.stimulus", f"is {stimulus!r}: multi-turn sessions, not a "
+                                                                       "fixed number of requests in flight or a request "
+                                                                       "rate; batchmark imports closed-loop runs")
+    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",), ("perf_analyzer", "stimulus", "request_rate"))
+    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",), ("perf_analyzer", "stimulus", "concurrency"))
     conc = concurrency if conc is None and concurrency is not None else conc
     rate = rate_given if rate is None and conc is None and rate_given is not None else rate
     if rate is not None:
+        rate_at = next((f"field input_config.{'.'.join(p)}" for p in (("loadgen", "request_rate"), ("request_rate",),
+                        ("perf_analyzer", "stimulus", "request_rate")) if _setting(cfg, p) is not None), "--rate")
         if not is_number(rate):
-            raise fail(path, "field input_config.loadgen.request_rate", f"not a number: {rate!r}")
-        raise refuse_open_loop(path, "field input_config.loadgen.request_rate", float(rate),
-                               conc if is_number(conc) else None)
+            raise fail(path, rate_at, f"not a number: {rate!r}")
+        raise refuse_open_loop(path, rate_at, float(rate), conc if is_number(conc) else None)
     if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise fail(path, "field input_config.loadgen.concurrency",
+        raise fail(path, "field input_config." + ("perf_analyzer.stimulus.concurrency" if stimulus else
+                                                  "loadgen.concurrency"),
                    f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
                    "--concurrency N when the export does not state it")
     raw = model or _setting(cfg, ("endpoint", "model_names"), ("model_names",), ("model",))
@@ -173,11 +245,19 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     if not raw or not isinstance(raw, str):
         raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
     completed = _value(path, d, "request_count")
+    if completed is None and ("error_summary" in d or "was_cancelled" in d):
+        # AIPerf (which writes error_summary and was_cancelled, GenAI-Perf neither) leaves request_count out when no
+        # request succeeded (its "failed run" export: only error_request_count): none completed, not the count it sent
+        completed = 0.0
     counts_stated = completed is not None
     estimated = False
     if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
         sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",))
         interval_ms = _setting(cfg, ("measurement_interval",), ("loadgen", "measurement_interval"))
+        mode = str(_setting(cfg, ("perf_analyzer", "measurement", "mode")) or "").lower()
+        if mode in ("request_count", "interval"):  # GenAI-Perf with a config: perf_analyzer.measurement {mode, num}
+            num = _setting(cfg, ("perf_analyzer", "measurement", "num"))
+            sent, interval_ms = (num, None) if mode == "request_count" else (0, num)
         thr = _value(path, d, "request_throughput")
         if (not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0) and is_number(interval_ms) \
                 and interval_ms > 0 and thr:
@@ -191,7 +271,12 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                 raise fail(path, "field request_count", "missing, and input_config states no request count")
             completed = float(sent)
     failed_n, cancelled = error_counts(d)
+    stated = d.get("error_request_count")
+    stated = stated.get("avg") if isinstance(stated, dict) else stated
+    if is_number(stated) and stated < 0:  # was clamped to 0 failed
+        raise fail(path, "field error_request_count", f"{stated:g} is negative")
     failed = float(failed_n or 0)
+    failed_unknown = failed_n is None  # GenAI-Perf states no error count: failures unknown, never 0 as measured
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
     lens = []
@@ -202,6 +287,12 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         v = v if v is not None else _value(path, d, name, "avg", required=asked is None)
         lens.append(round(v) if v is not None else int(asked))
     tpot = _time_stats(path, d, "inter_token_latency")
+    early = "num_output_token" in d and "output_sequence_length" not in d
+    if early and tpot:
+        # GenAI-Perf before June 2024 (num_output_token): until perf_analyzer #694 its inter_token_latency was every
+        # response gap / the tokens of the later response, over all chunks (not per request): its percentiles are not
+        # TPOT's; the mean is (Σ gaps / Σ (output − 1) when chunks carry one token), so only it is kept
+        tpot = distribution(mean=tpot["mean"])
     med_tpot = tpot["p50"] if tpot else None
     per_user = _value(path, d, "output_token_throughput_per_user", "p50")
     if per_user is None and med_tpot:
@@ -211,16 +302,29 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
                     samples={"output_throughput_tok_s": [tput]})
+    if failed_unknown:
+        point.caveats["failed_count_unknown"] = int(completed)
+        point.failure_rate = None
     if estimated:
         point.errors.append("completed not stated by the file (GenAI-Perf measured for measurement_interval): "
                             "request_throughput × interval; failed not stated")
     elif not counts_stated:
         point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
+    elif failed_unknown:
+        point.errors.append("the file states no error count (no error_request_count, no error_summary): failures unknown")
+    if early and tpot:
+        point.errors.append("early GenAI-Perf (num_output_token): its inter_token_latency may be per chunk, not per "
+                            "request; only its mean is kept as TPOT")
     asked_out = requested_len(cfg, "output")
     if asked_out and length_mismatch(lens[1], asked_out):
         point.caveats["output_len_mismatch"] = int(completed)
         point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
                             "the requested length (ignore_eos not honoured, another max_tokens)")
+    ramp = _setting(cfg, ("loadgen", "concurrency_ramp_duration"))
+    if is_number(ramp) and ramp > 0:  # AIPerf --concurrency-ramp-duration: from 1 to c over that many seconds
+        point.caveats["concurrency_ramp"] = int(completed)
+        point.errors.append(f"concurrency ramped from 1 to {conc} over the first {ramp:g} s "
+                            "(concurrency_ramp_duration): part of the run was below its concurrency")
     if d.get("was_cancelled") is True:
         point.caveats["run_cancelled"] = cancelled or 1
         point.errors.append(f"the run was cancelled by hand (was_cancelled): {cancelled} request(s) cancelled in flight "

@@ -30,14 +30,18 @@ Mapping, by each field's definition in GuideLLM's own source
   ``output_tokens_per_second``; per-user throughput = 1 / median TPOT; step time = median TPOT;
   input/output length = median prompt/output token count of the successful requests.
 - completed = ``request_totals.successful``; failed = ``request_totals.errored`` (``incomplete``
-  requests were cut off at the benchmark's end and are neither).
+  requests were cut off at the benchmark's end and are neither).  ``request_totals`` is under
+  ``metrics`` from GuideLLM 0.4 and on the benchmark itself in 0.2–0.3 (``GenerativeBenchmark``
+  of ``guidellm/benchmark/benchmark.py``); read from either.  A report stating no errored count
+  has the caveat ``failed_count_unknown`` (never 0 passed off as measured).
 
 Rate benchmarks (``constant`` and ``poisson`` strategies, ``{"type_": "poisson", "rate": R,
 "max_concurrency": cap}``, as GuideLLM's ``constant``, ``poisson`` and ``sweep`` profiles run
 them) are open loop (issue 10): each becomes an open-loop point with its load, ``rate_rps`` = R,
 ``max_concurrency`` = its cap or None (``concurrency`` None), and ``achieved_rate_rps`` = successful
 requests / duration; never
-a closed-loop point.  ``throughput`` benchmarks (every request at once, no fixed concurrency and
+a closed-loop point.  A ``concurrent`` strategy's ``rampup_duration`` (≥ 0.4: its streams started
+one by one over that many seconds) has the caveat ``concurrency_ramp``.  ``throughput`` benchmarks (every request at once, no fixed concurrency and
 no rate) are neither and stay skipped, listed in the run's details.
 """
 
@@ -180,18 +184,34 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         metrics = b.get("metrics")
         if not isinstance(metrics, dict):
             raise fail(path, f"field {where}.metrics", "missing")
-        totals = metrics.get("request_totals") or {}
-        if not isinstance(totals, dict):
-            raise fail(path, f"field {where}.metrics.request_totals", "not an object")
+        # GuideLLM ≥ 0.4 keeps the counts in metrics.request_totals; 0.2–0.3 (GenerativeBenchmark.request_totals) on the
+        # benchmark itself: read from either, so the errored count of a 0.3 report is never taken as 0
+        totals_at = "metrics.request_totals" if metrics.get("request_totals") is not None else "request_totals"
+        totals = metrics.get("request_totals") if metrics.get("request_totals") is not None else b.get("request_totals")
+        if totals is not None and not isinstance(totals, dict):
+            raise fail(path, f"field {where}.{totals_at}", "not an object")
+        failed_unknown = totals is None or not any(k in totals for k in ("errored", "failed"))
+        totals = totals or {}
         out_cnt = _succ(path, where, metrics, "output_token_count", required=True)
         in_cnt = _succ(path, where, metrics, "prompt_token_count", required=True)
-        completed = _num(path, f"{where}.metrics.request_totals.successful", totals.get("successful"))
+        completed = _num(path, f"{where}.{totals_at}.successful", totals.get("successful"))
         if completed is None:
             completed = _num(path, f"{where}.metrics.output_token_count.successful.count", out_cnt.get("count"))
-        failed = _num(path, f"{where}.metrics.request_totals.errored", totals.get("errored", totals.get("failed", 0))) or 0
+        failed = _num(path, f"{where}.{totals_at}.errored", totals.get("errored", totals.get("failed", 0))) or 0
         if completed is None:
-            raise fail(path, f"field {where}.metrics.request_totals.successful", "missing; the completed count is unknown")
-        check_completion(path, f"field {where}.metrics.request_totals", int(completed), int(failed),
+            raise fail(path, f"field {where}.{totals_at}.successful", "missing; the completed count is unknown")
+        total = totals.get("total")
+        incomplete = totals.get("incomplete")
+        counted = completed + failed + (incomplete if is_number(incomplete) else 0)
+        if is_number(total) and total < counted:  # GuideLLM's total = successful + incomplete + errored
+            raise fail(path, f"field {where}.{totals_at}.total", f"{total:g} is fewer than the requests it sums "
+                                                                 f"({counted:g}): an impossible count")
+        n_dist = out_cnt.get("count")
+        if is_number(n_dist) and n_dist != completed:  # the per-request token counts cover every successful request
+            raise fail(path, f"field {where}.{totals_at}.successful", f"{completed:g} successful requests, but "
+                                                                      f"output_token_count covers {n_dist:g}: counts "
+                                                                      "that disagree")
+        check_completion(path, f"field {where}.{totals_at}", int(completed), int(failed),
                          conc if rate is None else 1, max_failure_rate)
         otps = _succ(path, where, metrics, "output_tokens_per_second")
         duration = _num(path, f"{where}.duration", b.get("duration") if b.get("duration") is not None
@@ -220,6 +240,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         name = model_name_as_given(raw)
         names[name] = raw
         med_tpot = tpot["p50"] if tpot else None
+        ramp = strat.get("rampup_duration") if kind == "concurrent" else None
         points.append(summary(
             name, engine, lens["prompt_token_count"], lens["output_token_count"], conc if rate is None else None,
             completed=int(completed), failed=int(failed),
@@ -230,8 +251,15 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
                          _succ(path, where, metrics, "request_latency"), 1.0),
             step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
+            **({"caveats": {"failed_count_unknown": int(completed)}, "failure_rate": None,
+                "errors": ["the report states no errored count (request_totals): failures unknown"]}
+               if failed_unknown else {}),
             **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
                                         "achieved_rate_rps": completed / duration if duration and duration > 0 else None})))
+        if is_number(ramp) and ramp > 0:  # ConcurrentStrategy.rampup_duration (GuideLLM ≥ 0.4): streams started over it
+            points[-1].caveats["concurrency_ramp"] = int(completed)
+            points[-1].errors.append(f"streams started one by one over the first {ramp:g} s (rampup_duration): part "
+                                     f"of the benchmark ran below {conc} in flight")
     if not points:
         raise fail(path, "field benchmarks", f"no synchronous, concurrent, constant or poisson benchmark "
                                              f"(skipped: {'; '.join(skipped) or 'none'})")

@@ -20,6 +20,12 @@ line under the heading (``qwen2 7B Q8_0 (dense), 7.54 GiB, 7.62 B params``) or l
 log (``file type = Q8_0``, ``file size = 7.54 GiB``, ``model params = 7.62 B``,
 ``arch = qwen2``); the parameter count checks the card found for the name.  The build comes from ``build: 6918 (2f68ce7cf)`` or
 ``build 2f68ce7cf (6918)``.
+
+The settings line above a table (``main: n_kv_max = …`` before 2025, ``llama_batched_bench: n_kv_max = …``
+since) is read whatever its prefix: a run with ``is_pp_shared = 1`` (``-pps``, one prompt shared by
+all sequences) or ``is_tg_separate = 1`` (``-tgs``: its decode loop generates each sequence alone,
+``tools/batched-bench/batched-bench.cpp``) is refused, not imported as batches of B.  The JSONL states
+no ``is_tg_separate``; a ``-tgs`` JSONL cannot be told apart.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from typing import Any
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, gib_from_text, model_name_as_given, quant_from_text
 from pipeline.importers.checks import MAX_IMPORTED_VALUE, check_unique
-from pipeline.importers.parsing import MAX_IMPORTED_INT, check_finite, fail, number, read_text
+from pipeline.importers.parsing import MAX_IMPORTED_INT, check_finite, fail, number, read_text, wrong_format
 from pipeline.pointsummary import distribution
 
 FORMAT = "llama-batched-bench"
@@ -163,7 +169,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
             if m:
                 info["arch"] = m.group(1).strip()
-            if s.startswith("main:") and "n_kv_max" in s:
+            if re.match(r"^\w+:\s*n_kv_max\s*=", s):  # "main: n_kv_max = …"; "llama_batched_bench: n_kv_max = …" since 2025
                 settings = dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
             continue
         cells = _cells(s)
@@ -187,6 +193,9 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             mi.arch = mi.arch or info.get("arch")
             if settings.get("is_pp_shared") == "1":
                 raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
+            if settings.get("is_tg_separate") == "1":
+                raise fail(path, no, "is_tg_separate = 1 (-tgs: each sequence generates alone, one after another) is not a "
+                                     "batch decoded together; import runs without -tgs")
             header_at = no
             continue
         if header_at is None:
@@ -263,9 +272,23 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     path = paths[0]
     text = _read(path)
     first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    if first.startswith("[") or (first.startswith("{") and "\n" in text.strip() and _one_document(text)):
+        # a whole JSON document (another tool's report), not JSONL: name what it is
+        doc = _one_document(text)
+        other = wrong_format(path, doc, FORMAT, "llama-batched-bench output") if doc is not None else None
+        raise other or fail(path, None, "one JSON document, not llama-batched-bench's JSONL (one {pp, tg, pl, …} object "
+                                        "per line, -oj) or its table")
     if path.suffix == ".jsonl" or first.startswith("{"):
         return parse_jsonl(path, text, model, engine or ENGINE)
     return parse_markdown(path, text, model, engine or ENGINE)
+
+
+def _one_document(text: str) -> Any:
+    """``text`` parsed as one JSON document, or None (JSONL, or not JSON)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _read(path: Path) -> str:

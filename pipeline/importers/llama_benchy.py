@@ -14,7 +14,9 @@ output throughput = tg_throughput (t/s (total)); per-user throughput = tg_req_th
 (t/s (req)); decode step time = 1 / per-user throughput (the mean TPOT); TTFT = e2e_ttft
 (first content token, docs/definitions.md's definition; ttfr counts the first empty chunk);
 prefill throughput = pp_throughput.  Context-prefill phases (``ctx_pp``/``ctx_tg``) are
-skipped.  A Markdown tg row takes its prompt size from the pp row before it.
+skipped.  A Markdown tg row takes its prompt size from the pp row before it.  llama-benchy leaves
+failed requests out of its figures and counts them nowhere, so every point has the caveat
+``failed_count_unknown`` (failures unknown, not 0).
 """
 
 from __future__ import annotations
@@ -59,7 +61,11 @@ def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, 
                    ttft_s=distribution(values=ttft_vals_ms, mean=ttft_mean_ms, scale=1e-3),
                    tpot_s=distribution(mean=1.0 / req) if req else None,
                    prefill_throughput_tok_s=pp, step_time_s=1.0 / req if req else None,
-                   samples={"output_throughput_tok_s": tg_vals} if tg_vals else {})
+                   samples={"output_throughput_tok_s": tg_vals} if tg_vals else {},
+                   # llama-benchy drops a failed request from its figures (results.py: valid_results = [r for r in
+                   # results if r and not r.error]) and counts it nowhere: failures unknown, never 0 as measured
+                   caveats={"failed_count_unknown": conc}, failure_rate=None,
+                   errors=["llama-benchy states no failed count (it leaves failed requests out): failures unknown"])
 
 
 def parse_json(path: Path, text: str, model: str | None, engine: str) -> ImportResult:

@@ -113,6 +113,10 @@ def load_json(path: str | Path, text: str, what: str) -> Any:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":
+            other = _first_document_format(text)
+            if other is not None:  # one result per line of another tool (batched-bench -oj, vllm --append-result, …)
+                raise fail(path, None, f"one JSON object per line of {other} output, not {what}; import it with "
+                                       f"'batchmark import {other}'") from None
             raise fail(path, exc.lineno, f"holds more than one JSON document (one per line?); {what} is one "
                                          "document") from None
         raise fail(path, exc.lineno, f"corrupt JSON ({exc.msg} at column {exc.colno}): cut short, or not {what}") from None
@@ -122,6 +126,15 @@ def load_json(path: str | Path, text: str, what: str) -> Any:
         raise fail(path, None, f"not {what} ({' '.join(str(exc).split())[:120]})") from None
     check_finite(path, doc)
     return doc
+
+
+def _first_document_format(text: str) -> str | None:
+    """The import format the first JSON document of ``text`` looks like (:func:`sniff_json`), or None."""
+    try:
+        first, _ = json.JSONDecoder().raw_decode(text.lstrip())
+    except (ValueError, RecursionError):
+        return None
+    return sniff_json(first)
 
 
 def number(path: str | Path, where: str | int, value: str) -> float:
@@ -157,7 +170,12 @@ def sniff_json(doc: Any) -> str | None:
 
 #: Foreign files that no importer reads, each with what to import instead (issue 23: refused naming the wrong thing).
 _LLAMA_BENCH = re.compile(r'"n_prompt"\s*:.*?"n_gen"\s*:|"n_gen"\s*:.*?"n_prompt"\s*:', re.S)
-_CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*"?avg"?\s*,', re.I)
+#: (newer AIPerf writes ``Metric,Unit,avg,…``: its docs, "CSV Export Format" of the command outputs reference).
+_CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*("?Unit"?\s*,\s*)?"?avg"?\s*,', re.I)
+#: llama-bench's ``-o csv`` header (``tools/llama-bench/llama-bench.cpp``, ``test::get_fields``): build_commit, …, n_prompt, n_gen, …
+_LLAMA_BENCH_CSV = re.compile(r'^\ufeff?"?build_commit"?\s*,[^\n]*\bn_prompt\b[^\n]*\bn_gen\b')
+#: SGLang ``bench_serving``'s result line (``*_e2e_latency_ms``, ``request_rate`` possibly the bare literal Infinity).
+_SGLANG_RESULT = re.compile(r'"(mean|median|p99)_e2e_latency_ms"\s*:')
 
 
 def foreign_file(path: str | Path, head: str, fmt: str) -> BatchmarkError | None:
@@ -166,13 +184,26 @@ def foreign_file(path: str | Path, head: str, fmt: str) -> BatchmarkError | None
     - llama-bench's ``-o json`` / ``-o jsonl`` (tests with ``n_prompt``, ``n_gen``, ``avg_ts``): one sequence at a
       time, no batching; llama-batched-bench measures batches;
     - an AIPerf or GenAI-Perf CSV export (first cell ``Metric`` / ``Statistic``, then ``avg``): the aiperf
-      importer reads the JSON export written beside it.
+      importer reads the JSON export written beside it;
+    - llama-bench's ``-o csv`` (header ``build_commit, …, n_prompt, n_gen, …``), as its JSON;
+    - AIPerf's per-request ``profile_export.jsonl`` given to the aiperf importer (it reads the summary);
+    - SGLang ``bench_serving`` results given to another importer than vllm-bench (which reads them).
     """
     text = head.lstrip()
+    if _LLAMA_BENCH_CSV.match(text):
+        return fail(path, None, "llama-bench output (-o csv: n_prompt, n_gen, avg_ts per test), which measures one "
+                                "sequence at a time; batchmark imports llama-batched-bench's batches "
+                                "('batchmark import llama-batched-bench' reads llama-batched-bench's table or JSONL)")
+    if fmt != "vllm-bench" and text[:1] == "{" and _SGLANG_RESULT.search(text) and '"output_throughput"' in text:
+        return fail(path, None, "SGLang bench_serving results (*_e2e_latency_ms, one JSON object per run); import them "
+                                "with 'batchmark import vllm-bench' (engine sglang)")
     if text[:1] in ("[", "{") and _LLAMA_BENCH.search(text) and '"avg_ts"' in text:
         return fail(path, None, "llama-bench output (-o json/jsonl: n_prompt, n_gen, avg_ts per test), which measures "
                                 "one sequence at a time; batchmark imports llama-batched-bench's batches "
                                 "('batchmark import llama-batched-bench' reads llama-batched-bench's table or JSONL)")
+    if fmt == "aiperf" and text[:1] == "{" and '"session_num"' in text and '"metrics"' in text:
+        return fail(path, None, "AIPerf's per-request records (profile_export.jsonl: metadata, metrics, error per "
+                                "request), not its summary; import profile_export_aiperf.json written beside it")
     if _CSV_EXPORT.match(text):
         return fail(path, None, f"an AIPerf/GenAI-Perf CSV export; {'the aiperf importer' if fmt == 'aiperf' else 'aiperf'} "
                                 "reads the JSON export beside it ('batchmark import aiperf profile_export_aiperf.json', "

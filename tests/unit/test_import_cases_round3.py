@@ -195,9 +195,10 @@ def test_output_five_times_the_requested_length_is_a_caveat(tmp_path):
         d["input_config"]["output_tokens_mean"] = 18
         d["output_sequence_length"] = {"unit": "tokens", "avg": 90.0, "p50": 90.0}
     (p,) = parse("aiperf", [_genai(tmp_path, edit)]).summaries
-    assert p.output_len == 90 and p.caveats == {"output_len_mismatch": 100}
+    # GenAI-Perf states no error count: its failures are unknown (failed_count_unknown), whatever the lengths
+    assert p.output_len == 90 and p.caveats == {"output_len_mismatch": 100, "failed_count_unknown": 100}
     (p,) = parse("aiperf", [_genai(tmp_path, lambda d: d["input_config"].update(output_tokens_mean=18))]).summaries
-    assert p.caveats == {}
+    assert p.caveats == {"failed_count_unknown": 100}
 
 
 # -- kind: files of the wrong kind refused with a message about the wrong thing ----------------
