@@ -43,6 +43,13 @@ def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str
     for key in (f"median_{metric}_ms", f"p50_{metric}_ms", f"p90_{metric}_ms", f"p99_{metric}_ms", f"mean_{metric}_ms"):
         if d.get(key) is not None and not is_number(d[key]):
             raise fail(path or "?", f"field {pre}{key}", f"not a number: {d[key]!r}")
+    stated = [d[k] for k in (f"median_{metric}_ms", f"p50_{metric}_ms", f"p90_{metric}_ms", f"p99_{metric}_ms",
+                             f"mean_{metric}_ms") if d.get(k) is not None]
+    if stated and all(v == 0 for v in stated):
+        # Not a measurement: the fallback both clients write when nothing was measured (vLLM serve.py and SGLang
+        # bench_serving.py: np.mean(tpots or 0) when no request had two output tokens, ttfts empty when the backend
+        # did not stream).  A latency measured as exactly 0.0 in every statistic does not happen (clock differences).
+        return None
     return distribution(p50=d.get(f"median_{metric}_ms", d.get(f"p50_{metric}_ms")), p90=d.get(f"p90_{metric}_ms"),
                         p99=d.get(f"p99_{metric}_ms"), mean=d.get(f"mean_{metric}_ms"), scale=1e-3)
 
@@ -191,9 +198,16 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     caveats = {}
     e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
     asked = d.get("random_output_len") if d.get("dataset_name") == "random" else None  # SGLang states it
+    ratio = d.get("random_range_ratio")
+    if is_number(asked) and is_number(ratio) and 0 <= ratio < 1:
+        # SGLang's random dataset draws each output length from randint(int(len × ratio), len + 1)
+        # (bench_serving.py sample_random_requests): the requested mean is (int(len × ratio) + len) / 2
+        asked = (int(asked * ratio) + asked) / 2
     if is_number(asked) and asked > 0 and length_mismatch(output_len, asked):
         caveats["output_len_mismatch"] = completed
-        error_texts.append(f"output length {output_len} per request, {int(asked)} requested (random_output_len)")
+        error_texts.append(f"output length {output_len} per request, {asked:g} requested (random_output_len"
+                           + (f", the mean of random_range_ratio {ratio:g}'s draws)" if is_number(ratio) and 0 <= ratio < 1
+                              else ")"))
     if failed_unknown:
         caveats["failed_count_unknown"] = completed
         error_texts.append("the file states no failed count (SGLang bench_serving): failures unknown")

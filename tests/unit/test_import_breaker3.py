@@ -265,13 +265,12 @@ def test_guidellm_impossible_request_counts_are_refused(tmp_path, totals, says):
 
 # -- SGLang bench_serving / vLLM: a fallback 0 taken for a measured latency (fix belongs in vllm_result.py) ----
 
-@pytest.mark.xfail(strict=True, reason="vllm_result.py is another helper's area (realfiles): reported, not fixed here")
 @pytest.mark.parametrize("zeroed", [("ttft", "itl", "tpot"), ("tpot",)])
 def test_zero_fallback_latencies_are_not_imported_as_measured(tmp_path, zeroed):
     """SGLang bench_serving's calculate_metrics writes mean_ttft_ms = np.mean(ttfts or 0) * 1000 ("ttfts is empty if
     streaming is not supported by backend"), likewise TPOT and ITL; vLLM's serve.py writes np.mean(tpots or 0) when no
     request has more than one output token.  A TTFT or TPOT of exactly 0.0 ms over 12000 completed requests is that
-    fallback, not a measurement: right value null.  batchmark stores ttft_s / tpot_s 0.0 (and step_time_s 0.0)."""
+    fallback, not a measurement: right value null.  batchmark stored ttft_s / tpot_s 0.0 (and step_time_s 0.0)."""
     d = json.loads(SGLANG_LINE)
     for k in list(d):
         if any(k.endswith(f"_{m}_ms") for m in zeroed):
@@ -321,12 +320,11 @@ def test_early_genai_perf_chunk_itl_keeps_only_its_mean(tmp_path):
     assert any("only its mean is kept" in e for e in p.errors)
 
 
-@pytest.mark.xfail(strict=True, reason="vllm_result.py is another helper's area (realfiles): reported, not fixed here")
 def test_sglang_random_range_ratio_is_not_an_output_length_mismatch(tmp_path):
     """SGLang's random dataset draws each output length as np.random.randint(int(output_len * range_ratio),
     output_len + 1) (bench_serving.py sample_random_requests; --random-range-ratio was 0.0 by default in older
     versions): with ratio 0 and random_output_len 1000 the requested mean is (0 + 1000) / 2 = 500 tokens.  A run that
-    produced 500 per request (6,000,000 / 12,000) did what it asked; batchmark flags output_len_mismatch ("the server
+    produced 500 per request (6,000,000 / 12,000) did what it asked; batchmark flagged output_len_mismatch ("the server
     did not generate the requested length")."""
     d = json.loads(SGLANG_LINE)
     d.update(random_range_ratio=0.0, total_output_tokens=6_000_000)
