@@ -204,19 +204,32 @@ def start_server(python: Path, folder: Path, log: Path, max_seqs: int,
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                 preexec_fn=(lambda: _raise_priority(nice)) if nice is not None else None)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 600
+    try:
+        wait_healthy(proc, url, log)
+    except RuntimeError:
+        stop_server(proc)
+        raise
+    return proc, url
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, log: Path, timeout_s: float = 600) -> None:
+    """Poll ``url``/health once a second until it answers 200.
+
+    Raises:
+        RuntimeError: the server exited or did not become healthy in ``timeout_s`` (the log's tail in the message).
+    """
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"vLLM exited with {proc.returncode}: {log.read_text(errors='replace')[-1500:]}")
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as resp:
                 if resp.status == 200:
-                    return proc, url
+                    return
         except OSError:
             pass
         time.sleep(1)
-    stop_server(proc)
-    raise RuntimeError(f"vLLM not healthy after 600 s: {log.read_text(errors='replace')[-1500:]}")
+    raise RuntimeError(f"vLLM not healthy after {timeout_s:.0f} s: {log.read_text(errors='replace')[-1500:]}")
 
 
 def stop_server(proc: subprocess.Popen) -> None:

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.vllm_agreement import SMALL_LLAMA, _free_port, vllm_python  # noqa: E402
+from benchmarks.vllm_agreement import SMALL_LLAMA, _free_port, stop_server, vllm_python, wait_healthy  # noqa: E402
 
 #: The model's name in every command (the linked folder, the served name, ``model_id`` in vLLM's files).
 MODEL = "agreement-llama"
@@ -116,23 +116,6 @@ def _prepare(out: Path) -> tuple[Path, dict[str, str]]:
     return bin_dir, _env(bin_dir)
 
 
-def _wait_healthy(proc: subprocess.Popen, port: int, log: Path, timeout_s: float = 600) -> None:
-    import urllib.request
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vllm serve exited with {proc.returncode}: {log.read_text(errors='replace')[-1500:]}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    raise RuntimeError(f"vllm serve not healthy after {timeout_s:.0f} s: {log.read_text(errors='replace')[-1500:]}")
-
-
 def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_prompts: int = 8, input_len: int = 32,
                      output_len: int = 32, extra: tuple[str, ...] = (), name: str = "c{c}") -> list[list[str]]:
     """Run ``vllm serve`` once and ``vllm bench serve --save-result`` at each concurrency (module docstring); return
@@ -145,8 +128,6 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
     Raises:
         RuntimeError: no vLLM environment, the server or a benchmark failed (the log's tail in the message).
     """
-    import signal
-
     bin_dir, env = _prepare(out)
     port = _free_port()
     server = serve_cmd(port, max(4, *concurrencies))
@@ -155,7 +136,7 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
         proc = subprocess.Popen(server, cwd=out, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     cmds = [server]
     try:
-        _wait_healthy(proc, port, log)
+        wait_healthy(proc, f"http://127.0.0.1:{port}", log)
         (out / "bench-serve").mkdir(exist_ok=True)
         for c in concurrencies:
             cmd = [*bench_cmd(port, num_prompts, input_len, output_len), *(["--max-concurrency", str(c)] if c else []),
@@ -167,15 +148,7 @@ def make_bench_serve(out: Path, concurrencies: tuple[int, ...] = (1, 4), num_pro
                 raise RuntimeError(f"vllm bench serve failed ({res.returncode}): {res.stderr.decode(errors='replace')[-1500:]}")
             cmds.append(cmd)
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait(timeout=10)
+        stop_server(proc)
     return cmds
 
 
