@@ -297,21 +297,19 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     per_user = _value(path, d, "output_token_throughput_per_user", "p50")
     if per_user is None and med_tpot:
         per_user = 1.0 / med_tpot
+    note = ("completed not stated by the file (GenAI-Perf measured for measurement_interval): "
+            "request_throughput × interval; failed not stated" if estimated else
+            "completed/failed not stated by the file: counts are the requests it was told to send" if not counts_stated
+            else None)
     point = summary(model_name_as_given(raw), engine, lens[0], lens[1], conc, completed=int(completed),
                     failed=int(failed), output_throughput_tok_s=tput, per_user_tok_s=per_user,
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
-                    samples={"output_throughput_tok_s": [tput]})
-    if failed_unknown:
-        point.caveats["failed_count_unknown"] = int(completed)
-        point.failure_rate = None
-    if estimated:
-        point.errors.append("completed not stated by the file (GenAI-Perf measured for measurement_interval): "
-                            "request_throughput × interval; failed not stated")
-    elif not counts_stated:
-        point.errors.append("completed/failed not stated by the file: counts are the requests it was told to send")
-    elif failed_unknown:
-        point.errors.append("the file states no error count (no error_request_count, no error_summary): failures unknown")
+                    samples={"output_throughput_tok_s": [tput]},
+                    failures_unknown=(note or "the file states no error count (no error_request_count, no "
+                                              "error_summary): failures unknown") if failed_unknown else None)
+    if note and not failed_unknown:
+        point.errors.append(note)
     if early and tpot:
         point.errors.append("early GenAI-Perf (num_output_token): its inter_token_latency may be per chunk, not per "
                             "request; only its mean is kept as TPOT")

@@ -38,11 +38,14 @@ class ImportResult:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int | None, **kw: Any) -> PointSummary:
+def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int | None,
+            failures_unknown: str | None = None, **kw: Any) -> PointSummary:
     """A :class:`PointSummary` with every field the source does not give set to None.
 
     ``concurrency`` is the closed loop's N; None for an open-loop point (pass ``load``, ``rate_rps``,
-    ``completed`` and its cap ``max_concurrency`` then, None when uncapped).
+    ``completed`` and its cap ``max_concurrency`` then, None when uncapped).  ``failures_unknown``: why the source
+    states no failed count (one line, kept in ``errors``); the point then has the caveat ``failed_count_unknown``
+    over its completed requests and no failure rate (never 0 passed off as measured).
     """
     base: dict[str, Any] = dict(
         repeats=1, completed=concurrency or 0, failed=0, output_throughput_tok_s=None, per_user_tok_s=None,
@@ -54,6 +57,10 @@ def summary(model: str, engine: str, input_len: int, output_len: int, concurrenc
     out.key  # noqa: B018  (a closed point without a concurrency, an open one without a rate: a bug here)
     if out.output_throughput_window is None:  # the static-batch importers say "decode_phase" themselves
         out.output_throughput_window = "send_to_completion" if out.output_throughput_tok_s is not None else None
+    if failures_unknown:
+        out.caveats["failed_count_unknown"] = out.completed
+        out.failure_rate = None
+        out.errors.append(failures_unknown)
     return out
 
 

@@ -251,9 +251,8 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
                          _succ(path, where, metrics, "request_latency"), 1.0),
             step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
-            **({"caveats": {"failed_count_unknown": int(completed)}, "failure_rate": None,
-                "errors": ["the report states no errored count (request_totals): failures unknown"]}
-               if failed_unknown else {}),
+            failures_unknown="the report states no errored count (request_totals): failures unknown" if failed_unknown
+            else None,
             **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
                                         "achieved_rate_rps": completed / duration if duration and duration > 0 else None})))
         if is_number(ramp) and ramp > 0:  # ConcurrentStrategy.rampup_duration (GuideLLM ≥ 0.4): streams started over it

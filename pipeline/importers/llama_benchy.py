@@ -64,8 +64,7 @@ def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, 
                    samples={"output_throughput_tok_s": tg_vals} if tg_vals else {},
                    # llama-benchy drops a failed request from its figures (results.py: valid_results = [r for r in
                    # results if r and not r.error]) and counts it nowhere: failures unknown, never 0 as measured
-                   caveats={"failed_count_unknown": conc}, failure_rate=None,
-                   errors=["llama-benchy states no failed count (it leaves failed requests out): failures unknown"])
+                   failures_unknown="llama-benchy states no failed count (it leaves failed requests out): failures unknown")
 
 
 def parse_json(path: Path, text: str, model: str | None, engine: str) -> ImportResult:

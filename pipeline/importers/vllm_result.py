@@ -208,12 +208,11 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
         error_texts.append(f"output length {output_len} per request, {asked:g} requested (random_output_len"
                            + (f", the mean of random_range_ratio {ratio:g}'s draws)" if is_number(ratio) and 0 <= ratio < 1
                               else ")"))
-    if failed_unknown:
-        caveats["failed_count_unknown"] = completed
-        error_texts.append("the file states no failed count (SGLang bench_serving): failures unknown")
     return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
                    caveats=caveats, max_concurrency=conc if open_loop else None,
-                   failure_rate=None if failed_unknown else failed / (completed + failed) if completed + failed else None,
+                   failures_unknown="the file states no failed count (SGLang bench_serving): failures unknown"
+                   if failed_unknown else None,
+                   failure_rate=failed / (completed + failed) if completed + failed else None,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
                    ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
