@@ -119,8 +119,8 @@ def next_wait_s(every_s: float, scrape_s: float, duty: float = SCRAPE_DUTY) -> f
     ``scrape_s`` seconds to answer the last one, so that scraping takes at most ``duty`` of the server's time
     (``scrape_s · (1 − duty) / duty``).
 
-    Example: a 6.4 ms scrape (vLLM's CPU build, 51 KiB page) at 1 % waits max(1 s, 0.63 s) = 1 s; a 40 ms one
-    (a GPU vLLM's larger page) waits 3.96 s.
+    Example: a 6.4 ms scrape (vLLM's CPU build, 51 KiB page, measured here) at 1 % waits max(1 s, 0.63 s) = 1 s; a
+    40 ms one waits 0.040 × 0.99 / 0.01 = 3.96 s.
     """
     return max(every_s, scrape_s * (1.0 - duty) / duty)
 
