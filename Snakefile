@@ -13,7 +13,7 @@
 # (every complete run; `committed` takes exactly those and measures nothing).  Complete runs
 # already in data/runs/ are inputs as they are: immutable, with their summaries and analysis.
 # The unit of measurement is one model of the sweep (`part`, one job each: on a cluster, one
-# node each); `merge` assembles the parts into the run (pipeline/parts.py).  A run is published with its
+# node each); `merge` assembles the parts into the run (pipeline/sweep/parts.py).  A run is published with its
 # summaries and analysis (written by those stages at publish: `batchmark merge`, `sweep`, `import`); the
 # summaries and analysis rules below write them again from the same files when Snakemake plans them.
 
@@ -23,13 +23,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from pipeline import parts, pointfiles, runs
-from pipeline.config import load_config
-from pipeline.errors import BatchmarkError
-from pipeline.hardware import load_profile
+from pipeline.store import pointfiles, runs
+from pipeline.sweep import parts
+from pipeline.config.sweepconfig import load_config
+from pipeline.core.errors import BatchmarkError
+from pipeline.machine.hardware import load_profile
 from pipeline.pages.render import page_templates
-from pipeline.resources import part_resources, part_threads
-from pipeline.texttable import printable
+from pipeline.config.resources import part_resources, part_threads
+from pipeline.core.texttable import printable
 
 # The sweep config is the Snakemake configfile (--configfile); config/vllm-cpu.yaml (real vLLM, CPU build) without one.
 CONFIG_PATH = str(workflow.configfiles[-1]) if workflow.configfiles else "config/vllm-cpu.yaml"
@@ -79,7 +80,7 @@ rule all:
     input: "site/index.html"
 
 
-# The workflow ends with one line: the run, its verdict and main reason, how to see it, the site (issue 24).
+# The workflow ends with one line: the run, its verdict and main reason, how to see it, the site.
 onsuccess:
     if Path(f"data/runs/{RUN_ID}/analysis.json").is_file() and Path("site/index.html").is_file():
         shell(f"{BATCHMARK} summary {RUN_ID} --site site/index.html")

@@ -1,4 +1,4 @@
-"""Benchmark: does an adaptive sweep find the full grid's knee, and at what share of its hardware time? (issue 21, item 3)
+"""Benchmark: does an adaptive sweep find the full grid's knee, and at what share of its hardware time?
 
     python benchmarks/adaptive_sweep.py [--config config/spark-simulated-adaptive.yaml]
                                         [--full data/runs/20261201T103258Z-vm] [--tolerance 0.10]
@@ -10,11 +10,11 @@ same models, grid, lengths, repeats, seed and noise, so a point measured by both
 
 - the knee: the adaptive sweep's (``find_knee`` of its measured + predicted curve, run.json ``adaptive``) against
   the full grid's (its analysis, measured points only);
-- hardware time, by the plan's estimate of each point on a real DGX Spark (``pipeline.plan``: repeats × the
+- hardware time, by the plan's estimate of each point on a real DGX Spark (``pipeline.plan.estimate``: repeats × the
   simulated time of a repeat + overheads): the full grid's server start + every grid point, against the adaptive
   sweep's server start + the points it measured (the two probes, the same in both, left out).
 
-Must hold (issue 21): the same knee for every model, with at most half of the full grid's hardware time.
+Must hold: the same knee for every model, with at most half of the full grid's hardware time.
 Figures, printed; the script exits 1 when either does not hold.
 """
 
@@ -42,9 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tolerance", type=float, default=None, help="override the config's adaptive.tolerance")
     args = ap.parse_args(argv)
 
-    from pipeline import stages
-    from pipeline.config import load_config
-    from pipeline.plan import format_duration, make_plan
+    from pipeline.analysis import stages
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.plan.estimate import format_duration, make_plan
 
     cfg = load_config(args.config)
     upd = {"open_loop": None, "slo": None}
@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             shutil.copytree(ROOT / "data" / sub, Path(tmp) / "data" / sub)
         (Path(tmp) / "data" / "runs").mkdir()
         os.environ["BATCHMARK_ROOT"] = tmp
-        from pipeline import runs
-        from pipeline.sweep import run_sweep
+        from pipeline.store import runs
+        from pipeline.sweep.gridwalk import run_sweep
 
         plan = make_plan(cfg)
         run_dir = runs.claim_run_dir(Path(tmp) / "data" / "runs")

@@ -3,7 +3,7 @@
 The committed transformers CPU runs (``data/runs/20261129T161329Z-vm``, ``20261129T165000Z-vm``) measured a
 dense-llama-190m decode step of 34.6 ms at B = 1 and 70.9 ms at B = 2, then 64.6 ms at B = 4 and 56.8 ms at
 B = 8: a step that gets cheaper as the batch grows, which no per-step model (bytes ÷ bandwidth + FLOPs ÷
-compute + overhead, :mod:`pipeline.calibrate`) can fit, so ``batchmark predict`` calls c = 2 and 4
+compute + overhead, :mod:`pipeline.predict.calibrate`) can fit, so ``batchmark predict`` calls c = 2 and 4
 "unexplained" and ``benchmarks/prediction_accuracy.py`` reports those runs past its goal.
 
 This script times the decode step's own matrix products — the four linear layers of one of that model's

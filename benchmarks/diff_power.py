@@ -1,4 +1,4 @@
-"""Benchmark: how often ``batchmark diff`` calls a change that is not there, and how often it finds one that is (issue 22).
+"""Benchmark: how often ``batchmark diff`` calls a change that is not there, and how often it finds one that is.
 
     python benchmarks/diff_power.py [--pairs 100] [--repeats 3 5 10] [--changes 5 10 30] [--drift 0.02]
                                     [--spread 0.10] [--min-effect 5] [--seed 0]
@@ -25,7 +25,7 @@ share of pairs whose diff finds the change (output throughput called worse at on
 and the smallest change of ``--changes`` whose output throughput is detected 9 times in 10 (the figure the
 README and the configs' ``repeats:`` comments quote).  ``--server-pairs N`` adds N A/A and N A/B pairs of real sweeps
 (the load generator against ``tests/integration/fake_stream_server.py`` at 10 ms a token; B's server at 11 ms:
-10 % slower tokens; a bare ``--repeats`` skips the synthetic pairs).  Figures, not assertions.  Goal (issue 22): A/A calls ≤ 5 %
+10 % slower tokens; a bare ``--repeats`` skips the synthetic pairs).  Figures, not assertions.  Goal: A/A calls ≤ 5 %
 of metric-points; a 10 % change detected ≥ 9 times in 10 with 5 repeats.
 """
 
@@ -53,7 +53,7 @@ MOVED = ("output_throughput_tok_s", "per_user_tok_s", "tpot_p50_s", "tpot_p99_s"
 
 @dataclass
 class SyntheticRun:
-    """What :func:`pipeline.diff.diff_runs` reads of a run (:class:`pipeline.comparability.RunData`), built in memory."""
+    """What :func:`pipeline.diff.rundiff.diff_runs` reads of a run (:class:`pipeline.diff.comparability.RunData`), built in memory."""
 
     run_id: str
     meta: dict[str, Any]
@@ -63,8 +63,8 @@ class SyntheticRun:
 
 def point(rng: random.Random, c: int, repeats: int, requests: int, drift: float, spread: float, slower: float) -> Any:
     """Summary of one served point: ``repeats`` repeats of ``requests`` requests in waves of ``c`` (module docstring)."""
-    from pipeline.metrics import summarize_point
-    from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+    from pipeline.metrics.summarize import summarize_point
+    from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
     reps = []
     for r in range(repeats):
@@ -92,7 +92,7 @@ def run(rng: random.Random, run_id: str, meta: dict[str, Any], repeats: int, req
 
 def base_meta() -> dict[str, Any]:
     """A real ``run.json`` (tests/runbuilder.py's), shared by both runs of a pair so that they are comparable."""
-    from pipeline import stages
+    from pipeline.analysis import stages
     from tests.runbuilder import make_run
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +104,7 @@ def rates(pairs: int, repeats: int, change: float, args: argparse.Namespace, rng
     """(share of tested metric-points called — worse for a change, either way for A/A —, output throughput's share,
     share of pairs whose diff calls output throughput worse at one point or more and better at none);
     ``sizes`` collects every tested |relative change| (the A/A spread the minimum effect is chosen from)."""
-    from pipeline.diff import diff_runs
+    from pipeline.diff.rundiff import diff_runs
 
     called = tested = thr_called = thr_tested = pairs_found = 0
     for i in range(pairs):
@@ -136,11 +136,11 @@ def server_rates(args: argparse.Namespace, meta: dict[str, Any]) -> None:
     """
     import subprocess
 
-    from pipeline.config import parse_config
-    from pipeline.diff import diff_runs
+    from pipeline.config.sweepconfig import parse_config
+    from pipeline.diff.rundiff import diff_runs
     from pipeline.engines import get_engine
-    from pipeline.metrics import summarize_point
-    from pipeline.records import PointKey
+    from pipeline.metrics.summarize import summarize_point
+    from pipeline.core.records import PointKey
     from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
 
     here = REPO / "tests" / "integration"
@@ -207,7 +207,7 @@ def main() -> None:
     ap.add_argument("--server-repeats", type=int, default=5)
     ap.add_argument("--server-requests", type=int, default=16, help="measured requests per repeat (default 16)")
     args = ap.parse_args()
-    from pipeline.diffstats import MIN_EFFECT
+    from pipeline.diff.stats import MIN_EFFECT
 
     if args.min_effect is None:
         args.min_effect = MIN_EFFECT * 100

@@ -1,4 +1,4 @@
-"""Benchmark: importing, analysing and viewing a large llama-batched-bench table (issue 9, "Scale").
+"""Benchmark: importing, analysing and viewing a large llama-batched-bench table.
 
     python benchmarks/import_scale.py [--sizes 1000 10000 100000] [--repeats 3] [--format md|jsonl]
 
@@ -9,7 +9,7 @@ builds it; nothing is written under data/) and prints, per size, the median wall
 parsing, the whole import (parse + cards + ``summaries.json`` + ``analysis.json``), the analysis
 alone (``stages.analysis_of``, in memory) and the run view the pages read (``view_of(stages.load_run(...))``).
 Sizes of 10,000 rows and more run once.  Figures, not assertions: the machine is shared.
-Goal (issue 9): 100,000 rows import in under 60 s.
+Goal: 100,000 rows import in under 60 s.
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_scratch_root(Path(tmp))
         os.environ["BATCHMARK_ROOT"] = str(root)
-        from pipeline import runs, stages
+        from pipeline.analysis import stages
+        from pipeline.store import runs
         from pipeline.importers import import_run, parse
         from pipeline.pages.views import view_of
 

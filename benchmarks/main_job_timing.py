@@ -1,4 +1,4 @@
-"""Wall time of the README's main job on a fresh clone, install included (issue 8: under 15 minutes on 2 cores).
+"""Wall time of the README's main job on a fresh clone, install included (under 15 minutes on 2 cores).
 
     python benchmarks/main_job_timing.py [--repo .] [--workdir /tmp/batchmark-main-job] [--keep]
 

@@ -1,11 +1,11 @@
-"""How well the calibrated per-step model predicts a curve from three of its points (issue 21).
+"""How well the calibrated per-step model predicts a curve from three of its points.
 
 For every committed run under ``data/runs/`` (git-tracked only, never a user's own runs) and for
 the published llama.cpp DGX Spark measurement (``../shared/reference/``, imported into a
 temporary folder; skipped with a note where absent), ``batchmark predict``'s default calibration
 (the smallest, the next and the largest concurrency) is fitted and the output throughput of every
 other measured point is predicted.  Prints per run and per workload the median and worst absolute
-error (output throughput; for served runs TPOT p50 and TTFT p50 too), and the fitted terms in words.  Goal (issue 21): median <= 10 %, worst <= 20 %, on each.
+error (output throughput; for served runs TPOT p50 and TTFT p50 too), and the fitted terms in words.  Goal: median <= 10 %, worst <= 20 %, on each.
 
     python benchmarks/prediction_accuracy.py
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.predict import predict_run  # noqa: E402
-from pipeline.reference import import_reference  # noqa: E402
+from pipeline.views.predict import predict_run  # noqa: E402
+from pipeline.importers.reference import import_reference  # noqa: E402
 
 REFERENCE = ROOT / ".." / "shared" / "reference" / "llamacpp-dgx-spark-batched-bench.md"
 

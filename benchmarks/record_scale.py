@@ -1,4 +1,4 @@
-"""Benchmark: request records at the full size of config/spark.yaml, old JSON format beside the new Parquet one (issue 20).
+"""Benchmark: request records at the full size of config/spark.yaml, old JSON format beside the new Parquet one.
 
     python benchmarks/record_scale.py [--models 5] [--no-old] [--encodings] [--keep DIR]
 
@@ -21,7 +21,7 @@ as batchmark wrote it until issue 20), read as per-request ``RequestRecord`` obj
 and summarised from them; the new one is the Parquet file of schema version 3 read into arrays
 (``pointfiles.load_points_arrays``); their summaries are compared (identical: the times are the same floats).
 ``--encodings`` also writes one model's records with other Parquet settings,
-float64 seconds among them (docs/storage.md quotes them).  Targets (issue 20): at most 100 MB on disk, summaries in under
+float64 seconds among them (docs/storage.md quotes them).  Targets: at most 100 MB on disk, summaries in under
 a minute on a 2-core machine, peak memory under 4 GB.  Figures, not assertions: the machine is shared.
 """
 
@@ -42,9 +42,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pipeline import arrays, pointfiles, runs  # noqa: E402
-from pipeline.arrays import PointArrays, RequestArrays  # noqa: E402
-from pipeline.records import PointKey, RepeatRecord  # noqa: E402
+from pipeline.core import arrays  # noqa: E402
+from pipeline.store import pointfiles, runs  # noqa: E402
+from pipeline.core.arrays import PointArrays, RequestArrays  # noqa: E402
+from pipeline.core.records import PointKey, RepeatRecord  # noqa: E402
 
 #: config/spark.yaml: models, concurrency grid, repeats, lengths (read from the file, so the benchmark follows it).
 SPARK = REPO / "config" / "spark.yaml"
@@ -126,7 +127,7 @@ def new_run(root: Path, name: str) -> Path:
 
 def write_old_point(run: Path, pa: PointArrays) -> None:
     """The point file as batchmark wrote it before schema version 3: every request inline, JSON indent 1."""
-    from pipeline.schemas import stamped, PointRecordsFile
+    from pipeline.store.schemas import stamped, PointRecordsFile
 
     path = pointfiles.point_path(run, pa.point)
     body = arrays.to_records(pa).as_dict()
@@ -142,7 +143,8 @@ SUMMARIZE = """
 import json, sys, time
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from pipeline import metrics, pointfiles
+from pipeline.metrics import summarize as metrics
+from pipeline.store import pointfiles
 t = time.perf_counter()
 points = pointfiles.{loader}(Path({run!r}))
 summaries = metrics.summarize_run(points, {{"goodput_ttft_ms": 2000, "goodput_tpot_ms": 100, "ttft_p99_max_ms": 2000, "tpot_p99_max_ms": 100}})
@@ -166,7 +168,7 @@ def encodings(root: Path, pts: list[PointArrays]) -> list[tuple[str, int, float,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline import columnar
+    from pipeline.store import columnar
 
     dicts = ["error", "token_count_source", "token_count_reason"]
     bss = list(columnar.FLOAT_COLUMNS)

@@ -1,4 +1,4 @@
-"""Benchmark: rebuilding the site for a lab's worth of runs (issue 13, "A site for a lab, not for two models").
+"""Benchmark: rebuilding the site for a lab's worth of runs.
 
     python benchmarks/site_scale.py [--sizes 5x1 5x10 50x10] [--profile FILE] [--keep DIR]
 
@@ -11,7 +11,7 @@ the Changes page has real differences to show, and prints the wall time of ``bat
 (``render_site``, in this process) and of ``mkdocs build --strict`` (a subprocess), the number of
 pages and the largest page (MB of HTML).  ``--profile FILE`` writes a cProfile of the largest
 size's ``batchmark pages`` (read it with ``python -m pstats FILE``).  Figures, not assertions: the
-machine is shared.  Goal (issue 13): 50 models × 10 runs rebuild in under 60 s, every page under 2 MB.
+machine is shared.  Goal: 50 models × 10 runs rebuild in under 60 s, every page under 2 MB.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def markdown(models: int, scale: float) -> str:
     or 6 % of the B = 1 step per added sequence, times ``scale`` (the run's own few per cent).
     """
     from pipeline.importers.cardmatch import match_card
-    from pipeline.stepcost import weight_bytes_per_step
+    from pipeline.cards.stepcost import weight_bytes_per_step
 
     out = ["# llama-batched-bench (generated)", "", "build: 6918 (2f68ce7cf)", ""]
     for i, name in enumerate(model_names(models)):

@@ -1,4 +1,4 @@
-"""The whole workflow at Spark scale on the simulated server: its wall time and peak memory (issue 19).
+"""The whole workflow at Spark scale on the simulated server: its wall time and peak memory.
 
     python benchmarks/spark_simulated.py [--config config/spark-simulated.yaml] [--workdir /tmp/batchmark-spark-sim]
                                          [--runs 2] [--keep]

@@ -24,8 +24,8 @@ def main() -> None:
     ap.add_argument("--repeats-probe", type=int, default=7)
     args = ap.parse_args()
 
-    from pipeline.config import load_config
-    from pipeline.hardware import probe
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.machine.hardware import probe
 
     cfg = load_config(args.config)
     res = probe(repeats=args.repeats_probe)
@@ -38,8 +38,8 @@ def main() -> None:
 
     import shutil
 
-    from pipeline import paths
-    from pipeline.sweep import run_sweep
+    from pipeline.core import paths
+    from pipeline.sweep.gridwalk import run_sweep
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

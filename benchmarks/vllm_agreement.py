@@ -1,4 +1,4 @@
-"""batchmark's load generator beside ``vllm bench serve`` on one real vLLM server, by the same definitions (issue 23).
+"""batchmark's load generator beside ``vllm bench serve`` on one real vLLM server, by the same definitions.
 
 One vLLM server (the CPU build in ``.venv-vllm``, made by ``batchmark server-env``) serves a small
 random-weights Llama (a local folder, word-level tokenizer, no download).  At each concurrency c both
@@ -20,7 +20,7 @@ requests a run at ``c`` in flight, closed loop, ``/v1/completions``, no warm-up 
   batchmark's, left minutes between the clients' runs of a point: one such run differed by up to 48 % with
   each client's A/A spread under 10 %, the outside load having changed in between.)
 
-A machine shared (issue 23: the test failed two of three runs of the whole suite on this 2-core machine, other
+A machine shared (the test failed two of three runs of the whole suite on this 2-core machine, other
 sessions' tests and vLLM servers beside it, load average 4 to 12).  What makes the comparison hold there
 (:func:`compare`):
 
@@ -45,7 +45,7 @@ sessions' tests and vLLM servers beside it, load average 4 to 12).  What makes t
 - **priority**: the server, ``vllm bench serve`` and the measuring thread run at nice −10 where allowed (root or
   CAP_SYS_NICE); it did not make this machine quiet (memory and cache are shared too), the correction did.
 
-Why the first full run disagreed by −86 % to +236 % (found here, issue 23): not a client, the server's
+Why the first full run disagreed by −86 % to +236 % (found here): not a client, the server's
 delivery.  With the 4-layer, 512-wide model first used (a decode step of ~3 ms) vLLM's CPU build on this
 2-core machine often wrote all of a request's SSE events in one burst at its end: a plain aiohttp client
 (no vLLM, no batchmark code) read all 34 events of a c = 1 stream in one socket read (TTFT ≈ E2EL ≈ 90 ms,
@@ -58,7 +58,7 @@ state beside one in the streaming state gave the spread seen (the ``--num-warmup
 step of ~12 ms (:data:`SMALL_LLAMA` now) the stream arrives token by token at every concurrency, without
 touching the server's priorities; the test checks that it did (TPOT and ITL above 0 in every run).
 
-The one difference that was batchmark's (found here, issue 23): its ``/metrics`` sampling.  Sampled every 0.25 s
+The one difference that was batchmark's (found here): its ``/metrics`` sampling.  Sampled every 0.25 s
 during each run, each scrape held the server's streams while vLLM rendered the page (in the API server's event
 loop; 6.4 ms for this 51 KiB page) and cost as much CPU again to parse on the 2-core machine.  TPOT and
 throughput did not show it (a mean moves little), the median chunk gap did: on a quiet machine (load below 2)
@@ -174,7 +174,7 @@ _BENCH = ("import json, sys\n"
 
 def vllm_python() -> Path | None:
     """The interpreter of the usable vLLM environment (``.venv-vllm``), None when there is none."""
-    from pipeline import serverenv
+    from pipeline.machine import serverenv
 
     status = serverenv.read_status(serverenv.resolve(serverenv.DEFAULT_DEST))
     return Path(status["python"]) if status and status.get("ok") and status.get("python") else None
@@ -360,7 +360,7 @@ def _log(values: list[float | None]) -> np.ndarray:
 def noise_sigma(runs: list[list[float | None]], rounds: int) -> float | None:
     """Run-to-run noise σ of one figure (relative: 0.05 = 5 %), from the A/A spread of each client's runs.
 
-    ``runs``: per-run values of one metric, one list per (concurrency, client).  Robust (issue 23): the ln
+    ``runs``: per-run values of one metric, one list per (concurrency, client).  Robust: the ln
     differences of every pair of runs in a list, pooled, σ = :func:`median_factors`' ``pair_scale`` × their
     median, so a run beside a spike of outside load weighs no more than any pair beyond the median; a run that burst
     (figure 0) has no finite logarithm and gives no pair.  None when no list has two finite runs.
@@ -402,7 +402,7 @@ def relative(run: dict[str, Any], metric: str) -> float | None:
 
 
 def compare(runs: dict[int, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
-    """Compare the clients' runs: the comparison the agreement test asserts (issue 23).
+    """Compare the clients' runs: the comparison the agreement test asserts.
 
     ``runs``: ``{concurrency: {"vllm": [run, …], "batchmark": [run, …]}}``, a run ``{"figures": {metric name of
     METRICS: value}, "server": {histogram: the server's own mean over that run, s} or None}``.
@@ -497,7 +497,7 @@ def make_engine(url: str, folder: Path, concurrencies: tuple[int, ...], input_le
                 per_slot: int, minimum: int):
     """batchmark's ``openai`` engine for the served model, loaded once (tokenizer, feature probe) for every point:
     ``max(per_slot × c, minimum)`` measured requests a run, no warm-up, vLLM's two extra body keys."""
-    from pipeline.config import parse_config
+    from pipeline.config.sweepconfig import parse_config
     from pipeline.engines import get_engine
 
     cfg = parse_config({"name": "agreement", "hardware": "cpu", "engine": "openai", "input_len": input_len,
@@ -512,8 +512,8 @@ def make_engine(url: str, folder: Path, concurrencies: tuple[int, ...], input_le
 
 def run_batchmark(engine, c: int, input_len: int, output_len: int):
     """One batchmark run of a point (one repeat, no warm-up) through ``engine`` (:func:`make_engine`); its summary."""
-    from pipeline.metrics import summarize_point
-    from pipeline.records import PointKey
+    from pipeline.metrics.summarize import summarize_point
+    from pipeline.core.records import PointKey
 
     return summarize_point(engine.measure(PointKey(SERVED, "openai", input_len, output_len, c), 1, False, 0))
 
@@ -556,7 +556,7 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
     Raises:
         RuntimeError: no usable vLLM environment, or the server or ``vllm bench serve`` failed.
     """
-    from pipeline.modelfolders import build_model_folder
+    from pipeline.machine.modelfolders import build_model_folder
 
     python = vllm_python()
     if python is None:
@@ -619,7 +619,7 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
 def table(rows: list[dict[str, Any]]) -> str:
     """The side-by-side table as text: each client's median of its runs, their difference, the tolerance the A/A
     noise justifies (:func:`tolerance`), each client's A/A spread (max / min − 1 of its runs)."""
-    from pipeline.texttable import text_table
+    from pipeline.core.texttable import text_table
 
     def f(v: float | None, pct: bool = False) -> str:
         return "-" if v is None else (f"{v:+.1%}" if pct else f"{v:.2f}")

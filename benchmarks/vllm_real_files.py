@@ -1,4 +1,4 @@
-"""Make real result files with vLLM's own benchmark commands (issue 23, "Files people really have").
+"""Make real result files with vLLM's own benchmark commands.
 
 batchmark's ``vllm-bench`` importer was first tested on hand-made files only.  This script runs the real
 ``vllm serve``, ``vllm bench serve --save-result`` and ``vllm bench sweep serve`` of the CPU build in
@@ -102,7 +102,7 @@ def _env(bin_dir: Path) -> dict[str, str]:
 
 def _prepare(out: Path) -> tuple[Path, dict[str, str]]:
     """The output folder with the model folder linked in as :data:`MODEL` and the shim in ``out/.bin``."""
-    from pipeline.modelfolders import build_model_folder
+    from pipeline.machine.modelfolders import build_model_folder
 
     python = vllm_python()
     if python is None:

@@ -1,7 +1,7 @@
 """The ``batchmark`` command: argument parsing only; every command hands off to a stage function or to its work in
 :mod:`pipeline.commands` (sweep, diff, upgrade).
 
-User errors (:class:`pipeline.errors.BatchmarkError`) print one line and exit 2.
+User errors (:class:`pipeline.core.errors.BatchmarkError`) print one line and exit 2.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.commands import print  # noqa: A004 (every text this command prints escapes control characters)
-from pipeline.errors import BatchmarkError
-from pipeline.texttable import printable
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.texttable import printable
 
 #: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only
 #: file system, no permission, I/O error.
@@ -24,14 +24,14 @@ ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, err
 
 
 def diff_min_effect_pct() -> float:
-    """The diff's default minimum effect in percent (:data:`pipeline.diffstats.MIN_EFFECT` × 100)."""
-    from pipeline.diffstats import MIN_EFFECT
+    """The diff's default minimum effect in percent (:data:`pipeline.diff.stats.MIN_EFFECT` × 100)."""
+    from pipeline.diff.stats import MIN_EFFECT
 
     return MIN_EFFECT * 100
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
-    from pipeline.hardware import probe
+    from pipeline.machine.hardware import probe
 
     res = probe(args.device, repeats=args.repeats)
     if args.json:
@@ -52,9 +52,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
-    from pipeline.plan import plan_text
-    from pipeline.planbudget import plan_for
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.plan.estimate import plan_text
+    from pipeline.plan.budget import plan_for
 
     path = args.config or args.config_pos
     if not path:
@@ -68,16 +68,16 @@ def _cmd_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
-    from pipeline.config import load_config
-    from pipeline.parts import merge_parts
-    from pipeline.stages import write_derived
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.sweep.parts import merge_parts
+    from pipeline.analysis.stages import write_derived
 
     print(merge_parts(load_config(args.config), args.run_id, derive=write_derived))  # published with its derived files
     return 0
 
 
 def _cmd_server_env(args: argparse.Namespace) -> int:
-    from pipeline import serverenv
+    from pipeline.machine import serverenv
 
     status = serverenv.create_server_env(args.out, args.requirements)
     print(json.dumps({k: v for k, v in status.items() if k != "requirements_text"}, indent=1))
@@ -91,21 +91,23 @@ def _cmd_upgrade(args: argparse.Namespace) -> int:
 
 
 def _cmd_summarize(args: argparse.Namespace) -> int:
-    from pipeline import runs, stages
+    from pipeline.analysis import stages
+    from pipeline.store import runs
 
     print(stages.write_summaries(runs.resolve_run(args.run)))
     return 0
 
 
 def _cmd_analyze(args: argparse.Namespace) -> int:
-    from pipeline import runs, stages
+    from pipeline.analysis import stages
+    from pipeline.store import runs
 
     print(stages.write_analysis(runs.resolve_run(args.run)))
     return 0
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    from pipeline.show import format_table, show_run
+    from pipeline.views.show import format_table, show_run
 
     doc = show_run(args.run)
     print(json.dumps(doc, indent=1) if args.json else format_table(doc))
@@ -114,15 +116,15 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     from pipeline.pages.indexviews import built_site
-    from pipeline.runs import resolve_run
-    from pipeline.show import summary_line
+    from pipeline.store.runs import resolve_run
+    from pipeline.views.show import summary_line
 
     print(summary_line(args.run, args.site or built_site(resolve_run(args.run).name)))
     return 0
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
-    from pipeline.predict import format_predict, parse_calibrate_on, predict_run
+    from pipeline.views.predict import format_predict, parse_calibrate_on, predict_run
 
     doc = predict_run(args.run, parse_calibrate_on(args.calibrate_on))
     print(json.dumps(doc, indent=1) if args.json else format_predict(doc))
@@ -146,7 +148,7 @@ def _cmd_pages(args: argparse.Namespace) -> int:
 
 
 def _cmd_reference(args: argparse.Namespace) -> int:
-    from pipeline.reference import import_reference, shared_reference_file
+    from pipeline.importers.reference import import_reference, shared_reference_file
 
     print(import_reference(Path(args.file) if args.file else shared_reference_file(),
                            Path(args.out) if args.out else None, hardware=args.hardware))
@@ -164,18 +166,18 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
-    from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
-    from pipeline.hardware import load_profile
-    from pipeline.cardregistry import resolve_card
+    from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
+    from pipeline.machine.hardware import load_profile
+    from pipeline.cards.registry import resolve_card
 
     hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
     if not hw.get("memory_gb"):  # the generic cpu profile: size it by this machine, and say so
-        from pipeline.capacity import machine_memory
+        from pipeline.analysis.capacity import machine_memory
 
         hw.update(machine_memory())
-    from pipeline.modelarch import CONTEXT_MAX
+    from pipeline.cards.modelarch import CONTEXT_MAX
 
-    for ctx in args.context or []:  # a 400-digit context ended in OverflowError (issue 18)
+    for ctx in args.context or []:  # a 400-digit context ended in OverflowError
         if not 1 <= ctx <= CONTEXT_MAX:
             raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
                                  f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
@@ -267,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  "labelled as such; nothing is written into the run.")
     s.add_argument("--calibrate-on", metavar="C1,C2,...",
                    help="concurrencies to fit on (at least three); default: the smallest, the next and the largest")
-    s.add_argument("--json", action="store_true", help="print the predict document (pipeline/predict.py)")
+    s.add_argument("--json", action="store_true", help="print the predict document (pipeline/views/predict.py)")
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
     s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],

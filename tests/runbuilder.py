@@ -20,8 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import runs, stages
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.analysis import stages
+from pipeline.store import runs
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 BASE_STEP_S = 0.010
 BASE_PREFILL_S = 0.002
@@ -149,7 +150,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             ``(model, -(rank + 1))`` for the rank-th rate (0 = lowest).
         busy: ``{(model, concurrency): outside share}``: that point's records carry the interference meter's
             result of a machine whose other processes kept that share of its 2 CPUs busy for 2 s
-            (:mod:`pipeline.interference`), as a sweep under a CPU hog records it.
+            (:mod:`pipeline.machine.interference`), as a sweep under a CPU hog records it.
         probe_warning: the probe's warning in run.json (None: a steady probe).
     """
     slow = slow or {}

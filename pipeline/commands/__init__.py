@@ -7,11 +7,11 @@ from __future__ import annotations
 import builtins
 import sys
 
-from pipeline.texttable import printable
+from pipeline.core.texttable import printable
 
 
 def print(*values: object, sep: str = " ", end: str = "\n", file=None, flush: bool = False) -> None:  # noqa: A001
-    """Every text this command prints, through :func:`pipeline.texttable.printable`: names from runs, imports and
+    """Every text this command prints, through :func:`pipeline.core.texttable.printable`: names from runs, imports and
     servers reach the terminal with their control characters escaped (``\x1b``), never as terminal sequences.
 
     It stands in for the built-in ``print`` in this module on purpose, so no output path of a command can forget it.

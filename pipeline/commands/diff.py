@@ -6,9 +6,9 @@ import math
 import sys
 
 from pipeline.commands import print  # noqa: A004 (escapes control characters; see pipeline.commands.print)
-from pipeline.diffmetrics import MetricChange
-from pipeline.diffstats import MIN_EFFECT
-from pipeline.errors import BatchmarkError
+from pipeline.diff.metrics import MetricChange
+from pipeline.diff.stats import MIN_EFFECT
+from pipeline.core.errors import BatchmarkError
 
 
 def _where(c: MetricChange) -> str:
@@ -23,7 +23,7 @@ def diff(run_a: str, run_b: str, *, fmt: str = "text", fail_above: str | None = 
     Args:
         run_a, run_b: run ids or paths.
         fmt: ``"text"``, ``"markdown"``, ``"csv"`` (the headline to stderr) or ``"json"``.
-        fail_above: ``--fail-above``'s text (:func:`pipeline.diffgate.parse_fail_above`), or None for no gate.
+        fail_above: ``--fail-above``'s text (:func:`pipeline.diff.gate.parse_fail_above`), or None for no gate.
         alpha: the false discovery rate, 0 < α < 1.
         min_effect_pct: the minimum effect in percent, ≥ 0.
 
@@ -33,9 +33,10 @@ def diff(run_a: str, run_b: str, *, fmt: str = "text", fail_above: str | None = 
     Raises:
         BatchmarkError: a bad threshold, α or minimum effect, an unreadable run, or a gate on runs not comparable.
     """
-    from pipeline import diffreport, stages
-    from pipeline.diff import diff_runs
-    from pipeline.diffgate import parse_fail_above, regressions, untestable_drops
+    from pipeline.analysis import stages
+    from pipeline.diff import report as diffreport
+    from pipeline.diff.rundiff import diff_runs
+    from pipeline.diff.gate import parse_fail_above, regressions, untestable_drops
 
     gates = parse_fail_above(fail_above) if fail_above is not None else None
     if not (math.isfinite(alpha) and 0 < alpha < 1):

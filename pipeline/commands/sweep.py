@@ -1,5 +1,5 @@
 """``batchmark sweep``'s work: check, claim the run folder, plan, run the sweep (published with its derived files,
-written by their stages: :func:`pipeline.stages.write_derived`), clean up after a failure, say the verdict."""
+written by their stages: :func:`pipeline.analysis.stages.write_derived`), clean up after a failure, say the verdict."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.commands import print  # noqa: A004 (escapes control characters; see pipeline.commands.print)
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 
 
 def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None = None, model: str | None = None,
@@ -19,10 +19,10 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         config: the sweep config's path.
         run_id: the new run's id (default: a fresh ``YYYYMMDDTHHMMSSZ-<host>`` claimed after the preflight).
         resume: an incomplete run (id or path) to resume.
-        model: measure only this model, into its part of ``run_id`` (:mod:`pipeline.parts`).
+        model: measure only this model, into its part of ``run_id`` (:mod:`pipeline.sweep.parts`).
         pointer: remember the run as this checkout's run for the config (the Snakefile's).
         progress: show the progress display.
-        sweep_options: passed on to :func:`pipeline.sweep.run_sweep` unchanged.
+        sweep_options: passed on to :func:`pipeline.sweep.gridwalk.run_sweep` unchanged.
 
     Returns:
         0, or 1 when every point failed.  Prints the run's folder on stdout, its summary line on stderr.
@@ -31,10 +31,13 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         BatchmarkError: a complete run measured with another config, a part without ``run_id``, a failed preflight,
             a budget that cannot be planned, or the sweep's own errors.
     """
-    from pipeline import parts, paths, runs, stages
-    from pipeline.config import load_config
-    from pipeline.preflight import discard_if_empty, preflight
-    from pipeline.sweep import run_sweep
+    from pipeline.analysis import stages
+    from pipeline.core import paths
+    from pipeline.store import runs
+    from pipeline.sweep import parts
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.sweep.preflight import discard_if_empty, preflight
+    from pipeline.sweep.gridwalk import run_sweep
 
     cfg = load_config(config)
     if model:
@@ -53,7 +56,7 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         print(f"run {run_dir.name} is complete; nothing to measure", file=sys.stderr)
         print(run_dir)
         return 0
-    preflight(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before any run folder exists (issue 24)
+    preflight(cfg, log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before any run folder exists
     if run_dir is None:  # a fresh id, its folder created as the claim: two sweeps in one second never share it
         run_dir = runs.claim_run_dir(paths.runs_dir())
     fresh = not (run_dir / "run.json").exists()
@@ -61,7 +64,7 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         parts.write_pointer(cfg.name, run_dir.name)
     plan, budgeted = _sweep_plan(cfg, None)
     try:
-        # the run is published with its summaries and analysis, written by their stages (issue 20)
+        # the run is published with its summaries and analysis, written by their stages
         run_sweep(cfg, run_dir, config_path=str(config), progress=progress, plan=plan,
                   budgeted=budgeted, derive=stages.write_derived, **sweep_options)
     except BatchmarkError:
@@ -70,11 +73,11 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
         raise
     print(run_dir)
     from pipeline.pages.indexviews import built_site
-    from pipeline.show import summary_line
+    from pipeline.views.show import summary_line
 
     if (run_dir / "run.json").is_file():
         try:
-            print(summary_line(run_dir, built_site(run_dir.name)), file=sys.stderr)  # the sweep ends with its verdict (issue 24)
+            print(summary_line(run_dir, built_site(run_dir.name)), file=sys.stderr)  # the sweep ends with its verdict
         except BatchmarkError as exc:
             print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
     failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
@@ -87,9 +90,11 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
 
 def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str | None, model: str, pointer: bool,
                 progress: bool, **sweep_options: Any) -> int:
-    """``sweep --model M --run-id R``: measure one model into its part of run R (pipeline.parts)."""
-    from pipeline import parts, paths, runs
-    from pipeline.sweep import run_sweep
+    """``sweep --model M --run-id R``: measure one model into its part of run R (pipeline.sweep.parts)."""
+    from pipeline.core import paths
+    from pipeline.store import runs
+    from pipeline.sweep import parts
+    from pipeline.sweep.gridwalk import run_sweep
 
     if not run_id or resume:
         raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
@@ -99,9 +104,9 @@ def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str
         print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
         return 0
     part = parts.part_dir(run_id, model)
-    from pipeline.preflight import discard_if_empty, preflight
+    from pipeline.sweep.preflight import discard_if_empty, preflight
 
-    preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists (issue 24)
+    preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists
     if pointer:
         parts.write_pointer(cfg.name, run_id)
     fresh = not (part / "run.json").exists()
@@ -131,8 +136,8 @@ def _sweep_plan(cfg, model: str | None):
     Raises:
         BatchmarkError: the config has a budget and no plan can be made (the budget cannot be applied).
     """
-    from pipeline.plan import make_plan
-    from pipeline.planbudget import plan_for
+    from pipeline.plan.estimate import make_plan
+    from pipeline.plan.budget import plan_for
 
     try:
         if cfg.budget is not None:

@@ -1,18 +1,18 @@
 """``batchmark upgrade``'s work: each run's stored files rewritten at the current schema versions, the derived files a
-complete run lacks written by their stages (:func:`pipeline.stages.write_missing`), unreadable runs named."""
+complete run lacks written by their stages (:func:`pipeline.analysis.stages.write_missing`), unreadable runs named."""
 
 from __future__ import annotations
 
 import sys
 
 from pipeline.commands import print  # noqa: A004 (escapes control characters; see pipeline.commands.print)
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 
 
 def upgrade(run: str | None, *, every: bool = False) -> int:
     """``batchmark upgrade``: rewrite one run's (or ``every`` run's) stored files at the current schema versions, and
     write the derived files (``summaries.json``, ``analysis.json``) a complete run published by an earlier batchmark
-    lacks, through their stages (issue 20: the read path never computes them).
+    lacks, through their stages (the read path never computes them).
 
     Returns:
         0; each run and its rewritten files are printed.
@@ -21,8 +21,9 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
         BatchmarkError: neither or both of ``run`` and ``every``; the run cannot be read; with ``every``, any run that
             could not be read (each named on stderr, the others upgraded).
     """
-    from pipeline import runs, stages
-    from pipeline.upgrade import upgrade_run
+    from pipeline.analysis import stages
+    from pipeline.store import runs
+    from pipeline.store.upgrade import upgrade_run
 
     if bool(every) == bool(run):
         raise BatchmarkError("upgrade: give one RUN or --all")
@@ -36,7 +37,7 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
         except BatchmarkError as exc:
             if not every:
                 raise
-            # --all: one rule for runs that cannot be read (issue 18, item 13): each named, the others upgraded
+            # --all: one rule for runs that cannot be read: each named, the others upgraded
             print(f"batchmark: run {run_dir.name} not upgraded: {exc}", file=sys.stderr)
             unreadable += 1
             continue

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 
 if TYPE_CHECKING:
-    from pipeline.config import SweepConfig
+    from pipeline.config.sweepconfig import SweepConfig
     from pipeline.engines.base import Engine
 
 

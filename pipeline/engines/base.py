@@ -1,7 +1,7 @@
 """The engine interface: load a model, measure one point, yield its request records.
 
 Every engine (``transformers``, ``openai``, ``vllm``) implements :class:`Engine`; the sweep
-(:mod:`pipeline.sweep`) uses nothing else of it.  The sweep alone writes the run folder: an
+(:mod:`pipeline.sweep.gridwalk`) uses nothing else of it.  The sweep alone writes the run folder: an
 engine is told the folder (:meth:`Engine.attach_run`) only to keep its own side files there
 (a server's log), and hands everything for ``run.json`` back through :meth:`Engine.provenance`.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
-from pipeline.config import ModelSpec
-from pipeline.records import PointKey, PointRecords
+from pipeline.config.sweepconfig import ModelSpec
+from pipeline.core.records import PointKey, PointRecords
 
 
 class PointDoesNotFit(Exception):

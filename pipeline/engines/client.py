@@ -29,9 +29,9 @@ from typing import Any, Literal
 
 import orjson
 
-from pipeline import scrub
+from pipeline.core import scrub
 from pipeline.engines.streamrecord import Features, RawStream, parse_event, per_chunk_usage
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 
 Endpoint = Literal["completions", "chat"]
 READ_BUFSIZE = 4 * 2**20
@@ -47,7 +47,7 @@ class Target:
         model: model name the server knows.
         endpoint: ``completions`` (raw prompt) or ``chat`` (prompt as one user message).
         api_key: sent as ``Authorization: Bearer``; never stored: every text the server sends back is redacted
-            (:func:`pipeline.scrub.redact`) before it becomes a record's ``error``.
+            (:func:`pipeline.core.scrub.redact`) before it becomes a record's ``error``.
         timeout_s: total time allowed for one request (s).
     """
 
@@ -65,7 +65,7 @@ class Target:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """Values that must never be stored (the API key), for :func:`pipeline.scrub.redact`."""
+        """Values that must never be stored (the API key), for :func:`pipeline.core.scrub.redact`."""
         return (self.api_key,) if self.api_key else ()
 
     def headers(self) -> dict[str, str]:
@@ -111,7 +111,7 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     Never raises for a server-side problem: HTTP errors, error events, malformed events,
     broken or truncated streams and timeouts end up in ``raw.error``, which holds no secret: the
     API key, any ``Bearer …`` or key-shaped token and the machine's paths are removed
-    (:func:`pipeline.scrub.scrub`) before the text is cut to :data:`ERROR_CHARS`, so no part of a key
+    (:func:`pipeline.core.scrub.scrub`) before the text is cut to :data:`ERROR_CHARS`, so no part of a key
     survives the cut either.
     """
     await _stream_one(session, target, body, raw, t0, headers)

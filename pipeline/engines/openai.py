@@ -17,7 +17,7 @@ import os
 import re
 from typing import Any
 
-from pipeline.config import ModelSpec, SweepConfig
+from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import (ServedEngine, card_from_config, load_tokenizer,  # noqa: F401  (importable from here)
                                      parse_prometheus, served_card)
@@ -31,7 +31,7 @@ class OpenAIEngine(ServedEngine):
     def __init__(self, cfg: SweepConfig):
         super().__init__(cfg, cfg.openai)
         self.api_key: str | None = None
-        if cfg.openai.api_key_env:  # a key only if the server wants one (README); unset: no key is sent (issue 24)
+        if cfg.openai.api_key_env:  # a key only if the server wants one (README); unset: no key is sent
             self.api_key = os.environ.get(cfg.openai.api_key_env) or None
         self._murl: str | None = None
 

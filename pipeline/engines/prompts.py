@@ -13,7 +13,7 @@ import weakref
 from typing import Any
 
 # Keyed by the tokenizer object itself (weakly): an ``id()`` is reused once its object is freed,
-# so a later tokenizer could be handed another model's vocabulary (issue 12).
+# so a later tokenizer could be handed another model's vocabulary.
 _VOCAB_CACHE: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
 
 

@@ -16,7 +16,7 @@ constant, Poisson) apart from its backends.
   time (``scheduled_s``) and the client's own lag behind it (``lag_s``: send time − the time
   it could have gone out, the later of its scheduled time and a free slot); a client that
   falls behind its schedule under-loads the server and hides the waiting it should have
-  measured (coordinated omission), which :func:`pipeline.requestmetrics.schedule_kept` reports.
+  measured (coordinated omission), which :func:`pipeline.metrics.definitions.schedule_kept` reports.
 
 Shape of one repeat (docs/definitions.md, "output throughput", served engines):
 
@@ -35,7 +35,7 @@ import numpy as np
 
 from pipeline.engines.client import Target, stream_one
 from pipeline.engines.streamrecord import RawStream
-from pipeline.records import RequestRecord
+from pipeline.core.records import RequestRecord
 
 
 def default_requests(concurrency: int, per_slot: int = 4, minimum: int = 32) -> int:

@@ -1,6 +1,6 @@
 """A server's Prometheus ``/metrics``: parsing a page, and sampling it during a repeat in a process of its own.
 
-Why a process (issue 23, "A timing loop nothing disturbs"): the load generator's event loop
+Why a process: the load generator's event loop
 timestamps every streamed chunk, and ``prometheus_client``'s pure-Python parser took 122 ms for a
 77 KiB page of 1,320 histogram samples (the size a GPU vLLM exposes).  Scraped and parsed inside
 that loop every 0.25 s, each parse delays the chunks that arrive meanwhile, and TTFT and ITL
@@ -9,7 +9,7 @@ interpreter, its own HTTP client: ``urllib``) shares nothing with the timing loo
 sends ``start`` before a repeat and ``stop`` after it, and receives one small mapping: the highest
 value of each sampled gauge (:data:`DURING`) over the repeat.
 
-Why seldom, and only the gauges (issue 23, agreement with ``vllm bench serve``): a scrape also costs the
+Why seldom, and only the gauges ( agreement with ``vllm bench serve``): a scrape also costs the
 server.  vLLM serves ``/metrics`` with ``prometheus_client.make_asgi_app``, which renders the whole page
 synchronously inside the API server's event loop (``prometheus_client/asgi.py``: ``_bake_output`` in an
 ``async def``), the loop that writes every stream's events, so each scrape holds every stream for the render

@@ -6,7 +6,7 @@ server's optional request fields, and measures each point as ``repeats`` closed-
 with the shared load generator (:mod:`pipeline.engines.loadgen`: client, prompts, scheduler), scraping Prometheus
 ``/metrics`` before and after each repeat and sampling it about once a second during it into
 ``server_metrics`` — the sampling in a process of its own (:class:`pipeline.engines.scrape.Sampler`),
-never in the event loop that timestamps the chunks (issue 23).  The ``openai`` engine points it
+never in the event loop that timestamps the chunks.  The ``openai`` engine points it
 at a running server; the ``vllm`` engine adds the server's life cycle on top.
 """
 
@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import ModelSpec, SweepConfig
-from pipeline.configoptions import ClientOptions
+from pipeline.config.sweepconfig import ModelSpec, SweepConfig
+from pipeline.config.options import ClientOptions
 from pipeline.engines import client, scheduler, streamrecord
 from pipeline.engines.prompts import make_prompts
-from pipeline import scrub
+from pipeline.core import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
-from pipeline.errors import BatchmarkError
-from pipeline.records import PointKey, PointRecords, RepeatRecord
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | None:
     """Tokens the model's chat template adds around a user prompt of ``prompt_len`` tokens; None without a template.
@@ -72,7 +72,7 @@ def card_from_config(source: str, name: str, reasons: dict[str, str] | None = No
     Counts assume the config's dtype (bfloat16 when it names none); quantised checkpoints
     read fewer bytes than this card says, which its ``source`` states.  When it fails, why is
     put in ``reasons[name]`` (one line; the engine's provenance records it in ``run.json`` as
-    ``models_without_card``, so MBU and the ceiling are missing for a stated reason, issue 20).
+    ``models_without_card``, so MBU and the ceiling are missing for a stated reason).
     """
     try:
         import torch
@@ -111,7 +111,7 @@ def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = N
     Raises:
         BatchmarkError: ``spec.card`` names no card file.
     """
-    from pipeline.cardregistry import find_card_file, load_card
+    from pipeline.cards.registry import find_card_file, load_card
 
     if spec.card:
         try:
@@ -143,7 +143,7 @@ class ServedEngine:
         self.tokenizer_source: str | None = None
         self.given_up: str | None = None
         self.device = "auto"  # the probe's device: a served engine cannot see the server's
-        #: why a model has no card ({model: one line}), recorded in the provenance (issue 20)
+        #: why a model has no card ({model: one line}), recorded in the provenance
         self.card_reasons: dict[str, str] = {}
 
     # hooks of subclasses ------------------------------------------------------------------

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.engines.simserver import ServerModel, attended_tokens, refusal
-from pipeline.records import RequestRecord
+from pipeline.core.records import RequestRecord
 
-# Prometheus names of vLLM V1 the metrics stage reads (pipeline.metrics.server_state).
+# Prometheus names of vLLM V1 the metrics stage reads (pipeline.metrics.summarize.server_state).
 _RUNNING = "vllm:num_requests_running"
 _WAITING = "vllm:num_requests_waiting"
 _KV = "vllm:kv_cache_usage_perc"

@@ -20,14 +20,14 @@ The server (:class:`ServerModel`, run by :func:`pipeline.engines.simloop.simulat
 - a step that completes a request's prefill, or decodes it, gives it one token at the step's end
   (every token is streamed as one chunk, as vLLM streams with ``stream_interval`` 1);
 - step time = max(bytes ÷ bandwidth, FLOPs ÷ peak) + ``step_overhead_s`` (the roofline of
-  :mod:`pipeline.stepcost`, the same per-step bytes and FLOPs the analysis uses) with the
+  :mod:`pipeline.cards.stepcost`, the same per-step bytes and FLOPs the analysis uses) with the
   batch's tokens: weight bytes at the step's token count (an MoE's expert coverage), KV bytes of
   every scheduled sequence at its context, FLOPs 2 × tokens × matmul params + attention
   (:meth:`ServerModel._time`).  Optional noise: every step time × a log-normal factor of mean 1 and
   coefficient of variation ``step_time_cv``, and every repeat × one of ``repeat_time_cv``;
-- calibrated (``calibrated=True``: the served prediction of :mod:`pipeline.servedsim`, driven by the terms
-  :mod:`pipeline.calibrate` fitted to measured points): the same bytes and FLOPs, combined by the calibrated
-  step formula :func:`pipeline.stepcost.calibrated_step_s` (overhead + bytes ÷ (bandwidth_fraction × bandwidth)
+- calibrated (``calibrated=True``: the served prediction of :mod:`pipeline.predict.servedsim`, driven by the terms
+  :mod:`pipeline.predict.calibrate` fitted to measured points): the same bytes and FLOPs, combined by the calibrated
+  step formula :func:`pipeline.cards.stepcost.calibrated_step_s` (overhead + bytes ÷ (bandwidth_fraction × bandwidth)
   + FLOPs ÷ (compute_fraction × peak)) instead of the roofline's max; with a fitted ``prefill_tok_s`` a step's
   prompt tokens cost tokens ÷ prefill_tok_s in place of their FLOPs (prefill kernels reach another fraction of
   the peak than decode's), and every request reaches the scheduler ``arrival_delay_s`` after it is sent (the
@@ -41,8 +41,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pipeline.modelcards import ModelCard
-from pipeline.stepcost import calibrated_step_s, weight_bytes_per_step
+from pipeline.cards.modelcards import ModelCard
+from pipeline.cards.stepcost import calibrated_step_s, weight_bytes_per_step
 
 #: vLLM's default KV block size (tokens per block) on CUDA.
 BLOCK_SIZE = 16
@@ -55,8 +55,8 @@ BLOCK_SIZE = 16
 def attended_tokens(card: ModelCard, context: np.ndarray | float) -> np.ndarray | float:
     """Tokens a sequence of ``context`` tokens holds over all layers, in layer-tokens: full layers × n + sliding × min(n, window).
 
-    Derived from :func:`pipeline.stepcost.kv_bytes_per_sequence` (KV bytes = per-layer bytes × this)
-    and :func:`pipeline.stepcost.flops_per_decode_step` (attention reads this many keys/values per
+    Derived from :func:`pipeline.cards.stepcost.kv_bytes_per_sequence` (KV bytes = per-layer bytes × this)
+    and :func:`pipeline.cards.stepcost.flops_per_decode_step` (attention reads this many keys/values per
     head), vectorised over numpy arrays.
     """
     sliding = card.sliding_layers if card.sliding_window else 0
@@ -88,7 +88,7 @@ class ServerModel:
         max_num_seqs, max_num_batched_tokens, max_model_len: vLLM's limits of the same names.
         num_blocks, block_size: the KV cache.
         step_time_cv, repeat_time_cv: noise (coefficients of variation; 0 = none).
-        calibrated: step times by :func:`pipeline.stepcost.calibrated_step_s` with ``bandwidth_fraction`` and
+        calibrated: step times by :func:`pipeline.cards.stepcost.calibrated_step_s` with ``bandwidth_fraction`` and
             ``compute_fraction`` (0–1), prompt tokens at ``prefill_tok_s`` (tokens/s; None: by their FLOPs) and
             ``arrival_delay_s`` (s) from send to the scheduler (module docstring); False: the roofline (max).
     """
@@ -139,11 +139,11 @@ class ServerModel:
             prefill_tokens, prefill_attn_lt: the part of ``tokens`` and ``attn_lt`` that is prompt (prefill chunks);
                 used only by a calibrated server with a ``prefill_tok_s``.
 
-        bytes = weight bytes at ``tokens`` (:func:`pipeline.stepcost.weight_bytes_per_step`: experts by
+        bytes = weight bytes at ``tokens`` (:func:`pipeline.cards.stepcost.weight_bytes_per_step`: experts by
         coverage) + KV bytes per layer-token × ``kv_lt``; FLOPs = 2 × tokens × (active − embedding) params +
         4 × heads × head_dim × ``attn_lt`` (Kaplan et al. 2020, table 1).  At B decoding sequences of context n
-        this is exactly :func:`pipeline.analysis.roofline_step_s` (B, n) + overhead (:meth:`decode_step_s`), and
-        calibrated exactly :func:`pipeline.calibrate.step_time_s` at B and context n.
+        this is exactly :func:`pipeline.analysis.analyze.roofline_step_s` (B, n) + overhead (:meth:`decode_step_s`), and
+        calibrated exactly :func:`pipeline.predict.calibrate.step_time_s` at B and context n.
         """
         mem = (self._weights(tokens) + self._per_layer * kv_lt) * self._mem_s
         if self.calibrated:
@@ -157,7 +157,7 @@ class ServerModel:
     def combine_s(self, mem_s, comp_s):
         """A step's time (s) from its memory and compute seconds at the full roofs (floats or numpy arrays):
         the roofline's ``max(mem_s, comp_s) + step_overhead_s``, or calibrated
-        :func:`pipeline.stepcost.calibrated_step_s` (the roofs at the fitted fractions, added)."""
+        :func:`pipeline.cards.stepcost.calibrated_step_s` (the roofs at the fitted fractions, added)."""
         if self.calibrated:
             return calibrated_step_s(mem_s, comp_s, self.step_overhead_s, self.bandwidth_fraction, self.compute_fraction)
         return np.maximum(mem_s, comp_s) + self.step_overhead_s

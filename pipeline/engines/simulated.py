@@ -1,7 +1,7 @@
 """The ``simulated`` engine: a discrete-event model of a continuous-batching server (vLLM's scheduling rules) in virtual time.
 
 A prediction, never a measurement: a run of this engine is stored with ``source: simulated``
-(:mod:`pipeline.sweep`) and every view labels it so.  It yields exactly what a measured point of a
+(:mod:`pipeline.sweep.gridwalk`) and every view labels it so.  It yields exactly what a measured point of a
 served engine yields — request records (send, first token, every token's arrival, usage) and the
 server's view per repeat in the shape of a ``/metrics`` scrape (``server_metrics``: ``before``,
 ``after``, ``max_during`` with vLLM's metric names) — closed loop and open loop alike, so the
@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.config import ModelSpec, SimulatedOptions, SweepConfig
+from pipeline.config.sweepconfig import ModelSpec, SimulatedOptions, SweepConfig
 from pipeline.engines.simloop import simulate_repeat
 from pipeline.engines.simserver import ServerModel, kv_blocks, refusal
-from pipeline.errors import BatchmarkError
-from pipeline.hardware import HardwareProfile, ProbeResult, load_profile
-from pipeline.modelcards import ModelCard
-from pipeline.records import PointKey, PointRecords, RepeatRecord
+from pipeline.core.errors import BatchmarkError
+from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
+from pipeline.cards.modelcards import ModelCard
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 
 def resolve_card(spec: ModelSpec) -> ModelCard:
@@ -35,8 +35,8 @@ def resolve_card(spec: ModelSpec) -> ModelCard:
     Raises:
         BatchmarkError: none of them gives a card (the model is named).
     """
-    from pipeline.cardregistry import find_card_file, load_card
-    from pipeline.modelarch import card_from_config
+    from pipeline.cards.registry import find_card_file, load_card
+    from pipeline.cards.modelarch import card_from_config
 
     if spec.card:
         try:

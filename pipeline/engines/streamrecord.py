@@ -1,6 +1,6 @@
 """A streaming request's events and its record: what the hot loop keeps of one stream (:class:`RawStream`),
 the parsing of each SSE event, the token accounting that turns a stream into a
-:class:`~pipeline.records.RequestRecord` (:func:`finalize`), and the optional request fields a server accepts
+:class:`~pipeline.core.records.RequestRecord` (:func:`finalize`), and the optional request fields a server accepts
 (:class:`Features`).  Pure: no network (the HTTP client that fills a stream is :mod:`pipeline.engines.client`).
 
 How many tokens a chunk carries (k).  ITL is per token (docs/definitions.md), so k matters.  The
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.engines import tokencount
-from pipeline.records import RequestRecord
+from pipeline.core.records import RequestRecord
 
 
 @dataclass

@@ -1,7 +1,6 @@
 """Which output token count to trust for one streamed request, and how its tokens spread over the chunks (pure).
 
-A server can report the count wrongly (issue 12, "Token counts a server reports can be
-wrong"): per-chunk usage that is a running sum of running totals (197 tokens reported as
+A server can report the count wrongly: per-chunk usage that is a running sum of running totals (197 tokens reported as
 19,503), per-chunk usage that counts only that chunk (always 1), a usage that stops rising
 while text keeps arriving, a count above the ``max_tokens`` that was asked for, a stream
 without usage on a server that otherwise reports it.  Each of these is evidence, and
@@ -280,7 +279,7 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     ref = tokenized + hidden if tokenized is not None else (m if ev.fixed_length else None)
     usage = _as_count(ev.usage)
     # A token's text split over two events: more chunks with text than tokens.  When the server's usage and
-    # the re-tokenized text agree (and fit max_tokens), that agreement beats the chunk count (issue 23).
+    # the re-tokenized text agree (and fit max_tokens), that agreement beats the chunk count.
     split = (usage is not None and tokenized is not None and 0 < tokenized < k_text and usage == tokenized + hidden
              and (m is None or usage <= m))
     lo = (tokenized if split else k_text) + hidden

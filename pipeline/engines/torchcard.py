@@ -2,15 +2,15 @@
 
 The engines that load a model (the ``transformers`` engine; served engines counting a card on the
 meta device from a model's config) count its card here; models batchmark never loads get theirs
-from architecture numbers (:mod:`pipeline.modelarch`).
+from architecture numbers (:mod:`pipeline.cards.modelarch`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pipeline.modelarch import kv_bytes_per_token, layer_types
-from pipeline.modelcards import ModelCard
+from pipeline.cards.modelarch import kv_bytes_per_token, layer_types
+from pipeline.cards.modelcards import ModelCard
 
 
 def _is_routed_expert(name: str) -> bool:

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import ModelSpec, SweepConfig
+from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines.base import PointDoesNotFit
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.engines.torchcard import card_from_torch_model
-from pipeline.modelcards import ModelCard
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.cards.modelcards import ModelCard
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 

@@ -43,14 +43,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline import scrub, serverenv
-from pipeline.atomicfiles import atomic_write_text
-from pipeline.config import ModelSpec, SweepConfig
+from pipeline.core import scrub
+from pipeline.machine import serverenv
+from pipeline.core.atomicfiles import atomic_write_text
+from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
-from pipeline.errors import BatchmarkError
-from pipeline.hardware import load_profile
-from pipeline.records import PointKey
+from pipeline.core.errors import BatchmarkError
+from pipeline.machine.hardware import load_profile
+from pipeline.core.records import PointKey
 
 LOG_TAIL_LINES = 15
 
@@ -161,12 +162,12 @@ def server_environment(parent: dict[str, str] | Any, extra: dict[str, str]) -> d
 
 def repo_relative(words: list[str]) -> list[str]:
     """``words`` with paths inside the project made relative to it and every other machine folder (home, temporary,
-    environment) replaced by its stand-in (:mod:`pipeline.scrub`), so a recorded command names no machine's folders."""
+    environment) replaced by its stand-in (:mod:`pipeline.core.scrub`), so a recorded command names no machine's folders."""
     return [scrub.relative_path(w) if os.path.isabs(w) else (scrub.scrub_paths(w) or w) for w in words]
 
 
 def scrub_log(path: Path) -> None:
-    """Rewrite a server log with the machine's paths and any secrets removed (:func:`pipeline.scrub.scrub`); logs are
+    """Rewrite a server log with the machine's paths and any secrets removed (:func:`pipeline.core.scrub.scrub`); logs are
     committed with runs.  Atomic (a temporary file in the same folder, then a rename); a missing log is left alone."""
     try:
         text = path.read_bytes().decode("utf-8", "replace")
@@ -175,7 +176,7 @@ def scrub_log(path: Path) -> None:
     clean = scrub.scrub(text) or ""
     if clean == text:
         return
-    atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files (issue 20)
+    atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files
 
 
 def _wait_group_gone(pgid: int, timeout_s: float = 10.0) -> None:
@@ -335,7 +336,7 @@ class VLLMEngine(ServedEngine):
             BatchmarkError: the server does not come up (see :meth:`start`) or no tokenizer.
         """
         if spec.architecture is not None and spec.path is None:
-            from pipeline.modelfolders import build_model_folder
+            from pipeline.machine.modelfolders import build_model_folder
 
             folder = build_model_folder(spec.name, spec.architecture, self.opts.model_dtype, self.cfg.seed)
             spec = spec.model_copy(update={"path": str(folder), "served_name": spec.served_name or spec.name})

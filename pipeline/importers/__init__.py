@@ -11,7 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from pathlib import Path
 
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 
 #: format name → module under ``pipeline.importers``.
 FORMATS = {
@@ -82,7 +82,7 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     from pipeline.importers.checks import check_ranges
 
     result = module.parse(files, model=model, engine=engine, max_failure_rate=limit, **load)
-    check_ranges(", ".join(map(str, files)), result.summaries)  # every number range-checked at the boundary (issue 18)
+    check_ranges(", ".join(map(str, files)), result.summaries)  # every number range-checked at the boundary
     return result
 
 
@@ -94,7 +94,7 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
     renamed into place).  ``quant`` (``--quant``): the weight format of every model of the file,
-    over what the file or the model name says (:data:`pipeline.weightformats.QUANT_BITS`); a weight
+    over what the file or the model name says (:data:`pipeline.cards.weightformats.QUANT_BITS`); a weight
     file size the file states still gives the bytes.
 
     Raises:
@@ -102,7 +102,7 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
     """
     from pipeline.importers.base import write_imported_run
     from pipeline.importers.cardmatch import ModelInfo
-    from pipeline.weightformats import QUANT_BITS, normalize_quant
+    from pipeline.cards.weightformats import QUANT_BITS, normalize_quant
 
     if quant is not None:
         try:

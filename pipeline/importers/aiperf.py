@@ -20,13 +20,13 @@ of ai-dynamo/aiperf), never by its name:
 - input/output length ← median ``input_sequence_length`` / ``output_sequence_length`` (output
   sequence length counts reasoning tokens too, as the server generated them).
 - completed ← ``request_count`` (successful requests); failed ← ``error_request_count``, else
-  the counts of ``error_summary`` (issue 23: AIPerf may list failures there and leave
+  the counts of ``error_summary`` (AIPerf may list failures there and leave
   ``error_request_count`` null); a run stopped by hand (``was_cancelled``) has the caveat
   ``run_cancelled``, and its requests cancelled in flight (code 499) are counted apart, not as failed.
   GenAI-Perf states neither: its point counts the requests it was told to send, and says so.
   GenAI-Perf's ``output_token_throughput_per_request`` (output tokens / request latency, TTFT
   included) is not batchmark's per-user throughput and is not read.
-Older and other exports (issue 23): early GenAI-Perf named the lengths ``num_input_token`` /
+Older and other exports: early GenAI-Perf named the lengths ``num_input_token`` /
 ``num_output_token`` and wrote statistics as strings (both read); until perf_analyzer #694 (June 2024,
 the same era) its ``inter_token_latency`` was a distribution over response gaps (each gap / the
 tokens of the later response), not per request, so of such a file only the mean is kept as TPOT; GenAI-Perf's default mode
@@ -59,7 +59,7 @@ from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
 from pipeline.importers.parsing import fail, is_number, load_json, number, read_text, wrong_format
 from pipeline.engines.tokencount import length_mismatch
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 
 FORMAT = "aiperf"
 ENGINE = "openai"

@@ -1,6 +1,6 @@
 """What every importer shares: the parsed result, a point's summary, the atomic run write.
 
-An importer turns another tool's output into :class:`~pipeline.pointsummary.PointSummary` rows
+An importer turns another tool's output into :class:`~pipeline.core.pointsummary.PointSummary` rows
 (fields the source cannot supply stay None, :func:`summary`) plus what it says of each model
 (:class:`~pipeline.importers.cardmatch.ModelInfo`), as an :class:`ImportResult`;
 :func:`write_imported_run` stores it as a complete run (``source: imported:<format>``) built in
@@ -16,13 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pipeline import __version__, paths, scrub
-from pipeline.errors import BatchmarkError
+from pipeline import __version__
+from pipeline.core import paths, scrub
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers.cardmatch import ModelInfo, match_card
-from pipeline.modelcards import ModelCard
-from pipeline.pointsummary import PointSummary
-from pipeline.schemas import ModelCardFile, SummariesFile, stamped
-from pipeline.stages import write_derived
+from pipeline.cards.modelcards import ModelCard
+from pipeline.core.pointsummary import PointSummary
+from pipeline.store.schemas import ModelCardFile, SummariesFile, stamped
+from pipeline.analysis.stages import write_derived
 
 
 @dataclass
@@ -72,14 +73,14 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     files, the hardware profile, the engine(s) and the import command; ``config`` and
     ``probe`` are null: nothing was configured or probed here), ``models/<model>.json`` and ``summaries.json``
     into a temporary sibling folder, where the analysis stage writes ``analysis.json`` from them
-    (:func:`pipeline.stages.write_derived`) before the store publishes it in one rename
-    (:func:`pipeline.runs.assembling`; ``run.json`` built by :func:`pipeline.runs.run_json`).
+    (:func:`pipeline.analysis.stages.write_derived`) before the store publishes it in one rename
+    (:func:`pipeline.store.runs.assembling`; ``run.json`` built by :func:`pipeline.store.runs.run_json`).
 
     Raises:
         BatchmarkError: unknown hardware profile, a run of that id exists, nothing to import.
     """
-    from pipeline import runs
-    from pipeline.hardware import load_profile
+    from pipeline.store import runs
+    from pipeline.machine.hardware import load_profile
 
     hw = load_profile(hardware, field="--hardware")
     if not result.summaries:
@@ -96,7 +97,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
 
 def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Path) -> Path:
     """Build the run claimed as ``final`` in a temporary sibling folder and rename it over the claim (lock held)."""
-    from pipeline import runs
+    from pipeline.store import runs
 
     run_id = final.name
     # the importer's summaries are the run's metrics; the analysis stage writes analysis.json from them before the
@@ -115,7 +116,7 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
         engines = sorted({s.engine for s in result.summaries})
         tool = f"{result.tool} {result.tool_version}" if result.tool_version else result.tool
-        # files relative to the repository, other machine folders replaced (pipeline.scrub): runs are published
+        # files relative to the repository, other machine folders replaced (pipeline.core.scrub): runs are published
         files = [scrub.relative_path(str(Path(f).resolve())) for f in result.files]
         command = f"batchmark import {result.format} {' '.join(files)} --hardware {hw.name} --run-id {run_id}"
         runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", {

@@ -4,7 +4,7 @@ A source names a model its own way (``ggml-org/Qwen2.5-Coder-7B-Q8_0-GGUF``,
 ``llama3.1:8b-instruct-q4_K_M``) and may state its weight format, file size or parameter
 count (:class:`ModelInfo`).  :func:`match_card` finds the card: a card file by name or alias,
 one whose name has the same architecture words (:func:`model_key`), or a ``config.json`` in the
-Hugging Face cache (:mod:`pipeline.cardregistry`); in the stated format, or pinned to the stated
+Hugging Face cache (:mod:`pipeline.cards.registry`); in the stated format, or pinned to the stated
 file size (:func:`card_with_file_size`).  The run keeps the name as given (:func:`model_name_as_given`).
 """
 
@@ -15,11 +15,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.cardregistry import cached_config, card_files, card_from_config_file, card_names, find_card_file, load_card
-from pipeline.errors import BatchmarkError
-from pipeline.modelarch import expert_param_count
-from pipeline.modelcards import ModelCard
-from pipeline.weightformats import QUANT_BITS, normalize_quant
+from pipeline.cards.registry import cached_config, card_files, card_from_config_file, card_names, find_card_file, load_card
+from pipeline.core.errors import BatchmarkError
+from pipeline.cards.modelarch import expert_param_count
+from pipeline.cards.modelcards import ModelCard
+from pipeline.cards.weightformats import QUANT_BITS, normalize_quant
 
 
 @dataclass
@@ -44,10 +44,10 @@ class ModelInfo:
 def model_name_as_given(raw: str) -> str:
     """The name an imported run keeps and shows: the source's own, outer whitespace trimmed.
 
-    Never cut at a ``/`` nor stripped of an org or a quantisation suffix (issue 9: names are
+    Never cut at a ``/`` nor stripped of an org or a quantisation suffix (names are
     shown as given; ``<script>…</script>`` once showed as ``script>``, ``org/Model`` lost its
     org).  Only card matching reads a shortened form (:func:`canonical_model_name`,
-    :func:`model_key`); file names derived from it go through :func:`pipeline.pointfiles.file_stem`.
+    :func:`model_key`); file names derived from it go through :func:`pipeline.store.pointfiles.file_stem`.
     """
     return raw.strip() or raw
 

@@ -1,6 +1,6 @@
 """What an imported point must satisfy before it is stored: figures in range, its concurrency measured, one row per point.
 
-Checked at the boundary, once parsed (issue 18, item 11): every number of every point
+Checked at the boundary, once parsed: every number of every point
 (:func:`check_ranges`); enough completed requests and few enough failed ones
 (:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`).
 """
@@ -11,23 +11,23 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import EXCLUSION_FAILURE_RATE
-from pipeline.errors import BatchmarkError
+from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers.parsing import fail, is_unicode_text
-from pipeline.pointsummary import PointSummary
-from pipeline.records import PointKey
+from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import PointKey
 
 
 #: Largest fraction of a point's requests that may have failed for it to be imported as a
 #: measurement (failed / (completed + failed)).  Above it the point is refused, naming the
 #: counts; ``batchmark import --max-failure-rate`` changes it for one import.  The analysis's
-#: exclusion default (:data:`pipeline.config.EXCLUSION_FAILURE_RATE`): an import never holds a point
+#: exclusion default (:data:`pipeline.config.sweepconfig.EXCLUSION_FAILURE_RATE`): an import never holds a point
 #: the analysis would leave out.
 REFUSAL_FAILURE_RATE = EXCLUSION_FAILURE_RATE
 
 
 #: Largest figure an imported point may hold (tokens, tokens/s, requests, seconds): 10^15.  No
-#: benchmark measures more; a larger one is a corrupt or hostile file (issue 18, item 11).
+#: benchmark measures more; a larger one is a corrupt or hostile file.
 MAX_IMPORTED_VALUE = 1e15
 #: Count and length fields of a point: whole numbers ≥ 0 (``concurrency`` ≥ 1 where given).
 _COUNT_FIELDS = ("input_len", "output_len", "concurrency", "repeats", "completed", "failed")
@@ -53,7 +53,7 @@ def _out_of_range(v: Any, whole: bool) -> str | None:
 
 
 def check_ranges(path: str | Path, summaries: list[PointSummary]) -> None:
-    """Every number of every imported point range-checked at the boundary (issue 18, item 11).
+    """Every number of every imported point range-checked at the boundary.
 
     Counts and lengths are whole numbers ≥ 0 (concurrency ≥ 1 where given), throughputs, rates,
     times and every latency percentile finite, ≥ 0 and at most :data:`MAX_IMPORTED_VALUE`; the
@@ -121,7 +121,7 @@ def refuse_open_loop(path: str | Path, where: str, rate: float, cap: int | None)
 
 
 def check_unique(path: str | Path, summaries: list[PointSummary]) -> None:
-    """Refuse two rows for the same point (its :class:`~pipeline.records.PointKey`)."""
+    """Refuse two rows for the same point (its :class:`~pipeline.core.records.PointKey`)."""
     seen: set[PointKey] = set()
     for s in summaries:
         if s.key in seen:

@@ -37,7 +37,7 @@ Mapping, by each field's definition in GuideLLM's own source
 
 Rate benchmarks (``constant`` and ``poisson`` strategies, ``{"type_": "poisson", "rate": R,
 "max_concurrency": cap}``, as GuideLLM's ``constant``, ``poisson`` and ``sweep`` profiles run
-them) are open loop (issue 10): each becomes an open-loop point with its load, ``rate_rps`` = R,
+them) are open loop: each becomes an open-loop point with its load, ``rate_rps`` = R,
 ``max_concurrency`` = its cap or None (``concurrency`` None), and ``achieved_rate_rps`` = successful
 requests / duration; never
 a closed-loop point.  A ``concurrent`` strategy's ``rampup_duration`` (≥ 0.4: its streams started
@@ -54,7 +54,7 @@ from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique
 from pipeline.importers.parsing import check_finite, fail, is_number, load_json, read_text, wrong_format
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 
 FORMAT = "guidellm"
 ENGINE = "openai"
@@ -125,9 +125,9 @@ def _load(path: Path) -> Any:
         return load_json(path, text, "a GuideLLM benchmarks report")
     import yaml
 
-    from pipeline.textfiles import UniqueKeyLoader
+    from pipeline.core.textfiles import UniqueKeyLoader
 
-    try:  # the project's strict loader: duplicate keys and alias bombs refused (issue 18, item 7)
+    try:  # the project's strict loader: duplicate keys and alias bombs refused
         doc = yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

@@ -40,7 +40,7 @@ from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, gib_from_text, model_name_as_given, quant_from_text
 from pipeline.importers.checks import MAX_IMPORTED_VALUE, check_unique
 from pipeline.importers.parsing import MAX_IMPORTED_INT, check_finite, fail, number, read_text, wrong_format
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 
 FORMAT = "llama-batched-bench"
 ENGINE = "llama.cpp"

@@ -29,7 +29,7 @@ from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import check_unique
 from pipeline.importers.parsing import fail, is_number, load_json, read_text, wrong_format
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 
 FORMAT = "llama-benchy"
 ENGINE = "openai"

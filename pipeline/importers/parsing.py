@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import BatchmarkError
-from pipeline.textfiles import read_limited
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.textfiles import read_limited
 
 
 def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkError:
@@ -26,7 +26,7 @@ def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkEr
 
 
 #: Largest result file an importer reads, bytes: 64 MiB.  ``vllm bench serve --save-detailed`` of 1,000
-#: requests × 1,000 tokens is about 20 MB; a bigger file is refused before it is read (issue 18, item 7:
+#: requests × 1,000 tokens is about 20 MB; a bigger file is refused before it is read ( item 7:
 #: a 100 MB file took 72 s and 3.6 GB).
 MAX_IMPORT_BYTES = 64 * 2**20
 
@@ -61,7 +61,7 @@ MAX_IMPORTED_INT = 2**63 - 1
 
 def is_unicode_text(text: str) -> bool:
     """False for a string holding a lone surrogate (JSON's ``"\\ud800"``, or an undecodable ``--model`` byte):
-    it cannot be written as UTF-8, so ``show`` and ``pages`` failed on it with UnicodeEncodeError (issue 18)."""
+    it cannot be written as UTF-8, so ``show`` and ``pages`` failed on it with UnicodeEncodeError."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -168,7 +168,7 @@ def sniff_json(doc: Any) -> str | None:
     return None
 
 
-#: Foreign files that no importer reads, each with what to import instead (issue 23: refused naming the wrong thing).
+#: Foreign files that no importer reads, each with what to import instead (refused naming the wrong thing).
 _LLAMA_BENCH = re.compile(r'"n_prompt"\s*:.*?"n_gen"\s*:|"n_gen"\s*:.*?"n_prompt"\s*:', re.S)
 #: (newer AIPerf writes ``Metric,Unit,avg,…``: its docs, "CSV Export Format" of the command outputs reference).
 _CSV_EXPORT = re.compile(r'^\ufeff?"?(Metric|Statistic)"?\s*,\s*("?Unit"?\s*,\s*)?"?avg"?\s*,', re.I)

@@ -7,7 +7,7 @@ printed log's blocks in :mod:`~pipeline.importers.vllm_block`.  Refused: a close
 fewer completed requests than its concurrency, a failure rate above
 :data:`~pipeline.importers.checks.REFUSAL_FAILURE_RATE`.  A JSON result names its model in ``model_id``.
 
-Files people really have (issue 23):
+Files people really have:
 
 - SGLang's ``bench_serving`` JSONL (``backend`` ``sglang``, ``request_rate`` written as the bare
   literal ``Infinity``, ``*_e2e_latency_ms`` where vLLM says ``*_e2el_ms``, no model and no failed
@@ -27,7 +27,7 @@ Files people really have (issue 23):
   serve`` failed leaves ``run=N.failure.json`` (``run_number``, ``error_type``, ``error``, the
   overrides; no result): it is no result, the point whose results are beside it keeps its other runs
   and is flagged (caveat ``sweep_runs_failed``: the number of such runs; its errors name each), and
-  a record with no result beside it is refused, naming it (issue 23: the real 0.32 record was refused
+  a record with no result beside it is refused, naming it (the real 0.32 record was refused
   as "field model_id: missing; pass --model");
 - a ramp-up run (``ramp_up_strategy`` with ``ramp_up_start_rps`` → ``ramp_up_end_rps``) is open
   loop at a changing rate, whatever ``request_rate`` says: refused, naming it;
@@ -49,7 +49,7 @@ from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
 from pipeline.importers.parsing import fail, read_text, wrong_format
 from pipeline.importers.vllm_block import parse_block
 from pipeline.importers.vllm_result import is_closed_loop_rate, is_sglang, point_from_result
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 
 FORMAT = "vllm-bench"
 ENGINE = "vllm"
@@ -298,7 +298,7 @@ def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple
 def _refuse_serve_combinations(paths: list[Path], combos: dict[Any, list[Any]]) -> None:
     """Refuse one point's results from several ``vllm bench sweep serve`` combinations that differ in the server
     (``--serve-params``: ``SERVE-…`` folders, or the ``Server overrides:`` sections of a printed log): each is another
-    server, so a run of their own (issue 23: a real sweep over ``max_num_seqs`` 2 and 4 was refused as "two results
+    server, so a run of their own (a real sweep over ``max_num_seqs`` 2 and 4 was refused as "two results
     for the same point" without a word of why).
 
     Raises:

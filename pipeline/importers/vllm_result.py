@@ -7,11 +7,11 @@ closed loop), ``completed``, ``failed`` or ``num_prompts``, ``output_throughput`
 length 0 and TTFT 0.0, and stays out of every median), and ``{mean,median,p<N>}_{ttft,tpot,itl,e2el}_ms``
 (p90 only where ``--metric-percentiles`` asked for it; missing ones stay null).  vLLM's TPOT is per
 request (E2EL − TTFT) / (output tokens − 1), batchmark's ``tpot_s``.  vLLM's ITL is one gap per
-streamed chunk, so it is stored as ``itl_chunk_s``, never as the per-token ``itl_s`` (issue 23: the
+streamed chunk, so it is stored as ``itl_chunk_s``, never as the per-token ``itl_s`` (the
 two differ whenever a chunk carries more than one token).  SGLang's ``bench_serving`` results
 (:func:`is_sglang`) say ``*_e2e_latency_ms`` for E2EL and state no failed count.
 
-A finite ``request_rate`` is an open-loop point (issue 10), never a closed-loop one: load
+A finite ``request_rate`` is an open-loop point, never a closed-loop one: load
 ``poisson`` (``burstiness`` 1 or absent, vLLM's default) or ``gamma`` (another burstiness, kept),
 ``rate_rps`` = ``request_rate``, ``max_concurrency`` = vLLM's (the cap) or None (``concurrency`` None),
 ``achieved_rate_rps`` = ``request_throughput``.  A ramp-up run is refused.
@@ -31,7 +31,7 @@ from pipeline.engines.tokencount import length_mismatch
 from pipeline.importers.base import summary
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion
 from pipeline.importers.parsing import check_finite, fail, is_number
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 
 
 def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str = "") -> dict[str, float | None] | None:
@@ -58,7 +58,7 @@ def _ms_stats(d: dict[str, Any], metric: str, path: Path | None = None, pre: str
 def _ms_tails(d: dict[str, Any]) -> dict[str, dict[str, float | None] | None] | None:
     """``{"ttft", "tpot", "itl_chunk", "e2el"}`` → ``{"p95", "p99_9"}`` (s) from vLLM's ``p95_<metric>_ms`` and
     ``p99.9_<metric>_ms`` keys (written when ``--metric-percentiles`` asked for them; vLLM's ``itl`` is per chunk);
-    a metric the file does not state is None, and None when it states none (issue 24).  Non-numbers are left out."""
+    a metric the file does not state is None, and None when it states none.  Non-numbers are left out."""
     out: dict[str, dict[str, float | None] | None] = {}
     for name, metric in (("ttft", "ttft"), ("tpot", "tpot"), ("itl_chunk", "itl"), ("e2el", "e2el")):
         t = {k: float(d[key]) * 1e-3 if is_number(d.get(key)) else None
@@ -113,7 +113,7 @@ PER_REQUEST_LISTS = ("input_lens", "output_lens", "ttfts", "itls", "errors", "ge
 def _check_list_lengths(path: Path, d: dict[str, Any], pre: str, requests: int) -> None:
     """Refuse a per-request list longer than the requests the result counts (completed + failed).
 
-    vLLM writes one entry per request sent; a list longer than that is not this result's (issue 18,
+    vLLM writes one entry per request sent; a list longer than that is not this result's (
     item 7: 20 M ``ttfts`` for ``completed: 32`` took 72 s and 3.6 GB).
 
     Raises:

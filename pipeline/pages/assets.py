@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline import runs
+from pipeline.store import runs
 
 CHARTS_JS = """// Render every embedded Vega-Lite spec as SVG (vega-embed from the local bundle).
 // Each chart is rendered on its own: a spec that does not parse or render shows a message in
@@ -61,7 +61,7 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
 .md-typeset table:not([class]) { font-size: .68rem; }
 .md-typeset table:not([class]) td, .md-typeset table:not([class]) th { padding: .5em .8em; }
 /* Material gives every header cell min-width 5rem, so a table of a dozen numbers squeezed its last
-   (text) column to a few characters a line (issue 24: the per-point flags wrapped one character per
+   (text) column to a few characters a line (the per-point flags wrapped one character per
    line, and Benchmarks' knee column was cut off): numbers may be narrower, a last text column wider. */
 .md-typeset table:not([class]) th { min-width: 3rem; }
 .md-typeset table:not([class]) td:last-child, .md-typeset table:not([class]) th:last-child { min-width: 12rem; }

@@ -17,15 +17,15 @@ from typing import Any
 
 import altair as alt
 
-from pipeline import runs
-from pipeline.comparability import comparison_key, provenance_of
-from pipeline.diff import RunDiff, diff_runs
-from pipeline.diffmetrics import METRIC_BY_KEY
-from pipeline.diffreport import figure_words, format_change, format_value, provenance_cells
+from pipeline.store import runs
+from pipeline.diff.comparability import comparison_key, provenance_of
+from pipeline.diff.rundiff import RunDiff, diff_runs
+from pipeline.diff.metrics import METRIC_BY_KEY
+from pipeline.diff.report import figure_words, format_change, format_value, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.pages.history import history_views
-from pipeline.stages import RunResults, load_run
+from pipeline.analysis.stages import RunResults, load_run
 
 CHART_METRICS = ("output_throughput_tok_s", "per_user_tok_s", "ttft_p50_s", "tpot_p50_s")
 SIGNIFICANT = "significant"
@@ -70,7 +70,7 @@ def changes_chart(d: RunDiff) -> dict[str, Any]:
 
     Each metric has its own panel and its own y scale (``resolve_scale(y="independent")``): on one
     shared axis a TTFT rise of +2,500 % flattened a −85 % throughput drop to a line on zero
-    (issue 13, "Site usability").  Rows are workloads, columns metrics; filled points are
+   .  Rows are workloads, columns metrics; filled points are
     significant changes, hollow points are noise (``~``); the dashed rule is no change.
     """
     return from_skeleton(("changes",), _changes_skeleton, {"changes": change_rows(d)},
@@ -145,7 +145,7 @@ def comparison_view(d: RunDiff) -> ComparisonView:
     """Format one :class:`RunDiff` for the template."""
     view = ComparisonView(run_a=d.run_a["run_id"], run_b=d.run_b["run_id"], diff=d, spec=changes_chart(d))
     for it in d.provenance:
-        if it.differs:  # bounded cells, a dict as the keys that differ (issue 24)
+        if it.differs:  # bounded cells, a dict as the keys that differ
             view.provenance += [{"label": _cell(label), "a": _cell(a), "b": _cell(b)}
                                 for label, a, b in provenance_cells(it.label, it.a, it.b, none="–")]
     for c in d.changes:
@@ -212,7 +212,7 @@ def changes_page_context(views: list[Any], run_dirs: list[Path]) -> dict[str, An
 
 def clean_comparisons_first(comparisons: list[ComparisonView], views: list[Any]) -> list[ComparisonView]:
     """``comparisons`` in their order, except that one with a flagged run (A or B) comes after every comparison
-    of clean runs when one of the same hardware exists (issue 13: a flagged run is never put first)."""
+    of clean runs when one of the same hardware exists (a flagged run is never put first)."""
     flagged = {v.run_id for v in views if getattr(v, "flagged", False)}
 
     def bad(c: ComparisonView) -> bool:

@@ -54,7 +54,7 @@ def from_skeleton(key: tuple, build: Callable[[], alt.TopLevelMixin], data: dict
     copies that spec and puts ``data[N]`` in place of each placeholder, inline as
     ``{"values": rows}`` (the spec Altair would have made with the data given directly).
     Building and validating an Altair chart costs 10–50 ms, and a lab's site draws thousands of
-    charts of a handful of shapes (issue 13, "A site for a lab": 500 workloads × 5 charts).
+    charts of a handful of shapes ( "A site for a lab": 500 workloads × 5 charts).
 
     Raises:
         KeyError: a placeholder with no entry in ``data`` (a bug in the builder).
@@ -149,7 +149,7 @@ def pareto_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[st
 def efficiency_domain(values: list[float], floor: float = 1.1) -> list[float]:
     """A scaling-efficiency axis that holds every value: [0, max(floor, 5 % above the largest value)].
 
-    A fixed [0, 1.1] drew a measured 1.25 outside the frame (issue 13, "Site usability");
+    A fixed [0, 1.1] drew a measured 1.25 outside the frame;
     super-linear points (a batch faster per sequence than one stream) are real and must show.
     """
     top = max([v for v in values if v is not None and math.isfinite(v)] or [0.0])
@@ -266,7 +266,7 @@ def _rate_x(title: str = "offered rate (requests/s)") -> alt.X:
 
 
 def rate_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Open loop (issue 10): achieved rate and goodput (requests/s) against the offered rate, with offered = achieved dashed.
+    """Open loop: achieved rate and goodput (requests/s) against the offered rate, with offered = achieved dashed.
 
     Below saturation the achieved rate lies on the dashed line; where it leaves it, the server is
     saturated (``ratesweep.rate_sweep``).  Goodput (requests meeting every SLO, per second) is drawn

@@ -67,7 +67,7 @@ def anchor(value: Any) -> Markup:
     raw = str(value)
     low = raw.lower()
     clean = _ANCHOR_BAD.sub("-", low).strip("-") or "x"
-    if len(clean) > MAX_ANCHOR_CHARS:  # a page's file name too: 5,000 characters hit ENAMETOOLONG (issue 18)
+    if len(clean) > MAX_ANCHOR_CHARS:  # a page's file name too: 5,000 characters hit ENAMETOOLONG
         return Markup(f"{clean[:MAX_ANCHOR_CHARS - 17].rstrip('-')}-"
                       f"{hashlib.sha256(raw.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}")
     if clean != low:

@@ -7,9 +7,9 @@ with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; 
 arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
 Every number comes from model cards (``data/models/``), a hardware profile
 (``data/hardware/``), the explainers' settings (``data/explainers.yaml``: the worked example's model) and the
-analysed runs; formulas are those of :mod:`pipeline.modelarch`, :mod:`pipeline.analysis`,
-:mod:`pipeline.knee` and :mod:`pipeline.capacity`.  The reference measurement, when the site has one, arrives as run views like
-any run's (the reference stage, :mod:`pipeline.reference`, stores it; ``batchmark pages
+analysed runs; formulas are those of :mod:`pipeline.cards.modelarch`, :mod:`pipeline.analysis.analyze`,
+:mod:`pipeline.analysis.knee` and :mod:`pipeline.analysis.capacity`.  The reference measurement, when the site has one, arrives as run views like
+any run's (the reference stage, :mod:`pipeline.importers.reference`, stores it; ``batchmark pages
 --reference DIR`` reads it).
 """
 
@@ -18,17 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline import paths
-from pipeline.analysis import ceiling_tok_s, ratio, roofline_step_s
-from pipeline.capacity import capacity_table, does_not_fit, fit_table, usable_memory_gb
-from pipeline.cardregistry import list_card_files, load_card
-from pipeline.errors import BatchmarkError
-from pipeline.knee import KNEE_THRESHOLD
-from pipeline.modelcards import ModelCard
+from pipeline.core import paths
+from pipeline.analysis.analyze import ceiling_tok_s, ratio, roofline_step_s
+from pipeline.analysis.capacity import capacity_table, does_not_fit, fit_table, usable_memory_gb
+from pipeline.cards.registry import list_card_files, load_card
+from pipeline.core.errors import BatchmarkError
+from pipeline.analysis.knee import KNEE_THRESHOLD
+from pipeline.cards.modelcards import ModelCard
 from pipeline.pages import explaincharts as ec
 from pipeline.pages.explaincharts import workload_label
-from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
-from pipeline.textfiles import load_yaml_text, read_text_file
+from pipeline.cards.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
+from pipeline.core.textfiles import load_yaml_text, read_text_file
 
 EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
 #: Pages (docs_dir-relative) whose templates need :func:`page_context`.
@@ -84,7 +84,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
 
 def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
     """True when model names ``a`` and ``b`` resolve to the same model card file (``files``: a cache of name → card file)."""
-    from pipeline.cardregistry import find_card_file
+    from pipeline.cards.registry import find_card_file
 
     files = {} if files is None else files
     for name in (a, b):
@@ -97,7 +97,7 @@ def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
 def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, context: float = 0.0) -> float | None:
     """Smallest B at which the compute roof meets the memory roof: FLOPs(B)/peak = bytes(B)/bandwidth.
 
-    Derived from the roofline of :mod:`pipeline.analysis`: bytes(B)/bw = FLOPs(B)/peak, solved
+    Derived from the roofline of :mod:`pipeline.analysis.analyze`: bytes(B)/bw = FLOPs(B)/peak, solved
     numerically on B (bytes grow with B through KV and expert coverage).  None when the
     compute roof never binds below B = 65536.
     """
@@ -123,7 +123,7 @@ def pick(workloads: list[Any], kind: str, flagged: set[int] = frozenset()) -> An
     """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example).
 
     A workload of a clean run always comes before one of a flagged run (``flagged``: the ``id()``
-    of every workload whose run's quality verdict is flagged, :mod:`pipeline.quality`), so a run
+    of every workload whose run's quality verdict is flagged, :mod:`pipeline.analysis.quality`), so a run
     measured under interference is an example only when no clean one exists.  Then: among equals a
     served vLLM workload (continuous batching, as a Spark serves) comes before static batches, and a
     newer run before an older one (workloads are listed oldest run first).
@@ -271,7 +271,7 @@ def latest_workloads(views: list[Any]) -> list[tuple[Any, Any]]:
     clean), newest run first.
 
     A lab re-measures the same models run after run; the explainers illustrate the physics with
-    each workload once (issue 13, "A site for a lab": 50 models × 10 runs made the Knee page
+    each workload once ( "A site for a lab": 50 models × 10 runs made the Knee page
     3.8 MB), while the model pages keep every run.  A flagged run newer than the clean one stays,
     so that it is shown as flagged where it would otherwise have been the example.
     """
@@ -310,7 +310,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
     The charts are built here (:mod:`pipeline.pages.explaincharts`), under ``charts`` and each batching example's
     ``chart``: templates get values, never a module.
     """
-    # explainers never draw a run measured on a busy machine (issue 24): it lives on its model and run pages, marked
+    # explainers never draw a run measured on a busy machine: it lives on its model and run pages, marked
     # there.  A run flagged only for an impossible figure (a card that does not match the weights) stays, that
     # figure marked where it stands, and a clean run still comes first (:func:`pick`).
     def busy(v: Any) -> bool:
@@ -350,7 +350,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         "hw": hardware, "cards": cards, "moe_cards": moe_cards, "dense_cards": [c for c in cards if c.kind == "dense"],
         "views": views, "workloads": workloads, "latest": latest, "flagged_left_out": left_out,
         "measured_workloads": [w for _, w in latest if w.model.get("kind")],
-        # a chart's series of a flagged run says so in its label (issue 13: flagged wherever it appears)
+        # a chart's series of a flagged run says so in its label (flagged wherever it appears)
         "measured": measured,
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceilings,
@@ -377,12 +377,12 @@ def page_context(views: list[Any], run_dirs: list[Path], reference: list[Any] | 
     """``PAGE_CONTEXT`` hook of :mod:`pipeline.pages.render` for :data:`PAGES`: :func:`explain_context` of the runs.
 
     ``reference``: run views of the reference measurement (``batchmark pages --reference``, the
-    stored output of :mod:`pipeline.reference`); each is added to the runs unless one of the
+    stored output of :mod:`pipeline.importers.reference`); each is added to the runs unless one of the
     runs was imported from the same source file (then it is there already).  Computed on every call, from the
     card files and settings as they are now; :func:`pipeline.pages.render.render_site` calls it once per site
     for all of :data:`PAGES`.
     """
-    from pipeline.hardware import load_profile
+    from pipeline.machine.hardware import load_profile
 
     views = [v for v in views if getattr(v, "meta", {}).get("source") != "simulated"]  # a prediction is no measured example
     imported = {f for v in views for f in (v.meta.get("source_files") or [])}

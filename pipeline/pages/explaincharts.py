@@ -12,12 +12,12 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.analysis import roofline_step_s
-from pipeline.capacity import DEFAULT_CONTEXTS
-from pipeline.modelcards import ModelCard
+from pipeline.analysis.analyze import roofline_step_s
+from pipeline.analysis.capacity import DEFAULT_CONTEXTS
+from pipeline.cards.modelcards import ModelCard
 from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
 from pipeline.pages.charts import spec_of as _spec
-from pipeline.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
+from pipeline.cards.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 KIND_COLORS = alt.Scale(domain=["dense", "moe"], range=["#1f77b4", "#d62728"])
@@ -101,7 +101,7 @@ def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if dots:
         layers.append(alt.Chart(alt.Data(values=dots)).mark_point(shape="diamond", size=90, filled=True, color="black")
                       .encode(x="tok_s:Q", y=y, tooltip=["model:N", "label:N", alt.Tooltip("tok_s:Q", format=".1f")]))
-    # the title promises the diamonds only when there are some (issue 13: it promised ◆ that were not drawn)
+    # the title promises the diamonds only when there are some (it promised ◆ that were not drawn)
     title = ("Bandwidth ceiling of one stream (bars) and measured single streams (◆)" if dots else
              "Bandwidth ceiling of one stream (bars); no run measured a single stream of these models")
     return _spec(alt.layer(*layers).properties(width=WIDTH, height=max(220, 34 * len(rows)), title=title))
@@ -281,11 +281,11 @@ def kv_sequence_chart(cards: list[ModelCard], contexts: list[int] | None = None)
 
 
 def capacity_chart(table_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Concurrent sequences that fit against context, per model (from :func:`pipeline.capacity.capacity_table`).
+    """Concurrent sequences that fit against context, per model (from :func:`pipeline.analysis.capacity.capacity_table`).
 
     Each model has its own point shape and dash, so two models with the same capacity (lines on
     top of each other) both show; a model whose weights do not fit, or fit with no room for one
-    sequence at any context, has no line and the subtitle names it (issue 13: the chart dropped
+    sequence at any context, has no line and the subtitle names it (the chart dropped
     such models without a word).
     """
     rows = [{"context": r["context"], "model": t["model"], "sequences": r["max_sequences"]}

@@ -1,11 +1,11 @@
 """A lab's history on the Changes page: each workload's figures across all its runs on the same hardware, and the
-steps found in them (issue 22, "a lab's history").
+steps found in them.
 
-Runs are grouped as the Changes page pairs them (:func:`pipeline.comparability.comparison_key`: hardware, engine,
+Runs are grouped as the Changes page pairs them (:func:`pipeline.diff.comparability.comparison_key`: hardware, engine,
 input/output lengths); within a group of two or more runs, each workload (model, engine, lengths) gets one value
 per run of each figure in :data:`FIGURES` (a median over the run's repeats, from its summaries), oldest run
 first.  A step is a place where the history moves to a new level, found by penalized least squares
-(:func:`pipeline.diffstats.detect_steps` with :func:`pipeline.diffstats.step_penalty`; asv's step detection idea),
+(:func:`pipeline.diff.stats.detect_steps` with :func:`pipeline.diff.stats.step_penalty`; asv's step detection idea),
 not only the difference to the previous run.  This module builds the view objects and the chart spec; the
 wording is in ``templates/changes.md.j2``.
 """
@@ -17,9 +17,9 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.comparability import comparison_key, provenance_of
-from pipeline.diffstats import detect_steps, step_penalty
-from pipeline.pointsummary import PointSummary
+from pipeline.diff.comparability import comparison_key, provenance_of
+from pipeline.diff.stats import detect_steps, step_penalty
+from pipeline.core.pointsummary import PointSummary
 from pipeline.pages.charts import WIDTH, from_skeleton
 
 #: (key, label, higher is better) of each figure drawn per run.
@@ -84,15 +84,15 @@ class HistoryView:
 
 def _busy(res: Any) -> bool:
     """Whether a run's quality verdict says the machine was busy or changed while it measured
-    (:func:`pipeline.quality.run_quality`'s ``interference``)."""
-    from pipeline.quality import run_quality
+    (:func:`pipeline.analysis.quality.run_quality`'s ``interference``)."""
+    from pipeline.analysis.quality import run_quality
 
     q = run_quality(res.meta, [s.as_dict() for s in res.summaries], (res.analysis or {}).get("models") or [])
     return bool(q.get("interference"))
 
 
 def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
-    """The history of every group of two or more runs (``loaded``: run id → :class:`pipeline.stages.RunResults`).
+    """The history of every group of two or more runs (``loaded``: run id → :class:`pipeline.analysis.stages.RunResults`).
 
     Each group's chart has one panel per workload × figure; a step is reported as the run the new level begins
     with, the levels before and after and their relative change.  A run flagged for a busy machine is drawn but
@@ -107,7 +107,7 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
             continue
         rids = sorted(rids)
         per_run = {rid: run_figures(loaded[rid].summaries) for rid in rids}
-        # a run measured on a busy machine is drawn but finds no step (issue 24: no finding from a flagged run)
+        # a run measured on a busy machine is drawn but finds no step (no finding from a flagged run)
         busy = {rid: _busy(loaded[rid]) for rid in rids}
         rows: list[dict[str, Any]] = []
         steps: list[dict[str, str]] = []

@@ -31,7 +31,7 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
 
     Returns ``[{"hardware", "view", "older": [run views], "sentence", "flagged_only"}]`` sorted by hardware name;
     the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).  A hardware
-    whose every run is flagged gets no headline (issue 24: a flagged run's numbers are never a headline):
+    whose every run is flagged gets no headline (a flagged run's numbers are never a headline):
     ``flagged_only`` is True, ``view`` its newest run, and the sentence says why no chart is drawn.
     """
     by_hw: dict[str, list[RunView]] = {}
@@ -140,8 +140,8 @@ def built_site(run_id: str) -> str | None:
     """``"site/index.html"`` when the project's built site (``<root>/site``, mkdocs.yml's ``site_dir``) has this run's
     page (:func:`run_page_path` built to ``site/runs/<anchor>.html``), else None: a site built before the run, or none.
 
-    Regression (issue 24, new-user trial): right after the main job, ``batchmark summary RUN`` said "not built"."""
-    from pipeline import paths
+    Regression ( new-user trial): right after the main job, ``batchmark summary RUN`` said "not built"."""
+    from pipeline.core import paths
 
     site = paths.root() / "site"
     page = site / (str(run_page_path(run_id)).removesuffix(".md") + ".html")

@@ -22,15 +22,16 @@ from typing import Any, Callable
 import jinja2
 from markupsafe import Markup
 
-from pipeline import paths, runs
+from pipeline.core import paths
+from pipeline.store import runs
 from pipeline.pages import charts, explain, throughputchart
 from pipeline.pages.assets import write_assets
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
 from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
-from pipeline.schemas import AnalysisFile, RunFile, StoredFile, SummariesFile, stamped, version_of
-from pipeline.stages import RunResults
+from pipeline.store.schemas import AnalysisFile, RunFile, StoredFile, SummariesFile, stamped, version_of
+from pipeline.analysis.stages import RunResults
 
 #: Extra template context of a page: ``hook(views, run_dirs, reference_views)``.
 PAGE_CONTEXT: dict[str, Callable[[list["RunView"], list[Path], list["RunView"]], dict[str, Any]]] = {}
@@ -57,7 +58,7 @@ PAGE_CONTEXT["runs.md"] = _runs_page_context
 
 
 #: Templates of pages rendered once per item (under ``templates/each/``): {template: (folder of the pages, context
-#: name of the item)}.  A model page per model, a run page per run, a Changes page per comparison (issue 13, "A site
+#: name of the item)}.  A model page per model, a run page per run, a Changes page per comparison ( "A site
 #: for a lab": one page for all of them grew to 17.7 MB and 22 MB with 50 models × 10 runs).
 EACH_DIR = "each"
 EACH = {"model.md.j2": ("models", "mp"), "run.md.j2": ("runs", "run"), "change.md.j2": ("changes", "comparison")}
@@ -167,8 +168,8 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                              trim_blocks=True, lstrip_blocks=True, finalize=_finalize)
     env.filters.update(fmt=_fmt, gb=_gb, params=_params, ms=_ms, pct=_pct, kb=_kb, gib=_gib, md=md_text, md_cell=md_text, html=html_text,
                        code=code, anchor=anchor, url_path=url_path)
-    from pipeline.config import EXCLUSION_FAILURE_RATE
-    from pipeline.knee import DECLINE_FRACTION, KNEE_THRESHOLD
+    from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
+    from pipeline.analysis.knee import DECLINE_FRACTION, KNEE_THRESHOLD
     from pipeline.engines import tokencount
 
     env.globals.update(charts=charts, throughputchart=throughputchart, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
@@ -177,8 +178,8 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
                        change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
-    from pipeline.interference import OUTSIDE_SHARE_LIMIT
-    from pipeline.quality import PROBE_DRIFT_LIMIT, REPEAT_SPREAD_LIMIT
+    from pipeline.machine.interference import OUTSIDE_SHARE_LIMIT
+    from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, REPEAT_SPREAD_LIMIT
 
     env.globals.update(repeat_spread_limit=REPEAT_SPREAD_LIMIT, probe_drift_limit=PROBE_DRIFT_LIMIT,
                        outside_share_limit=OUTSIDE_SHARE_LIMIT)
@@ -215,7 +216,7 @@ def _records_zip(run_dir: Path, out: Path) -> None:
 
 def _write_current(cls: type[StoredFile], src: Path, dst: Path) -> None:
     """Copy the stored file ``src`` to ``dst`` at ``cls.current``: as it is (its bytes) when already there, else its
-    migration (:func:`pipeline.runs.read_stored`: the names and shapes of this version, no number changed), so a
+    migration (:func:`pipeline.store.runs.read_stored`: the names and shapes of this version, no number changed), so a
     download of a run an earlier batchmark wrote says ``caveats``, ``max_concurrency`` and the SLO's new keys as
     the pages beside it and its ``summaries.csv`` do."""
     text = src.read_text()
@@ -248,19 +249,19 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
 
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
                    only: list[Path] | None = None) -> tuple[list["RunResults"], list[tuple[str, str]]]:
-    """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.stages.load_run`; with ``only``, those
-    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (issue 18,
+    """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.analysis.stages.load_run`; with ``only``, those
+    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (
     item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
     named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
 
-    A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.runs.survey_runs`) or
+    A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.store.runs.survey_runs`) or
     when reading it whole fails (a derived file of a newer version or corrupt, or missing: the reason names
     the command that writes it): the site is
     built from the others and names it, on the Runs page and in the build output.  Reasons name
     the file relative to ``runs_dir`` (the machine's own paths stay off the site).
     """
-    from pipeline.errors import BatchmarkError
-    from pipeline.stages import load_run
+    from pipeline.core.errors import BatchmarkError
+    from pipeline.analysis.stages import load_run
 
     complete, bad = runs.survey_runs(runs_dir)
     if only is not None:
@@ -287,11 +288,11 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     item: ``models/<model>.md`` per model (Benchmarks' content: open-loop workloads too), ``runs/<run>.md`` per
     run, ``changes/<run>.md`` per
     comparison; a page of that kind left from an earlier render whose item is gone is removed.
-    Each run is read once (:func:`pipeline.stages.load_run`, in memory) and every page renders
+    Each run is read once (:func:`pipeline.analysis.stages.load_run`, in memory) and every page renders
     from its run views, so the work grows linearly with the runs and models.
 
     ``reference``: folders of reference runs (the output of ``batchmark reference``,
-    :mod:`pipeline.reference`), shown by the explainers only; none by default.
+    :mod:`pipeline.importers.reference`), shown by the explainers only; none by default.
 
     Without ``runs``, every complete run that can be read; each one that cannot is named in the
     build output (``log``, default stderr) and on the Runs page (:func:`read_site_runs`).
@@ -300,8 +301,8 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     """
     import sys
 
-    from pipeline import runs as runs_mod
-    from pipeline.stages import load_run
+    from pipeline.store import runs as runs_mod
+    from pipeline.analysis.stages import load_run
 
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs_dir = runs_dir or paths.runs_dir()
@@ -313,7 +314,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     run_dirs = [r.run_dir for r in results]
     views = sorted((view_of(r) for r in results), key=lambda v: v.run_id, reverse=True)
     # Every page but Benchmarks reads the concurrency grid: a workload measured only at rates (open
-    # loop, issue 10) has none, and is shown on Benchmarks alone.
+    # loop) has none, and is shown on Benchmarks alone.
     grid_views = [dataclasses.replace(v, workloads=[w for w in v.workloads if w.points]) for v in views]
     reference_views = [view_of(load_run(Path(d))) for d in reference or []]
     env = make_env(templates_dir)

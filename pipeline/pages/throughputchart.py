@@ -27,7 +27,7 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
 
     ``simulated``: the points come from the simulated server (``source: simulated``): the curve is
     labelled a prediction, drawn in its own colour, and the title says so.
-    ``prediction``: the calibrated per-step model's curve (:func:`pipeline.predict.predict_workload`,
+    ``prediction``: the calibrated per-step model's curve (:func:`pipeline.views.predict.predict_workload`,
     issue 21), drawn dashed beside the roofline, labelled a prediction, its calibration points named in
     the tooltip; left out when it has no fit.
 
@@ -95,7 +95,7 @@ LEGEND_PREDICTED_PX = (160.0, 80.0)
 def ceiling_label_place(ceiling: float, rows: list[dict[str, Any]], chars: int, knee: float | None = None,
                         width_px: float = WIDTH, height_px: float = HEIGHT,
                         legend_px: tuple[float, float] = LEGEND_PX) -> tuple[float, str] | None:
-    """Where the ceiling's label goes: ``(concurrency its left end sits at, "above" | "below")`` (issue 24: the
+    """Where the ceiling's label goes: ``(concurrency its left end sits at, "above" | "below")`` (the
     label sat at the right end, where the measured line crosses the ceiling, and overlapped it).
 
     The chart draws each series as straight segments on log2 concurrency × log10 tok/s.  The label covers

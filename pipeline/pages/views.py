@@ -1,6 +1,6 @@
 """Run views: what the page templates see of one run (its workloads, their points and analysis).
 
-Read through :func:`pipeline.stages.load_run` (reading never writes); rendered by
+Read through :func:`pipeline.analysis.stages.load_run` (reading never writes); rendered by
 :mod:`pipeline.pages.render`, used by the explainers (:mod:`pipeline.pages.explain`) too.
 """
 
@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline import runs
+from pipeline.store import runs
 from pipeline.pages.escape import anchor
-from pipeline.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
-from pipeline.records import PointKey, workload_of
-from pipeline.stages import RunResults
+from pipeline.core.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
+from pipeline.core.records import PointKey, workload_of
+from pipeline.analysis.stages import RunResults
 
 
 @dataclass
@@ -23,16 +23,16 @@ class Workload:
     model: dict[str, Any]
     points: list[dict[str, Any]]
     analysis_points: list[dict[str, Any]]
-    #: Open-loop points (issue 10), by load, cap and rate; ``points`` and ``analysis_points`` are the
+    #: Open-loop points, by load, cap and rate; ``points`` and ``analysis_points`` are the
     #: closed-loop grid the concurrency charts and tables show.
     rate_points: list[dict[str, Any]] = field(default_factory=list)
     #: The run's probe warning (``run.json`` ``probe.warning``), None when its probe was steady: MBU is measured
-    #: against that probe, so a noisy one makes every MBU of the run unreliable (issue 24).
+    #: against that probe, so a noisy one makes every MBU of the run unreliable.
     probe_warning: str | None = None
-    #: The dtype the run's compute roof was probed in and the dtype the model ran in (MFU above 1, issue 24).
+    #: The dtype the run's compute roof was probed in and the dtype the model ran in (MFU above 1).
     roof_dtype: str | None = None
     model_dtype: str | None = None
-    #: The calibrated per-step model's prediction of this workload (:func:`pipeline.predict.predict_workload`,
+    #: The calibrated per-step model's prediction of this workload (:func:`pipeline.views.predict.predict_workload`,
     #: issue 21): its fit, the predicted curve and the call-outs; None for a simulated run (already a
     #: prediction) or a workload without closed-loop points.  Its ``error`` says why no fit was made.
     prediction: dict[str, Any] | None = None
@@ -63,9 +63,9 @@ class Workload:
 
     def note(self, concurrency: int) -> str:
         """Short note on a point with a verdict, caveats or an exclusion for the tables (``""`` when none); see
-        :func:`pipeline.show.point_note`."""
-        from pipeline.quality import point_verdict
-        from pipeline.show import point_note
+        :func:`pipeline.views.show.point_note`."""
+        from pipeline.analysis.quality import point_verdict
+        from pipeline.views.show import point_note
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
         caveats = a.get("caveats") or sorted(set(p.get("caveats") or {}) | ({"failed_requests"} if p.get("failed") else set()))
@@ -74,7 +74,7 @@ class Workload:
                            "implausible": self.implausible_at(concurrency)})
 
     def rate_rows(self) -> list[dict[str, str]]:
-        """Open-loop table rows (issue 10), formatted: offered / sent / achieved rate (req/s), p99 TTFT, TPOT, E2EL (ms),
+        """Open-loop table rows, formatted: offered / sent / achieved rate (req/s), p99 TTFT, TPOT, E2EL (ms),
         SLO (share of requests meeting it, met or not), goodput (req/s), whether the client kept its schedule."""
         def num(v: Any, scale: float = 1.0, digits: int = 2) -> str:
             return "–" if v is None else f"{v * scale:,.{digits}f}"
@@ -94,21 +94,21 @@ class Workload:
     @property
     def implausible(self) -> str | None:
         """Why this workload's numbers cannot be right (MBU above 1, single stream above its ceiling), or None
-        (:func:`pipeline.quality.implausible_model`; computed when an older analysis.json lacks the field)."""
-        from pipeline.quality import implausible_model
+        (:func:`pipeline.analysis.quality.implausible_model`; computed when an older analysis.json lacks the field)."""
+        from pipeline.analysis.quality import implausible_model
 
         return self.model.get("implausible") or implausible_model(self.model, self.analysis_points)
 
     def implausible_at(self, concurrency: int) -> str | None:
         """Why the point at ``concurrency`` cannot be right (its MBU is above 1), or None."""
-        from pipeline.quality import implausible_point
+        from pipeline.analysis.quality import implausible_point
 
         a = self.quality(concurrency)
         return (a.get("implausible") or implausible_point(a)) if a else None
 
     def mbu_cell(self, concurrency: int, digits: int = 2) -> str:
         """MBU for a table cell; an impossible one (above 1) is marked as such, and one measured against a probe the
-        run itself calls noisy as unreliable (issue 24): never shown as a plain result."""
+        run itself calls noisy as unreliable: never shown as a plain result."""
         v = self.mbu(concurrency)
         if v is None:
             return "–"
@@ -122,7 +122,7 @@ class Workload:
         """Why the curve does what it does past the knee, in words for the model page (``""`` before a knee).
 
         Never "batching itself" from a flagged run or a workload whose points the interference check flagged
-        (issue 24): a busy machine's plateau is no finding about batching, and an analysis.json written before
+       : a busy machine's plateau is no finding about batching, and an analysis.json written before
         the ``interference`` cause existed says "batching" for it.
         """
         cause = self.model.get("post_knee_cause")
@@ -131,9 +131,9 @@ class Workload:
         return POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
 
     def mfu_implausible_at(self, concurrency: int) -> str | None:
-        """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.quality.implausible_mfu`), or None;
+        """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.analysis.quality.implausible_mfu`), or None;
         computed from the run's probe and card dtypes when an older analysis.json lacks the field."""
-        from pipeline.quality import implausible_mfu
+        from pipeline.analysis.quality import implausible_mfu
 
         a = self.quality(concurrency)
         if not a:
@@ -173,8 +173,8 @@ class Workload:
 
     @property
     def knee_uncertainty(self) -> dict[str, Any]:
-        """``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.knee.knee_uncertainty_of`)."""
-        from pipeline.knee import knee_uncertainty_of
+        """``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee.knee_uncertainty_of`)."""
+        from pipeline.analysis.knee import knee_uncertainty_of
 
         return knee_uncertainty_of(self.model, self.points, self.analysis_points)
 
@@ -203,7 +203,7 @@ class RunView:
     meta: dict[str, Any]
     analysis: dict[str, Any]
     workloads: list[Workload] = field(default_factory=list)
-    #: The run as :func:`pipeline.stages.load_run` read it (for pages that diff runs), or None.
+    #: The run as :func:`pipeline.analysis.stages.load_run` read it (for pages that diff runs), or None.
     results: Any = field(default=None, repr=False, compare=False)
 
     @property
@@ -218,10 +218,10 @@ class RunView:
 
     @property
     def quality(self) -> dict[str, Any]:
-        """The run's quality verdict (:func:`pipeline.quality.run_quality`): probe warning, disagreeing repeats,
+        """The run's quality verdict (:func:`pipeline.analysis.quality.run_quality`): probe warning, disagreeing repeats,
         implausible numbers; computed from the run's own files."""
         if "_quality" not in self.__dict__:
-            from pipeline.quality import run_quality
+            from pipeline.analysis.quality import run_quality
 
             self.__dict__["_quality"] = run_quality(
                 self.meta, [p for w in self.workloads for p in w.points],
@@ -249,7 +249,7 @@ class RunView:
     @property
     def engine_version(self) -> str | None:
         """The engine's version: ``versions.<engine>`` of ``run.json``, else what its servers reported
-        (``engine.servers``; issue 24: the run page showed no vLLM version), else None."""
+        (``engine.servers``; the run page showed no vLLM version), else None."""
         from pipeline.engines.served import server_version
 
         eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
@@ -267,9 +267,9 @@ class RunView:
 
     @property
     def quality_lines(self) -> list[str]:
-        """The verdict's reasons condensed to one short line each (:func:`pipeline.quality.short_reasons`), for the Runs
+        """The verdict's reasons condensed to one short line each (:func:`pipeline.analysis.quality.short_reasons`), for the Runs
         index; the run page has them in full."""
-        from pipeline.quality import short_reasons
+        from pipeline.analysis.quality import short_reasons
 
         return short_reasons(self.quality)
 
@@ -281,14 +281,14 @@ class RunView:
 
     @property
     def quality_text(self) -> str:
-        """The verdict in one line for tables (:func:`pipeline.quality.verdict_text`)."""
-        from pipeline.quality import verdict_text
+        """The verdict in one line for tables (:func:`pipeline.analysis.quality.verdict_text`)."""
+        from pipeline.analysis.quality import verdict_text
 
         return verdict_text(self.quality)
 
 
 def view_of(res: "RunResults") -> RunView:
-    """The :class:`RunView` of a run read by :func:`pipeline.stages.load_run`."""
+    """The :class:`RunView` of a run read by :func:`pipeline.analysis.stages.load_run`."""
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]
     view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis, results=res)
@@ -328,9 +328,9 @@ def view_of(res: "RunResults") -> RunView:
 
 def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]], card: dict[str, Any] | None,
                 hardware: dict[str, Any], meta: dict[str, Any], model: str) -> dict[str, Any] | None:
-    """The calibrated prediction of one workload (:func:`pipeline.predict.predict_workload`), None without points."""
-    from pipeline.modelcards import ModelCard
-    from pipeline.predict import predict_workload
+    """The calibrated prediction of one workload (:func:`pipeline.views.predict.predict_workload`), None without points."""
+    from pipeline.cards.modelcards import ModelCard
+    from pipeline.views.predict import predict_workload
 
     if not points:
         return None

@@ -15,7 +15,7 @@ which the open-loop tests use as a known saturation rate.
 
 ``--metrics-kb K`` (0 = none, the default) serves a Prometheus ``/metrics`` page of about K KiB
 (``vllm:num_requests_running``, the requests being served now, then a histogram of vLLM's names)
-after ``--metrics-ms`` ms: a slow, large page like a GPU vLLM's (issue 23).  With ``--metrics-blocking`` the
+after ``--metrics-ms`` ms: a slow, large page like a GPU vLLM's.  With ``--metrics-blocking`` the
 wait holds the server's event loop (``time.sleep``), and with it every stream, as vLLM's page is rendered
 (``prometheus_client.make_asgi_app`` renders synchronously in the API server's loop).  ``GET /scrapes`` answers
 the server's clock (``time.monotonic``) at each ``/metrics`` request so far, as a JSON list.
@@ -39,11 +39,11 @@ Faults (``--fault``), each a kind of report in issue 12:
 - ``stall``: after the probe, every request gets its headers and then nothing, ever (a hung
   server: the connection stays open);
 - ``split_token``: every token's text is sent as two events (`` t0`` then ``01``), as a
-  detokenizer that flushes a multi-byte character late does; usage is right (issue 23);
+  detokenizer that flushes a multi-byte character late does; usage is right;
 - ``prompt_5x``: ``prompt_tokens`` is 5 × the prompt's words (a tokenizer or chat-template
-  mismatch, issue 23);
+  mismatch);
 - ``stop_early``: after the probe, every request stops at half its ``max_tokens`` with finish
-  ``stop`` although it accepted ``ignore_eos`` (issue 23);
+  ``stop`` although it accepted ``ignore_eos``;
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
 - ``echo_auth``: after the probe, the server sends the client's ``Authorization`` header back

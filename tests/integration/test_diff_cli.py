@@ -90,7 +90,7 @@ def test_fail_above_exits_0_on_self_diff(root):
 
 
 def test_fail_above_per_metric_gates(root):
-    # issue 22: a gate per metric.  The slowed point's TTFT p99 rose 24.4 % (test_diff.py: test_fail_above_per_metric).
+    # a gate per metric.  The slowed point's TTFT p99 rose 24.4 % (test_diff.py: test_fail_above_per_metric).
     res = batchmark(root, "diff", A, B, "--fail-above", "output_throughput:25%,ttft_p99:20%")
     assert res.returncode == 1 and "TTFT p99 +24.4% " in res.stderr and "exceeds --fail-above 20%" in res.stderr
     assert "output throughput" not in res.stderr  # −19.6 % is within its 25 %
@@ -206,13 +206,13 @@ def gpu_size_root(tmp_path_factory) -> Path:
 
 
 def test_diff_of_1280_requests_a_side_works(gpu_size_root):
-    """Regression (issue 22, fault kind: OverflowError at GPU sample counts): ``2 / math.comb(2560, 1280)`` ended the
+    """Regression ( fault kind: OverflowError at GPU sample counts): ``2 / math.comb(2560, 1280)`` ended the
     diff with a traceback and exit 1 (the exit status ``--fail-above`` gives a regression)."""
     for fmt in ((), ("--json",), ("--csv",), ("--markdown",)):
         res = batchmark(gpu_size_root, "diff", A, B, "--fail-above", "10", *fmt)
         assert res.returncode == 0, res.stderr
         assert "Traceback" not in res.stderr and "OverflowError" not in res.stderr
-    from pipeline import stages
+    from pipeline.analysis import stages
 
     # 1,280 request samples a side, tested as one value per repeat (5 + 5; issue 22 item 2): B's repeats are A's
     # shifted by 0.5 % (runbuilder NOISE_B), which the per-request U test called "better" at TTFT and TPOT (p = 0.028)
@@ -224,7 +224,7 @@ def test_diff_of_1280_requests_a_side_works(gpu_size_root):
 
 
 def test_changes_page_of_1280_requests_a_side_builds(gpu_size_root):
-    # The Changes page runs the same diff (issue 22: the site build failed as soon as two Spark-size runs existed).
+    # The Changes page runs the same diff (the site build failed as soon as two Spark-size runs existed).
     from pipeline.pages.changes import build_comparisons
 
     runs_dir = gpu_size_root / "data" / "runs"

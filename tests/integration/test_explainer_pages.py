@@ -38,7 +38,7 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     names = {p.relative_to(pages).as_posix() for p in written}
     assert {f"explain/{n}.md" for n in EXPLAINERS} | {"capacity.md"} <= names
     # capacity: Llama-3.1-8B BF16 at 8k -> 2**30 B = 1.07 GB per sequence (GB = 1e9 B throughout), 86 sequences in
-    # min(128 x 0.85, 128 - 8) = 108.8 GB (see tests/unit/test_capacity.py; issue 24: gpu_memory_utilization honoured)
+    # min(128 x 0.85, 128 - 8) = 108.8 GB (see tests/unit/test_capacity.py; gpu_memory_utilization honoured)
     capacity = (pages / "capacity.md").read_text()
     assert "| 8192 | 1.07 GB | 86 |" in capacity and "GiB" not in capacity
     # Regression (fault kind: negative memory left): Llama-3.1-70B BF16 (141.1 GB) does not fit dgx-spark's
@@ -54,10 +54,9 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     assert "## Measured on cpu: " in batching and "reference-dgx-spark-llamacpp" not in batching
     assert "## What the model cards predict" in batching
     # every committed run is on the Knee page, unless a newer clean run measured each of its workloads (model,
-    # hardware, engine, lengths): the explainers show a workload once, from its newest clean run (issue 13, "A site
-    # for a lab"), and every run stays on its models' pages
+    # hardware, engine, lengths): the explainers show a workload once, from its newest clean run, and every run stays on its models' pages
     from pipeline.pages.views import view_of
-    from pipeline.stages import load_run
+    from pipeline.analysis.stages import load_run
 
     knee = (pages / "explain" / "knee.md").read_text()
     views = {r: view_of(load_run(root / "data" / "runs" / r)) for r in COMMITTED_RUNS}
@@ -93,7 +92,7 @@ def test_reference_numbers(reference_file, tmp_path, monkeypatch):
     assert "| all users together (output tokens/s) | 29.24 | 593.27 | × 20.3 |" in batching
     assert "0.634" in batching
     # the measured example names its hardware (the reference was measured on the DGX Spark)
-    # the model is named as the file gives it (issue 9: names shown as given, never shortened)
+    # the model is named as the file gives it (names shown as given, never shortened)
     assert "## Measured on dgx-spark: ggml-org/Qwen2.5-Coder-7B-Q8&#95;0-GGUF" in batching
     assert "This curve follows the bandwidth-bound" in batching
     bandwidth = (pages / "explain" / "bandwidth.md").read_text()
@@ -146,7 +145,7 @@ def test_reference_imported_as_a_run_is_not_shown_twice(reference_file, tmp_path
     not added again by the explainers when it is also given as ``--reference``."""
     from pipeline.importers import import_run
     from pipeline.pages.render import render_site
-    from pipeline.reference import import_reference
+    from pipeline.importers.reference import import_reference
 
     root = make_scratch_root(tmp_path)
     monkeypatch.setenv("BATCHMARK_ROOT", str(root))

@@ -96,7 +96,7 @@ def hostile_site(tmp_path_factory):
 
 
 def test_model_and_run_pages_show_hostile_names_as_text(hostile_site):
-    """The pages of one model and of one run (issue 13: a page each) escape names and versions as the others do."""
+    """The pages of one model and of one run (a page each) escape names and versions as the others do."""
     from pipeline.pages.indexviews import run_page_path
 
     site = hostile_site / "site"

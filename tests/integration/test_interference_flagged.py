@@ -1,4 +1,4 @@
-"""A run measured while CPU hogs load the machine is flagged everywhere and never chosen (issue 13, must hold).
+"""A run measured while CPU hogs load the machine is flagged everywhere and never chosen ( must hold).
 
 Regression (fault kind: noisy run as headline): the newest run had been measured on a busy machine, and Home,
 Benchmarks, the explainers and Changes used it as their headline.  Here the test itself starts the load: one busy
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import sweep
-from pipeline.hardware import ProbeResult
+from pipeline.sweep import gridwalk as sweep
+from pipeline.machine.hardware import ProbeResult
 from tests.browser import mkdocs_build
 from tests.runbuilder import NOISE_A, make_run
 
@@ -67,9 +67,9 @@ def stop(pids: list[int]) -> None:
 
 @pytest.fixture
 def hogged_site(scratch_root, monkeypatch):
-    from pipeline.config import load_config
+    from pipeline.config.sweepconfig import load_config
     from pipeline.pages.render import render_site
-    from pipeline.stages import write_derived
+    from pipeline.analysis.stages import write_derived
 
     monkeypatch.setattr(sweep, "probe", lambda *a, **k: PROBE_STAND_IN)
     runs_dir = scratch_root / "data" / "runs"
@@ -89,11 +89,11 @@ def hogged_site(scratch_root, monkeypatch):
 
 @pytest.mark.slow
 def test_run_measured_under_cpu_hogs_is_flagged_shown_and_never_chosen(hogged_site):
-    from pipeline.hardware import load_profile
+    from pipeline.machine.hardware import load_profile
     from pipeline.pages.indexviews import headline_runs
     from pipeline.pages.views import view_of
-    from pipeline.show import format_table, show_run
-    from pipeline.stages import load_run
+    from pipeline.views.show import format_table, show_run
+    from pipeline.analysis.stages import load_run
 
     root = hogged_site
     doc = show_run(HOGGED)
@@ -128,7 +128,7 @@ def test_run_measured_under_cpu_hogs_is_flagged_shown_and_never_chosen(hogged_si
     pages = root / "data" / "pages"
     naming = {p.relative_to(pages): p.read_text() for p in pages.rglob("*.md") if HOGGED in p.read_text()}
     assert {"index.md", "benchmarks.md", "runs.md"} <= {str(p) for p in naming}
-    # each model and run has its own page (issue 13, "A site for a lab"): the hogged run's, and its models'
+    # each model and run has its own page: the hogged run's, and its models'
     assert any(str(p).startswith("models/") for p in naming) and any(str(p).startswith("runs/") for p in naming)
     for page, text in naming.items():
         assert "flagged" in text.lower(), page

@@ -1,4 +1,4 @@
-"""A measured run names no folder of the machine that measured it (issue 18, Security item 6).
+"""A measured run names no folder of the machine that measured it ( Security item 6).
 
 Regression (fault kind: machine paths in published runs): every point's metadata recorded the tokenizer as an
 absolute path (a user's home or temporary folder), the stored server logs carried the server environment's and
@@ -20,9 +20,10 @@ import tempfile
 import pytest
 from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
 
-from pipeline import pointfiles, runs, sweep
-from pipeline.config import parse_config
-from pipeline.hardware import ProbeResult
+from pipeline.store import pointfiles, runs
+from pipeline.sweep import gridwalk as sweep
+from pipeline.config.sweepconfig import parse_config
+from pipeline.machine.hardware import ProbeResult
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""Open-loop load (issue 10): Poisson and constant schedules against a real server process with a known service time.
+"""Open-loop load: Poisson and constant schedules against a real server process with a known service time.
 
 The server is ``fake_stream_server.py`` (a real aiohttp process): a request's service time is
 its prefill plus one ``--token-ms`` per token, so with ``--max-running K`` it completes at most
@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.config import parse_config
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import get_engine
-from pipeline.metrics import summarize_point
-from pipeline.records import PointKey
+from pipeline.metrics.summarize import summarize_point
+from pipeline.core.records import PointKey
 from tests.integration.served_helpers import build_tokenizer
 from tests.integration.test_served_token_truth import start_server
 
@@ -170,7 +170,7 @@ def test_cap_bounds_requests_in_flight(fast_server, tok):
     # The cap keeps the offered 100/s from being sustained: the sends follow the completions (both ~33/s), so
     # only the schedule's own rate shows it (a constant schedule: 39 gaps of exactly 10 ms) and the point is
     # saturated (achieved < 0.9 × 100/s; held against the sent rate it never could be).
-    from pipeline.ratesweep import rate_sweep
+    from pipeline.analysis.ratesweep import rate_sweep
 
     s = summarize_point(rec)
     assert s.schedule_rate_rps == pytest.approx(100.0, rel=1e-6)

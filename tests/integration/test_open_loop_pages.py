@@ -1,4 +1,4 @@
-"""Open-loop runs on the site (issue 10): rendered by ``render_site`` and built by ``mkdocs build --strict``.
+"""Open-loop runs on the site: rendered by ``render_site`` and built by ``mkdocs build --strict``.
 
 Two imported runs: GuideLLM's sample sweep (two closed-loop benchmarks and one constant-rate
 benchmark at 2 req/s) and case 01 (a vLLM Poisson run at 2.4 req/s capped at 64, open loop only).
@@ -29,7 +29,7 @@ def test_open_loop_runs_render_and_build(scratch_root):
     import_run("vllm-bench", [DATA / "cases" / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json"], "h200",
                run_id="20261101T000000Z-rate")
     render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
-    # each model has its own page (issue 13, "A site for a lab"), with a section per run that measured it
+    # each model has its own page, with a section per run that measured it
     model_pages = [p.read_text() for p in sorted((scratch_root / "data" / "pages" / "models").glob("*.md"))]
 
     def section(run_id: str) -> str:

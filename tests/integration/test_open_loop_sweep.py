@@ -1,4 +1,4 @@
-"""The sweep walks rates (issue 10): ``open_loop: {rates: auto}`` after the concurrency grid, with an SLO and bisection.
+"""The sweep walks rates: ``open_loop: {rates: auto}`` after the concurrency grid, with an SLO and bisection.
 
 Against a real server process (``fake_stream_server.py --max-running 2``: two slots of 10 ms
 prefill + 4 × 10 ms tokens, so at most ~40 requests/s).  The hardware probe is replaced by the
@@ -15,9 +15,10 @@ import json
 import pytest
 import yaml
 
-from pipeline import cli, sweep
-from pipeline.show import show_run
-from pipeline.ratewalk import bisect_rate, open_rates
+from pipeline import cli
+from pipeline.sweep import gridwalk as sweep
+from pipeline.views.show import show_run
+from pipeline.sweep.ratewalk import bisect_rate, open_rates
 from tests.integration.served_helpers import build_tokenizer
 from tests.integration.test_open_loop import start_two_slot_server
 from tests.integration.test_sweep import PROBE_STAND_IN
@@ -62,7 +63,7 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
     assert set(model["slo_concurrency"]) == {"max_ok", "first_failing"}
     # the achieved rate never exceeds what the server's two slots can complete (40/s, +10 % timer slack)
     assert all(r["achieved_rate_rps"] < 44 for r in rs["points"])
-    # the outside load while each rate point ran is kept beside the grid's (issue 13), in its record file
+    # the outside load while each rate point ran is kept beside the grid's, in its record file
     files = sorted((scratch_root / "data" / "runs" / "O1" / "points" / "m").glob("*-constant-r*.json"))
     assert len(files) == len(opened) and all("interference" in json.loads(f.read_text())["meta"] for f in files)
     run = json.loads((scratch_root / "data" / "runs" / "O1" / "run.json").read_text())
@@ -70,7 +71,7 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
 
 
 def test_auto_rates_of_a_model_that_measured_nothing_stop_that_model_only(scratch_root, tmp_path, monkeypatch):
-    """Issue 18, item 9: ``open_loop.rates: auto`` where the first model's grid measured nothing stopped the run with
+    """``open_loop.rates: auto`` where the first model's grid measured nothing stopped the run with
     "auto needs a closed-loop throughput"; the next model was never measured and every ``--resume`` failed the same.
     Against a real server process whose model ``dead`` answers 503 to every request after the feature probe."""
     import subprocess

@@ -25,11 +25,13 @@ import time
 import psutil
 import pytest
 
-from pipeline import pointfiles, runs, serverenv, sweep
-from pipeline.config import parse_config
+from pipeline.machine import serverenv
+from pipeline.store import pointfiles, runs
+from pipeline.sweep import gridwalk as sweep
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines.vllm import VLLMEngine
-from pipeline.hardware import ProbeResult
-from pipeline.metrics import summarize_point
+from pipeline.machine.hardware import ProbeResult
+from pipeline.metrics.summarize import summarize_point
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The API key never reaches a stored file, whatever the server sends back (issue 18, Security item 3).
+"""The API key never reaches a stored file, whatever the server sends back ( Security item 3).
 
 Regression (fault kind: a secret echoed by the server is stored): a server that echoed the
 ``Authorization`` header in its 400 answer got ``Bearer sk-…`` into the records' ``error`` text, and
@@ -20,11 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import pointfiles, runs, stages
-from pipeline.config import parse_config
+from pipeline.analysis import stages
+from pipeline.store import pointfiles, runs
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import get_engine
-from pipeline.errors import BatchmarkError
-from pipeline.records import PointKey
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.records import PointKey
 from tests.integration.test_served_token_truth import start_server
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Failed and partial work must not look like a measurement (issue 12), with real server processes.
+"""Failed and partial work must not look like a measurement, with real server processes.
 
 Fault kind: a point where some requests got HTTP 503 was stored as a plain point and the
 analysis took its peak and scaling efficiency from it.  Here c = 1 and c = 2 are measured
@@ -21,11 +21,12 @@ import sys
 
 import pytest
 
-from pipeline import runs, stages
-from pipeline.config import parse_config
+from pipeline.analysis import stages
+from pipeline.store import runs
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import get_engine
-from pipeline.records import PointKey
-from pipeline.show import format_table, show_run
+from pipeline.core.records import PointKey
+from pipeline.views.show import format_table, show_run
 from tests.integration.test_served_token_truth import start_server
 
 
@@ -102,7 +103,7 @@ def test_pages_mark_the_flagged_point(flagged_run, tmp_path):
 
     root, run_dir = flagged_run
     render_site(tmp_path / "docs", runs=[str(run_dir)], runs_dir=run_dir.parent)
-    # strings from data are escaped as character references where they land (issue 9): read them back as text
+    # strings from data are escaped as character references where they land: read them back as text
     bench = html.unescape((tmp_path / "docs" / "models" / "m.md").read_text())  # model "m"'s own page
     home = html.unescape((tmp_path / "docs" / "index.md").read_text())
     method = html.unescape((tmp_path / "docs" / "methodology.md").read_text())

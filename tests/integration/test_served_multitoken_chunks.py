@@ -18,7 +18,7 @@ from aiohttp import web
 from tests.integration.served_helpers import build_tokenizer
 
 from pipeline.engines import loadgen
-from pipeline.requestmetrics import itl_values
+from pipeline.metrics.definitions import itl_values
 
 GAP_S = 0.05
 SECOND = " t002 t003 t004"
@@ -128,10 +128,10 @@ def _flaky_app() -> web.Application:
 
 
 def test_failed_and_timed_out_requests_are_recorded_and_kept_out_of_latencies():
-    from pipeline.metrics import summarize_point
-    from pipeline.requestmetrics import e2el_s, ttft_s
-    from pipeline.pointsummary import distribution
-    from pipeline.records import PointKey, PointRecords, RepeatRecord
+    from pipeline.metrics.summarize import summarize_point
+    from pipeline.metrics.definitions import e2el_s, ttft_s
+    from pipeline.core.pointsummary import distribution
+    from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
     async def run():
         runner = web.AppRunner(_flaky_app())
@@ -181,9 +181,9 @@ def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
     """The openai engine sends ``Authorization: Bearer <key>`` read from ``api_key_env``; no record or provenance holds it."""
     import threading
 
-    from pipeline.config import parse_config
+    from pipeline.config.sweepconfig import parse_config
     from pipeline.engines import get_engine
-    from pipeline.records import PointKey
+    from pipeline.core.records import PointKey
 
     key = "sk-test-0123456789"
     seen = []

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.analysis import point_quality, point_warnings
+from pipeline.analysis.analyze import point_quality, point_warnings
 from tests.integration.served_helpers import build_tokenizer
 from tests.integration.test_served_token_truth import N_REQUESTS, N_TOKENS, assert_true_figures, measure, measured
 
@@ -77,9 +77,9 @@ def test_ignore_eos_accepted_but_not_honoured_is_warned_and_left_out(tmp_path, t
 ])
 def test_the_sweep_prints_each_kind_while_it_runs(fault, words, tmp_path, tok_dir, scratch_root, monkeypatch):
     """The sweep warns during the run (was: nothing printed), one line naming the point and the numbers."""
-    from pipeline import sweep
-    from pipeline.config import parse_config
-    from pipeline.hardware import ProbeResult
+    from pipeline.sweep import gridwalk as sweep
+    from pipeline.config.sweepconfig import parse_config
+    from pipeline.machine.hardware import ProbeResult
     from tests.integration.test_served_token_truth import start_server
 
     fake = ProbeResult("cpu", "float32", 10.0, 0.1, [10.0], [0.1], 1, 1, 1)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import parse_config
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import get_engine
-from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import tpot_s, ttft_s
-from pipeline.records import PointKey
+from pipeline.metrics.summarize import summarize_point
+from pipeline.metrics.definitions import tpot_s, ttft_s
+from pipeline.core.records import PointKey
 from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
 
 HERE = Path(__file__).resolve().parent
@@ -154,7 +154,7 @@ def test_hidden_reasoning_tokens_do_not_inflate_the_decode_rate(tmp_path, tok_di
         assert 0.100 <= ttft_s(r) < 0.500
         assert r.first_content_s == r.first_token_s
     # the streamed decode rate over the 8 visible tokens: 10 ms (per-user throughput and MBU's step time come
-    # from it); vLLM's TPOT divides by all 16 output tokens: 7 × 10 / 15 ≈ 4.7 ms (issue 23: each by its name)
+    # from it); vLLM's TPOT divides by all 16 output tokens: 7 × 10 / 15 ≈ 4.7 ms (each by its name)
     assert 0.010 <= summ.tpot_streamed_s["p50"] < 0.050 and 0.010 <= summ.step_time_s < 0.050
     assert 0.0046 <= summ.tpot_s["p50"] < 0.025
     assert 20 < summ.output_throughput_tok_s <= 94  # 16 generated tokens / ~0.18 s

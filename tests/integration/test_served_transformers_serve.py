@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from tests.integration.served_helpers import tiny_model_dir, transformers_server  # noqa: F401  (fixtures)
 
-from pipeline.config import parse_config
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import get_engine
-from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import e2el_s, itl_values, ttft_s
-from pipeline.records import PointKey
+from pipeline.metrics.summarize import summarize_point
+from pipeline.metrics.definitions import e2el_s, itl_values, ttft_s
+from pipeline.core.records import PointKey
 
 pytestmark = pytest.mark.slow
 

@@ -16,12 +16,13 @@ import sys
 import pytest
 from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
 
-from pipeline import pointfiles, runs, sweep
-from pipeline.config import parse_config
+from pipeline.store import pointfiles, runs
+from pipeline.sweep import gridwalk as sweep
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import get_engine
-from pipeline.errors import BatchmarkError
-from pipeline.hardware import ProbeResult
-from pipeline.metrics import summarize_point
+from pipeline.core.errors import BatchmarkError
+from pipeline.machine.hardware import ProbeResult
+from pipeline.metrics.summarize import summarize_point
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,4 @@
-"""The simulated Spark workflow at CI size (issue 19): config/spark-simulated.yaml made small, through Snakemake twice
+"""The simulated Spark workflow at CI size: config/spark-simulated.yaml made small, through Snakemake twice
 (parts, merge, summaries, analysis, pages, site), then `batchmark diff` of the two runs.
 
 The full size (config/spark-simulated.yaml, about 13,000 requests of 256 tokens a model) is timed by

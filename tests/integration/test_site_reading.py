@@ -1,4 +1,4 @@
-"""Reading the built site in a real browser (issue 24, "Reading"): the committed runs' site, ``mkdocs build
+"""Reading the built site in a real browser: the committed runs' site, ``mkdocs build
 --strict``, opened from disk in headless Chromium at 1280 px.
 
 - Benchmarks' model table shows its last (knee) column without scrolling;

@@ -1,4 +1,4 @@
-"""Site usability in a real browser (issue 13): the site built from the committed runs (``data/runs/``), no shared
+"""Site usability in a real browser: the site built from the committed runs (``data/runs/``), no shared
 reference given, with ``mkdocs build --strict``, opened from disk (``file://``) in headless Chromium at 1280 px.
 
 - Tabs and links work from disk: pages are files (``use_directory_urls: false``), so clicking a tab opens a page,
@@ -17,7 +17,7 @@ from tests.browser import committed_site, offline_context
 from tests.conftest import committed_runs, make_scratch_root
 
 pytestmark = pytest.mark.slow
-COMMITTED_RUNS = committed_runs()  # git ls-files: never the user's own runs (issue 24)
+COMMITTED_RUNS = committed_runs()  # git ls-files: never the user's own runs
 
 
 @pytest.fixture(scope="module")

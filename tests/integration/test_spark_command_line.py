@@ -1,4 +1,4 @@
-"""config/spark.yaml's server command lines parse with vLLM's own argument parser (issue 19, item 6).
+"""config/spark.yaml's server command lines parse with vLLM's own argument parser.
 
 Each model's command is built by the vllm engine from the config's template (``VLLMEngine.command_for``,
 exactly what the sweep would start), then handed to ``vllm serve``'s parser in the server's own
@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from pipeline.config import load_config
+from pipeline.config.sweepconfig import load_config
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -13,11 +13,13 @@ import sys
 
 import pytest
 
-from pipeline import cli, pointfiles, runs, sweep
-from pipeline.config import load_config
-from pipeline.hardware import ProbeResult
+from pipeline import cli
+from pipeline.store import pointfiles, runs
+from pipeline.sweep import gridwalk as sweep
+from pipeline.config.sweepconfig import load_config
+from pipeline.machine.hardware import ProbeResult
 from pipeline.engines.transformers import TransformersEngine
-from pipeline.sweep import run_sweep, weak_doublings
+from pipeline.sweep.gridwalk import run_sweep, weak_doublings
 from tests.conftest import TINY_CONFIG
 
 PROBE_STAND_IN = ProbeResult(device="cpu", dtype="float32", bandwidth_gb_s=10.0, peak_tflops=0.1,
@@ -166,7 +168,7 @@ def test_out_of_memory_stops_escalation_and_keeps_points(scratch_root, monkeypat
 
 
 def test_probe_warning_on_spread():
-    from pipeline.provenance import probe_warning
+    from pipeline.sweep.provenance import probe_warning
 
     # 30 / 20 = 1.5x spread > 1.25 -> warning; 21 / 20 = 1.05x -> none
     assert "bandwidth repeats spread 1.50x" in probe_warning([20.0, 25.0, 30.0], [1.0, 1.0])

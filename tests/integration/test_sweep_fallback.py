@@ -1,4 +1,4 @@
-"""A vllm config on a machine where vLLM's CPU build cannot run measures in-process instead (issue 8, item 3).
+"""A vllm config on a machine where vLLM's CPU build cannot run measures in-process instead.
 
 The server environment's status file says ``ok: false`` (as ``batchmark server-env`` writes it
 where pip finds no wheel for the machine); the sweep must say so in one line, measure the same
@@ -11,9 +11,10 @@ import json
 
 import pytest
 
-from pipeline import runs, sweep
-from pipeline.config import parse_config
-from pipeline.hardware import ProbeResult
+from pipeline.store import runs
+from pipeline.sweep import gridwalk as sweep
+from pipeline.config.sweepconfig import parse_config
+from pipeline.machine.hardware import ProbeResult
 
 TINY = {"model_type": "llama", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1,
         "num_attention_heads": 2, "num_key_value_heads": 1, "vocab_size": 128, "tie_word_embeddings": False}
@@ -48,7 +49,7 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
 
 
 def test_unusable_server_env_without_fallback_is_one_line_error(scratch_root):
-    from pipeline.errors import BatchmarkError
+    from pipeline.core.errors import BatchmarkError
 
     env = scratch_root / ".venv-vllm"
     env.mkdir()

@@ -1,4 +1,4 @@
-"""A real sweep's display and its last line (issue 24): phases with elapsed time, one line per point, the summary.
+"""A real sweep's display and its last line: phases with elapsed time, one line per point, the summary.
 
 The tiny transformers config (tests/data/tiny.yaml: two models, c = 1, 2, 4, two repeats) through the CLI, in
 ``lines`` mode as under Snakemake; the probe is the named stand-in of tests/integration/test_sweep.py.
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from pipeline import cli, sweep
+from pipeline import cli
+from pipeline.sweep import gridwalk as sweep
 from tests.conftest import TINY_CONFIG
 from tests.integration.test_sweep import PROBE_STAND_IN
 

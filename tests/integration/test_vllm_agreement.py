@@ -1,4 +1,4 @@
-"""batchmark's load generator agrees with ``vllm bench serve`` on one real vLLM server (issue 23), by vLLM's definitions.
+"""batchmark's load generator agrees with ``vllm bench serve`` on one real vLLM server, by vLLM's definitions.
 
 ``benchmarks/vllm_agreement.py`` runs both clients on the same workload (same request body, tokenizer, lengths and
 number of requests) against one vLLM CPU server at c = 1, 4, 16, four runs each per point taking turns (ABBA
@@ -34,7 +34,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.vllm_agreement import METRICS, ROUNDS, report, run, vllm_python
-from pipeline import serverenv
+from pipeline.machine import serverenv
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,4 @@
-"""A ``vllm bench sweep serve`` folder made now by the vLLM installed, imported by batchmark (issue 23, "Files people
-really have"): a format change in a new vLLM shows here, not in a user's import.
+"""A ``vllm bench sweep serve`` folder made now by the vLLM installed, imported by batchmark: a format change in a new vLLM shows here, not in a user's import.
 
 ``benchmarks/vllm_real_files.py`` runs vLLM's own ``vllm bench sweep serve`` (the CPU build in ``.venv-vllm``; its
 ``vllm serve`` and ``vllm bench serve``) on the small random-weights Llama of the agreement test: bench params
@@ -27,10 +26,10 @@ import pytest
 
 from benchmarks.vllm_agreement import vllm_python
 from benchmarks.vllm_real_files import make_sweep
-from pipeline import serverenv
+from pipeline.machine import serverenv
 from pipeline.cli import main
 from pipeline.importers import parse
-from pipeline.show import show_run
+from pipeline.views.show import show_run
 
 from tests.conftest import make_scratch_root
 

@@ -41,7 +41,7 @@ def test_site_is_built(built):
     home = (built / "site" / "index.html").read_text()
     assert "tiny-llama" in home and "tiny-moe" in home
     # the raw request records are downloadable: per point (2 models x 3 concurrencies) its JSON and, since schema
-    # version 3 (issue 20), its requests as Parquet beside it
+    # version 3, its requests as Parquet beside it
     import zipfile
 
     with zipfile.ZipFile(built / "site" / "downloads" / run_dirs[0].name / "records.zip") as zf:

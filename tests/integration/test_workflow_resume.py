@@ -109,7 +109,7 @@ def _start_and_kill(tmp_path: Path, retries: int) -> tuple[Path, subprocess.Pope
 
 def _check_resumed(root: Path, stored_at_kill: dict, log: str) -> None:
     part = root / "data" / "runs" / ".parts" / "resume" / KILLED
-    assert f"resuming part {KILLED} of run resume" in log  # the part's sweep said so (pipeline.sweep)
+    assert f"resuming part {KILLED} of run resume" in log  # the part's sweep said so (pipeline.sweep.gridwalk)
     after = _points(part)
     assert len(after) == 6
     for name, (inode, data) in stored_at_kill.items():

@@ -1,4 +1,4 @@
-"""The ``unit`` marker: every test of ``tests/unit`` that needs no process, server, browser or project copy (issue 25).
+"""The ``unit`` marker: every test of ``tests/unit`` that needs no process, server, browser or project copy.
 
 ``python -m pytest -q -m unit`` is the developer's loop: it runs in seconds where the fast subset
 (``-m 'not slow'``, which also starts CLI processes, a lock holder and HTTP servers, copies a scratch project per

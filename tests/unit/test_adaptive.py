@@ -1,4 +1,4 @@
-"""Adaptive sweeps (issue 21, item 3): the choice rule, the stopping rule, the anchoring and a whole walk, on values
+"""Adaptive sweeps: the choice rule, the stopping rule, the anchoring and a whole walk, on values
 worked by hand; and one simulated adaptive sweep in a scratch project (what is stored, what ``show`` prints)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.adaptive import anchored, decisive_points, initial_points, next_point, settled, walk
-from pipeline.calibrate import CalibrationError
-from pipeline.config import parse_config
-from pipeline.errors import BatchmarkError
+from pipeline.predict.adaptive import anchored, decisive_points, initial_points, next_point, settled, walk
+from pipeline.predict.calibrate import CalibrationError
+from pipeline.config.sweepconfig import parse_config
+from pipeline.core.errors import BatchmarkError
 
 GRID = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 

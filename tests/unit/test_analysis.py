@@ -2,10 +2,10 @@
 
 import pytest
 
-from pipeline.analysis import analyze, ceiling_tok_s, roofline_step_s
-from pipeline.knee import find_knee, post_knee, scaling_efficiency
-from pipeline.pointsummary import PointSummary
-from pipeline.modelcards import ModelCard
+from pipeline.analysis.analyze import analyze, ceiling_tok_s, roofline_step_s
+from pipeline.analysis.knee import find_knee, post_knee, scaling_efficiency
+from pipeline.core.pointsummary import PointSummary
+from pipeline.cards.modelcards import ModelCard
 
 
 def _dense(bytes_):
@@ -15,7 +15,7 @@ def _dense(bytes_):
 
 
 def test_ceiling_qwen_7b_q8_on_spark():
-    # 7.54 GiB read per token at 273 GB/s: 273e9 / (7.54 * 2**30) = 33.72 tok/s (issue 5)
+    # 7.54 GiB read per token at 273 GB/s: 273e9 / (7.54 * 2**30) = 33.72 tok/s
     card = _dense(7.54 * 2**30)
     assert ceiling_tok_s(card, 0, 273) == pytest.approx(273e9 / (7.54 * 2**30))
     assert ceiling_tok_s(card, 0, 273) == pytest.approx(33.72, abs=0.01)
@@ -86,7 +86,7 @@ def test_analyze_mbu_against_spec_and_probe():
 
 
 def test_kneedle_second_opinion_by_hand():
-    from pipeline.knee import kneedle
+    from pipeline.analysis.knee import kneedle
 
     # Kneedle (Satopaa et al. 2011) on x = log2 c normalised to [0, 1] = 0, .2, .4, .6, .8, 1 and
     # y = (T - 100) / 315 = 0, .286, .825, .952, .984, 1: y - x = 0, .086, .425, .352, .184, 0 -> max at c = 4
@@ -101,7 +101,7 @@ def test_kneedle_of_a_flat_curve_is_none_without_a_warning():
     trial, 2026-12-01)."""
     import warnings
 
-    from pipeline.knee import kneedle
+    from pipeline.analysis.knee import kneedle
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert kneedle([(1, 88.9), (2, 88.9), (4, 88.9), (8, 88.9)]) is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.knee import doubling_gains, find_knee, post_knee, scaling_efficiency
+from pipeline.analysis.knee import doubling_gains, find_knee, post_knee, scaling_efficiency
 
 QWEN_PP512 = [(1, 29.24), (2, 54.46), (4, 104.33), (8, 195.67), (16, 335.01), (32, 593.27)]
 OSS_PP512 = [(1, 81.11), (2, 95.00), (4, 151.90), (8, 254.09), (16, 400.94), (32, 614.82)]

@@ -14,30 +14,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 
-# Stage order, earliest first (the same table as ``docs/architecture.md``).  A module is matched by its
-# dotted name, else by its package (``pipeline.engines.vllm`` → ``pipeline.engines``).
-LAYERS: list[tuple[str, ...]] = [
-    ("pipeline", "pipeline.errors", "pipeline.paths", "pipeline.progress", "pipeline.records", "pipeline.pointsummary",
-     "pipeline.arrays", "pipeline.scrub", "pipeline.atomicfiles", "pipeline.textfiles", "pipeline.texttable"),  # no stage of its own
-    ("pipeline.hardware", "pipeline.interference", "pipeline.modelcards", "pipeline.weightformats", "pipeline.modelarch",
-     "pipeline.cardregistry", "pipeline.modelfolders", "pipeline.serverenv", "pipeline.stepcost"),
-    ("pipeline.config", "pipeline.configoptions", "pipeline.resources"),
-    ("pipeline.engines",),
-    ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock", "pipeline.pointfiles",
-     "pipeline.upgrade"),
-    ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics"),
-    ("pipeline.calibrate", "pipeline.servedsim", "pipeline.adaptive", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
-     "pipeline.analysis", "pipeline.capacity", "pipeline.diffstats",
-     "pipeline.diffmetrics", "pipeline.diffmatch", "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diff",
-     "pipeline.diffgate", "pipeline.quality"),
-    ("pipeline.sweep", "pipeline.parts", "pipeline.preflight", "pipeline.provenance", "pipeline.sweeppoint",
-     "pipeline.ratewalk", "pipeline.adaptivewalk"),
-    ("pipeline.stages", "pipeline.plan", "pipeline.planbudget"),
-    ("pipeline.importers", "pipeline.reference"),
-    ("pipeline.words", "pipeline.show", "pipeline.predict", "pipeline.diffreport", "pipeline.pages"),
-    ("pipeline.commands",),
-    ("pipeline.cli", "pipeline.__main__"),
+# Folder order, earliest first (the same order as ``docs/architecture.md``).  A module's layer is its folder's
+# (``pipeline.engines.vllm`` → ``pipeline.engines``); ``pipeline`` itself (the version) is the foundation's.
+FOLDERS: list[str] = [
+    "pipeline.core", "pipeline.machine", "pipeline.cards", "pipeline.config", "pipeline.engines", "pipeline.store",
+    "pipeline.metrics", "pipeline.analysis", "pipeline.predict", "pipeline.diff", "pipeline.sweep", "pipeline.plan",
+    "pipeline.importers", "pipeline.views", "pipeline.pages", "pipeline.commands", "pipeline.cli",
 ]
+LAYERS: list[tuple[str, ...]] = [("pipeline", *FOLDERS[:1])] + [(f,) for f in FOLDERS[1:-1]] + [
+    ("pipeline.cli", "pipeline.__main__")]
 
 # (importer, imported) pairs that break the order, each with why it stays.  None today: the config
 # validates its hardware profile name, so the inputs (hardware profiles, model cards) come before it;
@@ -140,6 +125,15 @@ def test_every_module_has_a_layer():
         layer_of(name)
 
 
+def test_no_flat_module_but_the_packages_face():
+    """Every module lives in a folder by concern; the top level holds only the version, ``__main__`` and the CLI."""
+    flat = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert flat == ["__init__.py", "__main__.py", "cli.py"], flat
+    for folder in FOLDERS[:-1]:
+        init = PACKAGE / folder.removeprefix("pipeline.") / "__init__.py"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{init}: say what the folder owns"
+
+
 def test_no_module_imports_a_later_stage():
     bad = later_stage_imports(import_graph()) - set(ALLOWED)
     assert not bad, "imports of a later stage (see docs/architecture.md): " + ", ".join(
@@ -156,30 +150,30 @@ def test_no_import_cycles():
 
 
 def test_the_checker_sees_a_cycle_and_a_later_stage_import():
-    graph = {"pipeline.runs": {"pipeline.metrics"}, "pipeline.metrics": {"pipeline.runs"}}
-    assert cycles(graph) == [["pipeline.metrics", "pipeline.runs"]]
-    assert later_stage_imports(graph) == {("pipeline.runs", "pipeline.metrics")}
-    assert layer_of("pipeline.engines.vllm") == layer_of("pipeline.engines") == 3
-    assert layer_of("pipeline.hardware") < layer_of("pipeline.config")
-    assert layer_of("pipeline.analysis") < layer_of("pipeline.sweep") < layer_of("pipeline.stages")
+    graph = {"pipeline.store.runs": {"pipeline.metrics.summarize"}, "pipeline.metrics.summarize": {"pipeline.store.runs"}}
+    assert cycles(graph) == [["pipeline.metrics.summarize", "pipeline.store.runs"]]
+    assert later_stage_imports(graph) == {("pipeline.store.runs", "pipeline.metrics.summarize")}
+    assert layer_of("pipeline.engines.vllm") == layer_of("pipeline.engines") == 4
+    assert layer_of("pipeline.machine.hardware") < layer_of("pipeline.config.sweepconfig")
+    assert layer_of("pipeline.analysis.analyze") == layer_of("pipeline.analysis.stages") < layer_of("pipeline.sweep.gridwalk")
 
 
 def test_storage_imports_no_stage():
     graph = import_graph()
-    stages = {"pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee", "pipeline.regime", "pipeline.ratesweep",
-              "pipeline.stages", "pipeline.sweep", "pipeline.parts"}
-    for storage in ("pipeline.runs", "pipeline.schemas", "pipeline.columnar", "pipeline.runids", "pipeline.runlock",
-                    "pipeline.atomicfiles", "pipeline.pointfiles", "pipeline.upgrade"):
+    stages = {"pipeline.metrics.definitions", "pipeline.metrics.goodput", "pipeline.metrics.summarize", "pipeline.analysis.analyze", "pipeline.analysis.knee", "pipeline.analysis.regime", "pipeline.analysis.ratesweep",
+              "pipeline.analysis.stages", "pipeline.sweep.gridwalk", "pipeline.sweep.parts"}
+    for storage in ("pipeline.store.runs", "pipeline.store.schemas", "pipeline.store.columnar", "pipeline.store.runids", "pipeline.store.runlock",
+                    "pipeline.core.atomicfiles", "pipeline.store.pointfiles", "pipeline.store.upgrade"):
         assert not graph[storage] & stages, storage
 
 
 def test_show_diff_and_pages_read_a_run_one_way():
-    """One ``load_run`` (pipeline.stages) for show, diff and pages; no other reader of a whole run."""
-    import pipeline.runs
-    import pipeline.stages
+    """One ``load_run`` (pipeline.analysis.stages) for show, diff and pages; no other reader of a whole run."""
+    import pipeline.store.runs
+    import pipeline.analysis.stages
 
-    assert not hasattr(pipeline.runs, "load_run_results") and callable(pipeline.stages.load_run)
-    readers = {"pipeline.show", "pipeline.commands.diff", "pipeline.pages.render", "pipeline.pages.changes"}
+    assert not hasattr(pipeline.store.runs, "load_run_results") and callable(pipeline.analysis.stages.load_run)
+    readers = {"pipeline.views.show", "pipeline.commands.diff", "pipeline.pages.render", "pipeline.pages.changes"}
     mods = all_modules()
     for name in readers:
         assert "load_run(" in mods[name].read_text(encoding="utf-8"), name
@@ -195,7 +189,7 @@ def test_served_engines_share_a_base_not_each_other():
 
 def test_only_the_sweep_writes_the_run():
     graph = import_graph()
-    assert not [m for m in graph if m.startswith("pipeline.engines") and "pipeline.runs" in graph[m]]
+    assert not [m for m in graph if m.startswith("pipeline.engines") and "pipeline.store.runs" in graph[m]]
 
 
 def test_every_engine_provides_the_protocol():
@@ -219,41 +213,41 @@ def test_the_http_client_knows_no_scheduling():
 def test_statistics_modules_read_no_storage():
     """The pure stages (metrics, analysis, capacity, the diff's statistics) get data from their caller, never from files."""
     graph = import_graph()
-    storage = {"pipeline.runs", "pipeline.pointfiles", "pipeline.upgrade", "pipeline.schemas", "pipeline.stages"}
-    for name in ("pipeline.requestmetrics", "pipeline.goodput", "pipeline.metrics", "pipeline.analysis", "pipeline.knee",
-                 "pipeline.regime", "pipeline.ratesweep", "pipeline.quality", "pipeline.diff", "pipeline.diffmetrics",
-                 "pipeline.diffmatch", "pipeline.comparability", "pipeline.diffwithhold", "pipeline.diffgate",
-                 "pipeline.diffreport"):
+    storage = {"pipeline.store.runs", "pipeline.store.pointfiles", "pipeline.store.upgrade", "pipeline.store.schemas", "pipeline.analysis.stages"}
+    for name in ("pipeline.metrics.definitions", "pipeline.metrics.goodput", "pipeline.metrics.summarize", "pipeline.analysis.analyze", "pipeline.analysis.knee",
+                 "pipeline.analysis.regime", "pipeline.analysis.ratesweep", "pipeline.analysis.quality", "pipeline.diff.rundiff", "pipeline.diff.metrics",
+                 "pipeline.diff.match", "pipeline.diff.comparability", "pipeline.diff.withhold", "pipeline.diff.gate",
+                 "pipeline.diff.report"):
         assert not graph[name] & storage, (name, graph[name] & storage)
-    assert not {m for m in graph["pipeline.diffstats"] if m.startswith("pipeline")}  # numbers in, numbers out (issue 22)
+    assert not {m for m in graph["pipeline.diff.stats"] if m.startswith("pipeline")}  # numbers in, numbers out
 
 
 def test_cards_split_by_concern():
-    """Issue 25: the card type imports nothing of batchmark; the weight formats and the architecture arithmetic read
+    """the card type imports nothing of batchmark; the weight formats and the architecture arithmetic read
     no file (the card registry does); an importer's reading of files knows no card, its card matching reads no foreign file."""
     graph = import_graph()
-    assert not graph["pipeline.modelcards"]
-    files = {"pipeline.textfiles", "pipeline.paths", "pipeline.cardregistry"}
-    for name in ("pipeline.weightformats", "pipeline.modelarch"):
+    assert not graph["pipeline.cards.modelcards"]
+    files = {"pipeline.core.textfiles", "pipeline.core.paths", "pipeline.cards.registry"}
+    for name in ("pipeline.cards.weightformats", "pipeline.cards.modelarch"):
         assert not graph[name] & files, (name, graph[name] & files)
-    assert {"pipeline.textfiles", "pipeline.paths"} <= graph["pipeline.cardregistry"]
-    assert not {m for m in graph["pipeline.importers.parsing"] if "card" in m or m == "pipeline.modelarch"}
+    assert {"pipeline.core.textfiles", "pipeline.core.paths"} <= graph["pipeline.cards.registry"]
+    assert not {m for m in graph["pipeline.importers.parsing"] if "card" in m or m == "pipeline.cards.modelarch"}
     assert "pipeline.importers.parsing" not in graph["pipeline.importers.cardmatch"]
     assert "pipeline.engines.torchcard" in graph["pipeline.engines.transformers"]
 
 
 def test_explainers_only_render():
-    """The explainers read no file: the reference measurement is a stage input (pipeline.reference, ``pages --reference``)."""
+    """The explainers read no file: the reference measurement is a stage input (pipeline.importers.reference, ``pages --reference``)."""
     graph = import_graph()
-    assert not graph["pipeline.pages.explain"] & {"pipeline.importers", "pipeline.reference", "pipeline.runs",
-                                                   "pipeline.stages"}
+    assert not graph["pipeline.pages.explain"] & {"pipeline.importers", "pipeline.importers.reference", "pipeline.store.runs",
+                                                   "pipeline.analysis.stages"}
     assert "shared" not in (PACKAGE / "pages" / "explain.py").read_text(encoding="utf-8")  # no path to ../shared/
 
 
 #: Modules that rename or replace files, other than the store, and why none of those files is a run's.
 RENAMES_OUTSIDE_RUNS = {
-    "pipeline.serverenv": "the server's virtual environment status file (.venv-vllm), no run",
-    "pipeline.modelfolders": "local model folders (data/model-folders/), no run",
+    "pipeline.machine.serverenv": "the server's virtual environment status file (.venv-vllm), no run",
+    "pipeline.machine.modelfolders": "local model folders (data/model-folders/), no run",
     "pipeline.pages.render": "the site's pages and downloads under the docs dir (copies of runs, never a run)",
 }
 
@@ -273,13 +267,13 @@ def renames_in(path: Path) -> list[str]:
 
 
 def test_only_the_store_renames_files_of_a_run():
-    """Issue 20: one owner of a run's life.  The sweep, the importers, the merge of parts and the reference stage
-    publish through :mod:`pipeline.runs` (``assembling``, ``complete_run``, ``swap_in``, the atomic writers); no other
+    """one owner of a run's life.  The sweep, the importers, the merge of parts and the reference stage
+    publish through :mod:`pipeline.store.runs` (``assembling``, ``complete_run``, ``swap_in``, the atomic writers); no other
     module renames or replaces a file."""
-    store = {"pipeline.runs", "pipeline.atomicfiles"}  # the store and its atomic writers
+    store = {"pipeline.store.runs", "pipeline.core.atomicfiles"}  # the store and its atomic writers
     offenders = {name: found for name, path in all_modules().items()
                  if name not in store and name not in RENAMES_OUTSIDE_RUNS and (found := renames_in(path))}
-    assert not offenders, f"renames outside the store (pipeline.runs, pipeline.atomicfiles): {offenders}"
+    assert not offenders, f"renames outside the store (pipeline.store.runs, pipeline.core.atomicfiles): {offenders}"
     assert all(renames_in(all_modules()[name]) for name in store)  # the check sees the store's own renames
     for name in RENAMES_OUTSIDE_RUNS:
         assert renames_in(all_modules()[name]), f"{name} renames nothing any more: remove it from RENAMES_OUTSIDE_RUNS"

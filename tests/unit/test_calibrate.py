@@ -1,4 +1,4 @@
-"""The calibrated per-step model (pipeline/calibrate.py, pipeline/predict.py, issue 21) against hand-worked values.
+"""The calibrated per-step model (pipeline/predict/calibrate.py, pipeline/views/predict.py) against hand-worked values.
 
 Synthetic curves are made from known terms with the model's own step-time formula and a real
 model card, then fitted back: the fit must recover the terms it was made from and reproduce the
@@ -11,12 +11,12 @@ import sys
 
 import pytest
 
-from pipeline.calibrate import (CalibrationError, Roofs, StepTerms, check_consistent, default_calibration,
+from pipeline.predict.calibrate import (CalibrationError, Roofs, StepTerms, check_consistent, default_calibration,
                                 fit_step_terms, predict_static, step_time_s)
-from pipeline.cardregistry import load_card
-from pipeline.predict import predict_workload
-from pipeline.pointsummary import PointSummary
-from pipeline.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
+from pipeline.cards.registry import load_card
+from pipeline.views.predict import predict_workload
+from pipeline.core.pointsummary import PointSummary
+from pipeline.cards.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
 
 GRID = [1, 2, 4, 8, 16, 32, 64]
 SPARK_BW, SPARK_TF = 273.0, 125.0  # data/hardware/dgx-spark.yaml
@@ -158,8 +158,8 @@ def test_cli_predict_committed_run_json_and_bad_option(tmp_path):
 
 def test_reference_prediction_error_goal(reference_file, tmp_path):
     """Issue 21's goal on the published llama.cpp DGX Spark measurement: median <= 10 %, worst <= 20 %."""
-    from pipeline.predict import predict_run
-    from pipeline.reference import import_reference
+    from pipeline.views.predict import predict_run
+    from pipeline.importers.reference import import_reference
     run = import_reference(reference_file, tmp_path / "ref")
     doc = predict_run(run)
     errors = [abs(p["error"]["output_throughput_tok_s"]) for m in doc["models"] for p in m["points"]
@@ -173,7 +173,7 @@ def test_reference_prediction_error_goal(reference_file, tmp_path):
 def test_model_pages_draw_the_calibrated_prediction_beside_the_measurement():
     """Issue 21 item 4: the throughput chart carries a 'calibrated prediction' series (one doubling past the grid)
     and the page states the fit and its call-outs; a simulated run (already a prediction) gets none."""
-    from pipeline import stages
+    from pipeline.analysis import stages
     from pipeline.pages import throughputchart
     from pipeline.pages.views import view_of
 
@@ -236,7 +236,7 @@ def test_a_calibration_point_the_fit_cannot_reproduce_is_called_out():
     clean = predict_workload([_summary(c, c / steps[c], steps[c]) for c in GRID], {}, card,
                              {"bandwidth_gb_s": SPARK_BW, "peak_tflops": SPARK_TF}, None)
     assert [p["call_out"] for p in clean["points"] if p["calibration"]] == [None, None, None]  # reproduced: no call-out
-    from pipeline.predict import format_predict
+    from pipeline.views.predict import format_predict
 
     text = format_predict({"run_id": "r", "source": "measured", "models": [entry]})
     assert "calibration, which the fit misses by more than 15%" in text

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from pipeline.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table, kv_capacity
+from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, fit_table, kv_capacity
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
-from pipeline.hardware import load_profile
-from pipeline.cardregistry import load_card
+from pipeline.core.errors import BatchmarkError
+from pipeline.machine.hardware import load_profile
+from pipeline.cards.registry import load_card
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def test_llama_3_1_8b_bf16_at_8k_on_dgx_spark(spark):
     # one 8k sequence: 128 KiB x 8192 = 1 GiB
     assert row["kv_bytes_per_sequence"] == 2**30
     # usable: min(128 GB x gpu_memory_utilization 0.85, 128 GB - reserve 8 GB) = min(108.8, 120) = 108.8 GB
-    # (data/hardware/dgx-spark.yaml; issue 24: the reserve alone gave 120 GB and 96 sequences, vLLM gets ~86);
+    # (data/hardware/dgx-spark.yaml; the reserve alone gave 120 GB and 96 sequences, vLLM gets ~86);
     # 108.8e9 - weights 8,030,261,248 x 2 B = 92,739,477,504 B free
     free = 128e9 * 0.85 - 8_030_261_248 * 2
     assert row["free_bytes"] == pytest.approx(free) == pytest.approx(92_739_477_504)
@@ -105,7 +105,7 @@ def test_context_beyond_the_model_shows_no_memory_left(capsys):
 
 
 def test_capacity_on_the_cpu_profile_uses_this_machines_memory(monkeypatch, capsys):
-    """Regression (issue 13, fault kind: refused where a figure is at hand): ``capacity --hardware cpu`` failed with
+    """Regression ( fault kind: refused where a figure is at hand): ``capacity --hardware cpu`` failed with
     "profile has no memory_gb". It now sizes by this machine's memory (psutil), and says so. With 32 GB (32e9 bytes)
     and no reserve: Llama-3.1-8B BF16 weights 16,060,522,496 B, 15,939,477,504 B free; an 8k sequence holds
     131,072 B x 8192 = 1,073,741,824 B, so 15,939,477,504 / 1,073,741,824 = 14.8 -> 14 sequences."""
@@ -126,7 +126,7 @@ def test_capacity_on_the_cpu_profile_uses_this_machines_memory(monkeypatch, caps
 
 
 def test_one_unit_system_in_cli_and_json(capsys):
-    """Regression (issue 13, fault kind: mixed units): the CLI said "128 GB usable, 8 GB reserve" while the JSON said
+    """Regression ( fault kind: mixed units): the CLI said "128 GB usable, 8 GB reserve" while the JSON said
     120e9 usable bytes, and KV was in GiB beside weights in GB. Now GB = 10^9 bytes everywhere, stated:
     128 GB x 0.85 = 108.8 GB usable = JSON usable_bytes 108.8e9; KV per 8k sequence 1,073,741,824 B = 1.07 GB."""
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", "8192"]) == 0

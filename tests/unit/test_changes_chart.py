@@ -6,8 +6,8 @@ Runs are hand-made (tests/runbuilder.py): only dense-a's c=8 point is slower, so
 
 from __future__ import annotations
 
-from pipeline import stages
-from pipeline.diff import diff_runs
+from pipeline.analysis import stages
+from pipeline.diff.rundiff import diff_runs
 from pipeline.pages.changes import CHART_METRICS, change_rows, changes_chart
 from tests.runbuilder import CONCURRENCY, MODELS, NOISE_A, NOISE_B, make_run
 

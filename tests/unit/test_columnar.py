@@ -1,10 +1,10 @@
-"""Columnar records (issue 20): a point's requests as Parquet and as numpy arrays, and summaries from the arrays.
+"""Columnar records: a point's requests as Parquet and as numpy arrays, and summaries from the arrays.
 
 - Lossless: records written as Parquet read back equal, every time bit for bit, None kept apart
   from a value, every odd case (failed and warm-up requests, zero-token and multi-token chunks,
   hidden tokens, open-loop lags, flags) included; the file is plain Parquet that pyarrow reads
   without batchmark.
-- The array formulas give what the per-request functions of ``pipeline.metrics`` give, value for
+- The array formulas give what the per-request functions of ``pipeline.metrics.summarize`` give, value for
   value (``itl_values``, ``tpot_s``, ``ttft_s``, ``repeat_output_throughput``, ``send_rate``,
   ``achieved_rate``, ``slo_goodput``, ``point_caveats``), on randomly drawn records.
 - A bad record file is one line naming it.
@@ -20,9 +20,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import arrays, goodput, metrics, pointfiles, requestmetrics, runs, schemas
-from pipeline.errors import BatchmarkError
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.core import arrays
+from pipeline.metrics import goodput, summarize as metrics, definitions as requestmetrics
+from pipeline.store import pointfiles, runs, schemas
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def _request(rng: random.Random, i: int, open_loop: bool) -> RequestRecord:

@@ -1,4 +1,4 @@
-"""The committed real-vLLM CPU run (issue 8, "What must hold"): what it must show, read from its own files.
+"""The committed real-vLLM CPU run: what it must show, read from its own files.
 
 Run 20261130T010035Z-vm was measured by the main job (`snakemake --cores all`, config/vllm-cpu.yaml)
 on a fresh clone.  Expected, from the issue: every successful request has output_tokens equal to
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline import pointfiles, runs
-from pipeline.metrics import summarize_point
+from pipeline.store import pointfiles, runs
+from pipeline.metrics.summarize import summarize_point
 from tests.conftest import REPO
 
 RUN = REPO / "data" / "runs" / "20261130T010035Z-vm"

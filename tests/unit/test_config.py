@@ -3,8 +3,8 @@
 import pytest
 import yaml
 
-from pipeline.config import load_config
-from pipeline.errors import BatchmarkError
+from pipeline.config.sweepconfig import load_config
+from pipeline.core.errors import BatchmarkError
 from tests.conftest import REPO, TINY_CONFIG
 
 
@@ -47,7 +47,7 @@ def test_not_yaml(tmp_path):
 
 
 def test_vllm_cpu_config_is_the_real_vllm_default():
-    """The main job's config (issue 8): the vllm engine, from its own environment, with an in-process fallback."""
+    """The main job's config: the vllm engine, from its own environment, with an in-process fallback."""
     cfg = load_config(REPO / "config" / "vllm-cpu.yaml")
     assert cfg.engine == "vllm" and cfg.vllm.fallback_engine == "transformers"
     assert "{python}" in cfg.vllm.command and cfg.vllm.python == ".venv-vllm/bin/python"

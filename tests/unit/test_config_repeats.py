@@ -1,6 +1,6 @@
-"""Default repeats of a sweep config: enough for a diff to decide (issues 4 and 22).
+"""Default repeats of a sweep config: enough for a diff to decide.
 
-Expected values: the diff tests one value per repeat with Welch's t (pipeline/diffstats.py), which needs 2 or more
+Expected values: the diff tests one value per repeat with Welch's t (pipeline/diff/stats.py), which needs 2 or more
 values a side and can then reach any p; 5 repeats (the default for any config that does not set repeats, and
 config/transformers-cpu.yaml's) detect a 15 % change at one point 9 times in 10 at 2 % drift between repeats
 (benchmarks/diff_power.py, docs/diff-statistics.md).  The rank test used before issue 22 could not go below
@@ -9,9 +9,9 @@ config/transformers-cpu.yaml's) detect a 15 % change at one point 9 times in 10 
 
 from __future__ import annotations
 
-from pipeline.config import parse_config
-from pipeline.diffmetrics import significance
-from pipeline.diffstats import min_two_sided_p
+from pipeline.config.sweepconfig import parse_config
+from pipeline.diff.metrics import significance
+from pipeline.diff.stats import min_two_sided_p
 
 
 def test_default_repeats_let_a_diff_decide():
@@ -26,7 +26,7 @@ def test_default_repeats_let_a_diff_decide():
 
 
 def test_cpu_default_configs_let_a_diff_decide():
-    from pipeline.config import load_config
+    from pipeline.config.sweepconfig import load_config
     from tests.conftest import REPO
 
     for name in ("transformers-cpu.yaml", "vllm-cpu.yaml"):
@@ -36,7 +36,7 @@ def test_cpu_default_configs_let_a_diff_decide():
 
 
 def test_configs_quote_what_repeats_detect():
-    # issue 22: repeats is chosen knowingly: every config says what its repeats can detect, next to `repeats:`
+    # repeats is chosen knowingly: every config says what its repeats can detect, next to `repeats:`
     from tests.conftest import REPO
 
     for path in sorted((REPO / "config").glob("*.yaml")):

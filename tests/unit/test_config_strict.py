@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import MAX_SEED, load_config
-from pipeline.errors import BatchmarkError
+from pipeline.config.sweepconfig import MAX_SEED, load_config
+from pipeline.core.errors import BatchmarkError
 from tests.conftest import TINY_CONFIG
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.pointsummary import summary_mismatch
+from pipeline.core.pointsummary import summary_mismatch
 from tests.runbuilder import make_run
 
 

@@ -1,8 +1,8 @@
-"""Derived files are written by their stages at publish and read back; the read path computes nothing (issue 20).
+"""Derived files are written by their stages at publish and read back; the read path computes nothing.
 
 Every writer of a complete run — ``batchmark sweep`` (also resumed, adaptive, open-loop), ``batchmark merge``,
 the importers, ``batchmark upgrade`` of a run an earlier batchmark published without them — leaves
-``summaries.json`` and ``analysis.json`` in the run, written by the stages (:func:`pipeline.stages.write_derived`).
+``summaries.json`` and ``analysis.json`` in the run, written by the stages (:func:`pipeline.analysis.stages.write_derived`).
 A complete run that lacks one is refused by ``show`` in one line naming the file and the command that writes it
 (exit 2, no traceback).  The expected files are the stages' own output: ``batchmark summarize`` and ``analyze``
 run again on a copy of the run write the same bytes (both are deterministic functions of the stored files).
@@ -23,7 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import cli, paths, runs, stages
+from pipeline import cli
+from pipeline.analysis import stages
+from pipeline.core import paths
+from pipeline.store import runs
 from tests.conftest import REPO
 from tests.runbuilder import SMALL_SIMULATED_CONFIG
 

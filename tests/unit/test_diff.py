@@ -1,4 +1,4 @@
-"""Unit tests of pipeline/diff.py and pipeline/diffreport.py: the significance floor, the U test, matching, headline and formats.
+"""Unit tests of pipeline/diff/rundiff.py and pipeline/diff/report.py: the significance floor, the U test, matching, headline and formats.
 
 Runs are hand-made (tests/runbuilder.py) so every expected value below is worked out from
 the timings written there, or from the exact Mann-Whitney distribution.
@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import stages
-from pipeline.diff import diff_runs
-from pipeline.diffgate import regressions
-from pipeline.diffmetrics import METRIC_BY_KEY, METRICS, metric_samples, relative_change, significance
-from pipeline.diffstats import benjamini_hochberg, called, log_min_two_sided_p, min_two_sided_p, welch
+from pipeline.analysis import stages
+from pipeline.diff.rundiff import diff_runs
+from pipeline.diff.gate import regressions
+from pipeline.diff.metrics import METRIC_BY_KEY, METRICS, metric_samples, relative_change, significance
+from pipeline.diff.stats import benjamini_hochberg, called, log_min_two_sided_p, min_two_sided_p, welch
 from pipeline.pages.changes import previous_runs
-from pipeline.diffreport import format_csv, format_json, format_markdown, format_text
-from pipeline.errors import BatchmarkError
-from pipeline.pointsummary import PointSummary
+from pipeline.diff.report import format_csv, format_json, format_markdown, format_text
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.pointsummary import PointSummary
 from tests.runbuilder import H200_PROFILE, MODELS, NOISE_A, NOISE_B, make_run
 
 
@@ -41,7 +41,7 @@ def test_min_two_sided_p_matches_exact_distribution(n_a, n_b, expected):
 
 @pytest.mark.parametrize(("n_a", "n_b"), [(515, 515), (1280, 1280), (10_000, 10_000), (3, 10_000)])
 def test_min_two_sided_p_never_overflows(n_a, n_b):
-    """Regression (issue 22, fault kind: OverflowError at GPU sample counts): ``2 / math.comb(1030, 515)`` did not fit
+    """Regression ( fault kind: OverflowError at GPU sample counts): ``2 / math.comb(1030, 515)`` did not fit
     a float.  The floor is now 2 / C(n_a + n_b, n_a) computed in log space; at these counts it underflows to 0."""
     assert 0.0 <= min_two_sided_p(n_a, n_b) < 1e-9
 
@@ -84,7 +84,7 @@ def test_welch_three_plus_three_can_be_significant():
 
 
 def test_welch_ten_thousand_a_side():
-    """Numerically safe at any count (issue 22): A = 0, 2, 0, 2, … (10,000 values: mean 1, variance
+    """Numerically safe at any count: A = 0, 2, 0, 2, … (10,000 values: mean 1, variance
     10,000 / 9,999), B = A + 0.03.  By hand: SE = sqrt(2 × (10,000 / 9,999) / 10,000) = 0.0141428, t = 0.03 / SE
     = 2.12121, df = 2 × 9,999 = 19,998 (equal variances and counts), so t is all but normal:
     p = 2 × (1 − Φ(2.1212)) = 2 × 0.016952 = 0.03390 (normal table; the t tail at 19,998 df is 1e-5 wider)."""
@@ -347,7 +347,7 @@ def test_imported_runs_without_samples_are_compared_but_not_tested(tmp_path: Pat
 
 
 def test_share_changes_are_percentage_points(scenario):
-    """Regression (issue 13, fault kind: relative change of a percentage): MBU 37.3 % → 20.4 % was shown as
+    """Regression ( fault kind: relative change of a percentage): MBU 37.3 % → 20.4 % was shown as
     −45.3 %. Shares (MBU, MFU) now change by B − A in percentage points. At (dense-a, c = 8) B's median step is
     1.25 × 0.995 × A's, so MBU_B = MBU_A / 1.24375: the change is MBU_A × (1 / 1.24375 − 1) points, not the
     relative −19.6 %."""
@@ -368,7 +368,7 @@ def test_share_changes_are_percentage_points(scenario):
 
 
 def test_model_figures_are_words_not_enums(scenario):
-    """Regression (issue 13, fault kind: raw enum text): ``diff`` printed ``post-knee not_reached``. The hand-made
+    """Regression ( fault kind: raw enum text): ``diff`` printed ``post-knee not_reached``. The hand-made
     curve (throughput B / (0.01 × (1 + B / 8))) gains 80, 67, 50, 33 % per doubling, so the knee is not reached."""
     d = diff_runs(*scenario)
     text = format_text(d)
@@ -385,7 +385,7 @@ def test_significance_many_gives_what_one_call_per_pair_gives():
 
     from scipy.stats import ttest_ind
 
-    from pipeline.diffmetrics import significance, significance_many
+    from pipeline.diff.metrics import significance, significance_many
 
     rng = random.Random(7)
     pairs = [([1.0, 2.0, 3.0, 4.0, 5.0], [6.0, 7.0, 8.0, 9.0, 10.0]),
@@ -426,8 +426,8 @@ def test_open_loop_points_match_by_rank_not_float_rate(tmp_path: Path):
 def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate():
     # A: 1, 2, 4 req/s (fractions 0.25, 0.5, 1.0 of its top); B: 1.1, 2.2, 3.3, 4.4 (0.25, 0.5, 0.75, 1.0).
     # Fractions within 0.05 pair: 1↔1.1, 2↔2.2, 4↔4.4; B's 3.3 (0.75) has no partner.
-    from pipeline.diffmatch import match_open_loop
-    from pipeline.records import PointKey
+    from pipeline.diff.match import match_open_loop
+    from pipeline.core.records import PointKey
 
     def k(rate):
         return PointKey("m", "vllm", 64, 16, None, "poisson", rate)
@@ -441,7 +441,7 @@ def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate
 
 
 def test_parse_fail_above():
-    from pipeline.diffgate import parse_fail_above
+    from pipeline.diff.gate import parse_fail_above
 
     # one number: both throughput metrics (the gate before issue 22)
     assert parse_fail_above("10") == {"output_throughput_tok_s": 10.0, "per_user_tok_s": 10.0}
@@ -458,7 +458,7 @@ def test_fail_above_per_metric(scenario):
     """The slowed point's TTFT p99 (static batch: TTFT = prefill = 0.016 s × m for every request of a repeat): A's p99 over
     its 40 requests is 0.016 × 1.02 (the top two repeats' values coincide), B's 0.016 × 1.25 × 1.015, so the change is
     1.25 × 1.015 / 1.02 − 1 = +24.4 %: a 20 % gate fires, a 30 % one does not; output throughput −19.6 % against 5 %."""
-    from pipeline.diffgate import parse_fail_above
+    from pipeline.diff.gate import parse_fail_above
 
     d = diff_runs(*scenario)
     ttft = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, "ttft_p99_s"))

@@ -1,4 +1,4 @@
-"""``diff`` and probed bandwidth (issue 13): two runs whose probed bandwidths differ by more than
+"""``diff`` and probed bandwidth: two runs whose probed bandwidths differ by more than
 10 % are not comparable (above 5 %, comparable with a warning), on the first line, in the JSON, and
 ``--fail-above`` refuses to gate on them.  Values worked by hand from the committed runs' probes:
 20261129T161329Z-vm 46.706 GB/s, 20261129T165000Z-vm 49.658 GB/s: 49.658 / 46.706 − 1 = +6.3 %."""
@@ -10,7 +10,9 @@ import shutil
 import subprocess
 import sys
 
-from pipeline import comparability, diff, diffreport, paths, stages
+from pipeline.analysis import stages
+from pipeline.core import paths
+from pipeline.diff import comparability, rundiff as diff, report as diffreport
 
 A, B = "20261129T161329Z-vm", "20261129T165000Z-vm"
 

@@ -1,4 +1,4 @@
-"""Steps in a lab's history (issue 22): the penalized least-squares step finder (pipeline/diffstats.py) and the
+"""Steps in a lab's history: the penalized least-squares step finder (pipeline/diff/stats.py) and the
 history views of the Changes page (pipeline/pages/history.py), with values worked by hand."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import stages
-from pipeline.diffstats import detect_steps, segment_cost, step_penalty
+from pipeline.analysis import stages
+from pipeline.diff.stats import detect_steps, segment_cost, step_penalty
 from pipeline.pages.history import FIGURE_LABEL, history_views, levels, run_figures
 from tests.runbuilder import H200_PROFILE, NOISE_A, NOISE_B, make_run, step_s
 

@@ -1,8 +1,8 @@
 """Benchmarks' continuous-vs-static comparison takes the newest clean run per engine, never a flagged one over it.
 
-Regression (fault kind: noisy run as headline, issue 13): the comparison took the newest run per engine, so a run
+Regression (fault kind: noisy run as headline): the comparison took the newest run per engine, so a run
 measured on a busy machine replaced a clean one in the chart and table.  Runs are real :class:`RunView` objects;
-"flagged" comes from their own run.json (a probe warning), through :func:`pipeline.quality.run_quality`.
+"flagged" comes from their own run.json (a probe warning), through :func:`pipeline.analysis.quality.run_quality`.
 """
 
 from __future__ import annotations

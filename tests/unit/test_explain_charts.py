@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline.capacity import capacity_table
-from pipeline.hardware import load_profile
-from pipeline.cardregistry import load_card
-from pipeline.stepcost import expert_coverage
+from pipeline.analysis.capacity import capacity_table
+from pipeline.machine.hardware import load_profile
+from pipeline.cards.registry import load_card
+from pipeline.cards.stepcost import expert_coverage
 from pipeline.pages import explain, explaincharts
 
 
@@ -121,7 +121,7 @@ def test_capacity_and_kv_charts():
     # tests/unit/test_capacity.py: 108.8 GB usable (gpu_memory_utilization 0.85), 92.74e9 B free for KV
     assert {(r["context"], r["sequences"]) for r in rows} == {(4096, 172), (8192, 86), (32768, 21), (131072, 5)}
     kv = _values(explaincharts.kv_sequence_chart([load_card("gpt-oss-20b")]))
-    # GB = 1e9 bytes, as everywhere capacity is shown (issue 13: one unit system)
+    # GB = 1e9 bytes, as everywhere capacity is shown (one unit system)
     assert next(r for r in kv if r["context"] == 8192)["gb"] == pytest.approx(
         2048 * (12 * 8192 + 12 * 128) / 1e9)
 
@@ -176,7 +176,7 @@ def test_batching_examples_name_their_hardware_and_flag_a_curve_off_the_bandwidt
 
 def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
     """The template fills every number from the examples: render batching.md.j2 with the two runs above."""
-    from pipeline.hardware import load_profile
+    from pipeline.machine.hardware import load_profile
     from pipeline.pages.render import make_env
 
     cpu = _with_roofline(_workload("dense-llama-190m", "dense", [(1, 28.91), (2, 28.20), (64, 347.60)],
@@ -203,7 +203,7 @@ def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
 
 @pytest.mark.parametrize("builder", [explaincharts.roofline_overlay_chart, explaincharts.step_time_chart])
 def test_knee_charts_colour_what_differs(builder):
-    """Regression (issue 13, fault kind: colour encodes a constant): the knee charts coloured by prompt / output
+    """Regression ( fault kind: colour encodes a constant): the knee charts coloured by prompt / output
     length, which was the same for every committed run: three runs shared one colour and one legend entry.
     Expected: with one prompt length the colour is the run (3 runs, 3 colours); when prompt lengths differ too,
     run and prompt (SAME_WORKLOADS: run-a 512, run-b 512, run-a 8192 -> 3 colours; run-a's MoE shares run-a 512's)."""

@@ -1,4 +1,4 @@
-"""The explainers' worked example is a setting (``data/explainers.yaml``), not a name in the code (issue 25).
+"""The explainers' worked example is a setting (``data/explainers.yaml``), not a name in the code.
 
 Regression (fault kind: a hard-coded model name): ``explain.py`` and four templates named "Llama-3.1-8B"; a lab
 without that card, or one that wants its own model worked through, had to edit code.  These tests change the
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import BatchmarkError
-from pipeline.hardware import load_profile
+from pipeline.core.errors import BatchmarkError
+from pipeline.machine.hardware import load_profile
 from pipeline.pages import explain
 
 

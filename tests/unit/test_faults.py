@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from pipeline import runs
+from pipeline.store import runs
 from pipeline.cli import main
 from tests.conftest import DATA
 

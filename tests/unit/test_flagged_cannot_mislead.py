@@ -1,4 +1,4 @@
-"""A run measured on a busy machine cannot pass as a finding anywhere on the site (issue 24, must hold).
+"""A run measured on a busy machine cannot pass as a finding anywhere on the site ( must hold).
 
 Regression (fault kind: noisy run as a finding): a run measured while other work loaded the machine was rightly
 flagged, and still its MBU (against the busy machine's probe) topped the Bandwidth explainer, the Changes page
@@ -26,7 +26,7 @@ import re
 
 import pytest
 
-from pipeline.sweep import stop_for_knee
+from pipeline.sweep.gridwalk import stop_for_knee
 from tests.runbuilder import CONCURRENCY, H200_PROFILE, MODELS, NOISE_A, make_run, step_s
 
 CLEAN, HOGGED, LONE = "20261129T100000Z-clean", "20261130T120000Z-hogged", "20261130T130000Z-lone"
@@ -68,7 +68,7 @@ def pages_of(root):
 
 def test_the_flagged_runs_are_flagged(site):
     from pipeline.pages.views import view_of
-    from pipeline.stages import load_run
+    from pipeline.analysis.stages import load_run
 
     flagged = {r: view_of(load_run(site / "data" / "runs" / r)).flagged for r in (CLEAN, HOGGED, LONE)}
     assert flagged == {CLEAN: False, HOGGED: True, LONE: True}
@@ -92,8 +92,8 @@ def test_no_explainer_example_from_a_flagged_run(site):
 
 
 def test_no_better_or_worse_verdict_from_a_flagged_run(site):
-    from pipeline.diff import diff_runs
-    from pipeline.stages import load_run
+    from pipeline.diff.rundiff import diff_runs
+    from pipeline.analysis.stages import load_run
 
     d = diff_runs(load_run(site / "data" / "runs" / CLEAN), load_run(site / "data" / "runs" / HOGGED))
     # without the rule: dense-a c = 16 falls from 533 to 93 tok/s, five repeats against five, "worse"
@@ -110,7 +110,7 @@ def test_no_better_or_worse_verdict_from_a_flagged_run(site):
 
 
 def test_no_attribution_from_a_flagged_run(site):
-    from pipeline.show import show_run
+    from pipeline.views.show import show_run
 
     model_page = pages_of(site)["models/dense-a.md"]
     hogged = model_page.split(f"## {HOGGED}", 1)[1].split("\n## 2", 1)[0]
@@ -149,9 +149,9 @@ def test_sweep_does_not_stop_on_flagged_points():
 def test_mfu_above_one_is_marked_with_its_roof():
     """The committed vLLM run: MFU 1.016 at c = 32 of dense-llama-190m, its compute roof probed in float32 while
     the model ran in bfloat16 (run.json probe.dtype, models/dense-llama-190m.json dtype)."""
-    from pipeline.quality import implausible_mfu
+    from pipeline.analysis.quality import implausible_mfu
     from pipeline.pages.views import point_rows, view_of
-    from pipeline.stages import load_run
+    from pipeline.analysis.stages import load_run
     from tests.conftest import REPO
 
     assert implausible_mfu({"mfu": 1.0, "concurrency": 4}) is None
@@ -169,7 +169,7 @@ def test_mfu_above_one_is_marked_with_its_roof():
 
 
 def test_show_marks_mbu_of_a_noisy_probe(site):
-    from pipeline.show import format_table, show_run
+    from pipeline.views.show import format_table, show_run
 
     text = format_table(show_run(site / "data" / "runs" / HOGGED))
     row = next(line for line in text.splitlines() if line.startswith("dense-a ") and line.split()[1] == "1")
@@ -180,8 +180,8 @@ def test_show_marks_mbu_of_a_noisy_probe(site):
 
 def test_no_verdict_from_an_impossible_mfu():
     """The committed vLLM run against itself with c = 32's MFU raised: a change of an MFU above 1 is no finding."""
-    from pipeline.diffmetrics import MetricChange
-    from pipeline.diffwithhold import withhold_flagged
+    from pipeline.diff.metrics import MetricChange
+    from pipeline.diff.withhold import withhold_flagged
 
     def change(metric, a, b):
         return MetricChange("m", "vllm", 64, 32, 32, metric, metric.upper(), "fraction", True, a, b, b - a, 0.001,
@@ -194,7 +194,7 @@ def test_no_verdict_from_an_impossible_mfu():
 
 
 def test_summary_line_gives_the_verdict_and_its_main_reason(site):
-    from pipeline.show import summary_line
+    from pipeline.views.show import summary_line
 
     # HOGGED's reasons, condensed: its probe's warning, then 2 models × 5 points measured at 90 % outside load
     assert summary_line(site / "data" / "runs" / HOGGED, "site/index.html") == (
@@ -205,7 +205,7 @@ def test_summary_line_gives_the_verdict_and_its_main_reason(site):
 def test_home_says_every_way_a_run_is_flagged(site):
     """Regression: Home said a run is flagged for a warned probe, repeats that disagree or impossible numbers only,
     while HOGGED (flagged for 90 % outside load at every point, its "flagged points" column "–") sat in its table.
-    The limits are pipeline.quality's and pipeline.interference's (10 % probe drift, 25 % of the CPUs, 1.5×)."""
+    The limits are pipeline.analysis.quality's and pipeline.machine.interference's (10 % probe drift, 25 % of the CPUs, 1.5×)."""
     home = " ".join(pages_of(site)["index.md"].split())
     assert ("the probe repeated after the sweep warned or moved more than 10 %, other processes kept more than 25 % of "
             "its CPUs busy while a point ran, or the repeats of a point disagree by more than 1.5×") in home
@@ -225,7 +225,7 @@ def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch
     yet".  The site counts as built with the run when ``site/runs/<run id, lower case>.html`` exists (the Runs
     index's page per run, as ``mkdocs build`` writes it)."""
     from pipeline.pages.indexviews import built_site
-    from pipeline.show import summary_line
+    from pipeline.views.show import summary_line
 
     def summary_line_of(run_id):  # as `batchmark summary RUN` makes it (pipeline/cli.py)
         return summary_line(run_id, built_site(run_id))
@@ -243,7 +243,7 @@ def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch
 def test_a_run_flagged_only_for_an_impossible_figure_is_not_a_busy_machine():
     """Such a run (the llama.cpp DGX Spark reference: gpt-oss-20b's MBU 1.02 against its card) stays in the
     explainers with that figure marked; a busy machine's run does not."""
-    from pipeline.quality import run_quality
+    from pipeline.analysis.quality import run_quality
 
     pts = [{"model": "m", "concurrency": 1, "samples": {"output_throughput_tok_s": [10.0, 10.1]}}]
     only_card = run_quality({"probe": {"warning": None}}, pts, [{"model": "m", "implausible": "MBU above 1 at c = 8"}])
@@ -253,8 +253,8 @@ def test_a_run_flagged_only_for_an_impossible_figure_is_not_a_busy_machine():
 
 
 def test_the_diff_headline_counts_no_withheld_call(site):
-    from pipeline.diff import diff_runs
-    from pipeline.stages import load_run
+    from pipeline.diff.rundiff import diff_runs
+    from pipeline.analysis.stages import load_run
 
     d = diff_runs(load_run(site / "data" / "runs" / CLEAN), load_run(site / "data" / "runs" / HOGGED))
     assert d.n_called == 0 and d.calls.startswith("0 change(s) called")
@@ -264,9 +264,9 @@ def test_the_diff_gives_a_flagged_runs_reasons_condensed(site):
     """Regression: `batchmark diff` of a clean and a busy run printed B's reasons in full on one line (1,548
     characters for a real vLLM CPU run: the probe's sentence once per model, then every busy point).  HOGGED's,
     condensed as on the Runs index: its probe's warning, then its 10 points (2 models × 5) at 90 % outside load."""
-    from pipeline.diff import diff_runs
-    from pipeline.diffreport import format_text
-    from pipeline.stages import load_run
+    from pipeline.diff.rundiff import diff_runs
+    from pipeline.diff.report import format_text
+    from pipeline.analysis.stages import load_run
 
     text = format_text(diff_runs(load_run(site / "data" / "runs" / CLEAN), load_run(site / "data" / "runs" / HOGGED)))
     line = next(x for x in text.splitlines() if x.startswith("run quality of B: "))

@@ -1,4 +1,4 @@
-"""Fuzz-style test of the CLI entry points (issue 9, "What must hold"): config files, each import format, capacity
+"""Fuzz-style test of the CLI entry points: config files, each import format, capacity
 cards, fed truncations, random bytes, non-finite numbers, huge and negative values and hostile strings.
 
 Each case ends in exit 0 (a correct result) or exit 2 with exactly one stderr line — never a traceback.
@@ -19,7 +19,7 @@ from tests.conftest import DATA, TINY_CONFIG
 
 HOSTILE = ["NaN", "Infinity", "-Infinity", ".nan", "-1", "0", "1e308", "-99999999999999999999999",
            "18446744073709551617", '"<script>alert(1)</script>"', '"a|b\\n"', "true", "null", "[]", "{}",
-           "-52.8", "-100", "1" + "0" * 399, "-" + "7" * 400,  # issue 18: negative figures, 400-digit integers
+           "-52.8", "-100", "1" + "0" * 399, "-" + "7" * 400,  # negative figures, 400-digit integers
            '"\\ud800"']  # and a string that is not Unicode text (a lone surrogate escape)
 CARD = {"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
         "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072}
@@ -60,9 +60,9 @@ def _check(rc: int, capsys) -> None:
 
 @pytest.mark.parametrize("seed", range(24))
 def test_config_files(seed, scratch_root, tmp_path, monkeypatch, capsys):
-    import pipeline.sweep
+    import pipeline.sweep.gridwalk
 
-    monkeypatch.setattr(pipeline.sweep, "run_sweep", lambda cfg, run_dir, **kw: run_dir)  # validate only, never measure
+    monkeypatch.setattr(pipeline.sweep.gridwalk, "run_sweep", lambda cfg, run_dir, **kw: run_dir)  # validate only, never measure
     path = tmp_path / "c.yaml"
     path.write_bytes(mutate(random.Random(seed), TINY_CONFIG.read_bytes()))
     _check(main(["sweep", "--config", str(path), "--run-id", f"fuzz{seed}", "--no-progress"]), capsys)

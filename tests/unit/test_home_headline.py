@@ -1,4 +1,4 @@
-"""Home leads with the finding (issue 13, "Site usability"): per hardware, a headline chart of the newest
+"""Home leads with the finding: per hardware, a headline chart of the newest
 clean run (output throughput vs concurrency per model, ceilings and knees) and one sentence saying what it
 shows; every run's table folded below in a <details> block.  The committed runs are three clean runs on
 ``cpu``; the newest is 20261130T010035Z-vm (dense-llama-190m peaks at 230.9 tok/s at c = 32, knee 16)."""

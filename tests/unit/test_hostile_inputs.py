@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 18, items 7–14 and "Tracebacks and messages"): each case as the issue reproduced it.
+"""Hostile inputs ( items 7–14 and "Tracebacks and messages"): each case as the issue reproduced it.
 
 Every test names the item it pins.  Expected outcomes are the issue's "what must hold": a one-line
 :class:`BatchmarkError` naming the file or field (never a traceback, never a hang), or the run
@@ -17,10 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline import cli, parts, paths, pointfiles, ratewalk, runs, stages
-from pipeline.config import load_config, parse_config
-from pipeline.configoptions import RESERVED_BODY_KEYS
-from pipeline.errors import BatchmarkError
+from pipeline import cli
+from pipeline.analysis import stages
+from pipeline.core import paths
+from pipeline.store import pointfiles, runs
+from pipeline.sweep import parts, ratewalk
+from pipeline.config.sweepconfig import load_config, parse_config
+from pipeline.config.options import RESERVED_BODY_KEYS
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import import_run, parse
 from tests import runbuilder as rb
 from tests.conftest import DATA, REPO, TINY_CONFIG
@@ -75,13 +79,13 @@ def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path)
             path.write_text(BOMB)
             load_config(path)
         elif reader == "hardware profile":
-            from pipeline.hardware import load_profile
+            from pipeline.machine.hardware import load_profile
 
             path = paths.hardware_dir() / "bomb.yaml"
             path.write_text(BOMB)
             load_profile("bomb")
         elif reader == "model card":
-            from pipeline.cardregistry import find_card_file
+            from pipeline.cards.registry import find_card_file
 
             path = paths.models_dir() / "bomb.yaml"
             path.write_text(BOMB)
@@ -96,7 +100,7 @@ def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path)
 
 def test_aliases_that_repeat_a_block_a_few_times_still_load(tmp_path):
     """Item 7's limit leaves ordinary anchors alone: a block reused twice loads as written."""
-    from pipeline.textfiles import load_yaml_text
+    from pipeline.core.textfiles import load_yaml_text
 
     assert load_yaml_text("x.yaml", "d: &d {a: 1}\ne: [*d, *d]\n") == {"d": {"a": 1}, "e": [{"a": 1}, {"a": 1}]}
     with pytest.raises(BatchmarkError, match="recursive"):
@@ -118,7 +122,7 @@ def test_oversized_import_is_refused_before_it_is_read(scratch_root, tmp_path):
 
 
 def test_oversized_config_is_refused(tmp_path):
-    from pipeline.textfiles import MAX_TEXT_BYTES
+    from pipeline.core.textfiles import MAX_TEXT_BYTES
 
     path = tmp_path / "c.yaml"
     with path.open("wb") as fh:
@@ -327,7 +331,7 @@ def test_claim_of_a_killed_import_does_not_block_its_id(scratch_root, tmp_path, 
     """Item 14: an import killed after claiming its id left an empty folder that blocked the id ("already exists")
     while ``show`` said "unknown run".  The claimer here is a real process that claimed the id and died."""
     rd = paths.runs_dir()
-    code = f"from pathlib import Path; from pipeline import runs; runs.claim_run_dir(Path({str(rd)!r}), run_id='K1')"
+    code = f"from pathlib import Path; from pipeline.store import runs; runs.claim_run_dir(Path({str(rd)!r}), run_id='K1')"
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert (rd / "K1").is_dir() and not any((rd / "K1").iterdir())
     assert cli.main(["show", "K1"]) == 2 and "unknown run" in capsys.readouterr().err
@@ -382,7 +386,7 @@ def test_a_300_character_name_in_a_config_is_refused(field):
 def test_a_long_config_name_still_has_a_pointer_file(scratch_root):
     """The pointer's file name is bounded whatever reaches it (``pointfiles.file_stem``)."""
     name = "c" * 300
-    from pipeline import parts  # the config pointers are workflow logic (issue 20)
+    from pipeline.sweep import parts
 
     parts.write_pointer(name, "R-ptr")
     assert len(parts.pointer_path(name).name) <= 255
@@ -460,7 +464,7 @@ def test_full_disk_names_the_file_of_every_writer(scratch_root, monkeypatch):
 
 def test_model_with_every_point_failed_shows_no_peak():
     """Tracebacks list: a model whose every point failed showed "peak 0.0 tok/s"."""
-    from pipeline.show import format_table
+    from pipeline.views.show import format_table
 
     doc = {"run_id": "r", "source": "measured", "hardware": {"name": "cpu"}, "points": [],
            "models": [{"model": "m", "kind": "dense", "input_len": 8, "output_len": 4, "ceiling_tok_s": None,
@@ -574,7 +578,7 @@ def test_capacity_context_is_range_checked(context, scratch_root, capsys):
 
 @pytest.mark.parametrize("value", [".inf", ".nan", "1e400"])
 def test_a_hardware_profile_with_a_non_finite_figure_is_refused(value, scratch_root):
-    from pipeline.hardware import load_profile
+    from pipeline.machine.hardware import load_profile
 
     text = (paths.hardware_dir() / "dgx-spark.yaml").read_text()
     assert "bandwidth_gb_s_spec:" in text

@@ -1,4 +1,4 @@
-"""Numbers that cannot be right are flagged, never shown as plain results (issue 13).
+"""Numbers that cannot be right are flagged, never shown as plain results.
 
 Regression (fault kind: impossible figure shown as a result): a llama-batched-bench import of a q4_0 model took
 bf16 weights for it and reported MBU 1.53 (single stream 27.6 tok/s against a ceiling of 18.0) without a word.
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.analysis import analyze
-from pipeline.pointsummary import PointSummary
-from pipeline.modelcards import ModelCard
+from pipeline.analysis.analyze import analyze
+from pipeline.core.pointsummary import PointSummary
+from pipeline.cards.modelcards import ModelCard
 from pipeline.pages.render import RunView, Workload, make_env
-from pipeline.show import build_show, format_table
+from pipeline.views.show import build_show, format_table
 
 HW = {"name": "x", "bandwidth_gb_s_spec": 100, "peak_tflops_spec": 1000, "memory_gb": 16}
 CARD = ModelCard(name="d", kind="dense", total_params=10**9, active_params=10**9, embedding_params=0,

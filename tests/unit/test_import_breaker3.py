@@ -13,7 +13,7 @@ import json
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import parse
 
 from tests.conftest import DATA
@@ -213,7 +213,7 @@ def test_show_gives_no_failure_rate_where_the_file_states_no_failures(scratch_ro
     """The import kept failure_rate null with the caveat failed_count_unknown, but the analysis recomputed
     failed / (completed + failed) = 0 / n and `show` printed failure_rate 0.0 (0 % failures, as if measured)."""
     from pipeline.importers import import_run
-    from pipeline.show import show_run
+    from pipeline.views.show import show_run
 
     (p,) = show_run(import_run(fmt, [path], "h200", model=model, run_id="u"))["points"]
     assert p["failure_rate"] is None and "failed_count_unknown" in p["caveats"] and not p["excluded"]

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import import_run, parse
-from pipeline.show import show_run
+from pipeline.views.show import show_run
 
 from tests.conftest import DATA
 
@@ -71,7 +71,7 @@ def test_failure_counts_of_a_block_with_a_failed_line(tmp_path):
 
 
 # -- kind: an open-loop (rate-limited) run imported as a closed-loop point ----------------------
-# Issue 10: such runs now import as what they are, open-loop points (load, rate, cap), never as a
+# such runs now import as what they are, open-loop points (load, rate, cap), never as a
 # closed-loop point at their cap.
 
 def test_rate_limited_json_imports_as_an_open_loop_point(scratch_root):
@@ -85,7 +85,7 @@ def test_rate_limited_json_imports_as_an_open_loop_point(scratch_root):
     # the file's ms figures, in s; no E2EL and no p90 in it: null, never invented
     assert p.ttft_s == pytest.approx({"p50": 0.3981, "p90": None, "p99": 0.6119, "mean": 0.4123})
     assert p.tpot_s == pytest.approx({"p50": 0.0149, "p90": None, "p99": 0.0187, "mean": 0.0151})
-    # vLLM's itl is one gap per chunk: stored as itl_chunk_s, the per-token itl_s unknown (issue 23)
+    # vLLM's itl is one gap per chunk: stored as itl_chunk_s, the per-token itl_s unknown
     assert p.itl_chunk_s == pytest.approx({"p50": 0.0146, "p90": None, "p99": 0.0294, "mean": 0.0151})
     assert p.itl_s is None
     assert p.e2el_s is None
@@ -107,7 +107,7 @@ def test_printed_poisson_block_imports_as_an_open_loop_point():
     assert p.ttft_s == pytest.approx({"p50": 0.17105, "p90": 0.26230, "p99": 0.41268, "mean": 0.18742})
     assert p.tpot_s == pytest.approx({"p50": 0.02433, "p90": 0.02794, "p99": 0.03156, "mean": 0.02481})
     assert p.itl_chunk_s == pytest.approx({"p50": 0.02371, "p90": 0.02945, "p99": 0.04819, "mean": 0.02480})
-    assert p.itl_s is None  # vLLM's ITL is per chunk (issue 23)
+    assert p.itl_s is None  # vLLM's ITL is per chunk
     assert p.e2el_s == pytest.approx({"p50": 6.38297, "p90": 7.29052, "p99": 8.21533, "mean": 6.51406})
     assert p.per_user_tok_s == pytest.approx(1 / 0.02433)  # 1 / median TPOT
 
@@ -263,10 +263,10 @@ def test_genai_perf_export_per_user_is_one_over_median_itl():
 
 
 def test_open_loop_points_diff_by_rate(scratch_root, tmp_path):
-    """Issue 10: ``diff`` matches open-loop points by workload, load, cap and rate; a rate only one run has is listed apart."""
-    from pipeline.diff import diff_runs
-    from pipeline.diffreport import format_csv, format_text
-    from pipeline.stages import load_run
+    """``diff`` matches open-loop points by workload, load, cap and rate; a rate only one run has is listed apart."""
+    from pipeline.diff.rundiff import diff_runs
+    from pipeline.diff.report import format_csv, format_text
+    from pipeline.analysis.stages import load_run
 
     src = json.loads((CASES / "01-vllm-rate-limited-json" / "deepseek-v3.2-rate2.4-c64.json").read_text())
     a = tmp_path / "a.json"

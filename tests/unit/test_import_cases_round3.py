@@ -13,7 +13,7 @@ import json
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import parse
 
 from tests.conftest import DATA

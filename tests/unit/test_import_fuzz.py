@@ -1,10 +1,10 @@
-"""Fuzz-style robustness of every importer (issue 12, "What must hold": never a traceback).
+"""Fuzz-style robustness of every importer ( "What must hold": never a traceback).
 
 Seeded random truncations, byte corruptions and dropped lines of each importer's sample
 file: the importer either raises a one-line :class:`BatchmarkError` or returns points whose
 numbers are finite and whose counts and lengths make sense.  Fault kind pinned: a corrupt
 result file ending in a TypeError/KeyError/ZeroDivisionError traceback, or in a point with NaN.
-Then (issue 18) out-of-range values (negative, huge, 400-digit integers) in every sample, and YAML
+Then out-of-range values (negative, huge, 400-digit integers) in every sample, and YAML
 alias bombs in every YAML reader, each case bounded in time.
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import parse
 
 from tests.conftest import DATA
@@ -78,7 +78,7 @@ def _mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _check_point(p) -> None:
-    # an open-loop point (issue 10) has a rate and an optional cap; a closed-loop one a concurrency
+    # an open-loop point has a rate and an optional cap; a closed-loop one a concurrency
     if p.load == "closed":
         assert p.concurrency >= 1 and p.rate_rps is None
     else:
@@ -121,7 +121,7 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-# -- out-of-range values (issue 18, item 11 and "Tracebacks and messages") -------------------------
+# -- out-of-range values ( item 11 and "Tracebacks and messages") -------------------------
 #
 # Fault kinds pinned: negative figures stored as measurements (peak −52.8 tok/s, MBU −0.76, "-100 of -68
 # requests failed"), and OverflowError tracebacks from 400-digit integers (53 fuzzer crashes in records.py
@@ -174,7 +174,7 @@ def test_out_of_range_values_give_one_line_errors_or_points_in_range(fmt, sample
     assert time.monotonic() - start < 60  # bounded: never a hang on a hostile number
 
 
-# -- YAML alias bombs in every YAML the project reads (issue 18, item 7) ---------------------------
+# -- YAML alias bombs in every YAML the project reads ---------------------------
 
 def alias_bomb(rng: random.Random) -> str:
     """A seeded "billion laughs": ``depth`` levels of ``width`` aliases each (width^depth ≥ 10^6 nodes expanded),
@@ -193,10 +193,10 @@ def alias_bomb(rng: random.Random) -> str:
 
 
 def _read_yaml_as(reader: str, text: str, tmp_path: Path, i: int) -> Path:
-    from pipeline import paths
-    from pipeline.config import load_config
-    from pipeline.hardware import load_profile
-    from pipeline.cardregistry import find_card_file
+    from pipeline.core import paths
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.machine.hardware import load_profile
+    from pipeline.cards.registry import find_card_file
 
     if reader == "config":
         path = tmp_path / f"c{i}.yaml"

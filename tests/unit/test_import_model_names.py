@@ -1,4 +1,4 @@
-"""Model names in result files resolve to the card of the same architecture (issue 12, "Result files").
+"""Model names in result files resolve to the card of the same architecture.
 
 Fault kind pinned: a variant name (``…-Instruct``, ``…-Coder-…``, ``-it-qat``, ``-GGUF``, a
 quantisation suffix, an ``org/`` prefix, an Ollama ``name:tag``) found no card, and the
@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.importers import import_run
 from pipeline.importers.cardmatch import ModelInfo, match_card, model_key
-from pipeline.show import show_run
+from pipeline.views.show import show_run
 
 from tests.conftest import DATA
 
@@ -62,7 +62,7 @@ def test_what_the_file_states_checks_the_card(scratch_root):
 def test_quant_without_bits_or_size_leaves_bytes_unknown(scratch_root):
     found = match_card("llama3.1:8b-instruct-q5_K_M", ModelInfo(raw_name="llama3.1:8b-instruct-q5_K_M"))
     assert found.card is None and "q5_k_m" in found.how
-    # Q4_K_M has a stated file average (4.9 bits per weight, pipeline.weightformats.QUANT_BITS; issue 13)
+    # Q4_K_M has a stated file average (4.9 bits per weight, pipeline.cards.weightformats.QUANT_BITS; issue 13)
     found = match_card("llama3.1:8b-instruct-q4_K_M", ModelInfo(raw_name="llama3.1:8b-instruct-q4_K_M"))
     assert found.card is not None and found.card.quantization == "q4_k_m"
 

@@ -1,4 +1,4 @@
-"""Imported model names are kept and shown exactly as the file gives them (issue 9, "Security").
+"""Imported model names are kept and shown exactly as the file gives them.
 
 Fault kind pinned: a name mangled on import — cut at its last ``/`` (``<script>…</script>``
 showed as ``script>``, ``org/Model`` lost its org) — and file names derived from a model
@@ -11,10 +11,10 @@ import json
 
 import pytest
 
-from pipeline import pointfiles, runs
+from pipeline.store import pointfiles, runs
 from pipeline.importers import import_run
-from pipeline.records import PointKey
-from pipeline.show import show_run
+from pipeline.core.records import PointKey
+from pipeline.views.show import show_run
 
 from tests.conftest import DATA
 

@@ -1,4 +1,4 @@
-"""Imported runs take the weight format the file (or ``--quant``) states, never bf16 by default (issue 13).
+"""Imported runs take the weight format the file (or ``--quant``) states, never bf16 by default.
 
 Regression (fault kind: wrong weight format): importing a llama-batched-bench JSONL of a ``q4_0`` Llama-3.1-8B
 took bf16 weights for it and reported MBU 1.53 (single stream 27.6 tok/s against a bf16 ceiling of 18.0)
@@ -23,7 +23,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.importers import import_run
 from pipeline.importers.cardmatch import quant_from_text
-from pipeline.show import show_run
+from pipeline.views.show import show_run
 from tests.conftest import DATA
 
 JSONL = DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl"
@@ -57,7 +57,7 @@ def test_quant_flag_q4_k_m_on_the_command_line(scratch_root, capsys):
     assert main(["import", "llama-batched-bench", str(JSONL), "--hardware", "dgx-spark", "--run-id", "qk",
                  "--model", "Llama-3.1-8B", "--quant", "Q4_K_M"]) == 0
     doc = show_run("qk")
-    # 4.9 bits per weight (llama.cpp's stated file average, pipeline.weightformats.QUANT_BITS)
+    # 4.9 bits per weight (llama.cpp's stated file average, pipeline.cards.weightformats.QUANT_BITS)
     dense = 7_504_658_432 * 4.9 / 8 + 532_480
     assert doc["models"][0]["ceiling_tok_s"] == pytest.approx(273e9 / (dense + KV))
 

@@ -1,4 +1,4 @@
-"""Large imports stay linear (issue 9, "Scale"): the rewritten hot spots give what the old code gave.
+"""Large imports stay linear: the rewritten hot spots give what the old code gave.
 
 Fault kind pinned: quadratic import and analysis (a scan of every point per workload, a grid
 check over the product of every PP × TG × B); the speed itself is measured by
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.analysis import analyze
-from pipeline.errors import BatchmarkError
+from pipeline.analysis.analyze import analyze
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers.base import summary
-from pipeline.pointsummary import distribution
+from pipeline.core.pointsummary import distribution
 from pipeline.importers.llama_batched_bench import _check_grid
 
 

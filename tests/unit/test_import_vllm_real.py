@@ -1,4 +1,4 @@
-"""batchmark's ``vllm-bench`` importer on REAL files of vLLM 0.32.0 (issue 23, "Files people really have").
+"""batchmark's ``vllm-bench`` importer on REAL files of vLLM 0.32.0.
 
 The files under ``tests/data/vllm-real-0.32/`` were written by vLLM's own ``vllm bench serve --save-result`` (with
 its stdout) and ``vllm bench sweep serve`` (CPU build, ``.venv-vllm``); ``tests/data/README.md`` gives the commands,
@@ -23,9 +23,9 @@ from statistics import median
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import parse
-from pipeline.show import show_run
+from pipeline.views.show import show_run
 
 from tests.conftest import DATA
 
@@ -87,7 +87,7 @@ def test_bench_serve_folder_of_jsons_is_one_point_per_concurrency():
 @pytest.mark.parametrize("c", CONCURRENCIES)
 def test_bench_serve_stdout_imports_the_same_figures_as_its_json(c):
     """The block prints vLLM's figures rounded to 0.01 ({:<10.2f}); the model is read from the Namespace(...) line
-    vLLM prints first (fix of issue 23: the real stdout was refused for want of --model)."""
+    vLLM prints first (fix of the real stdout was refused for want of --model)."""
     d = load(BENCH / f"c{c}.json")  # the same run's --save-result
     (p,) = parse("vllm-bench", [BENCH / f"c{c}.txt"]).summaries
     assert p.model == d["model_id"]
@@ -211,7 +211,7 @@ SHOWN_EXPERIMENT = SHOWN / "sweep" / "20261201_161414"
 
 def test_sweep_log_blocks_are_repeats_and_its_warmup_is_left_out():
     """The sweep's own log (--show-stdout) prints each run's block after "Run Number: N" (-1: the warm-up).  Before
-    the fix (issue 23) the warm-up block was read as a measurement and the two runs of c = 1 refused as "two results
+    the fix the warm-up block was read as a measurement and the two runs of c = 1 refused as "two results
     for the same point".  Right value: each point's repeats are the run=0/run=1 blocks, equal to that sweep's
     run=N.json rounded as printed (0.01), and the warm-up's figures are in none of them."""
     points = sorted(parse("vllm-bench", [SHOWN / "sweep.log"]).summaries, key=lambda p: p.concurrency)
@@ -291,7 +291,7 @@ def test_sweep_run_whose_requests_all_failed_is_refused_naming_it(capsys, scratc
 
 def test_sweep_crashed_run_record_alone_is_refused_naming_it(capsys, scratch_root):
     """A run whose vllm bench serve exited (bench params dataset_name no-such-dataset) leaves only
-    run=0.failure.json (run_number, error_type, error, overrides; read here).  Before the fix (issue 23) the import
+    run=0.failure.json (run_number, error_type, error, overrides; read here).  Before the fix the import
     said "field model_id: missing; pass --model"; now it names the record for what it is."""
     record = CRASHED / "BENCH--max_concurrency=4-dataset_name=no-such-dataset" / "run=0.failure.json"
     assert (load(record)["run_number"], load(record)["error_type"]) == (0, "CalledProcessError")

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import scrub
+from pipeline.core import scrub
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import import_run, parse
-from pipeline.show import show_run
+from pipeline.views.show import show_run
 
 from tests.conftest import DATA
 
@@ -52,13 +52,13 @@ def test_every_s_tg_becomes_output_throughput(reference_file, reference_run):
     got = {(p["model"], p["input_len"], p["concurrency"]): p for p in doc["points"]}
     assert len(got) == 36
     for (heading, pp, b), s_tg in expected.items():
-        p = got[(heading, pp, b)]  # the model is named as the file's heading names it (issue 9)
+        p = got[(heading, pp, b)]  # the model is named as the file's heading names it
         assert p["output_throughput_tok_s"] == s_tg
         assert p["output_len"] == 32 and p["engine"] == "llama.cpp"
     meta = json.loads((run / "run.json").read_text())
     assert meta["source"] == doc["source"] == "imported:llama-batched-bench"
     assert meta["source_tool"] == "llama-batched-bench" and meta["source_version"] == "6918 (2f68ce7cf)"
-    assert meta["source_files"] == [scrub.relative_path(str(reference_file.resolve()))]  # no machine folder (issue 18)
+    assert meta["source_files"] == [scrub.relative_path(str(reference_file.resolve()))]  # no machine folder
     assert meta["status"] == "complete" and meta["hardware"]["name"] == "dgx-spark"
 
 
@@ -198,7 +198,7 @@ def test_vllm_truncated_json_names_file_and_line(tmp_path):
 
 def test_vllm_printed_block(scratch_root):
     path = DATA / "vllm-bench-log" / "serve-log.txt"
-    # the model is named by the Namespace(...) line vllm bench serve prints first (issue 23); --model overrides it
+    # the model is named by the Namespace(...) line vllm bench serve prints first; --model overrides it
     assert {p.model for p in parse("vllm-bench", [path]).summaries} == {"Qwen/Qwen3-30B-A3B-FP8"}
     assert {p.model for p in parse("vllm-bench", [path], model="other").summaries} == {"other"}
     run = import_run("vllm-bench", [path], "dgx-spark", run_id="log", model="Qwen/Qwen3-30B-A3B-FP8")
@@ -272,7 +272,7 @@ def test_guidellm(scratch_root):
     # included) is not batchmark's TPOT and is not read
     assert pts[8]["tpot_s"]["p90"] == pytest.approx(0.0784 * 1.05)
     assert pts[8]["e2el_s"]["p50"] == pytest.approx((420 + 255 * 78.4) / 1000)
-    # issue 10: the sweep's constant-rate benchmark (2 req/s, no cap) is an open-loop point, not skipped and
+    # the sweep's constant-rate benchmark (2 req/s, no cap) is an open-loop point, not skipped and
     # not a closed-loop one: 40 successful requests in its 113.78 s → 0.3516 req/s achieved
     (rate,) = [p for p in doc["points"] if p["load"] != "closed"]
     assert (rate["load"], rate["rate_rps"], rate["concurrency"]) == ("constant", 2.0, None)

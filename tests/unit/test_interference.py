@@ -1,4 +1,4 @@
-"""Outside load measured while a point runs, and the verdicts it gives (issue 13: interference during the sweep).
+"""Outside load measured while a point runs, and the verdicts it gives (interference during the sweep).
 
 Regression (fault kind: interference after the probe): a load that started after the bandwidth probe slowed the
 sweep's points and nothing said so; only the probe's own spread was checked.
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from pipeline.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT, InterferenceMeter, outside_load
-from pipeline.quality import PROBE_DRIFT_LIMIT, point_verdict, probe_drift, run_quality
+from pipeline.machine.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT, InterferenceMeter, outside_load
+from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, point_verdict, probe_drift, run_quality
 
 
 def test_outside_load_by_hand():

@@ -1,14 +1,14 @@
-"""The knee with its uncertainty from the repeats (issue 13: the knee of one config flipped between
+"""The knee with its uncertainty from the repeats (the knee of one config flipped between
 two clean runs, c = 32 "plateau" in one and "not reached" in the other, because one doubling sits
 near the 15 % threshold).  Values worked by hand below."""
 
 from __future__ import annotations
 
-from pipeline.analysis import analyze
-from pipeline.knee import knee_per_repeat, knee_uncertainty
-from pipeline.words import knee_words
-from pipeline.pointsummary import PointSummary
-from pipeline.show import show_run
+from pipeline.analysis.analyze import analyze
+from pipeline.analysis.knee import knee_per_repeat, knee_uncertainty
+from pipeline.core.words import knee_words
+from pipeline.core.pointsummary import PointSummary
+from pipeline.views.show import show_run
 
 # c = 1, 2, 4 with three repeats.  Repeat 0: 10, 20, 22 -> gains +100 %, +10 % -> knee 2.
 # Repeat 1: 10, 20, 30 -> +100 %, +50 % -> not reached.  Repeat 2: 10, 20, 22 -> knee 2.

@@ -2,10 +2,10 @@
 
 import pytest
 
-from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import itl_values, tpot_s
-from pipeline.pointsummary import distribution
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.metrics.summarize import summarize_point
+from pipeline.metrics.definitions import itl_values, tpot_s
+from pipeline.core.pointsummary import distribution
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def _req(i, sent, chunks, out_tokens, **kw):

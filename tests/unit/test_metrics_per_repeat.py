@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.metrics import summarize_point
+from pipeline.metrics.summarize import summarize_point
 from tests.runbuilder import point_records, prefill_s, step_s
 
 

@@ -3,9 +3,9 @@
 import pytest
 
 from pipeline.engines.torchcard import card_from_torch_model
-from pipeline.modelarch import kv_bytes_per_token
-from pipeline.modelcards import ModelCard
-from pipeline.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
+from pipeline.cards.modelarch import kv_bytes_per_token
+from pipeline.cards.modelcards import ModelCard
+from pipeline.cards.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step
 
 
 def test_expert_coverage_by_hand():

@@ -7,13 +7,13 @@ import math
 
 import pytest
 
-from pipeline.errors import BatchmarkError
-from pipeline.cardregistry import card_from_config_file, list_card_files, load_card
+from pipeline.core.errors import BatchmarkError
+from pipeline.cards.registry import card_from_config_file, list_card_files, load_card
 from pipeline.engines.torchcard import card_from_torch_model
 from pipeline.importers.cardmatch import card_with_file_size
-from pipeline.modelarch import card_from_config
-from pipeline.weightformats import QUANT_BITS, bits_per_weight
-from pipeline.stepcost import bytes_per_decode_step, expert_coverage, kv_bytes_per_sequence
+from pipeline.cards.modelarch import card_from_config
+from pipeline.cards.weightformats import QUANT_BITS, bits_per_weight
+from pipeline.cards.stepcost import bytes_per_decode_step, expert_coverage, kv_bytes_per_sequence
 
 
 def test_bits_per_weight_include_block_scales():
@@ -97,7 +97,7 @@ def test_quantisations_scale_the_bytes():
 
 
 def test_ceiling_from_the_reference_file_size():
-    # issue 5: a 7.54 GiB dense Q8_0 model at 273 GB/s: 273e9 / (7.54 x 2^30) = 33.7 tok/s
+    # a 7.54 GiB dense Q8_0 model at 273 GB/s: 273e9 / (7.54 x 2^30) = 33.7 tok/s
     card = card_with_file_size(load_card("Qwen2.5-Coder-7B", quant="q8_0"), int(round(7.54 * 2**30)))
     assert card.dense_bytes == card.weight_bytes == int(round(7.54 * 2**30))
     weights_only = 273e9 / card.dense_bytes
@@ -181,7 +181,7 @@ def test_quant_table_is_documented():
 
 def test_resolve_card_from_the_hugging_face_cache(tmp_path, monkeypatch):
     """A repo id that no card file knows is read from the local Hugging Face cache, never downloaded."""
-    from pipeline.cardregistry import resolve_card
+    from pipeline.cards.registry import resolve_card
 
     snap = tmp_path / "hub" / "models--acme--tiny-llama" / "snapshots" / ("0" * 40)
     snap.mkdir(parents=True)

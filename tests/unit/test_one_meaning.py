@@ -1,13 +1,13 @@
-"""Names that mean one thing (issue 25), end to end over summaries, analysis and ``show``: an open-loop point's cap is
+"""Names that mean one thing, end to end over summaries, analysis and ``show``: an open-loop point's cap is
 ``max_concurrency`` (``concurrency`` is only ever the N in flight of a closed loop), and a point's *caveats* (failed
 requests, token-count flags) are not the quality verdict *flagged*.  Every figure is worked by hand in its comment.
 """
 
 from __future__ import annotations
 
-from pipeline.analysis import analyze
+from pipeline.analysis.analyze import analyze
 from pipeline.importers.base import summary
-from pipeline.show import build_show, point_note
+from pipeline.views.show import build_show, point_note
 
 HW = {"name": "cpu", "bandwidth_gb_s_spec": 100.0, "peak_tflops_spec": None, "memory_gb": 16}
 

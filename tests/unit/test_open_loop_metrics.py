@@ -1,4 +1,4 @@
-"""Open loop and SLOs, the pure parts (issue 10): the point key, SLO goodput, send/achieved rate, schedule
+"""Open loop and SLOs, the pure parts: the point key, SLO goodput, send/achieved rate, schedule
 keeping, the rate sweep's saturation and SLO limit, the auto rates and the bisection, the config.
 
 Every expected value is worked by hand in the comment beside it.
@@ -9,16 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.ratesweep import rate_sweep, slo_limit
-from pipeline.config import parse_config
+from pipeline.analysis.ratesweep import rate_sweep, slo_limit
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines.scheduler import schedule_gaps
-from pipeline.errors import BatchmarkError
-from pipeline.goodput import slo_goodput
-from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import achieved_rate, schedule_rate, schedule_kept, send_rate
-from pipeline.pointsummary import PointSummary
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
-from pipeline.ratewalk import bisect_rate, open_rates
+from pipeline.core.errors import BatchmarkError
+from pipeline.metrics.goodput import slo_goodput
+from pipeline.metrics.summarize import summarize_point
+from pipeline.metrics.definitions import achieved_rate, schedule_rate, schedule_kept, send_rate
+from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.sweep.ratewalk import bisect_rate, open_rates
 
 
 def _req(i: int, sent: float, arrivals: list[float] | None, error: str | None = None) -> RequestRecord:
@@ -69,7 +69,7 @@ def test_slo_met_when_nothing_failed():
 
 
 def test_goodput_limits_and_p99_bounds_are_apart():
-    # issue 25: the per-request goodput limit (vLLM's --goodput) and the p99 bound are two figures.  Over the four
+    # the per-request goodput limit (vLLM's --goodput) and the p99 bound are two figures.  Over the four
     # finished requests of _records (TTFT 0.1, 0.1, 0.1, 0.3 s; p99 0.294 s worked in test_slo_goodput_by_hand):
     recs = _records()
     recs.repeats[0].requests = [r for r in recs.repeats[0].requests if r.ok]
@@ -191,7 +191,7 @@ def test_config_open_loop_and_slo():
 
 
 def test_an_old_slo_key_is_read_as_both_limits_with_one_warning_line(capsys):
-    # issue 25: ttft_p99_ms was both the goodput limit and the p99 bound; a config that says it keeps meaning both
+    # ttft_p99_ms was both the goodput limit and the p99 bound; a config that says it keeps meaning both
     old = parse_config({**BASE, "slo": {"ttft_p99_ms": 2000, "tpot_p99_ms": 100, "e2el_p99_ms": None}}, "old.yaml")
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("batchmark: warning: old.yaml: slo: ttft_p99_ms → goodput_ttft_ms and "

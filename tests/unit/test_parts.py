@@ -1,6 +1,6 @@
 """A run measured in parts (one model each) and merged: same files and numbers as one job, hosts kept, hardware checked.
 
-Parts are written through the real run-folder code (``pipeline.runs``) with the hand-made records of
+Parts are written through the real run-folder code (``pipeline.store.runs``) with the hand-made records of
 ``tests/runbuilder.py``; the "other hosts" and "other hardware" of these tests are test doubles of
 machines this test cannot have (a part's ``host``/``machine`` fields as another node would write them).
 """
@@ -12,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import parts, paths, runs, stages
-from pipeline.config import parse_config
-from pipeline.errors import BatchmarkError
-from pipeline.resources import DEFAULT_MEM_MB, part_resources, part_threads
-from pipeline.hardware import load_profile
+from pipeline.analysis import stages
+from pipeline.core import paths
+from pipeline.store import runs
+from pipeline.sweep import parts
+from pipeline.config.sweepconfig import parse_config
+from pipeline.core.errors import BatchmarkError
+from pipeline.config.resources import DEFAULT_MEM_MB, part_resources, part_threads
+from pipeline.machine.hardware import load_profile
 from tests import runbuilder as rb
 
 CPU_MACHINE = {"profile": "cpu", "gpus": [], "cpu": "Test CPU 9000"}
@@ -42,7 +45,7 @@ def make_part(cfg, run_id: str, model: str, host: str = "node1", machine: dict |
               hardware: dict | None = None, complete: bool = True, bandwidth_gb_s: float = 200.0,
               warning: str | None = None, failures: dict | None = None, started: str = "2026-11-29T00:00:00+00:00",
               finished: str = "2026-11-29T00:10:00+00:00", probe_after_gb_s: float | None = None) -> Path:
-    """One model's part as ``batchmark sweep --model`` writes it (provenance fields of pipeline.sweep)."""
+    """One model's part as ``batchmark sweep --model`` writes it (provenance fields of pipeline.sweep.gridwalk)."""
     part = parts.part_dir(run_id, model)
     part.mkdir(parents=True)
     runs.create_run(part, {
@@ -75,7 +78,7 @@ def test_merged_run_equals_a_run_measured_in_one_job(scratch_root):
     single = rb.make_run(paths.runs_dir(), "single", concurrency=(1, 2, 4))
     assert runs.is_complete(merged)
     # run.json, points.json, points/<model>/<slug>.json, models/<model>.json, and the derived files, written by their
-    # stages before the run was published (issue 20)
+    # stages before the run was published
     assert _files(merged) == _files(single) and {"summaries.json", "analysis.json"} <= _files(merged)
     assert json.loads((merged / "points.json").read_text()) == json.loads((single / "points.json").read_text())
     a, b = stages.load_run(merged), stages.load_run(single)
@@ -109,7 +112,7 @@ def test_parts_of_several_hosts_of_one_profile_merge_into_one_run_listing_the_ho
 
 
 def test_a_part_whose_machine_changed_during_its_sweep_flags_the_merged_run(scratch_root):
-    from pipeline.quality import run_quality
+    from pipeline.analysis.quality import run_quality
 
     cfg = _cfg()
     make_part(cfg, "R9", "dense-a", bandwidth_gb_s=200.0, probe_after_gb_s=198.0)  # -1 %: steady

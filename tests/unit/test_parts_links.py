@@ -1,4 +1,4 @@
-"""Merge copies only regular files of a part, never what a link points to (issue 18, Security item 4).
+"""Merge copies only regular files of a part, never what a link points to ( Security item 4).
 
 Regression (fault kind: merge follows symbolic links): a part's ``servers/m1.log`` replaced by a
 symbolic link to the system's password-hash file, then ``batchmark merge``: the merged run's
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import parts, paths
-from pipeline.errors import BatchmarkError
+from pipeline.core import paths
+from pipeline.sweep import parts
+from pipeline.core.errors import BatchmarkError
 from tests import runbuilder as rb
 from tests.unit.test_parts import _cfg, make_part
 

@@ -8,14 +8,14 @@ read from the vLLM installed in ``.venv-vllm``).
 
 import pytest
 
-from pipeline.analysis import analyze
-from pipeline.regime import decode_batch
-from pipeline.goodput import slo_goodput
-from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import itl_chunk_values, itl_values, repeat_duration_s, tpot_s, tpot_streamed_s
-from pipeline.modelcards import ModelCard
-from pipeline.pointsummary import PointSummary
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.analysis.analyze import analyze
+from pipeline.analysis.regime import decode_batch
+from pipeline.metrics.goodput import slo_goodput
+from pipeline.metrics.summarize import summarize_point
+from pipeline.metrics.definitions import itl_chunk_values, itl_values, repeat_duration_s, tpot_s, tpot_streamed_s
+from pipeline.cards.modelcards import ModelCard
+from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def _req(i, sent, chunks, out_tokens, **kw):

@@ -1,4 +1,4 @@
-"""`batchmark plan` and the budget (issue 19): predictions of config/spark.yaml, wall-time arithmetic, budget choices."""
+"""`batchmark plan` and the budget: predictions of config/spark.yaml, wall-time arithmetic, budget choices."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import pytest
 
 from pipeline import cli
-from pipeline.config import load_config, parse_config, parse_duration
-from pipeline.errors import BatchmarkError
-from pipeline.plan import PROBE_S, REPEAT_OVERHEAD_S, make_plan
-from pipeline.planbudget import fit_budget
+from pipeline.config.sweepconfig import load_config, parse_config, parse_duration
+from pipeline.core.errors import BatchmarkError
+from pipeline.plan.estimate import PROBE_S, REPEAT_OVERHEAD_S, make_plan
+from pipeline.plan.budget import fit_budget
 from tests.conftest import REPO
 
 SPARK = REPO / "config" / "spark.yaml"
@@ -64,8 +64,8 @@ def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     # a point = repeats x (one repeat: warm-up, measured and cool-down requests in virtual time + 1 s)
     from pipeline.engines.simloop import simulate_repeat
     from pipeline.engines.simulated import resolve_card, server_for
-    from pipeline.hardware import load_profile
-    from pipeline.plan import server_options
+    from pipeline.machine.hardware import load_profile
+    from pipeline.plan.estimate import server_options
 
     cfg = load_config(SPARK)
     plan = spark_full_plan
@@ -133,7 +133,7 @@ def test_a_static_batch_config_is_not_planned():
 def test_progress_eta_counts_down_the_plan(spark_plan):
     # the display's estimate: before any point, every model's start, points and rates (the total less the two
     # probes); after every grid point, nothing; after the first model's grid, the other models' seconds
-    from pipeline.plan import Plan, PlanModel, PlanPoint
+    from pipeline.plan.estimate import Plan, PlanModel, PlanPoint
 
     models = [PlanModel(m["model"], m["wall_s"], m["server_start_s"], [PlanPoint(**p) for p in m["points"]])
               for m in spark_plan["models"]]

@@ -1,4 +1,4 @@
-"""A failed ``batchmark sweep`` leaves no run behind; what can be checked is checked before a run exists (issue 24).
+"""A failed ``batchmark sweep`` leaves no run behind; what can be checked is checked before a run exists.
 
 Regression (fault kind: empty incomplete run): each failed sweep of ``config/endpoint.yaml`` (no server, no
 ``BATCHMARK_API_KEY``, a tokenizer hub id with no network, which retried the hub for ~40 s) left an empty
@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from pipeline.config import parse_config
-from pipeline.errors import BatchmarkError
-from pipeline.preflight import check_endpoint, check_tokenizer, discard_if_empty, preflight
+from pipeline.config.sweepconfig import parse_config
+from pipeline.core.errors import BatchmarkError
+from pipeline.sweep.preflight import check_endpoint, check_tokenizer, discard_if_empty, preflight
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -108,7 +108,7 @@ def test_preflight_of_an_endpoint_config(server, monkeypatch, tmp_path):
 
 
 def test_discard_if_empty_keeps_a_server_log(tmp_path):
-    from pipeline import runs
+    from pipeline.store import runs
 
     bare = tmp_path / "R1"
     bare.mkdir()

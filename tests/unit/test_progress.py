@@ -1,4 +1,4 @@
-"""The sweep's progress display (issue 24): phases with elapsed time, the points' ETA without start-up, lines above.
+"""The sweep's progress display: phases with elapsed time, the points' ETA without start-up, lines above.
 
 Regression (fault kind: start-up counted as a point): creating the server environment printed one line and then
 nothing for ~7 minutes; the bar sat at ``c=1: 0/7`` while the server started (~4 min), then showed
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pipeline.progress import Display, fmt_duration, points_eta_s, trend_eta_s
+from pipeline.core.progress import Display, fmt_duration, points_eta_s, trend_eta_s
 
 
 def test_fmt_duration_by_hand():
@@ -28,7 +28,7 @@ def test_points_eta_is_the_median_point_times_the_points_left():
 
 
 def test_trend_eta_follows_the_points_time_in_concurrency():
-    """Regression (issue 24, new-user trial on the vLLM CPU config): c = 1 … 32 took 2-10 s a point, the median
+    """Regression ( new-user trial on the vLLM CPU config): c = 1 … 32 took 2-10 s a point, the median
     rule said "ETA 10.1 s" before c = 64, which took 40.7 s.  Worked by hand in log2 c: measured 4 s at c = 8,
     8 s at c = 16, 16 s at c = 32 (slope 1: each doubling doubles a point's time, as a wave's latency does past
     the knee); c = 64 is extrapolated to 32 s, c = 12 interpolated to 4 · 2^(log2 1.5) = 6 s, c = 1 below the
@@ -46,7 +46,7 @@ def test_trend_eta_follows_the_points_time_in_concurrency():
 
 
 def test_display_feeds_the_trend_from_the_points_it_timed():
-    """The sweep's wiring (pipeline/sweep.py without a plan): ``begin_point(label, c)`` records each measured
+    """The sweep's wiring (pipeline/sweep/gridwalk.py without a plan): ``begin_point(label, c)`` records each measured
     point's concurrency and time; a resumed point (``measured=False``) is not timed."""
     d = Display(4, stream=io.StringIO(), mode="lines")
     order = [1, 2, 4, 8]
@@ -113,7 +113,7 @@ def test_library_bars_are_switched_off(monkeypatch):
     """The Hugging Face libraries' own bars (checkpoint shards, downloads) printed onto the sweep's bar."""
     import huggingface_hub.utils as hf_utils
 
-    from pipeline.progress import quiet_library_bars
+    from pipeline.core.progress import quiet_library_bars
 
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "0")  # recorded, so the teardown restores the variable
     monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS")

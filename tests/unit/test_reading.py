@@ -1,4 +1,4 @@
-"""What a reader sees (issue 24, "Reading"): condensed flag reasons, bounded diff provenance, the vLLM version and
+"""What a reader sees: condensed flag reasons, bounded diff provenance, the vLLM version and
 server command, and what ``vllm bench serve`` prints in ``show``.
 
 Figures are read from the committed real-vLLM CPU run 20261130T010035Z-vm (its run.json: engine.servers holds
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.diffreport import PROVENANCE_CELL_CHARS, provenance_cells
-from pipeline.quality import run_quality, short_reasons
+from pipeline.diff.report import PROVENANCE_CELL_CHARS, provenance_cells
+from pipeline.analysis.quality import run_quality, short_reasons
 from tests.conftest import REPO
 
 VLLM_RUN = REPO / "data" / "runs" / "20261130T010035Z-vm"
@@ -43,14 +43,14 @@ def vllm_view():
     if not VLLM_RUN.is_dir():
         pytest.skip(f"{VLLM_RUN} is not in this checkout")
     from pipeline.pages.views import view_of
-    from pipeline.stages import load_run
+    from pipeline.analysis.stages import load_run
 
     return view_of(load_run(VLLM_RUN))
 
 
 def test_vllm_version_and_server_command(vllm_view, tmp_path):
-    from pipeline.comparability import provenance_of
-    from pipeline.diff import diff_runs
+    from pipeline.diff.comparability import provenance_of
+    from pipeline.diff.rundiff import diff_runs
     from pipeline.pages.render import render_site
     from pipeline.pages.indexviews import run_page_path
 
@@ -76,8 +76,8 @@ def test_show_adds_what_vllm_bench_serve_prints():
         pytest.skip(f"{VLLM_RUN} is not in this checkout")
     import numpy as np
 
-    from pipeline.show import format_table, show_run
-    from pipeline.stages import load_run
+    from pipeline.views.show import format_table, show_run
+    from pipeline.analysis.stages import load_run
 
     doc = show_run(VLLM_RUN)
     p = next(p for p in doc["points"] if p["model"] == "dense-llama-190m" and p["concurrency"] == 1)

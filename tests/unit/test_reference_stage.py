@@ -11,10 +11,10 @@ import json
 import pytest
 
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
-from pipeline.reference import REFERENCE_RUN_ID, import_reference, reference_run_dir
-from pipeline.schemas import RunFile
-from pipeline.stages import load_run
+from pipeline.core.errors import BatchmarkError
+from pipeline.importers.reference import REFERENCE_RUN_ID, import_reference, reference_run_dir
+from pipeline.store.schemas import RunFile
+from pipeline.analysis.stages import load_run
 
 
 def test_missing_reference_file_is_one_line(scratch_root, capsys):

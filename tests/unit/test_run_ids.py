@@ -1,4 +1,4 @@
-"""Run ids are unique without waiting (issue 12, "Also": two imports or sweeps on one host within one second).
+"""Run ids are unique without waiting ( "Also": two imports or sweeps on one host within one second).
 
 Fault kind pinned: the second of two runs started in the same second got the same
 ``YYYYMMDDTHHMMSSZ-<host>`` id and was refused ("already exists").
@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline import runids, runs
-from pipeline.errors import BatchmarkError
+from pipeline.store import runids, runs
+from pipeline.core.errors import BatchmarkError
 from pipeline.importers import import_run
 
 from tests.conftest import DATA, committed_runs
@@ -52,7 +52,7 @@ def test_concurrent_claims_never_share_a_folder(tmp_path):
 
 
 def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
-    monkeypatch.setattr(runids, "datetime", _Frozen)  # new_run_id lives in pipeline.runids (issue 20)
+    monkeypatch.setattr(runids, "datetime", _Frozen)  # new_run_id lives in pipeline.store.runids
     a = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
     b = import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark")
     assert (a.name, b.name) == ("20261129T150405Z-dgx-spark-import", "20261129T150405Z-dgx-spark-import.02")
@@ -62,13 +62,13 @@ def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
 
 
 def test_committed_run_ids_still_validate():
-    committed = committed_runs()  # git ls-files: the user's own runs are no test's business (issue 24)
+    committed = committed_runs()  # git ls-files: the user's own runs are no test's business
     assert committed
     assert all(runs.check_run_id(r) == r for r in committed)
 
 
 def test_no_test_lists_the_users_runs_folder():
-    """Regression (issue 24, fault kind: test depends on the user's data): tests take the committed runs from
+    """Regression ( fault kind: test depends on the user's data): tests take the committed runs from
     ``git ls-files`` (:func:`tests.conftest.committed_runs`) or build a temporary project, never a listing of the
     checkout's ``data/runs/``, which holds the user's own runs after the README's main job."""
     import re

@@ -14,16 +14,16 @@ import time
 
 import pytest
 
-from pipeline import runs
+from pipeline.store import runs
 from pipeline.cli import main
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from tests.conftest import REPO, TINY_CONFIG
 from tests.runbuilder import make_run
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from pipeline import runs
+from pipeline.store import runs
 with runs.lock_run(Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(120)
@@ -113,7 +113,7 @@ def test_show_of_an_incomplete_run_shows_finished_points_marked_partial(scratch_
 
 def test_show_and_pages_never_write_into_runs(scratch_root, capsys):
     # A complete run published without its derived files: show refuses it in one line naming the commands that write
-    # them (exit 2), the site leaves it out naming the same; neither computes nor writes anything (issue 20).
+    # them (exit 2), the site leaves it out naming the same; neither computes nor writes anything.
     runs_dir = scratch_root / "data" / "runs"
     run = make_run(runs_dir, "20261201T000000Z-nod", derived=False)
     before = _files(run)

@@ -1,4 +1,4 @@
-"""A run's quality verdict, shown wherever the run appears, and never a flagged run as headline or example (issue 13).
+"""A run's quality verdict, shown wherever the run appears, and never a flagged run as headline or example.
 
 Regression (fault kind: noisy run as headline): the newest run was measured while the machine was busy (its probe
 was flagged noisy, its points noise); the flag appeared only on the Runs page, and Home, Benchmarks, the explainers
@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from pipeline.quality import REPEAT_SPREAD_LIMIT, prefer_clean, repeat_spread, run_quality, verdict_text
+from pipeline.analysis.quality import REPEAT_SPREAD_LIMIT, prefer_clean, repeat_spread, run_quality, verdict_text
 from tests.runbuilder import NOISE_A, make_run
 
 CLEAN, NOISY = "20261129T100000Z-clean", "20261129T120000Z-noisy"
@@ -66,13 +66,13 @@ def test_flagged_run_is_shown_as_flagged_everywhere(pages):
     assert "dense-a c = 1 (2.33×)" in noisy_section
     assert "Flagged run" not in bench.split(f"## {CLEAN}", 1)[1].split("\n## ", 1)[0]
     runs_page = (pages / "runs.md").read_text()
-    # the Runs index condenses each reason to a line (issue 24): 2 models × 5 points, each 1.4 / 0.6 = 2.33×
+    # the Runs index condenses each reason to a line: 2 models × 5 points, each 1.4 / 0.6 = 2.33×
     assert "**⚠ flagged**: repeats disagree at 10 point(s), up to 2.33×" in runs_page
     assert "repeats of a point disagree by more than" not in runs_page
     assert "**⚠ flagged**: repeats of a point disagree by more than 1.50×" in (pages / run_page_path(NOISY)).read_text()
     assert "clean: probe steady, repeats agree within 1.5×" in (pages / run_page_path(CLEAN)).read_text()
     knee = (pages / "explain" / "knee.md").read_text()
-    # explainers draw only clean runs (issue 24): the flagged run is left out and counted
+    # explainers draw only clean runs: the flagged run is left out and counted
     assert NOISY not in knee and "runs flagged for a busy\nmachine are left out of every explainer (1 here)" in knee
 
 
@@ -83,9 +83,9 @@ def test_flagged_run_is_never_the_example_when_a_clean_one_exists(pages):
     knee = (pages / "explain" / "knee.md").read_text()
     assert f"For dense-a on cpu (run <code>{CLEAN}</code>" in knee
     from pipeline.pages import explain
-    from pipeline.hardware import load_profile
+    from pipeline.machine.hardware import load_profile
     from pipeline.pages.views import view_of
-    from pipeline.stages import load_run
+    from pipeline.analysis.stages import load_run
 
     views = [view_of(load_run(pages.parent / "runs" / r)) for r in (NOISY, CLEAN)]
     ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
@@ -93,13 +93,13 @@ def test_flagged_run_is_never_the_example_when_a_clean_one_exists(pages):
 
 
 def test_show_says_the_run_is_flagged(scratch_root):
-    from pipeline.show import format_table, show_run
+    from pipeline.views.show import format_table, show_run
 
     make_run(scratch_root / "data" / "runs", NOISY, noise=(0.6, 1.0, 1.4))
     doc = show_run(NOISY)
     assert set(doc) == {"run_id", "source", "hardware", "points", "models"}  # the contract's top level, exactly
     assert all(m["run_quality"]["verdict"] == "flagged" for m in doc["models"])
-    # the reasons condensed, as on the Runs index (issue 24: in full they made one line of 1,500 characters)
+    # the reasons condensed, as on the Runs index (in full they made one line of 1,500 characters)
     head = format_table(doc).splitlines()[1]
     assert head.startswith("FLAGGED RUN: repeats disagree at ") and head.endswith(
         " (in full: the run's page, or `run_quality` in --json)"), head
@@ -110,7 +110,7 @@ def test_show_says_the_run_is_flagged(scratch_root):
 def test_open_loop_spread_is_the_schedule_not_the_machine():
     """Regression (issue 19's committed simulated run was flagged "machine busy"): repeats of an open-loop
     point of 32 Poisson arrivals differ by 1.55x on their own; only closed-loop spread says the machine was busy."""
-    from pipeline.quality import point_verdict
+    from pipeline.analysis.quality import point_verdict
     samples = {"output_throughput_tok_s": [100.0, 155.0]}  # max / min = 1.55 > 1.5
     assert point_verdict({"load": "closed", "samples": samples})["verdict"] == "flagged"
     assert point_verdict({"samples": samples})["verdict"] == "flagged"  # no load recorded: closed
@@ -120,7 +120,7 @@ def test_open_loop_spread_is_the_schedule_not_the_machine():
 def test_mfu_reason_treats_bfloat16_and_bf16_as_one_dtype():
     """Regression (issue 25 review): a probe's ``bfloat16`` and a card's ``bf16`` are the same format, so an MFU
     above 1 there is not blamed on a dtype mismatch; float32 against bf16 is."""
-    from pipeline.quality import implausible_mfu
+    from pipeline.analysis.quality import implausible_mfu
     same = implausible_mfu({"mfu": 1.2, "concurrency": 4}, "bfloat16", "bf16")
     assert "probed in" not in same and "MFU 1.20 at c = 4" in same
     assert "probed in float32 while the model ran in bf16" in implausible_mfu({"mfu": 1.2, "concurrency": 4}, "float32", "bf16")

@@ -4,9 +4,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from pipeline import pointfiles, runs
-from pipeline.errors import BatchmarkError
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.store import pointfiles, runs
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def test_run_id_format():

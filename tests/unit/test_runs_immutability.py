@@ -1,4 +1,4 @@
-"""Immutability of run folders (issue 4, item 5): what pipeline/runs.py and the sweep already guarantee.
+"""Immutability of run folders: what pipeline/store/runs.py and the sweep already guarantee.
 
 - measuring again makes a new run id: a complete run is never written into again, a fresh
   sweep gets a new id, and the sweep refuses to touch a complete run;
@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import parts, runs, stages
-from pipeline.config import parse_config
-from pipeline.errors import BatchmarkError
-from pipeline.sweep import run_sweep
+from pipeline.analysis import stages
+from pipeline.store import runs
+from pipeline.sweep import parts
+from pipeline.config.sweepconfig import parse_config
+from pipeline.core.errors import BatchmarkError
+from pipeline.sweep.gridwalk import run_sweep
 from tests.runbuilder import make_run, point_records
 
 

@@ -1,4 +1,4 @@
-"""The store that owns a run's life (issue 20): ``run.json`` built in one place, a run built elsewhere published
+"""The store that owns a run's life: ``run.json`` built in one place, a run built elsewhere published
 in one rename or not at all, and the sweep's, the importers' and the merge's runs all written through it."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import runs
-from pipeline.errors import BatchmarkError
-from pipeline.schemas import RunFile
+from pipeline.store import runs
+from pipeline.core.errors import BatchmarkError
+from pipeline.store.schemas import RunFile
 
 
 def test_run_json_is_stamped_and_keeps_the_provenance_order():

@@ -1,4 +1,4 @@
-"""Every stored file of a run is typed and versioned (issue 14, "Stored files: typed and versioned").
+"""Every stored file of a run is typed and versioned.
 
 Files without ``schema_version`` (the model cards of runs written before issue 14) are version 1 and
 load unchanged; a newer version is refused in one line naming the file; older versions are
@@ -15,13 +15,13 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pipeline import pointfiles, runs, schemas
-from pipeline.errors import BatchmarkError
-from pipeline.modelcards import ModelCard
-from pipeline.pointsummary import PointSummary
-from pipeline.records import PointKey, PointRecords
+from pipeline.store import pointfiles, runs, schemas
+from pipeline.core.errors import BatchmarkError
+from pipeline.cards.modelcards import ModelCard
+from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import PointKey, PointRecords
 
-# a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`, issue 20)
+# a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`)
 COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
 
 
@@ -44,13 +44,13 @@ def test_a_committed_run_loads_its_unversioned_cards_as_version_1(run: Path):
     stored = json.loads(card_file.read_text())
     assert "schema_version" not in stored  # cards written before they were versioned carry none
     cards = runs.load_model_cards(run)
-    # version 1 -> 2: the weights' label, stored twice ("dtype" and "quantization"), reads once (issue 25)
+    # version 1 -> 2: the weights' label, stored twice ("dtype" and "quantization"), reads once
     assert stored["dtype"] == stored["quantization"] == "float32"
     assert cards[stored["name"]] == {k: v for k, v in stored.items() if k != "dtype"}
     assert schemas.version_of(card_file, stored) == 1
     stored_analysis = json.loads((run / "analysis.json").read_text())
     assert schemas.version_of("analysis.json", stored_analysis) == 1
-    # version 1 -> 2: the hardware block's *_measured (the probe's figures) read as *_probed (issue 14)
+    # version 1 -> 2: the hardware block's *_measured (the probe's figures) read as *_probed
     renamed_hw = {k.replace("_measured", "_probed"): v for k, v in stored_analysis["hardware"].items()}
     assert renamed_hw["bandwidth_gb_s_probed"] == stored_analysis["hardware"]["bandwidth_gb_s_measured"] is not None
     assert runs.read_analysis(run) == {**stored_analysis, "schema_version": schemas.AnalysisFile.current, "hardware": renamed_hw}
@@ -59,7 +59,7 @@ def test_a_committed_run_loads_its_unversioned_cards_as_version_1(run: Path):
     point = _files(run)["point"]
     stored = json.loads(point.read_text())
     assert schemas.version_of(point, stored) == 1 and all("kind" in r for r in stored["repeats"])
-    # version 1 -> 2: each repeat's "kind" is read as "batching" (issue 14), every other field as stored
+    # version 1 -> 2: each repeat's "kind" is read as "batching", every other field as stored
     renamed = {**stored, "repeats": [{("batching" if k == "kind" else k): v for k, v in r.items()}
                                      for r in stored["repeats"]]}
     loaded = pointfiles.load_point(point)
@@ -145,7 +145,7 @@ def test_older_versions_are_migrated_step_by_step():
 
 
 def test_card_label_stored_twice_in_version_1_is_read_once():
-    """Issue 25: version 1 cards carried one label twice (``dtype`` and ``quantization``, equal in every committed run:
+    """version 1 cards carried one label twice (``dtype`` and ``quantization``, equal in every committed run:
     20261130T010035Z-vm's cards hold ``bfloat16`` in both); version 2 keeps ``quantization`` alone, and a card whose
     ``quantization`` is missing or null reads ``dtype``'s value as it."""
     both = {"name": "m", "dtype": "bfloat16", "quantization": "bfloat16", "num_layers": 8}
@@ -180,7 +180,7 @@ def test_new_files_are_written_with_their_schema_version(tmp_path: Path):
 
 
 def test_machine_paths_are_made_relative_to_the_repository():
-    """Issue 20: committed runs carry no machine path; runs written before record them, and their upgrade drops the
+    """committed runs carry no machine path; runs written before record them, and their upgrade drops the
     machine's part of every path into the repository (the run of 20261130 recorded /tmp/fresh-main/… paths)."""
     r = schemas.repo_relative_text
     assert r("/work/main/pipeline/__main__.py sweep --config config/default.yaml") == \
@@ -203,7 +203,7 @@ def test_machine_paths_are_made_relative_to_the_repository():
 
 
 def test_names_with_one_meaning_each_issue_25():
-    """Issue 25: the stored files of a run written before say (1) an open-loop point's cap as ``concurrency``,
+    """the stored files of a run written before say (1) an open-loop point's cap as ``concurrency``,
     (2) a point's caveats as ``flags`` / ``flagged_concurrency`` ("flagged" is the quality verdict), (3) the SLO's
     per-request goodput limit and its p99 bound as one key ``ttft_p99_ms``; each is read under its own name, every
     value as stored (the values here are those of run 20261201T103258Z-vm: an SLO of 2000 ms TTFT and 100 ms TPOT)."""

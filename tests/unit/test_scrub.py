@@ -1,4 +1,4 @@
-"""Secrets and machine paths are removed from text before it is stored (issue 18, Security items 3 and 6).
+"""Secrets and machine paths are removed from text before it is stored ( Security items 3 and 6).
 
 Fault kinds pinned: a server's answer echoing ``Authorization: Bearer sk-…`` was stored in a record's
 ``error`` and published; stored server logs and point metadata carried the measuring machine's home,
@@ -16,8 +16,8 @@ import urllib.parse
 
 import pytest
 
-from pipeline import paths
-from pipeline.scrub import REDACTED, redact, relative_path, scrub_paths
+from pipeline.core import paths
+from pipeline.core.scrub import REDACTED, redact, relative_path, scrub_paths
 
 KEY = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t"
 
@@ -78,7 +78,7 @@ def test_an_import_records_its_files_without_machine_folders(scratch_root, tmp_p
     # Regression (issue 18 item 6): source_files and command held the imported file's absolute (temporary) path
     import shutil
 
-    from pipeline import runs
+    from pipeline.store import runs
     from pipeline.importers import import_run
     from tests.conftest import DATA
 

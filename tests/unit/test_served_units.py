@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import parse_config
+from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import loadgen
 from pipeline.engines.scrape import DURING, next_wait_s
 from pipeline.engines.served import parse_prometheus
 from pipeline.engines.vllm import format_command, log_tail
-from pipeline.errors import BatchmarkError
+from pipeline.core.errors import BatchmarkError
 from tests.integration.served_helpers import build_tokenizer
 
 
@@ -131,7 +131,7 @@ def test_config_errors_name_the_field(data, match):
 
 
 def test_served_card_order(tmp_path):
-    from pipeline.config import ModelSpec
+    from pipeline.config.sweepconfig import ModelSpec
     from pipeline.engines.served import served_card
 
     # an alias in data/models/ (gpt-oss-20b.yaml lists openai/gpt-oss-20b) wins over counting
@@ -145,7 +145,7 @@ def test_served_card_order(tmp_path):
 
 def test_shipped_configs_validate():
     root = Path(__file__).resolve().parents[2]
-    from pipeline.config import load_config
+    from pipeline.config.sweepconfig import load_config
 
     spark = load_config(root / "config" / "spark.yaml")
     assert spark.engine == "vllm" and spark.hardware == "dgx-spark"
@@ -201,7 +201,7 @@ def test_sampler_parse_reads_a_brace_in_a_label_value_of_a_kept_gauge():
 @pytest.mark.parametrize("every_s,scrape_s,expected", [
     (1.0, 0.0064, 1.0),      # vLLM's CPU page (6.4 ms): 0.0064 · 99 = 0.63 s < 1 s
     (1.0, 0.040, 3.96),      # a 40 ms scrape at 1 %: 0.040 · 0.99 / 0.01
-    (1.0, 0.122, 12.078),    # the 122 ms parse of a GPU vLLM's 77 KiB page (issue 23)
+    (1.0, 0.122, 12.078),    # the 122 ms parse of a GPU vLLM's 77 KiB page
     (0.25, 0.0, 0.25),
 ])
 def test_next_scrape_waits_so_scraping_takes_at_most_one_percent(every_s, scrape_s, expected):

@@ -1,4 +1,4 @@
-"""Issue 24: ``show`` and ``show --json`` carry what ``vllm bench serve --metric-percentiles 95,99.9`` prints for
+"""``show`` and ``show --json`` carry what ``vllm bench serve --metric-percentiles 95,99.9`` prints for
 every latency, ITL and E2EL included: p95 and p99.9 (``tails_s``), worked by hand on a two-request point.
 
 Percentiles are numpy's linear interpolation (``np.percentile``'s default, as vLLM's ``calculate_metrics`` uses):
@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from pipeline.metrics import summarize_point
-from pipeline.pointsummary import PointSummary
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
-from pipeline.show import build_show, format_table
+from pipeline.metrics.summarize import summarize_point
+from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.views.show import build_show, format_table
 
 
 def _req(i, chunks, out_tokens):

@@ -1,4 +1,4 @@
-"""Silent fallbacks made visible (issue 20, "One owner for a run's life").
+"""Silent fallbacks made visible.
 
 - A served model whose card cannot be counted from its config: the reason is recorded (it becomes
   ``models_without_card`` in the engine's provenance, ``run.json``), not swallowed.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from pipeline.config import load_config
+from pipeline.config.sweepconfig import load_config
 from pipeline.engines import served, vllm
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_card_that_cannot_be_counted_says_why():
     reasons: dict[str, str] = {}
-    from pipeline import paths
+    from pipeline.core import paths
 
     missing = paths.root() / "data" / "no-such-model-folder"  # inside the project: recorded relative to it
     missing.mkdir(exist_ok=True)  # a local folder without a config.json: transformers raises (ValueError today)
@@ -49,13 +49,13 @@ def test_the_provenance_names_the_open_loop():
 
 def test_the_vllm_server_is_not_left_to_garbage_collection():
     assert "__del__" not in vars(vllm.VLLMEngine)
-    src = (REPO / "pipeline" / "sweep.py").read_text(encoding="utf-8")
+    src = (REPO / "pipeline" / "sweep" / "gridwalk.py").read_text(encoding="utf-8")
     finally_block = src[src.rindex("    finally:\n        display.close()"):]
     assert "engine.unload()" in finally_block.split("\n    log(")[0]
 
 
 def _run(runs_dir: Path, run_id: str, status: str = "complete") -> Path:
-    from pipeline import runs
+    from pipeline.store import runs
 
     rd = runs_dir / run_id
     rd.mkdir(parents=True)
@@ -68,8 +68,8 @@ def test_an_unreadable_run_is_named_not_silently_incomplete(tmp_path: Path, caps
 
     import pytest
 
-    from pipeline import runs
-    from pipeline.errors import BatchmarkError
+    from pipeline.store import runs
+    from pipeline.core.errors import BatchmarkError
 
     good = _run(tmp_path, "r1")
     newer = _run(tmp_path, "r2")
@@ -90,8 +90,9 @@ def test_an_unreadable_run_is_named_not_silently_incomplete(tmp_path: Path, caps
 def test_a_bad_config_pointer_is_an_error_not_a_fresh_run(tmp_path: Path):
     import pytest
 
-    from pipeline import parts, runs
-    from pipeline.errors import BatchmarkError
+    from pipeline.store import runs
+    from pipeline.sweep import parts
+    from pipeline.core.errors import BatchmarkError
 
     _run(tmp_path, "20261129T000000Z-a", status="incomplete")
     parts.write_pointer("cfg", "20261129T000000Z-a", runs_dir=tmp_path)

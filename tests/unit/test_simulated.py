@@ -1,4 +1,4 @@
-"""The simulated continuous-batching server against values worked by hand (issue 19).
+"""The simulated continuous-batching server against values worked by hand.
 
 Token times are stored to the microsecond (as a measured stream's), so single times are compared
 within 1e-6 s and rates within 1e-4.
@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.analysis import roofline_step_s
-from pipeline.regime import point_regime
-from pipeline.metrics import summarize_point
-from pipeline.cardregistry import load_card
-from pipeline.modelcards import ModelCard
+from pipeline.analysis.analyze import roofline_step_s
+from pipeline.analysis.regime import point_regime
+from pipeline.metrics.summarize import summarize_point
+from pipeline.cards.registry import load_card
+from pipeline.cards.modelcards import ModelCard
 from pipeline.engines.simloop import simulate_repeat
 from pipeline.engines.simserver import ServerModel, kv_blocks
-from pipeline.records import PointKey, PointRecords, RepeatRecord
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 OVERHEAD = 0.001
 PREFILL_PER_PROMPT = 0.02001024  # s per 100-token prompt, worked above

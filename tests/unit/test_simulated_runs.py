@@ -1,4 +1,4 @@
-"""A simulated run is never mistaken for a measured one (issue 19): run.json, show, diff and the pages say what it is."""
+"""A simulated run is never mistaken for a measured one: run.json, show, diff and the pages say what it is."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.comparability import headline, source_words
+from pipeline.diff.comparability import headline, source_words
 from tests.conftest import REPO
 from tests.runbuilder import SMALL_SIMULATED_CONFIG
 
@@ -106,8 +106,8 @@ def test_sweep_names_points_that_cannot_fit_before_it_starts(scratch_root: Path)
 
 
 def test_budget_chooses_what_the_sweep_measures_and_run_json_says_so(scratch_root: Path):
-    from pipeline.config import load_config
-    from pipeline.planbudget import plan_for
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.plan.budget import plan_for
 
     cfg = scratch_root / "config" / "budget.yaml"
     cfg.write_text(SIM_CONFIG.replace("concurrency: [1, 2, 4]", "concurrency: [1, 2, 4, 8, 16]") + "budget: 200s\n")

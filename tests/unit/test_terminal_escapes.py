@@ -1,8 +1,8 @@
-"""Names never act on the terminal (issue 18, Security item 5).
+"""Names never act on the terminal ( Security item 5).
 
 Regression (fault kind: terminal escape injection): a model name ``"evil\\x1b[2J\\x1b]0;PWNED\\x07"`` cleared the
 screen and set the window title through ``batchmark show``.  Names come from imported files, committed runs
-and servers; every text the CLI prints now passes ``pipeline.texttable.printable``, so control characters show
+and servers; every text the CLI prints now passes ``pipeline.core.texttable.printable``, so control characters show
 escaped as ``repr`` writes them.  Each hostile name below is run through the real commands (import, show, diff
 in every format, errors) and no output holds a raw control character.
 """
@@ -14,9 +14,9 @@ import re
 
 import pytest
 
-from pipeline import paths
+from pipeline.core import paths
 from pipeline.cli import main
-from pipeline.texttable import printable, text_table
+from pipeline.core.texttable import printable, text_table
 from tests import runbuilder as rb
 from tests.conftest import DATA
 

@@ -1,4 +1,4 @@
-"""Which window each point's output throughput was measured over (issue 14: the name must say which).
+"""Which window each point's output throughput was measured over (the name must say which).
 
 docs/definitions.md: a static batch's output throughput is the decode phase (llama.cpp's S_TG),
 a served point's is first measured send to last measured completion.  The contract keeps the name
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import paths
+from pipeline.core import paths
 from pipeline.importers import import_run
-from pipeline.pointsummary import PointSummary, throughput_window
-from pipeline.show import show_run as show_json
+from pipeline.core.pointsummary import PointSummary, throughput_window
+from pipeline.views.show import show_run as show_json
 
 RUNS = paths.data_dir() / "runs"
 DATA = Path(__file__).resolve().parents[1] / "data"

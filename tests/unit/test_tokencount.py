@@ -13,9 +13,9 @@ import pytest
 
 from pipeline.engines import loadgen, tokencount
 from pipeline.engines.tokencount import Evidence, decide, per_chunk_layouts
-from pipeline.metrics import summarize_point
-from pipeline.requestmetrics import tpot_s, tpot_streamed_s
-from pipeline.records import PointKey, PointRecords, RepeatRecord, RequestRecord
+from pipeline.metrics.summarize import summarize_point
+from pipeline.metrics.definitions import tpot_s, tpot_streamed_s
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
 
 
 def words(n: int, start: int = 1) -> list[str]:
@@ -113,7 +113,7 @@ def test_hidden_reasoning_tokens_stay_out_of_the_chunks(tok):
 
 def test_tpot_uses_streamed_tokens_and_never_divides_by_zero():
     # 8 visible chunks 10 ms apart after hidden reasoning: streamed TPOT = 70 ms / 7 = 10 ms; vLLM's TPOT
-    # divides by all 16 output tokens: 70 ms / 15 (issue 23: the two under their own names)
+    # divides by all 16 output tokens: 70 ms / 15 (the two under their own names)
     chunks = [[0.1 + 0.01 * i, 1] for i in range(8)]
     r = RequestRecord(0, 0.0, 0.0, 0.1, 0.17, chunks, 8, 16, hidden_tokens=8)
     assert tpot_streamed_s(r) == pytest.approx(0.01)

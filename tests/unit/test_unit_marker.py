@@ -1,4 +1,4 @@
-"""The ``unit`` marker's lists (tests/unit/conftest.py) name tests and fixtures that exist (issue 25).
+"""The ``unit`` marker's lists (tests/unit/conftest.py) name tests and fixtures that exist.
 
 A renamed test would silently become ``unit`` again (and start its process in the developer's loop, where the
 guard then fails it); a renamed fixture would do the same for every test using it.  These checks read the test

@@ -1,9 +1,9 @@
-"""``batchmark upgrade``: a run's files rewritten at the current schema versions, format only (issue 14).
+"""``batchmark upgrade``: a run's files rewritten at the current schema versions, format only.
 
 On a copy of a run written before schema version 3 (``tests/data/runs-v1/``, the committed run of that
 id before its upgrade): its unversioned model cards (version 1) come out at version 2 (their label stored
 once), its point record files come out at version 3 (a repeat's ``kind`` named ``batching``; the requests moved to a Parquet file
-beside the JSON, issue 20), its ``run.json`` at version 2 (the command's machine path made relative to
+beside the JSON), its ``run.json`` at version 2 (the command's machine path made relative to
 the repository), every number of every file is equal before and after, and the pages render byte for
 byte the same from the upgraded copy (the records download, which zips the raw files, aside).
 """
@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from pipeline import cli, pointfiles, schemas, upgrade
-from pipeline.errors import BatchmarkError
-from pipeline.records import PointRecords
+from pipeline import cli
+from pipeline.store import pointfiles, schemas, upgrade
+from pipeline.core.errors import BatchmarkError
+from pipeline.core.records import PointRecords
 
 COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
 
@@ -76,7 +77,7 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             continue
         if name == "run.json":
             # run.json 1 -> 2: the command, recorded with the measuring machine's absolute path, is made relative to
-            # the repository (issue 20: committed runs carry no machine path); (2 -> 3 splits the SLO's keys, and this
+            # the repository (committed runs carry no machine path); (2 -> 3 splits the SLO's keys, and this
             # run has none); every other value equal
             assert schemas.version_of(name, after[name]) == schemas.RunFile.current == 3
             assert before[name]["command"] == ("/work/main/pipeline/__main__.py sweep --config config/default.yaml "
@@ -87,20 +88,20 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
                 {k: v for k, v in _leaves(before[name]).items() if k != "/command"}
             continue
         if name == "analysis.json":
-            # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed (issue 14); (2 -> 3
+            # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed; (2 -> 3
             # renames an open-loop cap and a point's flags, which this run written before both has not)
             assert schemas.version_of(name, after[name]) == schemas.AnalysisFile.current == 3
             old, new = ("/kind", "/batching") if name.startswith("points/") else ("_measured", "_probed")
             assert _leaves(after[name]) == {k.replace(old, new): v for k, v in _leaves(before[name]).items()}
             continue
         if name.startswith("models/"):
-            # card 1 -> 2: the weights' label, stored twice, is kept once as "quantization" (issue 25)
+            # card 1 -> 2: the weights' label, stored twice, is kept once as "quantization"
             assert schemas.version_of(name, after[name]) == 2
             assert before[name]["dtype"] == before[name]["quantization"]
             assert _leaves(after[name]) == {k: v for k, v in _leaves(before[name]).items() if k != "/dtype"}, name
             assert next(iter(after[name])) == "schema_version"  # old -> new: the card now says its version
         elif name == "summaries.json":
-            # summaries 1 -> 2 (issue 25): every point says its open-loop cap, max_concurrency (null: these are closed)
+            # summaries 1 -> 2: every point says its open-loop cap, max_concurrency (null: these are closed)
             assert schemas.version_of(name, after[name]) == schemas.SummariesFile.current == 2
             n = len(before[name]["points"])
             assert _leaves(after[name]) == {**_leaves(before[name]),

@@ -1,4 +1,4 @@
-"""The agreement test's comparison (``benchmarks/vllm_agreement.py``'s :func:`compare`, issue 23) can fail: a 10 %
+"""The agreement test's comparison (``benchmarks/vllm_agreement.py``'s :func:`compare`) can fail: a 10 %
 disagreement in one figure is caught, a run that burst is outvoted rather than skipped, a run too noisy to tell
 the clients apart fails saying so, and agreeing clients pass.
 

@@ -1,4 +1,4 @@
-"""Pure pieces of the real-vLLM path (issue 8): server limits, server state per point, post-knee regimes, the server environment.
+"""Pure pieces of the real-vLLM path: server limits, server state per point, post-knee regimes, the server environment.
 
 Expected values are worked by hand from the inputs written here; the Prometheus text is
 the shape vLLM 0.32 (CPU build) serves on ``/metrics`` (labels copied from a real page,
@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline import serverenv
-from pipeline.regime import point_regime, post_knee_cause
+from pipeline.machine import serverenv
+from pipeline.analysis.regime import point_regime, post_knee_cause
 from pipeline.engines.vllm import server_limits
-from pipeline.metrics import server_state
-from pipeline.records import PointKey, PointRecords, RepeatRecord
+from pipeline.metrics.summarize import server_state
+from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 CACHE_INFO = ('vllm:cache_config_info{block_size="128",cache_dtype="auto",enable_prefix_caching="False",engine="0",'
               'kv_cache_max_concurrency="1024.0",kv_cache_size_tokens="163840",num_gpu_blocks="2048"} 1.0\n')
@@ -135,7 +135,7 @@ def test_server_env_failure_is_a_status_with_one_line_reason(tmp_path):
 
 
 def test_server_env_missing_requirements_is_a_user_error(tmp_path):
-    from pipeline.errors import BatchmarkError
+    from pipeline.core.errors import BatchmarkError
 
     with pytest.raises(BatchmarkError, match="requirements file not found"):
         serverenv.create_server_env(tmp_path / "env", tmp_path / "nope.txt", log=lambda m: None, run=subprocess.run)

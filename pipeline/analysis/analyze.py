@@ -1,0 +1,270 @@
+"""Point summaries + model cards + hardware -> ceilings, roofline, MBU/MFU, the analysis of a run (pure).
+
+Definitions (docs/definitions.md):
+- bandwidth ceiling (single stream) = bandwidth / bytes per decode step at B = 1 (tokens/s);
+- roofline: step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak FLOP/s); predicted
+  output throughput = B / step time (Williams, Waterman & Patterson 2009, "Roofline");
+- MBU = bytes per step / step time / bandwidth; MFU = FLOPs per step / step time / peak.
+:func:`analyze` joins these with the knee, its uncertainty and scaling efficiency of each workload's
+curve (:mod:`pipeline.analysis.knee`), what each point measured (:mod:`pipeline.analysis.regime`), the open-loop rate
+sweeps and SLO limits (:mod:`pipeline.analysis.ratesweep`), and the checks of numbers that cannot be right
+(:func:`pipeline.analysis.quality.implausible_point`, :func:`pipeline.analysis.quality.implausible_model`: an MBU above 1,
+a single stream above its bandwidth ceiling, means the model card or its weight format does not match
+what was served; pages and ``show`` say so instead of printing the figure as a result).
+Failed points and caveats: a point with any failed measured request, or any request
+whose token count set evidence aside, has *caveats* (``caveats``: their names; not the quality
+verdict *flagged* of :mod:`pipeline.analysis.quality`); a point whose failure rate
+(failed / measured requests) is above ``max_failure_rate`` (config, default
+:data:`pipeline.config.sweepconfig.EXCLUSION_FAILURE_RATE`), or that completed nothing, is *excluded*: it stays
+in the tables, marked, but is left out of the knee, the peak, the single-stream figure and the
+scaling efficiency, and ``excluded_reason`` says so (:func:`point_quality`).
+Open loop: points sent at a rate (``poisson``/``constant``) stay out of the knee,
+peak, single-stream and scaling figures (those are of the closed-loop concurrency grid) and out of
+MBU (their batch varies from step to step).
+Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
+Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
+run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are reported beside).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
+from pipeline.analysis.knee import KNEE_THRESHOLD, find_knee, knee_uncertainty, kneedle, post_knee, scaling_efficiency
+from pipeline.cards.modelcards import ModelCard
+from pipeline.analysis.quality import implausible_mfu, implausible_model, implausible_point, point_verdict
+from pipeline.analysis.ratesweep import rate_sweep, slo_limit
+from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import workload_of
+from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
+from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
+
+
+def mean_decode_context(input_len: int, output_len: int) -> float:
+    """Mean KV context (tokens) over the decode steps of a request: input + output / 2."""
+    return input_len + output_len / 2
+
+
+def roofline_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: float,
+                    peak_tflops: float | None) -> tuple[float, str]:
+    """Roofline decode step time (s) and which roof binds (``"memory"`` or ``"compute"``)."""
+    mem = bytes_per_decode_step(card, batch, context) / (bandwidth_gb_s * 1e9)
+    comp = flops_per_decode_step(card, batch, context) / (peak_tflops * 1e12) if peak_tflops else 0.0
+    return (mem, "memory") if mem >= comp else (comp, "compute")
+
+
+def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None) -> float | None:
+    """Single-stream bandwidth ceiling (tokens/s) = bandwidth / bytes per decode step at B = 1."""
+    if not bandwidth_gb_s:
+        return None
+    return bandwidth_gb_s * 1e9 / bytes_per_decode_step(card, 1, context)
+
+
+def hardware_block(hardware: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
+    """``analysis.json``'s ``hardware`` block (``show --json``'s too): the figures analysis uses (probed first, else
+    spec) with both sources beside.
+
+    ``*_probed``: what this machine's probe measured (``run.json``'s ``probe``; None when the run
+    has no probe, e.g. an import); ``*_spec``: the hardware profile's spec sheet.  (Called
+    ``*_measured`` before analysis schema version 2: "measured" is a run's source, not the probe.)
+    """
+    bw_probed = probe.get("bandwidth_gb_s") if probe else None
+    tf_probed = probe.get("peak_tflops") if probe else None
+    return {
+        "name": hardware.get("name"),
+        "bandwidth_gb_s_spec": hardware.get("bandwidth_gb_s_spec"),
+        "bandwidth_gb_s_probed": bw_probed,
+        "peak_tflops_spec": hardware.get("peak_tflops_spec"),
+        "peak_tflops_probed": tf_probed,
+        "memory_gb": hardware.get("memory_gb"),
+        "bandwidth_gb_s": bw_probed or hardware.get("bandwidth_gb_s_spec"),
+        "peak_tflops": tf_probed or hardware.get("peak_tflops_spec"),
+    }
+
+
+def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_RATE) -> dict[str, Any]:
+    """``{"failure_rate", "caveats", "excluded", "excluded_reason"}`` of one point (module docstring).
+
+    ``caveats`` are the point's caveat names (``failed_requests`` and the token-count flags of
+    :mod:`pipeline.engines.tokencount`), sorted.  Imported points without a request count give
+    a failure rate from ``completed`` and ``failed`` alone; one whose file states no failed count
+    (caveat ``failed_count_unknown``) has none.
+    """
+    total = (s.completed or 0) + (s.failed or 0)
+    rate = s.failure_rate if s.failure_rate is not None else (s.failed / total if total else None)
+    caveats = set((s.caveats or {}).keys())
+    if "failed_count_unknown" in caveats:  # an import whose file states no failed count: unknown, never 0
+        rate = None
+    if s.failed:
+        caveats.add("failed_requests")
+    reason = None
+    early = (s.caveats or {}).get("count_below_max_tokens", 0)
+    if total and not s.completed:
+        reason = f"no request completed ({s.failed} failed)"
+    elif rate is not None and rate > max_failure_rate:
+        reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
+                  f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
+    elif total and early / total > max_failure_rate:
+        reason = (f"{early} of {total} requests stopped before the requested {s.output_len} tokens although the server "
+                  f"accepted ignore_eos ({early / total:.0%}, above max_failure_rate {max_failure_rate:.0%}); "
+                  "left out of knee, peak and scaling efficiency")
+    return {"failure_rate": rate, "caveats": sorted(caveats), "excluded": reason is not None, "excluded_reason": reason}
+
+
+def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_RATE) -> list[str]:
+    """What the sweep prints about one measured point's streams, one line each; [] when nothing.
+
+    - requests that stopped before ``max_tokens`` although the server accepted ``ignore_eos`` /
+      ``min_tokens`` (``count_below_max_tokens``): the server does not honour them, and the point
+      is not of the requested output length (left out of the analysis when widespread,
+      :func:`point_quality`);
+    - requests whose prompt the server counted differently from the one the client built
+      (``input_tokens_mismatch``, :func:`pipeline.engines.tokencount.input_mismatch`): a tokenizer
+      or chat-template mismatch; the records keep the server's count.
+    """
+    total = (s.completed or 0) + (s.failed or 0)
+    caveats = s.caveats or {}
+    out = []
+    early = caveats.get("count_below_max_tokens", 0)
+    if early:
+        got = f" (mean {s.output_tokens_served:.0f})" if s.output_tokens_served is not None else ""
+        left = "; left out of the analysis" if total and early / total > max_failure_rate else ""
+        out.append(f"{early} of {total} requests stopped before the requested {s.output_len} output tokens{got} "
+                   f"although the server accepted ignore_eos: it does not honour it{left}")
+    mism = caveats.get("input_tokens_mismatch", 0)
+    if mism:
+        got = f" {s.input_tokens_served:.0f}" if s.input_tokens_served is not None else " another number of"
+        out.append(f"{mism} of {total} requests: the server counted{got} prompt tokens for the {s.input_len} the "
+                   "client built (a tokenizer or chat-template mismatch); check the model's tokenizer")
+    return out
+
+
+def ratio(num: float | None, den: float | None) -> float | None:
+    """``num`` ÷ ``den``, or None when ``num`` is missing or ``den`` is missing or 0 (MBU, MFU, the explainers' ratios)."""
+    return num / den if num is not None and den else None
+
+
+def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware: dict[str, Any],
+            probe: dict[str, Any] | None = None, knee_threshold: float = KNEE_THRESHOLD,
+            max_failure_rate: float = EXCLUSION_FAILURE_RATE,
+            limits: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Analyse a run.
+
+    Args:
+        summaries: point summaries of the run.
+        cards: model cards by model name (a model without a card gets nulls, never guesses).
+        hardware: the run's hardware profile (``HardwareProfile.model_dump()``).
+        probe: the run's probe result, when measured on this machine.
+        knee_threshold: fractional gain per doubling below which a doubling is weak.
+        max_failure_rate: failure rate above which a point is excluded from knee, peak and scaling.
+        limits: the server's limits by model name (``--max-num-seqs`` …, see
+            ``pipeline.engines.vllm.server_limits``); used with each point's server state to
+            say what a point past the knee measured (:func:`point_regime`).
+
+    Returns:
+        ``{"hardware": {...}, "points": [...], "models": [...]}``: points carry MBU/MFU and
+        the roofline prediction; models carry ceiling, knee, post-knee, peak and efficiency.
+    """
+    hw = hardware_block(hardware, probe)
+    bw, peak = hw["bandwidth_gb_s"], hw["peak_tflops"]
+    # MBU/MFU use the same figures as the ceiling and the roofline (probed first, else spec), so that
+    # single stream / ceiling = MBU at c = 1 in every table; mbu_spec and mbu_probed are given beside.
+    bw_mbu, tf_mfu = bw, peak
+    # the dtype of the compute roof: the probe's, when its peak is the one used (an fp32 roof for a bf16 model)
+    roof_dtype = (probe or {}).get("dtype") if hw["peak_tflops_probed"] else None
+    points_out = []
+    for s in summaries:
+        if s.load != "closed":
+            points_out.append({**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None,
+                               "regime": None, "server": s.server, "implausible": None})
+            continue
+        card = cards.get(s.model)
+        ctx = mean_decode_context(s.input_len, s.output_len)
+        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
+                               "output_len": s.output_len, "concurrency": s.concurrency,
+                               "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
+                               "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
+                               "achieved_gb_s": None, **point_quality(s, max_failure_rate),
+                               "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
+                               "server": s.server}
+        batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
+        row["batch"] = batch
+        if card is not None:
+            nbytes = bytes_per_decode_step(card, batch, ctx)
+            flops = flops_per_decode_step(card, batch, ctx)
+            row.update(bytes_per_step=nbytes, flops_per_step=flops)
+            if s.step_time_s:
+                achieved = nbytes / s.step_time_s / 1e9
+                row.update(achieved_gb_s=achieved, mbu=ratio(achieved, bw_mbu),
+                           mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
+                           mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
+                           mfu=ratio(flops / s.step_time_s / 1e12, tf_mfu))
+            if bw:
+                step, bound = roofline_step_s(card, batch, ctx, bw, peak)
+                row.update(roofline_tok_s=batch / step, roofline_bound=bound)
+        row["implausible"] = implausible_point(row)
+        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.quantization if card is not None else None)
+        points_out.append(row)
+
+    models_out = []
+    # group once by workload (linear in the points; issue 9 "Scale": a scan per workload was quadratic)
+    by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
+    for s, row in zip(summaries, points_out):
+        by_workload.setdefault(workload_of(s), []).append((s, row))
+    for (model, engine, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+        opened = [s for s, _ in all_pairs if s.load != "closed"]
+        pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
+        mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
+        quality = {s.concurrency: point_quality(s, max_failure_rate) for s in mine}
+        excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
+        curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine
+                 if s.output_throughput_tok_s and not quality[s.concurrency]["excluded"]]
+        card = cards.get(model)
+        ctx = mean_decode_context(inp, out)
+        knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
+        curve_c = {c for c, _ in curve}
+        uncertainty = knee_uncertainty([(s.concurrency, list(s.samples.get("output_throughput_tok_s") or []))
+                                        for s in mine if s.concurrency in curve_c], knee, knee_threshold)
+        peak_pt = max(curve, key=lambda p: p[1]) if curve else None
+        regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
+        post = post_knee(curve, knee)
+        interfered = bool((probe or {}).get("warning")) or any(
+            point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
+        single = next((t for c, t in curve if c == 1), None)
+        models_out.append({
+            "model": model, "engine": engine, "input_len": inp, "output_len": out,
+            "kind": card.kind if card else None,
+            "total_params": card.total_params if card else None,
+            "active_params": card.active_params if card else None,
+            "weight_bytes": card.weight_bytes if card else None,
+            "kv_bytes_per_token": card.kv_bytes_per_token if card else None,
+            "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
+            "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
+            "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_probed"]) if card else None,
+            "single_stream_tok_s": single,
+            "knee_concurrency": knee,
+            "knee_kneedle": kneedle(curve),
+            "knee_threshold": knee_threshold,
+            **uncertainty,
+            "post_knee": post,
+            "post_knee_cause": post_knee_cause(regimes, knee, post, interfered),
+            "regimes": {str(c): r for c, r in sorted(regimes.items())},
+            "server_limits": (limits or {}).get(model),
+            "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
+            "peak_concurrency": peak_pt[0] if peak_pt else None,
+            "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},
+            "max_failure_rate": max_failure_rate,
+            "excluded_concurrency": excluded,
+            "caveat_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["caveats"]],
+        })
+        if opened:
+            sweeps = {}
+            for s in opened:
+                sweeps.setdefault((s.load, s.max_concurrency or 0), []).append(s)
+            models_out[-1]["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
+        if any(s.slo for s in mine):
+            models_out[-1]["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
+        mine_rows = [row for _, row in pairs]
+        models_out[-1]["implausible"] = implausible_model(models_out[-1], mine_rows)
+    return {"hardware": hw, "points": points_out, "models": models_out}

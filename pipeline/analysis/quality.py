@@ -1,0 +1,259 @@
+"""A run's quality verdict: ``clean`` or ``flagged``, with its reasons (pure; issue 13).
+
+A run is *flagged* when any of these holds, each a reason of its own:
+
+- its bandwidth probe warned (``run.json`` ``probe.warning``: the probe's repeats spread more than
+  25 %, see :func:`pipeline.sweep.provenance.probe_warning`): another load shared the machine;
+- a point's repeats disagree: the output throughput of its slowest and fastest repeat differ by more
+  than :data:`REPEAT_SPREAD_LIMIT` (max / min over repeats, ``PointSummary.samples``), which
+  batching alone does not do — the machine was busy during that point (closed-loop points only: an
+  open-loop point's throughput below saturation is set by its schedule, rate × output length, and a
+  repeat of a few dozen Poisson arrivals moves it by itself, so its spread says nothing of the machine);
+- outside processes loaded the machine while a point ran: the CPU time of everyone but the
+  measuring process tree took more than :data:`pipeline.machine.interference.OUTSIDE_SHARE_LIMIT` of the
+  machine's CPUs over the point (``PointSummary.interference``, measured by the sweep);
+- the probe repeated after the sweep (``run.json`` ``probe_after``) warned, or its bandwidth differs
+  from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT`: the machine changed while
+  the run was measured;
+- a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
+  bandwidth ceiling; :func:`implausible_model`).
+
+Each point gets a verdict of its own too (:func:`point_verdict`: its repeats' spread and the
+outside load while it ran), listed in the run's verdict under ``points``.
+
+Pages show the verdict wherever a run appears, and choose a clean run over a flagged one as a
+headline or an explainer's example whenever a clean one exists (:func:`prefer_clean`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, TypeVar
+
+from pipeline.machine.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT
+
+#: A point whose repeats' output throughput spreads more than this (max / min) is noisy.  The
+#: committed clean runs spread at most 1.25x; an interfered point reached 2x and more.
+REPEAT_SPREAD_LIMIT = 1.5
+
+#: The probe after the sweep may differ from the probe before it by this share of the latter before the
+#: run is flagged; the same 10 % at which ``diff`` stops comparing two runs' bandwidths.
+PROBE_DRIFT_LIMIT = 0.10
+
+T = TypeVar("T")
+
+
+def repeat_spread(samples: Iterable[float] | None) -> float | None:
+    """max / min of a point's per-repeat values; None with fewer than two positive values."""
+    xs = [x for x in (samples or []) if x and x > 0]
+    return max(xs) / min(xs) if len(xs) >= 2 else None
+
+
+def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
+                  share_limit: float = OUTSIDE_SHARE_LIMIT) -> dict[str, Any]:
+    """One point's verdict: ``{"verdict": "clean" | "flagged", "reasons": [str], "spread", "outside_share"}``.
+
+    Args:
+        p: a point summary as a dict: ``samples.output_throughput_tok_s`` (per repeat) gives the
+            spread (max / min, :func:`repeat_spread`), ``interference.outside_share`` the outside load
+            (:func:`pipeline.machine.interference.outside_load`); either may be absent (older runs, imports).
+        spread_limit: max / min of the repeats above which the point is noisy.
+        share_limit: share of the machine's CPUs busy outside the measuring processes above which
+            the point was measured on a busy machine (judged only for a point of at least
+            :data:`pipeline.machine.interference.MIN_WALL_S`, and not where the server measured is no process
+            of the sweep's, ``server_outside_tree``: an ``openai`` endpoint on this machine would count
+            as outside load; ``outside_share`` is None otherwise).
+    """
+    reasons = []
+    closed = p.get("load", "closed") == "closed"  # module docstring: open-loop spread comes from the schedule
+    spread = repeat_spread((p.get("samples") or {}).get("output_throughput_tok_s")) if closed else None
+    if spread is not None and spread > spread_limit:
+        reasons.append(f"repeats disagree: slowest vs fastest output throughput {spread:.2f}× "
+                       f"(more than {spread_limit:.2f}×)")
+    inter = p.get("interference") or {}
+    judged = (inter.get("wall_s") or 0) >= MIN_WALL_S and not inter.get("server_outside_tree")
+    share = inter.get("outside_share") if judged else None
+    if isinstance(share, (int, float)) and share > share_limit:
+        reasons.append(f"machine busy: other processes kept {inter.get('outside_load_cpus', 0):.1f} of "
+                       f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "
+                       "while it ran")
+    return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "spread": spread,
+            "outside_share": share if isinstance(share, (int, float)) else None}
+
+
+def probe_drift(meta: dict[str, Any]) -> float | None:
+    """after / before − 1 of the probed bandwidth (``run.json`` ``probe_after`` vs ``probe``); None without both."""
+    before = (meta.get("probe") or {}).get("bandwidth_gb_s")
+    after = (meta.get("probe_after") or {}).get("bandwidth_gb_s")
+    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)) or before <= 0:
+        return None
+    return after / before - 1
+
+
+def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list[dict[str, Any]] = (),
+                spread_limit: float = REPEAT_SPREAD_LIMIT) -> dict[str, Any]:
+    """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
+    "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
+    "input_len", "output_len", "concurrency", "verdict", "reasons"}], "interference"}`` of one run (``points``: only the
+    flagged ones; every other point is clean; ``interference``: True when a reason says the machine was busy or
+    changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
+    rather than only that a workload's figures are impossible, which pages mark where they stand).
+
+    Args:
+        meta: ``run.json`` (its ``probe.warning`` and ``probe_after`` are read).
+        points: point summaries as dicts (``samples.output_throughput_tok_s`` and ``interference`` are read).
+        models: the analysis' models (their ``implausible`` is read).
+        spread_limit: max / min of a point's repeats above which the point is noisy.
+    """
+    reasons = []
+    warning = (meta.get("probe") or {}).get("warning")
+    if warning:
+        reasons.append(f"bandwidth probe: {warning}")
+    after = meta.get("probe_after") or {}
+    if after.get("warning"):
+        reasons.append(f"bandwidth probe after the sweep: {after['warning']}")
+    drift = probe_drift(meta)
+    if drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+        reasons.append(f"the bandwidth probed after the sweep ({after['bandwidth_gb_s']:.1f} GB/s) differs from the "
+                       f"one before it ({meta['probe']['bandwidth_gb_s']:.1f} GB/s) by {drift:+.0%} (more than "
+                       f"{PROBE_DRIFT_LIMIT:.0%}): the machine changed while the run was measured")
+    noisy, busy, flagged = [], [], []
+    for p in sorted(points, key=lambda p: (p.get("model") or "", p.get("input_len") or 0, p.get("concurrency") or 0)):
+        v = point_verdict(p, spread_limit)
+        if v["spread"] is not None and v["spread"] > spread_limit:
+            noisy.append({"model": p.get("model"), "concurrency": p.get("concurrency"), "spread": v["spread"]})
+        if v["outside_share"] is not None and v["outside_share"] > OUTSIDE_SHARE_LIMIT:
+            busy.append({"model": p.get("model"), "concurrency": p.get("concurrency"), "outside_share": v["outside_share"]})
+        if v["verdict"] == "flagged":
+            key = {k: p.get(k) for k in ("model", "engine", "input_len", "output_len", "concurrency")}
+            if p.get("load", "closed") != "closed":  # an open-loop point is known by its rate too (PointKey)
+                key |= {"load": p["load"], "rate_rps": p.get("rate_rps")}
+            flagged.append(key | {"verdict": "flagged", "reasons": v["reasons"]})
+    if noisy:
+        where = ", ".join(f"{n['model']} c = {n['concurrency']} ({n['spread']:.2f}×)" for n in noisy)
+        reasons.append(f"repeats of a point disagree by more than {spread_limit:.2f}× (slowest vs fastest output "
+                       f"throughput), so the machine was busy while they ran: {where}")
+    if busy:
+        where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
+        reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
+                       f"while points ran: {where}")
+    interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
+    for m in models:
+        if m.get("implausible"):
+            reasons.append(f"{m.get('model')}: {m['implausible']}")
+    return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
+            "busy_points": busy, "points": flagged, "interference": interference}
+
+
+def short_reasons(quality: dict[str, Any]) -> list[str]:
+    """The verdict's reasons condensed for an index, one short line each (the Runs index repeated the same
+    sentence per point and filled a 2,400-pixel screen); ``[]`` for a clean run.
+
+    The probe's warning, the points whose repeats disagree (their count and the largest spread), the points measured
+    on a busy machine (count, largest outside share), the probe's drift, and every implausible workload in one line;
+    the run page keeps each reason in full.
+    """
+    if quality.get("verdict") != "flagged":
+        return []
+    out, implausible = [], []
+    noisy, busy = quality.get("noisy_points") or [], quality.get("busy_points") or []
+    for r in quality.get("reasons") or []:
+        if r.startswith("bandwidth probe after the sweep:"):
+            out.append("noisy probe after the sweep")
+        elif r.startswith("bandwidth probe:"):
+            out.append("noisy bandwidth probe")
+        elif r.startswith("the bandwidth probed after the sweep"):
+            out.append("bandwidth changed while the run was measured")
+        elif r.startswith("repeats of a point disagree") and noisy:
+            out.append(f"repeats disagree at {len(noisy)} point(s), up to {max(n['spread'] for n in noisy):.2f}×")
+        elif r.startswith("other processes kept") and busy:
+            out.append(f"machine busy during {len(busy)} point(s), up to {max(b['outside_share'] for b in busy):.0%} "
+                       "of its CPUs")
+        elif ": " in r and (r.split(": ", 1)[1].startswith(("single stream", "MBU above 1"))):
+            implausible.append(r.split(": ", 1)[0])
+        else:
+            out.append(r if len(r) <= 100 else r[:99] + "…")
+    if implausible:
+        out.append("impossible figures (MBU above 1): " + ", ".join(implausible))
+    return out
+
+
+def verdict_text(quality: dict[str, Any]) -> str:
+    """One line for tables: ``clean``, or ``⚠ flagged: <first reason>`` (+ how many more)."""
+    if quality["verdict"] == "clean":
+        return "clean"
+    more = len(quality["reasons"]) - 1
+    return f"⚠ flagged: {quality['reasons'][0]}" + (f" (+{more} more)" if more > 0 else "")
+
+
+def prefer_clean(items: list[T], is_clean: Any) -> list[T]:
+    """``items`` that are clean when any is, else all of them: a flagged run is never chosen over a clean one."""
+    clean = [x for x in items if is_clean(x)]
+    return clean or list(items)
+
+
+# -- numbers that cannot be right (issue 12): an MBU or MFU above 1, a single stream above its ceiling --
+
+#: What an impossible MBU says about its inputs (shown wherever the flag is).
+IMPLAUSIBLE_CAUSE = "the model card or its weight format (quantisation) does not match what was served"
+
+
+def implausible_point(point: dict[str, Any]) -> str | None:
+    """Why an analysed point's numbers cannot be right (MBU above 1), or None.
+
+    Derived: MBU = bytes per step / step time / bandwidth; a step that reads its bytes faster than
+    the memory's bandwidth would need MBU > 1, which no hardware does.
+    """
+    mbu = point.get("mbu")
+    if mbu is not None and mbu > 1:
+        return f"MBU {mbu:.2f} at c = {point['concurrency']} is above 1: {IMPLAUSIBLE_CAUSE}"
+    return None
+
+
+def _same_format(name: str) -> str:
+    """A dtype or weight format under one spelling (``bfloat16`` and ``bf16`` are one format), else as given."""
+    from pipeline.core.errors import BatchmarkError
+    from pipeline.cards.weightformats import normalize_quant
+
+    try:
+        return normalize_quant(name)
+    except BatchmarkError:  # an unknown name is compared as written
+        return str(name).strip().lower()
+
+
+def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_dtype: str | None = None) -> str | None:
+    """Why an analysed point's MFU cannot be right (above 1), or None.
+
+    Derived: MFU = FLOPs per step / step time / peak FLOP/s; no step does more arithmetic per second than the
+    peak it is measured against, so an MFU above 1 means the roof is too low for what ran: most often a peak
+    probed in one dtype (the CPU probe multiplies float32 matrices) while the model ran in another (bfloat16
+    in the committed vLLM run: MFU 1.016 at c = 32).  Unlike an MBU above 1 the memory figures stay valid, so
+    the MFU is marked, not the workload.
+
+    Args:
+        point: an analysed point (``mfu``, ``concurrency``).
+        roof_dtype: the dtype the compute roof was probed in (``run.json`` ``probe.dtype``), None when unknown
+            or when the roof is the spec sheet's.
+        model_dtype: the dtype the model ran in (its card's ``quantization``).
+    """
+    mfu = point.get("mfu")
+    if mfu is None or mfu <= 1:
+        return None
+    if roof_dtype and model_dtype and _same_format(roof_dtype) != _same_format(model_dtype):
+        why = f"the compute roof was probed in {roof_dtype} while the model ran in {model_dtype}"
+    else:
+        why = "the peak FLOP/s it is measured against is below what the model reached (a roof of another dtype, or a wrong FLOP count)"
+    return f"MFU {mfu:.2f} at c = {point.get('concurrency')} is above 1: {why}"
+
+
+def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) -> str | None:
+    """Why a workload's numbers cannot be right, or None: a single stream above its bandwidth ceiling,
+    or any of its analysed ``points`` with an MBU above 1 (:func:`implausible_point`)."""
+    reasons = []
+    single, ceiling = model.get("single_stream_tok_s"), model.get("ceiling_tok_s")
+    if single is not None and ceiling and single > ceiling:
+        reasons.append(f"single stream {single:.1f} tok/s is above its bandwidth ceiling {ceiling:.1f} tok/s")
+    bad = sorted(p["concurrency"] for p in points if implausible_point(p))
+    if bad:
+        top = max((p["mbu"] for p in points if implausible_point(p)))
+        reasons.append(f"MBU above 1 at c = {', '.join(map(str, bad))} (up to {top:.2f})")
+    return f"{'; '.join(reasons)}: {IMPLAUSIBLE_CAUSE}" if reasons else None

@@ -1,0 +1,70 @@
+"""Open-loop rate sweeps: achieved against offered rate, saturation, and the SLO limit of a sweep (pure).
+
+Points sent at a rate (``poisson``/``constant``) are kept apart from the closed-loop
+concurrency grid.  Per workload, :func:`rate_sweep` relates achieved to offered rate: the workload
+is *saturated* from the first offered rate whose achieved rate falls more than
+:data:`SATURATION_SHORTFALL` below the rate the client really sent at; ``max_achieved_rps`` is the
+capacity found.  Under a concurrency cap the client holds requests back until a slot frees, so it sends
+only as fast as requests complete and that comparison could never fail: there the achieved rate is held
+against the rate of the schedule (``schedule_rate_rps``, the offered rate as drawn), and a cap that keeps
+the offered rate from being sustained is saturation.  (Uncapped, a client that falls behind its own schedule
+is its own fault, shown by ``schedule_kept``, not the server's: there the sent rate stays the reference.)  With an SLO (``PointSummary.slo``), :func:`slo_limit` gives the highest rate (open
+loop) and the highest concurrency (closed loop) up to which every point meets it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.core.pointsummary import PointSummary
+
+
+#: Achieved rate this far below the sent rate marks saturation.  Derived: below saturation
+#: achieved = n / ((n − 1) / rate + service time), within 3 % of the rate for n ≥ 30 requests whose
+#: service time is under a gap; 10 % leaves room for the tail of a short point.
+SATURATION_SHORTFALL = 0.10
+
+
+def slo_limit(points: list[tuple[float, bool | None]]) -> dict[str, float | None]:
+    """``{"max_ok", "first_failing"}`` over ``[(rate or concurrency, SLO met), ...]``: the highest x up to which
+    every point met the SLO, and the first x that did not (None when none / all met); points with
+    no verdict (None) are skipped."""
+    max_ok = first_fail = None
+    for x, met in sorted(points):
+        if met is None:
+            continue
+        if not met:
+            first_fail = x
+            break
+        max_ok = x
+    return {"max_ok": max_ok, "first_failing": first_fail}
+
+
+def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
+    """The open-loop view of one workload's rate points (one load pattern and cap), or None without any.
+
+    Returns ``{"load", "max_concurrency", "points": [{"rate_rps", "send_rate_rps",
+    "achieved_rate_rps", "ttft_p99_s", "tpot_p99_s", "e2el_p99_s", "goodput_rps", "slo_met",
+    "schedule_kept", "saturated"}], "saturation_rate_rps": first saturated offered rate or None,
+    "max_achieved_rps", "slo": slo_limit over rates or None}``.
+    """
+    pts = sorted((s for s in summaries if s.load != "closed" and s.rate_rps), key=lambda s: s.rate_rps)
+    if not pts:
+        return None
+    rows, saturation = [], None
+    for s in pts:
+        sent = s.send_rate_rps or s.rate_rps
+        ref = (s.schedule_rate_rps or sent) if s.max_concurrency else sent  # summaries before it: the sent rate
+        sat = s.achieved_rate_rps is not None and s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * ref
+        if sat and saturation is None:
+            saturation = s.rate_rps
+        p99 = lambda d: (d or {}).get("p99")  # noqa: E731
+        rows.append({"rate_rps": s.rate_rps, "send_rate_rps": s.send_rate_rps, "achieved_rate_rps": s.achieved_rate_rps,
+                     "ttft_p99_s": p99(s.ttft_s), "tpot_p99_s": p99(s.tpot_s), "e2el_p99_s": p99(s.e2el_s),
+                     "goodput_rps": (s.slo or {}).get("goodput_rps"), "slo_met": (s.slo or {}).get("met"),
+                     "schedule_kept": s.schedule_kept, "saturated": sat})
+    achieved = [r["achieved_rate_rps"] for r in rows if r["achieved_rate_rps"] is not None]
+    has_slo = any(s.slo for s in pts)
+    return {"load": pts[0].load, "max_concurrency": pts[0].max_concurrency, "points": rows,
+            "saturation_rate_rps": saturation, "max_achieved_rps": max(achieved) if achieved else None,
+            "slo": slo_limit([(r["rate_rps"], r["slo_met"]) for r in rows]) if has_slo else None}

@@ -1,0 +1,93 @@
+"""Per-step cost of a model card: bytes read and FLOPs of one decode step at batch B (pure).
+
+The roofline, the bandwidth ceiling, MBU and MFU (:mod:`pipeline.analysis.analyze`), the KV capacity
+(:mod:`pipeline.analysis.capacity`) and the explainers all cost a decode step from the same card numbers
+(:class:`pipeline.cards.modelcards.ModelCard`, bytes with any quantisation folded in).
+
+Formulas (docs/definitions.md, "bytes per decode step"):
+- expert coverage under uniform top-k routing of B tokens over E experts:
+  ``1 - (1 - k/E)**B`` (the probability that a given expert is picked by at least one of B
+  independent tokens, each picking k of E);
+- weight bytes read per step = dense bytes + routed-expert bytes × coverage(B);
+- KV bytes read per step = B × KV bytes of one sequence at the context; a sliding-window
+  layer holds at most ``window`` tokens, so one sequence at context n holds per-layer bytes ×
+  (full layers × n + sliding layers × min(n, window));
+- FLOPs per step ≈ 2 × B × matmul params per token + attention 4 × B × context × layers ×
+  heads × head_dim (QKᵀ and AV, 2 FLOPs per multiply-add each) — Kaplan et al. 2020,
+  "Scaling Laws for Neural Language Models", table 1.
+"""
+
+from __future__ import annotations
+
+from pipeline.cards.modelcards import ModelCard
+
+
+def expert_coverage(batch: int, experts_per_token: int | None, num_experts: int | None) -> float:
+    """Expected fraction of a layer's routed experts touched by ``batch`` tokens: ``1 - (1 - k/E)**B``.
+
+    Derived: under uniform routing one token misses a given expert with probability 1 - k/E;
+    B independent tokens all miss it with probability (1 - k/E)**B.  Returns 1.0 for a dense
+    model (no experts).  Raises ValueError for batch < 1 or k > E.
+    """
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1, got {batch}")
+    if not num_experts or not experts_per_token:
+        return 1.0
+    if experts_per_token > num_experts:
+        raise ValueError(f"experts_per_token {experts_per_token} > num_experts {num_experts}")
+    return 1.0 - (1.0 - experts_per_token / num_experts) ** batch
+
+
+def weight_bytes_per_step(card: ModelCard, batch: int) -> float:
+    """Weight bytes read by one decode step of ``batch`` sequences (bytes): dense + experts × coverage."""
+    return card.dense_bytes + card.expert_bytes * expert_coverage(batch, card.experts_per_token, card.num_experts)
+
+
+def kv_bytes_per_sequence(card: ModelCard, context: float) -> float:
+    """KV-cache bytes one sequence holds at ``context`` tokens (bytes).
+
+    Derived: per-layer bytes per token = kv_bytes_per_token / layers; full-attention layers
+    hold every token, sliding-window layers at most ``sliding_window`` of them:
+    per-layer × (full layers × n + sliding layers × min(n, window)).
+    """
+    per_layer = card.kv_bytes_per_token / card.num_layers if card.num_layers else 0.0
+    sliding = card.sliding_layers if card.sliding_window else 0
+    full = card.num_layers - sliding
+    window_ctx = min(context, card.sliding_window) if card.sliding_window else 0
+    return per_layer * (full * context + sliding * window_ctx)
+
+
+def kv_bytes_per_step(card: ModelCard, batch: int, context: float) -> float:
+    """KV-cache bytes read by one decode step (bytes) = B × KV bytes of one sequence at ``context``."""
+    return batch * kv_bytes_per_sequence(card, context)
+
+
+def bytes_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
+    """Total bytes read by one decode step at batch B and mean context (tokens): weights + KV."""
+    return weight_bytes_per_step(card, batch) + kv_bytes_per_step(card, batch, context)
+
+
+def flops_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
+    """FLOPs of one decode step: 2 × B × (active − embedding) params + 4 × B × attended tokens × heads × head_dim.
+
+    Attended tokens summed over layers = full layers × context + sliding layers × min(context,
+    window) (Kaplan et al. 2020, table 1, with the window bounding what a layer attends to).
+    """
+    matmul_params = card.active_params - card.embedding_params
+    sliding = card.sliding_layers if card.sliding_window else 0
+    attended = (card.num_layers - sliding) * context + sliding * (min(context, card.sliding_window) if sliding else 0)
+    attention = 4.0 * batch * attended * card.num_attention_heads * card.head_dim
+    return 2.0 * batch * matmul_params + attention
+
+
+def calibrated_step_s(memory_s, compute_s, overhead_s: float, bandwidth_fraction: float, compute_fraction: float):
+    """The calibrated step time (s): ``overhead_s + memory_s / bandwidth_fraction + compute_s / compute_fraction``.
+
+    ``memory_s``: the step's bytes ÷ bandwidth, ``compute_s``: its FLOPs ÷ peak (s at the full roofs; floats or
+    numpy arrays alike).  The one place this formula is written: :func:`pipeline.predict.calibrate.step_time_s` (decode
+    steps at the mean context, and the fit) and the simulated server driven by fitted terms
+    (:class:`pipeline.engines.simserver.ServerModel` with ``calibrated``) both call it.  Derived: the roofline's two
+    roofs, each reached at a fitted fraction, *added* rather than maxed, plus a fixed cost per step (the reasons
+    are in :mod:`pipeline.predict.calibrate`'s docstring; after Vidur, Agrawal et al., MLSys 2024, which sums operator costs).
+    """
+    return overhead_s + memory_s / bandwidth_fraction + compute_s / compute_fraction

@@ -1,0 +1,154 @@
+"""What a stored run may not carry: secrets and the measuring machine's paths, removed from text before it is written.
+
+Runs are committed and published, so text that comes from outside the measurement (a server's
+error answer, a stream's error event, an exception's message, a server's log) is scrubbed at the
+place it enters a record or a run folder:
+
+- :func:`redact`: API keys and tokens.  The key the client sent is removed wherever it appears
+  (also in its URL- and JSON-escaped spellings), and so is anything shaped like a credential:
+  ``Bearer …``, the value of an ``Authorization``/``api_key``/
+  ``x-api-key``/``token``/``password``/``secret`` field, the well-known key shapes (OpenAI
+  ``sk-…``, Hugging Face ``hf_…``, GitHub ``ghp_…``, Slack ``xox?-…``, AWS ``AKIA…``, JWTs) and
+  the ``user:password@`` part of a URL.  Each becomes ``[redacted]``.
+- :func:`scrub_paths`: absolute paths of the machine.  The repository becomes ``<repo>``, the
+  Python environment ``<venv>``, the temporary folder ``<tmp>``, a home folder ``~``.
+- :func:`scrub`: both, the one call for text a server sends back before it is stored.
+
+Redact before cutting a text short: a key cut in half no longer matches its own value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+import urllib.parse
+from pathlib import Path
+from typing import Any, Iterable
+
+REDACTED = "[redacted]"
+
+# a token's characters: base64/base64url, hex, JWT dots and the separators key formats use
+_TOKEN = r"[A-Za-z0-9._~+/=:-]+"
+_PATTERNS: list[tuple[re.Pattern[str], Any]] = [
+    # the value of a header or field named like a credential: "Authorization: Bearer x", "api_key": "x", token=x
+    (re.compile(r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|api[-_ ]?key|access[-_]?token|"
+                r"refresh[-_]?token|auth[-_]?token|client[-_]?secret|secret|password|passwd|token)"
+                r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"'\\,;&}\])]+)"),
+     lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{REDACTED}"),
+    # a bearer token anywhere: "Bearer sk-…" (also URL-encoded: "Bearer%20…")
+    (re.compile(r"(?i)\b(bearer)(\s+|%20|\+)" + _TOKEN), lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}"),
+    # well-known key shapes, wherever they stand: OpenAI (sk-, sk-proj-…), Stripe-like, Hugging Face, GitHub,
+    # GitLab, Slack, NVIDIA, AWS access key ids, JWTs
+    (re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{8,}[A-Za-z0-9_-]*"), lambda m: REDACTED),
+    (re.compile(r"\b(?:[sr]k_(?:live|test)_[A-Za-z0-9]{8,}|hf_[A-Za-z0-9]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|"
+                r"github_pat_[A-Za-z0-9_]{40,}|glpat-[A-Za-z0-9_-]{20,}|xox[abprs]-[A-Za-z0-9-]{10,}|"
+                r"nvapi-[A-Za-z0-9_-]{20,})"), lambda m: REDACTED),
+    (re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), lambda m: REDACTED),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]+"), lambda m: REDACTED),
+    # credentials in a URL: scheme://user:password@host
+    (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^\s/@:]+:[^\s/@]+@"), lambda m: f"{m.group(1)}{REDACTED}@"),
+]
+
+
+def _spellings(secret: str) -> list[str]:
+    """``secret`` as it can come back: as given, URL-encoded, JSON-escaped (longest first)."""
+    json_form = json.dumps(secret)[1:-1]
+    forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret), json_form,
+             json_form.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1]}
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
+    """``text`` with every secret in ``secrets`` and every credential-shaped token replaced by ``[redacted]``.
+
+    Args:
+        text: text that came from outside (a server's answer, an exception's message); None passes through.
+        secrets: values known to be secret (the API key the client sent); empty and None entries are skipped.
+            A secret shorter than 4 characters is still removed (it is what the client sent).
+
+    Returns:
+        The text with the secrets removed; the rest unchanged.
+    """
+    if not text:
+        return text
+    for secret in secrets:
+        if secret:
+            for form in _spellings(str(secret)):
+                text = text.replace(form, REDACTED)
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def _machine_prefixes(root: Path | None = None) -> list[tuple[str, str]]:
+    """(absolute folder, its stand-in) of this machine, longest first: repository, environment, temp, home."""
+    from pipeline.core import paths
+
+    pairs: list[tuple[str, str]] = []
+
+    def add(path: str | Path | None, name: str) -> None:
+        if not path:
+            return
+        for p in {str(path), os.path.realpath(str(path))}:
+            p = p.rstrip("/")
+            if len(p) > 1:
+                pairs.append((p, name))
+
+    add(root or paths.root(), "<repo>")
+    add(Path(__file__).resolve().parents[2], "<repo>")  # the checkout that runs, when BATCHMARK_ROOT points elsewhere
+    add(sys.prefix, "<venv>")
+    add(os.environ.get("VIRTUAL_ENV"), "<venv>")
+    add(tempfile.gettempdir(), "<tmp>")
+    add(os.environ.get("TMPDIR"), "<tmp>")
+    add(os.path.expanduser("~"), "~")
+    return sorted(set(pairs), key=lambda p: len(p[0]), reverse=True)
+
+
+# any home or temporary folder, also of another machine or user: /home/<user>, /Users/<user>, /root, /tmp/<…>
+_HOME_RE = re.compile(r"(?<![\w./-])(?:/home/[^/\s\"':]+|/Users/[^/\s\"':]+|/root)(?=/|\b|$)")
+_TMP_RE = re.compile(r"(?<![\w./-])(?:/private)?(?:/tmp|/var/tmp|/var/folders/[^\s\"':]+?/T)(?=/|\b|$)")
+
+
+def scrub_paths(text: str | None, root: Path | None = None) -> str | None:
+    """``text`` with this machine's absolute paths replaced by stand-ins: the repository ``root`` → ``<repo>``, the
+    Python environment → ``<venv>``, the temporary folder → ``<tmp>``, the home folder → ``~``; any other home
+    (``/home/<user>``, ``/Users/<user>``, ``/root``) → ``~`` and ``/tmp``, ``/var/tmp`` → ``<tmp>``.
+
+    Only the folder part is replaced: ``/home/me/models/llama`` → ``~/models/llama``.  None passes through.
+    """
+    if not text:
+        return text
+    for prefix, name in _machine_prefixes(root):
+        text = re.sub(re.escape(prefix) + r"(?=/|\b|$)", lambda m: name, text)
+    text = _HOME_RE.sub("~", text)
+    return _TMP_RE.sub("<tmp>", text)
+
+
+def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None) -> str | None:
+    """``text`` with secrets redacted (:func:`redact`) and machine paths replaced (:func:`scrub_paths`)."""
+    return scrub_paths(redact(text, secrets), root)
+
+
+def relative_path(value: str, root: Path | None = None) -> str:
+    """A path as stored in a run: relative to the repository when it is inside it (``data/models/x``), else with the
+    machine's folders replaced (:func:`scrub_paths`); a name that is not an absolute path (a hub id) as given.
+
+    The path is compared as written first, then with its links resolved (a repository reached through a link).
+    """
+    from pipeline.core import paths
+
+    if not value or not os.path.isabs(value):
+        return value
+    base = root or paths.root()
+    bases = [base, base.resolve(), Path(__file__).resolve().parents[2]]
+    for candidate in (os.path.normpath(value), os.path.realpath(value)):
+        for b in bases:
+            try:
+                rel = Path(candidate).relative_to(b).as_posix()
+            except ValueError:
+                continue
+            return rel if rel != "." else "."
+    return scrub_paths(value, root) or value

@@ -1,0 +1,404 @@
+"""A sweep measured in parts (one model each, one job each) and the merge stage that assembles them into one run.
+
+The workflow's unit of measurement is one model of one sweep: ``batchmark sweep --config F
+--run-id R --model M`` measures model ``M`` into its part, and ``batchmark merge --config F
+--run-id R`` assembles the parts into the run ``R`` once every part is complete.  Snakemake
+runs each part as a job of its own, on this machine or on a cluster's node (Slurm, Kubernetes).
+
+Layout (beside the runs, hidden and git-ignored, like ``.locks/`` and ``.pointers/``)::
+
+    data/runs/.parts/<run_id>/<model>/     a run folder of its own (pipeline.store.runs' layout) holding
+                                           one model's points, model card, server log and its own
+                                           provenance (run.json: host, driver, versions, probe,
+                                           part_of, models, machine); points.json when complete
+
+A part is resumed, locked and completed exactly as a run is (it is one to :mod:`pipeline.store.runs`):
+a killed part resumes its finished points; a complete part is never measured again.  The merged
+run holds the same files as a run measured in one job (``run.json``, ``points.json``,
+``points/<model>/…``, ``models/…``, ``servers/…``), and its ``run.json`` adds ``hosts`` and
+``parts`` (each part's own provenance).  Parts measured on different kinds of hardware are
+refused in one run (:func:`check_same_hardware`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Any, Callable
+
+from pipeline.core import paths
+from pipeline.store import pointfiles, runs
+from pipeline.config.sweepconfig import SweepConfig
+from pipeline.core.errors import BatchmarkError
+from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, probe_drift
+
+#: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
+PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
+               "engine_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
+#: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/``.
+PARTS_FOLDER = ".parts"
+
+
+# -- config pointers: which run this checkout measures for a config (workflow logic, not storage) --
+
+def pointer_path(config_name: str, runs_dir: Path | None = None) -> Path:
+    """Local (git-ignored) pointer from a config name to the run this checkout measures for it."""
+    return (runs_dir or paths.runs_dir()) / ".pointers" / f"{pointfiles.file_stem(config_name)}.json"
+
+
+def run_id_for_config(config_name: str, config_digest: str | None = None, runs_dir: Path | None = None,
+                      fresh: bool = False) -> str:
+    """The run id the workflow should build for a config.
+
+    The run this checkout started for the config (resumed if incomplete, reused if
+    complete, so a second invocation measures nothing) as long as it was started with the
+    same config content (``config_digest``); a run being measured in parts counts from its
+    first part on (``.parts/<run_id>/``).  A new id when there is none yet, the pointed-to
+    run is gone, the config content changed, or ``fresh`` is set.  Committed runs from other
+    machines are never resumed: the pointer is local to the checkout.
+
+    Raises:
+        BatchmarkError: the pointer, or the ``run.json`` it leads to, cannot be read (one line
+            naming the file and the remedy: delete the pointer or pass ``--fresh``); a bad pointer
+            once started a fresh run without a word.
+    """
+    ptr = pointer_path(config_name, runs_dir)
+    runs_dir = runs_dir or paths.runs_dir()
+    if not fresh and ptr.is_file():
+        remedy = "delete it to start a new run, or pass --fresh"
+        try:
+            data = runs.read_json(ptr)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{exc} (this checkout's pointer to the run of config {config_name!r}); {remedy}") from None
+        run_id = data.get("run_id") if isinstance(data, dict) else None
+        if not isinstance(run_id, str):
+            raise BatchmarkError(f"{ptr}: no run_id in this checkout's pointer to the run of config {config_name!r}; {remedy}")
+        try:
+            runs.check_run_id(run_id)
+        except BatchmarkError as exc:
+            raise BatchmarkError(f"{ptr}: {exc}; {remedy}") from None
+        # the run itself, else the parts it is being measured in (pipeline.sweep.parts: no run folder until the merge)
+        for meta_path in [runs_dir / run_id / "run.json", *sorted((runs_dir / PARTS_FOLDER / run_id).glob("*/run.json"))]:
+            if meta_path.is_file():
+                try:
+                    meta = runs.read_run_json(meta_path.parent)
+                except BatchmarkError as exc:  # the run it points to is unreadable: named, never silently replaced
+                    raise BatchmarkError(f"{exc} (the run {ptr} points to); {remedy}") from None
+                if config_digest is None or meta.get("config_digest") == config_digest:
+                    return run_id
+                break
+    return runs.new_run_id()
+
+
+def write_pointer(config_name: str, run_id: str, runs_dir: Path | None = None) -> None:
+    """Remember that this checkout measures ``run_id`` for ``config_name``."""
+    runs.atomic_write_json(pointer_path(config_name, runs_dir), {"run_id": run_id})
+
+
+def parts_root(run_id: str, runs_dir: Path | None = None) -> Path:
+    """``data/runs/.parts/<run_id>/``: the parts of one run."""
+    return (runs_dir or paths.runs_dir()) / PARTS_FOLDER / runs.check_run_id(run_id)
+
+
+def part_dir(run_id: str, model: str, runs_dir: Path | None = None) -> Path:
+    """The part folder of ``model`` in run ``run_id`` (the model's name through :func:`pipeline.store.pointfiles.file_stem`)."""
+    return parts_root(run_id, runs_dir) / pointfiles.file_stem(model)
+
+
+def part_targets(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) -> list[str]:
+    """The files the merge waits for: each part's ``points.json`` (written when the part completes), relative
+    to the project root, in config order."""
+    runs_dir = runs_dir or paths.runs_dir()
+    root = paths.root()
+    return [str((part_dir(run_id, m.name, runs_dir) / "points.json").relative_to(root)) for m in cfg.models]
+
+
+def model_of(cfg: SweepConfig, name: str) -> str:
+    """``name`` checked against the config's models.
+
+    Raises:
+        BatchmarkError: not a model of the config (the known ones are listed).
+    """
+    names = [m.name for m in cfg.models]
+    if name not in names:
+        raise BatchmarkError(f"--model {name!r}: not a model of config {cfg.name} (its models: {', '.join(names)})")
+    return name
+
+
+def _hardware_of(meta: dict[str, Any]) -> tuple[str | None, tuple[str, ...]]:
+    """A part's hardware: its profile name and the device that measured (GPU names, else the CPU model)."""
+    machine = meta.get("machine") or {}
+    profile = machine.get("profile") or (meta.get("hardware") or {}).get("name")
+    gpus = tuple(machine.get("gpus") or ())
+    return profile, gpus or ((machine.get("cpu"),) if machine.get("cpu") else ())
+
+
+def check_same_hardware(run_id: str, metas: dict[str, dict[str, Any]]) -> None:
+    """Refuse parts of one run measured on different kinds of hardware.
+
+    Parts of one run may come from several hosts of one hardware profile (a rack of DGX Sparks,
+    the nodes of one GPU partition): same profile, same GPUs (by name, as ``nvidia-smi`` lists
+    them), or the same CPU model where there is no GPU.  Anything else would put two machines'
+    numbers in one curve.
+
+    Raises:
+        BatchmarkError: one line naming each model's profile, device and host.
+    """
+    kinds = {model: _hardware_of(meta) for model, meta in metas.items()}
+    if len(set(kinds.values())) <= 1:
+        return
+    what = "; ".join(f"{model} on {kind[0]} ({', '.join(kind[1]) or 'unknown device'}, host {metas[model].get('host')})"
+                     for model, kind in kinds.items())
+    raise BatchmarkError(f"run {run_id}: parts measured on different hardware ({what}); one run holds one hardware "
+                         "profile and one device: give each kind of node its own config (cluster.constraint)")
+
+
+def _merged_engine(metas: list[dict[str, Any]]) -> Any:
+    """The first part's engine provenance, with every part's ``servers`` (a served engine's per-model commands)."""
+    engines = [m.get("engine") for m in metas if m.get("engine") is not None]
+    if not engines or not isinstance(engines[0], dict):
+        return engines[0] if engines else None
+    out = dict(engines[0])
+    if any(isinstance(e, dict) and "servers" in e for e in engines):
+        out["servers"] = {k: v for e in engines if isinstance(e, dict) for k, v in (e.get("servers") or {}).items()}
+    return out
+
+
+def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``run.json`` of the merged run (status complete), from the parts' ``run.json`` in config order.
+
+    What every part shares (config, its digest, the hardware profile, source) is taken once;
+    ``host`` is the one host, or the hosts joined with ", "; ``hosts`` lists them; ``parts``
+    keeps each part's own provenance (:data:`PART_FIELDS`).  The run-level ``probe``,
+    ``versions``, ``driver`` and ``engine`` are the first part's, which the analysis uses for every
+    model (on one host the parts' probes are repeats of one measurement; across hosts of one
+    profile, each part's own probe stays in ``parts``); a probe warning of any part is kept, and
+    so is any part's ``probe_after`` warning or before/after drift beyond
+    :data:`pipeline.analysis.quality.PROBE_DRIFT_LIMIT` (in ``probe_after.warning``), so the run is flagged.
+    ``started_at`` is the earliest part's start, ``finished_at`` the latest part's end;
+    ``stopped`` and ``failures`` add the parts' up, and so do an adaptive sweep's ``adaptive.models``.
+    """
+    ordered = [metas[m.name] for m in cfg.models]
+    first = ordered[0]
+    hosts = sorted({str(m.get("host")) for m in ordered if m.get("host")})
+    probe = dict(first.get("probe") or {}) or None
+    warnings = [f"{name}: {(m.get('probe') or {}).get('warning')}" for name, m in metas.items()
+                if (m.get("probe") or {}).get("warning")]
+    if probe is not None and warnings:
+        probe["warning"] = "; ".join(warnings)
+    # the probe after the sweep (pipeline.analysis.quality compares it with the probe): the first part's, and what
+    # any part's own pair says (its warning, or a drift beyond quality's limit), so that no part's flag is lost
+    probe_after = dict(first.get("probe_after") or {}) or None
+    after_warnings = []
+    for name, m in metas.items():
+        own = (m.get("probe_after") or {}).get("warning")
+        drift = probe_drift(m)
+        if own:
+            after_warnings.append(f"{name}: {own}")
+        if name != cfg.models[0].name and drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+            after_warnings.append(f"{name}: bandwidth after its sweep {drift:+.0%} from before it")
+    if probe_after is not None and after_warnings:
+        probe_after["warning"] = "; ".join(after_warnings)
+    failures: dict[str, int] = {}
+    stopped: dict[str, Any] = {}
+    for m in ordered:
+        for k, v in (m.get("failures") or {}).items():
+            failures[k] = failures.get(k, 0) + int(v)
+        stopped.update(m.get("stopped") or {})
+    adaptive = [m["adaptive"] for m in ordered if m.get("adaptive")]  # one model's choices per part (pipeline.predict.adaptive)
+    if adaptive:
+        adaptive = [{**adaptive[0], "models": {k: v for a in adaptive for k, v in (a.get("models") or {}).items()}}]
+    fallback = next((m["engine_fallback"] for m in ordered if m.get("engine_fallback")), None)
+    out: dict[str, Any] = {
+        "run_id": run_id, "status": "complete",
+        **{k: first.get(k) for k in ("source", "config_name", "config_digest", "config_path", "config", "hardware",
+                                     "platform", "git_commit", "versions", "driver")},
+        "host": ", ".join(hosts) if hosts else None, "hosts": hosts,
+        "started_at": min(str(m.get("started_at")) for m in ordered),
+        "command": f"batchmark merge --config {first.get('config_path')} --run-id {run_id}",
+        "probe": probe, **({"probe_after": probe_after} if probe_after else {}), "engine": _merged_engine(ordered),
+        **({"engine_fallback": fallback} if fallback else {}),
+        "stopped": stopped, "failures": failures, **({"adaptive": adaptive[0]} if adaptive else {}),
+        "parts": [{"model": name, **{k: metas[name].get(k) for k in PART_FIELDS if k in metas[name]}}
+                  for name in (m.name for m in cfg.models)],
+        "finished_at": max(str(m.get("finished_at")) for m in ordered),
+    }
+    return out
+
+
+def check_part_entries(part: Path, runs_dir: Path) -> None:
+    """Refuse a part that holds anything but folders and regular files, or that is reached through a link.
+
+    Server logs and records are committed with the run, so a symbolic link in a part (``servers/m1.log`` → the
+    system's password-hash file) would publish whatever it points to; so would a hard link to such a file (a
+    regular file with more than one name: batchmark writes each file of a part once, by rename).  Nothing is followed: the part's folder and
+    the folders above it up to ``runs_dir``, and every entry under it, are checked with ``lstat``.
+
+    Raises:
+        BatchmarkError: one line naming the first link, device, pipe or socket found (and where a link points).
+    """
+    rel = part.relative_to(runs_dir).parts
+    for depth in range(len(rel), 0, -1):
+        where = runs_dir.joinpath(*rel[:depth])
+        if where.is_symlink():
+            raise BatchmarkError(f"{where}: a part (or a folder above it) is a symbolic link (to {os.readlink(where)!r}); "
+                                 "parts are refused unless every entry is a plain folder or a regular file")
+    for top, dirs, files in os.walk(part, followlinks=False):
+        for name in sorted(dirs + files):
+            entry = Path(top) / name
+            mode = entry.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise BatchmarkError(f"{entry}: a symbolic link in a part (to {os.readlink(entry)!r}); merge copies "
+                                     "only regular files, never what a link points to: remove it and measure the part again")
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise BatchmarkError(f"{entry}: not a regular file (a device, pipe or socket) in a part; merge "
+                                     "copies only regular files: remove it and measure the part again")
+            if stat.S_ISREG(mode) and entry.lstat().st_nlink > 1:
+                raise BatchmarkError(f"{entry}: a hard link in a part ({entry.lstat().st_nlink} names for one file: "
+                                     "it may be a file from outside the run); batchmark writes every file of a part "
+                                     "once, so copy it to a file of its own (cp, not cp -l) or measure the part again")
+
+
+def _copy_regular(src: Path, target: Path) -> None:
+    """Copy the regular file ``src`` to ``target`` without following a link (``O_NOFOLLOW``; checked again on the open
+    file, so a file swapped for a link after :func:`check_part_entries` is refused too)."""
+    try:
+        fd = os.open(src, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BatchmarkError(f"{src}: a symbolic link in a part; merge copies only regular files") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BatchmarkError(f"{src}: not a regular file in a part; merge copies only regular files")
+        with os.fdopen(fd, "rb", closefd=False) as fin, open(target, "xb") as fout:
+            shutil.copyfileobj(fin, fout)
+        os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    finally:
+        os.close(fd)
+
+
+def _remedy(part: Path, model: str) -> str:
+    return (f"the run is not merged; delete {part} and run the workflow again to measure {model} anew "
+            "(its other parts are kept)")
+
+
+def read_part_meta(part: Path, model: str) -> dict[str, Any] | None:
+    """A part's ``run.json`` (None when the part is not there yet).
+
+    Raises:
+        BatchmarkError: the file cannot be read (corrupt, newer version): one line naming it and the remedy
+            (measuring the part again; "run the workflow again" alone failed the same way).
+    """
+    if not (part / "run.json").exists():
+        return None
+    try:
+        return runs.read_run_json(part)
+    except BatchmarkError as exc:
+        raise BatchmarkError(f"{exc}; {_remedy(part, model)}") from None
+
+
+def check_part_files(part: Path, model: str) -> None:
+    """Read every stored file of a complete part in full before it is merged.
+
+    Each point record file is parsed whole (:func:`pipeline.store.pointfiles.load_point`: JSON, schema version,
+    records), each model card read (:func:`pipeline.store.runs.read_stored`), and the part's
+    ``points.json`` must list exactly the point files present.  A part cut short (``head -c 1000``
+    of a point file) was once merged into a run marked complete that nothing could read.
+
+    Raises:
+        BatchmarkError: the first file that cannot be read, named, with the remedy.
+    """
+    from pipeline.store.schemas import ModelCardFile
+
+    try:
+        files = sorted(p.relative_to(part).as_posix() for p in (part / "points").glob("*/*.json"))
+        index = runs.read_json(part / "points.json")
+        listed = index.get("points") if isinstance(index, dict) else None
+        if not isinstance(listed, list) or sorted(map(str, listed)) != files:
+            raise BatchmarkError(f"{part / 'points.json'}: does not list the part's point files "
+                                 f"({len(listed) if isinstance(listed, list) else 'no'} listed, {len(files)} present)")
+        for rel in files:
+            pointfiles.load_point(part / rel)
+        for card in sorted((part / "models").glob("*.json")):
+            runs.read_stored(ModelCardFile, card)
+    except BatchmarkError as exc:
+        raise BatchmarkError(f"{exc}; {_remedy(part, model)}") from None
+
+
+def _copy_part_files(part: Path, dest: Path, seen: dict[str, str], model: str) -> None:
+    """Copy a part's files (all but its ``run.json`` and ``points.json``) into the merged run folder; links are never
+    followed (:func:`check_part_entries` refused them before)."""
+    for top, dirs, files in os.walk(part, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            src = Path(top) / name
+            rel = src.relative_to(part).as_posix()
+            if rel in ("run.json", "points.json") or name.startswith("."):
+                continue
+            if rel in seen:
+                raise BatchmarkError(f"{src}: {rel} is also in the part of {seen[rel]}; parts never share a file")
+            seen[rel] = model
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _copy_regular(src, target)
+
+
+def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None,
+                derive: Callable[[Path], None] | None = None) -> Path:
+    """Assemble the complete parts of every model of ``cfg`` into the complete run ``run_id``; return its folder.
+
+    ``derive`` writes the run's derived files before it is published (:func:`pipeline.analysis.stages.write_derived`,
+    handed in by ``batchmark merge``: the merge comes before the stages and never imports them).
+
+    Every part must be complete and measured with this config (its digest).  The run is written
+    into a hidden temporary folder and renamed into place, so it appears whole or not at
+    all; from then on it is immutable like any run.  A run that is complete already is left as
+    it is (nothing to merge).  The parts stay where they are (a later merge finds the run complete).
+
+    Raises:
+        BatchmarkError: a part missing or incomplete (all such are named), a part of another
+            config, parts of different hardware (:func:`check_same_hardware`), a part holding a
+            link or anything but regular files (:func:`check_part_entries`), or a run folder
+            that already holds a run measured another way.
+    """
+    runs_dir = runs_dir or paths.runs_dir()
+    run_dir = runs_dir / runs.check_run_id(run_id)
+    with runs.lock_run(run_dir):
+        if (run_dir / "run.json").is_file():
+            done = runs.read_run_json(run_dir)  # unreadable: named in one line, never taken for another run
+            if done.get("status") == "complete" and done.get("config_digest") == cfg.digest():
+                return run_dir
+            raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
+                                 f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")
+        for m in cfg.models:  # before anything of a part is read: no link is followed, no device opened
+            if part_dir(run_id, m.name, runs_dir).exists() or part_dir(run_id, m.name, runs_dir).is_symlink():
+                check_part_entries(part_dir(run_id, m.name, runs_dir), runs_dir)
+        read = {m.name: read_part_meta(part_dir(run_id, m.name, runs_dir), m.name) for m in cfg.models}
+        missing = [name for name, meta in read.items() if (meta or {}).get("status") != "complete"]
+        if missing:
+            raise BatchmarkError(f"run {run_id}: part(s) not measured to the end yet: {', '.join(missing)} "
+                                 f"(under {parts_root(run_id, runs_dir)}); run the workflow again to measure them")
+        metas = {name: meta for name, meta in read.items() if meta is not None}
+        for m in cfg.models:  # every file read in full before the run is published
+            check_part_files(part_dir(run_id, m.name, runs_dir), m.name)
+        for name, meta in metas.items():
+            if meta.get("config_digest") != cfg.digest():
+                raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
+                                     f"config (digest {meta.get('config_digest')}, this config {cfg.digest()})")
+        check_same_hardware(run_id, metas)
+        # built beside the run and published by the store in one rename (onto an absent folder, or the empty
+        # one Snakemake makes for an output before the job)
+        with runs.assembling(run_dir, derive=derive) as tmp:
+            seen: dict[str, str] = {}
+            for m in cfg.models:
+                with runs.naming_file(tmp):  # a full disk names where the run was being assembled
+                    _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
+            files = sorted(p.relative_to(tmp).as_posix() for p in (tmp / "points").glob("*/*.json"))
+            runs.atomic_write_json(tmp / "points.json", {"points": files})
+            runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", merged_provenance(cfg, run_id, metas)))
+    return run_dir

@@ -1,0 +1,113 @@
+"""Provenance of a run: the versions, commit, driver and machine that measured it, the probe's spread warning,
+and the engine (its servers' versions) recorded in ``run.json``.
+
+Split out of :mod:`pipeline.sweep.gridwalk`; the sweep writes these into the run it creates.
+"""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from pipeline import __version__
+from pipeline.core import paths
+from pipeline.store import runs
+
+
+def versions() -> dict[str, str | None]:
+    """Versions for ``run.json``: Python, batchmark and the installed packages that shape a measurement (None when absent)."""
+    out: dict[str, str | None] = {"python": platform.python_version(), "batchmark": __version__}
+    for pkg in ("torch", "transformers", "vllm", "numpy"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def git_commit() -> str | None:
+    """The repository's HEAD commit (40 hex digits), None outside a git checkout or without git."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.root(), capture_output=True,
+                              text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def driver() -> str | None:
+    """The NVIDIA driver version (``nvidia-smi``), None where there is none."""
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return res.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _cpu_model() -> str | None:
+    """The CPU's model name (``/proc/cpuinfo``; ``platform.processor()`` elsewhere), None when unknown."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _gpu_names() -> list[str]:
+    try:
+        res = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return [n.strip() for n in res.stdout.splitlines() if n.strip()] if res.returncode == 0 else []
+    except (OSError, subprocess.SubprocessError):
+        return []
+
+
+def machine_identity(profile: str) -> dict:
+    """What kind of machine measured a part: ``{"profile", "gpus", "cpu"}``.
+
+    ``profile`` is the hardware profile of the config; ``gpus`` the GPU names ``nvidia-smi``
+    lists (empty without one), ``cpu`` the CPU model.  Parts of one run must agree on the profile
+    and on the device that measures (the GPUs, or the CPU where there is no GPU):
+    :func:`pipeline.sweep.parts.check_same_hardware`.
+    """
+    return {"profile": profile, "gpus": _gpu_names(), "cpu": _cpu_model()}
+
+
+PROBE_SPREAD_LIMIT = 1.25
+
+
+def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | None:
+    """A warning when the probe's repeats spread by more than 25 % (max / min): another load shared the machine.
+
+    The medians are still used; the warning is kept in ``run.json`` and shown on the Runs page,
+    because ceilings, roofline and MBU all scale with the probed figures.
+    """
+    spreads = {"bandwidth": max(bandwidth_gb_s) / min(bandwidth_gb_s), "matmul": max(tflops) / min(tflops)}
+    bad = {k: v for k, v in spreads.items() if v > PROBE_SPREAD_LIMIT}
+    if not bad:
+        return None
+    what = ", ".join(f"{k} repeats spread {v:.2f}x" for k, v in bad.items())
+    return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
+
+
+def record_engine(run_dir: Path, provenance: dict) -> None:
+    """Write an engine's provenance into ``run.json`` (``engine``) when it differs from what is there."""
+    if runs.read_run_json(run_dir).get("engine") != provenance:
+        runs.update_run_json(run_dir, engine=provenance)
+
+
+def record_server_version(run_dir: Path) -> None:
+    """``versions.<engine>`` in ``run.json`` from what the started servers reported, where the package's own was not
+    found (a vLLM run's ``versions.vllm`` was null while ``engine.servers`` held 0.32.0)."""
+    from pipeline.engines.served import server_version
+
+    meta = runs.read_run_json(run_dir)
+    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    name, versions = eng.get("engine"), dict(meta.get("versions") or {})
+    found = server_version(eng)
+    if name and found and not versions.get(name):
+        runs.update_run_json(run_dir, versions={**versions, name: found})

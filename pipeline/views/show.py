@@ -1,0 +1,349 @@
+"""``batchmark show``: a run's point summaries and per-model analysis as the JSON contract of docs/definitions.md.
+
+Pure assembly from what the metrics and analysis stages wrote (read back by :func:`pipeline.analysis.stages.load_run`,
+which refuses a complete run without them, naming the command that writes them; a sweep in progress is the one
+run summarised in memory, ``"partial": true``; reading never writes into a run); no measurement, no guessing:
+fields a source cannot supply are null.
+Beyond the contract's fields, every point carries ``failure_rate``, ``caveats`` (failed requests,
+token counts that set evidence aside; ``caveat_counts``: requests with each), ``token_count_sources``, ``excluded`` and
+``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
+and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
+limits), and every model ``excluded_concurrency``, ``caveat_concurrency``, ``post_knee_cause``, and the knee's
+uncertainty from the repeats: ``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee.knee_uncertainty`;
+computed from the summaries when an older analysis.json lacks them).
+Numbers that cannot be right (an MBU above 1, a single stream above its bandwidth ceiling: a wrong
+model card or weight format) are named in ``implausible`` on the point and the model (the reason,
+else null; computed from the figures when an older analysis.json lacks it), and the table says so.
+Open loop: every point carries ``load`` (``closed``, ``poisson``, ``constant``,
+``gamma``) and, for a rate point, ``rate_rps`` (offered), ``send_rate_rps``, ``schedule_rate_rps``, ``achieved_rate_rps``,
+``schedule_lag_s``, ``schedule_kept``, ``burstiness``, ``slo`` and ``max_concurrency`` (its cap on
+requests in flight, null when uncapped; its ``concurrency`` is null); every model ``rate_sweeps`` (saturation, SLO limit; :func:`pipeline.analysis.ratesweep.rate_sweep`)
+and ``slo_concurrency``, null where the run has none.
+Every model entry also carries the run's ``run_quality`` verdict (:func:`pipeline.analysis.quality.run_quality`), and
+every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.analysis.quality.point_verdict`: its repeats'
+spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
+top level is exactly the contract.
+What ``vllm bench serve`` prints is there too: every point's ``request_throughput_rps`` and
+``total_token_throughput_tok_s`` (:func:`serve_figures`), ``tails_s`` (``{"ttft", "tpot", "itl", "itl_chunk",
+"e2el"}`` → ``{"p95", "p99_9"}`` in seconds, the summary's own ``tails_s``; for a summary written before it was kept,
+TTFT and TPOT from its per-request samples and the others null; null where a summary has none; the contract's
+``ttft_s`` … stay exactly ``{"p50", "p90", "p99", "mean"}``), and
+``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline.analysis import stages
+from pipeline.analysis.knee import knee_uncertainty_of
+from pipeline.core.words import REGIME_TEXT, post_knee_words
+from pipeline.analysis.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
+                              short_reasons)
+from pipeline.core.pointsummary import throughput_window
+from pipeline.core.records import PointKey, workload_of
+from pipeline.core.texttable import text_table
+
+POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
+                "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
+                "prefill_throughput_tok_s", "output_throughput_window",
+                # the peer definitions apart (docs/definitions.md); added, the contract's fields unchanged
+                "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
+                "input_tokens_served", "output_tokens_served")
+MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
+                "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
+                "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
+                "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency")
+#: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
+OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
+                    "schedule_kept", "burstiness", "slo", "max_concurrency")
+
+
+#: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools
+#: rely on it, so its key ``bandwidth_gb_s_measured`` carries the analysis' ``bandwidth_gb_s_probed``.
+HARDWARE_FIELDS = ("name", "bandwidth_gb_s_spec", "bandwidth_gb_s_measured", "peak_tflops_spec", "memory_gb")
+CONTRACT_NAMES = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed"}
+
+
+def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: dict[str, Any]) -> dict[str, Any]:
+    """Assemble the ``show --json`` document from ``run.json``, summaries and analysis (dicts)."""
+    extra = {PointKey.of(p): p for p in analysis.get("points", [])}
+    points = []
+    for s in summaries:
+        row = {k: s.get(k) for k in POINT_FIELDS}
+        row["output_throughput_window"] = s.get("output_throughput_window") or throughput_window(s)
+        row.update({k: s.get(k, "closed" if k == "load" else None) for k in OPEN_LOOP_FIELDS})
+        a = extra.get(PointKey.of(s), {})
+        row["mbu"] = a.get("mbu")
+        row["mfu"] = a.get("mfu")
+        row["regime"] = a.get("regime")
+        row["batch"] = a.get("batch")
+        row["server"] = a.get("server")
+        row["failure_rate"] = a.get("failure_rate")
+        row["caveats"] = a.get("caveats") or sorted(set(s.get("caveats") or {}) | ({"failed_requests"} if s.get("failed") else set()))
+        row["caveat_counts"] = dict(s.get("caveats") or {})
+        row["token_count_sources"] = dict(s.get("token_count_sources") or {})
+        row["excluded"] = bool(a.get("excluded", False))
+        row["excluded_reason"] = a.get("excluded_reason")
+        row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["mfu_implausible"] = a.get("mfu_implausible") or implausible_mfu(
+            {**a, "concurrency": s["concurrency"]}, (meta.get("probe") or {}).get("dtype"))
+        row["interference"] = s.get("interference")
+        serve = serve_figures(s)
+        row["request_throughput_rps"] = serve["request_throughput_rps"]
+        row["total_token_throughput_tok_s"] = serve["total_token_throughput_tok_s"]
+        row["tails_s"] = {k.removesuffix("_s"): (v if any(x is not None for x in v.values()) else None)
+                          for k, v in serve["tails"].items()}
+        row["repeat_spread"] = serve["repeat_spread"]
+        v = point_verdict(s)
+        row["quality"] = {"verdict": v["verdict"], "reasons": v["reasons"]}
+        points.append(row)
+
+    doc = {
+        "run_id": meta.get("run_id"),
+        "source": meta.get("source", "measured"),
+        "hardware": {k: analysis.get("hardware", {}).get(CONTRACT_NAMES.get(k, k)) for k in HARDWARE_FIELDS},
+        "points": points,
+        "models": [{**{k: m.get(k, [] if k in ("excluded_concurrency", "caveat_concurrency") else None)
+                       for k in MODEL_FIELDS},
+                    "implausible": m.get("implausible") or implausible_model(m, [
+                        a for a in analysis.get("points", [])
+                        if workload_of(a) == workload_of(m)]),
+                    **knee_uncertainty_of(m, summaries, analysis.get("points", []))}
+                   for m in analysis.get("models", [])],
+    }
+    adaptive = ((meta.get("adaptive") or {}).get("models") or {})
+    for m in doc["models"]:  # an adaptive sweep's choices (run.json ``adaptive``): measured or predicted, and why
+        a = adaptive.get(m["model"])
+        m["adaptive"] = ({**a, "tolerance": meta["adaptive"].get("tolerance")} if a and
+                         (a.get("input_len"), a.get("output_len")) == (m["input_len"], m["output_len"]) else None)
+    quality = run_quality(meta, summaries, doc["models"])
+    for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
+        m["run_quality"] = quality
+        if quality["verdict"] == "flagged" and m.get("post_knee_cause") == "batching":
+            m["post_knee_cause"] = "interference"  # a flagged run's plateau is never called batching
+    return doc
+
+
+def show_run(ref: str | Path) -> dict[str, Any]:
+    """The ``show --json`` document of a run (id or path), from the files the stages stored.
+
+    Reading never writes into the run.  An incomplete run shows its finished points, summarised in memory, with
+    ``"partial": true`` added (the sweep is unfinished; its knee and peak are of those points only).
+
+    Raises:
+        BatchmarkError: unknown run, corrupt files, a complete run without ``summaries.json`` or ``analysis.json``
+            (the file and the command that writes it named).
+    """
+    res = stages.load_run(ref, allow_incomplete=True)
+    doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
+    if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
+        doc["partial"] = True
+    return doc
+
+
+def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """The figures ``vllm bench serve`` prints beside output throughput, from a point summary (dict).
+
+    - ``request_throughput_rps``: an open-loop point's achieved rate; else output tok/s ÷ output_len (derived:
+      every measured request generates ``output_len`` tokens, EOS ignored, so requests completed per second of
+      the measured window = output tokens per second ÷ tokens per request; the static-batch window is the
+      decode phase, as for the output throughput);
+    - ``total_token_throughput_tok_s``: (input_len + output_len) × request throughput (vLLM's
+      ``total_token_throughput`` = (input + output tokens) / duration, with every request of the same lengths);
+    - ``tails``: ``{"ttft_s", "tpot_s", "itl_s", "itl_chunk_s", "e2el_s"}`` → ``{"p95", "p99_9"}``: the summary's
+      ``tails_s`` (:func:`pipeline.core.pointsummary.tails`, over every value of the point: numpy's linear-interpolation
+      percentiles, as :func:`pipeline.core.pointsummary.distribution` computes p99); a summary without it: TTFT and TPOT
+      of its per-request samples (``samples.ttft_s``, ``samples.tpot_s``), the same percentiles, the others None;
+    - ``repeat_spread``: ``{"n", "min", "max", "ratio"}`` of the output throughput over repeats (ratio = max / min).
+    """
+    import numpy as np
+
+    out_tok, out_len, in_len = s.get("output_throughput_tok_s"), s.get("output_len"), s.get("input_len") or 0
+    if s.get("achieved_rate_rps") is not None:
+        rps = s["achieved_rate_rps"]
+    else:
+        rps = out_tok / out_len if out_tok is not None and out_len else None
+    samples = s.get("samples") or {}
+    stored = s.get("tails_s")
+    tails = {}
+    for k in ("ttft_s", "tpot_s", "itl_s", "itl_chunk_s", "e2el_s"):
+        if stored is not None:
+            t = stored.get(k.removesuffix("_s")) or {}
+            tails[k] = {"p95": t.get("p95"), "p99_9": t.get("p99_9")}
+            continue
+        xs = [x for x in samples.get(k) or [] if x is not None]
+        q95, q999 = (float(v) for v in np.percentile(xs, [95, 99.9])) if xs else (None, None)
+        tails[k] = {"p95": q95, "p99_9": q999}
+    reps = [x for x in samples.get("output_throughput_tok_s") or [] if x]
+    spread = ({"n": len(reps), "min": min(reps), "max": max(reps), "ratio": max(reps) / min(reps)} if reps else None)
+    return {"request_throughput_rps": rps,
+            "total_token_throughput_tok_s": (in_len + out_len) * rps if rps is not None and out_len else None,
+            "tails": tails, "repeat_spread": spread}
+
+
+#: The longest main reason the summary line quotes (characters); the rest is on ``batchmark show``.
+SUMMARY_REASON_CHARS = 160
+
+
+def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
+    """The one line that ends a sweep and the workflow: run id, verdict with its main reason, the command
+    to see it, where the site is.
+
+    ``run 20261130T045437Z-vm: ⚠ flagged: <first reason> (+2 more) · see: batchmark show 20261130T045437Z-vm ·
+    site: site/index.html``.  ``site`` None: the line says how to build one (the callers pass the built site when
+    it has the run's page: :func:`pipeline.pages.indexviews.built_site`).
+
+    Raises:
+        BatchmarkError: unknown run, corrupt files.
+    """
+    res = stages.load_run(ref, allow_incomplete=True)
+    doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
+    quality = doc["models"][0]["run_quality"] if doc["models"] else run_quality(res.meta, [x.as_dict() for x in res.summaries])
+    run_id = res.run_dir.name
+    if quality["verdict"] == "clean":
+        verdict = "clean"
+    else:  # the main reason in its short form (the Runs index's), the rest counted
+        reasons = short_reasons(quality) or quality["reasons"]
+        first = reasons[0]
+        if len(first) > SUMMARY_REASON_CHARS:
+            first = first[:SUMMARY_REASON_CHARS - 1].rstrip() + "…"
+        more = len(reasons) - 1
+        verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
+    if res.partial:
+        verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"
+    where = f"site: {site}" if site else "site: not built with this run yet (snakemake --cores 1 committed builds it)"
+    return f"run {run_id}: {verdict} · see: batchmark show {run_id} · {where}"
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """A plain-text table of a show document (points, then models)."""
+    lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
+    if doc["source"] == "simulated":
+        lines[1:1] = ["SIMULATED: a prediction of the simulated server (model cards' roofline on the hardware profile, "
+                      "vLLM's scheduling rules), not a measurement"]
+    quality = doc.get("quality") or next((m.get("run_quality") for m in doc.get("models", [])), None)
+    if quality and quality["verdict"] == "flagged":
+        # condensed (the reasons in full repeated the probe's sentence per model and part, 1,500 characters
+        # on one line); each point's own reason is in its row, every reason in full in --json and on the run's page
+        lines[1:1] = ["FLAGGED RUN: " + "; ".join(short_reasons(quality) or quality["reasons"])
+                      + " (in full: the run's page, or `run_quality` in --json)"]
+    if doc.get("partial"):
+        lines[1:1] = [f"PARTIAL: the run is incomplete; {len(doc['points'])} finished point(s) shown "
+                      "(resume it with `batchmark sweep --resume`)"]
+    # MBU against a probe the run itself calls noisy: the run's verdict names the probe's warning
+    noisy_probe = next((r.removeprefix("bandwidth probe: ") for r in (quality or {}).get("reasons") or []
+                        if r.startswith("bandwidth probe: ")), None)
+
+    def fmt(v, scale=1.0, spec="{:.1f}"):
+        return spec.format(v * scale) if v is not None else "-"
+    rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
+             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
+             fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
+             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p50"), 1e3), *tail_cells(p, "tpot"), *tail_cells(p, "itl"),
+             *tail_cells(p, "e2el"),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
+             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
+             fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
+             f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
+            for p in doc["points"]]
+    lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
+                         "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
+                         "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "regime; notes"], rows,
+                        align="lrrrrrrrrrrrrrrrrrrl", rule=False)
+    lines.append("")
+    for m in doc["models"]:
+        if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
+            continue  # measured at rates only: no concurrency grid, no knee to report (its rate sweep follows)
+        ceil = f"{m['ceiling_tok_s']:.1f}" if m["ceiling_tok_s"] else "-"
+        past = ""
+        if m["knee_concurrency"]:
+            cause = m.get("post_knee_cause")
+            past = (f", past it the curve {post_knee_words(m['post_knee'])}"
+                    + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
+        lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
+                     f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
+                     + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
+                        else "peak – (no point measured a throughput)")
+                     + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
+                        if m.get("excluded_concurrency") else "")
+                     + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
+    for m in doc["models"]:
+        lines.extend(adaptive_lines(m))
+    for m in doc["models"]:
+        for rs in m.get("rate_sweeps") or []:
+            sat = rs.get("saturation_rate_rps")
+            slo = rs.get("slo") or {}
+            lines.append(f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
+                         + (f"saturated from {sat:g} req/s offered" if sat else "achieved followed offered at every rate")
+                         + (f", at most {rs['max_achieved_rps']:.2f} req/s achieved" if rs.get("max_achieved_rps") else "")
+                         + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
+                            ("; SLO missed at every rate" if rs.get("slo") else "")))
+    if any(p.get("implausible") for p in doc["points"]):
+        lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
+    if noisy_probe:
+        lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
+    for p in doc["points"]:
+        if p.get("mfu_implausible"):
+            lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
+            break
+    return "\n".join(lines)
+
+
+def tail_cells(p: dict[str, Any], metric: str) -> list[str]:
+    """The table's p95 and p99.9 cells (ms, one decimal; ``-`` where unknown) of ``metric`` (a ``tails_s`` key) of a
+    show point."""
+    t = (p.get("tails_s") or {}).get(metric) or {}
+    return [f"{t[k] * 1e3:.1f}" if t.get(k) is not None else "-" for k in ("p95", "p99_9")]
+
+
+def adaptive_lines(m: dict[str, Any]) -> list[str]:
+    """An adaptive sweep's choices for one model entry: its knee and why it stopped, then per grid point whether it
+    was measured (in which order) or predicted (the anchored prediction, tok/s), and why; ``[]`` without one."""
+    a = m.get("adaptive")
+    if not a:
+        return []
+    knee = f"c = {a['knee_concurrency']}" if a.get("knee_concurrency") is not None else "not reached"
+    out = [f"{m['model']} adaptive sweep (tolerance {a.get('tolerance') or 0:.0%}): knee {knee} on the measured + "
+           f"predicted curve; {a.get('stopped')}"]
+    for p in a.get("points") or []:
+        tok = p.get("output_throughput_tok_s")
+        val = f"{tok:.1f} tok/s" if tok is not None else "-"
+        if p["measured"]:
+            err = f", {p['error']:+.1%} off its prediction" if p.get("error") is not None else ""
+            out.append(f"  c = {p['concurrency']}: measured #{p['order']} ({val}{err}): {p['reason']}")
+        else:
+            out.append(f"  c = {p['concurrency']}: PREDICTED {val} (not a measurement): {p['reason']}")
+    return out
+
+
+def _point_label(p: dict[str, Any]) -> str:
+    """The table's point column: the concurrency (closed loop), or ``poisson 2.4/s ≤64`` (open loop, cap after ≤)."""
+    if p.get("load", "closed") == "closed":
+        return str(p["concurrency"])
+    cap = f" ≤{p['max_concurrency']}" if p.get("max_concurrency") else ""
+    late = " LATE" if p.get("schedule_kept") is False else ""
+    return f"{p['load']} {p['rate_rps']:g}/s{cap}{late}"
+
+
+def point_note(p: dict[str, Any]) -> str:
+    """One short note on a point for tables (``""`` when it has no verdict flagged, no caveat, no exclusion), e.g.
+    ``EXCLUDED: 2 of 8 failed (25 %); usage_missing ×3`` or ``caveats: …``."""
+    if p.get("implausible"):
+        head = f"IMPLAUSIBLE: {p['implausible']}"
+        rest = point_note({**p, "implausible": None})
+        return head + (f"; {rest}" if rest else "")
+    if (p.get("quality") or {}).get("verdict") == "flagged":
+        head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
+        rest = point_note({**p, "quality": None})
+        return head + (f"; {rest}" if rest else "")
+    if not p.get("caveats"):
+        return ""
+    done, failed = p.get("completed") or 0, p.get("failed") or 0
+    head = "EXCLUDED" if p.get("excluded") else "caveats"
+    parts = [f"{failed} of {done + failed} failed ({failed / (done + failed):.0%})"] if failed else []
+    counts = p.get("caveat_counts") or {}
+    parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["caveats"] if f != "failed_requests"]
+    return f"{head}: " + "; ".join(parts)
