@@ -23,7 +23,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def committed_runs() -> list[str]:
     """The run ids committed under ``data/runs/`` (``git ls-files``), sorted: never the user's own runs.
 
-    Regression ( fault kind: test depends on the user's data): a test counted every folder under
+    Regression (fault kind: test depends on the user's data): a test counted every folder under
     ``data/runs/``, so after the README's main job made a run the README's test command failed
     (``assert 6 == (7 + 2)``).  Skips the calling test when the checkout is no git repository.
     """

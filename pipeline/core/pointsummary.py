@@ -115,7 +115,7 @@ class PointSummary:
     measured completion).  ``input_tokens_served`` / ``output_tokens_served``: mean prompt and
     output tokens per finished request as the server counted them (None where not measured).
 
-    ``tails_s`` ( what ``vllm bench serve --metric-percentiles 95,99.9`` prints): ``{"ttft", "tpot",
+    ``tails_s`` (what ``vllm bench serve --metric-percentiles 95,99.9`` prints): ``{"ttft", "tpot",
     "itl", "itl_chunk", "e2el"}`` → :class:`Tails` of the same values as ``ttft_s``, ``tpot_s``, ``itl_s``,
     ``itl_chunk_s``, ``e2el_s`` (:func:`tails`); None for points summarized before it was kept and for imports.
     """

@@ -60,7 +60,7 @@ def trend_eta_s(measured: list[tuple[int, float]], left: list[int]) -> float | N
 
     A closed-loop point sends a few waves of ``concurrency`` requests (``max(requests_per_slot × c,
     min_requests)``: the same number of waves from c = 8 on), so its time grows with c as the end-to-end latency
-    does; the median rule of :func:`points_eta_s` priced c = 64 at the median of c = 1 … 32 ( new-user
+    does; the median rule of :func:`points_eta_s` priced c = 64 at the median of c = 1 … 32 (new-user
     trial: "ETA 10.1 s", then 40.7 s).  Here a point's time at c is read off the measured ones in log-log space
     (the median of the points measured at one c, pooled over models): interpolated between measured
     concurrencies, the smallest one's time below them, and above them extrapolated along the slope of the two

@@ -9,7 +9,7 @@ interpreter, its own HTTP client: ``urllib``) shares nothing with the timing loo
 sends ``start`` before a repeat and ``stop`` after it, and receives one small mapping: the highest
 value of each sampled gauge (:data:`DURING`) over the repeat.
 
-Why seldom, and only the gauges ( agreement with ``vllm bench serve``): a scrape also costs the
+Why seldom, and only the gauges (agreement with ``vllm bench serve``): a scrape also costs the
 server.  vLLM serves ``/metrics`` with ``prometheus_client.make_asgi_app``, which renders the whole page
 synchronously inside the API server's event loop (``prometheus_client/asgi.py``: ``_bake_output`` in an
 ``async def``), the loop that writes every stream's events, so each scrape holds every stream for the render

@@ -15,7 +15,7 @@ and a block with neither is refused.  A block without a concurrency or rate line
 
 ``vllm bench sweep serve --show-stdout`` prints every run's output, each after ``Run Number: N``
 (``vllm/benchmarks/sweep/serve.py``; −1 = its warm-up, "excluded from summary statistics"): a block
-after ``Run Number: N`` is run N of its point, and a warm-up block is left out ( real vLLM
+after ``Run Number: N`` is run N of its point, and a warm-up block is left out (real vLLM
 0.32 log: the warm-up was read as a measurement and the runs of a point refused as duplicates).
 """
 

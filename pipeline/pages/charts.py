@@ -54,7 +54,7 @@ def from_skeleton(key: tuple, build: Callable[[], alt.TopLevelMixin], data: dict
     copies that spec and puts ``data[N]`` in place of each placeholder, inline as
     ``{"values": rows}`` (the spec Altair would have made with the data given directly).
     Building and validating an Altair chart costs 10–50 ms, and a lab's site draws thousands of
-    charts of a handful of shapes ( "A site for a lab": 500 workloads × 5 charts).
+    charts of a handful of shapes ("A site for a lab": 500 workloads × 5 charts).
 
     Raises:
         KeyError: a placeholder with no entry in ``data`` (a bug in the builder).

@@ -271,7 +271,7 @@ def latest_workloads(views: list[Any]) -> list[tuple[Any, Any]]:
     clean), newest run first.
 
     A lab re-measures the same models run after run; the explainers illustrate the physics with
-    each workload once ( "A site for a lab": 50 models × 10 runs made the Knee page
+    each workload once ("A site for a lab": 50 models × 10 runs made the Knee page
     3.8 MB), while the model pages keep every run.  A flagged run newer than the clean one stays,
     so that it is shown as flagged where it would otherwise have been the example.
     """

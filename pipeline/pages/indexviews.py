@@ -140,7 +140,7 @@ def built_site(run_id: str) -> str | None:
     """``"site/index.html"`` when the project's built site (``<root>/site``, mkdocs.yml's ``site_dir``) has this run's
     page (:func:`run_page_path` built to ``site/runs/<anchor>.html``), else None: a site built before the run, or none.
 
-    Regression ( new-user trial): right after the main job, ``batchmark summary RUN`` said "not built"."""
+    Regression (new-user trial): right after the main job, ``batchmark summary RUN`` said "not built"."""
     from pipeline.core import paths
 
     site = paths.root() / "site"

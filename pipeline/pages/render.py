@@ -58,7 +58,7 @@ PAGE_CONTEXT["runs.md"] = _runs_page_context
 
 
 #: Templates of pages rendered once per item (under ``templates/each/``): {template: (folder of the pages, context
-#: name of the item)}.  A model page per model, a run page per run, a Changes page per comparison ( "A site
+#: name of the item)}.  A model page per model, a run page per run, a Changes page per comparison ("A site
 #: for a lab": one page for all of them grew to 17.7 MB and 22 MB with 50 models × 10 runs).
 EACH_DIR = "each"
 EACH = {"model.md.j2": ("models", "mp"), "run.md.j2": ("runs", "run"), "change.md.j2": ("changes", "comparison")}

@@ -142,7 +142,7 @@ class RunFile(StoredFile):
 
 
 def _summary_update_to_2(point: Any) -> Any:
-    """One summary, version 1 → 2 ( names that mean one thing): an open-loop point's cap moves from
+    """One summary, version 1 → 2 (names that mean one thing): an open-loop point's cap moves from
     ``concurrency`` to ``max_concurrency`` (``concurrency`` null; every point gets the field), ``flags`` is named
     ``caveats`` ("flagged" is the quality verdict's word), and the SLO check's ``ttft_p99_ms`` … become
     ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … (:func:`split_slo_keys`).  No number changes."""

@@ -1,4 +1,4 @@
-"""The suite's explainer part passes on a fresh clone with no ``../shared/`` beside it ( must hold).
+"""The suite's explainer part passes on a fresh clone with no ``../shared/`` beside it (must hold).
 
 Regression (fault kind: tests need outside data): a user's clone that did not sit beside ``../shared/`` got two
 failures (the explainers drew their charts only from the reference data there).  This test makes such a clone

@@ -206,7 +206,7 @@ def gpu_size_root(tmp_path_factory) -> Path:
 
 
 def test_diff_of_1280_requests_a_side_works(gpu_size_root):
-    """Regression ( fault kind: OverflowError at GPU sample counts): ``2 / math.comb(2560, 1280)`` ended the
+    """Regression (fault kind: OverflowError at GPU sample counts): ``2 / math.comb(2560, 1280)`` ended the
     diff with a traceback and exit 1 (the exit status ``--fail-above`` gives a regression)."""
     for fmt in ((), ("--json",), ("--csv",), ("--markdown",)):
         res = batchmark(gpu_size_root, "diff", A, B, "--fail-above", "10", *fmt)

@@ -1,4 +1,4 @@
-"""A run measured while CPU hogs load the machine is flagged everywhere and never chosen ( must hold).
+"""A run measured while CPU hogs load the machine is flagged everywhere and never chosen (must hold).
 
 Regression (fault kind: noisy run as headline): the newest run had been measured on a busy machine, and Home,
 Benchmarks, the explainers and Changes used it as their headline.  Here the test itself starts the load: one busy

@@ -10,7 +10,7 @@ quarter second (p99) and inflated TTFTs.  Sampled in its own process, both stay 
 of the fast page: TTFT p50 within 10 ms, ITL p99 within 15 ms, max ITL under 100 ms.  The samples
 still arrive (``max_during`` holds the server's running count).
 
-The sampler also keeps off the server ( agreement with ``vllm bench serve``): vLLM renders its page in
+The sampler also keeps off the server (agreement with ``vllm bench serve``): vLLM renders its page in
 the loop that writes every stream, so each scrape holds them all.  Against a page whose render holds the
 server's loop (``--metrics-blocking``), the sampler scrapes at most once a second and waits 99 times as long as
 a scrape took before the next (1 % of the server's time; ``scrape.next_wait_s``); every 0.25 s, as before,

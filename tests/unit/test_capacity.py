@@ -105,7 +105,7 @@ def test_context_beyond_the_model_shows_no_memory_left(capsys):
 
 
 def test_capacity_on_the_cpu_profile_uses_this_machines_memory(monkeypatch, capsys):
-    """Regression ( fault kind: refused where a figure is at hand): ``capacity --hardware cpu`` failed with
+    """Regression (fault kind: refused where a figure is at hand): ``capacity --hardware cpu`` failed with
     "profile has no memory_gb". It now sizes by this machine's memory (psutil), and says so. With 32 GB (32e9 bytes)
     and no reserve: Llama-3.1-8B BF16 weights 16,060,522,496 B, 15,939,477,504 B free; an 8k sequence holds
     131,072 B x 8192 = 1,073,741,824 B, so 15,939,477,504 / 1,073,741,824 = 14.8 -> 14 sequences."""
@@ -126,7 +126,7 @@ def test_capacity_on_the_cpu_profile_uses_this_machines_memory(monkeypatch, caps
 
 
 def test_one_unit_system_in_cli_and_json(capsys):
-    """Regression ( fault kind: mixed units): the CLI said "128 GB usable, 8 GB reserve" while the JSON said
+    """Regression (fault kind: mixed units): the CLI said "128 GB usable, 8 GB reserve" while the JSON said
     120e9 usable bytes, and KV was in GiB beside weights in GB. Now GB = 10^9 bytes everywhere, stated:
     128 GB x 0.85 = 108.8 GB usable = JSON usable_bytes 108.8e9; KV per 8k sequence 1,073,741,824 B = 1.07 GB."""
     assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--context", "8192"]) == 0

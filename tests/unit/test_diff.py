@@ -41,7 +41,7 @@ def test_min_two_sided_p_matches_exact_distribution(n_a, n_b, expected):
 
 @pytest.mark.parametrize(("n_a", "n_b"), [(515, 515), (1280, 1280), (10_000, 10_000), (3, 10_000)])
 def test_min_two_sided_p_never_overflows(n_a, n_b):
-    """Regression ( fault kind: OverflowError at GPU sample counts): ``2 / math.comb(1030, 515)`` did not fit
+    """Regression (fault kind: OverflowError at GPU sample counts): ``2 / math.comb(1030, 515)`` did not fit
     a float.  The floor is now 2 / C(n_a + n_b, n_a) computed in log space; at these counts it underflows to 0."""
     assert 0.0 <= min_two_sided_p(n_a, n_b) < 1e-9
 
@@ -347,7 +347,7 @@ def test_imported_runs_without_samples_are_compared_but_not_tested(tmp_path: Pat
 
 
 def test_share_changes_are_percentage_points(scenario):
-    """Regression ( fault kind: relative change of a percentage): MBU 37.3 % → 20.4 % was shown as
+    """Regression (fault kind: relative change of a percentage): MBU 37.3 % → 20.4 % was shown as
     −45.3 %. Shares (MBU, MFU) now change by B − A in percentage points. At (dense-a, c = 8) B's median step is
     1.25 × 0.995 × A's, so MBU_B = MBU_A / 1.24375: the change is MBU_A × (1 / 1.24375 − 1) points, not the
     relative −19.6 %."""
@@ -368,7 +368,7 @@ def test_share_changes_are_percentage_points(scenario):
 
 
 def test_model_figures_are_words_not_enums(scenario):
-    """Regression ( fault kind: raw enum text): ``diff`` printed ``post-knee not_reached``. The hand-made
+    """Regression (fault kind: raw enum text): ``diff`` printed ``post-knee not_reached``. The hand-made
     curve (throughput B / (0.01 × (1 + B / 8))) gains 80, 67, 50, 33 % per doubling, so the knee is not reached."""
     d = diff_runs(*scenario)
     text = format_text(d)

@@ -203,7 +203,7 @@ def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
 
 @pytest.mark.parametrize("builder", [explaincharts.roofline_overlay_chart, explaincharts.step_time_chart])
 def test_knee_charts_colour_what_differs(builder):
-    """Regression ( fault kind: colour encodes a constant): the knee charts coloured by prompt / output
+    """Regression (fault kind: colour encodes a constant): the knee charts coloured by prompt / output
     length, which was the same for every committed run: three runs shared one colour and one legend entry.
     Expected: with one prompt length the colour is the run (3 runs, 3 colours); when prompt lengths differ too,
     run and prompt (SAME_WORKLOADS: run-a 512, run-b 512, run-a 8192 -> 3 colours; run-a's MoE shares run-a 512's)."""

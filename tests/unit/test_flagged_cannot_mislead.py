@@ -1,4 +1,4 @@
-"""A run measured on a busy machine cannot pass as a finding anywhere on the site ( must hold).
+"""A run measured on a busy machine cannot pass as a finding anywhere on the site (must hold).
 
 Regression (fault kind: noisy run as a finding): a run measured while other work loaded the machine was rightly
 flagged, and still its MBU (against the busy machine's probe) topped the Bandwidth explainer, the Changes page

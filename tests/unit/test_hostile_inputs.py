@@ -1,4 +1,4 @@
-"""Hostile inputs ( items 7–14 and "Tracebacks and messages"): each case as the issue reproduced it.
+"""Hostile inputs (items 7–14 and "Tracebacks and messages"): each case as the issue reproduced it.
 
 Every test names the item it pins.  Expected outcomes are the issue's "what must hold": a one-line
 :class:`BatchmarkError` naming the file or field (never a traceback, never a hang), or the run

@@ -28,7 +28,7 @@ def test_points_eta_is_the_median_point_times_the_points_left():
 
 
 def test_trend_eta_follows_the_points_time_in_concurrency():
-    """Regression ( new-user trial on the vLLM CPU config): c = 1 … 32 took 2-10 s a point, the median
+    """Regression (new-user trial on the vLLM CPU config): c = 1 … 32 took 2-10 s a point, the median
     rule said "ETA 10.1 s" before c = 64, which took 40.7 s.  Worked by hand in log2 c: measured 4 s at c = 8,
     8 s at c = 16, 16 s at c = 32 (slope 1: each doubling doubles a point's time, as a wave's latency does past
     the knee); c = 64 is extrapolated to 32 s, c = 12 interpolated to 4 · 2^(log2 1.5) = 6 s, c = 1 below the

@@ -1,4 +1,4 @@
-"""Run ids are unique without waiting ( "Also": two imports or sweeps on one host within one second).
+"""Run ids are unique without waiting ("Also": two imports or sweeps on one host within one second).
 
 Fault kind pinned: the second of two runs started in the same second got the same
 ``YYYYMMDDTHHMMSSZ-<host>`` id and was refused ("already exists").
@@ -68,7 +68,7 @@ def test_committed_run_ids_still_validate():
 
 
 def test_no_test_lists_the_users_runs_folder():
-    """Regression ( fault kind: test depends on the user's data): tests take the committed runs from
+    """Regression (fault kind: test depends on the user's data): tests take the committed runs from
     ``git ls-files`` (:func:`tests.conftest.committed_runs`) or build a temporary project, never a listing of the
     checkout's ``data/runs/``, which holds the user's own runs after the README's main job."""
     import re

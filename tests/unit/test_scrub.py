@@ -1,4 +1,4 @@
-"""Secrets and machine paths are removed from text before it is stored ( Security items 3 and 6).
+"""Secrets and machine paths are removed from text before it is stored (Security items 3 and 6).
 
 Fault kinds pinned: a server's answer echoing ``Authorization: Bearer sk-…`` was stored in a record's
 ``error`` and published; stored server logs and point metadata carried the measuring machine's home,

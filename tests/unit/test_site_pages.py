@@ -1,4 +1,4 @@
-"""The site's page structure and chart fixes ( "Site usability" and "A site for a lab"), as pure functions.
+"""The site's page structure and chart fixes ("Site usability" and "A site for a lab"), as pure functions.
 
 Run views are built by hand (``RunView``/``Workload`` with the fields the pages read), so each expected value
 below is worked out from the inputs in the test.
