@@ -39,7 +39,7 @@ sessions' tests and vLLM servers beside it, load average 4 to 12).  What makes t
   (:func:`noise_sigma`, robust), a figure within max(3 %, e^(5 SE) − 1), a metric's mean over the
   concurrencies within max(3 %, e^(4 SE / √3) − 1) (a definition that differs shows at every c, so this one
   catches it at a third of the noise), SE of the log ratio of two medians (:func:`standard_error`); the
-  multipliers are calibrated by simulation (``tests/unit/test_vllm_agreement_stats.py``: agreeing clients fail
+  multipliers are calibrated by simulation (``tests/unit/engines/test_vllm_agreement_stats.py``: agreeing clients fail
   under 1 % of runs, a 10 % disagreement is caught in 99 % at σ ≤ 2.5 %); each run prints the disagreement it
   catches 99 % of the time;
 - **priority**: the server, ``vllm bench serve`` and the measuring thread run at nice −10 where allowed (root or
@@ -321,7 +321,7 @@ class VLLMBench:
 GOAL = 0.03
 #: A figure fails when |ln(batchmark / vLLM)| exceeds K_ROW standard errors of that log ratio (and the goal); the
 #: mean over the concurrencies of a metric when it exceeds K_POOLED of its own.  Calibrated by simulation
-#: (``tests/unit/test_vllm_agreement_stats.py``): with σ estimated from the runs themselves the ratio's tails are
+#: (``tests/unit/engines/test_vllm_agreement_stats.py``): with σ estimated from the runs themselves the ratio's tails are
 #: wider than normal (5 standard errors are passed by noise alone about 0.04 % of the time, not 6e-5 %), so that
 #: agreeing clients fail the 12 + 4 checks of a run under 1 % of the time.
 K_ROW = 5.0

@@ -154,7 +154,7 @@ def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len
     ones at the calibration points.
 
     Returns (terms, correction: the last {c: (TPOT factor, TTFT excess s)}, for the per-repeat fits).  Measured on
-    a served curve the server made from known terms (tests/unit/test_servedsim.py): the first fit alone predicts
+    a served curve the server made from known terms (tests/unit/predict/test_servedsim.py): the first fit alone predicts
     its throughput up to 38 % off past max_num_seqs; four rounds bring every point within 1 %.
 
     Raises:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-EXPLAINER_TESTS = ["tests/integration/test_explainer_pages.py", "tests/unit/test_explain_charts.py"]
+EXPLAINER_TESTS = ["tests/integration/test_explainer_pages.py", "tests/unit/pages/test_explaincharts.py"]
 
 
 @pytest.mark.slow

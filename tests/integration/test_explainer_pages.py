@@ -38,7 +38,7 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     names = {p.relative_to(pages).as_posix() for p in written}
     assert {f"explain/{n}.md" for n in EXPLAINERS} | {"capacity.md"} <= names
     # capacity: Llama-3.1-8B BF16 at 8k -> 2**30 B = 1.07 GB per sequence (GB = 1e9 B throughout), 86 sequences in
-    # min(128 x 0.85, 128 - 8) = 108.8 GB (see tests/unit/test_capacity.py; gpu_memory_utilization honoured)
+    # min(128 x 0.85, 128 - 8) = 108.8 GB (see tests/unit/analysis/test_capacity.py; gpu_memory_utilization honoured)
     capacity = (pages / "capacity.md").read_text()
     assert "| 8192 | 1.07 GB | 86 |" in capacity and "GiB" not in capacity
     # Regression (fault kind: negative memory left): Llama-3.1-70B BF16 (141.1 GB) does not fit dgx-spark's

@@ -109,7 +109,7 @@ def test_sends_follow_the_schedule(fast_server, tok, load):
     assert s.load == load and s.rate_rps == rate and s.concurrency is None
     # the summary's p99 lag is of the lags the requests recorded (numpy's p99 of the 200 values), and kept says
     # whether it is within the limit worked by hand for 50 req/s: max(10 ms, 0.1 / 50 req/s = 2 ms) = 10 ms
-    # (docs/definitions.md; the rule's two branches are worked by hand in tests/unit/test_open_loop_metrics.py)
+    # (docs/definitions.md; the rule's two branches are worked by hand in tests/unit/metrics/test_open_loop.py)
     assert s.schedule_lag_s["p99"] == pytest.approx(float(np.percentile(lags, 99)))
     assert s.schedule_kept is (s.schedule_lag_s["p99"] <= 0.010), (s.schedule_lag_s, s.schedule_kept)
 

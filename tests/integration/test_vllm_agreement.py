@@ -23,7 +23,7 @@ What is asserted, and why it holds on a busy 2-core machine (:func:`benchmarks.v
   ``/metrics`` every 0.25 s during each run and vLLM renders that page in the loop that writes the streams, which
   bunched them (``pipeline/engines/scrape.py`` says how it now keeps off the server).
 
-``tests/unit/test_vllm_agreement_stats.py`` shows the comparison catching a 10 % disagreement and its error rates.
+``tests/unit/engines/test_vllm_agreement_stats.py`` shows the comparison catching a 10 % disagreement and its error rates.
 Takes 150 to 173 s on this 2-core machine at load average 7 to 13 (server start, the ``vllm bench serve`` process,
 24 runs); five runs in a row passed there (2026-12-01).  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by ``batchmark
 server-env``; CI makes it in ``.ci/run``) could not be made.

@@ -27,10 +27,10 @@ HERE = Path(__file__).resolve().parent
 
 #: Fixtures (by name, of any module) that make a test no unit test, and why.
 NOT_UNIT_FIXTURES = {
-    "server": "an HTTP server (test_preflight.py)",
-    "holder": "a Python process holding a run's lock (test_run_lock.py)",
+    "server": "an HTTP server (sweep/test_preflight.py)",
+    "holder": "a Python process holding a run's lock (store/test_runlock.py)",
     "scratch_root": "a copy of the project's inputs for each test (tests/conftest.py)",
-    "site": "a copy of the project with a rendered site (test_flagged_cannot_mislead.py)",
+    "site": "a copy of the project with a rendered site (test_flagged_runs_mislead_nowhere.py)",
     "spark_plan": "`batchmark plan config/spark.yaml`: every point of the Spark config simulated, once per rung of "
                   "its budget's ladder (a minute; test_plan.py)",
     "spark_full_plan": "every point of config/spark.yaml simulated (seconds; test_plan.py)",
@@ -38,27 +38,28 @@ NOT_UNIT_FIXTURES = {
 
 #: Tests of this folder that start a process or simulate a whole grid themselves (module::test → what).
 NOT_UNIT_TESTS = {
-    "test_calibrate.py::test_cli_predict_committed_run_json_and_bad_option": "`python -m pipeline predict`, three times",
-    "test_derived_files.py::test_sweep_alone_leaves_the_derived_files_and_show_reads_them": "`python -m pipeline show`",
-    "test_derived_files.py::test_complete_run_without_analysis_is_one_line_naming_the_command":
+    "predict/test_calibrate.py::test_cli_predict_committed_run_json_and_bad_option": "`python -m pipeline predict`, three times",
+    "analysis/test_stages.py::test_sweep_alone_leaves_the_derived_files_and_show_reads_them": "`python -m pipeline show`",
+    "analysis/test_stages.py::test_complete_run_without_analysis_is_one_line_naming_the_command":
         "`python -m pipeline show`, twice",
-    "test_diff_bandwidth.py::test_fail_above_refuses_runs_whose_bandwidths_differ_beyond_the_limit":
+    "diff/test_comparability.py::test_fail_above_refuses_runs_whose_bandwidths_differ_beyond_the_limit":
         "`python -m pipeline diff`",
     "test_hostile_inputs.py::test_claim_of_a_killed_import_does_not_block_its_id": "a Python process killed mid-import",
     "test_hostile_inputs.py::test_closed_pipe_ends_quietly": "`python -m pipeline` with its output pipe closed",
-    "test_preflight.py::test_failed_sweep_leaves_no_run_folder": "`python -m pipeline sweep`",
-    "test_plan.py::test_budget_drops_grid_points_from_the_top_when_the_ladder_is_not_enough":
+    "sweep/test_preflight.py::test_failed_sweep_leaves_no_run_folder": "`python -m pipeline sweep`",
+    "plan/test_estimate.py::test_budget_drops_grid_points_from_the_top_when_the_ladder_is_not_enough":
         "gpt-oss-20b's grid simulated once per rung of the budget's ladder (seconds)",
-    "test_run_ids.py::test_committed_run_ids_still_validate": "`git ls-files` (tests.conftest.committed_runs)",
+    "store/test_runids.py::test_committed_run_ids_still_validate": "`git ls-files` (tests.conftest.committed_runs)",
 }
 
 
 def is_unit(item: pytest.Item) -> bool:
     """True when ``item`` is a test of this folder, not ``slow``, using no fixture of :data:`NOT_UNIT_FIXTURES`
     and not named in :data:`NOT_UNIT_TESTS`."""
-    if Path(str(item.fspath)).resolve().parent != HERE or item.get_closest_marker("slow") is not None:
+    path = Path(str(item.fspath)).resolve()
+    if HERE not in path.parents or item.get_closest_marker("slow") is not None:
         return False
-    name = f"{Path(str(item.fspath)).name}::{getattr(item, 'originalname', item.name)}"
+    name = f"{path.relative_to(HERE).as_posix()}::{getattr(item, 'originalname', item.name)}"
     callspec = getattr(item, "callspec", None)
     fixtures = set(getattr(item, "fixturenames", ())) - set(callspec.params if callspec else ())  # not a parameter
     return name not in NOT_UNIT_TESTS and not fixtures & set(NOT_UNIT_FIXTURES)

@@ -144,7 +144,7 @@ def test_per_request_list_longer_than_the_requests_is_refused(tmp_path):
 # -- item 8: merge validates every part file -------------------------------------------------------
 
 def _parts_run(scratch_root):
-    from tests.unit.test_parts import _cfg, make_part
+    from tests.unit.sweep.test_parts import _cfg, make_part
 
     cfg = _cfg()
     for m in rb.MODELS:

@@ -22,7 +22,7 @@ from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import PointKey, PointRecords
 
 # a run as written before schema version 3 (the committed run of that id before `batchmark upgrade`)
-COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
+COMMITTED = Path(__file__).resolve().parents[3] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pipeline.core import paths
 from pipeline.sweep import parts
 from pipeline.core.errors import BatchmarkError
 from tests import runbuilder as rb
-from tests.unit.test_parts import _cfg, make_part
+from tests.unit.sweep.test_parts import _cfg, make_part
 
 SECRET = "root:$6$not-a-real-hash:19000:0:99999:7:::\n"
 

@@ -75,7 +75,7 @@ def test_no_test_lists_the_users_runs_folder():
     from pathlib import Path
 
     listing = re.compile(r'REPO\s*/\s*"data"\s*/\s*"runs"\s*\)\s*\.\s*(iterdir|glob|rglob)\(')
-    tests = Path(__file__).resolve().parents[1]
+    tests = Path(__file__).resolve().parents[2]
     offenders = [str(p.relative_to(tests)) for p in tests.rglob("*.py") if listing.search(p.read_text())]
     assert offenders == []
 

@@ -118,7 +118,7 @@ def test_capacity_and_kv_charts():
     spark = load_profile("dgx-spark").model_dump(mode="json")
     table = capacity_table(load_card("Llama-3.1-8B"), spark)
     rows = _values(explaincharts.capacity_chart([table]))
-    # tests/unit/test_capacity.py: 108.8 GB usable (gpu_memory_utilization 0.85), 92.74e9 B free for KV
+    # tests/unit/analysis/test_capacity.py: 108.8 GB usable (gpu_memory_utilization 0.85), 92.74e9 B free for KV
     assert {(r["context"], r["sequences"]) for r in rows} == {(4096, 172), (8192, 86), (32768, 21), (131072, 5)}
     kv = _values(explaincharts.kv_sequence_chart([load_card("gpt-oss-20b")]))
     # GB = 1e9 bytes, as everywhere capacity is shown (one unit system)
@@ -129,7 +129,7 @@ def test_capacity_and_kv_charts():
 def test_explain_context_without_runs():
     ctx = explain.explain_context([], load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
     assert ctx["dense"] is None and ctx["moe"] is None and ctx["measured_workloads"] == []
-    assert ctx["worked"]["contexts"][1]["max_sequences"] == 86  # tests/unit/test_capacity.py
+    assert ctx["worked"]["contexts"][1]["max_sequences"] == 86  # tests/unit/analysis/test_capacity.py
     assert [c.name for c, _ in ctx["coverage_examples"]] == [c.name for c in ctx["moe_cards"]]
     assert ctx["coverage"](32, load_card("gpt-oss-20b")) == expert_coverage(32, 4, 32)
 
@@ -188,7 +188,7 @@ def test_batching_page_says_which_hardware_and_why_the_cpu_curve_differs():
         w.model.update(peak_concurrency=w.points[-1]["concurrency"], single_stream_tok_s=w.points[0]["output_throughput_tok_s"],
                        peak_output_throughput_tok_s=w.points[-1]["output_throughput_tok_s"])
     views = [_run("20261129T161329Z-vm", CPU_HW, [cpu]), _run("reference-dgx-spark-llamacpp", SPARK_HW, [spark])]
-    env = make_env(explain.Path(__file__).resolve().parents[2] / "templates")
+    env = make_env(explain.Path(__file__).resolve().parents[3] / "templates")
     ctx = explain.explain_context(views, load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
     text = env.get_template("explain/batching.md.j2").render(chart=lambda spec: "", **ctx)
     assert "## Measured on dgx-spark: Qwen2.5-Coder-7B" in text and "## Measured on cpu: dense-llama-190m" in text

@@ -23,7 +23,7 @@ from pipeline.store import pointfiles, schemas, upgrade
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointRecords
 
-COMMITTED = Path(__file__).resolve().parents[2] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
+COMMITTED = Path(__file__).resolve().parents[3] / "tests" / "data" / "runs-v1" / "20261129T161329Z-vm"
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from pipeline.core.pointsummary import PointSummary, throughput_window
 from pipeline.views.show import show_run as show_json
 
 RUNS = paths.data_dir() / "runs"
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.mark.parametrize("run_id, window", [

@@ -144,7 +144,7 @@ def test_served_card_order(tmp_path):
 
 
 def test_shipped_configs_validate():
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     from pipeline.config.sweepconfig import load_config
 
     spark = load_config(root / "config" / "spark.yaml")
@@ -167,7 +167,7 @@ def test_shipped_configs_validate():
 
 def test_missing_api_key_variable_sends_no_key(monkeypatch):
     """A key only if the server wants one (README, config/endpoint.yaml; issue 24): an unset variable is no error,
-    the requests carry no key; a server that wants one is named in one line by the preflight (tests/unit/test_preflight.py)."""
+    the requests carry no key; a server that wants one is named in one line by the preflight (tests/unit/sweep/test_preflight.py)."""
     from pipeline.engines import get_engine
 
     monkeypatch.delenv("BM_NO_SUCH_KEY", raising=False)
@@ -179,7 +179,7 @@ def test_missing_api_key_variable_sends_no_key(monkeypatch):
 
 
 #: A real vLLM 0.32.0 CPU page (tests/data/README.md), scraped with 4 requests running and 2 waiting.
-REAL_PAGE = Path(__file__).resolve().parents[1] / "data" / "vllm-metrics" / "cpu-0.32-c4.txt"
+REAL_PAGE = Path(__file__).resolve().parents[2] / "data" / "vllm-metrics" / "cpu-0.32-c4.txt"
 
 
 def test_sampler_parse_keeps_only_the_sampled_gauges_of_a_real_vllm_page():
