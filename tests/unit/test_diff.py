@@ -105,6 +105,20 @@ def test_welch_edge_cases():
     assert "no samples to test" in significance([], [1.0, 2.0], alpha=0.05).note
 
 
+def test_welch_many_keeps_order_across_sample_counts():
+    """The batch groups pairs by their sample counts for scipy; each answer must land at its own pair.  Values
+    worked by hand: (1, 2, 3) vs (4, 5, 6) is t = 3.674235, df = 4 (above); (1, 1) vs (2, 2) has no spread and a
+    certain difference (t = inf, p = 0); a side of one value has no test (None)."""
+    from pipeline.diff.stats import welch_many
+
+    got = welch_many([([1.0, 1.0], [2.0, 2.0]), ([1.0], [2.0, 3.0]), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]),
+                      ([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])])
+    assert got[0].t == math.inf and got[0].p_value == 0.0 and got[0].df == 2.0
+    assert got[1] is None
+    assert got[2].t == pytest.approx(3.674235, abs=1e-6) and got[2].df == pytest.approx(4.0)
+    assert got[3].t == pytest.approx(-3.674235, abs=1e-6) and got[3].p_value == pytest.approx(got[2].p_value)
+
+
 def test_benjamini_hochberg_hand_worked():
     """p = 0.01, 0.04, 0.03, 0.2 (m = 4), sorted 0.01, 0.03, 0.04, 0.2: p × m / rank = 0.04, 0.06, 0.0533, 0.2;
     the running minimum from the largest rank down gives q = 0.04, 0.0533, 0.0533, 0.2 (sorted order), as R's
