@@ -252,8 +252,8 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
                    only: list[Path] | None = None) -> tuple[list["RunResults"], list[tuple[str, str]]]:
     """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.analysis.stages.load_run`; with ``only``, those
-    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (
-    item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
+    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (a run
+    that dropped off the site without a word was the fault).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
     named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
 
     A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.store.runs.survey_runs`) or
