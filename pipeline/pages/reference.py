@@ -13,6 +13,7 @@ Imports :mod:`pipeline.config`, :mod:`pipeline.store` and :mod:`pipeline.views` 
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import re
@@ -35,7 +36,15 @@ def cell(text: Any) -> str:
 
 
 def _code(text: Any) -> str:
-    return f"`{cell(text)}`" if str(text) != "" else ""
+    """``text`` as inline code in a table cell.  A pipe in it is written ``&#124;`` inside ``<code>``: GitHub would need
+    ``\\|`` in a code span and Python-Markdown would show the backslash (a backslash is ``&#92;`` there, or Markdown
+    takes it for an escape)."""
+    line = " ".join(str(text).split())
+    if not line:
+        return ""
+    if "|" in line:
+        return f"<code>{html.escape(line, quote=False).replace('|', '&#124;').replace(chr(92), '&#92;')}</code>"
+    return f"`{line}`"
 
 
 # -- the command line ---------------------------------------------------------------------------------------------
@@ -94,7 +103,7 @@ def _type_name(annotation: Any) -> str:
     if origin is typing.Literal:
         return f"Literal[{', '.join(repr(a) for a in args)}]"
     if origin in (typing.Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in args)
+        return " or ".join(_type_name(a) for a in args)  # no pipe: GitHub and Python-Markdown read one in a cell apart
     if origin is not None:
         return f"{getattr(origin, '__name__', str(origin))}[{', '.join(_type_name(a) for a in args)}]"
     if annotation is type(None):
@@ -148,7 +157,7 @@ def config_rows(model: type[BaseModel], prefix: str = "") -> list[str]:
         key = f"{prefix}{name}"
         nested = _models_in(info.annotation)
         rows.append(f"| {_code(key)} | {_code(_type_name(info.annotation))} | {_default(info)} | "
-                    f"{cell(_constraints(info))} | {cell(info.description or '')} |")
+                    f"{_code(_constraints(info))} | {cell(info.description or '')} |")
         if nested:
             rows += config_rows(nested[0], f"{key}[]." if nested[1] else f"{key}.")
     return rows
