@@ -60,6 +60,7 @@ TEMPLATES = sorted(str(p) for p in Path("templates").rglob("*.j2"))
 THEME = sorted(str(p) for p in Path("templates/theme").rglob("*.html"))  # mkdocs.yml: theme.custom_dir
 PAGES = [f"data/pages/{p.removesuffix('.j2')}" for p in page_templates()]
 MODEL_CARDS = sorted(str(p) for p in Path("data/models").glob("*.yaml"))
+GUIDE = sorted(str(p) for p in Path("docs").rglob("*.md"))  # the Guide tab and the Methodology page's definitions
 # The shared reference measurement beside the repository (never copied into it): an input of the
 # explainers only when it exists, stored as a run under data/reference/ by the reference rule.
 REFERENCE_SRC = "../shared/reference/llamacpp-dgx-spark-batched-bench.md"
@@ -124,6 +125,7 @@ rule pages:
         f"data/runs/{RUN_ID}/analysis.json",
         [f"data/runs/{r}/run.json" for r in OTHERS],
         TEMPLATES,
+        GUIDE,
         MODEL_CARDS,
         REFERENCE,
     output: PAGES
@@ -144,6 +146,6 @@ rule site:
 
 
 rule committed:
-    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, THEME, MODEL_CARDS, REFERENCE
+    input: [f"data/runs/{r}/run.json" for r in COMPLETE], TEMPLATES, GUIDE, THEME, MODEL_CARDS, REFERENCE
     params: runs=COMPLETE
     shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS} && NO_MKDOCS_2_WARNING=1 {PYTHON} -m mkdocs build --strict --quiet"

@@ -12,7 +12,7 @@ through ``taskset``), at concurrency 1, 64 and 512, ``--repeats`` times:
 
 - ours: :func:`pipeline.engines.loadgen.closed_loop` exactly as the engines use it
   (warm-up wave excluded, ``max(4·N, 64)`` measured requests); figure = output tokens of
-  the measured requests / measured window (DESIGN.md's output throughput);
+  the measured requests / measured window (docs/definitions.md, output throughput);
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
   same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of

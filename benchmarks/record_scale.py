@@ -17,7 +17,7 @@ sequence in flight, log-normal jitter).  Writes them once in each format into a 
 - peak memory (maximum resident set size, ``VmHWM``) of that process.
 
 The old format is the JSON point file of schema version 2 (``json.dumps(records.as_dict(), indent=1)``,
-as batchmark wrote it until issue 20), read as per-request ``RequestRecord`` objects (``pointfiles.load_point``)
+as batchmark wrote it before request records moved to Parquet), read as per-request ``RequestRecord`` objects (``pointfiles.load_point``)
 and summarised from them; the new one is the Parquet file of schema version 3 read into arrays
 (``pointfiles.load_points_arrays``); their summaries are compared (identical: the times are the same floats).
 ``--encodings`` also writes one model's records with other Parquet settings,

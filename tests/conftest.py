@@ -38,7 +38,7 @@ def committed_runs() -> list[str]:
 
 
 def make_scratch_root(base: Path) -> Path:
-    """Copy the project's inputs (hardware profiles, model cards, the explainers' settings, templates, config, Snakefile, mkdocs.yml) under ``base``."""
+    """Copy the project's inputs (hardware profiles, model cards, the explainers' settings, templates, docs, config, Snakefile, mkdocs.yml) under ``base``."""
     root = base / "proj"
     (root / "data").mkdir(parents=True)
     shutil.copytree(REPO / "data" / "hardware", root / "data" / "hardware")
@@ -46,6 +46,7 @@ def make_scratch_root(base: Path) -> Path:
         shutil.copytree(REPO / "data" / "models", root / "data" / "models")
     shutil.copy(REPO / "data" / "explainers.yaml", root / "data" / "explainers.yaml")
     shutil.copytree(REPO / "templates", root / "templates")
+    shutil.copytree(REPO / "docs", root / "docs")  # the site's Guide tab and the Methodology page's definitions
     shutil.copytree(REPO / "config", root / "config")
     shutil.copy(REPO / "Snakefile", root / "Snakefile")
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")

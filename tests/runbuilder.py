@@ -102,7 +102,7 @@ def served_point_records(model: str, concurrency: int, multipliers: tuple[float,
     Request j of wave w is sent at ``w × E2EL`` with TTFT ``prefill_s(1, m) × u`` and one token every
     ``step_s(concurrency, m) × u`` (``m`` the repeat's multiplier, ``u`` a per-request spread drawn uniformly from
     0.9 … 1.1 with ``random.Random(seed)``), so every request is distinct, like a real server's, and the point has
-    exactly ``requests_per_repeat × len(multipliers)`` request samples (1,280 = 256 × 5: issue 22's overflow).
+    exactly ``requests_per_repeat × len(multipliers)`` request samples (1,280 = 256 × 5: past the 515 a side where an exact binomial coefficient overflowed a float).
     With ``rate_rps`` the point is an open-loop (Poisson) point at that offered rate, uncapped (same timings).
     """
     import random

@@ -208,7 +208,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         points_out.append(row)
 
     models_out = []
-    # group once by workload (linear in the points; issue 9 "Scale": a scan per workload was quadratic)
+    # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
     by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
     for s, row in zip(summaries, points_out):
         by_workload.setdefault(workload_of(s), []).append((s, row))

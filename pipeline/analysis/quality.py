@@ -1,4 +1,4 @@
-"""A run's quality verdict: ``clean`` or ``flagged``, with its reasons (pure; issue 13).
+"""A run's quality verdict: ``clean`` or ``flagged``, with its reasons (pure).
 
 A run is *flagged* when any of these holds, each a reason of its own:
 
@@ -191,7 +191,7 @@ def prefer_clean(items: list[T], is_clean: Any) -> list[T]:
     return clean or list(items)
 
 
-# -- numbers that cannot be right (issue 12): an MBU or MFU above 1, a single stream above its ceiling --
+# -- numbers that cannot be right: an MBU or MFU above 1, a single stream above its ceiling --
 
 #: What an impossible MBU says about its inputs (shown wherever the flag is).
 IMPLAUSIBLE_CAUSE = "the model card or its weight format (quantisation) does not match what was served"

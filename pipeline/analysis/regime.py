@@ -70,7 +70,7 @@ def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str, interf
     server's own limit, not batching, set those points), ``"limits_unknown"`` when a served
     endpoint's limits and metrics are unknown, ``"interference"`` when ``interfered`` (a point of
     the workload was flagged by the interference check or its repeats' spread, or the run's probe
-    warned: issue 24, a busy machine's plateau is no finding about batching), else ``"batching"``:
+    warned: a busy machine's plateau is no finding about batching), else ``"batching"``:
     a plateau or a decline of batching itself (the bandwidth-to-compute cross-over, kernels that
     stop scaling).
     """

@@ -104,7 +104,7 @@ class PointSummary:
     ``prefill_throughput_tok_s``) and ``"send_to_completion"`` for a served point (first
     measured send to last measured completion, prefill and queueing included).
 
-    Issue 23 (peer definitions, docs/definitions.md): ``itl_s`` is per token (batchmark's ITL)
+    Peer definitions (docs/definitions.md): ``itl_s`` is per token (batchmark's ITL)
     and ``itl_chunk_s`` per chunk (vLLM's ``itl``: one gap per streamed chunk); ``tpot_s`` is
     vLLM's TPOT ((E2EL − TTFT) / (output tokens − 1) over requests of more than one token) and
     ``tpot_streamed_s`` batchmark's decode rate (streamed tokens only, requests whose tokens did

@@ -16,7 +16,7 @@ GATE_NAMES = {"output_throughput": "output_throughput_tok_s", "per_user": "per_u
 def parse_fail_above(text: str) -> dict[str, float]:
     """``--fail-above``'s value → ``{metric key: percent}``.
 
-    ``"10"`` (one threshold, as before issue 22) gates both throughput metrics (output and per-user) at 10 %;
+    ``"10"`` (one threshold, the gate's first form) gates both throughput metrics (output and per-user) at 10 %;
     ``"output_throughput:5%,ttft_p99:10%"`` gates each named metric at its own percentage (the ``%`` is optional;
     names: :data:`GATE_NAMES` or a metric key).  A percentage is of the relative change, the worse way.
 

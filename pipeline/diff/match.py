@@ -21,7 +21,7 @@ def match_open_loop(keys_a: list[PointKey], keys_b: list[PointKey]) -> list[tupl
     """Open-loop points of A and B matched by their place in the rate sweep, not by the float rate.
 
     ``rates: auto`` places rates from each run's own measured peak, so two runs of one config share no rate
-    (issue 22 item 4).  Within one sweep (workload, load pattern, cap): a rate both runs measured pairs with
+    (matched by rate alone, they were never compared).  Within one sweep (workload, load pattern, cap): a rate both runs measured pairs with
     itself; of the others, when both runs have the same number left, the i-th lowest rate of A matches the
     i-th lowest of B (rank); otherwise a rate matches the rate
     of the other run whose fraction of its sweep's highest rate (the rate sweep's top, a proxy for the measured

@@ -68,7 +68,7 @@ class Significance:
         p_value: two-sided Welch p (:func:`pipeline.diff.stats.welch`); None when a side has fewer than 2 values.
         n_a / n_b: value counts (repeats).
         p_floor: smallest p these counts can give: 0.0 with 2 or more values a side (Welch's t reaches any p),
-            1.0 below that (no test).  Named so (not ``min_p``, a sampling parameter of the engines) since issue 14.
+            1.0 below that (no test).  Named so (not ``min_p``, a sampling parameter of the engines).
         significant: p ≤ α (before the Benjamini–Hochberg adjustment and the minimum effect of :func:`diff_runs`).
         note: why there is no test, when that is so; else None.
     """

@@ -22,7 +22,7 @@ Metrics and the value per repeat each one is tested on (``PointSummary.samples``
 metric                 value shown                 value per repeat tested
 =====================  ==========================  ==========================================
 output throughput      median over repeats         the repeat's throughput
-per-user throughput    1 / median TPOT             1 / the repeat's median TPOT
+per-user throughput    1 / median streamed TPOT    1 / the repeat's median streamed TPOT
 TTFT p50, TPOT p50     percentile over requests    the repeat's median
 TTFT p99, TPOT p99                                 the repeat's p99 (``*_p99_s_per_repeat``; runs summarized
                                                    before it was kept: the repeat's median)
@@ -45,7 +45,7 @@ The ``--json`` document (:meth:`RunDiff.as_dict`): ``{"headline", "comparable", 
 unit "fraction" the difference B − A, i.e. percentage points / 100), "change_kind" ("relative" |
 "points"), "p_value" (Welch), "q_value" (Benjamini–Hochberg), "effect" (relative change, also for shares),
 "n_a", "n_b" (repeats), "p_floor" (the smallest p the counts can reach: 0, or 1 below 2 repeats a side; ``min_p``
-before issue 14, renamed apart from the sampling parameter), "sample_unit", "significant" (called), "verdict" ("better" |
+once, renamed apart from the sampling parameter), "sample_unit", "significant" (called), "verdict" ("better" |
 "worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank)}],
 "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",

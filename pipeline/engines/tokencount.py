@@ -72,7 +72,7 @@ FLAG_TEXT = {
 
 #: A served prompt count is a mismatch beyond ``factor × expected + tokens`` or below ``(expected − tokens) / factor``
 #: (derived: a BOS/EOS or a short system prefix moves a count by a few tokens; a tokenizer or
-#: chat-template mismatch by a factor, as the 5× of issue 23).
+#: chat-template mismatch by a factor, such as a 5× once seen from a wrong chat template).
 INPUT_TOLERANCE_FACTOR = 1.5
 INPUT_TOLERANCE_TOKENS = 4
 

@@ -42,7 +42,7 @@ aborts by design, its 499s are no server failures), and so is a fixed schedule (
 ``concurrency_ramp_duration`` has the caveat ``concurrency_ramp``.  A file that states no error
 count (GenAI-Perf: neither ``error_request_count`` nor ``error_summary``) has the caveat
 ``failed_count_unknown`` and no failure rate (never 0 passed off as measured).
-Other layouts (breaker round of issue 23): AIPerf ≤ 0.1 wrote the metrics under ``records`` (each
+Other layouts (files people really have, from AIPerf's and GenAI-Perf's own releases): AIPerf ≤ 0.1 wrote the metrics under ``records`` (each
 with its ``tag`` and ``header``; TTFT tagged ``ttft``), read alike; GenAI-Perf with a config
 (≥ 0.0.13) writes its settings as ``perf_analyzer.stimulus`` (``concurrency`` / ``request_rate``),
 ``perf_analyzer.measurement`` (``mode``, ``num``), ``input.synthetic_tokens.mean``,

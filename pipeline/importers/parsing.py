@@ -26,8 +26,8 @@ def fail(path: str | Path, where: str | int | None, message: str) -> BatchmarkEr
 
 
 #: Largest result file an importer reads, bytes: 64 MiB.  ``vllm bench serve --save-detailed`` of 1,000
-#: requests × 1,000 tokens is about 20 MB; a bigger file is refused before it is read (item 7:
-#: a 100 MB file took 72 s and 3.6 GB).
+#: requests × 1,000 tokens is about 20 MB; a bigger file is refused before it is read (fault kind:
+#: unbounded memory and time; a 100 MB file took 72 s and 3.6 GB).
 MAX_IMPORT_BYTES = 64 * 2**20
 
 

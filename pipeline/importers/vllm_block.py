@@ -9,7 +9,7 @@ request concurrency:`` (printed before or inside the block; ``None`` = uncapped)
 from ``Burstiness factor:`` (before).  The block names no model; ``vllm bench serve`` prints its
 arguments first (``Namespace(... model='<name>' ...)``, the ``--model`` it was given, which its
 ``--save-result`` JSON stores as ``model_id``), so the model of a whole stdout is read there
-(issue 23, real vLLM 0.32 stdout: it was refused for want of ``--model``); ``--model`` overrides it,
+(real vLLM 0.32 stdout, tests/data/README.md: it was refused for want of ``--model``); ``--model`` overrides it,
 and a block with neither is refused.  A block without a concurrency or rate line:
 ``batchmark import --concurrency N`` or ``--rate R`` says what it omits.
 

@@ -113,8 +113,8 @@ PER_REQUEST_LISTS = ("input_lens", "output_lens", "ttfts", "itls", "errors", "ge
 def _check_list_lengths(path: Path, d: dict[str, Any], pre: str, requests: int) -> None:
     """Refuse a per-request list longer than the requests the result counts (completed + failed).
 
-    vLLM writes one entry per request sent; a list longer than that is not this result's (
-    item 7: 20 M ``ttfts`` for ``completed: 32`` took 72 s and 3.6 GB).
+    vLLM writes one entry per request sent; a list longer than that is not this result's (fault kind:
+    unbounded memory and time: 20 M ``ttfts`` for ``completed: 32`` took 72 s and 3.6 GB).
 
     Raises:
         BatchmarkError: naming the list, its length and the count.

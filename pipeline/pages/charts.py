@@ -97,7 +97,7 @@ def headline_chart(title: str, workloads: list[dict[str, Any]]) -> dict[str, Any
 
 
 def per_user_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-user throughput (1 / median TPOT, tokens/s) vs concurrency."""
+    """Per-user throughput (1 / median streamed TPOT, tokens/s) vs concurrency."""
     rows = [{"concurrency": p["concurrency"], "tok_s": p["per_user_tok_s"]} for p in points if p.get("per_user_tok_s")]
 
     def build() -> alt.TopLevelMixin:
@@ -233,7 +233,7 @@ ENGINE_TEXT = {"vllm": "vLLM, continuous batching", "transformers": "transformer
 
 def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
     """Models measured under more than one engine on the same hardware and workload, newest run per engine
-    (the newest clean run where one exists: a flagged run is chosen only when no clean one is; issue 13).
+    (the newest clean run where one exists: a flagged run is chosen only when no clean one is).
 
     Returns ``[{"title", "hardware", "model", "input_len", "output_len", "series": [{"label", "engine", "run_id",
     "flagged", "points", "model" (analysis row)}]}]`` for :func:`engines_chart` and the Benchmarks page.

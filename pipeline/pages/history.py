@@ -96,7 +96,7 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
 
     Each group's chart has one panel per workload × figure; a step is reported as the run the new level begins
     with, the levels before and after and their relative change.  A run flagged for a busy machine is drawn but
-    takes no part in finding steps (no level, no step at it: issue 24).
+    takes no part in finding steps (no level, no step at it: a flagged run is no finding).
     """
     groups: dict[tuple[Any, ...], list[str]] = {}
     for rid, r in loaded.items():

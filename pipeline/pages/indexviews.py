@@ -21,7 +21,7 @@ def hardware_name(view: RunView) -> str:
 
 def clean_first(views: list[RunView]) -> list[RunView]:
     """``views`` in their order, except that a flagged run comes after every clean run when a clean run of its
-    hardware exists (a flagged run is never listed first over a clean one of the same hardware; issue 13)."""
+    hardware exists (a flagged run is never listed first over a clean one of the same hardware)."""
     clean_hw = {hardware_name(v) for v in views if not v.flagged}
     return sorted(views, key=lambda v: v.flagged and hardware_name(v) in clean_hw)
 

@@ -26,6 +26,7 @@ from pipeline.core import paths
 from pipeline.store import runs
 from pipeline.pages import charts, explain, throughputchart
 from pipeline.pages.assets import write_assets
+from pipeline.pages.guide import included_page, write_guide
 from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
@@ -177,7 +178,8 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
-                       change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"))
+                       change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"),
+                       guide_page=included_page)
     from pipeline.machine.interference import OUTSIDE_SHARE_LIMIT
     from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, REPEAT_SPREAD_LIMIT
 
@@ -250,8 +252,8 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
                    only: list[Path] | None = None) -> tuple[list["RunResults"], list[tuple[str, str]]]:
     """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.analysis.stages.load_run`; with ``only``, those
-    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (
-    item 13).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
+    run folders) and the unreadable ones as (run folder name, reason), each reason logged as one line (a run
+    that dropped off the site without a word was the fault).  The unreadable ones are every run under ``runs_dir`` whose ``run.json`` cannot be read, whether
     named in ``only`` or not (the workflow names the runs it lists, and its list cannot hold those).
 
     A run is unreadable when its ``run.json`` cannot be read (:func:`pipeline.store.runs.survey_runs`) or
@@ -321,10 +323,10 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     docs_dir.mkdir(parents=True, exist_ok=True)
     write_assets(docs_dir)
     write_downloads(docs_dir, results)
+    written = write_guide(docs_dir)  # the Guide tab: docs/ as it is (pipeline/pages/guide.py)
     pages = model_pages(views)
     page_of = {mp.model: mp.path for mp in pages}
     env.globals["model_page"] = lambda name: page_of.get(str(name)) or Markup(f"models/{anchor(name)}.md")
-    written = []
     contexts: dict[str, dict[str, Any]] = {}
     hooked: dict[tuple[Callable[..., dict[str, Any]], int], dict[str, Any]] = {}
     for name in page_templates(templates_dir):

@@ -27,8 +27,8 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
 
     ``simulated``: the points come from the simulated server (``source: simulated``): the curve is
     labelled a prediction, drawn in its own colour, and the title says so.
-    ``prediction``: the calibrated per-step model's curve (:func:`pipeline.views.predict.predict_workload`,
-    issue 21), drawn dashed beside the roofline, labelled a prediction, its calibration points named in
+    ``prediction``: the calibrated per-step model's curve (:func:`pipeline.views.predict.predict_workload`),
+    drawn dashed beside the roofline, labelled a prediction, its calibration points named in
     the tooltip; left out when it has no fit.
 
     Layers: measured median (line + points) with the repeat spread (min–max rule), ideal

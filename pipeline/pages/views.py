@@ -32,8 +32,8 @@ class Workload:
     #: The dtype the run's compute roof was probed in and the dtype the model ran in (MFU above 1).
     roof_dtype: str | None = None
     model_dtype: str | None = None
-    #: The calibrated per-step model's prediction of this workload (:func:`pipeline.views.predict.predict_workload`,
-    #: issue 21): its fit, the predicted curve and the call-outs; None for a simulated run (already a
+    #: The calibrated per-step model's prediction of this workload (:func:`pipeline.views.predict.predict_workload`):
+    #: its fit, the predicted curve and the call-outs; None for a simulated run (already a
     #: prediction) or a workload without closed-loop points.  Its ``error`` says why no fit was made.
     prediction: dict[str, Any] | None = None
 
@@ -292,7 +292,7 @@ def view_of(res: "RunResults") -> RunView:
     meta, analysis = res.meta, res.analysis
     summaries = [x.as_dict() for x in res.summaries]
     view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis, results=res)
-    # grouped once by workload: linear in the points (issue 9 "Scale": a scan per workload was quadratic)
+    # grouped once by workload: linear in the points (a scan per workload was quadratic at a lab's scale)
     by_key: dict[tuple, list[dict[str, Any]]] = {}
     for s in summaries:
         by_key.setdefault(workload_of(s), []).append(s)

@@ -116,7 +116,7 @@ def _open_loop_cap(point: dict[str, Any]) -> dict[str, Any]:
 
 def _run_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 → 3: the config's SLO keys ``ttft_p99_ms`` … (each both a per-request goodput limit and a p99 bound)
-    become ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … at the same value (:func:`split_slo_keys`; issue 25)."""
+    become ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … at the same value (:func:`split_slo_keys`)."""
     cfg = data.get("config")
     if isinstance(cfg, dict) and isinstance(cfg.get("slo"), dict):
         data = {**data, "config": {**cfg, "slo": split_slo_keys(cfg["slo"])}}
@@ -174,7 +174,7 @@ class SummariesFile(StoredFile):
 def _analysis_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
     """Version 1 → 2: the hardware block's ``bandwidth_gb_s_measured`` and ``peak_tflops_measured`` are
     named ``bandwidth_gb_s_probed`` and ``peak_tflops_probed`` (the probe's figures; "measured" is a
-    run's source, and ``mbu_probed`` / ``ceiling_tok_s_probed`` already say "probed"; issue 14)."""
+    run's source, and ``mbu_probed`` / ``ceiling_tok_s_probed`` already say "probed")."""
     hw = data.get("hardware")
     if isinstance(hw, dict):
         names = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed", "peak_tflops_measured": "peak_tflops_probed"}

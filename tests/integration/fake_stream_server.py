@@ -20,7 +20,7 @@ wait holds the server's event loop (``time.sleep``), and with it every stream, a
 (``prometheus_client.make_asgi_app`` renders synchronously in the API server's loop).  ``GET /scrapes`` answers
 the server's clock (``time.monotonic``) at each ``/metrics`` request so far, as a JSON list.
 
-Faults (``--fault``), each a kind of report in issue 12:
+Faults (``--fault``), each a kind of fault reported against public servers and clients:
 - ``none``: correct; per-chunk cumulative usage when ``continuous_usage_stats`` is asked for;
 - ``running_sum``: every chunk's ``completion_tokens`` is a running sum of running totals
   (16 tokens end at 136), the final usage too;
@@ -47,7 +47,7 @@ Faults (``--fault``), each a kind of report in issue 12:
 - ``fuzz``: request n (after the probe) gets a seeded random corruption of its stream
   (``--seed``): truncation, garbage, bad JSON, wrong types, wrong counts.
 - ``echo_auth``: after the probe, the server sends the client's ``Authorization`` header back
-  (issue 18 item 3), in turn: an HTTP 400 whose JSON body holds every request header, a stream
+  (a credential leak through an echoing server), in turn: an HTTP 400 whose JSON body holds every request header, a stream
   whose first event is an error naming the bare key, a stream event that is not JSON and holds
   the header, an HTTP 401 whose plain-text body is ``key=<the bare key>``;
 - ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.

@@ -66,7 +66,7 @@ def test_changes_markdown(site):
 
 
 def test_history_section_and_chart(site):
-    """Issue 22 (a lab's history): the index draws each workload across the runs of one hardware (A and B on cpu; the
+    """A lab's history: the index draws each workload across the runs of one hardware (A and B on cpu; the
     h200 run alone has none): 2 workloads × 4 figures × 2 runs = 16 point marks; two runs are too few for a step."""
     index = (site / "data" / "pages" / "changes.md").read_text()
     hist = index.split("## History", 1)[1]

@@ -175,7 +175,7 @@ def test_fail_above_refuses_to_gate_incomparable_runs(root):
 
 
 def test_fail_above_fires_with_three_repeats(tmp_path):
-    # Regression (issue 22 item 3, fault kind: gate that can never fire): 3 + 3 repeats gave the U test p >= 0.1, so
+    # Regression (fault kind: a gate that can never fire): 3 + 3 repeats gave the U test p >= 0.1, so
     # the 20 % drop could not fail the gate; Welch on the repeats calls it.
     runs_dir = tmp_path / "data" / "runs"
     make_run(runs_dir, A, noise=NOISE_A[:3])
@@ -214,7 +214,7 @@ def test_diff_of_1280_requests_a_side_works(gpu_size_root):
         assert "Traceback" not in res.stderr and "OverflowError" not in res.stderr
     from pipeline.analysis import stages
 
-    # 1,280 request samples a side, tested as one value per repeat (5 + 5; issue 22 item 2): B's repeats are A's
+    # 1,280 request samples a side, tested as one value per repeat (5 + 5; fault kind: requests of one repeat taken as independent samples): B's repeats are A's
     # shifted by 0.5 % (runbuilder NOISE_B), which the per-request U test called "better" at TTFT and TPOT (p = 0.028)
     a = stages.load_run(gpu_size_root / "data" / "runs" / A)
     assert len(a.summaries[0].samples["ttft_s"]) == 1280

@@ -7,7 +7,7 @@ by Jinja without escaping into Markdown that passes raw HTML through, so
 The site is built for real (``render_site`` then ``mkdocs build --strict``) and opened in
 headless Chromium (tests/browser.py) with a dialog handler and a window flag watching for script.
 
-Regression (fault kind: a name breaks out of a context the page body's escaping does not cover, issue 18 item 2):
+Regression (fault kind: a name breaks out of a context the page body's escaping does not cover):
 an imported ``model_id: "</title><script>alert(document.domain)</script><title>"`` was escaped in the page's H1,
 but MkDocs takes the page title from the H1 and Material writes it into ``<title>`` through ``striptags``, which
 turns character references back into characters: the script ran.  Every context a name lands in is opened here:

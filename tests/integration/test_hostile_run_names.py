@@ -1,4 +1,4 @@
-"""A run folder's name never reaches a shell (Security item 1).
+"""A run folder's name never reaches a shell (fault kind: shell injection through a name).
 
 Regression (fault kind: shell injection through a folder name): `cp -a data/runs/R 'data/runs/x;id>PWNED;#'`
 then `snakemake --cores 1 committed` ran `id` and wrote its output into ``PWNED``: the Snakefile put folder names

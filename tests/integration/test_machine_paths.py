@@ -1,4 +1,4 @@
-"""A measured run names no folder of the machine that measured it (Security item 6).
+"""A measured run names no folder of the machine that measured it (fault kind: the measuring machine's paths in a published run).
 
 Regression (fault kind: machine paths in published runs): every point's metadata recorded the tokenizer as an
 absolute path (a user's home or temporary folder), the stored server logs carried the server environment's and

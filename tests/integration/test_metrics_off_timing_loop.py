@@ -1,4 +1,4 @@
-"""Issue 23, "A timing loop nothing disturbs": a slow, large ``/metrics`` leaves TTFT and ITL as they were.
+"""A timing loop nothing disturbs: a slow, large ``/metrics`` leaves TTFT and ITL as they were.
 
 A real server process (``fake_stream_server.py``) streams 16 one-token chunks 10 ms apart after a
 20 ms prefill (per-token ITL 10 ms, TTFT ≈ 21 ms, worked from its sleeps) and serves ``/metrics``

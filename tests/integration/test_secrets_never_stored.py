@@ -1,4 +1,4 @@
-"""The API key never reaches a stored file, whatever the server sends back (Security item 3).
+"""The API key never reaches a stored file, whatever the server sends back (fault kind: a credential echoed by a server and stored).
 
 Regression (fault kind: a secret echoed by the server is stored): a server that echoed the
 ``Authorization`` header in its 400 answer got ``Bearer sk-…`` into the records' ``error`` text, and

@@ -1,4 +1,4 @@
-"""Issue 23, "Streams and servers": three kinds seen in public reports, each reproduced by a real server process
+"""Streams and servers: three kinds seen in public reports, each reproduced by a real server process
 (``fake_stream_server.py``: 16 one-token chunks 10 ms apart after a 20 ms prefill; the true figures are in
 ``test_served_token_truth``'s docstring).
 

@@ -1,4 +1,4 @@
-"""Served token-count faults of issue 12, each reproduced by a real server process (``fake_stream_server.py``).
+"""Served token-count faults (kinds reported against public servers: docs/definitions.md, "Which token count"), each reproduced by a real server process (``fake_stream_server.py``).
 
 The server streams 16 one-token chunks, one every 10 ms after a 20 ms prefill, so the true
 figures (worked from its sleeps) are: 16 output tokens, TTFT ≈ 21 ms, TPOT ≈ 10 ms, per-user

@@ -2,7 +2,7 @@
 
 ``fake_vllm_server.py`` (a test double, not vLLM) imitates a healthy start, a server that
 never becomes healthy, one that exits before it is healthy, and a crash in the middle of a
-point.  Expected behaviour comes from issue 3 and the module docstring of
+point.  Expected behaviour comes from the module docstring of
 ``pipeline/engines/vllm.py``: a clear one-line error carrying the log tail, a crashed point
 stored as failed, the sweep moving on to the next model, nothing measured before lost.
 """

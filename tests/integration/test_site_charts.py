@@ -228,7 +228,7 @@ def test_knee_charts_colour_what_differs_between_runs(site, browser):
 
 
 def test_lab_pages_link_a_page_per_model_run_and_comparison_each_under_2_mb(site, browser):
-    """Issue 13, "A site for a lab": Benchmarks was one 17.7 MB page and Changes one of 22 MB with 50 models ×
+    """A site for a lab: Benchmarks was one 17.7 MB page and Changes one of 22 MB with 50 models ×
     10 runs.  Each model, run and comparison now has its own page, the index pages link every one of them (and the
     links open in the browser from disk), and no page is 2 MB or more."""
     models = sorted((site / "models").glob("*.html"))

@@ -92,5 +92,5 @@ def test_wide_tables_scroll_with_a_visible_cue(site, browser_page, name):
             assert t["cueVisible"] and "scroll" in t["cue"] and "gradient" in t["shade"], t
         else:
             assert not t["marked"], t
-    if name == "models/dense-llama-190m.html":  # (the Knee page's tables fit since issue 24 narrowed number columns)
+    if name == "models/dense-llama-190m.html":  # (the Knee page's tables fit since their number columns were narrowed)
         assert any(t["wide"] for t in tables), "expected at least one table wider than 1280 px allows"

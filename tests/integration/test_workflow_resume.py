@@ -66,7 +66,7 @@ def _sweep_of(proc: psutil.Process, model: str) -> psutil.Process | None:
             cmd = child.cmdline()
         except psutil.Error:
             continue
-        # the Snakefile passes the model as one argument, --model=NAME (quoted: issue 18, names never split)
+        # the Snakefile passes the model as one argument, --model=NAME (quoted: names never split)
         named = f"--model={model}" in cmd or ("--model" in cmd and cmd[cmd.index("--model") + 1:][:1] == [model])
         if "sweep" in cmd and named and "pipeline" in cmd:
             return child

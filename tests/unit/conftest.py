@@ -50,6 +50,8 @@ NOT_UNIT_TESTS = {
     "plan/test_estimate.py::test_budget_drops_grid_points_from_the_top_when_the_ladder_is_not_enough":
         "gpt-oss-20b's grid simulated once per rung of the budget's ladder (seconds)",
     "store/test_runids.py::test_committed_run_ids_still_validate": "`git ls-files` (tests.conftest.committed_runs)",
+    "pages/test_reference.py::test_show_json_page_is_what_show_builds_from_the_committed_runs":
+        "`git ls-files` (tests.conftest.committed_runs)",
 }
 
 

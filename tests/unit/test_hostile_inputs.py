@@ -53,10 +53,10 @@ def _write_json(path: Path, doc) -> Path:
     return path
 
 
-# -- item 7: unbounded memory and time ------------------------------------------------------------
+# -- unbounded memory and time --------------------------------------------------------------------
 
 def test_yaml_alias_bomb_in_a_config_extra_body_is_refused_quickly(scratch_root, tmp_path):
-    """Item 7: the bomb in a config's ``extra_body`` passed validation, then ``cfg.digest()`` ran > 60 s to 2.9 GB."""
+    """Regression (fault kind: unbounded memory and time): the bomb in a config's ``extra_body`` passed validation, then ``cfg.digest()`` ran > 60 s to 2.9 GB."""
     cfg = yaml.safe_load(TINY_CONFIG.read_text())
     text = yaml.safe_dump(cfg) + "openai:\n  extra_body:\n" + "".join(
         "    " + line + "\n" for line in BOMB.splitlines())
@@ -71,7 +71,7 @@ def test_yaml_alias_bomb_in_a_config_extra_body_is_refused_quickly(scratch_root,
 
 @pytest.mark.parametrize("reader", ["config", "hardware profile", "model card", "guidellm yaml"])
 def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path):
-    """Item 7: every YAML the project reads goes through the strict loader (a GuideLLM YAML bomb hung > 40 s)."""
+    """Regression (fault kind: unbounded memory and time): every YAML the project reads goes through the strict loader (a GuideLLM YAML bomb hung > 40 s)."""
     start = time.monotonic()
     with pytest.raises(BatchmarkError) as exc:
         if reader == "config":
@@ -99,7 +99,7 @@ def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path)
 
 
 def test_aliases_that_repeat_a_block_a_few_times_still_load(tmp_path):
-    """Item 7's limit leaves ordinary anchors alone: a block reused twice loads as written."""
+    """The alias limit leaves ordinary anchors alone: a block reused twice loads as written."""
     from pipeline.core.textfiles import load_yaml_text
 
     assert load_yaml_text("x.yaml", "d: &d {a: 1}\ne: [*d, *d]\n") == {"d": {"a": 1}, "e": [{"a": 1}, {"a": 1}]}
@@ -108,7 +108,7 @@ def test_aliases_that_repeat_a_block_a_few_times_still_load(tmp_path):
 
 
 def test_oversized_import_is_refused_before_it_is_read(scratch_root, tmp_path):
-    """Item 7: a 100 MB vllm-bench JSON took 72 s and 3.6 GB; a file above the cap is refused by its size."""
+    """Regression (fault kind: unbounded memory and time): a 100 MB vllm-bench JSON took 72 s and 3.6 GB; a file above the cap is refused by its size."""
     from pipeline.importers.parsing import MAX_IMPORT_BYTES
 
     path = tmp_path / "huge.json"
@@ -132,7 +132,7 @@ def test_oversized_config_is_refused(tmp_path):
 
 
 def test_per_request_list_longer_than_the_requests_is_refused(tmp_path):
-    """Item 7: 20 M ``ttfts`` for ``completed: 32``; the list must hold one entry per request (32 + 0 failed)."""
+    """Regression (fault kind: unbounded memory and time): 20 M ``ttfts`` for ``completed: 32``; the list must hold one entry per request (32 + 0 failed)."""
     path = _write_json(tmp_path / "r.json", _vllm_doc(ttfts=[0.3] * 5000))
     with pytest.raises(BatchmarkError) as exc:
         parse("vllm-bench", [path])
@@ -141,7 +141,7 @@ def test_per_request_list_longer_than_the_requests_is_refused(tmp_path):
     assert parse("vllm-bench", [ok]).summaries[0].ttft_s["p50"] == pytest.approx(0.3)
 
 
-# -- item 8: merge validates every part file -------------------------------------------------------
+# -- merge validates every part file ---------------------------------------------------------------
 
 def _parts_run(scratch_root):
     from tests.unit.sweep.test_parts import _cfg, make_part
@@ -153,7 +153,7 @@ def _parts_run(scratch_root):
 
 
 def test_merge_refuses_a_truncated_part_point_file(scratch_root):
-    """Item 8: a part point file cut with ``head -c 1000`` was merged into a run marked complete that nothing read."""
+    """Regression (fault kind: a cut part merged unread): a part point file cut with ``head -c 1000`` was merged into a run marked complete that nothing read."""
     cfg = _parts_run(scratch_root)
     victim = sorted((parts.part_dir("R1", rb.MODELS[1]) / "points").glob("*/*.json"))[0]
     victim.write_bytes(victim.read_bytes()[:1000])
@@ -184,10 +184,10 @@ def test_merge_of_a_part_with_a_corrupt_run_json_names_it_and_the_remedy(scratch
     assert msg.startswith(str(meta)) and f"delete {meta.parent} and run the workflow again" in msg
 
 
-# -- item 9: open_loop auto with nothing measured in one model -------------------------------------
+# -- open_loop auto with nothing measured in one model ---------------------------------------------
 
 def test_auto_rates_without_a_closed_loop_throughput_stop_that_model_only(tmp_path):
-    """Item 9: the first model's grid measured nothing; the sweep raised, never measured the next model, and every
+    """Regression (fault kind: one model's empty grid stopping the sweep): the first model's grid measured nothing; the sweep raised, never measured the next model, and every
     ``--resume`` raised the same.  Now the reason is recorded for that model and the sweep goes on."""
     cfg = parse_config({"name": "o", "hardware": "cpu", "engine": "openai", "concurrency": [1, 2],
                         "open_loop": {"rates": "auto"}, "models": [{"name": "m", "served_name": "m"}]})
@@ -199,11 +199,11 @@ def test_auto_rates_without_a_closed_loop_throughput_stop_that_model_only(tmp_pa
                           "of the grid measured one"}
 
 
-# -- item 10: requests_per_point below the concurrency ---------------------------------------------
+# -- requests_per_point below the concurrency ------------------------------------------------------
 
 @pytest.mark.parametrize("engine", ["openai", "vllm"])
 def test_requests_per_point_below_the_concurrency_is_refused(engine):
-    """Item 10: c = 32 with 4 requests per point showed 312 tok/s against 1685.8 measured properly."""
+    """Regression (fault kind: too few requests to reach the concurrency): c = 32 with 4 requests per point showed 312 tok/s against 1685.8 measured properly."""
     model = {"name": "m", "served_name": "m"}
     with pytest.raises(BatchmarkError) as exc:
         parse_config({"name": "x", "hardware": "cpu", "engine": engine, "concurrency": [1, 32],
@@ -214,7 +214,7 @@ def test_requests_per_point_below_the_concurrency_is_refused(engine):
     assert cfg.model_dump()[engine]["requests_per_point"] == 32
 
 
-# -- item 11: imported numbers range-checked --------------------------------------------------------
+# -- imported numbers range-checked -----------------------------------------------------------------
 
 @pytest.mark.parametrize("field, value, named", [
     ("output_throughput", -52.8, "output_throughput_tok_s"),
@@ -227,7 +227,7 @@ def test_requests_per_point_below_the_concurrency_is_refused(engine):
     ("median_e2el_ms", 1e300, "e2el_s.p50"),
 ])
 def test_vllm_bench_out_of_range_numbers_are_refused(field, value, named, tmp_path):
-    """Item 11: negative throughput, TPOT, TTFT, token counts and ``failed`` were stored (peak −52.8 tok/s)."""
+    """Regression (fault kind: imported numbers not range-checked): negative throughput, TPOT, TTFT, token counts and ``failed`` were stored (peak −52.8 tok/s)."""
     path = tmp_path / "r.json"
     path.write_text(json.dumps(_vllm_doc(**{field: value})))
     with pytest.raises(BatchmarkError) as exc:
@@ -252,11 +252,11 @@ def test_guidellm_negative_ttft_is_refused(tmp_path):
     assert "ttft_s.p50" in _one_line(exc) and "negative" in str(exc.value)
 
 
-# -- item 12: extra_body keys the load generator owns ----------------------------------------------
+# -- extra_body keys the load generator owns -------------------------------------------------------
 
 @pytest.mark.parametrize("key", sorted(RESERVED_BODY_KEYS))
 def test_extra_body_may_not_set_what_is_measured(key):
-    """Item 12: ``extra_body: {max_tokens: 2, model: other}`` measured 2 tokens of another model."""
+    """Regression (fault kind: extra_body setting what is measured): ``extra_body: {max_tokens: 2, model: other}`` measured 2 tokens of another model."""
     with pytest.raises(BatchmarkError) as exc:
         parse_config({"name": "x", "hardware": "cpu", "engine": "openai", "concurrency": [1],
                       "openai": {"extra_body": {key: 2, "top_k": 5}}, "models": [{"name": "m", "served_name": "m"}]})
@@ -273,10 +273,10 @@ def test_extra_body_keys_the_client_sets_are_all_reserved():
         assert set(body) <= RESERVED_BODY_KEYS, set(body) - RESERVED_BODY_KEYS
 
 
-# -- item 13: unreadable runs are named ------------------------------------------------------------
+# -- unreadable runs are named ---------------------------------------------------------------------
 
 def test_site_builds_from_readable_runs_and_names_each_unreadable_one(scratch_root):
-    """Item 13: a truncated run.json and a schema 99 run.json dropped off the site without a word; a future-version
+    """Regression (fault kind: an unreadable run dropped without a word): a truncated run.json and a schema 99 run.json dropped off the site without a word; a future-version
     point file stopped all of ``pages``.  One rule: built from the readable runs, each other one named."""
     from pipeline.pages.render import render_site
 
@@ -325,10 +325,10 @@ def test_pages_cli_names_unreadable_runs_in_its_output(scratch_root, capsys):
     assert "warning: run B-deep is not on the site: B-deep/run.json: corrupt JSON (nested too deeply)" in err
 
 
-# -- item 14: a claim whose import was killed ------------------------------------------------------
+# -- a claim whose import was killed ---------------------------------------------------------------
 
 def test_claim_of_a_killed_import_does_not_block_its_id(scratch_root, tmp_path, capsys):
-    """Item 14: an import killed after claiming its id left an empty folder that blocked the id ("already exists")
+    """Regression (fault kind: a killed import's claim blocking its id): an import killed after claiming its id left an empty folder that blocked the id ("already exists")
     while ``show`` said "unknown run".  The claimer here is a real process that claimed the id and died."""
     rd = paths.runs_dir()
     code = f"from pathlib import Path; from pipeline.store import runs; runs.claim_run_dir(Path({str(rd)!r}), run_id='K1')"
@@ -410,7 +410,7 @@ def test_unreadable_run_json_is_one_line_in_show_and_upgrade(content, reason, sc
 
 
 def test_upgrade_all_upgrades_the_readable_runs_and_names_the_others(scratch_root, capsys):
-    """Item 13's rule for ``upgrade --all``: it stopped at the first unreadable run."""
+    """The unreadable-run rule for ``upgrade --all``: it stopped at the first unreadable run."""
     rd = paths.runs_dir()
     rb.make_run(rd, "U1")
     (rb.make_run(rd, "U2") / "run.json").write_bytes(b"\xff\xfe")
@@ -545,7 +545,7 @@ def test_a_lone_surrogate_in_a_config_is_refused(scratch_root, tmp_path):
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
 def test_a_file_that_never_ends_is_read_with_a_bound(scratch_root):
-    """Item 7's cap by size alone missed a device (``/dev/zero`` has size 0 and never ends): reads are bounded."""
+    """The cap by size alone missed a device (``/dev/zero`` has size 0 and never ends): reads are bounded."""
     start = time.monotonic()
     with pytest.raises(BatchmarkError, match="more than the 64 MiB"):
         parse("vllm-bench", ["/dev/zero"])

@@ -108,7 +108,7 @@ def test_show_says_the_run_is_flagged(scratch_root):
 
 
 def test_open_loop_spread_is_the_schedule_not_the_machine():
-    """Regression (issue 19's committed simulated run was flagged "machine busy"): repeats of an open-loop
+    """Regression (fault kind: a quality check misreading its input — the committed simulated run was flagged "machine busy"): repeats of an open-loop
     point of 32 Poisson arrivals differ by 1.55x on their own; only closed-loop spread says the machine was busy."""
     from pipeline.analysis.quality import point_verdict
     samples = {"output_throughput_tok_s": [100.0, 155.0]}  # max / min = 1.55 > 1.5
@@ -118,7 +118,7 @@ def test_open_loop_spread_is_the_schedule_not_the_machine():
 
 
 def test_mfu_reason_treats_bfloat16_and_bf16_as_one_dtype():
-    """Regression (issue 25 review): a probe's ``bfloat16`` and a card's ``bf16`` are the same format, so an MFU
+    """Regression (fault kind: one format under two spellings): a probe's ``bfloat16`` and a card's ``bf16`` are the same format, so an MFU
     above 1 there is not blamed on a dtype mismatch; float32 against bf16 is."""
     from pipeline.analysis.quality import implausible_mfu
     same = implausible_mfu({"mfu": 1.2, "concurrency": 4}, "bfloat16", "bf16")

@@ -1,6 +1,6 @@
-"""A derived file damaged by hand is refused in one line naming the file, the point and the field (issue 20 follow-up).
+"""A derived file damaged by hand is refused in one line naming the file, the point and the field.
 
-Since issue 20 ``show``, ``diff``, ``predict`` and the pages read ``summaries.json`` and ``analysis.json`` as stored,
+Since derived files are stored at publish, ``show``, ``diff``, ``predict`` and the pages read ``summaries.json`` and ``analysis.json`` as stored,
 never recomputing them, so a value of the wrong type there (a hand edit, a bad merge of a JSON file) reached the
 code that formats or compares it: ``TypeError: '<' not supported between instances of 'int' and 'str'`` and other
 tracebacks (found by the breaker trial of 2026-12-01).  Each case here damaged one value of a hand-made run

@@ -3,7 +3,7 @@
 Expected values: the diff tests one value per repeat with Welch's t (pipeline/diff/stats.py), which needs 2 or more
 values a side and can then reach any p; 5 repeats (the default for any config that does not set repeats, and
 config/transformers-cpu.yaml's) detect a 15 % change at one point 9 times in 10 at 2 % drift between repeats
-(benchmarks/diff_power.py, docs/diff-statistics.md).  The rank test used before issue 22 could not go below
+(benchmarks/diff_power.py, docs/diff-statistics.md).  The rank test used before Welch's could not go below
 2 / C(2n, n): 0.1 with 3 + 3 (kept as ``min_two_sided_p`` to document why it was replaced).
 """
 

@@ -75,7 +75,7 @@ def test_paths_inside_the_repository_are_stored_relative(monkeypatch, tmp_path):
 
 
 def test_an_import_records_its_files_without_machine_folders(scratch_root, tmp_path):
-    # Regression (issue 18 item 6): source_files and command held the imported file's absolute (temporary) path
+    # Regression (fault kind: the measuring machine's paths in a published run): source_files and command held the imported file's absolute (temporary) path
     import shutil
 
     from pipeline.store import runs

@@ -1,4 +1,4 @@
-"""Names never act on the terminal (Security item 5).
+"""Names never act on the terminal (fault kind: terminal escape sequences in a name).
 
 Regression (fault kind: terminal escape injection): a model name ``"evil\\x1b[2J\\x1b]0;PWNED\\x07"`` cleared the
 screen and set the window title through ``batchmark show``.  Names come from imported files, committed runs

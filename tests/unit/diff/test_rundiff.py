@@ -71,7 +71,7 @@ def test_min_p_equals_scipy_on_fully_separated_samples(n):
 
 
 def test_welch_three_plus_three_can_be_significant():
-    """Regression (issue 22 item 3, fault kind: a test that can never fire): 3 + 3 repeats gave the U test a floor
+    """Regression (fault kind: a test that can never fire): 3 + 3 repeats gave the U test a floor
     of 0.1 > 0.05.  Welch on A = 1, 2, 3 and B = 4, 5, 6, worked by hand: means 2 and 5, variances 1 and 1,
     SE = sqrt(1/3 + 1/3) = 0.8165, t = 3 / 0.8165 = 3.6742, df = (2/3)² / (2 × (1/3)² / 2) = 4; Student's t with
     4 df has the closed form two-sided p = 1 − 1.5 u + 0.5 u³ with u = t / sqrt(t² + 4) = 0.87831, so p = 0.021312."""
@@ -105,6 +105,20 @@ def test_welch_edge_cases():
     assert "no samples to test" in significance([], [1.0, 2.0], alpha=0.05).note
 
 
+def test_welch_many_keeps_order_across_sample_counts():
+    """The batch groups pairs by their sample counts for scipy; each answer must land at its own pair.  Values
+    worked by hand: (1, 2, 3) vs (4, 5, 6) is t = 3.674235, df = 4 (above); (1, 1) vs (2, 2) has no spread and a
+    certain difference (t = inf, p = 0); a side of one value has no test (None)."""
+    from pipeline.diff.stats import welch_many
+
+    got = welch_many([([1.0, 1.0], [2.0, 2.0]), ([1.0], [2.0, 3.0]), ([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]),
+                      ([4.0, 5.0, 6.0], [1.0, 2.0, 3.0])])
+    assert got[0].t == math.inf and got[0].p_value == 0.0 and got[0].df == 2.0
+    assert got[1] is None
+    assert got[2].t == pytest.approx(3.674235, abs=1e-6) and got[2].df == pytest.approx(4.0)
+    assert got[3].t == pytest.approx(-3.674235, abs=1e-6) and got[3].p_value == pytest.approx(got[2].p_value)
+
+
 def test_benjamini_hochberg_hand_worked():
     """p = 0.01, 0.04, 0.03, 0.2 (m = 4), sorted 0.01, 0.03, 0.04, 0.2: p × m / rank = 0.04, 0.06, 0.0533, 0.2;
     the running minimum from the largest rank down gives q = 0.04, 0.0533, 0.0533, 0.2 (sorted order), as R's
@@ -131,7 +145,7 @@ def test_relative_change():
 
 
 def test_latency_is_tested_per_repeat_served_and_static():
-    """Regression (issue 22 item 2, fault kind: requests of one repeat taken as independent): served latencies were
+    """Regression (fault kind: requests of one repeat taken as independent): served latencies were
     tested per request (173 of 200 A/A comparisons called).  Now one value per repeat for every engine: the median
     for p50, the repeat's own p99 for p99, and the medians when a run predates the per-repeat p99."""
     base = dict(model="m", engine="vllm", input_len=1, output_len=2, concurrency=4, repeats=2, completed=8,
@@ -219,7 +233,7 @@ def test_self_diff_reports_no_change(scenario):
 
 
 def test_three_repeats_can_call_a_change(tmp_path: Path):
-    """Regression (issue 22 item 3, fault kind: a gate that can never fire): with 3 + 3 repeats the U test's floor was
+    """Regression (fault kind: a gate that can never fire): with 3 + 3 repeats the U test's floor was
     2 / C(6, 3) = 0.1 > 0.05, so even a 20 % slow-down was "~".  Welch on the per-repeat values calls it: A = 400 / m
     for m = 0.99, 1.00, 1.01 (sd ≈ 4.0 tok/s), B = 320 / m (sd ≈ 3.2): t ≈ −80 / sqrt(16 / 3 + 10.2 / 3) ≈ −27."""
     a = make_run(tmp_path, "a", noise=(0.99, 1.0, 1.01))
@@ -228,7 +242,7 @@ def test_three_repeats_can_call_a_change(tmp_path: Path):
     assert {(c.model, c.concurrency) for c in d.changes if c.significant} == {("dense-a", 8)}
     row = next(c for c in d.changes if (c.model, c.concurrency, c.metric) == ("dense-a", 8, "output_throughput_tok_s"))
     assert row.verdict == "worse" and row.p_value < 1e-4 and row.p_floor == 0.0
-    # the JSON and CSV name it p_floor, never min_p (the sampling parameter's name; issue 14)
+    # the JSON and CSV name it p_floor, never min_p (the sampling parameter's name)
     doc = json.loads(format_json(d))
     assert doc["changes"][0]["p_floor"] == 0.0 and "min_p" not in doc["changes"][0]
     assert "p_floor" in format_csv(d).splitlines()[0].split(",")
@@ -304,7 +318,7 @@ def test_csv_has_a_row_per_point_and_metric(scenario):
     d = diff_runs(*scenario)
     rows = list(csv.DictReader(io.StringIO(format_csv(d))))
     point_rows = [r for r in rows if r["scope"] == "point"]
-    # 2 models × 5 concurrencies × 8 metrics (MFU added in issue 13).
+    # 2 models × 5 concurrencies × 8 metrics (MFU included).
     assert len(point_rows) == 2 * 5 * len(METRICS)
     slowed = [r for r in point_rows if r["significant"] == "True"]
     assert {(r["model"], r["concurrency"]) for r in slowed} == {("dense-a", "8")}
@@ -404,7 +418,7 @@ def test_significance_many_gives_what_one_call_per_pair_gives():
 
 
 def test_open_loop_points_match_by_rank_not_float_rate(tmp_path: Path):
-    """Regression (issue 22 item 4, fault kind: points never matched): ``rates: auto`` places rates from each run's
+    """Regression (fault kind: points never matched): ``rates: auto`` places rates from each run's
     measured peak, so A swept 1.13, 2.26, 4.52 req/s and B 1.17, 2.34, 4.68; with the float rate in the key no point
     matched.  By rank they pair up, and B's top rate, 25 % slower in time, is called worse like any closed point:
     throughput 1 / (1.25 × 0.995) − 1 = −19.6 % (runbuilder: B's median multiplier 0.995)."""
@@ -443,7 +457,7 @@ def test_open_loop_sweeps_of_different_lengths_match_by_fraction_of_the_top_rate
 def test_parse_fail_above():
     from pipeline.diff.gate import parse_fail_above
 
-    # one number: both throughput metrics (the gate before issue 22)
+    # one number: both throughput metrics (the gate's first form)
     assert parse_fail_above("10") == {"output_throughput_tok_s": 10.0, "per_user_tok_s": 10.0}
     assert parse_fail_above("output_throughput:5%,ttft_p99:10%") == {"output_throughput_tok_s": 5.0, "ttft_p99_s": 10.0}
     assert parse_fail_above("tpot_p50_s:2.5") == {"tpot_p50_s": 2.5}  # a full key, % optional

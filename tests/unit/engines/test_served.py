@@ -166,7 +166,7 @@ def test_shipped_configs_validate():
 
 
 def test_missing_api_key_variable_sends_no_key(monkeypatch):
-    """A key only if the server wants one (README, config/endpoint.yaml; issue 24): an unset variable is no error,
+    """A key only if the server wants one (docs/endpoint.md, config/endpoint.yaml): an unset variable is no error,
     the requests carry no key; a server that wants one is named in one line by the preflight (tests/unit/sweep/test_preflight.py)."""
     from pipeline.engines import get_engine
 

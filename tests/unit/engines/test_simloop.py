@@ -118,12 +118,34 @@ def test_kv_exhaustion_preempts_and_the_server_view_says_so():
 
 
 def test_preempted_request_keeps_its_tokens_and_recomputes():
+    """A preemption must happen here, or the test checks nothing (a KV cache large enough that nothing is preempted
+    passed the earlier form of this test: the fault kind of a test that cannot fail on what its name claims).
+
+    Worked by hand (the card above: KV bytes 0, so a decode step is 2e9 / 1e11 + 0.001 = 0.021 s at any B < 100):
+    the three 96-token prompts are prefilled in one step, 2 × 288 × 1e9 FLOPs + attention 4 × 8 × 64 × 288 × 10
+    layers × 48 tokens on average = 5.7628e11 FLOPs at 1e13 FLOP/s, + 0.001 s = 0.058628 s, the first token of each.
+    With 20 blocks of 16 tokens, 6 each are used (18) and the 97th token needs a 7th block each: 3 asked, 2 free, so
+    the request admitted last (id 2) is preempted (vLLM's recompute) and the other two decode their 39 further
+    tokens undisturbed: done at 0.058628 + 39 × 0.021 = 0.877628 s.  The preempted one ends later, with every
+    token it had streamed kept (40 tokens, times in order).  With 1000 blocks nothing is preempted and all three
+    end at 0.877628 s."""
     srv = server(max_num_seqs=8, num_blocks=20)
     res = simulate_repeat(srv, 96, 40, 0, 3, concurrency=3)
+    counter = "vllm:num_preemptions_total"
+    assert srv.preemptions_total >= 1
+    assert res.server_metrics["after"][counter] - res.server_metrics["before"][counter] == srv.preemptions_total
+    done = {r.request_id: r.done_s for r in res.requests}
+    assert all(r.first_token_s == pytest.approx(0.058628, abs=1e-6) for r in res.requests)
+    assert done[0] == pytest.approx(0.877628, abs=1e-6) and done[1] == pytest.approx(0.877628, abs=1e-6)
+    assert done[2] > done[0] + 0.021  # the preempted request waited and recomputed
     for r in res.requests:
         assert r.ok and r.output_tokens == 40 and len(r.chunks) == 40
         times = [t for t, _ in r.chunks]
         assert times == sorted(times)
+    roomy_srv = server(max_num_seqs=8, num_blocks=1000)
+    roomy = simulate_repeat(roomy_srv, 96, 40, 0, 3, concurrency=3)
+    assert roomy_srv.preemptions_total == 0
+    assert all(r.done_s == pytest.approx(0.877628, abs=1e-6) for r in roomy.requests)
 
 
 def test_kv_blocks_from_memory_left_after_weights():

@@ -1,4 +1,4 @@
-"""Issue 23, "Streams and servers", the pure rules: a token split over two events, the served prompt count's tolerance.
+"""Streams and servers, the pure rules: a token split over two events, the served prompt count's tolerance.
 
 Values worked by hand from the rules in :mod:`pipeline.engines.tokencount` (the module docstring).
 """

@@ -1,7 +1,7 @@
 """Which token count a request trusts (``pipeline/engines/tokencount.py``), divisions that must not raise, and the vocab cache.
 
-Expected values are worked by hand from the chunk layouts written in each test (issue 12's
-fault kinds); the word-level tokenizer of the served tests makes every `` tNNN`` one token.
+Expected values are worked by hand from the chunk layouts written in each test (the
+fault kinds of docs/definitions.md, "Which token count"); the word-level tokenizer of the served tests makes every `` tNNN`` one token.
 """
 
 from __future__ import annotations

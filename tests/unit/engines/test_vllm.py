@@ -65,7 +65,7 @@ def test_server_state_peaks_and_preemption_delta():
 
 @pytest.mark.parametrize("c,server,limits,engine,expected", [
     (1, None, None, "transformers", "batching"),                       # a static batch always decodes all B
-    (128, {"requests_waiting_max": 0.0}, {"max_num_seqs": 64}, "vllm", "queueing"),  # issue 8's MoE c=128
+    (128, {"requests_waiting_max": 0.0}, {"max_num_seqs": 64}, "vllm", "queueing"),  # the MoE at c=128 of a vLLM CPU run
     (16, {"requests_waiting_max": 9.0, "requests_running_max": 7.0}, {}, "openai", "queueing"),
     (64, {"requests_waiting_max": 32.0, "requests_running_max": 64.0}, {"max_num_seqs": 64}, "vllm", "batching"),
     (32, {"preemptions": 2.0}, {"max_num_seqs": 64}, "vllm", "kv_cache_full"),

@@ -62,7 +62,7 @@ def test_what_the_file_states_checks_the_card(scratch_root):
 def test_quant_without_bits_or_size_leaves_bytes_unknown(scratch_root):
     found = match_card("llama3.1:8b-instruct-q5_K_M", ModelInfo(raw_name="llama3.1:8b-instruct-q5_K_M"))
     assert found.card is None and "q5_k_m" in found.how
-    # Q4_K_M has a stated file average (4.9 bits per weight, pipeline.cards.weightformats.QUANT_BITS; issue 13)
+    # Q4_K_M has a stated file average (4.9 bits per weight, pipeline.cards.weightformats.QUANT_BITS)
     found = match_card("llama3.1:8b-instruct-q4_K_M", ModelInfo(raw_name="llama3.1:8b-instruct-q4_K_M"))
     assert found.card is not None and found.card.quantization == "q4_k_m"
 

@@ -1,4 +1,4 @@
-"""Importers: the reference llama-batched-bench file (acceptance of issue 5) and hand-made samples of the other formats.
+"""Importers: the reference llama-batched-bench file (its acceptance test) and hand-made samples of the other formats.
 
 The files under tests/data/ are hand-made from each tool's documented output format (see
 tests/data/README.md); the reference file is read from ../shared/reference/.

@@ -121,7 +121,7 @@ def _write(path: Path, data: bytes) -> Path:
     return path
 
 
-# -- out-of-range values (item 11 and "Tracebacks and messages") -------------------------
+# -- out-of-range values (fault kinds: unchecked imported numbers; tracebacks for messages) --
 #
 # Fault kinds pinned: negative figures stored as measurements (peak −52.8 tok/s, MBU −0.76, "-100 of -68
 # requests failed"), and OverflowError tracebacks from 400-digit integers (53 fuzzer crashes in records.py

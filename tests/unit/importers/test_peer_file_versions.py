@@ -1,4 +1,4 @@
-"""Breaker round of issue 23 (files people really have): other versions of the peers' result files.
+"""Files people really have: other versions of the peers' result files.
 
 Each test builds a variant of a peer's output from the layout its own source writes (named in the test), and
 asserts the value worked from that file by the peer's documented definition.  Inputs that are files sit under

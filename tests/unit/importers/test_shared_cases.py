@@ -1,4 +1,4 @@
-"""Regression tests of issue 12 ("Measurement truth"), result-file half: one test per failing input of ../shared/cases/.
+"""Regression tests of measurement truth, result-file half: one test per failing input of ../shared/cases/.
 
 Each input is copied under tests/data/cases/<case>/ with its README.txt (source, what it
 reproduces, the right value); each test names the fault kind it pins and asserts the right

@@ -1,5 +1,5 @@
-"""Regression tests of issue 23 ("Measurement truth, round 3"), result files: cases 17–19 of ../shared/cases/ and the
-kinds the issue describes without a file.
+"""Regression tests of measurement truth, result files: cases 17–19 of ../shared/cases/ and the
+fault kinds public reports describe without a file.
 
 Each input of a case is copied under tests/data/cases/<case>/ with its README.txt (source, what it reproduces, the
 right value); each test names the fault kind it pins and asserts the right value from that README (or, for the

@@ -1,4 +1,4 @@
-"""Issue 23, "Definitions": per-token vs per-chunk ITL, vLLM's TPOT, vLLM's output throughput and goodput,
+"""Peer definitions: per-token vs per-chunk ITL, vLLM's TPOT, vLLM's output throughput and goodput,
 batchmark's own window under its own name, and MBU at points past max_num_seqs.
 
 Every expected value is worked by hand from the records below, following the peer's source named in each
@@ -27,7 +27,7 @@ def _req(i, sent, chunks, out_tokens, **kw):
 def test_itl_per_token_and_per_chunk_by_hand():
     """A 3-token chunk (speculative decoding, a server batching tokens per event): 3 per-token gaps, 1 chunk gap.
 
-    Chunks at 1.0 (1 token), 1.3 (3 tokens), 1.5 (1 token).  Per token (DESIGN.md): 0.3 / 3 three times,
+    Chunks at 1.0 (1 token), 1.3 (3 tokens), 1.5 (1 token).  Per token (docs/definitions.md, ITL): 0.3 / 3 three times,
     then 0.2.  Per chunk (vLLM: ``output.itl.append(timestamp - most_recent_timestamp)`` per chunk): 0.3, 0.2.
     """
     r = _req(0, 0.0, [[1.0, 1], [1.3, 3], [1.5, 1]], 5)

@@ -75,7 +75,7 @@ def test_history_finds_the_step_of_a_slowed_run(tmp_path: Path):
 
 
 def test_no_step_at_a_run_measured_on_a_busy_machine(tmp_path: Path):
-    """Issue 24 (no finding from a flagged run): the same five runs as above, but the slowed ones (4 and 5) were
+    """No finding from a flagged run: the same five runs as above, but the slowed ones (4 and 5) were
     measured while other processes kept 90 % of the CPUs busy (tests/runbuilder.py ``busy``): they are drawn, with
     no level, and no step is found at them (the three quiet runs alone have none)."""
     conc = (1, 2, 4)

@@ -157,7 +157,7 @@ def test_cli_predict_committed_run_json_and_bad_option(tmp_path):
 
 
 def test_reference_prediction_error_goal(reference_file, tmp_path):
-    """Issue 21's goal on the published llama.cpp DGX Spark measurement: median <= 10 %, worst <= 20 %."""
+    """The calibrated model's goal on the published llama.cpp DGX Spark measurement: median <= 10 %, worst <= 20 %."""
     from pipeline.views.predict import predict_run
     from pipeline.importers.reference import import_reference
     run = import_reference(reference_file, tmp_path / "ref")
@@ -171,7 +171,7 @@ def test_reference_prediction_error_goal(reference_file, tmp_path):
 
 
 def test_model_pages_draw_the_calibrated_prediction_beside_the_measurement():
-    """Issue 21 item 4: the throughput chart carries a 'calibrated prediction' series (one doubling past the grid)
+    """The throughput chart carries a 'calibrated prediction' series (one doubling past the grid)
     and the page states the fit and its call-outs; a simulated run (already a prediction) gets none."""
     from pipeline.analysis import stages
     from pipeline.pages import throughputchart
@@ -208,7 +208,7 @@ def _rows(spec: dict) -> list[dict]:
 
 
 def test_roofline_over_measured_is_the_median_ratio():
-    """Bandwidth explainer's 'roofline ÷ measured' (issue 21 item 4): ratios 20/10, 60/20, 80/40 = 2, 3, 2 → median 2."""
+    """Bandwidth explainer's 'roofline ÷ measured': ratios 20/10, 60/20, 80/40 = 2, 3, 2 → median 2."""
     from pipeline.pages.views import Workload
     pts = [{"concurrency": c, "output_throughput_tok_s": t} for c, t in ((1, 10.0), (2, 20.0), (4, 40.0))]
     aps = [{"concurrency": c, "roofline_tok_s": r} for c, r in ((1, 20.0), (2, 60.0), (4, 80.0))]

@@ -80,7 +80,7 @@ def test_no_test_lists_the_users_runs_folder():
     assert offenders == []
 
 
-# Regression (fault kind: a run folder's name reaches a shell, issue 18 item 1): `cp -a data/runs/R
+# Regression (fault kind: a run folder's name reaches a shell): `cp -a data/runs/R
 # 'data/runs/x;id>PWNED;#'` and the Snakefile ran `id`. Folder names arrive by `git pull`.
 HOSTILE_FOLDERS = ["x;id>PWNED;#", "$(touch PWNED)", "a b", "`id`", "nl-run\n", "-rf", "x'y", "é-run"]
 

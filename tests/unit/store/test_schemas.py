@@ -1,6 +1,6 @@
 """Every stored file of a run is typed and versioned.
 
-Files without ``schema_version`` (the model cards of runs written before issue 14) are version 1 and
+Files without ``schema_version`` (the model cards of the earliest runs) are version 1 and
 load unchanged; a newer version is refused in one line naming the file; older versions are
 brought forward by the model's ``updates`` (asv's ``update_to_N``).
 """

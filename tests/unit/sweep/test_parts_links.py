@@ -1,4 +1,4 @@
-"""Merge copies only regular files of a part, never what a link points to (Security item 4).
+"""Merge copies only regular files of a part, never what a link points to (fault kind: a symbolic link followed out of the run).
 
 Regression (fault kind: merge follows symbolic links): a part's ``servers/m1.log`` replaced by a
 symbolic link to the system's password-hash file, then ``batchmark merge``: the merged run's

@@ -1,0 +1,42 @@
+"""The README's cheap commands, run as written (``batchmark …`` lines of its "A few commands that measure nothing"
+block), from the repository root, each in a few seconds: ``--help``, ``plan`` of the Spark's first-night config (the
+simulated server: nothing measured) and ``capacity``.  The fault kind: a README command that no longer runs.
+
+Expected figures are the README's own: ``capacity`` of Llama-3.1-8B at 8k on the DGX Spark gives 86 sequences
+(docs/spark.md: "about 86 sequences of Llama-3.1-8B at 8k"), and ``plan`` names the config's model gpt-oss-20b.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.unit.test_readme import README, bash_blocks
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cheap_commands() -> list[str]:
+    block = next(b for b in bash_blocks(README) if b.startswith("batchmark --help"))
+    return [line for line in block.splitlines() if line.startswith("batchmark ")]
+
+
+@pytest.mark.parametrize("command", cheap_commands())
+def test_readme_command_runs_as_written(command):
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    res = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 0, res.stderr[-2000:]
+    if command.startswith("batchmark capacity"):
+        assert any(line.split()[:3] == ["8192", "1.07", "86"] for line in res.stdout.splitlines()), res.stdout
+    elif command.startswith("batchmark plan"):
+        assert "gpt-oss-20b" in res.stdout and "a prediction, not a measurement" in res.stdout
+    else:
+        assert "usage: batchmark" in res.stdout
+
+
+def test_the_readme_has_cheap_commands():
+    assert [c.split()[1] for c in cheap_commands()] == ["--help", "plan", "capacity"]
