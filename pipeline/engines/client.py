@@ -140,8 +140,8 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
             finished = False
             async for data in resp.content.iter_any():
                 now = perf() - t0
-                for ev in parser.feed(data):
-                    payload = ev.data.strip()
+                for event_data, _, _ in parser.feed(data):
+                    payload = event_data.strip()
                     if payload == b"[DONE]":
                         finished = True
                         break

@@ -16,18 +16,20 @@ event stream" (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - at the end of the stream an event not yet closed by an empty line is discarded, never dispatched.
 
 Bytes in, bytes out (the data is JSON for the client, which orjson reads from bytes; invalid UTF-8 is the JSON
-reader's to refuse).  The hot loop calls :meth:`SSEParser.feed` once per read.
+reader's to refuse).  The hot loop calls :meth:`SSEParser.feed` once per read; a read's text is cut into events at
+their empty lines first, and an event of one ``data:`` line (what every inference server sends) is dispatched
+without walking its fields (the same event the field walk gives: between events the type and data buffers are
+empty).  The fields of an event not yet closed take effect when it is (``id``, ``retry`` included).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 BOM = b"\xef\xbb\xbf"
 
 
-@dataclass(frozen=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
     """One dispatched event: its ``data`` (bytes, lines joined by "\\n"), ``event`` type and ``last_event_id``."""
 
     data: bytes
@@ -50,7 +52,8 @@ class SSEParser:
         self.retry_ms: int | None = None
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """The events completed by ``chunk`` (in order); a partial line or event is kept for the next call."""
+        """The events completed by ``chunk`` (in order), each a ``(data, event, last_event_id)`` tuple (equal to its
+        :class:`SSEEvent`; plain tuples, as the hot loop reads them); a partial line or event is kept for the next call."""
         if self._skip_lf and chunk:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -66,11 +69,19 @@ class SSEParser:
         if b"\r" in buf:
             self._skip_lf = buf.endswith(b"\r")
             buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = buf.split(b"\n")
-        self._buf = lines.pop()
-        out: list[SSEEvent] = []
-        for line in lines:
-            ev = self._line(line)
+        blocks = buf.split(b"\n\n")  # one event's lines each, closed by its empty line
+        self._buf = blocks.pop()  # not closed yet: kept whole (nothing of it is dispatched before its empty line)
+        out: list = []
+        for block in blocks:
+            if block[:5] == b"data:" and b"\n" not in block:  # the common event: one data line
+                value = block[5:]
+                out.append((value[1:] if value[:1] == b" " else value, "message", self.last_event_id))
+                continue
+            for line in block.split(b"\n"):
+                ev = self._line(line)
+                if ev is not None:
+                    out.append(ev)
+            ev = self._dispatch()
             if ev is not None:
                 out.append(ev)
         return out
@@ -80,7 +91,7 @@ class SSEParser:
         self._buf, self._data, self._type, self._skip_lf = b"", [], b"", False
         return []
 
-    def _line(self, line: bytes) -> SSEEvent | None:
+    def _line(self, line: bytes) -> tuple[bytes, str, str] | None:
         if not line:
             return self._dispatch()
         if line[:1] == b":":
@@ -100,9 +111,9 @@ class SSEParser:
                 self.retry_ms = int(value)
         return None
 
-    def _dispatch(self) -> SSEEvent | None:
+    def _dispatch(self) -> tuple[bytes, str, str] | None:
         data, kind = self._data, self._type
         self._data, self._type = [], b""
         if not data:
             return None
-        return SSEEvent(b"\n".join(data), kind.decode("utf-8", "replace") if kind else "message", self.last_event_id)
+        return (b"\n".join(data), kind.decode("utf-8", "replace") if kind else "message", self.last_event_id)

@@ -19,7 +19,7 @@ def parse(stream: bytes, cuts: list[int] | None = None) -> list[SSEEvent]:
     bounds = [0, *(cuts or []), len(stream)]
     out: list[SSEEvent] = []
     for a, b in zip(bounds, bounds[1:]):
-        out += p.feed(stream[a:b])
+        out += [SSEEvent(*e) for e in p.feed(stream[a:b])]
     return out + p.close()
 
 
