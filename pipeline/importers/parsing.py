@@ -133,9 +133,10 @@ def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
 
 #: A field whose dotted path has a component naming a latency or a duration (vLLM ``mean_ttft_ms``, ``ttfts``,
 #: ``duration``; AIPerf/GenAI-Perf ``time_to_first_token.avg``, ``request_latency.p99``, ``benchmark_duration``;
-#: GuideLLM ``request_latency``; llama-batched-bench ``t_pp``, ``t_tg``, ``t``; SGLang ``*_e2e_latency_ms``).
-_LATENCY_PART = re.compile(r"ttft|tpot|itl|e2el|e2e|latency|time_to_|inter_token|time_per_output|duration|^t(_pp|_tg)?$",
-                           re.I)
+#: GuideLLM ``request_latency``; llama-batched-bench ``t_pp``, ``t_tg``, ``t``; SGLang ``*_e2e_latency_ms``;
+#: llama-benchy ``ttfr``, ``est_ppt``, ``e2e_ttft``, ``latency_ms``).
+_LATENCY_PART = re.compile(r"ttft|ttfr|tpot|itl|e2el|e2e|latency|time_to_|inter_token|time_per_output|duration|"
+                           r"^est_ppt$|^t(_pp|_tg)?$", re.I)
 #: Statistics of a latency that may be negative without being a measurement: a confidence interval's lower bound
 #: (mean − t·se, AIPerf's multi-run aggregate ``ci_low``), a difference or a skew.
 _SIGNED_STAT = re.compile(r"^(ci_low|ci_lower|lower_bound|skew|skewness|kurtosis)$|diff|delta|change|slope", re.I)

@@ -121,7 +121,8 @@ def parse_block(path: Path, text: str, model: str | None, engine: str | None,
             block["backend"] = value  # SGLang's block names its backend (sglang, sglang-oai, sglang-oai-chat, …)
             continue
         if key in ("Maximum request concurrency", "Max request concurrency"):  # vLLM's, SGLang's
-            conc = None if value == "None" else int(number(path, no, value))
+            conc = None if value == "None" or s.endswith("not set") else int(number(path, no, value))  # SGLang: "not set"
+            conc = concurrency if conc is None and concurrency is not None else conc  # uncapped: --concurrency says
             (block if block is not None else pending)["max_concurrency"] = conc
             continue
         if key == "Server overrides" and block is None:

@@ -96,6 +96,26 @@ def test_sglang_block_is_sglangs_and_its_fallback_count_flagged(given):
     assert q["excluded"] and "not what was streamed" in q["excluded_reason"]
 
 
+def test_sglang_block_without_a_cap_says_not_set():
+    """SGLang's bench_serving prints "Max request concurrency: not set" without --max-concurrency (vLLM prints
+    None): uncapped, so a closed-loop block needs --concurrency, as vLLM's; it was 'not a number: 'not''."""
+    text = SGLANG_BLOCK.read_text().replace("Max request concurrency:                 8         ",
+                                            "Max request concurrency:                 not set   ")
+    with pytest.raises(BatchmarkError, match="pass batchmark import --concurrency"):
+        parse("vllm-bench", [_write(text)], model="m")
+    (p,) = parse("vllm-bench", [_write(text)], model="m", concurrency=8).summaries
+    assert p.concurrency == 8
+
+
+def _write(text: str):
+    import tempfile
+
+    f = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
 # -- kind: an output count above the max_tokens asked (GenAI-Perf 24.11–24.12; inference-perf PR #565) -----------
 
 def test_output_length_above_the_requested_is_not_measured(tmp_path):
@@ -141,6 +161,16 @@ def test_vllm_block_and_json_negative_latency_refused(tmp_path):
     f.write_text(json.dumps(res))
     with pytest.raises(BatchmarkError, match=r"field ttfts\[1\]: -0.2 is a negative latency"):
         parse("vllm-bench", [f])
+
+
+def test_llama_benchy_negative_ttfr_refused(tmp_path):
+    """llama-benchy's time to first response (``ttfr``, a mean of −3 ms): refused naming the field."""
+    d = json.loads((DATA / "llama-benchy" / "gpt-oss-120b.json").read_text())
+    next(b for b in d["benchmarks"] if isinstance(b.get("ttfr"), dict))["ttfr"]["mean"] = -3.0
+    f = tmp_path / "b.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(BatchmarkError, match=r"ttfr\.mean: -3 is a negative latency"):
+        parse("llama-benchy", [f])
 
 
 def test_confidence_bound_may_be_negative():
