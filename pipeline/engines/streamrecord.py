@@ -12,8 +12,11 @@ After the repeat, :func:`finalize` hands that evidence to
 the tokens over the chunks, and records the source, the reason and any flags; a request
 whose every count is impossible (more chunks with text than ``max_tokens``) fails.
 
-TTFT runs to the first streamed token of either kind (reasoning or visible content); the
-first visible token's arrival is kept apart (``first_content_s``).  Reasoning tokens that
+TTFT runs to the first streamed token of either kind (reasoning or visible content, a tool call's
+fragments being visible output); the first visible token's arrival is kept apart (``first_content_s``).
+Tokens a server held back until its final usage chunk are placed at that chunk's arrival
+(``tokencount``'s "usage held back"), and a request whose events arrived in bursts of many per read
+is flagged ``timed_by_intermediary`` (:func:`arrived_in_bursts`).  Reasoning tokens that
 the server generated but never streamed are ``hidden_tokens``: counted in the output, kept
 out of the decode rate.
 

@@ -34,12 +34,10 @@ Rules (derived: a chunk with text carries at least one token; batchmark asks for
   text agree on a count within ``max_tokens``, that count stands (agreeing evidence beats the
   chunk count), and each token is placed in the chunk where its text ends
   (:func:`token_end_counts`);
-- usage held back (FastDeploy PR #8113: a parser that holds tokens back sends empty deltas whose running
-  per-chunk usage stops short, and the last tokens only in the final usage): when the server accepted a fixed
-  length, the final usage is exactly ``max_tokens`` and the cumulative per-chunk usage (every chunk with text
-  carrying at least one token) stops below it, the final usage is the count, and the tokens beyond the last
-  per-chunk count arrived with the final usage chunk (``held_back``, placed there by the caller, so E2EL ends
-  at it; flag ``usage_held_back``);
+- usage held back (FastDeploy PR #8113: empty deltas whose running per-chunk usage stops short, the last tokens
+  only in the final usage): under a fixed length, a final usage of exactly ``max_tokens`` above the cumulative
+  per-chunk count is the count, the rest arriving with the final usage chunk (``held_back``: the caller places
+  them there, so E2EL ends at it; flag ``usage_held_back``);
 - nothing possible (more chunks with text than ``max_tokens``, and no agreeing usage and
   text): the request fails with an error, so an impossible count never reaches a throughput
   figure.
@@ -272,8 +270,7 @@ def _stopped_rising(values: list[int | None], texts: list[str]) -> bool:
 
 
 def _held_back(ev: Evidence, layouts: dict[str, list[int]], usage: int | None, hidden: int) -> list[int] | None:
-    """The cumulative per-chunk counts of a stream whose last tokens were held back until the final usage
-    (module docstring, "usage held back"); None when the stream is not one."""
+    """The cumulative per-chunk counts of a stream whose last tokens were held back (module docstring), else None."""
     cum = layouts.get("cumulative")
     if (not ev.fixed_length or not ev.final_usage_timed or hidden or cum is None or usage is None
             or usage != ev.max_tokens or sum(cum) >= usage):
