@@ -15,6 +15,8 @@ A run is *flagged* when any of these holds, each a reason of its own:
 - the probe repeated after the sweep (``run.json`` ``probe_after``) warned, or its bandwidth differs
   from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT`: the machine changed while
   the run was measured;
+- a point was timed by an intermediary: its tokens arrived in bursts of many events per read (caveat
+  ``timed_by_intermediary``), so its latencies are a buffer's;
 - a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
   bandwidth ceiling; :func:`implausible_model`).
 
@@ -76,6 +78,11 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
         reasons.append(f"machine busy: other processes kept {inter.get('outside_load_cpus', 0):.1f} of "
                        f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "
                        "while it ran")
+    burst = (p.get("caveats") or {}).get("timed_by_intermediary", 0)
+    if burst:  # pipeline.engines.streamrecord.arrived_in_bursts
+        reasons.append(f"timed by an intermediary: {burst} of {(p.get('completed') or 0) + (p.get('failed') or 0)} "
+                       "requests arrived in bursts of many events per read, so its TTFT, TPOT and ITL are a buffer's, "
+                       "not the server's")
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "spread": spread,
             "outside_share": share if isinstance(share, (int, float)) else None}
 

@@ -15,7 +15,8 @@ A stream's events, its token accounting and the fields a server accepts are
 
 The client never throttles: the connector has no connection limit, keep-alive reuses the N
 connections, the read buffer is 4 MiB (long lines and long contexts), SSE events are split
-from whole socket reads (``iter_any``, one await per read, not per line) and parsed with
+from whole socket reads (``iter_any``, one await per read, not per line) by the specification's parser
+(:mod:`pipeline.engines.sse`: multi-line ``data``, comments, ``event``/``id``/``retry``, CR/LF/CRLF) and parsed with
 orjson; request bodies are serialised before the loop starts.
 
 """
@@ -30,6 +31,7 @@ from typing import Any, Literal
 import orjson
 
 from pipeline.core import scrub
+from pipeline.engines.sse import SSEParser
 from pipeline.engines.streamrecord import Features, RawStream, parse_event, per_chunk_usage
 from pipeline.core.errors import BatchmarkError
 
@@ -134,26 +136,12 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
                 detail = scrub.scrub(said, target.secrets) or ""
                 raw.error = f"HTTP {resp.status}: {detail[:ERROR_CHARS]}".replace("\n", " ")
                 return
-            buf = b""
-            sep = b"\n\n"
+            parser = SSEParser()
             finished = False
             async for data in resp.content.iter_any():
                 now = perf() - t0
-                buf = buf + data if buf else data
-                if sep not in buf:
-                    if b"\r\n\r\n" in buf:
-                        sep = b"\r\n\r\n"
-                    else:
-                        continue
-                events = buf.split(sep)
-                buf = events.pop()
-                for ev in events:
-                    if ev[:5] != b"data:":
-                        i = ev.find(b"\ndata:")
-                        if i < 0:
-                            continue
-                        ev = ev[i + 1:]
-                    payload = ev[5:].strip()
+                for event_data, _, _ in parser.feed(data):
+                    payload = event_data.strip()
                     if payload == b"[DONE]":
                         finished = True
                         break

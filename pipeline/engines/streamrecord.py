@@ -12,8 +12,11 @@ After the repeat, :func:`finalize` hands that evidence to
 the tokens over the chunks, and records the source, the reason and any flags; a request
 whose every count is impossible (more chunks with text than ``max_tokens``) fails.
 
-TTFT runs to the first streamed token of either kind (reasoning or visible content); the
-first visible token's arrival is kept apart (``first_content_s``).  Reasoning tokens that
+TTFT runs to the first streamed token of either kind (reasoning or visible content, a tool call's
+fragments being visible output); the first visible token's arrival is kept apart (``first_content_s``).
+Tokens a server held back until its final usage chunk are placed at that chunk's arrival
+(``tokencount``'s "usage held back"), and a request whose events arrived in bursts of many per read
+is flagged ``timed_by_intermediary`` (:func:`arrived_in_bursts`).  Reasoning tokens that
 the server generated but never streamed are ``hidden_tokens``: counted in the output, kept
 out of the decode rate.
 
@@ -84,13 +87,33 @@ class RawStream:
     finish_reason: str | None = None
     done_seen: bool = False
     final_usage_seen: bool = False
+    final_usage_s: float | None = None
     error: str | None = None
     scheduled_s: float | None = None
     lag_s: float | None = None
 
 
+def _tool_call_text(delta: dict[str, Any]) -> str:
+    """The generated text of a chat delta's tool calls: each ``function``'s ``name`` and ``arguments`` fragment.
+
+    Tool-call deltas are streamed output (the model generated them; the final usage counts them): AIPerf PR #804,
+    SGLang PR #36272, GuideLLM PR #687 count them and time TTFT at the first.  OpenAI's ``delta.tool_calls`` is a
+    list of ``{index, id, type, function: {name, arguments}}``; the older ``delta.function_call`` one such function.
+    """
+    calls = delta.get("tool_calls")
+    funcs = [c.get("function") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+    if isinstance(delta.get("function_call"), dict):
+        funcs.append(delta["function_call"])
+    parts = []
+    for f in funcs:
+        if isinstance(f, dict):
+            parts += [v for v in (f.get("name"), f.get("arguments")) if isinstance(v, str)]
+    return "".join(parts)
+
+
 def _delta_text(choice: dict[str, Any]) -> tuple[str, str]:
-    """(visible text, reasoning text) of one streamed choice (completions ``text`` or chat ``delta``)."""
+    """(visible text, reasoning text) of one streamed choice (completions ``text`` or chat ``delta``; a chat
+    delta's visible text is its ``content`` and its tool-call fragments, :func:`_tool_call_text`)."""
     text = choice.get("text")
     if text is not None:
         return (text if isinstance(text, str) else "", "")
@@ -99,7 +122,8 @@ def _delta_text(choice: dict[str, Any]) -> tuple[str, str]:
         return "", ""
     content = delta.get("content")
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    return (content if isinstance(content, str) else "", reasoning if isinstance(reasoning, str) else "")
+    visible = (content if isinstance(content, str) else "") + _tool_call_text(delta)
+    return (visible, reasoning if isinstance(reasoning, str) else "")
 
 
 def _count(value: Any) -> int | None:
@@ -134,6 +158,7 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
             raw.completion_tokens = ct
             if not choices:
                 raw.final_usage_seen = True
+                raw.final_usage_s = now
         pt = _count(usage.get("prompt_tokens"))
         if pt is not None:
             raw.prompt_tokens = pt
@@ -151,6 +176,32 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# timing hidden by buffering
+
+#: A request needs this many events carrying tokens before its reads are judged (fewer cannot tell a burst).
+BURST_MIN_EVENTS = 8
+#: Mean events per socket read at or above which a stream's tokens were released in bursts by a buffer.
+BURST_EVENTS_PER_READ = 8.0
+
+
+def arrived_in_bursts(times: list[float]) -> bool:
+    """Whether a stream's token events arrived in bursts: at least :data:`BURST_MIN_EVENTS` events and at least
+    :data:`BURST_EVENTS_PER_READ` of them per socket read on average.
+
+    The client stamps every event of one read with that read's arrival, so equal times are one read.  A server
+    writes one event per decode step (or per ``stream_interval`` steps, one event either way; a speculating
+    server that writes one event per accepted token, at most its draft length + 1 per step), so a healthy stream
+    reads about one event at a time; a whole response written at the end, or a proxy's buffer released in clumps
+    (kekzl/imp #754, dstack #4269, c8s #140), gives many events per read, TTFT = E2EL or an ITL p50 of 0 — the
+    intermediary's timing, not the server's.  Derived threshold: 8 events per read is more than one step of any
+    server releases unless it speculates 7 tokens ahead.
+    """
+    if len(times) < BURST_MIN_EVENTS:
+        return False
+    return len(times) / len(set(times)) >= BURST_EVENTS_PER_READ
+
+
+# --------------------------------------------------------------------------------------------
 # token counts
 
 def evidence(raw: RawStream, max_tokens: int | None = None, fixed_length: bool = False,
@@ -158,7 +209,8 @@ def evidence(raw: RawStream, max_tokens: int | None = None, fixed_length: bool =
     """What ``raw`` says about its token count, for :func:`pipeline.engines.tokencount.decide`."""
     return tokencount.Evidence(texts=raw.texts, per_chunk=raw.cum_usage, usage=raw.completion_tokens,
                                reasoning_tokens=raw.reasoning_tokens, reasoning_streamed=raw.reasoning_seen,
-                               max_tokens=max_tokens, fixed_length=fixed_length, usage_expected=usage_expected)
+                               max_tokens=max_tokens, fixed_length=fixed_length, usage_expected=usage_expected,
+                               final_usage_timed=raw.final_usage_s is not None)
 
 
 def per_chunk_usage(raw: RawStream) -> bool:
@@ -185,6 +237,8 @@ def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None, max_t
     usage_reported = raw.completion_tokens is not None
     dec = tokencount.decide(evidence(raw, max_tokens, fixed, expected), tokenizer)
     chunks = [[t, k] for t, k in zip(raw.times, dec.counts) if k > 0]
+    if dec.held_back and raw.final_usage_s is not None:  # tokens that came only with the final usage chunk
+        chunks.append([raw.final_usage_s, dec.held_back])
     first_content = next((t for t, k, v in zip(raw.times, dec.counts, raw.visible) if v and k > 0), None)
     error = raw.error
     if error is not None:  # a failed request's partial count is no evidence about the server's accounting
@@ -197,6 +251,10 @@ def finalize(raw: RawStream, input_len: int, tokenizer: Any | None = None, max_t
         dec.reason += f"; the server counted {raw.prompt_tokens} prompt tokens for {input_len} built"
     if error is None and not chunks:
         error = "no tokens received"
+    if error is None and arrived_in_bursts([t for t, _ in chunks]):
+        dec.flags.append("timed_by_intermediary")
+        dec.reason += (f"; {len(chunks)} events arrived in {len(set(t for t, _ in chunks))} reads: timed by a buffer "
+                       "between server and client, not the server's TTFT, TPOT or ITL")
     return RequestRecord(
         request_id=raw.request_id, queued_s=raw.queued_s, sent_s=raw.sent_s,
         first_token_s=chunks[0][0] if chunks else None, done_s=chunks[-1][0] if chunks else None,

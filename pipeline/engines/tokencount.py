@@ -34,6 +34,10 @@ Rules (derived: a chunk with text carries at least one token; batchmark asks for
   text agree on a count within ``max_tokens``, that count stands (agreeing evidence beats the
   chunk count), and each token is placed in the chunk where its text ends
   (:func:`token_end_counts`);
+- usage held back (FastDeploy PR #8113: empty deltas whose running per-chunk usage stops short, the last tokens
+  only in the final usage): under a fixed length, a final usage of exactly ``max_tokens`` above the cumulative
+  per-chunk count is the count, the rest arriving with the final usage chunk (``held_back``: the caller places
+  them there, so E2EL ends at it; flag ``usage_held_back``);
 - nothing possible (more chunks with text than ``max_tokens``, and no agreeing usage and
   text): the request fails with an error, so an impossible count never reaches a throughput
   figure.
@@ -68,11 +72,13 @@ FLAG_TEXT = {
     "count_impossible": "more chunks with text than max_tokens",
     "count_below_max_tokens": "fewer tokens than max_tokens although the server accepted a fixed length",
     "input_tokens_mismatch": "the server counted a different prompt length than the client built",
+    "usage_held_back": "per-chunk usage stopped short; the last tokens came only with the final usage",
+    "timed_by_intermediary": "the tokens arrived in bursts of many events per read (a buffer between server and client)",
 }
 
 #: A served prompt count is a mismatch beyond ``factor × expected + tokens`` or below ``(expected − tokens) / factor``
 #: (derived: a BOS/EOS or a short system prefix moves a count by a few tokens; a tokenizer or
-#: chat-template mismatch by a factor, such as a 5× once seen from a wrong chat template).
+#: chat-template mismatch by a factor, as in vLLM PR #42532).
 INPUT_TOLERANCE_FACTOR = 1.5
 INPUT_TOLERANCE_TOKENS = 4
 
@@ -141,6 +147,7 @@ class Evidence:
         max_tokens: the ``max_tokens`` asked for (None when unknown).
         fixed_length: the server accepted ``ignore_eos``/``min_tokens`` (the count should be ``max_tokens``).
         usage_expected: the server reported usage on the feature probe.
+        final_usage_timed: the stream's final usage chunk (usage outside any choice) arrived, at a known time.
     """
 
     texts: list[str]
@@ -151,6 +158,7 @@ class Evidence:
     max_tokens: int | None = None
     fixed_length: bool = False
     usage_expected: bool = False
+    final_usage_timed: bool = False
 
 
 @dataclass
@@ -160,12 +168,13 @@ class Decision:
     Attributes:
         output_tokens: tokens generated (streamed + hidden); 0 when ``error`` is set.
         counts: tokens carried by each chunk (same length as the evidence's ``texts``);
-            they sum to ``output_tokens − hidden_tokens``.
+            they sum to ``output_tokens − hidden_tokens − held_back``.
         hidden_tokens: generated but never streamed (reasoning reported only in usage).
         source: one of :data:`SOURCES` (None when no count was possible).
         reason: one line: why this source.
         flags: keys of :data:`FLAG_TEXT` for the evidence set aside.
         error: set when no possible count exists.
+        held_back: tokens that arrived only with the final usage chunk (the caller places them at its arrival).
     """
 
     output_tokens: int
@@ -175,6 +184,7 @@ class Decision:
     reason: str = ""
     flags: list[str] = field(default_factory=list)
     error: str | None = None
+    held_back: int = 0
 
 
 def per_chunk_layouts(values: list[int | None], texts: list[str]) -> dict[str, list[int]]:
@@ -259,6 +269,17 @@ def _stopped_rising(values: list[int | None], texts: list[str]) -> bool:
     return False
 
 
+def _held_back(ev: Evidence, layouts: dict[str, list[int]], usage: int | None, hidden: int) -> list[int] | None:
+    """The cumulative per-chunk counts of a stream whose last tokens were held back (module docstring), else None."""
+    cum = layouts.get("cumulative")
+    if (not ev.fixed_length or not ev.final_usage_timed or hidden or cum is None or usage is None
+            or usage != ev.max_tokens or sum(cum) >= usage):
+        return None
+    if any(k < 1 for k, t in zip(cum, ev.texts) if t):
+        return None
+    return cum
+
+
 def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     """Choose the output token count of one request and its per-chunk spread, per the module docstring's rules."""
     texts = ev.texts
@@ -294,6 +315,12 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
         flags.append("usage_above_max_tokens")
     if usage is not None and usage < lo:
         flags.append("usage_stopped_rising" if _stopped_rising(ev.per_chunk, texts) else "usage_below_text_chunks")
+    held = _held_back(ev, layouts, usage, hidden)
+    if held is not None:
+        n_held = usage - sum(held)
+        why = (f"the server's final usage, max_tokens under a fixed length ({FLAG_TEXT['usage_held_back']}: "
+               f"per-chunk usage ended at {sum(held)}, {n_held} tokens came with the final usage chunk)")
+        return Decision(usage, held, 0, "usage", why, flags + ["usage_held_back"], held_back=n_held)
 
     server: list[tuple[str, int, list[int] | None, str]] = []
     if possible(usage):

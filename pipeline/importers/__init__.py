@@ -36,7 +36,8 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     ``max_failure_rate``: the largest failed fraction of a point's requests that is still
     imported (default :data:`~pipeline.importers.checks.REFUSAL_FAILURE_RATE`).  ``concurrency`` /
     ``rate`` (``--concurrency``, ``--rate``): what a file that states neither ran at
-    (:data:`LOAD_OPTIONS` only).  A folder is read with its subfolders for :data:`RECURSIVE` formats.
+    (:data:`LOAD_OPTIONS` only).  A folder is read with its subfolders for :data:`RECURSIVE` formats; an aiperf folder
+    gives the profile exports in its subfolders (:func:`pipeline.importers.aiperf_runs.export_files`), when it holds any.
 
     Raises:
         BatchmarkError: unknown format, or a malformed file (names the file and line or field).
@@ -55,6 +56,13 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
     load = {k: v for k, v in (("concurrency", concurrency), ("rate", rate)) if v is not None}
     files: list[Path] = []
     for p in map(Path, paths):
+        if p.is_dir() and fmt == "aiperf":
+            from pipeline.importers.aiperf_runs import export_files
+
+            exports = export_files(p)  # AIPerf's artifact folders, its multi-run layout's profile_runs/run_NNNN/
+            if exports:
+                files.extend(exports)
+                continue
         if p.is_dir():
             walk = p.rglob("*") if fmt in RECURSIVE else p.iterdir()
             found = sorted(q for q in walk if q.is_file() and not any(part.startswith(".") for part in q.relative_to(p).parts))
@@ -64,9 +72,10 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
         else:
             files.append(p)
     from pipeline.importers.checks import REFUSAL_FAILURE_RATE
-    from pipeline.importers.parsing import foreign_file
+    from pipeline.importers.parsing import foreign_file, refuse_special
 
     for f in files:
+        refuse_special(f)  # before the sniffing open below: a FIFO would block it forever
         try:
             with open(f, "rb") as fh:
                 head = fh.read(8192).decode("utf-8", errors="replace")

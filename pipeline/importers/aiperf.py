@@ -47,6 +47,10 @@ with its ``tag`` and ``header``; TTFT tagged ``ttft``), read alike; GenAI-Perf w
 (≥ 0.0.13) writes its settings as ``perf_analyzer.stimulus`` (``concurrency`` / ``request_rate``),
 ``perf_analyzer.measurement`` (``mode``, ``num``), ``input.synthetic_tokens.mean``,
 ``input.output_tokens.mean`` and ``input.extra.max_tokens``, read beside the flat names.
+Refused as no closed-loop point, naming the setting: multi-turn sessions and ``--prefill-concurrency``
+(:func:`pipeline.importers.aiperf_settings.refuse_sessions_and_gates`).  An output length above the requested one (beyond the tolerance) was not
+generated: caveat ``output_count_not_measured`` too, named as GenAI-Perf 24.11–24.12's streaming output-length bug
+for a GenAI-Perf export.  AIPerf's multi-run layout (``--num-profile-runs``): :mod:`pipeline.importers.aiperf_runs`.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.importers.aiperf_runs import aggregate_refusal, beside_its_runs, is_aggregate, run_root
+from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_sessions_and_gates, setting as _setting
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
@@ -127,16 +133,6 @@ def _fixed_schedule(cfg: dict[str, Any]) -> str | None:
     return None
 
 
-def _setting(cfg: dict[str, Any], *paths: tuple[str, ...]) -> Any:
-    for p in paths:
-        v: Any = cfg
-        for k in p:
-            v = v.get(k) if isinstance(v, dict) else None
-        if v is not None:
-            return v
-    return None
-
-
 def requested_len(cfg: dict[str, Any], which: str) -> int | None:
     """The input or output length (tokens) a profile export's settings asked for; None when not stated.
 
@@ -189,6 +185,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     d = load_json(path, read_text(path), "an AIPerf profile export")
     if not isinstance(d, dict):
         raise fail(path, None, "not an AIPerf/GenAI-Perf profile export object")
+    if is_aggregate(d):
+        raise fail(path, "field metadata.aggregation_type", aggregate_refusal(d))
     other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
     if other is not None:
         raise other
@@ -218,6 +216,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         raise fail(path, "field input_config.loadgen.user_centric_rate",
                    f"is {user_rate!r}: per-user turn-gap scheduling (open loop, turn gap = num_users / rate), not a "
                    "point at a fixed concurrency; batchmark imports closed-loop runs")
+    refuse_sessions_and_gates(path, cfg)
     stimulus = _setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
     stimulus = stimulus if isinstance(stimulus, dict) else {}
     if stimulus and not {"concurrency", "request_rate"} & set(stimulus):
@@ -318,6 +317,11 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         point.caveats["output_len_mismatch"] = int(completed)
         point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
                             "the requested length (ignore_eos not honoured, another max_tokens)")
+        if lens[1] > asked_out:  # more than the max_tokens asked: no server generates that, the count is wrong
+            point.caveats["output_count_not_measured"] = int(completed)
+            point.errors.append(OVERCOUNT if "output_sequence_length" in d and not is_aiperf(cfg) else
+                                "an output length above the requested max_tokens was not generated: the count is not "
+                                "measured, and neither is the output throughput")
     ramp = _setting(cfg, ("loadgen", "concurrency_ramp_duration"))
     if is_number(ramp) and ramp > 0:  # AIPerf --concurrency-ramp-duration: from 1 to c over that many seconds
         point.caveats["concurrency_ramp"] = int(completed)
@@ -339,14 +343,26 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
           max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
+    from pipeline.importers.vllm_bench import merge_repeats
+
     engine = engine or ENGINE
     points, names, versions = [], {}, set()
+    runs: dict[Any, list[Any]] = {}  # (point, artifact) → the exports of AIPerf's multi-run layout (aiperf_runs)
     for path in paths:
+        if beside_its_runs(path, paths):
+            continue  # the aggregate of runs imported beside it
         pt, raw, version = parse_file(path, model, engine, max_failure_rate, concurrency, rate)
-        points.append(pt)
+        root = run_root(path)
+        if root is not None:
+            runs.setdefault((pt.key, root), []).append((path, pt))
+        else:
+            points.append(pt)
         names[pt.model] = raw
         if version:
             versions.add(version)
+    for group in runs.values():
+        group.sort(key=lambda e: Path(e[0]).resolve().parent.name)
+        points.append(group[0][1] if len(group) == 1 else merge_repeats([pt for _, pt in group]))
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "aiperf", ", ".join(sorted(versions)) or None, [str(p) for p in paths], points,
                         {k: ModelInfo(raw_name=v) for k, v in names.items()})

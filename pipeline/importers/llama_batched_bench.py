@@ -220,6 +220,17 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
                         {"settings": settings} if settings else {})
 
 
+def pp_shared(path: Path, no: int, value: object) -> bool:
+    """Whether a JSONL row's ``is_pp_shared`` says one prompt is shared: ``true``/``1``/``"1"``/``"true"`` yes,
+    ``false``/``0``/``"0"``/``"false"``/absent no (a string ``"0"`` is not shared, though it is truthy in Python)."""
+    if value is None or value is False or value == 0 or (isinstance(value, str) and value.strip().lower() in
+                                                          ("0", "false")):
+        return False
+    if value is True or value == 1 or (isinstance(value, str) and value.strip().lower() in ("1", "true")):
+        return True
+    raise fail(path, f"line {no} field 'is_pp_shared'", f"{value!r} is neither 0 nor 1")
+
+
 def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = ENGINE) -> ImportResult:
     """Parse batched-bench JSONL (one JSON object per row); the model comes from ``--model``.
 
@@ -248,7 +259,7 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
         missing = [k for k in JSONL_KEYS if k not in row]
         if missing:
             raise fail(path, no, f"missing field {missing[0]!r}")
-        if row.get("is_pp_shared"):
+        if pp_shared(path, no, row.get("is_pp_shared")):
             raise fail(path, f"line {no} field 'is_pp_shared'", "1 (shared prompt) is not a batch of independent requests")
         try:
             points.append(point_from_row(path, no, name, int(row["pp"]), int(row["tg"]), int(row["pl"]),

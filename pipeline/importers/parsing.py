@@ -1,7 +1,7 @@
 """Reading other tools' files: one-line errors naming file and line or field, bounded reads, strict JSON, numbers.
 
-Every importer reads its files through these: :func:`read_text` (at most :data:`MAX_IMPORT_BYTES`,
-UTF-8), :func:`load_json` and :func:`check_finite` (no NaN, no integer beyond 64 bits, Unicode
+Every importer reads its files through these: :func:`read_text` (a regular file only, :func:`refuse_special`; at
+most :data:`MAX_IMPORT_BYTES`, UTF-8, a leading byte-order mark dropped), :func:`load_json` and :func:`check_finite` (no NaN, no integer beyond 64 bits, Unicode
 text only), :func:`number` for a text cell; :func:`foreign_file` and :func:`wrong_format` refuse
 another tool's file, naming what to import it with.  Errors go through :func:`fail`.
 """
@@ -37,6 +37,7 @@ def read_text(path: str | Path) -> str:
     Raises:
         BatchmarkError: missing, a folder, too large, unreadable or not UTF-8 text (names the file).
     """
+    refuse_special(path)
     try:
         text = read_limited(path, MAX_IMPORT_BYTES, "result file to import").decode("utf-8")
     except FileNotFoundError:
@@ -45,9 +46,31 @@ def read_text(path: str | Path) -> str:
         raise fail(path, None, f"not a UTF-8 text file (byte {exc.start})") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read ({exc.strerror})") from None
+    text = text.removeprefix("\ufeff")  # a UTF-8 byte-order mark (Windows editors, PowerShell's Out-File) is no content
     if not text.strip():  # said as it is (an empty vllm-bench file once said "pass --model")
         raise fail(path, None, "empty file; nothing to import")
     return text
+
+
+def refuse_special(path: str | Path) -> None:
+    """Refuse a path that is not a regular file (a FIFO, a socket, a device) before anything opens it: opening a FIFO
+    for reading blocks until a writer comes, so ``import`` of one waited forever.  A missing path passes (the reader
+    names it).
+
+    Raises:
+        BatchmarkError: naming the file and what it is.
+    """
+    import stat
+
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError:
+        return
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+    raise fail(path, None, f"{kind}, not a result file; import a regular file")
 
 
 def is_number(v: Any) -> bool:
@@ -78,11 +101,12 @@ def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
     integers or doubles, and a 400-digit one would overflow the first float conversion
     (``OverflowError``).
 
-    Strings (values and keys) must be Unicode text (:func:`is_unicode_text`).
+    Strings (values and keys) must be Unicode text (:func:`is_unicode_text`).  A negative number in a latency or
+    duration field (:func:`is_latency_field`) is refused too, whether an importer reads that field or not.
 
     Raises:
-        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``, ``…: out of range`` or
-            ``…: not Unicode text``.
+        BatchmarkError: ``<file>: field <dotted.path>: not a finite number (nan)``, ``…: out of range``,
+            ``…: is a negative latency`` or ``…: not Unicode text``.
     """
     stack: list[tuple[str, Any]] = [(where, obj)]
     while stack:
@@ -92,6 +116,10 @@ def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
         if isinstance(o, int) and not isinstance(o, bool) and abs(o) > MAX_IMPORTED_INT:
             raise fail(path, f"field {at or '(top level)'}", f"integer of {o.bit_length()} bits is out of range "
                                                           "(a number of 64 bits at most)")
+        if is_number(o) and o < 0 and is_latency_field(at):
+            shown = f"{o:g}" if isinstance(o, float) else str(o)
+            raise fail(path, f"field {at}", f"{shown} is a negative latency, which cannot be measured; the file is "
+                                            "corrupt or not a measurement")
         if isinstance(o, str) and not is_unicode_text(o):
             raise fail(path, f"field {at or '(top level)'}", "not Unicode text (a lone surrogate such as \\ud800)")
         if isinstance(o, dict):
@@ -101,6 +129,26 @@ def check_finite(path: str | Path, obj: Any, where: str = "") -> None:
             stack.extend((f"{at}.{k}" if at else str(k), v) for k, v in o.items())
         elif isinstance(o, list):
             stack.extend((f"{at}[{i}]", v) for i, v in enumerate(o))
+
+
+#: A field whose dotted path has a component naming a latency or a duration (vLLM ``mean_ttft_ms``, ``ttfts``,
+#: ``duration``; AIPerf/GenAI-Perf ``time_to_first_token.avg``, ``request_latency.p99``, ``benchmark_duration``;
+#: GuideLLM ``request_latency``; llama-batched-bench ``t_pp``, ``t_tg``, ``t``; SGLang ``*_e2e_latency_ms``;
+#: llama-benchy ``ttfr``, ``est_ppt``, ``e2e_ttft``, ``latency_ms``).
+_LATENCY_PART = re.compile(r"ttft|ttfr|tpot|itl|e2el|e2e|latency|time_to_|inter_token|time_per_output|duration|"
+                           r"^est_ppt$|^t(_pp|_tg)?$", re.I)
+#: Statistics of a latency that may be negative without being a measurement: a confidence interval's lower bound
+#: (mean − t·se, AIPerf's multi-run aggregate ``ci_low``), a difference or a skew.
+_SIGNED_STAT = re.compile(r"^(ci_low|ci_lower|lower_bound|skew|skewness|kurtosis)$|diff|delta|change|slope", re.I)
+
+
+def is_latency_field(at: str) -> bool:
+    """Whether a dotted field path (``a.b[3].c``) names a measured latency or duration (:data:`_LATENCY_PART`), so a
+    negative value in it cannot be: a latency is a later clock reading minus an earlier one."""
+    parts = [p for p in re.split(r"[.\[\]]", at) if p and not p.isdigit() and not p.startswith("line ")]
+    if not parts or any(_SIGNED_STAT.search(p) for p in parts):
+        return False
+    return any(_LATENCY_PART.search(p) for p in parts)
 
 
 def load_json(path: str | Path, text: str, what: str) -> Any:

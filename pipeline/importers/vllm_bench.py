@@ -246,7 +246,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
                 if version:
                     versions.add(version)
         else:
-            for pt, run, server in parse_block(path, text, model, engine or ENGINE, max_failure_rate, concurrency,
+            for pt, run, server in parse_block(path, text, model, engine, max_failure_rate, concurrency,
                                                rate):
                 entries.append((pt, run, path, (Path(path).resolve(), server)))
                 names[pt.model] = model or pt.model

@@ -17,6 +17,12 @@ and a block with neither is refused.  A block without a concurrency or rate line
 (``vllm/benchmarks/sweep/serve.py``; −1 = its warm-up, "excluded from summary statistics"): a block
 after ``Run Number: N`` is run N of its point, and a warm-up block is left out (real vLLM
 0.32 log: the warm-up was read as a measurement and the runs of a point refused as duplicates).
+
+SGLang's ``bench_serving`` prints a block of the same title (``python/sglang/bench_serving.py``): ``Backend:
+sglang…`` inside it (read: the block is SGLang's, engine ``sglang`` unless ``--engine`` says otherwise),
+``Max request concurrency:`` (its concurrency), ``Mean/Median/P90/P99 E2E Latency (ms)`` (its E2EL), ``Total
+generated tokens (retokenized)`` (the streamed text re-tokenized by the client; compared with the generated count
+by :func:`pipeline.importers.vllm_result.point_from_result`) and no failed count (failures unknown).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 from pipeline.importers.cardmatch import model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE
 from pipeline.importers.parsing import fail, number
-from pipeline.importers.vllm_result import point_from_result
+from pipeline.importers.vllm_result import is_sglang, point_from_result
 
 
 #: The ``model`` of the ``Namespace(...)`` line ``vllm bench serve`` prints before a run (``served_model_name`` is
@@ -39,10 +45,14 @@ _BLOCK_KEYS = {
     "Successful requests": "completed", "Failed requests": "failed", "Benchmark duration (s)": "duration",
     "Total input tokens": "total_input_tokens", "Total generated tokens": "total_output_tokens",
     "Output token throughput (tok/s)": "output_throughput", "Request throughput (req/s)": "request_throughput",
+    "Total generated tokens (retokenized)": "total_output_tokens_retokenized",
 }
+#: The statistic lines of a block: vLLM's ``Mean TTFT (ms)`` …, SGLang's ``Mean E2E Latency (ms)`` (its E2EL) and
+#: ``P90``/``P95`` ones; read into ``{mean,median,p<N>}_{ttft,tpot,itl,e2el,e2e_latency}_ms``.
+_STAT = re.compile(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL|E2E Latency) \(ms\)$")
 
 
-def parse_block(path: Path, text: str, model: str | None, engine: str,
+def parse_block(path: Path, text: str, model: str | None, engine: str | None,
                 max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                 rate: float | None = None) -> list[tuple[Any, int | None, str | None]]:
     """Every "Serving Benchmark Result" block of a printed log → [(point, run number, server)] (model: ``model``, else
@@ -89,7 +99,8 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             if run_number is not None and run_number < 0:
                 warmups += 1  # vllm bench sweep's warm-up: "excluded from summary statistics"
             else:
-                points.append((point_from_result(path, block, model_name_as_given(block_model), engine,
+                points.append((point_from_result(path, block, model_name_as_given(block_model),
+                                                 engine or ("sglang" if is_sglang(block) else "vllm"),
                                                  where=f"block at line {start}", max_failure_rate=max_failure_rate,
                                                  total=total), run_number, server))
             block, pending, total, run_number = None, {}, None, None
@@ -106,8 +117,12 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             rate: Any = "inf" if value.lower() in ("inf", "infinity") else number(path, no, value)
             (block if block is not None else pending)["request_rate"] = rate
             continue
-        if key == "Maximum request concurrency":
-            conc = None if value == "None" else int(number(path, no, value))
+        if key == "Backend" and block is not None:
+            block["backend"] = value  # SGLang's block names its backend (sglang, sglang-oai, sglang-oai-chat, …)
+            continue
+        if key in ("Maximum request concurrency", "Max request concurrency"):  # vLLM's, SGLang's
+            conc = None if value == "None" or s.endswith("not set") else int(number(path, no, value))  # SGLang: "not set"
+            conc = concurrency if conc is None and concurrency is not None else conc  # uncapped: --concurrency says
             (block if block is not None else pending)["max_concurrency"] = conc
             continue
         if key == "Server overrides" and block is None:
@@ -121,10 +136,10 @@ def parse_block(path: Path, text: str, model: str | None, engine: str,
             continue
         if block is None:
             continue
-        stat = re.match(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL) \(ms\)$", key)
+        stat = _STAT.match(key)
         if stat:
             which = "median" if stat.group(1) == "Median" else ("mean" if stat.group(1) == "Mean" else f"p{stat.group(2)}")
-            block[f"{which}_{stat.group(3).lower()}_ms"] = number(path, no, value)
+            block[f"{which}_{stat.group(3).lower().replace(' ', '_')}_ms"] = number(path, no, value)
         elif key in _BLOCK_KEYS:
             v = number(path, no, value)
             block[_BLOCK_KEYS[key]] = int(v) if key in ("Successful requests", "Failed requests") else v

@@ -208,6 +208,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
         error_texts.append(f"output length {output_len} per request, {asked:g} requested (random_output_len"
                            + (f", the mean of random_range_ratio {ratio:g}'s draws)" if is_number(ratio) and 0 <= ratio < 1
                               else ")"))
+    _flag_unmeasured_count(d, completed, caveats, error_texts)
     return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
                    caveats=caveats, max_concurrency=conc if open_loop else None,
                    failures_unknown="the file states no failed count (SGLang bench_serving): failures unknown"
@@ -220,6 +221,26 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
                    step_time_s=med_tpot, errors=error_texts,
                    samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
                    **(_open_fields(d, float(rate), burst) if open_loop else {}))
+
+
+def _flag_unmeasured_count(d: dict[str, Any], completed: int, caveats: dict[str, int], errors: list[str]) -> None:
+    """Flag an output count that is not what was streamed: SGLang writes ``total_output_tokens`` and, beside it, the
+    streamed text re-tokenized by the client (``total_output_tokens_retokenized``, "Total generated tokens
+    (retokenized)" in its printed block).  When no usage chunk arrives its client falls back to the requested
+    ``max_tokens`` for the output count (SGLang PR #24266; PR #36272: "Total generated tokens: 6400 / Total generated
+    tokens (retokenized): 32", tool-call runs), so the two disagree beyond
+    :func:`pipeline.engines.tokencount.length_mismatch` and the output throughput and TPOT divide by a count nobody
+    measured: caveat ``output_count_not_measured`` over the completed requests, the two counts in the errors."""
+    gen, retok = d.get("total_output_tokens"), d.get("total_output_tokens_retokenized")
+    if not (is_number(gen) and is_number(retok)) or retok < 0 or gen <= 0:
+        return
+    if not (length_mismatch(gen, retok) or retok == 0):
+        return
+    caveats["output_count_not_measured"] = completed
+    apart = f", {gen / retok:.0f}× apart" if retok else ""
+    errors.append(f"total generated tokens {gen:g} but {retok:g} re-tokenized from the streamed text{apart}: the "
+                  "output count is not what was streamed (the client's max_tokens fallback when no usage arrives), "
+                  "so output throughput, TPOT and per-user throughput are not measured")
 
 
 def is_sglang(d: dict[str, Any]) -> bool:

@@ -50,6 +50,15 @@ Faults (``--fault``), each a kind of fault reported against public servers and c
   (a credential leak through an echoing server), in turn: an HTTP 400 whose JSON body holds every request header, a stream
   whose first event is an error naming the bare key, a stream event that is not JSON and holds
   the header, an HTTP 401 whose plain-text body is ``key=<the bare key>``;
+- ``tool_calls`` (chat): the whole output streams as ``delta.tool_calls`` fragments (``function.arguments``
+  `` t001`` …, content null, no per-chunk usage), the final usage counting them (AIPerf PR #804, SGLang PR #36272);
+- ``usage_held_back``: after the probe, the last 4 tokens are held back: 4 empty deltas 10 ms apart whose per-chunk
+  usage stays at max_tokens − 4, then the final usage (max_tokens) 10 ms later (FastDeploy PR #8113);
+- ``burst_end``: after the probe, every event is held and the whole response written in one burst at the end
+  (kekzl/imp #754);
+- ``clumped``: after the probe, the events are released 8 at a time, as a proxy's buffer does (dstack #4269);
+- ``sse_spec``: every event is written as the WHATWG specification allows and simple splitters do not read:
+  CR line endings, a comment line, ``id``, ``event`` and ``retry`` fields, the JSON over two ``data:`` lines (cut between two members);
 - ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.
 
 ``--fail-model NAME`` (with any fault): every request for model NAME after its first (the client's
@@ -154,7 +163,7 @@ def main() -> None:
                              if n_req % 4 == 3 else f"data: <html>{auth}</html>\n\n".encode())
             return resp
         continuous = bool((body.get("stream_options") or {}).get("continuous_usage_stats"))
-        continuous = continuous and fault not in ("usage_dropped", "usage_low", "split_token")  # these send no per-chunk usage
+        continuous = continuous and fault not in ("usage_dropped", "usage_low", "split_token", "tool_calls")  # no per-chunk usage
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(req)
         rng = random.Random(args.seed * 100_003 + n_req)
@@ -197,7 +206,27 @@ def main() -> None:
                 chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": min(cum, n // 2)}
             elif continuous:
                 chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": cum}
+            if fault == "tool_calls" and chat:
+                chunk["choices"] = [{"index": 0, "finish_reason": None, "delta": {"content": None, "tool_calls": [
+                    {"index": 0, **({"id": "call_0", "type": "function"} if i == 0 else {}),
+                     "function": {**({"name": ""} if i == 0 else {}), "arguments": words}}]}}]
+            held = fault == "usage_held_back" and n_req > 1 and i >= n - 4
+            if held:  # the parser holds the token back: an empty delta, usage stopped short
+                chunk["choices"] = [{**choice, **({"delta": {"content": ""}} if chat else {"text": ""})}]
+                chunk["usage"] = {"prompt_tokens": 16, "completion_tokens": n - 4}
             data = event(chunk)
+            if fault == "sse_spec":
+                text = json.dumps(chunk)
+                cut = text.index(", ") + 1  # between two members: the "\n" that joins the data lines is JSON whitespace
+                data = (f": keep-alive\rid: {i}\revent: message\rretry: 3000\rdata: {text[:cut]}\r"
+                        f"data:{text[cut:]}\r\r").encode()
+            if fault in ("burst_end", "clumped") and n_req > 1:
+                events.append(data)
+                if fault == "clumped" and len(events) == 8:
+                    await resp.write(b"".join(events))
+                    events.clear()
+                await asyncio.sleep(step * args.token_ms / 1000)
+                continue
             if fault == "split_token":  # one token's text over two events, 1 ms apart
                 half = {**choice, **({"delta": {"content": words[:3]}} if chat else {"text": words[:3]})}
                 await resp.write(event({**chunk, "choices": [half]}))
@@ -232,6 +261,8 @@ def main() -> None:
         elif fault in ("hidden_reasoning", "reasoning_stream"):
             usage["completion_tokens_details"] = {"reasoning_tokens": n // 2}
         last = {"index": 0, "finish_reason": "length" if stop_at == n else "stop", **({"delta": {}} if chat else {"text": ""})}
+        if fault == "usage_held_back" and n_req > 1:
+            await asyncio.sleep(args.token_ms / 1000)  # the final usage comes one step after the last held token
         if not (fault == "usage_dropped" and n_req > 1):
             events.append(event({"choices": [last]}))
             events.append(event({"choices": [], "usage": usage}))
@@ -241,6 +272,8 @@ def main() -> None:
             events.append(b"data: [DONE]\n\n")
         elif rng.random() < 0.5:
             events = events[1:]  # neither a finish_reason nor [DONE]: only the usage chunk
+        if fault in ("burst_end", "clumped"):  # one write: the buffer releases what it holds at once
+            events = [b"".join(events)]
         for ev in events:
             await resp.write(ev)
         return resp
