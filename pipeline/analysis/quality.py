@@ -15,6 +15,8 @@ A run is *flagged* when any of these holds, each a reason of its own:
 - the probe repeated after the sweep (``run.json`` ``probe_after``) warned, or its bandwidth differs
   from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT`: the machine changed while
   the run was measured;
+- a point was client-bound (``PointSummary.client_bound``: the client's CPU or event-loop lag says the client,
+  not the server, was the limit; :mod:`pipeline.metrics.clientside`);
 - a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
   bandwidth ceiling; :func:`implausible_model`).
 
@@ -76,6 +78,8 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
         reasons.append(f"machine busy: other processes kept {inter.get('outside_load_cpus', 0):.1f} of "
                        f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "
                        "while it ran")
+    if p.get("client_bound"):  # the client was the limit (pipeline.metrics.clientside): no server measurement
+        reasons.append(str(p.get("client_bound_reason") or "client-bound"))
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "spread": spread,
             "outside_share": share if isinstance(share, (int, float)) else None}
 
@@ -137,6 +141,11 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
                        f"while points ran: {where}")
     interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
+    bound = [p for p in points if p.get("client_bound")]
+    if bound:
+        reasons.append("the client, not the server, was the limit (client-bound) at "
+                       + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}" for p in bound)
+                       + ": those points are no server measurement")
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")
