@@ -385,11 +385,11 @@ def point_rows(w: Workload) -> list[dict[str, str]]:
 
 def client_cell(p: dict[str, Any]) -> str:
     """A point's client cell: requests in flight as the client saw them, its CPU (% of a core) and median event-loop
-    lag (ms), ``CLIENT-BOUND`` first when the client was the limit (:mod:`pipeline.metrics.clientside`); ``–`` without."""
+    wait of a ready read (ms, ``PointSummary.client_read_wait_s``), ``CLIENT-BOUND`` first when the client was the limit (:mod:`pipeline.metrics.clientside`); ``–`` without."""
     if p.get("achieved_concurrency") is None and p.get("client_cpu_share") is None:
         return "–"
-    lag = _ms(p.get("client_lag_s"), "p50")
+    wait = p.get("client_read_wait_s")
     cpu = p.get("client_cpu_share")
     cell = (f"{fmt(p.get('achieved_concurrency'))} in flight, CPU {fmt(None if cpu is None else cpu * 100, 0)} %, "
-            f"lag {fmt(lag, 1)} ms")
+            f"read wait {fmt(None if wait is None else wait * 1e3, 1)} ms")
     return ("**CLIENT-BOUND** " if p.get("client_bound") else "") + cell

@@ -52,7 +52,7 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
                 "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
                 "input_tokens_served", "output_tokens_served",
                 # the client's own figures and what peers report beside (pipeline.metrics.clientside, docs/definitions.md)
-                "achieved_concurrency", "client_lag_s", "client_cpu_share", "client_bound", "client_bound_reason",
+                "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "client_bound", "client_bound_reason",
                 "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk",
                 "chunks_per_request", "ci95")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
@@ -252,13 +252,13 @@ def format_table(doc: dict[str, Any]) -> str:
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              fmt(p.get("achieved_concurrency")), fmt(p.get("client_cpu_share"), 100, "{:.0f}"),
-             fmt((p.get("client_lag_s") or {}).get("p50"), 1e3) + ("!" if p.get("client_bound") else ""),
+             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in doc["points"]]
     lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
                          "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
                          "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "in flight",
-                         "client CPU %", "lag p50 ms", "regime; notes"], rows,
+                         "client CPU %", "read wait ms", "regime; notes"], rows,
                         align="lrrrrrrrrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
@@ -294,7 +294,7 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
     bound = [p for p in doc["points"] if p.get("client_bound")]
     if bound:
-        lines.append("lag marked ! is a client-bound point (the client, not the server, was the limit; left out of the "
+        lines.append("read wait marked ! is a client-bound point (the client, not the server, was the limit; left out of the "
                      f"knee, peak and diff): {bound[0]['client_bound_reason']}")
     unresolved = [p for p in doc["points"] if (p.get("itl_unresolved_share") or 0) >= ITL_UNRESOLVED_NOTE]
     if unresolved:

@@ -64,12 +64,25 @@ def test_repeat_ci95_worked_by_hand():
 
 
 def test_client_bound_rule():
-    """At or above 90 % CPU, or a median loop lag at or above 10 ms, the client was the limit; below both it was not."""
+    """At or above 90 % CPU, or a ready read waiting 10 ms or more on average, the client was the limit; below both
+    it was not."""
     assert client_bound_reason(0.5, 0.001) is None
     assert client_bound_reason(None, None) is None
     assert "client-bound" in client_bound_reason(CLIENT_CPU_LIMIT, 0.001)
     why = client_bound_reason(0.2, CLIENT_LAG_LIMIT_S * 3)
-    assert "30.0 ms late" in why and "CPU" not in why
+    assert "waited 30.0 ms" in why and "CPU" not in why
+
+
+def test_read_wait_weights_lag_by_its_length():
+    """The fault a median over wake-ups hid (a loop blocked 1.1 s wakes once): 14 wake-ups, one late by 1.0 s and
+    13 by 1 ms, over 15 s.  Median lag 1 ms, but a read ready at a random moment waited Σ L² / 2 / wall =
+    (1.0² + 13 · 0.001²) / 2 / 15 = 0.03334 s.  An idle loop (100 wake-ups 1 ms late over 1.1 s): 100 · 1e-6 / 2 /
+    1.1 = 45 µs."""
+    from pipeline.metrics.clientside import read_wait_s
+
+    assert read_wait_s([1.0] + [0.001] * 13, 15.0) == pytest.approx((1.0 + 13e-6) / 30)
+    assert read_wait_s([0.001] * 100, 1.1) == pytest.approx(100e-6 / 2.2)
+    assert read_wait_s([], 1.0) is None
 
 
 def _point(meta):
@@ -92,14 +105,18 @@ def test_summary_carries_the_client_figures_and_the_flag():
     assert s.achieved_concurrency == pytest.approx(1.0)
     assert s.client_cpu_share == pytest.approx(0.96)
     assert s.client_lag_s["p50"] == pytest.approx(0.002)
+    assert s.client_read_wait_s is None  # no wall time in these blocks
     assert s.client_bound is True and "CPU was busy 96%" in s.client_bound_reason
     assert s.delivered_output_throughput_tok_s == pytest.approx(25.0)
     assert s.itl_unresolved_share == pytest.approx(0.25)
     assert s.tokens_per_chunk == pytest.approx(1.0) and s.chunks_per_request == pytest.approx(4.0)
     assert s.ttst_s["p50"] == pytest.approx(0.1)
     assert s.itl_s["p50"] > 0 and min(d.itl_values(_point({}).repeats[0].requests[0])) == pytest.approx(0.05)
-    kept = summarize_point(_point({"client": [{"cpu_share": 0.3, "lag_s": [0.001]}]}))
+    kept = summarize_point(_point({"client": [{"cpu_share": 0.3, "lag_s": [0.001], "wall_s": 1.0}]}))
     assert kept.client_bound is False and kept.client_bound_reason is None
+    late = summarize_point(_point({"client": [{"cpu_share": 0.3, "lag_s": [0.5, 0.001], "wall_s": 2.0}]}))
+    assert late.client_read_wait_s == pytest.approx((0.25 + 1e-6) / 4)  # 62.5 ms ≥ 10 ms: read late
+    assert late.client_bound is True and "waited 62.5 ms" in late.client_bound_reason
     assert summarize_point(_point({})).client_bound is None  # nothing measured: unknown, not "kept up"
 
 
