@@ -144,3 +144,51 @@ def test_arrays_match_the_reference_definitions():
     assert fig["ttst_s"]["mean"] == pytest.approx(np.mean(ttsts))
     joined, chunks = map(sum, zip(*(d.unresolved_chunks(r) for r in reqs)))
     assert fig["itl_unresolved_share"] == pytest.approx(joined / chunks)
+
+
+def _curve(bound_at: int | None):
+    """A closed-loop curve at c = 1, 2, 4, 8 of one repeat each: c requests × 4 tokens sent at 0 and done at 0.04 s,
+    so 4c / 0.04 = 100 · c tok/s; the point at ``bound_at`` with a saturated client (CPU 0.99), the others at 0.2."""
+    out = []
+    for c in (1, 2, 4, 8):
+        reqs = [_req([[0.01, 1], [0.02, 1], [0.03, 1], [0.04, 1]], rid=i) for i in range(c)]
+        rep = RepeatRecord(repeat=0, batching="served", window_start_s=0.0, window_end_s=0.04, requests=reqs)
+        cpu = 0.99 if c == bound_at else 0.2
+        meta = {"client": [{"cpu_share": cpu, "lag_s": [0.001], "wall_s": 1.0, "achieved_concurrency": float(c)}]}
+        out.append(summarize_point(PointRecords(point=PointKey("m", "openai", 4, 4, c), repeats=[rep], meta=meta)))
+    return out
+
+
+def test_a_client_bound_point_is_marked_wherever_it_is_shown():
+    """The point at c = 8 is client-bound: the analysis leaves it out (peak 400 tok/s at c = 4, not 800 at c = 8),
+    the run's verdict and the point's say so, show marks its read wait ``!`` and notes why, the model page's client
+    cell starts CLIENT-BOUND, and the diff takes back a called change there with that reason."""
+    from pipeline.analysis.analyze import analyze
+    from pipeline.analysis.quality import run_quality
+    from pipeline.diff.metrics import MetricChange
+    from pipeline.diff.withhold import withhold_flagged
+    from pipeline.pages.views import client_cell
+    from pipeline.views.show import build_show, format_table
+
+    summaries = _curve(bound_at=8)
+    assert [s.output_throughput_tok_s for s in summaries] == pytest.approx([100, 200, 400, 800])
+    analysis = analyze(summaries, {}, {"name": "cpu"})
+    model = analysis["models"][0]
+    assert model["excluded_concurrency"] == [8] and model["peak_concurrency"] == 4
+    dicts = [s.as_dict() for s in summaries]
+    quality = run_quality({}, dicts)
+    assert quality["verdict"] == "flagged" and any("client-bound" in r for r in quality["reasons"])
+    assert [p["concurrency"] for p in quality["points"]] == [8]
+    doc = build_show({"run_id": "r"}, dicts, analysis)
+    row = doc["points"][3]
+    assert row["client_bound"] is True and row["excluded"] and row["quality"]["verdict"] == "flagged"
+    table = format_table(doc)
+    assert "FLAGGED: client-bound" in table and "read wait marked ! is a client-bound point" in table
+    assert client_cell(dicts[3]).startswith("**CLIENT-BOUND**") and not client_cell(dicts[2]).startswith("**")
+    assert client_cell(dicts[2]) == "4.0 in flight, CPU 20 %, read wait 0.0 ms"
+    change = MetricChange(model="m", engine="openai", input_len=4, output_len=4, concurrency=8,
+                          metric="output_throughput_tok_s", label="output throughput", unit="tok/s",
+                          higher_is_better=True, a=800.0, b=400.0, change=-0.5, p_value=0.001, n_a=3, n_b=3,
+                          p_floor=0.0, sample_unit="repeat", significant=True, verdict="worse", note=None)
+    withhold_flagged([change], {"verdict": "clean", "points": []}, quality)
+    assert change.verdict == "~" and "client-bound" in change.note
