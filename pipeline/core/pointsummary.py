@@ -122,7 +122,8 @@ class PointSummary:
     The client's own figures (served points; :mod:`pipeline.metrics.clientside`, docs/definitions.md): ``achieved_concurrency``
     (requests in flight as the client saw them, time-weighted over the measured window), ``client_lag_s`` (its
     event loop's lag, s), ``client_read_wait_s`` (the mean time a ready read waited for that loop, s),
-    ``client_cpu_share`` (its CPU time / wall time), ``client_bound`` with
+    ``client_cpu_share`` (its CPU time / wall time), ``connect_s`` and ``first_byte_s`` (HTTP phases: opening a
+    connection, a request's start to its response headers, s), ``client_bound`` with
     ``client_bound_reason`` (the client, not the server, was the limit: the point is left out of the knee, the peak
     and the diff's findings), ``delivered_output_throughput_tok_s`` (every token received inside the measured
     window / the window: what the server delivered there).  Per read: ``itl_unresolved_share`` (chunks that came
@@ -179,6 +180,8 @@ class PointSummary:
     client_lag_s: Distribution | None = None
     client_read_wait_s: float | None = None
     client_cpu_share: float | None = None
+    connect_s: Distribution | None = None
+    first_byte_s: Distribution | None = None
     client_bound: bool | None = None
     client_bound_reason: str | None = None
     delivered_output_throughput_tok_s: float | None = None

@@ -18,6 +18,10 @@ three things over one repeat, off nothing but the client's own clocks:
 - **CPU share**: the process's CPU time (``time.process_time``: user + system of every thread) over the
   repeat's wall time.  The loop runs on one thread, so a share near 1 means the client had no idle time.
 
+- **HTTP phases** (AIPerf's and GuideLLM's request timings): the time to open a connection (``connect_s``, only
+  for requests that opened one: keep-alive reuses them) and from a request's start to its response headers
+  (``first_byte_s``: the server's first byte), from aiohttp's request tracing (:func:`phase_trace`).
+
 Pure bookkeeping plus one monitoring task: the meter never changes when anything is sent.
 """
 
@@ -61,6 +65,8 @@ class ClientMeter:
         self.period_s = period_s
         self.events: list[tuple[float, int]] = []
         self.lags: list[float] = []
+        self.connect_s: list[float] = []
+        self.first_byte_s: list[float] = []
         self._task: asyncio.Task | None = None
         self._t0 = self._cpu0 = 0.0
         self.result: dict[str, Any] | None = None
@@ -93,9 +99,44 @@ class ClientMeter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         self.result = {"wall_s": wall, "cpu_s": cpu, "cpu_share": cpu / wall if wall > 0 else None,
-                       "lag_s": list(self.lags)}
+                       "lag_s": list(self.lags), "connect_s": list(self.connect_s),
+                       "first_byte_s": list(self.first_byte_s)}
         return self.result
 
     def achieved_concurrency(self, start: float, end: float) -> float | None:
         """Requests in flight as the client saw them, time-weighted over ``[start, end]`` (s since ``t0``)."""
         return time_weighted_mean(self.events, start, end)
+
+
+def phase_trace(current: Any) -> Any:
+    """An ``aiohttp.TraceConfig`` that adds each request's HTTP phases to the meter ``current()`` returns (None: none).
+
+    ``connect_s``: ``on_connection_create_start`` → ``on_connection_create_end``; ``first_byte_s``:
+    ``on_request_start`` → ``on_request_end`` (aiohttp calls it when the response's headers have arrived), s.
+    """
+    import aiohttp
+
+    perf = time.perf_counter
+    trace = aiohttp.TraceConfig()
+
+    async def start(_s: Any, ctx: Any, _p: Any) -> None:
+        ctx.request_start = perf()
+
+    async def headers(_s: Any, ctx: Any, _p: Any) -> None:
+        meter = current()
+        if meter is not None and hasattr(ctx, "request_start"):
+            meter.first_byte_s.append(perf() - ctx.request_start)
+
+    async def conn_start(_s: Any, ctx: Any, _p: Any) -> None:
+        ctx.connect_start = perf()
+
+    async def conn_end(_s: Any, ctx: Any, _p: Any) -> None:
+        meter = current()
+        if meter is not None and hasattr(ctx, "connect_start"):
+            meter.connect_s.append(perf() - ctx.connect_start)
+
+    trace.on_request_start.append(start)
+    trace.on_request_end.append(headers)
+    trace.on_connection_create_start.append(conn_start)
+    trace.on_connection_create_end.append(conn_end)
+    return trace

@@ -20,7 +20,7 @@ from typing import Any
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
 from pipeline.engines import client, scheduler, streamrecord
-from pipeline.engines.clientmeter import ClientMeter
+from pipeline.engines.clientmeter import ClientMeter, phase_trace
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
@@ -267,7 +267,8 @@ class ServedEngine:
             chunks.extend([t, k] for t, k in zip(raw.times, counts))
         res = meter.result or {}
         return {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s"), "cpu_share": res.get("cpu_share"),
-                "lag_s": res.get("lag_s", []), "achieved_concurrency": meter.achieved_concurrency(start, end),
+                "lag_s": res.get("lag_s", []), "connect_s": res.get("connect_s", []),
+                "first_byte_s": res.get("first_byte_s", []), "achieved_concurrency": meter.achieved_concurrency(start, end),
                 "delivered_tokens": scheduler.delivered_tokens(chunks, start, end) if end > start else None}
 
     async def _measure_async(self, key: PointKey, repeats: int, n_warm: int, n_meas: int, bodies: list[bytes],
@@ -277,13 +278,15 @@ class ServedEngine:
         murl = self._metrics_url()
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with client.make_session(key.concurrency or key.max_concurrency or 0) as session, Sampler(murl) as sampler:
+        metering: dict[str, ClientMeter | None] = {"now": None}  # the repeat's meter, for the HTTP phase trace
+        async with client.make_session(key.concurrency or key.max_concurrency or 0,
+                                       [phase_trace(lambda: metering["now"])]) as session, Sampler(murl) as sampler:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
                 if before is not None:
                     sampler.start()
-                meter = ClientMeter()
+                meter = metering["now"] = ClientMeter()
                 meter.start(t0)
                 try:
                     reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
@@ -299,6 +302,7 @@ class ServedEngine:
                 finally:
                     during = sampler.stop()
                     await meter.stop()
+                    metering["now"] = None
                 after = await self._scrape(session, murl) if before is not None else None
                 records = [streamrecord.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
                            for s in res.streams]

@@ -17,6 +17,8 @@ figures (docs/definitions.md, "The client's own figures"):
   measured window / the window, median over repeats: what the server delivered there, which the measured
   requests' own tokens / the same window undercount by the warm-up still finishing at its start and the
   cool-down already streaming at its end;
+- ``connect_s`` / ``first_byte_s``: the HTTP phases of every request of every repeat (opening a connection, where
+  one was opened; a request's start to its response headers), s;
 - ``client_bound`` / ``client_bound_reason`` (:func:`client_bound_reason`): the point is the client's limit, not
   a server measurement.
 """
@@ -85,12 +87,17 @@ def _med(values: list[float | None]) -> float | None:
     return float(median(vals)) if vals else None
 
 
+def _pooled(blocks: list[dict[str, Any]], name: str) -> list[float]:
+    """Every finite value of list ``name`` over the repeats' blocks."""
+    return [float(x) for b in blocks for x in (b.get(name) or []) if isinstance(x, (int, float)) and np.isfinite(x)]
+
+
 def client_figures(blocks: list[dict[str, Any]] | None, windows: list[tuple[float, float]]) -> dict[str, Any]:
     """A point's client figures (the :class:`~pipeline.core.pointsummary.PointSummary` fields of the module docstring)
     from its per-repeat ``meta["client"]`` blocks and its repeats' measured windows (s); every field None for a
     point without them (in-process engines, imports, points measured before they were kept)."""
     out: dict[str, Any] = {"achieved_concurrency": None, "client_lag_s": None, "client_read_wait_s": None,
-                           "client_cpu_share": None,
+                           "client_cpu_share": None, "connect_s": None, "first_byte_s": None,
                            "delivered_output_throughput_tok_s": None, "client_bound": None, "client_bound_reason": None}
     if not blocks or not isinstance(blocks, list):
         return out
@@ -99,14 +106,14 @@ def client_figures(blocks: list[dict[str, Any]] | None, windows: list[tuple[floa
     for b, (start, end) in zip(blocks, windows):
         tokens = b.get("delivered_tokens")
         delivered.append(tokens / (end - start) if isinstance(tokens, (int, float)) and end > start else None)
-    lags = [float(x) for b in blocks for x in (b.get("lag_s") or []) if isinstance(x, (int, float)) and np.isfinite(x)]
-    lag = distribution(lags)
+    lag = distribution(_pooled(blocks, "lag_s"))
     cpu = _med([b.get("cpu_share") for b in blocks if isinstance(b.get("cpu_share"), (int, float))])
     wait = _med([read_wait_s([x for x in (b.get("lag_s") or []) if isinstance(x, (int, float)) and np.isfinite(x)],
                              b.get("wall_s") if isinstance(b.get("wall_s"), (int, float)) else None) for b in blocks])
     reason = client_bound_reason(cpu, wait)
     out.update(achieved_concurrency=_med([b.get("achieved_concurrency") for b in blocks]), client_lag_s=lag,
-               client_read_wait_s=wait,
+               client_read_wait_s=wait, connect_s=distribution(_pooled(blocks, "connect_s")),
+               first_byte_s=distribution(_pooled(blocks, "first_byte_s")),
                client_cpu_share=cpu, delivered_output_throughput_tok_s=_med(delivered),
                client_bound=None if cpu is None and wait is None else reason is not None, client_bound_reason=reason)
     return out

@@ -52,7 +52,7 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
                 "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
                 "input_tokens_served", "output_tokens_served",
                 # the client's own figures and what peers report beside (pipeline.metrics.clientside, docs/definitions.md)
-                "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "client_bound", "client_bound_reason",
+                "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "connect_s", "first_byte_s", "client_bound", "client_bound_reason",
                 "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk",
                 "chunks_per_request", "ci95")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",

@@ -126,6 +126,8 @@ def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency):
     assert summ.achieved_concurrency == pytest.approx(concurrency, rel=0.05)  # closed loop: c in flight
     assert summ.itl_unresolved_share is not None and summ.ttst_s is not None
     assert summ.tokens_per_chunk == pytest.approx(1.0)  # the server sends one token per event
+    # HTTP phases: the fake server sends its headers at once, before its 50 ms prefill: first byte before TTFT
+    assert summ.connect_s is not None and 0 < summ.first_byte_s["p50"] < summ.ttft_s["p50"]
     assert summ.chunks_per_request == pytest.approx(N_TOKENS, rel=0.02)
 
 

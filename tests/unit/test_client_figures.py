@@ -114,6 +114,10 @@ def test_summary_carries_the_client_figures_and_the_flag():
     assert s.itl_s["p50"] > 0 and min(d.itl_values(_point({}).repeats[0].requests[0])) == pytest.approx(0.05)
     kept = summarize_point(_point({"client": [{"cpu_share": 0.3, "lag_s": [0.001], "wall_s": 1.0}]}))
     assert kept.client_bound is False and kept.client_bound_reason is None
+    phases = summarize_point(_point({"client": [{"connect_s": [0.002], "first_byte_s": [0.01, 0.03]},
+                                                {"connect_s": [], "first_byte_s": [0.02]}]}))
+    assert phases.connect_s["p50"] == pytest.approx(0.002)  # pooled over repeats: 0.01, 0.02, 0.03 → median 0.02
+    assert phases.first_byte_s["p50"] == pytest.approx(0.02)
     late = summarize_point(_point({"client": [{"cpu_share": 0.3, "lag_s": [0.5, 0.001], "wall_s": 2.0}]}))
     assert late.client_read_wait_s == pytest.approx((0.25 + 1e-6) / 4)  # 62.5 ms ≥ 10 ms: read late
     assert late.client_bound is True and "waited 62.5 ms" in late.client_bound_reason
