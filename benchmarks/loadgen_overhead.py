@@ -1,4 +1,4 @@
-"""How many streamed tokens/s the load generator itself sustains, beside GuideLLM, in one run.
+"""How many streamed tokens/s the load generator itself sustains, beside a minimal socket client and GuideLLM, in one run.
 
 A local OpenAI-compatible server (raw asyncio, HTTP/1.1 keep-alive, chunked SSE) streams
 ``max_tokens`` one-token chunks per request as fast as it can: every response is
@@ -8,11 +8,18 @@ event loop (``BENCH_EVENTS_PER_WRITE`` events per chunk, default 1).  It runs in
 process on every core but the client's.
 
 Each client runs in its own process pinned to one core (``os.sched_setaffinity``; GuideLLM
-through ``taskset``), at concurrency 1, 64 and 512, ``--repeats`` times:
+through ``taskset``), at concurrency 1, 64, 256 and 1,024, ``--repeats`` times, ours and the minimal
+client in turn against the same server:
 
 - ours: :func:`pipeline.engines.loadgen.closed_loop` exactly as the engines use it
-  (warm-up wave excluded, ``max(4·N, 64)`` measured requests); figure = output tokens of
-  the measured requests / measured window (docs/definitions.md, output throughput);
+  (warm-up wave excluded, ``max(4·N, 64)`` measured requests); figure = tokens every stream
+  received inside the measured window (first measured send → last measured completion) / that
+  window (``PointSummary.delivered_output_throughput_tok_s``);
+- minimal (:func:`minimal`, about 60 lines): raw HTTP/1.1 over asyncio streams, one timestamp per
+  read, content events counted by a byte search, no JSON parsing; the same request shape and the
+  same figure.  ``ratio`` = ours / minimal: the load generator's own cost at that concurrency (the
+  target is ≥ 0.95×); ``CPU`` columns = each client's CPU time / wall time (100 %: that client was
+  the limit, not the server);
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
   same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of
@@ -21,7 +28,9 @@ through ``taskset``), at concurrency 1, 64 and 512, ``--repeats`` times:
 Both clients stream ``/v1/chat/completions`` (GuideLLM 0.8.1 cannot build
 ``/v1/completions`` requests from its synthetic data: "missing text_column").
 
-Prints a table of medians (tokens/s) and writes the samples as JSON with ``--json``.
+Prints a table of medians (tokens/s) with the ratios, then which peers this machine has (vLLM's
+``vllm bench serve``, AIPerf, GuideLLM: each run only where installed; the line says so), and writes
+the samples as JSON with ``--json``.
 
     PYTHONPATH=$PWD python benchmarks/loadgen_overhead.py [--repeats 3] [--output-tokens 512]
 
@@ -199,8 +208,9 @@ def serve(port: int) -> None:
 # clients
 
 def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float]:
-    """Our load generator at ``concurrency``: (output tokens/s of the measured requests over the measured
-    window, the client's CPU time / wall time of the loop — near 1.0 when the client is the limit)."""
+    """Our load generator at ``concurrency``: (tokens/s every stream delivered inside the measured window, as
+    ``PointSummary.delivered_output_throughput_tok_s`` counts them, the client's CPU time / wall time of the loop —
+    near 1.0 when the client is the limit)."""
     sys.path.insert(0, str(ROOT))
     from pipeline.engines import loadgen
 
@@ -222,7 +232,69 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tup
     if bad:
         raise SystemExit(f"ours: {len(bad)} failed requests, e.g. {bad[0]}")
     start, end = loadgen.measured_window(records)
-    return sum(r.output_tokens for r in records if not r.warmup) / (end - start), cpu_frac
+    chunks = [(t, k) for r in records for t, k in r.chunks]
+    chunks += [(t, 1) for raw in res.cooldown for t in raw.times]  # one token per event from the bench server
+    return delivered_tok_s(chunks, start, end), cpu_frac
+
+
+def delivered_tok_s(chunks: list[tuple[float, int]], start: float, end: float) -> float:
+    """Tokens every stream (warm-up, measured, cool-down) received inside ``[start, end]`` (s) / the window: what the
+    server delivered there, the figure both clients are compared on (``pipeline.engines.scheduler.delivered_tokens``)."""
+    return sum(k for t, k in chunks if start <= t <= end) / (end - start)
+
+
+def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float]:
+    """A minimal socket client: raw HTTP/1.1 keep-alive over asyncio streams, one timestamp per read, the content
+    events of each read counted by a byte search (one token per event, as the bench server sends them); the same
+    shape as ours (``concurrency`` warm-up requests, ``n_measured`` measured, cool-down until they are done).
+    Returns (delivered tok/s over first measured send → last measured completion, CPU time / wall time)."""
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    body = json.dumps({"model": "bench", "stream": True, "max_tokens": output_tokens, "ignore_eos": True,
+                       "messages": [{"role": "user", "content": "w0 w1 w2 w3"}]}).encode()
+    head = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (host.encode(), len(body)))
+    n_total, chunks, sends, ends = concurrency + n_measured, [], [], []
+    state = {"next": 0, "done": 0}
+    all_done = asyncio.Event()
+
+    async def slot() -> None:
+        reader, writer = await asyncio.open_connection(host, int(port), limit=2 ** 22)
+        perf, mark, end_mark = time.perf_counter, b'"content"', b"0\r\n\r\n"
+        while not all_done.is_set():
+            i = state["next"]
+            state["next"] += 1
+            t_send = perf()
+            writer.write(head + body)
+            tail = b""
+            while True:
+                data = await reader.read(2 ** 20)
+                now = perf()
+                if not data:
+                    raise ConnectionError("server closed the connection")
+                seen = tail + data
+                chunks.append((now, seen.count(mark) - tail.count(mark)))
+                tail = seen[-16:]
+                if seen.endswith(end_mark):
+                    break
+            if concurrency <= i < n_total:
+                sends.append(t_send)
+                ends.append(now)
+                state["done"] += 1
+                if state["done"] >= n_measured:
+                    all_done.set()
+        writer.close()
+
+    async def run() -> None:
+        tasks = [asyncio.create_task(slot()) for _ in range(concurrency)]
+        await all_done.wait()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    asyncio.run(run())
+    cpu_frac = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    return delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac
 
 
 def build_tokenizer(folder: Path) -> None:
@@ -271,15 +343,25 @@ def _guidellm_tok_s(report: dict) -> float:
 # ---------------------------------------------------------------------------------------------
 # orchestration
 
+def peers() -> dict[str, str]:
+    """Which peer load generators this machine has, and what this benchmark does with them (one line each)."""
+    vllm = shutil.which("vllm") or next((str(p) for p in (ROOT / ".venv-vllm" / "bin" / "vllm",) if p.exists()), None)
+    return {"guidellm": "run above (concurrent profile, pinned with taskset)" if shutil.which("guidellm") or
+            os.environ.get("GUIDELLM") else "not installed: its column is n/a",
+            "aiperf": "not installed: not run" if not shutil.which("aiperf") else "installed, not run by this script",
+            "vllm bench serve": (f"installed ({vllm}), not run here: benchmarks/vllm_agreement.py compares against it "
+                                 "on a vLLM server" if vllm else "not installed: not run")}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-def _pinned(core: int, args: list[str]) -> tuple[float, float]:
-    """Run this script's ``client-ours`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction)."""
-    res = subprocess.run([sys.executable, __file__, "client-ours", "--core", str(core), *args],
+def _pinned(core: int, args: list[str], which: str = "ours") -> tuple[float, float]:
+    """Run this script's ``client-<which>`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction)."""
+    res = subprocess.run([sys.executable, __file__, f"client-{which}", "--core", str(core), *args],
                          capture_output=True, text=True, timeout=1800, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if res.returncode != 0:
         raise RuntimeError(f"client failed: {res.stderr[-1500:]}")
@@ -293,13 +375,14 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd")
     s = sub.add_parser("serve")
     s.add_argument("--port", type=int, required=True)
-    c = sub.add_parser("client-ours")
-    c.add_argument("--core", type=int, default=0)
-    c.add_argument("--url", required=True)
-    c.add_argument("--concurrency", type=int, required=True)
-    c.add_argument("--requests", type=int, required=True)
-    c.add_argument("--output-tokens", type=int, required=True)
-    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 512])
+    for name in ("client-ours", "client-minimal"):
+        c = sub.add_parser(name)
+        c.add_argument("--core", type=int, default=0)
+        c.add_argument("--url", required=True)
+        c.add_argument("--concurrency", type=int, required=True)
+        c.add_argument("--requests", type=int, required=True)
+        c.add_argument("--output-tokens", type=int, required=True)
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256, 1024])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--output-tokens", type=int, default=512, help="streamed tokens per request")
     ap.add_argument("--client-core", type=int, default=0, help="the one core every client is pinned to")
@@ -311,9 +394,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         serve(args.port)
         return 0
-    if args.cmd == "client-ours":
+    if args.cmd in ("client-ours", "client-minimal"):
         os.sched_setaffinity(0, {args.core})
-        print(*ours(args.url, args.concurrency, args.requests, args.output_tokens))
+        run = ours if args.cmd == "client-ours" else minimal
+        print(*run(args.url, args.concurrency, args.requests, args.output_tokens))
         return 0
 
     cores = sorted(os.sched_getaffinity(0))
@@ -321,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
     port = _free_port()
     server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port)],
                               preexec_fn=lambda: os.sched_setaffinity(0, set(server_cores)))
-    samples: dict[str, dict[int, list[float]]] = {"ours": {}, "guidellm": {}}
+    samples: dict[str, dict[int, list[float]]] = {"ours": {}, "minimal": {}, "guidellm": {}}
     load_before = os.getloadavg()
     try:
         for _ in range(100):
@@ -341,11 +425,14 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(args.repeats):
             for conc in args.concurrency:
                 n = max(4 * conc, 64)
-                v, cpu = _pinned(args.client_core, ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc),
-                                               "--requests", str(n), "--output-tokens", str(args.output_tokens)])
-                samples["ours"].setdefault(conc, []).append(v)
-                samples.setdefault("ours_cpu_fraction", {}).setdefault(conc, []).append(cpu)
-                print(f"repeat {r + 1} c={conc} ours {v:,.0f} tok/s (client CPU {cpu:.0%} of wall)", file=sys.stderr)
+                argv_c = ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc), "--requests", str(n),
+                          "--output-tokens", str(args.output_tokens)]
+                for which in ("ours", "minimal"):  # side by side, in turn, against the same server
+                    v, cpu = _pinned(args.client_core, argv_c, which)
+                    samples[which].setdefault(conc, []).append(v)
+                    samples.setdefault(f"{which}_cpu_fraction", {}).setdefault(conc, []).append(cpu)
+                    print(f"repeat {r + 1} c={conc} {which} {v:,.0f} tok/s (client CPU {cpu:.0%} of wall)",
+                          file=sys.stderr)
                 if args.guidellm:
                     try:
                         g = guidellm(args.guidellm, f"http://127.0.0.1:{port}", conc, n, args.output_tokens,
@@ -357,13 +444,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.kill()
         server.wait()
-    print(f"\nstreamed output tokens/s, client pinned to one core, median of {args.repeats} "
-          f"(load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {len(cores)} cores)")
-    print(f"{'concurrency':>11}  {'batchmark':>12}  {'guidellm':>12}  {'ratio':>6}")
+    print(f"\nstreamed output tokens/s delivered in the measured window, client pinned to one core, median of "
+          f"{args.repeats} (load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {len(cores)} cores)")
+    print(f"{'concurrency':>11}  {'batchmark':>12}  {'minimal':>12}  {'ratio':>6}  {'CPU ours':>8}  {'CPU min':>7}  "
+          f"{'guidellm':>12}")
     for conc in args.concurrency:
         o = statistics.median(samples["ours"][conc])
+        mn = statistics.median(samples["minimal"][conc])
         g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
-        print(f"{conc:>11}  {o:>12,.0f}  {(f'{g:,.0f}' if g else 'n/a'):>12}  {(f'{o / g:.1f}x' if g else ''):>6}")
+        co = statistics.median(samples["ours_cpu_fraction"][conc])
+        cm = statistics.median(samples["minimal_cpu_fraction"][conc])
+        print(f"{conc:>11}  {o:>12,.0f}  {mn:>12,.0f}  {o / mn:>5.2f}x  {co:>8.0%}  {cm:>7.0%}  "
+              f"{(f'{g:,.0f}' if g else 'n/a'):>12}")
+    for name, hint in peers().items():
+        print(f"{name}: {hint}")
     if args.json:
         Path(args.json).write_text(json.dumps({"output_tokens": args.output_tokens, "samples": samples}, indent=1))
     return 0

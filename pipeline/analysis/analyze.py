@@ -17,7 +17,9 @@ verdict *flagged* of :mod:`pipeline.analysis.quality`); a point whose failure ra
 (failed / measured requests) is above ``max_failure_rate`` (config, default
 :data:`pipeline.config.sweepconfig.EXCLUSION_FAILURE_RATE`), or that completed nothing, is *excluded*: it stays
 in the tables, marked, but is left out of the knee, the peak, the single-stream figure and the
-scaling efficiency, and ``excluded_reason`` says so (:func:`point_quality`).
+scaling efficiency, and ``excluded_reason`` says so (:func:`point_quality`); so is a client-bound point
+(``PointSummary.client_bound``: the client's CPU or event-loop lag says it, not the server, was the limit,
+:mod:`pipeline.metrics.clientside`).
 Open loop: points sent at a rate (``poisson``/``constant``) stay out of the knee,
 peak, single-stream and scaling figures (those are of the closed-loop concurrency grid) and out of
 MBU (their batch varies from step to step).
@@ -36,6 +38,7 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.analysis.quality import implausible_mfu, implausible_model, implausible_point, point_verdict
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
+from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
 from pipeline.core.records import workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
 from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
@@ -122,6 +125,8 @@ def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_R
     elif rate is not None and rate > max_failure_rate:
         reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
                   f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
+    elif s.client_bound:  # the client, not the server, was the limit: no server measurement (metrics.clientside)
+        reason = f"{s.client_bound_reason}; left out of knee, peak and scaling efficiency"
     else:
         for flag, cause in EXCLUDING_CAVEATS.items():
             n = counts.get(flag, 0)
@@ -139,6 +144,8 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
       ``min_tokens`` (``count_below_max_tokens``): the server does not honour them, and the point
       is not of the requested output length (left out of the analysis when widespread,
       :func:`point_quality`);
+    - a client-bound point (:func:`pipeline.metrics.clientside.client_bound_reason`): what the client's CPU or lag
+      said, and what to do (:data:`pipeline.metrics.clientside.CLIENT_BOUND_ADVICE`);
     - requests whose prompt the server counted differently from the one the client built
       (``input_tokens_mismatch``, :func:`pipeline.engines.tokencount.input_mismatch`): a tokenizer
       or chat-template mismatch; the records keep the server's count (left out when widespread);
@@ -154,6 +161,8 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
         left = "; left out of the analysis" if total and early / total > max_failure_rate else ""
         out.append(f"{early} of {total} requests stopped before the requested {s.output_len} output tokens{got} "
                    f"although the server accepted ignore_eos: it does not honour it{left}")
+    if s.client_bound:
+        out.append(f"{s.client_bound_reason}: left out of the knee, peak and diff; {CLIENT_BOUND_ADVICE}")
     mism = caveats.get("input_tokens_mismatch", 0)
     if mism:
         got = f" {s.input_tokens_served:.0f}" if s.input_tokens_served is not None else " another number of"

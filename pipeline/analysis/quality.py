@@ -17,6 +17,8 @@ A run is *flagged* when any of these holds, each a reason of its own:
   the run was measured;
 - a point was timed by an intermediary: its tokens arrived in bursts of many events per read (caveat
   ``timed_by_intermediary``), so its latencies are a buffer's;
+- a point was client-bound (``PointSummary.client_bound``: the client's CPU or event-loop lag says the client,
+  not the server, was the limit; :mod:`pipeline.metrics.clientside`);
 - a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
   bandwidth ceiling; :func:`implausible_model`).
 
@@ -83,6 +85,8 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
         reasons.append(f"timed by an intermediary: {burst} of {(p.get('completed') or 0) + (p.get('failed') or 0)} "
                        "requests arrived in bursts of many events per read, so its TTFT, TPOT and ITL are a buffer's, "
                        "not the server's")
+    if p.get("client_bound"):  # the client was the limit (pipeline.metrics.clientside): no server measurement
+        reasons.append(str(p.get("client_bound_reason") or "client-bound"))
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "spread": spread,
             "outside_share": share if isinstance(share, (int, float)) else None}
 
@@ -144,6 +148,11 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
                        f"while points ran: {where}")
     interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
+    bound = [p for p in points if p.get("client_bound")]
+    if bound:
+        reasons.append("the client, not the server, was the limit (client-bound) at "
+                       + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}" for p in bound)
+                       + ": those points are no server measurement")
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")

@@ -118,6 +118,19 @@ class PointSummary:
     ``tails_s`` (what ``vllm bench serve --metric-percentiles 95,99.9`` prints): ``{"ttft", "tpot",
     "itl", "itl_chunk", "e2el"}`` → :class:`Tails` of the same values as ``ttft_s``, ``tpot_s``, ``itl_s``,
     ``itl_chunk_s``, ``e2el_s`` (:func:`tails`); None for points summarized before it was kept and for imports.
+
+    The client's own figures (served points; :mod:`pipeline.metrics.clientside`, docs/definitions.md): ``achieved_concurrency``
+    (requests in flight as the client saw them, time-weighted over the measured window), ``client_lag_s`` (its
+    event loop's lag, s), ``client_read_wait_s`` (the mean time a ready read waited for that loop, s),
+    ``client_cpu_share`` (its CPU time / wall time), ``connect_s`` and ``first_byte_s`` (HTTP phases: opening a
+    connection, a request's start to its response headers, s), ``client_bound`` with
+    ``client_bound_reason`` (the client, not the server, was the limit: the point is left out of the knee, the peak
+    and the diff's findings), ``delivered_output_throughput_tok_s`` (every token received inside the measured
+    window / the window: what the server delivered there).  Per read: ``itl_unresolved_share`` (chunks that came
+    in one socket read with the chunk before them: gaps not timed), ``tokens_per_chunk``, ``chunks_per_request``,
+    ``ttst_s`` (time to second token).  ``ci95``: ``{samples key: [low, high]}``, the 95 % confidence interval of
+    the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more).  All None for points
+    summarized before they were kept, in-process engines (client figures) and imports.
     """
 
     model: str
@@ -163,6 +176,20 @@ class PointSummary:
     output_tokens_served: float | None = None
     max_concurrency: int | None = None
     tails_s: dict[str, Tails | None] | None = None
+    achieved_concurrency: float | None = None
+    client_lag_s: Distribution | None = None
+    client_read_wait_s: float | None = None
+    client_cpu_share: float | None = None
+    connect_s: Distribution | None = None
+    first_byte_s: Distribution | None = None
+    client_bound: bool | None = None
+    client_bound_reason: str | None = None
+    delivered_output_throughput_tok_s: float | None = None
+    itl_unresolved_share: float | None = None
+    ttst_s: Distribution | None = None
+    tokens_per_chunk: float | None = None
+    chunks_per_request: float | None = None
+    ci95: dict[str, list[float]] | None = None
 
     @property
     def key(self) -> PointKey:

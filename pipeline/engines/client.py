@@ -171,15 +171,17 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
 # --------------------------------------------------------------------------------------------
 # sessions, feature detection
 
-def make_session(concurrency: int) -> Any:
-    """An aiohttp session that never throttles ``concurrency`` long streams (call inside a loop)."""
+def make_session(concurrency: int, trace_configs: list[Any] | None = None) -> Any:
+    """An aiohttp session that never throttles ``concurrency`` long streams (call inside a loop); ``trace_configs``:
+    aiohttp request tracing (the HTTP phases of :func:`pipeline.engines.clientmeter.phase_trace`)."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=300,
                                      enable_cleanup_closed=False, ttl_dns_cache=None)
     return aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFSIZE, auto_decompress=False,
                                  max_line_size=READ_BUFSIZE, max_field_size=READ_BUFSIZE,
-                                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=60))
+                                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=60),
+                                 trace_configs=trace_configs or None)
 
 
 async def detect_features(session: Any, target: Target, prompt: str, max_tokens: int = 4) -> Features:

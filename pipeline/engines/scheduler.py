@@ -28,12 +28,13 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from pipeline.engines.client import Target, stream_one
+from pipeline.engines.clientmeter import ClientMeter
 from pipeline.engines.streamrecord import RawStream
 from pipeline.core.records import RequestRecord
 
@@ -64,12 +65,15 @@ class LoopResult:
     streams: list[RawStream]
     cooldown_sent: int
     aborted: str | None
+    #: the cool-down requests' streams (warm-up like: left out of the metrics), kept so that what the server
+    #: delivered inside the measured window can be counted (:func:`delivered_tokens`)
+    cooldown: list[RawStream] = field(default_factory=list)
 
 
 async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurrency: int, n_warmup: int,
                       t0: float, should_abort: Callable[[], str | None] | None = None,
                       max_consecutive_failures: int = 0, deadline_s: float | None = None,
-                      deadline_reason: str | None = None) -> LoopResult:
+                      deadline_reason: str | None = None, meter: ClientMeter | None = None) -> LoopResult:
     """Keep exactly ``concurrency`` requests in flight over ``bodies`` (times in s since ``t0``).
 
     ``bodies[:n_warmup]`` are warm-up, the rest measured; after the last body is sent, free
@@ -81,11 +85,14 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     ``max_consecutive_failures`` failed requests in a row (0 = never), or once ``deadline_s``
     seconds have passed (None = never), the repeat is aborted: nothing more is sent, requests
     in flight are cancelled and recorded as failed with the reason, unsent ones as not sent.
+    ``meter`` (:class:`~pipeline.engines.clientmeter.ClientMeter`) is told of every send and every end.
     """
     headers = target.headers()
     n_total = len(bodies)
     n_measured = n_total - n_warmup
     streams: list[RawStream] = []
+    cooled: list[RawStream] = []
+    send = _metered(meter, session, target, headers, t0)
     state: dict[str, Any] = {"next": 0, "measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
     all_measured = asyncio.Event()
     stop = asyncio.Event()
@@ -110,12 +117,13 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
             if i < n_total:
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
                 streams.append(raw)
-                await stream_one(session, target, bodies[i], raw, t0, headers)
+                await send(bodies[i], raw)
                 _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
-                await stream_one(session, target, bodies[(i - n_total) % n_total], cool, t0, headers)
+                cooled.append(cool)
+                await send(bodies[(i - n_total) % n_total], cool)
 
     async def watchdog() -> None:
         await asyncio.sleep(deadline_s)
@@ -140,7 +148,7 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     for t in tasks:  # a bug inside a slot must not pass silently
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()
-    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0)
+    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
 
 
 def schedule_gaps(load: str, rate_rps: float, seed: int) -> Iterator[float]:
@@ -170,7 +178,8 @@ def schedule_gaps(load: str, rate_rps: float, seed: int) -> Iterator[float]:
 async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str, rate_rps: float,
                     max_concurrency: int | None, n_warmup: int, t0: float, seed: int,
                     should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
-                    deadline_s: float | None = None, deadline_reason: str | None = None) -> LoopResult:
+                    deadline_s: float | None = None, deadline_reason: str | None = None,
+                    meter: ClientMeter | None = None) -> LoopResult:
     """Send ``bodies`` on a ``load`` schedule at ``rate_rps`` (times in s since ``t0``), at most ``max_concurrency`` in flight.
 
     The first request goes out at once, each next one a gap (:func:`schedule_gaps`) after the
@@ -180,12 +189,14 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
     after the last body the schedule goes on with cool-down requests (re-using bodies from the
     start) until every measured request has finished, so the last measured ones meet the same
     load as the first; those are then cancelled and dropped.  Aborts (``should_abort``,
-    ``max_consecutive_failures``, ``deadline_s``) work as in :func:`closed_loop`.
+    ``max_consecutive_failures``, ``deadline_s``) and ``meter`` work as in :func:`closed_loop`.
     """
     headers = target.headers()
     n_total = len(bodies)
     n_measured = n_total - n_warmup
     streams: list[RawStream] = []
+    cooled: list[RawStream] = []
+    send = _metered(meter, session, target, headers, t0)
     state: dict[str, Any] = {"measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
     all_measured = asyncio.Event()
     stop = asyncio.Event()
@@ -213,12 +224,13 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=scheduled_s, sent_s=sent,
                                 scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
                 streams.append(raw)
-                await stream_one(session, target, bodies[i], raw, t0, headers)
+                await send(bodies[i], raw)
                 _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)
-                await stream_one(session, target, bodies[(i - n_total) % n_total], cool, t0, headers)
+                cooled.append(cool)
+                await send(bodies[(i - n_total) % n_total], cool)
         finally:
             if slots is not None:
                 slots.release()
@@ -267,7 +279,22 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
         bugs.append(dispatcher.exception())
     if bugs:
         raise bugs[0]
-    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0)
+    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
+
+
+def _metered(meter: ClientMeter | None, session: Any, target: Target, headers: dict[str, str],
+             t0: float) -> Callable[[bytes, RawStream], Any]:
+    """``stream_one`` for one body, the meter told when it was sent and when its read ended (cancelled too)."""
+    if meter is None:
+        return lambda body, raw: stream_one(session, target, body, raw, t0, headers)
+
+    async def send(body: bytes, raw: RawStream) -> None:
+        meter.sent()
+        try:
+            await stream_one(session, target, body, raw, t0, headers)
+        finally:
+            meter.done()
+    return send
 
 
 def _settle(raw: RawStream, state: dict[str, Any], n_measured: int, all_measured: asyncio.Event,
@@ -287,7 +314,7 @@ def _settle(raw: RawStream, state: dict[str, Any], n_measured: int, all_measured
 
 
 def _finish(streams: list[RawStream], state: dict[str, Any], stopped: bool, n_warmup: int, n_total: int,
-            perf: Callable[[], float], t0: float) -> LoopResult:
+            perf: Callable[[], float], t0: float, cooled: list[RawStream] | None = None) -> LoopResult:
     """Close a repeat: requests cut off by an abort failed, unsent measured ones are recorded as not sent."""
     if stopped:
         for raw in streams:
@@ -300,7 +327,14 @@ def _finish(streams: list[RawStream], state: dict[str, Any], stopped: bool, n_wa
                 streams.append(RawStream(request_id=i, warmup=False, queued_s=perf() - t0, sent_s=perf() - t0,
                                          error=f"not sent: {state['aborted']}"))
     streams.sort(key=lambda s: s.request_id)
-    return LoopResult(streams=streams, cooldown_sent=state["cooldown"], aborted=state["aborted"])
+    return LoopResult(streams=streams, cooldown_sent=state["cooldown"], aborted=state["aborted"],
+                      cooldown=list(cooled or []))
+
+
+def delivered_tokens(chunks: list[list[float]], start: float, end: float) -> int:
+    """Tokens of ``chunks`` (``[arrival_s, n_tokens]`` of any stream: warm-up, measured or cool-down) that arrived
+    inside ``[start, end]`` (s): what the server delivered in the measured window, whichever request carried it."""
+    return int(sum(k for t, k in chunks if start <= t <= end))
 
 
 def measured_window(records: list[RequestRecord]) -> tuple[float, float]:

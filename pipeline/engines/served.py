@@ -20,6 +20,7 @@ from typing import Any
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
 from pipeline.engines import client, scheduler, streamrecord
+from pipeline.engines.clientmeter import ClientMeter, phase_trace
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
@@ -238,7 +239,7 @@ class ServedEngine:
             "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else
              "tokenized chunk text; the server reports no usage"),
-            "cooldown_sent": [], "aborted": None}
+            "cooldown_sent": [], "aborted": None, "client": []}
         reps = asyncio.run(self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))
         return PointRecords(point=key, repeats=reps, meta=meta)
 
@@ -255,6 +256,21 @@ class ServedEngine:
         except Exception:  # a scrape is best effort; the measurement never depends on it
             return None
 
+    def _client_block(self, meter: ClientMeter, records: list[Any], cooldown: list[streamrecord.RawStream],
+                      key: PointKey, start: float, end: float) -> dict[str, Any]:
+        """One repeat's client figures for the point's meta (``meta["client"]``, one per repeat): the meter's CPU and
+        lag, the requests in flight time-weighted over the measured window, and the tokens every stream (warm-up,
+        measured, cool-down) delivered inside it (:func:`scheduler.delivered_tokens`)."""
+        chunks = [c for rec in records for c in rec.chunks]
+        for raw in cooldown:
+            counts = streamrecord.chunk_counts(raw, self.tokenizer, key.output_len)
+            chunks.extend([t, k] for t, k in zip(raw.times, counts))
+        res = meter.result or {}
+        return {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s"), "cpu_share": res.get("cpu_share"),
+                "lag_s": res.get("lag_s", []), "connect_s": res.get("connect_s", []),
+                "first_byte_s": res.get("first_byte_s", []), "achieved_concurrency": meter.achieved_concurrency(start, end),
+                "delivered_tokens": scheduler.delivered_tokens(chunks, start, end) if end > start else None}
+
     async def _measure_async(self, key: PointKey, repeats: int, n_warm: int, n_meas: int, bodies: list[bytes],
                              target: client.Target, meta: dict[str, Any]) -> list[RepeatRecord]:
         per = n_warm + n_meas
@@ -262,31 +278,38 @@ class ServedEngine:
         murl = self._metrics_url()
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
-        async with client.make_session(key.concurrency or key.max_concurrency or 0) as session, Sampler(murl) as sampler:
+        metering: dict[str, ClientMeter | None] = {"now": None}  # the repeat's meter, for the HTTP phase trace
+        async with client.make_session(key.concurrency or key.max_concurrency or 0,
+                                       [phase_trace(lambda: metering["now"])]) as session, Sampler(murl) as sampler:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)
                 if before is not None:
                     sampler.start()
+                meter = metering["now"] = ClientMeter()
+                meter.start(t0)
                 try:
                     reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
                     if key.open_loop:
                         res = await scheduler.open_loop(session, target, bodies[r * per:(r + 1) * per], key.load,
                                                         key.rate_rps, key.max_concurrency, n_warm, t0, meta["seed"] + r,
                                                         self._should_abort, self.opts.max_consecutive_failures, left,
-                                                        reason)
+                                                        reason, meter=meter)
                     else:
                         res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
                                                           n_warm, t0, self._should_abort,
-                                                          self.opts.max_consecutive_failures, left, reason)
+                                                          self.opts.max_consecutive_failures, left, reason, meter=meter)
                 finally:
                     during = sampler.stop()
+                    await meter.stop()
+                    metering["now"] = None
                 after = await self._scrape(session, murl) if before is not None else None
                 records = [streamrecord.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
                            for s in res.streams]
                 for rec in records:
                     rec.request_id += r * per
                 start, end = scheduler.measured_window(records)
+                meta["client"].append(self._client_block(meter, records, res.cooldown, key, start, end))
                 server_metrics = {"before": before, "after": after, "max_during": during} if before is not None else {}
                 reps.append(RepeatRecord(repeat=r, batching="served", window_start_s=start, window_end_s=end,
                                          requests=records, server_metrics=server_metrics))

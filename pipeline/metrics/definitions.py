@@ -15,10 +15,11 @@ Definitions (docs/definitions.md, "Terms and definitions", and its table of peer
   tokens − 1), streamed tokens = output_tokens − hidden tokens (reasoning a server generated
   but never streamed); None for fewer than 2 streamed tokens or when every token arrived at
   once.  The step time of served points (MBU) and per-user throughput are taken from it.
-- ITL (``itl_s``, per token, docs/definitions.md): a chunk of k tokens after the previous chunk
-  contributes k gaps of (chunk gap / k).  Extra tokens in the first chunk arrived together
-  with the first token and contribute gaps of 0, so every request has output_tokens − 1 ITL
-  values and their sum is E2EL − TTFT.
+- ITL (``itl_s``, per token, docs/definitions.md): chunks of one socket read are one read
+  (:func:`merged_reads`: the client times reads, not the events inside one); a read of k tokens
+  after the previous read contributes k gaps of (read gap / k).  Extra tokens in the first read
+  arrived together with the first token and contribute gaps of 0, so every request has
+  output_tokens − 1 ITL values and their sum is E2EL − TTFT.
 - chunk ITL (``itl_chunk_s``, vLLM's ``itl``, ``vllm/benchmarks/lib/endpoint_request_func.py``):
   one gap per chunk after the first, whatever tokens it carries.
 - output throughput (``output_throughput_tok_s``).  Static batches: the window is the decode
@@ -55,21 +56,49 @@ import numpy as np
 from pipeline.core.records import RepeatRecord, RequestRecord
 
 
+def merged_reads(chunks: list[list[float]]) -> list[list[float]]:
+    """``chunks`` with every chunk that arrived in the same socket read as the chunk before it joined to that chunk.
+
+    The served client stamps a read once (the time it returned), so the events of one read share one
+    arrival time exactly and the gaps between them were never measured (the client saw them at once,
+    the server sent them apart).  Chunks without tokens are dropped, except the first.  Returns
+    ``[[arrival_s, n_tokens], …]``: one entry per read that carried tokens.
+    """
+    out: list[list[float]] = []
+    for i, (t, k) in enumerate(chunks):
+        k = int(k)
+        if i and k <= 0:
+            continue
+        if i and out and t == out[-1][0]:
+            out[-1][1] += k
+        else:
+            out.append([t, k])
+    return out
+
+
+def unresolved_chunks(req: RequestRecord) -> tuple[int, int]:
+    """(chunks with tokens that arrived in the same read as the chunk before them, chunks with tokens) of a request:
+    how many of its chunk gaps the client could not time (:func:`merged_reads`)."""
+    with_tokens = [c for c in req.chunks if int(c[1]) > 0]
+    return len(with_tokens) - len([c for c in merged_reads(req.chunks) if int(c[1]) > 0]), len(with_tokens)
+
+
 def itl_values(req: RequestRecord) -> list[float]:
     """Per-token inter-token latencies (s) of one request; ``output_tokens − 1`` values for a complete stream.
 
-    Chunks are ``[arrival_s, n_tokens]``; chunk i (i ≥ 1) with k tokens gives k gaps of
-    (t_i − t_{i−1}) / k; the first chunk's extra tokens give gaps of 0.
+    Chunks are ``[arrival_s, n_tokens]``, joined per socket read first (:func:`merged_reads`: the gaps
+    inside one read were not timed, so they are never reported as 0); read i (i ≥ 1) with k tokens gives k
+    gaps of (t_i − t_{i−1}) / k; the first read's extra tokens give gaps of 0 (they came with the first
+    token, which TTFT times).
     """
     out: list[float] = []
-    if not req.chunks:
+    chunks = merged_reads(req.chunks)
+    if not chunks:
         return out
-    out.extend([0.0] * max(int(req.chunks[0][1]) - 1, 0))
-    t_prev = req.chunks[0][0]
-    for t, k in req.chunks[1:]:
+    out.extend([0.0] * max(int(chunks[0][1]) - 1, 0))
+    t_prev = chunks[0][0]
+    for t, k in chunks[1:]:
         k = int(k)
-        if k <= 0:  # a chunk without tokens: the gap runs on to the next chunk that carries some
-            continue
         out.extend([(t - t_prev) / k] * k)
         t_prev = t
     return out
@@ -80,10 +109,37 @@ def itl_chunk_values(req: RequestRecord) -> list[float]:
 
     Source: ``vllm/benchmarks/lib/endpoint_request_func.py`` (``output.itl.append(timestamp −
     most_recent_timestamp)`` for every streamed chunk after the first).  A chunk of k tokens gives
-    one gap, not k; chunks without a token (never kept by the client) are skipped.
+    one gap, not k; chunks without a token (never kept by the client) are skipped, and so are the gaps
+    inside one socket read (:func:`merged_reads`: not timed, never a gap of 0).
     """
-    times = [t for t, k in req.chunks if int(k) > 0]
+    times = [t for t, k in merged_reads(req.chunks) if int(k) > 0]
     return [b - a for a, b in zip(times, times[1:])]
+
+
+def ttst_s(req: RequestRecord) -> float | None:
+    """Time to second token (s, AIPerf's ``time_to_second_token``): the second token's arrival − the first's.
+
+    None when the second token came in the first token's read (not timed, :func:`merged_reads`) or never came.
+    """
+    chunks = [c for c in merged_reads(req.chunks) if int(c[1]) > 0]
+    if len(chunks) < 2 or int(chunks[0][1]) > 1:
+        return None
+    return chunks[1][0] - chunks[0][0]
+
+
+def repeat_ci95(values: list[float]) -> list[float] | None:
+    """The 95 % confidence interval ``[low, high]`` of the mean of per-repeat values; None under 2 values.
+
+    Student's t: mean ± t(0.975, n − 1) · s / √n, s the sample standard deviation (ddof 1), as a two-sided
+    interval of a mean from n independent repeats (``scipy.stats.t.ppf``).
+    """
+    from scipy import stats
+
+    xs = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if xs.size < 2:
+        return None
+    half = float(stats.t.ppf(0.975, xs.size - 1) * xs.std(ddof=1) / np.sqrt(xs.size))
+    return [float(xs.mean()) - half, float(xs.mean()) + half]
 
 
 def ttft_s(req: RequestRecord) -> float:

@@ -21,7 +21,8 @@ from pipeline.core.arrays import PointArrays, RequestArrays, from_records
 from pipeline.metrics.goodput import slo_goodput_arrays
 from pipeline.core.pointsummary import PointSummary, distribution, tails
 from pipeline.core.records import PointRecords
-from pipeline.metrics.definitions import repeat_step_time, schedule_kept
+from pipeline.metrics.clientside import client_figures
+from pipeline.metrics.definitions import repeat_ci95, repeat_step_time, schedule_kept
 
 # Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).
 _KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
@@ -98,17 +99,28 @@ def _point_caveats_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray
     return dict(sorted(caveats.items())), dict(sorted(sources.items()))
 
 
-def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
-    """Per-token ITLs (s) of the requests selected by the bool mask ``rows``, in row order:
-    :func:`pipeline.metrics.definitions.itl_values` of each, concatenated, computed over the flat chunk arrays (same
-    operations, same values)."""
+def _reads(a: RequestArrays, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """The socket reads of the requests selected by ``rows``: :func:`pipeline.metrics.definitions.merged_reads` of each,
+    concatenated over the flat chunk arrays: ``(arrival_s, tokens, is_first, owner row, chunks joined)``."""
     counts = np.diff(a.chunk_offsets)
     owner = np.repeat(np.arange(len(a)), counts)
     is_first = np.zeros(len(a.chunk_t_s), dtype=bool)
     is_first[a.chunk_offsets[:-1][counts > 0]] = True
     keep = rows[owner] & (is_first | (a.chunk_tokens > 0))
-    t, k, first = a.chunk_t_s[keep], a.chunk_tokens[keep], is_first[keep]
-    # a kept chunk that is not its request's first follows the previous kept chunk of the same request
+    t, k, first, own = a.chunk_t_s[keep], a.chunk_tokens[keep], is_first[keep], owner[keep]
+    joined = np.zeros(len(t), dtype=bool)  # a kept chunk that is not its request's first, in the read before it
+    joined[1:] = ~first[1:] & (t[1:] == t[:-1])
+    group = np.cumsum(~joined) - 1
+    k_read = np.bincount(group, weights=k, minlength=int(group[-1]) + 1 if len(group) else 0).astype(np.int64)
+    return t[~joined], k_read, first[~joined], own[~joined], int(np.count_nonzero(joined))
+
+
+def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
+    """Per-token ITLs (s) of the requests selected by the bool mask ``rows``, in row order:
+    :func:`pipeline.metrics.definitions.itl_values` of each, concatenated, computed over the flat chunk arrays (same
+    operations, same values)."""
+    t, k, first, _, _ = _reads(a, rows)
+    # a read that is not its request's first follows the previous read of the same request
     prev = np.empty_like(t)
     prev[1:] = t[:-1]
     prev[:1] = t[:1]
@@ -116,6 +128,32 @@ def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
         vals = np.where(first, 0.0, (t - prev) / np.where(first, 1, k))
     reps = np.where(first, np.maximum(k - 1, 0), k)
     return np.repeat(vals, reps)
+
+
+def read_figures(a: RequestArrays, rows: np.ndarray) -> dict[str, Any]:
+    """Per-read figures of the requests selected by ``rows``: ``itl_unresolved_share`` (chunks with tokens that came
+    in the read of the chunk before them / chunks with tokens: gaps the client could not time), ``tokens_per_chunk``
+    (streamed tokens / chunks with tokens, chunks as the server sent them), ``chunks_per_request`` (mean chunks with
+    tokens per request) and the time to second token's distribution (``ttst_s``,
+    :func:`pipeline.metrics.definitions.ttst_s`); None where nothing was streamed."""
+    t, k, _, own, _ = _reads(a, rows)
+    counts = np.diff(a.chunk_offsets)
+    owner = np.repeat(np.arange(len(a)), counts)
+    chunk_rows = rows[owner] & (a.chunk_tokens > 0)
+    n_chunks, n_req = int(np.count_nonzero(chunk_rows)), int(np.count_nonzero(rows))
+    tokens = int(a.chunk_tokens[chunk_rows].sum())
+    with_tok = k > 0
+    t, k, own = t[with_tok], k[with_tok], own[with_tok]
+    joined = n_chunks - len(t)  # chunks with tokens that joined the read before them
+    head = np.ones(len(t), dtype=bool)  # the first read with tokens of each request
+    head[1:] = own[1:] != own[:-1]
+    second = np.zeros(len(t), dtype=bool)
+    second[1:] = head[:-1] & ~head[1:] & (k[:-1] == 1)
+    ttst = t[second] - t[np.flatnonzero(second) - 1] if second.any() else np.array([])
+    return {"itl_unresolved_share": joined / n_chunks if n_chunks else None,
+            "tokens_per_chunk": tokens / n_chunks if n_chunks else None,
+            "chunks_per_request": n_chunks / n_req if n_req and n_chunks else None,
+            "ttst_s": distribution(ttst)}
 
 
 def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
@@ -138,11 +176,9 @@ def _tpot_array(a: RequestArrays) -> np.ndarray:
 
 def itl_chunk_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
     """:func:`pipeline.metrics.definitions.itl_chunk_values` of the requests selected by ``rows``, concatenated in row order
-    (one gap per chunk with tokens after the first such chunk of the same request)."""
-    counts = np.diff(a.chunk_offsets)
-    owner = np.repeat(np.arange(len(a)), counts)
-    keep = rows[owner] & (a.chunk_tokens > 0)
-    t, own = a.chunk_t_s[keep], owner[keep]
+    (one gap per read with tokens after the first such read of the same request)."""
+    t, k, _, own, _ = _reads(a, rows)
+    t, own = t[k > 0], own[k > 0]
     return (t[1:] - t[:-1])[own[1:] == own[:-1]]
 
 
@@ -243,7 +279,22 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     ttfts = ttft_all[ok]
     itls, itl_chunks, e2els = itl_array(a, ok), itl_chunk_array(a, ok), (a.done_s - a.sent_s)[ok]
     errors = sorted({e for e in a.error[failed] if e})[:10]
+    meta = arrays.meta if isinstance(arrays.meta, dict) else {}
+    client = client_figures(meta.get("client"), [(rep.window_start_s, rep.window_end_s) for rep in repeats])
+    samples = {
+        "output_throughput_tok_s": [v for v in thr if v is not None],
+        "per_user_tok_s": [v for v in per_user_rep if v is not None],
+        "step_time_s": [v for v in steps if v is not None],
+        "ttft_s": ttfts.tolist(),
+        "tpot_s": tpots.tolist(),
+        "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
+        "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
+        "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
+        "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
+    }
+    ci95 = {k: ci for k, v in samples.items() if k not in ("ttft_s", "tpot_s") and (ci := repeat_ci95(v)) is not None}
     return PointSummary(
+        **client, **read_figures(a, ok), ci95=ci95 or None,
         load=key.load, rate_rps=key.rate_rps, send_rate_rps=_med(sends) if open_loop else None,
         achieved_rate_rps=_med(achieved) if open_loop else None,
         schedule_rate_rps=_med(scheds) if open_loop else None,
@@ -275,18 +326,8 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         step_time_s=step_time,
         errors=errors,
         server=server_state(arrays),  # type: ignore[arg-type]  (reads .repeats only)
-        interference=arrays.meta.get("interference") if isinstance(arrays.meta, dict) else None,
-        samples={
-            "output_throughput_tok_s": [v for v in thr if v is not None],
-            "per_user_tok_s": [v for v in per_user_rep if v is not None],
-            "step_time_s": [v for v in steps if v is not None],
-            "ttft_s": ttfts.tolist(),
-            "tpot_s": tpots.tolist(),
-            "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
-            "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
-            "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
-            "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
-        })
+        interference=meta.get("interference"),
+        samples=samples)
 
 
 def summarize_run(points: list[PointRecords] | list[PointArrays], slo: dict[str, float | None] | None = None) -> list[PointSummary]:

@@ -364,7 +364,7 @@ def point_rows(w: Workload) -> list[dict[str, str]]:
 
     Keys: ``c``, ``output``, ``per_user`` (tok/s), ``ttft_p50``, ``ttft_p99``, ``tpot_p50``, ``tpot_p99`` (ms, two
     decimals), ``roofline`` (tok/s), ``mbu`` (:meth:`Workload.mbu_cell`), ``mfu``, ``regime`` (what the point
-    measured, with the KV cache in use in %), ``note`` (:meth:`Workload.note`, ``–`` when none).  Arithmetic that
+    measured, with the KV cache in use in %), ``client`` (:func:`client_cell`), ``note`` (:meth:`Workload.note`, ``–`` when none).  Arithmetic that
     the page templates did (seconds → ms, a scan of the analysis per point) is done here, once.
     """
     aps = {a["concurrency"]: a for a in w.analysis_points}
@@ -379,5 +379,17 @@ def point_rows(w: Workload) -> list[dict[str, str]]:
                      "tpot_p50": fmt(_ms(p.get("tpot_s"), "p50"), 2), "tpot_p99": fmt(_ms(p.get("tpot_s"), "p99"), 2),
                      "roofline": fmt(a.get("roofline_tok_s")), "mbu": w.mbu_cell(c), "mfu": w.mfu_cell(c),
                      "regime": regime + (f" ({kv * 100:,.1f} %)" if kv is not None else ""),
-                     "note": w.note(c) or "–"})
+                     "client": client_cell(p), "note": w.note(c) or "–"})
     return rows
+
+
+def client_cell(p: dict[str, Any]) -> str:
+    """A point's client cell: requests in flight as the client saw them, its CPU (% of a core) and median event-loop
+    wait of a ready read (ms, ``PointSummary.client_read_wait_s``), ``CLIENT-BOUND`` first when the client was the limit (:mod:`pipeline.metrics.clientside`); ``–`` without."""
+    if p.get("achieved_concurrency") is None and p.get("client_cpu_share") is None:
+        return "–"
+    wait = p.get("client_read_wait_s")
+    cpu = p.get("client_cpu_share")
+    cell = (f"{fmt(p.get('achieved_concurrency'))} in flight, CPU {fmt(None if cpu is None else cpu * 100, 0)} %, "
+            f"read wait {fmt(None if wait is None else wait * 1e3, 1)} ms")
+    return ("**CLIENT-BOUND** " if p.get("client_bound") else "") + cell

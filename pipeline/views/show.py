@@ -50,7 +50,11 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
                 "prefill_throughput_tok_s", "output_throughput_window",
                 # the peer definitions apart (docs/definitions.md); added, the contract's fields unchanged
                 "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
-                "input_tokens_served", "output_tokens_served")
+                "input_tokens_served", "output_tokens_served",
+                # the client's own figures and what peers report beside (pipeline.metrics.clientside, docs/definitions.md)
+                "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "connect_s", "first_byte_s", "client_bound", "client_bound_reason",
+                "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk",
+                "chunks_per_request", "ci95")
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
@@ -247,12 +251,15 @@ def format_table(doc: dict[str, Any]) -> str:
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
+             fmt(p.get("achieved_concurrency")), fmt(p.get("client_cpu_share"), 100, "{:.0f}"),
+             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in doc["points"]]
     lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
                          "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
-                         "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "regime; notes"], rows,
-                        align="lrrrrrrrrrrrrrrrrrrl", rule=False)
+                         "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "in flight",
+                         "client CPU %", "read wait ms", "regime; notes"], rows,
+                        align="lrrrrrrrrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -285,11 +292,25 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
     if noisy_probe:
         lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
+    bound = [p for p in doc["points"] if p.get("client_bound")]
+    if bound:
+        lines.append("read wait marked ! is a client-bound point (the client, not the server, was the limit; left out of the "
+                     f"knee, peak and diff): {bound[0]['client_bound_reason']}")
+    unresolved = [p for p in doc["points"] if (p.get("itl_unresolved_share") or 0) >= ITL_UNRESOLVED_NOTE]
+    if unresolved:
+        lines.append("ITL not resolved per chunk: " + ", ".join(
+            f"{_point_label(p)} ({p['itl_unresolved_share']:.0%} of chunks came in one read with the one before)"
+            for p in unresolved) + "; their gaps are the read's, spread over its tokens, never 0")
     for p in doc["points"]:
         if p.get("mfu_implausible"):
             lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
             break
     return "\n".join(lines)
+
+
+#: Share of a point's chunks read together with the chunk before them from which ``show`` says its ITL is not
+#: resolved per chunk (a tenth: below it a few coalesced reads barely move the percentiles).
+ITL_UNRESOLVED_NOTE = 0.1
 
 
 def tail_cells(p: dict[str, Any], metric: str) -> list[str]:

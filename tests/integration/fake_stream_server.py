@@ -61,6 +61,11 @@ Faults (``--fault``), each a kind of fault reported against public servers and c
   CR line endings, a comment line, ``id``, ``event`` and ``retry`` fields, the JSON over two ``data:`` lines (cut between two members);
 - ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.
 
+``--record`` keeps the server's own record of every request it streams: its arrival and each content chunk's
+write time (``time.perf_counter``, the clock the client stamps with: one system-wide monotonic clock on Linux) with
+the tokens it carried; ``GET /record`` answers them as ``[{"arrival_s", "chunks": [[t, tokens], …]}, …]`` in arrival
+order (the client's feature probe first), the reference of the client-accuracy tests.
+
 ``--fail-model NAME`` (with any fault): every request for model NAME after its first (the client's
 feature probe) answers HTTP 503, as a server whose one model is broken; other models are served.
 """
@@ -103,6 +108,7 @@ def main() -> None:
     ap.add_argument("--metrics-kb", type=int, default=0)
     ap.add_argument("--metrics-ms", type=float, default=0.0)
     ap.add_argument("--metrics-blocking", action="store_true")
+    ap.add_argument("--record", action="store_true", help="keep every request's arrival and chunk times (GET /record)")
     args = ap.parse_args()
     slots = asyncio.Semaphore(args.max_running) if args.max_running > 0 else None
     state = {"requests": 0, "running": 0}
@@ -137,8 +143,17 @@ def main() -> None:
         finally:
             state["running"] -= 1
 
+    record: list[dict] = []
+
+    async def recorded(_req: web.Request) -> web.Response:
+        return web.json_response(record)
+
     async def serve(req: web.Request) -> web.StreamResponse:
+        arrival = time.perf_counter()
         body = await req.json()
+        mine: list[list[float]] = []
+        if args.record:
+            record.append({"arrival_s": arrival, "chunks": mine})
         state["requests"] += 1
         n_req = state["requests"]
         chat = req.path.endswith("/chat/completions")
@@ -247,6 +262,8 @@ def main() -> None:
                         "negative_usage": event({**chunk, "usage": {"completion_tokens": -5}}),
                         "crlf": data.replace(b"\n\n", b"\r\n\r\n"),
                         "delta_num": b'data: {"choices": [{"index": 0, "delta": 5, "text": 7}]}\n\n'}[kind]
+            if args.record:
+                mine.append([time.perf_counter(), min(step, n - i)])
             await resp.write(data)
             await asyncio.sleep(step * args.token_ms / 1000)  # 10 ms per token generated
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": stop_at, "total_tokens": prompt_tokens + stop_at}
@@ -280,6 +297,7 @@ def main() -> None:
 
     app = web.Application()
     app.router.add_get("/health", health)
+    app.router.add_get("/record", recorded)
     if args.metrics_kb > 0:
         app.router.add_get("/metrics", metrics)
         app.router.add_get("/scrapes", scrape_times)
