@@ -111,7 +111,7 @@ if RUN_ID not in COMPLETE:
 rule summaries:
     input: "data/runs/{run}/points.json"
     output: "data/runs/{run}/summaries.json"
-    shell: "{BATCHMARK} summarize {wildcards.run:q}"
+    shell: "{BATCHMARK} write-summaries {wildcards.run:q}"
 
 
 rule analysis:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.commands.renamed import add_renamed
 from pipeline.commands import print  # noqa: A004 (every text this command prints escapes control characters)
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.texttable import printable
@@ -114,7 +115,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_summary(args: argparse.Namespace) -> int:
+def _cmd_verdict(args: argparse.Namespace) -> int:
     from pipeline.pages.indexviews import built_site
     from pipeline.store.runs import resolve_run
     from pipeline.views.show import summary_line
@@ -248,16 +249,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-failure", action="store_true", help="exit 0 when vLLM cannot run here (a fallback will be used)")
     s.set_defaults(func=_cmd_server_env)
 
-    _run_command(sub, "summarize", _cmd_summarize, help="metrics stage: request records -> summaries.json")
+    add_renamed(sub, _run_command, "write-summaries", _cmd_summarize, "metrics stage: request records -> summaries.json")
 
     _run_command(sub, "analyze", _cmd_analyze, help="analysis stage: summaries + model cards + hardware -> analysis.json")
 
     s = _run_command(sub, "show", _cmd_show, help="a run's point summaries and per-model analysis")
     s.add_argument("--json", action="store_true", help="print the JSON contract (docs/definitions.md)")
 
-    s = _run_command(sub, "summary", _cmd_summary,
-                     help="one line: a run's id, verdict with its main reason, how to see it, the site")
-    s.add_argument("--site", default=None, help="the built site's index page, named in the line")
+    add_renamed(sub, _run_command, "verdict", _cmd_verdict, "one line: a run's id, verdict with its main reason, how "
+                "to see it, the site", default=None, help="the built site's index page, named in the line")
 
     s = _run_command(sub, "predict", _cmd_predict,
                      help="calibrate the per-step model on a few points of a run and predict the rest",

@@ -3,7 +3,7 @@
 Storage (the run folder, its files, their versions) is :mod:`pipeline.store.runs`; the pure
 computations are :mod:`pipeline.metrics.summarize` and :mod:`pipeline.analysis.analyze`.  This module joins them:
 
-- :func:`write_summaries` (``batchmark summarize``): request records -> ``summaries.json``;
+- :func:`write_summaries` (``batchmark write-summaries``): request records -> ``summaries.json``;
 - :func:`write_analysis` (``batchmark analyze``): summaries + model cards + hardware -> ``analysis.json``;
 - :func:`write_derived`: both, in order: what every writer of a complete run hands the store to run at
   publish (:func:`pipeline.store.runs.complete_run`, :func:`pipeline.store.runs.assembling`), so a run is never
@@ -115,7 +115,7 @@ def write_analysis(run_dir: Path) -> Path:
 
 def write_derived(run_dir: Path) -> None:
     """The derived files of a run being published: ``summaries.json`` (:func:`write_summaries`), then
-    ``analysis.json`` (:func:`write_analysis`) read from it, as ``batchmark summarize`` and ``analyze`` write them.
+    ``analysis.json`` (:func:`write_analysis`) read from it, as ``batchmark write-summaries`` and ``analyze`` write them.
 
     The hook every writer of a complete run hands the store (``derive=``): :func:`pipeline.store.runs.complete_run`
     calls it after ``points.json`` and before ``run.json`` says complete, :func:`pipeline.store.runs.assembling` before
@@ -147,7 +147,7 @@ def produce_command(ref: str | Path, missing: str) -> str:
     complete run ``ref`` (its id, or its path), its argument quoted for a shell."""
     arg = shlex.quote(str(ref))
     if missing == "summaries.json":
-        return f"batchmark summarize {arg} && batchmark analyze {arg}"
+        return f"batchmark write-summaries {arg} && batchmark analyze {arg}"
     return f"batchmark analyze {arg}"
 
 

@@ -91,152 +91,182 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
     ``token_times=False``: each record carries its first token and one chunk of the rest at the last token's time
     instead of every token's (TTFT, TPOT, E2EL and throughput exact, ITL the request's mean; much faster to build).
     """
-    rng_steps = rng if server.step_time_cv > 0 else None
     rep_factor = float(_noise(rng, server.repeat_time_cv, 1)[0]) if (rng is not None and server.repeat_time_cv > 0) else 1.0
-    n_total = n_warm + n_meas
     refused = refusal(server, input_len, output_len)
     if refused:  # vLLM answers every such request with an error at once
         recs = [RequestRecord(request_id=i + id_offset, queued_s=start_s, sent_s=start_s, first_token_s=None,
                               done_s=None, chunks=[], input_tokens=input_len, output_tokens=0, error=refused,
-                              warmup=i < n_warm) for i in range(n_total)]
+                              warmup=i < n_warm) for i in range(n_warm + n_meas)]
         return RepeatResult(requests=recs, end_s=start_s, server_metrics={}, steps=0)
-    bs = server.block_size
-    free_blocks = server.num_blocks
-    running: list[_Req] = []
-    waiting: deque[_Req] = deque()
-    client_q: deque[_Req] = deque()        # open loop behind a cap
-    pending: deque[tuple[float, _Req]] = deque()  # sent, reaching the scheduler at the time given (arrival_delay_s)
-    delay = server.arrival_delay_s
-    reqs: list[_Req] = []
-    step_end: list[float] = []
-    t = start_s
-    sent = 0
-    in_flight = 0
-    measured_done = 0
-    preempt0 = server.preemptions_total
-    max_run = max_wait = 0
-    max_kv = 0.0
-    open_loop = load != "closed"
-    if open_loop:
-        from pipeline.engines.scheduler import schedule_gaps
+    loop = _Loop(server, input_len, output_len, n_warm, n_meas, load, rate_rps, max_concurrency, schedule_seed,
+                 start_s, rng if server.step_time_cv > 0 else None, rep_factor)
+    loop.run(concurrency)
+    return RepeatResult(requests=loop.records(id_offset, token_times), end_s=loop.t,
+                        server_metrics=loop.server_view(), steps=loop.steps)
 
-        gaps = schedule_gaps(load, float(rate_rps), schedule_seed)
-        next_arrival = start_s
-    else:
-        next_arrival = math.inf
-    cap = max_concurrency if open_loop else None
 
-    def new_request(i: int, now: float, scheduled: float | None) -> _Req:
-        r = _Req(rid=i, prompt=input_len, out=output_len, warmup=i >= n_total or i < n_warm,
+class _Loop:
+    """One repeat in virtual time: the client (closed loop's slots, open loop's schedule and cap), the server's queues
+    (``pending``, ``waiting``, ``running``), KV blocks, clock ``t``, step ends and a scrape's maxima, and its steps."""
+
+    def __init__(self, server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, load: str,
+                 rate_rps: float | None, max_concurrency: int | None, schedule_seed: int, start_s: float,
+                 rng_steps: np.random.Generator | None, rep_factor: float):
+        self.server, self.input_len, self.output_len = server, input_len, output_len
+        self.n_warm, self.n_meas, self.n_total = n_warm, n_meas, n_warm + n_meas
+        self.rng_steps, self.rep_factor = rng_steps, rep_factor
+        self.free_blocks = server.num_blocks
+        self.running: list[_Req] = []
+        self.waiting: deque[_Req] = deque()
+        self.client_q: deque[_Req] = deque()        # open loop behind a cap
+        self.pending: deque[tuple[float, _Req]] = deque()  # sent, reaching the scheduler at the time given (arrival_delay_s)
+        self.delay = server.arrival_delay_s
+        self.reqs: list[_Req] = []  # the recorded ones (bodies, warm-up included)
+        self.step_end: list[float] = []
+        self.t = start_s
+        self.sent = self.in_flight = self.measured_done = self.steps = 0
+        self.preempt0 = server.preemptions_total
+        self.max_run, self.max_wait, self.max_kv = 0, 0, 0.0
+        self.open_loop = load != "closed"
+        self.next_arrival = start_s if self.open_loop else math.inf
+        if self.open_loop:  # the load generator's schedule (imported only here: it pulls in the HTTP client)
+            from pipeline.engines.scheduler import schedule_gaps
+
+            self.gaps = schedule_gaps(load, float(rate_rps), schedule_seed)
+        self.cap = max_concurrency if self.open_loop else None
+
+    def new_request(self, i: int, now: float, scheduled: float | None) -> _Req:
+        r = _Req(rid=i, prompt=self.input_len, out=self.output_len, warmup=i >= self.n_total or i < self.n_warm,
                  queued_s=scheduled if scheduled is not None else now, sent_s=now, scheduled_s=scheduled,
-                 recorded=i < n_total)
+                 recorded=i < self.n_total)
         if r.recorded:
-            reqs.append(r)
+            self.reqs.append(r)
         return r
 
-    def send(r: _Req) -> None:
-        nonlocal in_flight
-        in_flight += 1
-        if delay > 0:
-            pending.append((r.sent_s + delay, r))
+    def send(self, r: _Req) -> None:
+        self.in_flight += 1
+        if self.delay > 0:
+            self.pending.append((r.sent_s + self.delay, r))
         else:
-            waiting.append(r)
+            self.waiting.append(r)
 
-    def after_finish(r: _Req) -> None:
+    def send_next(self) -> None:
+        """Closed loop: the next body (or cool-down request) goes out now."""
+        self.send(self.new_request(self.sent, self.t, None))
+        self.sent += 1
+
+    def after_finish(self, r: _Req) -> None:
         """The client's reaction to a finished request at time ``t``: closed loop sends the next one."""
-        nonlocal sent
-        if not open_loop and measured_done < n_meas:
-            send(new_request(sent, t, None))
-            sent += 1
-        elif open_loop and client_q and (cap is None or in_flight < cap):
-            q = client_q.popleft()
-            q.sent_s = t
-            send(q)
+        if not self.open_loop and self.measured_done < self.n_meas:
+            self.send_next()
+        elif self.open_loop and self.client_q and (self.cap is None or self.in_flight < self.cap):
+            q = self.client_q.popleft()
+            q.sent_s = self.t
+            self.send(q)
 
-    def finish(done: list[_Req]) -> None:
+    def finish(self, done: list[_Req]) -> None:
         """Requests ``done`` (already out of ``running``) finish at time ``t``: their blocks freed, then the client reacts."""
-        nonlocal free_blocks, in_flight, measured_done
         for r in done:
-            r.done_s = t
-            free_blocks += r.blocks
+            r.done_s = self.t
+            self.free_blocks += r.blocks
             r.blocks = 0
-            in_flight -= 1
+            self.in_flight -= 1
             if r.recorded and not r.warmup:
-                measured_done += 1
+                self.measured_done += 1
         for r in done:
-            after_finish(r)
+            self.after_finish(r)
 
-    # closed loop: the first N go out at once
-    if not open_loop:
-        for _ in range(concurrency):
-            send(new_request(sent, t, None))
-            sent += 1
-    steps = 0
-    while measured_done < n_meas:
-        # open-loop arrivals up to now
-        if open_loop:
-            while next_arrival <= t:
-                r = new_request(sent, next_arrival, next_arrival)
-                sent += 1
-                if cap is not None and in_flight >= cap:
-                    client_q.append(r)
-                else:
-                    r.sent_s = max(next_arrival, r.sent_s)
-                    send(r)
-                next_arrival += next(gaps)
-            if measured_done >= n_meas:
-                break
-        while pending and pending[0][0] <= t:
-            waiting.append(pending.popleft()[1])
-        if not running and not waiting:
-            if pending:
-                t = min(pending[0][0], next_arrival)
+    def arrive(self) -> None:
+        """Open loop: every request scheduled up to now is sent, or queued at the client behind the cap."""
+        while self.next_arrival <= self.t:
+            r = self.new_request(self.sent, self.next_arrival, self.next_arrival)
+            self.sent += 1
+            if self.cap is not None and self.in_flight >= self.cap:
+                self.client_q.append(r)
+            else:
+                r.sent_s = max(self.next_arrival, r.sent_s)
+                self.send(r)
+            self.next_arrival += next(self.gaps)
+
+    def run(self, concurrency: int | None) -> None:
+        """Step until every measured request finished (or, closed loop, nothing is left in flight)."""
+        if not self.open_loop:  # closed loop: the first N go out at once
+            for _ in range(concurrency):
+                self.send_next()
+        while self.measured_done < self.n_meas:
+            if self.open_loop:
+                self.arrive()
+                if self.measured_done >= self.n_meas:
+                    break
+            while self.pending and self.pending[0][0] <= self.t:
+                self.waiting.append(self.pending.popleft()[1])
+            if not self.running and not self.waiting:
+                if self.pending:
+                    self.t = min(self.pending[0][0], self.next_arrival)
+                    continue
+                if not self.open_loop:
+                    break  # nothing in flight (every request refused)
+                self.t = self.next_arrival
                 continue
-            if not open_loop:
-                break  # nothing in flight (every request refused)
-            t = next_arrival
-            continue
-        # ---- fast path: every running request decodes and nothing can be admitted (nothing waits, or, closed loop,
-        # every slot is taken until one finishes): advance k steps at once (the same steps and noise draws as one by
-        # one; an open loop's arrival may cut the k steps short, so it keeps the slow path while requests wait)
-        if (running and (not waiting or (len(running) >= server.max_num_seqs and not open_loop))
+            if self.decode_steps():
+                continue
+            sched = self.schedule()
+            self.max_wait = max(self.max_wait, len(self.waiting))  # what a scrape sees: the queue after this step's scheduling
+            if not sched:  # nothing can run: the head of the queue can never get its blocks
+                self.drop_head()
+                continue
+            self.step(sched)
+
+    def decode_steps(self) -> bool:
+        """The fast path, True when taken: every running request decodes and nothing can be admitted (nothing waits,
+        or, closed loop, every slot is taken until one finishes): k steps at once (the same steps and noise draws as one
+        by one; an open loop's arrival may cut the k steps short, so it keeps the slow path while requests wait)."""
+        server, running = self.server, self.running
+        if not (running and (not self.waiting or (len(running) >= server.max_num_seqs and not self.open_loop))
                 and len(running) <= server.max_num_batched_tokens and all(r.computed == r.total - 1 for r in running)):
-            k = min(r.out - r.gen for r in running)
-            ctx = np.fromiter((r.computed for r in running), float, len(running))
-            need = np.ceil((ctx + k) / bs) - np.fromiter((r.blocks for r in running), float, len(running))
-            if need.sum() <= free_blocks and k > 1:
-                b = len(running)
-                lt = attended_tokens(server.card, ctx[:, None] + 1 + np.arange(k)[None, :]).sum(axis=0)
-                per = server.combine_s((server._weights(b) + server._per_layer * lt) * server._mem_s,
-                                       (server._matmul * b + server._attn * lt) * server._comp_s)
-                f = _noise(rng_steps, server.step_time_cv, k)
-                if f is not None:
-                    per = per * f
-                ends = t + np.cumsum(per * rep_factor)
-                horizon = min(next_arrival, pending[0][0]) if pending else next_arrival  # inf: closed loop, no delay
-                if horizon < ends[-1]:
-                    k = int(np.searchsorted(ends, horizon)) + 1  # up to the first step ending at or after it
-                    ends = ends[:k]
-                s0 = len(step_end)
-                step_end.extend(ends.tolist())
-                for r in running:
-                    r.tok_steps.append((s0, k))
-                    r.gen += k
-                    r.computed += k
-                    nb = -(-r.computed // bs)
-                    free_blocks -= nb - r.blocks
-                    r.blocks = nb
-                t = float(ends[-1])
-                steps += k
-                max_kv = max(max_kv, 1 - free_blocks / server.num_blocks)
-                max_run = max(max_run, len(running))
-                max_wait = max(max_wait, len(waiting))
-                finished = [r for r in running if r.gen >= r.out]
-                if finished:
-                    running = [r for r in running if r.gen < r.out]
-                    finish(finished)
-                continue
-        # ---- one step: running requests first, in admission order
+            return False
+        bs = server.block_size
+        k = min(r.out - r.gen for r in running)
+        ctx = np.fromiter((r.computed for r in running), float, len(running))
+        need = np.ceil((ctx + k) / bs) - np.fromiter((r.blocks for r in running), float, len(running))
+        if not (need.sum() <= self.free_blocks and k > 1):
+            return False
+        b = len(running)
+        lt = attended_tokens(server.card, ctx[:, None] + 1 + np.arange(k)[None, :]).sum(axis=0)
+        per = server.combine_s((server._weights(b) + server._per_layer * lt) * server._mem_s,
+                               (server._matmul * b + server._attn * lt) * server._comp_s)
+        f = _noise(self.rng_steps, server.step_time_cv, k)
+        if f is not None:
+            per = per * f
+        ends = self.t + np.cumsum(per * self.rep_factor)
+        horizon = min(self.next_arrival, self.pending[0][0]) if self.pending else self.next_arrival  # inf: closed loop, no delay
+        if horizon < ends[-1]:
+            k = int(np.searchsorted(ends, horizon)) + 1  # up to the first step ending at or after it
+            ends = ends[:k]
+        s0 = len(self.step_end)
+        self.step_end.extend(ends.tolist())
+        for r in running:
+            r.tok_steps.append((s0, k))
+            r.gen += k
+            r.computed += k
+            nb = -(-r.computed // bs)
+            self.free_blocks -= nb - r.blocks
+            r.blocks = nb
+        self.t = float(ends[-1])
+        self.steps += k
+        self.max_kv = max(self.max_kv, 1 - self.free_blocks / server.num_blocks)
+        self.max_run = max(self.max_run, len(running))
+        self.max_wait = max(self.max_wait, len(self.waiting))
+        finished = [r for r in running if r.gen >= r.out]
+        if finished:
+            self.running = [r for r in running if r.gen < r.out]
+            self.finish(finished)
+        return True
+
+    def schedule(self) -> list[tuple[_Req, int]]:
+        """One step's batch ``[(request, tokens), ...]`` by vLLM's rules: running requests first, in admission order, in
+        the token budget (the last admitted preempted while the KV cache cannot grow), then waiting ones unless one was."""
+        server, running, waiting, bs = self.server, self.running, self.waiting, self.server.block_size
         budget = server.max_num_batched_tokens
         sched: list[tuple[_Req, int]] = []
         preempted = False
@@ -248,9 +278,9 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
             n = min(r.total - r.computed, budget)
             nb = -(-(r.computed + n) // bs) - r.blocks
             self_preempted = False
-            while nb > free_blocks:
+            while nb > self.free_blocks:
                 victim = running.pop()  # the request admitted last (vLLM's lowest priority)
-                free_blocks += victim.blocks
+                self.free_blocks += victim.blocks
                 victim.blocks = 0
                 victim.computed = 0
                 server.preemptions_total += 1
@@ -261,7 +291,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                     break
             if self_preempted:
                 break
-            free_blocks -= nb
+            self.free_blocks -= nb
             r.blocks += nb
             sched.append((r, n))
             budget -= n
@@ -271,25 +301,29 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                 r = waiting[0]
                 n = min(r.total - r.computed, budget)
                 nb = -(-(r.computed + n) // bs) - r.blocks
-                if nb > free_blocks:
+                if nb > self.free_blocks:
                     break
                 waiting.popleft()
-                free_blocks -= nb
+                self.free_blocks -= nb
                 r.blocks += nb
                 running.append(r)
                 sched.append((r, n))
                 budget -= n
-        max_wait = max(max_wait, len(waiting))  # what a scrape sees: the queue after this step's scheduling
-        if not sched:  # nothing can run: the head of the queue can never get its blocks
-            r = waiting.popleft()
-            r.error = "server: the KV cache cannot hold this request"
-            in_flight -= 1
-            if r.recorded and not r.warmup:
-                measured_done += 1
-            after_finish(r)
-            continue
-        tokens = prompt_tokens = 0
-        kv_lt = attn_lt = prompt_lt = 0.0
+        return sched
+
+    def drop_head(self) -> None:
+        """The head of the queue can never get its blocks: it fails (as vLLM's error), the client reacts."""
+        r = self.waiting.popleft()
+        r.error = "server: the KV cache cannot hold this request"
+        self.in_flight -= 1
+        if r.recorded and not r.warmup:
+            self.measured_done += 1
+        self.after_finish(r)
+
+    def step(self, sched: list[tuple[_Req, int]]) -> None:
+        """One step of ``sched``: its time (``ServerModel._time``, noise), a token per computed prompt; finished ones out."""
+        server = self.server
+        tokens, prompt_tokens, kv_lt, attn_lt, prompt_lt = 0, 0, 0.0, 0.0, 0.0
         for r, n in sched:
             tokens += n
             end_ctx = r.computed + n
@@ -300,23 +334,23 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
             if r.computed < r.total - 1:  # a prefill chunk (not the one decode token of a running sequence)
                 prompt_tokens += n
                 prompt_lt += a
-        dt = server._time(tokens, kv_lt, attn_lt, prompt_tokens, prompt_lt) * rep_factor
-        f = _noise(rng_steps, server.step_time_cv, 1)
+        dt = server._time(tokens, kv_lt, attn_lt, prompt_tokens, prompt_lt) * self.rep_factor
+        f = _noise(self.rng_steps, server.step_time_cv, 1)
         if f is not None:
             dt *= float(f[0])
-        t += dt
-        step_end.append(t)
-        si = len(step_end) - 1
-        steps += 1
-        max_run = max(max_run, len(running))
-        max_kv = max(max_kv, 1 - free_blocks / server.num_blocks)
+        self.t += dt
+        self.step_end.append(self.t)
+        si = len(self.step_end) - 1
+        self.steps += 1
+        self.max_run = max(self.max_run, len(self.running))
+        self.max_kv = max(self.max_kv, 1 - self.free_blocks / server.num_blocks)
         finished = []
         for r, n in sched:
             r.computed += n
             if r.computed == r.total:
                 r.gen += 1
                 if r.first_s is None:
-                    r.first_s = t
+                    r.first_s = self.t
                 if r.tok_steps and sum(r.tok_steps[-1]) == si:
                     s0, c = r.tok_steps[-1]
                     r.tok_steps[-1] = (s0, c + 1)
@@ -326,33 +360,39 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                     finished.append(r)
         if finished:
             done = set(map(id, finished))
-            running = [r for r in running if id(r) not in done]
-            finish(finished)
-    end = t
-    times = np.round(np.asarray(step_end, dtype=float), 6)
-    out: list[RequestRecord] = []
-    for r in sorted(reqs, key=lambda q: q.rid):
-        if token_times or not r.tok_steps:
-            tok = np.concatenate([times[s0:s0 + c] for s0, c in r.tok_steps]) if r.tok_steps else np.empty(0)
-            chunks = [[x, 1] for x in tok.tolist()]
-        else:
-            s0, _ = r.tok_steps[0]
-            s1, c1 = r.tok_steps[-1]
-            chunks = [[float(times[s0]), 1]] + ([[float(times[s1 + c1 - 1]), r.gen - 1]] if r.gen > 1 else [])
-        ok = r.error is None and r.done_s is not None
-        first = chunks[0][0] if chunks else None
-        out.append(RequestRecord(
-            request_id=r.rid + id_offset, queued_s=round(r.queued_s, 6), sent_s=round(r.sent_s, 6),
-            first_token_s=first, done_s=chunks[-1][0] if ok else None, chunks=chunks,
-            input_tokens=r.prompt, output_tokens=r.gen, usage_reported=True, error=r.error, warmup=r.warmup,
-            first_content_s=first, token_count_source="usage",
-            token_count_reason="the simulated server counts the tokens it generates",
-            scheduled_s=None if r.scheduled_s is None else round(r.scheduled_s, 6),
-            lag_s=0.0 if r.scheduled_s is not None else None))
-    before = {_RUNNING: 0.0, _WAITING: 0.0, _KV: 0.0, _PREEMPT: float(preempt0)}
-    after = {_RUNNING: float(len(running)), _WAITING: float(len(waiting)),
-             _KV: 1 - free_blocks / server.num_blocks if server.num_blocks else 0.0,
-             _PREEMPT: float(server.preemptions_total)}
-    during = {_RUNNING: float(max_run), _WAITING: float(max_wait), _KV: float(max_kv)}
-    return RepeatResult(requests=out, end_s=end,
-                        server_metrics={"before": before, "after": after, "max_during": during}, steps=steps)
+            self.running = [r for r in self.running if id(r) not in done]
+            self.finish(finished)
+
+    def records(self, id_offset: int, token_times: bool) -> list[RequestRecord]:
+        """The recorded requests in body order, each token at its step's end (rounded to the µs), as a served engine's."""
+        times = np.round(np.asarray(self.step_end, dtype=float), 6)
+        out: list[RequestRecord] = []
+        for r in sorted(self.reqs, key=lambda q: q.rid):
+            if token_times or not r.tok_steps:
+                tok = np.concatenate([times[s0:s0 + c] for s0, c in r.tok_steps]) if r.tok_steps else np.empty(0)
+                chunks = [[x, 1] for x in tok.tolist()]
+            else:
+                s0, _ = r.tok_steps[0]
+                s1, c1 = r.tok_steps[-1]
+                chunks = [[float(times[s0]), 1]] + ([[float(times[s1 + c1 - 1]), r.gen - 1]] if r.gen > 1 else [])
+            ok = r.error is None and r.done_s is not None
+            first = chunks[0][0] if chunks else None
+            out.append(RequestRecord(
+                request_id=r.rid + id_offset, queued_s=round(r.queued_s, 6), sent_s=round(r.sent_s, 6),
+                first_token_s=first, done_s=chunks[-1][0] if ok else None, chunks=chunks,
+                input_tokens=r.prompt, output_tokens=r.gen, usage_reported=True, error=r.error, warmup=r.warmup,
+                first_content_s=first, token_count_source="usage",
+                token_count_reason="the simulated server counts the tokens it generates",
+                scheduled_s=None if r.scheduled_s is None else round(r.scheduled_s, 6),
+                lag_s=0.0 if r.scheduled_s is not None else None))
+        return out
+
+    def server_view(self) -> dict[str, Any]:
+        """The server's view in a ``/metrics`` scrape's shape: ``before``, ``after`` and ``max_during`` (vLLM's names)."""
+        server = self.server
+        before = {_RUNNING: 0.0, _WAITING: 0.0, _KV: 0.0, _PREEMPT: float(self.preempt0)}
+        after = {_RUNNING: float(len(self.running)), _WAITING: float(len(self.waiting)),
+                 _KV: 1 - self.free_blocks / server.num_blocks if server.num_blocks else 0.0,
+                 _PREEMPT: float(server.preemptions_total)}
+        during = {_RUNNING: float(self.max_run), _WAITING: float(self.max_wait), _KV: float(self.max_kv)}
+        return {"before": before, "after": after, "max_during": during}

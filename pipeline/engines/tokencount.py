@@ -340,23 +340,7 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
             sum(c) + hidden != usage and sum(c) != usage for c in possible_layouts.values()):
         flags.append("usage_disagrees_with_per_chunk")
 
-    chosen: tuple[str, int, list[int] | None, str] | None = None
-    if server:
-        order = {s: i for i, s in enumerate(SOURCES)}
-        if ref is not None:
-            best = min(server, key=lambda c: (abs(c[1] - ref), order[c[0]]))
-        else:
-            best = server[0]
-        if ev.fixed_length and tokenized is not None and tokenized + hidden == m and best[1] != m:
-            flags.append("usage_disagrees_with_text")  # what was asked for and what arrived agree; the server does not
-            best = None
-        elif tokenized is not None and tokenized > 0:
-            streamed = best[1] - hidden
-            if streamed > DISAGREE_FACTOR * tokenized or streamed * DISAGREE_FACTOR < tokenized:
-                if not (ev.fixed_length and best[1] == m):
-                    flags.append("usage_disagrees_with_text")
-                    best = None
-        chosen = best
+    chosen = _server_count(server, ref, ev, tokenized, hidden, flags)
     if chosen is None and possible(tokenized + hidden if tokenized is not None else None):
         chosen = ("tokenized_text", tokenized + hidden, None, "the streamed text, tokenized")
     if chosen is None and possible(k_text + hidden):
@@ -372,23 +356,7 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     if ev.fixed_length and m is not None and total < m:
         flags.append("count_below_max_tokens")
     streamed_total = total - hidden
-    if counts is None or sum(counts) != streamed_total:
-        counts = next((c for c in layouts.values() if sum(c) == streamed_total
-                       and all(k >= 1 for k, t in zip(c, texts) if t)), None)
-    if counts is None and split and tokenizer is not None:
-        ends = token_end_counts(texts, tokenizer)
-        counts = ends if ends is not None and sum(ends) == streamed_total else None
-    if counts is None:
-        ones = [1 if t else 0 for t in texts]
-        if sum(ones) == streamed_total:
-            counts = ones
-        else:
-            if tokenizer is not None:
-                try:
-                    ones = [len(tokenizer.encode(t, add_special_tokens=False)) if t else 0 for t in texts]
-                except Exception:
-                    pass
-            counts = reconcile_counts(ones, streamed_total)
+    counts = _chunk_counts(texts, counts, layouts, streamed_total, split, tokenizer)
     set_aside = [FLAG_TEXT[f] for f in flags if f != "usage_missing"]
     reason = why + (f" ({'; '.join(set_aside)})" if set_aside else "")
     if "usage_missing" in flags:
@@ -398,3 +366,52 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     if hidden:
         reason += f"; {hidden} reasoning tokens generated but not streamed"
     return Decision(total, counts, hidden, source, reason, flags)
+
+
+def _server_count(server: list[tuple[str, int, list[int] | None, str]], ref: int | None, ev: Evidence,
+                  tokenized: int | None, hidden: int, flags: list[str]) -> tuple[str, int, list[int] | None, str] | None:
+    """Of the server's possible counts (``(source, total, per-chunk counts, why)``), the one nearest the reference
+    ``ref`` (the tokenized text plus hidden tokens, else max_tokens of a fixed-length request; ties by
+    :data:`SOURCES`' order), or None when it disagrees with the streamed text (flagged ``usage_disagrees_with_text``)."""
+    if not server:
+        return None
+    m = ev.max_tokens
+    order = {s: i for i, s in enumerate(SOURCES)}
+    if ref is not None:
+        best = min(server, key=lambda c: (abs(c[1] - ref), order[c[0]]))
+    else:
+        best = server[0]
+    if ev.fixed_length and tokenized is not None and tokenized + hidden == m and best[1] != m:
+        flags.append("usage_disagrees_with_text")  # what was asked for and what arrived agree; the server does not
+        return None
+    if tokenized is not None and tokenized > 0:
+        streamed = best[1] - hidden
+        if streamed > DISAGREE_FACTOR * tokenized or streamed * DISAGREE_FACTOR < tokenized:
+            if not (ev.fixed_length and best[1] == m):
+                flags.append("usage_disagrees_with_text")
+                return None
+    return best
+
+
+def _chunk_counts(texts: list[str], counts: list[int] | None, layouts: dict[str, list[int]], streamed_total: int,
+                  split: bool, tokenizer: Any | None) -> list[int]:
+    """The tokens each chunk carried, summing to ``streamed_total``: the chosen layout's, another per-chunk layout
+    that sums to it, the token ends of a split text, one per chunk with text, else each chunk's own tokens
+    reconciled to the total (:func:`reconcile_counts`)."""
+    if counts is None or sum(counts) != streamed_total:
+        counts = next((c for c in layouts.values() if sum(c) == streamed_total
+                       and all(k >= 1 for k, t in zip(c, texts) if t)), None)
+    if counts is None and split and tokenizer is not None:
+        ends = token_end_counts(texts, tokenizer)
+        counts = ends if ends is not None and sum(ends) == streamed_total else None
+    if counts is not None:
+        return counts
+    ones = [1 if t else 0 for t in texts]
+    if sum(ones) == streamed_total:
+        return ones
+    if tokenizer is not None:
+        try:
+            ones = [len(tokenizer.encode(t, add_special_tokens=False)) if t else 0 for t in texts]
+        except Exception:
+            pass
+    return reconcile_counts(ones, streamed_total)

@@ -396,6 +396,5 @@ class VLLMEngine(ServedEngine):
                                 "requirements": env.get("requirements")} if env else None), "extra_args": list(self.opts.extra_args),
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
-                "servers": dict(self.servers),
-                "client": self.client_description(),
+                "servers": dict(self.servers), "client": self.client_description(),
                 **({"models_without_card": dict(self.card_reasons)} if self.card_reasons else {})}

@@ -399,7 +399,7 @@ def read_summaries(run_dir: Path) -> list[PointSummary]:
         if err := summary_mismatch(d):
             arg = shlex.quote(str(run_dir))
             raise BatchmarkError(f"{run_dir / 'summaries.json'}: points[{i}]: {err}; write it again with "
-                                 f"`batchmark summarize {arg} && batchmark analyze {arg}` (an imported run: import it again)")
+                                 f"`batchmark write-summaries {arg} && batchmark analyze {arg}` (an imported run: import it again)")
     try:
         return [PointSummary.from_dict(d) for d in data["points"]]
     except (KeyError, TypeError) as exc:

@@ -22,19 +22,17 @@ from pathlib import Path
 from typing import Callable
 
 from pipeline.core import scrub
-from pipeline.store import pointfiles, runs
+from pipeline.store import runs
 from pipeline.sweep.adaptivewalk import adaptive_model
 from pipeline.analysis.knee import doubling_gains
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.engines import get_engine
-from pipeline.engines.base import PointDoesNotFit
 from pipeline.machine.hardware import load_profile, probe
-from pipeline.metrics.summarize import summarize_point
 from pipeline.core.progress import Display, quiet_library_bars, trend_eta_s
 from pipeline.sweep.provenance import driver, git_commit, machine_identity, probe_warning, record_server_version, versions
 from pipeline.analysis.quality import point_verdict
-from pipeline.sweep.ratewalk import rate_sweep
-from pipeline.sweep.point import count_point, load_model, measure_point
+from pipeline.sweep.ratewalk import rate_walk
+from pipeline.sweep.point import ModelWalk, SweepState, measure_or_resume
 from pipeline.core.records import PointKey
 
 
@@ -152,138 +150,176 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     what = f"part {run_dir.name} of run {part_of}" if part_of else f"run {run_dir.name}"
     runs.clean_stale_tmp(run_dir.parent)
     hw = load_profile(cfg.hardware)
-    if plan is not None and not ((run_dir / "run.json").exists() and runs.is_complete(run_dir)):
-        log(plan.total_line())
-        for line in plan.not_fitting():
-            log(f"does not fit: {line}")
-        for line in plan.dropped:
-            log(f"budget: dropped {line}")
-    if not (run_dir / "run.json").exists() or not runs.is_complete(run_dir):
-        measured_cfg, fallback = engine_config(budgeted or cfg, log, display)  # before the run folder is touched
-    if (run_dir / "run.json").exists():
-        if runs.is_complete(run_dir):
-            log(f"{what} is complete; nothing to measure")
-            return run_dir
-        meta = runs.read_run_json(run_dir)
-        if meta.get("config_digest") != cfg.digest():
-            from pipeline.core.errors import BatchmarkError
-
-            raise BatchmarkError(f"{run_dir}: incomplete run was started with another config "
-                                 f"({meta.get('config_name')}); it is left as is — start a fresh run")
-        log(f"resuming {what}")
-    else:
-        runs.create_run(run_dir, {
-            "source": "simulated" if cfg.engine == "simulated" else "measured", "config_name": cfg.name,
-            "config_digest": cfg.digest(),
-            "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
-            "hardware": hw.model_dump(mode="json"), "host": platform.node(),
-            "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "git_commit": git_commit(), "versions": versions(), "driver": driver(),
-            # paths relative to the repository, other machine folders replaced (pipeline.core.scrub): runs are published
-            "command": "batchmark " + " ".join(shlex.quote(scrub.relative_path(a) if os.path.isabs(a) else
-                                                           scrub.scrub_paths(a) or a) for a in sys.argv[1:]),
-            **({"part_of": part_of, "models": list(models or []), "machine": machine_identity(cfg.hardware)}
-               if part_of else {})})
+    complete = (run_dir / "run.json").exists() and runs.is_complete(run_dir)
+    if plan is not None and not complete:
+        log_plan(plan, log)
+    if complete:
+        log(f"{what} is complete; nothing to measure")
+        return run_dir
+    measured_cfg, fallback = engine_config(budgeted or cfg, log, display)  # before the run folder is touched
+    open_run(cfg, run_dir, hw, config_path, models, part_of, what, log)
     if fallback:
         runs.update_run_json(run_dir, engine_fallback=fallback)
-    if budgeted is not None and plan is not None and "budget" not in runs.read_run_json(run_dir):
-        runs.update_run_json(run_dir, budget={"budget_s": plan.budget_s, "predicted_wall_s": plan.wall_s,
-                                              "met": plan.fits_budget, "dropped": plan.dropped,
-                                              "certainty": plan.certainty, "repeats": budgeted.repeats,
-                                              "concurrency": list(budgeted.concurrency),
-                                              "open_loop": budgeted.open_loop is not None})
-    cfg = measured_cfg
-    engine = get_engine(cfg)
+    if budgeted is not None and plan is not None:
+        record_budget(run_dir, plan, budgeted)
+    engine = get_engine(measured_cfg)
     engine.attach_run(run_dir)  # served engines keep server logs in the run folder
-    meta = runs.read_run_json(run_dir)
-    if "probe" not in meta:
-        with display.phase("probing memory bandwidth and matmul rate"):
-            res = _probe(engine)
-        log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
-        warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
-        if warning:
-            log(f"warning: {warning}")
-        runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, engine=engine.provenance())
-    stops: dict[str, str] = dict(meta.get("stopped", {}))
-    # counted from the summaries the loop computes anyway; kept in run.json for the CLI's exit status
-    failures = {"points": 0, "with_failures": 0, "empty": 0}
-    slo = cfg.slo.model_dump() if cfg.slo else None
-    specs = [m for m in cfg.models if models is None or m.name in models]
-    total = len(specs) * len(cfg.concurrency)
-    display.total = total
-    # hardware time: a simulation's own ETA is its median rule; an adaptive sweep's points are not known in advance
-    if plan is not None and cfg.engine != "simulated" and cfg.adaptive is None:
-        display.estimate = plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
-    elif cfg.adaptive is None:  # no plan: the measured points' trend in concurrency (progress.trend_eta_s)
-        order = [c for _ in specs for c in cfg.concurrency]
-        display.estimate = lambda done: trend_eta_s(display.measured, order[done:])
-    display.start()
+    stopped = dict(runs.read_run_json(run_dir).get("stopped", {}))
+    probe_before(engine, run_dir, display, log)
+    sweep = SweepState(measured_cfg, engine, run_dir, display, log, plan, stops=stopped)
+    specs = [m for m in measured_cfg.models if models is None or m.name in models]
+    show_points(sweep, specs)
     try:
         for spec in specs:
-            keys = [PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c) for c in cfg.concurrency]
-            curve: list[tuple[int, float]] = []
-            noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
-            loaded = False
-            done = 0
-            if cfg.adaptive is not None:  # measure only the points that settle the knee (pipeline.predict.adaptive)
-                loaded, done = adaptive_model(cfg, spec, engine, run_dir, plan, curve, stops, failures, display, log,
-                                               slo)
-                keys = []
-            for key in keys:  # (each point's summary feeds the curve, the progress bar and the failure count)
-                label = f"{spec.name} c={key.concurrency}"
-                resumed = runs.has_point(run_dir, key)
-                if resumed:
-                    display.begin_point(label, key.concurrency)
-                    summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
-                else:
-                    if stop_for_knee(curve, noisy, cfg.knee_threshold, cfg.stop_after_weak_doublings):
-                        stops[spec.name] = f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={key.concurrency}"
-                        break
-                    if not loaded:  # a phase of its own: a server's start is no point (nor in the points' ETA)
-                        with display.phase(f"{spec.name}: " + ("server start to healthy" if cfg.engine == "vllm"
-                                                               else "loading the model")):
-                            loaded = load_model(engine, spec, run_dir)
-                    ok, why = engine.fits(key)
-                    if not ok:
-                        stops[spec.name] = f"c={key.concurrency} not run: {why}"
-                        break
-                    display.begin_point(label, key.concurrency)
-                    try:
-                        records = measure_point(cfg, engine, key)
-                    except PointDoesNotFit as exc:
-                        stops[spec.name] = f"memory: {exc}"
-                        break
-                    runs.write_point(run_dir, records)
-                    summ = summarize_point(records, slo)
-                count_point(summ, failures, cfg, f"{spec.name} {key.label()}", log)
-                if summ.output_throughput_tok_s:
-                    curve.append((key.concurrency, summ.output_throughput_tok_s))
-                display.end_point(summ.output_throughput_tok_s, measured=not resumed)
-                if point_verdict({"samples": summ.samples, "interference": summ.interference})["verdict"] == "flagged":
-                    noisy.add(key.concurrency)
-                done += 1
-            display.skip(len(cfg.concurrency) - done)  # points skipped past a stop (or left to prediction)
-            if cfg.open_loop is not None and spec.name not in stops:
-                loaded = rate_sweep(cfg, spec, engine, run_dir, curve, loaded, stops, failures, log) or loaded
-            if spec.name in stops:
-                log(f"{spec.name}: stopped escalating ({stops[spec.name]})")
-            if loaded:
-                engine.unload()
-        runs.update_run_json(run_dir, stopped=stops, failures=failures)
-        record_server_version(run_dir)
-        if "probe_after" not in runs.read_run_json(run_dir):
-            runs.update_run_json(run_dir, probe_after=probe_after(engine.device, log, engine))
-        runs.complete_run(run_dir, derive=derive)
+            walk_model(sweep, spec)
+        finish_run(sweep, derive)
     finally:
         display.close()
         # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left
         # to garbage collection; unloading twice is harmless
         engine.unload()
     log(f"{what} complete")
-    verdict = failure_verdict(failures["points"], failures["with_failures"], failures["empty"], run_dir.name)
+    verdict = failure_verdict(sweep.failures["points"], sweep.failures["with_failures"], sweep.failures["empty"],
+                              run_dir.name)
     if verdict:
         log(f"warning: {verdict}")
     return run_dir
+
+
+def log_plan(plan, log: Callable[[str], None]) -> None:
+    """The plan's one-line total, the points that do not fit and those the budget dropped, before anything is measured."""
+    log(plan.total_line())
+    for line in plan.not_fitting():
+        log(f"does not fit: {line}")
+    for line in plan.dropped:
+        log(f"budget: dropped {line}")
+
+
+def open_run(cfg: SweepConfig, run_dir: Path, hw, config_path: str | None, models: list[str] | None,
+             part_of: str | None, what: str, log: Callable[[str], None]) -> None:
+    """Create ``run_dir`` with its provenance (:func:`run_provenance`), or resume it when it was started with this config.
+
+    Raises:
+        BatchmarkError: the incomplete run in ``run_dir`` was started with another config (it is left as is).
+    """
+    if not (run_dir / "run.json").exists():
+        runs.create_run(run_dir, run_provenance(cfg, hw, config_path, models, part_of))
+        return
+    meta = runs.read_run_json(run_dir)
+    if meta.get("config_digest") != cfg.digest():
+        from pipeline.core.errors import BatchmarkError
+
+        raise BatchmarkError(f"{run_dir}: incomplete run was started with another config "
+                             f"({meta.get('config_name')}); it is left as is — start a fresh run")
+    log(f"resuming {what}")
+
+
+def run_provenance(cfg: SweepConfig, hw, config_path: str | None, models: list[str] | None,
+                   part_of: str | None) -> dict:
+    """A new run's ``run.json`` fields: the config and its digest, the hardware profile, host, platform, start time,
+    git commit, versions, driver, the command (paths scrubbed: runs are published); a part's ``part_of``, ``models``
+    and ``machine`` besides."""
+    return {
+        "source": "simulated" if cfg.engine == "simulated" else "measured", "config_name": cfg.name,
+        "config_digest": cfg.digest(),
+        "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
+        "hardware": hw.model_dump(mode="json"), "host": platform.node(),
+        "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "git_commit": git_commit(), "versions": versions(), "driver": driver(),
+        # paths relative to the repository, other machine folders replaced (pipeline.core.scrub): runs are published
+        "command": "batchmark " + " ".join(shlex.quote(scrub.relative_path(a) if os.path.isabs(a) else
+                                                       scrub.scrub_paths(a) or a) for a in sys.argv[1:]),
+        **({"part_of": part_of, "models": list(models or []), "machine": machine_identity(cfg.hardware)}
+           if part_of else {})}
+
+
+def record_budget(run_dir: Path, plan, budgeted: SweepConfig) -> None:
+    """The budget's choices in ``run.json`` (``budget``), once: a resumed run keeps the block it started with."""
+    if "budget" in runs.read_run_json(run_dir):
+        return
+    runs.update_run_json(run_dir, budget={"budget_s": plan.budget_s, "predicted_wall_s": plan.wall_s,
+                                          "met": plan.fits_budget, "dropped": plan.dropped,
+                                          "certainty": plan.certainty, "repeats": budgeted.repeats,
+                                          "concurrency": list(budgeted.concurrency),
+                                          "open_loop": budgeted.open_loop is not None})
+
+
+def probe_before(engine, run_dir: Path, display: Display, log: Callable[[str], None]) -> None:
+    """The bandwidth and matmul probe before the sweep, with its spread warning and the engine's provenance, in
+    ``run.json`` (``probe``, ``engine``); a resumed run that has one is not probed again."""
+    if "probe" in runs.read_run_json(run_dir):
+        return
+    with display.phase("probing memory bandwidth and matmul rate"):
+        res = _probe(engine)
+    log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
+    warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
+    if warning:
+        log(f"warning: {warning}")
+    runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, engine=engine.provenance())
+
+
+def show_points(sweep: SweepState, specs: list) -> None:
+    """Open the display over the models' grid points with the ETA rule that fits: the plan's seconds on hardware, the
+    measured points' trend in concurrency without a plan (:func:`pipeline.core.progress.trend_eta_s`), the median
+    rule for a simulation or an adaptive sweep (whose points are not known in advance).  Both ETA rules count grid
+    points only (:meth:`SweepState.grid_done`): the plan gives a model's open-loop seconds to its last grid point."""
+    cfg, display = sweep.cfg, sweep.display
+    display.total = len(specs) * len(cfg.concurrency)
+    if sweep.plan is not None and cfg.engine != "simulated" and cfg.adaptive is None:
+        left = sweep.plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
+        display.estimate = lambda done: left(sweep.grid_done(done))
+    elif cfg.adaptive is None:
+        order = [c for _ in specs for c in cfg.concurrency]
+        display.estimate = lambda done: trend_eta_s(display.measured, order[sweep.grid_done(done):])
+    display.start()
+
+
+def walk_model(sweep: SweepState, spec) -> None:
+    """One model: its grid (or its adaptive walk), then its open-loop rates unless it stopped; unloaded after."""
+    walk = ModelWalk(spec)
+    if sweep.cfg.adaptive is not None:  # measure only the points that settle the knee (pipeline.predict.adaptive)
+        adaptive_model(sweep, walk)
+    else:
+        grid_walk(sweep, walk)
+    sweep.display.skip(len(sweep.cfg.concurrency) - walk.done)  # points skipped past a stop (or left to prediction)
+    if sweep.cfg.open_loop is not None and spec.name not in sweep.stops:
+        rate_walk(sweep, walk)
+    if spec.name in sweep.stops:
+        sweep.log(f"{spec.name}: stopped escalating ({sweep.stops[spec.name]})")
+    if walk.loaded:
+        sweep.engine.unload()
+
+
+def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
+    """One model's concurrency grid, each point by the measuring step (:func:`pipeline.sweep.point.measure_or_resume`),
+    until the end, a point that cannot be measured, or the knee (:func:`stop_for_knee`, before a point not stored)."""
+    cfg, spec = sweep.cfg, walk.spec
+    noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
+    for c in cfg.concurrency:
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
+        if not runs.has_point(sweep.run_dir, key) and stop_for_knee(walk.curve, noisy, cfg.knee_threshold,
+                                                                    cfg.stop_after_weak_doublings):
+            sweep.stop(spec.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")
+            return
+        summ = measure_or_resume(sweep, walk, key)
+        if summ is None:
+            return
+        if summ.output_throughput_tok_s:
+            walk.curve.append((c, summ.output_throughput_tok_s))
+        if point_verdict({"samples": summ.samples, "interference": summ.interference,
+                          "client_bound": summ.client_bound, "client_bound_reason": summ.client_bound_reason})["verdict"] == "flagged":
+            noisy.add(c)
+
+
+def finish_run(sweep: SweepState, derive: Callable[[Path], None] | None) -> None:
+    """What the sweep found (``stopped``, ``failures``), the server's version, the probe after the sweep, then the run
+    completed (its derived files written by ``derive`` first)."""
+    run_dir = sweep.run_dir
+    runs.update_run_json(run_dir, stopped=sweep.stops, failures=sweep.failures)
+    record_server_version(run_dir)
+    if "probe_after" not in runs.read_run_json(run_dir):
+        runs.update_run_json(run_dir, probe_after=probe_after(sweep.engine.device, sweep.log, sweep.engine))
+    runs.complete_run(run_dir, derive=derive)
 
 
 def failure_verdict(points: int, with_failures: int, empty: int, run_id: str) -> str | None:

@@ -2,21 +2,15 @@
 each rate measured as a ``poisson``/``constant`` point, and with an ``slo`` and ``open_loop.bisect_steps`` extra
 rates bisected between the last rate that met the SLO and the first that did not (:func:`bisect_rate`).
 
-Split out of :mod:`pipeline.sweep.gridwalk`, which calls :func:`rate_sweep` after each model's grid.
+Split out of :mod:`pipeline.sweep.gridwalk`, which calls :func:`rate_walk` after each model's grid.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable
-
-from pipeline.store import pointfiles, runs
-from pipeline.config.sweepconfig import SweepConfig
 from pipeline.core.errors import BatchmarkError
-from pipeline.metrics.summarize import summarize_point
 from pipeline.analysis.ratesweep import slo_limit
 from pipeline.core.records import PointKey
-from pipeline.sweep.point import count_point, load_model, measure_point
+from pipeline.sweep.point import ModelWalk, SweepState, measure_or_resume
 
 
 def open_rates(closed: list[tuple[int, float]], output_len: int, n: int, overshoot: float = 1.25) -> list[float]:
@@ -32,8 +26,6 @@ def open_rates(closed: list[tuple[int, float]], output_len: int, n: int, oversho
     Raises:
         BatchmarkError: no closed-loop point measured a throughput (nothing to place rates by).
     """
-    from pipeline.core.errors import BatchmarkError
-
     pts = sorted((c, t) for c, t in closed if t and t > 0)
     if not pts:
         raise BatchmarkError("open_loop.rates: auto needs a closed-loop throughput, and no point of the grid measured one")
@@ -59,42 +51,34 @@ def bisect_rate(results: dict[float, bool | None]) -> float | None:
     return None if mid in results else mid
 
 
-def rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple[int, float]], loaded: bool,
-                stops: dict[str, str], failures: dict[str, int], log: Callable[[str], None]) -> bool:
-    """Measure one model's open-loop rates (and the SLO bisection); returns whether the model is loaded."""
+def rate_walk(sweep: SweepState, walk: ModelWalk) -> None:
+    """Measure one model's open-loop rates (and the SLO bisection), each by the sweep's measuring step
+    (:func:`pipeline.sweep.point.measure_or_resume`); a rate that cannot be measured stops the model's rates."""
+    cfg, spec, log = sweep.cfg, walk.spec, sweep.log
     ol = cfg.open_loop
-    slo = cfg.slo.model_dump() if cfg.slo else None
     try:
-        rates = list(ol.rates) if ol.rates != "auto" else open_rates(curve, cfg.output_len, ol.auto_rates)
+        rates = list(ol.rates) if ol.rates != "auto" else open_rates(walk.curve, cfg.output_len, ol.auto_rates)
     except BatchmarkError as exc:
         # this model's grid measured nothing to place rates by: its reason is recorded and the sweep goes on to
         # the next model; a resume finds it in ``stopped`` and skips it (it stopped the run forever)
-        stops[spec.name] = f"open loop not run: {exc}"
-        return loaded
+        sweep.stop(spec.name, f"open loop not run: {exc}")
+        return
     log(f"{spec.name}: open loop ({ol.load}) at {', '.join(f'{r:g}' for r in rates)} requests/s")
+    sweep.place_rates(len(rates))
     verdicts: dict[float, bool | None] = {}
-    extra = ol.bisect_steps if slo else 0
+    extra = ol.bisect_steps if sweep.slo else 0
     while rates:
         rate = rates.pop(0)
         key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
-        if runs.has_point(run_dir, key):
-            summ = summarize_point(pointfiles.load_point(pointfiles.point_path(run_dir, key)), slo)
-        else:
-            if not loaded:
-                loaded = load_model(engine, spec, run_dir)
-            ok, why = engine.fits(key)
-            if not ok:
-                stops[spec.name] = f"{key.label()} not run: {why}"
-                return loaded
-            records = measure_point(cfg, engine, key)
-            runs.write_point(run_dir, records)
-            summ = summarize_point(records, slo)
-        count_point(summ, failures, cfg, f"{spec.name} {key.label()}", log)
+        summ = measure_or_resume(sweep, walk, key)
+        if summ is None:
+            sweep.skip_rates(len(rates) + 1)
+            return
         verdicts[rate] = (summ.slo or {}).get("met")
         if not rates and extra:
             nxt = bisect_rate(verdicts)
             if nxt is not None:
                 extra -= 1
                 rates.append(nxt)
+                sweep.place_rates(1)
                 log(f"{spec.name}: SLO bisection at {nxt:g} requests/s")
-    return loaded

@@ -21,7 +21,8 @@ from pipeline import cli
 from pipeline.analysis import stages
 from pipeline.core import paths
 from pipeline.store import pointfiles, runs
-from pipeline.sweep import parts, ratewalk
+from pipeline.core.progress import Display
+from pipeline.sweep import parts, point, ratewalk
 from pipeline.config.sweepconfig import load_config, parse_config
 from pipeline.config.options import RESERVED_BODY_KEYS
 from pipeline.core.errors import BatchmarkError
@@ -191,11 +192,12 @@ def test_auto_rates_without_a_closed_loop_throughput_stop_that_model_only(tmp_pa
     ``--resume`` raised the same.  Now the reason is recorded for that model and the sweep goes on."""
     cfg = parse_config({"name": "o", "hardware": "cpu", "engine": "openai", "concurrency": [1, 2],
                         "open_loop": {"rates": "auto"}, "models": [{"name": "m", "served_name": "m"}]})
-    stops: dict[str, str] = {}
     logged: list[str] = []
-    loaded = ratewalk.rate_sweep(cfg, cfg.models[0], None, tmp_path, [], False, stops, {}, logged.append)
-    assert loaded is False and not logged  # the engine (None here) was never touched
-    assert stops == {"m": "open loop not run: open_loop.rates: auto needs a closed-loop throughput, and no point "
+    sweep = point.SweepState(cfg, None, tmp_path, Display(0, enabled=False), logged.append)
+    walk = point.ModelWalk(cfg.models[0])
+    ratewalk.rate_walk(sweep, walk)
+    assert walk.loaded is False and not logged  # the engine (None here) was never touched
+    assert sweep.stops == {"m": "open loop not run: open_loop.rates: auto needs a closed-loop throughput, and no point "
                           "of the grid measured one"}
 
 

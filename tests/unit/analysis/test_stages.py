@@ -4,7 +4,7 @@ Every writer of a complete run — ``batchmark sweep`` (also resumed, adaptive, 
 the importers, ``batchmark upgrade`` of a run an earlier batchmark published without them — leaves
 ``summaries.json`` and ``analysis.json`` in the run, written by the stages (:func:`pipeline.analysis.stages.write_derived`).
 A complete run that lacks one is refused by ``show`` in one line naming the file and the command that writes it
-(exit 2, no traceback).  The expected files are the stages' own output: ``batchmark summarize`` and ``analyze``
+(exit 2, no traceback).  The expected files are the stages' own output: ``batchmark write-summaries`` and ``analyze``
 run again on a copy of the run write the same bytes (both are deterministic functions of the stored files).
 
 The sweeps use the simulated engine (a continuous-batching server in virtual time: seconds on this CPU).

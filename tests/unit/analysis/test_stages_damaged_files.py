@@ -89,7 +89,7 @@ def test_the_named_command_writes_a_damaged_summaries_file_again(good_run, tmp_p
     """The remedy the line names (summarize, then analyze) gives back the run as published."""
     run = damaged(good_run, tmp_path, "summaries.json", set_summary("output_throughput_tok_s", "x"))
     rc, _, err = run_cli("show", str(run))
-    assert rc == 2 and f"`batchmark summarize {run} && batchmark analyze {run}`" in err
+    assert rc == 2 and f"`batchmark write-summaries {run} && batchmark analyze {run}`" in err
     assert run_cli("summarize", str(run))[0] == 0 and run_cli("analyze", str(run))[0] == 0
     for name in ("summaries.json", "analysis.json"):
         assert (run / name).read_bytes() == (good_run / name).read_bytes(), name
@@ -122,7 +122,7 @@ def test_summaries_of_other_points_than_the_runs_are_refused(good_run, tmp_path,
         assert f"{run / 'summaries.json'}: does not match the run's points: " in err
         assert ("1 point(s) of points.json not summarized (first: points/dense-a/transformers-in64-out16-c1.json)"
                 if cut == "first" else "a point summarized twice") in err
-        assert f"`batchmark summarize {run} && batchmark analyze {run}`" in err
+        assert f"`batchmark write-summaries {run} && batchmark analyze {run}`" in err
 
 
 @pytest.mark.parametrize("part, words", [("models", "0 model entr(ies) for the 1 workload(s) of summaries.json"),

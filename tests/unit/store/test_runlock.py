@@ -121,13 +121,13 @@ def test_show_and_pages_never_write_into_runs(scratch_root, capsys):
     assert main(["show", str(run), "--json"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "summaries.json: missing" in err
-    assert f"`batchmark summarize {run} && batchmark analyze {run}`" in err
+    assert f"`batchmark write-summaries {run} && batchmark analyze {run}`" in err
     from pipeline.pages.render import render_site
 
     logged: list[str] = []
     render_site(scratch_root / "data" / "pages", runs_dir=runs_dir, log=logged.append)
     assert _files(run) == before
-    assert len(logged) == 1 and "batchmark summarize" in logged[0]
+    assert len(logged) == 1 and "batchmark write-summaries" in logged[0]
     # the stages that own the files do write them; then show and the site read them back, writing nothing
     assert main(["summarize", str(run)]) == 0 and main(["analyze", str(run)]) == 0
     assert (run / "summaries.json").is_file() and (run / "analysis.json").is_file()

@@ -100,7 +100,7 @@ def test_load_run_never_writes(tmp_path: Path):
         stages.load_run(run)
     msg = str(exc.value)
     assert "\n" not in msg and "summaries.json: missing" in msg
-    assert f"`batchmark summarize {run} && batchmark analyze {run}`" in msg
+    assert f"`batchmark write-summaries {run} && batchmark analyze {run}`" in msg
     assert _tree_digest(run) == before and not (run / "summaries.json").exists()
     # the stages write them, as a user runs them; then the run reads back exactly what they stored
     stages.write_summaries(run)
