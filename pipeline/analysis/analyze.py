@@ -38,6 +38,7 @@ from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
+from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
 from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 
@@ -59,6 +60,15 @@ def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None)
     if not bandwidth_gb_s:
         return None
     return bandwidth_gb_s * 1e9 / bytes_per_decode_step(card, 1, context)
+
+
+def ceiling_range_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None) -> list[float] | None:
+    """[lowest, highest] single-stream ceiling (tokens/s) over the formats ``card``'s model is plausibly served in
+    (:func:`pipeline.cards.servedformat.bytes_at_b1_range`); one value twice when its format is stated."""
+    if not bandwidth_gb_s:
+        return None
+    lo, hi = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, 1, context))
+    return [bandwidth_gb_s * 1e9 / hi, bandwidth_gb_s * 1e9 / lo]
 
 
 def hardware_block(hardware: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
@@ -200,6 +210,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                            mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
                            mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
                            mfu=ratio(flops / s.step_time_s / 1e12, tf_mfu))
+                if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
+                    fewest, _ = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, batch, ctx))
+                    row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
             if bw:
                 step, bound = roofline_step_s(card, batch, ctx, bw, peak)
                 row.update(roofline_tok_s=batch / step, roofline_bound=bound)
@@ -242,6 +255,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
             "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
             "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_probed"]) if card else None,
+            # the format unstated: the ceiling over every plausible served format (pipeline.cards.servedformat)
+            "ceiling_tok_s_range": ceiling_range_tok_s(card, ctx, bw) if card else None,
+            "format_stated": is_stated(card) if card else None,
+            "served_format": (card.extra or {}).get("served_format") if card else None,
             "single_stream_tok_s": single,
             "knee_concurrency": knee,
             "knee_kneedle": kneedle(curve),

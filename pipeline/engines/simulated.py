@@ -28,8 +28,9 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 
-def resolve_card(spec: ModelSpec) -> ModelCard:
-    """The model card the simulated server costs steps with: ``spec.card``, else a card file named by
+def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vllm") -> ModelCard:
+    """The model card the simulated server costs steps with, as served (:func:`pipeline.cards.servedformat.served_card`:
+    ``spec.served``, else ``engine``'s default on ``hardware``): ``spec.card``, else a card file named by
     ``spec.path`` / ``spec.served_name``, else one counted from ``spec.architecture``.
 
     Raises:
@@ -37,18 +38,19 @@ def resolve_card(spec: ModelSpec) -> ModelCard:
     """
     from pipeline.cards.registry import find_card_file, load_card
     from pipeline.cards.modelarch import card_from_config
+    from pipeline.cards.servedformat import served_card
 
     if spec.card:
         try:
-            return load_card(spec.card, card_name=spec.name)
+            return served_card(load_card(spec.card, card_name=spec.name), spec.served, engine, hardware)
         except BatchmarkError as exc:
             raise BatchmarkError(f"models.{spec.name}.card: {exc}") from None
     for ref in (spec.path, spec.served_name):
         if ref and find_card_file(ref) is not None:
-            return load_card(ref, card_name=spec.name)
+            return served_card(load_card(ref, card_name=spec.name), spec.served, engine, hardware)
     if spec.architecture is not None:
         arch = dict(spec.architecture)
-        return card_from_config(spec.name, arch)
+        return served_card(card_from_config(spec.name, arch), spec.served, engine, hardware)
     raise BatchmarkError(f"models.{spec.name}: the simulated engine needs a model card (card: a name in data/models/, "
                          f"or an architecture)")
 
@@ -128,7 +130,7 @@ class SimulatedEngine:
 
     def load(self, spec: ModelSpec) -> dict[str, Any]:
         """Build the model's simulated server; its card as a dict."""
-        card = resolve_card(spec)
+        card = resolve_card(spec, self.hw.name)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
                                  self.cfg.max_in_flight())
