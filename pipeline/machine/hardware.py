@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.core import paths
 from pipeline.core.errors import BatchmarkError
+from pipeline.machine.engineterms import EngineTerms
 
 
 class HardwareProfile(BaseModel):
@@ -38,6 +39,15 @@ class HardwareProfile(BaseModel):
                                           description="A serving engine's fixed time per step (scheduling, sampling), s: "
                                                       "the simulated server's default (0 when absent)")
     source: str = Field(description="Where the spec figures come from")
+    peak_tflops_measured: float | None = Field(default=None, gt=0,
+                                               description="Dense BF16 matmul rate measured on this hardware kind, TFLOP/s")
+    peak_tflops_measured_source: str | None = None
+    engines: dict[str, EngineTerms] = Field(default_factory=dict,
+                                            description="Each engine's step terms here (pipeline.machine.engineterms)")
+
+    def compute_peak_tflops(self) -> float | None:
+        """The compute roof a prediction uses: the measured peak where stated, else the spec sheet's."""
+        return self.peak_tflops_measured or self.peak_tflops_spec
 
 
 def list_profiles(folder: Path | None = None) -> list[str]:
