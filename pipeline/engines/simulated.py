@@ -56,8 +56,12 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int) -> ServerModel:
+               largest_concurrency: int, engine: str = "vllm") -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags).
+
+    Where the profile states ``engine``'s terms (``engines:``, :mod:`pipeline.machine.engineterms`) and the config sets
+    no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak; else by the
+    roofline and the profile's ``step_overhead_s``.
 
     Raises:
         BatchmarkError: the profile lacks bandwidth or memory figures (a simulation needs both).
@@ -66,8 +70,10 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         raise BatchmarkError(f"hardware: profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
                              "the simulated engine needs both")
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
+    terms = hw.engines.get(engine) if opts.step_overhead_s is None else None
     return ServerModel(
-        card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec, peak_tflops=hw.peak_tflops_spec,
+        card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec,
+        peak_tflops=hw.compute_peak_tflops() if terms is not None else hw.peak_tflops_spec, terms=terms,
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
         max_num_seqs=opts.max_num_seqs or max(largest_concurrency, 1),
         max_num_batched_tokens=opts.max_num_batched_tokens,
