@@ -42,6 +42,13 @@ from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
 from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
 
 
+#: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers engine).
+COVERAGE_NOT_MEASURED = ("static batch: every sequence decodes the same token ids (llama-batched-bench's and this "
+                         "engine's batches are one prompt repeated), so all route to the same experts and coverage stays "
+                         "k/E at every B; the MoE expert coverage of distinct requests was not measured (its curve shows "
+                         "the batched kernel's cost instead)")
+
+
 def mean_decode_context(input_len: int, output_len: int) -> float:
     """Mean KV context (tokens) over the decode steps of a request: input + output / 2."""
     return input_len + output_len / 2
@@ -282,6 +289,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             models_out[-1]["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
         if any(s.slo for s in mine):
             models_out[-1]["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
+        if card is not None and card.expert_bytes and mine and all(s.output_throughput_window == "decode_phase" for s in mine):
+            models_out[-1]["coverage_not_measured"] = COVERAGE_NOT_MEASURED
         mine_rows = [row for _, row in pairs]
         models_out[-1]["implausible"] = implausible_model(models_out[-1], mine_rows)
     return {"hardware": hw, "points": points_out, "models": models_out}

@@ -109,3 +109,30 @@ def test_the_spark_profile_states_each_number_with_its_source():
         assert t.source and "fitted" in t.source, name
         assert 0 < t.bandwidth_fraction <= 1, name
     assert math.isfinite(hw.engines["llama.cpp"].prefill_tflops["mxfp4"])
+
+
+def test_implied_coverage_reads_a_curve_as_its_experts():
+    """A curve whose MBU stays at its c = 1 value implies the uniform coverage it was counted with; one whose MBU halves
+    at B = 8 implies the expert bytes of twice the bytes: (2 × bytes(8) − non-expert) / expert bytes, clipped to 1."""
+    from pipeline.pages.explaincharts import implied_coverage
+    from pipeline.cards.stepcost import bytes_per_decode_step
+
+    card = load_card("gpt-oss-120b")
+    pts = [{"concurrency": b, "mbu": 0.5, "bytes_per_step": bytes_per_decode_step(card, b, 1088)} for b in (1, 8)]
+    got = dict(implied_coverage(pts, card))
+    assert got[8] == pytest.approx(expert_coverage(8, 4, 128))
+    pts[1]["mbu"] = 0.25
+    non_expert = pts[1]["bytes_per_step"] - card.expert_bytes * expert_coverage(8, 4, 128)
+    assert dict(implied_coverage(pts, card))[8] == pytest.approx((2 * pts[1]["bytes_per_step"] - non_expert) / card.expert_bytes)
+
+
+def test_a_static_moe_batch_says_its_coverage_was_not_measured():
+    """llama-batched-bench decodes one prompt repeated: the analysis of such an MoE curve says coverage was not measured."""
+    from pipeline.analysis.analyze import COVERAGE_NOT_MEASURED, analyze
+    from pipeline.importers.base import summary
+
+    card = load_card("gpt-oss-20b")
+    rows = [summary("gpt-oss-20b", "llama.cpp", 512, 32, b, output_throughput_tok_s=80.0 * b ** 0.5,
+                    step_time_s=b / (80.0 * b ** 0.5), output_throughput_window="decode_phase") for b in (1, 2, 4)]
+    doc = analyze(rows, {"gpt-oss-20b": card}, load_profile("dgx-spark").model_dump())
+    assert doc["models"][0]["coverage_not_measured"] == COVERAGE_NOT_MEASURED
