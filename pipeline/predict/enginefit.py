@@ -28,10 +28,12 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.stepcost import engine_step_s, prefill_flops
 
 #: Weight of the prior on each term's log (relative to one point's log residual).
-PRIOR_WEIGHT = 0.05
+PRIOR_WEIGHT = 0.002
 #: A calibration point reproduced further off than this (fraction) is reported.
 FIT_TOLERANCE = 0.05
-_BOUNDS = {"step_overhead_s": (0.0, 1.0), "bandwidth_fraction": (0.05, 1.0), "compute_fraction": (1e-4, 1.0),
+#: Bounds of the free terms.  A bandwidth fraction up to 1.2: a card pinned to its weight file's size counts the input
+#: embedding as read (pipeline.importers.cardmatch.card_with_file_size), which a step only gathers B rows of.
+_BOUNDS = {"step_overhead_s": (0.0, 1.0), "bandwidth_fraction": (0.05, 1.2), "compute_fraction": (1e-4, 1.0),
            "routing_scale": (0.05, 1e4), "expert_batched_fraction": (0.05, 1.0), "attention_factor": (0.2, 10.0)}
 
 
@@ -102,19 +104,20 @@ def fit_curve(card: ModelCard, xs: Sequence[float], step_times_s: Sequence[float
     terms = _with(prior, names, values)
     got = model(values)
     misses = {float(x): float(g / m - 1) for x, g, m in zip(xs, got, t)}
-    return CurveFit(terms, names, _spread(fit, names, values), misses, misfit_note(misses, names))
+    return CurveFit(terms, names, _spread(fit, names, scale), misses, misfit_note(misses, names))
 
 
-def _spread(fit, names: Sequence[str], values: np.ndarray) -> dict[str, float]:
-    """Relative standard deviation of each term from the fit's Jacobian (residual variance × (JᵀJ)⁻¹)."""
+def _spread(fit, names: Sequence[str], scale: np.ndarray) -> dict[str, float]:
+    """Standard deviation of each term (its own units) from the fit's Jacobian: residual variance × (JᵀJ)⁻¹ of the
+    scaled terms, times their scale; the prior's rows count as observations (they bound an unconstrained term)."""
     j = fit.jac
     dof = max(len(fit.fun) - len(names), 1)
-    s2 = float(np.sum(fit.fun ** 2) / dof)
+    s2 = max(float(np.sum(fit.fun ** 2) / dof), 1e-6)  # a perfect fit still carries a 0.1 % floor
     try:
         cov = np.linalg.pinv(j.T @ j) * s2
     except np.linalg.LinAlgError:
         return {}
-    return {n: float(math.sqrt(max(cov[i, i], 0.0))) for i, n in enumerate(names)}
+    return {n: float(math.sqrt(max(cov[i, i], 0.0)) * scale[i]) for i, n in enumerate(names)}
 
 
 def misfit_note(misses: dict[float, float], names: Sequence[str]) -> str | None:
@@ -144,7 +147,9 @@ def band(card: ModelCard, fit: CurveFit, x: float, *, context: float, bandwidth_
         if v is None or n not in fit.spread:
             continue
         lo_b, hi_b = _BOUNDS[n]
-        moved = min(max(v * math.exp(fit.spread[n]), lo_b), hi_b)  # the fit's sd of z = v / scale ~ relative
+        moved = min(max(v + fit.spread[n], lo_b), hi_b)  # one standard deviation up, inside the term's bounds
+        if moved == v:
+            moved = min(max(v - fit.spread[n], lo_b), hi_b)
         var += (step(fit.terms.model_copy(update={n: moved})) - mid) ** 2
     d = math.sqrt(var)
     return max(mid - d, 0.0), mid, mid + d
@@ -165,3 +170,47 @@ def fit_prefill(card: ModelCard, points: Sequence[tuple[int, int, float, float]]
     if fixed < 0:  # no negative fixed cost: the rate through the origin
         return float(np.sum(f * f) / np.sum(f * y) / 1e12), 0.0
     return float(1.0 / inv / 1e12), float(fixed)
+
+
+#: The prior where a hardware profile states no terms for the engine: no fixed cost, the roofs at 80 % and 30 %,
+#: no batched-kernel penalty, uniform routing (a neutral start the fit moves from).
+NEUTRAL = dict(step_overhead_s=0.0, bandwidth_fraction=0.8, compute_fraction=0.3, source="neutral prior")
+
+
+def prior_terms(hardware_name: str | None, engine: str):
+    """The hardware profile's terms for ``engine`` (:mod:`pipeline.machine.engineterms`), else :data:`NEUTRAL`."""
+    from pipeline.core.errors import BatchmarkError
+    from pipeline.machine.engineterms import EngineTerms
+    from pipeline.machine.hardware import load_profile
+
+    try:
+        hw = load_profile(hardware_name) if hardware_name else None
+    except BatchmarkError:
+        hw = None
+    if hw is not None and engine in hw.engines:
+        return hw.engines[engine], hw.compute_peak_tflops()
+    return EngineTerms(**NEUTRAL), (hw.compute_peak_tflops() if hw is not None else None)
+
+
+def predict_static_curve(card: ModelCard, engine: str, hardware_name: str | None, bandwidth_gb_s: float,
+                         peak_tflops: float | None, cal: Sequence[tuple[int, float, float | None]],
+                         batches: Sequence[int], input_len: int, output_len: int) -> tuple[list[dict], CurveFit]:
+    """Static-batch predictions at ``batches`` from calibration points ``(B, step s, TTFT s or None)``: the engine terms
+    fitted (identical routing: llama.cpp's benches and the transformers engine decode one prompt repeated), each point
+    ``{"output_throughput_tok_s", "tpot_s", "step_time_s", "ttft_s", "band": [low, high] tok/s}``; TTFT from the
+    prefill rate fitted on the calibration TTFTs (None where they are missing)."""
+    prior, peak = prior_terms(hardware_name, engine)
+    peak = peak or peak_tflops
+    ctx = input_len + output_len / 2
+    fit = fit_curve(card, [b for b, _, _ in cal], [t for _, t, _ in cal], context=ctx, bandwidth_gb_s=bandwidth_gb_s,
+                    peak_tflops=peak, prior=prior, identical_routing=True)
+    ttfts = [(b, input_len, 0, t) for b, _, t in cal if t]
+    pre = fit_prefill(card, ttfts) if len(ttfts) == len(cal) else None
+    out = []
+    for b in batches:
+        lo, step, hi = band(card, fit, b, context=ctx, bandwidth_gb_s=bandwidth_gb_s, peak_tflops=peak,
+                            identical_routing=True)
+        ttft = pre[1] + b * prefill_flops(card, input_len, 0) / (pre[0] * 1e12) if pre else None
+        out.append({"output_throughput_tok_s": b / step, "tpot_s": step, "step_time_s": step, "ttft_s": ttft,
+                    "band": [b / hi, b / lo if lo > 0 else None]})
+    return out, fit
