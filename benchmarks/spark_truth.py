@@ -90,7 +90,7 @@ def plan_point(c: Curve, p, after: bool) -> dict[str, float]:
     """`plan`'s prediction of one point (no measurement): decode tok/s, TPOT, TTFT."""
     ctx, b = context(c, p.depth), p.concurrency
     if after:
-        return harness.predict(c.harness, card_after(c), HW.engines[c.engine], BW, HW.compute_peak_tflops(), b,
+        return harness.predict(c.harness, card_after(c), HW.engine_terms(c.engine), BW, HW.compute_peak_tflops(), b,
                                c.input_len, c.output_len, p.depth, c.identical_routing)
     else:
         card = card_before(c)
@@ -116,7 +116,7 @@ def predict_curve(c: Curve, after: bool) -> dict[int, dict[str, float | None]]:
     if after:
         card = card_after(c)
         fit = enginefit.fit_curve(card, cal, [steps[x] for x in cal], context=context(c, 0), bandwidth_gb_s=BW,
-                                  peak_tflops=HW.compute_peak_tflops(), prior=HW.engines[c.engine],
+                                  peak_tflops=HW.compute_peak_tflops(), prior=HW.engine_terms(c.engine),
                                   by_depth=c.by_depth, identical_routing=c.identical_routing)
         ttfts = [(pts[x].concurrency, c.input_len, pts[x].depth, measured(c, pts[x])["ttft_s"]) for x in cal]
         pre = enginefit.fit_prefill(card, ttfts) if all(t[3] for t in ttfts) else None

@@ -70,7 +70,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         raise BatchmarkError(f"hardware: profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
                              "the simulated engine needs both")
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
-    terms = hw.engines.get(engine) if opts.step_overhead_s is None else None
+    terms = hw.engine_terms(engine) if opts.step_overhead_s is None else None
     return ServerModel(
         card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec,
         peak_tflops=hw.compute_peak_tflops() if terms is not None else hw.peak_tflops_spec, terms=terms,

@@ -187,8 +187,8 @@ def prior_terms(hardware_name: str | None, engine: str):
         hw = load_profile(hardware_name) if hardware_name else None
     except BatchmarkError:
         hw = None
-    if hw is not None and engine in hw.engines:
-        return hw.engines[engine], hw.compute_peak_tflops()
+    if hw is not None and hw.engine_terms(engine) is not None:
+        return hw.engine_terms(engine), hw.compute_peak_tflops()
     return EngineTerms(**NEUTRAL), (hw.compute_peak_tflops() if hw is not None else None)
 
 

@@ -136,3 +136,24 @@ def test_a_static_moe_batch_says_its_coverage_was_not_measured():
                     step_time_s=b / (80.0 * b ** 0.5), output_throughput_window="decode_phase") for b in (1, 2, 4)]
     doc = analyze(rows, {"gpt-oss-20b": card}, load_profile("dgx-spark").model_dump())
     assert doc["models"][0]["coverage_not_measured"] == COVERAGE_NOT_MEASURED
+
+
+def test_plan_predicts_the_harness_that_measured_a_figure():
+    """`plan --harness`: a wave's TTFT grows with c (the prompts before it), a static batch's is the whole batch's
+    prefill, and the closed loop stays the simulated server's own figures."""
+    from pipeline.config.sweepconfig import parse_config
+    from pipeline.plan.estimate import make_plan
+    from pipeline.plan.harnessplan import with_harness
+
+    cfg = parse_config({"name": "h", "hardware": "dgx-spark", "engine": "simulated", "concurrency": [1, 8],
+                        "input_len": 1024, "output_len": 64, "repeats": 1,
+                        "models": [{"name": "m", "card": "Llama-3.1-8B"}]}, "h.yaml")
+    plan = make_plan(cfg, open_loop=False)
+    assert with_harness(plan, cfg, "closed") is plan
+    static = with_harness(plan, cfg, "static")
+    s1, s8 = (p for p in static.models[0].points if p.load == "closed")
+    assert s8.ttft_s == pytest.approx(8 * s1.ttft_s, rel=0.01)
+    wave = with_harness(plan, cfg, "wave")
+    w1, w8 = (p for p in wave.models[0].points if p.load == "closed")
+    assert w8.ttft_s > w1.ttft_s
+    assert [p.wall_s for p in wave.models[0].points] == [p.wall_s for p in plan.models[0].points]
