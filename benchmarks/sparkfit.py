@@ -17,10 +17,10 @@ from pipeline.machine.engineterms import EngineTerms
 #: An engine without published prefill figures here: the measured BF16 matmul rate of the profile (TFLOP/s).
 PREFILL_DEFAULT = 92.3
 NAMES = ("step_overhead_s", "bandwidth_fraction", "compute_fraction", "expert_batched_fraction", "attention_factor",
-         "routing_scale")
-LO = np.array([0.0, 0.2, 1e-3, 0.05, 0.3, 0.5])
-HI = np.array([0.05, 1.0, 1.0, 1.0, 5.0, 1e4])
-X0 = np.array([0.002, 0.8, 0.2, 0.5, 1.5, 30.0])
+         "routing_scale", "dense_compute_fraction")
+LO = np.array([0.0, 0.2, 1e-3, 0.05, 0.3, 0.5, 1e-3])
+HI = np.array([0.05, 1.0, 1.0, 1.0, 5.0, 1e4, 1.0])
+X0 = np.array([0.002, 0.8, 0.2, 0.5, 1.5, 30.0, 0.3])
 
 
 def _rows(curves, engine):
@@ -43,8 +43,10 @@ def _predicted(c, card, p, terms, bw, peak) -> float:
 
 
 #: Terms an engine's published curves cannot see, held at their neutral value: vLLM's curves are waves at one
-#: short context (no depth rows: attention factor 1) with no kernel switch at B = 2 (its MoE kernel is one).
-FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0}}
+#: short context (no depth rows: attention factor 1) with no kernel switch at B = 2 (its MoE kernel is one), of one
+#: MoE model (its dense matmuls unseen).
+#: vLLM's dense matmuls: no dense curve at hand, a prior of half the measured matmul rate (not fitted).
+FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5}}
 
 
 def fit_decode(curves, engine: str, prefill: dict[str, float]) -> dict[str, float]:

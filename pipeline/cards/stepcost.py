@@ -148,8 +148,21 @@ def engine_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: f
     cover = coverage_at(batch, card.experts_per_token, card.num_experts, scale) if card.expert_bytes else 0.0
     experts = card.expert_bytes * cover / (terms.expert_batched_fraction if batch >= 2 else 1.0)
     mem = (card.dense_bytes + experts + terms.attention_factor * kv_bytes_per_step(card, batch, context)) / (bandwidth_gb_s * 1e9)
-    comp = flops_per_decode_step(card, batch, context) / (peak_tflops * 1e12) if peak_tflops else 0.0
-    return calibrated_step_s(mem, comp, terms.step_overhead_s, terms.bandwidth_fraction, terms.compute_fraction)
+    if not peak_tflops:
+        return calibrated_step_s(mem, 0.0, terms.step_overhead_s, terms.bandwidth_fraction, terms.compute_fraction)
+    flops = flops_per_decode_step(card, batch, context)
+    experts = expert_flops_per_step(card, batch)
+    dense_f = terms.dense_compute_fraction or terms.compute_fraction
+    comp = experts / terms.compute_fraction + (flops - experts) / dense_f
+    return calibrated_step_s(mem, comp / (peak_tflops * 1e12), terms.step_overhead_s, terms.bandwidth_fraction, 1.0)
+
+
+def expert_flops_per_step(card: ModelCard, batch: int) -> float:
+    """The routed experts' share of a decode step's matmul FLOPs: 2 × B × expert params × k / E (0 for a dense card)."""
+    params = (card.extra or {}).get("expert_params")
+    if not params or not card.num_experts or not card.experts_per_token:
+        return 0.0
+    return 2.0 * batch * params * card.experts_per_token / card.num_experts
 
 
 def prefill_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> float:

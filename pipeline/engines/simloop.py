@@ -207,8 +207,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
             if need.sum() <= free_blocks and k > 1:
                 b = len(running)
                 lt = attended_tokens(server.card, ctx[:, None] + 1 + np.arange(k)[None, :]).sum(axis=0)
-                per = server.combine_s((server._weights(b) + server._per_layer * lt) * server._mem_s,
-                                       (server._matmul * b + server._attn * lt) * server._comp_s)
+                per = server.decode_run_s(b, lt)
                 f = _noise(rng_steps, server.step_time_cv, k)
                 if f is not None:
                     per = per * f

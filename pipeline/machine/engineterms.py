@@ -8,7 +8,8 @@ from (``source``): fitted to which published runs, or taken from which publicati
 - ``step_overhead_s``: fixed cost of a decode step (scheduling, launches, sampling);
 - ``bandwidth_fraction``: the fraction of the spec bandwidth the weight and KV reads reach;
 - ``compute_fraction``: the fraction of the hardware's measured peak the decode matmuls reach (the cost each
-  further sequence adds);
+  further sequence adds) — of an MoE's routed experts where ``dense_compute_fraction`` is given, which then
+  holds for every other matmul and the attention (dense GEMMs run at another efficiency than MoE kernels);
 - ``expert_batched_fraction``: the fraction of the B = 1 expert read speed the MoE kernel keeps from B = 2 on
   (llama.cpp switches from its mat-vec to its batched MoE kernel; 1: no switch);
 - ``attention_factor``: the cost of reading the KV cache relative to its bytes at that bandwidth (flash
@@ -33,6 +34,7 @@ class EngineTerms(BaseModel):
     step_overhead_s: float = Field(ge=0, le=10)
     bandwidth_fraction: float = Field(gt=0, le=1.5)
     compute_fraction: float = Field(gt=0, le=1.0)
+    dense_compute_fraction: float | None = Field(default=None, gt=0, le=1.0)
     expert_batched_fraction: float = Field(default=1.0, gt=0, le=1.0)
     attention_factor: float = Field(default=1.0, gt=0, le=10)
     prefill_tflops: dict[str, float] = Field(default_factory=dict)

@@ -34,7 +34,8 @@ FIT_TOLERANCE = 0.05
 #: Bounds of the free terms.  A bandwidth fraction up to 1.2: a card pinned to its weight file's size counts the input
 #: embedding as read (pipeline.importers.cardmatch.card_with_file_size), which a step only gathers B rows of.
 _BOUNDS = {"step_overhead_s": (0.0, 1.0), "bandwidth_fraction": (0.05, 1.2), "compute_fraction": (1e-4, 1.0),
-           "routing_scale": (0.05, 1e4), "expert_batched_fraction": (0.05, 1.0), "attention_factor": (0.2, 10.0)}
+           "routing_scale": (0.05, 1e4), "expert_batched_fraction": (0.05, 1.0), "attention_factor": (0.2, 10.0),
+           "dense_compute_fraction": (1e-4, 1.0)}
 
 
 @dataclass(frozen=True)
@@ -49,14 +50,16 @@ class CurveFit:
     note: str | None = None
 
 
-def free_terms(card: ModelCard, by_depth: bool, identical_routing: bool) -> tuple[str, ...]:
-    """The terms a curve can move (module docstring)."""
+def free_terms(card: ModelCard, by_depth: bool, identical_routing: bool, prior=None) -> tuple[str, ...]:
+    """The terms a curve can move (module docstring): a dense card's compute is ``dense_compute_fraction`` where the
+    prior states one, an MoE's the experts' ``compute_fraction``."""
     base = ("step_overhead_s", "bandwidth_fraction")
     if by_depth:
         return base + ("attention_factor",)
     if card.expert_bytes and card.num_experts:
         return base + ("compute_fraction", "expert_batched_fraction" if identical_routing else "routing_scale")
-    return base + ("compute_fraction",)
+    dense = "dense_compute_fraction" if prior is not None and prior.dense_compute_fraction else "compute_fraction"
+    return base + (dense,)
 
 
 def _with(terms, names: Sequence[str], values: Sequence[float]):
@@ -75,7 +78,7 @@ def fit_curve(card: ModelCard, xs: Sequence[float], step_times_s: Sequence[float
               identical_routing: bool = False, batch: int = 1) -> CurveFit:
     """Fit the free terms of ``prior`` to measured decode step times (s) at ``xs`` (batches, or depths when
     ``by_depth``: one ``batch`` at context ``context + depth``)."""
-    names = free_terms(card, by_depth, identical_routing)
+    names = free_terms(card, by_depth, identical_routing, prior)
     t = np.asarray(step_times_s, dtype=float)
     if len(t) == 0 or not np.all(np.isfinite(t)) or np.any(t <= 0):
         raise ValueError("step times must be positive and finite")
