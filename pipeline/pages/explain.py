@@ -337,8 +337,9 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         ex["chart"] = ec.batching_chart(ex["w"])
     ceilings = ceiling_rows(cards, bw, workloads) if bw else []
     charts = {"ceilings": ec.ceilings_chart(ceilings), "capacity": ec.capacity_chart(capacity),
-              "kv_sequence": ec.kv_sequence_chart(cards), "coverage": ec.coverage_chart(moe_cards, routing_scale=_routing_prior(hardware),
-                                            measured=_measured_coverage(measured, moe_cards)),
+              "kv_sequence": ec.kv_sequence_chart(cards),
+              "coverage": ec.coverage_chart(moe_cards, routing_scale=ec.routing_prior(hardware),
+                                            measured=ec.measured_coverage(measured, moe_cards)),
               "bytes_growth": ec.bytes_growth_chart(moe_cards + [c for c in cards if c.kind == "dense" and c.name == worked_model])}
     if any(w.model.get("kind") for _, w in latest):  # the pages draw these only when a run measured a known model
         charts.update(roofline_overlay=ec.roofline_overlay_chart(measured), step_time=ec.step_time_chart(measured),
@@ -371,31 +372,6 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         "point_at": point_at, "kv_bytes_per_sequence": kv_bytes_per_sequence,
         "weight_bytes_per_step": weight_bytes_per_step,
     }
-
-
-#: Engines whose runs are static batches of identical prompts (every sequence decodes the same tokens).
-STATIC_ENGINES = ("llama.cpp", "llama-batched-bench", "transformers")
-
-
-def _routing_prior(hardware: dict[str, Any]) -> float | None:
-    """The hardware profile's vLLM routing locality prior (``engines.vllm.routing_scale``), None when it states none."""
-    return ((hardware.get("engines") or {}).get("vllm") or {}).get("routing_scale")
-
-
-def _measured_coverage(measured: list, moe_cards: list[ModelCard]) -> list[tuple[str, list[tuple[int, float]]]]:
-    """Each measured MoE workload's implied coverage (:func:`pipeline.pages.explaincharts.implied_coverage`), labelled
-    with its run; a static batch (llama-batched-bench decodes the same tokens in every sequence) is left out: its
-    coverage was not measured."""
-    by_name = {c.name: c for c in moe_cards}
-    out = []
-    for label, w in measured:
-        card = by_name.get(w.model.get("model"))
-        if card is None or str(w.model.get("engine")) in STATIC_ENGINES:
-            continue
-        curve = ec.implied_coverage(w.points, card)
-        if len(curve) >= 2:
-            out.append((f"{label} {w.model.get('model')}", curve))
-    return out
 
 
 def page_context(views: list[Any], run_dirs: list[Path], reference: list[Any] | tuple[Any, ...] = (),

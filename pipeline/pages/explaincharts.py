@@ -234,6 +234,31 @@ def implied_coverage(points: list[dict[str, Any]], card: ModelCard) -> list[tupl
     return out
 
 
+#: Engines whose runs are static batches of identical prompts (every sequence decodes the same tokens).
+STATIC_ENGINES = ("llama.cpp", "llama-batched-bench", "transformers")
+
+
+def routing_prior(hardware: dict[str, Any]) -> float | None:
+    """The hardware profile's vLLM routing locality prior (``engines.vllm.routing_scale``), None when it states none."""
+    return ((hardware.get("engines") or {}).get("vllm") or {}).get("routing_scale")
+
+
+def measured_coverage(measured: list, moe_cards: list[ModelCard]) -> list[tuple[str, list[tuple[int, float]]]]:
+    """Each measured MoE workload's implied coverage (:func:`pipeline.pages.explaincharts.implied_coverage`), labelled
+    with its run; a static batch (llama-batched-bench decodes the same tokens in every sequence) is left out: its
+    coverage was not measured."""
+    by_name = {c.name: c for c in moe_cards}
+    out = []
+    for label, w in measured:
+        card = by_name.get(w.model.get("model"))
+        if card is None or str(w.model.get("engine")) in STATIC_ENGINES:
+            continue
+        curve = implied_coverage(w.points, card)
+        if len(curve) >= 2:
+            out.append((f"{label} {w.model.get('model')}", curve))
+    return out
+
+
 def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None, routing_scale: float | None = None,
                    measured: list[tuple[str, list[tuple[int, float]]]] | None = None) -> dict[str, Any]:
     """Fraction of routed experts touched against B for each MoE card: uniform routing 1 − (1 − k/E)^B (the upper

@@ -79,3 +79,19 @@ def test_unknown_formats_are_refused_in_one_line():
         ServedFormat(attention="iq3_xs", head="bf16")
     with pytest.raises(ValueError, match="kv_cache"):
         ServedFormat(attention="bf16", head="bf16", kv_cache="int3")
+
+
+def test_the_analysis_of_a_first_night_is_not_impossible():
+    """The whole analysis: a served vLLM gpt-oss-120b single stream of 57.5 tok/s (kubis.ai, one Spark, llama-benchy
+    pp1024 tg128; TPOT 1/57.5 s) with the card in its checkpoint format, unstated: no implausible flag, the range beside."""
+    from pipeline.analysis.analyze import analyze
+    from pipeline.importers.base import summary
+    from pipeline.machine.hardware import load_profile
+
+    rows = [summary("gpt-oss-120b", "vllm", 1024, 128, 1, output_throughput_tok_s=57.5, step_time_s=1 / 57.5)]
+    doc = analyze(rows, {"gpt-oss-120b": load_card("gpt-oss-120b")}, load_profile("dgx-spark").model_dump())
+    model, point = doc["models"][0], doc["points"][0]
+    assert model["single_stream_tok_s"] == 57.5 > model["ceiling_tok_s"]
+    assert model["format_stated"] is False and model["ceiling_tok_s_range"][1] > 57.5
+    assert model["implausible"] is None and point["implausible"] is None
+    assert point["mbu"] > 1 > point["mbu_min"]
