@@ -157,3 +157,21 @@ def test_plan_predicts_the_harness_that_measured_a_figure():
     w1, w8 = (p for p in wave.models[0].points if p.load == "closed")
     assert w8.ttft_s > w1.ttft_s
     assert [p.wall_s for p in wave.models[0].points] == [p.wall_s for p in plan.models[0].points]
+
+
+def test_predict_of_a_static_moe_batch_reproduces_its_calibration_points():
+    """`predict` of a static batch (identical routing): three points made by known llama.cpp-like terms — a batched MoE
+    kernel at 0.3 — are reproduced within 5 %, and the band of every prediction holds it."""
+    from pipeline.predict.enginefit import predict_static_curve
+
+    card = served_card(load_card("gpt-oss-20b"), engine="llama.cpp")
+    true = terms(expert_batched_fraction=0.3, dense_compute_fraction=0.25)
+    steps = {b: engine_step_s(card, b, 512 + 16, BW, 92.3, true, identical_routing=True) for b in (1, 2, 4, 8, 32)}
+    cal = [(b, steps[b], None) for b in (1, 2, 32)]
+    preds, fit = predict_static_curve(card, "llama.cpp", "dgx-spark", BW, None, cal, [1, 2, 4, 8, 32], 512, 32)
+    assert fit.note is None
+    for b, p in zip([1, 2, 4, 8, 32], preds):
+        if b in (1, 2, 32):
+            assert p["tpot_s"] == pytest.approx(steps[b], rel=0.05)
+        lo, hi = p["band"]
+        assert lo <= p["output_throughput_tok_s"] <= hi
