@@ -60,7 +60,12 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     path = args.config or args.config_pos
     if not path:
         raise BatchmarkError("plan: give a config (batchmark plan --config config/spark.yaml)")
-    plan, _ = plan_for(load_config(path), args.budget)
+    cfg = load_config(path)
+    plan, _ = plan_for(cfg, args.budget)
+    if getattr(args, "harness", "closed") != "closed":
+        from pipeline.plan.harnessplan import with_harness
+
+        plan = with_harness(plan, cfg, args.harness)
     if args.json:
         print(json.dumps(plan.as_dict(), indent=1))
     else:
@@ -227,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", help="sweep config YAML")
     s.add_argument("--json", action="store_true", help="print JSON: {wall_s, models: [{model, wall_s, points: [...]}]}")
     s.add_argument("--budget", help="time the sweep may take (8h, 90m, 1h30m); default the config's budget")
+    s.add_argument("--harness", choices=("closed", "wave", "static"), default="closed",
+                   help="predict each point as this harness measures it: closed loop (default), one wave of c requests "
+                        "(llama-benchy), a static batch (llama-batched-bench)")
     s.set_defaults(func=_cmd_plan)
 
     s = sub.add_parser("merge", help="assemble a run from its parts (one model each, measured by sweep --model)",

@@ -41,7 +41,15 @@ from pipeline.core.pointsummary import PointSummary
 from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
 from pipeline.core.records import workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
+from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
 from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
+
+
+#: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers engine).
+COVERAGE_NOT_MEASURED = ("static batch: every sequence decodes the same token ids (llama-batched-bench's and this "
+                         "engine's batches are one prompt repeated), so all route to the same experts and coverage stays "
+                         "k/E at every B; the MoE expert coverage of distinct requests was not measured (its curve shows "
+                         "the batched kernel's cost instead)")
 
 
 def mean_decode_context(input_len: int, output_len: int) -> float:
@@ -62,6 +70,15 @@ def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None)
     if not bandwidth_gb_s:
         return None
     return bandwidth_gb_s * 1e9 / bytes_per_decode_step(card, 1, context)
+
+
+def ceiling_range_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None) -> list[float] | None:
+    """[lowest, highest] single-stream ceiling (tokens/s) over the formats ``card``'s model is plausibly served in
+    (:func:`pipeline.cards.servedformat.bytes_at_b1_range`); one value twice when its format is stated."""
+    if not bandwidth_gb_s:
+        return None
+    lo, hi = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, 1, context))
+    return [bandwidth_gb_s * 1e9 / hi, bandwidth_gb_s * 1e9 / lo]
 
 
 def hardware_block(hardware: dict[str, Any], probe: dict[str, Any] | None) -> dict[str, Any]:
@@ -237,6 +254,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                            mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
                            mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
                            mfu=ratio(flops / s.step_time_s / 1e12, tf_mfu))
+                if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
+                    fewest, _ = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, batch, ctx))
+                    row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
             if bw:
                 step, bound = roofline_step_s(card, batch, ctx, bw, peak)
                 row.update(roofline_tok_s=batch / step, roofline_bound=bound)
@@ -279,6 +299,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
             "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
             "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_probed"]) if card else None,
+            # the format unstated: the ceiling over every plausible served format (pipeline.cards.servedformat)
+            "ceiling_tok_s_range": ceiling_range_tok_s(card, ctx, bw) if card else None,
+            "format_stated": is_stated(card) if card else None,
+            "served_format": (card.extra or {}).get("served_format") if card else None,
             "single_stream_tok_s": single,
             "knee_concurrency": knee,
             "knee_kneedle": kneedle(curve),
@@ -302,6 +326,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             models_out[-1]["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
         if any(s.slo for s in mine):
             models_out[-1]["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
+        if card is not None and card.expert_bytes and mine and all(s.output_throughput_window == "decode_phase" for s in mine):
+            models_out[-1]["coverage_not_measured"] = COVERAGE_NOT_MEASURED
         mine_rows = [row for _, row in pairs]
         models_out[-1]["implausible"] = implausible_model(models_out[-1], mine_rows)
     return {"hardware": hw, "points": points_out, "models": models_out}

@@ -219,7 +219,7 @@ def implausible_point(point: dict[str, Any]) -> str | None:
     Derived: MBU = bytes per step / step time / bandwidth; a step that reads its bytes faster than
     the memory's bandwidth would need MBU > 1, which no hardware does.
     """
-    mbu = point.get("mbu")
+    mbu = point.get("mbu_min", point.get("mbu"))  # an unstated format: the MBU of its fewest plausible bytes
     if mbu is not None and mbu > 1:
         return f"MBU {mbu:.2f} at c = {point['concurrency']} is above 1: {IMPLAUSIBLE_CAUSE}"
     return None
@@ -266,8 +266,12 @@ def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) 
     or any of its analysed ``points`` with an MBU above 1 (:func:`implausible_point`)."""
     reasons = []
     single, ceiling = model.get("single_stream_tok_s"), model.get("ceiling_tok_s")
+    span = model.get("ceiling_tok_s_range")
+    if span and span[1] > span[0] * (1 + 1e-9):  # the served format unstated: above every plausible format only
+        ceiling = span[1]
     if single is not None and ceiling and single > ceiling:
-        reasons.append(f"single stream {single:.1f} tok/s is above its bandwidth ceiling {ceiling:.1f} tok/s")
+        every = " of every plausible served format" if span and span[1] > span[0] * (1 + 1e-9) else ""
+        reasons.append(f"single stream {single:.1f} tok/s is above its bandwidth ceiling{every} {ceiling:.1f} tok/s")
     bad = sorted(p["concurrency"] for p in points if implausible_point(p))
     if bad:
         top = max((p["mbu"] for p in points if implausible_point(p)))

@@ -270,7 +270,11 @@ def card_from_config(name: str, config: dict[str, Any], quant: str = "bf16", exp
         sliding_window=pc["sliding_window"], sliding_layers=pc["sliding_layers"] if pc["sliding_window"] else 0,
         max_context=pc["max_context"], quantization=label,
         extra={"model_type": pc["model_type"], "kv_bytes_per_element": kv_bytes_per_element,
-               "expert_params": pc["expert_matrix"] + pc["expert_small"]})
+               "expert_params": pc["expert_matrix"] + pc["expert_small"],
+               # the parameter groups, so the card can be re-counted in another served format
+               # (pipeline.cards.servedformat.card_in_format)
+               "params": {k: pc[k] for k in ("embedding", "head", "tied", "dense_matrix", "dense_small",
+                                             "expert_matrix", "expert_small")}})
 
 
 def expert_param_count(card: ModelCard) -> int:

@@ -38,9 +38,36 @@ def expert_coverage(batch: int, experts_per_token: int | None, num_experts: int 
     return 1.0 - (1.0 - experts_per_token / num_experts) ** batch
 
 
-def weight_bytes_per_step(card: ModelCard, batch: int) -> float:
-    """Weight bytes read by one decode step of ``batch`` sequences (bytes): dense + experts × coverage."""
-    return card.dense_bytes + card.expert_bytes * expert_coverage(batch, card.experts_per_token, card.num_experts)
+def effective_batch(batch: float, routing_scale: float | None) -> float:
+    """Independent tokens that touch as many experts as ``batch`` tokens of one step: ``1 + (B − 1) / (1 + (B − 1) / s)``.
+
+    ``routing_scale`` s: None (or infinite) is uniform, independent routing (B_eff = B, the upper bound of
+    coverage); 0 is identical routing (every sequence the same tokens, as llama-batched-bench decodes: B_eff = 1,
+    coverage k/E, the lower bound); between, tokens of one step share experts more the larger the batch (their
+    prompts alike, a topic's experts).  Fitted: a published vLLM gpt-oss-120b curve on a DGX Spark (llama-benchy,
+    kubis.ai) follows uniform routing to c = 4 and about half the batch at c = 32, s ≈ 30 (data/hardware/dgx-spark.yaml).
+    """
+    if routing_scale is None or batch <= 1:
+        return float(batch)
+    extra = batch - 1.0
+    return 1.0 + (extra / (1.0 + extra / routing_scale) if routing_scale > 0 else 0.0)
+
+
+def coverage_at(batch: float, experts_per_token: int | None, num_experts: int | None,
+                routing_scale: float | None = None) -> float:
+    """Expert coverage at an effective batch (:func:`effective_batch`): ``1 − (1 − k/E)^B_eff`` (a real B_eff)."""
+    if not num_experts or not experts_per_token:
+        return 1.0
+    return 1.0 - (1.0 - experts_per_token / num_experts) ** effective_batch(batch, routing_scale)
+
+
+def weight_bytes_per_step(card: ModelCard, batch: int, routing_scale: float | None = None) -> float:
+    """Weight bytes read by one decode step of ``batch`` sequences (bytes): dense + experts × coverage
+    (uniform routing, or at the effective batch of ``routing_scale``: :func:`effective_batch`)."""
+    if routing_scale is None:
+        return card.dense_bytes + card.expert_bytes * expert_coverage(batch, card.experts_per_token, card.num_experts)
+    return card.dense_bytes + card.expert_bytes * coverage_at(batch, card.experts_per_token, card.num_experts,
+                                                              routing_scale)
 
 
 def kv_bytes_per_sequence(card: ModelCard, context: float) -> float:
@@ -91,3 +118,66 @@ def calibrated_step_s(memory_s, compute_s, overhead_s: float, bandwidth_fraction
     are in :mod:`pipeline.predict.calibrate`'s docstring; after Vidur, Agrawal et al., MLSys 2024, which sums operator costs).
     """
     return overhead_s + memory_s / bandwidth_fraction + compute_s / compute_fraction
+
+
+def compute_format(card: ModelCard) -> str | None:
+    """The format most of a token's matmul FLOPs run in: the experts' for an MoE, else the layers' (the prefill
+    rate's key, :class:`pipeline.machine.engineterms.EngineTerms` ``prefill_tflops``)."""
+    fmt = (card.extra or {}).get("served_format") or {}
+    if card.expert_bytes and fmt.get("experts"):
+        return fmt["experts"]
+    if fmt.get("attention"):
+        return fmt["attention"]
+    label = (card.quantization or "").partition("+experts:")
+    return (label[2] if card.expert_bytes and label[2] else label[0]) or None
+
+
+def engine_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: float, peak_tflops: float | None,
+                  terms, identical_routing: bool = False) -> float:
+    """A decode step (s) of ``batch`` sequences at mean ``context`` under an engine's terms
+    (:class:`pipeline.machine.engineterms.EngineTerms`)::
+
+        T = overhead + (dense + experts × coverage(B_eff) / e) / (f_bw × bw) + a × KV(B, n) / (f_bw × bw)
+                     + FLOPs(B, n) / (f_c × peak)
+
+    ``e``: ``expert_batched_fraction`` from B = 2 on (1 at B = 1); ``a``: ``attention_factor``; coverage at the
+    effective batch of ``routing_scale`` (:func:`effective_batch`), or k/E when every sequence decodes the same tokens
+    (``identical_routing``: llama-batched-bench).  The roofs added, as :func:`calibrated_step_s` (Vidur's operator sum).
+    """
+    scale = 0.0 if identical_routing else terms.routing_scale
+    cover = coverage_at(batch, card.experts_per_token, card.num_experts, scale) if card.expert_bytes else 0.0
+    experts = card.expert_bytes * cover / (terms.expert_batched_fraction if batch >= 2 else 1.0)
+    mem = (card.dense_bytes + experts + terms.attention_factor * kv_bytes_per_step(card, batch, context)) / (bandwidth_gb_s * 1e9)
+    if not peak_tflops:
+        return calibrated_step_s(mem, 0.0, terms.step_overhead_s, terms.bandwidth_fraction, terms.compute_fraction)
+    flops = flops_per_decode_step(card, batch, context)
+    experts = expert_flops_per_step(card, batch)
+    dense_f = terms.dense_compute_fraction or terms.compute_fraction
+    comp = experts / terms.compute_fraction + (flops - experts) / dense_f
+    return calibrated_step_s(mem, comp / (peak_tflops * 1e12), terms.step_overhead_s, terms.bandwidth_fraction, 1.0)
+
+
+def expert_flops_per_step(card: ModelCard, batch: int) -> float:
+    """The routed experts' share of a decode step's matmul FLOPs: 2 × B × expert params × k / E (0 for a dense card)."""
+    params = (card.extra or {}).get("expert_params")
+    if not params or not card.num_experts or not card.experts_per_token:
+        return 0.0
+    return 2.0 * batch * params * card.experts_per_token / card.num_experts
+
+
+def prefill_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> float:
+    """FLOPs of prefilling ``tokens`` prompt tokens after ``context_before`` tokens of context: 2 × tokens × matmul
+    params + 4 × heads × head_dim × Σ attended (causal: token i attends to context_before + i tokens; a sliding
+    layer at most its window) — Kaplan et al. 2020, table 1."""
+    matmul = 2.0 * tokens * (card.active_params - card.embedding_params)
+    mid = context_before + tokens / 2.0  # the mean context a prompt token attends to (causal)
+    sliding = card.sliding_layers if card.sliding_window else 0
+    attended = (card.num_layers - sliding) * mid + sliding * (min(mid, card.sliding_window) if sliding else 0)
+    return matmul + 4.0 * tokens * attended * card.num_attention_heads * card.head_dim
+
+
+def prefill_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None) -> float:
+    """Prefill time (s) of ``tokens`` prompt tokens after ``context_before`` under an engine's terms: its fixed
+    ``prefill_overhead_s`` + :func:`prefill_flops` at the engine's rate for the card's compute format."""
+    rate = terms.prefill_rate_tflops(compute_format(card), peak_tflops)
+    return terms.prefill_overhead_s + (prefill_flops(card, tokens, context_before) / (rate * 1e12) if rate else 0.0)

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from pipeline.cards.servedformat import ServedFormat
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, Adaptive, ClusterOptions, OpenAIOptions, OpenLoop,
@@ -56,6 +57,9 @@ class ModelSpec(StrictModel):
     path: str | None = Field(default=None, description="Local checkpoint or model folder")
     served_name: str | None = Field(default=None, description="Model name as a server knows it")
     card: str | None = Field(default=None, description="Model card name in data/models/ for analysis")
+    served: ServedFormat | None = Field(
+        default=None, description="What the engine serves per tensor group (experts, attention, head) and the KV-cache "
+                                  "dtype; absent: the engine's default on the hardware (pipeline.cards.servedformat)")
 
     @field_validator("architecture")
     @classmethod

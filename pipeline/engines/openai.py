@@ -56,7 +56,7 @@ class OpenAIEngine(ServedEngine):
                 return await self._scrape(session, url) is not None
 
         self._murl = url if asyncio.run(check()) else None
-        return served_card(spec, self.tokenizer_source, self.card_reasons)
+        return served_card(spec, self.tokenizer_source, self.card_reasons, "openai", self.cfg.hardware)
 
     def provenance(self) -> dict[str, Any]:
         """Engine description for ``run.json`` (never the API key)."""

@@ -101,8 +101,10 @@ def card_from_config(source: str, name: str, reasons: dict[str, str] | None = No
         return None
 
 
-def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The model card of a served model, named ``spec.name``.
+def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = None, engine: str | None = None,
+                hardware: str | None = None) -> dict[str, Any] | None:
+    """The model card of a served model, named ``spec.name``, as served (``spec.served``, else ``engine``'s default on
+    ``hardware``: :func:`pipeline.cards.servedformat.served_card`).
 
     In order: the card file ``spec.card`` names in ``data/models/``; a card file whose name or
     alias matches ``spec.path`` or ``spec.served_name`` (e.g. ``openai/gpt-oss-20b``); a card
@@ -113,15 +115,19 @@ def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = N
         BatchmarkError: ``spec.card`` names no card file.
     """
     from pipeline.cards.registry import find_card_file, load_card
+    from pipeline.cards import servedformat
+
+    def as_served(card):
+        return servedformat.served_card(card, spec.served, engine, hardware).as_dict()
 
     if spec.card:
         try:
-            return load_card(spec.card, card_name=spec.name).as_dict()
+            return as_served(load_card(spec.card, card_name=spec.name))
         except BatchmarkError as exc:
             raise BatchmarkError(f"models.{spec.name}.card: {exc}") from None
     for ref in (spec.path, spec.served_name):
         if ref and find_card_file(ref) is not None:
-            return load_card(ref, card_name=spec.name).as_dict()
+            return as_served(load_card(ref, card_name=spec.name))
     return card_from_config(source, spec.name, reasons)
 
 

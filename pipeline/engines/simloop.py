@@ -233,8 +233,7 @@ class _Loop:
             return False
         b = len(running)
         lt = attended_tokens(server.card, ctx[:, None] + 1 + np.arange(k)[None, :]).sum(axis=0)
-        per = server.combine_s((server._weights(b) + server._per_layer * lt) * server._mem_s,
-                               (server._matmul * b + server._attn * lt) * server._comp_s)
+        per = server.decode_run_s(b, lt)
         f = _noise(self.rng_steps, server.step_time_cv, k)
         if f is not None:
             per = per * f

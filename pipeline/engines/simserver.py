@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.cards.modelcards import ModelCard
-from pipeline.cards.stepcost import calibrated_step_s, weight_bytes_per_step
+from pipeline.cards.stepcost import (calibrated_step_s, compute_format, coverage_at, expert_flops_per_step,
+                                     weight_bytes_per_step)
 
 #: vLLM's default KV block size (tokens per block) on CUDA.
 BLOCK_SIZE = 16
@@ -110,6 +111,9 @@ class ServerModel:
     compute_fraction: float = 1.0
     prefill_tok_s: float | None = None
     arrival_delay_s: float = 0.0
+    #: An engine's terms on this hardware (:class:`pipeline.machine.engineterms.EngineTerms`): steps costed by
+    #: :meth:`_engine_time` (the plan's default where the profile states them), ``peak_tflops`` then the measured one.
+    terms: object | None = None
     _per_layer: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
@@ -145,6 +149,8 @@ class ServerModel:
         this is exactly :func:`pipeline.analysis.analyze.roofline_step_s` (B, n) + overhead (:meth:`decode_step_s`), and
         calibrated exactly :func:`pipeline.predict.calibrate.step_time_s` at B and context n.
         """
+        if self.terms is not None and not self.calibrated:
+            return self._engine_time(tokens, kv_lt, attn_lt, prefill_tokens, prefill_attn_lt)
         mem = (self._weights(tokens) + self._per_layer * kv_lt) * self._mem_s
         if self.calibrated:
             if self.prefill_tok_s:
@@ -153,6 +159,36 @@ class ServerModel:
             return self.combine_s(mem, self._comp_s * (self._matmul * tokens + self._attn * attn_lt))
         comp = (self._matmul * tokens + self._attn * attn_lt) * self._comp_s
         return (mem if mem >= comp else comp) + self.step_overhead_s
+
+    def _engine_time(self, tokens: int, kv_lt: float, attn_lt: float, prefill_tokens: int,
+                     prefill_attn_lt: float) -> float:
+        """One step (s) under the engine's terms, as :func:`pipeline.cards.stepcost.engine_step_s` for the decoding
+        sequences, plus the step's prompt tokens at the engine's prefill rate (:func:`pipeline.cards.stepcost.prefill_s`'s
+        FLOPs: 2 × tokens × params + 4 × heads × head_dim × attended)."""
+        t = self.terms
+        decode = self._engine_decode_s(tokens, kv_lt, self._matmul * (tokens - prefill_tokens)
+                                       + self._attn * (attn_lt - prefill_attn_lt), tokens - prefill_tokens)
+        rate = t.prefill_rate_tflops(compute_format(self.card), self.peak_tflops)
+        pre = (self._matmul * prefill_tokens + self._attn * prefill_attn_lt) / (rate * 1e12) if prefill_tokens and rate else 0.0
+        return decode + pre
+
+    def _engine_decode_s(self, tokens: int, kv_lt, decode_flops, decode_tokens: int):
+        """Overhead + bytes + decode FLOPs of a step under the engine's terms (floats or numpy arrays of ``kv_lt``)."""
+        t, c = self.terms, self.card
+        cover = coverage_at(max(tokens, 1), c.experts_per_token, c.num_experts, t.routing_scale) if c.expert_bytes else 0.0
+        experts = c.expert_bytes * cover / (t.expert_batched_fraction if tokens >= 2 else 1.0)
+        mem = (c.dense_bytes + experts + t.attention_factor * self._per_layer * kv_lt) * self._mem_s / t.bandwidth_fraction
+        experts = expert_flops_per_step(c, decode_tokens)
+        dense_f = t.dense_compute_fraction or t.compute_fraction
+        return t.step_overhead_s + mem + (experts / t.compute_fraction + (decode_flops - experts) / dense_f) * self._comp_s
+
+    def decode_run_s(self, batch: int, kv_lt):
+        """Step times (s) of ``batch`` sequences decoding, one per entry of ``kv_lt`` (their Σ attended tokens, a numpy
+        array over consecutive steps): the simulated loop's fast path, the same cost as :meth:`_time` of each step."""
+        flops = self._matmul * batch + self._attn * kv_lt
+        if self.terms is not None and not self.calibrated:
+            return self._engine_decode_s(batch, kv_lt, flops, batch)
+        return self.combine_s((self._weights(batch) + self._per_layer * kv_lt) * self._mem_s, flops * self._comp_s)
 
     def combine_s(self, mem_s, comp_s):
         """A step's time (s) from its memory and compute seconds at the full roofs (floats or numpy arrays):

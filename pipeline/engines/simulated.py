@@ -28,8 +28,9 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 
-def resolve_card(spec: ModelSpec) -> ModelCard:
-    """The model card the simulated server costs steps with: ``spec.card``, else a card file named by
+def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vllm") -> ModelCard:
+    """The model card the simulated server costs steps with, as served (:func:`pipeline.cards.servedformat.served_card`:
+    ``spec.served``, else ``engine``'s default on ``hardware``): ``spec.card``, else a card file named by
     ``spec.path`` / ``spec.served_name``, else one counted from ``spec.architecture``.
 
     Raises:
@@ -37,25 +38,30 @@ def resolve_card(spec: ModelSpec) -> ModelCard:
     """
     from pipeline.cards.registry import find_card_file, load_card
     from pipeline.cards.modelarch import card_from_config
+    from pipeline.cards.servedformat import served_card
 
     if spec.card:
         try:
-            return load_card(spec.card, card_name=spec.name)
+            return served_card(load_card(spec.card, card_name=spec.name), spec.served, engine, hardware)
         except BatchmarkError as exc:
             raise BatchmarkError(f"models.{spec.name}.card: {exc}") from None
     for ref in (spec.path, spec.served_name):
         if ref and find_card_file(ref) is not None:
-            return load_card(ref, card_name=spec.name)
+            return served_card(load_card(ref, card_name=spec.name), spec.served, engine, hardware)
     if spec.architecture is not None:
         arch = dict(spec.architecture)
-        return card_from_config(spec.name, arch)
+        return served_card(card_from_config(spec.name, arch), spec.served, engine, hardware)
     raise BatchmarkError(f"models.{spec.name}: the simulated engine needs a model card (card: a name in data/models/, "
                          f"or an architecture)")
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int) -> ServerModel:
+               largest_concurrency: int, engine: str = "vllm") -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags).
+
+    Where the profile states ``engine``'s terms (``engines:``, :mod:`pipeline.machine.engineterms`) and the config sets
+    no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak; else by the
+    roofline and the profile's ``step_overhead_s``.
 
     Raises:
         BatchmarkError: the profile lacks bandwidth or memory figures (a simulation needs both).
@@ -64,8 +70,10 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         raise BatchmarkError(f"hardware: profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
                              "the simulated engine needs both")
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
+    terms = hw.engine_terms(engine) if opts.step_overhead_s is None else None
     return ServerModel(
-        card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec, peak_tflops=hw.peak_tflops_spec,
+        card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec,
+        peak_tflops=hw.compute_peak_tflops() if terms is not None else hw.peak_tflops_spec, terms=terms,
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
         max_num_seqs=opts.max_num_seqs or max(largest_concurrency, 1),
         max_num_batched_tokens=opts.max_num_batched_tokens,
@@ -128,7 +136,7 @@ class SimulatedEngine:
 
     def load(self, spec: ModelSpec) -> dict[str, Any]:
         """Build the model's simulated server; its card as a dict."""
-        card = resolve_card(spec)
+        card = resolve_card(spec, self.hw.name)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
                                  self.cfg.max_in_flight())

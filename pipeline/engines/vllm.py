@@ -346,7 +346,7 @@ class VLLMEngine(ServedEngine):
         except BaseException:
             self.stop()
             raise
-        return served_card(spec, self.tokenizer_source, self.card_reasons)
+        return served_card(spec, self.tokenizer_source, self.card_reasons, "vllm", self.cfg.hardware)
 
     def _exit_reason(self) -> str | None:
         if self.proc is None:

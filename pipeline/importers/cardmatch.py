@@ -205,7 +205,17 @@ def match_card(name: str, info: ModelInfo | None) -> CardMatch:
         how += f"; bytes from the stated file size ({info.file_bytes} bytes)"
     elif weights:
         how += f"; weights in {weights}" + (f", experts in {experts}" if experts else "")
+        card = stated_card(card, f"stated by the imported file or --quant: {quant}")
     return CardMatch(card, how)
+
+
+def stated_card(card: ModelCard, source: str) -> ModelCard:
+    """``card`` marked as served in its counted format because the source says so (its ceiling is then one value,
+    not a range over plausible formats: :func:`pipeline.cards.servedformat.is_stated`)."""
+    from pipeline.cards.servedformat import native_format
+
+    fmt = native_format(card).model_copy(update={"stated": True, "source": source})
+    return replace(card, extra={**card.extra, "served_format": fmt.model_dump()})
 
 
 def card_with_file_size(card: ModelCard, file_bytes: int, expert_quant: str | None = None,

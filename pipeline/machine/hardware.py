@@ -19,6 +19,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.core import paths
 from pipeline.core.errors import BatchmarkError
+from pipeline.machine.engineterms import EngineTerms
+
+
+#: Engines costed with another engine's terms where a profile states none of their own: llama.cpp's tools are one
+#: engine; a served OpenAI-compatible endpoint, the simulated server and the other CUDA-graph servers (SGLang,
+#: TensorRT-LLM) with vLLM's, their nearest published Spark curve (a prior, said in docs/spark-arithmetic.md).
+ENGINE_ALIASES = {"llama-server": "llama.cpp", "llama-bench": "llama.cpp", "llama-batched-bench": "llama.cpp",
+                  "ollama": "llama.cpp", "openai": "vllm", "simulated": "vllm", "sglang": "vllm", "trtllm": "vllm",
+                  "tensorrt-llm": "vllm"}
 
 
 class HardwareProfile(BaseModel):
@@ -38,6 +47,20 @@ class HardwareProfile(BaseModel):
                                           description="A serving engine's fixed time per step (scheduling, sampling), s: "
                                                       "the simulated server's default (0 when absent)")
     source: str = Field(description="Where the spec figures come from")
+    peak_tflops_measured: float | None = Field(default=None, gt=0,
+                                               description="Dense BF16 matmul rate measured on this hardware kind, TFLOP/s")
+    peak_tflops_measured_source: str | None = None
+    engines: dict[str, EngineTerms] = Field(default_factory=dict,
+                                            description="Each engine's step terms here (pipeline.machine.engineterms)")
+
+    def engine_terms(self, engine: str | None) -> EngineTerms | None:
+        """This profile's terms for ``engine`` (its own name or an alias, :data:`ENGINE_ALIASES`), None when none apply."""
+        name = ENGINE_ALIASES.get(engine or "", engine or "")
+        return self.engines.get(engine or "") or self.engines.get(name)
+
+    def compute_peak_tflops(self) -> float | None:
+        """The compute roof a prediction uses: the measured peak where stated, else the spec sheet's."""
+        return self.peak_tflops_measured or self.peak_tflops_spec
 
 
 def list_profiles(folder: Path | None = None) -> list[str]:

@@ -337,7 +337,9 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         ex["chart"] = ec.batching_chart(ex["w"])
     ceilings = ceiling_rows(cards, bw, workloads) if bw else []
     charts = {"ceilings": ec.ceilings_chart(ceilings), "capacity": ec.capacity_chart(capacity),
-              "kv_sequence": ec.kv_sequence_chart(cards), "coverage": ec.coverage_chart(moe_cards),
+              "kv_sequence": ec.kv_sequence_chart(cards),
+              "coverage": ec.coverage_chart(moe_cards, routing_scale=ec.routing_prior(hardware),
+                                            measured=ec.measured_coverage(measured, moe_cards)),
               "bytes_growth": ec.bytes_growth_chart(moe_cards + [c for c in cards if c.kind == "dense" and c.name == worked_model])}
     if any(w.model.get("kind") for _, w in latest):  # the pages draw these only when a run measured a known model
         charts.update(roofline_overlay=ec.roofline_overlay_chart(measured), step_time=ec.step_time_chart(measured),

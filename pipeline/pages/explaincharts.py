@@ -212,18 +212,82 @@ def step_time_chart(workloads: list[Any]) -> dict[str, Any]:
     return _faceted(chart, "The latency cost: step time per token vs batch")
 
 
-def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None) -> dict[str, Any]:
-    """Expected fraction of routed experts touched, 1 − (1 − k/E)^B, against B for each MoE card."""
+def implied_coverage(points: list[dict[str, Any]], card: ModelCard) -> list[tuple[int, float]]:
+    """Expert coverage a measured curve implies, per B: the experts' share of the bytes its steps would read at its
+    c = 1 rate, ``(T(B) / T(1) × bytes(1) − dense − KV(B)) / expert bytes`` = ``(bytes(B) × MBU(1) / MBU(B) − dense − KV(B))
+    / expert bytes`` (derived from MBU = bytes / step / bandwidth; compute and fixed costs count as bytes, so it is an
+    upper estimate), clipped to [k/E, 1].  Empty without an MBU at c = 1 or an MoE card."""
+    if not card.expert_bytes or not card.num_experts:
+        return []
+    one = next((p for p in points if p.get("concurrency") == 1 and p.get("mbu")), None)
+    if one is None:
+        return []
+    floor = card.experts_per_token / card.num_experts
+    out = []
+    for p in sorted(points, key=lambda q: q["concurrency"]):
+        if not p.get("mbu") or not p.get("bytes_per_step"):
+            continue
+        b = int(p.get("batch") or p["concurrency"])
+        non_expert = p["bytes_per_step"] - card.expert_bytes * expert_coverage(b, card.experts_per_token, card.num_experts)
+        implied = p["bytes_per_step"] * one["mbu"] / p["mbu"]
+        out.append((p["concurrency"], min(max((implied - non_expert) / card.expert_bytes, floor), 1.0)))
+    return out
+
+
+#: Engines whose runs are static batches of identical prompts (every sequence decodes the same tokens).
+STATIC_ENGINES = ("llama.cpp", "llama-batched-bench", "transformers")
+
+
+def routing_prior(hardware: dict[str, Any]) -> float | None:
+    """The hardware profile's vLLM routing locality prior (``engines.vllm.routing_scale``), None when it states none."""
+    return ((hardware.get("engines") or {}).get("vllm") or {}).get("routing_scale")
+
+
+def measured_coverage(measured: list, moe_cards: list[ModelCard]) -> list[tuple[str, list[tuple[int, float]]]]:
+    """Each measured MoE workload's implied coverage (:func:`pipeline.pages.explaincharts.implied_coverage`), labelled
+    with its run; a static batch (llama-batched-bench decodes the same tokens in every sequence) is left out: its
+    coverage was not measured."""
+    by_name = {c.name: c for c in moe_cards}
+    out = []
+    for label, w in measured:
+        card = by_name.get(w.model.get("model"))
+        if card is None or str(w.model.get("engine")) in STATIC_ENGINES:
+            continue
+        curve = implied_coverage(w.points, card)
+        if len(curve) >= 2:
+            out.append((f"{label} {w.model.get('model')}", curve))
+    return out
+
+
+def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None, routing_scale: float | None = None,
+                   measured: list[tuple[str, list[tuple[int, float]]]] | None = None) -> dict[str, Any]:
+    """Fraction of routed experts touched against B for each MoE card: uniform routing 1 − (1 − k/E)^B (the upper
+    bound), identical routing k/E (the lower: every sequence the same tokens), the locality prior ``routing_scale``
+    (:func:`pipeline.cards.stepcost.effective_batch`) between, and each measured curve's implied coverage
+    (:func:`implied_coverage`) as points."""
+    from pipeline.cards.stepcost import coverage_at
+
     batches = batches or [b for b in range(1, 257) if b <= 16 or b % 4 == 0]
-    rows = [{"concurrency": b, "model": f"{c.name} (k={c.experts_per_token} of E={c.num_experts})",
-             "coverage": expert_coverage(b, c.experts_per_token, c.num_experts)}
-            for c in cards if c.num_experts for b in batches]
-    chart = alt.Chart(alt.Data(values=rows)).mark_line().encode(
+    routings = [("uniform (upper bound)", None), ("identical prompts (k/E, lower bound)", 0.0)]
+    if routing_scale:
+        routings.insert(1, (f"locality prior (effective batch, s = {routing_scale:g})", routing_scale))
+    rows = [{"concurrency": b, "model": f"{c.name} (k={c.experts_per_token} of E={c.num_experts})", "routing": name,
+             "coverage": coverage_at(b, c.experts_per_token, c.num_experts, scale)}
+            for c in cards if c.num_experts for name, scale in routings for b in batches]
+    lines = alt.Chart(alt.Data(values=rows)).mark_line().encode(
         x=_x(), y=alt.Y("coverage:Q", title="experts read per step (fraction of all)", scale=alt.Scale(domain=[0, 1]),
                         axis=alt.Axis(format="%")),
         color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom-right")),
-        tooltip=["model:N", "concurrency:Q", alt.Tooltip("coverage:Q", format=".1%")])
-    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="Expert coverage 1 − (1 − k/E)^B under uniform routing"))
+        strokeDash=alt.StrokeDash("routing:N", legend=alt.Legend(title=None, orient="top-left")),
+        tooltip=["model:N", "routing:N", "concurrency:Q", alt.Tooltip("coverage:Q", format=".1%")])
+    pts = [{"concurrency": b, "coverage": v, "measured": label} for label, curve in (measured or []) for b, v in curve]
+    chart = lines
+    if pts:
+        chart = lines + alt.Chart(alt.Data(values=pts)).mark_point(filled=True, size=50, color="black").encode(
+            x=_x(), y="coverage:Q", shape=alt.Shape("measured:N", legend=alt.Legend(title="implied by", orient="bottom")),
+            tooltip=["measured:N", "concurrency:Q", alt.Tooltip("coverage:Q", format=".1%")])
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT,
+                                  title="Expert coverage: uniform, the locality prior, identical prompts, and measured"))
 
 
 def bytes_growth_chart(cards: list[ModelCard], context: int = 0) -> dict[str, Any]:

@@ -306,7 +306,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     models: list[PlanModel] = []
     for spec in cfg.models:
-        card = resolve_card(spec)
+        card = resolve_card(spec, hw.name, cfg.engine if cfg.engine != "simulated" else "vllm")
         server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(grid + [1]))
         start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
         points: list[PlanPoint] = []

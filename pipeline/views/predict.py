@@ -46,6 +46,7 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import workload_of
 from pipeline.store.runs import load_model_cards
+from pipeline.predict.enginefit import misfit_note, predict_static_curve
 from pipeline.predict.servedsim import ServedLimits, fit_served, predict_served
 
 #: Doublings predicted past the largest measured concurrency.
@@ -111,6 +112,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         served = ServedLimits.of(limits)
         if static:
             terms = _spread(roofs, cal, static, first.input_len, _fit(roofs, cal, static, first.input_len))
+            engine_preds = _static_engine_fit(card, first, hw, cal)
         else:  # fitted so that the simulated server reproduces the calibration points (servedsim.fit_served)
             terms, correction = fit_served(roofs, cal, first.input_len, first.output_len, served, requests)
             terms = _spread(roofs, cal, static, first.input_len, terms,
@@ -118,6 +120,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     except CalibrationError as exc:
         entry["error"] = str(exc)
         return entry
+    if not static:
+        engine_preds = None
     entry.update(calibrated_on=chosen, calibration_reason=reason,
                  fit={**terms.as_dict(), "words": describe_terms(terms, hw["bandwidth_gb_s"], hw.get("peak_tflops"), roofs)})
     grid = sorted({s.concurrency for s in points})
@@ -125,6 +129,14 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     cs = grid + beyond
     preds = (predict_static(roofs, terms, cs) if static else
              predict_served(roofs, terms, cs, first.input_len, first.output_len, served, requests))
+    if engine_preds is not None:  # the engine-terms fit (pipeline.predict.enginefit): the one used where it fits
+        fit_e = engine_preds(cs)
+        if fit_e is not None:
+            preds, efit = fit_e
+            entry["method"] = "static_batch_engine_terms"
+            entry["fit"]["engine_terms"] = {n: getattr(efit.terms, n) for n in efit.free}
+            entry["fit"]["engine_terms_spread"] = efit.spread
+    band_rel = _band_fraction(terms)
     measured = {s.concurrency: s for s in points}
     errors = []
     for c, pred in zip(cs, preds):
@@ -132,6 +144,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         meas = None if s is None else {"output_throughput_tok_s": s.output_throughput_tok_s,
                                        "tpot_s": _p50(s.tpot_s), "ttft_s": _p50(s.ttft_s)}
         predicted = {m: pred.get(m) for m in METRICS}
+        tok = predicted["output_throughput_tok_s"]
+        predicted["band"] = pred.get("band") or ([tok * (1 - band_rel), tok * (1 + band_rel)] if tok and band_rel else None)
         err = {m: relative_error(predicted[m], meas[m]) for m in METRICS} if meas else None
         row = {"concurrency": c, "calibration": c in chosen, "measured": meas, "predicted": predicted,
                "error": err, "call_out": None}
@@ -147,7 +161,32 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     if errors:
         entry["median_abs_error"] = statistics.median(errors)
         entry["worst_abs_error"] = max(errors)
+    misses = {r["concurrency"]: r["error"]["output_throughput_tok_s"] for r in entry["points"]
+              if r["calibration"] and r["error"] and r["error"]["output_throughput_tok_s"] is not None}
+    free = tuple(entry["fit"].get("engine_terms") or ("overhead_s", "bandwidth_fraction", "compute_fraction"))
+    entry["fit_note"] = misfit_note(misses, free)
     return entry
+
+
+def _static_engine_fit(card: ModelCard, first: PointSummary, hw: dict[str, Any], cal: list[PointSummary]):
+    """A function of the concurrencies to predict: the static batch's engine-terms predictions and fit
+    (:func:`pipeline.predict.enginefit.predict_static_curve`), None when that fit fails (the calibrate fit stands)."""
+    pts = [(s.concurrency, _step_time(s), _p50(s.ttft_s)) for s in cal]
+
+    def run(cs: list[int]):
+        try:
+            return predict_static_curve(card, first.engine, hw.get("name"), hw["bandwidth_gb_s"], hw.get("peak_tflops"),
+                                        pts, cs, first.input_len, first.output_len)
+        except (ValueError, ZeroDivisionError):
+            return None
+    return run
+
+
+def _band_fraction(terms) -> float | None:
+    """The relative half-width of a prediction band from the calibrate fit: the bandwidth fraction's spread over
+    repeats relative to it (None with one repeat)."""
+    sd = (terms.spread or {}).get("bandwidth_fraction")
+    return sd / terms.bandwidth_fraction if sd and terms.bandwidth_fraction else None
 
 
 def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[str, Any]:

@@ -1,0 +1,203 @@
+"""Served formats: what an engine serves per tensor group (experts, attention, LM head) and its KV-cache dtype (pure).
+
+A checkpoint states one format; an engine may serve another.  vLLM's DGX Spark recipe for gpt-oss loads
+the attention and LM head in MXFP4 as well as the experts (``--mxfp4-layers moe,qkv,o,lm_head``), a GGUF
+holds its non-expert matrices in Q8_0, an FP8 or NVFP4 checkpoint quantises everything but the head.  The
+bytes a decode step reads, so the bandwidth ceiling, MBU and every prediction, follow what is served
+(:func:`card_in_format`), not what the card file's checkpoint says.
+
+- :class:`ServedFormat`: the format of each group (``experts``, ``attention`` — every non-expert matrix:
+  attention, dense MLP, shared experts —, ``head`` — LM head and embeddings —) and ``kv_cache``, with its
+  source; ``stated`` when the config or the imported file says so, not when it is a default.
+- :func:`default_format`: what an engine loads on a hardware kind (:data:`DEFAULTS`, each with its source).
+- :func:`plausible_formats`: where nothing states the format, every format the model is plausibly served
+  in (the defaults of every engine, the checkpoint, and the published quantisations); the bandwidth
+  ceiling is then a range over them (:func:`bytes_at_b1_range`) and only a single stream above every one of
+  them is impossible.
+
+Bytes of a group = matrix parameters × bits of its format / 8 (:mod:`pipeline.cards.weightformats`); small
+tensors (norms, biases, router, sinks) stay 16-bit whatever the format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fnmatch import fnmatchcase
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from pipeline.cards.modelcards import ModelCard
+from pipeline.core.errors import BatchmarkError
+from pipeline.cards.weightformats import QUANT_BITS, SMALL_TENSOR_BITS, normalize_quant
+
+#: KV-cache element bytes per dtype (vLLM ``--kv-cache-dtype``: ``auto`` is the model's bf16, ``fp8`` one byte).
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "q8_0": 34 / 32}
+
+
+class ServedFormat(BaseModel):
+    """The served format of each tensor group and of the KV cache (names of :mod:`pipeline.cards.weightformats`).
+
+    ``experts``: routed experts (None for a dense model or: as ``attention``); ``attention``: every non-expert
+    matrix of the layers; ``head``: the LM head and the embedding table; ``kv_cache``: ``bf16``, ``fp16``,
+    ``fp8``; ``source``: where the format comes from; ``stated``: the run's config or file states it.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    attention: str
+    head: str
+    experts: str | None = None
+    kv_cache: str = "bf16"
+    source: str = ""
+    stated: bool = False
+
+    @field_validator("attention", "head", "experts")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        try:
+            return None if v is None else normalize_quant(v)
+        except BatchmarkError as exc:  # a ValueError, so the config's loader names the field
+            raise ValueError(str(exc).removeprefix("quantization: ")) from None
+
+    @field_validator("kv_cache")
+    @classmethod
+    def _kv(cls, v: str) -> str:
+        key = str(v).strip().lower()
+        key = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "fp8_e4m3": "fp8"}.get(key, key)
+        if key not in KV_BYTES:
+            raise ValueError(f"kv_cache: unknown dtype {v!r} (known: {', '.join(sorted(KV_BYTES))})")
+        return key
+
+    def label(self) -> str:
+        """``attention:mxfp4,head:mxfp4,experts:mxfp4,kv:fp8`` — one format per group, or one name when all agree."""
+        groups = {self.attention, self.head} | ({self.experts} if self.experts else set())
+        w = next(iter(groups)) if len(groups) == 1 else \
+            f"attention:{self.attention},head:{self.head}" + (f",experts:{self.experts}" if self.experts else "")
+        return w + ("" if self.kv_cache in ("bf16", "fp16") else f",kv:{self.kv_cache}")
+
+
+def uniform(quant: str, kv_cache: str = "bf16", source: str = "") -> ServedFormat:
+    """Every group in ``quant``; a checkpoint format (fp8, nvfp4, mxfp4) keeps the head in bf16, a GGUF quantises it
+    (llama.cpp's ``llama-quantize``; NVIDIA ModelOpt FP8/NVFP4 checkpoints leave ``lm_head`` unquantised)."""
+    from pipeline.cards.weightformats import GGUF_QUANTS
+
+    q = normalize_quant(quant)
+    return ServedFormat(attention=q, head=q if q in GGUF_QUANTS or q in ("bf16", "fp16", "fp32") else "bf16",
+                        experts=q, kv_cache=kv_cache, source=source or f"every matrix in {q}")
+
+
+_VLLM_SPARK_GPT_OSS = ("vLLM's DGX Spark recipe for gpt-oss (spark-vllm-docker openai-gpt-oss-120b.yaml, flags "
+                       "--mxfp4-layers moe,qkv,o,lm_head --kv-cache-dtype fp8, as published with its runs: "
+                       "https://kubis.ai/blog/dgx_series/benchmarks/gpt-oss-120b-topology-benchmark)")
+_GPT_OSS_CHECKPOINT = ("openai/gpt-oss config.json quantization_config: MXFP4 routed experts, attention, router, "
+                       "embeddings and LM head left in bf16 (modules_to_not_convert); vLLM loads it so by default")
+_GGUF_GPT_OSS = ("ggml-org/gpt-oss-20b-GGUF and -120b-GGUF: MXFP4 experts, the other matrices Q8_0 (the files' "
+                 "11.27 GiB and 59.02 GiB leave 8.6-8.9 bits per non-expert parameter after the MXFP4 experts)")
+
+#: (engine, hardware, model_type) glob patterns → the format that engine serves, first match wins.
+DEFAULTS: list[tuple[str, str, str, ServedFormat]] = [
+    ("vllm", "dgx-spark", "gpt_oss", ServedFormat(attention="mxfp4", head="mxfp4", experts="mxfp4", kv_cache="fp8",
+                                                 source=_VLLM_SPARK_GPT_OSS)),
+    ("llama.cpp", "*", "gpt_oss", ServedFormat(attention="q8_0", head="q8_0", experts="mxfp4", source=_GGUF_GPT_OSS)),
+    ("*", "*", "gpt_oss", ServedFormat(attention="bf16", head="bf16", experts="mxfp4", source=_GPT_OSS_CHECKPOINT)),
+]
+
+#: Formats a model is published and served in besides its checkpoint and the engines' defaults (the plausible
+#: range of an unstated format): bf16, FP8 and NVFP4 checkpoints (vLLM, SGLang, TensorRT-LLM), GGUF Q8_0, Q4_K_M
+#: and Q4_0 (llama.cpp, Ollama).
+PUBLISHED_QUANTS = ("bf16", "fp8", "nvfp4", "q8_0", "q4_k_m", "q4_0")
+
+
+def native_format(card: ModelCard) -> ServedFormat:
+    """The card's own counted format as a :class:`ServedFormat` (its ``extra["served_format"]``, else its label)."""
+    if card.extra.get("served_format"):
+        return ServedFormat.model_validate(card.extra["served_format"])
+    label = card.quantization or "bf16"
+    w, _, e = label.partition("+experts:")
+    try:
+        w = normalize_quant(w)
+    except Exception:  # a torch dtype label (float32): counted from the tensors, one format
+        w = "bf16"
+    from pipeline.cards.weightformats import GGUF_QUANTS
+
+    return ServedFormat(attention=w, head=w if w in GGUF_QUANTS else "bf16", experts=e or None,
+                        source=f"the card's counted format {label}")
+
+
+def default_format(engine: str | None, hardware: str | None, model_type: str | None) -> ServedFormat | None:
+    """What ``engine`` serves of a ``model_type`` on ``hardware`` (:data:`DEFAULTS`), None when no default is known
+    (the checkpoint's own format then stands)."""
+    for eng, hw, mt, fmt in DEFAULTS:
+        if fnmatchcase(engine or "", eng) and fnmatchcase(hardware or "", hw) and fnmatchcase(model_type or "", mt):
+            return fmt
+    return None
+
+
+def plausible_formats(card: ModelCard) -> list[ServedFormat]:
+    """Every format ``card``'s model is plausibly served in: its own, the engines' defaults for its model type (any
+    engine, any hardware) and :data:`PUBLISHED_QUANTS` applied to every matrix, with a bf16 and an fp8 KV cache."""
+    mt = (card.extra or {}).get("model_type")
+    out = [native_format(card)]
+    out += [f for _, _, pat, f in DEFAULTS if fnmatchcase(mt or "", pat)]
+    for q in PUBLISHED_QUANTS:
+        out += [uniform(q, kv) for kv in ("bf16", "fp8")]
+    return out
+
+
+def group_bytes(params: dict[str, Any], fmt: ServedFormat) -> dict[str, float]:
+    """Bytes per group of a model whose parameter counts are ``params`` (:func:`pipeline.cards.modelarch.param_counts`)
+    served in ``fmt``: ``embedding``, ``head``, ``layers`` (non-expert matrices + small tensors), ``experts``."""
+    bits = QUANT_BITS
+    sb = SMALL_TENSOR_BITS
+    return {"embedding": params["embedding"] * bits[fmt.head] / 8, "head": params["head"] * bits[fmt.head] / 8,
+            "layers": params["dense_matrix"] * bits[fmt.attention] / 8 + params["dense_small"] * sb / 8,
+            "experts": params["expert_matrix"] * bits[fmt.experts or fmt.attention] / 8 + params["expert_small"] * sb / 8}
+
+
+def card_in_format(card: ModelCard, fmt: ServedFormat) -> ModelCard:
+    """``card`` re-counted as served in ``fmt`` (bytes of every group, KV bytes per token, the label), its format kept in
+    ``extra["served_format"]``.  A card without parameter counts (counted from tensors, pinned to a file) is returned
+    unchanged: its bytes are what was measured or stated."""
+    params = (card.extra or {}).get("params")
+    if not params or card.extra.get("bytes_basis") == "file size":
+        return card
+    g = group_bytes(params, fmt)
+    read_head = g["embedding"] if params["tied"] else g["head"]
+    kv_elem = KV_BYTES[fmt.kv_cache]
+    old_elem = float(card.extra.get("kv_bytes_per_element", 2.0))
+    return replace(card, weight_bytes=int(round(g["embedding"] + g["head"] + g["layers"] + g["experts"])),
+                   dense_bytes=int(round(g["layers"] + read_head)), expert_bytes=int(round(g["experts"])),
+                   kv_bytes_per_token=int(round(card.kv_bytes_per_token * kv_elem / old_elem)),
+                   quantization=fmt.label(),
+                   extra={**card.extra, "kv_bytes_per_element": kv_elem, "served_format": fmt.model_dump()})
+
+
+def is_stated(card: ModelCard) -> bool:
+    """Whether ``card``'s format is known: stated by the config or the imported file, pinned to a file size, or
+    counted from the model's tensors (no parameter groups to re-count)."""
+    extra = card.extra or {}
+    fmt = extra.get("served_format") or {}
+    return bool(fmt.get("stated")) or extra.get("bytes_basis") == "file size" or not extra.get("params")
+
+
+def bytes_at_b1_range(card: ModelCard, bytes_of, formats: list[ServedFormat] | None = None) -> tuple[float, float]:
+    """(fewest, most) of ``bytes_of(card)`` over ``card`` served in each plausible format (:func:`plausible_formats`);
+    ``(b, b)`` when its format is stated (:func:`is_stated`).  ``bytes_of``: a card → bytes (e.g. one step at B = 1)."""
+    if is_stated(card):
+        b = float(bytes_of(card))
+        return b, b
+    vals = [float(bytes_of(card_in_format(card, f))) for f in (formats or plausible_formats(card))]
+    vals.append(float(bytes_of(card)))
+    return min(vals), max(vals)
+
+
+def served_card(card: ModelCard, stated: ServedFormat | None = None, engine: str | None = None,
+                hardware: str | None = None) -> ModelCard:
+    """``card`` as served: in the ``stated`` format (the config's ``served:``, marked stated), else in ``engine``'s
+    default on ``hardware`` (:func:`default_format`, not stated: the ceiling stays a range), else unchanged."""
+    if stated is not None:
+        return card_in_format(card, stated.model_copy(update={"stated": True,
+                                                               "source": stated.source or "stated by the config"}))
+    fmt = default_format(engine, hardware, (card.extra or {}).get("model_type"))
+    return card_in_format(card, fmt) if fmt is not None else card

@@ -1,0 +1,48 @@
+"""An engine's terms on one hardware kind: what a step costs beyond the roofline, as published runs measured it.
+
+A hardware profile (``data/hardware/<name>.yaml``) may carry ``engines: {name: EngineTerms}``; `plan` and the
+simulated server cost a step with them (:func:`pipeline.cards.stepcost.engine_step_s`) instead of the bare
+roofline, and a prompt at the engine's prefill rate for the served format.  Every number states where it comes
+from (``source``): fitted to which published runs, or taken from which publication.  Terms (s, fractions, TFLOP/s):
+
+- ``step_overhead_s``: fixed cost of a decode step (scheduling, launches, sampling);
+- ``bandwidth_fraction``: the fraction of the spec bandwidth the weight and KV reads reach;
+- ``compute_fraction``: the fraction of the hardware's measured peak the decode matmuls reach (the cost each
+  further sequence adds) — of an MoE's routed experts where ``dense_compute_fraction`` is given, which then
+  holds for every other matmul and the attention (dense GEMMs run at another efficiency than MoE kernels);
+- ``expert_batched_fraction``: the fraction of the B = 1 expert read speed the MoE kernel keeps from B = 2 on
+  (llama.cpp switches from its mat-vec to its batched MoE kernel; 1: no switch);
+- ``attention_factor``: the cost of reading the KV cache relative to its bytes at that bandwidth (flash
+  attention at long context costs more than its bytes);
+- ``prefill_tflops``: the prefill FLOP rate per compute format (TFLOP/s): a prompt costs its matmul and
+  attention FLOPs at that rate;
+- ``routing_scale``: the routing locality prior of an MoE under distinct prompts: B tokens of one step touch
+  experts as ``B_eff = 1 + (B − 1) / (1 + (B − 1) / routing_scale)`` independent tokens would
+  (:func:`pipeline.cards.stepcost.effective_batch`); None: uniform routing.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class EngineTerms(BaseModel):
+    """One engine's step terms on one hardware kind (see the module docstring), each group with its source."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    step_overhead_s: float = Field(ge=0, le=10)
+    bandwidth_fraction: float = Field(gt=0, le=1.5)
+    compute_fraction: float = Field(gt=0, le=1.0)
+    dense_compute_fraction: float | None = Field(default=None, gt=0, le=1.0)
+    expert_batched_fraction: float = Field(default=1.0, gt=0, le=1.0)
+    attention_factor: float = Field(default=1.0, gt=0, le=10)
+    prefill_tflops: dict[str, float] = Field(default_factory=dict)
+    prefill_overhead_s: float = Field(default=0.0, ge=0, le=60)
+    routing_scale: float | None = Field(default=None, gt=0)
+    source: str
+
+    def prefill_rate_tflops(self, fmt: str | None, peak_tflops: float | None) -> float | None:
+        """The prefill rate (TFLOP/s) of compute format ``fmt``: its own, else the ``default`` entry, else the peak."""
+        rates = self.prefill_tflops
+        return rates.get(fmt or "") or rates.get("default") or peak_tflops

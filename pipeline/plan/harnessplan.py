@@ -1,0 +1,51 @@
+"""A plan's points as another harness would measure them: a static batch, one wave of c requests, or the closed loop.
+
+`batchmark plan --harness static|wave|closed`: the closed loop is the plan's own simulated server
+(:mod:`pipeline.plan.estimate`); a static batch (llama-batched-bench, the transformers engine) and a wave (llama-benchy:
+c requests sent at once) are predicted by :mod:`pipeline.engines.harness` from the hardware profile's engine terms,
+so a published figure is compared with the harness that measured it.  Wall times stay the closed loop's (what the
+sweep will run); only each closed-loop point's throughput, TTFT and TPOT are replaced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pipeline.config.sweepconfig import SweepConfig
+from pipeline.core.errors import BatchmarkError
+from pipeline.engines import harness as harnesses
+from pipeline.machine.hardware import load_profile
+from pipeline.plan.estimate import Plan
+
+
+def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
+    """``plan`` with its closed-loop points predicted as ``harness`` measures them (``closed``: unchanged).
+
+    Raises:
+        BatchmarkError: an unknown harness, or a profile without engine terms for a static batch or a wave.
+    """
+    from pipeline.engines.simulated import resolve_card
+
+    if harness == "closed":
+        return plan
+    if harness not in harnesses.HARNESSES:
+        raise BatchmarkError(f"--harness: unknown {harness!r} (known: {', '.join(harnesses.HARNESSES)})")
+    hw = load_profile(cfg.hardware)
+    engine = "vllm" if cfg.engine in ("simulated", "openai") else cfg.engine
+    terms = hw.engine_terms(engine)
+    if terms is None:
+        raise BatchmarkError(f"--harness {harness}: hardware profile {hw.name!r} states no engine terms for {engine} "
+                             "(engines: in data/hardware/); only the closed loop's simulated server can plan it")
+    specs = {m.name: m for m in cfg.models}
+    models = []
+    for m in plan.models:
+        card = resolve_card(specs[m.model], hw.name, engine)
+        points = []
+        for p in m.points:
+            if p.load == "closed" and p.runs and p.concurrency:
+                got = harnesses.predict(harness, card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops(),
+                                        p.concurrency, cfg.input_len, cfg.output_len)
+                p = replace(p, output_throughput_tok_s=got["decode_tok_s"], tpot_s=got["tpot_s"], ttft_s=got["ttft_s"])
+            points.append(p)
+        models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them"))
+    return replace(plan, models=models)
