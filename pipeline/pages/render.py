@@ -201,16 +201,22 @@ def _summaries_csv(res: "RunResults") -> str:
 
 def _records_zip(run_dir: Path, out: Path) -> None:
     """Zip a run's raw request records (``points/**``: each point's JSON and, since schema 3, its Parquet file)
-    into ``out`` (deterministic order and times)."""
+    into ``out`` (deterministic order and times).  Only the run folder's own regular files
+    (:func:`pipeline.store.pointfiles.own_file`): a symbolic link named like a record, or under a linked folder,
+    is never followed, so nothing outside the run folder reaches a download; each is read without following a link."""
+    from pipeline.store.pointfiles import own_file
+
     files = sorted(p for p in (run_dir / "points").rglob("*")
-                   if p.is_file() and p.suffix in (".json", ".parquet") and not p.name.startswith("."))
+                   if p.suffix in (".json", ".parquet") and not p.name.startswith(".") and own_file(run_dir, p))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with runs.naming_file(out), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for f in files:
             info = zipfile.ZipInfo(str(f.relative_to(run_dir)), date_time=(2000, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, f.read_bytes())
+            fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
+                zf.writestr(info, fh.read())
     os.replace(tmp, out)
 
 

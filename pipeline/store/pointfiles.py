@@ -88,7 +88,10 @@ def load_point_arrays(path: Path) -> PointArrays:
         headers = [RepeatRecord(**{**r, "requests": []}) for r in data["repeats"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
-    return columnar.read_parquet(path.with_name(name), key, headers, data.get("meta") or {})
+    beside = path.with_name(name)
+    if beside.is_symlink():
+        raise BatchmarkError(f"{beside}: a symbolic link (a run's records are its own files)")
+    return columnar.read_parquet(beside, key, headers, data.get("meta") or {})
 
 
 def inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
@@ -112,9 +115,33 @@ def load_point(path: Path) -> PointRecords:
     return point_arrays.to_records(load_point_arrays(path))
 
 
+def own_file(run_dir: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file of the run folder ``run_dir`` itself: neither it nor a folder between
+    it and ``run_dir`` is a symbolic link, and it resolves inside ``run_dir`` (a link named like a point record
+    could point at any file of the machine, which a download would publish)."""
+    try:
+        rel = path.relative_to(run_dir)
+    except ValueError:
+        return False
+    cur = run_dir
+    for part in rel.parts:
+        cur = cur / part
+        if cur.is_symlink():
+            return False
+    return path.is_file() and path.resolve().is_relative_to(run_dir.resolve())
+
+
 def point_files(run_dir: Path) -> list[Path]:
-    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path."""
-    return sorted((run_dir / "points").glob("*/*.json"))
+    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path.
+
+    Raises:
+        BatchmarkError: one is a symbolic link or not a file of the run folder (:func:`own_file`; named).
+    """
+    found = sorted((run_dir / "points").glob("*/*.json"))
+    for f in found:
+        if not own_file(run_dir, f):
+            raise BatchmarkError(f"{f}: a symbolic link or not a file of the run folder (a run's records are its own)")
+    return found
 
 
 def load_points(run_dir: Path) -> list[PointRecords]:

@@ -1,0 +1,73 @@
+"""The site publishes only what batchmark wrote and what can be true: links never followed into a download, an
+output folder's foreign files never deleted, paths and hostile characters never published raw.
+
+Each test names the fault kind it pins; the inputs are made by breaking a run on purpose (the kinds are those of
+public path-traversal and symlink-following reports, e.g. CWE-59 "Improper Link Resolution Before File Access",
+https://cwe.mitre.org/data/definitions/59.html, and CWE-1236 "CSV Injection",
+https://cwe.mitre.org/data/definitions/1236.html).
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from pipeline.core import paths
+from pipeline.core.errors import BatchmarkError
+from pipeline.store import pointfiles
+from tests import runbuilder as rb
+
+SECRET = "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI-secret-never-published"
+
+
+def _render(root: Path, out: Path | None = None) -> Path:
+    from pipeline.pages.render import render_site
+
+    out = out or root / "docs"
+    render_site(out, log=lambda m: None)
+    return out
+
+
+def _zip_text(docs: Path, run_id: str) -> str:
+    with zipfile.ZipFile(docs / "downloads" / run_id / "records.zip") as zf:
+        return "".join(zf.read(n).decode("utf-8", "replace") for n in zf.namelist())
+
+
+def test_a_link_named_like_a_record_is_never_followed_into_records_zip(scratch_root, tmp_path):
+    """CWE-59: a link ``points/<model>/x.parquet`` (not named by any point's JSON, so the run still reads) and a
+    linked model folder ``points/evil -> outside`` put the linked file's bytes into ``records.zip``.  The zip holds
+    the run's own regular files only: the secret is absent, the real records are there."""
+    run = rb.make_run(paths.runs_dir(), "LINKS", models=("dense-a",), concurrency=(1, 2), noise=(1.0,))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "creds.parquet").write_text(SECRET)
+    (outside / "p.json").write_text(SECRET)
+    (run / "points" / "dense-a" / "stolen.parquet").symlink_to(outside / "creds.parquet")
+    docs = _render(scratch_root)
+    text = _zip_text(docs, "LINKS")
+    assert SECRET not in text
+    with zipfile.ZipFile(docs / "downloads" / "LINKS" / "records.zip") as zf:
+        names = zf.namelist()
+    assert "points/dense-a/stolen.parquet" not in names
+    assert sum(n.endswith(".json") for n in names) == 2  # c = 1 and c = 2, the run's own
+
+
+def test_a_linked_point_record_makes_the_run_unreadable_naming_the_file(scratch_root, tmp_path):
+    """CWE-59: a point's JSON that is a link (here to another file outside the run) is refused where it is read,
+    one line naming it, so neither its summaries nor its bytes reach the site."""
+    run = rb.make_run(paths.runs_dir(), "LINKJ", models=("dense-a",), concurrency=(1,), noise=(1.0,))
+    target = tmp_path / "elsewhere.json"
+    real = next((run / "points" / "dense-a").glob("*.json"))
+    target.write_bytes(real.read_bytes())
+    link = run / "points" / "dense-a" / "linked.json"
+    link.symlink_to(target)
+    with pytest.raises(BatchmarkError, match="linked.json: a symbolic link") as exc:
+        pointfiles.point_files(run)
+    assert "\n" not in str(exc.value)
+    linked_dir = run / "points" / "evil"
+    linked_dir.symlink_to(tmp_path)
+    link.unlink()
+    assert not pointfiles.own_file(run, linked_dir / "elsewhere.json")
+    assert pointfiles.own_file(run, real)
