@@ -232,10 +232,12 @@ def _write_current(cls: type[StoredFile], src: Path, dst: Path) -> None:
         runs.atomic_write_text(dst, text)
 
 
-def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
+def write_downloads(docs_dir: Path, results: list["RunResults"]) -> list[Path]:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
     plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
-    that the stages have not written into the run are written here from memory (never into the run)."""
+    that the stages have not written into the run are written here from memory (never into the run).  Returns the
+    files written."""
+    written = []
     for res in results:
         rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
@@ -249,8 +251,11 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
             else:
                 runs.atomic_write_json(out / name, doc)
         runs.atomic_write_text(out / "summaries.csv", _summaries_csv(res))
+        written += [out / n for n in ("run.json", "summaries.json", "analysis.json", "summaries.csv")]
         if (rd / "points").is_dir():
             _records_zip(rd, out / "records.zip")
+            written.append(out / "records.zip")
+    return written
 
 
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
@@ -293,7 +298,9 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
     item: ``models/<model>.md`` per model (Benchmarks' content: open-loop workloads too), ``runs/<run>.md`` per
     run, ``changes/<run>.md`` per
-    comparison; a page of that kind left from an earlier render whose item is gone is removed.
+    comparison; a file the last render wrote (its manifest, :mod:`pipeline.pages.outdir`) and this one does not is
+    removed, and nothing else: a folder holding a file batchmark did not write, or overlapping the run store or
+    the model cards, is refused before anything is written.
     Each run is read once (:func:`pipeline.analysis.stages.load_run`, in memory) and every page renders
     from its run views, so the work grows linearly with the runs and models.
 
@@ -310,8 +317,11 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     from pipeline.store import runs as runs_mod
     from pipeline.analysis.stages import load_run
 
+    from pipeline.pages import outdir
+
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs_dir = runs_dir or paths.runs_dir()
+    previous = outdir.check_out(docs_dir, runs_dir)
     unreadable: list[tuple[str, str]] = []
     # in memory: pages never write into a run.  A run named in ``runs`` that does not exist is an error; one that
     # exists but cannot be read is named and left out, as every unreadable run is
@@ -325,8 +335,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     reference_views = [view_of(load_run(Path(d))) for d in reference or []]
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
-    write_assets(docs_dir)
-    write_downloads(docs_dir, results)
+    files = write_assets(docs_dir) + write_downloads(docs_dir, results)
     pages = model_pages(views)
     page_of = {mp.model: mp.path for mp in pages}
     env.globals["model_page"] = lambda name: page_of.get(str(name)) or Markup(f"models/{anchor(name)}.md")
@@ -353,14 +362,13 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
         if not (templates_dir or paths.root() / "templates").joinpath(EACH_DIR, tname).is_file():
             continue
         template = env.get_template(f"{EACH_DIR}/{tname}")
-        kept = set()
         for page, item, extra in items[tname]:
             text = template.render(runs=views, chart=ChartRegistry(), page=page, **{**extra, key: item})
             path = docs_dir / page
             runs_mod.atomic_write_text(path, text)
             written.append(path)
-            kept.add(path.name)
-        for old in (docs_dir / folder).glob("*.md") if (docs_dir / folder).is_dir() else []:
-            if old.name not in kept:  # a page of a model, run or comparison that is no longer on the site
-                old.unlink()
+    left = outdir.finish(docs_dir, written + files, previous)
+    if left:
+        log(f"warning: {len(left)} file(s) under {docs_dir} an earlier batchmark wrote and this build did not, left in "
+            f"place (first: {left[0]}); remove them by hand")
     return written

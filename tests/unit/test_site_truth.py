@@ -71,3 +71,63 @@ def test_a_linked_point_record_makes_the_run_unreadable_naming_the_file(scratch_
     link.unlink()
     assert not pointfiles.own_file(run, linked_dir / "elsewhere.json")
     assert pointfiles.own_file(run, real)
+
+
+def test_pages_out_removes_only_what_it_wrote_and_refuses_foreign_files(scratch_root):
+    """Data loss by cleanup: ``pages --out DIR`` deleted every ``*.md`` under ``DIR/models``, ``DIR/runs``,
+    ``DIR/changes`` it had not just rendered.  Now: a run gone from the store loses its pages and downloads (they
+    are in the manifest), a user's note placed later is refused (named, intact), never deleted."""
+    from pipeline.pages import outdir
+
+    rd = paths.runs_dir()
+    rb.make_run(rd, "R1", models=("dense-a",), concurrency=(1, 2), noise=(1.0,))
+    rb.make_run(rd, "R2", models=("dense-a",), concurrency=(1, 2), noise=(1.0,))
+    docs = _render(scratch_root)
+    assert (docs / "runs" / "r1.md").is_file() and (docs / outdir.MANIFEST).is_file()
+    import shutil
+
+    shutil.rmtree(rd / "R1")
+    _render(scratch_root)
+    assert not (docs / "runs" / "r1.md").exists() and not (docs / "downloads" / "R1").exists()
+    assert (docs / "runs" / "r2.md").is_file()
+    note = docs / "models" / "my-notes.md"
+    note.write_text("mine")
+    with pytest.raises(BatchmarkError, match="my-notes.md, not written by batchmark pages") as exc:
+        _render(scratch_root)
+    assert "\n" not in str(exc.value) and note.read_text() == "mine"
+
+
+def test_pages_out_refuses_the_data_folder_and_a_foreign_folder(scratch_root, tmp_path):
+    """``--out data`` deleted ``data/models/*.md`` and wrote run pages into ``data/runs/``: refused before a write,
+    as is a folder without a manifest holding a file that is no page (a user's folder)."""
+    rb.make_run(paths.runs_dir(), "R1", models=("dense-a",), concurrency=(1,), noise=(1.0,))
+    data = scratch_root / "data"
+    before = sorted(p.relative_to(data) for p in data.rglob("*"))
+    with pytest.raises(BatchmarkError, match="the run store"):
+        _render(scratch_root, data)
+    with pytest.raises(BatchmarkError, match="the run store"):
+        _render(scratch_root, paths.runs_dir() / "site")
+    assert sorted(p.relative_to(data) for p in data.rglob("*")) == before
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("x")
+    with pytest.raises(BatchmarkError, match="thesis.tex, not a file batchmark pages writes"):
+        _render(scratch_root, mine)
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.tex"]
+
+
+def test_a_site_without_manifest_is_taken_over_deleting_nothing(scratch_root):
+    """An earlier batchmark's site (no manifest): its pages are rewritten, a page-named file it does not write
+    again (a user's ``models/notes.md``) stays, named in the build output, and is refused next time."""
+    rb.make_run(paths.runs_dir(), "R1", models=("dense-a",), concurrency=(1,), noise=(1.0,))
+    docs = scratch_root / "docs"
+    (docs / "models").mkdir(parents=True)
+    (docs / "models" / "notes.md").write_text("mine")
+    logged = []
+    from pipeline.pages.render import render_site
+
+    render_site(docs, log=logged.append)
+    assert (docs / "models" / "notes.md").read_text() == "mine"
+    assert any("models/notes.md" in m for m in logged)
+    with pytest.raises(BatchmarkError, match="notes.md, not written by batchmark pages"):
+        render_site(docs, log=logged.append)
