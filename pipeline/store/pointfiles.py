@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import arrays as point_arrays
-from pipeline.store import columnar
+from pipeline.store import columnar, recordcheck
 from pipeline.core.arrays import PointArrays
 from pipeline.core.atomicfiles import read_json
 from pipeline.core.errors import BatchmarkError
@@ -75,12 +75,13 @@ def load_point_arrays(path: Path) -> PointArrays:
     column by column, the inline requests of an older one converted.
 
     Raises:
-        BatchmarkError: a file is missing, corrupt, of a newer version or malformed (named).
+        BatchmarkError: a file is missing, corrupt, of a newer version or malformed, or a record cannot be a
+            measurement (:func:`pipeline.store.recordcheck.check_point`; named).
     """
     data = migrate(PointRecordsFile, path, read_json(path))
     name = data.get("requests_file")
     if name is None:
-        return point_arrays.from_records(inline_records(path, data))
+        return recordcheck.check_point(point_arrays.from_records(inline_records(path, data)), path)
     if not _REQUESTS_FILE.fullmatch(name) or ".." in name:
         raise BatchmarkError(f"{path}: requests_file {name!r} is not a file name beside it")
     try:
@@ -91,7 +92,7 @@ def load_point_arrays(path: Path) -> PointArrays:
     beside = path.with_name(name)
     if beside.is_symlink():
         raise BatchmarkError(f"{beside}: a symbolic link (a run's records are its own files)")
-    return columnar.read_parquet(beside, key, headers, data.get("meta") or {})
+    return recordcheck.check_point(columnar.read_parquet(beside, key, headers, data.get("meta") or {}), beside)
 
 
 def inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
@@ -108,10 +109,8 @@ def inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
 
 def load_point(path: Path) -> PointRecords:
     """Read one point record file (version checked, migrated) as per-request objects; a corrupt file raises
-    BatchmarkError naming it.  :func:`load_point_arrays` reads the same without a Python object per request."""
-    data = migrate(PointRecordsFile, path, read_json(path))
-    if data.get("requests_file") is None:
-        return inline_records(path, data)
+    BatchmarkError naming it, as does a record that cannot be a measurement (:mod:`pipeline.store.recordcheck`).
+    :func:`load_point_arrays` reads the same without a Python object per request."""
     return point_arrays.to_records(load_point_arrays(path))
 
 
