@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.core import arrays as point_arrays
-from pipeline.core import paths
+from pipeline.core import paths, scrub
 from pipeline.store import columnar
 # ids, claims, the lock and the atomic writers are the store's own parts, in modules of their own;
 # re-exported here, where every caller has always found them
@@ -132,12 +132,14 @@ def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, 
 
     ``schema_version`` (:class:`~pipeline.store.schemas.RunFile`'s current one), ``run_id``, ``status``
     (``incomplete`` | ``complete``), then the provenance in its own order (a ``run_id``, ``status``
-    or ``schema_version`` in it is overridden).
+    or ``schema_version`` in it is overridden).  Every string of the provenance is scrubbed
+    (:func:`pipeline.core.scrub.scrub_tree`: no key-shaped secret, no absolute path of the machine), whoever wrote it.
     """
     if status not in ("incomplete", "complete"):
         raise ValueError(f"run status {status!r}")
     return stamped(RunFile, {"run_id": run_id, "status": status,
-                             **{k: v for k, v in provenance.items() if k not in ("run_id", "status", "schema_version")}})
+                             **{k: scrub.scrub_tree(v) for k, v in provenance.items()
+                                if k not in ("run_id", "status", "schema_version")}})
 
 
 def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
@@ -186,7 +188,7 @@ def update_run_json(run_dir: Path, **fields: Any) -> None:
     """Add fields to ``run.json`` of an incomplete run (e.g. the probe result, package versions)."""
     _guard_open(run_dir)
     meta = read_run_json(run_dir)
-    meta.update(fields)
+    meta.update({k: scrub.scrub_tree(v) for k, v in fields.items()})  # as run_json scrubs the provenance
     atomic_write_json(run_dir / "run.json", meta)
 
 
@@ -242,7 +244,9 @@ def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
     path = model_card_path(run_dir, card_dict["name"])
     if not path.exists():
         _guard_open(run_dir)
-        atomic_write_json(path, stamped(ModelCardFile, card_dict))
+        # the card's text (its source note) names no folder of the machine (scrub_tree; numbers unchanged)
+        atomic_write_json(path, stamped(ModelCardFile, {k: v if k == "name" else scrub.scrub_tree(v)
+                                                        for k, v in card_dict.items()}))
 
 
 def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
