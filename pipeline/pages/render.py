@@ -26,7 +26,8 @@ from pipeline.core import paths
 from pipeline.store import runs
 from pipeline.pages import charts, explain, throughputchart
 from pipeline.pages.assets import write_assets
-from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
+from pipeline.pages.escape import (anchor, code, csv_cell, html_text, md_text, url_path,  # noqa: F401  (importable from here)
+                                   visible_controls)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
 from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
@@ -126,9 +127,12 @@ def run_count_sources(view: "RunView") -> tuple[dict[str, int], dict[str, int]]:
 
 
 def _finite(obj: Any) -> Any:
-    """``obj`` with every NaN/±Infinity float replaced by None (JSON null: a gap, never a broken spec)."""
+    """``obj`` with every NaN/±Infinity float replaced by None (JSON null: a gap, never a broken spec) and every
+    string's bidirectional controls made visible (:func:`pipeline.pages.escape.visible_controls`)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, str):  # a chart's titles, labels and data: bidirectional controls shown, never obeyed
+        return visible_controls(obj)
     if isinstance(obj, dict):
         return {k: _finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -195,7 +199,8 @@ def _summaries_csv(res: "RunResults") -> str:
     w = csv.writer(buf)
     w.writerow(cols + lat)
     for p in pts:
-        w.writerow([p.get(c) for c in cols] + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
+        w.writerow([csv_cell(p.get(c)) for c in cols]
+                   + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
     return buf.getvalue()
 
 
