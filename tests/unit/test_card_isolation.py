@@ -46,3 +46,15 @@ def test_a_config_naming_the_broken_card_names_its_file(scratch_root):
     (paths.models_dir() / "zz-broken.yaml").write_text(BROKEN)
     rc, out, err = _plan(SMALL_SIMULATED_CONFIG.replace("card: Llama-3.1-8B", "card: zz-broken"), scratch_root)
     assert rc != 0 and "zz-broken.yaml" in err
+
+
+@pytest.mark.parametrize("kv", [64, 5])
+def test_more_kv_heads_than_attention_heads_is_refused(kv):
+    """Grouped-query attention (Ainslie et al. 2023, https://arxiv.org/abs/2305.13245): H query heads in G groups,
+    one KV head a group, so 1 <= G <= H and G divides H (vLLM checks ``num_heads % num_kv_heads == 0``).  32 heads
+    with 64 or 5 KV heads is no model; 32 with 8 is Llama-3.1-8B's."""
+    from pipeline.cards.modelarch import check_arch_numbers
+
+    with pytest.raises(BatchmarkError, match=f"card.yaml: config: num_key_value_heads: {kv} does not divide the 32"):
+        check_arch_numbers({"num_attention_heads": 32, "num_key_value_heads": kv}, "card.yaml: config")
+    check_arch_numbers({"num_attention_heads": 32, "num_key_value_heads": 8}, "card.yaml: config")
