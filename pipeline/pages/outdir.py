@@ -28,7 +28,8 @@ MANIFEST = ".batchmark-pages.json"
 _SITE_FILE = re.compile(r"[^/]+\.md|[^/]+/[^/]+\.md|(models|runs|changes)/[^/]+\.md"
                         r"|assets/javascripts/(vega-bundle\.js|vega-bundle\.version|charts\.js)"
                         r"|assets/stylesheets/batchmark\.css"
-                        r"|downloads/[^/]+/(run\.json|summaries\.json|analysis\.json|summaries\.csv|records\.zip)")
+                        r"|downloads/[^/]+/(run\.json|summaries\.json|analysis\.json|summaries\.csv|records\.zip)"
+                        r"|downloads/changes/[^/]+\.csv")
 #: Temporary files of this package's atomic writers (``.<name>.<random>.tmp``), left by a killed render.
 _OWN_TMP = re.compile(r"\..+\.tmp")
 

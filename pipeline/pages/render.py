@@ -263,6 +263,17 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> list[Path]:
     return written
 
 
+def _write_change_tables(docs_dir: Path, comparisons: list[Any]) -> list[Path]:
+    """Each comparison's every metric at every point as CSV (``downloads/changes/<run>.csv``, :func:`changes.every_csv`)."""
+    from pipeline.pages.changes import every_csv
+
+    out = []
+    for c in comparisons:
+        runs.atomic_write_text(docs_dir / c.every_csv, every_csv(c))
+        out.append(docs_dir / c.every_csv)
+    return out
+
+
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
                    only: list[Path] | None = None) -> tuple[list["RunResults"], list[tuple[str, str]]]:
     """Every readable complete run under ``runs_dir`` (read by :func:`pipeline.analysis.stages.load_run`; with ``only``, those
@@ -372,6 +383,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
             path = docs_dir / page
             runs_mod.atomic_write_text(path, text)
             written.append(path)
+    files += _write_change_tables(docs_dir, contexts.get("changes.md", {}).get("comparisons", []))
     left = outdir.finish(docs_dir, written + files, previous)
     if left:
         log(f"warning: {len(left)} file(s) under {docs_dir} an earlier batchmark wrote and this build did not, left in "

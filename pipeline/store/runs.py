@@ -38,6 +38,7 @@ from pipeline.store import columnar
 # re-exported here, where every caller has always found them
 from pipeline.core.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, naming_file, read_json  # noqa: F401
 from pipeline.store.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_marker,  # noqa: F401
+                                   clean_atomic_tmp,
                              claim_run_dir, clean_stale_claims, clean_stale_tmp, is_run_id, is_stale_claim, new_run_id,
                              tmp_prefix)
 from pipeline.store.runlock import lock_path, lock_run, locked_run  # noqa: F401
@@ -276,6 +277,7 @@ def complete_run(run_dir: Path, finished_at: str | None = None,
     the run is immutable.
     """
     _guard_open(run_dir)
+    clean_atomic_tmp(run_dir)  # a writer killed with kill -9 (before a resume) left its temporary file
     files = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "points").glob("*/*.json"))
     atomic_write_json(run_dir / "points.json", {"points": files})
     if derive is not None:

@@ -131,3 +131,28 @@ def test_a_site_without_manifest_is_taken_over_deleting_nothing(scratch_root):
     assert any("models/notes.md" in m for m in logged)
     with pytest.raises(BatchmarkError, match="notes.md, not written by batchmark pages"):
         render_site(docs, log=logged.append)
+
+
+def test_a_comparisons_every_metric_table_past_its_bound_is_a_csv_download(scratch_root, monkeypatch):
+    """Pages over 2 MB at 50 models × 10 runs (2.34 MB): the table of every metric at every point (2,800 rows) left
+    the page for ``downloads/changes/<run>.csv`` when it has more than ``EVERY_ROWS_ON_PAGE`` rows.  Two models ×
+    5 concurrencies × 8 metrics = 80 rows here, so a bound of 50 moves them; each row is in the CSV."""
+    import csv
+    import io
+
+    from pipeline.pages import changes
+
+    rd = paths.runs_dir()
+    rb.make_run(rd, "20261129T100000Z-a")
+    rb.make_run(rd, "20261129T110000Z-b", noise=rb.NOISE_B)
+    monkeypatch.setattr(changes, "EVERY_ROWS_ON_PAGE", 50)
+    docs = _render(scratch_root)
+    page = (docs / "changes" / "20261129t110000z-b.md").read_text()
+    table = docs / "downloads" / "changes" / "changes-20261129t110000z-b.csv"
+    rows = list(csv.reader(io.StringIO(table.read_text())))
+    assert rows[0][:4] == ["model", "io", "c", "metric"] and len(rows) - 1 > 50
+    assert "too many for one page" in page and "<tbody>" not in page
+    assert "../downloads/changes/changes-20261129t110000z-b.csv" in page
+    monkeypatch.setattr(changes, "EVERY_ROWS_ON_PAGE", 10_000)
+    page = (_render(scratch_root) / "changes" / "20261129t110000z-b.md").read_text()
+    assert "<tbody>" in page and page.count("<tr><td>") == len(rows) - 1
