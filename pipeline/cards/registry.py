@@ -136,13 +136,25 @@ def _scan_cards(name: str, folder: Path | None = None) -> tuple[tuple[Path, dict
         try:
             data = read_card_file(p)
         except BatchmarkError as exc:
-            if p.stem.lower() == want:
+            if p.stem.lower() == want or want in _raw_names(p):  # the named card is the broken one: its error
                 raise
             bad.append(str(exc))
             continue
         if want in {_norm_name(n) for n in card_names(p, data)}:
             return (p, data), bad
     return None, bad
+
+
+def _raw_names(path: Path) -> set[str]:
+    """The normalised names a card file that failed its check says it answers to (empty when its YAML is unreadable)."""
+    try:
+        data = load_yaml_text(path, read_text_file(path, "model card"))
+    except BatchmarkError:
+        return set()
+    if not isinstance(data, dict):
+        return set()
+    names = [data.get("name", path.stem), *(data.get("aliases") if isinstance(data.get("aliases"), list) else [])]
+    return {_norm_name(str(n)) for n in names}
 
 
 def find_card_file(name: str, folder: Path | None = None) -> tuple[Path, dict[str, Any]] | None:

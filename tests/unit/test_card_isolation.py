@@ -58,3 +58,11 @@ def test_more_kv_heads_than_attention_heads_is_refused(kv):
     with pytest.raises(BatchmarkError, match=f"card.yaml: config: num_key_value_heads: {kv} does not divide the 32"):
         check_arch_numbers({"num_attention_heads": 32, "num_key_value_heads": kv}, "card.yaml: config")
     check_arch_numbers({"num_attention_heads": 32, "num_key_value_heads": 8}, "card.yaml: config")
+
+
+def test_a_broken_card_named_by_its_name_not_its_file_gives_its_own_error(scratch_root):
+    """A card file ``other.yaml`` whose ``name`` is the model asked for, with 0 heads: its own error, naming it."""
+    card = paths.models_dir() / "other.yaml"
+    card.write_text("name: Broken-1B\nsource: t\nconfig:\n  num_attention_heads: 0\n")
+    with pytest.raises(BatchmarkError, match=r"other.yaml: config: num_attention_heads: Input should be greater"):
+        load_card("Broken-1B")
