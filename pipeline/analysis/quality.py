@@ -100,6 +100,11 @@ def probe_drift(meta: dict[str, Any]) -> float | None:
     return after / before - 1
 
 
+def nothing_measured(stops: list[str]) -> str:
+    """The reason of a run none of whose points has a completed request (``stops``: why each model stopped)."""
+    return "nothing was measured: no point has a completed request" + (f" ({stops[0]})" if stops else "")
+
+
 def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list[dict[str, Any]] = (),
                 spread_limit: float = REPEAT_SPREAD_LIMIT) -> dict[str, Any]:
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
@@ -156,6 +161,9 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")
+    if all(p.get("completed") == 0 for p in points):  # no point, or none completed a request: never clean
+        stops = sorted(f"{m}: {why}" for m, why in (meta.get("stopped") or {}).items() if why)
+        reasons.append(nothing_measured(stops))
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
             "busy_points": busy, "points": flagged, "interference": interference}
 

@@ -103,6 +103,10 @@ def check_arch_numbers(cfg: dict[str, Any], where: str) -> None:
     k = cfg.get("num_experts_per_tok")
     if experts and k and k > experts:
         raise BatchmarkError(f"{where}: num_experts_per_tok: {k} is more than the {experts} experts")
+    heads, kv = cfg.get("num_attention_heads"), cfg.get("num_key_value_heads")
+    if heads and kv and (kv > heads or heads % kv):  # grouped-query attention: each KV head serves heads / kv queries
+        raise BatchmarkError(f"{where}: num_key_value_heads: {kv} does not divide the {heads} attention heads "
+                             f"(grouped-query attention shares each KV head among a whole number of query heads)")
 
 
 def _need(cfg: dict[str, Any], key: str, where: str) -> Any:

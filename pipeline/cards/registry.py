@@ -122,13 +122,45 @@ def list_card_files(folder: Path | None = None) -> dict[str, Path]:
     return {data.get("name", p.stem): p for p, data in card_files(folder)}
 
 
-def find_card_file(name: str, folder: Path | None = None) -> tuple[Path, dict[str, Any]] | None:
-    """The card file whose ``name`` or one of whose ``aliases`` is ``name`` (case-insensitive, org prefix ignored)."""
+def _scan_cards(name: str, folder: Path | None = None) -> tuple[tuple[Path, dict[str, Any]] | None, list[str]]:
+    """(the card file answering to ``name``, or None; the errors of the card files skipped on the way).
+
+    The file named like the model (``<name>.yaml``, any case) is read first, and alone when it answers: a config
+    reads only the cards it names, so one broken card of ``data/models/`` breaks only the configs naming it.  A
+    bad file named like the model is its error (raised); any other bad file is skipped and its error kept.
+    """
     want = _norm_name(name)
-    for p, data in card_files(folder):
+    files = sorted((folder or paths.models_dir()).glob("*.yaml"), key=lambda p: (p.stem.lower() != want, p.name))
+    bad: list[str] = []
+    for p in files:
+        try:
+            data = read_card_file(p)
+        except BatchmarkError as exc:
+            if p.stem.lower() == want or want in _raw_names(p):  # the named card is the broken one: its error
+                raise
+            bad.append(str(exc))
+            continue
         if want in {_norm_name(n) for n in card_names(p, data)}:
-            return p, data
-    return None
+            return (p, data), bad
+    return None, bad
+
+
+def _raw_names(path: Path) -> set[str]:
+    """The normalised names a card file that failed its check says it answers to (empty when its YAML is unreadable)."""
+    try:
+        data = load_yaml_text(path, read_text_file(path, "model card"))
+    except BatchmarkError:
+        return set()
+    if not isinstance(data, dict):
+        return set()
+    names = [data.get("name", path.stem), *(data.get("aliases") if isinstance(data.get("aliases"), list) else [])]
+    return {_norm_name(str(n)) for n in names}
+
+
+def find_card_file(name: str, folder: Path | None = None) -> tuple[Path, dict[str, Any]] | None:
+    """The card file whose ``name`` or one of whose ``aliases`` is ``name`` (case-insensitive, org prefix ignored);
+    an unreadable card file of another model is skipped (:func:`_scan_cards`)."""
+    return _scan_cards(name, folder)[0]
 
 
 def load_card(name: str, quant: str | None = None, expert_quant: str | None = None,
@@ -145,10 +177,18 @@ def load_card(name: str, quant: str | None = None, expert_quant: str | None = No
         BatchmarkError: no card of that name (lists the known ones), a bad card file.
     """
     folder = folder or paths.models_dir()
-    found = find_card_file(name, folder)
+    found, bad = _scan_cards(name, folder)
     if found is None:
-        known = ", ".join(sorted(list_card_files(folder))) or "none"
-        raise BatchmarkError(f"model: no card for {name!r} in {folder} (known: {known})")
+        known = []
+        for p in sorted(folder.glob("*.yaml")):
+            try:
+                known.append(str(read_card_file(p).get("name", p.stem)))
+            except BatchmarkError:
+                pass  # named below
+        skipped = (f"; unreadable card file(s) skipped: {bad[0]}" + (f" (+{len(bad) - 1} more)" if len(bad) > 1 else "")
+                   if bad else "")
+        raise BatchmarkError(f"model: no card for {name!r} in {folder} (known: {', '.join(sorted(known)) or 'none'})"
+                             + skipped)
     path, data = found
     native = data.get("native_quant") or "bf16"
     if isinstance(native, dict):

@@ -80,12 +80,28 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
             print(summary_line(run_dir, built_site(run_dir.name)), file=sys.stderr)  # the sweep ends with its verdict
         except BatchmarkError as exc:
             print(f"batchmark: run {run_dir.name}: no summary ({exc})", file=sys.stderr)
-    failures = runs.read_run_json(run_dir).get("failures") or {}  # written by the sweep (absent in older runs)
+    meta = runs.read_run_json(run_dir)
+    failures = meta.get("failures") or {}  # written by the sweep (absent in older runs)
     if failures.get("points") and failures.get("empty") == failures["points"]:
         print(f"batchmark: error: run {run_dir.name}: every point failed, nothing was measured "
               f"(batchmark show {run_dir.name} lists the errors)", file=sys.stderr)
         return 1
+    if not _measured_anything(run_dir):  # every point not run (too long for the server, not fitting): never clean
+        from pipeline.analysis.quality import nothing_measured
+
+        stops = sorted(f"{m}: {why}" for m, why in (meta.get("stopped") or {}).items() if why)
+        print(f"batchmark: error: run {run_dir.name}: {nothing_measured(stops)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _measured_anything(run_dir: Path) -> bool:
+    """Whether a complete run's summaries hold a point with a completed request (an incomplete run: True, not judged)."""
+    from pipeline.store import runs
+
+    if not runs.is_complete(run_dir) or not (run_dir / "summaries.json").is_file():
+        return True
+    return any((p.completed or 0) > 0 for p in runs.read_summaries(run_dir))
 
 
 def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str | None, model: str, pointer: bool,

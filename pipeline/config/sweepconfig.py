@@ -128,14 +128,16 @@ class SweepConfig(StrictModel):
     vllm: VLLMOptions = VLLMOptions()
     simulated: SimulatedOptions = SimulatedOptions()
     cluster: ClusterOptions = ClusterOptions()
-    budget: str | None = Field(default=None, description="Time the sweep may take on the hardware (8h, 90m, 1h30m): "
-                                                         "the plan (batchmark plan) chooses repeats, requests per point "
-                                                         "and grid points to fit it")
+    budget: str | float | None = Field(default=None, description="Time the sweep may take on the hardware (8h, 90m, 1h30m, "
+                                                         "or a number of seconds): the plan (batchmark plan) chooses "
+                                                         "repeats, requests per point and grid points to fit it")
 
-    @field_validator("budget")
+    @field_validator("budget", mode="before")
     @classmethod
-    def _duration(cls, budget: str | None) -> str | None:
-        if budget is not None:
+    def _duration(cls, budget: Any) -> str | float | None:
+        if budget is not None:  # a duration text, or a bare number of seconds (``budget: 3600``, as documented)
+            if isinstance(budget, bool) or not isinstance(budget, (str, int, float)):
+                raise ValueError(f"{budget!r} is not a duration (e.g. 8h, 90m, 1h30m, or seconds)")
             try:
                 parse_duration(budget)
             except BatchmarkError as exc:
@@ -235,6 +237,8 @@ def parse_duration(text: str | float | int, field_name: str = "budget") -> float
     """
     if isinstance(text, bool):
         raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
+    if isinstance(text, str) and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", text):  # "3600" (the CLI's --budget 3600)
+        text = float(text)
     if isinstance(text, (int, float)):
         seconds = float(text)
     else:

@@ -67,7 +67,7 @@ def atomic_create_json(path: Path, obj: Any) -> None:
     try:
         os.chmod(tmp, 0o644)
         with os.fdopen(fd, "w") as fh:
-            fh.write(json.dumps(obj, indent=1) + "\n")
+            fh.write(json_text(path, obj))
             fh.flush()
             os.fsync(fh.fileno())
         try:
@@ -82,9 +82,18 @@ def atomic_create_json(path: Path, obj: Any) -> None:
         Path(tmp).unlink(missing_ok=True)
 
 
+def json_text(path: Path, obj: Any) -> str:
+    """``obj`` as indented JSON; a NaN or ±Infinity (no JSON number, RFC 8259 §6) is BatchmarkError naming ``path``,
+    never written."""
+    try:
+        return json.dumps(obj, indent=1, sort_keys=False, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise BatchmarkError(f"{path}: a value is not a finite number ({exc}); not written") from None
+
+
 def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+    """Write ``obj`` as indented JSON atomically (refusing non-finite numbers, :func:`json_text`)."""
+    atomic_write_text(path, json_text(path, obj))
 
 
 def _int64(literal: str) -> int:

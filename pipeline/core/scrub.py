@@ -108,7 +108,9 @@ def _machine_prefixes(root: Path | None = None) -> list[tuple[str, str]]:
 
 
 # any home or temporary folder, also of another machine or user: /home/<user>, /Users/<user>, /root, /tmp/<…>
-_HOME_RE = re.compile(r"(?<![\w./-])(?:/home/[^/\s\"':]+|/Users/[^/\s\"':]+|/root)(?=/|\b|$)")
+# (a user name with spaces, "/home/Jane Doe/…", is one folder when a "/" follows it)
+_HOME_RE = re.compile(r"(?<![\w./-])(?:(?:/home/|/Users/)(?:[^/\s\"':]+(?: [^/\s\"':]+)+(?=/)|[^/\s\"':]+)|/root)"
+                      r"(?=/|\b|$)")
 _TMP_RE = re.compile(r"(?<![\w./-])(?:/private)?(?:/tmp|/var/tmp|/var/folders/[^\s\"':]+?/T)(?=/|\b|$)")
 
 
@@ -125,6 +127,34 @@ def scrub_paths(text: str | None, root: Path | None = None) -> str | None:
         text = re.sub(re.escape(prefix) + r"(?=/|\b|$)", lambda m: name, text)
     text = _HOME_RE.sub("~", text)
     return _TMP_RE.sub("<tmp>", text)
+
+
+#: Any absolute path of two or more folders left after :func:`scrub_paths` (``/scratch/<user>/models/llama``): not a
+#: URL's path (a ``/`` after a host, a ``:`` or another ``/`` is none), nor a stand-in's rest (``<repo>/…``, ``~/…``).
+_ABS_RE = re.compile(r"(?<![\w.~>/:@%-])/(?:[^\s/\"'<>:;,()\[\]{}|=]+/)+([^\s/\"'<>:;,()\[\]{}|=]*)")
+#: The stand-in of a folder of the machine that is no home, temporary folder, repository or environment.
+ABS = "<abs>"
+
+
+def scrub_abs(text: str | None) -> str | None:
+    """``text`` with each absolute path :func:`scrub_paths` left (``/scratch/u/models/llama``) replaced by
+    ``<abs>/`` and its last part (``<abs>/llama``): the name says what it was, the machine's folders are gone."""
+    if not text:
+        return text
+    return _ABS_RE.sub(lambda m: f"{ABS}/{m.group(1)}", text)
+
+
+def scrub_tree(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
+    """``obj`` (JSON-like: dicts, lists, strings, numbers) with every string scrubbed for publishing: secrets
+    redacted, the machine's paths replaced (:func:`scrub`, then :func:`scrub_abs`); keys and numbers unchanged."""
+    secrets = tuple(secrets)
+    if isinstance(obj, str):
+        return scrub_abs(scrub(obj, secrets)) or obj
+    if isinstance(obj, dict):
+        return {k: scrub_tree(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [scrub_tree(v, secrets) for v in obj]
+    return obj
 
 
 def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None) -> str | None:
@@ -151,4 +181,4 @@ def relative_path(value: str, root: Path | None = None) -> str:
             except ValueError:
                 continue
             return rel if rel != "." else "."
-    return scrub_paths(value, root) or value
+    return scrub_abs(scrub_paths(value, root)) or value

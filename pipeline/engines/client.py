@@ -122,6 +122,18 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     return raw
 
 
+#: How much of a body that is no event stream the error quotes (bytes).
+BODY_HEAD_BYTES = 120
+
+
+def _no_stream(content_type: str | None, head: bytes, secrets: Any) -> str:
+    """The error of a 200 answer that carried no stream event: its Content-Type and the start of its body (an HTML
+    page of a proxy, a non-streamed JSON completion), scrubbed, on one line."""
+    said = (scrub.scrub(head.decode("utf-8", "replace"), secrets) or "").replace("\n", " ").replace("\r", " ")
+    return (f"stream ended without data: the server answered 200 with Content-Type {content_type or 'none'!s}, "
+            f"not text/event-stream; body starts {said[:80]!r}")
+
+
 async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
                       headers: dict[str, str]) -> None:
     import aiohttp
@@ -138,8 +150,11 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
                 return
             parser = SSEParser()
             finished = False
+            head = b""  # the body's first bytes, named when no event came (an HTML page, a non-streamed JSON)
             async for data in resp.content.iter_any():
                 now = perf() - t0
+                if len(head) < BODY_HEAD_BYTES:
+                    head += data[:BODY_HEAD_BYTES - len(head)]
                 for event_data, _, _ in parser.feed(data):
                     payload = event_data.strip()
                     if payload == b"[DONE]":
@@ -158,7 +173,7 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
                     break
             raw.done_seen = finished
             if not finished and raw.finish_reason is None and not raw.final_usage_seen:
-                raw.error = ("stream ended without data" if not raw.times else
+                raw.error = (_no_stream(resp.headers.get("Content-Type"), head, target.secrets) if not raw.times else
                              "stream ended early (no [DONE], finish_reason or usage)")
     except asyncio.TimeoutError:
         raw.error = f"timeout after {target.timeout_s:g} s"

@@ -126,8 +126,14 @@ def _delta_text(choice: dict[str, Any]) -> tuple[str, str]:
     return (visible, reasoning if isinstance(reasoning, str) else "")
 
 
+#: Past this a server's count cannot be stored (Parquet's int64 columns) nor be a count of tokens: not a count.
+MAX_COUNT = 2**63 - 1
+
+
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+    """A server's token count, or None when it is none: not an integer, negative, or beyond :data:`MAX_COUNT`
+    (``usage.prompt_tokens`` = 2^64 − 1 was an OverflowError at the point's write, losing the point)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
 
 
 def parse_event(raw: RawStream, obj: Any, now: float) -> None:

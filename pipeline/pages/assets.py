@@ -82,8 +82,9 @@ SITE_CSS = """/* Wide result tables stay readable: smaller type, and the content
   padding: 0 .8rem .2rem;
 }
 """
-def write_assets(docs_dir: Path) -> None:
-    """Write the local Vega bundle (once per vl-convert version) and the chart bootstrap script."""
+def write_assets(docs_dir: Path) -> list[Path]:
+    """Write the local Vega bundle (once per vl-convert version) and the chart bootstrap script; return the
+    asset files (the bundle's too, when it was already there)."""
     import vl_convert
 
     js_dir = docs_dir / "assets" / "javascripts"
@@ -95,3 +96,4 @@ def write_assets(docs_dir: Path) -> None:
         runs.atomic_write_text(stamp, version)
     runs.atomic_write_text(js_dir / "charts.js", CHARTS_JS)
     runs.atomic_write_text(docs_dir / "assets" / "stylesheets" / "batchmark.css", SITE_CSS)
+    return [bundle, stamp, js_dir / "charts.js", docs_dir / "assets" / "stylesheets" / "batchmark.css"]

@@ -126,6 +126,16 @@ class ComparisonView:
         return anchor(self.run_b)
 
     @property
+    def every_on_page(self) -> bool:
+        """Whether the table of every metric at every point is on the page (:data:`EVERY_ROWS_ON_PAGE`)."""
+        return len(self.every) <= EVERY_ROWS_ON_PAGE
+
+    @property
+    def every_csv(self) -> str:
+        """Where the table of every metric at every point is as CSV, relative to the docs dir (always written)."""
+        return f"downloads/changes/{anchor(self.run_b)}.csv"
+
+    @property
     def n_better(self) -> int:
         """Significant improvements (point × metric)."""
         return sum(c.verdict == "better" for c in self.diff.changes)
@@ -134,6 +144,26 @@ class ComparisonView:
     def n_worse(self) -> int:
         """Significant regressions (point × metric)."""
         return sum(c.verdict == "worse" for c in self.diff.changes)
+
+
+#: Rows of "every metric at every point" shown on a comparison's page; more are the page's CSV download only
+#: (50 models × 7 points × 8 metrics = 2,800 rows made a 2.34 MB page; 500 rows are about 120 kB).
+EVERY_ROWS_ON_PAGE = 500
+EVERY_COLUMNS = ("model", "io", "c", "metric", "a", "b", "change", "verdict", "p", "q", "n", "note")
+
+
+def every_csv(view: "ComparisonView") -> str:
+    """The table of every metric at every point of a comparison as CSV (cells through
+    :func:`pipeline.pages.escape.csv_cell`; the columns :data:`EVERY_COLUMNS`, ``io`` = in / out, ``n`` = repeats A + B)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(EVERY_COLUMNS)
+    for r in view.every:
+        w.writerow([escape.csv_cell(str(r.get(k, ""))) for k in EVERY_COLUMNS])
+    return buf.getvalue()
 
 
 def anchor(run_id: str) -> str:

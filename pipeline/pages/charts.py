@@ -24,6 +24,16 @@ def x_concurrency(title: str = "concurrency (requests in flight / batch size B)"
 _x = x_concurrency
 
 
+def value_scale(values: list[Any], base: float | None = None) -> alt.Scale:
+    """A value axis for ``values``: log (``base``, default 10) where every value is above 0, symlog where one is 0 or
+    below, so a zero (a goodput of 0 requests/s, an ITL of 0 ms) is drawn where it is: a log axis cannot reach 0
+    (log 0 = −∞; Vega put such marks on the frame's edge and the axis lost its ticks)."""
+    vals = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if vals and min(vals) <= 0:
+        return alt.Scale(type="symlog")
+    return alt.Scale(type="log", base=base) if base else alt.Scale(type="log")
+
+
 def spec_of(chart: alt.TopLevelMixin) -> dict[str, Any]:
     """The Vega-Lite spec (a dict) of an Altair chart, validated against the schema."""
     return chart.to_dict()
@@ -84,7 +94,8 @@ def headline_chart(title: str, workloads: list[dict[str, Any]]) -> dict[str, Any
               "label": f"{w['label']}: knee c={w['model']['knee_concurrency']}"}
              for w in workloads if w["model"].get("knee_concurrency")]
     color = alt.Color("model:N", legend=alt.Legend(title=None, orient="top-left"))
-    y = alt.Y("tok_s:Q", title="output throughput (tokens/s)", scale=alt.Scale(type="log"))
+    y = alt.Y("tok_s:Q", title="output throughput (tokens/s)",
+              scale=value_scale([r["tok_s"] for r in rows] + [c["y"] for c in ceilings]))
     layers = [alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         x=_x(), y=y, color=color, tooltip=["model:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])]
     if ceilings:
@@ -119,15 +130,18 @@ def latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[s
                     rows.append({"concurrency": p["concurrency"], "metric": metric.removesuffix("_s").upper(),
                                  "quantile": q, "ms": stats[q] * 1e3})
 
+    scale = value_scale([r["ms"] for r in rows])
+
     def build() -> alt.TopLevelMixin:
         chart = alt.Chart(alt.Data(name="points")).mark_line(point=True).encode(
-            x=_x("concurrency"), y=alt.Y("ms:Q", title="milliseconds", scale=alt.Scale(type="log")),
+            x=_x("concurrency"), y=alt.Y("ms:Q", title="milliseconds", scale=scale),
             color=alt.Color("quantile:N", legend=alt.Legend(title=None)),
             tooltip=["metric:N", "quantile:N", "concurrency:Q", alt.Tooltip("ms:Q", format=".2f")],
         ).properties(width=260, height=220)
         return chart.facet(column=alt.Column("metric:N", title=None)).properties(title="placeholder")
 
-    return from_skeleton(("latency",), build, {"points": rows}, title=f"{model['model']}: TTFT and TPOT percentiles")
+    return from_skeleton(("latency", scale.type), build, {"points": rows},
+                         title=f"{model['model']}: TTFT and TPOT percentiles")
 
 
 def pareto_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -284,7 +298,7 @@ def rate_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> dict[str,
         if (p.get("slo") or {}).get("goodput_rps") is not None:
             rows.append({"rate": rate, "series": f"goodput, SLO met ({series})", "rps": p["slo"]["goodput_rps"]})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_rate_x(), y=alt.Y("rps:Q", title="requests/s", scale=alt.Scale(type="log", base=2)),
+        x=_rate_x(), y=alt.Y("rps:Q", title="requests/s", scale=value_scale([r["rps"] for r in rows], base=2)),
         color=alt.Color("series:N", legend=alt.Legend(title=None, orient="top-left")),
         strokeDash=alt.condition(alt.datum.series == "offered (achieved = offered)", alt.value([5, 4]), alt.value([1, 0])),
         tooltip=["series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("rps:Q", format=".3g")],
@@ -306,7 +320,8 @@ def rate_latency_chart(model: dict[str, Any], points: list[dict[str, Any]]) -> d
         if slo.get(f"{metric}_p99_max_ms"):
             limits.append({"metric": metric.upper(), "ms": slo[f"{metric}_p99_max_ms"]})
     base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_rate_x("offered rate (requests/s)"), y=alt.Y("ms:Q", title="p99, milliseconds", scale=alt.Scale(type="log")),
+        x=_rate_x("offered rate (requests/s)"),
+        y=alt.Y("ms:Q", title="p99, milliseconds", scale=value_scale([r["ms"] for r in rows + limits])),
         color=alt.Color("series:N", legend=alt.Legend(title=None)),
         tooltip=["metric:N", "series:N", alt.Tooltip("rate:Q", format=".3g"), alt.Tooltip("ms:Q", format=".1f")],
     ).properties(width=180, height=200)

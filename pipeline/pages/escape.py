@@ -25,16 +25,28 @@ _NEWLINES_RE = re.compile(r"[\r\n\u2028\u2029\x0b\x0c\x85]+")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0e-\x1f\x7f]")
 
 
+#: Bidirectional controls (Unicode UAX #9, https://www.unicode.org/reports/tr9/; "Trojan Source", CVE-2021-42574):
+#: U+202E makes ``llama\u202etxt.exe`` read ``llamaexe.txt``.  Never published raw: each is shown as ``[U+XXXX]``.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_BIDI_RE = re.compile("[" + BIDI_CONTROLS + "]")
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with every bidirectional control (:data:`BIDI_CONTROLS`) written as ``[U+XXXX]``: seen, not obeyed."""
+    return _BIDI_RE.sub(lambda m: f"[U+{ord(m.group()):04X}]", text)
+
+
 def md_text(value: Any) -> Markup:
     """``value`` as inline Markdown text that shows exactly as given (HTML, Markdown table cell, heading).
 
     ``&``, ``<`` (no HTML element or entity can open) and every sign that Markdown with tables,
     attr_list and toc reads mid-line (`` \\ ` * _ { } [ ] # | ``) become character references, line breaks a space (a newline would end a table row), and
-    other control characters are dropped.  Markup (already safe) passes unchanged.
+    other control characters are dropped, bidirectional controls shown (:func:`visible_controls`).  Markup
+    (already safe) passes unchanged.
     """
     if isinstance(value, Markup):
         return value
-    text = _CONTROL_RE.sub("", _NEWLINES_RE.sub(" ", str(value)))
+    text = visible_controls(_CONTROL_RE.sub("", _NEWLINES_RE.sub(" ", str(value))))
     return Markup(_MD_RE.sub(lambda m: _MD_SPECIAL[m.group()], text))
 
 
@@ -42,7 +54,7 @@ def html_text(value: Any) -> Markup:
     """``value`` escaped for HTML text or an attribute value (``& < > " '``)."""
     from markupsafe import escape
 
-    return escape(value)
+    return escape(value if isinstance(value, Markup) else visible_controls(str(value)))
 
 
 def code(value: Any) -> Markup:
@@ -78,3 +90,19 @@ def anchor(value: Any) -> Markup:
 def url_path(value: Any) -> Markup:
     """``value`` as one URL path segment (percent-encoded; ``/`` too), for link targets such as downloads."""
     return Markup(urllib.parse.quote(str(value), safe=""))
+
+
+#: A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV Injection",
+#: https://owasp.org/www-community/attacks/CSV_Injection): such a text cell gets a leading ``'``.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_CSV_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell that no spreadsheet runs and no terminal obeys: a text starting like a formula gets a leading
+    ``'``, control characters (ESC of a terminal escape) are written ``\\x1b``, bidirectional controls
+    ``[U+XXXX]``; numbers and None as they are (a negative number is no formula)."""
+    if not isinstance(value, str):
+        return value
+    text = visible_controls(_CSV_CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", value))
+    return "'" + text if text.startswith(_FORMULA_START) or value.startswith(_FORMULA_START) else text

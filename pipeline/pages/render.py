@@ -27,7 +27,8 @@ from pipeline.store import runs
 from pipeline.pages import charts, explain, throughputchart
 from pipeline.pages.assets import write_assets
 from pipeline.pages.guide import included_page, write_guide
-from pipeline.pages.escape import anchor, code, html_text, md_text, url_path  # noqa: F401  (importable from here)
+from pipeline.pages.escape import (anchor, code, csv_cell, html_text, md_text, url_path,  # noqa: F401  (importable from here)
+                                   visible_controls)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
 from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
@@ -127,9 +128,12 @@ def run_count_sources(view: "RunView") -> tuple[dict[str, int], dict[str, int]]:
 
 
 def _finite(obj: Any) -> Any:
-    """``obj`` with every NaN/±Infinity float replaced by None (JSON null: a gap, never a broken spec)."""
+    """``obj`` with every NaN/±Infinity float replaced by None (JSON null: a gap, never a broken spec) and every
+    string's bidirectional controls made visible (:func:`pipeline.pages.escape.visible_controls`)."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
+    if isinstance(obj, str):  # a chart's titles, labels and data: bidirectional controls shown, never obeyed
+        return visible_controls(obj)
     if isinstance(obj, dict):
         return {k: _finite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -197,22 +201,29 @@ def _summaries_csv(res: "RunResults") -> str:
     w = csv.writer(buf)
     w.writerow(cols + lat)
     for p in pts:
-        w.writerow([p.get(c) for c in cols] + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
+        w.writerow([csv_cell(p.get(c)) for c in cols]
+                   + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
     return buf.getvalue()
 
 
 def _records_zip(run_dir: Path, out: Path) -> None:
     """Zip a run's raw request records (``points/**``: each point's JSON and, since schema 3, its Parquet file)
-    into ``out`` (deterministic order and times)."""
+    into ``out`` (deterministic order and times).  Only the run folder's own regular files
+    (:func:`pipeline.store.pointfiles.own_file`): a symbolic link named like a record, or under a linked folder,
+    is never followed, so nothing outside the run folder reaches a download; each is read without following a link."""
+    from pipeline.store.pointfiles import own_file
+
     files = sorted(p for p in (run_dir / "points").rglob("*")
-                   if p.is_file() and p.suffix in (".json", ".parquet") and not p.name.startswith("."))
+                   if p.suffix in (".json", ".parquet") and not p.name.startswith(".") and own_file(run_dir, p))
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
     with runs.naming_file(out), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for f in files:
             info = zipfile.ZipInfo(str(f.relative_to(run_dir)), date_time=(2000, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(info, f.read_bytes())
+            fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            with os.fdopen(fd, "rb") as fh:
+                zf.writestr(info, fh.read())
     os.replace(tmp, out)
 
 
@@ -228,10 +239,12 @@ def _write_current(cls: type[StoredFile], src: Path, dst: Path) -> None:
         runs.atomic_write_text(dst, text)
 
 
-def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
+def write_downloads(docs_dir: Path, results: list["RunResults"]) -> list[Path]:
     """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
     plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
-    that the stages have not written into the run are written here from memory (never into the run)."""
+    that the stages have not written into the run are written here from memory (never into the run).  Returns the
+    files written."""
+    written = []
     for res in results:
         rd = res.run_dir
         out = docs_dir / "downloads" / rd.name
@@ -245,8 +258,22 @@ def write_downloads(docs_dir: Path, results: list["RunResults"]) -> None:
             else:
                 runs.atomic_write_json(out / name, doc)
         runs.atomic_write_text(out / "summaries.csv", _summaries_csv(res))
+        written += [out / n for n in ("run.json", "summaries.json", "analysis.json", "summaries.csv")]
         if (rd / "points").is_dir():
             _records_zip(rd, out / "records.zip")
+            written.append(out / "records.zip")
+    return written
+
+
+def _write_change_tables(docs_dir: Path, comparisons: list[Any]) -> list[Path]:
+    """Each comparison's every metric at every point as CSV (``downloads/changes/<run>.csv``, :func:`changes.every_csv`)."""
+    from pipeline.pages.changes import every_csv
+
+    out = []
+    for c in comparisons:
+        runs.atomic_write_text(docs_dir / c.every_csv, every_csv(c))
+        out.append(docs_dir / c.every_csv)
+    return out
 
 
 def read_site_runs(runs_dir: Path, log: Callable[[str], None],
@@ -289,7 +316,9 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     The fixed pages (``templates/**/*.md.j2``) once each, then the pages of :data:`EACH` once per
     item: ``models/<model>.md`` per model (Benchmarks' content: open-loop workloads too), ``runs/<run>.md`` per
     run, ``changes/<run>.md`` per
-    comparison; a page of that kind left from an earlier render whose item is gone is removed.
+    comparison; a file the last render wrote (its manifest, :mod:`pipeline.pages.outdir`) and this one does not is
+    removed, and nothing else: a folder holding a file batchmark did not write, or overlapping the run store or
+    the model cards, is refused before anything is written.
     Each run is read once (:func:`pipeline.analysis.stages.load_run`, in memory) and every page renders
     from its run views, so the work grows linearly with the runs and models.
 
@@ -306,8 +335,11 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     from pipeline.store import runs as runs_mod
     from pipeline.analysis.stages import load_run
 
+    from pipeline.pages import outdir
+
     log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
     runs_dir = runs_dir or paths.runs_dir()
+    previous = outdir.check_out(docs_dir, runs_dir)
     unreadable: list[tuple[str, str]] = []
     # in memory: pages never write into a run.  A run named in ``runs`` that does not exist is an error; one that
     # exists but cannot be read is named and left out, as every unreadable run is
@@ -321,8 +353,7 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     reference_views = [view_of(load_run(Path(d))) for d in reference or []]
     env = make_env(templates_dir)
     docs_dir.mkdir(parents=True, exist_ok=True)
-    write_assets(docs_dir)
-    write_downloads(docs_dir, results)
+    files = write_assets(docs_dir) + write_downloads(docs_dir, results)
     written = write_guide(docs_dir)  # the Guide tab: docs/ as it is (pipeline/pages/guide.py)
     pages = model_pages(views)
     page_of = {mp.model: mp.path for mp in pages}
@@ -349,14 +380,14 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
         if not (templates_dir or paths.root() / "templates").joinpath(EACH_DIR, tname).is_file():
             continue
         template = env.get_template(f"{EACH_DIR}/{tname}")
-        kept = set()
         for page, item, extra in items[tname]:
             text = template.render(runs=views, chart=ChartRegistry(), page=page, **{**extra, key: item})
             path = docs_dir / page
             runs_mod.atomic_write_text(path, text)
             written.append(path)
-            kept.add(path.name)
-        for old in (docs_dir / folder).glob("*.md") if (docs_dir / folder).is_dir() else []:
-            if old.name not in kept:  # a page of a model, run or comparison that is no longer on the site
-                old.unlink()
+    files += _write_change_tables(docs_dir, contexts.get("changes.md", {}).get("comparisons", []))
+    left = outdir.finish(docs_dir, written + files, previous)
+    if left:
+        log(f"warning: {len(left)} file(s) under {docs_dir} an earlier batchmark wrote and this build did not, left in "
+            f"place (first: {left[0]}); remove them by hand")
     return written

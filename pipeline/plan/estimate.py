@@ -34,11 +34,15 @@ then the open loop; it says exactly what was dropped and what each step costs in
 
 from __future__ import annotations
 
+import math
+
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config.sweepconfig import SimulatedOptions, SweepConfig
+from pipeline.plan import bounds
+from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from here)
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, load_profile
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
@@ -163,16 +167,6 @@ class Plan:
         """Predicted wall seconds per (model, load, concurrency or rate): what the sweep's ETA adds up."""
         return {(m.model, p.load, p.concurrency if p.load == "closed" else p.rate_rps): p.wall_s
                 for m in self.models for p in m.points}
-
-
-def format_duration(seconds: float) -> str:
-    """``9 h 41 min``, ``12 min``, ``40 s``."""
-    if seconds >= 3600:
-        h, rest = divmod(round(seconds / 60), 60)
-        return f"{h} h {rest:02d} min"
-    if seconds >= 60:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds:.0f} s"
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,6 +312,10 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                     stops_after = curve[-1][0]
                     break
             key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
+            held = _kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)
+            if (why := bounds.beyond_memory(c, held, cfg.input_len + cfg.output_len)) is not None:
+                points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
+                break
             pt, summ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                    _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len))
             points.append(pt)
@@ -337,6 +335,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                     _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len))
                 pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
+                if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
+                    pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
                 rate_points.append(pt)
             if slo and ol.bisect_steps and rate_points:
                 mid = statistics.median(p.wall_s for p in rate_points)

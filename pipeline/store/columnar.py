@@ -119,6 +119,13 @@ def from_table(table: pa.Table, point: PointKey, repeats: list[RepeatRecord], me
     if wrong:
         raise BatchmarkError(f"{path}: column {wrong[0].name!r} is {table.schema.field(wrong[0].name).type}, "
                              f"not {wrong[0].type}")
+    nulls = [f.name for f in SCHEMA if not f.nullable and table.column(f.name).null_count]
+    if nulls:  # a null int64 read as a number is INT64_MIN; a null flag, False
+        row = int(np.flatnonzero(table.column(nulls[0]).is_null().to_numpy(zero_copy_only=False))[0])
+        raise BatchmarkError(f"{path}: column {nulls[0]!r} is null in row {row}; it may not be")
+    for n in ("chunk_t_s", "chunk_tokens", "token_count_flags"):
+        if _column(table, n).flatten().null_count:
+            raise BatchmarkError(f"{path}: column {n!r} holds a null inside a list; it may not")
     cols: dict[str, np.ndarray] = {}
     for n in FLOAT_FIELDS:
         cols[n] = _floats(_column(table, n))

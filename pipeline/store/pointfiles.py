@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import arrays as point_arrays
-from pipeline.store import columnar
+from pipeline.store import columnar, recordcheck
 from pipeline.core.arrays import PointArrays
 from pipeline.core.atomicfiles import read_json
 from pipeline.core.errors import BatchmarkError
@@ -75,12 +75,13 @@ def load_point_arrays(path: Path) -> PointArrays:
     column by column, the inline requests of an older one converted.
 
     Raises:
-        BatchmarkError: a file is missing, corrupt, of a newer version or malformed (named).
+        BatchmarkError: a file is missing, corrupt, of a newer version or malformed, or a record cannot be a
+            measurement (:func:`pipeline.store.recordcheck.check_point`; named).
     """
     data = migrate(PointRecordsFile, path, read_json(path))
     name = data.get("requests_file")
     if name is None:
-        return point_arrays.from_records(inline_records(path, data))
+        return recordcheck.check_point(point_arrays.from_records(inline_records(path, data)), path)
     if not _REQUESTS_FILE.fullmatch(name) or ".." in name:
         raise BatchmarkError(f"{path}: requests_file {name!r} is not a file name beside it")
     try:
@@ -88,7 +89,10 @@ def load_point_arrays(path: Path) -> PointArrays:
         headers = [RepeatRecord(**{**r, "requests": []}) for r in data["repeats"]]
     except (KeyError, TypeError, ValueError) as exc:
         raise BatchmarkError(f"{path}: malformed point records ({exc})") from None
-    return columnar.read_parquet(path.with_name(name), key, headers, data.get("meta") or {})
+    beside = path.with_name(name)
+    if beside.is_symlink():
+        raise BatchmarkError(f"{beside}: a symbolic link (a run's records are its own files)")
+    return recordcheck.check_point(columnar.read_parquet(beside, key, headers, data.get("meta") or {}), beside)
 
 
 def inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
@@ -105,16 +109,38 @@ def inline_records(path: Path, data: dict[str, Any]) -> PointRecords:
 
 def load_point(path: Path) -> PointRecords:
     """Read one point record file (version checked, migrated) as per-request objects; a corrupt file raises
-    BatchmarkError naming it.  :func:`load_point_arrays` reads the same without a Python object per request."""
-    data = migrate(PointRecordsFile, path, read_json(path))
-    if data.get("requests_file") is None:
-        return inline_records(path, data)
+    BatchmarkError naming it, as does a record that cannot be a measurement (:mod:`pipeline.store.recordcheck`).
+    :func:`load_point_arrays` reads the same without a Python object per request."""
     return point_arrays.to_records(load_point_arrays(path))
 
 
+def own_file(run_dir: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file of the run folder ``run_dir`` itself: neither it nor a folder between
+    it and ``run_dir`` is a symbolic link, and it resolves inside ``run_dir`` (a link named like a point record
+    could point at any file of the machine, which a download would publish)."""
+    try:
+        rel = path.relative_to(run_dir)
+    except ValueError:
+        return False
+    cur = run_dir
+    for part in rel.parts:
+        cur = cur / part
+        if cur.is_symlink():
+            return False
+    return path.is_file() and path.resolve().is_relative_to(run_dir.resolve())
+
+
 def point_files(run_dir: Path) -> list[Path]:
-    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path."""
-    return sorted((run_dir / "points").glob("*/*.json"))
+    """The JSON file of every point of a run (``points/<model>/<slug>.json``), sorted by path.
+
+    Raises:
+        BatchmarkError: one is a symbolic link or not a file of the run folder (:func:`own_file`; named).
+    """
+    found = sorted((run_dir / "points").glob("*/*.json"))
+    for f in found:
+        if not own_file(run_dir, f):
+            raise BatchmarkError(f"{f}: a symbolic link or not a file of the run folder (a run's records are its own)")
+    return found
 
 
 def load_points(run_dir: Path) -> list[PointRecords]:

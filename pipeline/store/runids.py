@@ -119,8 +119,9 @@ def _alive(pid: int) -> bool:
 def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float | None = None) -> list[Path]:
     """Remove hidden ``.*.tmp`` folders under ``runs_dir`` left by a writer killed mid-way (``kill -9`` of an import).
 
-    A folder is stale when it is older than ``max_age_s`` and its owner (pid on this host, from
-    :func:`tmp_prefix`) is not alive; a folder of another host, or of no known owner, only by age.
+    A folder whose owner (pid on this host, from :func:`tmp_prefix`) is not alive is stale at once (a merge killed
+    with ``kill -9`` and run again a minute later left its hidden copy); a folder of another host, or of no known
+    owner, when it is older than ``max_age_s``.
     Returns the removed folders.
     """
     import shutil
@@ -139,7 +140,10 @@ def clean_stale_tmp(runs_dir: Path, max_age_s: float = STALE_TMP_S, now: float |
         except OSError:
             continue
         m = _TMP_OWNER.search(p.name)
-        if age < max_age_s or (m and m.group(2) == this_host and _alive(int(m.group(1)))):
+        if m and m.group(2) == this_host:  # its owner's pid is known here: dead is stale at once (kill -9, then a retry)
+            if _alive(int(m.group(1))):
+                continue
+        elif age < max_age_s:  # another host's, or of no known owner: by age alone
             continue
         shutil.rmtree(p, ignore_errors=True)
         removed.append(p)
@@ -229,3 +233,19 @@ def check_run_id(run_id: str) -> str:
     if not is_run_id(run_id):
         raise BatchmarkError(f"--run-id: {run_id!r} is not a valid run id (letters, digits, '.', '_', '-'; no '/' or '..')")
     return run_id
+
+
+#: A temporary file of the atomic writers (:mod:`pipeline.core.atomicfiles`: ``.<name>.<random>.tmp``).
+_ATOMIC_TMP = re.compile(r"\..+\.tmp")
+
+
+def clean_atomic_tmp(run_dir: Path) -> list[Path]:
+    """Remove the atomic writers' temporary files (``.<name>.<random>.tmp``) a killed writer left in a run folder,
+    before it is published: they are never files of the run (the writer renames its file into place or removes it).
+    Returns the removed files."""
+    removed = []
+    for p in sorted(run_dir.rglob(".*.tmp")):
+        if _ATOMIC_TMP.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+            p.unlink()
+            removed.append(p)
+    return removed

@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pipeline.core import arrays as point_arrays
-from pipeline.core import paths
+from pipeline.core import paths, scrub
 from pipeline.store import columnar
 # ids, claims, the lock and the atomic writers are the store's own parts, in modules of their own;
 # re-exported here, where every caller has always found them
 from pipeline.core.atomicfiles import atomic_create_json, atomic_write_json, atomic_write_text, naming_file, read_json  # noqa: F401
 from pipeline.store.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TMP_S, check_run_id, claim_marker,  # noqa: F401
+                                   clean_atomic_tmp,
                              claim_run_dir, clean_stale_claims, clean_stale_tmp, is_run_id, is_stale_claim, new_run_id,
                              tmp_prefix)
 from pipeline.store.runlock import lock_path, lock_run, locked_run  # noqa: F401
@@ -132,12 +133,14 @@ def run_json(run_id: str, status: str, provenance: dict[str, Any]) -> dict[str, 
 
     ``schema_version`` (:class:`~pipeline.store.schemas.RunFile`'s current one), ``run_id``, ``status``
     (``incomplete`` | ``complete``), then the provenance in its own order (a ``run_id``, ``status``
-    or ``schema_version`` in it is overridden).
+    or ``schema_version`` in it is overridden).  Every string of the provenance is scrubbed
+    (:func:`pipeline.core.scrub.scrub_tree`: no key-shaped secret, no absolute path of the machine), whoever wrote it.
     """
     if status not in ("incomplete", "complete"):
         raise ValueError(f"run status {status!r}")
     return stamped(RunFile, {"run_id": run_id, "status": status,
-                             **{k: v for k, v in provenance.items() if k not in ("run_id", "status", "schema_version")}})
+                             **{k: scrub.scrub_tree(v) for k, v in provenance.items()
+                                if k not in ("run_id", "status", "schema_version")}})
 
 
 def survey_runs(runs_dir: Path | None = None) -> tuple[list[Path], list[tuple[Path, str]]]:
@@ -186,7 +189,7 @@ def update_run_json(run_dir: Path, **fields: Any) -> None:
     """Add fields to ``run.json`` of an incomplete run (e.g. the probe result, package versions)."""
     _guard_open(run_dir)
     meta = read_run_json(run_dir)
-    meta.update(fields)
+    meta.update({k: scrub.scrub_tree(v) for k, v in fields.items()})  # as run_json scrubs the provenance
     atomic_write_json(run_dir / "run.json", meta)
 
 
@@ -242,7 +245,9 @@ def write_model_card(run_dir: Path, card_dict: dict[str, Any]) -> None:
     path = model_card_path(run_dir, card_dict["name"])
     if not path.exists():
         _guard_open(run_dir)
-        atomic_write_json(path, stamped(ModelCardFile, card_dict))
+        # the card's text (its source note) names no folder of the machine (scrub_tree; numbers unchanged)
+        atomic_write_json(path, stamped(ModelCardFile, {k: v if k == "name" else scrub.scrub_tree(v)
+                                                        for k, v in card_dict.items()}))
 
 
 def load_model_cards(run_dir: Path) -> dict[str, dict[str, Any]]:
@@ -272,6 +277,7 @@ def complete_run(run_dir: Path, finished_at: str | None = None,
     the run is immutable.
     """
     _guard_open(run_dir)
+    clean_atomic_tmp(run_dir)  # a writer killed with kill -9 (before a resume) left its temporary file
     files = sorted(str(p.relative_to(run_dir)) for p in (run_dir / "points").glob("*/*.json"))
     atomic_write_json(run_dir / "points.json", {"points": files})
     if derive is not None:

@@ -153,6 +153,29 @@ def check_same_hardware(run_id: str, metas: dict[str, dict[str, Any]]) -> None:
                          "profile and one device: give each kind of node its own config (cluster.constraint)")
 
 
+def check_part_claims(cfg: SweepConfig, run_id: str, model: str, meta: dict[str, Any], part: Path) -> None:
+    """Refuse a part whose ``run.json`` claims another run, other models, other hardware or another source than
+    the config it is merged for (a part's provenance is checked as strictly as its points; its text is scrubbed
+    when the merged ``run.json`` is built, :func:`pipeline.store.runs.run_json`).
+
+    Raises:
+        BatchmarkError: one line naming the part's ``run.json``, the field, and both values.
+    """
+    where = part / "run.json"
+    source = "simulated" if cfg.engine == "simulated" else "measured"
+    claims = [("part_of", meta.get("part_of"), run_id),
+              ("models", meta.get("models"), [model]),
+              ("hardware.name", (meta.get("hardware") or {}).get("name"), cfg.hardware),
+              ("source", meta.get("source"), source)]
+    profile = (meta.get("machine") or {}).get("profile")
+    if profile is not None:
+        claims.append(("machine.profile", profile, cfg.hardware))
+    for field, said, wanted in claims:
+        if said != wanted:
+            raise BatchmarkError(f"{where}: {field} is {said!r}, but the part is merged as {wanted!r} (model {model} "
+                                 f"of run {run_id}, config {cfg.name}); {_remedy(part, model)}")
+
+
 def check_part_entries(part: Path, runs_dir: Path) -> None:
     """Refuse a part that holds anything but folders and regular files, or that is reached through a link.
 
@@ -315,6 +338,8 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None,
                 raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
                                      f"config (digest {meta.get('config_digest')}, this config {cfg.digest()})")
         check_same_hardware(run_id, metas)
+        for name, meta in metas.items():  # the parts agree: with the config and the run too
+            check_part_claims(cfg, run_id, name, meta, part_dir(run_id, name, runs_dir))
         # built beside the run and published by the store in one rename (onto an absent folder, or the empty
         # one Snakemake makes for an output before the job)
         with runs.assembling(run_dir, derive=derive) as tmp:

@@ -360,9 +360,12 @@ def point_note(p: dict[str, Any]) -> str:
         head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
         rest = point_note({**p, "quality": None})
         return head + (f"; {rest}" if rest else "")
+    done, failed = p.get("completed") or 0, p.get("failed") or 0
+    if p.get("completed") == 0 and not failed:  # every figure of the row is a dash: say why
+        rest = point_note({**p, "completed": None})
+        return "NOTHING MEASURED: no request completed or failed" + (f"; {rest}" if rest else "")
     if not p.get("caveats"):
         return ""
-    done, failed = p.get("completed") or 0, p.get("failed") or 0
     head = "EXCLUDED" if p.get("excluded") else "caveats"
     parts = [f"{failed} of {done + failed} failed ({failed / (done + failed):.0%})"] if failed else []
     counts = p.get("caveat_counts") or {}

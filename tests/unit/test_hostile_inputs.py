@@ -90,7 +90,7 @@ def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path)
 
             path = paths.models_dir() / "bomb.yaml"
             path.write_text(BOMB)
-            find_card_file("anything")
+            find_card_file("bomb")  # the card named (a broken card of another model is skipped, not raised)
         else:
             path = tmp_path / "benchmarks.yaml"
             path.write_text(BOMB)
@@ -299,13 +299,13 @@ def test_site_builds_from_readable_runs_and_names_each_unreadable_one(scratch_ro
     (headless / "run.json").unlink()
     (rd / "G-claim").mkdir()  # an empty folder is a claim being filled, not a run
     logged: list[str] = []
-    render_site(scratch_root / "docs", log=logged.append)
+    render_site(scratch_root / "site-pages", log=logged.append)
     assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary", "F-no-run-json"]
     assert "F-no-run-json: holds files but no run.json" in logged[4]
     assert "B-cut/run.json: corrupt JSON" in logged[0] and "C-schema99/run.json: schema_version 99" in logged[1]
     assert f"D-point/{victim.relative_to(newer_point)}: schema_version 99" in logged[2]
     assert "E-binary/run.json: corrupt: not UTF-8" in logged[3]
-    page = (scratch_root / "docs" / "runs.md").read_text()
+    page = (scratch_root / "site-pages" / "runs.md").read_text()
     assert "A-good" in page.split("## Runs that could not be read")[0]
     unread = page.split("## Runs that could not be read")[1]
     for name in ("B-cut", "C-schema99", "D-point", "E-binary", "F-no-run-json"):
@@ -314,7 +314,7 @@ def test_site_builds_from_readable_runs_and_names_each_unreadable_one(scratch_ro
     assert str(rd) not in page  # the machine's path stays off the site
     # the workflow names the runs it lists (``--runs``); the rule is the same
     logged.clear()
-    render_site(scratch_root / "docs", runs=["A-good", "D-point"], log=logged.append)
+    render_site(scratch_root / "site-pages", runs=["A-good", "D-point"], log=logged.append)
     assert [line.split()[2] for line in logged] == ["B-cut", "C-schema99", "D-point", "E-binary", "F-no-run-json"]
 
 
@@ -323,7 +323,7 @@ def test_pages_cli_names_unreadable_runs_in_its_output(scratch_root, capsys):
     rb.make_run(rd, "A-good")
     bad = rb.make_run(rd, "B-deep")
     (bad / "run.json").write_text("[" * 100_000 + "]" * 100_000)  # 100k deep: RecursionError once
-    assert cli.main(["pages", "--out", str(scratch_root / "docs")]) == 0
+    assert cli.main(["pages", "--out", str(scratch_root / "site-pages")]) == 0
     err = capsys.readouterr().err
     assert "warning: run B-deep is not on the site: B-deep/run.json: corrupt JSON (nested too deeply)" in err
 
@@ -367,7 +367,7 @@ def test_a_5000_character_model_name_imports_and_builds_pages(scratch_root, tmp_
 
     path = _write_json(tmp_path / "r.json", _vllm_doc(model_id="M" * 5000))
     import_run("vllm-bench", [path], "dgx-spark", run_id="long")
-    written = render_site(scratch_root / "docs", log=lambda m: None)
+    written = render_site(scratch_root / "site-pages", log=lambda m: None)
     assert all(len(p.name) <= 255 for p in written)
     assert any(p.parent.name == "models" for p in written)
 
@@ -461,8 +461,8 @@ def test_full_disk_names_the_file_of_every_writer(scratch_root, monkeypatch):
     runs.complete_run(run, derive=stages.write_derived)  # published as the sweep publishes it
     monkeypatch.setattr(zipfile.ZipFile, "writestr", full)
     with pytest.raises(OSError) as exc:
-        render_site(scratch_root / "docs", log=lambda m: None)
-    assert exc.value.filename == str(scratch_root / "docs" / "downloads" / "FULL" / "records.zip")
+        render_site(scratch_root / "site-pages", log=lambda m: None)
+    assert exc.value.filename == str(scratch_root / "site-pages" / "downloads" / "FULL" / "records.zip")
 
 
 def test_model_with_every_point_failed_shows_no_peak():

@@ -55,8 +55,10 @@ def _request(rng: random.Random, i: int, open_loop: bool) -> RequestRecord:
 def _point(seed: int, load: str = "closed", batching: str = "served") -> PointRecords:
     rng = random.Random(seed)
     open_loop = load != "closed"
-    key = PointKey("m/odd name", "vllm", 64, 32, None if open_loop else 4, load, 2.5 if open_loop else None,
-                   8 if open_loop else None)  # open loop: capped at 8 in flight
+    # up to 30 requests a repeat, each up to 41 chunks of up to 5 tokens: c = 32 (a cap of 32 in the open loop) and
+    # output_len 128 hold them as a real point could (pipeline.store.recordcheck refuses more in flight, or tokens)
+    key = PointKey("m/odd name", "vllm", 64, 128, None if open_loop else 32, load, 2.5 if open_loop else None,
+                   32 if open_loop else None)
     reps = []
     for r in range(rng.randint(1, 3)):
         reqs = [_request(rng, i, open_loop) for i in range(rng.randint(0, 30))]
