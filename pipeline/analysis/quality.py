@@ -2,8 +2,8 @@
 
 A run is *flagged* when any of these holds, each a reason of its own:
 
-- its bandwidth probe warned (``run.json`` ``probe.warning``: the probe's repeats spread more than
-  25 %, see :func:`pipeline.sweep.provenance.probe_warning`): another load shared the machine;
+- its probe warned (``run.json`` ``probe.warning``: the median absolute deviation of its repeats above 15 % of
+  their median, or another load seen while it ran, :func:`pipeline.machine.hardware.probe_warning`);
 - a point's repeats disagree: the output throughput of its slowest and fastest repeat differ by more
   than :data:`REPEAT_SPREAD_LIMIT` (max / min over repeats, ``PointSummary.samples``), which
   batching alone does not do — the machine was busy during that point (closed-loop points only: an
@@ -20,6 +20,12 @@ A run is *flagged* when any of these holds, each a reason of its own:
 
 Each point gets a verdict of its own too (:func:`point_verdict`: its repeats' spread and the
 outside load while it ran), listed in the run's verdict under ``points``.
+
+A flag withholds only what it touches (``withholds`` in the verdict, read by :mod:`pipeline.diff.withhold`): a
+probe that warned and an impossible figure make the figures computed from the probe or the card uncertain
+(ceilings, roofline, MBU, MFU: ``"roofline"``), not a throughput or latency measured by repeats that agree; a
+flagged point withholds that point; a probe that moved while the run was measured withholds everything
+(``"all"``): the machine's memory speed changed under every point.
 
 Pages show the verdict wherever a run appears, and choose a clean run over a flagged one as a
 headline or an explainer's example whenever a clean one exists (:func:`prefer_clean`).
@@ -94,7 +100,8 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
     "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
     "input_len", "output_len", "concurrency", "verdict", "reasons"}], "interference"}`` of one run (``points``: only the
-    flagged ones; every other point is clean; ``interference``: True when a reason says the machine was busy or
+    flagged ones; every other point is clean; ``withholds``: what the run's own flag takes back of a diff — ``"all"``,
+    ``"roofline"`` (ceilings, roofline, MBU, MFU) or None (nothing beyond its flagged points); ``interference``: True when a reason says the machine was busy or
     changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
     rather than only that a workload's figures are impossible, which pages mark where they stand).
 
@@ -140,8 +147,11 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {m['implausible']}")
+    moved = drift is not None and abs(drift) > PROBE_DRIFT_LIMIT
+    withholds = "all" if moved else "roofline" if (warning or after.get("warning") or
+                                                   any(m.get("implausible") for m in models)) else None
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
-            "busy_points": busy, "points": flagged, "interference": interference}
+            "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds}
 
 
 def short_reasons(quality: dict[str, Any]) -> list[str]:
