@@ -138,7 +138,7 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     if noisy:
         where = ", ".join(f"{n['model']} c = {n['concurrency']} ({n['spread']:.2f}×)" for n in noisy)
         reasons.append(f"repeats of a point disagree by more than {spread_limit:.2f}× (slowest vs fastest output "
-                       f"throughput), so the machine was busy while they ran: {where}")
+                       f"throughput), so they were not steady: {where}")
     if busy:
         where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
@@ -146,7 +146,7 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
     for m in models:
         if m.get("implausible"):
-            reasons.append(f"{m.get('model')}: {m['implausible']}")
+            reasons.append(f"{m.get('model')}: {implausible_diagnosis(meta, m['implausible'])['text']}")
     moved = drift is not None and abs(drift) > PROBE_DRIFT_LIMIT
     withholds = "all" if moved else "roofline" if (warning or after.get("warning") or
                                                    any(m.get("implausible") for m in models)) else None
@@ -267,3 +267,71 @@ def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) 
         top = max((p["mbu"] for p in points if implausible_point(p)))
         reasons.append(f"MBU above 1 at c = {', '.join(map(str, bad))} (up to {top:.2f})")
     return f"{'; '.join(reasons)}: {IMPLAUSIBLE_CAUSE}" if reasons else None
+
+
+# -- an impossible figure diagnosed: its possible causes in order of evidence, advice that fits how the run was made --
+
+
+def _probe_evidence(meta: dict[str, Any]) -> list[str]:
+    """What in ``run.json`` says the probe under-read, strongest first: its own warning (before or after the sweep),
+    its drift between the two, a bandwidth under half the profile's spec sheet; ``[]`` when nothing does."""
+    probe, after = meta.get("probe") or {}, meta.get("probe_after") or {}
+    said = []
+    for name, p in (("the probe", probe), ("the probe after the sweep", after)):
+        if p.get("warning"):
+            said.append(f"{name} under-read a noisy or loaded machine ({str(p['warning']).split(':', 1)[0]})")
+    drift = probe_drift(meta)
+    if drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+        said.append(f"the probed bandwidth moved by {drift:+.0%} while the run was measured")
+    spec, bw = (meta.get("hardware") or {}).get("bandwidth_gb_s_spec"), probe.get("bandwidth_gb_s")
+    if isinstance(spec, (int, float)) and isinstance(bw, (int, float)) and 0 < bw < 0.5 * spec:
+        said.append(f"the probe read {bw:.1f} GB/s, under half the spec sheet's {spec:g} GB/s")
+    return said
+
+
+def implausible_diagnosis(meta: dict[str, Any], implausible: str | None) -> dict[str, Any] | None:
+    """An impossible figure's diagnosis: ``{"facts", "causes", "title", "advice", "text"}``, None when ``implausible``
+    is None.
+
+    A figure above its roof means either the roof is too low or the bytes counted are too many: the probe that sets
+    the roof under-read (a busy machine, a moved one), or the model card or its weight format does not match what
+    was served.  The causes are listed in order of evidence: a probe ``run.json`` itself calls noisy, moved or far
+    below its spec comes first; the card second (first where nothing speaks against the probe).  The advice fits how
+    the run was made: ``--quant`` exists only on import; a measured run is probed and measured again, or its
+    recorded card (``models/<model>.json`` in the run) checked against what the engine served.
+
+    Args:
+        meta: ``run.json`` (its ``probe``, ``probe_after``, ``hardware`` and ``source`` are read).
+        implausible: the workload's reason (:func:`implausible_model`), stored or computed.
+    """
+    if not implausible:
+        return None
+    facts = implausible.removesuffix(f": {IMPLAUSIBLE_CAUSE}")
+    source = str(meta.get("source") or "measured")
+    card = IMPLAUSIBLE_CAUSE
+    probe = _probe_evidence(meta)
+    if source.startswith("imported"):
+        card_advice = "correct the model card or the weight format (`--quant` on import) and import again"
+    elif source == "simulated":
+        card_advice = "check the card and the hardware profile the simulation used (its figures come from them)"
+    else:
+        card_advice = ("check the card the run recorded (`models/<model>.json` in the run) against the model's "
+                       "config.json and the dtype the engine served, then `batchmark analyze` again")
+    if probe:
+        causes = probe + [f"else {card}"]
+        title = "the probe under-read the machine"
+        advice = ("measure again on an idle machine (`batchmark probe` shows what it reads now); if the probe was "
+                  f"right, {card_advice}")
+    else:
+        causes = [card, "else the probe under-read without showing it (probe again on an idle machine)"]
+        title = "wrong model card or weight format"
+        advice = card_advice
+    text = f"{facts}. Most likely cause: {causes[0]}; {'; '.join(causes[1:])}. What to do: {advice}"
+    return {"facts": facts, "causes": causes, "title": title, "advice": advice, "text": text}
+
+
+def implausible_cause(meta: dict[str, Any], implausible: str | None) -> str | None:
+    """An impossible figure's reason with its most likely cause in place of the generic one (a point's note, a table
+    row), None when ``implausible`` is None (:func:`implausible_diagnosis`)."""
+    diag = implausible_diagnosis(meta, implausible)
+    return f"{diag['facts']}: most likely {diag['causes'][0]}" if diag else None

@@ -39,7 +39,7 @@ from typing import Any
 from pipeline.analysis import stages
 from pipeline.analysis.knee import knee_uncertainty_of
 from pipeline.core.words import REGIME_TEXT, post_knee_words
-from pipeline.analysis.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
+from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis, implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import PointKey, workload_of
@@ -86,7 +86,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["token_count_sources"] = dict(s.get("token_count_sources") or {})
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
-        row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["implausible"] = implausible_cause(meta, a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]}))
         row["mfu_implausible"] = a.get("mfu_implausible") or implausible_mfu(
             {**a, "concurrency": s["concurrency"]}, (meta.get("probe") or {}).get("dtype"))
         row["interference"] = s.get("interference")
@@ -119,6 +119,9 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         m["adaptive"] = ({**a, "tolerance": meta["adaptive"].get("tolerance")} if a and
                          (a.get("input_len"), a.get("output_len")) == (m["input_len"], m["output_len"]) else None)
     quality = run_quality(meta, summaries, doc["models"])
+    for m in doc["models"]:  # an impossible figure with its causes in order of evidence and advice that fits the run
+        m["implausible_diagnosis"] = implausible_diagnosis(meta, m["implausible"])
+        m["implausible"] = m["implausible_diagnosis"]["text"] if m["implausible_diagnosis"] else None
     for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
         if quality["verdict"] == "flagged" and m.get("post_knee_cause") == "batching":
@@ -282,7 +285,9 @@ def format_table(doc: dict[str, Any]) -> str:
                          + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
                             ("; SLO missed at every rate" if rs.get("slo") else "")))
     if any(p.get("implausible") for p in doc["points"]):
-        lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
+        cause = next((m["implausible_diagnosis"]["title"] for m in doc["models"] if m.get("implausible_diagnosis")),
+                     "a wrong model card or weight format")
+        lines.append(f"MBU marked ! is above 1, which no hardware reaches: most likely {cause}")
     if noisy_probe:
         lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
     for p in doc["points"]:
