@@ -219,7 +219,7 @@ def implausible_point(point: dict[str, Any]) -> str | None:
     return None
 
 
-def _same_format(name: str) -> str:
+def same_format(name: str) -> str:
     """A dtype or weight format under one spelling (``bfloat16`` and ``bf16`` are one format), else as given."""
     from pipeline.core.errors import BatchmarkError
     from pipeline.cards.weightformats import normalize_quant
@@ -248,7 +248,7 @@ def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_
     mfu = point.get("mfu")
     if mfu is None or mfu <= 1:
         return None
-    if roof_dtype and model_dtype and _same_format(roof_dtype) != _same_format(model_dtype):
+    if roof_dtype and model_dtype and same_format(roof_dtype) != same_format(model_dtype):
         why = f"the compute roof was probed in {roof_dtype} while the model ran in {model_dtype}"
     else:
         why = "the peak FLOP/s it is measured against is below what the model reached (a roof of another dtype, or a wrong FLOP count)"

@@ -77,6 +77,20 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> 
     return tail[-max_chars:] or "(empty log)"
 
 
+def served_dtype(option: str) -> tuple[str, str | None]:
+    """The dtype the ``{dtype}`` placeholder fills and why (None when the config named it): ``native`` is the dtype
+    this machine's CPU runs natively (:func:`pipeline.machine.cpuisa.native_dtype`; float32 where ``/proc/cpuinfo``
+    cannot be read, which every CPU runs), any other value is served as written."""
+    if option != "native":
+        return option, None
+    from pipeline.machine.cpuisa import this_cpu
+
+    cpu = this_cpu()
+    if cpu is None:
+        return "float32", "the CPU's flags could not be read (no /proc/cpuinfo), so float32, which every CPU runs natively"
+    return cpu["native_dtype"], cpu["why"]
+
+
 def format_command(template: str, values: dict[str, Any], extra_args: list[str]) -> list[str]:
     """Split ``template`` like a shell would, fill each word's ``{placeholders}``, append ``extra_args``.
 
@@ -200,6 +214,7 @@ class VLLMEngine(ServedEngine):
         super().__init__(cfg, cfg.vllm)
         hw = load_profile(cfg.hardware)
         self.gpu_memory_utilization = cfg.vllm.gpu_memory_utilization or hw.gpu_memory_utilization
+        self.served_dtype, self.dtype_why = served_dtype(cfg.vllm.dtype)
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path: Path | None = None
@@ -230,7 +245,8 @@ class VLLMEngine(ServedEngine):
                   "python": str(serverenv.resolve(self.opts.python)),
                   "max_num_seqs": self.opts.max_num_seqs or self.cfg.max_in_flight() or 256,
                   "gpu_memory_utilization": self.gpu_memory_utilization,
-                  "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
+                  "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64,
+                  "dtype": self.served_dtype}
         return format_command(self.opts.command, values, self.opts.extra_args)
 
     def _get(self, path: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
@@ -338,7 +354,8 @@ class VLLMEngine(ServedEngine):
         if spec.architecture is not None and spec.path is None:
             from pipeline.machine.modelfolders import build_model_folder
 
-            folder = build_model_folder(spec.name, spec.architecture, self.opts.model_dtype, self.cfg.seed)
+            dtype = self.served_dtype if self.opts.model_dtype == "native" else self.opts.model_dtype
+            folder = build_model_folder(spec.name, spec.architecture, "bfloat16" if dtype == "auto" else dtype, self.cfg.seed)
             spec = spec.model_copy(update={"path": str(folder), "served_name": spec.served_name or spec.name})
         self.start(spec)
         try:
@@ -396,6 +413,7 @@ class VLLMEngine(ServedEngine):
                                 "requirements": env.get("requirements")} if env else None), "extra_args": list(self.opts.extra_args),
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
-                "servers": dict(self.servers),
+                "servers": dict(self.servers), "dtype": self.served_dtype,
+                **({"dtype_choice": f"{self.served_dtype}: {self.dtype_why}"} if self.dtype_why else {}),
                 "client": self.client_description(),
                 **({"models_without_card": dict(self.card_reasons)} if self.card_reasons else {})}

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.core import paths
 from pipeline.core.errors import BatchmarkError
+from pipeline.machine.cpuisa import this_cpu
 
 
 class HardwareProfile(BaseModel):
@@ -82,6 +83,9 @@ class ProbeResult:
         buffer_bytes: size of the buffer streamed by the bandwidth probe.
         load: the evidence of another load while the probe ran (:func:`probe_load`): other processes' CPU share,
             steal time, the load average; None where it could not be read (or for a simulated machine).
+        peak_tflops_by_dtype: the matmul rate in each dtype probed, TFLOP/s (a CPU: float32 at ``matmul_n`` and
+            bfloat16 at n = 512, so MFU is taken against the roof of the dtype served).
+        cpu: the CPU's instruction set and native dtype (:func:`pipeline.machine.cpuisa.this_cpu`), None on a GPU.
     """
 
     device: str
@@ -94,6 +98,8 @@ class ProbeResult:
     matmul_n: int
     threads: int
     load: dict[str, Any] | None = None
+    peak_tflops_by_dtype: dict[str, float] | None = None
+    cpu: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form."""
@@ -148,6 +154,9 @@ def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = Non
         _sync(device)
         tf.append(2 * matmul_n**3 / (time.perf_counter() - t0) / 1e12)
     del a, b
+    by_dtype = {str(dtype).removeprefix("torch."): statistics.median(tf)}
+    if not on_gpu:  # the roof of the dtype a CPU model may be served in: bfloat16, small (emulated, it is slow)
+        by_dtype["bfloat16"] = _matmul_tflops(torch, device, torch.bfloat16, min(matmul_n, 512), 3)
     if on_gpu:  # hand the probe's buffers back before a server (vLLM) wants the memory
         torch.cuda.empty_cache()
     meter.__exit__()
@@ -156,7 +165,22 @@ def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = Non
         device=name, dtype=str(dtype).removeprefix("torch."),
         bandwidth_gb_s=statistics.median(bw), peak_tflops=statistics.median(tf),
         bandwidth_repeats_gb_s=bw, tflops_repeats=tf, buffer_bytes=buffer_bytes,
-        matmul_n=matmul_n, threads=torch.get_num_threads(), load=meter.result)
+        matmul_n=matmul_n, threads=torch.get_num_threads(), load=meter.result, peak_tflops_by_dtype=by_dtype,
+        cpu=None if on_gpu else this_cpu())
+
+
+def _matmul_tflops(torch: Any, device: str, dtype: Any, n: int, repeats: int) -> float:
+    """Median ``n x n @ n x n`` matmul rate in ``dtype``, TFLOP/s (2·n³ FLOPs / seconds; one warm-up first)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    a @ b
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        _sync(device)
+        out.append(2 * n**3 / (time.perf_counter() - t0) / 1e12)
+    return statistics.median(out)
 
 
 #: A probe figure is noisy when the median absolute deviation of its repeats exceeds this share of their median.

@@ -138,7 +138,12 @@ class Workload:
         cause = self.model.get("post_knee_cause")
         if cause == "batching" and run_flagged:
             cause = "interference"
-        return POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
+        text = POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
+        roof, dtype = self.model.get("compute_roof_tflops"), self.model.get("compute_roof_dtype")
+        if cause == "compute" and roof:
+            rate = f"{roof * 1e3:,.1f} GFLOP/s" if roof < 1 else f"{roof:,.1f} TFLOP/s"
+            text += f" (the roof it hit: {rate}{' in ' + dtype if dtype else ''})"
+        return text
 
     def mfu_implausible_at(self, concurrency: int) -> str | None:
         """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.analysis.quality.implausible_mfu`), or None;

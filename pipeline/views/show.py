@@ -54,7 +54,8 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
-                "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency")
+                "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency",
+                "compute_roof_tflops", "compute_roof_dtype")
 #: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
 OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
                     "schedule_kept", "burstiness", "slo", "max_concurrency")
@@ -265,7 +266,9 @@ def format_table(doc: dict[str, Any]) -> str:
         if m["knee_concurrency"]:
             cause = m.get("post_knee_cause")
             past = (f", past it the curve {post_knee_words(m['post_knee'])}"
-                    + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
+                    + (f" ({REGIME_TEXT.get(cause, cause)}" + (
+                        f", roof {m['compute_roof_tflops'] * 1e3:,.1f} GFLOP/s in {m.get('compute_roof_dtype') or '?'}"
+                        if cause == "compute" and m.get("compute_roof_tflops") else "") + ")" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
                      + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
