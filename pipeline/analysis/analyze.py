@@ -34,7 +34,8 @@ from typing import Any
 from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
 from pipeline.analysis.knee import KNEE_THRESHOLD, find_knee, knee_uncertainty, kneedle, post_knee, scaling_efficiency
 from pipeline.cards.modelcards import ModelCard
-from pipeline.analysis.quality import implausible_mfu, implausible_model, implausible_point, point_verdict, same_format
+from pipeline.analysis.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict,
+                                       probe_saw_load, same_format)
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import workload_of
@@ -69,16 +70,6 @@ def roof_for_dtype(probe: dict[str, Any] | None, hw: dict[str, Any], dtype: str 
             if same_format(name) == same_format(dtype) and tflops:
                 return tflops, name
     return hw["peak_tflops"], ((probe or {}).get("dtype") if hw.get("peak_tflops_probed") else None)
-
-
-def _probe_saw_load(probe: dict[str, Any] | None) -> bool:
-    """Whether the run's probe saw another load (:func:`pipeline.machine.hardware.probe_busy`); a probe recorded
-    without its load (an older run) counts its warning, as it did then.  A spread alone is the probe's noise."""
-    from pipeline.machine.hardware import probe_busy
-
-    if not (probe or {}).get("warning"):
-        return False
-    return "load" not in probe or probe_busy(probe.get("load")) is not None
 
 
 def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None) -> float | None:
@@ -255,7 +246,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         peak_pt = max(curve, key=lambda p: p[1]) if curve else None
         regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
         post = post_knee(curve, knee)
-        interfered = _probe_saw_load(probe) or any(
+        interfered = probe_saw_load(probe) or any(
             point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({

@@ -86,6 +86,23 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
             "outside_share": share if isinstance(share, (int, float)) else None}
 
 
+def probe_saw_load(probe: dict[str, Any] | None) -> bool:
+    """Whether a probe (``run.json`` ``probe`` or ``probe_after``) saw another load while it ran
+    (:func:`pipeline.machine.hardware.probe_busy` of its ``load``); a probe recorded without its load (an older run)
+    counts its warning, as it did then.  A spread alone is the probe's own noise, not a busy machine."""
+    from pipeline.machine.hardware import probe_busy
+
+    if not (probe or {}).get("warning"):
+        return False
+    return "load" not in probe or probe_busy(probe.get("load")) is not None
+
+
+def measurements_uncertain(quality: dict[str, Any]) -> bool:
+    """Whether a run's verdict touches its measured throughputs and latencies (not only its roofline): points whose
+    repeats disagree or that ran beside another load, or a probe that moved (``withholds == "all"``)."""
+    return bool(quality.get("noisy_points") or quality.get("busy_points") or quality.get("withholds") == "all")
+
+
 def probe_drift(meta: dict[str, Any]) -> float | None:
     """after / before − 1 of the probed bandwidth (``run.json`` ``probe_after`` vs ``probe``); None without both."""
     before = (meta.get("probe") or {}).get("bandwidth_gb_s")
@@ -143,7 +160,10 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
                        f"while points ran: {where}")
-    interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
+    # the machine busy or changed on evidence: points that disagree or ran beside another load, a moved probe, a probe
+    # that saw another load (a probe's spread alone is its own noise: it makes the roofline uncertain, nothing else)
+    interference = bool(noisy or busy or (drift is not None and abs(drift) > PROBE_DRIFT_LIMIT)
+                        or probe_saw_load(meta.get("probe")) or probe_saw_load(after))
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {implausible_diagnosis(meta, m['implausible'])['text']}")

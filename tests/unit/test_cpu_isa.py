@@ -77,7 +77,7 @@ def test_a_compute_bound_curve_is_explained_as_compute_bound():
 
 def test_a_noisy_probe_without_load_is_no_busy_machine():
     """The analysis calls a plateau "interference" on evidence of another load, not on a probe's spread alone."""
-    from pipeline.analysis.analyze import _probe_saw_load
+    from pipeline.analysis.quality import probe_saw_load as _probe_saw_load
 
     assert not _probe_saw_load({"warning": "noisy probe (…; no other load seen while probing): …", "load": {
         "outside_share": 0.02, "cpu_count": 2, "steal_share": 0.0, "loadavg_1m": 0.3}})
