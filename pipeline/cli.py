@@ -59,7 +59,14 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     path = args.config or args.config_pos
     if not path:
         raise BatchmarkError("plan: give a config (batchmark plan --config config/spark.yaml)")
-    plan, _ = plan_for(load_config(path), args.budget)
+    cfg = load_config(path)
+    from pipeline.machine.hardware import load_profile
+    from pipeline.plan.probed import probe_now
+
+    hw = load_profile(cfg.hardware)
+    if (not hw.bandwidth_gb_s_spec or not hw.memory_gb) and cfg.engine != "simulated":
+        probe_now(hw.name)  # a profile without spec: this machine's probe, the stored one or one run now
+    plan, _ = plan_for(cfg, args.budget)
     if args.json:
         print(json.dumps(plan.as_dict(), indent=1))
     else:

@@ -109,6 +109,8 @@ class Plan:
     fits_budget: bool | None = None
     #: An adaptive config (``adaptive:``): the plan covers the whole grid, of which the sweep measures a part.
     adaptive: bool = False
+    #: Where the hardware figures come from when the profile states none (:func:`pipeline.plan.probed.probed_profile`).
+    hardware_note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -274,6 +276,25 @@ def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | 
     return int((usable - card.weight_bytes) // per_seq)
 
 
+def plan_hardware(cfg: SweepConfig) -> tuple[HardwareProfile, str | None]:
+    """The profile a plan computes with and, where the profile states no spec, where its figures come from: this
+    machine's probe, stored with its newest run or run now (:func:`pipeline.plan.probed.probed_profile`)."""
+    from pipeline.plan.probed import probed_profile
+
+    hw = load_profile(cfg.hardware)
+    if hw.bandwidth_gb_s_spec and hw.memory_gb:
+        return hw, None
+    if cfg.engine == "simulated":
+        raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
+                             "a simulated run needs both")
+    dtype = None
+    if cfg.engine == "vllm":
+        from pipeline.engines.vllm import served_dtype
+
+        dtype = served_dtype(cfg.vllm.dtype)[0]
+    return probed_profile(hw, dtype)
+
+
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
               min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
@@ -289,10 +310,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     if cfg.engine == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
                              "continuous-batching server (engines vllm, openai, simulated)")
-    hw = load_profile(cfg.hardware)
-    if not hw.bandwidth_gb_s_spec or not hw.memory_gb:
-        raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
-                             "a plan needs both (a generic CPU is measured, not predicted)")
+    hw, hw_note = plan_hardware(cfg)
     opts = server_options(cfg)
     upd: dict[str, Any] = {}
     if requests_per_slot is not None:
@@ -350,7 +368,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                                 kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
-                adaptive=cfg.adaptive is not None)
+                adaptive=cfg.adaptive is not None, hardware_note=hw_note)
 
 
 def plan_text(plan: Plan) -> str:
@@ -361,7 +379,8 @@ def plan_text(plan: Plan) -> str:
         return "-" if v is None else format(v * scale, fmt)
 
     lines = [f"plan of {plan.config} ({plan.engine}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
-             f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))", ""]
+             f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))"]
+    lines += ([plan.hardware_note] if plan.hardware_note else []) + [""]
     for m in plan.models:
         rows = [[p.concurrency if p.load == "closed" else f"{p.load} {p.rate_rps:g}/s" if p.rate_rps else "bisection",
                  f(p.output_throughput_tok_s, 1, ".1f"), f(p.ttft_s, 1000, ".0f"), f(p.tpot_s, 1000, ".1f"),

@@ -118,10 +118,12 @@ def test_bad_budget_is_refused_naming_the_field(bad):
                       "models": [{"name": "m", "card": "Llama-3.1-8B"}]}, "cfg.yaml")
 
 
-def test_plan_of_a_profile_without_figures_is_a_one_line_error(tmp_path):
+def test_plan_of_a_profile_without_figures_is_a_one_line_error(tmp_path, scratch_root):
+    """Without a stored probe of this machine (a scratch root has no run) and none run now, the plan says how to get one
+    (`batchmark plan` probes; tests/unit/test_plan_cpu_profile.py plans with a probe)."""
     path = tmp_path / "cpu.yaml"
     path.write_text("name: c\nhardware: cpu\nengine: vllm\nmodels: [{name: m, served_name: m}]\n")
-    with pytest.raises(BatchmarkError, match="no bandwidth_gb_s_spec"):
+    with pytest.raises(BatchmarkError, match="no bandwidth_gb_s_spec .*`batchmark plan CONFIG` probes it"):
         make_plan(load_config(path))
 
 
