@@ -275,7 +275,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "doubling beyond, with the error wherever a measurement exists. Predictions are "
                                  "labelled as such; nothing is written into the run.")
     s.add_argument("--calibrate-on", metavar="C1,C2,...",
-                   help="concurrencies to fit on (at least three); default: the smallest, the next and the largest")
+                   help="concurrencies to fit on (at least three); default (predict.calibrate.default_calibration): the "
+                        "smallest, the largest and between them the next one for an MoE, the middle in log2 c for a "
+                        "dense model")
     s.add_argument("--json", action="store_true", help="print the predict document (pipeline/views/predict.py)")
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")

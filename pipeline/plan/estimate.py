@@ -224,12 +224,12 @@ def _summary(key: PointKey, res, slo: dict | None):
 
 
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
-                fits: tuple[bool, str, float | None]) -> tuple[PlanPoint, Any]:
+                fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None) -> tuple[PlanPoint, Any]:
     from pipeline.engines.simloop import simulate_repeat
     from pipeline.engines.simserver import refusal
     from pipeline.engines.simulated import request_counts
 
-    n_warm, n_meas = request_counts(key, opts, warmup)
+    n_warm, n_meas = request_counts(key, opts, warmup, expected_e2el_s)  # a rate's window: its expected E2EL
     ok, why, kv_need = fits
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
@@ -304,6 +304,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             or memory figures; a model has no card.
     """
     from pipeline.engines.simulated import resolve_card, server_for
+    from pipeline.analysis.ratesweep import expected_e2el_s
     from pipeline.sweep.ratewalk import open_rates
     from pipeline.sweep.gridwalk import weak_doublings
 
@@ -325,7 +326,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     models: list[PlanModel] = []
     for spec in cfg.models:
         card = resolve_card(spec)
-        server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(grid + [1]))
+        # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
+        server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(list(cfg.concurrency) + [1]))
         start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
         points: list[PlanPoint] = []
         curve: list[tuple[int, float]] = []
@@ -353,7 +355,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             for rate in rates:
                 key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
                 pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                                    _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len))
+                                    _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
+                                    expected_e2el_s(curve, cfg.output_len, rate))
                 pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
                 rate_points.append(pt)
             if slo and ol.bisect_steps and rate_points:

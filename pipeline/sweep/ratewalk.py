@@ -14,7 +14,7 @@ from pipeline.store import pointfiles, runs
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.core.errors import BatchmarkError
 from pipeline.metrics.summarize import summarize_point
-from pipeline.analysis.ratesweep import slo_limit
+from pipeline.analysis.ratesweep import expected_e2el_s, slo_limit
 from pipeline.core.records import PointKey
 from pipeline.sweep.point import count_point, load_model, measure_point
 
@@ -86,6 +86,7 @@ def rate_sweep(cfg: SweepConfig, spec, engine, run_dir: Path, curve: list[tuple[
             if not ok:
                 stops[spec.name] = f"{key.label()} not run: {why}"
                 return loaded
+            engine.expected_e2el_s = expected_e2el_s(curve, cfg.output_len, rate)  # the window's size (scheduler)
             records = measure_point(cfg, engine, key)
             runs.write_point(run_dir, records)
             summ = summarize_point(records, slo)

@@ -215,6 +215,8 @@ def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
             first = first[:SUMMARY_REASON_CHARS - 1].rstrip() + "…"
         more = len(reasons) - 1
         verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
+    if res.meta.get("source") == "simulated":  # a prediction: "clean" alone read as a measurement
+        verdict = f"simulated (a prediction, not a measurement), {verdict}"
     if res.partial:
         verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"
     where = f"site: {site}" if site else "site: not built with this run yet (snakemake --cores 1 committed builds it)"
@@ -283,7 +285,10 @@ def format_table(doc: dict[str, Any]) -> str:
             sat = rs.get("saturation_rate_rps")
             slo = rs.get("slo") or {}
             lines.append(f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
-                         + (f"saturated from {sat:g} req/s offered" if sat else "achieved followed offered at every rate")
+                         + (f"saturated from {sat:g} req/s offered" if sat else "no rate saturated it" if
+                            rs.get("unsteady_rates") else "achieved followed offered at every rate")
+                         + (f"; not steady at {', '.join(f'{r:g}' for r in rs['unsteady_rates'])} req/s (under three "
+                            "E2ELs of arrivals: neither saturation nor SLO judged)" if rs.get("unsteady_rates") else "")
                          + (f", at most {rs['max_achieved_rps']:.2f} req/s achieved" if rs.get("max_achieved_rps") else "")
                          + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
                             ("; SLO missed at every rate" if rs.get("slo") else "")))

@@ -56,3 +56,11 @@ def test_history_marks_the_flagged_run_beside_no_step(pages):
     assert f"{SLOW} ⚠ flagged (busy machine), left out of the steps, its largest move" in flat
     # TTFT p50 at the lowest c: 2.5 × 0.995 (NOISE_B's median repeat) against 1.00 (NOISE_A's) = +148.75 %
     assert "dense-a · in 64 / out 16: TTFT p50 (ms), lowest c +148.7 %" in flat
+
+
+def test_the_runs_index_names_each_runs_engine_and_config(pages):
+    """Regression (fault kind: runs that look alike): the Runs index had no engine or config column, so a vLLM and a
+    transformers run of one hardware looked the same.  tests/runbuilder.py's runs: engine transformers, config test."""
+    rows = [line for line in pages["runs.md"].splitlines() if line.startswith("| [2026")]
+    assert rows and all("| cpu | transformers | test |" in r for r in rows)
+    assert "| run | source | hardware | engine | config | models |" in pages["runs.md"]

@@ -47,7 +47,11 @@ def test_every_grid_point_of_every_model(spark_plan):
     assert [m["model"] for m in spark_plan["models"]] == [m.name for m in cfg.models]
     for m in spark_plan["models"]:
         closed = [p["concurrency"] for p in m["points"] if p["load"] == "closed"]
-        assert closed == list(cfg.concurrency), m["model"]
+        # the budget may drop the grid's top for every model (its open-loop rates last five E2ELs each, minutes):
+        # the plan says so in "dropped", and keeps every point below
+        gone = [d for d in spark_plan["dropped"] if d.startswith("concurrency ")]
+        kept = [c for c in cfg.concurrency if not gone or f" {c}," not in gone[0].replace(" (", ",")]
+        assert closed == kept and len(kept) >= 7, (m["model"], spark_plan["dropped"])
         for p in m["points"]:
             assert set(p) >= {"concurrency", "wall_s", "fits", "tpot_s", "ttft_s", "output_throughput_tok_s"}
 
