@@ -172,10 +172,32 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capacity_card(model: str, quant: str | None) -> Any:
+    """The card ``capacity --model`` sizes: a card file or local config (:func:`pipeline.cards.registry.resolve_card`),
+    else a model of the default config (``config/vllm-cpu.yaml``, given by architecture) counted in its served dtype."""
+    from pipeline.cards.registry import resolve_card
+
+    try:
+        return resolve_card(model, quant=quant)
+    except BatchmarkError as exc:
+        from pipeline.cards.modelarch import card_from_config
+        from pipeline.config.sweepconfig import load_config
+        from pipeline.core import paths
+
+        default = paths.root() / "config" / "vllm-cpu.yaml"
+        spec = next((m for m in load_config(default).models if m.name == model and m.architecture), None) \
+            if default.is_file() else None
+        if spec is None:
+            raise exc from None
+        from pipeline.engines.vllm import served_dtype
+
+        dtype = quant or served_dtype(load_config(default).vllm.dtype)[0]
+        return card_from_config(spec.name, dict(spec.architecture), quant=dtype)
+
+
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
     from pipeline.machine.hardware import load_profile
-    from pipeline.cards.registry import resolve_card
 
     hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
     if not hw.get("memory_gb"):  # the generic cpu profile: size it by this machine, and say so
@@ -188,7 +210,7 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         if not 1 <= ctx <= CONTEXT_MAX:
             raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
                                  f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
-    card = resolve_card(args.model, quant=args.quant)
+    card = _capacity_card(args.model, args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))
     return 0
