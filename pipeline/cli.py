@@ -59,13 +59,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     path = args.config or args.config_pos
     if not path:
         raise BatchmarkError("plan: give a config (batchmark plan --config config/spark.yaml)")
-    cfg = load_config(path)
-    from pipeline.machine.hardware import load_profile
-    from pipeline.plan.probed import probe_now
+    from pipeline.plan.probed import probe_for_plan
 
-    hw = load_profile(cfg.hardware)
-    if (not hw.bandwidth_gb_s_spec or not hw.memory_gb) and cfg.engine != "simulated":
-        probe_now(hw.name)  # a profile without spec: this machine's probe, the stored one or one run now
+    cfg = load_config(path)
+    probe_for_plan(cfg)  # a profile without spec: this machine's probe, the stored one or one run now
     plan, _ = plan_for(cfg, args.budget)
     if args.json:
         print(json.dumps(plan.as_dict(), indent=1))
@@ -172,29 +169,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _capacity_card(model: str, quant: str | None) -> Any:
-    """The card ``capacity --model`` sizes: a card file or local config (:func:`pipeline.cards.registry.resolve_card`),
-    else a model of the default config (``config/vllm-cpu.yaml``, given by architecture) counted in its served dtype."""
-    from pipeline.cards.registry import resolve_card
-
-    try:
-        return resolve_card(model, quant=quant)
-    except BatchmarkError as exc:
-        from pipeline.cards.modelarch import card_from_config
-        from pipeline.config.sweepconfig import load_config
-        from pipeline.core import paths
-
-        default = paths.root() / "config" / "vllm-cpu.yaml"
-        spec = next((m for m in load_config(default).models if m.name == model and m.architecture), None) \
-            if default.is_file() else None
-        if spec is None:
-            raise exc from None
-        from pipeline.engines.vllm import served_dtype
-
-        dtype = quant or served_dtype(load_config(default).vllm.dtype)[0]
-        return card_from_config(spec.name, dict(spec.architecture), quant=dtype)
-
-
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
     from pipeline.machine.hardware import load_profile
@@ -210,7 +184,9 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         if not 1 <= ctx <= CONTEXT_MAX:
             raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
                                  f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
-    card = _capacity_card(args.model, args.quant)
+    from pipeline.analysis.capacity import capacity_card
+
+    card = capacity_card(args.model, args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))
     return 0

@@ -50,6 +50,7 @@ from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
 from pipeline.core.errors import BatchmarkError
+from pipeline.machine.cpuisa import served_dtype
 from pipeline.machine.hardware import load_profile
 from pipeline.core.records import PointKey
 
@@ -75,20 +76,6 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> 
         return "(no log)"
     tail = " | ".join([ln.strip() for ln in (scrub.scrub(text) or "").splitlines() if ln.strip()][-lines:])
     return tail[-max_chars:] or "(empty log)"
-
-
-def served_dtype(option: str) -> tuple[str, str | None]:
-    """The dtype the ``{dtype}`` placeholder fills and why (None when the config named it): ``native`` is the dtype
-    this machine's CPU runs natively (:func:`pipeline.machine.cpuisa.native_dtype`; float32 where ``/proc/cpuinfo``
-    cannot be read, which every CPU runs), any other value is served as written."""
-    if option != "native":
-        return option, None
-    from pipeline.machine.cpuisa import this_cpu
-
-    cpu = this_cpu()
-    if cpu is None:
-        return "float32", "the CPU's flags could not be read (no /proc/cpuinfo), so float32, which every CPU runs natively"
-    return cpu["native_dtype"], cpu["why"]
 
 
 def format_command(template: str, values: dict[str, Any], extra_args: list[str]) -> list[str]:
@@ -244,9 +231,8 @@ class VLLMEngine(ServedEngine):
                   "host": self.opts.host, "port": port, "seed": self.cfg.seed,
                   "python": str(serverenv.resolve(self.opts.python)),
                   "max_num_seqs": self.opts.max_num_seqs or self.cfg.max_in_flight() or 256,
-                  "gpu_memory_utilization": self.gpu_memory_utilization,
-                  "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64,
-                  "dtype": self.served_dtype}
+                  "gpu_memory_utilization": self.gpu_memory_utilization, "dtype": self.served_dtype,
+                  "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
         return format_command(self.opts.command, values, self.opts.extra_args)
 
     def _get(self, path: str, timeout_s: float = 2.0) -> tuple[int, bytes]:
@@ -354,8 +340,8 @@ class VLLMEngine(ServedEngine):
         if spec.architecture is not None and spec.path is None:
             from pipeline.machine.modelfolders import build_model_folder
 
-            dtype = self.served_dtype if self.opts.model_dtype == "native" else self.opts.model_dtype
-            folder = build_model_folder(spec.name, spec.architecture, "bfloat16" if dtype == "auto" else dtype, self.cfg.seed)
+            dtype = (self.served_dtype if self.opts.model_dtype == "native" else self.opts.model_dtype).replace("auto", "bfloat16")
+            folder = build_model_folder(spec.name, spec.architecture, dtype, self.cfg.seed)
             spec = spec.model_copy(update={"path": str(folder), "served_name": spec.served_name or spec.name})
         self.start(spec)
         try:

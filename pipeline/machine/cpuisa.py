@@ -57,3 +57,15 @@ def this_cpu(path: Path = Path("/proc/cpuinfo")) -> dict[str, Any] | None:
         return None
     dtype, why = native_dtype(flags)
     return {"isa": instruction_sets(flags), "native_dtype": dtype, "why": why}
+
+
+def served_dtype(option: str) -> tuple[str, str | None]:
+    """The dtype the ``{dtype}`` placeholder fills and why (None when the config named it): ``native`` is the dtype
+    this machine's CPU runs natively (:func:`pipeline.machine.cpuisa.native_dtype`; float32 where ``/proc/cpuinfo``
+    cannot be read, which every CPU runs), any other value is served as written."""
+    if option != "native":
+        return option, None
+    cpu = this_cpu()
+    if cpu is None:
+        return "float32", "the CPU's flags could not be read (no /proc/cpuinfo), so float32, which every CPU runs natively"
+    return cpu["native_dtype"], cpu["why"]

@@ -276,25 +276,6 @@ def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | 
     return int((usable - card.weight_bytes) // per_seq)
 
 
-def plan_hardware(cfg: SweepConfig) -> tuple[HardwareProfile, str | None]:
-    """The profile a plan computes with and, where the profile states no spec, where its figures come from: this
-    machine's probe, stored with its newest run or run now (:func:`pipeline.plan.probed.probed_profile`)."""
-    from pipeline.plan.probed import probed_profile
-
-    hw = load_profile(cfg.hardware)
-    if hw.bandwidth_gb_s_spec and hw.memory_gb:
-        return hw, None
-    if cfg.engine == "simulated":
-        raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
-                             "a simulated run needs both")
-    dtype = None
-    if cfg.engine == "vllm":
-        from pipeline.engines.vllm import served_dtype
-
-        dtype = served_dtype(cfg.vllm.dtype)[0]
-    return probed_profile(hw, dtype)
-
-
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
               min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
@@ -311,6 +292,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     if cfg.engine == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
                              "continuous-batching server (engines vllm, openai, simulated)")
+    from pipeline.plan.probed import plan_hardware
+
     hw, hw_note = plan_hardware(cfg)
     opts = server_options(cfg)
     upd: dict[str, Any] = {}

@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import socket
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from pipeline.config.sweepconfig import SweepConfig
 
 from pipeline.core import paths
 from pipeline.core.errors import BatchmarkError
-from pipeline.machine.hardware import HardwareProfile
+from pipeline.machine.hardware import HardwareProfile, load_profile
 
 #: Probes run now by :func:`probe_now`, by profile name: one per process, so a budget's many plans probe once.
 _PROBED: dict[str, dict[str, Any]] = {}
@@ -101,3 +104,28 @@ def probed_profile(hw: HardwareProfile, served_dtype: str | None = None,
     note = (f"profile {hw.name!r} states no spec: {where}, {upd['bandwidth_gb_s_spec']:.1f} GB/s read, "
             f"{upd['peak_tflops_spec']:.3g} TFLOP/s ({dtype}), memory {mem:.1f} GB (this machine's)")
     return hw.model_copy(update=upd), note
+
+
+def plan_hardware(cfg: SweepConfig) -> tuple[HardwareProfile, str | None]:
+    """The profile a plan computes with and, where the profile states no spec, where its figures come from: this
+    machine's probe, stored with its newest run or run now (:func:`pipeline.plan.probed.probed_profile`)."""
+    hw = load_profile(cfg.hardware)
+    if hw.bandwidth_gb_s_spec and hw.memory_gb:
+        return hw, None
+    if cfg.engine == "simulated":
+        raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
+                             "a simulated run needs both")
+    dtype = None
+    if cfg.engine == "vllm":
+        from pipeline.machine.cpuisa import served_dtype
+
+        dtype = served_dtype(cfg.vllm.dtype)[0]
+    return probed_profile(hw, dtype)
+
+
+def probe_for_plan(cfg: "SweepConfig") -> None:
+    """Probe this machine before ``batchmark plan`` where the config's profile states no spec and no stored run of
+    this host has a probe (:func:`probe_now`); nothing for a profile with its spec or a simulated config."""
+    hw = load_profile(cfg.hardware)
+    if (not hw.bandwidth_gb_s_spec or not hw.memory_gb) and cfg.engine != "simulated":
+        probe_now(hw.name)
