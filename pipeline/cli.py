@@ -60,7 +60,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     path = args.config or args.config_pos
     if not path:
         raise BatchmarkError("plan: give a config (batchmark plan --config config/spark.yaml)")
+    from pipeline.plan.probed import probe_for_plan
+
     cfg = load_config(path)
+    probe_for_plan(cfg)  # a profile without spec: this machine's probe, the stored one or one run now
     plan, _ = plan_for(cfg, args.budget)
     if getattr(args, "harness", "closed") != "closed":
         from pipeline.plan.harnessplan import with_harness
@@ -174,7 +177,6 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
     from pipeline.machine.hardware import load_profile
-    from pipeline.cards.registry import resolve_card
 
     hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
     if not hw.get("memory_gb"):  # the generic cpu profile: size it by this machine, and say so
@@ -187,7 +189,9 @@ def _cmd_capacity(args: argparse.Namespace) -> int:
         if not 1 <= ctx <= CONTEXT_MAX:
             raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
                                  f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
-    card = resolve_card(args.model, quant=args.quant)
+    from pipeline.analysis.capacity import capacity_card
+
+    card = capacity_card(args.model, args.quant)
     table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
     print(json.dumps(table, indent=1) if args.json else format_capacity(table))
     return 0
@@ -276,7 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
                                  "doubling beyond, with the error wherever a measurement exists. Predictions are "
                                  "labelled as such; nothing is written into the run.")
     s.add_argument("--calibrate-on", metavar="C1,C2,...",
-                   help="concurrencies to fit on (at least three); default: the smallest, the next and the largest")
+                   help="concurrencies to fit on (at least three); default (predict.calibrate.default_calibration): the "
+                        "smallest, the largest and between them the next one for an MoE, the middle in log2 c for a "
+                        "dense model")
     s.add_argument("--json", action="store_true", help="print the predict document (pipeline/views/predict.py)")
 
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")

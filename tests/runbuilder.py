@@ -131,7 +131,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              bandwidth_gb_s: float = 200.0, complete: bool = True, derived: bool = True,
              transformers_version: str = "4.57.0", dtype: str = "float32", served_requests: int | None = None,
              seed: int = 0, open_loop_rates: tuple[float, ...] = (),
-             busy: dict[tuple[str, int], float] | None = None, probe_warning: str | None = None) -> Path:
+             busy: dict[tuple[str, int], float] | None = None, probe_warning: str | None = None,
+             probe_extra: dict[str, Any] | None = None) -> Path:
     """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
 
     Args:
@@ -152,6 +153,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             result of a machine whose other processes kept that share of its 2 CPUs busy for 2 s
             (:mod:`pipeline.machine.interference`), as a sweep under a CPU hog records it.
         probe_warning: the probe's warning in run.json (None: a steady probe).
+        probe_extra: fields of run.json's probe set over the defaults (its roofs by dtype, the CPU's instruction set).
     """
     slow = slow or {}
     run_dir = runs_dir / run_id
@@ -171,7 +173,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         "driver": None, "command": "test"})
     probe = {"device": "cpu", "dtype": "float32", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5,
              "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
-             "matmul_n": 1024, "threads": 2, "warning": probe_warning}  # every field of ProbeResult, and the sweep's warning
+             "matmul_n": 1024, "threads": 2, "warning": probe_warning,
+             **(probe_extra or {})}  # every field of ProbeResult, and the sweep's warning
     runs.update_run_json(run_dir, probe=probe, stopped={},
                          engine={"engine": "transformers", "transformers_version": transformers_version,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,

@@ -24,7 +24,8 @@ Open loop: points sent at a rate (``poisson``/``constant``) stay out of the knee
 peak, single-stream and scaling figures (those are of the closed-loop concurrency grid) and out of
 MBU (their batch varies from step to step).
 Contexts: a decode step at a point reads on average input_len + output_len / 2 tokens of KV.
-Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
+The compute roof of a model is the probe's matmul rate in the dtype it was served in where the probe measured that
+dtype (:func:`roof_for_dtype`).  Bandwidth and peak used for ceilings, roofline, MBU and MFU alike: the probed figure where the
 run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are reported beside).
 """
 
@@ -35,7 +36,8 @@ from typing import Any
 from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
 from pipeline.analysis.knee import KNEE_THRESHOLD, find_knee, knee_uncertainty, kneedle, post_knee, scaling_efficiency
 from pipeline.cards.modelcards import ModelCard
-from pipeline.analysis.quality import implausible_mfu, implausible_model, implausible_point, point_verdict
+from pipeline.analysis.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict,
+                                       probe_saw_load, same_format)
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
 from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
@@ -63,6 +65,22 @@ def roofline_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s:
     mem = bytes_per_decode_step(card, batch, context) / (bandwidth_gb_s * 1e9)
     comp = flops_per_decode_step(card, batch, context) / (peak_tflops * 1e12) if peak_tflops else 0.0
     return (mem, "memory") if mem >= comp else (comp, "compute")
+
+
+def roof_for_dtype(probe: dict[str, Any] | None, hw: dict[str, Any], dtype: str | None) -> tuple[float | None, str | None]:
+    """The compute roof a model served in ``dtype`` is measured against, TFLOP/s, and the dtype it was probed in.
+
+    The probe's matmul rate in that dtype where it measured one (``peak_tflops_by_dtype``: a CPU probes float32
+    and bfloat16, whose rates differ by 20× and more either way: AMX runs bfloat16 far faster, AVX2 emulates it far
+    slower), else the roof used for every model (``hw["peak_tflops"]``) with the probe's dtype when it is the
+    probed one (None: the spec sheet's).
+    """
+    by = (probe or {}).get("peak_tflops_by_dtype") or {}
+    if hw.get("peak_tflops_probed") and dtype:
+        for name, tflops in by.items():
+            if same_format(name) == same_format(dtype) and tflops:
+                return tflops, name
+    return hw["peak_tflops"], ((probe or {}).get("dtype") if hw.get("peak_tflops_probed") else None)
 
 
 def ceiling_tok_s(card: ModelCard, context: float, bandwidth_gb_s: float | None) -> float | None:
@@ -221,12 +239,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         the roofline prediction; models carry ceiling, knee, post-knee, peak and efficiency.
     """
     hw = hardware_block(hardware, probe)
-    bw, peak = hw["bandwidth_gb_s"], hw["peak_tflops"]
+    bw = hw["bandwidth_gb_s"]
     # MBU/MFU use the same figures as the ceiling and the roofline (probed first, else spec), so that
     # single stream / ceiling = MBU at c = 1 in every table; mbu_spec and mbu_probed are given beside.
-    bw_mbu, tf_mfu = bw, peak
-    # the dtype of the compute roof: the probe's, when its peak is the one used (an fp32 roof for a bf16 model)
-    roof_dtype = (probe or {}).get("dtype") if hw["peak_tflops_probed"] else None
+    bw_mbu = bw  # the compute roof is each model's dtype's where the probe measured it (roof_for_dtype)
     points_out = []
     for s in summaries:
         if s.load != "closed":
@@ -244,6 +260,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                                "server": s.server}
         batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
         row["batch"] = batch
+        peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
         if card is not None:
             nbytes = bytes_per_decode_step(card, batch, ctx)
             flops = flops_per_decode_step(card, batch, ctx)
@@ -253,15 +270,15 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
                 row.update(achieved_gb_s=achieved, mbu=ratio(achieved, bw_mbu),
                            mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
                            mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
-                           mfu=ratio(flops / s.step_time_s / 1e12, tf_mfu))
+                           mfu=ratio(flops / s.step_time_s / 1e12, peak_c))
                 if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
                     fewest, _ = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, batch, ctx))
                     row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
             if bw:
-                step, bound = roofline_step_s(card, batch, ctx, bw, peak)
+                step, bound = roofline_step_s(card, batch, ctx, bw, peak_c)
                 row.update(roofline_tok_s=batch / step, roofline_bound=bound)
         row["implausible"] = implausible_point(row)
-        row["mfu_implausible"] = implausible_mfu(row, roof_dtype, card.quantization if card is not None else None)
+        row["mfu_implausible"] = implausible_mfu(row, roof_c, card.quantization if card is not None else None)
         points_out.append(row)
 
     models_out = []
@@ -286,7 +303,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         peak_pt = max(curve, key=lambda p: p[1]) if curve else None
         regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
         post = post_knee(curve, knee)
-        interfered = bool((probe or {}).get("warning")) or any(
+        interfered = probe_saw_load(probe) or any(
             point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({
@@ -309,7 +326,11 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "knee_threshold": knee_threshold,
             **uncertainty,
             "post_knee": post,
-            "post_knee_cause": post_knee_cause(regimes, knee, post, interfered),
+            "post_knee_cause": post_knee_cause(regimes, knee, post, interfered,
+                                               {row["concurrency"]: row["roofline_bound"] for _, row in pairs
+                                                if row.get("roofline_bound")}),
+            "compute_roof_tflops": roof_for_dtype(probe, hw, card.quantization if card else None)[0],
+            "compute_roof_dtype": roof_for_dtype(probe, hw, card.quantization if card else None)[1],
             "regimes": {str(c): r for c, r in sorted(regimes.items())},
             "server_limits": (limits or {}).get(model),
             "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,

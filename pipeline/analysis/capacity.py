@@ -204,3 +204,26 @@ def format_capacity(table: dict[str, Any]) -> str:
         rows.append([str(r["context"]), f"{r['kv_bytes_per_sequence'] / 1e9:.2f}", seqs, left, note])
     lines += text_table(["context", "KV/seq GB", "sequences", "left GB", ""], rows, align="rrrrl", rule=False)
     return "\n".join(lines)
+
+
+def capacity_card(model: str, quant: str | None) -> Any:  # a ModelCard
+    """The card ``capacity --model`` sizes: a card file or local config (:func:`pipeline.cards.registry.resolve_card`),
+    else a model of the default config (``config/vllm-cpu.yaml``, given by architecture) counted in its served dtype."""
+    from pipeline.cards.registry import resolve_card
+
+    try:
+        return resolve_card(model, quant=quant)
+    except BatchmarkError as exc:
+        from pipeline.cards.modelarch import card_from_config
+        from pipeline.config.sweepconfig import load_config
+        from pipeline.core import paths
+
+        default = paths.root() / "config" / "vllm-cpu.yaml"
+        spec = next((m for m in load_config(default).models if m.name == model and m.architecture), None) \
+            if default.is_file() else None
+        if spec is None:
+            raise exc from None
+        from pipeline.machine.cpuisa import served_dtype
+
+        dtype = quant or served_dtype(load_config(default).vllm.dtype)[0]
+        return card_from_config(spec.name, dict(spec.architecture), quant=dtype)

@@ -2,8 +2,8 @@
 
 A run is *flagged* when any of these holds, each a reason of its own:
 
-- its bandwidth probe warned (``run.json`` ``probe.warning``: the probe's repeats spread more than
-  25 %, see :func:`pipeline.sweep.provenance.probe_warning`): another load shared the machine;
+- its probe warned (``run.json`` ``probe.warning``: the median absolute deviation of its repeats above 15 % of
+  their median, or another load seen while it ran, :func:`pipeline.machine.hardware.probe_warning`);
 - a point's repeats disagree: the output throughput of its slowest and fastest repeat differ by more
   than :data:`REPEAT_SPREAD_LIMIT` (max / min over repeats, ``PointSummary.samples``), which
   batching alone does not do — the machine was busy during that point (closed-loop points only: an
@@ -24,6 +24,12 @@ A run is *flagged* when any of these holds, each a reason of its own:
 
 Each point gets a verdict of its own too (:func:`point_verdict`: its repeats' spread and the
 outside load while it ran), listed in the run's verdict under ``points``.
+
+A flag withholds only what it touches (``withholds`` in the verdict, read by :mod:`pipeline.diff.withhold`): a
+probe that warned and an impossible figure make the figures computed from the probe or the card uncertain
+(ceilings, roofline, MBU, MFU: ``"roofline"``), not a throughput or latency measured by repeats that agree; a
+flagged point withholds that point; a probe that moved while the run was measured withholds everything
+(``"all"``): the machine's memory speed changed under every point.
 
 Pages show the verdict wherever a run appears, and choose a clean run over a flagged one as a
 headline or an explainer's example whenever a clean one exists (:func:`prefer_clean`).
@@ -91,6 +97,23 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
             "outside_share": share if isinstance(share, (int, float)) else None}
 
 
+def probe_saw_load(probe: dict[str, Any] | None) -> bool:
+    """Whether a probe (``run.json`` ``probe`` or ``probe_after``) saw another load while it ran
+    (:func:`pipeline.machine.hardware.probe_busy` of its ``load``); a probe recorded without its load (an older run)
+    counts its warning, as it did then.  A spread alone is the probe's own noise, not a busy machine."""
+    from pipeline.machine.hardware import probe_busy
+
+    if not (probe or {}).get("warning"):
+        return False
+    return "load" not in probe or probe_busy(probe.get("load")) is not None
+
+
+def measurements_uncertain(quality: dict[str, Any]) -> bool:
+    """Whether a run's verdict touches its measured throughputs and latencies (not only its roofline): points whose
+    repeats disagree or that ran beside another load, or a probe that moved (``withholds == "all"``)."""
+    return bool(quality.get("noisy_points") or quality.get("busy_points") or quality.get("withholds") == "all")
+
+
 def probe_drift(meta: dict[str, Any]) -> float | None:
     """after / before − 1 of the probed bandwidth (``run.json`` ``probe_after`` vs ``probe``); None without both."""
     before = (meta.get("probe") or {}).get("bandwidth_gb_s")
@@ -110,7 +133,8 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
     "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
     "input_len", "output_len", "concurrency", "verdict", "reasons"}], "interference"}`` of one run (``points``: only the
-    flagged ones; every other point is clean; ``interference``: True when a reason says the machine was busy or
+    flagged ones; every other point is clean; ``withholds``: what the run's own flag takes back of a diff — ``"all"``,
+    ``"roofline"`` (ceilings, roofline, MBU, MFU) or None (nothing beyond its flagged points); ``interference``: True when a reason says the machine was busy or
     changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
     rather than only that a workload's figures are impossible, which pages mark where they stand).
 
@@ -147,12 +171,15 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     if noisy:
         where = ", ".join(f"{n['model']} c = {n['concurrency']} ({n['spread']:.2f}×)" for n in noisy)
         reasons.append(f"repeats of a point disagree by more than {spread_limit:.2f}× (slowest vs fastest output "
-                       f"throughput), so the machine was busy while they ran: {where}")
+                       f"throughput), so they were not steady: {where}")
     if busy:
         where = ", ".join(f"{b['model']} c = {b['concurrency']} ({b['outside_share']:.0%})" for b in busy)
         reasons.append(f"other processes kept more than {OUTSIDE_SHARE_LIMIT:.0%} of the machine's CPUs busy "
                        f"while points ran: {where}")
-    interference = bool(reasons)  # every reason so far says the machine was busy or changed while it measured
+    # the machine busy or changed on evidence: points that disagree or ran beside another load, a moved probe, a probe
+    # that saw another load (a probe's spread alone is its own noise: it makes the roofline uncertain, nothing else)
+    interference = bool(noisy or busy or (drift is not None and abs(drift) > PROBE_DRIFT_LIMIT)
+                        or probe_saw_load(meta.get("probe")) or probe_saw_load(after))
     bound = [p for p in points if p.get("client_bound")]
     if bound:
         reasons.append("the client, not the server, was the limit (client-bound) at "
@@ -160,12 +187,15 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
                        + ": those points are no server measurement")
     for m in models:
         if m.get("implausible"):
-            reasons.append(f"{m.get('model')}: {m['implausible']}")
+            reasons.append(f"{m.get('model')}: {implausible_diagnosis(meta, m['implausible'])['text']}")
     if all(p.get("completed") == 0 for p in points):  # no point, or none completed a request: never clean
         stops = sorted(f"{m}: {why}" for m, why in (meta.get("stopped") or {}).items() if why)
         reasons.append(nothing_measured(stops))
+    moved = drift is not None and abs(drift) > PROBE_DRIFT_LIMIT
+    withholds = "all" if moved else "roofline" if (warning or after.get("warning") or
+                                                   any(m.get("implausible") for m in models)) else None
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
-            "busy_points": busy, "points": flagged, "interference": interference}
+            "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds}
 
 
 def short_reasons(quality: dict[str, Any]) -> list[str]:
@@ -233,7 +263,7 @@ def implausible_point(point: dict[str, Any]) -> str | None:
     return None
 
 
-def _same_format(name: str) -> str:
+def same_format(name: str) -> str:
     """A dtype or weight format under one spelling (``bfloat16`` and ``bf16`` are one format), else as given."""
     from pipeline.core.errors import BatchmarkError
     from pipeline.cards.weightformats import normalize_quant
@@ -262,7 +292,7 @@ def implausible_mfu(point: dict[str, Any], roof_dtype: str | None = None, model_
     mfu = point.get("mfu")
     if mfu is None or mfu <= 1:
         return None
-    if roof_dtype and model_dtype and _same_format(roof_dtype) != _same_format(model_dtype):
+    if roof_dtype and model_dtype and same_format(roof_dtype) != same_format(model_dtype):
         why = f"the compute roof was probed in {roof_dtype} while the model ran in {model_dtype}"
     else:
         why = "the peak FLOP/s it is measured against is below what the model reached (a roof of another dtype, or a wrong FLOP count)"
@@ -285,3 +315,71 @@ def implausible_model(model: dict[str, Any], points: list[dict[str, Any]] = ()) 
         top = max((p["mbu"] for p in points if implausible_point(p)))
         reasons.append(f"MBU above 1 at c = {', '.join(map(str, bad))} (up to {top:.2f})")
     return f"{'; '.join(reasons)}: {IMPLAUSIBLE_CAUSE}" if reasons else None
+
+
+# -- an impossible figure diagnosed: its possible causes in order of evidence, advice that fits how the run was made --
+
+
+def _probe_evidence(meta: dict[str, Any]) -> list[str]:
+    """What in ``run.json`` says the probe under-read, strongest first: its own warning (before or after the sweep),
+    its drift between the two, a bandwidth under half the profile's spec sheet; ``[]`` when nothing does."""
+    probe, after = meta.get("probe") or {}, meta.get("probe_after") or {}
+    said = []
+    for name, p in (("the probe", probe), ("the probe after the sweep", after)):
+        if p.get("warning"):
+            said.append(f"{name} under-read a noisy or loaded machine ({str(p['warning']).split(':', 1)[0]})")
+    drift = probe_drift(meta)
+    if drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+        said.append(f"the probed bandwidth moved by {drift:+.0%} while the run was measured")
+    spec, bw = (meta.get("hardware") or {}).get("bandwidth_gb_s_spec"), probe.get("bandwidth_gb_s")
+    if isinstance(spec, (int, float)) and isinstance(bw, (int, float)) and 0 < bw < 0.5 * spec:
+        said.append(f"the probe read {bw:.1f} GB/s, under half the spec sheet's {spec:g} GB/s")
+    return said
+
+
+def implausible_diagnosis(meta: dict[str, Any], implausible: str | None) -> dict[str, Any] | None:
+    """An impossible figure's diagnosis: ``{"facts", "causes", "title", "advice", "text"}``, None when ``implausible``
+    is None.
+
+    A figure above its roof means either the roof is too low or the bytes counted are too many: the probe that sets
+    the roof under-read (a busy machine, a moved one), or the model card or its weight format does not match what
+    was served.  The causes are listed in order of evidence: a probe ``run.json`` itself calls noisy, moved or far
+    below its spec comes first; the card second (first where nothing speaks against the probe).  The advice fits how
+    the run was made: ``--quant`` exists only on import; a measured run is probed and measured again, or its
+    recorded card (``models/<model>.json`` in the run) checked against what the engine served.
+
+    Args:
+        meta: ``run.json`` (its ``probe``, ``probe_after``, ``hardware`` and ``source`` are read).
+        implausible: the workload's reason (:func:`implausible_model`), stored or computed.
+    """
+    if not implausible:
+        return None
+    facts = implausible.removesuffix(f": {IMPLAUSIBLE_CAUSE}")
+    source = str(meta.get("source") or "measured")
+    card = IMPLAUSIBLE_CAUSE
+    probe = _probe_evidence(meta)
+    if source.startswith("imported"):
+        card_advice = "correct the model card or the weight format (`--quant` on import) and import again"
+    elif source == "simulated":
+        card_advice = "check the card and the hardware profile the simulation used (its figures come from them)"
+    else:
+        card_advice = ("check the card the run recorded (`models/<model>.json` in the run) against the model's "
+                       "config.json and the dtype the engine served, then `batchmark analyze` again")
+    if probe:
+        causes = probe + [f"else {card}"]
+        title = "the probe under-read the machine"
+        advice = ("measure again on an idle machine (`batchmark probe` shows what it reads now); if the probe was "
+                  f"right, {card_advice}")
+    else:
+        causes = [card, "else the probe under-read without showing it (probe again on an idle machine)"]
+        title = "wrong model card or weight format"
+        advice = card_advice
+    text = f"{facts}. Most likely cause: {causes[0]}; {'; '.join(causes[1:])}. What to do: {advice}"
+    return {"facts": facts, "causes": causes, "title": title, "advice": advice, "text": text}
+
+
+def implausible_cause(meta: dict[str, Any], implausible: str | None) -> str | None:
+    """An impossible figure's reason with its most likely cause in place of the generic one (a point's note, a table
+    row), None when ``implausible`` is None (:func:`implausible_diagnosis`)."""
+    diag = implausible_diagnosis(meta, implausible)
+    return f"{diag['facts']}: most likely {diag['causes'][0]}" if diag else None

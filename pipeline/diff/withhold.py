@@ -1,4 +1,4 @@
-"""Run vs run, flagged runs give no finding: a called change of a flagged run or point is taken back."""
+"""Run vs run, a flag withholds what it touches: a called change resting on a flagged figure is taken back."""
 
 from __future__ import annotations
 
@@ -7,27 +7,46 @@ from typing import Any
 from pipeline.diff.metrics import MetricChange
 from pipeline.core.records import PointKey
 
+#: The diff's metrics computed from the probe's roofs or the model card (ceilings, roofline): what a noisy probe
+#: or an impossible figure makes uncertain.  Throughput and latency are measured by their repeats alone.
+ROOFLINE_METRICS = frozenset({"mbu", "mfu"})
+
+
+def withheld_why(change: MetricChange, quality_a: dict[str, Any], quality_b: dict[str, Any]) -> str | None:
+    """Why ``change`` gives no verdict, or None (:func:`withhold_flagged`'s rule, one change)."""
+    sides = (("A", quality_a), ("B", quality_b))
+    at_point = [name for name, q in sides if change.key in {PointKey.of(p) for p in q.get("points") or []}]
+    whole = [name for name, q in sides if q.get("verdict") == "flagged" and q.get("withholds") == "all"]
+    roof = [name for name, q in sides if q.get("verdict") == "flagged" and q.get("withholds") == "roofline"]
+    bound = [name for name, q in sides if change.key in {PointKey.of(p) for p in q.get("points") or []
+                                                         if any(str(r).startswith("client-bound") for r in p.get("reasons") or [])}]
+    if bound:
+        return "point client-bound (the client, not the server, was the limit)"
+    if whole:
+        return f"run {' and '.join(whole)} flagged (its probe moved while it was measured)"
+    if at_point:
+        return f"run {' and '.join(at_point)} flagged at this point"
+    if change.metric in ROOFLINE_METRICS and roof:
+        return f"run {' and '.join(roof)} flagged (its probe or card makes {change.label} uncertain)"
+    if change.metric in ROOFLINE_METRICS and any(v is not None and v > 1 for v in (change.a, change.b)):
+        return f"{change.label} above 1 is impossible (a wrong roof or model card)"
+    return None
+
 
 def withhold_flagged(changes: list[MetricChange], quality_a: dict[str, Any], quality_b: dict[str, Any]) -> None:
-    """Take back every better / worse verdict of a flagged run or point, in place.
+    """Take back every better / worse verdict that rests on a flagged figure, in place.
 
-    A run measured on a busy machine (its quality verdict, :func:`pipeline.analysis.quality.run_quality`) or a point the
-    interference check or its repeats' spread flagged, or that was client-bound (the client, not the server, was the
-    limit: :mod:`pipeline.metrics.clientside`), gives no finding, nor does an MBU or MFU above 1 (an
-    impossible figure: its roof or model card is wrong): its change becomes ``"~"``, not significant, with a note
-    that says why (``--fail-above`` does not gate on it either).
+    Each run's verdict (:func:`pipeline.analysis.quality.run_quality`) says what its flag touches: a point the
+    interference check or its repeats' spread flagged gives no finding at that point; a probe that warned, or an
+    impossible figure, makes MBU and MFU uncertain (``withholds: "roofline"``) but not a throughput or latency
+    measured with agreeing repeats; a probe that moved while the run was measured withholds everything
+    (``"all"``); an MBU or MFU above 1 is no finding either.  A withheld change becomes ``"~"``, not significant,
+    with a note beginning ``no verdict:`` that says why (``--fail-above`` does not gate on it either).
     """
-    runs = [name for name, q in (("A", quality_a), ("B", quality_b)) if q.get("verdict") == "flagged"]
-    points = {PointKey.of(p) for q in (quality_a, quality_b) for p in q.get("points") or []}
-    bound = {PointKey.of(p) for q in (quality_a, quality_b) for p in q.get("points") or []
-             if any(str(r).startswith("client-bound") for r in p.get("reasons") or [])}
     for c in changes:
         if c.verdict not in ("better", "worse"):
             continue
-        impossible = c.metric in ("mbu", "mfu") and any(v is not None and v > 1 for v in (c.a, c.b))
-        why = ("point client-bound (the client, not the server, was the limit)" if c.key in bound else
-               f"run {' and '.join(runs)} flagged" if runs else "point flagged" if c.key in points else
-               f"{c.label} above 1 is impossible (a wrong roof or model card)" if impossible else None)
+        why = withheld_why(c, quality_a, quality_b)
         if why:
             c.note = ((c.note + "; ") if c.note else "") + f"no verdict: {why}"
             c.verdict, c.significant = "~", False

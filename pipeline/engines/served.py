@@ -219,15 +219,16 @@ class ServedEngine:
         """Measure one point: ``repeats`` repeats of warm-up + measured requests, closed or open loop as ``key.load`` says.
 
         Times are seconds since the point's start; see :mod:`pipeline.engines.scheduler`.  An
-        open-loop point sends by default about ten seconds of arrivals
-        (:func:`scheduler.default_open_requests`) after one second of warm-up arrivals; each
+        open-loop point sends by default ten expected E2ELs of arrivals (at least ten seconds) after one E2EL of
+        warm-up arrivals (:func:`scheduler.open_loop_counts`; ``expected_e2el_s``, set by the rate walk); each
         repeat's schedule is seeded from the point's seed and the repeat.
         """
         if self.spec is None or self.features is None:
             raise RuntimeError("load() a model before measure()")
         if key.open_loop:
-            n_meas = self.opts.requests_per_point or scheduler.default_open_requests(key.rate_rps, self.opts.min_requests)
-            n_warm = min(max(round(key.rate_rps), 1), n_meas) if warmup else 0  # one second of arrivals
+            n_warm, n_meas = scheduler.open_loop_counts(key.rate_rps, self.opts.min_requests,  # sized from the E2EL
+                                                        getattr(self, "expected_e2el_s", None), warmup,
+                                                        self.opts.requests_per_point)
             point_seed = (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
                           + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
         else:

@@ -90,13 +90,14 @@ def point_seed(seed: int, key: PointKey) -> int:
     return seed * 1_000_003 + key.concurrency * 7919 + key.input_len * 31 + key.output_len
 
 
-def request_counts(key: PointKey, opts: SimulatedOptions, warmup: bool) -> tuple[int, int]:
-    """(warm-up, measured) requests per repeat, as the served engines count them."""
-    from pipeline.engines.scheduler import default_open_requests, default_requests
+def request_counts(key: PointKey, opts: SimulatedOptions, warmup: bool,
+                   expected_e2el_s: float | None = None) -> tuple[int, int]:
+    """(warm-up, measured) requests per repeat, as the served engines count them (an open-loop point's window sized
+    from its expected E2EL, s: :func:`pipeline.engines.scheduler.open_loop_counts`)."""
+    from pipeline.engines.scheduler import default_requests, open_loop_counts
 
     if key.open_loop:
-        n_meas = opts.requests_per_point or default_open_requests(key.rate_rps, opts.min_requests)
-        return (min(max(round(key.rate_rps), 1), n_meas) if warmup else 0), n_meas
+        return open_loop_counts(key.rate_rps, opts.min_requests, expected_e2el_s, warmup, opts.requests_per_point)
     n_meas = opts.requests_per_point or default_requests(key.concurrency, opts.requests_per_slot, opts.min_requests)
     return (key.concurrency if warmup else 0), n_meas
 
@@ -162,7 +163,7 @@ class SimulatedEngine:
         """Simulate one point: ``repeats`` repeats one after another in virtual time (seeded by the point's seed)."""
         if self.server is None:
             raise RuntimeError("load() a model before measure()")
-        n_warm, n_meas = request_counts(key, self.opts, warmup)
+        n_warm, n_meas = request_counts(key, self.opts, warmup, getattr(self, "expected_e2el_s", None))
         pseed = point_seed(seed, key)
         rng = np.random.default_rng(pseed)
         reps: list[RepeatRecord] = []

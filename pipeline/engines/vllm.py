@@ -50,6 +50,7 @@ from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
 from pipeline.core.errors import BatchmarkError
+from pipeline.machine.cpuisa import served_dtype
 from pipeline.machine.hardware import load_profile
 from pipeline.core.records import PointKey
 
@@ -200,6 +201,7 @@ class VLLMEngine(ServedEngine):
         super().__init__(cfg, cfg.vllm)
         hw = load_profile(cfg.hardware)
         self.gpu_memory_utilization = cfg.vllm.gpu_memory_utilization or hw.gpu_memory_utilization
+        self.served_dtype, self.dtype_why = served_dtype(cfg.vllm.dtype)
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path: Path | None = None
@@ -229,7 +231,7 @@ class VLLMEngine(ServedEngine):
                   "host": self.opts.host, "port": port, "seed": self.cfg.seed,
                   "python": str(serverenv.resolve(self.opts.python)),
                   "max_num_seqs": self.opts.max_num_seqs or self.cfg.max_in_flight() or 256,
-                  "gpu_memory_utilization": self.gpu_memory_utilization,
+                  "gpu_memory_utilization": self.gpu_memory_utilization, "dtype": self.served_dtype,
                   "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
         return format_command(self.opts.command, values, self.opts.extra_args)
 
@@ -338,7 +340,8 @@ class VLLMEngine(ServedEngine):
         if spec.architecture is not None and spec.path is None:
             from pipeline.machine.modelfolders import build_model_folder
 
-            folder = build_model_folder(spec.name, spec.architecture, self.opts.model_dtype, self.cfg.seed)
+            dtype = (self.served_dtype if self.opts.model_dtype == "native" else self.opts.model_dtype).replace("auto", "bfloat16")
+            folder = build_model_folder(spec.name, spec.architecture, dtype, self.cfg.seed)
             spec = spec.model_copy(update={"path": str(folder), "served_name": spec.served_name or spec.name})
         self.start(spec)
         try:
@@ -396,5 +399,7 @@ class VLLMEngine(ServedEngine):
                                 "requirements": env.get("requirements")} if env else None), "extra_args": list(self.opts.extra_args),
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
-                "servers": dict(self.servers), "client": self.client_description(),
+                "servers": dict(self.servers), "dtype": self.served_dtype,
+                **({"dtype_choice": f"{self.served_dtype}: {self.dtype_why}"} if self.dtype_why else {}),
+                "client": self.client_description(),
                 **({"models_without_card": dict(self.card_reasons)} if self.card_reasons else {})}

@@ -7,6 +7,7 @@ the probed figures so that MBU can be stated against each.
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import statistics
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline.core import paths
 from pipeline.core.errors import BatchmarkError
+from pipeline.machine.cpuisa import this_cpu
 from pipeline.machine.engineterms import EngineTerms
 
 
@@ -102,6 +104,11 @@ class ProbeResult:
         peak_tflops: median dense matmul rate in ``dtype``, TFLOP/s (1e12 FLOP/s).
         bandwidth_repeats_gb_s / tflops_repeats: every repeat, for the spread.
         buffer_bytes: size of the buffer streamed by the bandwidth probe.
+        load: the evidence of another load while the probe ran (:func:`probe_load`): other processes' CPU share,
+            steal time, the load average; None where it could not be read (or for a simulated machine).
+        peak_tflops_by_dtype: the matmul rate in each dtype probed, TFLOP/s (a CPU: float32 at ``matmul_n`` and
+            bfloat16 at n = 512, so MFU is taken against the roof of the dtype served).
+        cpu: the CPU's instruction set and native dtype (:func:`pipeline.machine.cpuisa.this_cpu`), None on a GPU.
     """
 
     device: str
@@ -113,6 +120,9 @@ class ProbeResult:
     buffer_bytes: int
     matmul_n: int
     threads: int
+    load: dict[str, Any] | None = None
+    peak_tflops_by_dtype: dict[str, float] | None = None
+    cpu: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form."""
@@ -144,6 +154,7 @@ def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = Non
     buffer_bytes = buffer_bytes or (4 << 30 if on_gpu else 1 << 30)
     matmul_n = matmul_n or (8192 if on_gpu else 2048)
 
+    meter = _ProbeLoad().__enter__()
     buf = torch.ones(buffer_bytes // 4, dtype=torch.float32, device=device)
     buf.sum()  # fault the pages in, warm the kernels
     _sync(device)
@@ -166,11 +177,150 @@ def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = Non
         _sync(device)
         tf.append(2 * matmul_n**3 / (time.perf_counter() - t0) / 1e12)
     del a, b
+    by_dtype = {str(dtype).removeprefix("torch."): statistics.median(tf)}
+    if not on_gpu:  # the roof of the dtype a CPU model may be served in: bfloat16, small (emulated, it is slow)
+        by_dtype["bfloat16"] = _matmul_tflops(torch, device, torch.bfloat16, min(matmul_n, 512), 3)
     if on_gpu:  # hand the probe's buffers back before a server (vLLM) wants the memory
         torch.cuda.empty_cache()
+    meter.__exit__()
     name = f"cuda:{torch.cuda.get_device_name(0)}" if on_gpu else f"cpu:{platform.processor() or platform.machine()}"
     return ProbeResult(
         device=name, dtype=str(dtype).removeprefix("torch."),
         bandwidth_gb_s=statistics.median(bw), peak_tflops=statistics.median(tf),
         bandwidth_repeats_gb_s=bw, tflops_repeats=tf, buffer_bytes=buffer_bytes,
-        matmul_n=matmul_n, threads=torch.get_num_threads())
+        matmul_n=matmul_n, threads=torch.get_num_threads(), load=meter.result, peak_tflops_by_dtype=by_dtype,
+        cpu=None if on_gpu else this_cpu())
+
+
+def _matmul_tflops(torch: Any, device: str, dtype: Any, n: int, repeats: int) -> float:
+    """Median ``n x n @ n x n`` matmul rate in ``dtype``, TFLOP/s (2·n³ FLOPs / seconds; one warm-up first)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    a @ b
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        _sync(device)
+        out.append(2 * n**3 / (time.perf_counter() - t0) / 1e12)
+    return statistics.median(out)
+
+
+#: A probe figure is noisy when the median absolute deviation of its repeats exceeds this share of their median.
+#: Ten probes in a row on an idle 2-core machine (load average 0.0–0.5) gave 1–9 % on the matmul, while their
+#: max / min reached 1.68×: one slow repeat moves max / min, never the median absolute deviation of seven.
+PROBE_MAD_LIMIT = 0.15
+
+#: Fewer repeats than this give no judgement of the spread (a median absolute deviation of two says nothing).
+PROBE_MIN_REPEATS = 5
+
+#: Steal time (a hypervisor running other guests on this machine's CPUs) above this share of the probe's CPU time
+#: is evidence of another load, as other processes' CPU above ``interference.OUTSIDE_SHARE_LIMIT`` is.
+STEAL_SHARE_LIMIT = 0.10
+
+
+def relative_mad(xs: list[float]) -> float | None:
+    """Median absolute deviation of ``xs`` over their median (a share; robust: one outlier of seven does not move it).
+
+    MAD = median(|x − median(x)|) (Hampel 1974, "The influence curve and its role in robust estimation",
+    JASA 69:383); None with fewer than :data:`PROBE_MIN_REPEATS` finite values or a median ≤ 0.
+    """
+    ok = [float(x) for x in xs if isinstance(x, (int, float)) and x == x and abs(x) != float("inf")]
+    if len(ok) < PROBE_MIN_REPEATS:
+        return None
+    med = statistics.median(ok)
+    return statistics.median(abs(x - med) for x in ok) / med if med > 0 else None
+
+
+class _ProbeLoad:
+    """Evidence of another load while the probe runs: other processes' CPU (the interference meter), steal time and
+    the load average at the start (``result``: :func:`probe_load`'s dict, None where psutil cannot read the clocks)."""
+
+    def __enter__(self) -> "_ProbeLoad":
+        from pipeline.machine.interference import InterferenceMeter
+
+        self.result: dict[str, Any] | None = None
+        self._meter = InterferenceMeter().__enter__()
+        self._steal0, self._t0 = _steal_s(), time.monotonic()
+        self._loadavg = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._meter.__exit__()
+        steal1, wall = _steal_s(), time.monotonic() - self._t0
+        steal = steal1 - self._steal0 if steal1 is not None and self._steal0 is not None else None
+        self.result = probe_load(self._meter.result, steal, wall, self._loadavg)
+
+
+def _steal_s() -> float | None:
+    """CPU seconds stolen by the hypervisor since boot, all CPUs (``/proc/stat`` via psutil); None elsewhere."""
+    try:
+        import psutil
+
+        return getattr(psutil.cpu_times(), "steal", None)
+    except (ImportError, OSError, RuntimeError):
+        return None
+
+
+def probe_load(outside: dict[str, Any] | None, steal_s: float | None, wall_s: float,
+               loadavg_1m: float | None) -> dict[str, Any] | None:
+    """The probe's load record (pure): ``{"outside_share", "outside_load_cpus", "cpu_count", "steal_share",
+    "loadavg_1m"}``, None when nothing could be read.
+
+    Args:
+        outside: the interference meter's result over the probe (:func:`pipeline.machine.interference.outside_load`).
+        steal_s: CPU seconds stolen over the probe, all CPUs; ``steal_share`` = steal_s / (wall_s × CPUs).
+        wall_s: the probe's wall time, s.
+        loadavg_1m: the 1-minute load average when the probe started (runnable processes, recorded for the reader).
+    """
+    if outside is None and steal_s is None and loadavg_1m is None:
+        return None
+    cpus = (outside or {}).get("cpu_count") or os.cpu_count() or 1
+    steal = max(0.0, steal_s) / (wall_s * cpus) if steal_s is not None and wall_s > 0 else None
+    return {"outside_share": (outside or {}).get("outside_share"), "outside_load_cpus": (outside or {}).get("outside_load_cpus"),
+            "cpu_count": cpus, "steal_share": steal, "loadavg_1m": loadavg_1m}
+
+
+def probe_busy(load: dict[str, Any] | None) -> str | None:
+    """What says another load shared the machine while the probe ran, or None (no evidence, or none read).
+
+    Busy on evidence only: other processes' CPU above :data:`pipeline.machine.interference.OUTSIDE_SHARE_LIMIT` of the
+    machine (the interference check's limit), or steal time above :data:`STEAL_SHARE_LIMIT`.  The load average is
+    quoted, never judged alone: the probe's own threads and the sweep's start count in it.
+    """
+    from pipeline.machine.interference import OUTSIDE_SHARE_LIMIT
+
+    if not load:
+        return None
+    said = []
+    share, steal = load.get("outside_share"), load.get("steal_share")
+    if isinstance(share, (int, float)) and share > OUTSIDE_SHARE_LIMIT:
+        said.append(f"other processes kept {load.get('outside_load_cpus') or 0:.1f} of {load.get('cpu_count')} CPUs "
+                    f"busy ({share:.0%})")
+    if isinstance(steal, (int, float)) and steal > STEAL_SHARE_LIMIT:
+        said.append(f"the hypervisor stole {steal:.0%} of the CPU time")
+    if not said:
+        return None
+    avg = load.get("loadavg_1m")
+    return ", ".join(said) + (f", load average {avg:.1f}" if isinstance(avg, (int, float)) else "")
+
+
+def probe_warning(bandwidth_gb_s: list[float], tflops: list[float], load: dict[str, Any] | None = None) -> str | None:
+    """The probe's warning, or None: its repeats spread (median absolute deviation above :data:`PROBE_MAD_LIMIT` of
+    the median, :func:`relative_mad`) or another load shared the machine while it ran (:func:`probe_busy`).
+
+    The medians are still used; the warning is kept in ``run.json`` and shown wherever the run is, because
+    ceilings, roofline, MBU and MFU all scale with the probed figures (and only they: a throughput or a latency
+    is measured by its own repeats).  The machine is called busy only on evidence of another load; a spread
+    without it is the probe's own noise.
+    """
+    mads = {"bandwidth": relative_mad(bandwidth_gb_s), "matmul": relative_mad(tflops)}
+    noisy = {k: v for k, v in mads.items() if v is not None and v > PROBE_MAD_LIMIT}
+    busy = probe_busy(load)
+    if not noisy and not busy:
+        return None
+    spread = ", ".join(f"{k} repeats' median absolute deviation {v:.0%} of their median" for k, v in noisy.items())
+    cause = (f"machine busy while probing: {busy}" if busy else
+             "no other load seen while probing" if load else "no load record to say why")
+    head = f"noisy probe ({spread}; {cause})" if noisy else f"probe under another load ({cause})"
+    return f"{head}: ceilings, roofline, MBU and MFU of this run are less certain"

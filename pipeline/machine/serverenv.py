@@ -110,7 +110,8 @@ def create_server_env(dest: str | Path = DEFAULT_DEST, requirements: str | Path 
 
     if dest_p.exists():
         shutil.rmtree(dest_p)
-    log(f"server environment {dest}: creating (python -m venv, pip install -r {requirements}; a few minutes) …")
+    # the sweep shows its own "server environment …: creating" phase: this line says how, not the same again
+    log(f"server environment {dest}: python -m venv, then pip install -r {requirements} (a few minutes) …")
     res = run([sys.executable, "-m", "venv", str(dest_p)], capture_output=True, text=True)
     if res.returncode != 0:
         return fail(f"python -m venv failed: {_last_line(res.stderr)}")

@@ -117,6 +117,9 @@ class ComparisonView:
     spec: dict[str, Any]
     provenance: list[dict[str, str]] = field(default_factory=list)
     significant: list[dict[str, str]] = field(default_factory=list)
+    #: Changes the statistics called that a flag took back (:mod:`pipeline.diff.withhold`): shown in the place of the
+    #: verdict, never as "within noise".
+    withheld: list[dict[str, str]] = field(default_factory=list)
     models: list[dict[str, str]] = field(default_factory=list)
     every: list[dict[str, str]] = field(default_factory=list)
 
@@ -144,6 +147,19 @@ class ComparisonView:
     def n_worse(self) -> int:
         """Significant regressions (point × metric)."""
         return sum(c.verdict == "worse" for c in self.diff.changes)
+
+    @property
+    def withheld_why(self) -> list[str]:
+        """The distinct reasons no verdict was given (``"run B flagged at this point"`` …), in order of first use."""
+        return list(dict.fromkeys(r["withheld"] for r in self.withheld))
+
+
+def withheld_reason(note: str | None) -> str | None:
+    """Why a change the statistics called was given no verdict (the note's ``no verdict: …`` part), or None: only a
+    called change is ever withheld (:func:`pipeline.diff.withhold.withhold_flagged`)."""
+    if not note or "no verdict: " not in note:
+        return None
+    return note.split("no verdict: ", 1)[1].split("; ", 1)[0]
 
 
 #: Rows of "every metric at every point" shown on a comparison's page; more are the page's CSV download only
@@ -184,10 +200,14 @@ def comparison_view(d: RunDiff) -> ComparisonView:
                "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "q": "–" if c.q_value is None else f"{c.q_value:.3g}",
                "n": f"{c.n_a} + {c.n_b}",
                "verdict": c.verdict if c.verdict in ("better", "worse") else "~",
-               "note": _cell(c.note) if c.note else ""}
+               "note": _cell(c.note) if c.note else "", "withheld": withheld_reason(c.note)}
+        if row["withheld"]:  # the verdict's place says why there is none
+            row["verdict"] = f"no verdict: {row['withheld']}"
         view.every.append(row)
         if c.significant:
             view.significant.append(row)
+        elif row["withheld"]:
+            view.withheld.append(row)
     for m in d.models:
         def show(v: Any, fld: str = m.field) -> str:
             return "–" if v is None and fld != "knee_concurrency" else figure_words(fld, v)

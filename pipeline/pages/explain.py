@@ -357,7 +357,9 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceilings,
         "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
-        "card_roofline": ec.card_roofline_chart(_example_cards(cards), bw, peak, hardware.get("name") or "?"),
+        "card_roofline": ec.card_roofline_chart(_example_cards(cards), bw, peak, hardware.get("name") or "?",
+                                                usable_gb=usable_memory_gb(hardware)["usable_gb"]
+                                                if hardware.get("memory_gb") else None),
         "capacity": capacity, "worked": worked, "does_not_fit": does_not_fit,
         "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
         "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])

@@ -53,18 +53,23 @@ def batching_chart(workload: Any) -> dict[str, Any]:
 
 
 def card_roofline_chart(cards: list[ModelCard], bandwidth_gb_s: float | None, peak_tflops: float | None,
-                        hardware_name: str, batches: list[int] | None = None) -> dict[str, Any] | None:
+                        hardware_name: str, batches: list[int] | None = None,
+                        usable_gb: float | None = None) -> dict[str, Any] | None:
     """Roofline prediction from the model cards alone: output tokens/s (all users) and step time (ms) against B.
 
     Derived (docs/definitions.md, roofline): step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak);
     predicted output throughput = B / step time; context 0 (weights only).  Needs no run, so the
     batching and knee explainers always have a chart of the project's own data.  None without a
-    bandwidth figure.
+    bandwidth figure.  A card whose weights exceed ``usable_gb`` (GB: the Sizing page's usable memory) is left out
+    and named in the title: no hardware of this profile decodes it (Llama-3.1-70B in bf16, 141 GB, on a DGX
+    Spark's 108.8 GB).
     """
     if not bandwidth_gb_s:
         return None
     batches = batches or BATCHES
     rows = []
+    left_out = [c for c in cards if usable_gb and c.weight_bytes / 1e9 > usable_gb]
+    cards = [c for c in cards if c not in left_out]
     for c in cards:
         for b in batches:
             step_s, bound = roofline_step_s(c, b, 0.0, bandwidth_gb_s, peak_tflops)
@@ -80,7 +85,9 @@ def card_roofline_chart(cards: list[ModelCard], bandwidth_gb_s: float | None, pe
     chart = base.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT).facet(
         column=alt.Column("panel:N", title=None, sort="descending"))
     return _spec(chart.resolve_scale(y="independent").properties(
-        title=f"Roofline prediction from the model cards on {hardware_name} (context 0)"))
+        title=f"Roofline prediction from the model cards on {hardware_name} (context 0)" + "".join(
+            f"; {c.name} ({c.quantization}) left out: weights {c.weight_bytes / 1e9:.0f} GB exceed {usable_gb:.1f} GB usable"
+            for c in left_out)))
 
 
 def ceilings_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:

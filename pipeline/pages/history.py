@@ -80,6 +80,18 @@ class HistoryView:
     runs: list[str]
     spec: dict[str, Any]
     steps: list[dict[str, str]] = field(default_factory=list)
+    #: Runs flagged for a busy machine, drawn but left out of the steps: ``{"run", "moved"}`` (their largest move
+    #: from the level of the clean runs, e.g. "TPOT p50 (ms), lowest c −70.0 %"), so "No step" never stands alone
+    #: beside a flagged run's drop.
+    flagged: list[dict[str, str]] = field(default_factory=list)
+
+
+def _largest_move(moves: dict[str, tuple[float, str]], rid: str, label: str, v: float, level: float | None) -> None:
+    """Keep in ``moves`` the largest relative move of a flagged run's figure from the clean runs' level, in place."""
+    if level:
+        move = v / level - 1
+        if abs(move) > abs(moves.get(rid, (0.0, ""))[0]):
+            moves[rid] = (move, label)
 
 
 def _busy(res: Any) -> bool:
@@ -111,6 +123,7 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
         busy = {rid: _busy(loaded[rid]) for rid in rids}
         rows: list[dict[str, Any]] = []
         steps: list[dict[str, str]] = []
+        moves: dict[str, tuple[float, str]] = {}
         workloads = sorted({wl for figs in per_run.values() for wl in figs})
         for wl in workloads:
             name = f"{wl[0]} · in {wl[2]} / out {wl[3]}"
@@ -126,7 +139,11 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
                 mid = sorted(values)[len(values) // 2] or 1.0
                 for i, rid, v in series:
                     lv = fitted.get(rid)
+                    if busy[rid]:  # its move from the latest clean level before it (else the first after it)
+                        before = [fitted[q] for _, q, _ in quiet if q < rid] or [fitted[q] for _, q, _ in quiet]
+                        _largest_move(moves, rid, f"{name}: {label}", v, before[-1] if before else None)
                     rows.append({"workload": name, "figure": label, "run": i + 1, "run_id": rid, "value": round(v, 4),
+                                 "flagged": busy[rid],
                                  "pct": round((v / mid - 1) * 100, 2),
                                  "level_pct": None if lv is None else round((lv / mid - 1) * 100, 2)})
                 levels_q = [fitted[rid] for _, rid, _ in quiet]
@@ -138,7 +155,9 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
         views.append(HistoryView(hardware=str(key[0]), engine=str(key[1]), workloads=", ".join(key[2]), runs=rids,
                                  spec=history_chart(rows, f"{key[0]} · {key[1]}: each workload across {len(rids)} runs, "
                                                           "% from its median run (dashed: the levels between steps)"),
-                                 steps=steps))
+                                 steps=steps,
+                                 flagged=[{"run": rid, "moved": f"{moves[rid][1]} {moves[rid][0] * 100:+.1f} %" if rid in moves
+                                           else "no figure beside a clean run's"} for rid in rids if busy[rid]]))
     return views
 
 
@@ -156,7 +175,8 @@ def _history_skeleton() -> alt.TopLevelMixin:
     x = alt.X("run:O", title="run (oldest first)")
     y = alt.Y("pct:Q", title="% from the median run")
     color = alt.Color("figure:N", sort=order, legend=None)
-    tooltip = ["workload:N", "figure:N", "run_id:N", alt.Tooltip("value:Q", format=".4g"),
+    tooltip = ["workload:N", "figure:N", "run_id:N", alt.Tooltip("flagged:N", title="flagged (busy machine)"),
+               alt.Tooltip("value:Q", format=".4g"),
                alt.Tooltip("pct:Q", format="+.1f", title="% from median")]
     line = alt.Chart().mark_line(point=True).encode(x=x, y=y, color=color, tooltip=tooltip)
     level = alt.Chart().mark_line(strokeDash=[4, 3], color="gray").encode(x=x, y="level_pct:Q")

@@ -36,6 +36,8 @@ class Workload:
     #: its fit, the predicted curve and the call-outs; None for a simulated run (already a
     #: prediction) or a workload without closed-loop points.  Its ``error`` says why no fit was made.
     prediction: dict[str, Any] | None = None
+    #: The run's ``run.json``: how it was made and what its probe said, for an impossible figure's diagnosis.
+    run_meta: dict[str, Any] = field(default_factory=dict)
 
     @property
     def slug(self) -> str:
@@ -99,12 +101,20 @@ class Workload:
 
         return self.model.get("implausible") or implausible_model(self.model, self.analysis_points)
 
+    @property
+    def diagnosis(self) -> dict[str, Any] | None:
+        """The impossible figure's causes in order of evidence and the advice that fits how the run was made
+        (:func:`pipeline.analysis.quality.implausible_diagnosis`), None when nothing is impossible."""
+        from pipeline.analysis.quality import implausible_diagnosis
+
+        return implausible_diagnosis(self.run_meta, self.implausible)
+
     def implausible_at(self, concurrency: int) -> str | None:
-        """Why the point at ``concurrency`` cannot be right (its MBU is above 1), or None."""
-        from pipeline.analysis.quality import implausible_point
+        """Why the point at ``concurrency`` cannot be right (its MBU is above 1) and its most likely cause, or None."""
+        from pipeline.analysis.quality import implausible_cause, implausible_point
 
         a = self.quality(concurrency)
-        return (a.get("implausible") or implausible_point(a)) if a else None
+        return implausible_cause(self.run_meta, a.get("implausible") or implausible_point(a)) if a else None
 
     def mbu_cell(self, concurrency: int, digits: int = 2) -> str:
         """MBU for a table cell; an impossible one (above 1) is marked as such, and one measured against a probe the
@@ -128,7 +138,12 @@ class Workload:
         cause = self.model.get("post_knee_cause")
         if cause == "batching" and run_flagged:
             cause = "interference"
-        return POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
+        text = POST_KNEE_CAUSE_TEXT.get(cause, "") if cause else ""
+        roof, dtype = self.model.get("compute_roof_tflops"), self.model.get("compute_roof_dtype")
+        if cause == "compute" and roof:
+            rate = f"{roof * 1e3:,.1f} GFLOP/s" if roof < 1 else f"{roof:,.1f} TFLOP/s"
+            text += f" (the roof it hit: {rate}{' in ' + dtype if dtype else ''})"
+        return text
 
     def mfu_implausible_at(self, concurrency: int) -> str | None:
         """Why the MFU at ``concurrency`` cannot be right (above 1: :func:`pipeline.analysis.quality.implausible_mfu`), or None;
@@ -156,7 +171,9 @@ class Workload:
         v = self.model.get("ceiling_tok_s")
         if v is None:
             return "–"
-        return f"⚠ {v:,.1f}: exceeded, wrong card or format" if self.implausible else f"{v:,.1f}"
+        short = {"the probe under-read the machine": "probe under-read?"}.get((self.diagnosis or {}).get("title"),
+                                                                               "wrong card or format?")
+        return f"⚠ {v:,.1f}: exceeded, {short}" if self.implausible else f"{v:,.1f}"
 
     def caveat_summary(self) -> str:
         """Run-table cell: which points are excluded or have caveats (``"–"`` when none)."""
@@ -168,7 +185,7 @@ class Workload:
         if noted:
             parts.append("c = " + ", ".join(map(str, noted)) + " with caveats")
         if self.implausible:
-            parts.insert(0, "⚠ implausible: wrong model card or weight format")
+            parts.insert(0, f"⚠ implausible: {self.diagnosis['title']}?")
         return "; ".join(parts) or "–"
 
     @property
@@ -319,7 +336,7 @@ def view_of(res: "RunResults") -> RunView:
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
                                                                                          probe.get("peak_tflops")) else None,
-                                       model_dtype=(cards.get(m["model"]) or {}).get("quantization"),
+                                       model_dtype=(cards.get(m["model"]) or {}).get("quantization"), run_meta=meta,
                                        prediction=None if view.simulated else _prediction(
                                            summaries_by_key.get(key), view.workloads_analysis_points(key, aps_by_key),
                                            cards.get(m["model"]), view.hardware, meta, m["model"])))

@@ -113,6 +113,8 @@ class Plan:
     fits_budget: bool | None = None
     #: An adaptive config (``adaptive:``): the plan covers the whole grid, of which the sweep measures a part.
     adaptive: bool = False
+    #: Where the hardware figures come from when the profile states none (:func:`pipeline.plan.probed.probed_profile`).
+    hardware_note: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -216,12 +218,12 @@ def _summary(key: PointKey, res, slo: dict | None):
 
 
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
-                fits: tuple[bool, str, float | None]) -> tuple[PlanPoint, Any]:
+                fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None) -> tuple[PlanPoint, Any]:
     from pipeline.engines.simloop import simulate_repeat
     from pipeline.engines.simserver import refusal
     from pipeline.engines.simulated import request_counts
 
-    n_warm, n_meas = request_counts(key, opts, warmup)
+    n_warm, n_meas = request_counts(key, opts, warmup, expected_e2el_s)  # a rate's window: its expected E2EL
     ok, why, kv_need = fits
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
@@ -277,16 +279,16 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             or memory figures; a model has no card.
     """
     from pipeline.engines.simulated import resolve_card, server_for
+    from pipeline.analysis.ratesweep import expected_e2el_s
     from pipeline.sweep.ratewalk import open_rates
     from pipeline.sweep.gridwalk import weak_doublings
 
     if cfg.engine == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
                              "continuous-batching server (engines vllm, openai, simulated)")
-    hw = load_profile(cfg.hardware)
-    if not hw.bandwidth_gb_s_spec or not hw.memory_gb:
-        raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
-                             "a plan needs both (a generic CPU is measured, not predicted)")
+    from pipeline.plan.probed import plan_hardware
+
+    hw, hw_note = plan_hardware(cfg)
     opts = server_options(cfg)
     upd: dict[str, Any] = {}
     if requests_per_slot is not None:
@@ -301,7 +303,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     models: list[PlanModel] = []
     for spec in cfg.models:
         card = resolve_card(spec, hw.name, cfg.engine if cfg.engine != "simulated" else "vllm")
-        server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(grid + [1]))
+        # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
+        server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(list(cfg.concurrency) + [1]))
         start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
         points: list[PlanPoint] = []
         curve: list[tuple[int, float]] = []
@@ -333,7 +336,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             for rate in rates:
                 key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
                 pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                                    _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len))
+                                    _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
+                                    expected_e2el_s(curve, cfg.output_len, rate))
                 pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
                 if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
                     pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
@@ -350,7 +354,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                                 kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
-                adaptive=cfg.adaptive is not None)
+                adaptive=cfg.adaptive is not None, hardware_note=hw_note)
 
 
 def plan_text(plan: Plan) -> str:
@@ -361,7 +365,8 @@ def plan_text(plan: Plan) -> str:
         return "-" if v is None else format(v * scale, fmt)
 
     lines = [f"plan of {plan.config} ({plan.engine}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
-             f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))", ""]
+             f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))"]
+    lines += ([plan.hardware_note] if plan.hardware_note else []) + [""]
     for m in plan.models:
         rows = [[p.concurrency if p.load == "closed" else f"{p.load} {p.rate_rps:g}/s" if p.rate_rps else "bisection",
                  f(p.output_throughput_tok_s, 1, ".1f"), f(p.ttft_s, 1000, ".0f"), f(p.tpot_s, 1000, ".1f"),

@@ -83,7 +83,7 @@ def probe_after(device: str, log: Callable[[str], None], engine=None) -> dict:
     log("probing again after the sweep …")
     res = _probe(engine) if engine is not None else probe(device)
     log(f"probe after: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s")
-    return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)}
+    return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats, res.load)}
 
 
 def engine_config(cfg: SweepConfig, log: Callable[[str], None],
@@ -252,7 +252,7 @@ def probe_before(engine, run_dir: Path, display: Display, log: Callable[[str], N
     with display.phase("probing memory bandwidth and matmul rate"):
         res = _probe(engine)
     log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
-    warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats)
+    warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats, res.load)
     if warning:
         log(f"warning: {warning}")
     runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, engine=engine.provenance())

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pipeline import __version__
 from pipeline.core import paths
+from pipeline.machine.hardware import probe_warning  # noqa: F401  (the sweep's name for it; the judgement is the machine's)
 from pipeline.store import runs
 
 
@@ -75,23 +76,6 @@ def machine_identity(profile: str) -> dict:
     :func:`pipeline.sweep.parts.check_same_hardware`.
     """
     return {"profile": profile, "gpus": _gpu_names(), "cpu": _cpu_model()}
-
-
-PROBE_SPREAD_LIMIT = 1.25
-
-
-def probe_warning(bandwidth_gb_s: list[float], tflops: list[float]) -> str | None:
-    """A warning when the probe's repeats spread by more than 25 % (max / min): another load shared the machine.
-
-    The medians are still used; the warning is kept in ``run.json`` and shown on the Runs page,
-    because ceilings, roofline and MBU all scale with the probed figures.
-    """
-    spreads = {"bandwidth": max(bandwidth_gb_s) / min(bandwidth_gb_s), "matmul": max(tflops) / min(tflops)}
-    bad = {k: v for k, v in spreads.items() if v > PROBE_SPREAD_LIMIT}
-    if not bad:
-        return None
-    what = ", ".join(f"{k} repeats spread {v:.2f}x" for k, v in bad.items())
-    return f"noisy probe ({what}): was the machine busy? Ceilings, roofline and MBU of this run are less certain"
 
 
 def record_engine(run_dir: Path, provenance: dict) -> None:

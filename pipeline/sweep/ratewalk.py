@@ -8,7 +8,7 @@ Split out of :mod:`pipeline.sweep.gridwalk`, which calls :func:`rate_walk` after
 from __future__ import annotations
 
 from pipeline.core.errors import BatchmarkError
-from pipeline.analysis.ratesweep import slo_limit
+from pipeline.analysis.ratesweep import expected_e2el_s, slo_limit
 from pipeline.core.records import PointKey
 from pipeline.sweep.point import ModelWalk, SweepState, measure_or_resume
 
@@ -70,6 +70,7 @@ def rate_walk(sweep: SweepState, walk: ModelWalk) -> None:
     while rates:
         rate = rates.pop(0)
         key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
+        sweep.engine.expected_e2el_s = expected_e2el_s(walk.curve, cfg.output_len, rate)  # the window's size (scheduler)
         summ = measure_or_resume(sweep, walk, key)
         if summ is None:
             sweep.skip_rates(len(rates) + 1)

@@ -218,7 +218,11 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
     for wl, pts in sorted(groups.items()):
         limits = (servers.get(wl[0]) or {}).get("limits") if isinstance(servers.get(wl[0]), dict) else None
         models.append(predict_workload(pts, rows_by_workload.get(wl, {}), cards.get(wl[0]), hw, calibrate_on, limits))
-    return {"run_id": res.run_dir.name, "source": res.meta.get("source", "measured"), "models": models}
+    from pipeline.analysis.quality import run_quality, short_reasons
+
+    quality = run_quality(res.meta, [x.as_dict() for x in res.summaries], res.analysis.get("models") or [])
+    return {"run_id": res.run_dir.name, "source": res.meta.get("source", "measured"), "models": models,
+            "flagged": short_reasons(quality) or None}
 
 
 def _num(v: float | None, scale: float = 1.0, spec: str = "{:.1f}") -> str:
@@ -229,6 +233,9 @@ def format_predict(doc: dict[str, Any]) -> str:
     """The ``predict`` document as text: per workload the fitted terms in words, then measured vs predicted per point."""
     from pipeline.core.texttable import text_table
     lines = [f"run {doc['run_id']} ({doc['source']}): calibrated per-step model (predictions, not measurements)"]
+    if doc.get("flagged"):  # a fit to a flagged run's points fits its interference too
+        lines.append(f"FLAGGED RUN: {'; '.join(doc['flagged'])}: its points, and so the fit and its errors, may "
+                     "show the machine's load, not the model")
     for m in doc["models"]:
         lines.append("")
         head = f"{m['model']} ({m['kind'] or '?'}, {m['engine']}, in {m['input_len']} / out {m['output_len']})"

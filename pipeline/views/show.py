@@ -39,7 +39,7 @@ from typing import Any
 from pipeline.analysis import stages
 from pipeline.analysis.knee import knee_uncertainty_of
 from pipeline.core.words import REGIME_TEXT, post_knee_words
-from pipeline.analysis.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
+from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis, implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import PointKey, workload_of
@@ -58,7 +58,8 @@ POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "re
 MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
-                "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency")
+                "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency",
+                "compute_roof_tflops", "compute_roof_dtype")
 #: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
 OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
                     "schedule_kept", "burstiness", "slo", "max_concurrency")
@@ -90,7 +91,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["token_count_sources"] = dict(s.get("token_count_sources") or {})
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
-        row["implausible"] = a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]})
+        row["implausible"] = implausible_cause(meta, a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]}))
         row["mfu_implausible"] = a.get("mfu_implausible") or implausible_mfu(
             {**a, "concurrency": s["concurrency"]}, (meta.get("probe") or {}).get("dtype"))
         row["interference"] = s.get("interference")
@@ -123,6 +124,9 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         m["adaptive"] = ({**a, "tolerance": meta["adaptive"].get("tolerance")} if a and
                          (a.get("input_len"), a.get("output_len")) == (m["input_len"], m["output_len"]) else None)
     quality = run_quality(meta, summaries, doc["models"])
+    for m in doc["models"]:  # an impossible figure with its causes in order of evidence and advice that fits the run
+        m["implausible_diagnosis"] = implausible_diagnosis(meta, m["implausible"])
+        m["implausible"] = m["implausible_diagnosis"]["text"] if m["implausible_diagnosis"] else None
     for m in doc["models"]:  # the top level stays the contract of docs/definitions.md; the run's verdict rides on each model
         m["run_quality"] = quality
         if quality["verdict"] == "flagged" and m.get("post_knee_cause") == "batching":
@@ -215,6 +219,8 @@ def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
             first = first[:SUMMARY_REASON_CHARS - 1].rstrip() + "…"
         more = len(reasons) - 1
         verdict = f"⚠ flagged: {first}" + (f" (+{more} more)" if more > 0 else "")
+    if res.meta.get("source") == "simulated":  # a prediction: "clean" alone read as a measurement
+        verdict = f"simulated (a prediction, not a measurement), {verdict}"
     if res.partial:
         verdict = f"incomplete ({len(doc['points'])} point(s)); {verdict}"
     where = f"site: {site}" if site else "site: not built with this run yet (snakemake --cores 1 committed builds it)"
@@ -269,7 +275,9 @@ def format_table(doc: dict[str, Any]) -> str:
         if m["knee_concurrency"]:
             cause = m.get("post_knee_cause")
             past = (f", past it the curve {post_knee_words(m['post_knee'])}"
-                    + (f" ({REGIME_TEXT.get(cause, cause)})" if cause else ""))
+                    + (f" ({REGIME_TEXT.get(cause, cause)}" + (
+                        f", roof {m['compute_roof_tflops'] * 1e3:,.1f} GFLOP/s in {m.get('compute_roof_dtype') or '?'}"
+                        if cause == "compute" and m.get("compute_roof_tflops") else "") + ")" if cause else ""))
         lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
                      + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
@@ -284,12 +292,17 @@ def format_table(doc: dict[str, Any]) -> str:
             sat = rs.get("saturation_rate_rps")
             slo = rs.get("slo") or {}
             lines.append(f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
-                         + (f"saturated from {sat:g} req/s offered" if sat else "achieved followed offered at every rate")
+                         + (f"saturated from {sat:g} req/s offered" if sat else "no rate saturated it" if
+                            rs.get("unsteady_rates") else "achieved followed offered at every rate")
+                         + (f"; not steady at {', '.join(f'{r:g}' for r in rs['unsteady_rates'])} req/s (under three "
+                            "E2ELs of arrivals: neither saturation nor SLO judged)" if rs.get("unsteady_rates") else "")
                          + (f", at most {rs['max_achieved_rps']:.2f} req/s achieved" if rs.get("max_achieved_rps") else "")
                          + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
                             ("; SLO missed at every rate" if rs.get("slo") else "")))
     if any(p.get("implausible") for p in doc["points"]):
-        lines.append("MBU marked ! is above 1, which no hardware reaches: a wrong model card or weight format")
+        cause = next((m["implausible_diagnosis"]["title"] for m in doc["models"] if m.get("implausible_diagnosis")),
+                     "a wrong model card or weight format")
+        lines.append(f"MBU marked ! is above 1, which no hardware reaches: most likely {cause}")
     if noisy_probe:
         lines.append(f"MBU marked ? is unreliable: measured against a bandwidth probe this run calls noisy ({noisy_probe})")
     bound = [p for p in doc["points"] if p.get("client_bound")]

@@ -139,3 +139,21 @@ def test_one_unit_system_in_cli_and_json(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["units"].startswith("GB = 10^9 bytes")
     assert doc["usable_bytes"] == doc["hardware"]["usable_gb"] * 1e9 == pytest.approx(108.8e9)
+
+
+def test_capacity_knows_the_default_configs_own_models():
+    """Regression (fault kind: a command that does not know the default sweep's models): `batchmark capacity --model
+    dense-llama-190m` said "no card".  The card is counted from config/vllm-cpu.yaml's architecture: 8 layers of
+    hidden 1024 / intermediate 4096, 32,000 × 1024 embeddings untied, about 0.19 G parameters; 2 bytes each in
+    bfloat16 = 0.37 GB, 4 in float32 = 0.75 GB (the dtype the default config serves on this CPU)."""
+    import contextlib
+    import io
+    import json as _json
+
+    from pipeline import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["capacity", "--model", "dense-llama-190m", "--hardware", "h200", "--quant", "bf16", "--json"]) == 0
+    table = _json.loads(out.getvalue())
+    assert table["weight_bytes"] / 1e9 == pytest.approx(0.37, abs=0.01)

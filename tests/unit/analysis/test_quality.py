@@ -34,7 +34,7 @@ def test_run_quality_reasons():
     # 16 / 10 = 1.6 > 1.5 flags c = 2; 14.9 / 10 = 1.49 does not flag c = 1
     assert [n["concurrency"] for n in q["noisy_points"]] == [2]
     assert q["reasons"][0] == "bandwidth probe: bandwidth repeats spread 2.20x"
-    assert "m c = 2 (1.60×)" in q["reasons"][1] and q["reasons"][2] == "m: x"
+    assert "m c = 2 (1.60×)" in q["reasons"][1] and q["reasons"][2].startswith("m: x. Most likely cause: the probe under-read")
     assert verdict_text(q).startswith("⚠ flagged: bandwidth probe") and verdict_text(q).endswith("(+2 more)")
     assert run_quality({"probe": {"warning": None}}, pts[1:])["verdict"] == "clean"
     assert prefer_clean([1, 2, 3], lambda x: x == 2) == [2] and prefer_clean([1, 3], lambda x: x == 2) == [1, 3]

@@ -72,17 +72,19 @@ def test_pages_mark_implausible_numbers(analysed, scratch_root):
     summaries, res = analysed
     view = RunView(run_id="20261101T000000Z-x", meta={"source": "imported:llama-batched-bench"}, analysis=res)
     view.workloads.append(Workload(model=res["models"][0], points=[s.as_dict() for s in summaries],
-                                   analysis_points=res["points"]))
+                                   analysis_points=res["points"], run_meta=view.meta))
     env = make_env()
     home = env.get_template("index.md.j2").render(runs=[view], chart=lambda spec: "", page="index.md")
     row = next(line for line in home.splitlines() if line.startswith("| [d]"))
     # neither the ceiling nor the MBU stands as a plain number
-    assert "| ⚠ 100.0: exceeded, wrong card or format | ⚠ 1.50: above 1, impossible |" in row
-    assert "| 1.50 |" not in row and "⚠ implausible: wrong model card or weight format" in row
-    assert '!!! danger "Implausible numbers: d in run 20261101T000000Z-x"' in home
+    # an imported run with no word against its probe: the card first, and `--quant` (an import's option) advised
+    assert "| ⚠ 100.0: exceeded, wrong card or format? | ⚠ 1.50: above 1, impossible |" in row
+    assert "| 1.50 |" not in row and "⚠ implausible: wrong model card or weight format?" in row
+    assert '!!! danger "Implausible numbers: d in run 20261101T000000Z-x (wrong model card or weight format?)"' in home
+    assert "--quant&#96; on import" in home  # the advice, its backticks escaped for the page
     from pipeline.pages.indexviews import model_pages
 
     bench = env.get_template("each/model.md.j2").render(runs=[view], chart=lambda spec: "", page="models/d.md",
                                                          mp=model_pages([view])[0])
-    assert '!!! danger "Implausible numbers: wrong model card or weight format"' in bench
+    assert '!!! danger "Implausible numbers: wrong model card or weight format?"' in bench
     assert "| ⚠ 1.50: above 1, impossible |" in bench and "| 1.00 |" in bench

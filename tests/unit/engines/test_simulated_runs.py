@@ -52,6 +52,14 @@ def test_show_says_simulated(sim_run: Path):
     assert "SIMULATED: a prediction" in out.splitlines()[1]
 
 
+def test_summary_of_a_simulated_run_says_simulated(sim_run: Path):
+    """Regression (fault kind: a prediction read as a measurement): `batchmark summary` of a simulated run said
+    "clean" without "simulated"."""
+    from pipeline.views.show import summary_line
+
+    assert summary_line(sim_run).startswith(f"run {sim_run.name}: simulated (a prediction, not a measurement), clean")
+
+
 def test_diff_of_a_prediction_and_a_measurement_says_so(sim_run: Path, scratch_root: Path):
     _, out, _ = run_cli("diff", MEASURED, sim_run.name)
     assert "PREDICTION vs MEASUREMENT — B is simulated" in out.splitlines()[0], out[:400]

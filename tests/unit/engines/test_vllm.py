@@ -166,3 +166,20 @@ def test_server_state_chart_splits_metrics_into_panels():
     kv = sorted(r["value"] for r in rows if r["metric"] == "KV cache in use (%)")
     assert kv == [0.1, 0.2, 0.4]  # fraction × 100
     assert server_state_chart({"model": "m"}, [{"concurrency": 1, "regime": "batching", "server": None}]) is None
+
+
+def test_creating_the_server_environment_is_said_once(tmp_path):
+    """Regression (fault kind: a line printed twice): the main job printed "server environment … creating" twice,
+    the sweep's phase and create_server_env's own line.  Its own line now says how (venv, pip), not "creating"
+    (a stand-in `run` fails at once, so nothing is installed)."""
+    import subprocess
+
+    from pipeline.machine import serverenv
+
+    req = tmp_path / "req.txt"
+    req.write_text("vllm\n")
+    said: list[str] = []
+    fail = lambda *a, **k: subprocess.CompletedProcess(a, 1, "", "no venv here")  # noqa: E731
+    status = serverenv.create_server_env(tmp_path / "env", req, log=said.append, run=fail)
+    assert status["ok"] is False
+    assert not any(": creating" in s for s in said) and any("python -m venv, then pip install" in s for s in said)

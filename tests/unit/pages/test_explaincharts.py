@@ -216,3 +216,43 @@ def test_knee_charts_colour_what_differs(builder):
     mixed = builder(SAME_WORKLOADS)
     assert {r["colour"] for r in _values(mixed)} == {
         "run-a (dgx-spark) · 512 in / 32 out", "run-b (dgx-spark) · 512 in / 32 out", "run-a (dgx-spark) · 8192 in / 32 out"}
+
+
+def test_batching_page_says_why_per_user_times_b_is_not_the_total():
+    """Regression (fault kind: arithmetic a reader cannot reconcile): the Batching explainer showed 5.36 tok/s per
+    user and 184.6 tok/s for all users at B = 64, but 5.36 × 64 = 343: per-user throughput is 1 / TPOT, output
+    throughput counts prefill and queueing too.  The same figures, rendered: 5.36 × 64 = 343.0 tok/s is said."""
+    from pipeline.machine.hardware import load_profile
+    from pipeline.pages.render import make_env
+
+    cpu = _with_roofline(_workload("dense-llama-190m", "dense", [(1, 28.91), (2, 28.20), (64, 184.6)],
+                                   [(1, 75.45), (2, 150.59), (64, 330.0)]), ["memory", "memory", "compute"])
+    cpu.model.update(engine="vllm", peak_concurrency=64, single_stream_tok_s=28.91, peak_output_throughput_tok_s=184.6)
+    cpu.points[0]["per_user_tok_s"], cpu.points[-1]["per_user_tok_s"] = 28.91, 5.36
+    env = make_env(explain.Path(__file__).resolve().parents[3] / "templates")
+    ctx = explain.explain_context([_run("20261129T161329Z-vm", CPU_HW, [cpu])],
+                                  load_profile("dgx-spark").model_dump(mode="json"), explain.worked_example_model())
+    text = " ".join(env.get_template("explain/batching.md.j2").render(chart=lambda spec: "", **ctx).split())
+    assert "Why each user's rate × B is not the total: per-user throughput is 1 / TPOT" in text
+    assert "(5.36 × 64 = 343.0 tok/s at B = 64)" in text and "(184.60 tok/s here)" in text
+
+
+def test_card_roofline_leaves_out_a_model_that_does_not_fit():
+    """Regression (fault kind: a chart that contradicts the Sizing page): the roofline chart drew Llama-3.1-70B in bf16
+    on the DGX Spark, which the Sizing page says does not fit (141 GB of weights against 108.8 GB usable:
+    min(128 × 0.85, 128 − 8), pipeline/analysis/capacity.py)."""
+    from pipeline.analysis.capacity import usable_memory_gb
+    from pipeline.cards.registry import load_card
+    from pipeline.machine.hardware import load_profile
+
+    hw = load_profile("dgx-spark").model_dump(mode="json")
+    usable = usable_memory_gb(hw)["usable_gb"]
+    assert usable == pytest.approx(108.8)
+    cards = [load_card("Llama-3.1-8B"), load_card("Llama-3.1-70B")]
+    spec = explaincharts.card_roofline_chart(cards, hw["bandwidth_gb_s_spec"], hw["peak_tflops_spec"], "dgx-spark",
+                                             usable_gb=usable)
+    models = {r["model"] for r in _values(spec)}
+    assert any(m.startswith("Llama-3.1-8B") for m in models) and not any("70B" in m for m in models)
+    import json
+
+    assert "Llama-3.1-70B (bf16) left out: weights 141 GB exceed 108.8 GB usable" in json.dumps(spec)
