@@ -88,6 +88,9 @@ def hostile_site(tmp_path_factory):
             import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id=f"20261102T10150{i}Z-vllm", model=name)
         make_run(runs_dir, "20261201T000000Z-a", models=(PIPE, IMG), transformers_version=SCRIPT)
         render_site(root / "data" / "pages")
+        # the Guide's pages as title-only stubs: their prose would fill the search results the last test reads
+        for guide_page in (root / "data" / "pages" / "guide").rglob("*.md"):
+            guide_page.write_text(f"# {guide_page.stem}\n", encoding="utf-8")
         res = mkdocs_build(root)
     finally:
         mp.undo()
