@@ -45,6 +45,7 @@ def measured_run(config_name: str, run_id: str | None) -> tuple[str, float]:
 
 
 def main() -> int:
+    """Print the plan of the default CPU config beside the wall time of its committed real sweep, and their ratio; 0."""
     from pipeline.config.sweepconfig import load_config
     from pipeline.machine.hardware import load_profile
     from pipeline.plan.estimate import format_duration, make_plan

@@ -46,6 +46,7 @@ def _arrays(n: int, concurrency: int, overlap: bool):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Time and peak memory of reading and checking a million-request point (and refusing an overlapping one); 0."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=1_000_000)
     args = ap.parse_args(argv)

@@ -48,12 +48,16 @@ METRICS = ("decode_tok_s", "tpot_s", "ttft_s")
 
 
 def card_before(c: Curve):
+    """The card the old model counted: the checkpoint's format, or the published file size's (GiB × 2^30 bytes,
+    experts in MXFP4 for an MoE model) where the source states one."""
     card = load_card(c.model)
     return card_with_file_size(card, int(c.file_gib * 2**30), expert_quant="mxfp4" if card.expert_bytes else None) \
         if c.file_gib else card
 
 
 def card_after(c: Curve):
+    """The served card: the source's stated format per tensor group, else the engine's default on the Spark
+    (:func:`pipeline.cards.servedformat.served_card`)."""
     card = load_card(c.model)
     if c.served:
         return card_in_format(card, ServedFormat(**c.served, stated=True))
@@ -61,6 +65,7 @@ def card_after(c: Curve):
 
 
 def context(c: Curve, depth: int) -> float:
+    """Mean decode context in tokens: prompt + depth already in the KV cache + half the output (docs/definitions.md)."""
     return c.input_len + depth + c.output_len / 2
 
 
@@ -72,11 +77,14 @@ def measured(c: Curve, p) -> dict[str, float | None]:
 
 
 def old_step(card, b: int, ctx: float) -> float:
+    """The old step model in seconds at batch ``b``: max(bytes / spec bandwidth, FLOPs / 125 TFLOP/s) + 4 ms."""
     mem = bytes_per_decode_step(card, b, ctx) / (BW * 1e9)
     return max(mem, flops_per_decode_step(card, b, ctx) / (OLD_PEAK * 1e12)) + OLD_OVERHEAD
 
 
 def old_prefill(card, tokens: int, before: float) -> float:
+    """The old plan's prefill in seconds: ``tokens`` in chunks of 8,192 after ``before`` tokens of context, each chunk
+    max(weight bytes / bandwidth, FLOPs / 125 TFLOP/s) + 4 ms."""
     total, done = 0.0, 0
     while done < tokens:
         n = min(OLD_CHUNK, tokens - done)
@@ -92,15 +100,16 @@ def plan_point(c: Curve, p, after: bool) -> dict[str, float]:
     if after:
         return harness.predict(c.harness, card_after(c), HW.engine_terms(c.engine), BW, HW.compute_peak_tflops(), b,
                                c.input_len, c.output_len, p.depth, c.identical_routing)
-    else:
-        card = card_before(c)
-        step = old_step(card, b, ctx)
-        pre = old_prefill(card, b * c.input_len, p.depth)
+    card = card_before(c)
+    step = old_step(card, b, ctx)
+    pre = old_prefill(card, b * c.input_len, p.depth)
     ttft = pre if c.harness == "static" else pre + step  # served: the first token comes with the step after prefill
     return {"decode_tok_s": b / step, "tpot_s": step, "ttft_s": ttft}
 
 
 def calibration(c: Curve) -> list[int]:
+    """The three x values ``predict`` calibrates on: its default points by concurrency, or first, middle and last
+    depth for a curve over context depth."""
     xs = [p.depth if c.by_depth else p.concurrency for p in c.points]
     kind = "moe" if load_card(c.model).expert_bytes else "dense"
     return calibrate.default_calibration(xs, kind)[0] if not c.by_depth else [xs[0], xs[len(xs) // 2], xs[-1]]
@@ -185,6 +194,7 @@ def report(curves: list[Curve]) -> None:
 
 
 def main() -> int:
+    """Print per source the median and worst error of plan and predict, before and after; 0 (``--fit``: the terms)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="fit the engine terms to the curves and print them")
     args = ap.parse_args()
