@@ -85,6 +85,25 @@ def wait_for_charts(page, timeout_ms: int = 60000) -> int:
     return n
 
 
+def each_chart(ctx, html: Path, js: str) -> list:
+    """``js`` evaluated on every ``.vega-chart`` of ``html`` (a new page of ``ctx``), once every chart is drawn
+    (``data-drawn``) or says why not; a script error on the page fails the calling test."""
+    page = ctx.new_page()
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto(html.resolve().as_uri())
+        n = page.locator(".vega-chart").count()
+        if n:
+            page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
+                                   "e => e.dataset.drawn || e.textContent).length >= n", arg=n, timeout=60000)
+        out = [page.evaluate(js, el) for el in page.query_selector_all(".vega-chart")]
+        assert errors == [], (html, errors)
+        return out
+    finally:
+        page.close()
+
+
 def open_page(html: Path, wait_selector: str = ".vega-chart svg", timeout_ms: int = 20000,
               count: dict[str, str] | None = None) -> dict:
     """Open a built page offline; return counts of rendered charts and marks, chart texts, and refused requests.

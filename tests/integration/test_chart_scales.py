@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser import each_chart
 from tests.integration.test_site_charts import browser, site  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.slow
@@ -51,20 +52,7 @@ SCALES_JS = """(el) => {
 
 def chart_scales(ctx, html: Path) -> list[dict | None]:
     """:data:`SCALES_JS` of every chart on a page, once every chart is drawn (or says why not)."""
-    page = ctx.new_page()
-    try:
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(html.resolve().as_uri())
-        n = page.locator(".vega-chart").count()
-        if n:
-            page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
-                                   "e => e.dataset.drawn || e.textContent).length >= n", arg=n, timeout=60000)
-        out = [page.evaluate(SCALES_JS, el) for el in page.query_selector_all(".vega-chart")]
-        assert errors == [], (html, errors)
-        return out
-    finally:
-        page.close()
+    return each_chart(ctx, html, SCALES_JS)
 
 
 def test_every_scale_of_every_chart_of_the_site_has_a_readable_domain(site, browser):  # noqa: F811

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import mkdocs_build, offline_context
+from tests.browser import each_chart, mkdocs_build, offline_context
 from tests.conftest import REPO, committed_runs, make_scratch_root
 
 pytestmark = pytest.mark.slow
@@ -114,20 +114,7 @@ def browser():
 
 def chart_scenes(ctx, html: Path) -> list[dict]:
     """The scene summary (:data:`SCENE_JS`) of every chart on a page, once all are drawn."""
-    page = ctx.new_page()
-    try:
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto(html.resolve().as_uri())
-        n = page.locator(".vega-chart").count()
-        if n:
-            page.wait_for_function("n => [...document.querySelectorAll('.vega-chart')].filter("
-                                   "e => e.dataset.drawn || e.textContent).length >= n", arg=n, timeout=60000)
-        scenes = [page.evaluate(SCENE_JS, el) for el in page.query_selector_all(".vega-chart")]
-        assert errors == [], (html, errors)
-        return scenes
-    finally:
-        page.close()
+    return each_chart(ctx, html, SCENE_JS)
 
 
 def _chart_pages(site: Path) -> list[Path]:
