@@ -50,12 +50,6 @@ def test_reference_page_is_what_the_code_generates(name):
         f"docs/reference/{name} has drifted from the code: run `python -m tests.unit.pages.test_reference` and commit")
 
 
-def test_show_json_page_is_what_show_builds_from_the_committed_runs():
-    text = generated()["show-json.md"]
-    assert (REFERENCE / "show-json.md").read_text() == text, (
-        "docs/reference/show-json.md has drifted from `show --json`: run `python -m tests.unit.pages.test_reference`")
-
-
 def test_cli_page_names_every_option_of_every_command():
     """Hand-checked against the parser: `diff` has --fail-above, `plan` --budget, `import` --max-failure-rate."""
     from pipeline.cli import build_parser

@@ -101,16 +101,6 @@ def test_budget_steps_down_and_says_what_it_dropped(spark_full_plan):
     assert make_plan(measured).wall_s == pytest.approx(plan.wall_s)
 
 
-def test_budget_drops_grid_points_from_the_top_when_the_ladder_is_not_enough():
-    cfg = load_config(SPARK).model_copy(update={"models": [m for m in load_config(SPARK).models
-                                                             if m.name == "gpt-oss-20b"]})
-    plan, measured = fit_budget(cfg, 20 * 60)
-    assert measured.concurrency == cfg.concurrency[:len(measured.concurrency)]
-    assert len(measured.concurrency) < len(cfg.concurrency)
-    gone = cfg.concurrency[len(measured.concurrency):]
-    assert any(d == f"concurrency {', '.join(map(str, gone))} (every model)" for d in plan.dropped), plan.dropped
-
-
 @pytest.mark.parametrize("text,seconds", [("8h", 28800), ("90m", 5400), ("1h30m", 5400), ("2d", 172800), ("45s", 45)])
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds

@@ -6,8 +6,6 @@ points it was not calibrated on.  The hand-worked numbers are stated beside each
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -137,23 +135,6 @@ def test_predict_workload_static_points_and_call_out():
     assert by_c[32]["call_out"] is None and abs(by_c[32]["error"]["output_throughput_tok_s"]) < 0.02
     assert by_c[128]["measured"] is None and by_c[128]["predicted"]["output_throughput_tok_s"] > 0
     assert "of the 273 GB/s bandwidth" in entry["fit"]["words"]
-
-
-def test_cli_predict_committed_run_json_and_bad_option(tmp_path):
-    run = "data/runs/20261130T010035Z-vm"
-    out = subprocess.run([sys.executable, "-m", "pipeline", "predict", run, "--json"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    doc = json.loads(out.stdout)
-    assert doc["run_id"] == "20261130T010035Z-vm"
-    for m in doc["models"]:
-        assert m["calibrated_on"] == ([1, 8, 64] if m["kind"] == "dense" else [1, 2, 64])
-        assert {"concurrency", "calibration", "measured", "predicted"} <= set(m["points"][0])
-    bad = subprocess.run([sys.executable, "-m", "pipeline", "predict", run, "--calibrate-on", "1,x"],
-                         capture_output=True, text=True)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--calibrate-on: 'x'" in bad.stderr
-    few = subprocess.run([sys.executable, "-m", "pipeline", "predict", run, "--calibrate-on", "1,64"],
-                         capture_output=True, text=True)
-    assert few.returncode == 0 and "three terms need three" in few.stdout
 
 
 def test_reference_prediction_error_goal(reference_file, tmp_path):

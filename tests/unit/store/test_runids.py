@@ -61,12 +61,6 @@ def test_two_imports_in_one_second_both_land(scratch_root, monkeypatch):
     assert not list((a.parent / ".locks").glob("*.claim.json"))  # nor a claim (imports hold the run's lock meanwhile)
 
 
-def test_committed_run_ids_still_validate():
-    committed = committed_runs()  # git ls-files: the user's own runs are no test's business
-    assert committed
-    assert all(runs.check_run_id(r) == r for r in committed)
-
-
 def test_no_test_lists_the_users_runs_folder():
     """Regression (fault kind: test depends on the user's data): tests take the committed runs from
     ``git ls-files`` (:func:`tests.conftest.committed_runs`) or build a temporary project, never a listing of the
