@@ -53,27 +53,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from pipeline.config.sweepconfig import load_config
-    from pipeline.plan.estimate import plan_text
-    from pipeline.plan.budget import plan_for
+    from pipeline.commands.plan import plan
 
-    path = args.config or args.config_pos
-    if not path:
-        raise BatchmarkError("plan: give a config (batchmark plan --config config/spark.yaml)")
-    from pipeline.plan.probed import probe_for_plan
-
-    cfg = load_config(path)
-    probe_for_plan(cfg)  # a profile without spec: this machine's probe, the stored one or one run now
-    plan, _ = plan_for(cfg, args.budget)
-    if getattr(args, "harness", "closed") != "closed":
-        from pipeline.plan.harnessplan import with_harness
-
-        plan = with_harness(plan, cfg, args.harness)
-    if args.json:
-        print(json.dumps(plan.as_dict(), indent=1))
-    else:
-        print(plan_text(plan))
-    return 0
+    return plan(args.config or args.config_pos, budget=args.budget, harness=getattr(args, "harness", "closed"),
+                as_json=args.json)
 
 
 def _cmd_merge(args: argparse.Namespace) -> int:
@@ -175,26 +158,9 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
 
 def _cmd_capacity(args: argparse.Namespace) -> int:
-    from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
-    from pipeline.machine.hardware import load_profile
+    from pipeline.commands.capacity import capacity
 
-    hw = load_profile(args.hardware, field="--hardware").model_dump(mode="json")
-    if not hw.get("memory_gb"):  # the generic cpu profile: size it by this machine, and say so
-        from pipeline.analysis.capacity import machine_memory
-
-        hw.update(machine_memory())
-    from pipeline.cards.modelarch import CONTEXT_MAX
-
-    for ctx in args.context or []:  # a 400-digit context ended in OverflowError
-        if not 1 <= ctx <= CONTEXT_MAX:
-            raise BatchmarkError(f"--context: {ctx if abs(ctx) < 10**20 else 'a number of ' + str(len(str(ctx))) + ' digits'}"
-                                 f" is not a context length (1 to {CONTEXT_MAX:,} tokens)")
-    from pipeline.analysis.capacity import capacity_card
-
-    card = capacity_card(args.model, args.quant)
-    table = capacity_table(card, hw, args.context or DEFAULT_CONTEXTS)
-    print(json.dumps(table, indent=1) if args.json else format_capacity(table))
-    return 0
+    return capacity(args.hardware, args.model, contexts=args.context, quant=args.quant, as_json=args.json)
 
 
 def _run_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], **kw: Any) -> argparse.ArgumentParser:
@@ -206,14 +172,8 @@ def _run_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int],
     return s
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of every subcommand."""
-    p = argparse.ArgumentParser(
-        prog="batchmark",
-        description="Measure how LLM decode throughput and latency change with concurrency, explain it with "
-                    "the bandwidth arithmetic, and publish it as a static site.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _add_measure_commands(sub: Any) -> None:
+    """The commands that measure or predict: ``probe``, ``sweep``, ``plan``, ``merge``, ``server-env``."""
     s = sub.add_parser("probe", help="measure this machine's memory bandwidth (GB/s) and peak matmul FLOP/s")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--device", default="auto", help="auto, cpu or cuda (default: auto)")
@@ -261,6 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--allow-failure", action="store_true", help="exit 0 when vLLM cannot run here (a fallback will be used)")
     s.set_defaults(func=_cmd_server_env)
 
+
+def _add_run_commands(sub: Any) -> None:
+    """The commands that read one run: ``write-summaries``, ``analyze``, ``show``, ``verdict``, ``predict``."""
     add_renamed(sub, _run_command, "write-summaries", _cmd_summarize, "metrics stage: request records -> summaries.json")
 
     _run_command(sub, "analyze", _cmd_analyze, help="analysis stage: summaries + model cards + hardware -> analysis.json")
@@ -285,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "dense model")
     s.add_argument("--json", action="store_true", help="print the predict document (pipeline/views/predict.py)")
 
+
+def _add_import_commands(sub: Any) -> None:
+    """The commands that bring results in or count: ``import``, ``capacity``."""
     s = sub.add_parser("import", help="turn another tool's benchmark output into a run (source imported:FORMAT)")
     s.add_argument("format", choices=["llama-batched-bench", "vllm-bench", "llama-benchy", "guidellm", "aiperf"],
                    help="the tool whose output PATH holds: llama-batched-bench (Markdown table or -oj JSONL), "
@@ -317,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=_cmd_capacity)
 
+
+def _add_diff_command(sub: Any) -> None:
+    """``diff``: two runs compared."""
     s = sub.add_parser("diff", help="compare two runs: changes per point and metric, significance, provenance",
                        description="Compare run A (before) with run B (after). Exit status: 0, or 1 with --fail-above "
                                    "when a gated metric regressed (a called change) by more than its threshold; 2 on bad input.")
@@ -338,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{diff_min_effect_pct():g}, from the A/A benchmark benchmarks/diff_power.py)")
     s.set_defaults(func=_cmd_diff, format="text")
 
+
+def _add_site_commands(sub: Any) -> None:
+    """The commands that rewrite runs or build the site: ``upgrade``, ``pages``, ``reference``."""
     s = sub.add_parser("upgrade", help="rewrite a run's stored files at the current schema versions (format only)",
                        description="Rewrite a run's stored files (run.json, summaries, analysis, point records, model "
                                    "cards) at the current schema versions, in place; each file is replaced atomically. "
@@ -367,8 +339,21 @@ def build_parser() -> argparse.ArgumentParser:
                                  "its name is the run id")
     s.add_argument("--hardware", default="dgx-spark", help="hardware profile it was measured on (default: dgx-spark)")
     s.set_defaults(func=_cmd_reference)
-    return p
 
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    p = argparse.ArgumentParser(
+        prog="batchmark",
+        description="Measure how LLM decode throughput and latency change with concurrency, explain it with "
+                    "the bandwidth arithmetic, and publish it as a static site.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_measure_commands(sub)
+    _add_run_commands(sub)
+    _add_import_commands(sub)
+    _add_diff_command(sub)
+    _add_site_commands(sub)
+    return p
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``batchmark`` console script; returns the exit status."""

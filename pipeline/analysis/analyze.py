@@ -249,106 +249,124 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             points_out.append({**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None,
                                "regime": None, "server": s.server, "implausible": None})
             continue
-        card = cards.get(s.model)
-        ctx = mean_decode_context(s.input_len, s.output_len)
-        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
-                               "output_len": s.output_len, "concurrency": s.concurrency,
-                               "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
-                               "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
-                               "achieved_gb_s": None, **point_quality(s, max_failure_rate),
-                               "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
-                               "server": s.server}
-        batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
-        row["batch"] = batch
-        peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
-        if card is not None:
-            nbytes = bytes_per_decode_step(card, batch, ctx)
-            flops = flops_per_decode_step(card, batch, ctx)
-            row.update(bytes_per_step=nbytes, flops_per_step=flops)
-            if s.step_time_s:
-                achieved = nbytes / s.step_time_s / 1e9
-                row.update(achieved_gb_s=achieved, mbu=ratio(achieved, bw_mbu),
-                           mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
-                           mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
-                           mfu=ratio(flops / s.step_time_s / 1e12, peak_c))
-                if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
-                    fewest, _ = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, batch, ctx))
-                    row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
-            if bw:
-                step, bound = roofline_step_s(card, batch, ctx, bw, peak_c)
-                row.update(roofline_tok_s=batch / step, roofline_bound=bound)
-        row["implausible"] = implausible_point(row)
-        row["mfu_implausible"] = implausible_mfu(row, roof_c, card.quantization if card is not None else None)
-        points_out.append(row)
+        points_out.append(_point_row(s, cards.get(s.model), hw, probe, bw_mbu, limits, max_failure_rate))
 
     models_out = []
     # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
     by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
     for s, row in zip(summaries, points_out):
         by_workload.setdefault(workload_of(s), []).append((s, row))
-    for (model, engine, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
-        opened = [s for s, _ in all_pairs if s.load != "closed"]
-        pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
-        mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
-        quality = {s.concurrency: point_quality(s, max_failure_rate) for s in mine}
-        excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
-        curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine
-                 if s.output_throughput_tok_s and not quality[s.concurrency]["excluded"]]
-        card = cards.get(model)
-        ctx = mean_decode_context(inp, out)
-        knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
-        curve_c = {c for c, _ in curve}
-        uncertainty = knee_uncertainty([(s.concurrency, list(s.samples.get("output_throughput_tok_s") or []))
-                                        for s in mine if s.concurrency in curve_c], knee, knee_threshold)
-        peak_pt = max(curve, key=lambda p: p[1]) if curve else None
-        regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
-        post = post_knee(curve, knee)
-        interfered = probe_saw_load(probe) or any(
-            point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
-        single = next((t for c, t in curve if c == 1), None)
-        models_out.append({
-            "model": model, "engine": engine, "input_len": inp, "output_len": out,
-            "kind": card.kind if card else None,
-            "total_params": card.total_params if card else None,
-            "active_params": card.active_params if card else None,
-            "weight_bytes": card.weight_bytes if card else None,
-            "kv_bytes_per_token": card.kv_bytes_per_token if card else None,
-            "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
-            "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
-            "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_probed"]) if card else None,
-            # the format unstated: the ceiling over every plausible served format (pipeline.cards.servedformat)
-            "ceiling_tok_s_range": ceiling_range_tok_s(card, ctx, bw) if card else None,
-            "format_stated": is_stated(card) if card else None,
-            "served_format": (card.extra or {}).get("served_format") if card else None,
-            "single_stream_tok_s": single,
-            "knee_concurrency": knee,
-            "knee_kneedle": kneedle(curve),
-            "knee_threshold": knee_threshold,
-            **uncertainty,
-            "post_knee": post,
-            "post_knee_cause": post_knee_cause(regimes, knee, post, interfered,
-                                               {row["concurrency"]: row["roofline_bound"] for _, row in pairs
-                                                if row.get("roofline_bound")}),
-            "compute_roof_tflops": roof_for_dtype(probe, hw, card.quantization if card else None)[0],
-            "compute_roof_dtype": roof_for_dtype(probe, hw, card.quantization if card else None)[1],
-            "regimes": {str(c): r for c, r in sorted(regimes.items())},
-            "server_limits": (limits or {}).get(model),
-            "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
-            "peak_concurrency": peak_pt[0] if peak_pt else None,
-            "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},
-            "max_failure_rate": max_failure_rate,
-            "excluded_concurrency": excluded,
-            "caveat_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["caveats"]],
-        })
-        if opened:
-            sweeps = {}
-            for s in opened:
-                sweeps.setdefault((s.load, s.max_concurrency or 0), []).append(s)
-            models_out[-1]["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
-        if any(s.slo for s in mine):
-            models_out[-1]["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
-        if card is not None and card.expert_bytes and mine and all(s.output_throughput_window == "decode_phase" for s in mine):
-            models_out[-1]["coverage_not_measured"] = COVERAGE_NOT_MEASURED
-        mine_rows = [row for _, row in pairs]
-        models_out[-1]["implausible"] = implausible_model(models_out[-1], mine_rows)
+    for workload, all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+        models_out.append(_model_row(workload, all_pairs, cards.get(workload[0]), hw, probe, knee_threshold,
+                                     max_failure_rate, limits))
     return {"hardware": hw, "points": points_out, "models": models_out}
+
+
+def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None,
+               bw_mbu: float | None, limits: dict[str, dict[str, Any]] | None, max_failure_rate: float) -> dict[str, Any]:
+    """One closed-loop point's analysis row: bytes and FLOPs per decode step, MBU (of ``bw_mbu`` GB/s, the spec's
+    and the probe's), MFU, the roofline's throughput (tok/s) and bound, its quality, regime and plausibility."""
+    bw = hw["bandwidth_gb_s"]
+    ctx = mean_decode_context(s.input_len, s.output_len)
+    row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
+                           "output_len": s.output_len, "concurrency": s.concurrency,
+                           "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
+                           "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
+                           "achieved_gb_s": None, **point_quality(s, max_failure_rate),
+                           "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
+                           "server": s.server}
+    batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
+    row["batch"] = batch
+    peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
+    if card is not None:
+        nbytes = bytes_per_decode_step(card, batch, ctx)
+        flops = flops_per_decode_step(card, batch, ctx)
+        row.update(bytes_per_step=nbytes, flops_per_step=flops)
+        if s.step_time_s:
+            achieved = nbytes / s.step_time_s / 1e9
+            row.update(achieved_gb_s=achieved, mbu=ratio(achieved, bw_mbu),
+                       mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
+                       mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
+                       mfu=ratio(flops / s.step_time_s / 1e12, peak_c))
+            if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
+                fewest, _ = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, batch, ctx))
+                row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
+        if bw:
+            step, bound = roofline_step_s(card, batch, ctx, bw, peak_c)
+            row.update(roofline_tok_s=batch / step, roofline_bound=bound)
+    row["implausible"] = implausible_point(row)
+    row["mfu_implausible"] = implausible_mfu(row, roof_c, card.quantization if card is not None else None)
+    return row
+
+
+def _model_row(workload: tuple[str, str, int, int], all_pairs: list[tuple[PointSummary, dict[str, Any]]],
+               card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None, knee_threshold: float,
+               max_failure_rate: float, limits: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """One workload's (model, engine, input, output length) analysis from its points and their rows: ceilings,
+    knee, post-knee and its cause, peak, scaling efficiency, rate sweeps, SLO limit, plausibility."""
+    model, engine, inp, out = workload
+    bw = hw["bandwidth_gb_s"]
+    opened = [s for s, _ in all_pairs if s.load != "closed"]
+    pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
+    mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
+    quality = {s.concurrency: point_quality(s, max_failure_rate) for s in mine}
+    excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
+    curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine
+             if s.output_throughput_tok_s and not quality[s.concurrency]["excluded"]]
+    ctx = mean_decode_context(inp, out)
+    knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
+    curve_c = {c for c, _ in curve}
+    uncertainty = knee_uncertainty([(s.concurrency, list(s.samples.get("output_throughput_tok_s") or []))
+                                    for s in mine if s.concurrency in curve_c], knee, knee_threshold)
+    peak_pt = max(curve, key=lambda p: p[1]) if curve else None
+    regimes = {row["concurrency"]: row["regime"] for _, row in pairs}
+    post = post_knee(curve, knee)
+    interfered = probe_saw_load(probe) or any(
+        point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
+    single = next((t for c, t in curve if c == 1), None)
+    m = {
+        "model": model, "engine": engine, "input_len": inp, "output_len": out,
+        "kind": card.kind if card else None,
+        "total_params": card.total_params if card else None,
+        "active_params": card.active_params if card else None,
+        "weight_bytes": card.weight_bytes if card else None,
+        "kv_bytes_per_token": card.kv_bytes_per_token if card else None,
+        "ceiling_tok_s": ceiling_tok_s(card, ctx, bw) if card else None,
+        "ceiling_tok_s_spec": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_spec"]) if card else None,
+        "ceiling_tok_s_probed": ceiling_tok_s(card, ctx, hw["bandwidth_gb_s_probed"]) if card else None,
+        # the format unstated: the ceiling over every plausible served format (pipeline.cards.servedformat)
+        "ceiling_tok_s_range": ceiling_range_tok_s(card, ctx, bw) if card else None,
+        "format_stated": is_stated(card) if card else None,
+        "served_format": (card.extra or {}).get("served_format") if card else None,
+        "single_stream_tok_s": single,
+        "knee_concurrency": knee,
+        "knee_kneedle": kneedle(curve),
+        "knee_threshold": knee_threshold,
+        **uncertainty,
+        "post_knee": post,
+        "post_knee_cause": post_knee_cause(regimes, knee, post, interfered,
+                                           {row["concurrency"]: row["roofline_bound"] for _, row in pairs
+                                            if row.get("roofline_bound")}),
+        "compute_roof_tflops": roof_for_dtype(probe, hw, card.quantization if card else None)[0],
+        "compute_roof_dtype": roof_for_dtype(probe, hw, card.quantization if card else None)[1],
+        "regimes": {str(c): r for c, r in sorted(regimes.items())},
+        "server_limits": (limits or {}).get(model),
+        "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
+        "peak_concurrency": peak_pt[0] if peak_pt else None,
+        "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},
+        "max_failure_rate": max_failure_rate,
+        "excluded_concurrency": excluded,
+        "caveat_concurrency": [s.concurrency for s in mine if quality[s.concurrency]["caveats"]],
+    }
+    if opened:
+        sweeps = {}
+        for s in opened:
+            sweeps.setdefault((s.load, s.max_concurrency or 0), []).append(s)
+        m["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
+    if any(s.slo for s in mine):
+        m["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
+    if card is not None and card.expert_bytes and mine and all(s.output_throughput_window == "decode_phase" for s in mine):
+        m["coverage_not_measured"] = COVERAGE_NOT_MEASURED
+    mine_rows = [row for _, row in pairs]
+    m["implausible"] = implausible_model(m, mine_rows)
+    return m

@@ -144,6 +144,54 @@ def layer_types(config: dict[str, Any]) -> list[str]:
     return ["full_attention"] * n
 
 
+def _attention_params(mt: str, cfg: dict[str, Any], h: int, heads: int, kv_heads: int,
+                      head_dim: int) -> tuple[int, int, int]:
+    """(attention matrix parameters, attention biases, sinks and q/k norms, layer norms) of one layer of model type
+    ``mt`` (the formulas of :func:`param_counts`)."""
+    q, kv = heads * head_dim, kv_heads * head_dim
+    attn_matrix = 2 * h * q + 2 * h * kv
+    attn_small = 0
+    if mt == "gpt_oss" or (cfg.get("attention_bias") and mt != "qwen2"):
+        attn_small += q + 2 * kv + h
+    elif mt.startswith("qwen2"):
+        attn_small += q + 2 * kv
+    if mt == "gpt_oss":
+        attn_small += heads  # attention sinks
+    if mt.startswith("qwen3") or mt.startswith("gemma3"):
+        attn_small += 2 * head_dim  # q_norm, k_norm
+    norms = (4 if mt.startswith("gemma") else 2) * h
+    return attn_matrix, attn_small, norms
+
+
+def _layer_params(cfg: dict[str, Any], where: str, h: int, n_layers: int, n_experts: Any, attn_matrix: int,
+                  attn_small: int) -> tuple[int, int, int, int]:
+    """(dense matrix, dense small, expert matrix, expert small) parameters of all layers: each layer's attention
+    (``attn_matrix``, ``attn_small`` with its norms) and its MLP, a dense one or (``n_experts`` set, on the MoE
+    layers of ``decoder_sparse_step`` and ``mlp_only_layers``) routed experts, router and shared expert."""
+    mt = str(cfg.get("model_type") or "")
+    dense_matrix = dense_small = expert_matrix = expert_small = 0
+    sparse_step = int(cfg.get("decoder_sparse_step") or 1)
+    mlp_only = set(cfg.get("mlp_only_layers") or [])
+    for i in range(n_layers):
+        dense_matrix += attn_matrix
+        dense_small += attn_small
+        layer_moe = n_experts is not None and i not in mlp_only and (i + 1) % sparse_step == 0
+        if layer_moe:
+            inter = int(cfg.get("moe_intermediate_size") or _need(cfg, "intermediate_size", where))
+            expert_matrix += int(n_experts) * 3 * h * inter
+            dense_small += h * int(n_experts)  # router
+            if mt == "gpt_oss":
+                expert_small += int(n_experts) * (2 * inter + h)
+                dense_small += int(n_experts)  # router bias
+            shared = cfg.get("shared_expert_intermediate_size")
+            if shared:
+                dense_matrix += 3 * h * int(shared)
+                dense_small += h  # shared-expert gate
+        else:
+            dense_matrix += 3 * h * int(_need(cfg, "intermediate_size", where))
+    return dense_matrix, dense_small, expert_matrix, expert_small
+
+
 def param_counts(config: dict[str, Any], where: str = "config") -> dict[str, Any]:
     """Parameter counts of a decoder-only LM from its Hugging Face config numbers.
 
@@ -181,39 +229,10 @@ def param_counts(config: dict[str, Any], where: str = "config") -> dict[str, Any
     k = cfg.get("num_experts_per_tok")
     moe = bool(n_experts and k)
 
-    q, kv = heads * head_dim, kv_heads * head_dim
-    attn_matrix = 2 * h * q + 2 * h * kv
-    attn_small = 0
-    if mt == "gpt_oss" or (cfg.get("attention_bias") and mt != "qwen2"):
-        attn_small += q + 2 * kv + h
-    elif mt.startswith("qwen2"):
-        attn_small += q + 2 * kv
-    if mt == "gpt_oss":
-        attn_small += heads  # attention sinks
-    if mt.startswith("qwen3") or mt.startswith("gemma3"):
-        attn_small += 2 * head_dim  # q_norm, k_norm
-    norms = (4 if mt.startswith("gemma") else 2) * h
+    attn_matrix, attn_small, norms = _attention_params(mt, cfg, h, heads, kv_heads, head_dim)
 
-    dense_matrix = dense_small = expert_matrix = expert_small = 0
-    sparse_step = int(cfg.get("decoder_sparse_step") or 1)
-    mlp_only = set(cfg.get("mlp_only_layers") or [])
-    for i in range(n_layers):
-        dense_matrix += attn_matrix
-        dense_small += attn_small + norms
-        layer_moe = moe and i not in mlp_only and (i + 1) % sparse_step == 0
-        if layer_moe:
-            inter = int(cfg.get("moe_intermediate_size") or _need(cfg, "intermediate_size", where))
-            expert_matrix += int(n_experts) * 3 * h * inter
-            dense_small += h * int(n_experts)  # router
-            if mt == "gpt_oss":
-                expert_small += int(n_experts) * (2 * inter + h)
-                dense_small += int(n_experts)  # router bias
-            shared = cfg.get("shared_expert_intermediate_size")
-            if shared:
-                dense_matrix += 3 * h * int(shared)
-                dense_small += h  # shared-expert gate
-        else:
-            dense_matrix += 3 * h * int(_need(cfg, "intermediate_size", where))
+    dense_matrix, dense_small, expert_matrix, expert_small = _layer_params(
+        cfg, where, h, n_layers, n_experts if moe else None, attn_matrix, attn_small + norms)
     dense_small += h  # final norm
     embedding = vocab * h
     head = 0 if tied else vocab * h

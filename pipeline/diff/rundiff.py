@@ -138,28 +138,11 @@ def _point_dict(k: PointKey) -> dict[str, Any]:
     return k.as_dict()
 
 
-def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = MIN_EFFECT) -> RunDiff:
-    """Compare run A (before) with run B (after).
-
-    Args:
-        a, b: the two runs as read by :func:`pipeline.analysis.stages.load_run`.
-        alpha: false discovery rate of the Benjamini–Hochberg rule over the points of each metric, 0 < α < 1.
-        min_effect: smallest relative change ever called (fraction, ≥ 0; asv's ``--factor`` − 1).
-
-    Returns:
-        A :class:`RunDiff`: headline, provenance comparison, one :class:`MetricChange` per
-        (matched point, metric), per-workload :class:`ModelChange` rows, and the points
-        present in one run only.  A change is called (``significant``, verdict better / worse) when its
-        q value is ≤ α and its relative effect is at least ``min_effect`` (:func:`pipeline.diff.stats.called`).
-
-    Raises:
-        BatchmarkError: ``alpha`` outside (0, 1) or ``min_effect`` negative or not finite.
-    """
-    if not 0 < alpha < 1:
-        raise BatchmarkError(f"--alpha {alpha}: must be between 0 and 1")
-    if not (min_effect >= 0 and min_effect < float("inf")):
-        raise BatchmarkError(f"--min-effect {min_effect * 100:g}: must be a finite percentage >= 0")
-    sa, sb, matched = match_points(a.summaries, b.summaries)
+def _metric_changes(a: RunData, b: RunData, sa: dict[PointKey, Any], sb: dict[PointKey, Any],
+                    matched: list[tuple[PointKey, PointKey]], alpha: float, min_effect: float) -> list[MetricChange]:
+    """One :class:`MetricChange` per (matched point, metric): A's and B's values, the change, Welch's p and the
+    Benjamini–Hochberg q of its metric's family, and the verdict (called only at q ≤ ``alpha`` and an effect of at
+    least ``min_effect``)."""
     pa_pts, pb_pts = _analysis_points(a.analysis), _analysis_points(b.analysis)
     changes: list[MetricChange] = []
     samples = [(ka, kb, spec, metric_samples(spec, sa[ka], pa_pts.get(ka)),
@@ -194,6 +177,11 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
                                     significant=verdict in ("better", "worse"), q_value=q, effect=effect,
                                     rate_a_rps=ka.rate_rps,
                                     verdict=verdict, note=note, change_kind="points" if points else "relative"))
+    return changes
+
+
+def _model_changes(a: RunData, b: RunData) -> list[ModelChange]:
+    """One :class:`ModelChange` per (workload in both runs, model field of :data:`MODEL_FIELDS`)."""
     ma, mb = _analysis_models(a.analysis), _analysis_models(b.analysis)
     models: list[ModelChange] = []
     for w in sorted(set(ma) & set(mb)):
@@ -202,6 +190,33 @@ def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = M
             num = isinstance(va, (int, float)) and isinstance(vb, (int, float)) and fld != "knee_concurrency"
             models.append(ModelChange(*w, field=fld, label=label, a=va, b=vb,
                                       change=relative_change(va, vb) if num else None, changed=va != vb))
+    return models
+
+
+def diff_runs(a: RunData, b: RunData, alpha: float = 0.05, min_effect: float = MIN_EFFECT) -> RunDiff:
+    """Compare run A (before) with run B (after).
+
+    Args:
+        a, b: the two runs as read by :func:`pipeline.analysis.stages.load_run`.
+        alpha: false discovery rate of the Benjamini–Hochberg rule over the points of each metric, 0 < α < 1.
+        min_effect: smallest relative change ever called (fraction, ≥ 0; asv's ``--factor`` − 1).
+
+    Returns:
+        A :class:`RunDiff`: headline, provenance comparison, one :class:`MetricChange` per
+        (matched point, metric), per-workload :class:`ModelChange` rows, and the points
+        present in one run only.  A change is called (``significant``, verdict better / worse) when its
+        q value is ≤ α and its relative effect is at least ``min_effect`` (:func:`pipeline.diff.stats.called`).
+
+    Raises:
+        BatchmarkError: ``alpha`` outside (0, 1) or ``min_effect`` negative or not finite.
+    """
+    if not 0 < alpha < 1:
+        raise BatchmarkError(f"--alpha {alpha}: must be between 0 and 1")
+    if not (min_effect >= 0 and min_effect < float("inf")):
+        raise BatchmarkError(f"--min-effect {min_effect * 100:g}: must be a finite percentage >= 0")
+    sa, sb, matched = match_points(a.summaries, b.summaries)
+    changes = _metric_changes(a, b, sa, sb, matched, alpha, min_effect)
+    models = _model_changes(a, b)
     prov_a, prov_b = provenance_of(a), provenance_of(b)
     line, ok = headline(prov_a, prov_b, len(matched))
     from pipeline.analysis.quality import run_quality

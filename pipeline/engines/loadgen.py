@@ -18,4 +18,4 @@ from pipeline.engines.streamrecord import (Features, RawStream, chunk_counts, ev
                                            parse_event, per_chunk_usage)
 from pipeline.engines.scheduler import (LoopResult, closed_loop, default_requests, measured_window,  # noqa: F401
                                         open_loop, schedule_gaps)
-from pipeline.engines.tokencount import reconcile_counts  # noqa: F401  (kept importable from here)
+from pipeline.engines.chunkcounts import reconcile_counts  # noqa: F401  (kept importable from here)

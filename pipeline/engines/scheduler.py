@@ -264,12 +264,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
                 slots.release()
 
     bugs: list[BaseException] = []
-
-    def settle(task: asyncio.Task) -> None:
-        tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            bugs.append(task.exception())  # a bug inside a request task must not pass silently
-            stop.set()
+    settle = _settler(tasks, bugs, stop)
 
     async def dispatch() -> None:
         start = perf() - t0
@@ -286,11 +281,32 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
             task.add_done_callback(settle)
             due += gap
 
+    await _drive(dispatch(), tasks, all_measured, stop, abort, deadline_s, deadline_reason, bugs)
+    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
+
+
+def _settler(tasks: set[asyncio.Task], bugs: list[BaseException],
+             stop: asyncio.Event) -> Callable[[asyncio.Task], None]:
+    """The done-callback of a request task: forget it, and keep (and stop the loop on) a bug raised inside it."""
+    def settle(task: asyncio.Task) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            bugs.append(task.exception())  # a bug inside a request task must not pass silently
+            stop.set()
+    return settle
+
+
+async def _drive(dispatch: Any, tasks: set[asyncio.Task], all_measured: asyncio.Event, stop: asyncio.Event,
+                 abort: Callable[[str], None], deadline_s: float | None, deadline_reason: str | None,
+                 bugs: list[BaseException]) -> None:
+    """Run the dispatcher coroutine ``dispatch`` until every measured request has finished or the loop stops (an
+    abort, ``deadline_s`` seconds passed), then cancel the dispatcher and the requests still running; re-raise the
+    first bug of a request task or of the dispatcher."""
     async def watchdog() -> None:
         await asyncio.sleep(deadline_s)
         abort(deadline_reason or f"deadline of {deadline_s:g} s passed")
 
-    dispatcher = asyncio.create_task(dispatch())
+    dispatcher = asyncio.create_task(dispatch)
     waiter = asyncio.create_task(all_measured.wait())
     stopper = asyncio.create_task(stop.wait())
     guard = asyncio.create_task(watchdog()) if deadline_s is not None else None
@@ -307,7 +323,6 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
         bugs.append(dispatcher.exception())
     if bugs:
         raise bugs[0]
-    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
 
 
 def _metered(meter: ClientMeter | None, session: Any, target: Target, headers: dict[str, str],

@@ -54,9 +54,10 @@ that was set aside (:data:`FLAG_TEXT`).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
+
+from pipeline.engines.chunkcounts import per_chunk_layouts, reconcile_counts
 
 SOURCES = ("usage", "per_chunk_usage", "tokenized_text", "chunk_count")
 DISAGREE_FACTOR = 2.0  # a server count more than 2× off the tokenized text loses to the text
@@ -187,76 +188,6 @@ class Decision:
     held_back: int = 0
 
 
-def per_chunk_layouts(values: list[int | None], texts: list[str]) -> dict[str, list[int]]:
-    """Per-chunk token counts under each reading of the per-chunk usage (only readings with no negative count).
-
-    ``values`` are the ``completion_tokens`` of each chunk; every chunk with text must carry
-    one, else there is no per-chunk usage and the result is empty.  Chunks without a value
-    count 0.  Readings (derived: v is what the server sent, c the true running total):
-
-    - ``cumulative``: v_i = c_i, so chunk i carries v_i − v_{i−1};
-    - ``per_chunk``: v_i is chunk i's own count;
-    - ``running_sum``: v_i = c_1 + … + c_i, so c_i = v_i − v_{i−1} and chunk i carries
-      c_i − c_{i−1} (16 one-token chunks give v = 1, 3, 6, …, 136).
-    """
-    if not any(t for t in texts) or any(t and v is None for t, v in zip(texts, values)):
-        return {}
-    idx = [i for i, v in enumerate(values) if v is not None]
-    if len(idx) < 2:
-        return {}
-    vals = [values[i] for i in idx]
-    out: dict[str, list[int]] = {}
-
-    def spread(local: list[int]) -> list[int] | None:
-        if any(k < 0 for k in local):
-            return None
-        full = [0] * len(values)
-        for i, k in zip(idx, local):
-            full[i] = k
-        return full
-
-    cum = spread([v - p for v, p in zip(vals, [0] + vals[:-1])])
-    if cum is not None:
-        out["cumulative"] = cum
-    own = spread(list(vals))
-    if own is not None:
-        out["per_chunk"] = own
-    running = [v - p for v, p in zip(vals, [0] + vals[:-1])]
-    rs = spread([c - p for c, p in zip(running, [0] + running[:-1])]) if all(c >= 0 for c in running) else None
-    if rs is not None:
-        out["running_sum"] = rs
-    return out
-
-
-def reconcile_counts(counts: list[int], total: int) -> list[int]:
-    """Scale per-chunk token counts to sum to ``total`` (largest remainder).
-
-    Chunks with a positive count keep at least 1 when ``total`` allows it; the result has the
-    same length as ``counts`` and sums to ``total`` (for ``total ≥ 0``).
-    """
-    n = len(counts)
-    if n == 0 or sum(counts) == total:
-        return list(counts)
-    positive = [i for i, c in enumerate(counts) if c > 0] or list(range(n))
-    base = [0] * n
-    budget = total
-    if total >= len(positive):
-        for i in positive:
-            base[i] = 1
-        budget -= len(positive)
-    weights = [max(counts[i], 0) for i in range(n)]
-    wsum = sum(weights) or n
-    if not sum(weights):
-        weights = [1] * n
-    shares = [budget * w / wsum for w in weights]
-    floors = [math.floor(s) for s in shares]
-    rest = budget - sum(floors)
-    order = sorted(range(n), key=lambda i: (shares[i] - floors[i], -i), reverse=True)
-    for i in order[:rest]:
-        floors[i] += 1
-    return [b + f for b, f in zip(base, floors)]
-
-
 def _stopped_rising(values: list[int | None], texts: list[str]) -> bool:
     """True when per-chunk usage rose, then stayed flat over a later chunk with text."""
     seen = [(v, t) for v, t in zip(values, texts) if v is not None]
@@ -291,12 +222,7 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     rt = _as_count(ev.reasoning_tokens)
     if rt and not ev.reasoning_streamed and (m is None or k_text + rt <= m):
         hidden = rt
-    tokenized: int | None = None
-    if tokenizer is not None and k_text:
-        try:
-            tokenized = len(tokenizer.encode("".join(texts), add_special_tokens=False))
-        except Exception:  # a tokenizer that cannot encode odd text is no evidence
-            tokenized = None
+    tokenized = _tokenized(texts, tokenizer) if k_text else None
     ref = tokenized + hidden if tokenized is not None else (m if ev.fixed_length else None)
     usage = _as_count(ev.usage)
     # A token's text split over two events: more chunks with text than tokens.  When the server's usage and
@@ -322,24 +248,7 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
                f"per-chunk usage ended at {sum(held)}, {n_held} tokens came with the final usage chunk)")
         return Decision(usage, held, 0, "usage", why, flags + ["usage_held_back"], held_back=n_held)
 
-    server: list[tuple[str, int, list[int] | None, str]] = []
-    if possible(usage):
-        server.append(("usage", usage, None, "the server's usage"))
-    possible_layouts: dict[str, list[int]] = {}
-    for name, counts in layouts.items():
-        if any(k < 1 for k, t in zip(counts, texts) if t):
-            continue  # a chunk with text carries at least one token
-        for total in dict.fromkeys((sum(counts) + hidden, sum(counts))):  # hidden tokens outside, or inside, the chunk counts
-            if possible(total):
-                possible_layouts[name] = counts
-                server.append(("per_chunk_usage", total, counts, f"per-chunk usage read as {name.replace('_', ' ')}"))
-                break
-    if layouts and not possible_layouts:
-        flags.append("per_chunk_usage_impossible")
-    if usage is not None and possible(usage) and possible_layouts and all(
-            sum(c) + hidden != usage and sum(c) != usage for c in possible_layouts.values()):
-        flags.append("usage_disagrees_with_per_chunk")
-
+    server = _server_candidates(usage, layouts, texts, hidden, possible, flags)
     chosen = _server_count(server, ref, ev, tokenized, hidden, flags)
     if chosen is None and possible(tokenized + hidden if tokenized is not None else None):
         chosen = ("tokenized_text", tokenized + hidden, None, "the streamed text, tokenized")
@@ -357,15 +266,57 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
         flags.append("count_below_max_tokens")
     streamed_total = total - hidden
     counts = _chunk_counts(texts, counts, layouts, streamed_total, split, tokenizer)
+    return Decision(total, counts, hidden, source, _reason(why, flags, k_text if split else None, streamed_total, hidden),
+                    flags)
+
+
+def _tokenized(texts: list[str], tokenizer: Any | None) -> int | None:
+    """The tokens of the streamed text re-encoded with ``tokenizer`` (None without one, or when it cannot encode it)."""
+    if tokenizer is None:
+        return None
+    try:
+        return len(tokenizer.encode("".join(texts), add_special_tokens=False))
+    except Exception:  # a tokenizer that cannot encode odd text is no evidence
+        return None
+
+
+def _server_candidates(usage: int | None, layouts: dict[str, list[int]], texts: list[str], hidden: int,
+                       possible: Any, flags: list[str]) -> list[tuple[str, int, list[int] | None, str]]:
+    """The server's possible counts (its usage, each per-chunk layout with its hidden tokens outside or inside),
+    as (source, total, per-chunk counts, why); ``flags`` gets the evidence that no layout fits or that usage and the
+    layouts disagree."""
+    server: list[tuple[str, int, list[int] | None, str]] = []
+    if possible(usage):
+        server.append(("usage", usage, None, "the server's usage"))
+    possible_layouts: dict[str, list[int]] = {}
+    for name, counts in layouts.items():
+        if any(k < 1 for k, t in zip(counts, texts) if t):
+            continue  # a chunk with text carries at least one token
+        for total in dict.fromkeys((sum(counts) + hidden, sum(counts))):  # hidden tokens outside, or inside, the chunk counts
+            if possible(total):
+                possible_layouts[name] = counts
+                server.append(("per_chunk_usage", total, counts, f"per-chunk usage read as {name.replace('_', ' ')}"))
+                break
+    if layouts and not possible_layouts:
+        flags.append("per_chunk_usage_impossible")
+    if usage is not None and possible(usage) and possible_layouts and all(
+            sum(c) + hidden != usage and sum(c) != usage for c in possible_layouts.values()):
+        flags.append("usage_disagrees_with_per_chunk")
+    return server
+
+
+def _reason(why: str, flags: list[str], split_chunks: int | None, streamed_total: int, hidden: int) -> str:
+    """The one-line reason of a count: why its source was chosen, the evidence set aside, a split text
+    (``split_chunks`` chunks with text carrying ``streamed_total`` tokens), the hidden reasoning tokens."""
     set_aside = [FLAG_TEXT[f] for f in flags if f != "usage_missing"]
     reason = why + (f" ({'; '.join(set_aside)})" if set_aside else "")
     if "usage_missing" in flags:
         reason += " (this stream carried no usage)"
-    if split:
-        reason += f"; {k_text} chunks with text carried {streamed_total} tokens (a token's text split over events)"
+    if split_chunks is not None:
+        reason += f"; {split_chunks} chunks with text carried {streamed_total} tokens (a token's text split over events)"
     if hidden:
         reason += f"; {hidden} reasoning tokens generated but not streamed"
-    return Decision(total, counts, hidden, source, reason, flags)
+    return reason
 
 
 def _server_count(server: list[tuple[str, int, list[int] | None, str]], ref: int | None, ev: Evidence,

@@ -32,7 +32,6 @@ import math
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -43,56 +42,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pipeline.core import scrub
 from pipeline.machine import serverenv
-from pipeline.core.atomicfiles import atomic_write_text
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines import client
 from pipeline.engines.served import ServedEngine, prometheus_samples, served_card
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.cpuisa import served_dtype
 from pipeline.machine.hardware import load_profile
+from pipeline.engines.serverproc import format_command, free_port, log_tail, repo_relative, scrub_log, server_environment
 from pipeline.core.records import PointKey
-
-LOG_TAIL_LINES = 15
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> str:
-    """Last ``lines`` non-empty lines of a log file joined with `` | `` (one line, ≤ ``max_chars``)."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
-            text = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return "(no log)"
-    tail = " | ".join([ln.strip() for ln in (scrub.scrub(text) or "").splitlines() if ln.strip()][-lines:])
-    return tail[-max_chars:] or "(empty log)"
-
-
-def format_command(template: str, values: dict[str, Any], extra_args: list[str]) -> list[str]:
-    """Split ``template`` like a shell would, fill each word's ``{placeholders}``, append ``extra_args``.
-
-    Raises:
-        BatchmarkError: an unknown placeholder (named in the message).
-    """
-    try:
-        words = [w.format(**values) for w in shlex.split(template)]
-    except KeyError as exc:
-        raise BatchmarkError(f"vllm.command: unknown placeholder {{{exc.args[0]}}} "
-                             f"(known: {', '.join(sorted(values))})") from None
-    except ValueError as exc:
-        raise BatchmarkError(f"vllm.command: cannot parse the template ({exc})") from None
-    return words + list(extra_args)
-
 
 def _release_cuda_cache() -> None:
     """Hand back the GPU memory this process's torch still caches (the hardware probe's buffers) before a server starts.
@@ -140,44 +98,6 @@ def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | N
                     out[k] = val
             break
     return out
-
-
-# Thread caps a workflow sets for the measuring process (Snakemake sets these from a rule's
-# ``threads``); the server is its own program and sizes its own thread pools.
-THREAD_CAPS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
-
-
-def server_environment(parent: dict[str, str] | Any, extra: dict[str, str]) -> dict[str, str]:
-    """The server's environment: the caller's, without its thread caps (:data:`THREAD_CAPS`), plus ``extra``.
-
-    Found measuring vLLM's CPU build under Snakemake: with the ``OMP_NUM_THREADS`` = cores that
-    Snakemake gives the sweep rule, the server's worker ran its OpenMP threads on every core,
-    beside the engine core's busy loop, and decoded 1.5 tok/s instead of 38.  A cap the user
-    wants for the server goes in ``vllm.env`` and is kept.
-    """
-    env = {k: v for k, v in dict(parent).items() if k not in THREAD_CAPS}
-    env.update(extra)
-    return env
-
-
-def repo_relative(words: list[str]) -> list[str]:
-    """``words`` with paths inside the project made relative to it and every other machine folder (home, temporary,
-    environment) replaced by its stand-in (:mod:`pipeline.core.scrub`), so a recorded command names no machine's folders."""
-    return [scrub.relative_path(w) if os.path.isabs(w) else (scrub.scrub_paths(w) or w) for w in words]
-
-
-def scrub_log(path: Path) -> None:
-    """Rewrite a server log with the machine's paths and any secrets removed (:func:`pipeline.core.scrub.scrub`); logs are
-    committed with runs.  Atomic (a temporary file in the same folder, then a rename); a missing log is left alone."""
-    try:
-        text = path.read_bytes().decode("utf-8", "replace")
-    except OSError:
-        return
-    clean = scrub.scrub(text) or ""
-    if clean == text:
-        return
-    atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files
 
 
 def _wait_group_gone(pgid: int, timeout_s: float = 10.0) -> None:

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.aiperf_runs import aggregate_refusal, beside_its_runs, is_aggregate, run_root
-from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_sessions_and_gates, setting as _setting
+from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_schedules, setting as _setting
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
@@ -115,24 +115,6 @@ def _time_stats(path: Path, d: dict[str, Any], key: str) -> dict[str, float | No
 _OLD_TAGS = {"ttft": "time_to_first_token", "ttst": "time_to_second_token"}
 
 
-def _fixed_schedule(cfg: dict[str, Any]) -> str | None:
-    """The setting (dotted) that made a run replay a schedule of timestamps, or None.
-
-    AIPerf: ``input.fixed_schedule`` true (``--fixed-schedule``; its ``FixedScheduleStrategy`` sends each request at its
-    timestamp, a concurrency only caps it), or a ``mooncake_trace`` dataset (``input.custom_dataset_type``; AIPerf's load
-    generator reference: "--fixed-schedule or mooncake_trace dataset → timestamp-based scheduling"); GenAI-Perf: ``prompt_source`` ``payload`` (``--input-file payload:…``, its fixed
-    schedule, where ``--concurrency`` and ``--request-rate`` are refused), ``input.prompt_source`` with a config.
-    """
-    if _setting(cfg, ("input", "fixed_schedule"), ("fixed_schedule",)) is True:
-        return "input.fixed_schedule"
-    if str(_setting(cfg, ("input", "custom_dataset_type")) or "").lower() == "mooncake_trace":
-        return "input.custom_dataset_type"  # AIPerf replays a mooncake trace's timestamps without --fixed-schedule
-    for where in (("prompt_source",), ("input", "prompt_source")):
-        if str(_setting(cfg, where) or "").lower() == "payload":
-            return ".".join(where)
-    return None
-
-
 def requested_len(cfg: dict[str, Any], which: str) -> int | None:
     """The input or output length (tokens) a profile export's settings asked for; None when not stated.
 
@@ -182,93 +164,18 @@ def error_counts(d: dict[str, Any]) -> tuple[int | None, int]:
 def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float,
                concurrency: int | None = None, rate_given: float | None = None):
     """One profile export → (point, model as named, tool version)."""
-    d = load_json(path, read_text(path), "an AIPerf profile export")
-    if not isinstance(d, dict):
-        raise fail(path, None, "not an AIPerf/GenAI-Perf profile export object")
-    if is_aggregate(d):
-        raise fail(path, "field metadata.aggregation_type", aggregate_refusal(d))
-    other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
-    if other is not None:
-        raise other
-    if isinstance(d.get("experiments"), list) and "input_config" not in d:
-        raise fail(path, None, "perf_analyzer's per-request export (profile_export.json: experiments, requests), not "
-                               "GenAI-Perf's summary; import profile_export_genai_perf.json written beside it")
-    records = d.get("records")
-    if isinstance(records, dict) and "output_token_throughput" not in d:
-        # AIPerf ≤ 0.1 (before ai-dynamo/aiperf #343) wrote the metrics under "records", TTFT/TTST tagged ttft/ttst
-        d = {**{_OLD_TAGS.get(k, k): v for k, v in records.items()}, **{k: v for k, v in d.items() if k != "records"}}
+    d = _load(path)
     cfg = d.get("input_config")
     if not isinstance(cfg, dict):
         raise fail(path, "field input_config", "missing; the concurrency of the run is unknown")
-    schedule = _fixed_schedule(cfg)
-    if schedule:
-        raise fail(path, f"field input_config.{schedule}", "a fixed schedule (trace replay: each request sent at its "
-                                                           "timestamp) is open loop, not a point at a fixed concurrency; "
-                                                           "batchmark imports closed-loop runs")
-    cancel_pct = _setting(cfg, ("loadgen", "request_cancellation_rate"))
-    if is_number(cancel_pct) and cancel_pct > 0:  # AIPerf --request-cancellation-rate: client aborts by design (499)
-        raise fail(path, "field input_config.loadgen.request_cancellation_rate",
-                   f"is {cancel_pct:g} %: the client cancelled that share of the requests on purpose, so the run "
-                   "measured a workload of aborted requests, not whole requests at a fixed concurrency; batchmark "
-                   "imports runs without cancellation")
-    user_rate = _setting(cfg, ("loadgen", "user_centric_rate"))
-    if user_rate is not None:  # AIPerf --user-centric-rate: each user's turns a fixed gap apart, --concurrency a ceiling
-        raise fail(path, "field input_config.loadgen.user_centric_rate",
-                   f"is {user_rate!r}: per-user turn-gap scheduling (open loop, turn gap = num_users / rate), not a "
-                   "point at a fixed concurrency; batchmark imports closed-loop runs")
-    refuse_sessions_and_gates(path, cfg)
-    stimulus = _setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
-    stimulus = stimulus if isinstance(stimulus, dict) else {}
-    if stimulus and not {"concurrency", "request_rate"} & set(stimulus):
-        raise fail(path, "field input_config.perf_analyzer.stimulus", f"is {stimulus!r}: multi-turn sessions, not a "
-                                                                       "fixed number of requests in flight or a request "
-                                                                       "rate; batchmark imports closed-loop runs")
-    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",), ("perf_analyzer", "stimulus", "request_rate"))
-    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",), ("perf_analyzer", "stimulus", "concurrency"))
-    conc = concurrency if conc is None and concurrency is not None else conc
-    rate = rate_given if rate is None and conc is None and rate_given is not None else rate
-    if rate is not None:
-        rate_at = next((f"field input_config.{'.'.join(p)}" for p in (("loadgen", "request_rate"), ("request_rate",),
-                        ("perf_analyzer", "stimulus", "request_rate")) if _setting(cfg, p) is not None), "--rate")
-        if not is_number(rate):
-            raise fail(path, rate_at, f"not a number: {rate!r}")
-        raise refuse_open_loop(path, rate_at, float(rate), conc if is_number(conc) else None)
-    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
-        raise fail(path, "field input_config." + ("perf_analyzer.stimulus.concurrency" if stimulus else
-                                                  "loadgen.concurrency"),
-                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
-                   "--concurrency N when the export does not state it")
+    stimulus = refuse_schedules(path, cfg)
+    conc = _concurrency(path, cfg, stimulus, concurrency, rate_given)
     raw = model or _setting(cfg, ("endpoint", "model_names"), ("model_names",), ("model",))
     if isinstance(raw, list):
         raw = raw[0] if len(raw) == 1 else None
     if not raw or not isinstance(raw, str):
         raise fail(path, "field input_config.endpoint.model_names", "missing or more than one model; pass --model")
-    completed = _value(path, d, "request_count")
-    if completed is None and ("error_summary" in d or "was_cancelled" in d):
-        # AIPerf (which writes error_summary and was_cancelled, GenAI-Perf neither) leaves request_count out when no
-        # request succeeded (its "failed run" export: only error_request_count): none completed, not the count it sent
-        completed = 0.0
-    counts_stated = completed is not None
-    estimated = False
-    if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
-        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",))
-        interval_ms = _setting(cfg, ("measurement_interval",), ("loadgen", "measurement_interval"))
-        mode = str(_setting(cfg, ("perf_analyzer", "measurement", "mode")) or "").lower()
-        if mode in ("request_count", "interval"):  # GenAI-Perf with a config: perf_analyzer.measurement {mode, num}
-            num = _setting(cfg, ("perf_analyzer", "measurement", "num"))
-            sent, interval_ms = (num, None) if mode == "request_count" else (0, num)
-        thr = _value(path, d, "request_throughput")
-        if (not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0) and is_number(interval_ms) \
-                and interval_ms > 0 and thr:
-            # GenAI-Perf's default mode measures for a time (measurement_interval, ms), not a request count
-            # (request_count 0): the requests measured = request_throughput × interval (derived, said so)
-            completed, estimated = float(round(thr * interval_ms / 1000.0)), True
-        else:
-            if sent is None:
-                sent = _setting(cfg, ("num_prompts",))
-            if not isinstance(sent, int) or isinstance(sent, bool):
-                raise fail(path, "field request_count", "missing, and input_config states no request count")
-            completed = float(sent)
+    completed, counts_stated, estimated = _completed(path, d, cfg)
     failed_n, cancelled = error_counts(d)
     stated = d.get("error_request_count")
     stated = stated.get("avg") if isinstance(stated, dict) else stated
@@ -278,13 +185,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     failed_unknown = failed_n is None  # GenAI-Perf states no error count: failures unknown, never 0 as measured
     check_completion(path, "field request_count", int(completed), int(failed), conc, max_failure_rate)
     tput = _value(path, d, "output_token_throughput", required=True)
-    lens = []
-    for key, old_key, asked in (("input_sequence_length", "num_input_token", requested_len(cfg, "input")),
-                                ("output_sequence_length", "num_output_token", requested_len(cfg, "output"))):
-        name = key if key in d or old_key not in d else old_key  # early GenAI-Perf: num_input_token, num_output_token
-        v = _value(path, d, name, "p50")
-        v = v if v is not None else _value(path, d, name, "avg", required=asked is None)
-        lens.append(round(v) if v is not None else int(asked))
+    lens = _lengths(path, d, cfg)
     tpot = _time_stats(path, d, "inter_token_latency")
     early = "num_output_token" in d and "output_sequence_length" not in d
     if early and tpot:
@@ -312,19 +213,115 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
     if early and tpot:
         point.errors.append("early GenAI-Perf (num_output_token): its inter_token_latency may be per chunk, not per "
                             "request; only its mean is kept as TPOT")
+    _add_caveats(point, d, cfg, lens[1], conc, int(completed), cancelled)
+    version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
+    return point, raw, str(version) if version else None
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """The export's object, refused when it is another layout (an aggregate, another tool's, perf_analyzer's own),
+    with AIPerf ≤ 0.1's ``records`` lifted to the top under today's names."""
+    d = load_json(path, read_text(path), "an AIPerf profile export")
+    if not isinstance(d, dict):
+        raise fail(path, None, "not an AIPerf/GenAI-Perf profile export object")
+    if is_aggregate(d):
+        raise fail(path, "field metadata.aggregation_type", aggregate_refusal(d))
+    other = wrong_format(path, d, FORMAT, "an AIPerf/GenAI-Perf profile export")
+    if other is not None:
+        raise other
+    if isinstance(d.get("experiments"), list) and "input_config" not in d:
+        raise fail(path, None, "perf_analyzer's per-request export (profile_export.json: experiments, requests), not "
+                               "GenAI-Perf's summary; import profile_export_genai_perf.json written beside it")
+    records = d.get("records")
+    if isinstance(records, dict) and "output_token_throughput" not in d:
+        # AIPerf ≤ 0.1 (before ai-dynamo/aiperf #343) wrote the metrics under "records", TTFT/TTST tagged ttft/ttst
+        d = {**{_OLD_TAGS.get(k, k): v for k, v in records.items()}, **{k: v for k, v in d.items() if k != "records"}}
+    return d
+
+
+def _concurrency(path: Path, cfg: dict[str, Any], stimulus: dict[str, Any], concurrency: int | None,
+                 rate_given: float | None) -> int:
+    """The run's fixed concurrency (the export's, else ``--concurrency``); a request rate (the export's, else
+    ``--rate``) is refused as open loop."""
+    rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",), ("perf_analyzer", "stimulus", "request_rate"))
+    conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",), ("perf_analyzer", "stimulus", "concurrency"))
+    conc = concurrency if conc is None and concurrency is not None else conc
+    rate = rate_given if rate is None and conc is None and rate_given is not None else rate
+    if rate is not None:
+        rate_at = next((f"field input_config.{'.'.join(p)}" for p in (("loadgen", "request_rate"), ("request_rate",),
+                        ("perf_analyzer", "stimulus", "request_rate")) if _setting(cfg, p) is not None), "--rate")
+        if not is_number(rate):
+            raise fail(path, rate_at, f"not a number: {rate!r}")
+        raise refuse_open_loop(path, rate_at, float(rate), conc if is_number(conc) else None)
+    if not isinstance(conc, int) or isinstance(conc, bool) or conc < 1:
+        raise fail(path, "field input_config." + ("perf_analyzer.stimulus.concurrency" if stimulus else
+                                                  "loadgen.concurrency"),
+                   f"is {conc!r}; batchmark imports closed-loop runs at a fixed concurrency: pass batchmark import "
+                   "--concurrency N when the export does not state it")
+    return conc
+
+
+def _completed(path: Path, d: dict[str, Any], cfg: dict[str, Any]) -> tuple[float, bool, bool]:
+    """(completed requests, whether the file states them, whether they were estimated from GenAI-Perf's
+    request_throughput × measurement_interval)."""
+    completed = _value(path, d, "request_count")
+    if completed is None and ("error_summary" in d or "was_cancelled" in d):
+        # AIPerf (which writes error_summary and was_cancelled, GenAI-Perf neither) leaves request_count out when no
+        # request succeeded (its "failed run" export: only error_request_count): none completed, not the count it sent
+        completed = 0.0
+    counts_stated = completed is not None
+    estimated = False
+    if completed is None:  # GenAI-Perf writes no request_count: the requests it was told to send
+        sent = _setting(cfg, ("loadgen", "request_count"), ("request_count",))
+        interval_ms = _setting(cfg, ("measurement_interval",), ("loadgen", "measurement_interval"))
+        mode = str(_setting(cfg, ("perf_analyzer", "measurement", "mode")) or "").lower()
+        if mode in ("request_count", "interval"):  # GenAI-Perf with a config: perf_analyzer.measurement {mode, num}
+            num = _setting(cfg, ("perf_analyzer", "measurement", "num"))
+            sent, interval_ms = (num, None) if mode == "request_count" else (0, num)
+        thr = _value(path, d, "request_throughput")
+        if (not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0) and is_number(interval_ms) \
+                and interval_ms > 0 and thr:
+            # GenAI-Perf's default mode measures for a time (measurement_interval, ms), not a request count
+            # (request_count 0): the requests measured = request_throughput × interval (derived, said so)
+            completed, estimated = float(round(thr * interval_ms / 1000.0)), True
+        else:
+            if sent is None:
+                sent = _setting(cfg, ("num_prompts",))
+            if not isinstance(sent, int) or isinstance(sent, bool):
+                raise fail(path, "field request_count", "missing, and input_config states no request count")
+            completed = float(sent)
+    return completed, counts_stated, estimated
+
+
+def _lengths(path: Path, d: dict[str, Any], cfg: dict[str, Any]) -> list[int]:
+    """[input, output] length per request (tokens): the median, else the mean, else the length asked for."""
+    lens = []
+    for key, old_key, asked in (("input_sequence_length", "num_input_token", requested_len(cfg, "input")),
+                                ("output_sequence_length", "num_output_token", requested_len(cfg, "output"))):
+        name = key if key in d or old_key not in d else old_key  # early GenAI-Perf: num_input_token, num_output_token
+        v = _value(path, d, name, "p50")
+        v = v if v is not None else _value(path, d, name, "avg", required=asked is None)
+        lens.append(round(v) if v is not None else int(asked))
+    return lens
+
+
+def _add_caveats(point: Any, d: dict[str, Any], cfg: dict[str, Any], out_len: int, conc: int, completed: int,
+                 cancelled: int) -> None:
+    """The point's caveats and errors from what the export says of its run: an output length off the one asked
+    (``out_len`` tokens per request), a concurrency ramp, a run cancelled by hand, the errors it lists."""
     asked_out = requested_len(cfg, "output")
-    if asked_out and length_mismatch(lens[1], asked_out):
-        point.caveats["output_len_mismatch"] = int(completed)
-        point.errors.append(f"output length {lens[1]} per request, {asked_out} requested: the server did not generate "
+    if asked_out and length_mismatch(out_len, asked_out):
+        point.caveats["output_len_mismatch"] = completed
+        point.errors.append(f"output length {out_len} per request, {asked_out} requested: the server did not generate "
                             "the requested length (ignore_eos not honoured, another max_tokens)")
-        if lens[1] > asked_out:  # more than the max_tokens asked: no server generates that, the count is wrong
-            point.caveats["output_count_not_measured"] = int(completed)
+        if out_len > asked_out:  # more than the max_tokens asked: no server generates that, the count is wrong
+            point.caveats["output_count_not_measured"] = completed
             point.errors.append(OVERCOUNT if "output_sequence_length" in d and not is_aiperf(cfg) else
                                 "an output length above the requested max_tokens was not generated: the count is not "
                                 "measured, and neither is the output throughput")
     ramp = _setting(cfg, ("loadgen", "concurrency_ramp_duration"))
     if is_number(ramp) and ramp > 0:  # AIPerf --concurrency-ramp-duration: from 1 to c over that many seconds
-        point.caveats["concurrency_ramp"] = int(completed)
+        point.caveats["concurrency_ramp"] = completed
         point.errors.append(f"concurrency ramped from 1 to {conc} over the first {ramp:g} s "
                             "(concurrency_ramp_duration): part of the run was below its concurrency")
     if d.get("was_cancelled") is True:
@@ -335,8 +332,6 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         det = e.get("error_details") if isinstance(e, dict) and isinstance(e.get("error_details"), dict) else None
         if det:
             point.errors.append(f"{e.get('count')} × {det.get('code')} {det.get('type')}: {str(det.get('message'))[:120]}")
-    version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
-    return point, raw, str(version) if version else None
 
 
 def parse(paths: list[Path], model: str | None = None, engine: str | None = None,

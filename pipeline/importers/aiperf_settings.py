@@ -63,3 +63,50 @@ def refuse_sessions_and_gates(path: Path, cfg: dict[str, Any]) -> None:
                    f"is {gate:g}: the client let at most {gate:g} requests wait for their first token and held the "
                    "others back (coordinated omission, AIPerf's prefill-concurrency tutorial), so TTFT and the load "
                    "are not those of its concurrency; batchmark imports runs without --prefill-concurrency")
+
+
+def _fixed_schedule(cfg: dict[str, Any]) -> str | None:
+    """The setting (dotted) that made a run replay a schedule of timestamps, or None.
+
+    AIPerf: ``input.fixed_schedule`` true (``--fixed-schedule``; its ``FixedScheduleStrategy`` sends each request at its
+    timestamp, a concurrency only caps it), or a ``mooncake_trace`` dataset (``input.custom_dataset_type``; AIPerf's load
+    generator reference: "--fixed-schedule or mooncake_trace dataset → timestamp-based scheduling"); GenAI-Perf: ``prompt_source`` ``payload`` (``--input-file payload:…``, its fixed
+    schedule, where ``--concurrency`` and ``--request-rate`` are refused), ``input.prompt_source`` with a config.
+    """
+    if setting(cfg, ("input", "fixed_schedule"), ("fixed_schedule",)) is True:
+        return "input.fixed_schedule"
+    if str(setting(cfg, ("input", "custom_dataset_type")) or "").lower() == "mooncake_trace":
+        return "input.custom_dataset_type"  # AIPerf replays a mooncake trace's timestamps without --fixed-schedule
+    for where in (("prompt_source",), ("input", "prompt_source")):
+        if str(setting(cfg, where) or "").lower() == "payload":
+            return ".".join(where)
+    return None
+
+
+def refuse_schedules(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Refuse the settings that make a run no closed-loop point (a fixed schedule, cancellation by design, per-user
+    turn gaps, sessions, prefill gates, a multi-turn stimulus); returns GenAI-Perf's ``perf_analyzer.stimulus`` (or {})."""
+    schedule = _fixed_schedule(cfg)
+    if schedule:
+        raise fail(path, f"field input_config.{schedule}", "a fixed schedule (trace replay: each request sent at its "
+                                                           "timestamp) is open loop, not a point at a fixed concurrency; "
+                                                           "batchmark imports closed-loop runs")
+    cancel_pct = setting(cfg, ("loadgen", "request_cancellation_rate"))
+    if is_number(cancel_pct) and cancel_pct > 0:  # AIPerf --request-cancellation-rate: client aborts by design (499)
+        raise fail(path, "field input_config.loadgen.request_cancellation_rate",
+                   f"is {cancel_pct:g} %: the client cancelled that share of the requests on purpose, so the run "
+                   "measured a workload of aborted requests, not whole requests at a fixed concurrency; batchmark "
+                   "imports runs without cancellation")
+    user_rate = setting(cfg, ("loadgen", "user_centric_rate"))
+    if user_rate is not None:  # AIPerf --user-centric-rate: each user's turns a fixed gap apart, --concurrency a ceiling
+        raise fail(path, "field input_config.loadgen.user_centric_rate",
+                   f"is {user_rate!r}: per-user turn-gap scheduling (open loop, turn gap = num_users / rate), not a "
+                   "point at a fixed concurrency; batchmark imports closed-loop runs")
+    refuse_sessions_and_gates(path, cfg)
+    stimulus = setting(cfg, ("perf_analyzer", "stimulus"))  # GenAI-Perf with a config (≥ 0.0.13)
+    stimulus = stimulus if isinstance(stimulus, dict) else {}
+    if stimulus and not {"concurrency", "request_rate"} & set(stimulus):
+        raise fail(path, "field input_config.perf_analyzer.stimulus", f"is {stimulus!r}: multi-turn sessions, not a "
+                                                                       "fixed number of requests in flight or a request "
+                                                                       "rate; batchmark imports closed-loop runs")
+    return stimulus

@@ -159,106 +159,13 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         where = f"benchmarks[{i}]"
         if not isinstance(b, dict):
             raise fail(path, f"field {where}", "not an object")
-        strat = _strategy(b)
-        if strat is None:
-            raise fail(path, f"field {where}.config.strategy", "missing (no scheduling strategy)")
-        kind = strat.get("type_") or strat.get("type")
-        streams = strat.get("streams")
-        rate: float | None = None
-        if kind == "synchronous":
-            conc = 1
-        elif kind == "concurrent" and isinstance(streams, int) and not isinstance(streams, bool) and streams >= 1:
-            conc = streams
-        elif kind in ("constant", "poisson"):
-            rate = _num(path, f"{where}.config.strategy.rate", strat.get("rate"))
-            if rate is None or rate <= 0:
-                raise fail(path, f"field {where}.config.strategy.rate", f"is {strat.get('rate')!r}; a {kind} benchmark "
-                                                                        "needs a positive rate in requests/s")
-            cap = strat.get("max_concurrency")
-            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-                raise fail(path, f"field {where}.config.strategy.max_concurrency", f"is {cap!r}; expected a positive integer or null")
-            conc = cap
-        else:
-            skipped.append(f"{where}: {kind}")
+        load = _load_kind(path, where, b)
+        if isinstance(load, str):
+            skipped.append(f"{where}: {load}")
             continue
-        metrics = b.get("metrics")
-        if not isinstance(metrics, dict):
-            raise fail(path, f"field {where}.metrics", "missing")
-        # GuideLLM ≥ 0.4 keeps the counts in metrics.request_totals; 0.2–0.3 (GenerativeBenchmark.request_totals) on the
-        # benchmark itself: read from either, so the errored count of a 0.3 report is never taken as 0
-        totals_at = "metrics.request_totals" if metrics.get("request_totals") is not None else "request_totals"
-        totals = metrics.get("request_totals") if metrics.get("request_totals") is not None else b.get("request_totals")
-        if totals is not None and not isinstance(totals, dict):
-            raise fail(path, f"field {where}.{totals_at}", "not an object")
-        failed_unknown = totals is None or not any(k in totals for k in ("errored", "failed"))
-        totals = totals or {}
-        out_cnt = _succ(path, where, metrics, "output_token_count", required=True)
-        in_cnt = _succ(path, where, metrics, "prompt_token_count", required=True)
-        completed = _num(path, f"{where}.{totals_at}.successful", totals.get("successful"))
-        if completed is None:
-            completed = _num(path, f"{where}.metrics.output_token_count.successful.count", out_cnt.get("count"))
-        failed = _num(path, f"{where}.{totals_at}.errored", totals.get("errored", totals.get("failed", 0))) or 0
-        if completed is None:
-            raise fail(path, f"field {where}.{totals_at}.successful", "missing; the completed count is unknown")
-        total = totals.get("total")
-        incomplete = totals.get("incomplete")
-        counted = completed + failed + (incomplete if is_number(incomplete) else 0)
-        if is_number(total) and total < counted:  # GuideLLM's total = successful + incomplete + errored
-            raise fail(path, f"field {where}.{totals_at}.total", f"{total:g} is fewer than the requests it sums "
-                                                                 f"({counted:g}): an impossible count")
-        n_dist = out_cnt.get("count")
-        if is_number(n_dist) and n_dist != completed:  # the per-request token counts cover every successful request
-            raise fail(path, f"field {where}.{totals_at}.successful", f"{completed:g} successful requests, but "
-                                                                      f"output_token_count covers {n_dist:g}: counts "
-                                                                      "that disagree")
-        check_completion(path, f"field {where}.{totals_at}", int(completed), int(failed),
-                         conc if rate is None else 1, max_failure_rate)
-        otps = _succ(path, where, metrics, "output_tokens_per_second")
-        duration = _num(path, f"{where}.duration", b.get("duration") if b.get("duration") is not None
-                        else _get(b, "run_stats", "duration"))
-        total_out = _num(path, f"{where}.metrics.output_token_count.successful.total_sum", out_cnt.get("total_sum"))
-        if total_out is not None and duration and duration > 0:
-            tput = total_out / duration
-        elif otps and is_number(otps.get("mean")):
-            tput = float(otps["mean"])
-        else:
-            raise fail(path, f"field {where}.duration", "missing; throughput unknown")
-        lens = {}
-        for key, m in (("output_token_count", out_cnt), ("prompt_token_count", in_cnt)):
-            med = _num(path, f"{where}.metrics.{key}.successful.median", m.get("median"))
-            if med is None:
-                raise fail(path, f"field {where}.metrics.{key}.successful.median", "missing")
-            lens[key] = round(med)
-        itl_field = f"{where}.metrics.inter_token_latency_ms.successful"
-        itl_m = _succ(path, where, metrics, "inter_token_latency_ms")
-        tpot = _dist(path, itl_field, itl_m, 1e-3)
-        raw = (model or _get(b, "worker", "backend_model") or _get(b, "config", "backend", "model")
-               or _get(d, "config", "spec", "backend", "model") or _get(b, "config", "model")
-               or _get(d, "args", "model") or _get(b, "args", "model"))
-        if not raw or not isinstance(raw, str):
-            raise fail(path, f"field {where}.config.backend.model", "missing; pass --model")
-        name = model_name_as_given(raw)
+        point, name, raw = _point(path, d, where, b, load, model, engine, max_failure_rate)
         names[name] = raw
-        med_tpot = tpot["p50"] if tpot else None
-        ramp = strat.get("rampup_duration") if kind == "concurrent" else None
-        points.append(summary(
-            name, engine, lens["prompt_token_count"], lens["output_token_count"], conc if rate is None else None,
-            completed=int(completed), failed=int(failed),
-            output_throughput_tok_s=tput, per_user_tok_s=1.0 / med_tpot if med_tpot else None,
-            ttft_s=_dist(path, f"{where}.metrics.time_to_first_token_ms.successful",
-                         _succ(path, where, metrics, "time_to_first_token_ms"), 1e-3),
-            tpot_s=tpot, itl_s=_dist(path, itl_field, itl_m, 1e-3, mean_only=True),
-            e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
-                         _succ(path, where, metrics, "request_latency"), 1.0),
-            step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
-            failures_unknown="the report states no errored count (request_totals): failures unknown" if failed_unknown
-            else None,
-            **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
-                                        "achieved_rate_rps": completed / duration if duration and duration > 0 else None})))
-        if is_number(ramp) and ramp > 0:  # ConcurrentStrategy.rampup_duration (GuideLLM ≥ 0.4): streams started over it
-            points[-1].caveats["concurrency_ramp"] = int(completed)
-            points[-1].errors.append(f"streams started one by one over the first {ramp:g} s (rampup_duration): part "
-                                     f"of the benchmark ran below {conc} in flight")
+        points.append(point)
     if not points:
         raise fail(path, "field benchmarks", f"no synchronous, concurrent, constant or poisson benchmark "
                                              f"(skipped: {'; '.join(skipped) or 'none'})")
@@ -266,3 +173,125 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     version = _get(d, "metadata", "guidellm_version") or d.get("version")
     return ImportResult(FORMAT, "guidellm", str(version) if version else None, [str(path)], points,
                         {k: ModelInfo(raw_name=v) for k, v in names.items()}, {"skipped": skipped} if skipped else {})
+
+
+def _load_kind(path: Path, where: str, b: dict[str, Any]) -> tuple[str, int | None, float | None, dict[str, Any]] | str:
+    """(strategy type, concurrency, rate in requests/s, strategy) of one benchmark: ``synchronous`` (c = 1),
+    ``concurrent`` (c = streams), ``constant``/``poisson`` (open loop at ``rate``, capped at ``max_concurrency``);
+    another strategy's type (a str: the benchmark is skipped)."""
+    strat = _strategy(b)
+    if strat is None:
+        raise fail(path, f"field {where}.config.strategy", "missing (no scheduling strategy)")
+    kind = strat.get("type_") or strat.get("type")
+    streams = strat.get("streams")
+    rate: float | None = None
+    if kind == "synchronous":
+        conc = 1
+    elif kind == "concurrent" and isinstance(streams, int) and not isinstance(streams, bool) and streams >= 1:
+        conc = streams
+    elif kind in ("constant", "poisson"):
+        rate = _num(path, f"{where}.config.strategy.rate", strat.get("rate"))
+        if rate is None or rate <= 0:
+            raise fail(path, f"field {where}.config.strategy.rate", f"is {strat.get('rate')!r}; a {kind} benchmark "
+                                                                    "needs a positive rate in requests/s")
+        cap = strat.get("max_concurrency")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise fail(path, f"field {where}.config.strategy.max_concurrency", f"is {cap!r}; expected a positive integer or null")
+        conc = cap
+    else:
+        return f"{kind}"
+    return kind, conc, rate, strat
+
+
+def _point(path: Path, d: dict[str, Any], where: str, b: dict[str, Any],
+           load: tuple[str, int | None, float | None, dict[str, Any]], model: str | None, engine: str,
+           max_failure_rate: float) -> tuple[Any, str, str]:
+    """One benchmark's (point, model name, model as the report names it)."""
+    kind, conc, rate, strat = load
+    metrics = b.get("metrics")
+    if not isinstance(metrics, dict):
+        raise fail(path, f"field {where}.metrics", "missing")
+    totals_at, failed_unknown, completed, failed, out_cnt, in_cnt = _counts(path, where, b, metrics)
+    check_completion(path, f"field {where}.{totals_at}", int(completed), int(failed),
+                     conc if rate is None else 1, max_failure_rate)
+    otps = _succ(path, where, metrics, "output_tokens_per_second")
+    duration = _num(path, f"{where}.duration", b.get("duration") if b.get("duration") is not None
+                    else _get(b, "run_stats", "duration"))
+    total_out = _num(path, f"{where}.metrics.output_token_count.successful.total_sum", out_cnt.get("total_sum"))
+    if total_out is not None and duration and duration > 0:
+        tput = total_out / duration
+    elif otps and is_number(otps.get("mean")):
+        tput = float(otps["mean"])
+    else:
+        raise fail(path, f"field {where}.duration", "missing; throughput unknown")
+    lens = {}
+    for key, m in (("output_token_count", out_cnt), ("prompt_token_count", in_cnt)):
+        med = _num(path, f"{where}.metrics.{key}.successful.median", m.get("median"))
+        if med is None:
+            raise fail(path, f"field {where}.metrics.{key}.successful.median", "missing")
+        lens[key] = round(med)
+    itl_field = f"{where}.metrics.inter_token_latency_ms.successful"
+    itl_m = _succ(path, where, metrics, "inter_token_latency_ms")
+    tpot = _dist(path, itl_field, itl_m, 1e-3)
+    raw = (model or _get(b, "worker", "backend_model") or _get(b, "config", "backend", "model")
+           or _get(d, "config", "spec", "backend", "model") or _get(b, "config", "model")
+           or _get(d, "args", "model") or _get(b, "args", "model"))
+    if not raw or not isinstance(raw, str):
+        raise fail(path, f"field {where}.config.backend.model", "missing; pass --model")
+    name = model_name_as_given(raw)
+    med_tpot = tpot["p50"] if tpot else None
+    ramp = strat.get("rampup_duration") if kind == "concurrent" else None
+    point = summary(
+        name, engine, lens["prompt_token_count"], lens["output_token_count"], conc if rate is None else None,
+        completed=int(completed), failed=int(failed),
+        output_throughput_tok_s=tput, per_user_tok_s=1.0 / med_tpot if med_tpot else None,
+        ttft_s=_dist(path, f"{where}.metrics.time_to_first_token_ms.successful",
+                     _succ(path, where, metrics, "time_to_first_token_ms"), 1e-3),
+        tpot_s=tpot, itl_s=_dist(path, itl_field, itl_m, 1e-3, mean_only=True),
+        e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
+                     _succ(path, where, metrics, "request_latency"), 1.0),
+        step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
+        failures_unknown="the report states no errored count (request_totals): failures unknown" if failed_unknown
+        else None,
+        **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
+                                    "achieved_rate_rps": completed / duration if duration and duration > 0 else None}))
+    if is_number(ramp) and ramp > 0:  # ConcurrentStrategy.rampup_duration (GuideLLM ≥ 0.4): streams started over it
+        point.caveats["concurrency_ramp"] = int(completed)
+        point.errors.append(f"streams started one by one over the first {ramp:g} s (rampup_duration): part "
+                            f"of the benchmark ran below {conc} in flight")
+    return point, name, raw
+
+
+def _counts(path: Path, where: str, b: dict[str, Any],
+            metrics: dict[str, Any]) -> tuple[str, bool, float, float, dict[str, Any], dict[str, Any]]:
+    """(where the counts are, whether failures are unknown, completed requests, failed requests, the output and the
+    prompt token count distributions) of one benchmark, refused where the counts are impossible (a total below
+    their sum, a token distribution over another count)."""
+    # GuideLLM ≥ 0.4 keeps the counts in metrics.request_totals; 0.2–0.3 (GenerativeBenchmark.request_totals) on the
+    # benchmark itself: read from either, so the errored count of a 0.3 report is never taken as 0
+    totals_at = "metrics.request_totals" if metrics.get("request_totals") is not None else "request_totals"
+    totals = metrics.get("request_totals") if metrics.get("request_totals") is not None else b.get("request_totals")
+    if totals is not None and not isinstance(totals, dict):
+        raise fail(path, f"field {where}.{totals_at}", "not an object")
+    failed_unknown = totals is None or not any(k in totals for k in ("errored", "failed"))
+    totals = totals or {}
+    out_cnt = _succ(path, where, metrics, "output_token_count", required=True)
+    in_cnt = _succ(path, where, metrics, "prompt_token_count", required=True)
+    completed = _num(path, f"{where}.{totals_at}.successful", totals.get("successful"))
+    if completed is None:
+        completed = _num(path, f"{where}.metrics.output_token_count.successful.count", out_cnt.get("count"))
+    failed = _num(path, f"{where}.{totals_at}.errored", totals.get("errored", totals.get("failed", 0))) or 0
+    if completed is None:
+        raise fail(path, f"field {where}.{totals_at}.successful", "missing; the completed count is unknown")
+    total = totals.get("total")
+    incomplete = totals.get("incomplete")
+    counted = completed + failed + (incomplete if is_number(incomplete) else 0)
+    if is_number(total) and total < counted:  # GuideLLM's total = successful + incomplete + errored
+        raise fail(path, f"field {where}.{totals_at}.total", f"{total:g} is fewer than the requests it sums "
+                                                             f"({counted:g}): an impossible count")
+    n_dist = out_cnt.get("count")
+    if is_number(n_dist) and n_dist != completed:  # the per-request token counts cover every successful request
+        raise fail(path, f"field {where}.{totals_at}.successful", f"{completed:g} successful requests, but "
+                                                                  f"output_token_count covers {n_dist:g}: counts "
+                                                                  "that disagree")
+    return totals_at, failed_unknown, completed, failed, out_cnt, in_cnt

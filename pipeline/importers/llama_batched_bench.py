@@ -122,6 +122,53 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
 
+def _note_line(path: Path, no: int, s: str, info: dict[str, Any]) -> dict[str, str] | None:
+    """Read what a line outside a table says of the model into ``info`` (weight format, file size in bytes, name,
+    parameter count, architecture); the run's settings (``n_kv_max = …`` line) when it is that line, else None."""
+    q = quant_from_text(s) if ("GiB" in s or "file type" in s or "B params" in s) else None
+    if q:
+        info["quant"] = q
+    if "GiB" in s and ("file size" in s or "params" in s or q):
+        g = re.search(r"(\d+(?:\.\d+)?)\s*GiB", s)
+        if g:  # a stated figure is range-checked before it is converted (a 400-digit size: OverflowError)
+            _stated(path, no, "weight file size", number(path, no, g.group(1)) * 2**30)
+        info["file_bytes"] = gib_from_text(s)
+    m = re.search(r"general\.name\s+str\s*=\s*(.+)$", s)
+    if m:
+        info["general_name"] = m.group(1).strip()
+    m = re.search(r"(?:model params\s*=\s*)?(\d+(?:\.\d+)?)\s*B(?: params)?\s*$", s) if "params" in s else None
+    m = m or re.search(r"(\d+(?:\.\d+)?)\s*B params", s)
+    if m:
+        info["params"] = int(round(_stated(path, no, "parameter count", number(path, no, m.group(1)) * 1e9)))
+    m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
+    if m:
+        info["arch"] = m.group(1).strip()
+    if re.match(r"^\w+:\s*n_kv_max\s*=", s):  # "main: n_kv_max = …"; "llama_batched_bench: n_kv_max = …" since 2025
+        return dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
+    return None
+
+
+def _table_header(path: Path, no: int, raw: str | None, info: dict[str, Any], models: dict[str, ModelInfo],
+                  settings: dict[str, str]) -> str:
+    """The model of the table whose header is line ``no`` (``raw``: as named by ``--model``, the heading or the
+    GGUF's name), recorded in ``models`` with what ``info`` read of it; runs whose settings batch no independent
+    requests (``-pps``, ``-tgs``) are refused."""
+    if not raw:
+        raise fail(path, no, "table has no model name above it; pass --model")
+    table_model = model_name_as_given(raw)
+    mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
+    mi.quant = mi.quant or info.get("quant")
+    mi.file_bytes = mi.file_bytes or info.get("file_bytes")
+    mi.params = mi.params or info.get("params")
+    mi.arch = mi.arch or info.get("arch")
+    if settings.get("is_pp_shared") == "1":
+        raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
+    if settings.get("is_tg_separate") == "1":
+        raise fail(path, no, "is_tg_separate = 1 (-tgs: each sequence generates alone, one after another) is not a "
+                             "batch decoded together; import runs without -tgs")
+    return table_model
+
+
 def parse_markdown(path: Path, text: str, model: str | None = None, engine: str = ENGINE) -> ImportResult:
     """Parse the Markdown table(s) of a batched-bench output (one table per model).
 
@@ -151,26 +198,8 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
             if table_model and header_at is not None:
                 _check_grid(path, header_at, by_model.get(table_model, []), settings)
             header_at = None
-            q = quant_from_text(s) if ("GiB" in s or "file type" in s or "B params" in s) else None
-            if q:
-                info["quant"] = q
-            if "GiB" in s and ("file size" in s or "params" in s or q):
-                g = re.search(r"(\d+(?:\.\d+)?)\s*GiB", s)
-                if g:  # a stated figure is range-checked before it is converted (a 400-digit size: OverflowError)
-                    _stated(path, no, "weight file size", number(path, no, g.group(1)) * 2**30)
-                info["file_bytes"] = gib_from_text(s)
-            m = re.search(r"general\.name\s+str\s*=\s*(.+)$", s)
-            if m:
-                info["general_name"] = m.group(1).strip()
-            m = re.search(r"(?:model params\s*=\s*)?(\d+(?:\.\d+)?)\s*B(?: params)?\s*$", s) if "params" in s else None
-            m = m or re.search(r"(\d+(?:\.\d+)?)\s*B params", s)
-            if m:
-                info["params"] = int(round(_stated(path, no, "parameter count", number(path, no, m.group(1)) * 1e9)))
-            m = re.search(r"(?:general\.architecture\s+str|print_info: arch)\s*=\s*(\S+)", s)
-            if m:
-                info["arch"] = m.group(1).strip()
-            if re.match(r"^\w+:\s*n_kv_max\s*=", s):  # "main: n_kv_max = …"; "llama_batched_bench: n_kv_max = …" since 2025
-                settings = dict(re.findall(r"(\w+)\s*=\s*([-\w.]+)", s))
+            noted = _note_line(path, no, s, info)
+            settings = settings if noted is None else noted
             continue
         cells = _cells(s)
         low = {c.lower() for c in cells}
@@ -182,20 +211,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
         if "PP" in cells and "S_TG t/s" in cells:
             if tuple(cells) != COLUMNS:
                 raise fail(path, no, f"unexpected columns {cells}; expected {list(COLUMNS)}")
-            raw = model or heading or info.get("general_name")
-            if not raw:
-                raise fail(path, no, "table has no model name above it; pass --model")
-            table_model = model_name_as_given(raw)
-            mi = models.setdefault(table_model, ModelInfo(raw_name=raw))
-            mi.quant = mi.quant or info.get("quant")
-            mi.file_bytes = mi.file_bytes or info.get("file_bytes")
-            mi.params = mi.params or info.get("params")
-            mi.arch = mi.arch or info.get("arch")
-            if settings.get("is_pp_shared") == "1":
-                raise fail(path, no, "is_pp_shared = 1 (one prompt shared by all sequences) is not a batch of independent requests; import runs without -pps")
-            if settings.get("is_tg_separate") == "1":
-                raise fail(path, no, "is_tg_separate = 1 (-tgs: each sequence generates alone, one after another) is not a "
-                                     "batch decoded together; import runs without -tgs")
+            table_model = _table_header(path, no, model or heading or info.get("general_name"), info, models, settings)
             header_at = no
             continue
         if header_at is None:

@@ -52,6 +52,37 @@ _BLOCK_KEYS = {
 _STAT = re.compile(r"^(Mean|Median|P(\d+(?:\.\d+)?)) (TTFT|TPOT|ITL|E2EL|E2E Latency) \(ms\)$")
 
 
+def _read_key(path: Path, no: int, s: str, key: str, value: str, block: dict[str, Any] | None,
+              pending: dict[str, Any], concurrency: int | None) -> None:
+    """Read line ``no`` (``s``, as ``key: value``) into the open ``block``, or into ``pending`` (what the lines above
+    the next block say of how it ran: rate, concurrency, burstiness); ``concurrency``: ``--concurrency``, for an
+    uncapped run."""
+    if key in ("Traffic request rate", "Request rate configured (RPS)"):
+        rate: Any = "inf" if value.lower() in ("inf", "infinity") else number(path, no, value)
+        (block if block is not None else pending)["request_rate"] = rate
+        return
+    if key == "Backend" and block is not None:
+        block["backend"] = value  # SGLang's block names its backend (sglang, sglang-oai, sglang-oai-chat, …)
+        return
+    if key in ("Maximum request concurrency", "Max request concurrency"):  # vLLM's, SGLang's
+        conc = None if value == "None" or s.endswith("not set") else int(number(path, no, value))  # SGLang: "not set"
+        conc = concurrency if conc is None and concurrency is not None else conc  # uncapped: --concurrency says
+        (block if block is not None else pending)["max_concurrency"] = conc
+        return
+    if key == "Burstiness factor":
+        (block if block is not None else pending)["burstiness"] = number(path, no, value)
+        return
+    if block is None:
+        return
+    stat = _STAT.match(key)
+    if stat:
+        which = "median" if stat.group(1) == "Median" else ("mean" if stat.group(1) == "Mean" else f"p{stat.group(2)}")
+        block[f"{which}_{stat.group(3).lower().replace(' ', '_')}_ms"] = number(path, no, value)
+    elif key in _BLOCK_KEYS:
+        v = number(path, no, value)
+        block[_BLOCK_KEYS[key]] = int(v) if key in ("Successful requests", "Failed requests") else v
+
+
 def parse_block(path: Path, text: str, model: str | None, engine: str | None,
                 max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                 rate: float | None = None) -> list[tuple[Any, int | None, str | None]]:
@@ -113,36 +144,13 @@ def parse_block(path: Path, text: str, model: str | None, engine: str | None,
         if not m:
             continue
         key, value = m.group(1).strip(), m.group(2)
-        if key in ("Traffic request rate", "Request rate configured (RPS)"):
-            rate: Any = "inf" if value.lower() in ("inf", "infinity") else number(path, no, value)
-            (block if block is not None else pending)["request_rate"] = rate
-            continue
-        if key == "Backend" and block is not None:
-            block["backend"] = value  # SGLang's block names its backend (sglang, sglang-oai, sglang-oai-chat, …)
-            continue
-        if key in ("Maximum request concurrency", "Max request concurrency"):  # vLLM's, SGLang's
-            conc = None if value == "None" or s.endswith("not set") else int(number(path, no, value))  # SGLang: "not set"
-            conc = concurrency if conc is None and concurrency is not None else conc  # uncapped: --concurrency says
-            (block if block is not None else pending)["max_concurrency"] = conc
-            continue
         if key == "Server overrides" and block is None:
             server = s.split(":", 1)[1].strip()  # vllm bench sweep serve, when it starts a server
             continue
         if key == "Run Number" and block is None and re.fullmatch(r"-?\d+", value):
             run_number = int(value)  # vllm bench sweep serve, before each run's output
             continue
-        if key == "Burstiness factor":
-            (block if block is not None else pending)["burstiness"] = number(path, no, value)
-            continue
-        if block is None:
-            continue
-        stat = _STAT.match(key)
-        if stat:
-            which = "median" if stat.group(1) == "Median" else ("mean" if stat.group(1) == "Mean" else f"p{stat.group(2)}")
-            block[f"{which}_{stat.group(3).lower().replace(' ', '_')}_ms"] = number(path, no, value)
-        elif key in _BLOCK_KEYS:
-            v = number(path, no, value)
-            block[_BLOCK_KEYS[key]] = int(v) if key in ("Successful requests", "Failed requests") else v
+        _read_key(path, no, s, key, value, block, pending, concurrency)
     if block is not None:
         raise fail(path, start, "Serving Benchmark Result block never closed (cut short?)")
     if not points and warmups:

@@ -146,6 +146,42 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     pre = f"{where}." if where else ""
     rate = d.get("request_rate")
     conc = d.get("max_concurrency")
+    open_loop, burst = _check_load(path, d, where, rate, conc)
+    completed = int(d["completed"])
+    ok = _ok_mask(d)
+    failed, failed_unknown = _failed(d, completed, ok, total)
+    _check_list_lengths(path, d, pre, completed + failed)
+    check_completion(path, f"field {pre}completed", completed, failed, 1 if open_loop else conc, max_failure_rate)
+    input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input", ok)
+    output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output", ok)
+    tpot = _ms_stats(d, "tpot", path, pre)
+    med_tpot = tpot["p50"] if tpot else None
+    ttft = _ttft(d, ok, path, pre)
+    errors = d.get("errors")
+    error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
+    caveats = {}
+    e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
+    _flag_length_mismatch(d, output_len, completed, caveats, error_texts)
+    _flag_unmeasured_count(d, completed, caveats, error_texts)
+    return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
+                   caveats=caveats, max_concurrency=conc if open_loop else None,
+                   failures_unknown="the file states no failed count (SGLang bench_serving): failures unknown"
+                   if failed_unknown else None,
+                   failure_rate=failed / (completed + failed) if completed + failed else None,
+                   output_throughput_tok_s=float(d["output_throughput"]),
+                   per_user_tok_s=1.0 / med_tpot if med_tpot else None,
+                   ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
+                   e2el_s=e2el, tails_s=_ms_tails(d),
+                   step_time_s=med_tpot, errors=error_texts,
+                   samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
+                   **(_open_fields(d, float(rate), burst) if open_loop else {}))
+
+
+def _check_load(path: Path, d: dict[str, Any], where: str, rate: Any, conc: Any) -> tuple[bool, Any]:
+    """(open loop, burstiness) of a result (``where``: its place in the file, "" for a whole file), refusing a
+    ramp-up, a rate or concurrency that is none, a non-finite number and a missing count or throughput (each naming
+    its field)."""
+    pre = f"{where}." if where else ""
     if d.get("ramp_up_strategy") is not None:
         raise fail(path, f"field {pre}ramp_up_strategy",
                    f"is {d.get('ramp_up_strategy')!r} (from {d.get('ramp_up_start_rps')!r} to {d.get('ramp_up_end_rps')!r} "
@@ -167,8 +203,12 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     burst = d.get("burstiness")
     if burst is not None and (isinstance(burst, bool) or not isinstance(burst, (int, float)) or burst <= 0):
         raise fail(path, f"field {pre}burstiness", f"is {burst!r}; expected a positive number")
-    completed = int(d["completed"])
-    ok = _ok_mask(d)
+    return open_loop, burst
+
+
+def _failed(d: dict[str, Any], completed: int, ok: list[bool] | None, total: int | None) -> tuple[int, bool]:
+    """(failed requests, whether the file states no failed count): ``failed``, else the per-request success mask's
+    failures, else ``num_prompts`` − completed; ``total`` (requests sent) raises it where it says more were sent."""
     failed = d.get("failed")
     if not isinstance(failed, int) or isinstance(failed, bool):
         failed = None
@@ -180,12 +220,12 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     failed = int(failed or 0)
     if total is not None and total > completed + failed:
         failed = total - completed
-    _check_list_lengths(path, d, pre, completed + failed)
-    check_completion(path, f"field {pre}completed", completed, failed, 1 if open_loop else conc, max_failure_rate)
-    input_len = _per_request_len(d, "input_lens", "total_input_tokens", completed, path, pre, "input", ok)
-    output_len = _per_request_len(d, "output_lens", "total_output_tokens", completed, path, pre, "output", ok)
-    tpot = _ms_stats(d, "tpot", path, pre)
-    med_tpot = tpot["p50"] if tpot else None
+    return failed, failed_unknown
+
+
+def _ttft(d: dict[str, Any], ok: list[bool] | None, path: Path, pre: str) -> dict[str, float | None] | None:
+    """TTFT (s): from the per-request ``ttfts`` of the successful requests where the file has them, else its
+    statistics."""
     ttft = _ms_stats(d, "ttft", path, pre)
     ttfts = d.get("ttfts")
     if isinstance(ttfts, list) and ttfts and all(isinstance(v, (int, float)) for v in ttfts):
@@ -193,10 +233,13 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
         good = [v for v, keep in zip(ttfts, mask) if keep and v > 0]
         if good:
             ttft = distribution(values=good)
-    errors = d.get("errors")
-    error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
-    caveats = {}
-    e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
+    return ttft
+
+
+def _flag_length_mismatch(d: dict[str, Any], output_len: int, completed: int, caveats: dict[str, int],
+                          error_texts: list[str]) -> None:
+    """Caveat ``output_len_mismatch`` where the output length per request (tokens) is off the one SGLang's random
+    dataset asked for (``random_output_len``, the mean of its draws under ``random_range_ratio``)."""
     asked = d.get("random_output_len") if d.get("dataset_name") == "random" else None  # SGLang states it
     ratio = d.get("random_range_ratio")
     if is_number(asked) and is_number(ratio) and 0 <= ratio < 1:
@@ -208,19 +251,6 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
         error_texts.append(f"output length {output_len} per request, {asked:g} requested (random_output_len"
                            + (f", the mean of random_range_ratio {ratio:g}'s draws)" if is_number(ratio) and 0 <= ratio < 1
                               else ")"))
-    _flag_unmeasured_count(d, completed, caveats, error_texts)
-    return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
-                   caveats=caveats, max_concurrency=conc if open_loop else None,
-                   failures_unknown="the file states no failed count (SGLang bench_serving): failures unknown"
-                   if failed_unknown else None,
-                   failure_rate=failed / (completed + failed) if completed + failed else None,
-                   output_throughput_tok_s=float(d["output_throughput"]),
-                   per_user_tok_s=1.0 / med_tpot if med_tpot else None,
-                   ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
-                   e2el_s=e2el, tails_s=_ms_tails(d),
-                   step_time_s=med_tpot, errors=error_texts,
-                   samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
-                   **(_open_fields(d, float(rate), burst) if open_loop else {}))
 
 
 def _flag_unmeasured_count(d: dict[str, Any], completed: int, caveats: dict[str, int], errors: list[str]) -> None:

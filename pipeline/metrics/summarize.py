@@ -205,31 +205,17 @@ def _median_or_none(values: np.ndarray) -> float | None:
     return float(np.median(values)) if values.size else None
 
 
-def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | None] | None = None) -> PointSummary:
-    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its
-    :func:`pipeline.metrics.goodput.slo_goodput`.
-
-    ``records`` as per-request objects are converted to arrays first (:func:`pipeline.core.arrays.from_records`);
-    every figure is computed over arrays, by the formulas of the per-request functions of
-    :mod:`pipeline.metrics.definitions` (:func:`~pipeline.metrics.definitions.tpot_s`, :func:`~pipeline.metrics.definitions.itl_values`,
-    :func:`~pipeline.metrics.definitions.repeat_output_throughput`, …), value for value.
-    """
-    arrays = records if isinstance(records, PointArrays) else from_records(records)
-    key, a, repeats = arrays.point, arrays.requests, arrays.repeats
-    measured = ~a.warmup
-    ok_all = a.ok
-    ok = measured & ok_all
-    failed = measured & ~ok_all
-    tpot_all = _tpot_array(a)
-    streamed_all = _tpot_streamed_array(a)
-    has_tpot = ok & ~np.isnan(tpot_all)
-    has_streamed = ok & ~np.isnan(streamed_all)
-    tpots = tpot_all[has_tpot]
-    streamed = streamed_all[has_streamed]
-    ttft_all = a.first_token_s - a.sent_s
-    end_all = _request_end_array(a)
-    not_sent = _not_sent(a)
-    static = all(rep.batching == "static_batch" for rep in repeats)
+def _repeat_figures(arrays: PointArrays, measured: np.ndarray, ok: np.ndarray, tpot: tuple[np.ndarray, np.ndarray],
+                    streamed: tuple[np.ndarray, np.ndarray], ttft_all: np.ndarray, end_all: np.ndarray,
+                    not_sent: np.ndarray, static: bool) -> tuple[list, ...]:
+    """Each repeat's own figures, one list per figure and one entry per repeat (None where it has none): output throughput (tok/s) and
+    steady throughput, duration (s) and goodput duration, per-user throughput, TTFT and TPOT medians and p99s (s),
+    prefill throughput of a static batch, and of an open-loop point the send, schedule and achieved rates (req/s).
+    ``tpot``, ``streamed``: each request's TPOT (s) and where it has one.  In the order (thr, steady, durs,
+    goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds, ttft_p99_rep, tpot_p99_rep)."""
+    a, repeats, key = arrays.requests, arrays.repeats, arrays.point
+    tpot_all, has_tpot = tpot
+    streamed_all, has_streamed = streamed
     thr, steady, durs, goodput_durs = [], [], [], []
     per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds = [], [], [], [], [], [], []
     ttft_p99_rep, tpot_p99_rep = [], []
@@ -269,6 +255,56 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
             q = np.sort(a.scheduled_s[in_rep & measured & ~not_sent & ~np.isnan(a.scheduled_s)])
             scheds.append(None if len(q) < 2 or q[-1] <= q[0] else (len(q) - 1) / float(q[-1] - q[0]))  # schedule_rate
             achieved.append(n_ok / span if span > 0 else None)  # achieved_rate
+    return (thr, steady, durs, goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds,
+            ttft_p99_rep, tpot_p99_rep)
+
+
+def _samples(thr: list, per_user_rep: list, steps: list, ttfts: np.ndarray, tpots: np.ndarray,
+             per_repeat: tuple[list, list, list, list]) -> dict[str, list[float]]:
+    """A point's samples: one value per repeat (throughputs in tok/s, step time, and ``per_repeat``'s TTFT and TPOT
+    medians and p99s in s, Nones left out), and every request's TTFT and TPOT (s)."""
+    ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep = per_repeat
+    return {
+        "output_throughput_tok_s": [v for v in thr if v is not None],
+        "per_user_tok_s": [v for v in per_user_rep if v is not None],
+        "step_time_s": [v for v in steps if v is not None],
+        "ttft_s": ttfts.tolist(),
+        "tpot_s": tpots.tolist(),
+        "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
+        "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
+        "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
+        "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
+    }
+
+
+def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | None] | None = None) -> PointSummary:
+    """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its
+    :func:`pipeline.metrics.goodput.slo_goodput`.
+
+    ``records`` as per-request objects are converted to arrays first (:func:`pipeline.core.arrays.from_records`);
+    every figure is computed over arrays, by the formulas of the per-request functions of
+    :mod:`pipeline.metrics.definitions` (:func:`~pipeline.metrics.definitions.tpot_s`, :func:`~pipeline.metrics.definitions.itl_values`,
+    :func:`~pipeline.metrics.definitions.repeat_output_throughput`, …), value for value.
+    """
+    arrays = records if isinstance(records, PointArrays) else from_records(records)
+    key, a, repeats = arrays.point, arrays.requests, arrays.repeats
+    measured = ~a.warmup
+    ok_all = a.ok
+    ok = measured & ok_all
+    failed = measured & ~ok_all
+    tpot_all = _tpot_array(a)
+    streamed_all = _tpot_streamed_array(a)
+    has_tpot = ok & ~np.isnan(tpot_all)
+    has_streamed = ok & ~np.isnan(streamed_all)
+    tpots = tpot_all[has_tpot]
+    streamed = streamed_all[has_streamed]
+    ttft_all = a.first_token_s - a.sent_s
+    end_all = _request_end_array(a)
+    not_sent = _not_sent(a)
+    static = all(rep.batching == "static_batch" for rep in repeats)
+    (thr, steady, durs, goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds,
+     ttft_p99_rep, tpot_p99_rep) = _repeat_figures(arrays, measured, ok, (tpot_all, has_tpot),
+                                                   (streamed_all, has_streamed), ttft_all, end_all, not_sent, static)
     steps = [repeat_step_time(rep) for rep in repeats]
     step_time = _med(steps) if static else _median_or_none(streamed)
     per_user = _inverse(float(np.median(streamed))) if streamed.size else None
@@ -281,17 +317,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     errors = sorted({e for e in a.error[failed] if e})[:10]
     meta = arrays.meta if isinstance(arrays.meta, dict) else {}
     client = client_figures(meta.get("client"), [(rep.window_start_s, rep.window_end_s) for rep in repeats])
-    samples = {
-        "output_throughput_tok_s": [v for v in thr if v is not None],
-        "per_user_tok_s": [v for v in per_user_rep if v is not None],
-        "step_time_s": [v for v in steps if v is not None],
-        "ttft_s": ttfts.tolist(),
-        "tpot_s": tpots.tolist(),
-        "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
-        "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
-        "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
-        "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
-    }
+    samples = _samples(thr, per_user_rep, steps, ttfts, tpots, (ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep))
     ci95 = {k: ci for k, v in samples.items() if k not in ("ttft_s", "tpot_s") and (ci := repeat_ci95(v)) is not None}
     return PointSummary(
         **client, **read_figures(a, ok), ci95=ci95 or None,

@@ -249,6 +249,13 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
             break
         c, reason = nxt
         last = c if take(c, reason, (pred.get(c) or {}).get("output_throughput_tok_s")) else None
+    return WalkResult(knee, stopped or "", _walk_points(grid, pred, meas, order, before, not_fitting), steps, fit)
+
+
+def _walk_points(grid: list[int], pred: Prediction, meas: dict[int, float], order: dict[int, tuple[int, str]],
+                 before: dict[int, float | None], not_fitting: dict[int, str] | None) -> list[dict[str, Any]]:
+    """One row per grid point of an adaptive walk: measured (its order, the reason it was chosen, its throughput in
+    tok/s and the prediction's error before it), or predicted with why it was not measured."""
     points = []
     for c in sorted(grid):
         p = pred.get(c) or {}
@@ -267,4 +274,4 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
             points.append({"concurrency": c, "measured": False, "order": None, "reason": why,
                            "output_throughput_tok_s": p.get("output_throughput_tok_s"), "predicted_before_tok_s": None,
                            "error": None, "predicted": predicted, "spread": p.get("spread")})
-    return WalkResult(knee, stopped or "", points, steps, fit)
+    return points

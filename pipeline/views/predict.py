@@ -67,6 +67,50 @@ def parse_calibrate_on(text: str | None) -> list[int] | None:
     return sorted(set(out))
 
 
+def _calibration_points(by_c: dict[int, PointSummary], calibrate_on: list[int] | None,
+                        kind: str | None) -> tuple[list[int], str]:
+    """(concurrencies to fit on, why): ``--calibrate-on``'s, each a usable measured point of ``by_c`` and at least
+    three, else the default for the model's ``kind`` (:func:`pipeline.predict.calibrate.default_calibration`)."""
+    if calibrate_on is None:
+        return default_calibration(list(by_c), kind)
+    missing = [c for c in calibrate_on if c not in by_c]
+    if missing:
+        raise CalibrationError(f"--calibrate-on {','.join(map(str, calibrate_on))}: no usable measured point "
+                               f"at c = {', '.join(map(str, missing))} (measured: {', '.join(map(str, by_c)) or 'none'})")
+    if len(calibrate_on) < 3:
+        raise CalibrationError(f"--calibrate-on names {len(calibrate_on)} concurrencies: three terms need three")
+    return list(calibrate_on), "chosen with --calibrate-on"
+
+
+def _predicted_rows(rows: list[dict[str, Any]], cs: list[int], preds: list[dict[str, Any]],
+                    measured: dict[int, PointSummary], chosen: list[int], band_rel: float | None,
+                    analysis_points: dict[int, dict[str, Any]]) -> list[float]:
+    """Append to ``rows`` one row per concurrency of ``cs``: measured and predicted figures, the band, the relative
+    error and the call-out where the prediction misses by more than :data:`CALL_OUT_FRACTION`; returns the absolute
+    errors of the points not calibrated on."""
+    errors = []
+    for c, pred in zip(cs, preds):
+        s = measured.get(c)
+        meas = None if s is None else {"output_throughput_tok_s": s.output_throughput_tok_s,
+                                       "tpot_s": _p50(s.tpot_s), "ttft_s": _p50(s.ttft_s)}
+        predicted = {m: pred.get(m) for m in METRICS}
+        tok = predicted["output_throughput_tok_s"]
+        predicted["band"] = pred.get("band") or ([tok * (1 - band_rel), tok * (1 + band_rel)] if tok and band_rel else None)
+        err = {m: relative_error(predicted[m], meas[m]) for m in METRICS} if meas else None
+        row = {"concurrency": c, "calibration": c in chosen, "measured": meas, "predicted": predicted,
+               "error": err, "call_out": None}
+        e = err and err["output_throughput_tok_s"]
+        if e is not None and c in chosen and abs(e) > CALL_OUT_FRACTION:
+            row["call_out"] = "calibration_missed"  # the bounded terms cannot reproduce a point they were fitted on
+        if e is not None and c not in chosen:
+            errors.append(abs(e))
+            if abs(e) > CALL_OUT_FRACTION:
+                regime = (analysis_points.get(c) or {}).get("regime")
+                row["call_out"] = regime if regime in ("queueing", "kv_cache_full") else "unexplained"
+        rows.append(row)
+    return errors
+
+
 def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict[str, Any]], card: ModelCard | None,
                      hw: dict[str, Any], calibrate_on: list[int] | None,
                      limits: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -93,16 +137,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         if not hw.get("bandwidth_gb_s"):
             raise CalibrationError("the run's hardware has no bandwidth figure")
         by_c = {s.concurrency: s for s in usable}
-        if calibrate_on is None:
-            chosen, reason = default_calibration(list(by_c), card.kind)
-        else:
-            missing = [c for c in calibrate_on if c not in by_c]
-            if missing:
-                raise CalibrationError(f"--calibrate-on {','.join(map(str, calibrate_on))}: no usable measured point "
-                                       f"at c = {', '.join(map(str, missing))} (measured: {', '.join(map(str, by_c)) or 'none'})")
-            if len(calibrate_on) < 3:
-                raise CalibrationError(f"--calibrate-on names {len(calibrate_on)} concurrencies: three terms need three")
-            chosen, reason = list(calibrate_on), "chosen with --calibrate-on"
+        chosen, reason = _calibration_points(by_c, calibrate_on, card.kind)
         check_consistent([(s.concurrency, s.output_throughput_tok_s) for s in usable], chosen)
         static = _static(first)
         roofs = Roofs(card, mean_decode_context(first.input_len, first.output_len), hw["bandwidth_gb_s"],
@@ -137,27 +172,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
             entry["fit"]["engine_terms"] = {n: getattr(efit.terms, n) for n in efit.free}
             entry["fit"]["engine_terms_spread"] = efit.spread
     band_rel = _band_fraction(terms)
-    measured = {s.concurrency: s for s in points}
-    errors = []
-    for c, pred in zip(cs, preds):
-        s = measured.get(c)
-        meas = None if s is None else {"output_throughput_tok_s": s.output_throughput_tok_s,
-                                       "tpot_s": _p50(s.tpot_s), "ttft_s": _p50(s.ttft_s)}
-        predicted = {m: pred.get(m) for m in METRICS}
-        tok = predicted["output_throughput_tok_s"]
-        predicted["band"] = pred.get("band") or ([tok * (1 - band_rel), tok * (1 + band_rel)] if tok and band_rel else None)
-        err = {m: relative_error(predicted[m], meas[m]) for m in METRICS} if meas else None
-        row = {"concurrency": c, "calibration": c in chosen, "measured": meas, "predicted": predicted,
-               "error": err, "call_out": None}
-        e = err and err["output_throughput_tok_s"]
-        if e is not None and c in chosen and abs(e) > CALL_OUT_FRACTION:
-            row["call_out"] = "calibration_missed"  # the bounded terms cannot reproduce a point they were fitted on
-        if e is not None and c not in chosen:
-            errors.append(abs(e))
-            if abs(e) > CALL_OUT_FRACTION:
-                regime = (analysis_points.get(c) or {}).get("regime")
-                row["call_out"] = regime if regime in ("queueing", "kv_cache_full") else "unexplained"
-        entry["points"].append(row)
+    errors = _predicted_rows(entry["points"], cs, preds, {s.concurrency: s for s in points}, chosen, band_rel,
+                             analysis_points)
     if errors:
         entry["median_abs_error"] = statistics.median(errors)
         entry["worst_abs_error"] = max(errors)

@@ -227,6 +227,42 @@ def summary_line(ref: str | Path, site: str | Path | None = None) -> str:
     return f"run {run_id}: {verdict} · see: batchmark show {run_id} · {where}"
 
 
+def _point_rows(points: list[dict[str, Any]], noisy_probe: str | None) -> list[list[str]]:
+    """The cells of each point's row of :func:`format_table` (throughputs in tok/s, latencies in ms, MBU marked ! when
+    implausible and ? when the run's probe was noisy, MFU, KV %, client figures, regime and notes)."""
+    def fmt(v, scale=1.0, spec="{:.1f}"):
+        return spec.format(v * scale) if v is not None else "-"
+    rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
+             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
+             fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
+             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
+             fmt((p["tpot_s"] or {}).get("p50"), 1e3), *tail_cells(p, "tpot"), *tail_cells(p, "itl"),
+             *tail_cells(p, "e2el"),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
+             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
+             fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
+             fmt(p.get("achieved_concurrency")), fmt(p.get("client_cpu_share"), 100, "{:.0f}"),
+             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
+             f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
+            for p in points]
+    return rows
+
+
+def _rate_sweep_line(m: dict[str, Any], rs: dict[str, Any]) -> str:
+    """One line of a model's open-loop rate sweep: where it saturated, the rates not steady, the most achieved, the
+    SLO's limit (req/s)."""
+    sat = rs.get("saturation_rate_rps")
+    slo = rs.get("slo") or {}
+    return (f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
+            + (f"saturated from {sat:g} req/s offered" if sat else "no rate saturated it" if
+               rs.get("unsteady_rates") else "achieved followed offered at every rate")
+            + (f"; not steady at {', '.join(f'{r:g}' for r in rs['unsteady_rates'])} req/s (under three "
+               "E2ELs of arrivals: neither saturation nor SLO judged)" if rs.get("unsteady_rates") else "")
+            + (f", at most {rs['max_achieved_rps']:.2f} req/s achieved" if rs.get("max_achieved_rps") else "")
+            + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
+               ("; SLO missed at every rate" if rs.get("slo") else "")))
+
+
 def format_table(doc: dict[str, Any]) -> str:
     """A plain-text table of a show document (points, then models)."""
     lines = [f"run {doc['run_id']} ({doc['source']}) on {doc['hardware']['name']}", ""]
@@ -246,21 +282,7 @@ def format_table(doc: dict[str, Any]) -> str:
     noisy_probe = next((r.removeprefix("bandwidth probe: ") for r in (quality or {}).get("reasons") or []
                         if r.startswith("bandwidth probe: ")), None)
 
-    def fmt(v, scale=1.0, spec="{:.1f}"):
-        return spec.format(v * scale) if v is not None else "-"
-    rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
-             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
-             fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
-             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
-             fmt((p["tpot_s"] or {}).get("p50"), 1e3), *tail_cells(p, "tpot"), *tail_cells(p, "itl"),
-             *tail_cells(p, "e2el"),
-             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
-             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
-             fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
-             fmt(p.get("achieved_concurrency")), fmt(p.get("client_cpu_share"), 100, "{:.0f}"),
-             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
-             f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
-            for p in doc["points"]]
+    rows = _point_rows(doc["points"], noisy_probe)
     lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
                          "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
                          "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "in flight",
@@ -289,16 +311,7 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.extend(adaptive_lines(m))
     for m in doc["models"]:
         for rs in m.get("rate_sweeps") or []:
-            sat = rs.get("saturation_rate_rps")
-            slo = rs.get("slo") or {}
-            lines.append(f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
-                         + (f"saturated from {sat:g} req/s offered" if sat else "no rate saturated it" if
-                            rs.get("unsteady_rates") else "achieved followed offered at every rate")
-                         + (f"; not steady at {', '.join(f'{r:g}' for r in rs['unsteady_rates'])} req/s (under three "
-                            "E2ELs of arrivals: neither saturation nor SLO judged)" if rs.get("unsteady_rates") else "")
-                         + (f", at most {rs['max_achieved_rps']:.2f} req/s achieved" if rs.get("max_achieved_rps") else "")
-                         + (f"; SLO held up to {slo['max_ok']:g} req/s" if slo.get("max_ok") is not None else
-                            ("; SLO missed at every rate" if rs.get("slo") else "")))
+            lines.append(_rate_sweep_line(m, rs))
     if any(p.get("implausible") for p in doc["points"]):
         cause = next((m["implausible_diagnosis"]["title"] for m in doc["models"] if m.get("implausible_diagnosis")),
                      "a wrong model card or weight format")

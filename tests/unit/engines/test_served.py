@@ -10,7 +10,7 @@ from pipeline.config.sweepconfig import parse_config
 from pipeline.engines import loadgen
 from pipeline.engines.scrape import DURING, next_wait_s
 from pipeline.engines.served import parse_prometheus
-from pipeline.engines.vllm import format_command, log_tail
+from pipeline.engines.serverproc import format_command, log_tail
 from pipeline.core.errors import BatchmarkError
 from tests.integration.served_helpers import build_tokenizer
 

@@ -12,7 +12,8 @@ import random
 import pytest
 
 from pipeline.engines import loadgen, tokencount
-from pipeline.engines.tokencount import Evidence, decide, per_chunk_layouts
+from pipeline.engines.chunkcounts import per_chunk_layouts
+from pipeline.engines.tokencount import Evidence, decide
 from pipeline.metrics.summarize import summarize_point
 from pipeline.metrics.definitions import tpot_s, tpot_streamed_s
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord

@@ -143,7 +143,7 @@ def test_server_env_missing_requirements_is_a_user_error(tmp_path):
 
 def test_server_environment_drops_the_workflows_thread_caps():
     """Fault kind: Snakemake's OMP_NUM_THREADS reached vLLM's CPU worker (1.5 tok/s instead of 38 on 2 cores)."""
-    from pipeline.engines.vllm import server_environment
+    from pipeline.engines.serverproc import server_environment
 
     parent = {"PATH": "/bin", "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "HOME": "/root"}
     assert server_environment(parent, {"VLLM_CPU_KVCACHE_SPACE": "1"}) == {
