@@ -109,7 +109,7 @@ def main() -> None:
         root = make_scratch_root(Path(tmp))
         os.environ["BATCHMARK_ROOT"] = str(root)
         from pipeline.analysis import stages
-        from pipeline.store import runs
+        from pipeline.store import derivedfiles, runs
         from pipeline.importers import import_run, parse
         from pipeline.pages.views import view_of
 
@@ -127,7 +127,7 @@ def main() -> None:
                 dt, run = timed(lambda: import_run("llama-batched-bench", [src], "dgx-spark", run_id=f"s{size}-{i}",
                                                    model=model))
                 t_import.append(dt)
-                meta, summaries = runs.read_run_json(run), runs.read_summaries(run)
+                meta, summaries = runs.read_run_json(run), derivedfiles.read_summaries(run)
                 dt, _ = timed(lambda: stages.analysis_of(run, meta, summaries))
                 t_analysis.append(dt)
                 dt, view = timed(lambda: view_of(stages.load_run(run)))

@@ -39,8 +39,8 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
 from pipeline.store.pointfiles import load_points, point_path
 from pipeline.core.records import PointKey, workload_of
-from pipeline.store.runs import (atomic_write_json, load_model_cards, model_card_path, read_analysis, read_run_json,
-                           read_json, read_summaries, resolve_run)
+from pipeline.store.derivedfiles import read_analysis, read_summaries
+from pipeline.store.runs import atomic_write_json, load_model_cards, model_card_path, read_run_json, read_json, resolve_run
 from pipeline.store.schemas import AnalysisFile, SummariesFile, stamped
 
 

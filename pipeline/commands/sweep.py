@@ -72,6 +72,13 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
             print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
         raise
     print(run_dir)
+    return _report(run_dir)
+
+
+def _report(run_dir: Path) -> int:
+    """The end of a sweep: its verdict line on stderr, and its exit status (1 when every point failed or nothing was
+    measured, each said in one line; else 0)."""
+    from pipeline.store import runs
     from pipeline.pages.indexviews import built_site
     from pipeline.views.show import summary_line
 
@@ -97,11 +104,11 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
 
 def _measured_anything(run_dir: Path) -> bool:
     """Whether a complete run's summaries hold a point with a completed request (an incomplete run: True, not judged)."""
-    from pipeline.store import runs
+    from pipeline.store import derivedfiles, runs
 
     if not runs.is_complete(run_dir) or not (run_dir / "summaries.json").is_file():
         return True
-    return any((p.completed or 0) > 0 for p in runs.read_summaries(run_dir))
+    return any((p.completed or 0) > 0 for p in derivedfiles.read_summaries(run_dir))
 
 
 def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str | None, model: str, pointer: bool,

@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
-import csv
-import io
 import json
 import math
-import os
-import zipfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,13 +22,14 @@ from pipeline.core import paths
 from pipeline.store import runs
 from pipeline.pages import charts, explain, throughputchart
 from pipeline.pages.assets import write_assets
+from pipeline.pages.downloads import write_downloads
 from pipeline.pages.guide import included_page, write_guide
 from pipeline.pages.escape import (anchor, code, csv_cell, html_text, md_text, url_path,  # noqa: F401  (importable from here)
                                    visible_controls)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
-from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
-from pipeline.store.schemas import AnalysisFile, RunFile, StoredFile, SummariesFile, stamped, version_of
+from pipeline.pages.pointrows import fmt, point_rows  # noqa: F401  (the templates' filters)
+from pipeline.pages.views import RunView, Workload, view_of  # noqa: F401
 from pipeline.analysis.stages import RunResults
 
 #: Extra template context of a page: ``hook(views, run_dirs, reference_views)``.
@@ -192,79 +189,6 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     return env
 
 
-def _summaries_csv(res: "RunResults") -> str:
-    pts = [x.as_dict() for x in res.summaries]
-    buf = io.StringIO()
-    cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
-            "output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"]
-    lat = [f"{m}_{q}" for m in ("ttft_s", "tpot_s", "itl_s", "e2el_s") for q in ("p50", "p90", "p99", "mean")]
-    w = csv.writer(buf)
-    w.writerow(cols + lat)
-    for p in pts:
-        w.writerow([csv_cell(p.get(c)) for c in cols]
-                   + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
-    return buf.getvalue()
-
-
-def _records_zip(run_dir: Path, out: Path) -> None:
-    """Zip a run's raw request records (``points/**``: each point's JSON and, since schema 3, its Parquet file)
-    into ``out`` (deterministic order and times).  Only the run folder's own regular files
-    (:func:`pipeline.store.pointfiles.own_file`): a symbolic link named like a record, or under a linked folder,
-    is never followed, so nothing outside the run folder reaches a download; each is read without following a link."""
-    from pipeline.store.pointfiles import own_file
-
-    files = sorted(p for p in (run_dir / "points").rglob("*")
-                   if p.suffix in (".json", ".parquet") and not p.name.startswith(".") and own_file(run_dir, p))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with runs.naming_file(out), zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for f in files:
-            info = zipfile.ZipInfo(str(f.relative_to(run_dir)), date_time=(2000, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            fd = os.open(f, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-            with os.fdopen(fd, "rb") as fh:
-                zf.writestr(info, fh.read())
-    os.replace(tmp, out)
-
-
-def _write_current(cls: type[StoredFile], src: Path, dst: Path) -> None:
-    """Copy the stored file ``src`` to ``dst`` at ``cls.current``: as it is (its bytes) when already there, else its
-    migration (:func:`pipeline.store.runs.read_stored`: the names and shapes of this version, no number changed), so a
-    download of a run an earlier batchmark wrote says ``caveats``, ``max_concurrency`` and the SLO's new keys as
-    the pages beside it and its ``summaries.csv`` do."""
-    text = src.read_text()
-    if version_of(src, runs.read_json(src)) < cls.current:
-        runs.atomic_write_json(dst, runs.read_stored(cls, src))
-    else:
-        runs.atomic_write_text(dst, text)
-
-
-def write_downloads(docs_dir: Path, results: list["RunResults"]) -> list[Path]:
-    """Copy each run's run.json, summaries and analysis (JSON, and summaries as CSV) under ``downloads/<run_id>/``,
-    plus ``records.zip`` with the raw request records of a measured run.  Summaries and analysis
-    that the stages have not written into the run are written here from memory (never into the run).  Returns the
-    files written."""
-    written = []
-    for res in results:
-        rd = res.run_dir
-        out = docs_dir / "downloads" / rd.name
-        _write_current(RunFile, rd / "run.json", out / "run.json")
-        # a file the run does not store is written as the stage would write it, stamped with its own version
-        for name, doc in (("summaries.json", stamped(SummariesFile, {"run_id": rd.name,
-                                                                     "points": [x.as_dict() for x in res.summaries]})),
-                          ("analysis.json", stamped(AnalysisFile, {"run_id": rd.name, **res.analysis}))):
-            if (rd / name).is_file():
-                _write_current(SummariesFile if name == "summaries.json" else AnalysisFile, rd / name, out / name)
-            else:
-                runs.atomic_write_json(out / name, doc)
-        runs.atomic_write_text(out / "summaries.csv", _summaries_csv(res))
-        written += [out / n for n in ("run.json", "summaries.json", "analysis.json", "summaries.csv")]
-        if (rd / "points").is_dir():
-            _records_zip(rd, out / "records.zip")
-            written.append(out / "records.zip")
-    return written
-
-
 def _write_change_tables(docs_dir: Path, comparisons: list[Any]) -> list[Path]:
     """Each comparison's every metric at every point as CSV (``downloads/changes/<run>.csv``, :func:`changes.every_csv`)."""
     from pipeline.pages.changes import every_csv
@@ -306,6 +230,31 @@ def read_site_runs(runs_dir: Path, log: Callable[[str], None],
     for name, why in unreadable:
         log(f"warning: run {name} is not on the site: {why}")
     return results, unreadable
+
+
+def _fixed_pages(env: Any, templates_dir: Path | None, docs_dir: Path, views: tuple[list[Any], list[Any]],
+                 run_dirs: list[Path], reference_views: list[Any], unreadable: list[tuple[str, str]],
+                 written: list[Path]) -> dict[str, dict[str, Any]]:
+    """Render the fixed pages (``templates/*.md.j2``) into ``docs_dir``, appending each path to ``written``;
+    ``views``: (every run's views, for Benchmarks; the views without rate-only workloads, for the rest).  Returns each
+    page's context from its :data:`PAGE_CONTEXT` hook (a hook serving several pages runs once)."""
+    views, grid_views = views
+    contexts: dict[str, dict[str, Any]] = {}
+    hooked: dict[tuple[Callable[..., dict[str, Any]], int], dict[str, Any]] = {}
+    for name in page_templates(templates_dir):
+        page = name.removesuffix(".j2")
+        mine = views if page == "benchmarks.md" else grid_views
+        hook = PAGE_CONTEXT.get(page)
+        if hook is not None and (hook, id(mine)) not in hooked:  # a hook that serves several pages runs once a site
+            hooked[hook, id(mine)] = hook(mine, run_dirs, reference_views)
+        extra = contexts[page] = hooked[hook, id(mine)] if hook is not None else {}
+        if page == "runs.md":
+            extra["unreadable"] = unreadable
+        text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)
+        path = docs_dir / page
+        runs.atomic_write_text(path, text)
+        written.append(path)
+    return contexts
 
 
 def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | None = None,
@@ -358,21 +307,8 @@ def render_site(docs_dir: Path, runs: list[str] | None = None, runs_dir: Path | 
     pages = model_pages(views)
     page_of = {mp.model: mp.path for mp in pages}
     env.globals["model_page"] = lambda name: page_of.get(str(name)) or Markup(f"models/{anchor(name)}.md")
-    contexts: dict[str, dict[str, Any]] = {}
-    hooked: dict[tuple[Callable[..., dict[str, Any]], int], dict[str, Any]] = {}
-    for name in page_templates(templates_dir):
-        page = name.removesuffix(".j2")
-        mine = views if page == "benchmarks.md" else grid_views
-        hook = PAGE_CONTEXT.get(page)
-        if hook is not None and (hook, id(mine)) not in hooked:  # a hook that serves several pages runs once a site
-            hooked[hook, id(mine)] = hook(mine, run_dirs, reference_views)
-        extra = contexts[page] = hooked[hook, id(mine)] if hook is not None else {}
-        if page == "runs.md":
-            extra["unreadable"] = unreadable
-        text = env.get_template(name).render(runs=mine, chart=ChartRegistry(), page=page, **extra)
-        path = docs_dir / page
-        runs_mod.atomic_write_text(path, text)
-        written.append(path)
+    contexts = _fixed_pages(env, templates_dir, docs_dir, (views, grid_views), run_dirs, reference_views, unreadable,
+                            written)
     items = {"model.md.j2": [(mp.path, mp, {}) for mp in pages],
              "run.md.j2": [(run_page_path(v.run_id), v, contexts.get("runs.md", {})) for v in grid_views],
              "change.md.j2": [(change_page_path(c.run_b), c, {}) for c in contexts.get("changes.md", {}).get("comparisons", [])]}

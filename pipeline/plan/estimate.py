@@ -270,6 +270,37 @@ def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | 
     return int((usable - card.weight_bytes) // per_seq)
 
 
+def _rate_points(cfg: SweepConfig, spec: Any, card: Any, hw: Any, server: Any, opts: Any, util: float, reps: int,
+                 slo: dict[str, Any] | None, curve: list[tuple[int, float]]) -> list[PlanPoint]:
+    """The planned open-loop points of one model: one per rate (``auto``: from its closed-loop ``curve`` of
+    (concurrency, tok/s)), and the SLO bisection's steps at the median rate's cost."""
+    from pipeline.analysis.ratesweep import expected_e2el_s
+    from pipeline.sweep.ratewalk import open_rates
+
+    ol = cfg.open_loop
+    if ol.rates == "auto":
+        rates = open_rates(curve, cfg.output_len, ol.auto_rates)
+    else:
+        rates = list(ol.rates)
+    rate_points = []
+    for rate in rates:
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
+        pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
+                            _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
+                            expected_e2el_s(curve, cfg.output_len, rate))
+        pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
+        if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
+            pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
+        rate_points.append(pt)
+    if slo and ol.bisect_steps and rate_points:
+        mid = statistics.median(p.wall_s for p in rate_points)
+        for _ in range(ol.bisect_steps):
+            rate_points.append(PlanPoint(None, mid, True, "SLO bisection (a rate not known before "
+                                         "the sweep; counted at the median rate's cost)", True, None, None,
+                                         None, 0, 0, reps, ol.load, None, max_concurrency=ol.max_concurrency))
+    return rate_points
+
+
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
               min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
@@ -279,8 +310,6 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             or memory figures; a model has no card.
     """
     from pipeline.engines.simulated import resolve_card, server_for
-    from pipeline.analysis.ratesweep import expected_e2el_s
-    from pipeline.sweep.ratewalk import open_rates
     from pipeline.sweep.gridwalk import weak_doublings
 
     if cfg.engine == "transformers":
@@ -327,28 +356,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
             if pt.output_throughput_tok_s:
                 curve.append((c, pt.output_throughput_tok_s))
         if open_loop and cfg.open_loop is not None and curve:
-            ol = cfg.open_loop
-            if ol.rates == "auto":
-                rates = open_rates(curve, cfg.output_len, ol.auto_rates)
-            else:
-                rates = list(ol.rates)
-            rate_points = []
-            for rate in rates:
-                key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
-                pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                                    _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
-                                    expected_e2el_s(curve, cfg.output_len, rate))
-                pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
-                if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
-                    pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
-                rate_points.append(pt)
-            if slo and ol.bisect_steps and rate_points:
-                mid = statistics.median(p.wall_s for p in rate_points)
-                for _ in range(ol.bisect_steps):
-                    rate_points.append(PlanPoint(None, mid, True, "SLO bisection (a rate not known before "
-                                                 "the sweep; counted at the median rate's cost)", True, None, None,
-                                                 None, 0, 0, reps, ol.load, None, max_concurrency=ol.max_concurrency))
-            points.extend(rate_points)
+            points.extend(_rate_points(cfg, spec, card, hw, server, opts, util, reps, slo, curve))
         wall = start + sum(p.wall_s for p in points)
         models.append(PlanModel(spec.name, wall, start, points, stops_after,
                                 kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))

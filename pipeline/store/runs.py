@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -45,9 +44,8 @@ from pipeline.store.runlock import lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.core.arrays import PointArrays
 from pipeline.core.errors import BatchmarkError
 from pipeline.store.pointfiles import file_stem, point_header, point_path, requests_path
-from pipeline.core.pointsummary import PointSummary, summary_mismatch
 from pipeline.core.records import PointKey, PointRecords
-from pipeline.store.schemas import AnalysisFile, ModelCardFile, RunFile, StoredFile, SummariesFile, migrate, stamped
+from pipeline.store.schemas import ModelCardFile, RunFile, StoredFile, migrate, stamped
 
 #: The schema version of ``run.json`` (every stored file's model is in :mod:`pipeline.store.schemas`).
 SCHEMA_VERSION = RunFile.current
@@ -389,29 +387,3 @@ class RunStore:
     def list(self, complete_only: bool = True) -> list[Path]:
         """Run folders, sorted by id (:func:`list_runs`)."""
         return list_runs(self.runs_dir, complete_only)
-
-
-# -- derived files (written by the stages of pipeline.analysis.stages) ----------------------------------
-
-def read_summaries(run_dir: Path) -> list[PointSummary]:
-    """Point summaries of a run (``summaries.json``).
-
-    Raises:
-        BatchmarkError: the file cannot be read (:func:`read_stored`), or a point's field is missing or not of its
-            type (:func:`pipeline.core.pointsummary.summary_mismatch`): one line naming the file, the point and the field.
-    """
-    data = read_stored(SummariesFile, run_dir / "summaries.json")
-    for i, d in enumerate(data["points"]):
-        if err := summary_mismatch(d):
-            arg = shlex.quote(str(run_dir))
-            raise BatchmarkError(f"{run_dir / 'summaries.json'}: points[{i}]: {err}; write it again with "
-                                 f"`batchmark write-summaries {arg} && batchmark analyze {arg}` (an imported run: import it again)")
-    try:
-        return [PointSummary.from_dict(d) for d in data["points"]]
-    except (KeyError, TypeError) as exc:
-        raise BatchmarkError(f"{run_dir / 'summaries.json'}: malformed summaries ({exc})") from None
-
-
-def read_analysis(run_dir: Path) -> dict[str, Any]:
-    """``analysis.json`` of a run (version checked, migrated), as stored."""
-    return read_stored(AnalysisFile, run_dir / "analysis.json")

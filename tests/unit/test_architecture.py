@@ -4,6 +4,7 @@ Every module of ``pipeline/`` has a layer (its stage); a module may import modul
 layer or earlier ones.  Imports are read with :mod:`ast` from the source (top-level, inside
 functions and under ``TYPE_CHECKING`` alike: a lazy import is still a dependency).  The few
 imports that would break the order are listed in ``ALLOWED`` with the reason each stays (none today).
+Sizes too: no module over 400 lines, no function over 80, with no exceptions.
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def test_explainers_only_render():
 RENAMES_OUTSIDE_RUNS = {
     "pipeline.machine.serverenv": "the server's virtual environment status file (.venv-vllm), no run",
     "pipeline.machine.modelfolders": "local model folders (data/model-folders/), no run",
-    "pipeline.pages.render": "the site's pages and downloads under the docs dir (copies of runs, never a run)",
+    "pipeline.pages.downloads": "the site's downloads under the docs dir (copies of runs, never a run)",
 }
 
 
@@ -277,3 +278,37 @@ def test_only_the_store_renames_files_of_a_run():
     assert all(renames_in(all_modules()[name]) for name in store)  # the check sees the store's own renames
     for name in RENAMES_OUTSIDE_RUNS:
         assert renames_in(all_modules()[name]), f"{name} renames nothing any more: remove it from RENAMES_OUTSIDE_RUNS"
+
+
+#: The size limits of the house rules: a module reads in one sitting, a function does one job.
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def too_long(path: Path) -> list[str]:
+    """The functions of a module longer than :data:`MAX_FUNCTION_LINES` (``def`` line to last line, decorators left
+    out; a nested function counts on its own and inside its outer one), as ``name (N lines, line L)``."""
+    return [f"{n.name} ({n.end_lineno - n.lineno + 1} lines, line {n.lineno})"
+            for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES]
+
+
+def test_no_function_over_80_lines():
+    """Every function of ``pipeline/`` is at most 80 lines; none is allowed over (no list of exceptions)."""
+    offenders = {name: found for name, path in all_modules().items() if (found := too_long(path))}
+    assert not offenders, f"functions over {MAX_FUNCTION_LINES} lines (split them into pieces of one job): {offenders}"
+
+
+def test_no_module_over_400_lines():
+    """Every module of ``pipeline/`` is at most 400 lines; none is allowed over (no list of exceptions)."""
+    sizes = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in all_modules().items()}
+    offenders = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
+    assert not offenders, f"modules over {MAX_MODULE_LINES} lines (move a concern into its own module): {offenders}"
+
+
+def test_the_size_checks_see_a_long_function_and_count_as_stated(tmp_path):
+    """The checks above can fail: an 81-line function is found, an 80-line one is not (lines counted from ``def``
+    to the last line of the body, as ``ast``'s ``lineno`` and ``end_lineno`` give them)."""
+    body = "".join(f"    x{i} = {i}\n" for i in range(79))
+    (tmp_path / "m.py").write_text(f"def ok():\n{body}\n\ndef long():\n{body}    x = 0\n")
+    assert too_long(tmp_path / "m.py") == ["long (81 lines, line 83)"]  # ok: lines 1-80, two blank lines

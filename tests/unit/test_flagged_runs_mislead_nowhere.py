@@ -150,7 +150,8 @@ def test_mfu_above_one_is_marked_with_its_roof():
     """The committed vLLM run: MFU 1.016 at c = 32 of dense-llama-190m, its compute roof probed in float32 while
     the model ran in bfloat16 (run.json probe.dtype, models/dense-llama-190m.json dtype)."""
     from pipeline.analysis.quality import implausible_mfu
-    from pipeline.pages.views import point_rows, view_of
+    from pipeline.pages.pointrows import point_rows
+    from pipeline.pages.views import view_of
     from pipeline.analysis.stages import load_run
     from tests.conftest import REPO
 

@@ -13,7 +13,7 @@ import io
 
 from pipeline import cli
 from pipeline.analysis.quality import run_quality
-from pipeline.store import runs
+from pipeline.store import derivedfiles, runs
 from tests.runbuilder import SMALL_SIMULATED_CONFIG
 
 TOO_LONG = SMALL_SIMULATED_CONFIG.replace("simulated:\n", "simulated:\n  max_model_len: 64\n")
@@ -30,7 +30,7 @@ def test_a_simulated_run_of_requests_longer_than_the_model_is_not_clean(scratch_
     assert "nothing was measured" in err.getvalue()
     run_dir = scratch_root / "data" / "runs" / "20261201T000000Z-long"
     if runs.is_complete(run_dir):  # published: its verdict is judged from what it stored
-        q = run_quality(runs.read_run_json(run_dir), [p.as_dict() for p in runs.read_summaries(run_dir)])
+        q = run_quality(runs.read_run_json(run_dir), [p.as_dict() for p in derivedfiles.read_summaries(run_dir)])
         assert q["verdict"] == "flagged" and any("nothing was measured" in r for r in q["reasons"])
 
 

@@ -171,7 +171,7 @@ def test_a_client_bound_point_is_marked_wherever_it_is_shown():
     from pipeline.analysis.quality import run_quality
     from pipeline.diff.metrics import MetricChange
     from pipeline.diff.withhold import withhold_flagged
-    from pipeline.pages.views import client_cell
+    from pipeline.pages.pointrows import client_cell
     from pipeline.views.show import build_show, format_table
 
     summaries = _curve(bound_at=8)

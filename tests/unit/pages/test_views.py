@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pipeline.pages import charts, explain, explaincharts, throughputchart
 from pipeline.pages.indexviews import model_pages, run_page_path
-from pipeline.pages.views import RunView, Workload, point_rows
+from pipeline.pages.pointrows import point_rows
+from pipeline.pages.views import RunView, Workload
 
 
 def _workload(model: str, inp: int = 64, engine: str = "transformers", eff: dict | None = None) -> Workload:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.analysis import stages
-from pipeline.store import runs
+from pipeline.store import derivedfiles, runs
 from pipeline.sweep import parts
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.errors import BatchmarkError
@@ -108,7 +108,7 @@ def test_load_run_never_writes(tmp_path: Path):
         stages.load_run("r", tmp_path)  # an id under another folder than data/runs/: the command names its path
     stages.write_analysis(run)
     res = stages.load_run(run)
-    assert len(res.summaries) == 10 and res.analysis == runs.read_analysis(run) and not res.partial
+    assert len(res.summaries) == 10 and res.analysis == derivedfiles.read_analysis(run) and not res.partial
 
 
 def test_partial_run_is_summarised_in_memory_and_labelled(tmp_path: Path):

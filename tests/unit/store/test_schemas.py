@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pipeline.store import pointfiles, runs, schemas
+from pipeline.store import derivedfiles, pointfiles, runs, schemas
 from pipeline.core.errors import BatchmarkError
 from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
@@ -53,9 +53,9 @@ def test_a_committed_run_loads_its_unversioned_cards_as_version_1(run: Path):
     # version 1 -> 2: the hardware block's *_measured (the probe's figures) read as *_probed
     renamed_hw = {k.replace("_measured", "_probed"): v for k, v in stored_analysis["hardware"].items()}
     assert renamed_hw["bandwidth_gb_s_probed"] == stored_analysis["hardware"]["bandwidth_gb_s_measured"] is not None
-    assert runs.read_analysis(run) == {**stored_analysis, "schema_version": schemas.AnalysisFile.current, "hardware": renamed_hw}
+    assert derivedfiles.read_analysis(run) == {**stored_analysis, "schema_version": schemas.AnalysisFile.current, "hardware": renamed_hw}
     stored_points = json.loads((run / "summaries.json").read_text())["points"]
-    assert [{k: s.as_dict()[k] for k in d} for s, d in zip(runs.read_summaries(run), stored_points)] == stored_points
+    assert [{k: s.as_dict()[k] for k in d} for s, d in zip(derivedfiles.read_summaries(run), stored_points)] == stored_points
     point = _files(run)["point"]
     stored = json.loads(point.read_text())
     assert schemas.version_of(point, stored) == 1 and all("kind" in r for r in stored["repeats"])
@@ -92,8 +92,8 @@ def test_a_newer_schema_version_is_refused_in_one_line_naming_the_file(run: Path
     data = json.loads(path.read_text())
     data["schema_version"] = 99
     path.write_text(json.dumps(data))
-    readers = {"run.json": lambda: runs.read_run_json(run), "summaries.json": lambda: runs.read_summaries(run),
-               "analysis.json": lambda: runs.read_analysis(run), "point": lambda: pointfiles.load_point(path),
+    readers = {"run.json": lambda: runs.read_run_json(run), "summaries.json": lambda: derivedfiles.read_summaries(run),
+               "analysis.json": lambda: derivedfiles.read_analysis(run), "point": lambda: pointfiles.load_point(path),
                "card": lambda: runs.load_model_cards(run)}
     with pytest.raises(BatchmarkError) as exc:
         readers[kind]()
@@ -110,10 +110,10 @@ def test_a_malformed_field_is_named(run: Path):
         pointfiles.load_point(path)
     (run / "summaries.json").write_text('{"schema_version": 1, "points": {}}')
     with pytest.raises(BatchmarkError, match=r"summaries\.json: points"):
-        runs.read_summaries(run)
+        derivedfiles.read_summaries(run)
     (run / "analysis.json").write_text('{"schema_version": "2"}')
     with pytest.raises(BatchmarkError, match="not a version number"):
-        runs.read_analysis(run)
+        derivedfiles.read_analysis(run)
 
 
 class _CardV3(schemas.ModelCardFile):
