@@ -4,11 +4,15 @@ simulated server: nothing measured) and ``capacity``.  The fault kind: a README 
 
 Expected figures are the README's own: ``capacity`` of Llama-3.1-8B at 8k on the DGX Spark gives 86 sequences
 (docs/spark.md: "about 86 sequences of Llama-3.1-8B at 8k"), and ``plan`` names the config's model gpt-oss-20b.
+The ``batchmark show RUN`` the README's example end line points to is a committed run: it runs as written too, and
+as ``show RUN --json`` (the README's next sentence), each naming that run.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,3 +44,25 @@ def test_readme_command_runs_as_written(command):
 
 def test_the_readme_has_cheap_commands():
     assert [c.split()[1] for c in cheap_commands()] == ["--help", "plan", "capacity"]
+
+
+def show_commands() -> list[str]:
+    """The README's ``batchmark show <run id>`` commands (its example end line), each with the run id it names."""
+    return sorted(set(re.findall(r"batchmark show (\d{8}T\d{6}Z-[\w-]+)", README)))
+
+
+@pytest.mark.parametrize("run_id", show_commands())
+def test_readme_show_of_its_example_run_runs_as_written(run_id):
+    assert (REPO / "data" / "runs" / run_id / "run.json").is_file(), f"the README's example run {run_id} is not committed"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    for command in (f"batchmark show {run_id}", f"batchmark show {run_id} --json"):
+        res = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+        assert res.returncode == 0, (command, res.stderr[-2000:])
+        if command.endswith("--json"):
+            assert json.loads(res.stdout)["run_id"] == run_id
+        else:
+            assert res.stdout.startswith(f"run {run_id} ("), res.stdout[:200]
+
+
+def test_the_readme_names_a_run_to_show():
+    assert show_commands() == ["20261130T010035Z-vm"]
