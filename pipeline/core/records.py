@@ -46,6 +46,7 @@ class PointKey:
 
     model: str
     engine: str
+    variant: str = field(default="default", kw_only=True)
     input_len: int
     output_len: int
     concurrency: int | None
@@ -76,7 +77,7 @@ class PointKey:
 
     def sort_key(self) -> tuple[Any, ...]:
         """Sweep order: per workload, closed points by concurrency first, then open points by load, rate, cap."""
-        return (*self.workload, self.open_loop, self.load, self.rate_rps or 0.0,
+        return (self.model, self.engine, self.variant, self.input_len, self.output_len, self.open_loop, self.load, self.rate_rps or 0.0,
                 self.concurrency if not self.open_loop else -1 if self.max_concurrency is None else self.max_concurrency)
 
     def __lt__(self, other: "PointKey") -> bool:
@@ -98,8 +99,8 @@ class PointKey:
         return f"{self.load} {self.rate_rps:g} req/s{cap}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form; a closed-loop key has exactly the five fields it always had (stored files unchanged), an
-        open-loop key all eight (``concurrency`` null)."""
+        """Plain-JSON form; a closed-loop key has the five fields it always had and ``variant``, an open-loop key all
+        nine (``concurrency`` null)."""
         d = asdict(self)
         if not self.open_loop:
             del d["load"], d["rate_rps"], d["max_concurrency"]
@@ -116,7 +117,8 @@ class PointKey:
         get = data.__getitem__ if isinstance(data, dict) else (lambda k: getattr(data, k))
         opt = (lambda k, d: data.get(k, d)) if isinstance(data, dict) else (lambda k, d: getattr(data, k, d))
         return cls(get("model"), get("engine"), get("input_len"), get("output_len"), opt("concurrency", None),
-                   opt("load", "closed") or "closed", opt("rate_rps", None), opt("max_concurrency", None))
+                   opt("load", "closed") or "closed", opt("rate_rps", None), opt("max_concurrency", None),
+                   variant=opt("variant", "default") or "default")
 
 
 Workload = tuple[str, str, int, int]
