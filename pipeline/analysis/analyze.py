@@ -251,7 +251,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             continue
         card = cards.get(s.model)
         ctx = mean_decode_context(s.input_len, s.output_len)
-        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
+        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "variant": s.variant, "input_len": s.input_len,
                                "output_len": s.output_len, "concurrency": s.concurrency,
                                "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                                "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
@@ -283,10 +283,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
 
     models_out = []
     # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
-    by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
-    for s, row in zip(summaries, points_out):
-        by_workload.setdefault(workload_of(s), []).append((s, row))
-    for (model, engine, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+    by_workload: dict[tuple[str, str, int, int, str], list[tuple[PointSummary, dict[str, Any]]]] = {}
+    for s, row in zip(summaries, points_out):  # one curve per workload and variant (PointKey.variant)
+        by_workload.setdefault((*workload_of(s), s.variant), []).append((s, row))
+    for (model, engine, inp, out, variant), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
         opened = [s for s, _ in all_pairs if s.load != "closed"]
         pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
         mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
@@ -307,7 +307,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({
-            "model": model, "engine": engine, "input_len": inp, "output_len": out,
+            "model": model, "engine": engine, "variant": variant, "input_len": inp, "output_len": out,
             "kind": card.kind if card else None,
             "total_params": card.total_params if card else None,
             "active_params": card.active_params if card else None,

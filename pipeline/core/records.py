@@ -84,8 +84,10 @@ class PointKey:
         return self.sort_key() < other.sort_key()
 
     def slug(self) -> str:
-        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open, capped)."""
+        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open, capped);
+        a variant other than ``default`` after the engine (``vllm-fp8-kv-in64-out32-c8``)."""
         stem = f"{self.engine}-in{self.input_len}-out{self.output_len}"
+        stem = stem if self.variant == "default" else f"{self.engine}-{self.variant}-in{self.input_len}-out{self.output_len}"
         if not self.open_loop:
             return f"{stem}-c{self.concurrency}"
         cap = f"-c{self.max_concurrency}" if self.max_concurrency is not None else ""  # file names as ever
