@@ -228,6 +228,8 @@ def make_imported_run(runs_dir: Path, run_id: str, throughput_tok_s: dict[int, f
 #: A tuning run's settings (:func:`make_variant_run`): each variant's step-time factor at c >= 4 (below: 1, the
 #: same server), and each prompt length's factor on every time (a longer context reads more KV per step).
 VARIANT_FACTORS = {"default": 1.0, "fp8-kv": 0.7}
+#: The settings run.json names for each variant (what the page's arithmetic reads; vLLM's ``--kv-cache-dtype``).
+VARIANT_SETTINGS = {"fp8-kv": {"kv_cache_dtype": "fp8"}}
 SHAPE_FACTORS = {64: 1.0, 256: 1.2}
 #: The tuning run's SLO: TPOT p99 at most 25 ms (step_s(8) = 20 ms × 1.1 spread = 22 ms meets it at the base
 #: factors; step_s(16) = 30 ms × 1.1 does not, × 0.7 = 23.1 ms does).
@@ -236,25 +238,29 @@ VARIANT_SLO = {"tpot_p99_max_ms": 25.0}
 
 def make_variant_run(runs_dir: Path, run_id: str, concurrency: tuple[int, ...] = (1, 2, 4, 8, 16),
                      variants: dict[str, float] | None = None, shapes: dict[int, float] | None = None,
-                     noise: tuple[float, ...] = NOISE_A, requests: int = 32) -> Path:
+                     noise: tuple[float, ...] = NOISE_A, requests: int = 32,
+                     hardware: dict[str, Any] | None = None) -> Path:
     """A complete served run of one model (``dense-a``) under several variants and prompt lengths.
 
     Each point is :func:`served_point_records` with multipliers noise × the variant's factor (at c >= 4; 1 below)
     × the prompt length's factor, so a variant's TPOT at c is step_s(c) × those factors (± 10 %); run.json carries
-    ``variants`` (the first the baseline) and the SLO :data:`VARIANT_SLO`.
+    ``variants`` (the first the baseline, settings :data:`VARIANT_SETTINGS`) and the SLO :data:`VARIANT_SLO`;
+    ``hardware`` is the profile stored (default the test H200: 141 GB, so the Capacity arithmetic has a memory).
     """
+    hw = hardware or H200_PROFILE
     variants = variants or VARIANT_FACTORS
     shapes = shapes or SHAPE_FACTORS
     run_dir = runs_dir / run_id
     model = "dense-a"
-    cfg = {"name": "tuning", "hardware": "cpu", "engine": "vllm", "models": [{"name": model}],
+    cfg = {"name": "tuning", "hardware": hw["name"], "engine": "vllm", "models": [{"name": model}],
            "input_len": min(shapes), "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
            "repeats": len(noise), "slo": VARIANT_SLO}
     runs.create_run(run_dir, {
         "source": "measured", "config_name": "tuning", "config_digest": "testdigest", "config_path": None,
-        "config": cfg, "hardware": CPU_PROFILE, "host": "testhost", "platform": "test",
+        "config": cfg, "hardware": hw, "host": "testhost", "platform": "test",
         "started_at": "2026-11-29T00:00:00+00:00", "git_commit": None,
-        "variants": [{"name": v, "baseline": i == 0, "settings": {}} for i, v in enumerate(variants)],
+        "variants": [{"name": v, "baseline": i == 0, "settings": VARIANT_SETTINGS.get(v, {})}
+                     for i, v in enumerate(variants)],
         "versions": {"python": "3.11.0", "batchmark": "0.1.0", "vllm": "0.11.0", "numpy": "2.0.0"},
         "driver": None, "command": "test"})
     runs.update_run_json(run_dir, stopped={}, engine={"engine": "vllm", "vllm_version": "0.11.0"})

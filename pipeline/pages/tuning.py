@@ -102,9 +102,16 @@ def _settings(meta: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def kv_rows(workloads: list[Any], card: dict[str, Any] | None, hardware: dict[str, Any]) -> list[dict[str, Any]]:
+def fp8_kv(settings: dict[str, Any]) -> bool:
+    """Whether a variant's settings store the KV cache in an 8-bit float (vLLM ``--kv-cache-dtype fp8*``)."""
+    return str(settings.get("kv_cache_dtype") or "").startswith("fp8")
+
+
+def kv_rows(workloads: list[Any], card: dict[str, Any] | None, hardware: dict[str, Any],
+            settings: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Per variant and shape: the first concurrency that ran out of room, measured (its regime) beside the
-    sequences predicted to fit (the Capacity page's arithmetic at context = input + output tokens)."""
+    sequences predicted to fit (the Capacity page's arithmetic at context = input + output tokens; a variant with an
+    fp8 KV cache at half the card's KV bytes per token: 1 byte a value against a 16-bit cache's 2)."""
     usable = usable_memory_gb(hardware)["usable_gb"] if hardware.get("memory_gb") else None
     rows = []
     for w in workloads:
@@ -116,7 +123,10 @@ def kv_rows(workloads: list[Any], card: dict[str, Any] | None, hardware: dict[st
         if card and usable:
             from pipeline.cards.modelcards import ModelCard
 
-            predicted = kv_capacity(ModelCard.from_dict(card), usable, 0.0, context)["max_sequences"]
+            mine = (settings or {}).get(m.get("variant") or "default") or {}
+            kv = card["kv_bytes_per_token"] / 2 if fp8_kv(mine) else card["kv_bytes_per_token"]
+            predicted = kv_capacity(ModelCard.from_dict({**card, "kv_bytes_per_token": kv}), usable, 0.0,
+                                    context)["max_sequences"]
         rows.append({"variant": m.get("variant") or "default", "input_len": m["input_len"], "output_len": m["output_len"],
                      "context": context, "measured_concurrency": first["concurrency"] if first else None,
                      "measured_regime": first["regime"] if first else None, "predicted_sequences": predicted,
@@ -125,15 +135,15 @@ def kv_rows(workloads: list[Any], card: dict[str, Any] | None, hardware: dict[st
 
 
 def explanations(settings: dict[str, dict[str, Any]], card: dict[str, Any] | None,
-                 shapes: list[tuple[int, int]]) -> list[str]:
+                 shapes: list[tuple[int, int]], knees: dict[int, int | None] | None = None) -> list[str]:
     """The arithmetic behind each difference a reader sees (docs/definitions.md: KV bytes per token, the decode
-    context in + out / 2)."""
+    context in + out / 2); ``knees``: the baseline's measured knee by input length, said beside the context's."""
     out = []
     kv = (card or {}).get("kv_bytes_per_token")
     for name, s in settings.items():
         dtype = str(s.get("kv_cache_dtype") or "")
-        if dtype.startswith("fp8") and kv:
-            out.append(f"{name}: kv_cache_dtype {dtype} stores each KV value in 1 byte instead of 2, so a token's KV "
+        if fp8_kv(s) and kv:
+            out.append(f"{name}: kv_cache_dtype {dtype} stores each KV value in 1 byte instead of a 16-bit cache's 2, so a token's KV "
                        f"takes {kv / 2:,.0f} bytes instead of {kv:,.0f}: twice the sequences fit, and each decode step "
                        "reads half the KV bytes")
         if s.get("max_num_seqs"):
@@ -145,8 +155,16 @@ def explanations(settings: dict[str, dict[str, Any]], card: dict[str, Any] | Non
         out.append(f"a longer context: a decode step reads on average input + output / 2 tokens of KV per sequence, "
                    f"{c0:,.0f} tokens × {kv:,.0f} B = {c0 * kv / 1e6:,.2f} MB at {i0} in against {c1:,.0f} × {kv:,.0f} B "
                    f"= {c1 * kv / 1e6:,.2f} MB at {i1} in ({c1 / c0:.1f}×), so each step costs more KV bytes per "
-                   "sequence and the knee moves left")
+                   "sequence and the knee moves left" + _knee_words(knees or {}, i0, i1))
     return out
+
+
+def _knee_words(knees: dict[int, int | None], i0: int, i1: int) -> str:
+    """`` (measured: the knee at c = 8 at 64 in, c = 4 at 256 in)``, or nothing without both inputs' knees."""
+    if i0 not in knees or i1 not in knees:
+        return ""
+    said = [f"c = {knees[i]}" if knees[i] else "not reached" for i in (i0, i1)]
+    return f" (measured, baseline: the knee {said[0]} at {i0} in, {said[1]} at {i1} in)"
 
 
 def tuning_section(view: Any, model: str, max_failure_rate: float | None = None) -> dict[str, Any] | None:
@@ -186,6 +204,9 @@ def tuning_section(view: Any, model: str, max_failure_rate: float | None = None)
     bought = (variant_diff(summaries, names, max_failure_rate=rate)["variants"] if len(names) > 1 else [])
     return {"variants": names, "frontiers": fronts, "curves": curves,
             "context_chart": context_chart(model, ctx_rows) if len(shapes) > 1 else None, "context_rows": ctx_rows,
-            "kv_rows": kv_rows(workloads, card, view.meta.get("hardware") or {}),
-            "bought": [{"variant": b["variant"], "lines": b["lines"]} for b in bought],
-            "explanations": explanations(_settings(view.meta), card, shapes)}
+            "kv_rows": kv_rows(workloads, card, view.meta.get("hardware") or {}, _settings(view.meta)),
+            "bought": [{"variant": b["variant"], "lines": b["lines"], "frontier_words": "; ".join(
+                f"{f['variant_points']} of the {f['frontier_points']} frontier point(s) at {f['input_len']} in"
+                for f in b["frontier"])} for b in bought],
+            "explanations": explanations(_settings(view.meta), card, shapes,
+                                         {r["input_len"]: r["knee"] for r in ctx_rows if r["variant"] == names[0]})}

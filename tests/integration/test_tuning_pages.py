@@ -114,3 +114,7 @@ def test_page_names_the_best_point_and_what_each_setting_bought(tmp_path):
     assert "best under the SLO: fp8-kv at c = 8" in section.split("**256 in")[1]
     assert "**fp8-kv**: +43 % peak output throughput at c = 16 (64/16)" in section
     assert "TTFT p99 −30 % at c = " in section
+    # the arithmetic beside it: fp8 KV halves 16,384 B a token (tests/runbuilder.card); the test H200's Capacity
+    # prediction at 64 + 16 tokens: (141 × 0.9 − 1.2) GB / (80 × 16,384 B) = 95,901 sequences, fp8 twice the room
+    assert "a token's KV takes 8,192 bytes instead of 16,384" in section
+    assert "| default | 64 / 16 |" in section and "| 95901 |" in section and "| 191802 |" in section

@@ -10,8 +10,8 @@ def test_explanations_work_the_arithmetic():
     # decode context in + out / 2: 64 + 8 = 72 tokens × 16,384 B = 1.18 MB, 256 + 8 = 264 × 16,384 B = 4.33 MB, 3.7×
     lines = explanations({"fp8-kv": {"kv_cache_dtype": "fp8"}, "cap": {"max_num_seqs": 64}},
                          {"kv_bytes_per_token": 16384}, [(64, 16), (256, 16)])
-    assert lines[0].startswith("fp8-kv: kv_cache_dtype fp8 stores each KV value in 1 byte instead of 2, so a token's "
-                               "KV takes 8,192 bytes instead of 16,384")
+    assert lines[0].startswith("fp8-kv: kv_cache_dtype fp8 stores each KV value in 1 byte instead of a 16-bit cache's "
+                               "2, so a token's KV takes 8,192 bytes instead of 16,384")
     assert lines[1].startswith("cap: max_num_seqs 64 caps the batch: past c = 64")
     assert "72 tokens × 16,384 B = 1.18 MB at 64 in against 264 × 16,384 B = 4.33 MB at 256 in (3.7×)" in lines[2]
     assert explanations({}, None, [(64, 16)]) == []
@@ -40,3 +40,22 @@ def test_hostile_variant_names_are_escaped_on_the_page(tmp_path):
                 if p.name == "dense-a.md").read_text()
     section = text[text.index("### Tuning"):]
     assert "<b>" not in section and "**&#60;b>x&#60;/b>&#124;y**: +43 % peak output throughput" in section
+
+
+def test_kv_rows_measured_beside_capacity_prediction():
+    """By hand (tests/runbuilder: card weight 1.2 GB, 16,384 KV bytes per token; the test H200 141 GB × 0.9 =
+    126.9 GB usable, below 141 − 0 reserve): free 125.7 GB; 64 + 16 = 80 tokens × 16,384 B = 1,310,720 B a sequence,
+    125.7e9 / 1,310,720 = 95,901.49 → 95,901 fit; fp8 KV at 655,360 B: 191,802.98 → 191,802.  Measured: the first point whose
+    regime says it queued or filled its KV cache (c = 8 kv_cache_full; c = 4 was batching)."""
+    from types import SimpleNamespace
+
+    from pipeline.pages.tuning import kv_rows
+    from tests.runbuilder import H200_PROFILE, card
+
+    aps = [{"concurrency": 4, "regime": "batching"}, {"concurrency": 8, "regime": "kv_cache_full"},
+           {"concurrency": 16, "regime": "queueing"}]
+    ws = [SimpleNamespace(model={"variant": v, "input_len": 64, "output_len": 16, "knee_concurrency": 4},
+                          analysis_points=aps if v == "default" else aps[:1]) for v in ("default", "fp8-kv")]
+    rows = kv_rows(ws, card("dense-a"), H200_PROFILE, {"fp8-kv": {"kv_cache_dtype": "fp8"}})
+    assert [(r["measured_concurrency"], r["measured_regime"], r["predicted_sequences"]) for r in rows] == [
+        (8, "kv_cache_full", 95901), (None, None, 191802)]
