@@ -174,6 +174,8 @@ def tuning_section(view: Any, model: str, max_failure_rate: float | None = None)
     Returns ``{"variants", "frontiers": [{..., "chart"}], "curves": [chart], "context_chart", "kv_rows",
     "bought": [{"variant", "lines"}], "explanations": [str]}``.
     """
+    if view.results is None:  # a view made without its run's results (tests of other sections): nothing to tune
+        return None
     summaries = [s for s in view.results.summaries if s.model == model and s.load == "closed"]
     names = variant_names(view.meta, summaries)
     shapes = sorted({(s.input_len, s.output_len) for s in summaries})
