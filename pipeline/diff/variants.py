@@ -5,14 +5,16 @@ first is the baseline).  Each variant is compared with the baseline as a run dif
 (:mod:`pipeline.diff.rundiff`, docs/diff-statistics.md): the repeat is the unit (one value per repeat,
 ``PointSummary.samples``), Welch's two-sided t-test, Benjamini–Hochberg over each (variant, metric) family's points,
 and a change is called only when its q value is ≤ α and its relative size is at least the minimum effect
-(:func:`pipeline.diff.stats.called`).  Three kinds of comparison:
+(:func:`pipeline.diff.stats.called`).  Four kinds of comparison:
 
 - per point: the same shape and concurrency under both settings, for output and per-user throughput and TTFT/TPOT
   p50/p99 (MBU and MFU are the analysis's and are left to the run diff);
 - the peak output throughput of each shape: the variant's highest-throughput point against the baseline's (each
   at its own concurrency; their per-repeat throughputs tested), a family of its own;
-- the best point under the SLO (:func:`pipeline.analysis.frontier.best_under_slo`) likewise, and a count, not a
-  test, of how many points of the shape's frontier over both settings are the variant's.
+- the best point under the SLO (:func:`pipeline.analysis.frontier.best_under_slo`) likewise;
+- the frontier: at each point of the baseline's frontier, the variant's best output throughput at the same or a
+  higher per-user throughput against it (:func:`frontier_changes`, a family of its own), and a count, not a test, of
+  how many points of the shape's frontier over both settings are the variant's.
 
 Points left out of the frontier (failed, client-bound, measured on a busy machine:
 :func:`pipeline.analysis.frontier.exclusion`) are left out here too.  Each called change is said in one line
@@ -119,6 +121,33 @@ def best_changes(base: list[PointSummary], other: list[PointSummary], key: str, 
     return rows
 
 
+def frontier_changes(base: list[PointSummary], other: list[PointSummary], alpha: float, min_effect: float,
+                     max_failure_rate: float) -> list[dict[str, Any]]:
+    """Whether the frontier moved up: for each point of the baseline's own frontier (per-user throughput u), the
+    variant's included point of highest output throughput among those at a per-user throughput of at least u, their
+    per-repeat output throughputs tested (one BH family over every such pair of the run); no row where no point of
+    the variant reaches u (the variant gave that interactivity up)."""
+    rows, pairs = [], []
+    for shape in sorted({shape_of(s) for s in base if s.load == "closed"}):
+        mine = [s for s in base if s.load == "closed" and shape_of(s) == shape]
+        theirs = [s for s in other if s.load == "closed" and shape_of(s) == shape and exclusion(s, max_failure_rate) is None]
+        by_c = {s.concurrency: s for s in mine}
+        for p in (q for q in frontier_points(mine, max_failure_rate) if q.on_frontier):
+            reach = [s for s in theirs if (s.per_user_tok_s or 0) >= (p.per_user_tok_s or 0)]
+            if not reach:
+                continue
+            v, b = max(reach, key=lambda s: s.output_throughput_tok_s or 0.0), by_c[p.concurrency]
+            rows.append({"model": shape[0], "engine": shape[1], "input_len": shape[2], "output_len": shape[3],
+                         "metric": "frontier", "per_user_tok_s": p.per_user_tok_s, "base": b.output_throughput_tok_s,
+                         "variant": v.output_throughput_tok_s, "base_concurrency": b.concurrency,
+                         "variant_concurrency": v.concurrency,
+                         "change": relative_change(b.output_throughput_tok_s, v.output_throughput_tok_s)})
+            pairs.append((list(b.samples.get("output_throughput_tok_s") or []),
+                          list(v.samples.get("output_throughput_tok_s") or [])))
+    _test(rows, pairs, alpha, min_effect)
+    return rows
+
+
 def frontier_share(base: list[PointSummary], other: list[PointSummary], variant: str,
                    max_failure_rate: float) -> list[dict[str, Any]]:
     """Per shape, how many points of the frontier over both settings are the variant's (a count, not a test)."""
@@ -146,6 +175,13 @@ def _lines(entry: dict[str, Any], many_shapes: bool) -> list[str]:
         if r["called"]:
             lines.append(f"{_pct(r['change'])} output throughput at the best point under the SLO, "
                          f"c = {r['variant_concurrency']} (baseline's c = {r['base_concurrency']}){shape(r)}")
+    moved = [r for r in entry["frontier_moved"] if r["called"]]
+    if moved:
+        top = max(moved, key=lambda r: abs(r["change"]))
+        more = f" (called at {len(moved)} of {len(entry['frontier_moved'])} frontier points)" if len(moved) > 1 else ""
+        lines.append(f"{_pct(top['change'])} output throughput at a per-user throughput of at least "
+                     f"{top['per_user_tok_s']:,.1f} tok/s (c = {top['variant_concurrency']} against the baseline's "
+                     f"frontier point c = {top['base_concurrency']}){shape(top)}{more}")
     for spec in POINT_METRICS:
         rows = [r for r in entry["points"] if r["metric"] == spec.key]
         hits = [r for r in rows if r["called"]]
@@ -162,7 +198,8 @@ def variant_diff(summaries: list[PointSummary], variants: list[str], alpha: floa
 
     Returns:
         ``{"baseline", "alpha", "min_effect", "test", "variants": [{"variant", "points": [per-point rows],
-        "peak": [per-shape rows], "slo_best": [per-shape rows], "frontier": [per-shape counts],
+        "peak": [per-shape rows], "slo_best": [per-shape rows], "frontier_moved": [per baseline frontier point],
+        "frontier": [per-shape counts],
         "lines": [str]}]}``; each row: ``base``, ``variant`` (values), ``change`` (fraction), ``p_value``,
         ``q_value``, ``n_base``, ``n_variant`` (repeats), ``note``, ``called``.
     """
@@ -179,6 +216,7 @@ def variant_diff(summaries: list[PointSummary], variants: list[str], alpha: floa
                  "points": point_changes(base, other, alpha, min_effect, max_failure_rate),
                  "peak": best_changes(base, other, "peak", alpha, min_effect, max_failure_rate),
                  "slo_best": best_changes(base, other, "slo", alpha, min_effect, max_failure_rate),
+                 "frontier_moved": frontier_changes(base, other, alpha, min_effect, max_failure_rate),
                  "frontier": frontier_share(base, other, name, max_failure_rate)}
         entry["lines"] = _lines(entry, many)
         out.append(entry)

@@ -108,3 +108,25 @@ def test_variant_names_baseline_first():
     assert variant_names({"variants": [{"name": "a", "baseline": True}, {"name": "b"}]}, ss) == ["a", "b"]
     assert variant_names({}, ss) == ["b", "a"]
     assert variant_names({}, []) == ["default"]
+
+
+def test_the_frontier_moved_up_at_the_same_interactivity():
+    # baseline frontier: c = 1 (per-user 50, output 50) and c = 4 (per-user 40, output 160), trading one for the other.
+    # At u >= 40 the variant's best is its c = 4 (per-user 45, output 200): 200 vs 160 = +25 %, variances 4 a side,
+    # t = 40 / sqrt(4/3 + 4/3) = 24.5 on 4 df, p < 0.001; at u >= 50 only its c = 1 reaches: 50 vs 50, no change.
+    # BH over the two: q = 2 × p for the smaller, still < 0.05: called
+    ss = [_s("default", 1, [49, 50, 51], user=50.0), _s("default", 4, [158, 160, 162], user=40.0),
+          _s("v", 1, [49, 50, 51], user=50.0), _s("v", 4, [198, 200, 202], user=45.0)]
+    e = _entry(variant_diff(ss, ["default", "v"]), "v")
+    rows = {r["base_concurrency"]: r for r in e["frontier_moved"]}
+    assert rows[4]["variant_concurrency"] == 4 and rows[4]["change"] == pytest.approx(0.25) and rows[4]["called"]
+    assert rows[1]["variant_concurrency"] == 1 and rows[1]["change"] == 0 and not rows[1]["called"]
+    assert ("+25 % output throughput at a per-user throughput of at least 40.0 tok/s (c = 4 against the baseline's "
+            "frontier point c = 4)") in e["lines"]
+
+
+def test_no_frontier_row_where_the_variant_gave_the_interactivity_up():
+    # every variant point is slower per user (30 tok/s) than both baseline frontier points (50, 40): nothing to compare
+    ss = [_s("default", 1, [49, 50, 51], user=50.0), _s("default", 4, [158, 160, 162], user=40.0),
+          _s("v", 4, [298, 300, 302], user=30.0)]
+    assert _entry(variant_diff(ss, ["default", "v"]), "v")["frontier_moved"] == []
