@@ -35,11 +35,15 @@ OUT_OF_ROOM = ("queueing", "kv_cache_full")
 
 def frontier_chart(f: dict[str, Any]) -> dict[str, Any]:
     """The frontier of one shape (:func:`pipeline.analysis.frontier.frontiers`): every included point coloured by
-    variant (x per-user tok/s, y output tok/s, both linear from 0), the frontier a line through its points."""
+    variant (x per-user tok/s, y output tok/s, both linear from 0), the frontier a line through its points, the best
+    point under the SLO ringed in red."""
     pts = [{"variant": p["variant"], "concurrency": p["concurrency"], "per_user_tok_s": p["per_user_tok_s"],
             "output_tok_s": p["output_tok_s"]} for p in f["points"] if p["excluded_reason"] is None]
     front = [{"variant": p["variant"], "concurrency": p["concurrency"], "per_user_tok_s": p["per_user_tok_s"],
               "output_tok_s": p["output_tok_s"], "order": i} for i, p in enumerate(f["frontier"])]
+    b = f.get("best_under_slo")
+    best = ([{"best": "best under the SLO", "variant": b["variant"], "concurrency": b["concurrency"],
+              "per_user_tok_s": b["per_user_tok_s"], "output_tok_s": b["output_tok_s"]}] if b else [])
 
     def build() -> alt.TopLevelMixin:
         x = alt.X("per_user_tok_s:Q", title="per-user throughput (tokens/s, 1 / median TPOT)", scale=alt.Scale(zero=True))
@@ -52,9 +56,11 @@ def frontier_chart(f: dict[str, Any]) -> dict[str, Any]:
                      alt.Tooltip("output_tok_s:Q", format=".1f")])
         labels = alt.Chart(alt.Data(name="points")).mark_text(dx=7, dy=-6, align="left", fontSize=10).encode(
             x=x, y=y, text="concurrency:Q")
-        return (line + dots + labels).properties(width=WIDTH, height=HEIGHT, title="placeholder")
+        ring = alt.Chart(alt.Data(name="best")).mark_point(shape="circle", size=260, color="#d62728", strokeWidth=2).encode(
+            x=x, y=y, tooltip=["best:N", "variant:N", "concurrency:Q"])
+        return (line + dots + labels + ring).properties(width=WIDTH, height=HEIGHT, title="placeholder")
 
-    return from_skeleton(("tuning_frontier",), build, {"points": pts, "frontier": front},
+    return from_skeleton(("tuning_frontier",), build, {"points": pts, "frontier": front, "best": best},
                          title=f"{f['model']}, {f['input_len']} in / {f['output_len']} out: the Pareto frontier over every variant")
 
 

@@ -81,7 +81,10 @@ def test_frontier_chart_draws_exactly_the_non_dominated_points(built):
     seen_shapes = set()
     for v in fronts:
         line = next(rows for rows in v["data"].values() if rows and "order" in rows[0])
-        dots = next(rows for rows in v["data"].values() if rows and "order" not in rows[0] and "per_user_tok_s" in rows[0])
+        dots = next(rows for rows in v["data"].values()
+                    if rows and "order" not in rows[0] and "best" not in rows[0] and "per_user_tok_s" in rows[0])
+        ring = next(rows for rows in v["data"].values() if rows and "best" in rows[0])
+        assert len(ring) == 1 and (ring[0]["variant"], ring[0]["concurrency"]) in {(r["variant"], r["concurrency"]) for r in dots}
         # which shape: the summaries whose (variant, c, output) are the chart's points
         drawn = {(r["variant"], r["concurrency"], round(r["output_tok_s"], 6)) for r in dots}
         shape = next(i for i in {s["input_len"] for s in summaries}

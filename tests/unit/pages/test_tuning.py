@@ -27,6 +27,7 @@ def test_frontier_chart_leaves_excluded_points_out_and_starts_at_zero():
     rows = [r for layer in spec["layer"] for r in (layer.get("data") or {}).get("values", [])]
     assert {r["concurrency"] for r in rows} == {1}
     assert all(layer["encoding"]["y"]["scale"] == {"zero": True} for layer in spec["layer"])
+    assert [layer["data"]["values"] for layer in spec["layer"]][-1] == []  # no SLO: no ring
 
 
 def test_hostile_variant_names_are_escaped_on_the_page(tmp_path):
