@@ -95,7 +95,8 @@ def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
 
 
 def served_point_records(model: str, concurrency: int, multipliers: tuple[float, ...], requests_per_repeat: int,
-                         seed: int = 0, engine: str = "transformers", rate_rps: float | None = None) -> PointRecords:
+                         seed: int = 0, engine: str = "transformers", rate_rps: float | None = None,
+                         variant: str = "default", input_len: int = INPUT_LEN) -> PointRecords:
     """Records of one served (continuous-batching) point: ``requests_per_repeat`` requests a repeat, in waves of
     ``concurrency`` sent back to back, one repeat per multiplier.
 
@@ -104,12 +105,13 @@ def served_point_records(model: str, concurrency: int, multipliers: tuple[float,
     0.9 … 1.1 with ``random.Random(seed)``), so every request is distinct, like a real server's, and the point has
     exactly ``requests_per_repeat × len(multipliers)`` request samples (1,280 = 256 × 5: past the 515 a side where an exact binomial coefficient overflowed a float).
     With ``rate_rps`` the point is an open-loop (Poisson) point at that offered rate, uncapped (same timings).
+    ``variant`` names the server setting it was measured under (``PointKey.variant``); ``input_len`` its prompt length.
     """
     import random
 
     rng = random.Random(seed)
-    key = (PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency) if rate_rps is None else
-           PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, None, "poisson", rate_rps))
+    key = (PointKey(model, engine, input_len, OUTPUT_LEN, concurrency, variant=variant) if rate_rps is None else
+           PointKey(model, engine, input_len, OUTPUT_LEN, None, "poisson", rate_rps, variant=variant))
     reps = []
     for i, m in enumerate(multipliers):
         wave_s = prefill_s(1, m) * 1.1 + (OUTPUT_LEN - 1) * step_s(concurrency, m) * 1.1
@@ -119,7 +121,7 @@ def served_point_records(model: str, concurrency: int, multipliers: tuple[float,
             sent = (j // concurrency) * wave_s
             ends = [sent + prefill_s(1, m) * u + k * step_s(concurrency, m) * u for k in range(OUTPUT_LEN)]
             reqs.append(RequestRecord(request_id=j, queued_s=sent, sent_s=sent, first_token_s=ends[0], done_s=ends[-1],
-                                      chunks=[[t, 1] for t in ends], input_tokens=INPUT_LEN, output_tokens=OUTPUT_LEN))
+                                      chunks=[[t, 1] for t in ends], input_tokens=input_len, output_tokens=OUTPUT_LEN))
         reps.append(RepeatRecord(repeat=i, batching="served", window_start_s=0.0,
                                  window_end_s=max(r.done_s for r in reqs), requests=reqs))
     return PointRecords(point=key, repeats=reps)
@@ -220,4 +222,54 @@ def make_imported_run(runs_dir: Path, run_id: str, throughput_tok_s: dict[int, f
                "samples": {"output_throughput_tok_s": [t] * samples_per_point}} for c, t in sorted(throughput_tok_s.items())]
     runs.atomic_write_json(run_dir / "summaries.json", {"schema_version": 1, "run_id": run_id, "points": points})
     stages.write_analysis(run_dir)
+    return run_dir
+
+
+#: A tuning run's settings (:func:`make_variant_run`): each variant's step-time factor at c >= 4 (below: 1, the
+#: same server), and each prompt length's factor on every time (a longer context reads more KV per step).
+VARIANT_FACTORS = {"default": 1.0, "fp8-kv": 0.7}
+#: The settings run.json names for each variant (what the page's arithmetic reads; vLLM's ``--kv-cache-dtype``).
+VARIANT_SETTINGS = {"fp8-kv": {"kv_cache_dtype": "fp8"}}
+SHAPE_FACTORS = {64: 1.0, 256: 1.2}
+#: The tuning run's SLO: TPOT p99 at most 25 ms (step_s(8) = 20 ms × 1.1 spread = 22 ms meets it at the base
+#: factors; step_s(16) = 30 ms × 1.1 does not, × 0.7 = 23.1 ms does).
+VARIANT_SLO = {"tpot_p99_max_ms": 25.0}
+
+
+def make_variant_run(runs_dir: Path, run_id: str, concurrency: tuple[int, ...] = (1, 2, 4, 8, 16),
+                     variants: dict[str, float] | None = None, shapes: dict[int, float] | None = None,
+                     noise: tuple[float, ...] = NOISE_A, requests: int = 32,
+                     hardware: dict[str, Any] | None = None) -> Path:
+    """A complete served run of one model (``dense-a``) under several variants and prompt lengths.
+
+    Each point is :func:`served_point_records` with multipliers noise × the variant's factor (at c >= 4; 1 below)
+    × the prompt length's factor, so a variant's TPOT at c is step_s(c) × those factors (± 10 %); run.json carries
+    ``variants`` (the first the baseline, settings :data:`VARIANT_SETTINGS`) and the SLO :data:`VARIANT_SLO`;
+    ``hardware`` is the profile stored (default the test H200: 141 GB, so the Capacity arithmetic has a memory).
+    """
+    hw = hardware or H200_PROFILE
+    variants = variants or VARIANT_FACTORS
+    shapes = shapes or SHAPE_FACTORS
+    run_dir = runs_dir / run_id
+    model = "dense-a"
+    cfg = {"name": "tuning", "hardware": hw["name"], "engine": "vllm", "models": [{"name": model}],
+           "input_len": min(shapes), "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
+           "repeats": len(noise), "slo": VARIANT_SLO}
+    runs.create_run(run_dir, {
+        "source": "measured", "config_name": "tuning", "config_digest": "testdigest", "config_path": None,
+        "config": cfg, "hardware": hw, "host": "testhost", "platform": "test",
+        "started_at": "2026-11-29T00:00:00+00:00", "git_commit": None,
+        "variants": [{"name": v, "baseline": i == 0, "settings": VARIANT_SETTINGS.get(v, {})}
+                     for i, v in enumerate(variants)],
+        "versions": {"python": "3.11.0", "batchmark": "0.1.0", "vllm": "0.11.0", "numpy": "2.0.0"},
+        "driver": None, "command": "test"})
+    runs.update_run_json(run_dir, stopped={}, engine={"engine": "vllm", "vllm_version": "0.11.0"})
+    runs.write_model_card(run_dir, card(model))
+    for v, vf in variants.items():
+        for inp, sf in shapes.items():
+            for c in concurrency:
+                mults = tuple(m * (vf if c >= 4 else 1.0) * sf for m in noise)
+                runs.write_point(run_dir, served_point_records(model, c, mults, requests, seed=c, engine="vllm",
+                                                               variant=v, input_len=inp))
+    runs.complete_run(run_dir, derive=stages.write_derived)
     return run_dir

@@ -253,9 +253,9 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
 
     models_out = []
     # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
-    by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
-    for s, row in zip(summaries, points_out):
-        by_workload.setdefault(workload_of(s), []).append((s, row))
+    by_workload: dict[tuple[str, str, int, int, str], list[tuple[PointSummary, dict[str, Any]]]] = {}
+    for s, row in zip(summaries, points_out):  # one curve per workload and variant (PointKey.variant)
+        by_workload.setdefault((*workload_of(s), s.variant), []).append((s, row))
     for workload, all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
         models_out.append(_model_row(workload, all_pairs, cards.get(workload[0]), hw, probe, knee_threshold,
                                      max_failure_rate, limits))
@@ -268,7 +268,7 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
     and the probe's), MFU, the roofline's throughput (tok/s) and bound, its quality, regime and plausibility."""
     bw = hw["bandwidth_gb_s"]
     ctx = mean_decode_context(s.input_len, s.output_len)
-    row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
+    row: dict[str, Any] = {"model": s.model, "engine": s.engine, "variant": s.variant, "input_len": s.input_len,
                            "output_len": s.output_len, "concurrency": s.concurrency,
                            "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                            "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
@@ -299,12 +299,12 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
     return row
 
 
-def _model_row(workload: tuple[str, str, int, int], all_pairs: list[tuple[PointSummary, dict[str, Any]]],
+def _model_row(workload: tuple[str, str, int, int, str], all_pairs: list[tuple[PointSummary, dict[str, Any]]],
                card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None, knee_threshold: float,
                max_failure_rate: float, limits: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-    """One workload's (model, engine, input, output length) analysis from its points and their rows: ceilings,
+    """One workload's and variant's (model, engine, input, output length, variant) analysis from its points and their rows: ceilings,
     knee, post-knee and its cause, peak, scaling efficiency, rate sweeps, SLO limit, plausibility."""
-    model, engine, inp, out = workload
+    model, engine, inp, out, variant = workload
     bw = hw["bandwidth_gb_s"]
     opened = [s for s, _ in all_pairs if s.load != "closed"]
     pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
@@ -325,7 +325,7 @@ def _model_row(workload: tuple[str, str, int, int], all_pairs: list[tuple[PointS
         point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
     single = next((t for c, t in curve if c == 1), None)
     m = {
-        "model": model, "engine": engine, "input_len": inp, "output_len": out,
+        "model": model, "engine": engine, "variant": variant, "input_len": inp, "output_len": out,
         "kind": card.kind if card else None,
         "total_params": card.total_params if card else None,
         "active_params": card.active_params if card else None,

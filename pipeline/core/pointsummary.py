@@ -135,6 +135,7 @@ class PointSummary:
 
     model: str
     engine: str
+    variant: str = field(default="default", kw_only=True)
     input_len: int
     output_len: int
     concurrency: int | None

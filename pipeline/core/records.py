@@ -46,6 +46,7 @@ class PointKey:
 
     model: str
     engine: str
+    variant: str = field(default="default", kw_only=True)
     input_len: int
     output_len: int
     concurrency: int | None
@@ -76,15 +77,17 @@ class PointKey:
 
     def sort_key(self) -> tuple[Any, ...]:
         """Sweep order: per workload, closed points by concurrency first, then open points by load, rate, cap."""
-        return (*self.workload, self.open_loop, self.load, self.rate_rps or 0.0,
+        return (self.model, self.engine, self.variant, self.input_len, self.output_len, self.open_loop, self.load, self.rate_rps or 0.0,
                 self.concurrency if not self.open_loop else -1 if self.max_concurrency is None else self.max_concurrency)
 
     def __lt__(self, other: "PointKey") -> bool:
         return self.sort_key() < other.sort_key()
 
     def slug(self) -> str:
-        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open, capped)."""
+        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open, capped);
+        a variant other than ``default`` after the engine (``vllm-fp8-kv-in64-out32-c8``)."""
         stem = f"{self.engine}-in{self.input_len}-out{self.output_len}"
+        stem = stem if self.variant == "default" else f"{self.engine}-{self.variant}-in{self.input_len}-out{self.output_len}"
         if not self.open_loop:
             return f"{stem}-c{self.concurrency}"
         cap = f"-c{self.max_concurrency}" if self.max_concurrency is not None else ""  # file names as ever
@@ -98,8 +101,8 @@ class PointKey:
         return f"{self.load} {self.rate_rps:g} req/s{cap}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form; a closed-loop key has exactly the five fields it always had (stored files unchanged), an
-        open-loop key all eight (``concurrency`` null)."""
+        """Plain-JSON form; a closed-loop key has the five fields it always had and ``variant``, an open-loop key all
+        nine (``concurrency`` null)."""
         d = asdict(self)
         if not self.open_loop:
             del d["load"], d["rate_rps"], d["max_concurrency"]
@@ -116,7 +119,8 @@ class PointKey:
         get = data.__getitem__ if isinstance(data, dict) else (lambda k: getattr(data, k))
         opt = (lambda k, d: data.get(k, d)) if isinstance(data, dict) else (lambda k, d: getattr(data, k, d))
         return cls(get("model"), get("engine"), get("input_len"), get("output_len"), opt("concurrency", None),
-                   opt("load", "closed") or "closed", opt("rate_rps", None), opt("max_concurrency", None))
+                   opt("load", "closed") or "closed", opt("rate_rps", None), opt("max_concurrency", None),
+                   variant=opt("variant", "default") or "default")
 
 
 Workload = tuple[str, str, int, int]

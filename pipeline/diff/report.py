@@ -212,7 +212,7 @@ def format_csv(d: RunDiff) -> str:
                     "verdict": "changed" if m.changed else "same"})
     for scope, pts in (("only_a", d.only_in_a), ("only_b", d.only_in_b)):
         for p in pts:
-            w.writerow({"scope": scope, "load": "closed", **p})
+            w.writerow({"scope": scope, "load": "closed", **{k: v for k, v in p.items() if k in CSV_FIELDS}})
     return buf.getvalue()
 
 

@@ -30,6 +30,7 @@ from pipeline.pages.indexviews import (change_page_path, clean_first, headline_r
                                        model_pages, run_page_path)
 from pipeline.pages.pointrows import fmt, point_rows  # noqa: F401  (the templates' filters)
 from pipeline.pages.views import RunView, Workload, view_of  # noqa: F401
+from pipeline.pages.tuning import tuning_section
 from pipeline.analysis.stages import RunResults
 
 #: Extra template context of a page: ``hook(views, run_dirs, reference_views)``.
@@ -180,7 +181,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
                        point_rows=point_rows, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
                        change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"),
-                       guide_page=included_page)
+                       guide_page=included_page, tuning_section=tuning_section)
     from pipeline.machine.interference import OUTSIDE_SHARE_LIMIT
     from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, REPEAT_SPREAD_LIMIT
 

@@ -43,7 +43,8 @@ class Workload:
     def slug(self) -> str:
         """Anchor-safe id (see :func:`anchor`)."""
         m = self.model
-        return anchor(f"{m['model']}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
+        var = f"-{m['variant']}" if m.get("variant") not in (None, "default") else ""
+        return anchor(f"{m['model']}{var}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
     def roofline_over_measured(self) -> float | None:
         """Median over the grid of roofline prediction ÷ measured output throughput (how far the bound sits above
@@ -310,12 +311,12 @@ def view_of(res: "RunResults") -> RunView:
     summaries = [x.as_dict() for x in res.summaries]
     view = RunView(run_id=res.run_dir.name, meta=meta, analysis=analysis, results=res)
     # grouped once by workload: linear in the points (a scan per workload was quadratic at a lab's scale)
-    by_key: dict[tuple, list[dict[str, Any]]] = {}
+    by_key: dict[tuple, list[dict[str, Any]]] = {}  # by workload and variant (PointKey.variant): one curve each
     for s in summaries:
-        by_key.setdefault(workload_of(s), []).append(s)
+        by_key.setdefault((*workload_of(s), s.get("variant") or "default"), []).append(s)
     aps_by_key: dict[tuple, list[dict[str, Any]]] = {}
     for a in analysis.get("points", []):
-        aps_by_key.setdefault(workload_of(a), []).append(a)
+        aps_by_key.setdefault((*workload_of(a), a.get("variant") or "default"), []).append(a)
     def closed(p: dict[str, Any]) -> bool:
         return p.get("load", "closed") == "closed"
 
@@ -324,10 +325,10 @@ def view_of(res: "RunResults") -> RunView:
     summaries_by_key: dict[tuple, list[Any]] = {}
     for s in res.summaries:
         if s.load == "closed":
-            summaries_by_key.setdefault(workload_of(s), []).append(s)
+            summaries_by_key.setdefault((*workload_of(s), s.variant), []).append(s)
 
     for m in analysis.get("models", []):
-        key = workload_of(m)
+        key = (*workload_of(m), m.get("variant") or "default")
         mine = by_key.get(key, [])
         pts = sorted((s for s in mine if closed(s)), key=lambda s: s["concurrency"])
         rate_pts = sorted((s for s in mine if not closed(s)), key=lambda s: PointKey.of(s).sort_key())

@@ -226,6 +226,7 @@ class PointKeyModel(BaseModel):
 
     model: str
     engine: str
+    variant: str = "default"
     input_len: int
     output_len: int
     concurrency: int | None

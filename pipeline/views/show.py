@@ -44,8 +44,9 @@ from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis,
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import PointKey, workload_of
 from pipeline.core.texttable import text_table
+from pipeline.diff.variants import format_tuning, tuning_of
 
-POINT_FIELDS = ("model", "engine", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
+POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
                 "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
                 "prefill_throughput_tok_s", "output_throughput_window",
                 # the peer definitions apart (docs/definitions.md); added, the contract's fields unchanged
@@ -146,6 +147,9 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     """
     res = stages.load_run(ref, allow_incomplete=True)
     doc = build_show(res.meta, [x.as_dict() for x in res.summaries], res.analysis)
+    tuning = tuning_of(res.meta, res.summaries)  # more than one variant: the frontier and what each setting bought
+    if tuning is not None:
+        doc["tuning"] = tuning
     if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
     return doc
@@ -300,7 +304,8 @@ def format_table(doc: dict[str, Any]) -> str:
                     + (f" ({REGIME_TEXT.get(cause, cause)}" + (
                         f", roof {m['compute_roof_tflops'] * 1e3:,.1f} GFLOP/s in {m.get('compute_roof_dtype') or '?'}"
                         if cause == "compute" and m.get("compute_roof_tflops") else "") + ")" if cause else ""))
-        lines.append(f"{m['model']} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
+        var = f" [{m['variant']}]" if m.get("variant") not in (None, "default") else ""
+        lines.append(f"{m['model']}{var} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
                      + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
                         else "peak – (no point measured a throughput)")
@@ -309,6 +314,7 @@ def format_table(doc: dict[str, Any]) -> str:
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
     for m in doc["models"]:
         lines.extend(adaptive_lines(m))
+    lines.extend(format_tuning(doc["tuning"]) if doc.get("tuning") else [])
     for m in doc["models"]:
         for rs in m.get("rate_sweeps") or []:
             lines.append(_rate_sweep_line(m, rs))
