@@ -109,7 +109,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_verdict(args: argparse.Namespace) -> int:
     from pipeline.pages.indexviews import built_site
     from pipeline.store.runs import resolve_run
-    from pipeline.views.show import summary_line
+    from pipeline.views.verdict import summary_line
 
     print(summary_line(args.run, args.site or built_site(resolve_run(args.run).name)))
     return 0

@@ -80,7 +80,7 @@ def _report(run_dir: Path) -> int:
     measured, each said in one line; else 0)."""
     from pipeline.store import runs
     from pipeline.pages.indexviews import built_site
-    from pipeline.views.show import summary_line
+    from pipeline.views.verdict import summary_line
 
     if (run_dir / "run.json").is_file():
         try:

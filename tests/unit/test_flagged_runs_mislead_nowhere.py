@@ -195,7 +195,7 @@ def test_no_verdict_from_an_impossible_mfu():
 
 
 def test_summary_line_gives_the_verdict_and_its_main_reason(site):
-    from pipeline.views.show import summary_line
+    from pipeline.views.verdict import summary_line
 
     # HOGGED's reasons, condensed: its probe's warning, then 2 models × 5 points measured at 90 % outside load
     assert summary_line(site / "data" / "runs" / HOGGED, "site/index.html") == (
@@ -226,7 +226,7 @@ def test_summary_of_a_run_names_the_built_site_once_it_has_the_runs_page(scratch
     yet".  The site counts as built with the run when ``site/runs/<run id, lower case>.html`` exists (the Runs
     index's page per run, as ``mkdocs build`` writes it)."""
     from pipeline.pages.indexviews import built_site
-    from pipeline.views.show import summary_line
+    from pipeline.views.verdict import summary_line
 
     def summary_line_of(run_id):  # as `batchmark summary RUN` makes it (pipeline/cli.py)
         return summary_line(run_id, built_site(run_id))

@@ -55,7 +55,7 @@ def test_show_says_simulated(sim_run: Path):
 def test_summary_of_a_simulated_run_says_simulated(sim_run: Path):
     """Regression (fault kind: a prediction read as a measurement): `batchmark summary` of a simulated run said
     "clean" without "simulated"."""
-    from pipeline.views.show import summary_line
+    from pipeline.views.verdict import summary_line
 
     assert summary_line(sim_run).startswith(f"run {sim_run.name}: simulated (a prediction, not a measurement), clean")
 
