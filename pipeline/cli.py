@@ -54,7 +54,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from pipeline.config.sweepconfig import load_config
-    from pipeline.plan.estimate import plan_text
+    from pipeline.plan.plantext import plan_text
     from pipeline.plan.budget import plan_for
 
     path = args.config or args.config_pos

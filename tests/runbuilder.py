@@ -79,9 +79,10 @@ def card(name: str) -> dict[str, Any]:
 
 
 def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
-                  engine: str = "transformers") -> PointRecords:
-    """Records of one static-batch point, one repeat per multiplier (see the module docstring)."""
-    key = PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency)
+                  engine: str = "transformers", variant: str = "default") -> PointRecords:
+    """Records of one static-batch point, one repeat per multiplier (see the module docstring); ``variant``: the
+    server setting it was measured under (:attr:`pipeline.core.records.PointKey.variant`)."""
+    key = PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency, variant=variant)
     reps = []
     for i, m in enumerate(multipliers):
         pre, step = prefill_s(concurrency, m), step_s(concurrency, m)
@@ -95,7 +96,8 @@ def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
 
 
 def served_point_records(model: str, concurrency: int, multipliers: tuple[float, ...], requests_per_repeat: int,
-                         seed: int = 0, engine: str = "transformers", rate_rps: float | None = None) -> PointRecords:
+                         seed: int = 0, engine: str = "transformers", rate_rps: float | None = None,
+                         variant: str = "default") -> PointRecords:
     """Records of one served (continuous-batching) point: ``requests_per_repeat`` requests a repeat, in waves of
     ``concurrency`` sent back to back, one repeat per multiplier.
 
@@ -104,12 +106,13 @@ def served_point_records(model: str, concurrency: int, multipliers: tuple[float,
     0.9 … 1.1 with ``random.Random(seed)``), so every request is distinct, like a real server's, and the point has
     exactly ``requests_per_repeat × len(multipliers)`` request samples (1,280 = 256 × 5: past the 515 a side where an exact binomial coefficient overflowed a float).
     With ``rate_rps`` the point is an open-loop (Poisson) point at that offered rate, uncapped (same timings).
+    ``variant``: the server setting it was measured under (:attr:`pipeline.core.records.PointKey.variant`).
     """
     import random
 
     rng = random.Random(seed)
-    key = (PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency) if rate_rps is None else
-           PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, None, "poisson", rate_rps))
+    key = (PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency, variant=variant) if rate_rps is None else
+           PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, None, "poisson", rate_rps, variant=variant))
     reps = []
     for i, m in enumerate(multipliers):
         wave_s = prefill_s(1, m) * 1.1 + (OUTPUT_LEN - 1) * step_s(concurrency, m) * 1.1

@@ -41,7 +41,7 @@ from pipeline.analysis.quality import (implausible_mfu, implausible_model, impla
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
 from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
-from pipeline.core.records import workload_of
+from pipeline.core.records import Workload, server_key, workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
 from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
 from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
@@ -212,6 +212,17 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
     return out
 
 
+def card_of(cards: dict[str, Any], model: str, variant: str) -> Any:
+    """A model's card under a variant: the variant's own where its server counts other bytes (an FP8 KV cache: the
+    card stored as :func:`pipeline.core.records.server_key`), else the model's."""
+    return cards.get(server_key(model, variant)) or cards.get(model)
+
+
+def limits_of(limits: dict[str, Any] | None, model: str, variant: str) -> Any:
+    """A model's server limits under a variant (``run.json`` ``engine.servers`` by :func:`pipeline.core.records.server_key`)."""
+    return (limits or {}).get(server_key(model, variant))
+
+
 def ratio(num: float | None, den: float | None) -> float | None:
     """``num`` ÷ ``den``, or None when ``num`` is missing or ``den`` is missing or 0 (MBU, MFU, the explainers' ratios)."""
     return num / den if num is not None and den else None
@@ -249,16 +260,16 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             points_out.append({**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None,
                                "regime": None, "server": s.server, "implausible": None})
             continue
-        card = cards.get(s.model)
+        card = card_of(cards, s.model, s.variant)
         ctx = mean_decode_context(s.input_len, s.output_len)
-        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "input_len": s.input_len,
+        row: dict[str, Any] = {"model": s.model, "engine": s.engine, "variant": s.variant, "input_len": s.input_len,
                                "output_len": s.output_len, "concurrency": s.concurrency,
                                "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                                "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
                                "achieved_gb_s": None, **point_quality(s, max_failure_rate),
-                               "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
+                               "regime": point_regime(s.concurrency, s.server, limits_of(limits, s.model, s.variant), s.engine),
                                "server": s.server}
-        batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
+        batch = decode_batch(s.concurrency, row["regime"], s.server, limits_of(limits, s.model, s.variant))
         row["batch"] = batch
         peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
         if card is not None:
@@ -283,10 +294,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
 
     models_out = []
     # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
-    by_workload: dict[tuple[str, str, int, int], list[tuple[PointSummary, dict[str, Any]]]] = {}
+    by_workload: dict[Workload, list[tuple[PointSummary, dict[str, Any]]]] = {}
     for s, row in zip(summaries, points_out):
         by_workload.setdefault(workload_of(s), []).append((s, row))
-    for (model, engine, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
+    for (model, engine, variant, inp, out), all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
         opened = [s for s, _ in all_pairs if s.load != "closed"]
         pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
         mine = sorted((s for s, _ in pairs), key=lambda s: s.concurrency)
@@ -294,7 +305,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         excluded = [s.concurrency for s in mine if quality[s.concurrency]["excluded"]]
         curve = [(s.concurrency, s.output_throughput_tok_s) for s in mine
                  if s.output_throughput_tok_s and not quality[s.concurrency]["excluded"]]
-        card = cards.get(model)
+        card = card_of(cards, model, variant)
         ctx = mean_decode_context(inp, out)
         knee = find_knee(curve, knee_threshold) if len(curve) >= 2 else None
         curve_c = {c for c, _ in curve}
@@ -307,7 +318,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
         single = next((t for c, t in curve if c == 1), None)
         models_out.append({
-            "model": model, "engine": engine, "input_len": inp, "output_len": out,
+            "model": model, "engine": engine, "variant": variant, "input_len": inp, "output_len": out,
             "kind": card.kind if card else None,
             "total_params": card.total_params if card else None,
             "active_params": card.active_params if card else None,
@@ -332,7 +343,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             "compute_roof_tflops": roof_for_dtype(probe, hw, card.quantization if card else None)[0],
             "compute_roof_dtype": roof_for_dtype(probe, hw, card.quantization if card else None)[1],
             "regimes": {str(c): r for c, r in sorted(regimes.items())},
-            "server_limits": (limits or {}).get(model),
+            "server_limits": limits_of(limits, model, variant),
             "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
             "peak_concurrency": peak_pt[0] if peak_pt else None,
             "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},

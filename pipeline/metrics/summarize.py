@@ -304,7 +304,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         failure_rate=int(np.count_nonzero(failed)) / int(np.count_nonzero(measured)) if measured.any() else None,
         caveats=caveats, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
-        model=key.model, engine=key.engine, input_len=key.input_len, output_len=key.output_len,
+        model=key.model, engine=key.engine, variant=key.variant, input_len=key.input_len, output_len=key.output_len,
         concurrency=key.concurrency, max_concurrency=key.max_concurrency, repeats=len(repeats), completed=int(np.count_nonzero(ok)),
         failed=int(np.count_nonzero(failed)),
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,

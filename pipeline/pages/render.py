@@ -31,7 +31,7 @@ from pipeline.pages.escape import (anchor, code, csv_cell, html_text, md_text, u
                                    visible_controls)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
-from pipeline.pages.views import RunView, Workload, fmt, point_rows, view_of  # noqa: F401
+from pipeline.pages.views import RunView, WorkloadView, fmt, point_rows, view_of  # noqa: F401
 from pipeline.store.schemas import AnalysisFile, RunFile, StoredFile, SummariesFile, stamped, version_of
 from pipeline.analysis.stages import RunResults
 

@@ -12,13 +12,14 @@ from typing import Any
 from pipeline.store import runs
 from pipeline.pages.escape import anchor
 from pipeline.core.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
-from pipeline.core.records import PointKey, workload_of
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key, workload_of
 from pipeline.analysis.stages import RunResults
 
 
 @dataclass
-class Workload:
-    """One (model, engine, input_len, output_len) of a run, with its points and analysis."""
+class WorkloadView:
+    """What a page shows of one workload (:class:`pipeline.core.records.Workload`: model, engine, variant, shape) of a
+    run: its analysed model, its points and their analysis."""
 
     model: dict[str, Any]
     points: list[dict[str, Any]]
@@ -43,7 +44,9 @@ class Workload:
     def slug(self) -> str:
         """Anchor-safe id (see :func:`anchor`)."""
         m = self.model
-        return anchor(f"{m['model']}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
+        v = m.get("variant") or DEFAULT_VARIANT
+        model = m["model"] if v == DEFAULT_VARIANT else f"{m['model']}-{v}"
+        return anchor(f"{model}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
     def roofline_over_measured(self) -> float | None:
         """Median over the grid of roofline prediction ÷ measured output throughput (how far the bound sits above
@@ -219,7 +222,7 @@ class RunView:
     run_id: str
     meta: dict[str, Any]
     analysis: dict[str, Any]
-    workloads: list[Workload] = field(default_factory=list)
+    workloads: list[WorkloadView] = field(default_factory=list)
     #: The run as :func:`pipeline.analysis.stages.load_run` read it (for pages that diff runs), or None.
     results: Any = field(default=None, repr=False, compare=False)
 
@@ -331,7 +334,7 @@ def view_of(res: "RunResults") -> RunView:
         mine = by_key.get(key, [])
         pts = sorted((s for s in mine if closed(s)), key=lambda s: s["concurrency"])
         rate_pts = sorted((s for s in mine if not closed(s)), key=lambda s: PointKey.of(s).sort_key())
-        view.workloads.append(Workload(model=m, points=pts, rate_points=rate_pts,
+        view.workloads.append(WorkloadView(model=m, points=pts, rate_points=rate_pts,
                                        analysis_points=[a for a in aps_by_key.get(key, []) if closed(a)],
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
@@ -339,7 +342,8 @@ def view_of(res: "RunResults") -> RunView:
                                        model_dtype=(cards.get(m["model"]) or {}).get("quantization"), run_meta=meta,
                                        prediction=None if view.simulated else _prediction(
                                            summaries_by_key.get(key), view.workloads_analysis_points(key, aps_by_key),
-                                           cards.get(m["model"]), view.hardware, meta, m["model"])))
+                                           cards.get(m["model"]), view.hardware, meta,
+                                           server_key(m["model"], m.get("variant") or DEFAULT_VARIANT))))
     return view
 
 
@@ -376,12 +380,12 @@ def _ms(dist: dict[str, Any] | None, q: str) -> float | None:
     return None if v is None else v * 1e3
 
 
-def point_rows(w: Workload) -> list[dict[str, str]]:
+def point_rows(w: WorkloadView) -> list[dict[str, str]]:
     """The per-point table of a workload (model pages): one dict of formatted cells per point, in concurrency order.
 
     Keys: ``c``, ``output``, ``per_user`` (tok/s), ``ttft_p50``, ``ttft_p99``, ``tpot_p50``, ``tpot_p99`` (ms, two
-    decimals), ``roofline`` (tok/s), ``mbu`` (:meth:`Workload.mbu_cell`), ``mfu``, ``regime`` (what the point
-    measured, with the KV cache in use in %), ``client`` (:func:`client_cell`), ``note`` (:meth:`Workload.note`, ``–`` when none).  Arithmetic that
+    decimals), ``roofline`` (tok/s), ``mbu`` (:meth:`WorkloadView.mbu_cell`), ``mfu``, ``regime`` (what the point
+    measured, with the KV cache in use in %), ``client`` (:func:`client_cell`), ``note`` (:meth:`WorkloadView.note`, ``–`` when none).  Arithmetic that
     the page templates did (seconds → ms, a scan of the analysis per point) is done here, once.
     """
     aps = {a["concurrency"]: a for a in w.analysis_points}

@@ -114,6 +114,28 @@ def _open_loop_cap(point: dict[str, Any]) -> dict[str, Any]:
     return {**point, "concurrency": None, "max_concurrency": point.get("concurrency")}
 
 
+def with_variant(point: Any) -> Any:
+    """A stored point key (or a summary, an analysis row or model) written before variants existed: ``variant``
+    ``default`` inserted right after ``engine`` (where the current writers put it); anything else as is."""
+    if not isinstance(point, dict) or "variant" in point:
+        return point
+    out: dict[str, Any] = {}
+    for k, v in point.items():
+        out[k] = v
+        if k == "engine":
+            out["variant"] = "default"
+    out.setdefault("variant", "default")
+    return out
+
+
+def _run_update_to_4(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 → 4: the run's server settings, ``variants: [{name, baseline, settings}]``; a run written before
+    them measured one, ``default``, setting nothing."""
+    if "variants" in data:
+        return data
+    return {**data, "variants": [{"name": "default", "baseline": True, "settings": {}}]}
+
+
 def _run_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 → 3: the config's SLO keys ``ttft_p99_ms`` … (each both a per-request goodput limit and a p99 bound)
     become ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … at the same value (:func:`split_slo_keys`)."""
@@ -128,10 +150,11 @@ class RunFile(StoredFile):
 
     Version 2: no path of the measuring machine (:func:`_run_update_to_2`).
     Version 3: the config's SLO says its goodput limits and p99 bounds apart (:func:`_run_update_to_3`).
+    Version 4: the run's variants, ``[{name, baseline, settings}]`` (:func:`_run_update_to_4`).
     """
 
-    current: ClassVar[int] = 3
-    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3}
+    current: ClassVar[int] = 4
+    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3, 4: _run_update_to_4}
 
     run_id: str | None = None
     status: str | None = None
@@ -160,12 +183,15 @@ class SummariesFile(StoredFile):
 
     Version 2: an open-loop cap is ``max_concurrency``, a point's ``flags`` are ``caveats``, the SLO's two limits are
     apart (:func:`_summary_update_to_2`).
+    Version 3: every point says its ``variant`` (``default`` before variants existed: :func:`with_variant`).
     """
 
-    current: ClassVar[int] = 2
+    current: ClassVar[int] = 3
     updates: ClassVar[dict[int, Update]] = {
         2: lambda data: ({**data, "points": [_summary_update_to_2(p) for p in data["points"]]}
-                         if isinstance(data.get("points"), list) else data)}  # else refused by the model, named
+                         if isinstance(data.get("points"), list) else data),  # else refused by the model, named
+        3: lambda data: ({**data, "points": [with_variant(p) for p in data["points"]]}
+                         if isinstance(data.get("points"), list) else data)}
 
     run_id: str | None = None
     points: list[dict[str, Any]]
@@ -180,6 +206,15 @@ def _analysis_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
         names = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed", "peak_tflops_measured": "peak_tflops_probed"}
         data = {**data, "hardware": {names.get(k, k): v for k, v in hw.items()}}
     return data
+
+
+def _analysis_update_to_4(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 3 → 4: every point and model (workload) says its ``variant`` (``default``: :func:`with_variant`)."""
+    out = dict(data)
+    for part in ("points", "models"):
+        if isinstance(out.get(part), list):
+            out[part] = [with_variant(p) for p in out[part]]
+    return out
 
 
 def _analysis_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +244,7 @@ class AnalysisPoint(_Typed):
 
     model: str | None = None
     engine: str | None = None
+    variant: str | None = None
     input_len: int | None = None
     output_len: int | None = None
     concurrency: int | None = None
@@ -233,6 +269,7 @@ class AnalysisModel(_Typed):
 
     model: str | None = None
     engine: str | None = None
+    variant: str | None = None
     input_len: int | None = None
     output_len: int | None = None
     ceiling_tok_s: float | None = None
@@ -254,10 +291,11 @@ class AnalysisFile(StoredFile):
 
     Version 2: the probe's figures are ``*_probed`` (:func:`_analysis_update_to_2`).
     Version 3: an open-loop cap is ``max_concurrency``; ``caveats`` and ``caveat_concurrency`` (:func:`_analysis_update_to_3`).
+    Version 4: points and models say their ``variant`` (:func:`_analysis_update_to_4`).
     """
 
-    current: ClassVar[int] = 3
-    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2, 3: _analysis_update_to_3}
+    current: ClassVar[int] = 4
+    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2, 3: _analysis_update_to_3, 4: _analysis_update_to_4}
 
     run_id: str | None = None
     hardware: dict[str, Any] | None = None
@@ -266,8 +304,8 @@ class AnalysisFile(StoredFile):
 
 
 class PointKeyModel(BaseModel):
-    """The ``point`` of a record file: (model, engine, input length, output length, concurrency[, load, rate_rps,
-    max_concurrency]).
+    """The ``point`` of a record file: (model, engine, variant, input length, output length, concurrency[, load,
+    rate_rps, max_concurrency]).  ``variant`` since version 5 (``default`` before).
 
     ``load``, ``rate_rps`` and ``max_concurrency`` appear only on open-loop points (``records.PointKey.as_dict``;
     ``concurrency`` null there); a file without them is a closed-loop point, so the files written before open
@@ -278,6 +316,7 @@ class PointKeyModel(BaseModel):
 
     model: str
     engine: str
+    variant: str = "default"
     input_len: int
     output_len: int
     concurrency: int | None
@@ -330,11 +369,14 @@ class PointRecordsFile(StoredFile):
     :mod:`pipeline.store.columnar`), not inline lists of per-request objects; a file migrated in memory
     from version 2 keeps them inline (:func:`_point_records_update_to_3`) and has no ``requests_file``.
     Version 4: an open-loop point's cap is ``point.max_concurrency`` (:func:`_point_records_update_to_4`).
+    Version 5: the point's ``variant`` (``default`` before: :func:`with_variant`).
     """
 
-    current: ClassVar[int] = 4
+    current: ClassVar[int] = 5
     updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2, 3: _point_records_update_to_3,
-                                            4: _point_records_update_to_4}
+                                            4: _point_records_update_to_4,
+                                            5: lambda data: {**data, "point": with_variant(data.get("point"))}
+                                            if isinstance(data.get("point"), dict) else data}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]

@@ -21,18 +21,25 @@ from pipeline.machine.interference import InterferenceMeter
 from pipeline.metrics.summarize import summarize_point
 from pipeline.sweep.provenance import record_engine
 from pipeline.core.pointsummary import PointSummary
-from pipeline.core.records import PointKey
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
 
-def load_model(engine, spec, run_dir: Path) -> bool:
+def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT) -> bool:
     """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
-    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded)."""
+    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded).
+
+    The first variant loaded writes the model's card; a later variant whose server counts other bytes (an FP8 KV
+    cache) stores its own beside it, named :func:`pipeline.core.records.server_key` (the analysis reads it first)."""
     try:
         card = engine.load(spec)
     finally:
         record_engine(run_dir, engine.provenance())
     if card:
-        runs.write_model_card(run_dir, card)
+        own = runs.load_model_cards(run_dir).get(card["name"])
+        if own is None:
+            runs.write_model_card(run_dir, card)
+        elif {k: v for k, v in own.items() if k != "name"} != {k: v for k, v in card.items() if k != "name"}:
+            runs.write_model_card(run_dir, {**card, "name": server_key(card["name"], variant)})
     return True
 
 
@@ -86,6 +93,8 @@ class SweepState:
     failures: dict[str, int] = field(default_factory=lambda: {"points": 0, "with_failures": 0, "empty": 0})
     #: open-loop points shown so far: the display counts them beyond the grid's, the grid's ETA does not.
     rate_points: int = 0
+    #: the variant being walked (:attr:`pipeline.core.records.PointKey.variant`; the walks build their keys with it).
+    variant: str = DEFAULT_VARIANT
     #: the config's SLO as :func:`pipeline.metrics.summarize.summarize_point` takes it (None without one).
     slo: dict | None = field(init=False)
 
@@ -117,13 +126,19 @@ class SweepState:
 
 @dataclass
 class ModelWalk:
-    """One model's walk: its spec, whether it is loaded, the points measured or read, and its closed-loop curve
-    ``[(concurrency, output tok/s), ...]`` in grid order (the open loop's ``auto`` rates are placed by it)."""
+    """One model's walk at one variant and shape: its spec, whether its server is loaded, the points measured or read,
+    and its closed-loop curve ``[(concurrency, output tok/s), ...]`` in grid order (the open loop's ``auto`` rates are
+    placed by it).  ``name`` is what the progress lines and ``run.json`` ``stopped`` call it: the model's name when the
+    run has one variant and one shape (as every run before them), else ``model [variant, in/out]``."""
 
     spec: Any
     loaded: bool = False
     done: int = 0
     curve: list[tuple[int, float]] = field(default_factory=list)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.spec.name
 
 
 def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
@@ -132,8 +147,8 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
     if walk.loaded:
         return
     what = "server start to healthy" if sweep.cfg.engine == "vllm" else "loading the model"
-    with sweep.display.phase(f"{walk.spec.name}: {what}"):
-        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir)
+    with sweep.display.phase(f"{walk.name}: {what}"):
+        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant)
 
 
 def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
@@ -151,25 +166,25 @@ def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
     where = key.label() if key.open_loop else f"c={key.concurrency}"
     resumed = runs.has_point(sweep.run_dir, key)
     if resumed:
-        display.begin_point(f"{spec.name} {where}", key.concurrency)
+        display.begin_point(f"{walk.name} {where}", key.concurrency)
         summ = summarize_point(pointfiles.load_point(pointfiles.point_path(sweep.run_dir, key)), sweep.slo)
     else:
         ensure_loaded(sweep, walk)
         ok, why = sweep.engine.fits(key)
         if not ok:
-            sweep.stop(spec.name, f"{where} not run: {why}")
+            sweep.stop(walk.name, f"{where} not run: {why}")
             return None
-        display.begin_point(f"{spec.name} {where}", key.concurrency)
+        display.begin_point(f"{walk.name} {where}", key.concurrency)
         try:
             records = measure_point(sweep.cfg, sweep.engine, key)
         except PointDoesNotFit as exc:
-            sweep.stop(spec.name, f"memory: {exc}")
+            sweep.stop(walk.name, f"memory: {exc}")
             return None
         if reason is not None:
             records.meta["adaptive"] = {"measured": True, "reason": reason}  # why this point (predictions: run.json)
         runs.write_point(sweep.run_dir, records)
         summ = summarize_point(records, sweep.slo)
-    count_point(summ, sweep.failures, sweep.cfg, f"{spec.name} {key.label()}", sweep.log)
+    count_point(summ, sweep.failures, sweep.cfg, f"{walk.name} {key.label()}", sweep.log)
     if key.open_loop:
         sweep.rate_points += 1
     display.end_point(summ.output_throughput_tok_s, measured=not resumed)
