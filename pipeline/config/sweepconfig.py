@@ -230,7 +230,8 @@ class SweepConfig(StrictModel):
                 if m.path is None and m.served_name is None and m.architecture is None:
                     raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id), "
                                      "served_name, or architecture (a local folder with random weights is made)")
-            if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0):
+            if (self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0)
+                    and self.variants is None):  # a tuning run compares a cap below the grid with one above it
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
         if self.engine in ("openai", "vllm"):

@@ -1,7 +1,7 @@
 """The budget of a tuning config (more than one variant or shape): which cells of model × variant × shape ×
 point to drop, in a documented order, until the plan fits (:func:`fit_tuning`).
 
-The order, cheapest certainty first (docs/plan.md, "A tuning night"):
+The order, cheapest certainty first (docs/tuning.md, "The tuning space"):
 
 1. **the open loop** (every rate and the SLO bisection, every cell): one open-loop rate costs 10–35 min
    (its window is five expected E2ELs of arrivals after one of warm-up, :func:`pipeline.engines.scheduler.open_loop_counts`)
