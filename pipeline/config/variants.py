@@ -181,3 +181,19 @@ def baseline_name(meta: dict[str, Any]) -> str:
     if isinstance(vs, list) and vs and isinstance(vs[0], dict) and isinstance(vs[0].get("name"), str):
         return vs[0]["name"]
     return DEFAULT_VARIANT
+
+
+def part_names(cfg) -> list[str]:
+    """The parts a workflow measures a sweep in, config order (:mod:`pipeline.sweep.parts`): one per model (its
+    name), or with more than one variant one per model × variant (``model/variant``, as
+    :func:`pipeline.core.records.server_key` names its server: each variant is a server of its own)."""
+    variants = cfg.variant_list()
+    if len(variants) == 1:
+        return [m.name for m in cfg.models]
+    return [f"{m.name}/{v.name}" for m in cfg.models for v in variants]
+
+
+def split_part(name: str) -> tuple[str, str | None]:
+    """(model, variant) of a part's name (variant None: the part measures every variant of the model)."""
+    model, _, variant = name.partition("/")
+    return model, variant or None

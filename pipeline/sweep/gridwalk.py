@@ -123,7 +123,8 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None,
               models: list[str] | None = None, part_of: str | None = None, plan=None,
-              budgeted: SweepConfig | None = None, derive: Callable[[Path], None] | None = None) -> Path:
+              budgeted: SweepConfig | None = None, derive: Callable[[Path], None] | None = None,
+              variants: list[str] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
 
     ``derive`` writes the run's derived files at publish (:func:`pipeline.analysis.stages.write_derived`, handed in by the
@@ -136,6 +137,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     the run keeps ``cfg`` and its digest (so parts, resume and merge agree) and states the budget's
     choices in ``run.json`` (``budget``).
 
+    With ``variants`` (names of ``cfg.variants``), only those variants (a part of one model × variant).
     With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
     then a part of the run ``part_of`` (:mod:`pipeline.sweep.parts`; the merge stage assembles the
     parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, driver,
@@ -164,7 +166,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     if budgeted is not None and plan is not None:
         record_budget(run_dir, plan, budgeted)
     cells = Cells(measured_cfg, run_dir)
-    engine = cells.engine(measured_cfg.variant_list()[0])  # the baseline's: the probe and the first server
+    walked = [v for v in measured_cfg.variant_list() if variants is None or v.name in variants]
+    engine = cells.engine(walked[0])  # the first variant's: the probe and the first server
     stopped = dict(runs.read_run_json(run_dir).get("stopped", {}))
     probe_before(engine, run_dir, display, log)
     sweep = SweepState(measured_cfg, engine, run_dir, display, log, plan, stops=stopped)
@@ -172,7 +175,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     show_points(sweep, specs)
     try:
         for spec in specs:
-            for variant in measured_cfg.variant_list():
+            for variant in walked:
                 walk_variant(sweep, cells, spec, variant)
         sweep.engine = engine
         finish_run(sweep, derive)

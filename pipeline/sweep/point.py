@@ -24,22 +24,19 @@ from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
 
-def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT) -> bool:
+def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, baseline: bool = True) -> bool:
     """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
     fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded).
 
-    The first variant loaded writes the model's card; a later variant whose server counts other bytes (an FP8 KV
-    cache) stores its own beside it, named :func:`pipeline.core.records.server_key` (the analysis reads it first)."""
+    The baseline variant's server writes the model's card; any other variant's stores its own beside it, named
+    :func:`pipeline.core.records.server_key` (its server may count other bytes: an FP8 KV cache; the analysis reads
+    it first), so a part of one model × variant never writes another variant's card."""
     try:
         card = engine.load(spec)
     finally:
         record_engine(run_dir, engine.provenance())
     if card:
-        own = runs.load_model_cards(run_dir).get(card["name"])
-        if own is None:
-            runs.write_model_card(run_dir, card)
-        elif {k: v for k, v in own.items() if k != "name"} != {k: v for k, v in card.items() if k != "name"}:
-            runs.write_model_card(run_dir, {**card, "name": server_key(card["name"], variant)})
+        runs.write_model_card(run_dir, card if baseline else {**card, "name": server_key(card["name"], variant)})
     return True
 
 
@@ -148,7 +145,8 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
         return
     what = "server start to healthy" if sweep.cfg.engine == "vllm" else "loading the model"
     with sweep.display.phase(f"{walk.name}: {what}"):
-        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant)
+        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant,
+                                 baseline=sweep.variant == sweep.cfg.variant_list()[0].name)
 
 
 def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,

@@ -120,3 +120,27 @@ def test_the_plan_prices_the_cells_the_sweep_ran(run):
     measured = (sum(p["meta"]["virtual_s"] + len(p["repeats"]) * REPEAT_OVERHEAD_S for p in points)
                 + starts + 2 * PROBE_S)
     assert plan["wall_s"] == pytest.approx(measured, rel=0.15)
+
+
+def test_parts_of_model_x_variant_merge_into_the_same_run(run, tmp_path):
+    """The workflow measures a tuning config in one part per model × variant (each its own server); merged, the run
+    holds the cells the one-job sweep measured, with the same figures (the same seeds, the same servers: --max-num-seqs
+    defaults to the grid's top, 16 in both)."""
+    import yaml
+
+    _, _, whole = run
+    root = make_scratch_root(tmp_path)
+    cfg = yaml.safe_load((REPO / CONFIG).read_text())
+    cfg.update(name="tuning-parts", workloads=cfg["workloads"][:1], concurrency=[1, 16])
+    (root / "config" / "parts.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    for v in VARIANTS:
+        _run(root, "sweep", "--config", "config/parts.yaml", "--run-id", "p", "--model", f"gpt-oss-120b/{v}",
+             "--no-progress")
+    _run(root, "merge", "--config", "config/parts.yaml", "--run-id", "p")
+    merged = json.loads(_run(root, "show", "p", "--json"))
+    got = {(p["variant"], p["concurrency"]): p["output_throughput_tok_s"] for p in merged["points"]}
+    assert got == {(p["variant"], p["concurrency"]): p["output_throughput_tok_s"] for p in whole["points"]
+                   if p["input_len"] == 1024 and p["concurrency"] in (1, 16)}
+    meta = json.loads((root / "data" / "runs" / "p" / "run.json").read_text())
+    assert [p["model"] for p in meta["parts"]] == [f"gpt-oss-120b/{v}" for v in VARIANTS]
+    assert [v["name"] for v in meta["variants"]] == list(VARIANTS)
