@@ -339,12 +339,18 @@ def view_of(res: "RunResults") -> RunView:
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
                                                                                          probe.get("peak_tflops")) else None,
-                                       model_dtype=(cards.get(m["model"]) or {}).get("quantization"), run_meta=meta,
+                                       model_dtype=(_card(cards, m) or {}).get("quantization"), run_meta=meta,
                                        prediction=None if view.simulated else _prediction(
                                            summaries_by_key.get(key), view.workloads_analysis_points(key, aps_by_key),
-                                           cards.get(m["model"]), view.hardware, meta,
+                                           _card(cards, m), view.hardware, meta,
                                            server_key(m["model"], m.get("variant") or DEFAULT_VARIANT))))
     return view
+
+
+def _card(cards: dict[str, Any], m: dict[str, Any]) -> dict[str, Any] | None:
+    """A workload's model card: its variant's own where the run stores one (an FP8 KV cache counts other bytes,
+    :func:`pipeline.core.records.server_key`), else the model's."""
+    return cards.get(server_key(m["model"], m.get("variant") or DEFAULT_VARIANT)) or cards.get(m["model"])
 
 
 def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]], card: dict[str, Any] | None,

@@ -144,3 +144,21 @@ def test_parts_of_model_x_variant_merge_into_the_same_run(run, tmp_path):
     meta = json.loads((root / "data" / "runs" / "p" / "run.json").read_text())
     assert [p["model"] for p in meta["parts"]] == [f"gpt-oss-120b/{v}" for v in VARIANTS]
     assert [v["name"] for v in meta["variants"]] == list(VARIANTS)
+
+
+def test_diff_pairs_two_variants_of_one_run_by_shape_and_concurrency(run):
+    """`batchmark diff RUN --variants A B`: variant A's point against B's of the same shape and concurrency.  Below the
+    cap the two servers are the same (same seeds: no change); at c = 16 under --max-num-seqs 8 half the requests
+    wait, so the output throughput drops (the figures the show test above reads)."""
+    root, _, doc = run
+    d = json.loads(_run(root, "diff", "tune", "--variants", "defaults", "max-num-seqs-8", "--json"))
+    tput = {(c["input_len"], c["concurrency"]): c for c in d["changes"] if c["metric"] == "output_throughput_tok_s"}
+    assert set(tput) == {(i, c) for i, _ in SHAPES for c in GRID} and d["only_in_a"] == d["only_in_b"] == []
+    assert tput[(1024, 4)]["change"] == 0.0
+    base, capped = _point(doc, "defaults", 1024, 16), _point(doc, "max-num-seqs-8", 1024, 16)
+    assert tput[(1024, 16)]["a"] == base["output_throughput_tok_s"] and tput[(1024, 16)]["b"] == capped["output_throughput_tok_s"]
+    assert tput[(1024, 16)]["change"] < 0
+    for bad in (["--variants", "defaults", "nope"], ["--variants", "fp8-kv", "fp8-kv"]):
+        res = subprocess.run([sys.executable, "-m", "pipeline", "diff", "tune", *bad], cwd=root, capture_output=True,
+                             text=True, env={**os.environ, "BATCHMARK_ROOT": str(root), "PYTHONPATH": str(REPO)})
+        assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--variants" in res.stderr, res.stderr
