@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import variant_shapes
-from pipeline.plan.estimate import Plan, make_plan
+from pipeline.plan.estimate import Plan, make_plan, server_options
 from pipeline.plan.ladder import LADDER, budgeted_config
 
 #: Grid points a non-baseline variant keeps at least (step 3): two, so it still has a doubling to judge.
@@ -61,10 +61,13 @@ def fit_tuning(cfg: SweepConfig, budget_s: float) -> tuple[Plan, SweepConfig]:
         dropped.append("the open loop (every rate and the SLO bisection, every variant)")
         certainty.append("no open-loop rates: no saturation rate and no highest rate that holds the SLO")
     reps, per_slot, min_req = cfg.repeats, None, None
+    was = server_options(cfg)
     for reps_max, slot, least, why in LADDER[1:]:
         if plan.wall_s <= budget_s:
             break
         nxt = (min(cfg.repeats, reps_max) if reps_max else cfg.repeats, slot, least)
+        if slot is not None and slot >= was.requests_per_slot and least >= was.min_requests:
+            nxt = (nxt[0], per_slot, min_req)  # no fewer requests than the config already measures
         if nxt == (reps, per_slot, min_req):
             continue
         reps, per_slot, min_req = nxt
@@ -73,7 +76,8 @@ def fit_tuning(cfg: SweepConfig, budget_s: float) -> tuple[Plan, SweepConfig]:
     if reps != cfg.repeats:
         dropped.append(f"repeats {cfg.repeats} -> {reps}")
     if per_slot:
-        dropped.append(f"measured requests per repeat max({per_slot}·c, {min_req}) (every cell)")
+        dropped.append(f"measured requests per repeat max({was.requests_per_slot}·c, {was.min_requests}) -> "
+                       f"max({per_slot}·c, {min_req}) (every cell)")
 
     def again(c: SweepConfig, drop: int = 0) -> Plan:
         return make_plan(c, repeats=reps, requests_per_slot=per_slot, min_requests=min_req, open_loop=open_loop,
