@@ -27,6 +27,7 @@ from typing import Any, Callable, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.core.errors import BatchmarkError
+from pipeline.store.variantupdates import _analysis_update_to_4, _run_update_to_4, with_variant  # noqa: F401
 
 Update = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -114,28 +115,6 @@ def _open_loop_cap(point: dict[str, Any]) -> dict[str, Any]:
     return {**point, "concurrency": None, "max_concurrency": point.get("concurrency")}
 
 
-def with_variant(point: Any) -> Any:
-    """A stored point key (or a summary, an analysis row or model) written before variants existed: ``variant``
-    ``default`` inserted right after ``engine`` (where the current writers put it); anything else as is."""
-    if not isinstance(point, dict) or "variant" in point:
-        return point
-    out: dict[str, Any] = {}
-    for k, v in point.items():
-        out[k] = v
-        if k == "engine":
-            out["variant"] = "default"
-    out.setdefault("variant", "default")
-    return out
-
-
-def _run_update_to_4(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 3 → 4: the run's server settings, ``variants: [{name, baseline, settings}]``; a run written before
-    them measured one, ``default``, setting nothing."""
-    if "variants" in data:
-        return data
-    return {**data, "variants": [{"name": "default", "baseline": True, "settings": {}}]}
-
-
 def _run_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
     """Version 2 → 3: the config's SLO keys ``ttft_p99_ms`` … (each both a per-request goodput limit and a p99 bound)
     become ``goodput_ttft_ms`` and ``ttft_p99_max_ms`` … at the same value (:func:`split_slo_keys`)."""
@@ -206,15 +185,6 @@ def _analysis_update_to_2(data: dict[str, Any]) -> dict[str, Any]:
         names = {"bandwidth_gb_s_measured": "bandwidth_gb_s_probed", "peak_tflops_measured": "peak_tflops_probed"}
         data = {**data, "hardware": {names.get(k, k): v for k, v in hw.items()}}
     return data
-
-
-def _analysis_update_to_4(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 3 → 4: every point and model (workload) says its ``variant`` (``default``: :func:`with_variant`)."""
-    out = dict(data)
-    for part in ("points", "models"):
-        if isinstance(out.get(part), list):
-            out[part] = [with_variant(p) for p in out[part]]
-    return out
 
 
 def _analysis_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
