@@ -51,7 +51,7 @@ except BatchmarkError as exc:
 os.environ["BATCHMARK_RUN_ID"] = RUN_ID
 # Snakemake's job banners share the terminal with a sweep's display: one line per point, never a bar they land on.
 os.environ.setdefault("BATCHMARK_PROGRESS", "lines")
-PARTS = {pointfiles.file_stem(m.name): m.name for m in SWEEP.models}
+PARTS = {pointfiles.file_stem(name): name for name in parts.part_names(SWEEP)}  # a model, or model/variant
 PART_RESOURCES = part_resources(SWEEP, load_profile(SWEEP.hardware))
 OTHERS = [r for r in COMPLETE if r != RUN_ID]
 PYTHON = shlex.quote(sys.executable)

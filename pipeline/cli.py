@@ -127,7 +127,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     from pipeline.commands.diff import diff
 
     return diff(args.run_a, args.run_b, fmt=args.format, fail_above=args.fail_above, alpha=args.alpha,
-                min_effect_pct=args.min_effect)
+                min_effect_pct=args.min_effect, variants=tuple(args.variants) if args.variants else None)
 
 
 def _cmd_pages(args: argparse.Namespace) -> int:
@@ -290,7 +290,10 @@ def _add_diff_command(sub: Any) -> None:
                        description="Compare run A (before) with run B (after). Exit status: 0, or 1 with --fail-above "
                                    "when a gated metric regressed (a called change) by more than its threshold; 2 on bad input.")
     s.add_argument("run_a", metavar="RUN_A", help="run id or path of the earlier run")
-    s.add_argument("run_b", metavar="RUN_B", help="run id or path of the later run")
+    s.add_argument("run_b", metavar="RUN_B", nargs="?", help="run id or path of the later run (omitted with --variants)")
+    s.add_argument("--variants", nargs=2, metavar=("A", "B"),
+                   help="diff two variants of RUN_A: variant A's points against variant B's of the same shape and "
+                        "concurrency")
     fmt = s.add_mutually_exclusive_group()
     fmt.add_argument("--json", dest="format", action="store_const", const="json", help="print JSON")
     fmt.add_argument("--markdown", dest="format", action="store_const", const="markdown", help="print Markdown")

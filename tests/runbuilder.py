@@ -79,9 +79,10 @@ def card(name: str) -> dict[str, Any]:
 
 
 def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
-                  engine: str = "transformers") -> PointRecords:
-    """Records of one static-batch point, one repeat per multiplier (see the module docstring)."""
-    key = PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency)
+                  engine: str = "transformers", variant: str = "default") -> PointRecords:
+    """Records of one static-batch point, one repeat per multiplier (see the module docstring); ``variant``: the
+    server setting it was measured under (:attr:`pipeline.core.records.PointKey.variant`)."""
+    key = PointKey(model, engine, INPUT_LEN, OUTPUT_LEN, concurrency, variant=variant)
     reps = []
     for i, m in enumerate(multipliers):
         pre, step = prefill_s(concurrency, m), step_s(concurrency, m)

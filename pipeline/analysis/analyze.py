@@ -41,7 +41,7 @@ from pipeline.analysis.quality import (implausible_mfu, implausible_model, impla
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
 from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
-from pipeline.core.records import workload_of
+from pipeline.core.records import Workload, server_key, workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
 from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
 from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
@@ -212,6 +212,17 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
     return out
 
 
+def card_of(cards: dict[str, Any], model: str, variant: str) -> Any:
+    """A model's card under a variant: the variant's own where its server counts other bytes (an FP8 KV cache: the
+    card stored as :func:`pipeline.core.records.server_key`), else the model's."""
+    return cards.get(server_key(model, variant)) or cards.get(model)
+
+
+def limits_of(limits: dict[str, Any] | None, model: str, variant: str) -> Any:
+    """A model's server limits under a variant (``run.json`` ``engine.servers`` by :func:`pipeline.core.records.server_key`)."""
+    return (limits or {}).get(server_key(model, variant))
+
+
 def ratio(num: float | None, den: float | None) -> float | None:
     """``num`` ÷ ``den``, or None when ``num`` is missing or ``den`` is missing or 0 (MBU, MFU, the explainers' ratios)."""
     return num / den if num is not None and den else None
@@ -249,15 +260,15 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
             points_out.append({**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None,
                                "regime": None, "server": s.server, "implausible": None})
             continue
-        points_out.append(_point_row(s, cards.get(s.model), hw, probe, bw_mbu, limits, max_failure_rate))
+        points_out.append(_point_row(s, card_of(cards, s.model, s.variant), hw, probe, bw_mbu, limits, max_failure_rate))
 
     models_out = []
     # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
-    by_workload: dict[tuple[str, str, int, int, str], list[tuple[PointSummary, dict[str, Any]]]] = {}
-    for s, row in zip(summaries, points_out):  # one curve per workload and variant (PointKey.variant)
-        by_workload.setdefault((*workload_of(s), s.variant), []).append((s, row))
+    by_workload: dict[Workload, list[tuple[PointSummary, dict[str, Any]]]] = {}
+    for s, row in zip(summaries, points_out):  # one curve per workload (its variant a part of it)
+        by_workload.setdefault(workload_of(s), []).append((s, row))
     for workload, all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
-        models_out.append(_model_row(workload, all_pairs, cards.get(workload[0]), hw, probe, knee_threshold,
+        models_out.append(_model_row(workload, all_pairs, card_of(cards, workload.model, workload.variant), hw, probe, knee_threshold,
                                      max_failure_rate, limits))
     return {"hardware": hw, "points": points_out, "models": models_out}
 
@@ -273,9 +284,9 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
                            "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                            "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
                            "achieved_gb_s": None, **point_quality(s, max_failure_rate),
-                           "regime": point_regime(s.concurrency, s.server, (limits or {}).get(s.model), s.engine),
+                           "regime": point_regime(s.concurrency, s.server, limits_of(limits, s.model, s.variant), s.engine),
                            "server": s.server}
-    batch = decode_batch(s.concurrency, row["regime"], s.server, (limits or {}).get(s.model))
+    batch = decode_batch(s.concurrency, row["regime"], s.server, limits_of(limits, s.model, s.variant))
     row["batch"] = batch
     peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
     if card is not None:
@@ -299,12 +310,12 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
     return row
 
 
-def _model_row(workload: tuple[str, str, int, int, str], all_pairs: list[tuple[PointSummary, dict[str, Any]]],
+def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str, Any]]],
                card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None, knee_threshold: float,
                max_failure_rate: float, limits: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
-    """One workload's and variant's (model, engine, input, output length, variant) analysis from its points and their rows: ceilings,
+    """One workload's (model, engine, variant, input, output length) analysis from its points and their rows: ceilings,
     knee, post-knee and its cause, peak, scaling efficiency, rate sweeps, SLO limit, plausibility."""
-    model, engine, inp, out, variant = workload
+    model, engine, variant, inp, out = workload
     bw = hw["bandwidth_gb_s"]
     opened = [s for s, _ in all_pairs if s.load != "closed"]
     pairs = [(s, row) for s, row in all_pairs if s.load == "closed"]
@@ -350,7 +361,7 @@ def _model_row(workload: tuple[str, str, int, int, str], all_pairs: list[tuple[P
         "compute_roof_tflops": roof_for_dtype(probe, hw, card.quantization if card else None)[0],
         "compute_roof_dtype": roof_for_dtype(probe, hw, card.quantization if card else None)[1],
         "regimes": {str(c): r for c, r in sorted(regimes.items())},
-        "server_limits": (limits or {}).get(model),
+        "server_limits": limits_of(limits, model, variant),
         "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,
         "peak_concurrency": peak_pt[0] if peak_pt else None,
         "scaling_efficiency": {str(c): v for c, v in scaling_efficiency(curve).items()},

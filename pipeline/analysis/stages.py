@@ -230,12 +230,12 @@ def _check_analysis_matches(run_dir: Path, summaries: list[PointSummary], analys
     """
     try:
         rows = sorted(PointKey.of(p).sort_key() for p in analysis.get("points") or [])
-        workloads = sorted((*workload_of(m), m.get("variant") or "default") for m in analysis.get("models") or [])
+        workloads = sorted(workload_of(m) for m in analysis.get("models") or [])
     except (KeyError, TypeError, ValueError) as exc:
         raise BatchmarkError(f"{run_dir / 'analysis.json'}: a point or model without its key ({exc}); write it "
                              f"again with `{command}`") from None
     want_rows = sorted(s.key.sort_key() for s in summaries)
-    want_workloads = sorted({(*workload_of(s), s.variant) for s in summaries})  # one curve per workload and variant
+    want_workloads = sorted({workload_of(s) for s in summaries})  # one curve per workload and variant
     if rows != want_rows:
         what = f"{len(rows)} point row(s) for the {len(want_rows)} point(s) of summaries.json"
     elif workloads != want_workloads:

@@ -173,6 +173,22 @@ def card_in_format(card: ModelCard, fmt: ServedFormat) -> ModelCard:
                    extra={**card.extra, "kv_bytes_per_element": kv_elem, "served_format": fmt.model_dump()})
 
 
+def with_kv_cache(card: ModelCard, kv_cache: str) -> ModelCard:
+    """``card`` with its KV cache in ``kv_cache`` (a :data:`KV_BYTES` name; vLLM's ``--kv-cache-dtype fp8``): KV bytes
+    per token scaled by the element bytes, new / old (fp8 from bf16: 1 / 2, half), the weights unchanged.
+
+    KV bytes per token = 2 (K and V) × layers × KV heads × head_dim × element bytes (docs/definitions.md, "KV cache"),
+    linear in the element bytes."""
+    old = float((card.extra or {}).get("kv_bytes_per_element", 2.0))
+    new = KV_BYTES[kv_cache]
+    if new == old:
+        return card
+    extra = {**(card.extra or {}), "kv_bytes_per_element": new}
+    if isinstance(extra.get("served_format"), dict):
+        extra["served_format"] = {**extra["served_format"], "kv_cache": kv_cache}
+    return replace(card, kv_bytes_per_token=int(round(card.kv_bytes_per_token * new / old)), extra=extra)
+
+
 def is_stated(card: ModelCard) -> bool:
     """Whether ``card``'s format is known: stated by the config or the imported file, pinned to a file size, or
     counted from the model's tensors (no parameter groups to re-count)."""

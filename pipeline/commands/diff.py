@@ -16,12 +16,14 @@ def _where(c: MetricChange) -> str:
     return f"c={c.concurrency}" if c.load == "closed" else c.point
 
 
-def diff(run_a: str, run_b: str, *, fmt: str = "text", fail_above: str | None = None, alpha: float = 0.05,
-         min_effect_pct: float = MIN_EFFECT * 100) -> int:
+def diff(run_a: str, run_b: str | None, *, fmt: str = "text", fail_above: str | None = None, alpha: float = 0.05,
+         min_effect_pct: float = MIN_EFFECT * 100, variants: tuple[str, str] | None = None) -> int:
     """``batchmark diff``: print the diff of run A (before) and run B (after) and gate on ``--fail-above``.
 
     Args:
-        run_a, run_b: run ids or paths.
+        run_a, run_b: run ids or paths; with ``variants`` one run (``run_b`` None or the same run).
+        variants: ``(A, B)``: diff variant A's points of ``run_a`` against variant B's, shape by shape and
+            concurrency by concurrency (:func:`pipeline.diff.match.variant_sides`).
         fmt: ``"text"``, ``"markdown"``, ``"csv"`` (the headline to stderr) or ``"json"``.
         fail_above: ``--fail-above``'s text (:func:`pipeline.diff.gate.parse_fail_above`), or None for no gate.
         alpha: the false discovery rate, 0 < α < 1.
@@ -43,8 +45,17 @@ def diff(run_a: str, run_b: str, *, fmt: str = "text", fail_above: str | None = 
         raise BatchmarkError(f"--alpha {alpha:g}: must be a significance level between 0 and 1")
     if not (math.isfinite(min_effect_pct) and min_effect_pct >= 0):
         raise BatchmarkError(f"--min-effect {min_effect_pct:g}: must be a finite percentage >= 0")
-    result = diff_runs(stages.load_run(run_a), stages.load_run(run_b), alpha=alpha,
-                       min_effect=min_effect_pct / 100)
+    if variants is not None:
+        from pipeline.diff.match import variant_sides
+
+        if run_b is not None and run_b != run_a:
+            raise BatchmarkError("--variants: give one run (its two variants are diffed), not two")
+        side_a, side_b = variant_sides(stages.load_run(run_a), *variants)
+    elif run_b is None:
+        raise BatchmarkError("diff: give two runs (RUN_A RUN_B), or one run and --variants A B")
+    else:
+        side_a, side_b = stages.load_run(run_a), stages.load_run(run_b)
+    result = diff_runs(side_a, side_b, alpha=alpha, min_effect=min_effect_pct / 100)
     if fmt == "json":
         print(diffreport.format_json(result), end="")
     elif fmt == "markdown":

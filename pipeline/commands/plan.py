@@ -20,7 +20,7 @@ def plan(path: str | None, *, budget: str | None = None, harness: str = "closed"
         BatchmarkError: no config given, or one the plan cannot read (one line).
     """
     from pipeline.config.sweepconfig import load_config
-    from pipeline.plan.estimate import plan_text
+    from pipeline.plan.plantext import plan_text
     from pipeline.plan.budget import plan_for
 
     if not path:

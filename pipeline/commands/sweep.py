@@ -122,22 +122,23 @@ def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str
     if not run_id or resume:
         raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
     run_id = runs.check_run_id(run_id)
-    model = parts.model_of(cfg, model)
+    model = parts.model_of(cfg, model)  # a model, or model/variant where the config has variants
+    name, variant = parts.split_part(model)
     if (paths.runs_dir() / run_id / "run.json").is_file() and runs.is_complete(paths.runs_dir() / run_id):
         print(f"run {run_id} is complete; nothing to measure", file=sys.stderr)
         return 0
     part = parts.part_dir(run_id, model)
     from pipeline.sweep.preflight import discard_if_empty, preflight
 
-    preflight(cfg, [model], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists
+    preflight(cfg, [name], log=lambda msg: print(msg, file=sys.stderr, flush=True))  # before the part exists
     if pointer:
         parts.write_pointer(cfg.name, run_id)
     fresh = not (part / "run.json").exists()
     part.mkdir(parents=True, exist_ok=True)
-    plan, budgeted = _sweep_plan(cfg, model)
+    plan, budgeted = _sweep_plan(cfg, name)
     try:
-        run_sweep(cfg, part, config_path=str(config), progress=progress, models=[model], part_of=run_id,
-                  plan=plan, budgeted=budgeted, **sweep_options)
+        run_sweep(cfg, part, config_path=str(config), progress=progress, models=[name], part_of=run_id,
+                  plan=plan, budgeted=budgeted, variants=[variant] if variant else None, **sweep_options)
     except BatchmarkError:
         if fresh:
             discard_if_empty(part)

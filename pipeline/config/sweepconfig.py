@@ -23,6 +23,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, Adaptive, ClusterOptions, OpenAIOptions, OpenLoop,
                                     StrictModel, TransformersOptions, VLLMOptions, migrate_slo_keys)
+from pipeline.config.variants import Shape, Variant, baseline_variants
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
@@ -103,6 +104,12 @@ class SweepConfig(StrictModel):
     models: list[ModelSpec] = Field(min_length=1)
     input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
     output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
+    workloads: list[Shape] | None = Field(default=None, min_length=1,
+                                          description="Workload shapes {input_len, output_len}, each measured over the "
+                                                      "whole grid (the top-level input_len/output_len: one shape)")
+    variants: list[Variant] | None = Field(default=None, min_length=1,
+                                           description="Named server settings, each its own server; the first is the "
+                                                       "baseline (pipeline.config.variants)")
     concurrency: list[Annotated[int, Field(le=1_000_000)]] = Field(default=[1, 2, 4, 8, 16, 32, 64],
                                    description="Concurrency grid (static batch size B for transformers); may be "
                                                "empty only beside an open_loop with explicit rates")
@@ -169,6 +176,37 @@ class SweepConfig(StrictModel):
                              f"has three terms); concurrency has {len(self.concurrency)}")
         return self
 
+    @model_validator(mode="after")
+    def _tuning_space(self) -> "SweepConfig":
+        if self.workloads is not None:
+            both = [k for k in ("input_len", "output_len") if k in self.model_fields_set]
+            if both:
+                raise ValueError(f"{both[0]}: give the shapes in workloads or the one shape as input_len/output_len, "
+                                 "not both")
+            shapes = [(w.input_len, w.output_len) for w in self.workloads]
+            if len(set(shapes)) != len(shapes):
+                raise ValueError("workloads: shapes must be distinct")
+            # the first shape stands for the sweep where one is read (the one-shape shorthand's fields)
+            object.__setattr__(self, "input_len", self.workloads[0].input_len)
+            object.__setattr__(self, "output_len", self.workloads[0].output_len)
+        if self.variants is not None:
+            names = [v.name for v in self.variants]
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise ValueError(f"variants: duplicate name(s) {dup}")
+        if self.adaptive is not None and (len(self.shapes()) > 1 or len(self.variant_list()) > 1):
+            raise ValueError("adaptive: one shape and one variant (its calibration is of one server at one shape); "
+                             "give workloads and variants without adaptive")
+        return self
+
+    def shapes(self) -> list[Shape]:
+        """The workload shapes in the config's order (``workloads``, else the one of ``input_len``/``output_len``)."""
+        return list(self.workloads) if self.workloads else [Shape(input_len=self.input_len, output_len=self.output_len)]
+
+    def variant_list(self) -> list[Variant]:
+        """The server settings in the config's order, the baseline first (``variants``, else one named ``default``)."""
+        return list(self.variants) if self.variants else baseline_variants()
+
     def max_in_flight(self) -> int:
         """The most requests this sweep keeps in flight: the largest concurrency or the open-loop cap (0 when uncapped and no grid)."""
         return max([*self.concurrency, (self.open_loop.max_concurrency or 0) if self.open_loop else 0])
@@ -192,7 +230,8 @@ class SweepConfig(StrictModel):
                 if m.path is None and m.served_name is None and m.architecture is None:
                     raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id), "
                                      "served_name, or architecture (a local folder with random weights is made)")
-            if self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0):
+            if (self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0)
+                    and self.variants is None):  # a tuning run compares a cap below the grid with one above it
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
         if self.engine in ("openai", "vllm"):
@@ -214,7 +253,8 @@ class SweepConfig(StrictModel):
         data = self.model_dump(mode="json", exclude={"cluster"})
         if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
-        for k in ("open_loop", "slo", "budget"):  # absent = as before they existed: a closed-loop config keeps its digest
+        for k in ("open_loop", "slo", "budget", "workloads", "variants"):  # absent = as before they existed: a
+            # closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
         slo = data.get("slo")

@@ -13,7 +13,7 @@ from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from pipeline.core.records import PointKey, plain_copy
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, plain_copy
 
 
 class Distribution(TypedDict):
@@ -135,7 +135,8 @@ class PointSummary:
 
     model: str
     engine: str
-    variant: str = field(default="default", kw_only=True)
+    #: the named server setting (:attr:`~pipeline.core.records.PointKey.variant`); keyword-only, stored after ``engine``.
+    variant: str = field(default=DEFAULT_VARIANT, kw_only=True)
     input_len: int
     output_len: int
     concurrency: int | None

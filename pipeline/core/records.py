@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 
 #: How requests arrive at a point: ``closed`` keeps N in flight (the next is sent when one
@@ -23,6 +23,10 @@ from typing import Any, Literal
 LOAD_PATTERNS = ("closed", "poisson", "constant", "gamma")
 LoadPattern = Literal["closed", "poisson", "constant", "gamma"]
 
+#: The variant of a point measured without named server settings (config ``variants:`` absent), and of every point
+#: stored before variants existed.
+DEFAULT_VARIANT = "default"
+
 
 @dataclass(frozen=True)
 class PointKey:
@@ -30,6 +34,9 @@ class PointKey:
 
     Attributes:
         model, engine: names as the run states them.
+        variant: the named server setting this point was measured under (config ``variants:``; the first is the
+            baseline); ``default`` for a run with no variants.  Keyword-only (every key built before it existed
+            stays valid), but placed after ``engine`` in the stored form and the order.
         input_len / output_len: prompt and generated tokens per request.
         concurrency: closed loop: the N requests kept in flight; None for an open-loop point (its
             number in flight is whatever the schedule and the server make it).
@@ -46,7 +53,7 @@ class PointKey:
 
     model: str
     engine: str
-    variant: str = field(default="default", kw_only=True)
+    variant: str = field(default=DEFAULT_VARIANT, kw_only=True)
     input_len: int
     output_len: int
     concurrency: int | None
@@ -71,9 +78,9 @@ class PointKey:
         return self.load != "closed"
 
     @property
-    def workload(self) -> tuple[str, str, int, int]:
-        """(model, engine, input_len, output_len): the knee and ceiling are per workload."""
-        return (self.model, self.engine, self.input_len, self.output_len)
+    def workload(self) -> "Workload":
+        """(model, engine, variant, input_len, output_len): the knee and ceiling are per workload."""
+        return Workload(self.model, self.engine, self.variant, self.input_len, self.output_len)
 
     def sort_key(self) -> tuple[Any, ...]:
         """Sweep order: per workload, closed points by concurrency first, then open points by load, rate, cap."""
@@ -84,10 +91,10 @@ class PointKey:
         return self.sort_key() < other.sort_key()
 
     def slug(self) -> str:
-        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open, capped);
-        a variant other than ``default`` after the engine (``vllm-fp8-kv-in64-out32-c8``)."""
-        stem = f"{self.engine}-in{self.input_len}-out{self.output_len}"
-        stem = stem if self.variant == "default" else f"{self.engine}-{self.variant}-in{self.input_len}-out{self.output_len}"
+        """File-name stem: ``transformers-in64-out32-c8`` (closed, as ever), ``vllm-in64-out32-poisson-r2.5-c16`` (open,
+        capped); a variant other than ``default`` after the engine: ``vllm-fp8-kv-in64-out32-c8``."""
+        engine = self.engine if self.variant == DEFAULT_VARIANT else f"{self.engine}-{self.variant}"
+        stem = f"{engine}-in{self.input_len}-out{self.output_len}"
         if not self.open_loop:
             return f"{stem}-c{self.concurrency}"
         cap = f"-c{self.max_concurrency}" if self.max_concurrency is not None else ""  # file names as ever
@@ -101,8 +108,8 @@ class PointKey:
         return f"{self.load} {self.rate_rps:g} req/s{cap}"
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form; a closed-loop key has the five fields it always had and ``variant``, an open-loop key all
-        nine (``concurrency`` null)."""
+        """Plain-JSON form; a closed-loop key has the six fields (model, engine, variant, lengths, concurrency), an
+        open-loop key all nine (``concurrency`` null); ``variant`` always written, after ``engine``."""
         d = asdict(self)
         if not self.open_loop:
             del d["load"], d["rate_rps"], d["max_concurrency"]
@@ -111,7 +118,8 @@ class PointKey:
     @classmethod
     def of(cls, data: Any) -> "PointKey":
         """The key of a point given as a mapping (a stored summary, an analysis point, a ``show`` row) or an
-        object with the same attributes (:class:`PointSummary`); ``load`` absent = closed.
+        object with the same attributes (:class:`PointSummary`); ``load`` absent = closed, ``variant`` absent =
+        ``default``.
 
         Raises:
             KeyError / AttributeError: a field is missing; ValueError: inconsistent (see the class).
@@ -120,22 +128,45 @@ class PointKey:
         opt = (lambda k, d: data.get(k, d)) if isinstance(data, dict) else (lambda k, d: getattr(data, k, d))
         return cls(get("model"), get("engine"), get("input_len"), get("output_len"), opt("concurrency", None),
                    opt("load", "closed") or "closed", opt("rate_rps", None), opt("max_concurrency", None),
-                   variant=opt("variant", "default") or "default")
+                   variant=opt("variant", DEFAULT_VARIANT) or DEFAULT_VARIANT)
 
 
-Workload = tuple[str, str, int, int]
+class Workload(NamedTuple):
+    """The one workload key: (model, engine, variant, input_len, output_len), what a knee, a ceiling and a rate sweep
+    belong to (a shape of one model under one server setting).  A tuple, so it sorts and hashes as one."""
+
+    model: str
+    engine: str
+    variant: str
+    input_len: int
+    output_len: int
+
+    def label(self) -> str:
+        """``model · in 64 / out 32`` (`` · variant`` after the model when it is not ``default``)."""
+        v = "" if self.variant == DEFAULT_VARIANT else f" · {self.variant}"
+        return f"{self.model}{v} · in {self.input_len} / out {self.output_len}"
+
+
+def server_key(model: str, variant: str = DEFAULT_VARIANT) -> str:
+    """The name a model's server goes by under a variant (``run.json`` ``engine.servers``, server log files): the
+    model's name for ``default`` (as every run before variants), else ``model/variant`` (neither name may hold a
+    ``/``, so the pair is never ambiguous)."""
+    return model if variant == DEFAULT_VARIANT else f"{model}/{variant}"
 
 
 def workload_of(data: Any) -> Workload:
-    """(model, engine, input_len, output_len) of a point, a summary, an analysis point or model (mapping or object):
-    the workload a knee, a ceiling and a rate sweep belong to (:attr:`PointKey.workload`).
+    """The :class:`Workload` of a point, a summary, an analysis point or model (mapping or object):
+    the workload a knee, a ceiling and a rate sweep belong to (:attr:`PointKey.workload`); ``variant`` absent =
+    ``default``.
 
     Raises:
         KeyError / AttributeError: a field is missing.
     """
     if isinstance(data, dict):
-        return (data["model"], data["engine"], data["input_len"], data["output_len"])
-    return (data.model, data.engine, data.input_len, data.output_len)
+        return Workload(data["model"], data["engine"], data.get("variant") or DEFAULT_VARIANT, data["input_len"],
+                        data["output_len"])
+    return Workload(data.model, data.engine, getattr(data, "variant", None) or DEFAULT_VARIANT, data.input_len,
+                    data.output_len)
 
 
 @dataclass

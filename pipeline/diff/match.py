@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.core.errors import BatchmarkError
 from pipeline.core.pointsummary import PointSummary
-from pipeline.core.records import PointKey
+from pipeline.core.records import DEFAULT_VARIANT, PointKey
 
 #: Open-loop points of sweeps with different rate counts match when their offered rates, as fractions of their
 #: sweep's highest rate, are within this of each other (absolute, on the 0–1 fraction).
@@ -73,3 +74,38 @@ def match_points(sa_list: list[PointSummary], sb_list: list[PointSummary]
     closed = [(k, k) for k in sorted(set(sa) & set(sb)) if not k.open_loop]
     return sa, sb, sorted(closed + match_open_loop(list(sa), list(sb)), key=lambda p: p[1])
 
+
+
+def variant_sides(res: Any, variant_a: str, variant_b: str) -> tuple[Any, Any]:
+    """Two sides of one run to diff, variant A's points against variant B's (``batchmark diff RUN --variants A B``).
+
+    Each side holds one variant's summaries and analysis rows with the variant set to one shared label
+    (``A vs B``), so :func:`match_points` pairs A's point with B's of the same shape and concurrency (and an open-loop
+    point by its place in its rate sweep) and the analysis models by workload; everything else of the run is the same
+    on both sides (one run: one machine, one config).
+
+    Args:
+        res: the run (:class:`pipeline.analysis.stages.RunResults`).
+
+    Raises:
+        BatchmarkError: a variant the run does not hold (its variants named), or the same variant twice.
+    """
+    import dataclasses
+
+    held = sorted({s.variant for s in res.summaries})
+    for v in (variant_a, variant_b):
+        if v not in held:
+            raise BatchmarkError(f"--variants {v!r}: run {res.run_dir.name} holds no such variant "
+                                 f"(its variants: {', '.join(held) or DEFAULT_VARIANT})")
+    if variant_a == variant_b:
+        raise BatchmarkError(f"--variants: {variant_a!r} twice; give two variants of the run")
+    label = f"{variant_a} vs {variant_b}"
+
+    def side(v: str) -> Any:
+        analysis = dict(res.analysis)
+        for part in ("points", "models"):
+            analysis[part] = [{**r, "variant": label} for r in res.analysis.get(part) or []
+                              if (r.get("variant") or DEFAULT_VARIANT) == v]
+        summaries = [dataclasses.replace(s, variant=label) for s in res.summaries if s.variant == v]
+        return dataclasses.replace(res, summaries=summaries, analysis=analysis)
+    return side(variant_a), side(variant_b)

@@ -8,12 +8,12 @@ One metric at one matched point is a :class:`MetricChange`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pipeline.diff.stats import welch_many
 from pipeline.core.pointsummary import PointSummary
-from pipeline.core.records import PointKey
+from pipeline.core.records import DEFAULT_VARIANT, PointKey
 
 
 @dataclass(frozen=True)
@@ -164,6 +164,7 @@ class MetricChange:
 
     model: str
     engine: str
+    variant: str = field(default=DEFAULT_VARIANT, kw_only=True)
     input_len: int
     output_len: int
     concurrency: int | None
@@ -194,7 +195,7 @@ class MetricChange:
     def key(self) -> PointKey:
         """The matched point's :class:`PointKey`."""
         return PointKey(self.model, self.engine, self.input_len, self.output_len, self.concurrency, self.load, self.rate_rps,
-                        self.max_concurrency)
+                        self.max_concurrency, variant=self.variant)
 
     @property
     def point(self) -> str:

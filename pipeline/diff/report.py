@@ -192,8 +192,10 @@ def format_markdown(d: RunDiff) -> str:
 
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
               "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
-              "load", "rate_rps", "q_value", "effect", "rate_a_rps", "max_concurrency")  # an open-loop point: its
-# load pattern, rate (B's; A's matched by its place in the sweep in rate_a_rps) and cap; closed: "closed", empty
+              "load", "rate_rps", "q_value", "effect", "rate_a_rps", "max_concurrency",
+              "variant")  # an open-loop point: its load pattern, rate (B's; A's matched by its place in the sweep in
+# rate_a_rps) and cap; closed: "closed", empty.  variant: the server setting (added last: the columns before keep
+# their places)
 
 
 def format_csv(d: RunDiff) -> str:
@@ -207,7 +209,7 @@ def format_csv(d: RunDiff) -> str:
         row = {k: v for k, v in asdict(c).items() if k in CSV_FIELDS}
         w.writerow({"scope": "point", **row})
     for m in d.models:
-        w.writerow({"scope": "model", "model": m.model, "engine": m.engine, "input_len": m.input_len,
+        w.writerow({"scope": "model", "model": m.model, "engine": m.engine, "variant": m.variant, "input_len": m.input_len,
                     "output_len": m.output_len, "metric": m.field, "a": m.a, "b": m.b, "change": m.change,
                     "verdict": "changed" if m.changed else "same"})
     for scope, pts in (("only_a", d.only_in_a), ("only_b", d.only_in_b)):

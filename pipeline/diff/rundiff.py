@@ -80,6 +80,7 @@ class ModelChange:
 
     model: str
     engine: str
+    variant: str
     input_len: int
     output_len: int
     field: str
@@ -169,7 +170,7 @@ def _metric_changes(a: RunData, b: RunData, sa: dict[PointKey, Any], sb: dict[Po
         else:
             verdict = "better" if (rel > 0) == spec.higher_is_better else "worse"
         k = kb
-        changes.append(MetricChange(k.model, k.engine, k.input_len, k.output_len, k.concurrency,
+        changes.append(MetricChange(k.model, k.engine, k.input_len, k.output_len, k.concurrency, variant=k.variant,
                                     load=k.load, rate_rps=k.rate_rps, max_concurrency=k.max_concurrency, metric=spec.key, label=spec.label, unit=spec.unit,
                                     higher_is_better=spec.higher_is_better, a=va, b=vb, change=rel,
                                     p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,

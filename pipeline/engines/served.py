@@ -25,7 +25,7 @@ from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
 from pipeline.core.errors import BatchmarkError
-from pipeline.core.records import PointKey, PointRecords, RepeatRecord
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord
 
 def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | None:
     """Tokens the model's chat template adds around a user prompt of ``prompt_len`` tokens; None without a template.
@@ -152,6 +152,14 @@ class ServedEngine:
         self.device = "auto"  # the probe's device: a served engine cannot see the server's
         #: why a model has no card ({model: one line}), recorded in the provenance
         self.card_reasons: dict[str, str] = {}
+        #: the server setting this engine runs (:class:`pipeline.config.variants.Variant`, set by the sweep; None:
+        #: the config's own, ``default``)
+        self.variant: Any = None
+
+    @property
+    def variant_name(self) -> str:
+        """The name of the variant this engine runs (``default`` when none was set)."""
+        return self.variant.name if self.variant is not None else DEFAULT_VARIANT
 
     # hooks of subclasses ------------------------------------------------------------------
     def attach_run(self, run_dir: Path) -> None:

@@ -25,7 +25,9 @@ from pipeline.engines.simserver import ServerModel, kv_blocks, refusal
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
 from pipeline.cards.modelcards import ModelCard
-from pipeline.core.records import PointKey, PointRecords, RepeatRecord
+from pipeline.cards.servedformat import with_kv_cache
+from pipeline.config.variants import kv_cache_name
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord, server_key
 
 
 def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vllm") -> ModelCard:
@@ -120,6 +122,8 @@ class SimulatedEngine:
         self.server: ServerModel | None = None
         self.spec: ModelSpec | None = None
         self.servers: dict[str, dict[str, Any]] = {}
+        #: the server setting simulated (:class:`pipeline.config.variants.Variant`, set by the sweep; None: ``default``)
+        self.variant: Any = None
         if not self.hw.bandwidth_gb_s_spec or not self.hw.memory_gb:
             raise BatchmarkError(f"hardware: profile {self.hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
                                  "the simulated engine needs both")
@@ -138,11 +142,15 @@ class SimulatedEngine:
     def load(self, spec: ModelSpec) -> dict[str, Any]:
         """Build the model's simulated server; its card as a dict."""
         card = resolve_card(spec, self.hw.name)
+        kv = kv_cache_name(self.variant) if self.variant is not None else None
+        if kv is not None:  # the variant's --kv-cache-dtype fp8: one byte per KV element (simserver.kv_blocks)
+            card = with_kv_cache(card, kv)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
                                  self.cfg.max_in_flight())
         s = self.server
-        self.servers[spec.name] = {
+        name = self.variant.name if self.variant is not None else DEFAULT_VARIANT
+        self.servers[server_key(spec.name, name)] = {
             "command": "simulated continuous-batching server (pipeline.engines.simulated)",
             "server_version": None,
             "limits": {"max_num_seqs": s.max_num_seqs, "max_model_len": s.max_model_len,

@@ -50,7 +50,8 @@ from pipeline.core.errors import BatchmarkError
 from pipeline.machine.cpuisa import served_dtype
 from pipeline.machine.hardware import load_profile
 from pipeline.engines.serverproc import format_command, free_port, log_tail, repo_relative, scrub_log, server_environment
-from pipeline.core.records import PointKey
+from pipeline.config.variants import kv_cache_name
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
 def _release_cuda_cache() -> None:
     """Hand back the GPU memory this process's torch still caches (the hardware probe's buffers) before a server starts.
@@ -178,7 +179,8 @@ class VLLMEngine(ServedEngine):
         cmd = self.command_for(spec, self.port)
         folder = (self.run_dir / "servers") if self.run_dir else Path(os.environ.get("TMPDIR", "/tmp")) / "batchmark-servers"
         folder.mkdir(parents=True, exist_ok=True)
-        self.log_path = folder / f"{spec.name}.log"
+        self.log_path = folder / (f"{spec.name}.log" if self.variant_name == DEFAULT_VARIANT else
+                                  f"{spec.name}--{self.variant_name}.log")  # both names plain (config patterns)
         self._log_fh = open(self.log_path, "ab")
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self._log_fh.write(f"=== batchmark {stamp}: {shlex.join(cmd)}\n".encode())
@@ -219,7 +221,7 @@ class VLLMEngine(ServedEngine):
         log_ref = str(self.log_path.relative_to(self.run_dir)) if self.run_dir else str(self.log_path)
         status, body = self._get(self.opts.metrics_path)
         metrics_text = body.decode("utf-8", "replace") if status == 200 else ""
-        self.servers[spec.name] = {"command": shlex.join(repo_relative(cmd)), "server_version": version or self.package_version,
+        self.servers[server_key(spec.name, self.variant_name)] = {"command": shlex.join(repo_relative(cmd)), "server_version": version or self.package_version,
                                    "port": self.port, "pid": self.proc.pid, "log": log_ref, "started_at": stamp,
                                    "limits": server_limits(cmd, metrics_text)}
 
@@ -269,7 +271,14 @@ class VLLMEngine(ServedEngine):
         except BaseException:
             self.stop()
             raise
-        return served_card(spec, self.tokenizer_source, self.card_reasons, "vllm", self.cfg.hardware)
+        card = served_card(spec, self.tokenizer_source, self.card_reasons, "vllm", self.cfg.hardware)
+        kv = kv_cache_name(self.variant) if self.variant is not None else None
+        if card is not None and kv is not None:  # the variant's --kv-cache-dtype: its KV bytes per token
+            from pipeline.cards.modelcards import ModelCard
+            from pipeline.cards.servedformat import with_kv_cache
+
+            card = with_kv_cache(ModelCard.from_dict(card), kv).as_dict()
+        return card
 
     def _exit_reason(self) -> str | None:
         if self.proc is None:

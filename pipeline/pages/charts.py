@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 import altair as alt
 
+from pipeline.core.records import workload_of
+
 WIDTH = 560
 HEIGHT = 300
 
@@ -258,13 +260,13 @@ def engine_comparisons(views: list[Any]) -> list[dict[str, Any]]:
         rank = (not getattr(v, "flagged", False), v.run_id)  # a clean run before a flagged one, then the newest
         for w in v.workloads:
             m = w.model
-            key = (hw, m["model"], m["input_len"], m["output_len"])
+            key = (hw, *workload_of(m)[:1], *workload_of(m)[2:])  # model, variant, shape: the engines compared
             engine = m.get("engine") or "?"
             prev = groups.setdefault(key, {}).get(engine)
             if prev is None or rank > prev[0]:
                 groups[key][engine] = (rank, w)
     out = []
-    for (hw, model, inp, outl), by_engine in sorted(groups.items()):
+    for (hw, model, variant, inp, outl), by_engine in sorted(groups.items()):
         if len(by_engine) < 2:
             continue
         series = [{"label": f"{ENGINE_TEXT.get(e, e)} · {rid}" + ("" if clean else " ⚠ flagged"), "engine": e,

@@ -28,6 +28,7 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.pages import explaincharts as ec
 from pipeline.pages.explaincharts import workload_label
 from pipeline.cards.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
+from pipeline.core.records import workload_of
 from pipeline.core.textfiles import load_yaml_text, read_text_file
 
 EXPLAINERS = ("batching", "bandwidth", "knee", "moe", "kv-cache", "sizing")
@@ -279,7 +280,7 @@ def latest_workloads(views: list[Any]) -> list[tuple[Any, Any]]:
     for v in sorted(views, key=lambda v: v.run_id, reverse=True):
         for w in v.workloads:
             m = w.model
-            key = (str(v.hardware.get("name")), m["model"], m.get("engine"), m["input_len"], m["output_len"])
+            key = (str(v.hardware.get("name")), *workload_of({"engine": None, **m}))
             groups.setdefault(key, []).append((v, w))
     keep: set[int] = set()
     for pairs in groups.values():

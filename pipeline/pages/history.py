@@ -20,6 +20,7 @@ import altair as alt
 from pipeline.diff.comparability import comparison_key, provenance_of
 from pipeline.diff.stats import detect_steps, step_penalty
 from pipeline.core.pointsummary import PointSummary
+from pipeline.core.records import Workload, workload_of
 from pipeline.pages.charts import WIDTH, from_skeleton
 
 #: (key, label, higher is better) of each figure drawn per run.
@@ -39,11 +40,11 @@ def run_figures(summaries: list[PointSummary]) -> dict[tuple[str, str, int, int]
     the others at the lowest concurrency measured: per-user tok/s, TTFT p50 and TPOT p50 in ms.  A figure the
     run does not have is left out.
     """
-    by_wl: dict[tuple[str, str, int, int], list[PointSummary]] = {}
+    by_wl: dict[Workload, list[PointSummary]] = {}
     for s in summaries:
         if s.load == "closed":
-            by_wl.setdefault((s.model, s.engine, s.input_len, s.output_len), []).append(s)
-    out: dict[tuple[str, str, int, int], dict[str, float]] = {}
+            by_wl.setdefault(workload_of(s), []).append(s)
+    out: dict[Workload, dict[str, float]] = {}
     for wl, pts in by_wl.items():
         pts = sorted(pts, key=lambda s: s.concurrency)
         first = pts[0]
@@ -126,7 +127,7 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
         moves: dict[str, tuple[float, str]] = {}
         workloads = sorted({wl for figs in per_run.values() for wl in figs})
         for wl in workloads:
-            name = f"{wl[0]} · in {wl[2]} / out {wl[3]}"
+            name = wl.label()
             for fig, label, _ in FIGURES:
                 series = [(i, rid, per_run[rid][wl][fig]) for i, rid in enumerate(rids) if fig in per_run[rid].get(wl, {})]
                 if not series:

@@ -11,7 +11,7 @@ from typing import Any
 from markupsafe import Markup
 
 from pipeline.pages.escape import anchor
-from pipeline.pages.views import RunView, Workload
+from pipeline.pages.views import RunView, WorkloadView
 
 
 def hardware_name(view: RunView) -> str:
@@ -88,7 +88,7 @@ class ModelPage:
 
     model: str
     slug: str
-    entries: list[tuple[RunView, list[Workload]]] = field(default_factory=list)
+    entries: list[tuple[RunView, list[WorkloadView]]] = field(default_factory=list)
 
     @property
     def path(self) -> Markup:
@@ -96,7 +96,7 @@ class ModelPage:
         return Markup(f"models/{self.slug}.md")
 
     @property
-    def newest(self) -> tuple[RunView, Workload]:
+    def newest(self) -> tuple[RunView, WorkloadView]:
         """The workload the index row shows: of the newest clean run holding the model (the newest run when none is clean)."""
         view, ws = next(((v, ws) for v, ws in self.entries if not v.flagged), self.entries[0])
         return view, ws[0]
@@ -118,9 +118,9 @@ def model_pages(views: list[RunView]) -> list[ModelPage]:
 
     Linear in the workloads: each run's workloads are grouped by model once.
     """
-    by_model: dict[str, list[tuple[RunView, list[Workload]]]] = {}
+    by_model: dict[str, list[tuple[RunView, list[WorkloadView]]]] = {}
     for v in clean_first(sorted(views, key=lambda v: v.run_id, reverse=True)):
-        mine: dict[str, list[Workload]] = {}
+        mine: dict[str, list[WorkloadView]] = {}
         for w in v.workloads:
             mine.setdefault(str(w.model["model"]), []).append(w)
         for name, ws in mine.items():

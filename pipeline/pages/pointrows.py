@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.pages.views import Workload
+from pipeline.pages.views import WorkloadView
 
 
 def fmt(value: Any, digits: int = 1) -> str:
@@ -23,12 +23,12 @@ def _ms(dist: dict[str, Any] | None, q: str) -> float | None:
     return None if v is None else v * 1e3
 
 
-def point_rows(w: Workload) -> list[dict[str, str]]:
+def point_rows(w: WorkloadView) -> list[dict[str, str]]:
     """The per-point table of a workload (model pages): one dict of formatted cells per point, in concurrency order.
 
     Keys: ``c``, ``output``, ``per_user`` (tok/s), ``ttft_p50``, ``ttft_p99``, ``tpot_p50``, ``tpot_p99`` (ms, two
-    decimals), ``roofline`` (tok/s), ``mbu`` (:meth:`Workload.mbu_cell`), ``mfu``, ``regime`` (what the point
-    measured, with the KV cache in use in %), ``client`` (:func:`client_cell`), ``note`` (:meth:`Workload.note`, ``–`` when none).  Arithmetic that
+    decimals), ``roofline`` (tok/s), ``mbu`` (:meth:`WorkloadView.mbu_cell`), ``mfu``, ``regime`` (what the point
+    measured, with the KV cache in use in %), ``client`` (:func:`client_cell`), ``note`` (:meth:`WorkloadView.note`, ``–`` when none).  Arithmetic that
     the page templates did (seconds → ms, a scan of the analysis per point) is done here, once.
     """
     aps = {a["concurrency"]: a for a in w.analysis_points}

@@ -29,7 +29,7 @@ from pipeline.pages.escape import (anchor, code, csv_cell, html_text, md_text, u
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
                                        model_pages, run_page_path)
 from pipeline.pages.pointrows import fmt, point_rows  # noqa: F401  (the templates' filters)
-from pipeline.pages.views import RunView, Workload, view_of  # noqa: F401
+from pipeline.pages.views import RunView, WorkloadView, view_of  # noqa: F401
 from pipeline.pages.tuning import tuning_section
 from pipeline.analysis.stages import RunResults
 

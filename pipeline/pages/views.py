@@ -12,13 +12,14 @@ from typing import Any
 from pipeline.store import runs
 from pipeline.pages.escape import anchor
 from pipeline.core.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
-from pipeline.core.records import PointKey, workload_of
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key, workload_of
 from pipeline.analysis.stages import RunResults
 
 
 @dataclass
-class Workload:
-    """One (model, engine, input_len, output_len) of a run, with its points and analysis."""
+class WorkloadView:
+    """What a page shows of one workload (:class:`pipeline.core.records.Workload`: model, engine, variant, shape) of a
+    run: its analysed model, its points and their analysis."""
 
     model: dict[str, Any]
     points: list[dict[str, Any]]
@@ -43,8 +44,9 @@ class Workload:
     def slug(self) -> str:
         """Anchor-safe id (see :func:`anchor`)."""
         m = self.model
-        var = f"-{m['variant']}" if m.get("variant") not in (None, "default") else ""
-        return anchor(f"{m['model']}{var}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
+        v = m.get("variant") or DEFAULT_VARIANT
+        model = m["model"] if v == DEFAULT_VARIANT else f"{m['model']}-{v}"
+        return anchor(f"{model}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
     def roofline_over_measured(self) -> float | None:
         """Median over the grid of roofline prediction ÷ measured output throughput (how far the bound sits above
@@ -220,7 +222,7 @@ class RunView:
     run_id: str
     meta: dict[str, Any]
     analysis: dict[str, Any]
-    workloads: list[Workload] = field(default_factory=list)
+    workloads: list[WorkloadView] = field(default_factory=list)
     #: The run as :func:`pipeline.analysis.stages.load_run` read it (for pages that diff runs), or None.
     results: Any = field(default=None, repr=False, compare=False)
 
@@ -313,10 +315,10 @@ def view_of(res: "RunResults") -> RunView:
     # grouped once by workload: linear in the points (a scan per workload was quadratic at a lab's scale)
     by_key: dict[tuple, list[dict[str, Any]]] = {}  # by workload and variant (PointKey.variant): one curve each
     for s in summaries:
-        by_key.setdefault((*workload_of(s), s.get("variant") or "default"), []).append(s)
+        by_key.setdefault(workload_of(s), []).append(s)
     aps_by_key: dict[tuple, list[dict[str, Any]]] = {}
     for a in analysis.get("points", []):
-        aps_by_key.setdefault((*workload_of(a), a.get("variant") or "default"), []).append(a)
+        aps_by_key.setdefault(workload_of(a), []).append(a)
     def closed(p: dict[str, Any]) -> bool:
         return p.get("load", "closed") == "closed"
 
@@ -325,23 +327,30 @@ def view_of(res: "RunResults") -> RunView:
     summaries_by_key: dict[tuple, list[Any]] = {}
     for s in res.summaries:
         if s.load == "closed":
-            summaries_by_key.setdefault((*workload_of(s), s.variant), []).append(s)
+            summaries_by_key.setdefault(workload_of(s), []).append(s)
 
     for m in analysis.get("models", []):
-        key = (*workload_of(m), m.get("variant") or "default")
+        key = workload_of(m)
         mine = by_key.get(key, [])
         pts = sorted((s for s in mine if closed(s)), key=lambda s: s["concurrency"])
         rate_pts = sorted((s for s in mine if not closed(s)), key=lambda s: PointKey.of(s).sort_key())
-        view.workloads.append(Workload(model=m, points=pts, rate_points=rate_pts,
+        view.workloads.append(WorkloadView(model=m, points=pts, rate_points=rate_pts,
                                        analysis_points=[a for a in aps_by_key.get(key, []) if closed(a)],
                                        probe_warning=probe.get("warning"),
                                        roof_dtype=probe.get("dtype") if view.hardware.get("peak_tflops_probed",
                                                                                          probe.get("peak_tflops")) else None,
-                                       model_dtype=(cards.get(m["model"]) or {}).get("quantization"), run_meta=meta,
+                                       model_dtype=(_card(cards, m) or {}).get("quantization"), run_meta=meta,
                                        prediction=None if view.simulated else _prediction(
                                            summaries_by_key.get(key), view.workloads_analysis_points(key, aps_by_key),
-                                           cards.get(m["model"]), view.hardware, meta, m["model"])))
+                                           _card(cards, m), view.hardware, meta,
+                                           server_key(m["model"], m.get("variant") or DEFAULT_VARIANT))))
     return view
+
+
+def _card(cards: dict[str, Any], m: dict[str, Any]) -> dict[str, Any] | None:
+    """A workload's model card: its variant's own where the run stores one (an FP8 KV cache counts other bytes,
+    :func:`pipeline.core.records.server_key`), else the model's."""
+    return cards.get(server_key(m["model"], m.get("variant") or DEFAULT_VARIANT)) or cards.get(m["model"])
 
 
 def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]], card: dict[str, Any] | None,

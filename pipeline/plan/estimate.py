@@ -93,6 +93,17 @@ class PlanModel:
     #: Sequences of input_len + output_len tokens whose KV cache fits beside the weights (the decode batch the server
     #: can hold; None when the weights do not fit): the adaptive sweep caps its predictions' batch with it.
     kv_sequences: int | None = None
+    #: The cell of the tuning space: the variant (its own server) and the shape (tokens in / out per request).
+    variant: str = "default"
+    input_len: int | None = None
+    output_len: int | None = None
+    #: One cell of several (variants or shapes): named with them (:attr:`label`).
+    tuned: bool = False
+
+    @property
+    def label(self) -> str:
+        """``model``, or ``model [variant, in/out]`` where the cell is one of a tuning space (plan text, budget lines)."""
+        return f"{self.model} [{self.variant}, {self.input_len}/{self.output_len}]" if self.tuned else self.model
 
 
 @dataclass
@@ -128,7 +139,7 @@ class Plan:
             for p in m.points:
                 if not p.fits:
                     what = f"c = {p.concurrency}" if p.load == "closed" else f"{p.load} {p.rate_rps:g} req/s"
-                    out.append(f"{m.model} {what}: {p.fits_reason}")
+                    out.append(f"{m.label} {what}: {p.fits_reason}")
         return out
 
     def total_line(self) -> str:
@@ -141,7 +152,13 @@ class Plan:
                  else f"on {self.hardware}")
         part = (" at most (adaptive: only the grid points that settle the knee are measured)"
                 if self.adaptive else "")
-        return (f"plan: {pts} points of {len(self.models)} model(s), {self.repeats} repeats each, predicted "
+        cells = ""
+        if any(m.tuned for m in self.models):
+            cells = f" ({len(self.models)} cells: model × variant × shape)"
+            n_models = len({m.model for m in self.models})
+        else:
+            n_models = len(self.models)
+        return (f"plan: {pts} points of {n_models} model(s){cells}, {self.repeats} repeats each, predicted "
                 f"{format_duration(self.wall_s)} {where}{over}{part}")
 
     def estimate_after(self, models: list[str], grid: list[int]):
@@ -164,11 +181,6 @@ class Plan:
         def left(done: int) -> float:
             return float(sum(seq[done:]))
         return left
-
-    def point_seconds(self) -> dict[tuple[str, str, float | int | None], float]:
-        """Predicted wall seconds per (model, load, concurrency or rate): what the sweep's ETA adds up."""
-        return {(m.model, p.load, p.concurrency if p.load == "closed" else p.rate_rps): p.wall_s
-                for m in self.models for p in m.points}
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,47 +282,21 @@ def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | 
     return int((usable - card.weight_bytes) // per_seq)
 
 
-def _rate_points(cfg: SweepConfig, spec: Any, card: Any, hw: Any, server: Any, opts: Any, util: float, reps: int,
-                 slo: dict[str, Any] | None, curve: list[tuple[int, float]]) -> list[PlanPoint]:
-    """The planned open-loop points of one model: one per rate (``auto``: from its closed-loop ``curve`` of
-    (concurrency, tok/s)), and the SLO bisection's steps at the median rate's cost."""
-    from pipeline.analysis.ratesweep import expected_e2el_s
-    from pipeline.sweep.ratewalk import open_rates
-
-    ol = cfg.open_loop
-    if ol.rates == "auto":
-        rates = open_rates(curve, cfg.output_len, ol.auto_rates)
-    else:
-        rates = list(ol.rates)
-    rate_points = []
-    for rate in rates:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
-        pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                            _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
-                            expected_e2el_s(curve, cfg.output_len, rate))
-        pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
-        if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
-            pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
-        rate_points.append(pt)
-    if slo and ol.bisect_steps and rate_points:
-        mid = statistics.median(p.wall_s for p in rate_points)
-        for _ in range(ol.bisect_steps):
-            rate_points.append(PlanPoint(None, mid, True, "SLO bisection (a rate not known before "
-                                         "the sweep; counted at the median rate's cost)", True, None, None,
-                                         None, 0, 0, reps, ol.load, None, max_concurrency=ol.max_concurrency))
-    return rate_points
-
-
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
               min_requests: int | None = None, drop_top: int = 0, open_loop: bool = True) -> Plan:
     """The plan of ``cfg`` (see the module docstring), optionally with fewer repeats / requests / grid points.
+
+    Every cell is priced: model × variant (its own server start and weight load, its engine options:
+    :func:`pipeline.config.variants.variant_config`: its own grid where it states one) × shape (its own or the config's,
+    sharing the variant's server) × point; ``drop_top`` drops that many points from the top of every cell's grid.
 
     Raises:
         BatchmarkError: a transformers config (static batches, not a server); the hardware profile lacks bandwidth
             or memory figures; a model has no card.
     """
-    from pipeline.engines.simulated import resolve_card, server_for
-    from pipeline.sweep.gridwalk import weak_doublings
+    from pipeline.cards.servedformat import with_kv_cache
+    from pipeline.config.variants import kv_cache_name, shape_config, variant_config, variant_shapes
+    from pipeline.engines.simulated import resolve_card
 
     if cfg.engine == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
@@ -318,79 +304,90 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     from pipeline.plan.probed import plan_hardware
 
     hw, hw_note = plan_hardware(cfg)
-    opts = server_options(cfg)
     upd: dict[str, Any] = {}
     if requests_per_slot is not None:
         upd["requests_per_slot"] = requests_per_slot
     if min_requests is not None:
         upd["min_requests"] = min_requests
-    opts = opts.model_copy(update=upd)
     reps = repeats or cfg.repeats
-    grid = list(cfg.concurrency)[:len(cfg.concurrency) - drop_top] if drop_top else list(cfg.concurrency)
-    slo = cfg.slo.model_dump() if cfg.slo else None
-    util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     models: list[PlanModel] = []
+    opts = server_options(cfg).model_copy(update=upd)
     for spec in cfg.models:
-        card = resolve_card(spec, hw.name, cfg.engine if cfg.engine != "simulated" else "vllm")
-        # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
-        server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(list(cfg.concurrency) + [1]))
-        start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
-        points: list[PlanPoint] = []
-        curve: list[tuple[int, float]] = []
-        stops_after = None
-        for c in grid:
-            if cfg.stop_after_weak_doublings and cfg.adaptive is None:  # an adaptive sweep chooses its own points
-                if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
-                    stops_after = curve[-1][0]
-                    break
-            key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
-            held = _kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)
-            if (why := bounds.beyond_memory(c, held, cfg.input_len + cfg.output_len)) is not None:
-                points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
-                break
-            pt, summ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                                   _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len))
-            points.append(pt)
-            if not pt.runs:
-                break
-            if pt.output_throughput_tok_s:
-                curve.append((c, pt.output_throughput_tok_s))
-        if open_loop and cfg.open_loop is not None and curve:
-            points.extend(_rate_points(cfg, spec, card, hw, server, opts, util, reps, slo, curve))
-        wall = start + sum(p.wall_s for p in points)
-        models.append(PlanModel(spec.name, wall, start, points, stops_after,
-                                kv_sequences=_kv_sequences(card, hw, util, cfg.input_len + cfg.output_len)))
+        for v in cfg.variant_list():
+            vcfg = variant_config(cfg, v)
+            opts = server_options(vcfg).model_copy(update=upd)
+            card = resolve_card(spec, hw.name, cfg.engine if cfg.engine != "simulated" else "vllm")
+            if kv_cache_name(v):
+                card = with_kv_cache(card, kv_cache_name(v))
+            grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)
+            for si, shape in enumerate(variant_shapes(cfg, v)):
+                cell = _plan_cell(shape_config(vcfg, shape), spec.name, v.name, card, hw, opts, reps, grid, open_loop)
+                if si:  # shapes share the variant's server: started once
+                    cell.wall_s -= cell.server_start_s
+                    cell.server_start_s = 0.0
+                cell.tuned = len(cfg.variant_list()) > 1 or len(cfg.shapes()) > 1
+                models.append(cell)
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
                 adaptive=cfg.adaptive is not None, hardware_note=hw_note)
 
 
-def plan_text(plan: Plan) -> str:
-    """The plan as a text table per model, with the budget's choices and the points that do not fit."""
-    from pipeline.core.texttable import text_table
+def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,
+               reps: int, grid: list[int], open_loop: bool) -> PlanModel:
+    """One model × variant × shape (``cfg`` at that variant and shape): its server start, its grid points up to the
+    predicted stop, then its open-loop rates."""
+    from pipeline.engines.simulated import server_for
+    from pipeline.analysis.ratesweep import expected_e2el_s
+    from pipeline.sweep.ratewalk import open_rates
+    from pipeline.sweep.gridwalk import weak_doublings
 
-    def f(v: float | None, scale: float = 1.0, fmt: str = ".3g") -> str:
-        return "-" if v is None else format(v * scale, fmt)
-
-    lines = [f"plan of {plan.config} ({plan.engine}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
-             f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))"]
-    lines += ([plan.hardware_note] if plan.hardware_note else []) + [""]
-    for m in plan.models:
-        rows = [[p.concurrency if p.load == "closed" else f"{p.load} {p.rate_rps:g}/s" if p.rate_rps else "bisection",
-                 f(p.output_throughput_tok_s, 1, ".1f"), f(p.ttft_s, 1000, ".0f"), f(p.tpot_s, 1000, ".1f"),
-                 "yes" if p.fits else "NO", format_duration(p.wall_s)] for p in m.points]
-        lines.append(f"{m.model}: {format_duration(m.wall_s)} (server start {format_duration(m.server_start_s)})"
-                     + (f"; stops after c = {m.stops_after} (weak doublings)" if m.stops_after else ""))
-        lines.extend(text_table(["point", "tok/s", "TTFT ms", "TPOT ms", "fits", "wall"], rows, "rrrrlr"))
-        lines.append("")
-    for line in plan.not_fitting():
-        lines.append(f"does not fit: {line}")
-    if plan.budget_s is not None:
-        lines.append(f"budget {format_duration(plan.budget_s)}: " + ("met" if plan.fits_budget else "NOT met even so"))
-        for d in plan.dropped:
-            lines.append(f"  dropped: {d}")
-        for c in plan.certainty:
-            lines.append(f"  costs: {c}")
-    lines.append("predicted by the simulated server (roofline of the model cards on the hardware profile): "
-                 "a prediction, not a measurement")
-    return "\n".join(lines)
+    slo = cfg.slo.model_dump() if cfg.slo else None
+    util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
+    tokens = cfg.input_len + cfg.output_len
+    # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
+    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(list(cfg.concurrency) + [1]))
+    start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
+    points: list[PlanPoint] = []
+    curve: list[tuple[int, float]] = []
+    stops_after = None
+    for c in grid:
+        if cfg.stop_after_weak_doublings and cfg.adaptive is None:  # an adaptive sweep chooses its own points
+            if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
+                stops_after = curve[-1][0]
+                break
+        key = PointKey(model, cfg.engine, cfg.input_len, cfg.output_len, c, variant=variant)
+        held = _kv_sequences(card, hw, util, tokens)
+        if (why := bounds.beyond_memory(c, held, tokens)) is not None:
+            points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
+            break
+        pt, summ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
+                               _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len))
+        points.append(pt)
+        if not pt.runs:
+            break
+        if pt.output_throughput_tok_s:
+            curve.append((c, pt.output_throughput_tok_s))
+    if open_loop and cfg.open_loop is not None and curve:
+        ol = cfg.open_loop
+        rates = open_rates(curve, cfg.output_len, ol.auto_rates) if ol.rates == "auto" else list(ol.rates)
+        rate_points = []
+        for rate in rates:
+            key = PointKey(model, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+                           variant=variant)
+            pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
+                                _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
+                                expected_e2el_s(curve, cfg.output_len, rate))
+            pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
+            if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
+                pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
+            rate_points.append(pt)
+        if slo and ol.bisect_steps and rate_points:
+            mid = statistics.median(p.wall_s for p in rate_points)
+            for _ in range(ol.bisect_steps):
+                rate_points.append(PlanPoint(None, mid, True, "SLO bisection (a rate not known before "
+                                             "the sweep; counted at the median rate's cost)", True, None, None,
+                                             None, 0, 0, reps, ol.load, None, max_concurrency=ol.max_concurrency))
+        points.extend(rate_points)
+    return PlanModel(model, start + sum(p.wall_s for p in points), start, points, stops_after,
+                     kv_sequences=_kv_sequences(card, hw, util, tokens), variant=variant,
+                     input_len=cfg.input_len, output_len=cfg.output_len)

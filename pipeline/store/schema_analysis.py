@@ -22,6 +22,7 @@ class AnalysisPoint(_Typed):
 
     model: str | None = None
     engine: str | None = None
+    variant: str | None = None
     input_len: int | None = None
     output_len: int | None = None
     concurrency: int | None = None
@@ -46,6 +47,7 @@ class AnalysisModel(_Typed):
 
     model: str | None = None
     engine: str | None = None
+    variant: str | None = None
     input_len: int | None = None
     output_len: int | None = None
     ceiling_tok_s: float | None = None

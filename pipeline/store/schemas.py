@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pipeline.core.errors import BatchmarkError
 from pipeline.store.schema_analysis import AnalysisModel, AnalysisPoint
+from pipeline.store.variantupdates import _analysis_update_to_4, _run_update_to_4, with_variant  # noqa: F401
 
 Update = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -129,10 +130,11 @@ class RunFile(StoredFile):
 
     Version 2: no path of the measuring machine (:func:`_run_update_to_2`).
     Version 3: the config's SLO says its goodput limits and p99 bounds apart (:func:`_run_update_to_3`).
+    Version 4: the run's variants, ``[{name, baseline, settings}]`` (:func:`_run_update_to_4`).
     """
 
-    current: ClassVar[int] = 3
-    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3}
+    current: ClassVar[int] = 4
+    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3, 4: _run_update_to_4}
 
     run_id: str | None = None
     status: str | None = None
@@ -161,12 +163,15 @@ class SummariesFile(StoredFile):
 
     Version 2: an open-loop cap is ``max_concurrency``, a point's ``flags`` are ``caveats``, the SLO's two limits are
     apart (:func:`_summary_update_to_2`).
+    Version 3: every point says its ``variant`` (``default`` before variants existed: :func:`with_variant`).
     """
 
-    current: ClassVar[int] = 2
+    current: ClassVar[int] = 3
     updates: ClassVar[dict[int, Update]] = {
         2: lambda data: ({**data, "points": [_summary_update_to_2(p) for p in data["points"]]}
-                         if isinstance(data.get("points"), list) else data)}  # else refused by the model, named
+                         if isinstance(data.get("points"), list) else data),  # else refused by the model, named
+        3: lambda data: ({**data, "points": [with_variant(p) for p in data["points"]]}
+                         if isinstance(data.get("points"), list) else data)}
 
     run_id: str | None = None
     points: list[dict[str, Any]]
@@ -202,10 +207,11 @@ class AnalysisFile(StoredFile):
 
     Version 2: the probe's figures are ``*_probed`` (:func:`_analysis_update_to_2`).
     Version 3: an open-loop cap is ``max_concurrency``; ``caveats`` and ``caveat_concurrency`` (:func:`_analysis_update_to_3`).
+    Version 4: points and models say their ``variant`` (:func:`_analysis_update_to_4`).
     """
 
-    current: ClassVar[int] = 3
-    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2, 3: _analysis_update_to_3}
+    current: ClassVar[int] = 4
+    updates: ClassVar[dict[int, Update]] = {2: _analysis_update_to_2, 3: _analysis_update_to_3, 4: _analysis_update_to_4}
 
     run_id: str | None = None
     hardware: dict[str, Any] | None = None
@@ -214,8 +220,8 @@ class AnalysisFile(StoredFile):
 
 
 class PointKeyModel(BaseModel):
-    """The ``point`` of a record file: (model, engine, input length, output length, concurrency[, load, rate_rps,
-    max_concurrency]).
+    """The ``point`` of a record file: (model, engine, variant, input length, output length, concurrency[, load,
+    rate_rps, max_concurrency]).  ``variant`` since version 5 (``default`` before).
 
     ``load``, ``rate_rps`` and ``max_concurrency`` appear only on open-loop points (``records.PointKey.as_dict``;
     ``concurrency`` null there); a file without them is a closed-loop point, so the files written before open
@@ -279,11 +285,14 @@ class PointRecordsFile(StoredFile):
     :mod:`pipeline.store.columnar`), not inline lists of per-request objects; a file migrated in memory
     from version 2 keeps them inline (:func:`_point_records_update_to_3`) and has no ``requests_file``.
     Version 4: an open-loop point's cap is ``point.max_concurrency`` (:func:`_point_records_update_to_4`).
+    Version 5: the point's ``variant`` (``default`` before: :func:`with_variant`).
     """
 
-    current: ClassVar[int] = 4
+    current: ClassVar[int] = 5
     updates: ClassVar[dict[int, Update]] = {2: _point_records_update_to_2, 3: _point_records_update_to_3,
-                                            4: _point_records_update_to_4}
+                                            4: _point_records_update_to_4,
+                                            5: lambda data: {**data, "point": with_variant(data.get("point"))}
+                                            if isinstance(data.get("point"), dict) else data}
 
     point: PointKeyModel
     repeats: list[dict[str, Any]]

@@ -32,7 +32,7 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
     summaries: dict[int, object] = {}
 
     def measure(c: int, reason: str) -> float | None:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         summ = measure_or_resume(sweep, walk, key, reason)
         if summ is None:
             return None

@@ -26,6 +26,7 @@ from pipeline.store import runs
 from pipeline.sweep.adaptivewalk import adaptive_model
 from pipeline.analysis.knee import doubling_gains
 from pipeline.config.sweepconfig import SweepConfig
+from pipeline.config.variants import Variant, run_variants, shape_config, variant_config, variant_shapes
 from pipeline.engines import get_engine
 from pipeline.machine.hardware import load_profile, probe
 from pipeline.core.progress import Display, quiet_library_bars, trend_eta_s
@@ -122,7 +123,8 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
 def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
               progress: bool = True, log: Callable[[str], None] | None = None,
               models: list[str] | None = None, part_of: str | None = None, plan=None,
-              budgeted: SweepConfig | None = None, derive: Callable[[Path], None] | None = None) -> Path:
+              budgeted: SweepConfig | None = None, derive: Callable[[Path], None] | None = None,
+              variants: list[str] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
 
     ``derive`` writes the run's derived files at publish (:func:`pipeline.analysis.stages.write_derived`, handed in by the
@@ -135,6 +137,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     the run keeps ``cfg`` and its digest (so parts, resume and merge agree) and states the budget's
     choices in ``run.json`` (``budget``).
 
+    With ``variants`` (names of ``cfg.variants``), only those variants (a part of one model × variant).
     With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
     then a part of the run ``part_of`` (:mod:`pipeline.sweep.parts`; the merge stage assembles the
     parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, driver,
@@ -162,8 +165,9 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         runs.update_run_json(run_dir, engine_fallback=fallback)
     if budgeted is not None and plan is not None:
         record_budget(run_dir, plan, budgeted)
-    engine = get_engine(measured_cfg)
-    engine.attach_run(run_dir)  # served engines keep server logs in the run folder
+    cells = Cells(measured_cfg, run_dir)
+    walked = [v for v in measured_cfg.variant_list() if variants is None or v.name in variants]
+    engine = cells.engine(walked[0])  # the first variant's: the probe and the first server
     stopped = dict(runs.read_run_json(run_dir).get("stopped", {}))
     probe_before(engine, run_dir, display, log)
     sweep = SweepState(measured_cfg, engine, run_dir, display, log, plan, stops=stopped)
@@ -171,13 +175,15 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     show_points(sweep, specs)
     try:
         for spec in specs:
-            walk_model(sweep, spec)
+            for variant in walked:
+                walk_variant(sweep, cells, spec, variant)
+        sweep.engine = engine
         finish_run(sweep, derive)
     finally:
         display.close()
         # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left
         # to garbage collection; unloading twice is harmless
-        engine.unload()
+        cells.unload()
     log(f"{what} complete")
     verdict = failure_verdict(sweep.failures["points"], sweep.failures["with_failures"], sweep.failures["empty"],
                               run_dir.name)
@@ -225,7 +231,7 @@ def run_provenance(cfg: SweepConfig, hw, config_path: str | None, models: list[s
         "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
         "hardware": hw.model_dump(mode="json"), "host": platform.node(),
         "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(), "versions": versions(), "driver": driver(),
+        "git_commit": git_commit(), "versions": versions(), "driver": driver(), "variants": run_variants(cfg),
         # paths relative to the repository, other machine folders replaced (pipeline.core.scrub): runs are published
         "command": "batchmark " + " ".join(shlex.quote(scrub.relative_path(a) if os.path.isabs(a) else
                                                        scrub.scrub_paths(a) or a) for a in sys.argv[1:]),
@@ -264,30 +270,80 @@ def show_points(sweep: SweepState, specs: list) -> None:
     rule for a simulation or an adaptive sweep (whose points are not known in advance).  Both ETA rules count grid
     points only (:meth:`SweepState.grid_done`): the plan gives a model's open-loop seconds to its last grid point."""
     cfg, display = sweep.cfg, sweep.display
-    display.total = len(specs) * len(cfg.concurrency)
-    if sweep.plan is not None and cfg.engine != "simulated" and cfg.adaptive is None:
+    grids = [variant_config(cfg, v).concurrency for v in cfg.variant_list() for _ in variant_shapes(cfg, v)]
+    cells = len(grids)  # each model's variants × shapes walk their grid
+    display.total = len(specs) * sum(len(g) for g in grids)
+    if sweep.plan is not None and cfg.engine != "simulated" and cfg.adaptive is None and cells == 1:
         left = sweep.plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
         display.estimate = lambda done: left(sweep.grid_done(done))
     elif cfg.adaptive is None:
-        order = [c for _ in specs for c in cfg.concurrency]
+        order = [c for _ in specs for g in grids for c in g]
         display.estimate = lambda done: trend_eta_s(display.measured, order[sweep.grid_done(done):])
     display.start()
 
 
-def walk_model(sweep: SweepState, spec) -> None:
-    """One model: its grid (or its adaptive walk), then its open-loop rates unless it stopped; unloaded after."""
-    walk = ModelWalk(spec)
+class Cells:
+    """The engines of a sweep's variants, one each (a served variant starts its own server), made when first walked
+    with the variant's options (:func:`pipeline.config.variants.variant_config`) and unloaded at the end."""
+
+    def __init__(self, cfg: SweepConfig, run_dir: Path):
+        self.cfg, self.run_dir = cfg, run_dir
+        self.engines: dict[str, object] = {}
+
+    def engine(self, variant: Variant):
+        """The engine of ``variant`` (made once, attached to the run, told its variant)."""
+        if variant.name not in self.engines:
+            eng = get_engine(variant_config(self.cfg, variant))
+            eng.attach_run(self.run_dir)  # served engines keep server logs in the run folder
+            eng.variant = variant
+            self.engines[variant.name] = eng
+        return self.engines[variant.name]
+
+    def unload(self) -> None:
+        """Unload every engine (a served one stops its server; twice is harmless)."""
+        for eng in self.engines.values():
+            eng.unload()
+
+
+def walk_name(cfg: SweepConfig, model: str, variant: str, shape) -> str:
+    """What the progress lines and ``run.json`` ``stopped`` call one model × variant × shape: the model's name when the
+    run has one variant and one shape (as every run before them), else ``model [variant, in/out]``."""
+    if len(cfg.variant_list()) == 1 and len(cfg.shapes()) == 1:
+        return model
+    return f"{model} [{variant}, {shape.input_len}/{shape.output_len}]"
+
+
+def walk_variant(sweep: SweepState, cells: Cells, spec, variant: Variant) -> None:
+    """One model under one variant: its server (the variant's engine) started once, every shape walked on it
+    (:func:`walk_model`), then stopped."""
+    base = sweep.cfg
+    sweep.engine, sweep.variant = cells.engine(variant), variant.name
+    vcfg = variant_config(base, variant)
+    loaded = False
+    try:
+        for shape in variant_shapes(base, variant):
+            sweep.cfg = shape_config(vcfg, shape)
+            walk = ModelWalk(spec, loaded=loaded, name=walk_name(base, spec.name, variant.name, shape))
+            walk_model(sweep, walk)
+            loaded = walk.loaded
+    finally:
+        sweep.cfg = base
+    if loaded:
+        sweep.engine.unload()
+
+
+def walk_model(sweep: SweepState, walk: ModelWalk) -> None:
+    """One model at one variant and shape: its grid (or its adaptive walk), then its open-loop rates unless it
+    stopped (its server is unloaded by :func:`walk_variant`, after its last shape)."""
     if sweep.cfg.adaptive is not None:  # measure only the points that settle the knee (pipeline.predict.adaptive)
         adaptive_model(sweep, walk)
     else:
         grid_walk(sweep, walk)
     sweep.display.skip(len(sweep.cfg.concurrency) - walk.done)  # points skipped past a stop (or left to prediction)
-    if sweep.cfg.open_loop is not None and spec.name not in sweep.stops:
+    if sweep.cfg.open_loop is not None and walk.name not in sweep.stops:
         rate_walk(sweep, walk)
-    if spec.name in sweep.stops:
-        sweep.log(f"{spec.name}: stopped escalating ({sweep.stops[spec.name]})")
-    if walk.loaded:
-        sweep.engine.unload()
+    if walk.name in sweep.stops:
+        sweep.log(f"{walk.name}: stopped escalating ({sweep.stops[walk.name]})")
 
 
 def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
@@ -296,10 +352,10 @@ def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
     cfg, spec = sweep.cfg, walk.spec
     noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
     for c in cfg.concurrency:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c)
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         if not runs.has_point(sweep.run_dir, key) and stop_for_knee(walk.curve, noisy, cfg.knee_threshold,
                                                                     cfg.stop_after_weak_doublings):
-            sweep.stop(spec.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")
+            sweep.stop(walk.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")
             return
         summ = measure_or_resume(sweep, walk, key)
         if summ is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.config.sweepconfig import SweepConfig
+from pipeline.config.variants import part_names
 from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, probe_drift
 
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
@@ -40,7 +41,8 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     ``started_at`` is the earliest part's start, ``finished_at`` the latest part's end;
     ``stopped`` and ``failures`` add the parts' up, and so do an adaptive sweep's ``adaptive.models``.
     """
-    ordered = [metas[m.name] for m in cfg.models]
+    names = part_names(cfg)
+    ordered = [metas[n] for n in names]
     first = ordered[0]
     hosts = sorted({str(m.get("host")) for m in ordered if m.get("host")})
     probe = dict(first.get("probe") or {}) or None
@@ -57,7 +59,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         drift = probe_drift(m)
         if own:
             after_warnings.append(f"{name}: {own}")
-        if name != cfg.models[0].name and drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+        if name != names[0] and drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
             after_warnings.append(f"{name}: bandwidth after its sweep {drift:+.0%} from before it")
     if probe_after is not None and after_warnings:
         probe_after["warning"] = "; ".join(after_warnings)
@@ -74,7 +76,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     out: dict[str, Any] = {
         "run_id": run_id, "status": "complete",
         **{k: first.get(k) for k in ("source", "config_name", "config_digest", "config_path", "config", "hardware",
-                                     "platform", "git_commit", "versions", "driver")},
+                                     "platform", "git_commit", "versions", "driver", "variants") if k in first},
         "host": ", ".join(hosts) if hosts else None, "hosts": hosts,
         "started_at": min(str(m.get("started_at")) for m in ordered),
         "command": f"batchmark merge --config {first.get('config_path')} --run-id {run_id}",
@@ -82,7 +84,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         **({"engine_fallback": fallback} if fallback else {}),
         "stopped": stopped, "failures": failures, **({"adaptive": adaptive[0]} if adaptive else {}),
         "parts": [{"model": name, **{k: metas[name].get(k) for k in PART_FIELDS if k in metas[name]}}
-                  for name in (m.name for m in cfg.models)],
+                  for name in names],
         "finished_at": max(str(m.get("finished_at")) for m in ordered),
     }
     return out

@@ -1,4 +1,4 @@
-"""A sweep measured in parts (one model each, one job each) and the merge stage that assembles them into one run.
+"""A sweep measured in parts (one model each, or one model × variant where the config has variants; one job each) and the merge stage that assembles them into one run.
 
 The workflow's unit of measurement is one model of one sweep: ``batchmark sweep --config F
 --run-id R --model M`` measures model ``M`` into its part, and ``batchmark merge --config F
@@ -32,6 +32,7 @@ from typing import Any, Callable
 from pipeline.core import paths
 from pipeline.store import pointfiles, runs
 from pipeline.config.sweepconfig import SweepConfig
+from pipeline.config.variants import part_names, split_part  # noqa: F401  (importable from here)
 from pipeline.core.errors import BatchmarkError
 from pipeline.sweep.mergedprovenance import merged_provenance
 
@@ -110,18 +111,21 @@ def part_targets(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None) ->
     to the project root, in config order."""
     runs_dir = runs_dir or paths.runs_dir()
     root = paths.root()
-    return [str((part_dir(run_id, m.name, runs_dir) / "points.json").relative_to(root)) for m in cfg.models]
+    return [str((part_dir(run_id, name, runs_dir) / "points.json").relative_to(root)) for name in part_names(cfg)]
 
 
 def model_of(cfg: SweepConfig, name: str) -> str:
-    """``name`` checked against the config's models.
+    """``name`` (``--model``: a model, or ``model/variant`` where the config has variants) checked against the
+    config's parts (:func:`part_names`).
 
     Raises:
-        BatchmarkError: not a model of the config (the known ones are listed).
+        BatchmarkError: not a part of the config (the known ones are listed).
     """
-    names = [m.name for m in cfg.models]
+    names = part_names(cfg)
     if name not in names:
-        raise BatchmarkError(f"--model {name!r}: not a model of config {cfg.name} (its models: {', '.join(names)})")
+        what = "model" if len(cfg.variant_list()) == 1 else "part (model/variant)"
+        raise BatchmarkError(f"--model {name!r}: not a {what} of config {cfg.name} (its {what.split()[0]}s: "
+                             f"{', '.join(names)})")
     return name
 
 
@@ -164,7 +168,7 @@ def check_part_claims(cfg: SweepConfig, run_id: str, model: str, meta: dict[str,
     where = part / "run.json"
     source = "simulated" if cfg.engine == "simulated" else "measured"
     claims = [("part_of", meta.get("part_of"), run_id),
-              ("models", meta.get("models"), [model]),
+              ("models", meta.get("models"), [split_part(model)[0]]),
               ("hardware.name", (meta.get("hardware") or {}).get("name"), cfg.hardware),
               ("source", meta.get("source"), source)]
     profile = (meta.get("machine") or {}).get("profile")
@@ -322,17 +326,18 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None,
                 return run_dir
             raise BatchmarkError(f"{run_dir}: holds a run that was not merged from parts (or of another config); "
                                  f"resume it with batchmark sweep --resume {run_id}, or measure into a new run")
-        for m in cfg.models:  # before anything of a part is read: no link is followed, no device opened
-            if part_dir(run_id, m.name, runs_dir).exists() or part_dir(run_id, m.name, runs_dir).is_symlink():
-                check_part_entries(part_dir(run_id, m.name, runs_dir), runs_dir)
-        read = {m.name: read_part_meta(part_dir(run_id, m.name, runs_dir), m.name) for m in cfg.models}
+        names = part_names(cfg)
+        for name in names:  # before anything of a part is read: no link is followed, no device opened
+            if part_dir(run_id, name, runs_dir).exists() or part_dir(run_id, name, runs_dir).is_symlink():
+                check_part_entries(part_dir(run_id, name, runs_dir), runs_dir)
+        read = {name: read_part_meta(part_dir(run_id, name, runs_dir), name) for name in names}
         missing = [name for name, meta in read.items() if (meta or {}).get("status") != "complete"]
         if missing:
             raise BatchmarkError(f"run {run_id}: part(s) not measured to the end yet: {', '.join(missing)} "
                                  f"(under {parts_root(run_id, runs_dir)}); run the workflow again to measure them")
         metas = {name: meta for name, meta in read.items() if meta is not None}
-        for m in cfg.models:  # every file read in full before the run is published
-            check_part_files(part_dir(run_id, m.name, runs_dir), m.name)
+        for name in names:  # every file read in full before the run is published
+            check_part_files(part_dir(run_id, name, runs_dir), name)
         for name, meta in metas.items():
             if meta.get("config_digest") != cfg.digest():
                 raise BatchmarkError(f"{part_dir(run_id, name, runs_dir) / 'run.json'}: part measured with another "
@@ -344,9 +349,9 @@ def merge_parts(cfg: SweepConfig, run_id: str, runs_dir: Path | None = None,
         # one Snakemake makes for an output before the job)
         with runs.assembling(run_dir, derive=derive) as tmp:
             seen: dict[str, str] = {}
-            for m in cfg.models:
+            for name in names:
                 with runs.naming_file(tmp):  # a full disk names where the run was being assembled
-                    _copy_part_files(part_dir(run_id, m.name, runs_dir), tmp, seen, m.name)
+                    _copy_part_files(part_dir(run_id, name, runs_dir), tmp, seen, name)
             files = sorted(p.relative_to(tmp).as_posix() for p in (tmp / "points").glob("*/*.json"))
             runs.atomic_write_json(tmp / "points.json", {"points": files})
             runs.atomic_write_json(tmp / "run.json", runs.run_json(run_id, "complete", merged_provenance(cfg, run_id, metas)))

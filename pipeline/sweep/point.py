@@ -21,18 +21,22 @@ from pipeline.machine.interference import InterferenceMeter
 from pipeline.metrics.summarize import summarize_point
 from pipeline.sweep.provenance import record_engine
 from pipeline.core.pointsummary import PointSummary
-from pipeline.core.records import PointKey
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
 
-def load_model(engine, spec, run_dir: Path) -> bool:
+def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, baseline: bool = True) -> bool:
     """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
-    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded)."""
+    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded).
+
+    The baseline variant's server writes the model's card; any other variant's stores its own beside it, named
+    :func:`pipeline.core.records.server_key` (its server may count other bytes: an FP8 KV cache; the analysis reads
+    it first), so a part of one model × variant never writes another variant's card."""
     try:
         card = engine.load(spec)
     finally:
         record_engine(run_dir, engine.provenance())
     if card:
-        runs.write_model_card(run_dir, card)
+        runs.write_model_card(run_dir, card if baseline else {**card, "name": server_key(card["name"], variant)})
     return True
 
 
@@ -86,6 +90,8 @@ class SweepState:
     failures: dict[str, int] = field(default_factory=lambda: {"points": 0, "with_failures": 0, "empty": 0})
     #: open-loop points shown so far: the display counts them beyond the grid's, the grid's ETA does not.
     rate_points: int = 0
+    #: the variant being walked (:attr:`pipeline.core.records.PointKey.variant`; the walks build their keys with it).
+    variant: str = DEFAULT_VARIANT
     #: the config's SLO as :func:`pipeline.metrics.summarize.summarize_point` takes it (None without one).
     slo: dict | None = field(init=False)
 
@@ -117,13 +123,19 @@ class SweepState:
 
 @dataclass
 class ModelWalk:
-    """One model's walk: its spec, whether it is loaded, the points measured or read, and its closed-loop curve
-    ``[(concurrency, output tok/s), ...]`` in grid order (the open loop's ``auto`` rates are placed by it)."""
+    """One model's walk at one variant and shape: its spec, whether its server is loaded, the points measured or read,
+    and its closed-loop curve ``[(concurrency, output tok/s), ...]`` in grid order (the open loop's ``auto`` rates are
+    placed by it).  ``name`` is what the progress lines and ``run.json`` ``stopped`` call it: the model's name when the
+    run has one variant and one shape (as every run before them), else ``model [variant, in/out]``."""
 
     spec: Any
     loaded: bool = False
     done: int = 0
     curve: list[tuple[int, float]] = field(default_factory=list)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        self.name = self.name or self.spec.name
 
 
 def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
@@ -132,8 +144,9 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
     if walk.loaded:
         return
     what = "server start to healthy" if sweep.cfg.engine == "vllm" else "loading the model"
-    with sweep.display.phase(f"{walk.spec.name}: {what}"):
-        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir)
+    with sweep.display.phase(f"{walk.name}: {what}"):
+        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant,
+                                 baseline=sweep.variant == sweep.cfg.variant_list()[0].name)
 
 
 def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
@@ -151,25 +164,25 @@ def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
     where = key.label() if key.open_loop else f"c={key.concurrency}"
     resumed = runs.has_point(sweep.run_dir, key)
     if resumed:
-        display.begin_point(f"{spec.name} {where}", key.concurrency)
+        display.begin_point(f"{walk.name} {where}", key.concurrency)
         summ = summarize_point(pointfiles.load_point(pointfiles.point_path(sweep.run_dir, key)), sweep.slo)
     else:
         ensure_loaded(sweep, walk)
         ok, why = sweep.engine.fits(key)
         if not ok:
-            sweep.stop(spec.name, f"{where} not run: {why}")
+            sweep.stop(walk.name, f"{where} not run: {why}")
             return None
-        display.begin_point(f"{spec.name} {where}", key.concurrency)
+        display.begin_point(f"{walk.name} {where}", key.concurrency)
         try:
             records = measure_point(sweep.cfg, sweep.engine, key)
         except PointDoesNotFit as exc:
-            sweep.stop(spec.name, f"memory: {exc}")
+            sweep.stop(walk.name, f"memory: {exc}")
             return None
         if reason is not None:
             records.meta["adaptive"] = {"measured": True, "reason": reason}  # why this point (predictions: run.json)
         runs.write_point(sweep.run_dir, records)
         summ = summarize_point(records, sweep.slo)
-    count_point(summ, sweep.failures, sweep.cfg, f"{spec.name} {key.label()}", sweep.log)
+    count_point(summ, sweep.failures, sweep.cfg, f"{walk.name} {key.label()}", sweep.log)
     if key.open_loop:
         sweep.rate_points += 1
     display.end_point(summ.output_throughput_tok_s, measured=not resumed)

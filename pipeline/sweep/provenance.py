@@ -79,8 +79,12 @@ def machine_identity(profile: str) -> dict:
 
 
 def record_engine(run_dir: Path, provenance: dict) -> None:
-    """Write an engine's provenance into ``run.json`` (``engine``) when it differs from what is there."""
-    if runs.read_run_json(run_dir).get("engine") != provenance:
+    """Write an engine's provenance into ``run.json`` (``engine``) when it differs from what is there; the servers
+    of earlier variants' engines (one engine per variant, :mod:`pipeline.sweep.gridwalk`) are kept beside its own."""
+    old = runs.read_run_json(run_dir).get("engine")
+    if isinstance(old, dict) and isinstance(old.get("servers"), dict) and isinstance(provenance.get("servers"), dict):
+        provenance = {**provenance, "servers": {**old["servers"], **provenance["servers"]}}
+    if old != provenance:
         runs.update_run_json(run_dir, engine=provenance)
 
 

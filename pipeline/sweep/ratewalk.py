@@ -61,15 +61,16 @@ def rate_walk(sweep: SweepState, walk: ModelWalk) -> None:
     except BatchmarkError as exc:
         # this model's grid measured nothing to place rates by: its reason is recorded and the sweep goes on to
         # the next model; a resume finds it in ``stopped`` and skips it (it stopped the run forever)
-        sweep.stop(spec.name, f"open loop not run: {exc}")
+        sweep.stop(walk.name, f"open loop not run: {exc}")
         return
-    log(f"{spec.name}: open loop ({ol.load}) at {', '.join(f'{r:g}' for r in rates)} requests/s")
+    log(f"{walk.name}: open loop ({ol.load}) at {', '.join(f'{r:g}' for r in rates)} requests/s")
     sweep.place_rates(len(rates))
     verdicts: dict[float, bool | None] = {}
     extra = ol.bisect_steps if sweep.slo else 0
     while rates:
         rate = rates.pop(0)
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency)
+        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+                       variant=sweep.variant)
         sweep.engine.expected_e2el_s = expected_e2el_s(walk.curve, cfg.output_len, rate)  # the window's size (scheduler)
         summ = measure_or_resume(sweep, walk, key)
         if summ is None:
@@ -82,4 +83,4 @@ def rate_walk(sweep: SweepState, walk: ModelWalk) -> None:
                 extra -= 1
                 rates.append(nxt)
                 sweep.place_rates(1)
-                log(f"{spec.name}: SLO bisection at {nxt:g} requests/s")
+                log(f"{walk.name}: SLO bisection at {nxt:g} requests/s")

@@ -44,7 +44,7 @@ from pipeline.predict.calibrate import with_spread as _spread
 from pipeline.core.errors import BatchmarkError
 from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
-from pipeline.core.records import workload_of
+from pipeline.core.records import server_key, workload_of
 from pipeline.store.runs import load_model_cards
 from pipeline.predict.enginefit import misfit_note, predict_static_curve
 from pipeline.predict.servedsim import ServedLimits, fit_served, predict_served
@@ -123,7 +123,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     A workload that cannot be fitted gets ``"error"`` (the reason, one line) and no predictions.
     """
     first = points[0]
-    entry: dict[str, Any] = {"model": first.model, "engine": first.engine, "input_len": first.input_len,
+    entry: dict[str, Any] = {"model": first.model, "engine": first.engine, "variant": first.variant,
+                             "input_len": first.input_len,
                              "output_len": first.output_len, "kind": card.kind if card else None,
                              "method": "static_batch" if _static(first) else "simulated_server",
                              "calibrated_on": None, "calibration_reason": None, "fit": None, "error": None,
@@ -232,8 +233,10 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
         raise BatchmarkError(f"run {res.run_dir.name}: no closed-loop points to calibrate on")
     models = []
     for wl, pts in sorted(groups.items()):
-        limits = (servers.get(wl[0]) or {}).get("limits") if isinstance(servers.get(wl[0]), dict) else None
-        models.append(predict_workload(pts, rows_by_workload.get(wl, {}), cards.get(wl[0]), hw, calibrate_on, limits))
+        server = servers.get(server_key(wl.model, wl.variant))  # each variant's own server and card (FP8 KV)
+        limits = server.get("limits") if isinstance(server, dict) else None
+        card = cards.get(server_key(wl.model, wl.variant)) or cards.get(wl.model)
+        models.append(predict_workload(pts, rows_by_workload.get(wl, {}), card, hw, calibrate_on, limits))
     from pipeline.analysis.quality import run_quality, short_reasons
 
     quality = run_quality(res.meta, [x.as_dict() for x in res.summaries], res.analysis.get("models") or [])

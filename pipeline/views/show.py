@@ -42,7 +42,7 @@ from pipeline.core.words import REGIME_TEXT, post_knee_words
 from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis, implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
-from pipeline.core.records import PointKey, workload_of
+from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
 from pipeline.core.texttable import text_table
 from pipeline.diff.variants import format_tuning, tuning_of
 
@@ -56,7 +56,7 @@ POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "outpu
                 "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "connect_s", "first_byte_s", "client_bound", "client_bound_reason",
                 "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk",
                 "chunks_per_request", "ci95")
-MODEL_FIELDS = ("model", "engine", "input_len", "output_len", "kind", "total_params", "active_params",
+MODEL_FIELDS = ("model", "engine", "variant", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
                 "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency",
@@ -78,6 +78,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
     points = []
     for s in summaries:
         row = {k: s.get(k) for k in POINT_FIELDS}
+        row["variant"] = row["variant"] or DEFAULT_VARIANT
         row["output_throughput_window"] = s.get("output_throughput_window") or throughput_window(s)
         row.update({k: s.get(k, "closed" if k == "load" else None) for k in OPEN_LOOP_FIELDS})
         a = extra.get(PointKey.of(s), {})
@@ -195,12 +196,15 @@ def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
             "tails": tails, "repeat_spread": spread}
 
 
-def _point_rows(points: list[dict[str, Any]], noisy_probe: str | None) -> list[list[str]]:
+def _point_rows(points: list[dict[str, Any]], noisy_probe: str | None, tuned: bool = False,
+                shaped: bool = False) -> list[list[str]]:
     """The cells of each point's row of :func:`format_table` (throughputs in tok/s, latencies in ms, MBU marked ! when
-    implausible and ? when the run's probe was noisy, MFU, KV %, client figures, regime and notes)."""
+    implausible and ? when the run's probe was noisy, MFU, KV %, client figures, regime and notes); ``tuned``: a
+    variant cell after the model, ``shaped``: an ``input/output`` cell."""
     def fmt(v, scale=1.0, spec="{:.1f}"):
         return spec.format(v * scale) if v is not None else "-"
-    rows = [[p["model"], _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
+    rows = [[p["model"], *([p.get("variant") or DEFAULT_VARIANT] if tuned else []),
+             *([f"{p['input_len']}/{p['output_len']}"] if shaped else []), _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
              fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
              fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
@@ -250,12 +254,15 @@ def format_table(doc: dict[str, Any]) -> str:
     noisy_probe = next((r.removeprefix("bandwidth probe: ") for r in (quality or {}).get("reasons") or []
                         if r.startswith("bandwidth probe: ")), None)
 
-    rows = _point_rows(doc["points"], noisy_probe)
-    lines += text_table(["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min",
+    tuned = len({p.get("variant") for p in doc["points"]}) > 1  # more than one variant: a column of its own
+    shaped = len({(p["input_len"], p["output_len"]) for p in doc["points"]}) > 1
+    rows = _point_rows(doc["points"], noisy_probe, tuned, shaped)
+    lines += text_table(["model", *(["variant"] if tuned else []), *(["in/out"] if shaped else []), "c", "out tok/s",
+                         "user tok/s", "req/s", "total tok/s", "repeats max/min",
                          "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
                          "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "in flight",
                          "client CPU %", "read wait ms", "regime; notes"], rows,
-                        align="lrrrrrrrrrrrrrrrrrrrrrl", rule=False)
+                        align="l" + "l" * (tuned + shaped) + "rrrrrrrrrrrrrrrrrrrrrl", rule=False)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -268,8 +275,8 @@ def format_table(doc: dict[str, Any]) -> str:
                     + (f" ({REGIME_TEXT.get(cause, cause)}" + (
                         f", roof {m['compute_roof_tflops'] * 1e3:,.1f} GFLOP/s in {m.get('compute_roof_dtype') or '?'}"
                         if cause == "compute" and m.get("compute_roof_tflops") else "") + ")" if cause else ""))
-        var = f" [{m['variant']}]" if m.get("variant") not in (None, "default") else ""
-        lines.append(f"{m['model']}{var} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
+        variant = f" [{m['variant']}]" if tuned and m.get("variant") else ""
+        lines.append(f"{m['model']}{variant} ({m['kind'] or '?'}, in {m['input_len']} / out {m['output_len']}): ceiling {ceil} tok/s, "
                      f"knee {m['knee_concurrency'] or 'not reached'}{past}, "
                      + (f"peak {m['peak_output_throughput_tok_s']:.1f} tok/s" if m["peak_output_throughput_tok_s"]
                         else "peak – (no point measured a throughput)")

@@ -51,7 +51,10 @@ def test_the_vllm_server_is_not_left_to_garbage_collection():
     assert "__del__" not in vars(vllm.VLLMEngine)
     src = (REPO / "pipeline" / "sweep" / "gridwalk.py").read_text(encoding="utf-8")
     finally_block = src[src.rindex("    finally:\n        display.close()"):]
-    assert "engine.unload()" in finally_block.split("\n    log(")[0]
+    # every variant's engine (one server each) is unloaded there, through the sweep's Cells
+    assert "cells.unload()" in finally_block.split("\n    log(")[0]
+    cells_unload = src[src.index("    def unload(self) -> None:"):].split("\n\n")[0]
+    assert "for eng in self.engines.values():" in cells_unload and "eng.unload()" in cells_unload
 
 
 def _run(runs_dir: Path, run_id: str, status: str = "complete") -> Path:

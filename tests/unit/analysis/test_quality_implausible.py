@@ -14,7 +14,7 @@ import pytest
 from pipeline.analysis.analyze import analyze
 from pipeline.core.pointsummary import PointSummary
 from pipeline.cards.modelcards import ModelCard
-from pipeline.pages.render import RunView, Workload, make_env
+from pipeline.pages.render import RunView, WorkloadView, make_env
 from pipeline.views.show import build_show, format_table
 
 HW = {"name": "x", "bandwidth_gb_s_spec": 100, "peak_tflops_spec": 1000, "memory_gb": 16}
@@ -71,7 +71,7 @@ def test_show_flags_an_older_analysis_without_the_field(analysed):
 def test_pages_mark_implausible_numbers(analysed, scratch_root):
     summaries, res = analysed
     view = RunView(run_id="20261101T000000Z-x", meta={"source": "imported:llama-batched-bench"}, analysis=res)
-    view.workloads.append(Workload(model=res["models"][0], points=[s.as_dict() for s in summaries],
+    view.workloads.append(WorkloadView(model=res["models"][0], points=[s.as_dict() for s in summaries],
                                    analysis_points=res["points"], run_meta=view.meta))
     env = make_env()
     home = env.get_template("index.md.j2").render(runs=[view], chart=lambda spec: "", page="index.md")

@@ -72,14 +72,14 @@ def test_the_model_page_never_says_saturated_below_an_slo_limit():
     it says the 1.41 req/s point was not steady and never "Saturated from" beside "The SLO held up to"."""
     from pipeline.analysis.analyze import analyze
     from pipeline.pages.indexviews import model_pages
-    from pipeline.pages.render import RunView, Workload, make_env
+    from pipeline.pages.render import RunView, WorkloadView, make_env
 
     pts = [_point(1.41, 0.80, 8.0, 14), _point(8.53, 8.4, 2.0, 683)]
     res = analyze(pts, {}, {"name": "dgx-spark", "bandwidth_gb_s_spec": 273, "peak_tflops_spec": 125, "memory_gb": 128})
     model = res["models"][0]
     assert model["rate_sweeps"][0]["saturation_rate_rps"] is None
     view = RunView(run_id="20261201T000000Z-s", meta={"source": "simulated"}, analysis=res)
-    view.workloads.append(Workload(model=model, points=[], analysis_points=[], rate_points=[p.as_dict() for p in pts],
+    view.workloads.append(WorkloadView(model=model, points=[], analysis_points=[], rate_points=[p.as_dict() for p in pts],
                                    run_meta=view.meta))
     page = make_env().get_template("each/model.md.j2").render(runs=[view], chart=lambda spec: "", page="models/m.md",
                                                               mp=model_pages([view])[0])

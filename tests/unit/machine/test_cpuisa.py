@@ -61,14 +61,14 @@ def test_mfu_uses_the_roof_of_the_served_dtype():
 
 def test_a_compute_bound_curve_is_explained_as_compute_bound():
     from pipeline.analysis.regime import post_knee_cause
-    from pipeline.pages.views import Workload
+    from pipeline.pages.views import WorkloadView
 
     regimes = {c: "batching" for c in (1, 2, 4)}
     bounds = {1: "compute", 2: "compute", 4: "compute"}
     assert post_knee_cause(regimes, 1, "plateau", False, bounds) == "compute"
     assert post_knee_cause(regimes, 1, "plateau", False, {**bounds, 4: "memory"}) == "batching"
     assert post_knee_cause(regimes, 1, "plateau", True, bounds) == "interference"  # evidence of a load first
-    w = Workload(model={"model": "m", "input_len": 64, "output_len": 32, "post_knee_cause": "compute",
+    w = WorkloadView(model={"model": "m", "input_len": 64, "output_len": 32, "post_knee_cause": "compute",
                         "compute_roof_tflops": 0.0002, "compute_roof_dtype": "bfloat16"}, points=[], analysis_points=[])
     text = w.post_knee_cause_text()
     assert text.startswith("every point past the knee is bound by the compute roof")

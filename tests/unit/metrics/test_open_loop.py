@@ -122,7 +122,7 @@ def test_point_key_identity():
     closed = PointKey("m", "vllm", 64, 32, 8)
     assert closed.slug() == "vllm-in64-out32-c8" and closed.as_dict() == {
         "model": "m", "engine": "vllm", "variant": "default", "input_len": 64, "output_len": 32,
-        "concurrency": 8}  # the stored form as ever, and the variant (always written; "default" with none)
+        "concurrency": 8}  # the file name unchanged; the stored form says its variant (default)
     opened = PointKey("m", "vllm", 64, 32, None, "poisson", 2.5, max_concurrency=16)
     assert opened.slug() == "vllm-in64-out32-poisson-r2.5-c16"  # the cap in the file name, as before
     assert opened.label() == "poisson 2.5 req/s, cap 16" and opened.as_dict() == {
@@ -131,6 +131,9 @@ def test_point_key_identity():
     assert PointKey("m", "vllm", 64, 32, None, "constant", 10.0).slug() == "vllm-in64-out32-constant-r10"
     assert PointKey.of(opened.as_dict()) == opened and PointKey.of(closed.as_dict()) == closed
     assert sorted([opened, closed]) == [closed, opened]  # closed grid first, then the rates
+    tuned = PointKey("m", "vllm", 64, 32, 8, variant="fp8-kv")
+    assert tuned.slug() == "vllm-fp8-kv-in64-out32-c8" and tuned != closed and PointKey.of(tuned.as_dict()) == tuned
+    assert sorted([tuned, opened, closed]) == [closed, opened, tuned]  # per variant after model and engine
     for bad in (dict(concurrency=None), dict(rate_rps=1.0), dict(load="poisson"), dict(load="poisson", rate_rps=float("nan")),
                 dict(max_concurrency=16), dict(load="poisson", rate_rps=2.5)):  # the last: an open point has no concurrency
         with pytest.raises(ValueError):

@@ -44,7 +44,7 @@ def test_run_figures_of_a_hand_made_run(tmp_path: Path):
     # runbuilder: throughput at c = B is B / step_s(B) with step_s(B) = 0.01 × (1 + B / 8) (median multiplier 1.0);
     # the peak over c = 1, 2, 4 is at 4: 4 / 0.015 = 266.7 tok/s; per-user at c = 1: 1 / step_s(1) = 1 / 0.01125.
     r = stages.load_run(make_run(tmp_path, "a", models=("dense-a",), concurrency=(1, 2, 4)))
-    figs = run_figures(r.summaries)[("dense-a", "transformers", 64, 16)]
+    figs = run_figures(r.summaries)[("dense-a", "transformers", "default", 64, 16)]
     assert figs["peak_tok_s"] == pytest.approx(4 / step_s(4))
     assert figs["single_stream_tok_s"] == pytest.approx(1 / step_s(1))
     assert figs["tpot_p50_ms"] == pytest.approx(step_s(1) * 1e3)

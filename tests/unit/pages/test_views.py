@@ -1,6 +1,6 @@
 """The site's page structure and chart fixes ("Site usability" and "A site for a lab"), as pure functions.
 
-Run views are built by hand (``RunView``/``Workload`` with the fields the pages read), so each expected value
+Run views are built by hand (``RunView``/``WorkloadView`` with the fields the pages read), so each expected value
 below is worked out from the inputs in the test.
 """
 
@@ -9,23 +9,23 @@ from __future__ import annotations
 from pipeline.pages import charts, explain, explaincharts, throughputchart
 from pipeline.pages.indexviews import model_pages, run_page_path
 from pipeline.pages.pointrows import point_rows
-from pipeline.pages.views import RunView, Workload
+from pipeline.pages.views import RunView, WorkloadView
 
 
-def _workload(model: str, inp: int = 64, engine: str = "transformers", eff: dict | None = None) -> Workload:
+def _workload(model: str, inp: int = 64, engine: str = "transformers", eff: dict | None = None) -> WorkloadView:
     m = {"model": model, "engine": engine, "input_len": inp, "output_len": 32, "kind": "dense",
          "scaling_efficiency": eff or {"1": 1.0}}
     pts = [{"concurrency": 1, "output_throughput_tok_s": 10.0, "per_user_tok_s": 10.0,
             "ttft_s": {"p50": 0.0123, "p99": 0.02}, "tpot_s": {"p50": 0.1, "p99": None}}]
     aps = [{"concurrency": 1, "roofline_tok_s": 20.0, "mbu": 0.5, "mfu": 0.01, "regime": "batching",
             "server": {"kv_cache_usage_max": 0.25}}]
-    return Workload(model=m, points=pts, analysis_points=aps)
+    return WorkloadView(model=m, points=pts, analysis_points=aps)
 
 
 class _View(RunView):
     """A run view whose quality verdict is given (the real one is computed from run files)."""
 
-    def __init__(self, run_id: str, workloads: list[Workload], flagged: bool = False, hardware: str = "cpu"):
+    def __init__(self, run_id: str, workloads: list[WorkloadView], flagged: bool = False, hardware: str = "cpu"):
         super().__init__(run_id=run_id, meta={"source": "measured"}, analysis={"hardware": {"name": hardware}},
                          workloads=workloads)
         self._flagged = flagged

@@ -8,7 +8,7 @@ measured on a busy machine replaced a clean one in the chart and table.  Runs ar
 from __future__ import annotations
 
 from pipeline.pages.charts import engine_comparisons
-from pipeline.pages.views import RunView, Workload
+from pipeline.pages.views import RunView, WorkloadView
 
 
 def _view(run_id: str, engine: str, noisy: bool) -> RunView:
@@ -17,7 +17,7 @@ def _view(run_id: str, engine: str, noisy: bool) -> RunView:
             "output_throughput_tok_s": 10.0 * c} for c in (1, 2)]
     meta = {"probe": {"warning": "noisy probe (bandwidth repeats spread 2.20x)" if noisy else None}}
     return RunView(run_id=run_id, meta=meta, analysis={"hardware": {"name": "cpu"}},
-                   workloads=[Workload(model=model, points=pts, analysis_points=[])])
+                   workloads=[WorkloadView(model=model, points=pts, analysis_points=[])])
 
 
 def test_newest_clean_run_per_engine_is_compared():

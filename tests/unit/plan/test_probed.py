@@ -23,7 +23,8 @@ def cfg():
 
 
 def test_the_plan_uses_the_probe_stored_with_this_hosts_newest_run(scratch_root, cfg, monkeypatch):
-    from pipeline.plan.estimate import make_plan, plan_text
+    from pipeline.plan.estimate import make_plan
+    from pipeline.plan.plantext import plan_text
 
     monkeypatch.setattr("pipeline.plan.probed.this_host", lambda: "testhost")  # tests/runbuilder.py's run.json host
     make_run(scratch_root / "data" / "runs", "20261201T100000Z-a", noise=NOISE_A, models=("dense-a",), bandwidth_gb_s=40.0)

@@ -190,11 +190,11 @@ def _rows(spec: dict) -> list[dict]:
 
 def test_roofline_over_measured_is_the_median_ratio():
     """Bandwidth explainer's 'roofline ÷ measured': ratios 20/10, 60/20, 80/40 = 2, 3, 2 → median 2."""
-    from pipeline.pages.views import Workload
+    from pipeline.pages.views import WorkloadView
     pts = [{"concurrency": c, "output_throughput_tok_s": t} for c, t in ((1, 10.0), (2, 20.0), (4, 40.0))]
     aps = [{"concurrency": c, "roofline_tok_s": r} for c, r in ((1, 20.0), (2, 60.0), (4, 80.0))]
-    assert Workload(model={}, points=pts, analysis_points=aps).roofline_over_measured() == 2.0
-    assert Workload(model={}, points=pts, analysis_points=[]).roofline_over_measured() is None
+    assert WorkloadView(model={}, points=pts, analysis_points=aps).roofline_over_measured() == 2.0
+    assert WorkloadView(model={}, points=pts, analysis_points=[]).roofline_over_measured() is None
 
 
 def test_a_calibration_point_the_fit_cannot_reproduce_is_called_out():

@@ -53,7 +53,10 @@ def test_a_committed_run_loads_its_unversioned_cards_as_version_1(run: Path):
     # version 1 -> 2: the hardware block's *_measured (the probe's figures) read as *_probed
     renamed_hw = {k.replace("_measured", "_probed"): v for k, v in stored_analysis["hardware"].items()}
     assert renamed_hw["bandwidth_gb_s_probed"] == stored_analysis["hardware"]["bandwidth_gb_s_measured"] is not None
-    assert derivedfiles.read_analysis(run) == {**stored_analysis, "schema_version": schemas.AnalysisFile.current, "hardware": renamed_hw}
+    # version 3 -> 4: every point and model says its variant, default (written before variants)
+    assert derivedfiles.read_analysis(run) == {**stored_analysis, "schema_version": schemas.AnalysisFile.current, "hardware": renamed_hw,
+                                       "points": [schemas.with_variant(p) for p in stored_analysis["points"]],
+                                       "models": [schemas.with_variant(m) for m in stored_analysis["models"]]}
     stored_points = json.loads((run / "summaries.json").read_text())["points"]
     assert [{k: s.as_dict()[k] for k in d} for s, d in zip(derivedfiles.read_summaries(run), stored_points)] == stored_points
     point = _files(run)["point"]
@@ -72,7 +75,8 @@ def test_analysis_update_to_2_renames_the_probed_figures_only():
                                              "bandwidth_gb_s_spec": None}, "models": [], "points": [{"mbu_probed": 0.4}]}
     new = schemas.migrate(schemas.AnalysisFile, "analysis.json", old)
     assert new == {"schema_version": schemas.AnalysisFile.current, "hardware": {"name": "cpu", "bandwidth_gb_s_probed": 12.5, "peak_tflops_probed": None,
-                                                     "bandwidth_gb_s_spec": None}, "models": [], "points": [{"mbu_probed": 0.4}]}
+                                                     "bandwidth_gb_s_spec": None}, "models": [],
+                   "points": [{"mbu_probed": 0.4, "variant": "default"}]}
 
 
 def test_point_records_update_to_2_renames_kind_only():
@@ -81,7 +85,7 @@ def test_point_records_update_to_2_renames_kind_only():
            "repeats": [{"repeat": 0, "kind": "served", "window_start_s": 0.0}], "meta": {"kind": "kept"}}
     new = schemas.migrate(schemas.PointRecordsFile, "p.json", old)
     # 2 -> 3 moves the requests to a Parquet file, which only `upgrade` writes: in memory the mapping is kept
-    assert new == {"schema_version": schemas.PointRecordsFile.current, "point": old["point"], "meta": {"kind": "kept"},
+    assert new == {"schema_version": schemas.PointRecordsFile.current, "point": schemas.with_variant(old["point"]), "meta": {"kind": "kept"},
                    "repeats": [{"repeat": 0, "batching": "served", "window_start_s": 0.0}]}
     assert schemas.migrate(schemas.PointRecordsFile, "p.json", new) == new  # current: unchanged
 
@@ -195,7 +199,8 @@ def test_machine_paths_are_made_relative_to_the_repository():
     assert schemas.migrate(schemas.RunFile, "run.json", old) == {
         "schema_version": schemas.RunFile.current, "command": "pipeline/__main__.py sweep", "config_path": "config/a.yaml",
         "engine": {"server_env": {"python": ".venv-vllm/bin/python", "version": "0.32.0"},
-                   "servers": {"m": {"command": ".venv-vllm/bin/python -m vllm", "port": 1}}}}
+                   "servers": {"m": {"command": ".venv-vllm/bin/python -m vllm", "port": 1}}},
+        "variants": [{"name": "default", "baseline": True, "settings": {}}]}
     point = {"schema_version": 2, "point": {"model": "m", "engine": "vllm", "input_len": 1, "output_len": 2, "concurrency": 1},
              "repeats": [], "meta": {"tokenizer": "/tmp/fresh-main/data/model-folders/m-4e82", "seed": 3}}
     assert schemas.migrate(schemas.PointRecordsFile, "p.json", point)["meta"] == \
@@ -213,17 +218,17 @@ def test_names_with_one_meaning_each_issue_25():
     # point files, version 3 -> 4: the cap moves; a closed point's key is unchanged
     for key, want in ((open_key, {**open_key, "concurrency": None, "max_concurrency": 16}), (closed_key, closed_key)):
         pt = schemas.migrate(schemas.PointRecordsFile, "p.json", {"schema_version": 3, "point": key, "repeats": []})
-        assert pt["point"] == want and PointKey(**pt["point"]).slug().endswith(("poisson-r2.5-c16", "-c8"))
+        assert pt["point"] == schemas.with_variant(want) and PointKey(**pt["point"]).slug().endswith(("poisson-r2.5-c16", "-c8"))
     # summaries, version 1 -> 2
     slo = {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 100.0, "e2el_p99_ms": None, "good": 3, "met": True}
     old = {"schema_version": 1, "points": [{**open_key, "flags": {"usage_missing": 2}, "slo": slo},
                                            {**closed_key, "flags": {}, "slo": None}]}
     new = schemas.migrate(schemas.SummariesFile, "summaries.json", old)["points"]
-    assert new[0] == {**open_key, "concurrency": None, "caveats": {"usage_missing": 2},
+    assert new[0] == {**schemas.with_variant(open_key), "concurrency": None, "caveats": {"usage_missing": 2},
                       "slo": {"goodput_ttft_ms": 2000.0, "ttft_p99_max_ms": 2000.0, "goodput_tpot_ms": 100.0,
                               "tpot_p99_max_ms": 100.0, "goodput_e2el_ms": None, "e2el_p99_max_ms": None,
                               "good": 3, "met": True}, "max_concurrency": 16}
-    assert new[1] == {**closed_key, "caveats": {}, "slo": None, "max_concurrency": None}
+    assert new[1] == {**schemas.with_variant(closed_key), "caveats": {}, "slo": None, "max_concurrency": None}
     assert PointSummary.from_dict({**new[0], "repeats": 1, "completed": 3, "failed": 0, "output_throughput_tok_s": None,
                                    "per_user_tok_s": None, "ttft_s": None, "ttft_with_queue_s": None, "tpot_s": None,
                                    "itl_s": None, "e2el_s": None, "prefill_throughput_tok_s": None,
@@ -232,9 +237,9 @@ def test_names_with_one_meaning_each_issue_25():
     old = {"schema_version": 2, "points": [{**open_key, "flags": ["usage_missing"], "mbu": None}],
            "models": [{"model": "m", "flagged_concurrency": [4], "excluded_concurrency": []}]}
     new = schemas.migrate(schemas.AnalysisFile, "analysis.json", old)
-    assert new["points"] == [{**open_key, "concurrency": None, "caveats": ["usage_missing"], "mbu": None,
+    assert new["points"] == [{**schemas.with_variant(open_key), "concurrency": None, "caveats": ["usage_missing"], "mbu": None,
                               "max_concurrency": 16}]
-    assert new["models"] == [{"model": "m", "caveat_concurrency": [4], "excluded_concurrency": []}]
+    assert new["models"] == [{"model": "m", "caveat_concurrency": [4], "excluded_concurrency": [], "variant": "default"}]
     # run.json, version 2 -> 3: the config's SLO
     run = schemas.migrate(schemas.RunFile, "run.json", {"schema_version": 2, "config": {"slo": {
         "ttft_p99_ms": 2000.0, "tpot_p99_ms": 100.0, "e2el_p99_ms": None}, "repeats": 5}})

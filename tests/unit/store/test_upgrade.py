@@ -67,11 +67,12 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             # point records 1 -> 4: a repeat's "kind" is named "batching" (2); the requests are the Parquet file
             # named by requests_file (3); (4 moves an open-loop cap, and these points are closed); every other value
             # of the JSON equal, every request read back equal
-            assert schemas.version_of(name, after[name]) == schemas.PointRecordsFile.current == 4
+            # (5: the point says its variant, default)
+            assert schemas.version_of(name, after[name]) == schemas.PointRecordsFile.current == 5
             assert after[name]["requests_file"] == pointfiles.requests_path(run / name).name
             kept = {k.replace("/kind", "/batching"): v for k, v in _leaves(before[name]).items()
                     if not (k.startswith("/repeats/") and k.split("/")[3] == "requests")}
-            kept["/point/variant"] = "default"  # the point's variant, written by every writer now ("default": none)
+            kept["/point/variant"] = "default"
             assert {k: v for k, v in _leaves(after[name]).items() if k != "/requests_file"} == kept
             assert pointfiles.load_point(run / name) == PointRecords.from_dict(
                 schemas.migrate(schemas.PointRecordsFile, name, before[name]))
@@ -80,20 +81,25 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             # run.json 1 -> 2: the command, recorded with the measuring machine's absolute path, is made relative to
             # the repository (committed runs carry no machine path); (2 -> 3 splits the SLO's keys, and this
             # run has none); every other value equal
-            assert schemas.version_of(name, after[name]) == schemas.RunFile.current == 3
+            # (3 -> 4 states the run's one variant, default)
+            assert schemas.version_of(name, after[name]) == schemas.RunFile.current == 4
+            assert after[name]["variants"] == [{"name": "default", "baseline": True, "settings": {}}]
             assert before[name]["command"] == ("/work/main/pipeline/__main__.py sweep --config config/default.yaml "
                                                "--run-id 20261129T161329Z-vm --pointer")
             assert after[name]["command"] == ("pipeline/__main__.py sweep --config config/default.yaml "
                                               "--run-id 20261129T161329Z-vm --pointer")
-            assert {k: v for k, v in _leaves(after[name]).items() if k != "/command"} == \
+            assert {k: v for k, v in _leaves(after[name]).items() if k != "/command" and not k.startswith("/variants/")} == \
                 {k: v for k, v in _leaves(before[name]).items() if k != "/command"}
             continue
         if name == "analysis.json":
             # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed; (2 -> 3
             # renames an open-loop cap and a point's flags, which this run written before both has not)
-            assert schemas.version_of(name, after[name]) == schemas.AnalysisFile.current == 3
+            # (3 -> 4: every point and model says its variant, default)
+            assert schemas.version_of(name, after[name]) == schemas.AnalysisFile.current == 4
             old, new = ("/kind", "/batching") if name.startswith("points/") else ("_measured", "_probed")
-            assert _leaves(after[name]) == {k.replace(old, new): v for k, v in _leaves(before[name]).items()}
+            assert _leaves(after[name]) == {**{k.replace(old, new): v for k, v in _leaves(before[name]).items()},
+                                            **{f"/{part}/{i}/variant": "default" for part in ("points", "models")
+                                               for i in range(len(before[name][part]))}}
             continue
         if name.startswith("models/"):
             # card 1 -> 2: the weights' label, stored twice, is kept once as "quantization"
@@ -103,10 +109,12 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             assert next(iter(after[name])) == "schema_version"  # old -> new: the card now says its version
         elif name == "summaries.json":
             # summaries 1 -> 2: every point says its open-loop cap, max_concurrency (null: these are closed)
-            assert schemas.version_of(name, after[name]) == schemas.SummariesFile.current == 2
+            # (2 -> 3: every point says its variant, default)
+            assert schemas.version_of(name, after[name]) == schemas.SummariesFile.current == 3
             n = len(before[name]["points"])
             assert _leaves(after[name]) == {**_leaves(before[name]),
-                                            **{f"/points/{i}/max_concurrency": None for i in range(n)}}
+                                            **{f"/points/{i}/max_concurrency": None for i in range(n)},
+                                            **{f"/points/{i}/variant": "default" for i in range(n)}}
         else:
             assert _leaves(after[name]) == _leaves(before[name]), name  # every number (and string) equal
             assert schemas.version_of(name, after[name]) == 1
