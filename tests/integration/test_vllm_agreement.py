@@ -29,7 +29,9 @@ Serves the dtype this CPU runs natively (:func:`benchmarks.vllm_agreement.agreem
 served bfloat16 everywhere once and took about 29 min on an AVX2-only CPU, whose emulated bfloat16 matmul runs at
 0.2 GFLOP/s against 65 in float32 (pipeline/machine/cpuisa.py).  Expected time: 150 to 173 s on this 2-core Xeon
 (AMX-BF16: bfloat16 served) at load average 7 to 13 (server start, the ``vllm bench serve`` process, 24 runs); five
-runs in a row passed there (2026-12-01).  On a 2-core AVX2-only CPU, serving float32, about the same (not measured
+runs in a row passed there (2026-12-01).  On 2026-12-02, with three other jobs sharing those 2 cores, 459 s and 446 s
+at load average 7 to 12: the first failed one drift-corrected throughput figure (c = 16, +8.2 % against ±5.3 %,
+the plain figures 0.7 % apart; vLLM's own A/A spread 23 %), the second agreed throughout.  On a 2-core AVX2-only CPU, serving float32, about the same (not measured
 end to end; ``tests/unit/machine/test_cpuisa.py`` checks the dtype chosen there).  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by ``batchmark
 server-env``; CI makes it in ``.ci/run``) could not be made.
 """
