@@ -14,8 +14,8 @@
 # already in data/runs/ are inputs as they are: immutable, with their summaries and analysis.
 # The unit of measurement is one model of the sweep (`part`, one job each: on a cluster, one
 # node each); `merge` assembles the parts into the run (pipeline/sweep/parts.py).  A run is published with its
-# summaries and analysis (written by those stages at publish: `batchmark merge`, `sweep`, `import`); the
-# summaries and analysis rules below write them again from the same files when Snakemake plans them.
+# summaries and analysis (written by those stages at publish: `batchmark merge`, `sweep`, `import`), so the merge rule's
+# outputs are all four files; the summaries and analysis rules only fill in a complete run published without them.
 
 import os
 import re
@@ -74,7 +74,7 @@ wildcard_constraints:
     part="|".join(re.escape(p) for p in PARTS)
 
 # Only the measuring jobs go to a cluster; the rest are quick and run where Snakemake runs.
-localrules: all, summaries, analysis, reference, pages, site, committed
+localrules: all, reference, pages, site, committed
 
 
 rule all:
@@ -102,22 +102,27 @@ rule part:
 if RUN_ID not in COMPLETE:
     localrules: merge
 
+    # The merge publishes the run whole: points.json, its summaries and analysis (written by their stages before the
+    # run says complete: pipeline/analysis/stages.py write_derived) and run.json.  Every file it writes is its output, so
+    # no later rule writes them again (Snakemake's "output files ... were not present when the DAG was created").
     rule merge:
         input: config=ancient(CONFIG_PATH), parts=parts.part_targets(SWEEP, RUN_ID)
-        output: "data/runs/{run}/points.json"
+        output: "data/runs/{run}/points.json", "data/runs/{run}/summaries.json", "data/runs/{run}/analysis.json", "data/runs/{run}/run.json"
         shell: "{BATCHMARK} merge --config {input.config:q} --run-id {wildcards.run:q}"
+else:
+    localrules: summaries, analysis
 
+    # A complete run published by an earlier batchmark without its derived files gets them from their stages
+    # (as `batchmark upgrade` writes them); ancient: a checkout's mtimes never make a complete run's files be written again.
+    rule summaries:
+        input: ancient("data/runs/{run}/points.json")
+        output: "data/runs/{run}/summaries.json"
+        shell: "{BATCHMARK} write-summaries {wildcards.run:q}"
 
-rule summaries:
-    input: "data/runs/{run}/points.json"
-    output: "data/runs/{run}/summaries.json"
-    shell: "{BATCHMARK} write-summaries {wildcards.run:q}"
-
-
-rule analysis:
-    input: "data/runs/{run}/summaries.json"
-    output: "data/runs/{run}/analysis.json"
-    shell: "{BATCHMARK} analyze {wildcards.run:q}"
+    rule analysis:
+        input: ancient("data/runs/{run}/summaries.json")
+        output: "data/runs/{run}/analysis.json"
+        shell: "{BATCHMARK} analyze {wildcards.run:q}"
 
 
 rule pages:

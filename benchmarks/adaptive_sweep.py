@@ -1,7 +1,7 @@
 """Benchmark: does an adaptive sweep find the full grid's knee, and at what share of its hardware time?
 
     python benchmarks/adaptive_sweep.py [--config config/spark-simulated-adaptive.yaml]
-                                        [--full data/runs/20261201T103258Z-vm] [--tolerance 0.10]
+                                        [--full data/runs/20261202T030252Z-vm] [--tolerance 0.10]
 
 Runs the adaptive config (``adaptive:``; its open loop left out: the same in both sweeps, and no part of the knee)
 on the simulated server in a temporary project (virtual time: about a minute), and compares each model with the
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the adaptive and full-grid simulated Spark sweeps, print knees and hardware time; exit 1 if a goal fails."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=str(ROOT / "config" / "spark-simulated-adaptive.yaml"))
-    ap.add_argument("--full", default=str(ROOT / "data" / "runs" / "20261201T103258Z-vm"),
+    ap.add_argument("--full", default=str(ROOT / "data" / "runs" / "20261202T030252Z-vm"),
                     help="the full-grid run to compare with (a path)")
     ap.add_argument("--tolerance", type=float, default=None, help="override the config's adaptive.tolerance")
     args = ap.parse_args(argv)

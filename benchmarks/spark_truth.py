@@ -15,7 +15,9 @@ TPOT and TTFT, median and worst absolute relative error per source.
   (:func:`pipeline.cards.stepcost.engine_step_s`: measured peak, attention factor, routing locality, identical
   routing for llama.cpp's benches, prefill FLOP rate per format); `predict` by :func:`pipeline.predict.enginefit.fit_curve`.
 Goals (the project's): plan median <= 15 %, worst <= 35 %; predict median <= 7 %, worst <= 20 %.  The engine terms
-were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms.
+were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms; the second table
+leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
+the error on the source left out beside the in-sample one.
 """
 
 from __future__ import annotations
@@ -94,11 +96,12 @@ def old_prefill(card, tokens: int, before: float) -> float:
     return total
 
 
-def plan_point(c: Curve, p, after: bool) -> dict[str, float]:
-    """`plan`'s prediction of one point (no measurement): decode tok/s, TPOT, TTFT."""
+def plan_point(c: Curve, p, after: bool, terms=None) -> dict[str, float]:
+    """`plan`'s prediction of one point (no measurement): decode tok/s, TPOT, TTFT; after: by ``terms`` (an
+    :class:`~pipeline.machine.engineterms.EngineTerms`), else the profile's terms of the curve's engine."""
     ctx, b = context(c, p.depth), p.concurrency
     if after:
-        return harness.predict(c.harness, card_after(c), HW.engine_terms(c.engine), BW, HW.compute_peak_tflops(), b,
+        return harness.predict(c.harness, card_after(c), terms or HW.engine_terms(c.engine), BW, HW.compute_peak_tflops(), b,
                                c.input_len, c.output_len, p.depth, c.identical_routing)
     card = card_before(c)
     step = old_step(card, b, ctx)
@@ -115,8 +118,9 @@ def calibration(c: Curve) -> list[int]:
     return calibrate.default_calibration(xs, kind)[0] if not c.by_depth else [xs[0], xs[len(xs) // 2], xs[-1]]
 
 
-def predict_curve(c: Curve, after: bool) -> dict[int, dict[str, float | None]]:
-    """`predict` from three points: the prediction of every point by x (calibration points included)."""
+def predict_curve(c: Curve, after: bool, terms=None) -> dict[int, dict[str, float | None]]:
+    """`predict` from three points: the prediction of every point by x (calibration points included); after: the fit
+    starts from ``terms`` (its prior), else from the profile's terms of the curve's engine."""
     xs_all = [p.depth if c.by_depth else p.concurrency for p in c.points]
     cal = calibration(c)
     pts = {x: p for x, p in zip(xs_all, c.points)}
@@ -125,7 +129,7 @@ def predict_curve(c: Curve, after: bool) -> dict[int, dict[str, float | None]]:
     if after:
         card = card_after(c)
         fit = enginefit.fit_curve(card, cal, [steps[x] for x in cal], context=context(c, 0), bandwidth_gb_s=BW,
-                                  peak_tflops=HW.compute_peak_tflops(), prior=HW.engine_terms(c.engine),
+                                  peak_tflops=HW.compute_peak_tflops(), prior=terms or HW.engine_terms(c.engine),
                                   by_depth=c.by_depth, identical_routing=c.identical_routing)
         ttfts = [(pts[x].concurrency, c.input_len, pts[x].depth, measured(c, pts[x])["ttft_s"]) for x in cal]
         pre = enginefit.fit_prefill(card, ttfts) if all(t[3] for t in ttfts) else None
@@ -148,16 +152,17 @@ def predict_curve(c: Curve, after: bool) -> dict[int, dict[str, float | None]]:
     return out
 
 
-def errors(c: Curve, mode: str, after: bool) -> dict[str, list[float]]:
-    """Absolute relative errors per metric of one curve (``mode`` plan: every point; predict: the non-calibration ones)."""
+def errors(c: Curve, mode: str, after: bool, terms=None) -> dict[str, list[float]]:
+    """Absolute relative errors per metric of one curve (``mode`` plan: every point; predict: the non-calibration ones),
+    after: by ``terms`` (default: the profile's)."""
     errs: dict[str, list[float]] = {m: [] for m in METRICS}
-    pred = predict_curve(c, after) if mode == "predict" else None
+    pred = predict_curve(c, after, terms) if mode == "predict" else None
     cal = set(calibration(c)) if mode == "predict" else set()
     for p in c.points:
         x = p.depth if c.by_depth else p.concurrency
         if x in cal:
             continue
-        got = plan_point(c, p, after) if mode == "plan" else pred[x]
+        got = plan_point(c, p, after, terms) if mode == "plan" else pred[x]
         meas = measured(c, p)
         for m in METRICS:
             if got.get(m) is not None and meas[m]:
@@ -193,10 +198,49 @@ def report(curves: list[Curve]) -> None:
               + f"   decode+TTFT {_fmt(both)} ({'meets' if ok else 'misses'} median <= {goal[0]:.0%}, worst <= {goal[1]:.0%})")
 
 
+def leave_one_out(curves: list[Curve]) -> None:
+    """Print, per published source (a publication, its ``url``: the llama.cpp benches file's curves are one), plan's and
+    predict's error on it (after) with the profile's terms (in-sample: the terms were fitted to every source) beside
+    the terms fitted without it (out-of-sample: :func:`sparkfit.fit_terms` with ``leave_out``), median / worst for
+    decode tok/s and TTFT; then over all sources.
+    A source whose engine has no other source cannot be left out (no terms without it): said, and left out of ALL."""
+    from sparkfit import fit_terms
+
+    head = (f"{'left out':52} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode in", "decode out", "TTFT in",
+                                                                              "TTFT out")))
+    print("\nleave one source out (after): in = the profile's terms, out = fitted without the source\n" + head)
+    print("-" * len(head))
+    total = {(mode, k): {m: [] for m in METRICS} for mode in ("plan", "predict") for k in ("in", "out")}
+    for url in dict.fromkeys(c.url for c in curves):
+        mine = [c for c in curves if c.url == url]
+        source = mine[0].source if len(mine) == 1 else f"{url.split(' (')[0]} ({len(mine)} curves)"
+        terms = {e: fit_terms(curves, e, leave_out=url) for e in {c.engine for c in mine}}
+        if any(t is None for t in terms.values()):
+            print(f"{source[:52]:52} no other source of {', '.join(e for e, t in terms.items() if t is None)}: "
+                  "no terms without it")
+            continue
+        for mode in ("plan", "predict"):
+            got = {k: {m: [] for m in METRICS} for k in ("in", "out")}
+            for c in mine:
+                if mode == "predict" and len(c.points) < 4:
+                    continue
+                for k, t in (("in", None), ("out", terms[c.engine])):
+                    for m, v in errors(c, mode, True, t).items():
+                        got[k][m] += v
+                        total[(mode, k)][m] += v
+            print(f"{source[:52]:52} {mode:8} " + " ".join(f"{_fmt(got[k][m]):>15}" for m in ("decode_tok_s", "ttft_s")
+                                                           for k in ("in", "out")))
+    print("-" * len(head))
+    for mode in ("plan", "predict"):
+        print(f"{'ALL':52} {mode:8} " + " ".join(f"{_fmt(total[(mode, k)][m]):>15}" for m in ("decode_tok_s", "ttft_s")
+                                                 for k in ("in", "out")))
+
+
 def main() -> int:
     """Print per source the median and worst error of plan and predict, before and after; 0 (``--fit``: the terms)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fit", action="store_true", help="fit the engine terms to the curves and print them")
+    ap.add_argument("--no-loo", action="store_true", help="without the leave-one-source-out table (a refit per source)")
     args = ap.parse_args()
     curves, note = load_curves()
     if note:
@@ -207,6 +251,8 @@ def main() -> int:
         fit_profile_terms(curves)
         return 0
     report(curves)
+    if not args.no_loo:
+        leave_one_out(curves)
     return 0
 
 

@@ -49,8 +49,9 @@ def _predicted(c, card, p, terms, bw, peak) -> float:
 FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5}}
 
 
-def fit_decode(curves, engine: str, prefill: dict[str, float]) -> dict[str, float]:
-    """The decode terms of ``engine`` over its curves (terms a curve set cannot see stay near their start)."""
+def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = False) -> dict[str, float]:
+    """The decode terms of ``engine`` over its curves (terms a curve set cannot see stay near their start);
+    ``quiet``: without the line on the residuals."""
     rows, bw, peak = _rows(curves, engine)
     fixed = FIXED.get(engine, {})
 
@@ -63,12 +64,14 @@ def fit_decode(curves, engine: str, prefill: dict[str, float]) -> dict[str, floa
 
     fit = least_squares(resid, X0, bounds=(LO, HI))
     res = resid(fit.x)[:len(rows)]
-    print(f"# {engine}: {len(rows)} decode points, log residual sd {np.std(res):.3f}, worst {np.max(np.abs(res)):.3f}")
+    if not quiet:
+        print(f"# {engine}: {len(rows)} decode points, log residual sd {np.std(res):.3f}, worst {np.max(np.abs(res)):.3f}")
     return {**dict(zip(NAMES, (float(v) for v in fit.x))), **fixed}
 
 
-def fit_prefills(curves, engine: str) -> dict[str, float]:
-    """Prefill TFLOP/s per compute format of ``engine``, from every point with a TTFT or a prefill rate."""
+def fit_prefills(curves, engine: str, quiet: bool = False) -> dict[str, float]:
+    """Prefill TFLOP/s per compute format of ``engine``, from every point with a TTFT or a prefill rate (``quiet``:
+    without a line per format)."""
     from spark_truth import card_after, measured
 
     by_fmt: dict[str, list] = {}
@@ -87,8 +90,9 @@ def fit_prefills(curves, engine: str) -> dict[str, float]:
         rate = float(np.exp(np.median(np.log(f / y))) / 1e12)  # through the origin, median in log (no fixed cost fitted)
         worst = float(np.max(np.abs(np.log(f / y / 1e12 / rate))))
         out[fmt] = rate
-        print(f"# {engine} {fmt}: prefill {rate:.1f} TFLOP/s over {len(items)} points "
-              f"({', '.join(sorted({c.name for c, _ in items}))}), worst log residual {worst:.2f}")
+        if not quiet:
+            print(f"# {engine} {fmt}: prefill {rate:.1f} TFLOP/s over {len(items)} points "
+                  f"({', '.join(sorted({c.name for c, _ in items}))}), worst log residual {worst:.2f}")
     return out
 
 
@@ -98,3 +102,16 @@ def fit_profile_terms(curves) -> None:
         pre = fit_prefills(curves, engine) or {"default": PREFILL_DEFAULT}
         terms = fit_decode(curves, engine, pre)
         print(f"{engine}: {terms} prefill_tflops: {pre}")
+
+
+def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms | None:
+    """``engine``'s terms fitted as :func:`fit_profile_terms` fits them, to its curves but those of the publication
+    ``leave_out`` (a curve's ``url``); None when no curve of the engine is left.  Prefill: the fitted rate per
+    format and, as the profile states it, their mean as ``default`` (else :data:`PREFILL_DEFAULT`)."""
+    kept = [c for c in curves if c.engine == engine and c.url != leave_out]
+    if not kept:
+        return None
+    pre = fit_prefills(kept, engine, quiet=True)
+    pre = {**pre, "default": float(np.mean(list(pre.values())))} if pre else {"default": PREFILL_DEFAULT}
+    vals = fit_decode(kept, engine, pre, quiet=True)
+    return EngineTerms(**vals, prefill_tflops=pre, source=f"fitted without {leave_out}")

@@ -97,7 +97,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -112,6 +112,10 @@ SMALL_LLAMA = {"model_type": "llama", "vocab_size": 4096, "hidden_size": 1024, "
                "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 4,
                "max_position_embeddings": 512, "tie_word_embeddings": False}
 SERVED = "agreement-llama"
+#: The served dtype, as a config's ``vllm.dtype`` (config/vllm-cpu.yaml's): the one this CPU runs natively
+#: (:func:`pipeline.machine.cpuisa.served_dtype`): bfloat16 with AVX512-BF16, AMX or Arm BF16, float32 where torch
+#: would emulate bfloat16 (an AVX2-only EPYC took ~29 min over this benchmark serving bfloat16).
+DTYPE = "native"
 #: The scheduling priority (nice) of the server, ``vllm bench serve`` and batchmark's measuring thread: above the
 #: rest of a shared machine (module docstring); needs root or CAP_SYS_NICE, else the priority stays.
 NICE = -10
@@ -186,10 +190,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def agreement_dtype(flags: Iterable[str] | None = None) -> tuple[str, str | None]:
+    """``(dtype, why)`` the benchmark serves and saves the model folder in: :data:`DTYPE` resolved for this machine's
+    CPU, or for a CPU of the given ``/proc/cpuinfo`` ``flags`` (:func:`pipeline.machine.cpuisa.served_dtype`)."""
+    from pipeline.machine.cpuisa import served_dtype
+
+    return served_dtype(DTYPE, flags)
+
+
 def start_server(python: Path, folder: Path, log: Path, max_seqs: int,
-                 nice: int | None = None) -> tuple[subprocess.Popen, str]:
-    """Start ``vllm serve`` for ``folder`` on a free port (at priority ``nice`` when given); returns (process, base
-    URL) once ``/health`` answers.
+                 nice: int | None = None, dtype: str = "float32") -> tuple[subprocess.Popen, str]:
+    """Start ``vllm serve`` for ``folder`` on a free port (at priority ``nice`` when given) serving ``dtype``
+    (:func:`agreement_dtype`); returns (process, base URL) once ``/health`` answers.
 
     Raises:
         RuntimeError: the server exited or did not become healthy in 600 s (the log's tail in the message).
@@ -198,7 +210,7 @@ def start_server(python: Path, folder: Path, log: Path, max_seqs: int,
     cmd = [str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
            "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
            "--no-enable-prefix-caching", "--max-num-seqs", str(max_seqs), "--max-model-len", "512",
-           "--dtype", "bfloat16", "--enforce-eager"]
+           "--dtype", dtype, "--enforce-eager"]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
@@ -551,7 +563,8 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
 
     Returns :func:`compare`'s dict plus ``"vllm": {c: [result dict per round]}``, ``"summaries": {c: [PointSummary
     per round]}``, ``"runs"`` (the per-run figures compared), ``"nice"`` (the priority used, None when none),
-    ``"load"`` (the 1-minute load average before and after) and ``"seconds"`` (wall time, server start included).
+    ``"load"`` (the 1-minute load average before and after), ``"seconds"`` (wall time, server start included) and
+    ``"dtype"`` (the dtype served, :func:`agreement_dtype`).
 
     Raises:
         RuntimeError: no usable vLLM environment, or the server or ``vllm bench serve`` failed.
@@ -567,10 +580,11 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
     work.mkdir(parents=True, exist_ok=True)
     nice = nice if priority_allowed(nice) else None
     was = os.getpriority(os.PRIO_PROCESS, 0)
-    folder = build_model_folder("agreement-llama", SMALL_LLAMA)
+    dtype, _why = agreement_dtype()
+    folder = build_model_folder("agreement-llama", SMALL_LLAMA, dtype)
     bench = VLLMBench(python, work / "vllm-bench.log", nice)  # imports vLLM while the server starts
     try:
-        proc, url = start_server(python, folder, work / "server.log", max(concurrencies), nice)
+        proc, url = start_server(python, folder, work / "server.log", max(concurrencies), nice, dtype)
     except BaseException:
         bench.close()
         raise
@@ -612,7 +626,7 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
             for c in concurrencies}
     out = compare(runs)
     out.update(vllm=vllm, summaries=summaries, runs=runs, nice=nice, load=(load_before, os.getloadavg()[0]),
-               seconds=time.monotonic() - t_start)
+               seconds=time.monotonic() - t_start, dtype=dtype)
     return out
 
 
@@ -641,7 +655,7 @@ def report(res: dict[str, Any]) -> str:
     lines = [table(res["rows"]),
              f"A/A noise σ of one run (robust, pooled over c and clients): {sig}",
              f"over all c (drift-corrected, tolerance, the disagreement caught 99 % of the time): {pooled}",
-             f"{res['rounds']} runs per client per point (ABBA); priority "
+             f"{res['rounds']} runs per client per point (ABBA); served in {res.get('dtype', '?')}; priority "
              f"{'nice ' + str(res['nice']) if res.get('nice') is not None else 'unchanged'}; load average "
              f"{res['load'][0]:.1f} before, {res['load'][1]:.1f} after; {res['seconds']:.0f} s, server start included",
              "agree: every figure within its tolerance" if res["ok"] else "DISAGREE: " + "; ".join(res["failures"])]

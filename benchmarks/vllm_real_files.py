@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.vllm_agreement import SMALL_LLAMA, _free_port, stop_server, vllm_python, wait_healthy  # noqa: E402
+from benchmarks.vllm_agreement import SMALL_LLAMA, _free_port, agreement_dtype, stop_server, vllm_python, wait_healthy  # noqa: E402
 
 #: The model's name in every command (the linked folder, the served name, ``model_id`` in vLLM's files).
 MODEL = "agreement-llama"
@@ -81,10 +81,11 @@ def write_shim(python: Path, bin_dir: Path) -> Path:
 
 
 def serve_cmd(port: int, max_seqs: int) -> list[str]:
-    """``vllm serve`` of the linked model folder on ``127.0.0.1:port`` (the agreement test's server settings)."""
+    """``vllm serve`` of the linked model folder on ``127.0.0.1:port`` (the agreement test's server settings, its dtype:
+    the one this CPU runs natively)."""
     return ["vllm", "serve", MODEL, "--host", "127.0.0.1", "--port", str(port), "--seed", "0",
             "--no-enable-prefix-caching", "--max-num-seqs", str(max_seqs), "--max-model-len", "512",
-            "--dtype", "bfloat16", "--enforce-eager"]
+            "--dtype", agreement_dtype()[0], "--enforce-eager"]
 
 
 def bench_cmd(port: int, num_prompts: int, input_len: int, output_len: int) -> list[str]:
@@ -110,7 +111,7 @@ def _prepare(out: Path) -> tuple[Path, dict[str, str]]:
     out.mkdir(parents=True, exist_ok=True)
     link = out / MODEL
     if not link.exists():
-        link.symlink_to(build_model_folder(MODEL, SMALL_LLAMA))
+        link.symlink_to(build_model_folder(MODEL, SMALL_LLAMA, agreement_dtype()[0]))
     bin_dir = out / ".bin"
     write_shim(python, bin_dir)
     return bin_dir, _env(bin_dir)

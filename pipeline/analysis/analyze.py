@@ -44,7 +44,8 @@ from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
 from pipeline.core.records import Workload, server_key, workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
 from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
-from pipeline.cards.stepcost import bytes_per_decode_step, flops_per_decode_step
+from pipeline.cards.stepcost import (bytes_per_decode_step, flops_per_decode_step, kv_bytes_per_step,
+                                    weight_bytes_per_step)
 
 
 #: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers engine).
@@ -300,7 +301,11 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
                        mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
                        mfu=ratio(flops / s.step_time_s / 1e12, peak_c))
             if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
-                fewest, _ = bytes_at_b1_range(card, lambda k: bytes_per_decode_step(k, batch, ctx))
+                # and every routing: an MoE's tokens may share experts (down to identical routing, coverage k/E:
+                # stepcost.effective_batch), as vLLM's gpt-oss-120b Spark curve does (routing_scale 8)
+                fewest, _ = bytes_at_b1_range(card, lambda k: weight_bytes_per_step(k, batch, 0.0 if k.expert_bytes
+                                                                                    else None)
+                                              + kv_bytes_per_step(k, batch, ctx))
                 row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
         if bw:
             step, bound = roofline_step_s(card, batch, ctx, bw, peak_c)

@@ -59,12 +59,15 @@ def this_cpu(path: Path = Path("/proc/cpuinfo")) -> dict[str, Any] | None:
     return {"isa": instruction_sets(flags), "native_dtype": dtype, "why": why}
 
 
-def served_dtype(option: str) -> tuple[str, str | None]:
+def served_dtype(option: str, flags: Iterable[str] | None = None) -> tuple[str, str | None]:
     """The dtype the ``{dtype}`` placeholder fills and why (None when the config named it): ``native`` is the dtype
     this machine's CPU runs natively (:func:`pipeline.machine.cpuisa.native_dtype`; float32 where ``/proc/cpuinfo``
-    cannot be read, which every CPU runs), any other value is served as written."""
+    cannot be read, which every CPU runs), any other value is served as written.  ``flags``: a CPU's flags to decide
+    by instead of this machine's (what another CPU would be served)."""
     if option != "native":
         return option, None
+    if flags is not None:
+        return native_dtype(flags)
     cpu = this_cpu()
     if cpu is None:
         return "float32", "the CPU's flags could not be read (no /proc/cpuinfo), so float32, which every CPU runs natively"

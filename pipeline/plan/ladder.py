@@ -3,6 +3,7 @@ requests and repeats, and the config the sweep measures once the budget chose.""
 
 from __future__ import annotations
 
+from pipeline.config.options import OpenLoop  # noqa: F401  (the budget's cut open loop)
 from pipeline.config.sweepconfig import SweepConfig
 
 
@@ -23,8 +24,10 @@ LADDER: list[tuple[int | None, int | None, int | None, str]] = [
 
 
 def budgeted_config(cfg: SweepConfig, reps: int, per_slot: int | None, min_req: int | None, drop: int,
-              open_loop: bool) -> SweepConfig:
-    """``cfg`` with the budget's choices applied (the config the sweep measures; validated again)."""
+                    open_loop: "bool | OpenLoop | None") -> SweepConfig:
+    """``cfg`` with the budget's choices applied (the config the sweep measures; validated again): ``open_loop``
+    False or None drops it, True keeps the config's, an :class:`~pipeline.config.options.OpenLoop` replaces it (the
+    budget's fewer rates or bisection steps, :func:`pipeline.plan.budget.cuts`)."""
     data = cfg.model_dump(mode="json")
     if cfg.workloads:  # the shapes are the workloads; the shorthand fields only mirror the first
         data.pop("input_len"), data.pop("output_len")
@@ -39,6 +42,8 @@ def budgeted_config(cfg: SweepConfig, reps: int, per_slot: int | None, min_req: 
                 data[eng]["max_num_seqs"] = max(cfg.concurrency)
     if not open_loop:
         data["open_loop"] = None
+    elif open_loop is not True:
+        data["open_loop"] = open_loop.model_dump(mode="json")
     if per_slot:
         for eng in ("vllm", "openai", "simulated"):
             data[eng]["requests_per_slot"] = per_slot

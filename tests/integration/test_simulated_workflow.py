@@ -38,6 +38,8 @@ def two_runs(tmp_path_factory):
     for _ in range(2):
         res = _run(root, "-m", "snakemake", "--cores", "2", "--configfile", "config/sim-ci.yaml", "--config", "fresh=1")
         assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+        # each rule's outputs are what its command writes (tests/integration/test_snakefile_outputs.py)
+        assert "were not present when the DAG was created" not in res.stderr, res.stderr[-3000:]
         runs = sorted(p.name for p in (root / "data" / "runs").iterdir() if not p.name.startswith("."))
     assert len(runs) == 2
     return root, runs

@@ -24,8 +24,15 @@ What is asserted, and why it holds on a busy 2-core machine (:func:`benchmarks.v
   bunched them (``pipeline/engines/scrape.py`` says how it now keeps off the server).
 
 ``tests/unit/engines/test_vllm_agreement_stats.py`` shows the comparison catching a 10 % disagreement and its error rates.
-Takes 150 to 173 s on this 2-core machine at load average 7 to 13 (server start, the ``vllm bench serve`` process,
-24 runs); five runs in a row passed there (2026-12-01).  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by ``batchmark
+Serves the dtype this CPU runs natively (:func:`benchmarks.vllm_agreement.agreement_dtype`, as config/vllm-cpu.yaml's
+``vllm.dtype: native``): bfloat16 on a CPU with AVX512-BF16 or AMX, float32 where bfloat16 would be emulated; it
+served bfloat16 everywhere once and took about 29 min on an AVX2-only CPU, whose emulated bfloat16 matmul runs at
+0.2 GFLOP/s against 65 in float32 (pipeline/machine/cpuisa.py).  Expected time: 150 to 173 s on this 2-core Xeon
+(AMX-BF16: bfloat16 served) at load average 7 to 13 (server start, the ``vllm bench serve`` process, 24 runs); five
+runs in a row passed there (2026-12-01).  On 2026-12-02, with three other jobs sharing those 2 cores, 459 s and 446 s
+at load average 7 to 12: the first failed one drift-corrected throughput figure (c = 16, +8.2 % against ±5.3 %,
+the plain figures 0.7 % apart; vLLM's own A/A spread 23 %), the second agreed throughout.  On a 2-core AVX2-only CPU, serving float32, about the same (not measured
+end to end; ``tests/unit/machine/test_cpuisa.py`` checks the dtype chosen there).  Skips, saying why, where the vLLM environment (``.venv-vllm``, made by ``batchmark
 server-env``; CI makes it in ``.ci/run``) could not be made.
 """
 

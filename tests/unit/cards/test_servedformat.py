@@ -95,3 +95,20 @@ def test_the_analysis_of_a_first_night_is_not_impossible():
     assert model["format_stated"] is False and model["ceiling_tok_s_range"][1] > 57.5
     assert model["implausible"] is None and point["implausible"] is None
     assert point["mbu"] > 1 > point["mbu_min"]
+
+
+def test_an_moe_batch_sharing_experts_is_not_impossible():
+    """Regression (fault kind: a bound that is not the least): an MoE point's fewest plausible bytes counted uniform
+    routing (every token its own experts), the most a step reads, so a batch whose tokens share experts read as
+    MBU above 1 at every format.  vLLM gpt-oss-120b on one Spark, c = 32: 318.7 tok/s (kubis.ai, llama-benchy pp1024
+    tg128), TPOT 32 / 318.7 = 0.100 s; with uniform routing and the fewest bytes (all MXFP4) a step reads ~40 GB, at
+    0.100 s 400 GB/s > 273; with identical routing (coverage k/E = 4/128, the least) it reads the B = 1 experts."""
+    from pipeline.analysis.analyze import analyze
+    from pipeline.importers.base import summary
+    from pipeline.machine.hardware import load_profile
+
+    rows = [summary("gpt-oss-120b", "vllm", 1024, 128, 32, output_throughput_tok_s=318.7, step_time_s=32 / 318.7)]
+    doc = analyze(rows, {"gpt-oss-120b": load_card("gpt-oss-120b")}, load_profile("dgx-spark").model_dump())
+    point = doc["points"][0]
+    assert point["mbu"] > 1 > point["mbu_min"] and point["implausible"] is None
+    assert doc["models"][0]["implausible"] is None

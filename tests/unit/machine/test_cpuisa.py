@@ -48,6 +48,23 @@ def test_the_default_config_serves_the_cpus_native_dtype(monkeypatch):
     assert engine.provenance()["dtype_choice"].startswith("float32: this CPU (AVX2) has no bfloat16 instructions")
 
 
+def test_the_vllm_agreement_test_serves_the_native_dtype_as_the_default_config_does():
+    """Regression (fault kind: an emulated dtype in a test): the vLLM agreement test served bfloat16 and took ~29 min
+    on an AVX2-only CPU.  It serves what the default config serves: float32 without bfloat16 instructions,
+    bfloat16 with AVX512-BF16 or AMX-BF16 (the kernel's flags ``avx512_bf16``, ``amx_bf16``)."""
+    from benchmarks.vllm_agreement import agreement_dtype
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.machine.cpuisa import served_dtype
+    from tests.conftest import REPO
+
+    default = load_config(REPO / "config" / "vllm-cpu.yaml").vllm.dtype
+    avx2 = cpu_flags(EPYC_AVX2)
+    assert "avx512_bf16" not in avx2 and "amx_bf16" not in avx2
+    assert agreement_dtype(avx2)[0] == served_dtype(default, avx2)[0] == "float32"
+    for extra in ({"avx512f", "avx512_bf16"}, {"amx_bf16", "amx_tile"}):
+        assert agreement_dtype(avx2 | extra)[0] == served_dtype(default, avx2 | extra)[0] == "bfloat16", extra
+
+
 def test_mfu_uses_the_roof_of_the_served_dtype():
     """A probe of 65 GFLOP/s in float32 and 0.2 GFLOP/s in bfloat16 (the EPYC's): a bfloat16 model's roof is 0.2."""
     from pipeline.analysis.analyze import roof_for_dtype

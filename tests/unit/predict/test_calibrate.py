@@ -166,7 +166,7 @@ def test_model_pages_draw_the_calibrated_prediction_beside_the_measurement():
     rows = [r for r in _rows(throughputchart.throughput_chart(w.model, w.points, w.analysis_points, prediction=w.prediction))
             if r.get("series") == "calibrated prediction"]
     assert sorted({r["concurrency"] for r in rows}) == [1, 2, 4, 8, 16, 32, 64, 128]
-    simulated = view_of(stages.load_run("data/runs/20261201T103258Z-vm"))
+    simulated = view_of(stages.load_run("data/runs/20261202T030252Z-vm"))
     assert all(x.prediction is None for x in simulated.workloads)
 
 

@@ -211,7 +211,7 @@ def test_names_with_one_meaning_each_issue_25():
     """the stored files of a run written before say (1) an open-loop point's cap as ``concurrency``,
     (2) a point's caveats as ``flags`` / ``flagged_concurrency`` ("flagged" is the quality verdict), (3) the SLO's
     per-request goodput limit and its p99 bound as one key ``ttft_p99_ms``; each is read under its own name, every
-    value as stored (the values here are those of run 20261201T103258Z-vm: an SLO of 2000 ms TTFT and 100 ms TPOT)."""
+    value as stored (the values here are those of run 20261202T030252Z-vm: an SLO of 2000 ms TTFT and 100 ms TPOT)."""
     open_key = {"model": "m", "engine": "vllm", "input_len": 64, "output_len": 32, "concurrency": 16, "load": "poisson",
                 "rate_rps": 2.5}
     closed_key = {"model": "m", "engine": "vllm", "input_len": 64, "output_len": 32, "concurrency": 8}
