@@ -168,17 +168,18 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
             async for data in resp.content.iter_any():
                 stamp(perf() - t0)
                 keep(data)
-                if b"[DONE]" in data or b"[DONE]" in tail + data[:6]:  # a server may hold the body open after it
+                edge = tail + data[:7]  # a marker cut between two reads
+                if b"[DONE]" in data or b"[DONE]" in edge:  # a server may hold the body open after it
                     finished = _done_in(reads)
                     if finished:
                         break
-                if b'"error"' in data or b'"error"' in tail + data[:7]:
+                if not errors and (b'"error"' in data or b'"error"' in edge):
                     errors = True
                 tail = data[-7:] if len(data) >= 7 else (tail + data)[-7:]  # the stream's last bytes
-            head = b"".join(reads)[:BODY_HEAD_BYTES]  # named when no event came (an HTML page, a non-streamed JSON)
             if defer and finished and not errors:
                 raw.done_seen = True
                 return  # a whole stream: parsed after the repeat, off the loop (the scheduler's fold)
+            head = b"".join(reads)[:BODY_HEAD_BYTES]  # named when no event came (an HTML page, a non-streamed JSON)
             fold_reads(raw, target.secrets)
             if not raw.done_seen and raw.error is None and raw.finish_reason is None and not raw.final_usage_seen:
                 raw.error = (_no_stream(resp.headers.get("Content-Type"), head, target.secrets) if not raw.times else
