@@ -125,6 +125,8 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     survives the cut either.
     """
     await _stream_one(session, target, body, raw, t0, headers, defer)
+    if not defer:  # a stream cut off by a timeout or a lost connection: its events up to there
+        fold_reads(raw, target.secrets)
     if raw.error is not None:
         raw.error = (scrub.scrub(raw.error, target.secrets) or "")[:ERROR_CHARS + 40]
     return raw

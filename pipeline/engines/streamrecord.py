@@ -198,15 +198,24 @@ def fold_reads(raw: RawStream, secrets: tuple[str, ...] = ()) -> None:
     :func:`parse_event` at the arrival of the read that completed it, the time the event was in the client's hands;
     ``[DONE]`` sets ``done_seen`` and ends the stream (later events are not read); an event that is not JSON or of
     the wrong shape, or an error event, sets ``raw.error`` (the quoted text scrubbed of ``secrets`` and of any
-    key-shaped token before it is cut, :func:`pipeline.core.scrub.scrub`) and ends it too.  A stream without reads
-    is left as it is, so folding twice changes nothing.
+    key-shaped token before it is cut, :func:`pipeline.core.scrub.scrub`) and ends it too.  A stream that already
+    failed (a timeout, a lost connection) keeps its events up to the failure and its error, unless one of those
+    events was itself an error, which came first.  A stream without reads is left as it is: folding twice changes
+    nothing.
     """
     reads, times = raw.reads, raw.read_s
     if not reads:
         return
     raw.reads, raw.read_s = [], []
+    prior, raw.error = raw.error, None
+    _fold_events(raw, split_reads(reads), times, secrets)
+    if raw.error is None:
+        raw.error = prior
+
+
+def _fold_events(raw: RawStream, events: list[tuple[bytes, int]], times: list[float], secrets: tuple[str, ...]) -> None:
     loads = orjson.loads
-    for data, i in split_reads(reads):
+    for data, i in events:
         payload = data.strip()
         if payload == b"[DONE]":
             raw.done_seen = True

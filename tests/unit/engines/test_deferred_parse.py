@@ -137,6 +137,19 @@ def test_a_malformed_event_is_an_error_scrubbed_before_it_is_cut():
     assert raw.texts == [" a"]
 
 
+def test_a_stream_cut_off_keeps_its_events_and_its_error():
+    """Two events, then the request timed out (the error the client set): both events are kept, as the loop parsing
+    each read kept them, and the timeout stays the error; an error event before the cut came first and wins."""
+    raw = streamrecord.RawStream(request_id=0, warmup=False, queued_s=0.0, sent_s=0.0, error="timeout after 0.5 s",
+                                 read_s=[1.0, 2.0], reads=[_ev(_chat(" a")), _ev(_chat(" b"))])
+    streamrecord.fold_reads(raw)
+    assert raw.texts == [" a", " b"] and raw.times == [1.0, 2.0] and raw.error == "timeout after 0.5 s"
+    raw = streamrecord.RawStream(request_id=0, warmup=False, queued_s=0.0, sent_s=0.0, error="timeout after 0.5 s",
+                                 read_s=[1.0], reads=[_ev({"error": {"message": "overloaded"}})])
+    streamrecord.fold_reads(raw)
+    assert raw.error == "server error event: overloaded"
+
+
 def _serve(chunks: list[bytes], release: asyncio.Event):
     """A local aiohttp server streaming ``chunks`` then holding the body open until ``release`` is set (a server that
     does not end the response after ``[DONE]``); returns (the app runner, its base URL) inside a running loop."""
