@@ -16,7 +16,7 @@ event stream" (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - at the end of the stream an event not yet closed by an empty line is discarded, never dispatched.
 
 Bytes in, bytes out (the data is JSON for the client, which orjson reads from bytes; invalid UTF-8 is the JSON
-reader's to refuse).  The hot loop calls :meth:`SSEParser.feed` once per read; a read's text is cut into events at
+reader's to refuse).  :meth:`SSEParser.feed` takes one read at a time; a read's text is cut into events at
 their empty lines first, and an event of one ``data:`` line (what every inference server sends) is dispatched
 without walking its fields (the same event the field walk gives: between events the type and data buffers are
 empty).  The fields of an event not yet closed take effect when it is (``id``, ``retry`` included).
@@ -62,7 +62,7 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk`` (in order), each a ``(data, event, last_event_id)`` tuple (equal to its
-        :class:`SSEEvent`; plain tuples, as the hot loop reads them); a partial line or event is kept for the next call."""
+        :class:`SSEEvent`; plain tuples, cheaper to build); a partial line or event is kept for the next call."""
         if self._skip_lf and chunk:
             self._skip_lf = False
             if chunk[:1] == b"\n":

@@ -4,7 +4,8 @@ the parsing of each SSE event, the token accounting that turns a stream into a
 (:class:`Features`).  Pure: no network (the HTTP client that fills a stream is :mod:`pipeline.engines.client`).
 
 How many tokens a chunk carries (k).  ITL is per token (docs/definitions.md), so k matters.  The
-hot loop never tokenizes: it keeps each chunk's arrival, text, kind (visible content or
+hot loop never tokenizes (nor parses: it keeps each read's bytes and arrival, :func:`fold_reads` reads them
+after the stream); a stream keeps each chunk's arrival, text, kind (visible content or
 reasoning) and whatever ``completion_tokens`` it carried, plus the last usage of the stream.
 After the repeat, :func:`finalize` hands that evidence to
 :func:`pipeline.engines.tokencount.decide`, which chooses per request which count to trust
