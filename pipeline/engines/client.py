@@ -144,8 +144,17 @@ def _no_stream(content_type: str | None, head: bytes, secrets: Any) -> str:
             f"not text/event-stream; body starts {said[:80]!r}")
 
 
+#: How every server ends a stream: its last event ``[DONE]``, after an event's blank line.
+DONE_END = b"\n\ndata: [DONE]\n\n"
+
+
 def _done_in(reads: list[bytes]) -> bool:
-    """Whether the reads so far hold a dispatched ``[DONE]`` event (the spec's parser over them)."""
+    """Whether the reads so far hold a dispatched ``[DONE]`` event: at once when they end with :data:`DONE_END`
+    (LF-only, so the closed events before it cannot hide it), else the spec's parser over them."""
+    last = reads[-1]
+    end = last if len(last) >= len(DONE_END) or len(reads) == 1 else reads[-2][-len(DONE_END):] + last
+    if end.endswith(DONE_END) and b"\r" not in end:
+        return True
     return any(data.strip() == b"[DONE]" for data, _ in split_reads(reads))
 
 
