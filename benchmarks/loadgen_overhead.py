@@ -17,9 +17,11 @@ client in turn against the same server:
   window (``PointSummary.delivered_output_throughput_tok_s``);
 - minimal (:func:`minimal`, about 60 lines): raw HTTP/1.1 over asyncio streams, one timestamp per
   read, content events counted by a byte search, no JSON parsing; the same request shape and the
-  same figure.  ``ratio`` = ours / minimal: the load generator's own cost at that concurrency (the
-  target is ≥ 0.95×); ``CPU`` columns = each client's CPU time / wall time (100 %: that client was
-  the limit, not the server);
+  same figure.  ``ratio`` = the median over repeats of ours / minimal within each pair (the two run back to
+  back, so a pair shares the machine's load, which the medians of each side apart do not): the load generator's own
+  cost at that concurrency (the target is ≥ 0.95×); ``CPU`` columns = each client's CPU time / wall time (100 %: that client was
+  the limit, not the server); ``µs/tok`` columns = each client's CPU time per token it received (its own cost,
+  which other work on a shared core does not change, where the tokens/s ratio then mostly shows who got the core);
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
   same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of
@@ -207,10 +209,11 @@ def serve(port: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # clients
 
-def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float]:
+def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float, float]:
     """Our load generator at ``concurrency``: (tokens/s every stream delivered inside the measured window, as
     ``PointSummary.delivered_output_throughput_tok_s`` counts them, the client's CPU time / wall time of the loop —
-    near 1.0 when the client is the limit)."""
+    near 1.0 when the client is the limit, the client's CPU µs per token received — its cost, which a core shared
+    with other work does not change)."""
     sys.path.insert(0, str(ROOT))
     from pipeline.engines import loadgen
 
@@ -226,7 +229,8 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tup
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     res = asyncio.run(run())
-    cpu_frac = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
+    cpu_s = time.process_time() - cpu0
+    cpu_frac = cpu_s / (time.perf_counter() - wall0)
     records = [loadgen.finalize(s, 4) for s in res.streams]
     bad = [r.error for r in records if r.error]
     if bad:
@@ -234,7 +238,7 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tup
     start, end = loadgen.measured_window(records)
     chunks = [(t, k) for r in records for t, k in r.chunks]
     chunks += [(t, 1) for raw in res.cooldown for t in raw.times]  # one token per event from the bench server
-    return delivered_tok_s(chunks, start, end), cpu_frac
+    return delivered_tok_s(chunks, start, end), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6
 
 
 def delivered_tok_s(chunks: list[tuple[float, int]], start: float, end: float) -> float:
@@ -243,11 +247,12 @@ def delivered_tok_s(chunks: list[tuple[float, int]], start: float, end: float) -
     return sum(k for t, k in chunks if start <= t <= end) / (end - start)
 
 
-def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float]:
+def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float, float]:
     """A minimal socket client: raw HTTP/1.1 keep-alive over asyncio streams, one timestamp per read, the content
     events of each read counted by a byte search (one token per event, as the bench server sends them); the same
     shape as ours (``concurrency`` warm-up requests, ``n_measured`` measured, cool-down until they are done).
-    Returns (delivered tok/s over first measured send → last measured completion, CPU time / wall time)."""
+    Returns (delivered tok/s over first measured send → last measured completion, CPU time / wall time, CPU µs per
+    token received)."""
     host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
     body = json.dumps({"model": "bench", "stream": True, "max_tokens": output_tokens, "ignore_eos": True,
                        "messages": [{"role": "user", "content": "w0 w1 w2 w3"}]}).encode()
@@ -293,8 +298,9 @@ def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> 
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
     asyncio.run(run())
-    cpu_frac = (time.process_time() - cpu0) / (time.perf_counter() - wall0)
-    return delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac
+    cpu_s = time.process_time() - cpu0
+    cpu_frac = cpu_s / (time.perf_counter() - wall0)
+    return delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6
 
 
 def build_tokenizer(folder: Path) -> None:
@@ -359,14 +365,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pinned(core: int, args: list[str], which: str = "ours") -> tuple[float, float]:
-    """Run this script's ``client-<which>`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction)."""
+def _pinned(core: int, args: list[str], which: str = "ours") -> tuple[float, float, float]:
+    """Run this script's ``client-<which>`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction, CPU µs
+    per token)."""
     res = subprocess.run([sys.executable, __file__, f"client-{which}", "--core", str(core), *args],
                          capture_output=True, text=True, timeout=1800, env={**os.environ, "PYTHONPATH": str(ROOT)})
     if res.returncode != 0:
         raise RuntimeError(f"client failed: {res.stderr[-1500:]}")
-    tok_s, cpu = res.stdout.strip().splitlines()[-1].split()
-    return float(tok_s), float(cpu)
+    tok_s, cpu, us = res.stdout.strip().splitlines()[-1].split()
+    return float(tok_s), float(cpu), float(us)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -428,11 +435,12 @@ def main(argv: list[str] | None = None) -> int:
                 argv_c = ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc), "--requests", str(n),
                           "--output-tokens", str(args.output_tokens)]
                 for which in ("ours", "minimal"):  # side by side, in turn, against the same server
-                    v, cpu = _pinned(args.client_core, argv_c, which)
+                    v, cpu, us = _pinned(args.client_core, argv_c, which)
                     samples[which].setdefault(conc, []).append(v)
                     samples.setdefault(f"{which}_cpu_fraction", {}).setdefault(conc, []).append(cpu)
-                    print(f"repeat {r + 1} c={conc} {which} {v:,.0f} tok/s (client CPU {cpu:.0%} of wall)",
-                          file=sys.stderr)
+                    samples.setdefault(f"{which}_cpu_us_per_token", {}).setdefault(conc, []).append(us)
+                    print(f"repeat {r + 1} c={conc} {which} {v:,.0f} tok/s (client CPU {cpu:.0%} of wall, "
+                          f"{us:.2f} µs/token)", file=sys.stderr)
                 if args.guidellm:
                     try:
                         g = guidellm(args.guidellm, f"http://127.0.0.1:{port}", conc, n, args.output_tokens,
@@ -447,14 +455,17 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nstreamed output tokens/s delivered in the measured window, client pinned to one core, median of "
           f"{args.repeats} (load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {len(cores)} cores)")
     print(f"{'concurrency':>11}  {'batchmark':>12}  {'minimal':>12}  {'ratio':>6}  {'CPU ours':>8}  {'CPU min':>7}  "
-          f"{'guidellm':>12}")
+          f"{'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>12}")
     for conc in args.concurrency:
         o = statistics.median(samples["ours"][conc])
         mn = statistics.median(samples["minimal"][conc])
         g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
         co = statistics.median(samples["ours_cpu_fraction"][conc])
         cm = statistics.median(samples["minimal_cpu_fraction"][conc])
-        print(f"{conc:>11}  {o:>12,.0f}  {mn:>12,.0f}  {o / mn:>5.2f}x  {co:>8.0%}  {cm:>7.0%}  "
+        uo = statistics.median(samples["ours_cpu_us_per_token"][conc])
+        um = statistics.median(samples["minimal_cpu_us_per_token"][conc])
+        ratio = statistics.median(a / b for a, b in zip(samples["ours"][conc], samples["minimal"][conc]))
+        print(f"{conc:>11}  {o:>12,.0f}  {mn:>12,.0f}  {ratio:>5.2f}x  {co:>8.0%}  {cm:>7.0%}  {uo:>11.2f}  {um:>10.2f}  "
               f"{(f'{g:,.0f}' if g else 'n/a'):>12}")
     for name, hint in peers().items():
         print(f"{name}: {hint}")

@@ -14,10 +14,12 @@ A stream's events, its token accounting and the fields a server accepts are
 :mod:`pipeline.engines.streamrecord` (pure); this module sends the requests that fill them.
 
 The client never throttles: the connector has no connection limit, keep-alive reuses the N
-connections, the read buffer is 4 MiB (long lines and long contexts), SSE events are split
-from whole socket reads (``iter_any``, one await per read, not per line) by the specification's parser
-(:mod:`pipeline.engines.sse`: multi-line ``data``, comments, ``event``/``id``/``retry``, CR/LF/CRLF) and parsed with
-orjson; request bodies are serialised before the loop starts.
+connections, the read buffer is 4 MiB (long lines and long contexts), the body is read whole socket read by
+whole socket read (``iter_any``, one await per read, not per line), each read kept with one timestamp and nothing
+else done to it; after the stream ends its SSE events are split by the specification's rules
+(:func:`pipeline.engines.sse.split_reads`: multi-line ``data``, comments, ``event``/``id``/``retry``, CR/LF/CRLF),
+parsed with orjson and stamped with the arrival of the read that completed them, the same times a parser run inside
+the loop gives; request bodies are serialised before the loop starts.
 
 """
 
@@ -31,8 +33,8 @@ from typing import Any, Literal
 import orjson
 
 from pipeline.core import scrub
-from pipeline.engines.sse import SSEParser
-from pipeline.engines.streamrecord import Features, RawStream, parse_event, per_chunk_usage
+from pipeline.engines.sse import split_reads
+from pipeline.engines.streamrecord import Features, RawStream, fold_reads, per_chunk_usage
 from pipeline.core.errors import BatchmarkError
 
 Endpoint = Literal["completions", "chat"]
@@ -107,8 +109,14 @@ ERROR_READ_BYTES = 64 * 1024
 
 
 async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
-                     headers: dict[str, str]) -> RawStream:
+                     headers: dict[str, str], defer: bool = False) -> RawStream:
     """Send one streaming request and fill ``raw`` with chunk arrival times (s since ``t0``).
+
+    The read loop keeps each read's arrival and bytes (``raw.read_s``, ``raw.reads``) and parses nothing; the events
+    are parsed when the stream has ended (:func:`pipeline.engines.streamrecord.fold_reads`).  ``defer``: a stream
+    that ended with ``[DONE]`` and holds no ``"error"`` key is left unparsed for the caller's :func:`fold` after the
+    repeat (the scheduler's), so that parsing never delays a read or a send; any other stream (an error event, one
+    cut short, one without ``[DONE]``) is parsed at once, so that its error is known when it ends.
 
     Never raises for a server-side problem: HTTP errors, error events, malformed events,
     broken or truncated streams and timeouts end up in ``raw.error``, which holds no secret: the
@@ -116,7 +124,9 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     (:func:`pipeline.core.scrub.scrub`) before the text is cut to :data:`ERROR_CHARS`, so no part of a key
     survives the cut either.
     """
-    await _stream_one(session, target, body, raw, t0, headers)
+    await _stream_one(session, target, body, raw, t0, headers, defer)
+    if not defer:  # a stream cut off by a timeout or a lost connection: its events up to there
+        fold_reads(raw, target.secrets)
     if raw.error is not None:
         raw.error = (scrub.scrub(raw.error, target.secrets) or "")[:ERROR_CHARS + 40]
     return raw
@@ -134,12 +144,25 @@ def _no_stream(content_type: str | None, head: bytes, secrets: Any) -> str:
             f"not text/event-stream; body starts {said[:80]!r}")
 
 
+#: How every server ends a stream: its last event ``[DONE]``, after an event's blank line.
+DONE_END = b"\n\ndata: [DONE]\n\n"
+
+
+def _done_in(reads: list[bytes]) -> bool:
+    """Whether the reads so far hold a dispatched ``[DONE]`` event: at once when they end with :data:`DONE_END`
+    (LF-only, so the closed events before it cannot hide it), else the spec's parser over them."""
+    last = reads[-1]
+    end = last if len(last) >= len(DONE_END) or len(reads) == 1 else reads[-2][-len(DONE_END):] + last
+    if end.endswith(DONE_END) and b"\r" not in end:
+        return True
+    return any(data.strip() == b"[DONE]" for data, _ in split_reads(reads))
+
+
 async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
-                      headers: dict[str, str]) -> None:
+                      headers: dict[str, str], defer: bool) -> None:
     import aiohttp
 
     perf = time.perf_counter
-    loads = orjson.loads
     try:
         async with session.post(target.url, data=body, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
@@ -148,31 +171,28 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
                 detail = scrub.scrub(said, target.secrets) or ""
                 raw.error = f"HTTP {resp.status}: {detail[:ERROR_CHARS]}".replace("\n", " ")
                 return
-            parser = SSEParser()
-            finished = False
-            head = b""  # the body's first bytes, named when no event came (an HTML page, a non-streamed JSON)
+            stamp, keep = raw.read_s.append, raw.reads.append
+            reads = raw.reads
+            finished = errors = False
+            tail = b""
+            # the hot loop: one timestamp and the bytes of each read, nothing parsed (fold_reads does that)
             async for data in resp.content.iter_any():
-                now = perf() - t0
-                if len(head) < BODY_HEAD_BYTES:
-                    head += data[:BODY_HEAD_BYTES - len(head)]
-                for event_data, _, _ in parser.feed(data):
-                    payload = event_data.strip()
-                    if payload == b"[DONE]":
-                        finished = True
+                stamp(perf() - t0)
+                keep(data)
+                edge = tail + data[:7]  # a marker cut between two reads
+                if b"[DONE]" in data or b"[DONE]" in edge:  # a server may hold the body open after it
+                    finished = _done_in(reads)
+                    if finished:
                         break
-                    try:
-                        obj = loads(payload)
-                    except orjson.JSONDecodeError:
-                        said = scrub.scrub(payload.decode("utf-8", "replace"), target.secrets) or ""
-                        raw.error = f"malformed stream event: not JSON ({said[:80]!r})"
-                        return
-                    parse_event(raw, obj, now)
-                    if raw.error is not None:
-                        return
-                if finished:
-                    break
-            raw.done_seen = finished
-            if not finished and raw.finish_reason is None and not raw.final_usage_seen:
+                if not errors and (b'"error"' in data or b'"error"' in edge):
+                    errors = True
+                tail = data[-7:] if len(data) >= 7 else (tail + data)[-7:]  # the stream's last bytes
+            if defer and finished and not errors:
+                raw.done_seen = True
+                return  # a whole stream: parsed after the repeat, off the loop (the scheduler's fold)
+            head = b"".join(reads)[:BODY_HEAD_BYTES]  # named when no event came (an HTML page, a non-streamed JSON)
+            fold_reads(raw, target.secrets)
+            if not raw.done_seen and raw.error is None and raw.finish_reason is None and not raw.final_usage_seen:
                 raw.error = (_no_stream(resp.headers.get("Content-Type"), head, target.secrets) if not raw.times else
                              "stream ended early (no [DONE], finish_reason or usage)")
     except asyncio.TimeoutError:
@@ -181,6 +201,15 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
         raise
     except Exception as exc:  # connection refused/reset, payload errors: a failed request
         raw.error = f"{type(exc).__name__}: {scrub.scrub(str(exc), target.secrets)}"
+
+
+def fold(raw: RawStream, target: Target) -> None:
+    """Parse a stream whose reads the hot loop kept (:func:`pipeline.engines.streamrecord.fold_reads`), its error
+    cut to :data:`ERROR_CHARS` as :func:`stream_one` cuts it; nothing for a stream already parsed."""
+    if raw.reads:
+        fold_reads(raw, target.secrets)
+        if raw.error is not None:
+            raw.error = raw.error[:ERROR_CHARS + 40]
 
 
 # --------------------------------------------------------------------------------------------

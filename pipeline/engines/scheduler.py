@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from pipeline.engines.client import Target, stream_one
+from pipeline.engines.client import Target, fold, stream_one
 from pipeline.engines.clientmeter import ClientMeter
 from pipeline.engines.streamrecord import RawStream
 from pipeline.core.records import RequestRecord
@@ -176,6 +176,8 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     for t in tasks:  # a bug inside a slot must not pass silently
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()
+    for raw in (*streams, *cooled):  # parsed now, after the repeat: parsing delayed no read and no send
+        fold(raw, target)
     return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
 
 
@@ -282,6 +284,8 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
             due += gap
 
     await _drive(dispatch(), tasks, all_measured, stop, abort, deadline_s, deadline_reason, bugs)
+    for raw in (*streams, *cooled):  # parsed now, after the repeat: parsing delayed no read and no send
+        fold(raw, target)
     return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
 
 
@@ -327,14 +331,15 @@ async def _drive(dispatch: Any, tasks: set[asyncio.Task], all_measured: asyncio.
 
 def _metered(meter: ClientMeter | None, session: Any, target: Target, headers: dict[str, str],
              t0: float) -> Callable[[bytes, RawStream], Any]:
-    """``stream_one`` for one body, the meter told when it was sent and when its read ended (cancelled too)."""
+    """``stream_one`` for one body, the meter told when it was sent and when its read ended (cancelled too); whole
+    streams are left unparsed for the fold after the repeat (``defer``)."""
     if meter is None:
-        return lambda body, raw: stream_one(session, target, body, raw, t0, headers)
+        return lambda body, raw: stream_one(session, target, body, raw, t0, headers, defer=True)
 
     async def send(body: bytes, raw: RawStream) -> None:
         meter.sent()
         try:
-            await stream_one(session, target, body, raw, t0, headers)
+            await stream_one(session, target, body, raw, t0, headers, defer=True)
         finally:
             meter.done()
     return send

@@ -16,14 +16,23 @@ event stream" (https://html.spec.whatwg.org/multipage/server-sent-events.html):
 - at the end of the stream an event not yet closed by an empty line is discarded, never dispatched.
 
 Bytes in, bytes out (the data is JSON for the client, which orjson reads from bytes; invalid UTF-8 is the JSON
-reader's to refuse).  The hot loop calls :meth:`SSEParser.feed` once per read; a read's text is cut into events at
+reader's to refuse).  :meth:`SSEParser.feed` takes one read at a time; a read's text is cut into events at
 their empty lines first, and an event of one ``data:`` line (what every inference server sends) is dispatched
 without walking its fields (the same event the field walk gives: between events the type and data buffers are
 empty).  The fields of an event not yet closed take effect when it is (``id``, ``retry`` included).
+
+A whole stream kept as its reads (the client's hot loop keeps each read's bytes and time, nothing parsed) is
+split after the request by :func:`split_reads`: each event with the index of the read that completed it, which is
+the read :meth:`SSEParser.feed` would have dispatched it from.  Its fast path (LF line ends, every event one
+``data:`` line: what inference servers send) is one ``bytes.split`` of the joined reads; anything else (a CR, a
+comment, a BOM, several lines or fields in an event, blank lines beyond the one closing each event) is handed to
+:class:`SSEParser`, read by read.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import accumulate
 from typing import NamedTuple
 
 BOM = b"\xef\xbb\xbf"
@@ -53,7 +62,7 @@ class SSEParser:
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """The events completed by ``chunk`` (in order), each a ``(data, event, last_event_id)`` tuple (equal to its
-        :class:`SSEEvent`; plain tuples, as the hot loop reads them); a partial line or event is kept for the next call."""
+        :class:`SSEEvent`; plain tuples, cheaper to build); a partial line or event is kept for the next call."""
         if self._skip_lf and chunk:
             self._skip_lf = False
             if chunk[:1] == b"\n":
@@ -117,3 +126,24 @@ class SSEParser:
         if not data:
             return None
         return (b"\n".join(data), kind.decode("utf-8", "replace") if kind else "message", self.last_event_id)
+
+
+def split_reads(reads: list[bytes]) -> list[tuple[bytes, int]]:
+    """Every event of a stream read as ``reads`` (the bytes of each socket read, in order): ``(data, i)`` with ``i``
+    the index of the read that completed the event (closed its empty line), the read whose :meth:`SSEParser.feed`
+    returns it; an event not closed at the end is discarded (:meth:`SSEParser.close`).  Equal to feeding every
+    read to one :class:`SSEParser` (the slow path does exactly that), keeping only each event's ``data``."""
+    body = b"".join(reads)
+    if b"\r" not in body and body[:5] == b"data:":
+        blocks = body.split(b"\n\n")
+        blocks.pop()  # not closed by an empty line: never dispatched
+        if all(b[:5] == b"data:" and b"\n" not in b for b in blocks):
+            ends = list(accumulate(map(len, reads)))  # read i holds bytes [ends[i - 1], ends[i])
+            out, pos = [], 0
+            for b in blocks:
+                pos += len(b) + 2  # the event's closing LF is byte pos - 1
+                value = b[5:]
+                out.append((value[1:] if value[:1] == b" " else value, bisect_left(ends, pos)))
+            return out
+    parser = SSEParser()
+    return [(ev[0], i) for i, data in enumerate(reads) for ev in parser.feed(data)]

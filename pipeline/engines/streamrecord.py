@@ -4,7 +4,8 @@ the parsing of each SSE event, the token accounting that turns a stream into a
 (:class:`Features`).  Pure: no network (the HTTP client that fills a stream is :mod:`pipeline.engines.client`).
 
 How many tokens a chunk carries (k).  ITL is per token (docs/definitions.md), so k matters.  The
-hot loop never tokenizes: it keeps each chunk's arrival, text, kind (visible content or
+hot loop never tokenizes (nor parses: it keeps each read's bytes and arrival, :func:`fold_reads` reads them
+after the stream); a stream keeps each chunk's arrival, text, kind (visible content or
 reasoning) and whatever ``completion_tokens`` it carried, plus the last usage of the stream.
 After the repeat, :func:`finalize` hands that evidence to
 :func:`pipeline.engines.tokencount.decide`, which chooses per request which count to trust
@@ -32,7 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
+from pipeline.core import scrub
 from pipeline.engines import tokencount
+from pipeline.engines.sse import split_reads
 from pipeline.core.records import RequestRecord
 
 
@@ -70,6 +75,10 @@ class RawStream:
     the chunk reported (None when it reported none).  ``completion_tokens`` is the last
     usage of the stream; ``reasoning_tokens`` its ``completion_tokens_details.reasoning_tokens``.
     ``scheduled_s`` / ``lag_s``: open loop only, set by the scheduler (see ``RequestRecord``).
+
+    ``read_s`` / ``reads``: what the client's hot loop keeps, one entry per socket read: its arrival (s since the
+    point start, taken once when the read returned) and its bytes, unparsed; :func:`fold_reads` turns them into the
+    per-chunk lists above (each event stamped with the arrival of the read that completed it) and empties them.
     """
 
     request_id: int
@@ -91,6 +100,8 @@ class RawStream:
     error: str | None = None
     scheduled_s: float | None = None
     lag_s: float | None = None
+    read_s: list[float] = field(default_factory=list)
+    reads: list[bytes] = field(default_factory=list)
 
 
 def _tool_call_text(delta: dict[str, Any]) -> str:
@@ -179,6 +190,46 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
         raw.texts.append(text)
         raw.visible.append(bool(visible))
         raw.cum_usage.append(ct)
+
+
+def fold_reads(raw: RawStream, secrets: tuple[str, ...] = ()) -> None:
+    """Parse the reads the hot loop kept (``raw.reads``, ``raw.read_s``) into ``raw``, then drop them.
+
+    Each event's data (:func:`pipeline.engines.sse.split_reads`) is read with orjson and folded by
+    :func:`parse_event` at the arrival of the read that completed it, the time the event was in the client's hands;
+    ``[DONE]`` sets ``done_seen`` and ends the stream (later events are not read); an event that is not JSON or of
+    the wrong shape, or an error event, sets ``raw.error`` (the quoted text scrubbed of ``secrets`` and of any
+    key-shaped token before it is cut, :func:`pipeline.core.scrub.scrub`) and ends it too.  A stream that already
+    failed (a timeout, a lost connection) keeps its events up to the failure and its error, unless one of those
+    events was itself an error, which came first.  A stream without reads is left as it is: folding twice changes
+    nothing.
+    """
+    reads, times = raw.reads, raw.read_s
+    if not reads:
+        return
+    raw.reads, raw.read_s = [], []
+    prior, raw.error = raw.error, None
+    _fold_events(raw, split_reads(reads), times, secrets)
+    if raw.error is None:
+        raw.error = prior
+
+
+def _fold_events(raw: RawStream, events: list[tuple[bytes, int]], times: list[float], secrets: tuple[str, ...]) -> None:
+    loads = orjson.loads
+    for data, i in events:
+        payload = data.strip()
+        if payload == b"[DONE]":
+            raw.done_seen = True
+            return
+        try:
+            obj = loads(payload)
+        except orjson.JSONDecodeError:
+            said = scrub.scrub(payload.decode("utf-8", "replace"), secrets) or ""
+            raw.error = f"malformed stream event: not JSON ({said[:80]!r})"
+            return
+        parse_event(raw, obj, times[i])
+        if raw.error is not None:
+            return
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import io
 import os
 import zipfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.pages.escape import csv_cell
 from pipeline.store import runs
@@ -19,16 +19,23 @@ if TYPE_CHECKING:
 
 
 def _summaries_csv(res: "RunResults") -> str:
-    pts = [x.as_dict() for x in res.summaries]
-    buf = io.StringIO()
-    cols = ["model", "engine", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
+    """A run's summaries as CSV, one row per point: its key (with the variant), throughputs, latency percentiles, then
+    the client's own figures (:mod:`pipeline.metrics.clientside`: in flight, read wait, CPU share, delivered
+    throughput, the client-bound flag and why, event-loop lag, HTTP connect and first byte); a figure a point lacks is
+    an empty cell."""
+    cols = ["model", "engine", "variant", "input_len", "output_len", "concurrency", "repeats", "completed", "failed",
             "output_throughput_tok_s", "per_user_tok_s", "prefill_throughput_tok_s", "step_time_s"]
-    lat = [f"{m}_{q}" for m in ("ttft_s", "tpot_s", "itl_s", "e2el_s") for q in ("p50", "p90", "p99", "mean")]
+    client = ["achieved_concurrency", "client_read_wait_s", "client_cpu_share", "delivered_output_throughput_tok_s",
+              "client_bound", "client_bound_reason"]
+    lat, phases = ([f"{m}_{q}" for m in names for q in ("p50", "p90", "p99", "mean")]
+                   for names in (("ttft_s", "tpot_s", "itl_s", "e2el_s"), ("client_lag_s", "connect_s", "first_byte_s")))
+    buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(cols + lat)
-    for p in pts:
-        w.writerow([csv_cell(p.get(c)) for c in cols]
-                   + [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in lat])
+    w.writerow(cols + lat + client + phases)
+    for p in (x.as_dict() for x in res.summaries):
+        def q(names: list[str]) -> list[Any]:
+            return [(p.get(m.rsplit("_", 1)[0]) or {}).get(m.rsplit("_", 1)[1]) for m in names]
+        w.writerow([csv_cell(p.get(c)) for c in cols] + q(lat) + [csv_cell(p.get(c)) for c in client] + q(phases))
     return buf.getvalue()
 
 

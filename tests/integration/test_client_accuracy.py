@@ -27,9 +27,10 @@ client reports (``client_lag_s``) rather than hides:
   a minimal socket client's too;
 - none of these points is client-bound.
 
-The saturated client: every event the read loop parses costs 3 ms of CPU more (``parse_event`` wrapped with a
-spin), so 16 streams of a token per 10 ms ask 4.8 CPU-seconds per second of one thread: the client cannot keep
-up, whatever the machine, and the point must say it is client-bound.
+The saturated client: every read the read loop keeps costs 3 ms of CPU more (its timestamp's ``append`` wrapped
+with a spin; the loop parses nothing, so the read is where its cost is), so 16 streams of a token per 10 ms ask
+4.8 CPU-seconds per second of one thread: the client cannot keep up, whatever the machine, and the point must say
+it is client-bound.
 """
 
 from __future__ import annotations
@@ -132,17 +133,22 @@ def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency):
 
 
 def test_a_saturated_client_is_flagged_everywhere_it_counts(tmp_path, tok_dir, monkeypatch):
-    from pipeline.engines import client
+    from dataclasses import dataclass, field
 
-    real = client.parse_event
+    from pipeline.engines import scheduler, streamrecord
 
-    def slow_parse(raw, obj, now):  # 3 ms of CPU per event: the client's limit is ~330 events/s
-        end = time.process_time() + 0.003
-        while time.process_time() < end:
-            pass
-        real(raw, obj, now)
+    class SlowStamps(list):
+        def append(self, value):  # 3 ms of CPU per read: the client's limit is ~330 reads/s
+            end = time.process_time() + 0.003
+            while time.process_time() < end:
+                pass
+            super().append(value)
 
-    monkeypatch.setattr(client, "parse_event", slow_parse)
+    @dataclass
+    class SlowStream(streamrecord.RawStream):
+        read_s: list = field(default_factory=SlowStamps)
+
+    monkeypatch.setattr(scheduler, "RawStream", SlowStream)
     rec, summ, _ = _measure(tmp_path, tok_dir, 16, 16)
     assert summ.client_bound is True
     assert summ.client_bound_reason.startswith("client-bound")

@@ -196,3 +196,30 @@ def test_a_client_bound_point_is_marked_wherever_it_is_shown():
                           p_floor=0.0, sample_unit="repeat", significant=True, verdict="worse", note=None)
     withhold_flagged([change], {"verdict": "clean", "points": []}, quality)
     assert change.verdict == "~" and "client-bound" in change.note
+
+
+def test_summaries_csv_carries_the_client_columns():
+    """The download's CSV had no client figure: a client-bound point read as a server measurement there.  The point
+    of :func:`test_summary_carries_the_client_figures_and_the_flag` (in flight 1.0, CPU 0.96, delivered 25 tok/s,
+    lag p50 2 ms, client-bound) and one without client blocks (every client cell empty)."""
+    import csv
+    import io
+    from types import SimpleNamespace
+
+    from pipeline.pages.downloads import _summaries_csv
+
+    meta = {"client": [{"achieved_concurrency": 1.2, "cpu_share": 0.95, "lag_s": [0.001, 0.002], "delivered_tokens": 6,
+                        "connect_s": [0.004], "first_byte_s": [0.01, 0.03]},
+                       {"achieved_concurrency": 0.8, "cpu_share": 0.97, "lag_s": [0.003], "delivered_tokens": 9}]}
+    text = _summaries_csv(SimpleNamespace(summaries=[summarize_point(_point(meta)), summarize_point(_point({}))]))
+    bound, none = list(csv.DictReader(io.StringIO(text)))
+    assert float(bound["achieved_concurrency"]) == pytest.approx(1.0)
+    assert float(bound["client_cpu_share"]) == pytest.approx(0.96)
+    assert float(bound["delivered_output_throughput_tok_s"]) == pytest.approx(25.0)
+    assert float(bound["client_lag_s_p50"]) == pytest.approx(0.002) and float(bound["connect_s_p50"]) == 0.004
+    assert float(bound["first_byte_s_p50"]) == pytest.approx(0.02)
+    assert bound["client_bound"] == "True" and "CPU was busy 96%" in bound["client_bound_reason"]
+    assert bound["client_read_wait_s"] == ""  # no wall time in these blocks: unknown, an empty cell
+    assert bound["ttft_s_p50"] != "" and list(bound)[:1] == ["model"]
+    client_cols = [c for c in bound if c.startswith(("client_", "achieved_", "connect_", "first_byte_", "delivered_"))]
+    assert len(client_cols) == 18 and all(none[c] == "" for c in client_cols)
