@@ -52,6 +52,8 @@ from pipeline.engines import get_engine
 from pipeline.metrics.summarize import summarize_point
 from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: its figures are wall-clock timings of a server of known timing (run alone: a second test process would share the client's core)
+
 HERE = Path(__file__).resolve().parent
 N_TOKENS = 64
 

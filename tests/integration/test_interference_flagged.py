@@ -30,6 +30,8 @@ from pipeline.machine.hardware import ProbeResult
 from tests.browser import mkdocs_build
 from tests.runbuilder import NOISE_A, make_run
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it starts CPU hogs of its own (run alone: they would slow every test beside it)
+
 CLEAN, HOGGED = "20261129T100000Z-clean", "20261130T120000Z-hogged"
 PROBE_STAND_IN = ProbeResult(device="cpu", dtype="float32", bandwidth_gb_s=10.0, peak_tflops=0.1,
                              bandwidth_repeats_gb_s=[10.0, 10.1], tflops_repeats=[0.1, 0.1], buffer_bytes=1,

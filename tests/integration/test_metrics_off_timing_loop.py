@@ -36,6 +36,8 @@ from pipeline.metrics.definitions import itl_values
 from pipeline.core.records import PointKey
 from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it times the streams with and without a /metrics sampler (run alone: another test process bunches them)
+
 HERE = Path(__file__).resolve().parent
 N_TOKENS = 16
 CONCURRENCY = 4

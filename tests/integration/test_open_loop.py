@@ -23,7 +23,7 @@ from pipeline.core.records import PointKey
 from tests.integration.served_helpers import build_tokenizer
 from tests.integration.test_served_token_truth import start_server
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it times the sends of a schedule (run alone: another test process delays them)
 
 OUT = 4  # tokens per request
 

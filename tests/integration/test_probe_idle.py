@@ -11,6 +11,8 @@ import pytest
 
 from pipeline.machine.hardware import probe_busy, probe_warning
 
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: it asserts what an idle machine's probe says (run alone: another test process is load)
+
 
 def test_an_idle_machines_probes_are_not_called_noisy():
     """Probes of this machine measured now (small buffers, so seconds): the issue's 7-of-10 false alarms came

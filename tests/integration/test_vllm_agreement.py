@@ -43,7 +43,7 @@ import pytest
 from benchmarks.vllm_agreement import METRICS, ROUNDS, report, run, vllm_python
 from pipeline.machine import serverenv
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # alone: two clients' timings of one vLLM server on both cores (run alone: another test process would be part of what it times)
 
 CONCURRENCIES = (1, 4, 16)
 LEN = 32

@@ -23,11 +23,13 @@ def test_readme_is_read_in_two_minutes():
 
 def test_the_two_commands_are_what_ci_runs():
     """.ci/run makes the venv, installs torch==2.13.0 then the package with its test extra, and runs
-    ``. .venv/bin/activate`` then ``python -m pytest -q``: the README's two commands must say the same steps."""
+    ``. .venv/bin/activate`` then the tests in two passes (two processes beside each other, then the ``alone`` tests
+    one at a time): the README's two commands must say the same steps."""
     ci = (REPO / ".ci" / "run").read_text()
     install, tests = bash_blocks(README)[:2]
-    assert tests.strip() == ". .venv/bin/activate && python -m pytest -q"
-    assert ". .venv/bin/activate\npython -m pytest -q" in ci
+    command = 'python -m pytest -q -n 2 --dist loadfile -m "not alone" && python -m pytest -q -m alone'
+    assert tests.strip() == f". .venv/bin/activate && {command}"
+    assert f". .venv/bin/activate\n{command}" in ci
     steps = [s.strip() for s in install.strip().split("&&")]
     assert steps[:2] == ["python3 -m venv .venv", ". .venv/bin/activate"]
     assert steps[2:4] == ["pip install torch==2.13.0", "pip install -e '.[test]'"]
