@@ -51,7 +51,8 @@ def _config(url: str, tok: Path, c: int) -> dict:
             "models": [{"name": "m", "served_name": "m"}]}
 
 
-@pytest.mark.parametrize("key", [f"sk-proj-{secrets.token_urlsafe(24)}", secrets.token_hex(12)])
+@pytest.mark.parametrize("key", [f"sk-proj-{secrets.token_urlsafe(24)}", secrets.token_hex(12)],
+                         ids=["openai-project-key", "hex-key"])  # fixed ids: pytest-xdist workers must collect alike
 def test_a_key_echoed_by_the_server_is_never_stored(tmp_path, monkeypatch, key):
     from tests.conftest import make_scratch_root
     from tests.integration.served_helpers import build_tokenizer
