@@ -84,7 +84,7 @@ rule all:
 # The workflow ends with one line: the run, its verdict and main reason, how to see it, the site.
 onsuccess:
     if Path(f"data/runs/{RUN_ID}/analysis.json").is_file() and Path("site/index.html").is_file():
-        shell(f"{BATCHMARK} summary {RUN_ID} --site site/index.html")
+        shell(f"{BATCHMARK} verdict {RUN_ID} --site site/index.html")
 
 
 rule part:
@@ -113,16 +113,19 @@ else:
     localrules: summaries, analysis
 
     # A complete run published by an earlier batchmark without its derived files gets them from their stages
-    # (as `batchmark upgrade` writes them); ancient: a checkout's mtimes never make a complete run's files be written again.
-    rule summaries:
-        input: ancient("data/runs/{run}/points.json")
-        output: "data/runs/{run}/summaries.json"
-        shell: "{BATCHMARK} write-summaries {wildcards.run:q}"
+    # (as `batchmark upgrade` writes them).  Only the missing ones get a rule: a file the merge wrote is an input as it
+    # is, so neither its mtime nor Snakemake's record of the rule that made it ("code has changed") re-makes it.
+    if not Path(f"data/runs/{RUN_ID}/summaries.json").is_file():
+        rule summaries:
+            input: ancient("data/runs/{run}/points.json")
+            output: "data/runs/{run}/summaries.json"
+            shell: "{BATCHMARK} write-summaries {wildcards.run:q}"
 
-    rule analysis:
-        input: ancient("data/runs/{run}/summaries.json")
-        output: "data/runs/{run}/analysis.json"
-        shell: "{BATCHMARK} analyze {wildcards.run:q}"
+    if not Path(f"data/runs/{RUN_ID}/analysis.json").is_file():
+        rule analysis:
+            input: ancient("data/runs/{run}/summaries.json")
+            output: "data/runs/{run}/analysis.json"
+            shell: "{BATCHMARK} analyze {wildcards.run:q}"
 
 
 rule pages:

@@ -176,9 +176,15 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     for t in tasks:  # a bug inside a slot must not pass silently
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()
-    for raw in (*streams, *cooled):  # parsed now, after the repeat: parsing delayed no read and no send
+    return _finish(_folded(streams, target), state, stop.is_set(), n_warmup, n_total, perf, t0, _folded(cooled, target))
+
+
+def _folded(streams: list[RawStream], target: Target) -> list[RawStream]:
+    """``streams``, each parsed now (:func:`pipeline.engines.client.fold`), after the repeat: parsing delayed no read
+    and no send."""
+    for raw in streams:
         fold(raw, target)
-    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
+    return streams
 
 
 def schedule_gaps(load: str, rate_rps: float, seed: int) -> Iterator[float]:
@@ -284,9 +290,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
             due += gap
 
     await _drive(dispatch(), tasks, all_measured, stop, abort, deadline_s, deadline_reason, bugs)
-    for raw in (*streams, *cooled):  # parsed now, after the repeat: parsing delayed no read and no send
-        fold(raw, target)
-    return _finish(streams, state, stop.is_set(), n_warmup, n_total, perf, t0, cooled)
+    return _finish(_folded(streams, target), state, stop.is_set(), n_warmup, n_total, perf, t0, _folded(cooled, target))
 
 
 def _settler(tasks: set[asyncio.Task], bugs: list[BaseException],
