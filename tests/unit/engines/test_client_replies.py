@@ -15,6 +15,7 @@ import json
 import pytest
 
 from pipeline.engines import client, streamrecord
+from tests.localapp import serve_app
 
 
 def _serve_once(body: bytes, content_type: str) -> str:
@@ -25,14 +26,8 @@ def _serve_once(body: bytes, content_type: str) -> str:
         return web.Response(body=body, status=200, headers={"Content-Type": content_type})
 
     async def go() -> str | None:
-        app = web.Application()
-        app.router.add_post("/v1/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        target = client.Target(base_url=f"http://127.0.0.1:{port}/v1", model="m")
+        runner, url = await serve_app("/v1/completions", handler)
+        target = client.Target(base_url=url, model="m")
         try:
             async with client.make_session(1) as session:
                 raw = streamrecord.RawStream(request_id=0, warmup=False, queued_s=0.0, sent_s=0.0)

@@ -20,6 +20,7 @@ import pytest
 
 from pipeline.engines import client, streamrecord
 from pipeline.engines.sse import SSEParser, split_reads
+from tests.localapp import serve_app
 
 
 def _ev(obj: dict, eol: bytes = b"\n") -> bytes:
@@ -164,15 +165,7 @@ def _serve(chunks: list[bytes], release: asyncio.Event):
         await release.wait()
         return resp
 
-    async def start():
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", handler)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        return runner, f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/v1"
-    return start()
+    return serve_app("/v1/chat/completions", handler)
 
 
 @pytest.mark.parametrize("split_done", [False, True])
