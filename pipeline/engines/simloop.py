@@ -126,6 +126,9 @@ class _Loop:
         self.t = start_s
         self.sent = self.in_flight = self.measured_done = self.steps = 0
         self.preempt0 = server.preemptions_total
+        card = server.card  # attended_tokens' terms, for its scalar form in :meth:`step` (the same arithmetic)
+        self._sliding = card.sliding_layers if card.sliding_window else 0
+        self._full, self._window = card.num_layers - self._sliding, card.sliding_window
         self.max_run, self.max_wait, self.max_kv = 0, 0, 0.0
         self.open_loop = load != "closed"
         self.next_arrival = start_s if self.open_loop else math.inf
@@ -323,12 +326,17 @@ class _Loop:
         """One step of ``sched``: its time (``ServerModel._time``, noise), a token per computed prompt; finished ones out."""
         server = self.server
         tokens, prompt_tokens, kv_lt, attn_lt, prompt_lt = 0, 0, 0.0, 0.0, 0.0
+        full, sliding, window = self._full, self._sliding, self._window
+
+        def attended(ctx):  # attended_tokens(server.card, ctx) for one sequence, without numpy's per-call cost
+            return float(full * ctx + sliding * min(ctx, window)) if sliding else float(full * ctx)
+
         for r, n in sched:
             tokens += n
             end_ctx = r.computed + n
-            a_end = float(attended_tokens(server.card, end_ctx))
+            a_end = attended(end_ctx)
             kv_lt += a_end
-            a = a_end if n == 1 else n * float(attended_tokens(server.card, r.computed + n / 2))
+            a = a_end if n == 1 else n * attended(r.computed + n / 2)
             attn_lt += a
             if r.computed < r.total - 1:  # a prefill chunk (not the one decode token of a running sequence)
                 prompt_tokens += n
