@@ -28,7 +28,7 @@ def _rows(curves, engine):
 
     rows = []
     for c in curves:
-        if c.engine != engine:
+        if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
         for p in c.points:
@@ -76,7 +76,7 @@ def fit_prefills(curves, engine: str, quiet: bool = False) -> dict[str, float]:
 
     by_fmt: dict[str, list] = {}
     for c in curves:
-        if c.engine != engine:
+        if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
         for p in c.points:
@@ -108,7 +108,7 @@ def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms 
     """``engine``'s terms fitted as :func:`fit_profile_terms` fits them, to its curves but those of the publication
     ``leave_out`` (a curve's ``url``); None when no curve of the engine is left.  Prefill: the fitted rate per
     format and, as the profile states it, their mean as ``default`` (else :data:`PREFILL_DEFAULT`)."""
-    kept = [c for c in curves if c.engine == engine and c.url != leave_out]
+    kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout]
     if not kept:
         return None
     pre = fit_prefills(kept, engine, quiet=True)
