@@ -17,7 +17,9 @@ TPOT and TTFT, median and worst absolute relative error per source.
 Goals (the project's): plan median <= 15 %, worst <= 35 %; predict median <= 7 %, worst <= 20 %.  The engine terms
 were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms; the second table
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
-the error on the source left out beside the in-sample one.
+the error on the source left out beside the in-sample one.  Then the held-out curves (``holdout: true`` in
+data/published/dgx-spark.yaml: never fitted to, so out of sample), and the points set aside as one-offs
+(:func:`sparkdata.set_aside_one_offs`: a static batch slower than a larger one of the same prompt), each with why.
 """
 
 from __future__ import annotations
