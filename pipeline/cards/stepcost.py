@@ -176,8 +176,32 @@ def prefill_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> 
     return matmul + 4.0 * tokens * attended * card.num_attention_heads * card.head_dim
 
 
-def prefill_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None) -> float:
+def prefill_expert_read_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: float | None) -> float:
+    """The routed experts' weight read of prefilling ``tokens`` prompt tokens (s), in passes of the engine's
+    ``prefill_chunk_tokens`` (llama.cpp's n_ubatch)::
+
+        ceil(tokens / chunk) × expert bytes × coverage(min(tokens, chunk)) / (bandwidth_fraction × bandwidth)
+
+    Each pass reads every expert its tokens route to (uniform coverage, :func:`expert_coverage`: all of them for a
+    pass of a few hundred tokens), added to the FLOP time as a decode step adds its roofs (:func:`calibrated_step_s`).
+    A dense model's weight read is not added: it hides behind the matmuls, as llama.cpp's Qwen2.5-Coder-7B on a DGX
+    Spark shows (prefill 2,380 tokens/s in one pass of 512 tokens, 2,356 in passes of 2,048: ggml-org/llama.cpp
+    benches/dgx-spark.md); an MoE's does not: gpt-oss-20b prefills 1,024 tokens in one pass at 3,754 tokens/s,
+    2,048 at 3,965 (the same file), and the 128-expert gpt-oss-120b at half the 32-expert 20b's rate for 1.4 × its
+    FLOPs.  0 without experts, chunk or bandwidth (the engine states no pass size: the term not modelled)."""
+    chunk = getattr(terms, "prefill_chunk_tokens", None)
+    if not card.expert_bytes or not chunk or not bandwidth_gb_s or tokens <= 0:
+        return 0.0
+    passes = -(-int(tokens) // int(chunk))
+    cover = expert_coverage(min(int(tokens), int(chunk)), card.experts_per_token, card.num_experts)
+    return passes * card.expert_bytes * cover / (terms.bandwidth_fraction * bandwidth_gb_s * 1e9)
+
+
+def prefill_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None,
+              bandwidth_gb_s: float | None = None) -> float:
     """Prefill time (s) of ``tokens`` prompt tokens after ``context_before`` under an engine's terms: its fixed
-    ``prefill_overhead_s`` + :func:`prefill_flops` at the engine's rate for the card's compute format."""
+    ``prefill_overhead_s`` + :func:`prefill_flops` at the engine's rate for the card's compute format + the experts'
+    weight read per pass (:func:`prefill_expert_read_s`, where ``bandwidth_gb_s`` is given)."""
     rate = terms.prefill_rate_tflops(compute_format(card), peak_tflops)
-    return terms.prefill_overhead_s + (prefill_flops(card, tokens, context_before) / (rate * 1e12) if rate else 0.0)
+    return (terms.prefill_overhead_s + (prefill_flops(card, tokens, context_before) / (rate * 1e12) if rate else 0.0)
+            + prefill_expert_read_s(card, tokens, terms, bandwidth_gb_s))

@@ -16,6 +16,8 @@ from (``source``): fitted to which published runs, or taken from which publicati
   attention at long context costs more than its bytes);
 - ``prefill_tflops``: the prefill FLOP rate per compute format (TFLOP/s): a prompt costs its matmul and
   attention FLOPs at that rate;
+- ``prefill_chunk_tokens``: the tokens of one prefill pass (llama.cpp's n_ubatch): an MoE reads its routed experts'
+  weights once a pass (:func:`pipeline.cards.stepcost.prefill_expert_read_s`); None: that read not modelled;
 - ``routing_scale``: the routing locality prior of an MoE under distinct prompts: B tokens of one step touch
   experts as ``B_eff = 1 + (B − 1) / (1 + (B − 1) / routing_scale)`` independent tokens would
   (:func:`pipeline.cards.stepcost.effective_batch`); None: uniform routing.
@@ -39,6 +41,7 @@ class EngineTerms(BaseModel):
     attention_factor: float = Field(default=1.0, gt=0, le=10)
     prefill_tflops: dict[str, float] = Field(default_factory=dict)
     prefill_overhead_s: float = Field(default=0.0, ge=0, le=60)
+    prefill_chunk_tokens: int | None = Field(default=None, ge=1)
     routing_scale: float | None = Field(default=None, gt=0)
     source: str
 

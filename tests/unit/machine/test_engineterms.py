@@ -10,7 +10,7 @@ import pytest
 from pipeline.cards.registry import load_card
 from pipeline.cards.servedformat import served_card
 from pipeline.cards.stepcost import (coverage_at, effective_batch, engine_step_s, expert_coverage, kv_bytes_per_step,
-                                     prefill_flops)
+                                     prefill_expert_read_s, prefill_flops)
 from pipeline.engines import harness
 from pipeline.machine.engineterms import EngineTerms
 from pipeline.machine.hardware import load_profile
@@ -75,6 +75,22 @@ def test_harnesses_differ_as_their_definitions_say():
     assert w64["ttft_s"] > w8["ttft_s"]
     with pytest.raises(ValueError, match="harness"):
         harness.predict("open", card, t, BW, 92.3, 8, 1024, 128)
+
+
+def test_an_moe_prefill_reads_its_experts_once_a_pass():
+    """Static batch of an MoE with passes of 2,048 tokens: 8 prompts of 512 tokens = 4,096 tokens = 2 passes, each
+    reading every expert (coverage 1 − (28/32)^2048 = 1 to 1e-100), at the bandwidth fraction:
+    TTFT = 8 × FLOPs(512) / rate + 2 × expert bytes / (0.8 × 273 GB/s).  A dense card, or no pass size, adds nothing
+    (the term's source: ggml-org/llama.cpp benches/dgx-spark.md, stepcost.prefill_expert_read_s's docstring)."""
+    card = served_card(load_card("gpt-oss-20b"), engine="llama.cpp")
+    t = terms(prefill_chunk_tokens=2048)
+    read = card.expert_bytes / (0.8 * BW * 1e9)
+    assert prefill_expert_read_s(card, 4096, t, BW) == pytest.approx(2 * read)
+    assert prefill_expert_read_s(card, 2049, t, BW) == pytest.approx(2 * read)
+    static = harness.predict("static", card, t, BW, 92.3, 8, 512, 32)
+    assert static["ttft_s"] == pytest.approx(8 * prefill_flops(card, 512, 0) / 50e12 + 2 * read)
+    assert prefill_expert_read_s(card, 4096, terms(), BW) == 0.0
+    assert prefill_expert_read_s(load_card("llama-3.1-8b"), 4096, t, BW) == 0.0
 
 
 def test_fit_reproduces_its_calibration_points():
