@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.engines.simserver import ServerModel, attended_tokens, refusal
+from pipeline.engines.simserver import ServerModel, attended_tokens, one_sequence_attended, refusal
 from pipeline.core.records import RequestRecord
 
 # Prometheus names of vLLM V1 the metrics stage reads (pipeline.metrics.summarize.server_state).
@@ -126,9 +126,7 @@ class _Loop:
         self.t = start_s
         self.sent = self.in_flight = self.measured_done = self.steps = 0
         self.preempt0 = server.preemptions_total
-        card = server.card  # attended_tokens' terms, for its scalar form in :meth:`step` (the same arithmetic)
-        self._sliding = card.sliding_layers if card.sliding_window else 0
-        self._full, self._window = card.num_layers - self._sliding, card.sliding_window
+        self._attended = one_sequence_attended(server.card)
         self.max_run, self.max_wait, self.max_kv = 0, 0, 0.0
         self.open_loop = load != "closed"
         self.next_arrival = start_s if self.open_loop else math.inf
@@ -326,11 +324,7 @@ class _Loop:
         """One step of ``sched``: its time (``ServerModel._time``, noise), a token per computed prompt; finished ones out."""
         server = self.server
         tokens, prompt_tokens, kv_lt, attn_lt, prompt_lt = 0, 0, 0.0, 0.0, 0.0
-        full, sliding, window = self._full, self._sliding, self._window
-
-        def attended(ctx):  # attended_tokens(server.card, ctx) for one sequence, without numpy's per-call cost
-            return float(full * ctx + sliding * min(ctx, window)) if sliding else float(full * ctx)
-
+        attended = self._attended
         for r, n in sched:
             tokens += n
             end_ctx = r.computed + n

@@ -37,6 +37,7 @@ The server (:class:`ServerModel`, run by :func:`pipeline.engines.simloop.simulat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -65,6 +66,14 @@ def attended_tokens(card: ModelCard, context: np.ndarray | float) -> np.ndarray 
     if not sliding:
         return full * np.asarray(context, dtype=float) if isinstance(context, np.ndarray) else full * float(context)
     return full * context + sliding * np.minimum(context, card.sliding_window)
+
+
+def one_sequence_attended(card: ModelCard) -> Callable[[float], float]:
+    """:func:`attended_tokens` of one sequence as a plain function of its context (the same arithmetic, without numpy's
+    per-call cost: the event loop asks it per request per step)."""
+    sliding = card.sliding_layers if card.sliding_window else 0
+    full, window = card.num_layers - sliding, card.sliding_window
+    return (lambda ctx: float(full * ctx + sliding * min(ctx, window))) if sliding else (lambda ctx: float(full * ctx))
 
 
 def kv_blocks(card: ModelCard, memory_gb: float, gpu_memory_utilization: float, block_size: int = BLOCK_SIZE) -> int:

@@ -43,6 +43,7 @@ from typing import Any
 from pipeline.config.sweepconfig import SimulatedOptions, SweepConfig
 from pipeline.plan import bounds
 from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from here)
+from pipeline.plan.simrepeats import simulated_repeat
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, load_profile
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
@@ -229,36 +230,6 @@ def _summary(key: PointKey, res, slo: dict | None):
     return summarize_point(PointRecords(point=key, repeats=[rep]), slo)
 
 
-#: Repeats simulated by this process, by server and point (:func:`_simulated`): a budget plans a config once per rung
-#: of its ladder and once per cut, and most of those plans ask for the same repeats again.
-_REPEATS: dict[tuple, Any] = {}
-
-
-def _server_identity(server) -> tuple:
-    """What decides a simulated repeat of ``server``: its fields but the preemption counter it keeps while it runs."""
-    from dataclasses import fields as dc_fields
-
-    return tuple((f.name, repr(getattr(server, f.name))) for f in dc_fields(server)
-                 if f.init and f.name != "preemptions_total")
-
-
-def _simulated(server, key: PointKey, n_warm: int, n_meas: int):
-    """One simulated repeat of ``key`` (:func:`pipeline.engines.simloop.simulate_repeat`, no noise, schedule seed 0), each
-    request's first token and last token only (``token_times=False``: TTFT, TPOT, E2EL and throughput exact, which is all
-    a plan reads), remembered for the process: the simulation is deterministic, so a second ask is the same repeat."""
-    from pipeline.engines.simloop import simulate_repeat
-
-    ident = (_server_identity(server), key.input_len, key.output_len, n_warm, n_meas, key.concurrency, key.load,
-             key.rate_rps, key.max_concurrency)
-    if ident not in _REPEATS:
-        if len(_REPEATS) > 4096:
-            _REPEATS.clear()
-        _REPEATS[ident] = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas,
-                                          concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
-                                          max_concurrency=key.max_concurrency, schedule_seed=0, token_times=False)
-    return _REPEATS[ident]
-
-
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
                 fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None) -> tuple[PlanPoint, Any]:
     from pipeline.engines.simserver import refusal
@@ -269,7 +240,7 @@ def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, war
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
                          key.load, key.rate_rps, kv_need, key.max_concurrency), None
-    res = _simulated(server, key, n_warm, n_meas)
+    res = simulated_repeat(server, key, n_warm, n_meas)
     summ = _summary(key, res, slo)
     wall = repeats * (res.end_s + REPEAT_OVERHEAD_S)
     return PlanPoint(key.concurrency, wall, ok, why, True, (summ.tpot_s or {}).get("p50"), (summ.ttft_s or {}).get("p50"),
