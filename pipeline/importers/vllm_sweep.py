@@ -22,7 +22,9 @@ So here:
 - its **settings** are the combination's parameters: from a ``key=value`` folder name, each value as the run's JSON
   states it (and every run of the folder must state it so, or the folder is refused naming the file and field: a
   run of another server, or a repeat with other settings); from a named combination, the keys of the run that are
-  neither a ``vllm bench serve`` result field (:data:`RESULT_KEYS`) nor a bench parameter the ``BENCH-`` part names;
+  neither a ``vllm bench serve`` result field (:data:`RESULT_KEYS`) nor a bench parameter the ``BENCH-`` part names,
+  and that all the server's runs state alike (a named bench combination's parameters differ from one to the next; a
+  bench parameter every bench combination sets alike cannot be told from the server's and stays in its settings);
 - the **baseline** is the combination that ran first (the earliest ``date`` of its results; a log's first section),
   as vLLM runs the ``--serve-params`` list in order.
 """
@@ -168,21 +170,26 @@ def variants_table(combos: list[tuple[str, dict[str, Any], Any, str]]) -> tuple[
     smallest order key is least is the baseline.  Returns ({combination: variant name}, ``[{name, baseline,
     settings}]`` baseline first).
 
+    A combination's settings are what all its results state alike (a named combination's runs also carry each bench
+    combination's parameters, left out so); the runs of one folder must state the same.
+
     Raises:
-        BatchmarkError: one combination's results with different settings, or two combinations of one variant name
-            (naming the file and the field).
+        BatchmarkError: one folder's runs with different settings, or two combinations of one variant name (naming
+            the file and the field).
     """
     seen: dict[str, tuple[dict[str, Any], Any, str]] = {}
+    folders: dict[tuple[str, Path], tuple[dict[str, Any], str]] = {}  # (combination, folder) → its first run's settings
     for comb, settings, order, where in combos:
-        if comb not in seen:
-            seen[comb] = (settings, order, where)
-            continue
-        first, low, at = seen[comb]
-        if settings != first:
+        first, at = folders.setdefault((comb, Path(where).parent), (settings, where))
+        if settings != first:  # one folder's runs: one server, one bench combination
             field = next((k for k in sorted(set(settings) | set(first)) if settings.get(k) != first.get(k)), "?")
             raise fail(where, f"field {field}", f"{settings.get(field)!r}, but {at} of the same server combination "
                                                 f"({comb}) says {first.get(field)!r}: a repeat with other settings")
-        seen[comb] = (first, min(low, order), at)
+        if comb not in seen:
+            seen[comb] = (settings, order, where)
+            continue
+        kept, low, at = seen[comb]  # across bench combinations: what every one of them states alike
+        seen[comb] = ({k: v for k, v in kept.items() if k in settings and settings[k] == v}, min(low, order), at)
     names: dict[str, str] = {}
     for comb, (_, _, where) in seen.items():
         name = variant_name(comb, Path(where).parent if Path(where).suffix == ".json" else where)

@@ -96,16 +96,17 @@ def _edit(path: Path, **changes) -> None:
 
 
 def test_named_combinations_take_their_name_and_settings_from_the_run(tmp_path):
-    """A dict-form --serve-params ({"small": {...}, "big": {...}}) names each combination (_benchmark_name, which
-    the sweep writes into the folder name and the run): the variant is that name; its settings are the run's keys
-    that are neither result fields nor the bench combination's (max_concurrency, random_input_len)."""
+    """Dict-form --serve-params ({"small": {...}, "big": {...}}) and --bench-params ({"short": …, "long": …}) name
+    each combination (_benchmark_name, which the sweep writes into the folder name and the run, the bench one last):
+    the variant is the server's name; its settings are the run's keys that are no result field and that all its runs
+    state alike (random_input_len, 32 and 128, is the bench combinations')."""
     exp = tmp_path / "exp"
     for seqs, name in ((2, "small"), (4, "big")):
-        src = EXPERIMENT / comb(seqs, 4, 32)
-        dest = exp / f"SERVE--{name}-BENCH--max_concurrency=4-random_input_len=32"
-        shutil.copytree(src, dest)
-        for f in dest.glob("run=*.json"):
-            _edit(f, _benchmark_name=name)
+        for isl, bench in ((32, "short"), (128, "long")):
+            dest = exp / f"SERVE--{name}-BENCH--{bench}"
+            shutil.copytree(EXPERIMENT / comb(seqs, 4, isl), dest)
+            for f in dest.glob("run=*.json"):
+                _edit(f, _benchmark_name=bench)
     res = parse("vllm-bench", [exp])
     assert res.variants == [{"name": "small", "baseline": True, "settings": {"max_num_seqs": 2}},
                             {"name": "big", "baseline": False, "settings": {"max_num_seqs": 4}}]
