@@ -52,7 +52,7 @@ from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
 from pipeline.importers.parsing import fail, read_text, wrong_format
 from pipeline.importers.vllm_block import parse_block
 from pipeline.importers.vllm_result import is_closed_loop_rate, is_sglang, point_from_result
-from pipeline.importers.vllm_sweep import json_settings, log_settings, variants_table
+from pipeline.importers.vllm_sweep import json_settings, log_settings, server_failure, variants_table
 from pipeline.core.pointsummary import distribution
 
 FORMAT = "vllm-bench"
@@ -235,6 +235,7 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     given = {Path(p).resolve() for p in paths}
     entries: list[tuple[Any, int | None, Path, Any, Any]] = []  # (point, run number, file, its combination, server)
     failures: list[tuple[Path, int, str]] = []
+    servers_failed: list[dict[str, Any]] = []  # vllm bench sweep's SERVE-<name>-failure.json records (vllm_sweep)
     runs_given = [q for q in given if re.fullmatch(r"run=\d+\.json", q.name)]
     for path in paths:
         runs_beside = any(q.parent == Path(path).resolve().parent for q in runs_given)
@@ -246,6 +247,10 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         head = text.lstrip()[:1]
         if head == "[" and path.name == "summary.json" and runs_beside:
             continue  # the list of the run=N.json results beside it
+        failed_server = server_failure(path, text)
+        if failed_server is not None:
+            servers_failed.append(failed_server)  # a server that never started measured nothing: named in run.json
+            continue
         if head in ("{", "["):
             for pt, raw, version, run, comb in parse_json(path, text, model, engine, max_failure_rate, concurrency,
                                                           rate, warmup_ok=True, failures=failures):
@@ -260,6 +265,9 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
                 comb = (*found, ("", str(path), len(entries))) if found else None
                 entries.append((pt, run, path, (Path(path).resolve(), server), comb))
                 names[pt.model] = model or pt.model
+    if not entries and not failures and servers_failed:
+        raise fail(servers_failed[0]["file"], None, "vllm bench sweep's record of a server combination that failed "
+                                                    "(--continue-on-error): it measured nothing, and no result is beside it")
     if not entries and not failures:
         raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
     # repeats merge only within one combination: one folder of run=N.json (vllm bench sweep's layout), or one
@@ -282,7 +290,8 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     _flag_failed_runs(failures, folders)
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
-                        points, {k: ModelInfo(raw_name=v) for k, v in names.items()}, variants=variants)
+                        points, {k: ModelInfo(raw_name=v) for k, v in names.items()}, variants=variants,
+                        details={"server_combinations_failed": servers_failed} if servers_failed else {})
 
 
 def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple[Any, set[Path]]]) -> None:

@@ -25,6 +25,9 @@ So here:
   neither a ``vllm bench serve`` result field (:data:`RESULT_KEYS`) nor a bench parameter the ``BENCH-`` part names,
   and that all the server's runs state alike (a named bench combination's parameters differ from one to the next; a
   bench parameter every bench combination sets alike cannot be told from the server's and stays in its settings);
+- a server combination that failed to start (``--continue-on-error``: ``SERVE-<name>-failure.json`` in the
+  experiment folder, ``error_type``, ``error``, ``serve_overrides``; ``run_combs``) measured nothing: it is no variant,
+  and the run says so (``source_details.server_combinations_failed``, :func:`server_failure`);
 - the **baseline** is the combination that ran first (the earliest ``date`` of its results; a log's first section),
   as vLLM runs the ``--serve-params`` list in order.
 """
@@ -32,6 +35,7 @@ So here:
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -201,3 +205,20 @@ def variants_table(combos: list[tuple[str, dict[str, Any], Any, str]]) -> tuple[
     ordered = sorted(seen, key=lambda c: seen[c][1])
     table = [{"name": names[c], "baseline": i == 0, "settings": seen[c][0]} for i, c in enumerate(ordered)]
     return names, table
+
+
+def server_failure(path: Path, text: str) -> dict[str, Any] | None:
+    """The record of a server combination that failed (``SERVE-<name>-failure.json``: ``error_type``, ``error``,
+    ``serve_overrides``, no result) as ``{file, combination, error_type}``; None for any other file."""
+    name = Path(path).name
+    if not (name.startswith("SERVE-") and name.endswith("-failure.json")):
+        return None
+    try:
+        d = json.loads(text)
+    except ValueError:
+        return None
+    if not (isinstance(d, dict) and "error_type" in d and isinstance(d.get("serve_overrides"), dict)
+            and "completed" not in d):
+        return None
+    return {"file": name, "combination": {str(k): v for k, v in d["serve_overrides"].items()},
+            "error_type": str(d["error_type"])[:80]}

@@ -166,3 +166,20 @@ def test_sweep_results_mixed_with_a_plain_result_are_refused(tmp_path):
     with pytest.raises(BatchmarkError, match=r"c4.json: a result of no --serve-params server combination imported "
                                              r"with results of server combinations"):
         parse("vllm-bench", [exp])
+
+
+def test_a_server_combination_that_failed_is_named_in_the_run(tmp_path):
+    """With --continue-on-error a server that never started leaves SERVE-<name>-failure.json in the experiment folder
+    (serve.py run_combs: error_type, error, serve_overrides): it measured nothing, so it is no variant; the run names
+    it (source_details), and alone it is refused."""
+    exp = _copy(tmp_path, comb(2, 1, 32))
+    record = {"error_type": "TimeoutError", "error": "server not ready", "serve_overrides": {"max_num_seqs": 512}}
+    (exp / "SERVE-max_num_seqs=512-failure.json").write_text(json.dumps(record))
+    res = parse("vllm-bench", [exp])
+    assert [v["name"] for v in res.variants] == ["max_num_seqs_2"]
+    assert res.details == {"server_combinations_failed": [{"file": "SERVE-max_num_seqs=512-failure.json",
+                                                           "combination": {"max_num_seqs": 512},
+                                                           "error_type": "TimeoutError"}]}
+    with pytest.raises(BatchmarkError, match=r"SERVE-max_num_seqs=512-failure.json: vllm bench sweep's record of a "
+                                             r"server combination that failed"):
+        parse("vllm-bench", [exp / "SERVE-max_num_seqs=512-failure.json"])
