@@ -328,7 +328,7 @@ def server_variants(entries: list[tuple[Any, int | None, Path, Any, Any]]) -> li
     if without is not None:
         raise fail(without[2], None, f"a result of no --serve-params server combination imported with results of "
                                      f"server combinations ({with_comb[0][2]}): a mixed-up folder; import them apart")
-    names, table = variants_table([(c[0], c[1], c[2], str(path)) for _, _, path, _, c in with_comb])
+    names, table = variants_table([(c[0], c[1], c[2], c[3], str(path)) for _, _, path, _, c in with_comb])
     for pt, _, _, _, c in with_comb:
         pt.variant = names[c[0]]
     return table

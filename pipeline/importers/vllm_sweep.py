@@ -90,14 +90,30 @@ def pairs(name: str) -> list[tuple[str, str]] | None:
     return [(k, v) for k, v in out]
 
 
-def variant_name(combination: str, where: str | Path) -> str:
-    """The variant a server combination is named as (module docstring).
+def guided_pairs(name: str, d: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """The ``key=value`` pairs of a combination's name read with the keys and values its run ``d`` states, so that a
+    key with ``-`` (``max-num-seqs=2``, which vLLM's CLI takes too) or a value with ``-`` splits right; None when the
+    name is not made of them."""
+    if not name:
+        return []
+    for key in sorted((k for k in d if isinstance(k, str)), key=len, reverse=True):
+        head = f"{key}={_text(d[key])}"
+        if name == head or name.startswith(head + "-"):
+            rest = guided_pairs(name[len(head) + 1:], d)
+            if rest is not None:
+                return [(key, _text(d[key])), *rest]
+    return None
+
+
+def variant_name(combination: str, where: str | Path, found: list[tuple[str, str]] | None = None) -> str:
+    """The variant a server combination is named as (module docstring); ``found``: its ``key=value`` pairs, else
+    read from the name (:func:`pairs`).
 
     Raises:
         BatchmarkError: no valid variant name can be built (naming ``where``, the folder or log section).
     """
-    found = pairs(combination)
-    name = "-".join(f"{k}_{v}" for k, v in found) if found is not None else combination
+    found = found if found is not None else pairs(combination)
+    name = "-".join(f"{k}_{v}" for k, v in found) if found else combination
     if not re.match(NAME_PATTERN, name) or len(name) > 64:
         raise fail(where, "server combination", f"{combination!r} gives no variant name ({name!r}: letters, digits, "
                                                 ". _ - only, at most 64 characters); name the combination in "
@@ -129,27 +145,28 @@ def check_pairs(path: Path, d: dict[str, Any], found: list[tuple[str, str]], fol
     return out
 
 
-def json_settings(path: Path, d: dict[str, Any], folder: str) -> tuple[str, dict[str, Any]] | None:
-    """(server combination's name, its settings) of a ``run=N.json`` result ``d`` in ``folder``; None when the
-    folder names no server combination (module docstring).
+def json_settings(path: Path, d: dict[str, Any], folder: str) -> tuple[str, dict[str, Any], Any] | None:
+    """(server combination's name, its settings, its ``key=value`` pairs or None when named) of a ``run=N.json``
+    result ``d`` in ``folder``; None when the folder names no server combination (module docstring).
 
     Raises:
         BatchmarkError: a run whose parameters disagree with its folder's name (:func:`check_pairs`).
     """
     serve, bench = folder_parts(folder)
-    bench_pairs = pairs(bench) if bench else None
+    bench_pairs = (guided_pairs(bench, d) or pairs(bench)) if bench else None
     bench_keys = set(check_pairs(path, d, bench_pairs, folder)) if bench_pairs else set()
     if serve is None:
         return None
-    found = pairs(serve)
+    found = guided_pairs(serve, d) or pairs(serve)
     if found is not None:
-        return serve, check_pairs(path, d, found, folder)
-    return serve, {k: v for k, v in d.items() if k not in RESULT_KEYS and not _STAT.match(k) and k not in bench_keys}
+        return serve, check_pairs(path, d, found, folder), found
+    return serve, {k: v for k, v in d.items() if k not in RESULT_KEYS and not _STAT.match(k) and k not in bench_keys}, None
 
 
-def log_settings(path: Path, text: str) -> tuple[str, dict[str, Any]] | None:
-    """(server combination's name, its settings) of a log section's ``Server overrides: {…}`` text (the combination
-    as Python prints a dict); None for ``{}``, the sweep's one server without ``--serve-params``.
+def log_settings(path: Path, text: str) -> tuple[str, dict[str, Any], Any] | None:
+    """(server combination's name, its settings, its ``key=value`` pairs or None when named) of a log section's
+    ``Server overrides: {…}`` text (the combination as Python prints a dict); None for ``{}``, the sweep's one server
+    without ``--serve-params``.
 
     Raises:
         BatchmarkError: a text that is no dict (naming the file and the line's field).
@@ -163,14 +180,18 @@ def log_settings(path: Path, text: str) -> tuple[str, dict[str, Any]] | None:
     if not comb:
         return None
     settings = {k: v for k, v in comb.items() if k != "_benchmark_name"}
-    name = str(comb["_benchmark_name"]) if "_benchmark_name" in comb else "-".join(f"{k}={v}" for k, v in settings.items())
-    return sanitize(name), settings
+    if "_benchmark_name" in comb:
+        return sanitize(str(comb["_benchmark_name"])), settings, None
+    found = [(k, _text(v)) for k, v in settings.items()]
+    return sanitize("-".join(f"{k}={v}" for k, v in settings.items())), settings, found
 
 
-def variants_table(combos: list[tuple[str, dict[str, Any], Any, str]]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+def variants_table(combos: list[tuple[str, dict[str, Any], Any, Any, str]]) -> tuple[dict[str, str],
+                                                                                    list[dict[str, Any]]]:
     """Every server combination's variant and the run's ``variants`` list.
 
-    ``combos``: (combination name, settings, order key, where: a file) per result, in any order; the combination whose
+    ``combos``: (combination name, settings, its ``key=value`` pairs or None, order key, where: a file) per result, in
+    any order; the combination whose
     smallest order key is least is the baseline.  Returns ({combination: variant name}, ``[{name, baseline,
     settings}]`` baseline first).
 
@@ -183,7 +204,9 @@ def variants_table(combos: list[tuple[str, dict[str, Any], Any, str]]) -> tuple[
     """
     seen: dict[str, tuple[dict[str, Any], Any, str]] = {}
     folders: dict[tuple[str, Path], tuple[dict[str, Any], str]] = {}  # (combination, folder) → its first run's settings
-    for comb, settings, order, where in combos:
+    found: dict[str, Any] = {}  # combination → its key=value pairs (None: named)
+    for comb, settings, comb_pairs, order, where in combos:
+        found.setdefault(comb, comb_pairs)
         first, at = folders.setdefault((comb, Path(where).parent), (settings, where))
         if settings != first:  # one folder's runs: one server, one bench combination
             field = next((k for k in sorted(set(settings) | set(first)) if settings.get(k) != first.get(k)), "?")
@@ -196,7 +219,7 @@ def variants_table(combos: list[tuple[str, dict[str, Any], Any, str]]) -> tuple[
         seen[comb] = ({k: v for k, v in kept.items() if k in settings and settings[k] == v}, min(low, order), at)
     names: dict[str, str] = {}
     for comb, (_, _, where) in seen.items():
-        name = variant_name(comb, Path(where).parent if Path(where).suffix == ".json" else where)
+        name = variant_name(comb, Path(where).parent if Path(where).suffix == ".json" else where, found[comb])
         other = next((c for c, n in names.items() if n == name), None)
         if other is not None:
             raise fail(where, "server combination", f"{comb!r} and {other!r} are both named variant {name!r}; name "

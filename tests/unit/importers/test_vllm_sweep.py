@@ -183,3 +183,19 @@ def test_a_server_combination_that_failed_is_named_in_the_run(tmp_path):
     with pytest.raises(BatchmarkError, match=r"SERVE-max_num_seqs=512-failure.json: vllm bench sweep's record of a "
                                              r"server combination that failed"):
         parse("vllm-bench", [exp / "SERVE-max_num_seqs=512-failure.json"])
+
+
+def test_keys_and_values_with_dashes_split_as_the_run_states_them(tmp_path):
+    """vLLM's CLI takes --serve-params keys with - as well as _ (param_sweep.py _iter_param_key_candidates), and a
+    value may hold a - (kv_cache_dtype fp8-e4m3 is no real dtype; the split is what is tested): the folder name
+    max-num-seqs=2-kv_cache_dtype=fp8-e4m3 is read with the run's keys, never split at a wrong -."""
+    exp = tmp_path / "exp"
+    dest = exp / "SERVE--max-num-seqs=2-kv_cache_dtype=fp8-e4m3-BENCH--max_concurrency=1-random_input_len=32"
+    shutil.copytree(EXPERIMENT / comb(2, 1, 32), dest)
+    for f in dest.glob("run=*.json"):
+        d = json.loads(f.read_text())
+        del d["max_num_seqs"]
+        f.write_text(json.dumps({**d, "max-num-seqs": 2, "kv_cache_dtype": "fp8-e4m3"}))
+    res = parse("vllm-bench", [exp])
+    assert res.variants == [{"name": "max-num-seqs_2-kv_cache_dtype_fp8-e4m3", "baseline": True,
+                             "settings": {"max-num-seqs": 2, "kv_cache_dtype": "fp8-e4m3"}}]
