@@ -48,7 +48,8 @@ _PAIR = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)=(.*)$", re.S)
 
 #: Fields of a ``vllm bench serve --save-result`` result (``vllm/benchmarks/serve.py``'s result dict, its
 #: ``--save-detailed`` lists, and what the sweep adds), never a server parameter; with the percentile fields
-#: (``mean_*_ms``, ``median_*_ms``, ``std_*_ms``, ``p<q>_*_ms``) matched by :data:`_STAT`.
+#: (``mean_*_ms``, ``median_*_ms``, ``std_*_ms``, ``p<q>_*_ms``) and speculative decoding's ``spec_decode_*`` matched by
+#: :data:`_STAT`.  A ``--metadata`` key of ``vllm bench serve`` is none of them and would count as a setting.
 RESULT_KEYS = frozenset((
     "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
     "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
@@ -56,7 +57,7 @@ RESULT_KEYS = frozenset((
     "queue_times", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "input_lens", "output_lens",
     "ttfts", "itls", "generated_texts", "errors", "start_times", "run_number", "_benchmark_name", "vllm_version",
     "version", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "goodput"))
-_STAT = re.compile(r"^(mean|median|std|p\d+(\.\d+)?)_\w+_ms$")
+_STAT = re.compile(r"^((mean|median|std|p\d+(\.\d+)?)_\w+_ms|spec_decode_\w+)$")
 
 
 def sanitize(text: str) -> str:
