@@ -130,3 +130,25 @@ def test_no_frontier_row_where_the_variant_gave_the_interactivity_up():
     ss = [_s("default", 1, [49, 50, 51], user=50.0), _s("default", 4, [158, 160, 162], user=40.0),
           _s("v", 4, [298, 300, 302], user=30.0)]
     assert _entry(variant_diff(ss, ["default", "v"]), "v")["frontier_moved"] == []
+
+
+def test_a_variant_diff_names_each_side_by_its_variant():
+    """`batchmark diff RUN --variants A B` printed "A = t1 …, B = t1 …": the run's id for both sides, so the header
+    did not say which side was which variant (fault kind: a report header naming the container, not the thing
+    compared).  Each side is now ``RUN/variant``, in the text, the Markdown and the JSON."""
+    from pathlib import Path
+
+    from pipeline.analysis.stages import RunResults
+    from pipeline.diff.match import variant_sides
+    from pipeline.diff.report import format_markdown, format_text
+    from pipeline.diff.rundiff import diff_runs
+
+    ss = [_s("variant-a", 1, [50, 51, 49]), _s("variant-b", 1, [60, 61, 59])]
+    res = RunResults(Path("t1"), {"run_id": "t1", "source": "simulated", "hardware": {"name": "dgx-spark"}}, ss,
+                     {"points": [], "models": []})
+    d = diff_runs(*variant_sides(res, "variant-a", "variant-b"))
+    assert (d.run_a["run_id"], d.run_b["run_id"]) == ("t1/variant-a", "t1/variant-b")
+    text = format_text(d)
+    assert "A = t1/variant-a (simulated, dgx-spark)\nB = t1/variant-b (simulated, dgx-spark)" in text
+    assert "A = t1/variant-a (simulated, dgx-spark), B = t1/variant-b" in format_markdown(d)
+    assert len(d.changes) and res.run_id == "t1"  # the points were paired, and the run itself is left as it was
