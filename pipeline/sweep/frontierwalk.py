@@ -52,6 +52,7 @@ def curve_predictions(sweep: SweepState, cv: Curve) -> dict[int, dict[str, Any]]
 
 
 def _ok(v: float | None) -> bool:
+    """A figure the frontier can place: finite and above 0."""
     return v is not None and math.isfinite(v) and v > 0
 
 
@@ -119,12 +120,14 @@ def frontier_model(sweep: SweepState, cells, spec) -> None:
 
 
 def _contenders(cands: list[tuple[Curve, Candidate]]) -> list[tuple[Curve, Candidate]]:
+    """The (curve, point) pairs whose point is a contender (:func:`pipeline.predict.frontierchoice.contenders`)."""
     return [cands[i] for i in contenders([c for _, c in cands])]
 
 
 def _why(c: Candidate) -> str:
+    """Why a contender is measured (kept in its record's meta and on its row in ``run.json``)."""
     return (f"may be on the frontier: predicted {c.output_tok_s:,.1f} tok/s output and {c.per_user_tok_s:,.1f} tok/s "
-            f"per user (± {c.uncertainty:.0%}), dominated by no other point within the uncertainties")
+            f"per user (± {c.uncertainty:.1%}), dominated by no other point within the uncertainties")
 
 
 def measure_picks(sweep: SweepState, cells, spec, todo: list[Pick]) -> set[tuple[str, int]]:
