@@ -100,6 +100,7 @@ def _cell(key) -> tuple[str, int, int, int]:
     return (key.variant, key.input_len, key.output_len, key.concurrency)
 
 
+@pytest.mark.slow  # ~20-40 s: a whole simulated sweep, interrupted and resumed
 def test_an_adaptive_sweep_over_variants_and_shapes_settles_knees_and_frontier(scratch_root, monkeypatch):
     run, resumed = interrupted_then_resumed(scratch_root, monkeypatch, after=20)
     measured = set(stored(run))
