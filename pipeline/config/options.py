@@ -252,8 +252,15 @@ class OpenLoop(StrictModel):
 class Adaptive(StrictModel):
     """An adaptive sweep (``adaptive:``): the concurrency grid is the set of candidate points, of which only those
     that settle the knee are measured; the rest are predicted by the calibrated per-step model
-    (:mod:`pipeline.predict.adaptive`).  Predictions are kept in ``run.json`` (``adaptive``), never as measurements."""
+    (:mod:`pipeline.predict.adaptive`).  Over several variants or shapes, each curve's knee is settled so, then the
+    points that could be on the frontier of output against per-user throughput are measured
+    (:mod:`pipeline.predict.frontierchoice`).  Predictions are kept in ``run.json`` (``adaptive``), never as
+    measurements."""
 
     tolerance: float = Field(default=0.10, gt=0, lt=1,
                              description="Stop once a new measurement is within this fraction of its prediction "
                                          "(output throughput) and did not move the knee")
+    frontier_points: int | None = Field(
+        default=None, ge=0, le=1_000_000,
+        description="With several variants or shapes: at most this many points per model measured to settle the "
+                    "Pareto frontier after the knees (default: until its membership is settled)")

@@ -114,8 +114,9 @@ class SweepConfig(StrictModel):
                                    description="Concurrency grid (static batch size B for transformers); may be "
                                                "empty only beside an open_loop with explicit rates")
     open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
-    adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee; "
-                                                                "predict the rest (pipeline.predict.adaptive)")
+    adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee "
+                                                                "(and, over variants or shapes, the frontier); predict "
+                                                                "the rest (pipeline.predict.adaptive)")
     slo: SLO | None = Field(default=None, description="SLO checked at every point (share meeting it, goodput, "
                                                       "highest rate/concurrency where it holds)")
     repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point, the unit a diff tests "
@@ -194,9 +195,6 @@ class SweepConfig(StrictModel):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"variants: duplicate name(s) {dup}")
-        if self.adaptive is not None and (len(self.shapes()) > 1 or len(self.variant_list()) > 1):
-            raise ValueError("adaptive: one shape and one variant (its calibration is of one server at one shape); "
-                             "give workloads and variants without adaptive")
         return self
 
     def shapes(self) -> list[Shape]:
@@ -257,6 +255,8 @@ class SweepConfig(StrictModel):
             # closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
+        if data.get("adaptive") and data["adaptive"].get("frontier_points") is None:
+            data["adaptive"].pop("frontier_points", None)  # absent = as before it existed: an adaptive run resumes
         slo = data.get("slo")
         if slo and all(slo[f"goodput_{m}_ms"] == slo[f"{m}_p99_max_ms"] for m in SLO_METRICS):
             # both limits equal (every SLO written before they were apart): its keys as then, so its digest

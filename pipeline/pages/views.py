@@ -249,6 +249,12 @@ class RunView:
         return self.__dict__["_quality"]
 
     @property
+    def variants(self) -> list[str]:
+        """The variants (server settings) the run's workloads were measured under, in order (``default`` for a
+        workload that names none): the run page's model table names each row's where there are more than one."""
+        return list(dict.fromkeys(w.model.get("variant") or DEFAULT_VARIANT for w in self.workloads))
+
+    @property
     def simulated(self) -> bool:
         """True for a run of the simulated server (``source: simulated``): a prediction, never a headline or an
         explainer's example, labelled wherever it is shown."""

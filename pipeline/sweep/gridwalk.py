@@ -24,6 +24,7 @@ from typing import Callable
 from pipeline.core import scrub
 from pipeline.store import runs
 from pipeline.sweep.adaptivewalk import adaptive_model
+from pipeline.sweep.frontierwalk import frontier_model
 from pipeline.analysis.knee import doubling_gains
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import Variant, run_variants, shape_config, variant_config, variant_shapes
@@ -177,6 +178,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         for spec in specs:
             for variant in walked:
                 walk_variant(sweep, cells, spec, variant)
+            if measured_cfg.adaptive is not None:  # over variants or shapes: the points that settle the frontier
+                frontier_model(sweep, cells, spec)
         sweep.engine = engine
         finish_run(sweep, derive)
     finally:

@@ -71,7 +71,8 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         stopped.update(m.get("stopped") or {})
     adaptive = [m["adaptive"] for m in ordered if m.get("adaptive")]  # one model's choices per part (pipeline.predict.adaptive)
     if adaptive:
-        adaptive = [{**adaptive[0], "models": {k: v for a in adaptive for k, v in (a.get("models") or {}).items()}}]
+        adaptive = [{**adaptive[0], **{part: {k: v for a in adaptive for k, v in (a.get(part) or {}).items()}
+                                       for part in ("models", "frontiers")}}]
     fallback = next((m["engine_fallback"] for m in ordered if m.get("engine_fallback")), None)
     out: dict[str, Any] = {
         "run_id": run_id, "status": "complete",

@@ -92,6 +92,8 @@ class SweepState:
     rate_points: int = 0
     #: the variant being walked (:attr:`pipeline.core.records.PointKey.variant`; the walks build their keys with it).
     variant: str = DEFAULT_VARIANT
+    #: the adaptive walk's curves so far (:class:`pipeline.sweep.adaptivewalk.Curve`): the frontier walk's input.
+    curves: list = field(default_factory=list)
     #: the config's SLO as :func:`pipeline.metrics.summarize.summarize_point` takes it (None without one).
     slo: dict | None = field(init=False)
 
@@ -106,6 +108,10 @@ class SweepState:
     def place_rates(self, n: int) -> None:
         """``n`` open-loop points placed: the display's total grows by them (their number is known only as the rate
         walk goes: ``auto`` rates, bisection)."""
+        self.place_points(n)
+
+    def place_points(self, n: int) -> None:
+        """``n`` points beyond the grid's placed on the display (open-loop rates, the frontier walk's points)."""
         self.display.total += n
         if self.display.bar is not None:
             self.display.bar.total = self.display.total

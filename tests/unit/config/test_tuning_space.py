@@ -36,7 +36,8 @@ def test_shapes_and_variants_default_to_the_one_shape_and_default():
     ({"variants": [{"name": "a", "max_num_seqs": 0}]}, "variants.0.max_num_seqs"),
     ({"variants": [{"name": "a", "gpu_memory_utilization": 1.5}]}, "variants.0.gpu_memory_utilization"),
     ({"variants": [{"name": "a", "turbo": True}]}, "variants.0.turbo"),
-    ({"variants": [{"name": "a"}, {"name": "b"}], "adaptive": {}, "concurrency": [1, 2, 4]}, "adaptive"),
+    ({"variants": [{"name": "a"}, {"name": "b"}], "adaptive": {"frontier_points": -1}, "concurrency": [1, 2, 4]},
+     "adaptive.frontier_points"),
 ])
 def test_a_bad_tuning_space_is_one_line_naming_the_field(extra, field):
     with pytest.raises(BatchmarkError) as exc:
