@@ -144,7 +144,7 @@ def measure_picks(sweep: SweepState, cells, spec, todo: list[Pick]) -> set[tuple
         for cv, c, why in mine:
             sweep.cfg = cv.cfg
             walk = ModelWalk(spec, loaded=loaded, name=cv.name)
-            key = PointKey(spec.name, cv.cfg.engine, cv.cfg.input_len, cv.cfg.output_len, c, variant=cv.variant)
+            key = PointKey(spec.name, cv.cfg.backend, cv.cfg.input_len, cv.cfg.output_len, c, variant=cv.variant)
             summ = measure_or_resume(sweep, walk, key, why)
             loaded = walk.loaded
             if summ is None:

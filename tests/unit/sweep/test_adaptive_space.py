@@ -28,7 +28,7 @@ from pipeline.predict.adaptive import decisive_points
 GRID = [1, 2, 4, 8, 16, 32, 64]
 SPACE = f"""name: sim-adaptive-space
 hardware: dgx-spark
-engine: simulated
+backend: simulated
 workloads:
   - {{input_len: 128, output_len: 16}}
   - {{input_len: 4096, output_len: 16}}

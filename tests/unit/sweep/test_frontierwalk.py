@@ -40,7 +40,7 @@ def _s(variant: str, c: int, per_user: float, out: float) -> PointSummary:
 
 def _sweep(tmp_path, frontier_points):
     cfg = parse_config(yaml.safe_load(
-        "name: a\nhardware: dgx-spark\nengine: simulated\nconcurrency: [1, 2, 4]\ninput_len: 64\noutput_len: 16\n"
+        "name: a\nhardware: dgx-spark\nbackend: simulated\nconcurrency: [1, 2, 4]\ninput_len: 64\noutput_len: 16\n"
         f"adaptive: {{frontier_points: {frontier_points}}}\nvariants: [{{name: a}}, {{name: b}}]\n"
         "models:\n  - name: m\n    card: Llama-3.1-8B\n"))
     run_dir = tmp_path / "run"
