@@ -52,8 +52,9 @@ def _engine_name(meta: dict[str, Any], summaries: list[PointSummary]) -> str | N
     eng = meta.get("engine")
     if isinstance(eng, dict) and eng.get("engine"):
         return str(eng["engine"])
-    if (meta.get("config") or {}).get("engine"):
-        return str(meta["config"]["engine"])
+    backend = (meta.get("config") or {}).get("backend") or (meta.get("config") or {}).get("engine")  # the old key
+    if backend:
+        return str(backend)
     names = sorted({s.engine for s in summaries})
     return ", ".join(names) or None
 
