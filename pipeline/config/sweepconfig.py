@@ -202,10 +202,11 @@ class SweepConfig(StrictModel):
                              "give workloads and variants without adaptive")
         return self
 
-    @property
-    def engine(self) -> str:
-        """The backend under its old attribute name, until every reader says ``backend``."""
-        return self.backend
+    def stated_engine(self) -> str:
+        """The serving engine the config states, the point keys' ``engine`` where no server is asked (a plan): the
+        backend's own, and for ``openai`` its ``openai.engine`` (``openai``: not stated; the sweep asks the server,
+        :mod:`pipeline.engines.endpointkind`)."""
+        return (self.openai.engine or "openai") if self.backend == "openai" else self.backend
 
     def shapes(self) -> list[Shape]:
         """The workload shapes in the config's order (``workloads``, else the one of ``input_len``/``output_len``)."""

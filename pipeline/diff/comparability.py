@@ -48,15 +48,20 @@ class ProvenanceItem:
 
 
 
+def _backend(meta: dict[str, Any]) -> str | None:
+    """How the run got its tokens: its config's ``backend`` (``engine`` in a config stored before the rename)."""
+    cfg = meta.get("config") or {}
+    return cfg.get("backend") or cfg.get("engine")
+
+
 def _engine_name(meta: dict[str, Any], summaries: list[PointSummary]) -> str | None:
+    """The serving engine that produced the run's tokens: its server block's ``engine``, else its points' engines
+    (what the points are keyed under), else its backend's name."""
     eng = meta.get("engine")
     if isinstance(eng, dict) and eng.get("engine"):
         return str(eng["engine"])
-    backend = (meta.get("config") or {}).get("backend") or (meta.get("config") or {}).get("engine")  # the old key
-    if backend:
-        return str(backend)
     names = sorted({s.engine for s in summaries})
-    return ", ".join(names) or None
+    return ", ".join(names) or _backend(meta)
 
 
 def provenance_of(r: RunData) -> dict[str, Any]:
@@ -78,8 +83,9 @@ def provenance_of(r: RunData) -> dict[str, Any]:
     # ``servers`` (port, pid, start time, log of each model's server) differs in every run: no flag to compare
     flags = {k: v for k, v in eng.items() if k not in ("engine", "servers") and not k.endswith("version")}
     cfg = meta.get("config") or {}
-    if name and isinstance(cfg.get(name), dict):
-        flags.update({f"config.{k}": v for k, v in cfg[name].items()})
+    backend = _backend(meta)  # the options of the backend that drove the server (an endpoint's are openai's)
+    if backend and isinstance(cfg.get(backend), dict):
+        flags.update({f"config.{k}": v for k, v in cfg[backend].items()})
     revisions: dict[str, Any] = {}
     for m in cfg.get("models") or []:
         if isinstance(m, dict) and m.get("name"):

@@ -355,7 +355,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
             if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                 stops_after = curve[-1][0]
                 break
-        key = PointKey(model, cfg.backend, cfg.input_len, cfg.output_len, c, variant=variant)
+        key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, c, variant=variant)
         held = _kv_sequences(card, hw, util, tokens)
         if (why := bounds.beyond_memory(c, held, tokens)) is not None:
             points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
@@ -372,7 +372,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
         rates = open_rates(curve, cfg.output_len, ol.auto_rates) if ol.rates == "auto" else list(ol.rates)
         rate_points = []
         for rate in rates:
-            key = PointKey(model, cfg.backend, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+            key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
                            variant=variant)
             pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                 _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),

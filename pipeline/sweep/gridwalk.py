@@ -352,7 +352,7 @@ def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
     cfg, spec = sweep.cfg, walk.spec
     noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
     for c in cfg.concurrency:
-        key = PointKey(spec.name, cfg.backend, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         if not runs.has_point(sweep.run_dir, key) and stop_for_knee(walk.curve, noisy, cfg.knee_threshold,
                                                                     cfg.stop_after_weak_doublings):
             sweep.stop(walk.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")

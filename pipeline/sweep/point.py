@@ -51,7 +51,7 @@ def measure_point(cfg: SweepConfig, engine, key: PointKey):
         return records
     with InterferenceMeter() as meter:
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
-    # an endpoint already running (engine "openai") is no process of ours: a server on this
+    # an endpoint already running (backend "openai") is no process of ours: a server on this
     # machine counts as outside load there, so its points are not judged by it (quality.py)
     records.meta["interference"] = (None if meter.result is None else
                                     {**meter.result, "server_outside_tree": cfg.backend == "openai"})
