@@ -204,7 +204,7 @@ def _add_measure_commands(sub: Any) -> None:
     s = sub.add_parser("merge", help="assemble a run from its parts (one model each, measured by sweep --model)",
                        description="Assemble the complete parts of every model of the config (data/runs/.parts/RUN/) "
                                    "into the complete run RUN: the same files as a run measured in one job, with each "
-                                   "part's own provenance (host, driver, versions, probe) under 'parts' and the hosts "
+                                   "part's own provenance (host, GPU driver, versions, probe) under 'parts' and the hosts "
                                    "under 'hosts'. Parts measured on different hardware are refused.")
     s.add_argument("--config", required=True, help="sweep config YAML the parts were measured with")
     s.add_argument("--run-id", required=True, help="the run the parts belong to")

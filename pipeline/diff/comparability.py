@@ -57,7 +57,7 @@ def _backend(meta: dict[str, Any]) -> str | None:
 def _engine_name(meta: dict[str, Any], summaries: list[PointSummary]) -> str | None:
     """The serving engine that produced the run's tokens: its server block's ``engine``, else its points' engines
     (what the points are keyed under), else its backend's name."""
-    eng = meta.get("engine")
+    eng = meta.get("server")
     if isinstance(eng, dict) and eng.get("engine"):
         return str(eng["engine"])
     names = sorted({s.engine for s in summaries})
@@ -69,11 +69,11 @@ def provenance_of(r: RunData) -> dict[str, Any]:
 
     Keys: hardware, bandwidth_gb_s_probed, engine, engine_version, engine_flags (dict),
     model_revisions (dict by model), workloads (sorted ``in X / out Y`` strings), models
-    (sorted names), batchmark_version, versions (other packages), driver, source.  A field a
+    (sorted names), batchmark_version, versions (other packages), gpu_driver, source.  A field a
     run does not record is None (imports record less than measured runs).
     """
     meta = r.meta
-    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    eng = meta.get("server") if isinstance(meta.get("server"), dict) else {}
     versions = dict(meta.get("versions") or {})
     name = _engine_name(meta, r.summaries)
     from pipeline.engines.served import server_version
@@ -104,7 +104,7 @@ def provenance_of(r: RunData) -> dict[str, Any]:
         "models": sorted({s.model for s in r.summaries}),
         "batchmark_version": versions.pop("batchmark", None),
         "versions": {k: v for k, v in versions.items() if k != (name or "")},
-        "driver": meta.get("driver"),
+        "gpu_driver": meta.get("gpu_driver"),
         "source": meta.get("source", "measured"),
     }
 
@@ -136,7 +136,7 @@ def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[Provenanc
     add("batchmark_version", "batchmark version", pa["batchmark_version"], pb["batchmark_version"])
     for k in sorted(set(pa["versions"]) | set(pb["versions"])):
         add(f"versions.{k}", f"{k} version", pa["versions"].get(k), pb["versions"].get(k))
-    add("driver", "driver", pa["driver"], pb["driver"])
+    add("gpu_driver", "GPU driver", pa["gpu_driver"], pb["gpu_driver"])
     add("source", "source", pa["source"], pb["source"])
     return items
 

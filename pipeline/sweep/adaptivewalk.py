@@ -91,7 +91,7 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, ob
     static = calibrate.is_static(usable[0])
     roofs = calibrate.Roofs(mc, mean_decode_context(cfg.input_len, cfg.output_len), hw["bandwidth_gb_s"],
                             hw.get("peak_tflops"))
-    limits = servedsim.ServedLimits.of((((meta.get("engine") or {}).get("servers") or {}).get(model) or {})
+    limits = servedsim.ServedLimits.of((((meta.get("server") or {}).get("servers") or {}).get(model) or {})
                                        .get("limits"))
     if limits.kv_cache_tokens is None and planned is not None and planned.kv_sequences:  # KV: the plan's figure
         limits = dataclasses.replace(limits, kv_cache_tokens=int(planned.kv_sequences * (cfg.input_len + cfg.output_len)))

@@ -19,7 +19,7 @@ from pipeline.core.progress import Display
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.machine.interference import InterferenceMeter
 from pipeline.metrics.summarize import summarize_point
-from pipeline.sweep.provenance import record_engine
+from pipeline.sweep.provenance import record_server
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
@@ -34,7 +34,7 @@ def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, base
     try:
         card = engine.load(spec)
     finally:
-        record_engine(run_dir, engine.provenance())
+        record_server(run_dir, engine.provenance())
     if card:
         runs.write_model_card(run_dir, card if baseline else {**card, "name": server_key(card["name"], variant)})
     return True
