@@ -282,6 +282,6 @@ def migrate_engine_key(data: dict[str, Any], source: str) -> dict[str, Any]:
         return data
     if "backend" in data:
         raise BatchmarkError(f"{source}: engine: deprecated name of backend; give backend only")
-    print(f"batchmark: warning: {source}: engine: is now backend: (how batchmark gets the tokens; 'engine' names the "
-          "serving engine); read as backend, write backend", file=sys.stderr)
+    print(f"batchmark: warning: {source}: engine: is deprecated and goes in the next version; read as backend:, "
+          "write backend: (how batchmark gets the tokens; 'engine' names the serving engine)", file=sys.stderr)
     return {("backend" if k == "engine" else k): v for k, v in data.items()}
