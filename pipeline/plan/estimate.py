@@ -316,7 +316,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         for v in cfg.variant_list():
             vcfg = variant_config(cfg, v)
             opts = server_options(vcfg).model_copy(update=upd)
-            card = resolve_card(spec, hw.name, cfg.backend if cfg.backend != "simulated" else "vllm")
+            card = resolve_card(spec, hw.name, cfg.stated_engine() if cfg.backend != "simulated" else "vllm")
             if kv_cache_name(v):
                 card = with_kv_cache(card, kv_cache_name(v))
             grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)

@@ -49,3 +49,13 @@ def test_openai_engine_left_unset_keeps_the_digest_and_set_changes_it():
     assert plain.digest() != named.digest()  # another engine behind the endpoint: another grid of points
     with pytest.raises(BatchmarkError, match="openai.engine"):
         parse_config({**ENDPOINT, "backend": "openai", "openai": {"engine": "vLLM 0.11"}})
+
+
+def test_the_stated_engine_is_the_backend_s_own_or_the_endpoint_s():
+    """What a plan keys its points under (no server asked): docs/definitions.md, "engine"."""
+    arch = {"name": "m", "architecture": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                                          "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 256}}
+    assert parse_config({"name": "t", "hardware": "cpu", "models": [arch]}).stated_engine() == "transformers"
+    assert parse_config({**ENDPOINT, "backend": "openai"}).stated_engine() == "openai"  # not known without the server
+    assert parse_config({**ENDPOINT, "backend": "openai", "openai": {"engine": "llama.cpp"}}).stated_engine() == "llama.cpp"
+    assert parse_config({**ENDPOINT, "backend": "vllm"}).stated_engine() == "vllm"
