@@ -38,4 +38,4 @@ def get_engine(cfg: "SweepConfig") -> "Engine":
         from pipeline.engines.simulated import SimulatedEngine
 
         return SimulatedEngine(cfg)
-    raise BatchmarkError(f"engine: {cfg.backend!r} is not available in this build")
+    raise BatchmarkError(f"backend: {cfg.backend!r} is not available in this build")

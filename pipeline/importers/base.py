@@ -132,7 +132,7 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
             "model_cards_used": matches,
             "models_unknown": {k: f"{v}; kind, ceiling, roofline and MBU are null" for k, v in unknown.items()},
             "hardware": hw.model_dump(mode="json"), "probe": None, "config": None,
-            "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
+            "server": {"engine": f"{', '.join(engines)} (measured by {tool})"},
             "versions": {result.tool: result.tool_version, "batchmark": __version__},
             **({"variants": result.variants} if result.variants else {}),
             "stopped": {}, "command": command,

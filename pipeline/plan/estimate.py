@@ -315,7 +315,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         for v in cfg.variant_list():
             vcfg = variant_config(cfg, v)
             opts = server_options(vcfg).model_copy(update=upd)
-            card = resolve_card(spec, hw.name, cfg.backend if cfg.backend != "simulated" else "vllm")
+            card = resolve_card(spec, hw.name, cfg.stated_engine() if cfg.backend != "simulated" else "vllm")
             if kv_cache_name(v):
                 card = with_kv_cache(card, kv_cache_name(v))
             grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)
@@ -354,7 +354,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
             if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                 stops_after = curve[-1][0]
                 break
-        key = PointKey(model, cfg.backend, cfg.input_len, cfg.output_len, c, variant=variant)
+        key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, c, variant=variant)
         held = _kv_sequences(card, hw, util, tokens)
         if (why := bounds.beyond_memory(c, held, tokens)) is not None:
             points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
@@ -371,7 +371,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
         rates = open_rates(curve, cfg.output_len, ol.auto_rates) if ol.rates == "auto" else list(ol.rates)
         rate_points = []
         for rate in rates:
-            key = PointKey(model, cfg.backend, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+            key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
                            variant=variant)
             pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                 _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),

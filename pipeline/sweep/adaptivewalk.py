@@ -34,7 +34,7 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
     summaries: dict[int, object] = {}
 
     def measure(c: int, reason: str) -> float | None:
-        key = PointKey(spec.name, cfg.backend, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         summ = measure_or_resume(sweep, walk, key, reason)
         if summ is None:
             return None
@@ -124,7 +124,7 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, ob
     static = calibrate.is_static(usable[0])
     roofs = calibrate.Roofs(mc, mean_decode_context(cfg.input_len, cfg.output_len), hw["bandwidth_gb_s"],
                             hw.get("peak_tflops"))
-    servers = (meta.get("engine") or {}).get("servers") or {}
+    servers = (meta.get("server") or {}).get("servers") or {}
     limits = servedsim.ServedLimits.of((servers.get(server_key(model, sweep.variant)) or servers.get(model) or {})
                                        .get("limits"))
     if limits.kv_cache_tokens is None and planned is not None and planned.kv_sequences:  # KV: the plan's figure
@@ -159,7 +159,7 @@ def record_choices(sweep: SweepState, name: str, model: str, res) -> None:
     block["tolerance"] = cfg.adaptive.tolerance
     block["knee_threshold"] = cfg.knee_threshold
     block.setdefault("models", {})
-    block["models"] = {**block["models"], name: {"model": model, "curve": name, "engine": cfg.backend, "variant": sweep.variant,
-                                                 "input_len": cfg.input_len, "output_len": cfg.output_len,
-                                                 **res.as_dict()}}
+    block["models"] = {**block["models"], name: {"model": model, "curve": name, "engine": sweep.engine.serving_engine,
+                                                 "variant": sweep.variant, "input_len": cfg.input_len,
+                                                 "output_len": cfg.output_len, **res.as_dict()}}
     runs.update_run_json(sweep.run_dir, adaptive=block)

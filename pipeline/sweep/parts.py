@@ -9,7 +9,7 @@ Layout (beside the runs, hidden and git-ignored, like ``.locks/`` and ``.pointer
 
     data/runs/.parts/<run_id>/<model>/     a run folder of its own (pipeline.store.runs' layout) holding
                                            one model's points, model card, server log and its own
-                                           provenance (run.json: host, driver, versions, probe,
+                                           provenance (run.json: host, GPU driver, versions, probe,
                                            part_of, models, machine); points.json when complete
 
 A part is resumed, locked and completed exactly as a run is (it is one to :mod:`pipeline.store.runs`):

@@ -19,7 +19,7 @@ from pipeline.core.progress import Display
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.machine.interference import InterferenceMeter
 from pipeline.metrics.summarize import summarize_point
-from pipeline.sweep.provenance import record_engine
+from pipeline.sweep.provenance import record_server
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
@@ -34,7 +34,7 @@ def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, base
     try:
         card = engine.load(spec)
     finally:
-        record_engine(run_dir, engine.provenance())
+        record_server(run_dir, engine.provenance())
     if card:
         runs.write_model_card(run_dir, card if baseline else {**card, "name": server_key(card["name"], variant)})
     return True
@@ -51,7 +51,7 @@ def measure_point(cfg: SweepConfig, engine, key: PointKey):
         return records
     with InterferenceMeter() as meter:
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
-    # an endpoint already running (engine "openai") is no process of ours: a server on this
+    # an endpoint already running (backend "openai") is no process of ours: a server on this
     # machine counts as outside load there, so its points are not judged by it (quality.py)
     records.meta["interference"] = (None if meter.result is None else
                                     {**meter.result, "server_outside_tree": cfg.backend == "openai"})

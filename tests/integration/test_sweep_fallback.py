@@ -40,8 +40,8 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
     run_dir = scratch_root / "data" / "runs" / "fb"
     sweep.run_sweep(cfg, run_dir, progress=False, log=said.append)
     meta = runs.read_run_json(run_dir)
-    assert meta["engine_fallback"] == {"from": "vllm", "to": "transformers", "reason": reason}
-    assert meta["engine"]["engine"] == "transformers"
+    assert meta["backend_fallback"] == {"from": "vllm", "to": "transformers", "reason": reason}
+    assert meta["server"]["engine"] == "transformers"
     assert sorted(p.name for p in (run_dir / "points" / "tiny").glob("*.json")) == ["transformers-in4-out3-c1.json",
                                                                              "transformers-in4-out3-c2.json"]
     line = next(m for m in said if "cannot run" in m)
