@@ -229,7 +229,7 @@ def test_an_old_slo_key_is_read_as_both_limits_with_one_warning_line(capsys):
     ({"slo": {"ttft_p99_ms": 5, "ttft_p99_max_ms": 5}}, r"slo: ttft_p99_ms \(deprecated\) and ttft_p99_max_ms are both given"),
     ({"slo": {"ttft_p99": 5}}, r"slo\.ttft_p99: unknown key"),
     ({"backend": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],
-      "open_loop": {"rates": [1]}}, r"open_loop: the transformers engine"),
+      "open_loop": {"rates": [1]}}, r"open_loop: the transformers backend"),
 ])
 def test_config_refuses_bad_open_loop_values(extra, match):
     with pytest.raises(BatchmarkError, match=match) as exc:

@@ -54,7 +54,8 @@ def _sweep(tmp_path, frontier_points):
                             {c: _s(v, c, *pu_out) for c, pu_out in MEASURED[v].items()},
                             WalkResult(None, "settled", rows)))
     logged: list[str] = []
-    return SimpleNamespace(cfg=cfg, curves=curves, run_dir=run_dir, log=logged.append, variant="a"), logged
+    return SimpleNamespace(cfg=cfg, curves=curves, run_dir=run_dir, log=logged.append, variant="a",
+                           engine=SimpleNamespace(serving_engine=cfg.backend)), logged
 
 
 @pytest.fixture
