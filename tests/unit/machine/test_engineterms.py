@@ -51,6 +51,23 @@ def test_the_batched_moe_kernel_grows_with_the_tokens_per_expert():
     assert moe_kernel_factor(load_card("llama-3.1-8b"), 32, 1.0, t) == 1.0
 
 
+def test_the_batched_moe_kernel_costs_active_expert_bytes_not_flops():
+    """Under the Spark profile's llama.cpp terms, Qwen3-30B-A3B in Q8_0 (48 layers × 8 of 128 experts: 1.93 GB active,
+    3.6 GFLOP a token) and gpt-oss-120b in MXFP4 (36 × 4 of 128: 1.91 GB, 7.2 GFLOP) pay batched-kernel terms in the
+    ratio of their active expert bytes at B = 32 of identical prompts, not of their FLOPs — as llama-batched-bench on a
+    DGX Spark measured (B = 2 → 32 adds 62 and 69 ms: ggml-org/llama.cpp benches/dgx-spark.md)."""
+    from pipeline.cards.servedformat import ServedFormat, card_in_format
+
+    hw = load_profile("dgx-spark")
+    t = hw.engine_terms("llama.cpp")
+    qwen = card_in_format(load_card("qwen3-30b-a3b"), ServedFormat(attention="q8_0", head="q8_0", experts="q8_0"))
+    oss = served_card(load_card("gpt-oss-120b"), engine="llama.cpp")
+    kern = {c.name: engine_terms_s(c, 32, 528, BW, 92.3, t, identical_routing=True)["moe_kernel"] for c in (qwen, oss)}
+    active = {c.name: c.expert_bytes * c.experts_per_token / c.num_experts for c in (qwen, oss)}
+    assert kern[qwen.name] / kern[oss.name] == pytest.approx(active[qwen.name] / active[oss.name], rel=1e-9)
+    assert 0.95 < active[qwen.name] / active[oss.name] < 1.05
+
+
 def test_engine_step_is_its_terms_added():
     """A dense card at B = 1: T = overhead + (dense + a × KV) / (f_bw × bw) + FLOPs / (f_c × peak), worked here."""
     card = load_card("llama-3.1-8b")
