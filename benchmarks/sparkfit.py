@@ -45,8 +45,10 @@ def _predicted(c, card, p, terms, bw, peak) -> float:
 
 
 #: Terms an engine's published curves cannot see, held at their neutral value: vLLM's curves are waves at one
-#: short context (no depth rows: attention factor 1) with no kernel switch at B = 2 (its MoE kernel is one), of one
-#: MoE model (its dense matmuls unseen).
+#: short context (no depth rows: attention factor 1) with no kernel switch at B = 2 (its MoE kernel is one: no
+#: expert_batched_fraction, no expert_token_exponent), of one MoE model (its dense matmuls unseen).  llama.cpp's
+#: batched-kernel terms are seen by gpt-oss-20b's llama-batched-bench curves alone (the other batched MoE curves are
+#: held out); its single streams cannot see them (left to the start values X0 when those curves are left out).
 #: vLLM's dense matmuls: no dense curve at hand, a prior of half the measured matmul rate (not fitted).
 FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5,
                   "expert_token_exponent": None}}
