@@ -13,7 +13,7 @@ TPOT and TTFT, median and worst absolute relative error per source.
   same way; `predict` by the additive fit of :mod:`pipeline.predict.calibrate` (no TTFT of a static batch);
 - after: the served format (:mod:`pipeline.cards.servedformat`), the profile's engine terms
   (:func:`pipeline.cards.stepcost.engine_step_s`: measured peak, attention factor, routing locality, identical
-  routing for llama.cpp's benches, prefill FLOP rate per format); `predict` by :func:`pipeline.predict.enginefit.fit_curve`.
+  routing for llama.cpp's benches, its batched MoE kernel, prefill FLOP rate per format); `predict` by :func:`pipeline.predict.enginefit.fit_curve`.
 Goals (the project's): plan median <= 15 %, worst <= 35 %; predict median <= 7 %, worst <= 20 %.  The engine terms
 were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms; the second table
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives

@@ -142,19 +142,54 @@ def engine_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: f
 
     ``e``: ``expert_batched_fraction`` from B = 2 on (1 at B = 1); ``a``: ``attention_factor``; coverage at the
     effective batch of ``routing_scale`` (:func:`effective_batch`), or k/E when every sequence decodes the same tokens
-    (``identical_routing``: llama-batched-bench).  The roofs added, as :func:`calibrated_step_s` (Vidur's operator sum).
+    (``identical_routing``: llama-batched-bench).  The roofs added, as :func:`calibrated_step_s` (Vidur's operator sum);
+    the sum of :func:`engine_terms_s`.
     """
+    return sum(engine_terms_s(card, batch, context, bandwidth_gb_s, peak_tflops, terms, identical_routing).values())
+
+
+def engine_terms_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: float, peak_tflops: float | None,
+                   terms, identical_routing: bool = False) -> dict[str, float]:
+    """The terms of :func:`engine_step_s` apart (s): ``overhead``, ``dense`` (non-expert weights), ``experts`` (the
+    touched experts' bytes at the B = 1 kernel's speed), ``moe_kernel`` (what the batched MoE kernel adds from B = 2
+    on: ``1 / e − 1`` more), ``kv`` (the KV read × ``attention_factor``), ``expert_flops``, ``matmul_flops`` (every
+    other matmul) and ``attn_flops`` (QKᵀ and AV), each at its compute fraction of the peak."""
     scale = 0.0 if identical_routing else terms.routing_scale
     cover = coverage_at(batch, card.experts_per_token, card.num_experts, scale) if card.expert_bytes else 0.0
-    experts = card.expert_bytes * cover / (terms.expert_batched_fraction if batch >= 2 else 1.0)
-    mem = (card.dense_bytes + experts + terms.attention_factor * kv_bytes_per_step(card, batch, context)) / (bandwidth_gb_s * 1e9)
+    read_s = terms.bandwidth_fraction * bandwidth_gb_s * 1e9
+    experts = card.expert_bytes * cover / read_s
+    kernel = experts * (moe_kernel_factor(card, batch, cover, terms) - 1.0)
+    out = {"overhead": terms.step_overhead_s, "dense": card.dense_bytes / read_s, "experts": experts,
+           "moe_kernel": kernel, "kv": terms.attention_factor * kv_bytes_per_step(card, batch, context) / read_s,
+           "expert_flops": 0.0, "matmul_flops": 0.0, "attn_flops": 0.0}
     if not peak_tflops:
-        return calibrated_step_s(mem, 0.0, terms.step_overhead_s, terms.bandwidth_fraction, terms.compute_fraction)
+        return out
     flops = flops_per_decode_step(card, batch, context)
-    experts = expert_flops_per_step(card, batch)
-    dense_f = terms.dense_compute_fraction or terms.compute_fraction
-    comp = experts / terms.compute_fraction + (flops - experts) / dense_f
-    return calibrated_step_s(mem, comp / (peak_tflops * 1e12), terms.step_overhead_s, terms.bandwidth_fraction, 1.0)
+    attn = flops - 2.0 * batch * (card.active_params - card.embedding_params)
+    expert_f = expert_flops_per_step(card, batch)
+    dense_f = (terms.dense_compute_fraction or terms.compute_fraction) * peak_tflops * 1e12
+    out["expert_flops"] = expert_f / (terms.compute_fraction * peak_tflops * 1e12)
+    out["matmul_flops"] = (flops - attn - expert_f) / dense_f
+    out["attn_flops"] = attn / dense_f
+    return out
+
+
+def moe_kernel_factor(card: ModelCard, batch: float, coverage: float, terms) -> float:
+    """How many times its B = 1 read the batched MoE kernel spends on the touched experts' bytes: 1 at B = 1 (the
+    mat-vec kernel), from B = 2 on ``t^p / e``, ``t`` the tokens routed to each touched expert (B × k / (E × coverage):
+    B when every sequence decodes the same tokens), ``p`` the engine's ``expert_token_exponent`` (0 where it states
+    none: the kernel's jump alone), ``e`` its ``expert_batched_fraction``.  Each further token routed to an expert
+    costs a share of that expert's bytes again (the kernel dequantises the weight tiles per tile of tokens), less
+    per token the more tokens share a tile (p < 1): so the cost scales with the bytes of the active experts
+    (layers × k × expert size × bits), not with their FLOPs — llama.cpp on a DGX Spark (ggml-org/llama.cpp
+    benches/dgx-spark.md, llama-batched-bench pp512): B = 2 → 32 adds 31 ms to gpt-oss-20b (1.27 GB of active MXFP4
+    experts, 4.8 GFLOP a token), 69 ms to gpt-oss-120b (1.9 GB, 7.2 GFLOP) and 62 ms to Qwen3-Coder-30B-A3B
+    (1.93 GB of Q8_0, 3.6 GFLOP)."""
+    if batch < 2 or not card.expert_bytes or not card.num_experts or not card.experts_per_token or coverage <= 0:
+        return 1.0
+    exponent = getattr(terms, "expert_token_exponent", None) or 0.0
+    tokens = batch * card.experts_per_token / (card.num_experts * coverage)
+    return max(tokens, 1.0) ** exponent / terms.expert_batched_fraction
 
 
 def expert_flops_per_step(card: ModelCard, batch: int) -> float:

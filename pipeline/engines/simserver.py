@@ -44,7 +44,7 @@ import numpy as np
 
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.stepcost import (calibrated_step_s, compute_format, coverage_at, expert_flops_per_step,
-                                     weight_bytes_per_step)
+                                     moe_kernel_factor, weight_bytes_per_step)
 
 #: vLLM's default KV block size (tokens per block) on CUDA.
 BLOCK_SIZE = 16
@@ -185,7 +185,7 @@ class ServerModel:
         """Overhead + bytes + decode FLOPs of a step under the engine's terms (floats or numpy arrays of ``kv_lt``)."""
         t, c = self.terms, self.card
         cover = coverage_at(max(tokens, 1), c.experts_per_token, c.num_experts, t.routing_scale) if c.expert_bytes else 0.0
-        experts = c.expert_bytes * cover / (t.expert_batched_fraction if tokens >= 2 else 1.0)
+        experts = c.expert_bytes * cover * moe_kernel_factor(c, tokens, cover, t)
         mem = (c.dense_bytes + experts + t.attention_factor * self._per_layer * kv_lt) * self._mem_s / t.bandwidth_fraction
         experts = expert_flops_per_step(c, decode_tokens)
         dense_f = t.dense_compute_fraction or t.compute_fraction
