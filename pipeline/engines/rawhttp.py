@@ -1,0 +1,395 @@
+"""The load generator's own HTTP/1.1 streaming reader, on asyncio's protocol API (plain ``http://`` only).
+
+Why: aiohttp's response reader costs 7–8 µs of the client's one core per streamed token (its parser, its
+``StreamReader``, one coroutine resumption per read); at a thousand streams that core, not the server, sets the
+figure.  Here each socket read is handled inside its ``data_received`` callback (:class:`Conn`): one
+``time.perf_counter`` stamp, the chunked framing removed, the bytes kept (``raw.read_s``, ``raw.reads``, exactly
+what the aiohttp path keeps), and the request's coroutine is woken once, when the response ends or ``[DONE]``
+came.
+
+What it reads (RFC 9112, "HTTP/1.1", https://www.rfc-editor.org/rfc/rfc9112): the status line and header fields
+(§4, §5; 1xx interim responses skipped, §15.2 of RFC 9110); the body by ``Transfer-Encoding: chunked`` (§7.1:
+hex chunk sizes, extensions after ``;`` ignored, trailer fields skipped), else ``Content-Length`` (§6.3), else
+until the server closes (an HTTP/1.0 answer).  A connection is kept alive and given to the next request (the
+pool's last-in first-out idle list, so a closed-loop slot keeps reusing its own) unless the answer said
+``Connection: close``, was HTTP/1.0, or was not read to its end.  A request is never retried, except once on a
+fresh connection when a reused one was closed by the server before any byte of the answer (its keep-alive
+timeout: the request never reached it).
+
+What is timed for the client's meter (:class:`pipeline.engines.clientmeter.ClientMeter`): ``connect_s`` for a
+request that opened a connection (``loop.create_connection``), ``first_byte_s`` from the request's start (the
+connection's acquisition included, as aiohttp's ``on_request_start`` counts it) to its complete header section.
+
+Failures raise one-line exceptions that the client turns into the request's ``error``: refused or unreachable
+(``ConnectionRefusedError``/``OSError`` with the host), the connection closed mid-answer
+(:class:`ServerDisconnected`), bytes that are no HTTP/1.1 answer or a malformed chunk (:class:`MalformedResponse`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from pipeline.engines.sse import done_in
+
+#: Longest status line plus header section accepted (bytes): aiohttp's ``max_field_size`` as the client set it.
+HEAD_MAX = 4 * 2**20
+#: Longest chunk-size line accepted (bytes; RFC 9112 §7.1 sets none, a few hex digits and an extension are usual).
+CHUNK_LINE_MAX = 4096
+#: How long a stream that ended at ``[DONE]`` waits for the rest of its body (the terminating chunk) before its
+#: connection is closed rather than reused (s); it delays that slot's next send only, never a timestamp.
+DRAIN_S = 0.1
+HEX = b"0123456789abcdefABCDEF"
+_HEAD, _CHUNKED, _LENGTH, _UNTIL_CLOSE, _END = range(5)
+
+
+class ServerDisconnected(ConnectionError):
+    """The server closed the connection before its answer ended."""
+
+
+class MalformedResponse(ValueError):
+    """Bytes that are no HTTP/1.1 answer: a bad status line or header, a malformed chunk."""
+
+
+class _Stale(ServerDisconnected):
+    """A reused connection closed before any byte of the answer: the request may be sent again."""
+
+
+class Exchange:
+    """One request's answer as it arrives: status, headers, the body kept as ``raw``'s reads (or, not 200, ``said``)."""
+
+    __slots__ = ("raw", "t0", "status", "content_type", "said", "said_max", "done", "finished", "errors", "tail",
+                 "head_s", "ended", "end_wait")
+
+    def __init__(self, raw: Any, t0: float, said_max: int) -> None:
+        self.raw, self.t0, self.said_max = raw, t0, said_max
+        self.status = 0
+        self.content_type: str | None = None
+        self.said = b""
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()  # the stream is over for its reader
+        self.finished = self.errors = self.ended = False  # [DONE] seen / an "error" key seen / the answer read whole
+        self.tail = b""
+        self.head_s: float | None = None
+        self.end_wait: asyncio.Future | None = None  # set by a drain waiting for the body's end after [DONE]
+
+    def end(self) -> None:
+        """The answer was read to its end (or its connection lost after the stream was over)."""
+        self.ended = True
+        if not self.done.done():
+            self.done.set_result(None)
+        if self.end_wait is not None and not self.end_wait.done():
+            self.end_wait.set_result(None)
+
+
+class Conn(asyncio.Protocol):
+    """One keep-alive connection: parses each answer as its bytes arrive (``data_received``)."""
+
+    def __init__(self, key: tuple[str, int]) -> None:
+        self.key = key
+        self.transport: Any = None
+        self.ex: Exchange | None = None
+        self.closed = False
+        self.reusable = True  # False: the answer said close, was cut, or left bytes unread
+        self.reused = False  # handed out again by the pool (a close before any byte then is a stale keep-alive)
+        self.state = _END
+        self._buf = b""  # an incomplete header section, chunk-size line or CRLF
+        self._left = 0  # bytes still to come of the current chunk's data (or of a Content-Length body)
+        self._crlf = False  # a chunk's data was read, its CRLF not yet
+        self._trailers = False  # the last chunk came: trailer lines until an empty one
+        self._got = 0  # bytes of the current answer seen
+
+    # asyncio callbacks -----------------------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        ex = self.ex
+        if ex is None or ex.ended:
+            return
+        if ex.done.done():  # the stream was over ([DONE]) before its body's end: nothing is lost
+            ex.end()
+        elif self.state == _UNTIL_CLOSE:  # an answer without a length ends when the server closes
+            ex.end()
+        else:
+            why = f" ({exc})" if exc else ""
+            kind = _Stale if self._got == 0 and self.reused else ServerDisconnected
+            ex.done.set_exception(kind(f"the server closed the connection before the answer ended "
+                                       f"({self._got} bytes of it read){why}"))
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost follows
+
+    def data_received(self, data: bytes) -> None:
+        ex = self.ex
+        if ex is None or self.state == _END:  # bytes no request asked for: the connection cannot be trusted
+            self.close()
+            return
+        self._got += len(data)
+        if self.state == _CHUNKED and not (self._buf or self._left or self._crlf or self._trailers):
+            # the hot path: a read of exactly one chunk (what a streaming server writes per event)
+            j = data.find(b"\r\n", 0, 18)
+            if j > 0 and not data[:j].strip(HEX):
+                end = j + 2 + int(data[:j], 16)
+                if end > j + 2 and len(data) == end + 2 and data[end:] == b"\r\n":
+                    self._body(data[j + 2:end], time.perf_counter())
+                    return
+        try:
+            self._feed(data, time.perf_counter())
+        except MalformedResponse as exc:
+            if not ex.done.done():
+                ex.done.set_exception(exc)
+            self.close()
+
+    # parsing -----------------------------------------------------------------------------------
+    def _feed(self, data: bytes, now: float) -> None:
+        pieces: list[bytes] = []
+        complete = False
+        while data and not complete:
+            state = self.state
+            if state == _HEAD:
+                data = self._head(data)
+                complete = self.state == _END
+            elif state == _CHUNKED:
+                data, complete = self._chunk(data, pieces)
+            elif state == _LENGTH:
+                take = data[:self._left]
+                self._left -= len(take)
+                data = data[len(take):]
+                pieces.append(take)
+                complete = not self._left
+            elif state == _UNTIL_CLOSE:
+                pieces.append(data)
+                data = b""
+            else:
+                break
+        if pieces:  # one socket read: one entry, as aiohttp's iter_any hands over what one read brought
+            self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+        if complete:
+            self.state = _END
+            if self.ex is not None:
+                self.ex.end()
+        if data:  # bytes after the answer's end: the connection is not reused
+            self.reusable = False
+
+    def _head(self, data: bytes) -> bytes:
+        buf = self._buf + data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > HEAD_MAX:
+                raise MalformedResponse(f"the answer's header section exceeds {HEAD_MAX} bytes")
+            self._buf = buf
+            return b""
+        self._buf, rest = b"", buf[end + 4:]
+        lines = buf[:end].split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        if len(parts) < 2 or parts[0] not in (b"HTTP/1.1", b"HTTP/1.0") or not parts[1].isdigit() or len(parts[1]) != 3:
+            raise MalformedResponse(f"not an HTTP/1.1 status line: {lines[0][:80]!r}")
+        status = int(parts[1])
+        if 100 <= status < 200:  # an interim answer (100 Continue, 103 Early Hints): the real one follows
+            return rest
+        fields: dict[bytes, bytes] = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(b":")
+            if not colon or not name or name != name.strip():
+                raise MalformedResponse(f"malformed header field: {line[:80]!r}")
+            name = name.lower()
+            fields[name] = (fields[name] + b", " + value.strip()) if name in fields else value.strip()
+        ex = self.ex
+        ex.status, ex.head_s = status, time.perf_counter()
+        ctype = fields.get(b"content-type")
+        ex.content_type = ctype.decode("latin-1") if ctype is not None else None
+        conn = fields.get(b"connection", b"").lower()
+        if b"close" in conn or (parts[0] == b"HTTP/1.0" and b"keep-alive" not in conn):
+            self.reusable = False
+        te, length = fields.get(b"transfer-encoding"), fields.get(b"content-length")
+        if te is not None:
+            if te.lower().rsplit(b",", 1)[-1].strip() != b"chunked":
+                raise MalformedResponse(f"unsupported Transfer-Encoding: {te[:40]!r}")
+            self.state, self._left, self._crlf, self._trailers = _CHUNKED, 0, False, False
+        elif length is not None:
+            if not length.isdigit():
+                raise MalformedResponse(f"malformed Content-Length: {length[:40]!r}")
+            self.state, self._left = _LENGTH, int(length)
+            if not self._left:
+                self.state = _END
+        elif status in (204, 304):
+            self.state = _END
+        else:
+            self.state, self.reusable = _UNTIL_CLOSE, False
+        return rest
+
+    def _chunk(self, data: bytes, pieces: list[bytes]) -> tuple[bytes, bool]:
+        """Chunked framing off ``data`` (the chunks' data into ``pieces``): (what follows the answer, its end seen)."""
+        buf = self._buf + data if self._buf else data
+        self._buf = b""
+        pos, n = 0, len(buf)
+        while pos < n:
+            if self._left:
+                piece = buf[pos:pos + self._left]
+                self._left -= len(piece)
+                pos += len(piece)
+                self._crlf = not self._left
+                pieces.append(piece)
+                continue
+            j = buf.find(b"\r\n", pos)
+            if self._crlf:
+                if n - pos < 2:
+                    break
+                if j != pos:
+                    raise MalformedResponse("malformed chunk: its data is not followed by CRLF")
+                self._crlf, pos = False, pos + 2
+                continue
+            if j < 0:
+                if n - pos > CHUNK_LINE_MAX:
+                    raise MalformedResponse("malformed chunk: no chunk-size line")
+                break
+            if self._trailers:
+                if j == pos:  # the empty line after the last chunk and its trailers: the answer's end
+                    return buf[j + 2:], True
+                pos = j + 2  # a trailer field, skipped
+                continue
+            line = buf[pos:j].split(b";", 1)[0].strip(b" \t")
+            if not line or line.strip(HEX):
+                raise MalformedResponse(f"malformed chunk size: {buf[pos:j][:40]!r}")
+            size, pos = int(line, 16), j + 2
+            if size:
+                self._left = size
+            else:
+                self._trailers = True
+        self._buf = buf[pos:]
+        return b"", False
+
+    def _body(self, data: bytes, now: float) -> None:
+        ex = self.ex
+        if ex.done.done():  # after [DONE] (a server holding its body open): not the stream's, as aiohttp never reads it
+            return
+        if ex.status != 200:  # a refusal: its first bytes are the error's text
+            ex.said += data[:ex.said_max - len(ex.said)]
+            if len(ex.said) >= ex.said_max:
+                self.reusable = False  # not read to its end
+                ex.done.set_result(None)
+            return
+        raw = ex.raw
+        raw.read_s.append(now - ex.t0)
+        raw.reads.append(data)
+        edge = ex.tail + data[:7]  # a marker cut between two reads
+        if (b"[DONE]" in data or b"[DONE]" in edge) and done_in(raw.reads):
+            ex.finished = True
+            ex.done.set_result(None)
+        elif not ex.errors and (b'"error"' in data or b'"error"' in edge):
+            ex.errors = True
+        ex.tail = data[-7:] if len(data) >= 7 else (ex.tail + data)[-7:]
+
+    # use -----------------------------------------------------------------------------------------
+    def send(self, request: bytes, ex: Exchange) -> None:
+        """Write one request; its answer fills ``ex``."""
+        self.ex, self.state, self._buf, self._got = ex, _HEAD, b"", 0
+        self.transport.write(request)
+
+    def close(self) -> None:
+        self.reusable = False
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class Pool:
+    """Keep-alive connections per (host, port): the last one released is the first handed out again."""
+
+    def __init__(self, phases: Callable[[], Any] | None = None) -> None:
+        self.phases = phases  # the client meter now measuring (None: none), told each request's HTTP phases
+        self._idle: dict[tuple[str, int], list[Conn]] = {}
+        self._all: set[Conn] = set()
+        self._routes: dict[str, tuple[tuple[str, int], bytes]] = {}
+
+    def route(self, url: str) -> tuple[tuple[str, int], bytes]:
+        """``((host, port), b"POST <path> HTTP/1.1\\r\\nHost: …\\r\\n")`` of a plain ``http://`` URL (cached)."""
+        got = self._routes.get(url)
+        if got is None:
+            u = urlsplit(url)
+            if u.scheme != "http" or not u.hostname:
+                raise ValueError(f"{url}: the raw reader speaks plain http:// only")
+            port = u.port or 80
+            host = u.hostname if ":" not in u.hostname else f"[{u.hostname}]"
+            target = (u.path or "/") + (f"?{u.query}" if u.query else "")
+            netloc = host if port == 80 else f"{host}:{port}"
+            got = self._routes[url] = ((u.hostname, port),
+                                       f"POST {target} HTTP/1.1\r\nHost: {netloc}\r\n".encode("latin-1"))
+        return got
+
+    async def acquire(self, key: tuple[str, int]) -> tuple[Conn, float | None]:
+        """An idle connection to ``key`` (and None), else a new one (and the seconds it took to open)."""
+        idle = self._idle.get(key)
+        while idle:
+            conn = idle.pop()
+            if not conn.closed and not conn.transport.is_closing():
+                conn.reused = True
+                return conn, None
+            self._all.discard(conn)
+        t = time.perf_counter()
+        try:
+            _, conn = await asyncio.get_running_loop().create_connection(lambda: Conn(key), key[0], key[1])
+        except OSError as exc:
+            said = f"cannot connect to {key[0]}:{key[1]}: {exc.strerror or exc}"
+            raise (OSError(exc.errno, said) if exc.errno is not None else OSError(said)) from None
+        self._all.add(conn)
+        return conn, time.perf_counter() - t
+
+    def release(self, conn: Conn) -> None:
+        """Hand a connection back: kept for the next request if its answer was read whole and may be reused."""
+        if conn.closed or not conn.reusable or conn.state != _END:
+            conn.close()
+            self._all.discard(conn)
+            return
+        conn.ex = None
+        self._idle.setdefault(conn.key, []).append(conn)
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in list(self._all):
+            conn.close()
+        self._all.clear()
+        self._idle.clear()
+
+
+async def exchange(pool: Pool, url: str, headers: dict[str, str], body: bytes, raw: Any, t0: float,
+                   said_max: int) -> Exchange:
+    """POST ``body`` to ``url`` and read the answer into ``raw`` (times s since ``t0``; a refusal's first
+    ``said_max`` bytes into the exchange's ``said``); returns the :class:`Exchange` once the stream is over.  The
+    caller applies the timeout: a cancellation closes the connection."""
+    key, line = pool.route(url)
+    start = time.perf_counter()
+    head = line + "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+    request = head + b"User-Agent: batchmark\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    meter = pool.phases() if pool.phases is not None else None
+    for attempt in (0, 1):
+        conn, connect_s = await pool.acquire(key)
+        if connect_s is not None and meter is not None:
+            meter.connect_s.append(connect_s)
+        ex = Exchange(raw, t0, said_max)
+        try:
+            conn.send(request, ex)
+            await ex.done
+            if ex.finished and not ex.ended:  # over at [DONE] before the body's end: wait briefly for it
+                ex.end_wait = asyncio.get_running_loop().create_future()
+                try:
+                    await asyncio.wait_for(ex.end_wait, DRAIN_S)
+                except TimeoutError:
+                    conn.close()  # a server holding its body open: the connection is not reused
+        except _Stale:
+            pool.release(conn)
+            if attempt:
+                raise
+            continue
+        except BaseException:
+            conn.close()
+            pool.release(conn)
+            raise
+        if meter is not None and ex.head_s is not None:
+            meter.first_byte_s.append(ex.head_s - start)
+        pool.release(conn)
+        return ex
+    raise AssertionError("unreachable")
