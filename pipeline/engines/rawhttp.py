@@ -147,26 +147,28 @@ class Conn(asyncio.Protocol):
     def _feed(self, data: bytes, now: float) -> None:
         pieces: list[bytes] = []
         complete = False
-        while data and not complete:
-            state = self.state
-            if state == _HEAD:
-                data = self._head(data)
-                complete = self.state == _END
-            elif state == _CHUNKED:
-                data, complete = self._chunk(data, pieces)
-            elif state == _LENGTH:
-                take = data[:self._left]
-                self._left -= len(take)
-                data = data[len(take):]
-                pieces.append(take)
-                complete = not self._left
-            elif state == _UNTIL_CLOSE:
-                pieces.append(data)
-                data = b""
-            else:
-                break
-        if pieces:  # one socket read: one entry, as aiohttp's iter_any hands over what one read brought
-            self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
+        try:
+            while data and not complete:
+                state = self.state
+                if state == _HEAD:
+                    data = self._head(data)
+                    complete = self.state == _END
+                elif state == _CHUNKED:
+                    data, complete = self._chunk(data, pieces)
+                elif state == _LENGTH:
+                    take = data[:self._left]
+                    self._left -= len(take)
+                    data = data[len(take):]
+                    pieces.append(take)
+                    complete = not self._left
+                elif state == _UNTIL_CLOSE:
+                    pieces.append(data)
+                    data = b""
+                else:
+                    break
+        finally:  # one socket read: one entry (as aiohttp's iter_any hands over what one read brought), a fault's too
+            if pieces:
+                self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
         if complete:
             self.state = _END
             if self.ex is not None:
