@@ -136,7 +136,7 @@ def test_a_reset_mid_stream_fails_the_request_with_its_events_kept(transport):
 
 
 def test_a_malformed_chunk_fails_the_request_at_once():
-    """A chunk size that is no hex number, and a chunk's data not followed by CRLF (through aiohttp 3.13 the
+    """A chunk size that is no hex number, and a chunk's data not followed by CRLF (through aiohttp 3.14 the
     first one ran to the request's timeout).  Each is named at once, the events before it kept."""
     raw, = _run([[_head(), b"zz\r\n" + STREAM[0] + b"\r\n"]], timeout_s=2.0)
     assert raw.error == "MalformedResponse: malformed chunk size: b'zz'"
