@@ -255,24 +255,32 @@ class Session:
 
     def __init__(self, concurrency: int, trace_configs: list[Any] | None = None,
                  phases: Any = None, transport: Transport = "auto") -> None:
-        from pipeline.engines.clientmeter import phase_trace
-
-        self.concurrency, self.transport = concurrency, transport
-        self.trace_configs = list(trace_configs or []) + ([phase_trace(phases)] if phases is not None else [])
+        self.concurrency, self.transport, self.phases = concurrency, transport, phases
+        self.trace_configs = list(trace_configs or [])
         self.pool = rawhttp.Pool(phases)
-        self.aio: Any = None
+        self._aio: Any = None
 
     def transport_for(self, url: str) -> str:
         """``raw`` or ``aiohttp``: which transport streams from ``url`` (:func:`transport_for`)."""
         return transport_for(url, self.transport)
 
+    @property
+    def aio(self) -> Any:
+        """The aiohttp session, made at its first use (inside the loop): a plain-http run never imports aiohttp."""
+        if self._aio is None:
+            from pipeline.engines.clientmeter import phase_trace
+
+            phased = [phase_trace(self.phases)] if self.phases is not None else []
+            self._aio = _aiohttp_session(self.trace_configs + phased)
+        return self._aio
+
     async def __aenter__(self) -> "Session":
-        self.aio = _aiohttp_session(self.trace_configs)
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         self.pool.close()
-        await self.aio.close()
+        if self._aio is not None:
+            await self._aio.close()
 
     def get(self, *args: Any, **kwargs: Any) -> Any:
         """aiohttp's ``get`` (a scrape of the server's metrics)."""
