@@ -13,13 +13,17 @@ kept in the point's meta.
 A stream's events, its token accounting and the fields a server accepts are
 :mod:`pipeline.engines.streamrecord` (pure); this module sends the requests that fill them.
 
-The client never throttles: the connector has no connection limit, keep-alive reuses the N
-connections, the read buffer is 4 MiB (long lines and long contexts), the body is read whole socket read by
-whole socket read (``iter_any``, one await per read, not per line), each read kept with one timestamp and nothing
-else done to it; after the stream ends its SSE events are split by the specification's rules
+The client never throttles: no connection limit, keep-alive reuses the N connections, 4 MiB of header section
+(long lines and long contexts).  Two transports (:func:`transport_for`): for a plain ``http://`` server the load
+generator's own HTTP/1.1 reader (:mod:`pipeline.engines.rawhttp`: each socket read handled in asyncio's
+``data_received`` callback, stamped once, its chunked framing removed, kept, and the request's coroutine woken once
+at the stream's end), for ``https://`` (or ``transport: aiohttp``) aiohttp, its body read whole socket read by whole
+socket read (``iter_any``, one await per read).  Either way each read is kept with one timestamp and nothing else
+done to it; after the stream ends its SSE events are split by the specification's rules
 (:func:`pipeline.engines.sse.split_reads`: multi-line ``data``, comments, ``event``/``id``/``retry``, CR/LF/CRLF),
 parsed with orjson and stamped with the arrival of the read that completed them, the same times a parser run inside
-the loop gives; request bodies are serialised before the loop starts.
+the loop gives; request bodies are serialised before the loop starts.  A point's meta names its transport
+(``transport``).
 
 """
 
@@ -228,9 +232,6 @@ def fold(raw: RawStream, target: Target) -> None:
 # sessions, feature detection
 
 Transport = Literal["auto", "raw", "aiohttp"]
-#: What each transport is, for a point's meta and the provenance's client line.
-TRANSPORTS = {"raw": "batchmark's HTTP/1.1 reader on asyncio protocols (pipeline.engines.rawhttp)",
-              "aiohttp": "aiohttp"}
 
 
 def transport_for(url: str, choice: Transport = "auto") -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from itertools import repeat
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
@@ -83,6 +84,29 @@ class Exchange:
             self.end_wait.set_result(None)
 
 
+def _whole_chunks(data: bytes) -> tuple[list[bytes], bool] | None:
+    """``data`` read as whole chunks without a loop over them: (the chunks' data, whether the last chunk closed
+    them); None when it is not that (a chunk cut between reads, an extension, trailers, a fault), for the
+    step-by-step reader.
+
+    ``data`` split at every CRLF is ``size, data, size, data, …``: exact when every size is hex and equals the
+    length of the piece after it, since the first piece that matches its size ends at that chunk's true end (a
+    CRLF inside a chunk's data cuts its piece short of its size), and so on chunk by chunk."""
+    if data[-2:] != b"\r\n":
+        return None
+    parts = data.split(b"\r\n")
+    parts.pop()  # the empty piece after the last CRLF
+    end = len(parts) >= 2 and parts[-2] == b"0" and parts[-1] == b""  # the last chunk, no trailer field
+    if end:
+        del parts[-2:]
+    sizes, pieces = parts[0::2], parts[1::2]
+    if len(sizes) != len(pieces) or b"".join(sizes).translate(None, HEX) or not all(sizes) or b"" in pieces:
+        return None
+    if list(map(int, sizes, repeat(16))) != list(map(len, pieces)):
+        return None
+    return pieces, end
+
+
 class Conn(asyncio.Protocol):
     """One keep-alive connection: parses each answer as its bytes arrive (``data_received``)."""
 
@@ -129,13 +153,15 @@ class Conn(asyncio.Protocol):
             return
         self._got += len(data)
         if self.state == _CHUNKED and not (self._buf or self._left or self._crlf or self._trailers):
-            # the hot path: a read of exactly one chunk (what a streaming server writes per event)
-            j = data.find(b"\r\n", 0, 18)
-            if j > 0 and not data[:j].strip(HEX):
-                end = j + 2 + int(data[:j], 16)
-                if end > j + 2 and len(data) == end + 2 and data[end:] == b"\r\n":
-                    self._body(data[j + 2:end], time.perf_counter())
-                    return
+            whole = _whole_chunks(data)  # the hot path: a read of whole chunks (a streaming server's writes)
+            if whole is not None:
+                pieces, end = whole
+                if pieces:
+                    self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), time.perf_counter())
+                if end:
+                    self.state = _END
+                    ex.end()
+                return
         try:
             self._feed(data, time.perf_counter())
         except MalformedResponse as exc:
@@ -228,6 +254,11 @@ class Conn(asyncio.Protocol):
 
         One pass with the state in locals (a read of a busy server holds dozens of chunks)."""
         buf = self._buf + data if self._buf else data
+        if not (self._buf or self._left or self._crlf or self._trailers):
+            whole = _whole_chunks(buf)
+            if whole is not None:
+                pieces += whole[0]
+                return b"", whole[1]
         pos, n, left, crlf = 0, len(buf), self._left, self._crlf
         find, keep = buf.find, pieces.append
         try:
@@ -394,7 +425,9 @@ async def exchange(pool: Pool, url: str, headers: dict[str, str], body: bytes, r
             if attempt:
                 raise
             continue
-        except BaseException:
+        except BaseException:  # cancelled (a timeout, the repeat's end) or a fault: the connection is not reused
+            if not ex.done.done():
+                ex.done.cancel()  # nobody waits on it any more (its close must not leave an unread exception)
             conn.close()
             pool.release(conn)
             raise
