@@ -203,3 +203,20 @@ def test_a_malformed_status_line_and_header_are_refused():
         conn._head(b"ICY 200 OK\r\n\r\n")
     with pytest.raises(rawhttp.MalformedResponse, match="malformed header field"):
         conn._head(b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n")
+
+
+def test_whole_chunks_in_one_read_are_split_exactly_or_left_to_the_step_by_step_reader():
+    """The one-split reading of a read of whole chunks: a chunk whose data holds CRLFs (SSE with CRLF line ends)
+    cuts its piece short of its size, so the read goes to the step-by-step reader, which gives the same data; a
+    size Python's int() would take but RFC 9112's ``1*HEXDIG`` does not ("+5", "0x5", "5_0") is refused."""
+    crlf = [b"data: {\"choices\":[{\"index\":0,\"text\":\" a\"}]}\r\n\r\n", b"data: [DONE]\r\n\r\n"]
+    wire = b"".join(_chunked(crlf))
+    assert rawhttp._whole_chunks(wire) is None
+    plain = b"".join(_chunked(STREAM))
+    assert rawhttp._whole_chunks(plain) == (STREAM, True)
+    assert rawhttp._whole_chunks(plain[:-5]) == (STREAM, False)  # the last chunk not yet come
+    raw, = _run([[_head(), wire]])
+    assert raw.error is None and raw.texts == [" a"] and raw.done_seen
+    for size in (b"+5", b"0x5", b"5_0"):
+        raw, = _run([[_head(), size + b"\r\nhello\r\n"]], timeout_s=2.0)
+        assert raw.error.startswith("MalformedResponse: malformed chunk size"), size
