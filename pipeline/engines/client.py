@@ -37,7 +37,7 @@ from typing import Any, Literal
 import orjson
 
 from pipeline.core import scrub
-from pipeline.engines import rawhttp
+from pipeline.engines import rawpool
 from pipeline.engines.sse import done_in
 from pipeline.engines.streamrecord import Features, RawStream, fold_reads, per_chunk_usage
 from pipeline.core.errors import BatchmarkError
@@ -155,7 +155,7 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
     try:
         if raw_pool is not None:
             async with asyncio.timeout(target.timeout_s):
-                ex = await rawhttp.exchange(raw_pool, target.url, headers, body, raw, t0, ERROR_READ_BYTES)
+                ex = await rawpool.exchange(raw_pool, target.url, headers, body, raw, t0, ERROR_READ_BYTES)
             if ex.status != 200:
                 _refused(raw, target, ex.status, ex.said)
             else:
@@ -258,7 +258,7 @@ class Session:
                  phases: Any = None, transport: Transport = "auto") -> None:
         self.concurrency, self.transport, self.phases = concurrency, transport, phases
         self.trace_configs = list(trace_configs or [])
-        self.pool = rawhttp.Pool(phases)
+        self.pool = rawpool.Pool(phases)
         self._aio: Any = None
 
     def transport_for(self, url: str) -> str:

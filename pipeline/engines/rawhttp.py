@@ -10,15 +10,14 @@ came.
 What it reads (RFC 9112, "HTTP/1.1", https://www.rfc-editor.org/rfc/rfc9112): the status line and header fields
 (§4, §5; 1xx interim responses skipped, §15.2 of RFC 9110); the body by ``Transfer-Encoding: chunked`` (§7.1:
 hex chunk sizes, extensions after ``;`` ignored, trailer fields skipped), else ``Content-Length`` (§6.3), else
-until the server closes (an HTTP/1.0 answer).  A connection is kept alive and given to the next request (the
-pool's last-in first-out idle list, so a closed-loop slot keeps reusing its own) unless the answer said
-``Connection: close``, was HTTP/1.0, or was not read to its end.  A request is never retried, except once on a
-fresh connection when a reused one was closed by the server before any byte of the answer (its keep-alive
-timeout: the request never reached it).
+until the server closes (an HTTP/1.0 answer).  A connection may serve the next request (:class:`Conn`'s
+``reusable``) unless the answer said ``Connection: close``, was HTTP/1.0, or was not read to its end; the
+keep-alive pool, the request's sending and its HTTP phase timings are :mod:`pipeline.engines.rawpool`.
 
-What is timed for the client's meter (:class:`pipeline.engines.clientmeter.ClientMeter`): ``connect_s`` for a
-request that opened a connection (``loop.create_connection``), ``first_byte_s`` from the request's start (the
-connection's acquisition included, as aiohttp's ``on_request_start`` counts it) to its complete header section.
+Measured (``benchmarks/loadgen_overhead.py --repeats 3 --output-tokens 128 --concurrency 1 64 256 1024
+--transports raw aiohttp``, 2 shared cores at load average 2.7–5.5, docs/reliability.md): tokens/s against a minimal
+socket client 1.39×, 1.62×, 0.93×, 1.06× at c = 1, 64, 256, 1,024 (aiohttp: 0.95×, 0.50×, 0.64×, 0.67×); CPU per
+token received 8.0, 4.4, 6.9, 10.9 µs (aiohttp 29.9, 12.4, 11.3, 12.6; the minimal client 7.5, 4.7, 3.5, 6.8).
 
 Failures raise one-line exceptions that the client turns into the request's ``error``: refused or unreachable
 (``ConnectionRefusedError``/``OSError`` with the host), the connection closed mid-answer
@@ -30,8 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from itertools import repeat
-from typing import Any, Callable
-from urllib.parse import urlsplit
+from typing import Any
 
 from pipeline.engines.sse import done_in
 
@@ -39,11 +37,8 @@ from pipeline.engines.sse import done_in
 HEAD_MAX = 4 * 2**20
 #: Longest chunk-size line accepted (bytes; RFC 9112 §7.1 sets none, a few hex digits and an extension are usual).
 CHUNK_LINE_MAX = 4096
-#: How long a stream that ended at ``[DONE]`` waits for the rest of its body (the terminating chunk) before its
-#: connection is closed rather than reused (s); it delays that slot's next send only, never a timestamp.
-DRAIN_S = 0.1
 HEX = b"0123456789abcdefABCDEF"
-_HEAD, _CHUNKED, _LENGTH, _UNTIL_CLOSE, _END = range(5)
+_HEAD, _CHUNKED, _LENGTH, _UNTIL_CLOSE, END = range(5)
 
 
 class ServerDisconnected(ConnectionError):
@@ -54,7 +49,7 @@ class MalformedResponse(ValueError):
     """Bytes that are no HTTP/1.1 answer: a bad status line or header, a malformed chunk."""
 
 
-class _Stale(ServerDisconnected):
+class Stale(ServerDisconnected):
     """A reused connection closed before any byte of the answer: the request may be sent again."""
 
 
@@ -116,8 +111,8 @@ class Conn(asyncio.Protocol):
         self.ex: Exchange | None = None
         self.closed = False
         self.reusable = True  # False: the answer said close, was cut, or left bytes unread
-        self.reused = False  # handed out again by the pool (a close before any byte then is a stale keep-alive)
-        self.state = _END
+        self.reused = False  # handed out again by the pool (a close before any byte then is :class:`Stale`)
+        self.state = END
         self._buf = b""  # an incomplete header section, chunk-size line or CRLF
         self._left = 0  # bytes still to come of the current chunk's data (or of a Content-Length body)
         self._crlf = False  # a chunk's data was read, its CRLF not yet
@@ -139,7 +134,7 @@ class Conn(asyncio.Protocol):
             ex.end()
         else:
             why = f" ({exc})" if exc else ""
-            kind = _Stale if self._got == 0 and self.reused else ServerDisconnected
+            kind = Stale if self._got == 0 and self.reused else ServerDisconnected
             ex.done.set_exception(kind(f"the server closed the connection before the answer ended "
                                        f"({self._got} bytes of it read){why}"))
 
@@ -148,7 +143,7 @@ class Conn(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         ex = self.ex
-        if ex is None or self.state == _END:  # bytes no request asked for: the connection cannot be trusted
+        if ex is None or self.state == END:  # bytes no request asked for: the connection cannot be trusted
             self.close()
             return
         self._got += len(data)
@@ -159,7 +154,7 @@ class Conn(asyncio.Protocol):
                 if pieces:
                     self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), time.perf_counter())
                 if end:
-                    self.state = _END
+                    self.state = END
                     ex.end()
                 return
         try:
@@ -178,7 +173,7 @@ class Conn(asyncio.Protocol):
                 state = self.state
                 if state == _HEAD:
                     data = self._head(data)
-                    complete = self.state == _END
+                    complete = self.state == END
                 elif state == _CHUNKED:
                     data, complete = self._chunk(data, pieces)
                 elif state == _LENGTH:
@@ -196,7 +191,7 @@ class Conn(asyncio.Protocol):
             if pieces:
                 self._body(pieces[0] if len(pieces) == 1 else b"".join(pieces), now)
         if complete:
-            self.state = _END
+            self.state = END
             if self.ex is not None:
                 self.ex.end()
         if data:  # bytes after the answer's end: the connection is not reused
@@ -242,9 +237,9 @@ class Conn(asyncio.Protocol):
                 raise MalformedResponse(f"malformed Content-Length: {length[:40]!r}")
             self.state, self._left = _LENGTH, int(length)
             if not self._left:
-                self.state = _END
+                self.state = END
         elif status in (204, 304):
-            self.state = _END
+            self.state = END
         else:
             self.state, self.reusable = _UNTIL_CLOSE, False
         return rest
@@ -335,104 +330,3 @@ class Conn(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
-
-
-class Pool:
-    """Keep-alive connections per (host, port): the last one released is the first handed out again."""
-
-    def __init__(self, phases: Callable[[], Any] | None = None) -> None:
-        self.phases = phases  # the client meter now measuring (None: none), told each request's HTTP phases
-        self._idle: dict[tuple[str, int], list[Conn]] = {}
-        self._all: set[Conn] = set()
-        self._routes: dict[str, tuple[tuple[str, int], bytes]] = {}
-
-    def route(self, url: str) -> tuple[tuple[str, int], bytes]:
-        """``((host, port), b"POST <path> HTTP/1.1\\r\\nHost: …\\r\\n")`` of a plain ``http://`` URL (cached)."""
-        got = self._routes.get(url)
-        if got is None:
-            u = urlsplit(url)
-            if u.scheme != "http" or not u.hostname:
-                raise ValueError(f"{url}: the raw reader speaks plain http:// only")
-            port = u.port or 80
-            host = u.hostname if ":" not in u.hostname else f"[{u.hostname}]"
-            target = (u.path or "/") + (f"?{u.query}" if u.query else "")
-            netloc = host if port == 80 else f"{host}:{port}"
-            got = self._routes[url] = ((u.hostname, port),
-                                       f"POST {target} HTTP/1.1\r\nHost: {netloc}\r\n".encode("latin-1"))
-        return got
-
-    async def acquire(self, key: tuple[str, int]) -> tuple[Conn, float | None]:
-        """An idle connection to ``key`` (and None), else a new one (and the seconds it took to open)."""
-        idle = self._idle.get(key)
-        while idle:
-            conn = idle.pop()
-            if not conn.closed and not conn.transport.is_closing():
-                conn.reused = True
-                return conn, None
-            self._all.discard(conn)
-        t = time.perf_counter()
-        try:
-            _, conn = await asyncio.get_running_loop().create_connection(lambda: Conn(key), key[0], key[1])
-        except OSError as exc:
-            said = f"cannot connect to {key[0]}:{key[1]}: {exc.strerror or exc}"
-            raise (OSError(exc.errno, said) if exc.errno is not None else OSError(said)) from None
-        self._all.add(conn)
-        return conn, time.perf_counter() - t
-
-    def release(self, conn: Conn) -> None:
-        """Hand a connection back: kept for the next request if its answer was read whole and may be reused."""
-        if conn.closed or not conn.reusable or conn.state != _END:
-            conn.close()
-            self._all.discard(conn)
-            return
-        conn.ex = None
-        self._idle.setdefault(conn.key, []).append(conn)
-
-    def close(self) -> None:
-        """Close every connection."""
-        for conn in list(self._all):
-            conn.close()
-        self._all.clear()
-        self._idle.clear()
-
-
-async def exchange(pool: Pool, url: str, headers: dict[str, str], body: bytes, raw: Any, t0: float,
-                   said_max: int) -> Exchange:
-    """POST ``body`` to ``url`` and read the answer into ``raw`` (times s since ``t0``; a refusal's first
-    ``said_max`` bytes into the exchange's ``said``); returns the :class:`Exchange` once the stream is over.  The
-    caller applies the timeout: a cancellation closes the connection."""
-    key, line = pool.route(url)
-    start = time.perf_counter()
-    head = line + "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
-    request = head + b"User-Agent: batchmark\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-    meter = pool.phases() if pool.phases is not None else None
-    for attempt in (0, 1):
-        conn, connect_s = await pool.acquire(key)
-        if connect_s is not None and meter is not None:
-            meter.connect_s.append(connect_s)
-        ex = Exchange(raw, t0, said_max)
-        try:
-            conn.send(request, ex)
-            await ex.done
-            if ex.finished and not ex.ended:  # over at [DONE] before the body's end: wait briefly for it
-                ex.end_wait = asyncio.get_running_loop().create_future()
-                try:
-                    await asyncio.wait_for(ex.end_wait, DRAIN_S)
-                except TimeoutError:
-                    conn.close()  # a server holding its body open: the connection is not reused
-        except _Stale:
-            pool.release(conn)
-            if attempt:
-                raise
-            continue
-        except BaseException:  # cancelled (a timeout, the repeat's end) or a fault: the connection is not reused
-            if not ex.done.done():
-                ex.done.cancel()  # nobody waits on it any more (its close must not leave an unread exception)
-            conn.close()
-            pool.release(conn)
-            raise
-        if meter is not None and ex.head_s is not None:
-            meter.first_byte_s.append(ex.head_s - start)
-        pool.release(conn)
-        return ex
-    raise AssertionError("unreachable")
