@@ -170,9 +170,22 @@ def test_a_timeout_mid_stream_is_the_timeout():
 
 
 def test_the_transport_is_the_raw_reader_for_plain_http_only():
+    """``auto`` (the default): the raw reader for plain http://, aiohttp for TLS; ``transport: aiohttp`` in the
+    config, aiohttp always, and the provenance's client line says which."""
+    from types import SimpleNamespace
+
+    from pipeline.config.options import OpenAIOptions
+    from pipeline.engines.served import ServedEngine
+
     assert client.transport_for("http://127.0.0.1:8000/v1/completions") == "raw"
     assert client.transport_for("https://api.example.com/v1/completions") == "aiohttp"
     assert client.transport_for("http://127.0.0.1:8000/v1/completions", "aiohttp") == "aiohttp"
+    for opts, said in ((OpenAIOptions(), "its own HTTP/1.1 reader"), (OpenAIOptions(transport="aiohttp"), "aiohttp"),
+                       (OpenAIOptions(base_url="https://api.example.com/v1"), "aiohttp")):
+        line = ServedEngine.client_description(SimpleNamespace(cfg=SimpleNamespace(open_loop=None), opts=opts))
+        assert line == f"batchmark loadgen ({said}, orjson), closed loop"
+    with pytest.raises(ValueError, match="transport"):
+        OpenAIOptions(transport="h2")
 
 
 def test_the_meter_is_told_the_connect_and_first_byte_times():
