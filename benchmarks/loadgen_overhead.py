@@ -243,7 +243,7 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
 
     out = {}
 
-    async def run() -> None:  # the result kept aside: Python 3.11's asyncio.run reprs its main task's result on exit
+    async def run() -> None:  # the result kept aside: asyncio.run reprs its main task's result on exit (python/cpython#112559)
         async with loadgen.make_session(concurrency, transport=transport) as session:
             t0 = time.perf_counter()
             out["res"] = await loadgen.closed_loop(session, target, bodies, concurrency, concurrency, t0)

@@ -259,7 +259,13 @@ class ServedEngine:
              "tokenized chunk text; the server reports no usage"),
             "cooldown_sent": [], "aborted": None, "client": [],
             "transport": client.transport_for(target.url, self.opts.transport)}
-        reps = asyncio.run(self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))
+        out: list[list[RepeatRecord]] = []
+
+        async def main() -> None:  # the records kept aside: asyncio.run formats its main task's result on exit since
+            out.append(await self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))  # Python 3.11
+
+        asyncio.run(main())  # (python/cpython#112559; 2 s of CPU for the repr of a point of 800,000 tokens)
+        reps = out[0]
         return PointRecords(point=key, repeats=reps, meta=meta)
 
     async def _scrape(self, session: Any, url: str | None) -> dict[str, float] | None:
