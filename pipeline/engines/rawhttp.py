@@ -15,9 +15,10 @@ until the server closes (an HTTP/1.0 answer).  A connection may serve the next r
 keep-alive pool, the request's sending and its HTTP phase timings are :mod:`pipeline.engines.rawpool`.
 
 Measured (``benchmarks/loadgen_overhead.py --repeats 3 --output-tokens 128 --concurrency 1 64 256 1024
---transports raw aiohttp``, 2 shared cores at load average 2.7–5.5, docs/reliability.md): tokens/s against a minimal
-socket client 1.39×, 1.62×, 0.93×, 1.06× at c = 1, 64, 256, 1,024 (aiohttp: 0.95×, 0.50×, 0.64×, 0.67×); CPU per
-token received 8.0, 4.4, 6.9, 10.9 µs (aiohttp 29.9, 12.4, 11.3, 12.6; the minimal client 7.5, 4.7, 3.5, 6.8).
+--transports raw aiohttp``, 2 shared cores at load average 0.7–1.5, both clients holding their core;
+docs/reliability.md): tokens/s against a minimal socket client 0.92×, 1.03×, 0.99×, 0.78× at c = 1, 64, 256, 1,024
+(aiohttp: 0.69×, 0.81×, 0.69×, 0.83×); CPU per token received 12.9, 5.7, 6.2, 7.3 µs (aiohttp 36.1, 8.9, 9.6,
+8.6; the minimal client 11.7, 6.1, 5.3, 6.6).
 
 Failures raise one-line exceptions that the client turns into the request's ``error``: refused or unreachable
 (``ConnectionRefusedError``/``OSError`` with the host), the connection closed mid-answer
