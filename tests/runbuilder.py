@@ -35,7 +35,7 @@ CONCURRENCY = (1, 2, 4, 8, 16)
 # A small simulated sweep (Llama-3.1-8B on the dgx-spark profile, c = 1, 2, 4, two repeats): seconds of CPU.
 SMALL_SIMULATED_CONFIG = """name: sim-small
 hardware: dgx-spark
-engine: simulated
+backend: simulated
 input_len: 128
 output_len: 16
 concurrency: [1, 2, 4]
@@ -161,7 +161,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
     slow = slow or {}
     run_dir = runs_dir / run_id
     hw = hardware or CPU_PROFILE
-    cfg = {"name": "test", "hardware": hw["name"], "engine": "transformers",
+    cfg = {"name": "test", "hardware": hw["name"], "backend": "transformers",
            "models": [{"name": m, "architecture": {"model_type": "llama"}, "path": None, "served_name": None,
                        "card": None} for m in models],
            "input_len": INPUT_LEN, "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
@@ -253,7 +253,7 @@ def make_variant_run(runs_dir: Path, run_id: str, concurrency: tuple[int, ...] =
     shapes = shapes or SHAPE_FACTORS
     run_dir = runs_dir / run_id
     model = "dense-a"
-    cfg = {"name": "tuning", "hardware": hw["name"], "engine": "vllm", "models": [{"name": model}],
+    cfg = {"name": "tuning", "hardware": hw["name"], "backend": "vllm", "models": [{"name": model}],
            "input_len": min(shapes), "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
            "repeats": len(noise), "slo": VARIANT_SLO}
     runs.create_run(run_dir, {

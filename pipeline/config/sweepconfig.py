@@ -163,7 +163,7 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _grid_or_rates(self) -> "SweepConfig":
-        if self.open_loop is not None and self.engine == "transformers":
+        if self.open_loop is not None and self.backend == "transformers":
             raise ValueError("open_loop: the transformers engine runs static batches; a rate sweep needs a served "
                              "engine (vllm or openai)")
         if not self.concurrency:
@@ -217,15 +217,15 @@ class SweepConfig(StrictModel):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"models: duplicate name(s) {sorted(dup)}")
-        if self.engine == "transformers":
+        if self.backend == "transformers":
             for i, m in enumerate(self.models):
                 if m.architecture is None and m.path is None:
                     raise ValueError(f"models[{i}] ({m.name}): the transformers engine needs architecture or path")
-        elif self.engine == "openai":
+        elif self.backend == "openai":
             for i, m in enumerate(self.models):
                 if m.served_name is None:
                     raise ValueError(f"models[{i}] ({m.name}): the openai engine needs served_name (the model name the server knows)")
-        elif self.engine == "vllm":
+        elif self.backend == "vllm":
             for i, m in enumerate(self.models):
                 if m.path is None and m.served_name is None and m.architecture is None:
                     raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id), "
@@ -234,11 +234,11 @@ class SweepConfig(StrictModel):
                     and self.variants is None):  # a tuning run compares a cap below the grid with one above it
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
-        if self.engine in ("openai", "vllm"):
-            opts = self.openai if self.engine == "openai" else self.vllm
+        if self.backend in ("openai", "vllm"):
+            opts = self.openai if self.backend == "openai" else self.vllm
             if opts.requests_per_point is not None and opts.requests_per_point < self.max_in_flight():
                 # c = 32 with 4 requests measured 312 tok/s where the server does 1685.8
-                raise ValueError(f"{self.engine}.requests_per_point = {opts.requests_per_point} is below the largest "
+                raise ValueError(f"{self.backend}.requests_per_point = {opts.requests_per_point} is below the largest "
                                  f"concurrency {self.max_in_flight()}; a point never reaches its concurrency with "
                                  "fewer requests than it (the importers refuse completed < concurrency too)")
         return self
@@ -251,7 +251,7 @@ class SweepConfig(StrictModel):
         agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
-        if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
+        if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
         for k in ("open_loop", "slo", "budget", "workloads", "variants"):  # absent = as before they existed: a
             # closed-loop config keeps its digest
@@ -344,7 +344,7 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     from pipeline.machine.hardware import load_profile
 
     load_profile(cfg.hardware, field=f"{source}: hardware")
-    if cfg.engine in ("transformers", "vllm"):
+    if cfg.backend in ("transformers", "vllm"):
         for i, m in enumerate(cfg.models):
             if m.architecture is not None:
                 check_architecture(m.architecture, f"{source}: models.{i}.architecture")

@@ -169,7 +169,7 @@ def run_variants(cfg) -> list[dict[str, Any]]:
     out = []
     for i, v in enumerate(cfg.variant_list()):
         entry: dict[str, Any] = {"name": v.name, "baseline": i == 0, "settings": v.settings()}
-        if cfg.engine == "simulated":
+        if cfg.backend == "simulated":
             entry["simulated"] = simulated_statement(v)
         out.append(entry)
     return out

@@ -204,12 +204,12 @@ def _flag(args: list[str], name: str) -> int | None:
 def server_options(cfg: SweepConfig) -> SimulatedOptions:
     """The simulated server's options for a config: its own for ``simulated``, else the ``vllm`` engine's flags and
     the client's request counts (so the plan sends what the sweep will send)."""
-    if cfg.engine == "simulated":
+    if cfg.backend == "simulated":
         return cfg.simulated.model_copy(update={"step_time_cv": 0.0, "repeat_time_cv": 0.0})
-    client = cfg.openai if cfg.engine == "openai" else cfg.vllm
+    client = cfg.openai if cfg.backend == "openai" else cfg.vllm
     upd: dict[str, Any] = {"requests_per_point": client.requests_per_point, "requests_per_slot": client.requests_per_slot,
                            "min_requests": client.min_requests}
-    if cfg.engine == "vllm":
+    if cfg.backend == "vllm":
         upd.update(max_num_seqs=cfg.vllm.max_num_seqs, max_model_len=cfg.vllm.max_model_len,
                    gpu_memory_utilization=cfg.vllm.gpu_memory_utilization)
         batched = _flag(cfg.vllm.extra_args, "--max-num-batched-tokens")
@@ -326,7 +326,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     from pipeline.config.variants import kv_cache_name, shape_config, variant_config, variant_shapes
     from pipeline.engines.simulated import resolve_card
 
-    if cfg.engine == "transformers":
+    if cfg.backend == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
                              "continuous-batching server (engines vllm, openai, simulated)")
     from pipeline.plan.probed import plan_hardware
@@ -344,7 +344,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         for v in cfg.variant_list():
             vcfg = variant_config(cfg, v)
             opts = server_options(vcfg).model_copy(update=upd)
-            card = resolve_card(spec, hw.name, cfg.engine if cfg.engine != "simulated" else "vllm")
+            card = resolve_card(spec, hw.name, cfg.backend if cfg.backend != "simulated" else "vllm")
             if kv_cache_name(v):
                 card = with_kv_cache(card, kv_cache_name(v))
             grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)
@@ -356,7 +356,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 cell.tuned = len(cfg.variant_list()) > 1 or len(cfg.shapes()) > 1
                 models.append(cell)
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
-    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
+    return Plan(cfg.name, hw.name, cfg.backend, total, models, reps, opts.requests_per_slot, opts.min_requests,
                 adaptive=cfg.adaptive is not None, hardware_note=hw_note)
 
 
@@ -383,7 +383,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
             if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                 stops_after = curve[-1][0]
                 break
-        key = PointKey(model, cfg.engine, cfg.input_len, cfg.output_len, c, variant=variant)
+        key = PointKey(model, cfg.backend, cfg.input_len, cfg.output_len, c, variant=variant)
         held = _kv_sequences(card, hw, util, tokens)
         if (why := bounds.beyond_memory(c, held, tokens)) is not None:
             points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
@@ -400,7 +400,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
         rates = open_rates(curve, cfg.output_len, ol.auto_rates) if ol.rates == "auto" else list(ol.rates)
         rate_points = []
         for rate in rates:
-            key = PointKey(model, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+            key = PointKey(model, cfg.backend, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
                            variant=variant)
             pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                 _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),

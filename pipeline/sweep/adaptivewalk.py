@@ -32,7 +32,7 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
     summaries: dict[int, object] = {}
 
     def measure(c: int, reason: str) -> float | None:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, cfg.backend, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         summ = measure_or_resume(sweep, walk, key, reason)
         if summ is None:
             return None
@@ -123,6 +123,6 @@ def record_choices(sweep: SweepState, model: str, res) -> None:
     block["tolerance"] = cfg.adaptive.tolerance
     block["knee_threshold"] = cfg.knee_threshold
     block.setdefault("models", {})
-    block["models"] = {**block["models"], model: {"model": model, "engine": cfg.engine, "input_len": cfg.input_len,
+    block["models"] = {**block["models"], model: {"model": model, "engine": cfg.backend, "input_len": cfg.input_len,
                                                   "output_len": cfg.output_len, **res.as_dict()}}
     runs.update_run_json(sweep.run_dir, adaptive=block)

@@ -102,7 +102,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
     from pipeline.machine import serverenv
     from pipeline.core.errors import BatchmarkError
 
-    if cfg.engine != "vllm" or "{python}" not in cfg.vllm.command:
+    if cfg.backend != "vllm" or "{python}" not in cfg.vllm.command:
         return cfg, None
     python = serverenv.resolve(cfg.vllm.python)
     if serverenv.read_status(python.parent.parent) is None and not python.exists():
@@ -116,7 +116,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
     if fallback is None:
         raise BatchmarkError(f"vllm.python: the server environment cannot run here: {why}")
     log(f"vLLM cannot run on this machine ({why}); measuring with the {fallback} engine instead")
-    return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
+    return cfg.model_copy(update={"backend": fallback}), {"from": "vllm", "to": fallback, "reason": why}
 
 
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
@@ -226,7 +226,7 @@ def run_provenance(cfg: SweepConfig, hw, config_path: str | None, models: list[s
     git commit, versions, driver, the command (paths scrubbed: runs are published); a part's ``part_of``, ``models``
     and ``machine`` besides."""
     return {
-        "source": "simulated" if cfg.engine == "simulated" else "measured", "config_name": cfg.name,
+        "source": "simulated" if cfg.backend == "simulated" else "measured", "config_name": cfg.name,
         "config_digest": cfg.digest(),
         "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
         "hardware": hw.model_dump(mode="json"), "host": platform.node(),
@@ -273,7 +273,7 @@ def show_points(sweep: SweepState, specs: list) -> None:
     grids = [variant_config(cfg, v).concurrency for v in cfg.variant_list() for _ in variant_shapes(cfg, v)]
     cells = len(grids)  # each model's variants × shapes walk their grid
     display.total = len(specs) * sum(len(g) for g in grids)
-    if sweep.plan is not None and cfg.engine != "simulated" and cfg.adaptive is None and cells == 1:
+    if sweep.plan is not None and cfg.backend != "simulated" and cfg.adaptive is None and cells == 1:
         left = sweep.plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
         display.estimate = lambda done: left(sweep.grid_done(done))
     elif cfg.adaptive is None:
@@ -352,7 +352,7 @@ def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
     cfg, spec = sweep.cfg, walk.spec
     noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
     for c in cfg.concurrency:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, cfg.backend, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         if not runs.has_point(sweep.run_dir, key) and stop_for_knee(walk.curve, noisy, cfg.knee_threshold,
                                                                     cfg.stop_after_weak_doublings):
             sweep.stop(walk.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")

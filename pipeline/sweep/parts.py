@@ -166,7 +166,7 @@ def check_part_claims(cfg: SweepConfig, run_id: str, model: str, meta: dict[str,
         BatchmarkError: one line naming the part's ``run.json``, the field, and both values.
     """
     where = part / "run.json"
-    source = "simulated" if cfg.engine == "simulated" else "measured"
+    source = "simulated" if cfg.backend == "simulated" else "measured"
     claims = [("part_of", meta.get("part_of"), run_id),
               ("models", meta.get("models"), [split_part(model)[0]]),
               ("hardware.name", (meta.get("hardware") or {}).get("name"), cfg.hardware),

@@ -45,7 +45,7 @@ def measure_point(cfg: SweepConfig, engine, key: PointKey):
 
     A simulated point runs in virtual time: the load on this machine cannot change it, so none is kept.
     """
-    if cfg.engine == "simulated":
+    if cfg.backend == "simulated":
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
         records.meta["interference"] = None
         return records
@@ -54,7 +54,7 @@ def measure_point(cfg: SweepConfig, engine, key: PointKey):
     # an endpoint already running (engine "openai") is no process of ours: a server on this
     # machine counts as outside load there, so its points are not judged by it (quality.py)
     records.meta["interference"] = (None if meter.result is None else
-                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
+                                    {**meter.result, "server_outside_tree": cfg.backend == "openai"})
     return records
 
 
@@ -143,7 +143,7 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
     nor part of the points' ETA)."""
     if walk.loaded:
         return
-    what = "server start to healthy" if sweep.cfg.engine == "vllm" else "loading the model"
+    what = "server start to healthy" if sweep.cfg.backend == "vllm" else "loading the model"
     with sweep.display.phase(f"{walk.name}: {what}"):
         walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant,
                                  baseline=sweep.variant == sweep.cfg.variant_list()[0].name)

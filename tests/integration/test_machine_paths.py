@@ -40,7 +40,7 @@ def test_a_measured_run_holds_no_machine_path(scratch_root, tmp_path, monkeypatc
     tok = (scratch_root / "data" / "tok") if inside else (tmp_path / "tok")
     build_tokenizer(tok)
     cfg_dict = {
-        "name": "paths", "hardware": "dgx-spark", "engine": "vllm", "input_len": 16, "output_len": 8,
+        "name": "paths", "hardware": "dgx-spark", "backend": "vllm", "input_len": 16, "output_len": 8,
         "concurrency": [1, 2], "repeats": 1, "stop_after_weak_doublings": 0,
         "vllm": {"command": f"{sys.executable} {FAKE_SERVER} --host {{host}} --port {{port}} "
                             "--served-model-name {served_name} --mode healthy",

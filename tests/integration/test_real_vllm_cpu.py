@@ -64,7 +64,7 @@ def no_probe(monkeypatch):
 
 def _config(models: list[str], folders) -> "object":
     return parse_config({
-        "name": "real-vllm-cpu", "hardware": "cpu", "engine": "vllm", "input_len": 16, "output_len": OUTPUT_LEN,
+        "name": "real-vllm-cpu", "hardware": "cpu", "backend": "vllm", "input_len": 16, "output_len": OUTPUT_LEN,
         "concurrency": [1, 2, 4], "repeats": 1, "stop_after_weak_doublings": 0,
         "vllm": {"command": ("{python} -m vllm.entrypoints.openai.api_server --model {model} "
                              "--served-model-name {served_name} --host {host} --port {port} --seed {seed} "

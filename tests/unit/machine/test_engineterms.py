@@ -145,7 +145,7 @@ def test_plan_predicts_the_harness_that_measured_a_figure():
     from pipeline.plan.estimate import make_plan
     from pipeline.plan.harnessplan import with_harness
 
-    cfg = parse_config({"name": "h", "hardware": "dgx-spark", "engine": "simulated", "concurrency": [1, 8],
+    cfg = parse_config({"name": "h", "hardware": "dgx-spark", "backend": "simulated", "concurrency": [1, 8],
                         "input_len": 1024, "output_len": 64, "repeats": 1,
                         "models": [{"name": "m", "card": "Llama-3.1-8B"}]}, "h.yaml")
     plan = make_plan(cfg, open_loop=False)

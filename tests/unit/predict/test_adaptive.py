@@ -143,7 +143,7 @@ def test_walk_without_a_fit_measures_every_fitting_point():
 
 
 def _cfg(extra: str, grid: str = "[1, 2, 4]") -> str:
-    return (f"name: a\nhardware: dgx-spark\nengine: simulated\nconcurrency: {grid}\n"
+    return (f"name: a\nhardware: dgx-spark\nbackend: simulated\nconcurrency: {grid}\n"
             f"models:\n  - name: m\n    card: Llama-3.1-8B\n{extra}")
 
 
@@ -162,7 +162,7 @@ def test_config_adaptive_validated_with_the_field_named():
 
 SIM = """name: sim-adaptive
 hardware: dgx-spark
-engine: simulated
+backend: simulated
 input_len: 128
 output_len: 16
 concurrency: [1, 2, 4, 8, 16, 32, 64]

@@ -26,7 +26,7 @@ CPU_MACHINE = {"profile": "cpu", "gpus": [], "cpu": "Test CPU 9000"}
 
 
 def _cfg(**extra):
-    return parse_config({"name": "test", "hardware": "cpu", "engine": "transformers",
+    return parse_config({"name": "test", "hardware": "cpu", "backend": "transformers",
                          "input_len": rb.INPUT_LEN, "output_len": rb.OUTPUT_LEN, "concurrency": [1, 2, 4],
                          "repeats": 5, "stop_after_weak_doublings": 0,
                          "models": [{"name": m, "architecture": {"model_type": "llama", "hidden_size": 64,
