@@ -21,7 +21,10 @@ client in turn against the same server:
   back, so a pair shares the machine's load, which the medians of each side apart do not): the load generator's own
   cost at that concurrency (the target is ≥ 0.95×); ``CPU`` columns = each client's CPU time / wall time (100 %: that client was
   the limit, not the server); ``µs/tok`` columns = each client's CPU time per token it received (its own cost,
-  which other work on a shared core does not change, where the tokens/s ratio then mostly shows who got the core);
+  which other work on a shared core does not change, where the tokens/s ratio then mostly shows who got the core;
+  ours without the parse of every event after the repeat, which no measured read waits for: the receiving loop's);
+- ``--transports raw aiohttp``: the load generator once per transport (its own HTTP/1.1 reader, the default for
+  ``http://``; aiohttp, the former reader), each run paired with a minimal run of its own, one row each;
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
   same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of
@@ -209,28 +212,47 @@ def serve(port: int) -> None:
 # ---------------------------------------------------------------------------------------------
 # clients
 
-def ours(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float, float]:
+def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
+         transport: str = "auto") -> tuple[float, float, float]:
     """Our load generator at ``concurrency``: (tokens/s every stream delivered inside the measured window, as
     ``PointSummary.delivered_output_throughput_tok_s`` counts them, the client's CPU time / wall time of the loop —
     near 1.0 when the client is the limit, the client's CPU µs per token received — its cost, which a core shared
-    with other work does not change)."""
+    with other work does not change).  The CPU and wall time of the parse after the repeat (the scheduler's fold:
+    orjson and the token accounting of every event, done once nothing is in flight) are left out of both, as they
+    are out of the measured window: what is compared is the loop that receives."""
     sys.path.insert(0, str(ROOT))
-    from pipeline.engines import loadgen
+    from pipeline.engines import loadgen, scheduler
+
+    folding = {"cpu": 0.0, "wall": 0.0}
+    fold = scheduler._folded
+
+    def timed_fold(streams, target):
+        c, w = time.process_time(), time.perf_counter()
+        try:
+            return fold(streams, target)
+        finally:
+            folding["cpu"] += time.process_time() - c
+            folding["wall"] += time.perf_counter() - w
+
+    scheduler._folded = timed_fold
 
     target = loadgen.Target(base_url=url, model="bench", endpoint="chat", timeout_s=600)
     feats = loadgen.Features(ignore_eos=True, min_tokens=True, stream_options=True, continuous_usage_stats=False)
     bodies = [loadgen.build_body(target, feats, f"w{i} w1 w2 w3", output_tokens)
               for i in range(concurrency + n_measured)]
 
-    async def run():
-        async with loadgen.make_session(concurrency) as session:
+    out = {}
+
+    async def run() -> None:  # the result kept aside: asyncio.run reprs its main task's result on exit (python/cpython#112559)
+        async with loadgen.make_session(concurrency, transport=transport) as session:
             t0 = time.perf_counter()
-            return await loadgen.closed_loop(session, target, bodies, concurrency, concurrency, t0)
+            out["res"] = await loadgen.closed_loop(session, target, bodies, concurrency, concurrency, t0)
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    res = asyncio.run(run())
-    cpu_s = time.process_time() - cpu0
-    cpu_frac = cpu_s / (time.perf_counter() - wall0)
+    asyncio.run(run())
+    res = out["res"]
+    cpu_s = time.process_time() - cpu0 - folding["cpu"]
+    cpu_frac = cpu_s / (time.perf_counter() - wall0 - folding["wall"])
     records = [loadgen.finalize(s, 4) for s in res.streams]
     bad = [r.error for r in records if r.error]
     if bad:
@@ -389,12 +411,16 @@ def main(argv: list[str] | None = None) -> int:
         c.add_argument("--concurrency", type=int, required=True)
         c.add_argument("--requests", type=int, required=True)
         c.add_argument("--output-tokens", type=int, required=True)
+        c.add_argument("--transport", default="auto", choices=["auto", "raw", "aiohttp"])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256, 1024])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--output-tokens", type=int, default=512, help="streamed tokens per request")
     ap.add_argument("--client-core", type=int, default=0, help="the one core every client is pinned to")
     ap.add_argument("--guidellm", default=os.environ.get("GUIDELLM") or shutil.which("guidellm"),
                     help="GuideLLM executable (default $GUIDELLM, then PATH)")
+    ap.add_argument("--transports", nargs="+", default=["raw"], choices=["raw", "aiohttp"],
+                    help="the load generator's transports, each paired with its own minimal-client run (raw: its own "
+                         "HTTP/1.1 reader, the default for http://; aiohttp: the former reader)")
     ap.add_argument("--json", default=None, help="write every sample here")
     args = ap.parse_args(argv)
 
@@ -403,8 +429,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd in ("client-ours", "client-minimal"):
         os.sched_setaffinity(0, {args.core})
-        run = ours if args.cmd == "client-ours" else minimal
-        print(*run(args.url, args.concurrency, args.requests, args.output_tokens))
+        if args.cmd == "client-ours":
+            print(*ours(args.url, args.concurrency, args.requests, args.output_tokens, args.transport))
+        else:
+            print(*minimal(args.url, args.concurrency, args.requests, args.output_tokens))
         return 0
 
     cores = sorted(os.sched_getaffinity(0))
@@ -412,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     port = _free_port()
     server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port)],
                               preexec_fn=lambda: os.sched_setaffinity(0, set(server_cores)))
-    samples: dict[str, dict[int, list[float]]] = {"ours": {}, "minimal": {}, "guidellm": {}}
+    samples: dict[str, dict[int, list[float]]] = {"guidellm": {}}
     load_before = os.getloadavg()
     try:
         for _ in range(100):
@@ -434,12 +462,14 @@ def main(argv: list[str] | None = None) -> int:
                 n = max(4 * conc, 64)
                 argv_c = ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc), "--requests", str(n),
                           "--output-tokens", str(args.output_tokens)]
-                for which in ("ours", "minimal"):  # side by side, in turn, against the same server
-                    v, cpu, us = _pinned(args.client_core, argv_c, which)
-                    samples[which].setdefault(conc, []).append(v)
-                    samples.setdefault(f"{which}_cpu_fraction", {}).setdefault(conc, []).append(cpu)
-                    samples.setdefault(f"{which}_cpu_us_per_token", {}).setdefault(conc, []).append(us)
-                    print(f"repeat {r + 1} c={conc} {which} {v:,.0f} tok/s (client CPU {cpu:.0%} of wall, "
+                for transport, which in ((t, w) for t in args.transports for w in ("ours", "minimal")):
+                    # side by side, in turn, against the same server: each transport's run paired with a minimal one
+                    v, cpu, us = _pinned(args.client_core, argv_c + ["--transport", transport] * (which == "ours"),
+                                         which)
+                    samples.setdefault(f"{which}-{transport}", {}).setdefault(conc, []).append(v)
+                    samples.setdefault(f"{which}_cpu_fraction-{transport}", {}).setdefault(conc, []).append(cpu)
+                    samples.setdefault(f"{which}_cpu_us_per_token-{transport}", {}).setdefault(conc, []).append(us)
+                    print(f"repeat {r + 1} c={conc} {which} ({transport}) {v:,.0f} tok/s (client CPU {cpu:.0%} of wall, "
                           f"{us:.2f} µs/token)", file=sys.stderr)
                 if args.guidellm:
                     try:
@@ -454,19 +484,19 @@ def main(argv: list[str] | None = None) -> int:
         server.wait()
     print(f"\nstreamed output tokens/s delivered in the measured window, client pinned to one core, median of "
           f"{args.repeats} (load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {len(cores)} cores)")
-    print(f"{'concurrency':>11}  {'batchmark':>12}  {'minimal':>12}  {'ratio':>6}  {'CPU ours':>8}  {'CPU min':>7}  "
-          f"{'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>12}")
+    print(f"{'concurrency':>11}  {'transport':>9}  {'batchmark':>12}  {'minimal':>12}  {'ratio':>6}  {'CPU ours':>8}  "
+          f"{'CPU min':>7}  {'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>12}")
     for conc in args.concurrency:
-        o = statistics.median(samples["ours"][conc])
-        mn = statistics.median(samples["minimal"][conc])
         g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
-        co = statistics.median(samples["ours_cpu_fraction"][conc])
-        cm = statistics.median(samples["minimal_cpu_fraction"][conc])
-        uo = statistics.median(samples["ours_cpu_us_per_token"][conc])
-        um = statistics.median(samples["minimal_cpu_us_per_token"][conc])
-        ratio = statistics.median(a / b for a, b in zip(samples["ours"][conc], samples["minimal"][conc]))
-        print(f"{conc:>11}  {o:>12,.0f}  {mn:>12,.0f}  {ratio:>5.2f}x  {co:>8.0%}  {cm:>7.0%}  {uo:>11.2f}  {um:>10.2f}  "
-              f"{(f'{g:,.0f}' if g else 'n/a'):>12}")
+        for t in args.transports:
+            med = {k: statistics.median(samples[f"{k}-{t}"][conc]) for k in (
+                "ours", "minimal", "ours_cpu_fraction", "minimal_cpu_fraction", "ours_cpu_us_per_token",
+                "minimal_cpu_us_per_token")}
+            ratio = statistics.median(a / b for a, b in zip(samples[f"ours-{t}"][conc], samples[f"minimal-{t}"][conc]))
+            print(f"{conc:>11}  {t:>9}  {med['ours']:>12,.0f}  {med['minimal']:>12,.0f}  {ratio:>5.2f}x  "
+                  f"{med['ours_cpu_fraction']:>8.0%}  {med['minimal_cpu_fraction']:>7.0%}  "
+                  f"{med['ours_cpu_us_per_token']:>11.2f}  {med['minimal_cpu_us_per_token']:>10.2f}  "
+                  f"{(f'{g:,.0f}' if g else 'n/a'):>12}")
     for name, hint in peers().items():
         print(f"{name}: {hint}")
     if args.json:

@@ -60,6 +60,9 @@ class ClientOptions(StrictModel):
                                        description="Extra JSON fields merged into every request body")
     tokenizer: str | None = Field(
         default=None, description="Tokenizer (local folder or hub id) for prompts; default the model's path, then served_name")
+    transport: Literal["auto", "raw", "aiohttp"] = Field(
+        default="auto", description="How the load generator streams: auto = its own HTTP/1.1 reader for plain http://, "
+        "aiohttp for https://; aiohttp = aiohttp always")
 
     @field_validator("extra_body")
     @classmethod

@@ -13,13 +13,17 @@ kept in the point's meta.
 A stream's events, its token accounting and the fields a server accepts are
 :mod:`pipeline.engines.streamrecord` (pure); this module sends the requests that fill them.
 
-The client never throttles: the connector has no connection limit, keep-alive reuses the N
-connections, the read buffer is 4 MiB (long lines and long contexts), the body is read whole socket read by
-whole socket read (``iter_any``, one await per read, not per line), each read kept with one timestamp and nothing
-else done to it; after the stream ends its SSE events are split by the specification's rules
+The client never throttles: no connection limit, keep-alive reuses the N connections, 4 MiB of header section
+(long lines and long contexts).  Two transports (:func:`transport_for`): for a plain ``http://`` server the load
+generator's own HTTP/1.1 reader (:mod:`pipeline.engines.rawhttp`: each socket read handled in asyncio's
+``data_received`` callback, stamped once, its chunked framing removed, kept, and the request's coroutine woken once
+at the stream's end), for ``https://`` (or ``transport: aiohttp``) aiohttp, its body read whole socket read by whole
+socket read (``iter_any``, one await per read).  Either way each read is kept with one timestamp and nothing else
+done to it; after the stream ends its SSE events are split by the specification's rules
 (:func:`pipeline.engines.sse.split_reads`: multi-line ``data``, comments, ``event``/``id``/``retry``, CR/LF/CRLF),
 parsed with orjson and stamped with the arrival of the read that completed them, the same times a parser run inside
-the loop gives; request bodies are serialised before the loop starts.
+the loop gives; request bodies are serialised before the loop starts.  A point's meta names its transport
+(``transport``).
 
 """
 
@@ -33,7 +37,8 @@ from typing import Any, Literal
 import orjson
 
 from pipeline.core import scrub
-from pipeline.engines.sse import split_reads
+from pipeline.engines import rawpool
+from pipeline.engines.sse import done_in
 from pipeline.engines.streamrecord import Features, RawStream, fold_reads, per_chunk_usage
 from pipeline.core.errors import BatchmarkError
 
@@ -144,63 +149,74 @@ def _no_stream(content_type: str | None, head: bytes, secrets: Any) -> str:
             f"not text/event-stream; body starts {said[:80]!r}")
 
 
-#: How every server ends a stream: its last event ``[DONE]``, after an event's blank line.
-DONE_END = b"\n\ndata: [DONE]\n\n"
-
-
-def _done_in(reads: list[bytes]) -> bool:
-    """Whether the reads so far hold a dispatched ``[DONE]`` event: at once when they end with :data:`DONE_END`
-    (LF-only, so the closed events before it cannot hide it), else the spec's parser over them."""
-    last = reads[-1]
-    end = last if len(last) >= len(DONE_END) or len(reads) == 1 else reads[-2][-len(DONE_END):] + last
-    if end.endswith(DONE_END) and b"\r" not in end:
-        return True
-    return any(data.strip() == b"[DONE]" for data, _ in split_reads(reads))
-
-
 async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
                       headers: dict[str, str], defer: bool) -> None:
-    import aiohttp
-
-    perf = time.perf_counter
+    raw_pool = session.pool if isinstance(session, Session) and session.transport_for(target.url) == "raw" else None
     try:
-        async with session.post(target.url, data=body, headers=headers,
-                                timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
-            if resp.status != 200:
-                said = (await resp.content.read(ERROR_READ_BYTES)).decode("utf-8", "replace")
-                detail = scrub.scrub(said, target.secrets) or ""
-                raw.error = f"HTTP {resp.status}: {detail[:ERROR_CHARS]}".replace("\n", " ")
-                return
-            stamp, keep = raw.read_s.append, raw.reads.append
-            reads = raw.reads
-            finished = errors = False
-            tail = b""
-            # the hot loop: one timestamp and the bytes of each read, nothing parsed (fold_reads does that)
-            async for data in resp.content.iter_any():
-                stamp(perf() - t0)
-                keep(data)
-                edge = tail + data[:7]  # a marker cut between two reads
-                if b"[DONE]" in data or b"[DONE]" in edge:  # a server may hold the body open after it
-                    finished = _done_in(reads)
-                    if finished:
-                        break
-                if not errors and (b'"error"' in data or b'"error"' in edge):
-                    errors = True
-                tail = data[-7:] if len(data) >= 7 else (tail + data)[-7:]  # the stream's last bytes
-            if defer and finished and not errors:
-                raw.done_seen = True
-                return  # a whole stream: parsed after the repeat, off the loop (the scheduler's fold)
-            head = b"".join(reads)[:BODY_HEAD_BYTES]  # named when no event came (an HTML page, a non-streamed JSON)
-            fold_reads(raw, target.secrets)
-            if not raw.done_seen and raw.error is None and raw.finish_reason is None and not raw.final_usage_seen:
-                raw.error = (_no_stream(resp.headers.get("Content-Type"), head, target.secrets) if not raw.times else
-                             "stream ended early (no [DONE], finish_reason or usage)")
+        if raw_pool is not None:
+            async with asyncio.timeout(target.timeout_s):
+                ex = await rawpool.exchange(raw_pool, target.url, headers, body, raw, t0, ERROR_READ_BYTES)
+            if ex.status != 200:
+                _refused(raw, target, ex.status, ex.said)
+            else:
+                _ended(raw, target, defer, ex.finished, ex.errors, ex.content_type)
+        else:
+            await _stream_aiohttp(session.aio if isinstance(session, Session) else session, target, body, raw, t0,
+                                  headers, defer)
     except asyncio.TimeoutError:
         raw.error = f"timeout after {target.timeout_s:g} s"
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # connection refused/reset, payload errors: a failed request
-        raw.error = f"{type(exc).__name__}: {scrub.scrub(str(exc), target.secrets)}"
+        raw.error = f"{type(exc).__name__}: {scrub.scrub(str(exc), target.secrets)}".replace("\n", " ")
+
+
+def _refused(raw: RawStream, target: Target, status: int, said: bytes) -> None:
+    """A non-200 answer: the request's error is its status and the start of its body, scrubbed, on one line."""
+    detail = scrub.scrub(said.decode("utf-8", "replace"), target.secrets) or ""
+    raw.error = f"HTTP {status}: {detail[:ERROR_CHARS]}".replace("\n", " ")
+
+
+def _ended(raw: RawStream, target: Target, defer: bool, finished: bool, errors: bool,
+           content_type: str | None) -> None:
+    """A 200 stream is over: left unparsed when deferred and whole, else parsed and judged (ended early, no stream)."""
+    if defer and finished and not errors:
+        raw.done_seen = True
+        return  # a whole stream: parsed after the repeat, off the loop (the scheduler's fold)
+    head = b"".join(raw.reads)[:BODY_HEAD_BYTES]  # named when no event came (an HTML page, a non-streamed JSON)
+    fold_reads(raw, target.secrets)
+    if not raw.done_seen and raw.error is None and raw.finish_reason is None and not raw.final_usage_seen:
+        raw.error = (_no_stream(content_type, head, target.secrets) if not raw.times else
+                     "stream ended early (no [DONE], finish_reason or usage)")
+
+
+async def _stream_aiohttp(session: Any, target: Target, body: bytes, raw: RawStream, t0: float,
+                          headers: dict[str, str], defer: bool) -> None:
+    import aiohttp
+
+    perf = time.perf_counter
+    async with session.post(target.url, data=body, headers=headers,
+                            timeout=aiohttp.ClientTimeout(total=target.timeout_s)) as resp:
+        if resp.status != 200:
+            _refused(raw, target, resp.status, await resp.content.read(ERROR_READ_BYTES))
+            return
+        stamp, keep = raw.read_s.append, raw.reads.append
+        reads = raw.reads
+        finished = errors = False
+        tail = b""
+        # the hot loop: one timestamp and the bytes of each read, nothing parsed (fold_reads does that)
+        async for data in resp.content.iter_any():
+            stamp(perf() - t0)
+            keep(data)
+            edge = tail + data[:7]  # a marker cut between two reads
+            if b"[DONE]" in data or b"[DONE]" in edge:  # a server may hold the body open after it
+                finished = done_in(reads)
+                if finished:
+                    break
+            if not errors and (b'"error"' in data or b'"error"' in edge):
+                errors = True
+            tail = data[-7:] if len(data) >= 7 else (tail + data)[-7:]  # the stream's last bytes
+        _ended(raw, target, defer, finished, errors, resp.headers.get("Content-Type"))
 
 
 def fold(raw: RawStream, target: Target) -> None:
@@ -215,9 +231,73 @@ def fold(raw: RawStream, target: Target) -> None:
 # --------------------------------------------------------------------------------------------
 # sessions, feature detection
 
-def make_session(concurrency: int, trace_configs: list[Any] | None = None) -> Any:
-    """An aiohttp session that never throttles ``concurrency`` long streams (call inside a loop); ``trace_configs``:
-    aiohttp request tracing (the HTTP phases of :func:`pipeline.engines.clientmeter.phase_trace`)."""
+Transport = Literal["auto", "raw", "aiohttp"]
+
+
+def transport_for(url: str, choice: Transport = "auto") -> str:
+    """The transport that streams from ``url``: ``raw`` (:mod:`pipeline.engines.rawhttp`) for a plain ``http://``
+    URL under ``auto``, ``aiohttp`` for anything else (``https://``: TLS is aiohttp's) or when asked for.
+
+    Neither reads a proxy from the environment (the aiohttp session is made without ``trust_env``), so ``auto``
+    sends to the same address either way.
+    """
+    if choice == "aiohttp" or not url.lower().startswith("http://"):
+        return "aiohttp"
+    return "raw"
+
+
+class Session:
+    """The load generator's connections: the raw reader's keep-alive pool for plain ``http://`` and an aiohttp
+    session for the rest and for ``get`` (the metrics scrape); ``async with`` opens and closes both.
+
+    ``phases``: a callable returning the client meter measuring now (or None), told each request's HTTP phases
+    (``connect_s``, ``first_byte_s``) by either transport.
+    """
+
+    def __init__(self, concurrency: int, trace_configs: list[Any] | None = None,
+                 phases: Any = None, transport: Transport = "auto") -> None:
+        self.concurrency, self.transport, self.phases = concurrency, transport, phases
+        self.trace_configs = list(trace_configs or [])
+        self.pool = rawpool.Pool(phases)
+        self._aio: Any = None
+
+    def transport_for(self, url: str) -> str:
+        """``raw`` or ``aiohttp``: which transport streams from ``url`` (:func:`transport_for`)."""
+        return transport_for(url, self.transport)
+
+    @property
+    def aio(self) -> Any:
+        """The aiohttp session, made at its first use (inside the loop): a plain-http run never imports aiohttp."""
+        if self._aio is None:
+            from pipeline.engines.clientmeter import phase_trace
+
+            phased = [phase_trace(self.phases)] if self.phases is not None else []
+            self._aio = _aiohttp_session(self.trace_configs + phased)
+        return self._aio
+
+    async def __aenter__(self) -> "Session":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.pool.close()
+        if self._aio is not None:
+            await self._aio.close()
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        """aiohttp's ``get`` (a scrape of the server's metrics)."""
+        return self.aio.get(*args, **kwargs)
+
+
+def make_session(concurrency: int, trace_configs: list[Any] | None = None, phases: Any = None,
+                 transport: Transport = "auto") -> Session:
+    """The connections of ``concurrency`` long streams, never throttled (``async with`` inside a loop): a
+    :class:`Session`.  ``trace_configs``: aiohttp request tracing for the aiohttp transport; ``phases``: the
+    meter now measuring, for either transport (:class:`Session`); ``transport``: :func:`transport_for`."""
+    return Session(concurrency, trace_configs, phases, transport)
+
+
+def _aiohttp_session(trace_configs: list[Any]) -> Any:
+    """An aiohttp session that never throttles: no connection limit, keep-alive, 4 MiB lines and buffer."""
     import aiohttp
 
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, keepalive_timeout=300,

@@ -20,7 +20,8 @@ three things over one repeat, off nothing but the client's own clocks:
 
 - **HTTP phases** (AIPerf's and GuideLLM's request timings): the time to open a connection (``connect_s``, only
   for requests that opened one: keep-alive reuses them) and from a request's start to its response headers
-  (``first_byte_s``: the server's first byte), from aiohttp's request tracing (:func:`phase_trace`).
+  (``first_byte_s``: the server's first byte), from the raw reader's own clocks (:mod:`pipeline.engines.rawhttp`)
+  or aiohttp's request tracing (:func:`phase_trace`).
 
 Pure bookkeeping plus one monitoring task: the meter never changes when anything is sent.
 """

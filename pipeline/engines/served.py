@@ -20,7 +20,7 @@ from typing import Any
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
 from pipeline.engines import client, scheduler, streamrecord
-from pipeline.engines.clientmeter import ClientMeter, phase_trace
+from pipeline.engines.clientmeter import ClientMeter
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
@@ -190,7 +190,7 @@ class ServedEngine:
         prompts, _ = make_prompts(self.tokenizer, 1, 16, 0)
 
         async def probe() -> streamrecord.Features:
-            async with client.make_session(1) as session:
+            async with client.make_session(1, transport=self.opts.transport) as session:
                 return await client.detect_features(session, self._target(), prompts[0])
 
         self.features = asyncio.run(probe())
@@ -209,7 +209,10 @@ class ServedEngine:
 
     def client_description(self) -> str:
         """How the load generator sent, for the provenance: closed loop, and the open loop where the config has one."""
-        out = "batchmark loadgen (aiohttp, orjson), closed loop"
+        opts = getattr(self, "opts", None)
+        url = getattr(opts, "base_url", "http://")  # a URL of its own, else a server batchmark starts (plain http)
+        how = client.transport_for(url, getattr(opts, "transport", "auto"))
+        out = f"batchmark loadgen ({'its own HTTP/1.1 reader' if how == 'raw' else 'aiohttp'}, orjson), closed loop"
         ol = getattr(self.cfg, "open_loop", None)
         if ol is not None:
             cap = "no cap" if ol.max_concurrency is None else f"at most {ol.max_concurrency} in flight"
@@ -254,8 +257,15 @@ class ServedEngine:
             "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else
              "tokenized chunk text; the server reports no usage"),
-            "cooldown_sent": [], "aborted": None, "client": []}
-        reps = asyncio.run(self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))
+            "cooldown_sent": [], "aborted": None, "client": [],
+            "transport": client.transport_for(target.url, self.opts.transport)}
+        out: list[list[RepeatRecord]] = []
+
+        async def main() -> None:  # the records kept aside: asyncio.run formats its main task's result on exit since
+            out.append(await self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))  # Python 3.11
+
+        asyncio.run(main())  # (python/cpython#112559; 2 s of CPU for the repr of a point of 800,000 tokens)
+        reps = out[0]
         return PointRecords(point=key, repeats=reps, meta=meta)
 
     async def _scrape(self, session: Any, url: str | None) -> dict[str, float] | None:
@@ -294,8 +304,8 @@ class ServedEngine:
         t0 = time.perf_counter()
         deadline = (t0 + self.opts.point_timeout_s) if self.opts.point_timeout_s else None
         metering: dict[str, ClientMeter | None] = {"now": None}  # the repeat's meter, for the HTTP phase trace
-        async with client.make_session(key.concurrency or key.max_concurrency or 0,
-                                       [phase_trace(lambda: metering["now"])]) as session, Sampler(murl) as sampler:
+        async with client.make_session(key.concurrency or key.max_concurrency or 0, phases=lambda: metering["now"],
+                                       transport=self.opts.transport) as session, Sampler(murl) as sampler:
             for r in range(repeats):
                 left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
                 before = await self._scrape(session, murl)

@@ -147,3 +147,17 @@ def split_reads(reads: list[bytes]) -> list[tuple[bytes, int]]:
             return out
     parser = SSEParser()
     return [(ev[0], i) for i, data in enumerate(reads) for ev in parser.feed(data)]
+
+
+#: How every server ends a stream: its last event ``[DONE]``, after an event's blank line.
+DONE_END = b"\n\ndata: [DONE]\n\n"
+
+
+def done_in(reads: list[bytes]) -> bool:
+    """Whether the reads so far hold a dispatched ``[DONE]`` event: at once when they end with :data:`DONE_END`
+    (LF-only, so the closed events before it cannot hide it), else the spec's parser over them (:func:`split_reads`)."""
+    last = reads[-1]
+    end = last if len(last) >= len(DONE_END) or len(reads) == 1 else reads[-2][-len(DONE_END):] + last
+    if end.endswith(DONE_END) and b"\r" not in end:
+        return True
+    return any(data.strip() == b"[DONE]" for data, _ in split_reads(reads))

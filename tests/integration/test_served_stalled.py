@@ -51,6 +51,7 @@ def test_point_deadline_aborts_a_stalled_point(stalled):
     took = time.monotonic() - t
     assert took < 20, took  # the deadline, not 8 × 60 s of timeouts
     assert "point deadline of 3 s passed" in rec.meta["aborted"]
+    assert rec.meta["transport"] == "raw"  # plain http://: the load generator's own reader, named in the meta
     s = summarize_point(rec)
     assert s.completed == 0 and s.failed == 8
     assert all(r.error.startswith(("cancelled: point deadline", "not sent: point deadline"))

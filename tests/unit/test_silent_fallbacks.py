@@ -40,11 +40,11 @@ def test_the_provenance_names_the_open_loop():
     spark = load_config(REPO / "config" / "spark.yaml")  # a concurrency grid, then Poisson rates without a cap
     assert spark.open_loop is not None
     text = served.ServedEngine.client_description(SimpleNamespace(cfg=spark))
-    assert text == "batchmark loadgen (aiohttp, orjson), closed loop, then open loop (poisson arrivals, no cap)"
+    assert text == "batchmark loadgen (its own HTTP/1.1 reader, orjson), closed loop, then open loop (poisson arrivals, no cap)"
     closed = load_config(REPO / "config" / "vllm-cpu.yaml")
     assert closed.open_loop is None
     assert served.ServedEngine.client_description(SimpleNamespace(cfg=closed)) == \
-        "batchmark loadgen (aiohttp, orjson), closed loop"
+        "batchmark loadgen (its own HTTP/1.1 reader, orjson), closed loop"
 
 
 def test_the_vllm_server_is_not_left_to_garbage_collection():
