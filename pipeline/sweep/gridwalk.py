@@ -94,7 +94,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
 
     A ``vllm`` config whose command runs ``{python}`` needs the server's own environment:
     it is made here when it was never made (:func:`pipeline.machine.serverenv.create_server_env`).
-    Where it cannot run, ``vllm.fallback_engine`` (if set) is measured instead, and the
+    Where it cannot run, ``vllm.fallback_backend`` (if set) is measured instead, and the
     reason is returned for ``run.json``.
 
     Raises:
@@ -113,7 +113,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
     ok, why = serverenv.usable(cfg.vllm.python)
     if ok:
         return cfg, None
-    fallback = cfg.vllm.fallback_engine
+    fallback = cfg.vllm.fallback_backend
     if fallback is None:
         raise BatchmarkError(f"vllm.python: the server environment cannot run here: {why}")
     log(f"vLLM cannot run on this machine ({why}); measuring with the {fallback} backend instead")
