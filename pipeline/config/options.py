@@ -228,7 +228,7 @@ class SLO(StrictModel):
 
 
 class OpenLoop(StrictModel):
-    """An open-loop rate sweep (served engines): requests sent at a rate on a schedule, whatever the server answers.
+    """An open-loop rate sweep (served backends): requests sent at a rate on a schedule, whatever the server answers.
 
     ``rates: auto`` measures the closed-loop grid first, then places :data:`AUTO_RATES` rates from
     the single-stream request rate to :data:`AUTO_OVERSHOOT` × the grid's peak request

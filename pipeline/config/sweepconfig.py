@@ -116,7 +116,7 @@ class SweepConfig(StrictModel):
     concurrency: list[Annotated[int, Field(le=1_000_000)]] = Field(default=[1, 2, 4, 8, 16, 32, 64],
                                    description="Concurrency grid (static batch size B for transformers); may be "
                                                "empty only beside an open_loop with explicit rates")
-    open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
+    open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served backends)")
     adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee "
                                                                 "(and, over variants or shapes, the frontier); predict "
                                                                 "the rest (pipeline.predict.adaptive)")

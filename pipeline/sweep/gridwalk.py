@@ -71,7 +71,7 @@ def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> in
 
 
 def _probe(engine):
-    """The run's probe: this machine measured, or what a simulated engine states it simulates (its profile's spec figures)."""
+    """The run's probe: this machine measured, or what a simulated backend states it simulates (its profile's spec figures)."""
     own = getattr(engine, "probe", None)
     return own() if callable(own) else probe(engine.device)
 
@@ -184,7 +184,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         finish_run(sweep, derive)
     finally:
         display.close()
-        # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left
+        # explicit, on every way out (an error, Ctrl-C): a served backend's server is stopped here, never left
         # to garbage collection; unloading twice is harmless
         cells.unload()
     log(f"{what} complete")
@@ -297,7 +297,7 @@ class Cells:
         """The engine of ``variant`` (made once, attached to the run, told its variant)."""
         if variant.name not in self.engines:
             eng = get_engine(variant_config(self.cfg, variant))
-            eng.attach_run(self.run_dir)  # served engines keep server logs in the run folder
+            eng.attach_run(self.run_dir)  # served backends keep server logs in the run folder
             eng.variant = variant
             self.engines[variant.name] = eng
         return self.engines[variant.name]
