@@ -2,7 +2,7 @@
 
 The server environment's status file says ``ok: false`` (as ``batchmark server-env`` writes it
 where pip finds no wheel for the machine); the sweep must say so in one line, measure the same
-models with the transformers engine, and record the fallback and its reason in ``run.json``.
+models with the transformers backend, and record the fallback and its reason in ``run.json``.
 """
 
 from __future__ import annotations
