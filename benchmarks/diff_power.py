@@ -132,7 +132,7 @@ def server_rates(args: argparse.Namespace, meta: dict[str, Any]) -> None:
 
     A and the A/A partner measure a server with ``--token-ms 10``; B measures one with ``--token-ms 11`` (10 %
     slower tokens).  Each run: c = 4 and 16, ``args.server_requests`` measured requests a repeat, 16 tokens, warm-up
-    on, through the openai engine (the real client and scheduler), then the real summaries and diff.
+    on, through the openai backend (the real client and scheduler), then the real summaries and diff.
     """
     import subprocess
 

@@ -48,7 +48,7 @@ from pipeline.cards.stepcost import (bytes_per_decode_step, flops_per_decode_ste
                                     weight_bytes_per_step)
 
 
-#: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers engine).
+#: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers backend).
 COVERAGE_NOT_MEASURED = ("static batch: every sequence decodes the same token ids (llama-batched-bench's and this "
                          "engine's batches are one prompt repeated), so all route to the same experts and coverage stays "
                          "k/E at every B; the MoE expert coverage of distinct requests was not measured (its curve shows "

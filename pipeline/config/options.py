@@ -131,7 +131,7 @@ class VLLMOptions(ClientOptions):
     model_dtype: Literal["native", "bfloat16", "float16", "float32"] = Field(
         default="bfloat16", description="dtype of the random weights saved for models given by architecture: "
                                         "(native: the served dtype that dtype: native chose)")
-    fallback_engine: Literal["transformers"] | None = Field(
+    fallback_backend: Literal["transformers"] | None = Field(
         default=None, description="Backend to measure with when the server environment cannot run here "
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
@@ -231,7 +231,7 @@ class SLO(StrictModel):
 
 
 class OpenLoop(StrictModel):
-    """An open-loop rate sweep (served engines): requests sent at a rate on a schedule, whatever the server answers.
+    """An open-loop rate sweep (served backends): requests sent at a rate on a schedule, whatever the server answers.
 
     ``rates: auto`` measures the closed-loop grid first, then places :data:`AUTO_RATES` rates from
     the single-stream request rate to :data:`AUTO_OVERSHOOT` × the grid's peak request
@@ -281,17 +281,36 @@ class Adaptive(StrictModel):
                     "Pareto frontier after the knees (default: until its membership is settled)")
 
 
-def migrate_engine_key(data: dict[str, Any], source: str) -> dict[str, Any]:
-    """A config mapping with its deprecated top-level ``engine`` read as ``backend`` (one warning line on stderr
-    naming the file); read for one version, then refused as an unknown key.
+def _renamed(data: dict[str, Any], old: str, new: str, source: str, where: str, meaning: str) -> dict[str, Any]:
+    """``data`` with its deprecated key ``old`` read as ``new`` (one warning line on stderr naming the file and the
+    key's place ``where``, e.g. ``vllm.``); read for one version, then refused as an unknown key.
 
     Raises:
-        BatchmarkError: both ``engine`` and ``backend`` given.
+        BatchmarkError: both ``old`` and ``new`` given.
     """
-    if "engine" not in data:
+    if old not in data:
         return data
-    if "backend" in data:
-        raise BatchmarkError(f"{source}: engine: deprecated name of backend; give backend only")
-    print(f"batchmark: warning: {source}: engine: is deprecated and goes in the next version; read as backend:, "
-          "write backend: (how batchmark gets the tokens; 'engine' names the serving engine)", file=sys.stderr)
-    return {("backend" if k == "engine" else k): v for k, v in data.items()}
+    if new in data:
+        raise BatchmarkError(f"{source}: {where}{old}: deprecated name of {where}{new}; give {new} only")
+    print(f"batchmark: warning: {source}: {where}{old}: is deprecated and goes in the next version; read as "
+          f"{where}{new}:, write {new}: ({meaning})", file=sys.stderr)
+    return {(new if k == old else k): v for k, v in data.items()}
+
+
+def migrate_engine_key(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A config mapping with its deprecated top-level ``engine`` read as ``backend`` and its deprecated
+    ``vllm.fallback_engine`` read as ``vllm.fallback_backend`` (each one warning line on stderr naming the file);
+    read for one version, then refused as unknown keys.
+
+    Raises:
+        BatchmarkError: both the old and the new name of a key given.
+    """
+    data = _renamed(data, "engine", "backend", source, "",
+                    "how batchmark gets the tokens; 'engine' names the serving engine")
+    vllm = data.get("vllm")
+    if isinstance(vllm, dict):
+        moved = _renamed(vllm, "fallback_engine", "fallback_backend", source, "vllm.",
+                         "the backend measured where vLLM cannot run; 'engine' names the serving engine")
+        if moved is not vllm:
+            data = {**data, "vllm": moved}
+    return data

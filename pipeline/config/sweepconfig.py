@@ -116,7 +116,7 @@ class SweepConfig(StrictModel):
     concurrency: list[Annotated[int, Field(le=1_000_000)]] = Field(default=[1, 2, 4, 8, 16, 32, 64],
                                    description="Concurrency grid (static batch size B for transformers); may be "
                                                "empty only beside an open_loop with explicit rates")
-    open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
+    open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served backends)")
     adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee "
                                                                 "(and, over variants or shapes, the frontier); predict "
                                                                 "the rest (pipeline.predict.adaptive)")
@@ -256,10 +256,12 @@ class SweepConfig(StrictModel):
         ``cluster`` (where the jobs run, not what they measure) is left out, so configs written
         before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
         agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed
-        under its old name ``engine`` and an unset ``openai.engine`` is left out, so the rename changed no digest.
+        under its old name ``engine`` (``vllm.fallback_backend`` under ``vllm.fallback_engine``) and an unset
+        ``openai.engine`` is left out, so the renames changed no digest.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
         data["engine"] = data.pop("backend")  # the key it had when the digests of the runs stored were made
+        data["vllm"]["fallback_engine"] = data["vllm"].pop("fallback_backend")  # likewise
         if data["openai"].get("engine") is None:  # absent = as before it existed
             data["openai"].pop("engine", None)
         if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest

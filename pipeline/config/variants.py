@@ -165,7 +165,7 @@ def shape_config(cfg, shape: Shape):
 
 def run_variants(cfg) -> list[dict[str, Any]]:
     """``run.json`` ``variants``: ``[{name, baseline, settings[, simulated]}]`` in the config's order (the first is the
-    baseline); the simulated engine's statement of what it models of each (:func:`simulated_statement`)."""
+    baseline); the simulated backend's statement of what it models of each (:func:`simulated_statement`)."""
     out = []
     for i, v in enumerate(cfg.variant_list()):
         entry: dict[str, Any] = {"name": v.name, "baseline": i == 0, "settings": v.settings()}

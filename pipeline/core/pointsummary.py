@@ -99,7 +99,7 @@ class PointSummary:
 
     ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the
     ``show --json`` contract fixes) was measured over (docs/definitions.md):
-    ``"decode_phase"`` for a static batch (the transformers engine, llama-batched-bench: output
+    ``"decode_phase"`` for a static batch (the transformers backend, llama-batched-bench: output
     tokens of the decode loop / its wall time, llama.cpp's S_TG; prefill is apart in
     ``prefill_throughput_tok_s``) and ``"send_to_completion"`` for a served point (first
     measured send to last measured completion, prefill and queueing included).
@@ -130,7 +130,7 @@ class PointSummary:
     in one socket read with the chunk before them: gaps not timed), ``tokens_per_chunk``, ``chunks_per_request``,
     ``ttst_s`` (time to second token).  ``ci95``: ``{samples key: [low, high]}``, the 95 % confidence interval of
     the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more).  All None for points
-    summarized before they were kept, in-process engines (client figures) and imports.
+    summarized before they were kept, the in-process backend (client figures) and imports.
     """
 
     model: str

@@ -183,7 +183,7 @@ class RequestRecord:
             a chunk carrying k tokens stands for k tokens.
         input_tokens / output_tokens: token counts; ``output_tokens`` counts every generated
             token, the hidden ones included.
-        usage_reported: whether the server reported a usage for this request (served engines).
+        usage_reported: whether the server reported a usage for this request (served backends).
         error: None on success, else a short description; failed requests stay out of latency
             percentiles but are counted.
         first_content_s: arrival of the first visible (content, not reasoning) token; None when
@@ -247,7 +247,7 @@ class RepeatRecord:
         prefill_start_s: static batch only, when prefill began.
         step_end_s: static batch only: end time of every forward pass, the prefill first
             (so ``len == output_len``) — step i's duration is ``step_end_s[i] - step_end_s[i-1]``.
-        server_metrics: anything scraped from the server around the repeat (served engines).
+        server_metrics: anything scraped from the server around the repeat (served backends).
     """
 
     repeat: int

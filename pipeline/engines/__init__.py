@@ -1,6 +1,6 @@
 """Engines: where tokens come from.  One module per engine behind :class:`pipeline.engines.base.Engine`.
 
-``transformers`` (in-process static batches) lives here; served engines (``vllm``, ``openai``)
+``transformers`` (in-process static batches) lives here; served backends (``vllm``, ``openai``)
 share one streaming load generator.  :func:`get_engine` picks one by name without importing
 the others, so the CPU path never imports a serving stack.
 """

@@ -31,7 +31,7 @@ class Engine(Protocol):
 
     Life cycle, as the sweep calls it: ``attach_run`` once; then per model ``load``, per point
     ``fits`` and ``measure``, and ``unload``; ``provenance`` after the probe and after every
-    ``load`` (a served engine's provenance gains each model's server).
+    ``load`` (a served backend's provenance gains each model's server).
 
     Raises:
         BatchmarkError: from ``__init__`` (a bad option, a missing device or API key) and from

@@ -1,4 +1,4 @@
-"""The served engines' HTTP client: one streaming request sent and read, sessions, feature detection.
+"""The served backends' HTTP client: one streaming request sent and read, sessions, feature detection.
 
 Knows nothing of timing policy: which requests are sent when, warm-up and cool-down, and the
 measured window belong to :mod:`pipeline.engines.scheduler`.

@@ -3,7 +3,7 @@
 A published figure comes from a harness, and the same server gives different figures under each:
 
 - ``static``: one batch of B sequences, prefilled together, then decoded together (llama-bench,
-  llama-batched-bench, the transformers engine).  TTFT = the batch's prefill (its FLOPs, and an MoE's expert read
+  llama-batched-bench, the transformers backend).  TTFT = the batch's prefill (its FLOPs, and an MoE's expert read
   once per pass of the engine's ``prefill_chunk_tokens``); TPOT = one step at B; every
   sequence decodes the same token ids in llama.cpp's benches, so an MoE's coverage stays k/E;
 - ``wave``: c requests sent at once, each ``input_len`` + ``output_len`` (llama-benchy).  The server prefills the

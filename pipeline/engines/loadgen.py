@@ -1,4 +1,4 @@
-"""The streaming load generator shared by the served engines (``openai``, ``vllm``).
+"""The streaming load generator shared by the served backends (``openai``, ``vllm``).
 
 Kept importable as one module; each concern lives in its own:
 

@@ -7,7 +7,7 @@ read from the environment variable named by ``openai.api_key_env`` at start (non
 written anywhere.  When the server exposes Prometheus ``/metrics`` they are scraped before
 and after each repeat, and sampled about once a second during it, into ``server_metrics``.
 
-:class:`pipeline.engines.served.ServedEngine` holds everything the served engines share.
+:class:`pipeline.engines.served.ServedEngine` holds everything the served backends share.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""When the served engines send: the closed loop (N in flight), the open loop (a Poisson or constant schedule), the measured window.
+"""When the served backends send: the closed loop (N in flight), the open loop (a Poisson or constant schedule), the measured window.
 
 Sends through :mod:`pipeline.engines.client` and decides only when: which request goes out
 next, when a repeat is aborted, which span of time is measured — as GuideLLM keeps its
@@ -18,7 +18,7 @@ constant, Poisson) apart from its backends.
   falls behind its schedule under-loads the server and hides the waiting it should have
   measured (coordinated omission), which :func:`pipeline.metrics.definitions.schedule_kept` reports.
 
-Shape of one repeat (docs/definitions.md, "output throughput", served engines):
+Shape of one repeat (docs/definitions.md, "output throughput", served backends):
 
 The measured window is first measured send → last measured completion.
 """

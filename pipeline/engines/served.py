@@ -1,4 +1,4 @@
-"""What the served engines (``openai``, ``vllm``) share: :class:`ServedEngine`, model cards, tokenizers, ``/metrics``.
+"""What the served backends (``openai``, ``vllm``) share: :class:`ServedEngine`, model cards, tokenizers, ``/metrics``.
 
 :class:`ServedEngine` implements the :class:`pipeline.engines.base.Engine` protocol's
 measurement half for any OpenAI-compatible server: it loads the tokenizer, detects the
@@ -93,7 +93,7 @@ def card_from_config(source: str, name: str, reasons: dict[str, str] | None = No
             f" (quantised {quant.get('quant_method', '?') if isinstance(quant, dict) else 'weights'}: real bytes are fewer)"
             if quant else "")
         return card
-    except Exception as exc:  # a card is optional for served engines; transformers raises OSError, ValueError, hub errors …
+    except Exception as exc:  # a card is optional for served backends; transformers raises OSError, ValueError, hub errors …
         if reasons is not None:
             first = scrub.scrub_paths(" ".join(str(exc).split())[:200])  # a stored run names no machine folder
             reasons[name] = (f"no card file, and counting one from {scrub.relative_path(str(source))}'s config failed "
@@ -132,7 +132,7 @@ def served_card(spec: ModelSpec, source: str, reasons: dict[str, str] | None = N
 
 
 class ServedEngine:
-    """What the served engines share: tokenizer, prompts, features, the measured repeats.
+    """What the served backends share: tokenizer, prompts, features, the measured repeats.
 
     A subclass provides :meth:`_target` (where requests go) and ``load`` / ``provenance``; it may
     override :meth:`_metrics_url`, :meth:`_should_abort` and :meth:`_after_repeat`.
@@ -149,7 +149,7 @@ class ServedEngine:
         self.features: streamrecord.Features | None = None
         self.tokenizer_source: str | None = None
         self.given_up: str | None = None
-        self.device = "auto"  # the probe's device: a served engine cannot see the server's
+        self.device = "auto"  # the probe's device: a served backend cannot see the server's
         #: why a model has no card ({model: one line}), recorded in the provenance
         self.card_reasons: dict[str, str] = {}
         #: the server setting this engine runs (:class:`pipeline.config.variants.Variant`, set by the sweep; None:
@@ -198,7 +198,7 @@ class ServedEngine:
             if self.opts.endpoint == "chat" else 0
 
     def fits(self, key: PointKey) -> tuple[bool, str]:
-        """Served engines cannot see the server's memory; every point is tried (the server queues or fails).
+        """Served backends cannot see the server's memory; every point is tried (the server queues or fails).
 
         After a point was aborted (requests failing in a row, the point deadline), the model's
         further points are not tried: the sweep moves on to the next model.

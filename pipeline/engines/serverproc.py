@@ -1,4 +1,4 @@
-"""A served engine's server process, apart from its life cycle: a free port, the command line formatted from its
+"""A served backend's server process, apart from its life cycle: a free port, the command line formatted from its
 template, the environment it gets, its log's tail for an error line and the log and command scrubbed of the
 machine's paths and secrets before they are stored with a run."""
 

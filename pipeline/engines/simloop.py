@@ -1,7 +1,7 @@
 """The simulated server's discrete-event loop: one repeat of a point in virtual time.
 
 :func:`simulate_repeat` runs the server of :mod:`pipeline.engines.simserver` (its rules are in that
-module's docstring) step by step and yields what a measured repeat of a served engine yields:
+module's docstring) step by step and yields what a measured repeat of a served backend yields:
 request records (send, first token, every token's arrival, usage) and the server's view in the
 shape of a ``/metrics`` scrape (``before``, ``after``, ``max_during`` with vLLM's metric names).
 
@@ -365,7 +365,7 @@ class _Loop:
             self.finish(finished)
 
     def records(self, id_offset: int, token_times: bool) -> list[RequestRecord]:
-        """The recorded requests in body order, each token at its step's end (rounded to the µs), as a served engine's."""
+        """The recorded requests in body order, each token at its step's end (rounded to the µs), as a served backend's."""
         times = np.round(np.asarray(self.step_end, dtype=float), 6)
         out: list[RequestRecord] = []
         for r in sorted(self.reqs, key=lambda q: q.rid):

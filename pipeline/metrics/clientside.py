@@ -1,6 +1,6 @@
 """The client's own figures of a served point, and the check that the client, not the server, was the limit (pure).
 
-The served engines keep, per repeat, what :class:`pipeline.engines.clientmeter.ClientMeter` measured (the point's
+The served backends keep, per repeat, what :class:`pipeline.engines.clientmeter.ClientMeter` measured (the point's
 ``meta["client"]``: CPU time and wall time, event-loop lag samples, the requests in flight time-weighted over the
 measured window, the tokens every stream delivered inside that window).  This module turns them into a point's
 figures (docs/definitions.md, "The client's own figures"):
@@ -95,7 +95,7 @@ def _pooled(blocks: list[dict[str, Any]], name: str) -> list[float]:
 def client_figures(blocks: list[dict[str, Any]] | None, windows: list[tuple[float, float]]) -> dict[str, Any]:
     """A point's client figures (the :class:`~pipeline.core.pointsummary.PointSummary` fields of the module docstring)
     from its per-repeat ``meta["client"]`` blocks and its repeats' measured windows (s); every field None for a
-    point without them (in-process engines, imports, points measured before they were kept)."""
+    point without them (the in-process backend, imports, points measured before they were kept)."""
     out: dict[str, Any] = {"achieved_concurrency": None, "client_lag_s": None, "client_read_wait_s": None,
                            "client_cpu_share": None, "connect_s": None, "first_byte_s": None,
                            "delivered_output_throughput_tok_s": None, "client_bound": None, "client_bound_reason": None}

@@ -46,7 +46,7 @@ def server_state(records: PointRecords) -> dict[str, float | None] | None:
     ``"requests_waiting_max"`` (requests queued in the server, highest sample),
     ``"requests_running_max"`` (requests decoded together, highest sample),
     ``"preemptions"`` (increase of the preemption counter over the repeats)``}``, each None
-    when the server does not export it; None when nothing was scraped (in-process engines,
+    when the server does not export it; None when nothing was scraped (the in-process backend,
     endpoints without ``/metrics``).  Samples are taken about once a second
     (:data:`pipeline.engines.scrape.EVERY_S`), so a shorter peak can be missed; non-finite values are ignored.
     """

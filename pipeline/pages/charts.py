@@ -193,11 +193,11 @@ REGIME_LABELS = {"batching": "batching", "queueing": "queueing", "kv_cache_full"
 
 
 def server_state_chart(model: dict[str, Any], analysis_points: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The server's own view per point (served engines): KV-cache usage (%) and requests running/waiting vs concurrency.
+    """The server's own view per point (served backends): KV-cache usage (%) and requests running/waiting vs concurrency.
 
     Values are the highest ``/metrics`` samples during the point (about one a second); each
     point is coloured by what it measured (``regime.point_regime``).  None when the server
-    exported nothing (in-process engines, endpoints without ``/metrics``).
+    exported nothing (the in-process backend, endpoints without ``/metrics``).
     """
     rows = []
     for a in sorted(analysis_points, key=lambda a: a["concurrency"]):

@@ -113,7 +113,7 @@ class Plan:
 
     config: str
     hardware: str
-    engine: str
+    backend: str
     wall_s: float
     models: list[PlanModel]
     repeats: int
@@ -149,7 +149,7 @@ class Plan:
         over = ""
         if self.budget_s is not None:
             over = (f" (budget {format_duration(self.budget_s)}" + ("" if self.fits_budget else ", NOT met") + ")")
-        where = (f"on a real {self.hardware} (simulated here in virtual time)" if self.engine == "simulated"
+        where = (f"on a real {self.hardware} (simulated here in virtual time)" if self.backend == "simulated"
                  else f"on {self.hardware}")
         part = (" at most (adaptive: only the grid points that settle the knee are measured)"
                 if self.adaptive else "")
@@ -298,8 +298,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     from pipeline.engines.simulated import resolve_card
 
     if cfg.backend == "transformers":
-        raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
-                             "continuous-batching server (engines vllm, openai, simulated)")
+        raise BatchmarkError(f"{cfg.name}: backend transformers runs static batches in process; the plan models a "
+                             "continuous-batching server (backends vllm, openai, simulated)")
     from pipeline.plan.probed import plan_hardware
 
     hw, hw_note = plan_hardware(cfg)

@@ -1,7 +1,7 @@
 """A plan's points as another harness would measure them: a static batch, one wave of c requests, or the closed loop.
 
 `batchmark plan --harness static|wave|closed`: the closed loop is the plan's own simulated server
-(:mod:`pipeline.plan.estimate`); a static batch (llama-batched-bench, the transformers engine) and a wave (llama-benchy:
+(:mod:`pipeline.plan.estimate`); a static batch (llama-batched-bench, the transformers backend) and a wave (llama-benchy:
 c requests sent at once) are predicted by :mod:`pipeline.engines.harness` from the hardware profile's engine terms,
 so a published figure is compared with the harness that measured it.  Wall times stay the closed loop's (what the
 sweep will run); only each closed-loop point's throughput, TTFT and TPOT are replaced.

@@ -14,7 +14,7 @@ def plan_text(plan: Plan) -> str:
     def f(v: float | None, scale: float = 1.0, fmt: str = ".3g") -> str:
         return "-" if v is None else format(v * scale, fmt)
 
-    lines = [f"plan of {plan.config} ({plan.engine}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
+    lines = [f"plan of {plan.config} (backend {plan.backend}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
              f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))"]
     lines += ([plan.hardware_note] if plan.hardware_note else []) + [""]
     for m in plan.models:

@@ -21,7 +21,7 @@ compute roof never binds below B = 32 there, so it cannot bend the curve the way
 measured one bends: memory and compute phases of a step overlap only partly).
 
 Predictions:
-- static batch (the transformers engine, llama-batched-bench; ``output_throughput_window``
+- static batch (the transformers backend, llama-batched-bench; ``output_throughput_window``
   ``"decode_phase"``): output throughput = B / T(B), TPOT = T(B);
 - served, closed loop (continuous batching): the simulated server driven by these terms
   (:mod:`pipeline.predict.servedsim`): queueing past max_num_seqs, chunked prefill waves and the KV cache are

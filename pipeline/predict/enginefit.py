@@ -203,7 +203,7 @@ def predict_static_curve(card: ModelCard, engine: str, hardware_name: str | None
                          peak_tflops: float | None, cal: Sequence[tuple[int, float, float | None]],
                          batches: Sequence[int], input_len: int, output_len: int) -> tuple[list[dict], CurveFit]:
     """Static-batch predictions at ``batches`` from calibration points ``(B, step s, TTFT s or None)``: the engine terms
-    fitted (identical routing: llama.cpp's benches and the transformers engine decode one prompt repeated), each point
+    fitted (identical routing: llama.cpp's benches and the transformers backend decode one prompt repeated), each point
     ``{"output_throughput_tok_s", "tpot_s", "step_time_s", "ttft_s", "band": [low, high] tok/s}``; TTFT from the
     prefill rate fitted on the calibration TTFTs (None where they are missing)."""
     prior, peak = prior_terms(hardware_name, engine)

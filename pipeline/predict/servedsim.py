@@ -18,7 +18,7 @@ scheduling rules) through its discrete-event loop (:func:`pipeline.engines.simlo
   predicted; KV: every sequence fits), except the token budget: vLLM's default for the OpenAI server,
   :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`;
 - the run's workload: input and output lengths, the measured requests per repeat of each point (elsewhere
-  the served engines' default, ``max(4 × c, 32)``), ``c`` warm-up requests first, as the served engines send.
+  the served backends' default, ``max(4 × c, 32)``), ``c`` warm-up requests first, as the served backends send.
 
 Deterministic: no noise, one repeat per point.  The predicted output throughput, TPOT p50, TTFT p50 and E2EL
 p50 are computed from the simulated requests by :func:`pipeline.metrics.summarize.summarize_point`, the definitions
@@ -47,7 +47,7 @@ REFINE_ROUNDS = 8
 REFINE_TOLERANCE = 0.02
 
 #: Token budget per step where the run does not state one: vLLM's default for its OpenAI server on a GPU
-#: (``vllm/engine/arg_utils.py``), the simulated engine's default too (tokens).
+#: (``vllm/engine/arg_utils.py``), the simulated backend's default too (tokens).
 DEFAULT_MAX_NUM_BATCHED_TOKENS: int = SimulatedOptions.model_fields["max_num_batched_tokens"].default
 
 

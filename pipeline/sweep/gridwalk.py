@@ -71,7 +71,7 @@ def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> in
 
 
 def _probe(engine):
-    """The run's probe: this machine measured, or what a simulated engine states it simulates (its profile's spec figures)."""
+    """The run's probe: this machine measured, or what a simulated backend states it simulates (its profile's spec figures)."""
     own = getattr(engine, "probe", None)
     return own() if callable(own) else probe(engine.device)
 
@@ -94,7 +94,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
 
     A ``vllm`` config whose command runs ``{python}`` needs the server's own environment:
     it is made here when it was never made (:func:`pipeline.machine.serverenv.create_server_env`).
-    Where it cannot run, ``vllm.fallback_engine`` (if set) is measured instead, and the
+    Where it cannot run, ``vllm.fallback_backend`` (if set) is measured instead, and the
     reason is returned for ``run.json``.
 
     Raises:
@@ -113,7 +113,7 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
     ok, why = serverenv.usable(cfg.vllm.python)
     if ok:
         return cfg, None
-    fallback = cfg.vllm.fallback_engine
+    fallback = cfg.vllm.fallback_backend
     if fallback is None:
         raise BatchmarkError(f"vllm.python: the server environment cannot run here: {why}")
     log(f"vLLM cannot run on this machine ({why}); measuring with the {fallback} backend instead")
@@ -184,7 +184,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         finish_run(sweep, derive)
     finally:
         display.close()
-        # explicit, on every way out (an error, Ctrl-C): a served engine's server is stopped here, never left
+        # explicit, on every way out (an error, Ctrl-C): a served backend's server is stopped here, never left
         # to garbage collection; unloading twice is harmless
         cells.unload()
     log(f"{what} complete")
@@ -297,7 +297,7 @@ class Cells:
         """The engine of ``variant`` (made once, attached to the run, told its variant)."""
         if variant.name not in self.engines:
             eng = get_engine(variant_config(self.cfg, variant))
-            eng.attach_run(self.run_dir)  # served engines keep server logs in the run folder
+            eng.attach_run(self.run_dir)  # served backends keep server logs in the run folder
             eng.variant = variant
             self.engines[variant.name] = eng
         return self.engines[variant.name]

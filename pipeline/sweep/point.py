@@ -26,7 +26,7 @@ from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
 def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, baseline: bool = True) -> bool:
     """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
-    fails (a served engine's gains the model's server: command, version, log).  Returns True (loaded).
+    fails (a served backend's gains the model's server: command, version, log).  Returns True (loaded).
 
     The baseline variant's server writes the model's card; any other variant's stores its own beside it, named
     :func:`pipeline.core.records.server_key` (its server may count other bytes: an FP8 KV cache; the analysis reads

@@ -2,7 +2,7 @@
 
 The server environment's status file says ``ok: false`` (as ``batchmark server-env`` writes it
 where pip finds no wheel for the machine); the sweep must say so in one line, measure the same
-models with the transformers engine, and record the fallback and its reason in ``run.json``.
+models with the transformers backend, and record the fallback and its reason in ``run.json``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
     cfg = parse_config({"name": "fb", "hardware": "cpu", "backend": "vllm", "input_len": 4, "output_len": 3,
                         "concurrency": [1, 2], "repeats": 1, "warmup": False,
                         "vllm": {"command": "{python} -m vllm.entrypoints.openai.api_server --model {model}",
-                                 "fallback_engine": "transformers"},
+                                 "fallback_backend": "transformers"},
                         "models": [{"name": "tiny", "architecture": TINY}]})
     said: list[str] = []
     run_dir = scratch_root / "data" / "runs" / "fb"

@@ -1,12 +1,16 @@
 """Names that mean one thing, end to end over summaries, analysis and ``show``: an open-loop point's cap is
-``max_concurrency`` (``concurrency`` is only ever the N in flight of a closed loop), and a point's *caveats* (failed
-requests, token-count flags) are not the quality verdict *flagged*.  Every figure is worked by hand in its comment.
+``max_concurrency`` (``concurrency`` is only ever the N in flight of a closed loop), a point's *caveats* (failed
+requests, token-count flags) are not the quality verdict *flagged*, and how batchmark gets the tokens is the
+*backend* (docs/definitions.md), never ``engine`` (the serving engine).  Every figure is worked by hand in its comment.
 """
 
 from __future__ import annotations
 
 from pipeline.analysis.analyze import analyze
+from pipeline.config.options import VLLMOptions
 from pipeline.importers.base import summary
+from pipeline.plan.estimate import Plan
+from pipeline.plan.plantext import plan_text
 from pipeline.views.show import build_show, point_note
 
 HW = {"name": "cpu", "bandwidth_gb_s_spec": 100.0, "peak_tflops_spec": None, "memory_gb": 16}
@@ -52,3 +56,13 @@ def test_a_points_note_says_caveats_and_keeps_flagged_for_the_verdict():
     assert point_note({**p, "quality": verdict}) == ("FLAGGED: repeats disagree (1.80× between slowest and fastest); "
                                                      "caveats: 2 of 8 failed (25%); usage_missing ×3")
     assert point_note({"completed": 8, "failed": 0, "caveats": []}) == ""
+
+
+def test_the_backend_is_called_backend_in_the_plan_and_the_vllm_fallback():
+    """``plan --json``'s ``backend`` and ``vllm.fallback_backend`` once were ``engine`` and ``fallback_engine``."""
+    plan = Plan("c", "cpu", "simulated", 0.0, [], 1, 4, 32)
+    doc = plan.as_dict()
+    assert doc["backend"] == "simulated" and "engine" not in doc
+    assert plan_text(plan).startswith("plan of c (backend simulated) on cpu:")
+    assert "simulated here in virtual time" in plan.total_line()  # read from the backend
+    assert "fallback_backend" in VLLMOptions.model_fields and "fallback_engine" not in VLLMOptions.model_fields

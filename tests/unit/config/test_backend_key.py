@@ -59,3 +59,34 @@ def test_the_stated_engine_is_the_backend_s_own_or_the_endpoint_s():
     assert parse_config({**ENDPOINT, "backend": "openai"}).stated_engine() == "openai"  # not known without the server
     assert parse_config({**ENDPOINT, "backend": "openai", "openai": {"engine": "llama.cpp"}}).stated_engine() == "llama.cpp"
     assert parse_config({**ENDPOINT, "backend": "vllm"}).stated_engine() == "vllm"
+
+
+OLD_FALLBACK = "fallback_engine"  # the deprecated spelling of vllm.fallback_backend, named once
+SERVED = {**ENDPOINT, "backend": "vllm"}
+
+
+def test_fallback_engine_is_read_as_fallback_backend_with_one_warning_naming_the_file(capsys):
+    cfg = parse_config({**SERVED, "vllm": {OLD_FALLBACK: "transformers"}}, "old.yaml")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert cfg.vllm.fallback_backend == "transformers"
+    assert len(err) == 1 and f"old.yaml: vllm.{OLD_FALLBACK}:" in err[0] and "fallback_backend" in err[0]
+    assert parse_config({**SERVED, "vllm": {"fallback_backend": "transformers"}}, "new.yaml").vllm.fallback_backend
+    assert capsys.readouterr().err == ""
+
+
+def test_both_fallback_keys_are_refused_naming_the_file():
+    with pytest.raises(BatchmarkError, match=rf"^both\.yaml: vllm\.{OLD_FALLBACK}: .*fallback_backend") as err:
+        parse_config({**SERVED, "vllm": {OLD_FALLBACK: "transformers", "fallback_backend": "transformers"}}, "both.yaml")
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name, digest", [("vllm-cpu.yaml", "af177273dc82"), ("vllm-cpu-tuning.yaml", "f358d9d04819")])
+def test_either_fallback_spelling_keeps_the_digest_of_before_the_rename(tmp_path, name, digest):
+    """Both configs' digests as main computed them before ``vllm.fallback_backend`` existed (each then written
+    ``fallback_engine: transformers``); written with either key they stay that."""
+    text = (REPO / "config" / name).read_text()
+    for key in (OLD_FALLBACK, "fallback_backend"):
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(re.sub(rf"\n  (?:fallback_backend|{OLD_FALLBACK}): transformers\n", f"\n  {key}: transformers\n", text))
+        assert f"\n  {key}: transformers\n" in path.read_text()
+        assert load_config(path).digest() == digest
