@@ -34,6 +34,19 @@ def plan_text(plan: Plan) -> str:
             lines.append(f"  dropped: {d}")
         for c in plan.certainty:
             lines.append(f"  costs: {c}")
-    lines.append("predicted by the simulated server (roofline of the model cards on the hardware profile): "
-                 "a prediction, not a measurement")
+    lines.append(f"predicted by the simulated server ({_step_source(plan)}): a prediction, not a measurement")
     return "\n".join(lines)
+
+
+def _step_source(plan: Plan) -> str:
+    """Where the plan's step times come from: the served formats and the profile's engine terms, or the roofline."""
+    from pipeline.machine.hardware import ENGINE_ALIASES, load_profile
+
+    try:
+        terms = load_profile(plan.hardware).engine_terms(plan.engine)
+    except Exception:  # a profile named by path or gone: say what holds for every plan
+        terms = None
+    cost = (f"each step costed by {ENGINE_ALIASES.get(plan.engine, plan.engine)}'s engine terms, "
+            f"data/hardware/{plan.hardware}.yaml engines:, each with its source" if terms is not None
+            else "the roofline of the hardware profile plus its step_overhead_s")
+    return f"the model cards in their served formats, pipeline/cards/servedformat.py; {cost}"
