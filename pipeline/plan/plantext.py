@@ -39,14 +39,8 @@ def plan_text(plan: Plan) -> str:
 
 
 def _step_source(plan: Plan) -> str:
-    """Where the plan's step times come from: the served formats and the profile's engine terms, or the roofline."""
-    from pipeline.machine.hardware import ENGINE_ALIASES, load_profile
-
-    try:
-        terms = load_profile(plan.hardware).engine_terms(plan.engine)
-    except Exception:  # a profile named by path or gone: say what holds for every plan
-        terms = None
-    cost = (f"each step costed by {ENGINE_ALIASES.get(plan.engine, plan.engine)}'s engine terms, "
-            f"data/hardware/{plan.hardware}.yaml engines:, each with its source" if terms is not None
-            else "the roofline of the hardware profile plus its step_overhead_s")
+    """Where the plan's step times come from: the served formats and the profile's engine terms, or the roofline
+    (:func:`pipeline.engines.simulated.server_for`)."""
+    cost = (f"each step costed by {plan.step_terms}'s engine terms, data/hardware/{plan.hardware}.yaml engines:, "
+            "each with its source" if plan.step_terms else "the roofline of the hardware profile plus its step_overhead_s")
     return f"the model cards in their served formats, pipeline/cards/servedformat.py; {cost}"

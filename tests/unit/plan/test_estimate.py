@@ -155,3 +155,15 @@ def test_a_spark_plan_says_its_steps_are_the_engine_terms():
                                      "pipeline/cards/servedformat.py; each step costed by vllm's engine terms, "
                                      "data/hardware/dgx-spark.yaml engines:, each with its source): a prediction, "
                                      "not a measurement")
+
+
+def test_a_simulated_config_with_its_own_overhead_says_roofline(tmp_path):
+    """A simulated config that sets ``simulated.step_overhead_s`` is costed by the roofline + that overhead, not by the
+    profile's engine terms (pipeline/engines/simulated.py server_for): the plan says which."""
+    from pipeline.plan.plantext import plan_text
+
+    cfg = load_config(REPO / "config" / "spark-first.yaml").model_dump(mode="json")
+    cfg.update(backend="simulated", simulated={"step_overhead_s": 0.004}, concurrency=[1, 2])
+    cfg.pop("vllm", None)
+    plan = make_plan(parse_config(cfg, "sim.yaml"))
+    assert plan.step_terms is None and "the roofline of the hardware profile plus its step_overhead_s" in plan_text(plan)
