@@ -300,9 +300,10 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
                        mbu_spec=ratio(achieved, hw["bandwidth_gb_s_spec"]),
                        mbu_probed=ratio(achieved, hw["bandwidth_gb_s_probed"]),
                        mfu=ratio(flops / s.step_time_s / 1e12, peak_c))
-            if not is_stated(card):  # the MBU of the fewest plausible bytes: above 1 only if every format is
-                # and every routing: an MoE's tokens may share experts (down to identical routing, coverage k/E:
-                # stepcost.effective_batch), as vLLM's gpt-oss-120b Spark curve does (routing_scale 8)
+            if not is_stated(card) or card.expert_bytes:  # the MBU of the fewest plausible bytes: above 1 only if
+                # every format is (one when stated) and every routing: an MoE's tokens may share experts (down to
+                # identical routing, coverage k/E: stepcost.effective_batch), as vLLM's gpt-oss-120b Spark curve
+                # does (routing_scale 8) and llama-batched-bench's identical prompts do, in a stated format too
                 fewest, _ = bytes_at_b1_range(card, lambda k: weight_bytes_per_step(k, batch, 0.0 if k.expert_bytes
                                                                                     else None)
                                               + kv_bytes_per_step(k, batch, ctx))

@@ -257,7 +257,7 @@ def implausible_point(point: dict[str, Any]) -> str | None:
     Derived: MBU = bytes per step / step time / bandwidth; a step that reads its bytes faster than
     the memory's bandwidth would need MBU > 1, which no hardware does.
     """
-    mbu = point.get("mbu_min", point.get("mbu"))  # an unstated format: the MBU of its fewest plausible bytes
+    mbu = point.get("mbu_min", point.get("mbu"))  # unstated format or MoE: the MBU of its fewest plausible bytes
     if mbu is not None and mbu > 1:
         return f"MBU {mbu:.2f} at c = {point['concurrency']} is above 1: {IMPLAUSIBLE_CAUSE}"
     return None

@@ -224,7 +224,7 @@ def card_with_file_size(card: ModelCard, file_bytes: int, expert_quant: str | No
 
     The file size replaces the counted weight bytes, and every byte of the file that is not a
     routed expert counts as read per decode step (``dense_bytes``) — the convention of the
-    issue-5 ceiling check (7.54 GiB read per token for Qwen2.5-Coder-7B Q8_0).  It overstates
+    ceiling check of the llama.cpp DGX Spark file (7.54 GiB read per token for Qwen2.5-Coder-7B Q8_0).  It overstates
     the bytes read by the input-embedding table, of which a step gathers only B rows (about
     0.5 GiB, 7 % of that file).  For an MoE the expert bytes are counted in ``expert_quant``
     (``mxfp4`` for gpt-oss GGUFs) when given, else in proportion to the parameters.

@@ -22,6 +22,7 @@ from pipeline.core import paths
 from pipeline.analysis.analyze import ceiling_tok_s, ratio, roofline_step_s
 from pipeline.analysis.capacity import capacity_table, does_not_fit, fit_table, usable_memory_gb
 from pipeline.cards.registry import list_card_files, load_card
+from pipeline.cards.servedformat import default_format, served_card
 from pipeline.core.errors import BatchmarkError
 from pipeline.analysis.knee import KNEE_THRESHOLD
 from pipeline.cards.modelcards import ModelCard
@@ -56,12 +57,12 @@ def worked_example_model(path: Path | None = None) -> str:
 # -- numbers for the templates ---------------------------------------------------------------
 
 def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[Any] = (),
-                 quants: tuple[str, ...] = ("fp8", "nvfp4")) -> list[dict[str, Any]]:
-    """Per model: bytes read per token at B = 1 (weights only) and the ceiling bandwidth / bytes, native and in ``quants``.
+                 quants: tuple[str, ...] = ("fp8", "nvfp4"), hardware: str | None = None) -> list[dict[str, Any]]:
+    """Per model: bytes read per token at B = 1 (weights only) and the ceiling bandwidth / bytes, native and in ``quants``;
+    ``served``: as vLLM serves it on ``hardware`` where that is not the checkpoint (:func:`default_format`).
 
     Derived (docs/definitions.md): ceiling = bandwidth / bytes per decode step at B = 1; an MoE reads
-    its dense part + k/E of its experts.  Measured single streams (c = 1) of matching models
-    are attached for comparison.
+    its dense part + k/E of its experts.  Measured single streams (c = 1) of matching models are attached.
     """
     out = []
     files: dict[str, Any] = {}  # card file of each name, found once (a search per card × workload was quadratic)
@@ -74,6 +75,9 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
         for q in quants:
             alt_card = load_card(c.name, quant=q)
             row["ceilings"][q] = bandwidth_gb_s * 1e9 / weight_bytes_per_step(alt_card, 1)
+        fmt = default_format("vllm", hardware, (c.extra or {}).get("model_type")) if hardware else None
+        served = weight_bytes_per_step(served_card(c, engine="vllm", hardware=hardware), 1) if fmt else None
+        row["served"] = fmt and {"format": fmt.label(), "source": fmt.source, "ceiling_tok_s": bandwidth_gb_s * 1e9 / served}
         for w in workloads:
             if w.model.get("model") and _same_model(w.model["model"], c.name, files):
                 p1 = next((p for p in w.points if p["concurrency"] == 1 and p.get("output_throughput_tok_s")), None)
@@ -336,7 +340,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
     examples = batching_examples(views, hardware.get("name"))
     for ex in examples:
         ex["chart"] = ec.batching_chart(ex["w"])
-    ceilings = ceiling_rows(cards, bw, workloads) if bw else []
+    ceilings = ceiling_rows(cards, bw, workloads, hardware=hardware.get("name")) if bw else []
     charts = {"ceilings": ec.ceilings_chart(ceilings), "capacity": ec.capacity_chart(capacity),
               "kv_sequence": ec.kv_sequence_chart(cards),
               "coverage": ec.coverage_chart(moe_cards, routing_scale=ec.routing_prior(hardware),

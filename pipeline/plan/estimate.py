@@ -127,6 +127,8 @@ class Plan:
     adaptive: bool = False
     #: Where the hardware figures come from when the profile states none (:func:`pipeline.plan.probed.probed_profile`).
     hardware_note: str | None = None
+    #: The engine whose terms (the profile's ``engines:``) cost each step, None where the roofline + overhead does.
+    step_terms: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -328,7 +330,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 models.append(cell)
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.backend, total, models, reps, opts.requests_per_slot, opts.min_requests,
-                adaptive=cfg.adaptive is not None, hardware_note=hw_note)
+                adaptive=cfg.adaptive is not None, hardware_note=hw_note,
+                step_terms="vllm" if opts.step_overhead_s is None and hw.engine_terms("vllm") else None)
 
 
 def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,

@@ -34,6 +34,13 @@ def plan_text(plan: Plan) -> str:
             lines.append(f"  dropped: {d}")
         for c in plan.certainty:
             lines.append(f"  costs: {c}")
-    lines.append("predicted by the simulated server (roofline of the model cards on the hardware profile): "
-                 "a prediction, not a measurement")
+    lines.append(f"predicted by the simulated server ({_step_source(plan)}): a prediction, not a measurement")
     return "\n".join(lines)
+
+
+def _step_source(plan: Plan) -> str:
+    """Where the plan's step times come from: the served formats and the profile's engine terms, or the roofline
+    (:func:`pipeline.engines.simulated.server_for`)."""
+    cost = (f"each step costed by {plan.step_terms}'s engine terms, data/hardware/{plan.hardware}.yaml engines:, "
+            "each with its source" if plan.step_terms else "the roofline of the hardware profile plus its step_overhead_s")
+    return f"the model cards in their served formats, pipeline/cards/servedformat.py; {cost}"

@@ -112,3 +112,24 @@ def test_an_moe_batch_sharing_experts_is_not_impossible():
     point = doc["points"][0]
     assert point["mbu"] > 1 > point["mbu_min"] and point["implausible"] is None
     assert doc["models"][0]["implausible"] is None
+
+
+def test_a_stated_format_moe_batch_sharing_experts_is_not_impossible():
+    """Regression (fault kind: a bound that is not the least, in a stated format): a card pinned to its file size is
+    stated, and its MoE points were judged at uniform routing, the most a step reads.  llama-batched-bench on one
+    Spark (ggml-org/llama.cpp benches/dgx-spark.md, build 6918), gpt-oss-20b GGUF of 11.27 GiB, pp512 tg32, B = 8:
+    S_TG 254.09 tok/s, step 8 / 254.09 = 0.0315 s.  By hand: experts 10,155,870,720 B (MXFP4), the rest of the file
+    1,945,199,636 B; uniform coverage 1 − (28/32)^8 = 0.656 reads 8.74 GB, MBU 8.74e9 / 0.0315 / 273e9 = 1.02;
+    identical routing (the sources' identical prompts; coverage 4/32) reads 3.34 GB, MBU 0.39: not impossible."""
+    from pipeline.analysis.analyze import analyze
+    from pipeline.importers.base import summary
+    from pipeline.importers.cardmatch import card_with_file_size
+    from pipeline.machine.hardware import load_profile
+
+    card = card_with_file_size(load_card("gpt-oss-20b"), round(11.27 * 2**30), expert_quant="mxfp4")
+    assert is_stated(card) and (card.expert_bytes, card.dense_bytes) == (10_155_870_720, 1_945_199_636)
+    rows = [summary("gpt-oss-20b", "llama.cpp", 512, 32, 8, output_throughput_tok_s=254.09, step_time_s=8 / 254.09)]
+    doc = analyze(rows, {"gpt-oss-20b": card}, load_profile("dgx-spark").model_dump())
+    point = doc["points"][0]
+    assert point["mbu"] == pytest.approx(1.02, abs=0.005) and point["mbu_min"] == pytest.approx(0.39, abs=0.005)
+    assert point["implausible"] is None and doc["models"][0]["implausible"] is None

@@ -96,6 +96,15 @@ def test_ceiling_and_mbu_from_the_file_size(reference_run):
     assert p1["prefill_throughput_tok_s"] == 2379.83 and p1["itl_s"]["p50"] is None
 
 
+def test_no_published_point_is_flagged_impossible(reference_run):
+    """Every row of the published llama-batched-bench Spark file (a real run, in the format its file states) is
+    possible: no point and no model flagged (gpt-oss-20b pp512 B 8 and 16 read MBU 1.02 at uniform routing, below 1
+    at the identical routing its identical prompts allow)."""
+    _, doc = reference_run
+    assert [p for p in doc["points"] if p.get("implausible")] == []
+    assert [m["model"] for m in doc["models"] if m.get("implausible")] == []
+
+
 def test_roofline_within_2x_of_every_reference_point(reference_run, capsys):
     run, _ = reference_run
     analysis = json.loads((run / "analysis.json").read_text())

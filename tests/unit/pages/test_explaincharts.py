@@ -108,6 +108,20 @@ def test_ceiling_rows_by_hand():
     assert spec["layer"][0]["data"]["values"]
 
 
+def test_ceiling_rows_as_vllm_serves_on_a_spark():
+    """vLLM's DGX Spark recipe for gpt-oss (--mxfp4-layers moe,qkv,o,lm_head, spark-vllm-docker, as kubis.ai ran
+    it): gpt-oss-120b's dense part in MXFP4 is 842,834,304 B (tests/unit/cards/test_servedformat.py, by hand) and
+    4 of its 128 experts 60,993,699,840 × 4 / 128 = 1,906,053,120 B: 273e9 / 2,748,887,424 = 99.3 tok/s, above the
+    checkpoint's (bf16 attention and head).  A dense bf16 card is served as it is: no such column."""
+    rows = explain.ceiling_rows([load_card("gpt-oss-120b"), load_card("Llama-3.1-8B")], 273, hardware="dgx-spark")
+    oss, l8 = rows
+    assert oss["served"]["ceiling_tok_s"] == pytest.approx(273e9 / (842_834_304 + 1_906_053_120)) \
+        == pytest.approx(99.31, abs=0.01)
+    assert oss["served"]["ceiling_tok_s"] > oss["ceiling_tok_s"] and "kubis.ai" in oss["served"]["source"]
+    assert l8["served"] is None
+    assert explain.ceiling_rows([load_card("gpt-oss-120b")], 273)[0]["served"] is None
+
+
 def test_crossover_of_a_dense_bf16_model_is_peak_over_bandwidth():
     # compute = memory when 2·B·P / peak = 2·P / bw  ->  B = peak / bw = 125e12 / 273e9 = 457.9
     assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, 125) == 458

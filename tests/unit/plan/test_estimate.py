@@ -140,3 +140,30 @@ def test_progress_eta_counts_down_the_plan(spark_plan):
     assert left(0) == pytest.approx(spark_plan["wall_s"] - 2 * PROBE_S)
     assert left(len(grid)) == pytest.approx(sum(m.wall_s for m in models[1:]))
     assert left(len(grid) * len(models)) == 0
+
+
+def test_a_spark_plan_says_its_steps_are_the_engine_terms():
+    """config/spark-first.yaml (vllm on dgx-spark): the profile states vLLM's terms (data/hardware/dgx-spark.yaml
+    engines.vllm), which the simulated server costs each step with; the plan's last line says so, and that each
+    model is in its served format."""
+    from pipeline.config.sweepconfig import load_config
+    from pipeline.plan.estimate import make_plan
+    from pipeline.plan.plantext import plan_text
+
+    text = plan_text(make_plan(load_config(REPO / "config" / "spark-first.yaml")))
+    assert text.splitlines()[-1] == ("predicted by the simulated server (the model cards in their served formats, "
+                                     "pipeline/cards/servedformat.py; each step costed by vllm's engine terms, "
+                                     "data/hardware/dgx-spark.yaml engines:, each with its source): a prediction, "
+                                     "not a measurement")
+
+
+def test_a_simulated_config_with_its_own_overhead_says_roofline(tmp_path):
+    """A simulated config that sets ``simulated.step_overhead_s`` is costed by the roofline + that overhead, not by the
+    profile's engine terms (pipeline/engines/simulated.py server_for): the plan says which."""
+    from pipeline.plan.plantext import plan_text
+
+    cfg = load_config(REPO / "config" / "spark-first.yaml").model_dump(mode="json")
+    cfg.update(backend="simulated", simulated={"step_overhead_s": 0.004}, concurrency=[1, 2])
+    cfg.pop("vllm", None)
+    plan = make_plan(parse_config(cfg, "sim.yaml"))
+    assert plan.step_terms is None and "the roofline of the hardware profile plus its step_overhead_s" in plan_text(plan)
