@@ -160,7 +160,7 @@ def server_rates(args: argparse.Namespace, meta: dict[str, Any]) -> None:
                 servers[token_ms].url = f"http://127.0.0.1:{port}/v1"  # type: ignore[attr-defined]
 
             def sweep(token_ms: float, rid: str, seed: int) -> SyntheticRun:
-                cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8,
+                cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8,
                                     "output_len": 16, "concurrency": [4, 16], "repeats": args.server_repeats,
                                     "openai": {"base_url": servers[token_ms].url,  # type: ignore[attr-defined]
                                                "requests_per_point": args.server_requests,

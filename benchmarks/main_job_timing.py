@@ -64,7 +64,7 @@ def main() -> int:
         meta = json.loads((run / "run.json").read_text())
         if meta.get("source") != "measured" or run.name in {p.name for p in (Path(args.repo) / "data" / "runs").iterdir()}:
             continue
-        for model, srv in ((meta.get("engine") or {}).get("servers") or {}).items():
+        for model, srv in ((meta.get("server") or meta.get("engine") or {}).get("servers") or {}).items():  # engine: before schema 5
             points = sorted((run / "points" / model).glob("*.json"), key=lambda p: p.stat().st_mtime)
             if not points:
                 continue
@@ -72,7 +72,7 @@ def main() -> int:
             first, last = points[0].stat().st_mtime, points[-1].stat().st_mtime
             print(f"  {model}: server start + first point {first - started:7.1f} s, "
                   f"all {len(points)} points {last - started:7.1f} s")
-        print(f"  run {run.name} ({meta.get('engine_fallback') and 'fallback: ' + meta['engine_fallback']['reason'] or meta.get('config_name')})")
+        print(f"  run {run.name} ({(meta.get('backend_fallback') or meta.get('engine_fallback')) and 'fallback: ' + (meta.get('backend_fallback') or meta['engine_fallback'])['reason'] or meta.get('config_name')})")
     print(f"total                                    {t_install + t_job:7.1f} s")
     if not args.keep:
         shutil.rmtree(work)

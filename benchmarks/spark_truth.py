@@ -13,11 +13,13 @@ TPOT and TTFT, median and worst absolute relative error per source.
   same way; `predict` by the additive fit of :mod:`pipeline.predict.calibrate` (no TTFT of a static batch);
 - after: the served format (:mod:`pipeline.cards.servedformat`), the profile's engine terms
   (:func:`pipeline.cards.stepcost.engine_step_s`: measured peak, attention factor, routing locality, identical
-  routing for llama.cpp's benches, prefill FLOP rate per format); `predict` by :func:`pipeline.predict.enginefit.fit_curve`.
+  routing for llama.cpp's benches, its batched MoE kernel, prefill FLOP rate per format); `predict` by :func:`pipeline.predict.enginefit.fit_curve`.
 Goals (the project's): plan median <= 15 %, worst <= 35 %; predict median <= 7 %, worst <= 20 %.  The engine terms
 were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms; the second table
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
-the error on the source left out beside the in-sample one.
+the error on the source left out beside the in-sample one.  Then the held-out curves (``holdout: true`` in
+data/published/dgx-spark.yaml: never fitted to, so out of sample), and the points set aside as one-offs
+(:func:`sparkdata.set_aside_one_offs`: a static batch slower than a larger one of the same prompt), each with why.
 """
 
 from __future__ import annotations
@@ -236,6 +238,42 @@ def leave_one_out(curves: list[Curve]) -> None:
                                                  for k in ("in", "out")))
 
 
+def held_out(curves: list[Curve]) -> None:
+    """Print plan's and predict's error (after, the profile's terms) on each held-out curve (``holdout``: never fitted
+    to, so out of sample), then over them all."""
+    mine = [c for c in curves if c.holdout]
+    if not mine:
+        return
+    head = f"{'held out (never fitted)':44} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode tok/s", "TPOT", "TTFT"))
+    print("\nheld-out sources (out of sample: added after the terms were fitted)\n" + head + "\n" + "-" * len(head))
+    total = {mode: {m: [] for m in METRICS} for mode in ("plan", "predict")}
+    for c in mine:
+        for mode in ("plan", "predict"):
+            if mode == "predict" and len(c.points) < 4:
+                continue
+            e = errors(c, mode, True)
+            for m in METRICS:
+                total[mode][m] += e[m]
+            print(f"{c.source[:44]:44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS))
+    print("-" * len(head))
+    for mode, e in total.items():
+        both = e["decode_tok_s"] + e["ttft_s"]
+        print(f"{'ALL held out':44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS)
+              + f"   decode+TTFT {_fmt(both)}")
+
+
+def set_aside(curves: list[Curve]) -> None:
+    """Print each point set aside as a one-off (:func:`sparkdata.set_aside_one_offs`): why, and plan's error on it."""
+    rows = [(c, p, why) for c in curves for p, why in c.set_aside]
+    if not rows:
+        return
+    print("\nset aside, in no table above (a one-off, not the steady state plan predicts); plan's error (after):")
+    for c, p, why in rows:
+        got, meas = plan_point(c, p, True), measured(c, p)
+        errs = ", ".join(f"{m} {got[m] / meas[m] - 1:+.1%}" for m in ("decode_tok_s", "ttft_s") if meas[m])
+        print(f"  {c.source} B = {p.concurrency}: {why}; {errs}")
+
+
 def main() -> int:
     """Print per source the median and worst error of plan and predict, before and after; 0 (``--fit``: the terms)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -250,9 +288,12 @@ def main() -> int:
 
         fit_profile_terms(curves)
         return 0
-    report(curves)
+    fitted = [c for c in curves if not c.holdout]
+    report(fitted)
     if not args.no_loo:
-        leave_one_out(curves)
+        leave_one_out(fitted)
+    held_out(curves)
+    set_aside(curves)
     return 0
 
 

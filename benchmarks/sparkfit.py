@@ -7,20 +7,22 @@ compute format (:func:`pipeline.predict.enginefit.fit_prefill`).  Prints the ter
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from scipy.optimize import least_squares
 
-from pipeline.cards.stepcost import compute_format, prefill_flops
+from pipeline.cards.stepcost import compute_format, prefill_expert_read_s, prefill_flops
 from pipeline.engines import harness
 from pipeline.machine.engineterms import EngineTerms
 
 #: An engine without published prefill figures here: the measured BF16 matmul rate of the profile (TFLOP/s).
 PREFILL_DEFAULT = 92.3
 NAMES = ("step_overhead_s", "bandwidth_fraction", "compute_fraction", "expert_batched_fraction", "attention_factor",
-         "routing_scale", "dense_compute_fraction")
-LO = np.array([0.0, 0.2, 1e-3, 0.05, 0.3, 0.5, 1e-3])
-HI = np.array([0.05, 1.0, 1.0, 1.0, 5.0, 1e4, 1.0])
-X0 = np.array([0.002, 0.8, 0.2, 0.5, 1.5, 30.0, 0.3])
+         "routing_scale", "dense_compute_fraction", "expert_token_exponent")
+LO = np.array([0.0, 0.2, 1e-3, 0.05, 0.3, 0.5, 1e-3, 0.0])
+HI = np.array([0.05, 1.0, 1.0, 1.0, 5.0, 1e4, 1.0, 1.5])
+X0 = np.array([0.002, 0.8, 0.2, 0.5, 1.5, 30.0, 0.3, 0.5])
 
 
 def _rows(curves, engine):
@@ -28,7 +30,7 @@ def _rows(curves, engine):
 
     rows = []
     for c in curves:
-        if c.engine != engine:
+        if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
         for p in c.points:
@@ -43,10 +45,13 @@ def _predicted(c, card, p, terms, bw, peak) -> float:
 
 
 #: Terms an engine's published curves cannot see, held at their neutral value: vLLM's curves are waves at one
-#: short context (no depth rows: attention factor 1) with no kernel switch at B = 2 (its MoE kernel is one), of one
-#: MoE model (its dense matmuls unseen).
+#: short context (no depth rows: attention factor 1) with no kernel switch at B = 2 (its MoE kernel is one: no
+#: expert_batched_fraction, no expert_token_exponent), of one MoE model (its dense matmuls unseen).  llama.cpp's
+#: batched-kernel terms are seen by gpt-oss-20b's llama-batched-bench curves alone (the other batched MoE curves are
+#: held out); its single streams cannot see them (left to the start values X0 when those curves are left out).
 #: vLLM's dense matmuls: no dense curve at hand, a prior of half the measured matmul rate (not fitted).
-FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5}}
+FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5,
+                  "expert_token_exponent": None}}
 
 
 def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = False) -> dict[str, float]:
@@ -69,19 +74,29 @@ def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = Fal
     return {**dict(zip(NAMES, (float(v) for v in fit.x))), **fixed}
 
 
-def fit_prefills(curves, engine: str, quiet: bool = False) -> dict[str, float]:
-    """Prefill TFLOP/s per compute format of ``engine``, from every point with a TTFT or a prefill rate (``quiet``:
-    without a line per format)."""
-    from spark_truth import card_after, measured
+#: Tokens of one prefill pass per engine (``prefill_chunk_tokens``), as the sources ran it: llama.cpp's n_ubatch 2048
+#: (ggml-org/llama.cpp benches/dgx-spark.md: n_ubatch 2048 in every table; jetsonhacks.com: -ub 2048); vLLM: none
+#: stated (its prefill rate a prior, no TTFT at hand): the experts' read per pass not modelled.
+CHUNK = {"llama.cpp": 2048}
 
+
+def fit_prefills(curves, engine: str, quiet: bool = False, bandwidth_fraction: float | None = None) -> dict[str, float]:
+    """Prefill TFLOP/s per compute format of ``engine``, from every point with a TTFT or a prefill rate (``quiet``:
+    without a line per format); with ``bandwidth_fraction`` (the engine's decode fit), each TTFT less the experts'
+    weight read per pass of :data:`CHUNK` (:func:`pipeline.cards.stepcost.prefill_expert_read_s`)."""
+    from spark_truth import BW, card_after, measured
+
+    read = SimpleNamespace(bandwidth_fraction=bandwidth_fraction, prefill_chunk_tokens=CHUNK.get(engine)) \
+        if bandwidth_fraction else None
     by_fmt: dict[str, list] = {}
     for c in curves:
-        if c.engine != engine:
+        if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
         for p in c.points:
             t = measured(c, p)["ttft_s"]
             if t:
+                t -= prefill_expert_read_s(card, p.concurrency * c.input_len, read, BW) if read else 0.0
                 by_fmt.setdefault(compute_format(card), []).append((card, (p.concurrency, c.input_len, p.depth, t)))
     out = {}
     for fmt, items in by_fmt.items():
@@ -96,22 +111,35 @@ def fit_prefills(curves, engine: str, quiet: bool = False) -> dict[str, float]:
     return out
 
 
+def fit_engine(curves, engine: str, quiet: bool = False) -> tuple[dict[str, float], dict[str, float]]:
+    """(decode terms, prefill TFLOP/s per format) of ``engine``: the rates without the experts' read first (the
+    decode fit of a static bench does not depend on them), the decode terms, then the rates less the read at the
+    decode's bandwidth fraction."""
+    pre = fit_prefills(curves, engine, quiet=True) or {"default": PREFILL_DEFAULT}
+    terms = fit_decode(curves, engine, pre, quiet)
+    if CHUNK.get(engine):
+        pre = fit_prefills(curves, engine, quiet, bandwidth_fraction=terms["bandwidth_fraction"]) or pre
+    elif not quiet:
+        fit_prefills(curves, engine, quiet)
+    return terms, pre
+
+
 def fit_profile_terms(curves) -> None:
     """Print each engine's fitted terms."""
     for engine in sorted({c.engine for c in curves}):
-        pre = fit_prefills(curves, engine) or {"default": PREFILL_DEFAULT}
-        terms = fit_decode(curves, engine, pre)
-        print(f"{engine}: {terms} prefill_tflops: {pre}")
+        terms, pre = fit_engine(curves, engine)
+        print(f"{engine}: {terms} prefill_tflops: {pre} prefill_chunk_tokens: {CHUNK.get(engine)}")
 
 
 def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms | None:
     """``engine``'s terms fitted as :func:`fit_profile_terms` fits them, to its curves but those of the publication
     ``leave_out`` (a curve's ``url``); None when no curve of the engine is left.  Prefill: the fitted rate per
     format and, as the profile states it, their mean as ``default`` (else :data:`PREFILL_DEFAULT`)."""
-    kept = [c for c in curves if c.engine == engine and c.url != leave_out]
+    kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout]
     if not kept:
         return None
-    pre = fit_prefills(kept, engine, quiet=True)
-    pre = {**pre, "default": float(np.mean(list(pre.values())))} if pre else {"default": PREFILL_DEFAULT}
-    vals = fit_decode(kept, engine, pre, quiet=True)
-    return EngineTerms(**vals, prefill_tflops=pre, source=f"fitted without {leave_out}")
+    vals, pre = fit_engine(kept, engine, quiet=True)
+    if "default" not in pre:
+        pre = {**pre, "default": float(np.mean(list(pre.values())))}
+    return EngineTerms(**vals, prefill_tflops=pre, prefill_chunk_tokens=CHUNK.get(engine),
+                       source=f"fitted without {leave_out}")

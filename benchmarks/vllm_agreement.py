@@ -512,7 +512,7 @@ def make_engine(url: str, folder: Path, concurrencies: tuple[int, ...], input_le
     from pipeline.config.sweepconfig import parse_config
     from pipeline.engines import get_engine
 
-    cfg = parse_config({"name": "agreement", "hardware": "cpu", "engine": "openai", "input_len": input_len,
+    cfg = parse_config({"name": "agreement", "hardware": "cpu", "backend": "openai", "input_len": input_len,
                         "output_len": output_len, "concurrency": list(concurrencies), "repeats": 1,
                         "openai": {"base_url": url + "/v1", "requests_per_slot": per_slot, "min_requests": minimum,
                                    "tokenizer": str(folder), "timeout_s": 600, "extra_body": dict(VLLM_CLIENT_KEYS)},

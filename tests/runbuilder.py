@@ -35,7 +35,7 @@ CONCURRENCY = (1, 2, 4, 8, 16)
 # A small simulated sweep (Llama-3.1-8B on the dgx-spark profile, c = 1, 2, 4, two repeats): seconds of CPU.
 SMALL_SIMULATED_CONFIG = """name: sim-small
 hardware: dgx-spark
-engine: simulated
+backend: simulated
 input_len: 128
 output_len: 16
 concurrency: [1, 2, 4]
@@ -161,7 +161,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
     slow = slow or {}
     run_dir = runs_dir / run_id
     hw = hardware or CPU_PROFILE
-    cfg = {"name": "test", "hardware": hw["name"], "engine": "transformers",
+    cfg = {"name": "test", "hardware": hw["name"], "backend": "transformers",
            "models": [{"name": m, "architecture": {"model_type": "llama"}, "path": None, "served_name": None,
                        "card": None} for m in models],
            "input_len": INPUT_LEN, "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
@@ -173,13 +173,13 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         "started_at": "2026-11-29T00:00:00+00:00", "git_commit": None,
         "versions": {"python": "3.11.0", "batchmark": "0.1.0", "torch": "2.13.0",
                      "transformers": transformers_version, "vllm": None, "numpy": "2.0.0"},
-        "driver": None, "command": "test"})
+        "gpu_driver": None, "command": "test"})
     probe = {"device": "cpu", "dtype": "float32", "bandwidth_gb_s": bandwidth_gb_s, "peak_tflops": 0.5,
              "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
              "matmul_n": 1024, "threads": 2, "warning": probe_warning,
              **(probe_extra or {})}  # every field of ProbeResult, and the sweep's warning
     runs.update_run_json(run_dir, probe=probe, stopped={},
-                         engine={"engine": "transformers", "transformers_version": transformers_version,
+                         server={"engine": "transformers", "transformers_version": transformers_version,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,
                                  "cuda_device": None, "mode": "static batch"})
     for model in models:
@@ -213,7 +213,7 @@ def make_imported_run(runs_dir: Path, run_id: str, throughput_tok_s: dict[int, f
     """
     run_dir = runs_dir / run_id
     runs.create_run(run_dir, {"source": f"imported:{fmt}", "hardware": H200_PROFILE,
-                              "versions": {"batchmark": "0.1.0"}, "engine": {"engine": "vllm", "vllm_version": "0.11.0"}})
+                              "versions": {"batchmark": "0.1.0"}, "server": {"engine": "vllm", "vllm_version": "0.11.0"}})
     runs.complete_run(run_dir)
     lat = lambda v: {"p50": v, "p90": v, "p99": v, "mean": v}  # noqa: E731
     points = [{"model": "served-m", "engine": "vllm", "input_len": 1024, "output_len": 128, "concurrency": c,
@@ -253,7 +253,7 @@ def make_variant_run(runs_dir: Path, run_id: str, concurrency: tuple[int, ...] =
     shapes = shapes or SHAPE_FACTORS
     run_dir = runs_dir / run_id
     model = "dense-a"
-    cfg = {"name": "tuning", "hardware": hw["name"], "engine": "vllm", "models": [{"name": model}],
+    cfg = {"name": "tuning", "hardware": hw["name"], "backend": "vllm", "models": [{"name": model}],
            "input_len": min(shapes), "output_len": OUTPUT_LEN, "concurrency": list(concurrency),
            "repeats": len(noise), "slo": VARIANT_SLO}
     runs.create_run(run_dir, {
@@ -263,8 +263,8 @@ def make_variant_run(runs_dir: Path, run_id: str, concurrency: tuple[int, ...] =
         "variants": [{"name": v, "baseline": i == 0, "settings": VARIANT_SETTINGS.get(v, {})}
                      for i, v in enumerate(variants)],
         "versions": {"python": "3.11.0", "batchmark": "0.1.0", "vllm": "0.11.0", "numpy": "2.0.0"},
-        "driver": None, "command": "test"})
-    runs.update_run_json(run_dir, stopped={}, engine={"engine": "vllm", "vllm_version": "0.11.0"})
+        "gpu_driver": None, "command": "test"})
+    runs.update_run_json(run_dir, stopped={}, server={"engine": "vllm", "vllm_version": "0.11.0"})
     runs.write_model_card(run_dir, card(model))
     for v, vf in variants.items():
         for inp, sf in shapes.items():

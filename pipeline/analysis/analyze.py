@@ -220,7 +220,7 @@ def card_of(cards: dict[str, Any], model: str, variant: str) -> Any:
 
 
 def limits_of(limits: dict[str, Any] | None, model: str, variant: str) -> Any:
-    """A model's server limits under a variant (``run.json`` ``engine.servers`` by :func:`pipeline.core.records.server_key`)."""
+    """A model's server limits under a variant (``run.json`` ``server.servers`` by :func:`pipeline.core.records.server_key`)."""
     return (limits or {}).get(server_key(model, variant))
 
 

@@ -95,7 +95,7 @@ def analysis_of(run_dir: Path, meta: dict[str, Any], summaries: list[PointSummar
             raise BatchmarkError(f"{model_card_path(run_dir, name)}: malformed model card ({exc})") from None
     threshold = (meta.get("config") or {}).get("knee_threshold", KNEE_THRESHOLD)
     max_failed = (meta.get("config") or {}).get("max_failure_rate", EXCLUSION_FAILURE_RATE)
-    servers = ((meta.get("engine") or {}).get("servers") or {})
+    servers = ((meta.get("server") or {}).get("servers") or {})
     limits = {name: srv.get("limits") for name, srv in servers.items() if isinstance(srv, dict) and srv.get("limits")}
     return analyze(summaries, cards, meta.get("hardware") or {}, meta.get("probe"), threshold, max_failed, limits)
 

@@ -142,19 +142,54 @@ def engine_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: f
 
     ``e``: ``expert_batched_fraction`` from B = 2 on (1 at B = 1); ``a``: ``attention_factor``; coverage at the
     effective batch of ``routing_scale`` (:func:`effective_batch`), or k/E when every sequence decodes the same tokens
-    (``identical_routing``: llama-batched-bench).  The roofs added, as :func:`calibrated_step_s` (Vidur's operator sum).
+    (``identical_routing``: llama-batched-bench).  The roofs added, as :func:`calibrated_step_s` (Vidur's operator sum);
+    the sum of :func:`engine_terms_s`.
     """
+    return sum(engine_terms_s(card, batch, context, bandwidth_gb_s, peak_tflops, terms, identical_routing).values())
+
+
+def engine_terms_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: float, peak_tflops: float | None,
+                   terms, identical_routing: bool = False) -> dict[str, float]:
+    """The terms of :func:`engine_step_s` apart (s): ``overhead``, ``dense`` (non-expert weights), ``experts`` (the
+    touched experts' bytes at the B = 1 kernel's speed), ``moe_kernel`` (what the batched MoE kernel adds from B = 2
+    on: ``1 / e − 1`` more), ``kv`` (the KV read × ``attention_factor``), ``expert_flops``, ``matmul_flops`` (every
+    other matmul) and ``attn_flops`` (QKᵀ and AV), each at its compute fraction of the peak."""
     scale = 0.0 if identical_routing else terms.routing_scale
     cover = coverage_at(batch, card.experts_per_token, card.num_experts, scale) if card.expert_bytes else 0.0
-    experts = card.expert_bytes * cover / (terms.expert_batched_fraction if batch >= 2 else 1.0)
-    mem = (card.dense_bytes + experts + terms.attention_factor * kv_bytes_per_step(card, batch, context)) / (bandwidth_gb_s * 1e9)
+    read_s = terms.bandwidth_fraction * bandwidth_gb_s * 1e9
+    experts = card.expert_bytes * cover / read_s
+    kernel = experts * (moe_kernel_factor(card, batch, cover, terms) - 1.0)
+    out = {"overhead": terms.step_overhead_s, "dense": card.dense_bytes / read_s, "experts": experts,
+           "moe_kernel": kernel, "kv": terms.attention_factor * kv_bytes_per_step(card, batch, context) / read_s,
+           "expert_flops": 0.0, "matmul_flops": 0.0, "attn_flops": 0.0}
     if not peak_tflops:
-        return calibrated_step_s(mem, 0.0, terms.step_overhead_s, terms.bandwidth_fraction, terms.compute_fraction)
+        return out
     flops = flops_per_decode_step(card, batch, context)
-    experts = expert_flops_per_step(card, batch)
-    dense_f = terms.dense_compute_fraction or terms.compute_fraction
-    comp = experts / terms.compute_fraction + (flops - experts) / dense_f
-    return calibrated_step_s(mem, comp / (peak_tflops * 1e12), terms.step_overhead_s, terms.bandwidth_fraction, 1.0)
+    attn = flops - 2.0 * batch * (card.active_params - card.embedding_params)
+    expert_f = expert_flops_per_step(card, batch)
+    dense_f = (terms.dense_compute_fraction or terms.compute_fraction) * peak_tflops * 1e12
+    out["expert_flops"] = expert_f / (terms.compute_fraction * peak_tflops * 1e12)
+    out["matmul_flops"] = (flops - attn - expert_f) / dense_f
+    out["attn_flops"] = attn / dense_f
+    return out
+
+
+def moe_kernel_factor(card: ModelCard, batch: float, coverage: float, terms) -> float:
+    """How many times its B = 1 read the batched MoE kernel spends on the touched experts' bytes: 1 at B = 1 (the
+    mat-vec kernel), from B = 2 on ``t^p / e``, ``t`` the tokens routed to each touched expert (B × k / (E × coverage):
+    B when every sequence decodes the same tokens), ``p`` the engine's ``expert_token_exponent`` (0 where it states
+    none: the kernel's jump alone), ``e`` its ``expert_batched_fraction``.  Each further token routed to an expert
+    costs a share of that expert's bytes again (the kernel dequantises the weight tiles per tile of tokens), less
+    per token the more tokens share a tile (p < 1): so the cost scales with the bytes of the active experts
+    (layers × k × expert size × bits), not with their FLOPs — llama.cpp on a DGX Spark (ggml-org/llama.cpp
+    benches/dgx-spark.md, llama-batched-bench pp512): B = 2 → 32 adds 31 ms to gpt-oss-20b (1.27 GB of active MXFP4
+    experts, 4.8 GFLOP a token), 69 ms to gpt-oss-120b (1.9 GB, 7.2 GFLOP) and 62 ms to Qwen3-Coder-30B-A3B
+    (1.93 GB of Q8_0, 3.6 GFLOP)."""
+    if batch < 2 or not card.expert_bytes or not card.num_experts or not card.experts_per_token or coverage <= 0:
+        return 1.0
+    exponent = getattr(terms, "expert_token_exponent", None) or 0.0
+    tokens = batch * card.experts_per_token / (card.num_experts * coverage)
+    return max(tokens, 1.0) ** exponent / terms.expert_batched_fraction
 
 
 def expert_flops_per_step(card: ModelCard, batch: int) -> float:
@@ -176,8 +211,32 @@ def prefill_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> 
     return matmul + 4.0 * tokens * attended * card.num_attention_heads * card.head_dim
 
 
-def prefill_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None) -> float:
+def prefill_expert_read_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: float | None) -> float:
+    """The routed experts' weight read of prefilling ``tokens`` prompt tokens (s), in passes of the engine's
+    ``prefill_chunk_tokens`` (llama.cpp's n_ubatch)::
+
+        ceil(tokens / chunk) × expert bytes × coverage(min(tokens, chunk)) / (bandwidth_fraction × bandwidth)
+
+    Each pass reads every expert its tokens route to (uniform coverage, :func:`expert_coverage`: all of them for a
+    pass of a few hundred tokens), added to the FLOP time as a decode step adds its roofs (:func:`calibrated_step_s`).
+    A dense model's weight read is not added: it hides behind the matmuls, as llama.cpp's Qwen2.5-Coder-7B on a DGX
+    Spark shows (prefill 2,380 tokens/s in one pass of 512 tokens, 2,356 in passes of 2,048: ggml-org/llama.cpp
+    benches/dgx-spark.md); an MoE's does not: gpt-oss-20b prefills 1,024 tokens in one pass at 3,754 tokens/s,
+    2,048 at 3,965 (the same file), and the 128-expert gpt-oss-120b at half the 32-expert 20b's rate for 1.4 × its
+    FLOPs.  0 without experts, chunk or bandwidth (the engine states no pass size: the term not modelled)."""
+    chunk = getattr(terms, "prefill_chunk_tokens", None)
+    if not card.expert_bytes or not chunk or not bandwidth_gb_s or tokens <= 0:
+        return 0.0
+    passes = -(-int(tokens) // int(chunk))
+    cover = expert_coverage(min(int(tokens), int(chunk)), card.experts_per_token, card.num_experts)
+    return passes * card.expert_bytes * cover / (terms.bandwidth_fraction * bandwidth_gb_s * 1e9)
+
+
+def prefill_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None,
+              bandwidth_gb_s: float | None = None) -> float:
     """Prefill time (s) of ``tokens`` prompt tokens after ``context_before`` under an engine's terms: its fixed
-    ``prefill_overhead_s`` + :func:`prefill_flops` at the engine's rate for the card's compute format."""
+    ``prefill_overhead_s`` + :func:`prefill_flops` at the engine's rate for the card's compute format + the experts'
+    weight read per pass (:func:`prefill_expert_read_s`, where ``bandwidth_gb_s`` is given)."""
     rate = terms.prefill_rate_tflops(compute_format(card), peak_tflops)
-    return terms.prefill_overhead_s + (prefill_flops(card, tokens, context_before) / (rate * 1e12) if rate else 0.0)
+    return (terms.prefill_overhead_s + (prefill_flops(card, tokens, context_before) / (rate * 1e12) if rate else 0.0)
+            + prefill_expert_read_s(card, tokens, terms, bandwidth_gb_s))

@@ -1,4 +1,4 @@
-"""The option models of a sweep configuration (:mod:`pipeline.config.sweepconfig`): each engine's options (transformers, the
+"""The option models of a sweep configuration (:mod:`pipeline.config.sweepconfig`): each backend's options (transformers, the
 OpenAI-compatible client, vLLM), the cluster a sweep's jobs run on, the SLO, the open loop and the adaptive sweep.
 
 Split out of :mod:`pipeline.config.sweepconfig`; validated as parts of :class:`pipeline.config.sweepconfig.SweepConfig`.
@@ -7,9 +7,12 @@ Split out of :mod:`pipeline.config.sweepconfig`; validated as parts of :class:`p
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pipeline.core.errors import BatchmarkError
 
 
 class StrictModel(BaseModel):
@@ -19,7 +22,7 @@ class StrictModel(BaseModel):
 
 
 class TransformersOptions(StrictModel):
-    """Options of the in-process ``transformers`` engine."""
+    """Options of the in-process ``transformers`` backend."""
 
     device: Literal["auto", "cpu", "cuda"] = Field(default="auto", description="auto = cuda when present")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
@@ -40,7 +43,7 @@ RESERVED_BODY_KEYS = frozenset({
 
 
 class ClientOptions(StrictModel):
-    """Load-generator options shared by the served engines (``openai``, ``vllm``)."""
+    """Load-generator options shared by the served backends (``openai``, ``vllm``)."""
 
     endpoint: Literal["completions", "chat"] = Field(
         default="completions", description="completions = raw prompt of exact length; chat adds the chat template's tokens")
@@ -68,8 +71,12 @@ class ClientOptions(StrictModel):
         return body
 
 
+#: What ``openai.engine`` may name: a serving engine's short name (``vllm``, ``llama.cpp``, ``sglang``, ``trtllm``).
+ENGINE_NAME = r"^[a-z][a-z0-9._-]*$"
+
+
 class OpenAIOptions(ClientOptions):
-    """Options of the ``openai`` engine: an OpenAI-compatible server that is already running."""
+    """Options of the ``openai`` backend: an OpenAI-compatible server that is already running."""
 
     base_url: str = Field(default="http://127.0.0.1:8000/v1", pattern=r"^https?://",
                           description="Server URL up to and including /v1")
@@ -78,10 +85,15 @@ class OpenAIOptions(ClientOptions):
         description="Name of the environment variable holding the API key; the key itself is never stored")
     metrics_url: str | None = Field(
         default=None, description="Prometheus /metrics URL to scrape around each repeat; default <server>/metrics, skipped when absent")
+    engine: str | None = Field(
+        default=None, pattern=ENGINE_NAME, max_length=64,
+        description="The serving engine behind the endpoint (vllm, llama.cpp, sglang, trtllm …), the engine its points "
+                    "are keyed and diffed under; default what the server says (vLLM's /version, llama.cpp's /props, "
+                    "SGLang's /get_server_info), else openai (unknown)")
 
 
 class VLLMOptions(ClientOptions):
-    """Options of the ``vllm`` engine: batchmark starts and stops the server for each model."""
+    """Options of the ``vllm`` backend: batchmark starts and stops the server for each model."""
 
     command: str = Field(
         default=("vllm serve {model} --host {host} --port {port} --served-model-name {served_name} --seed {seed}"
@@ -117,7 +129,7 @@ class VLLMOptions(ClientOptions):
         default="bfloat16", description="dtype of the random weights saved for models given by architecture: "
                                         "(native: the served dtype that dtype: native chose)")
     fallback_engine: Literal["transformers"] | None = Field(
-        default=None, description="Engine to measure with when the server environment cannot run here "
+        default=None, description="Backend to measure with when the server environment cannot run here "
                                   "(e.g. no vLLM CPU build for this machine); None = stop with the reason")
 
 
@@ -252,8 +264,31 @@ class OpenLoop(StrictModel):
 class Adaptive(StrictModel):
     """An adaptive sweep (``adaptive:``): the concurrency grid is the set of candidate points, of which only those
     that settle the knee are measured; the rest are predicted by the calibrated per-step model
-    (:mod:`pipeline.predict.adaptive`).  Predictions are kept in ``run.json`` (``adaptive``), never as measurements."""
+    (:mod:`pipeline.predict.adaptive`).  Over several variants or shapes, each curve's knee is settled so, then the
+    points that could be on the frontier of output against per-user throughput are measured
+    (:mod:`pipeline.predict.frontierchoice`).  Predictions are kept in ``run.json`` (``adaptive``), never as
+    measurements."""
 
     tolerance: float = Field(default=0.10, gt=0, lt=1,
                              description="Stop once a new measurement is within this fraction of its prediction "
                                          "(output throughput) and did not move the knee")
+    frontier_points: int | None = Field(
+        default=None, ge=0, le=1_000_000,
+        description="With several variants or shapes: at most this many points per model measured to settle the "
+                    "Pareto frontier after the knees (default: until its membership is settled)")
+
+
+def migrate_engine_key(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """A config mapping with its deprecated top-level ``engine`` read as ``backend`` (one warning line on stderr
+    naming the file); read for one version, then refused as an unknown key.
+
+    Raises:
+        BatchmarkError: both ``engine`` and ``backend`` given.
+    """
+    if "engine" not in data:
+        return data
+    if "backend" in data:
+        raise BatchmarkError(f"{source}: engine: deprecated name of backend; give backend only")
+    print(f"batchmark: warning: {source}: engine: is deprecated and goes in the next version; read as backend:, "
+          "write backend: (how batchmark gets the tokens; 'engine' names the serving engine)", file=sys.stderr)
+    return {("backend" if k == "engine" else k): v for k, v in data.items()}

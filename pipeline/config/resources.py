@@ -70,7 +70,7 @@ def part_threads(cfg: SweepConfig, cores: int | None) -> int:
     """
     if cfg.cluster.cpus_per_task:
         return cfg.cluster.cpus_per_task
-    if cfg.engine == "simulated":  # virtual time: one core each, and parts may run side by side
+    if cfg.backend == "simulated":  # virtual time: one core each, and parts may run side by side
         return 1
     if not cores or cores > 100_000:
         return 1

@@ -1,8 +1,9 @@
 """Sweep configuration: pydantic models, YAML loading, and one-line errors that name the field.
 
-A config file (``config/*.yaml``) says which models to measure, with which engine, on which
-hardware profile, over which concurrency grid (closed loop) and, optionally, which request rates
-(``open_loop``, served engines) and which SLO (``slo``).  Unknown keys are rejected so that a typo
+A config file (``config/*.yaml``) says which models to measure, with which backend (how batchmark gets the
+tokens: ``transformers`` in process, ``vllm`` started by batchmark, ``openai`` an endpoint already running,
+``simulated``), on which hardware profile, over which concurrency grid (closed loop) and, optionally, which request rates
+(``open_loop``, served backends) and which SLO (``slo``).  Unknown keys are rejected so that a typo
 never silently falls back to a default; types are strict (``repeats: "2"`` and
 ``concurrency: [true, 2]`` are refused, not coerced); NaN and infinities are refused; a key
 given twice in one mapping is refused with its line (:class:`pipeline.core.textfiles.UniqueKeyLoader`).
@@ -22,14 +23,14 @@ from pipeline.cards.servedformat import ServedFormat
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, Adaptive, ClusterOptions, OpenAIOptions, OpenLoop,
-                                    StrictModel, TransformersOptions, VLLMOptions, migrate_slo_keys)
+                                    StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
 
 #: Largest seed: numpy's ``np.random.seed`` takes 0 … 2**32 − 1, and vLLM's ``--seed`` seeds numpy,
-#: random and torch with it; the transformers engine seeds torch generators with
+#: random and torch with it; the transformers backend seeds torch generators with
 #: seed × 1 000 003 + offsets, which stays below torch's 2**64 bound for every seed up to this one.
 MAX_SEED = 2**32 - 1
 
@@ -46,9 +47,9 @@ KNEE_THRESHOLD = 0.15
 class ModelSpec(StrictModel):
     """One model of a sweep.
 
-    For the ``transformers`` engine the model is either built with random weights from
+    For the ``transformers`` backend the model is either built with random weights from
     ``architecture`` (Hugging Face config keys, ``model_type`` required) or loaded from a
-    local checkpoint ``path``.  Served engines (``vllm``, ``openai``) use ``served_name``.
+    local checkpoint ``path``.  Served backends (``vllm``, ``openai``) use ``served_name``.
     """
 
     name: str = Field(description="Short name used in file names and pages (at most 128 characters)",
@@ -71,10 +72,10 @@ class ModelSpec(StrictModel):
 
 
 class SimulatedOptions(StrictModel):
-    """Options of the ``simulated`` engine: a continuous-batching server in virtual time (:mod:`pipeline.engines.simulated`).
+    """Options of the ``simulated`` backend: a continuous-batching server in virtual time (:mod:`pipeline.engines.simulated`).
 
     Its runs are predictions (``source: simulated``), never measurements.  The request counts are
-    the served engines' (``max(requests_per_slot x N, min_requests)`` per closed-loop repeat, ten
+    the served backends' (``max(requests_per_slot x N, min_requests)`` per closed-loop repeat, ten
     seconds of arrivals per open-loop repeat), so a simulated point costs what a measured one would.
     """
 
@@ -100,7 +101,9 @@ class SweepConfig(StrictModel):
     name: str = Field(description="Config name; part of the run's provenance (at most 128 characters: it names the "
                                   "checkout's pointer file)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     hardware: str = Field(description="Hardware profile name in data/hardware/")
-    engine: Literal["transformers", "vllm", "openai", "simulated"] = "transformers"
+    backend: Literal["transformers", "vllm", "openai", "simulated"] = Field(
+        default="transformers", description="How batchmark gets the tokens: transformers (in process), vllm (starts a "
+                                            "vLLM server), openai (an endpoint already running), simulated (virtual time)")
     models: list[ModelSpec] = Field(min_length=1)
     input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
     output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
@@ -114,8 +117,9 @@ class SweepConfig(StrictModel):
                                    description="Concurrency grid (static batch size B for transformers); may be "
                                                "empty only beside an open_loop with explicit rates")
     open_loop: OpenLoop | None = Field(default=None, description="Rate sweep after the concurrency grid (served engines)")
-    adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee; "
-                                                                "predict the rest (pipeline.predict.adaptive)")
+    adaptive: Adaptive | None = Field(default=None, description="Measure only the grid points that settle the knee "
+                                                                "(and, over variants or shapes, the frontier); predict "
+                                                                "the rest (pipeline.predict.adaptive)")
     slo: SLO | None = Field(default=None, description="SLO checked at every point (share meeting it, goodput, "
                                                       "highest rate/concurrency where it holds)")
     repeats: int = Field(default=5, ge=1, le=10_000, description="Measured repeats per point, the unit a diff tests "
@@ -163,9 +167,9 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _grid_or_rates(self) -> "SweepConfig":
-        if self.open_loop is not None and self.engine == "transformers":
-            raise ValueError("open_loop: the transformers engine runs static batches; a rate sweep needs a served "
-                             "engine (vllm or openai)")
+        if self.open_loop is not None and self.backend == "transformers":
+            raise ValueError("open_loop: the transformers backend runs static batches; a rate sweep needs a served "
+                             "backend (vllm or openai)")
         if not self.concurrency:
             if self.open_loop is None:
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")
@@ -194,10 +198,13 @@ class SweepConfig(StrictModel):
             dup = sorted({n for n in names if names.count(n) > 1})
             if dup:
                 raise ValueError(f"variants: duplicate name(s) {dup}")
-        if self.adaptive is not None and (len(self.shapes()) > 1 or len(self.variant_list()) > 1):
-            raise ValueError("adaptive: one shape and one variant (its calibration is of one server at one shape); "
-                             "give workloads and variants without adaptive")
         return self
+
+    def stated_engine(self) -> str:
+        """The serving engine the config states, the point keys' ``engine`` where no server is asked (a plan): the
+        backend's own, and for ``openai`` its ``openai.engine`` (``openai``: not stated; the sweep asks the server,
+        :mod:`pipeline.engines.endpointkind`)."""
+        return (self.openai.engine or "openai") if self.backend == "openai" else self.backend
 
     def shapes(self) -> list[Shape]:
         """The workload shapes in the config's order (``workloads``, else the one of ``input_len``/``output_len``)."""
@@ -217,28 +224,28 @@ class SweepConfig(StrictModel):
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"models: duplicate name(s) {sorted(dup)}")
-        if self.engine == "transformers":
+        if self.backend == "transformers":
             for i, m in enumerate(self.models):
                 if m.architecture is None and m.path is None:
-                    raise ValueError(f"models[{i}] ({m.name}): the transformers engine needs architecture or path")
-        elif self.engine == "openai":
+                    raise ValueError(f"models[{i}] ({m.name}): the transformers backend needs architecture or path")
+        elif self.backend == "openai":
             for i, m in enumerate(self.models):
                 if m.served_name is None:
-                    raise ValueError(f"models[{i}] ({m.name}): the openai engine needs served_name (the model name the server knows)")
-        elif self.engine == "vllm":
+                    raise ValueError(f"models[{i}] ({m.name}): the openai backend needs served_name (the model name the server knows)")
+        elif self.backend == "vllm":
             for i, m in enumerate(self.models):
                 if m.path is None and m.served_name is None and m.architecture is None:
-                    raise ValueError(f"models[{i}] ({m.name}): the vllm engine needs path (local folder or hub id), "
+                    raise ValueError(f"models[{i}] ({m.name}): the vllm backend needs path (local folder or hub id), "
                                      "served_name, or architecture (a local folder with random weights is made)")
             if (self.vllm.max_num_seqs is not None and self.vllm.max_num_seqs < max(self.concurrency, default=0)
                     and self.variants is None):  # a tuning run compares a cap below the grid with one above it
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
-        if self.engine in ("openai", "vllm"):
-            opts = self.openai if self.engine == "openai" else self.vllm
+        if self.backend in ("openai", "vllm"):
+            opts = self.openai if self.backend == "openai" else self.vllm
             if opts.requests_per_point is not None and opts.requests_per_point < self.max_in_flight():
                 # c = 32 with 4 requests measured 312 tok/s where the server does 1685.8
-                raise ValueError(f"{self.engine}.requests_per_point = {opts.requests_per_point} is below the largest "
+                raise ValueError(f"{self.backend}.requests_per_point = {opts.requests_per_point} is below the largest "
                                  f"concurrency {self.max_in_flight()}; a point never reaches its concurrency with "
                                  "fewer requests than it (the importers refuse completed < concurrency too)")
         return self
@@ -248,15 +255,21 @@ class SweepConfig(StrictModel):
 
         ``cluster`` (where the jobs run, not what they measure) is left out, so configs written
         before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
-        agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).
+        agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed
+        under its old name ``engine`` and an unset ``openai.engine`` is left out, so the rename changed no digest.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
-        if self.engine != "simulated":  # absent = as before it existed: other configs keep their digest
+        data["engine"] = data.pop("backend")  # the key it had when the digests of the runs stored were made
+        if data["openai"].get("engine") is None:  # absent = as before it existed
+            data["openai"].pop("engine", None)
+        if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
         for k in ("open_loop", "slo", "budget", "workloads", "variants"):  # absent = as before they existed: a
             # closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
+        if data.get("adaptive") and data["adaptive"].get("frontier_points") is None:
+            data["adaptive"].pop("frontier_points", None)  # absent = as before it existed: an adaptive run resumes
         slo = data.get("slo")
         if slo and all(slo[f"goodput_{m}_ms"] == slo[f"{m}_p99_max_ms"] for m in SLO_METRICS):
             # both limits equal (every SLO written before they were apart): its keys as then, so its digest
@@ -324,6 +337,7 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     """
     if not isinstance(data, dict):
         raise BatchmarkError(f"{source}: expected a mapping of config keys, got {type(data).__name__}")
+    data = migrate_engine_key(data, source)
     renamed: dict[str, str] = {}
     if "slo" in data:
         try:
@@ -344,7 +358,7 @@ def parse_config(data: Any, source: str = "<config>") -> SweepConfig:
     from pipeline.machine.hardware import load_profile
 
     load_profile(cfg.hardware, field=f"{source}: hardware")
-    if cfg.engine in ("transformers", "vllm"):
+    if cfg.backend in ("transformers", "vllm"):
         for i, m in enumerate(cfg.models):
             if m.architecture is not None:
                 check_architecture(m.architecture, f"{source}: models.{i}.architecture")
@@ -359,7 +373,7 @@ def check_architecture(arch: dict[str, Any], field: str) -> None:
     """
     try:
         from transformers import AutoConfig
-    except ImportError:  # a served-only installation: the engine reports it when it loads
+    except ImportError:  # a served-only installation: the backend reports it when it loads
         return
     kwargs = dict(arch)
     model_type = kwargs.pop("model_type")

@@ -169,7 +169,7 @@ def run_variants(cfg) -> list[dict[str, Any]]:
     out = []
     for i, v in enumerate(cfg.variant_list()):
         entry: dict[str, Any] = {"name": v.name, "baseline": i == 0, "settings": v.settings()}
-        if cfg.engine == "simulated":
+        if cfg.backend == "simulated":
             entry["simulated"] = simulated_statement(v)
         out.append(entry)
     return out
@@ -186,9 +186,11 @@ def baseline_name(meta: dict[str, Any]) -> str:
 def part_names(cfg) -> list[str]:
     """The parts a workflow measures a sweep in, config order (:mod:`pipeline.sweep.parts`): one per model (its
     name), or with more than one variant one per model × variant (``model/variant``, as
-    :func:`pipeline.core.records.server_key` names its server: each variant is a server of its own)."""
+    :func:`pipeline.core.records.server_key` names its server: each variant is a server of its own).  An adaptive
+    sweep's part is a model with all its variants: its frontier walk chooses points across them
+    (:mod:`pipeline.sweep.frontierwalk`)."""
     variants = cfg.variant_list()
-    if len(variants) == 1:
+    if len(variants) == 1 or cfg.adaptive is not None:
         return [m.name for m in cfg.models]
     return [f"{m.name}/{v.name}" for m in cfg.models for v in variants]
 

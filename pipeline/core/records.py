@@ -148,7 +148,7 @@ class Workload(NamedTuple):
 
 
 def server_key(model: str, variant: str = DEFAULT_VARIANT) -> str:
-    """The name a model's server goes by under a variant (``run.json`` ``engine.servers``, server log files): the
+    """The name a model's server goes by under a variant (``run.json`` ``server.servers``, server log files): the
     model's name for ``default`` (as every run before variants), else ``model/variant`` (neither name may hold a
     ``/``, so the pair is never ambiguous)."""
     return model if variant == DEFAULT_VARIANT else f"{model}/{variant}"

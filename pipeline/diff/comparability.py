@@ -48,14 +48,20 @@ class ProvenanceItem:
 
 
 
+def _backend(meta: dict[str, Any]) -> str | None:
+    """How the run got its tokens: its config's ``backend`` (``engine`` in a config stored before the rename)."""
+    cfg = meta.get("config") or {}
+    return cfg.get("backend") or cfg.get("engine")
+
+
 def _engine_name(meta: dict[str, Any], summaries: list[PointSummary]) -> str | None:
-    eng = meta.get("engine")
+    """The serving engine that produced the run's tokens: its server block's ``engine``, else its points' engines
+    (what the points are keyed under), else its backend's name."""
+    eng = meta.get("server")
     if isinstance(eng, dict) and eng.get("engine"):
         return str(eng["engine"])
-    if (meta.get("config") or {}).get("engine"):
-        return str(meta["config"]["engine"])
     names = sorted({s.engine for s in summaries})
-    return ", ".join(names) or None
+    return ", ".join(names) or _backend(meta)
 
 
 def provenance_of(r: RunData) -> dict[str, Any]:
@@ -63,11 +69,11 @@ def provenance_of(r: RunData) -> dict[str, Any]:
 
     Keys: hardware, bandwidth_gb_s_probed, engine, engine_version, engine_flags (dict),
     model_revisions (dict by model), workloads (sorted ``in X / out Y`` strings), models
-    (sorted names), batchmark_version, versions (other packages), driver, source.  A field a
+    (sorted names), batchmark_version, versions (other packages), gpu_driver, source.  A field a
     run does not record is None (imports record less than measured runs).
     """
     meta = r.meta
-    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    eng = meta.get("server") if isinstance(meta.get("server"), dict) else {}
     versions = dict(meta.get("versions") or {})
     name = _engine_name(meta, r.summaries)
     from pipeline.engines.served import server_version
@@ -77,8 +83,9 @@ def provenance_of(r: RunData) -> dict[str, Any]:
     # ``servers`` (port, pid, start time, log of each model's server) differs in every run: no flag to compare
     flags = {k: v for k, v in eng.items() if k not in ("engine", "servers") and not k.endswith("version")}
     cfg = meta.get("config") or {}
-    if name and isinstance(cfg.get(name), dict):
-        flags.update({f"config.{k}": v for k, v in cfg[name].items()})
+    backend = _backend(meta)  # the options of the backend that drove the server (an endpoint's are openai's)
+    if backend and isinstance(cfg.get(backend), dict):
+        flags.update({f"config.{k}": v for k, v in cfg[backend].items()})
     revisions: dict[str, Any] = {}
     for m in cfg.get("models") or []:
         if isinstance(m, dict) and m.get("name"):
@@ -97,7 +104,7 @@ def provenance_of(r: RunData) -> dict[str, Any]:
         "models": sorted({s.model for s in r.summaries}),
         "batchmark_version": versions.pop("batchmark", None),
         "versions": {k: v for k, v in versions.items() if k != (name or "")},
-        "driver": meta.get("driver"),
+        "gpu_driver": meta.get("gpu_driver"),
         "source": meta.get("source", "measured"),
     }
 
@@ -129,7 +136,7 @@ def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[Provenanc
     add("batchmark_version", "batchmark version", pa["batchmark_version"], pb["batchmark_version"])
     for k in sorted(set(pa["versions"]) | set(pb["versions"])):
         add(f"versions.{k}", f"{k} version", pa["versions"].get(k), pb["versions"].get(k))
-    add("driver", "driver", pa["driver"], pb["driver"])
+    add("gpu_driver", "GPU driver", pa["gpu_driver"], pb["gpu_driver"])
     add("source", "source", pa["source"], pb["source"])
     return items
 

@@ -82,7 +82,8 @@ def variant_sides(res: Any, variant_a: str, variant_b: str) -> tuple[Any, Any]:
     Each side holds one variant's summaries and analysis rows with the variant set to one shared label
     (``A vs B``), so :func:`match_points` pairs A's point with B's of the same shape and concurrency (and an open-loop
     point by its place in its rate sweep) and the analysis models by workload; everything else of the run is the same
-    on both sides (one run: one machine, one config).
+    on both sides (one run: one machine, one config), but its run id, which names the side: ``RUN/variant`` (the
+    report's ``A = …, B = …`` said the run's id for both, and a reader could not tell which side was which variant).
 
     Args:
         res: the run (:class:`pipeline.analysis.stages.RunResults`).
@@ -107,5 +108,6 @@ def variant_sides(res: Any, variant_a: str, variant_b: str) -> tuple[Any, Any]:
             analysis[part] = [{**r, "variant": label} for r in res.analysis.get(part) or []
                               if (r.get("variant") or DEFAULT_VARIANT) == v]
         summaries = [dataclasses.replace(s, variant=label) for s in res.summaries if s.variant == v]
-        return dataclasses.replace(res, summaries=summaries, analysis=analysis)
+        return dataclasses.replace(res, meta={**res.meta, "run_id": f"{res.run_id}/{v}"}, summaries=summaries,
+                                   analysis=analysis)
     return side(variant_a), side(variant_b)

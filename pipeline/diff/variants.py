@@ -18,8 +18,17 @@ and a change is called only when its q value is ≤ α and its relative size is 
 
 Points left out of the frontier (failed, client-bound, measured on a busy machine:
 :func:`pipeline.analysis.frontier.exclusion`) are left out here too.  Each called change is said in one line
-("+22 % peak output throughput at c = 256", "TTFT p99 −30 % at c = 64": per metric, its largest called change);
-a variant with none is "no difference beyond noise".
+("+22 % peak output throughput (c = 256 vs the baseline's c = 64)", "TTFT p99 −30 % at c = 64": per metric, its
+largest called change); a variant with none is "no difference beyond noise".
+
+Which concurrencies a line pairs, and why: a per-point line compares like with like (the same shape and
+concurrency under both settings: what the setting changes at a load the reader chose).  The peak, the best point
+under the SLO and the frontier lines compare each setting's own best, which may lie at different concurrencies,
+because a setting moves it: ``--max-num-seqs 256`` lifts a peak the baseline reached at c = 64 to c = 256, and
+comparing at either one concurrency would say what neither setting is at its best (at the baseline's c = 64 the
+raised cap has nothing to do; at c = 256 the baseline is queueing, past its own best).  A deployment picks its
+concurrency per setting, so the honest question is what each setting's best gives; such a line says the
+concurrency each side took (:func:`_pair`), "at c = 64" where they are one.
 """
 
 from __future__ import annotations
@@ -163,25 +172,31 @@ def frontier_share(base: list[PointSummary], other: list[PointSummary], variant:
     return out
 
 
+def _pair(r: dict[str, Any], what: str = "") -> str:
+    """The concurrency each side of a paired row took (module docstring): `` at c = 64`` where they are one, else
+    `` (c = 256 vs the baseline's c = 64)`` (``what`` names the baseline's point: ``frontier point ``)."""
+    if r["base_concurrency"] == r["variant_concurrency"]:
+        return f" at c = {r['variant_concurrency']}"
+    return f" (c = {r['variant_concurrency']} vs the baseline's {what}c = {r['base_concurrency']})"
+
+
 def _lines(entry: dict[str, Any], many_shapes: bool) -> list[str]:
-    """The variant's called changes in words (module docstring), or :data:`NO_DIFFERENCE`."""
+    """The variant's called changes in words (module docstring), or :data:`NO_DIFFERENCE`; a line that pairs two
+    points says the concurrency of each (:func:`_pair`)."""
     lines = []
     shape = (lambda r: f" ({r['input_len']}/{r['output_len']})" if many_shapes else "")  # noqa: E731
     for r in entry["peak"]:
         if r["called"]:
-            base_c = "" if r["base_concurrency"] == r["variant_concurrency"] else f" (baseline's at c = {r['base_concurrency']})"
-            lines.append(f"{_pct(r['change'])} peak output throughput at c = {r['variant_concurrency']}{base_c}{shape(r)}")
+            lines.append(f"{_pct(r['change'])} peak output throughput{_pair(r)}{shape(r)}")
     for r in entry["slo_best"]:
         if r["called"]:
-            lines.append(f"{_pct(r['change'])} output throughput at the best point under the SLO, "
-                         f"c = {r['variant_concurrency']} (baseline's c = {r['base_concurrency']}){shape(r)}")
+            lines.append(f"{_pct(r['change'])} output throughput at the best point under the SLO{_pair(r)}{shape(r)}")
     moved = [r for r in entry["frontier_moved"] if r["called"]]
     if moved:
         top = max(moved, key=lambda r: abs(r["change"]))
         more = f" (called at {len(moved)} of {len(entry['frontier_moved'])} frontier points)" if len(moved) > 1 else ""
         lines.append(f"{_pct(top['change'])} output throughput at a per-user throughput of at least "
-                     f"{top['per_user_tok_s']:,.1f} tok/s (c = {top['variant_concurrency']} against the baseline's "
-                     f"frontier point c = {top['base_concurrency']}){shape(top)}{more}")
+                     f"{top['per_user_tok_s']:,.1f} tok/s{_pair(top, 'frontier point ')}{shape(top)}{more}")
     for spec in POINT_METRICS:
         rows = [r for r in entry["points"] if r["metric"] == spec.key]
         hits = [r for r in rows if r["called"]]

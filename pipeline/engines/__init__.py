@@ -17,25 +17,25 @@ if TYPE_CHECKING:
 
 
 def get_engine(cfg: "SweepConfig") -> "Engine":
-    """Instantiate the engine named by ``cfg.engine``.
+    """Instantiate the engine named by ``cfg.backend``.
 
     Raises:
         BatchmarkError: an engine this installation does not have.
     """
-    if cfg.engine == "transformers":
+    if cfg.backend == "transformers":
         from pipeline.engines.transformers import TransformersEngine
 
         return TransformersEngine(cfg)
-    if cfg.engine == "openai":
+    if cfg.backend == "openai":
         from pipeline.engines.openai import OpenAIEngine
 
         return OpenAIEngine(cfg)
-    if cfg.engine == "vllm":
+    if cfg.backend == "vllm":
         from pipeline.engines.vllm import VLLMEngine
 
         return VLLMEngine(cfg)
-    if cfg.engine == "simulated":
+    if cfg.backend == "simulated":
         from pipeline.engines.simulated import SimulatedEngine
 
         return SimulatedEngine(cfg)
-    raise BatchmarkError(f"engine: {cfg.engine!r} is not available in this build")
+    raise BatchmarkError(f"backend: {cfg.backend!r} is not available in this build")

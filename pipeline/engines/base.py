@@ -20,10 +20,12 @@ class PointDoesNotFit(Exception):
 
 
 class Engine(Protocol):
-    """What the sweep driver needs from an engine.
+    """What the sweep driver needs from a backend (the code calls each an engine object: it drives one).
 
     Attributes:
-        name: the engine's name in configs and point keys (``transformers``, ``openai``, ``vllm``).
+        name: the backend's name in configs (``transformers``, ``openai``, ``vllm``, ``simulated``).
+        serving_engine: the serving engine that produces the tokens, the point keys' ``engine`` (``transformers``,
+            ``vllm``, ``simulated``; for ``openai`` what the endpoint is: :mod:`pipeline.engines.endpointkind`).
         device: the device the hardware probe measures for this engine (``cpu``, ``cuda``, or
             ``auto`` where the engine cannot see the device, as for a server).
 
@@ -40,6 +42,7 @@ class Engine(Protocol):
     """
 
     name: str
+    serving_engine: str
     device: str
 
     def attach_run(self, run_dir: Path) -> None:

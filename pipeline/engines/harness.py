@@ -3,7 +3,8 @@
 A published figure comes from a harness, and the same server gives different figures under each:
 
 - ``static``: one batch of B sequences, prefilled together, then decoded together (llama-bench,
-  llama-batched-bench, the transformers engine).  TTFT = the batch's prefill; TPOT = one step at B; every
+  llama-batched-bench, the transformers engine).  TTFT = the batch's prefill (its FLOPs, and an MoE's expert read
+  once per pass of the engine's ``prefill_chunk_tokens``); TPOT = one step at B; every
   sequence decodes the same token ids in llama.cpp's benches, so an MoE's coverage stays k/E;
 - ``wave``: c requests sent at once, each ``input_len`` + ``output_len`` (llama-benchy).  The server prefills the
   prompts in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill); a request prefilled in chunk j decodes
@@ -22,7 +23,7 @@ from __future__ import annotations
 import math
 
 from pipeline.cards.modelcards import ModelCard
-from pipeline.cards.stepcost import engine_step_s, prefill_s
+from pipeline.cards.stepcost import engine_step_s, prefill_expert_read_s, prefill_s
 
 HARNESSES = ("static", "wave", "closed")
 
@@ -33,10 +34,13 @@ def _decode(card, b, ctx, bw, peak, terms, identical):
 
 def static_batch(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, batch: int,
                  input_len: int, output_len: int, depth: int = 0, identical_routing: bool = True) -> dict[str, float]:
-    """One static batch: ``{"decode_tok_s", "tpot_s", "ttft_s"}`` (TTFT: the batch's prefill of ``batch`` prompts)."""
+    """One static batch: ``{"decode_tok_s", "tpot_s", "ttft_s"}`` (TTFT: the batch's prefill of ``batch`` prompts, their
+    ``batch × input_len`` tokens packed into passes of the engine's ``prefill_chunk_tokens``, each reading the experts:
+    :func:`pipeline.cards.stepcost.prefill_expert_read_s`)."""
     step = _decode(card, batch, depth + input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, identical_routing)
     one = prefill_s(card, input_len, depth, terms, peak_tflops) - terms.prefill_overhead_s
-    return {"decode_tok_s": batch / step, "tpot_s": step, "ttft_s": terms.prefill_overhead_s + batch * one}
+    read = prefill_expert_read_s(card, batch * input_len, terms, bandwidth_gb_s)
+    return {"decode_tok_s": batch / step, "tpot_s": step, "ttft_s": terms.prefill_overhead_s + batch * one + read}
 
 
 def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int, input_len: int,

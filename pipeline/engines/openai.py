@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 from typing import Any
 
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
-from pipeline.engines import client
+from pipeline.engines import client, endpointkind
 from pipeline.engines.served import (ServedEngine, card_from_config, load_tokenizer,  # noqa: F401  (importable from here)
                                      parse_prometheus, served_card)
 
@@ -34,6 +33,19 @@ class OpenAIEngine(ServedEngine):
         if cfg.openai.api_key_env:  # a key only if the server wants one (README); unset: no key is sent
             self.api_key = os.environ.get(cfg.openai.api_key_env) or None
         self._murl: str | None = None
+        self._serving_engine: str | None = cfg.openai.engine
+
+    @property
+    def serving_engine(self) -> str:
+        """What the endpoint is (``openai.engine``, else what the server says, else ``openai``): the point keys' engine,
+        asked once (:func:`pipeline.engines.endpointkind.detect_engine`)."""
+        if self._serving_engine is None:
+            async def ask() -> str:
+                async with client.make_session(1) as session:
+                    return await endpointkind.detect_engine(session, self.opts.base_url)
+
+            self._serving_engine = asyncio.run(ask())
+        return self._serving_engine
 
     def _target(self) -> client.Target:
         return client.Target(base_url=self.opts.base_url, model=self.spec.served_name, endpoint=self.opts.endpoint,
@@ -49,18 +61,18 @@ class OpenAIEngine(ServedEngine):
             BatchmarkError: no tokenizer, or the server refuses a plain streaming request.
         """
         self._prepare(spec, "openai")
-        url = self.opts.metrics_url or re.sub(r"/v1/?$", "", self.opts.base_url.rstrip("/")) + "/metrics"
+        url = self.opts.metrics_url or endpointkind.server_root(self.opts.base_url) + "/metrics"
 
         async def check() -> bool:
             async with client.make_session(1) as session:
                 return await self._scrape(session, url) is not None
 
         self._murl = url if asyncio.run(check()) else None
-        return served_card(spec, self.tokenizer_source, self.card_reasons, "openai", self.cfg.hardware)
+        return served_card(spec, self.tokenizer_source, self.card_reasons, self.serving_engine, self.cfg.hardware)
 
     def provenance(self) -> dict[str, Any]:
         """Engine description for ``run.json`` (never the API key)."""
-        return {"engine": "openai", "base_url": self.opts.base_url, "endpoint": self.opts.endpoint,
+        return {"engine": self.serving_engine, "backend": "openai", "base_url": self.opts.base_url, "endpoint": self.opts.endpoint,
                 "api_key_env": self.opts.api_key_env, "requests_per_point": self.opts.requests_per_point,
                 "timeout_s": self.opts.timeout_s, "extra_body": self.opts.extra_body,
                 "client": self.client_description(),

@@ -44,7 +44,7 @@ def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | 
 
 
 def server_version(engine: dict[str, Any]) -> str | None:
-    """The version the started servers reported (``run.json`` ``engine.servers.<model>.server_version``; a fault
+    """The version the started servers reported (``run.json`` ``server.servers.<model>.server_version``; a fault
     seen in a committed run: a vLLM run's ``versions.vllm`` was null while the version was there), several joined by ", "; None without."""
     servers = engine.get("servers") if isinstance(engine.get("servers"), dict) else {}
     found = sorted({str(s["server_version"]) for s in servers.values()

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.engines.simserver import ServerModel, attended_tokens, refusal
+from pipeline.engines.simserver import ServerModel, attended_tokens, one_sequence_attended, refusal
 from pipeline.core.records import RequestRecord
 
 # Prometheus names of vLLM V1 the metrics stage reads (pipeline.metrics.summarize.server_state).
@@ -126,6 +126,7 @@ class _Loop:
         self.t = start_s
         self.sent = self.in_flight = self.measured_done = self.steps = 0
         self.preempt0 = server.preemptions_total
+        self._attended = one_sequence_attended(server.card)
         self.max_run, self.max_wait, self.max_kv = 0, 0, 0.0
         self.open_loop = load != "closed"
         self.next_arrival = start_s if self.open_loop else math.inf
@@ -323,12 +324,13 @@ class _Loop:
         """One step of ``sched``: its time (``ServerModel._time``, noise), a token per computed prompt; finished ones out."""
         server = self.server
         tokens, prompt_tokens, kv_lt, attn_lt, prompt_lt = 0, 0, 0.0, 0.0, 0.0
+        attended = self._attended
         for r, n in sched:
             tokens += n
             end_ctx = r.computed + n
-            a_end = float(attended_tokens(server.card, end_ctx))
+            a_end = attended(end_ctx)
             kv_lt += a_end
-            a = a_end if n == 1 else n * float(attended_tokens(server.card, r.computed + n / 2))
+            a = a_end if n == 1 else n * attended(r.computed + n / 2)
             attn_lt += a
             if r.computed < r.total - 1:  # a prefill chunk (not the one decode token of a running sequence)
                 prompt_tokens += n

@@ -37,13 +37,14 @@ The server (:class:`ServerModel`, run by :func:`pipeline.engines.simloop.simulat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.stepcost import (calibrated_step_s, compute_format, coverage_at, expert_flops_per_step,
-                                     weight_bytes_per_step)
+                                     moe_kernel_factor, weight_bytes_per_step)
 
 #: vLLM's default KV block size (tokens per block) on CUDA.
 BLOCK_SIZE = 16
@@ -65,6 +66,14 @@ def attended_tokens(card: ModelCard, context: np.ndarray | float) -> np.ndarray 
     if not sliding:
         return full * np.asarray(context, dtype=float) if isinstance(context, np.ndarray) else full * float(context)
     return full * context + sliding * np.minimum(context, card.sliding_window)
+
+
+def one_sequence_attended(card: ModelCard) -> Callable[[float], float]:
+    """:func:`attended_tokens` of one sequence as a plain function of its context (the same arithmetic, without numpy's
+    per-call cost: the event loop asks it per request per step)."""
+    sliding = card.sliding_layers if card.sliding_window else 0
+    full, window = card.num_layers - sliding, card.sliding_window
+    return (lambda ctx: float(full * ctx + sliding * min(ctx, window))) if sliding else (lambda ctx: float(full * ctx))
 
 
 def kv_blocks(card: ModelCard, memory_gb: float, gpu_memory_utilization: float, block_size: int = BLOCK_SIZE) -> int:
@@ -176,7 +185,7 @@ class ServerModel:
         """Overhead + bytes + decode FLOPs of a step under the engine's terms (floats or numpy arrays of ``kv_lt``)."""
         t, c = self.terms, self.card
         cover = coverage_at(max(tokens, 1), c.experts_per_token, c.num_experts, t.routing_scale) if c.expert_bytes else 0.0
-        experts = c.expert_bytes * cover / (t.expert_batched_fraction if tokens >= 2 else 1.0)
+        experts = c.expert_bytes * cover * moe_kernel_factor(c, tokens, cover, t)
         mem = (c.dense_bytes + experts + t.attention_factor * self._per_layer * kv_lt) * self._mem_s / t.bandwidth_fraction
         experts = expert_flops_per_step(c, decode_tokens)
         dense_f = t.dense_compute_fraction or t.compute_fraction

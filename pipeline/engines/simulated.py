@@ -112,6 +112,7 @@ class SimulatedEngine:
     """
 
     name = "simulated"
+    serving_engine = "simulated"
     device = "simulated"
 
     def __init__(self, cfg: SweepConfig):

@@ -29,6 +29,7 @@ class TransformersEngine:
     """Static-batch decode timing of a Hugging Face causal LM (CPU or CUDA)."""
 
     name = "transformers"
+    serving_engine = "transformers"
 
     def __init__(self, cfg: SweepConfig):
         import torch

@@ -117,6 +117,7 @@ class VLLMEngine(ServedEngine):
     """A server batchmark starts and stops for each model (vLLM by default)."""
 
     name = "vllm"
+    serving_engine = "vllm"
 
     def __init__(self, cfg: SweepConfig):
         super().__init__(cfg, cfg.vllm)

@@ -4,7 +4,9 @@ The file is one object of metrics, each ``{"unit", "avg", "p1" … "p99", "min",
 "std"}`` (throughputs and counts carry only ``avg``), plus ``input_config`` with the run's
 settings (``loadgen.concurrency``, ``loadgen.request_rate``, ``endpoint.model_names``;
 GenAI-Perf puts ``concurrency``, ``request_rate`` and ``model`` at the top of
-``input_config``).  One file is one point.
+``input_config``).  One file is one run of one point; the files of one point with the same settings are its repeats,
+and a sweep's files of other lengths or concurrencies its other shapes and points
+(:mod:`pipeline.importers.aiperf_runs`).
 
 Mapping, by each metric's definition in AIPerf's metrics reference (``docs/metrics_reference.md``
 of ai-dynamo/aiperf), never by its name:
@@ -50,7 +52,7 @@ with its ``tag`` and ``header``; TTFT tagged ``ttft``), read alike; GenAI-Perf w
 Refused as no closed-loop point, naming the setting: multi-turn sessions and ``--prefill-concurrency``
 (:func:`pipeline.importers.aiperf_settings.refuse_sessions_and_gates`).  An output length above the requested one (beyond the tolerance) was not
 generated: caveat ``output_count_not_measured`` too, named as GenAI-Perf 24.11–24.12's streaming output-length bug
-for a GenAI-Perf export.  AIPerf's multi-run layout (``--num-profile-runs``): :mod:`pipeline.importers.aiperf_runs`.
+for a GenAI-Perf export.  AIPerf's multi-run layout (``--num-profile-runs``) and its sweeps: :mod:`pipeline.importers.aiperf_runs`.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipeline.importers.aiperf_runs import aggregate_refusal, beside_its_runs, is_aggregate, run_root
+from pipeline.importers.aiperf_runs import aggregate_refusal, beside_its_runs, is_aggregate, repeats, swept_concurrency
 from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_schedules, setting as _setting
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
@@ -163,7 +165,7 @@ def error_counts(d: dict[str, Any]) -> tuple[int | None, int]:
 
 def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: float,
                concurrency: int | None = None, rate_given: float | None = None):
-    """One profile export → (point, model as named, tool version)."""
+    """One profile export → (point, model as named, tool version, its ``input_config``)."""
     d = _load(path)
     cfg = d.get("input_config")
     if not isinstance(cfg, dict):
@@ -215,7 +217,7 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                             "request; only its mean is kept as TPOT")
     _add_caveats(point, d, cfg, lens[1], conc, int(completed), cancelled)
     version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
-    return point, raw, str(version) if version else None
+    return point, raw, str(version) if version else None, cfg
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -246,6 +248,7 @@ def _concurrency(path: Path, cfg: dict[str, Any], stimulus: dict[str, Any], conc
     rate = _setting(cfg, ("loadgen", "request_rate"), ("request_rate",), ("perf_analyzer", "stimulus", "request_rate"))
     conc = _setting(cfg, ("loadgen", "concurrency"), ("concurrency",), ("perf_analyzer", "stimulus", "concurrency"))
     conc = concurrency if conc is None and concurrency is not None else conc
+    conc = swept_concurrency(path, conc) if isinstance(conc, list) else conc  # a sweep's list: its folder's value
     rate = rate_given if rate is None and conc is None and rate_given is not None else rate
     if rate is not None:
         rate_at = next((f"field input_config.{'.'.join(p)}" for p in (("loadgen", "request_rate"), ("request_rate",),
@@ -341,23 +344,17 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     from pipeline.importers.vllm_bench import merge_repeats
 
     engine = engine or ENGINE
-    points, names, versions = [], {}, set()
-    runs: dict[Any, list[Any]] = {}  # (point, artifact) → the exports of AIPerf's multi-run layout (aiperf_runs)
+    names, versions = {}, set()
+    exports: list[tuple[Path, Any, dict[str, Any]]] = []  # (file, point, its input_config): aiperf_runs.repeats
     for path in paths:
         if beside_its_runs(path, paths):
             continue  # the aggregate of runs imported beside it
-        pt, raw, version = parse_file(path, model, engine, max_failure_rate, concurrency, rate)
-        root = run_root(path)
-        if root is not None:
-            runs.setdefault((pt.key, root), []).append((path, pt))
-        else:
-            points.append(pt)
+        pt, raw, version, cfg = parse_file(path, model, engine, max_failure_rate, concurrency, rate)
+        exports.append((path, pt, cfg))
         names[pt.model] = raw
         if version:
             versions.add(version)
-    for group in runs.values():
-        group.sort(key=lambda e: Path(e[0]).resolve().parent.name)
-        points.append(group[0][1] if len(group) == 1 else merge_repeats([pt for _, pt in group]))
+    points = [group[0][1] if len(group) == 1 else merge_repeats([pt for _, pt in group]) for group in repeats(exports)]
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "aiperf", ", ".join(sorted(versions)) or None, [str(p) for p in paths], points,
                         {k: ModelInfo(raw_name=v) for k, v in names.items()})

@@ -37,6 +37,9 @@ class ImportResult:
     summaries: list[PointSummary]
     models: dict[str, ModelInfo] = field(default_factory=dict)
     details: dict[str, Any] = field(default_factory=dict)
+    #: ``run.json`` ``variants`` (``[{name, baseline, settings}]``, baseline first) where the source measured several
+    #: server settings (``vllm bench sweep serve --serve-params``); empty: one server, its points of variant ``default``.
+    variants: list[dict[str, Any]] = field(default_factory=list)
 
 
 def summary(model: str, engine: str, input_len: int, output_len: int, concurrency: int | None,
@@ -129,8 +132,9 @@ def _build_imported_run(result: ImportResult, hw: Any, final: Path, runs_dir: Pa
             "model_cards_used": matches,
             "models_unknown": {k: f"{v}; kind, ceiling, roofline and MBU are null" for k, v in unknown.items()},
             "hardware": hw.model_dump(mode="json"), "probe": None, "config": None,
-            "engine": {"engine": f"{', '.join(engines)} (measured by {tool})"},
+            "server": {"engine": f"{', '.join(engines)} (measured by {tool})"},
             "versions": {result.tool: result.tool_version, "batchmark": __version__},
+            **({"variants": result.variants} if result.variants else {}),
             "stopped": {}, "command": command,
             "imported_at": now, "finished_at": now}))
         for name, card in cards.items():

@@ -29,6 +29,9 @@ Files people really have:
   and is flagged (caveat ``sweep_runs_failed``: the number of such runs; its errors name each), and
   a record with no result beside it is refused, naming it (the real 0.32 record was refused
   as "field model_id: missing; pass --model");
+- ``vllm bench sweep serve --serve-params`` folders (``SERVE--<server>-BENCH--<bench>/``): each server combination
+  is a variant of the one run, named from the combination, the first run the baseline, its parameters the variant's
+  settings (:mod:`~pipeline.importers.vllm_sweep`); the same for a log's ``Server overrides:`` sections;
 - a ramp-up run (``ramp_up_strategy`` with ``ramp_up_start_rps`` → ``ramp_up_end_rps``) is open
   loop at a changing rate, whatever ``request_rate`` says: refused, naming it;
 - a printed block without a concurrency or rate line: ``batchmark import --concurrency N`` or
@@ -49,6 +52,7 @@ from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
 from pipeline.importers.parsing import fail, read_text, wrong_format
 from pipeline.importers.vllm_block import parse_block
 from pipeline.importers.vllm_result import is_closed_loop_rate, is_sglang, point_from_result
+from pipeline.importers.vllm_sweep import json_settings, log_settings, server_failure, variants_table
 from pipeline.core.pointsummary import distribution
 
 FORMAT = "vllm-bench"
@@ -98,7 +102,7 @@ def merge_repeats(points: list[Any]) -> Any:
         for k, v in (p.caveats or {}).items():
             caveats[k] = caveats.get(k, 0) + v
     out = summary(first.model, first.engine, first.input_len, first.output_len, first.concurrency,
-                  repeats=len(points), completed=completed, failed=failed, caveats=caveats,
+                  variant=first.variant, repeats=len(points), completed=completed, failed=failed, caveats=caveats,
                   failure_rate=failed / (completed + failed) if completed + failed else None,
                   output_throughput_tok_s=med(thr), per_user_tok_s=1.0 / tpot["p50"] if tpot and tpot["p50"] else None,
                   ttft_s=dist("ttft_s"), tpot_s=tpot, itl_chunk_s=dist("itl_chunk_s"), e2el_s=dist("e2el_s"),
@@ -148,9 +152,11 @@ WARMUP_ONLY = ("holds only vllm bench sweep's warm-up (run_number -1, warmup.jso
 def parse_json(path: Path, text: str, model: str | None, engine: str | None,
                max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
                rate: float | None = None, warmup_ok: bool = False,
-               failures: list[tuple[Path, int, str]] | None = None) -> list[tuple[Any, str, str | None, int | None]]:
+               failures: list[tuple[Path, int, str]] | None = None) -> list[tuple[Any, str, str | None, int | None, Any]]:
     """A save-result file (one object), an ``--append-result`` file (one object per line) or a ``vllm bench sweep``
-    ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number)].
+    ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number, server combination)];
+    the combination (name, settings, order) of a result in a ``SERVE-…`` folder, else None
+    (:func:`pipeline.importers.vllm_sweep.json_settings`).
 
     Warm-up results (``run_number`` −1) are left out; a file of nothing else is refused unless ``warmup_ok``
     (then it gives []).  ``vllm bench sweep``'s records of a failed run (:func:`is_sweep_failure`) are appended to
@@ -200,7 +206,9 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
         version = d.get("vllm_version") or d.get("version")
         pt = point_from_result(path, d, model_name_as_given(raw), engine or ("sglang" if is_sglang(d) else ENGINE),
                                where=where, max_failure_rate=max_failure_rate)
-        out.append((pt, raw, str(version) if version else None, run_number(d)))
+        found = json_settings(path, d, Path(path).resolve().parent.name)
+        comb = (*found, (str(d.get("date") or ""), str(path), line)) if found else None
+        out.append((pt, raw, str(version) if version else None, run_number(d), comb))
     if not out and failed_runs:
         return out  # parse() refuses a record with no result beside it
     if not out and warmups:
@@ -225,8 +233,9 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     """
     names, versions = {}, set()
     given = {Path(p).resolve() for p in paths}
-    entries: list[tuple[Any, int | None, Path, Any]] = []  # (point, run number, file, its combination)
+    entries: list[tuple[Any, int | None, Path, Any, Any]] = []  # (point, run number, file, its combination, server)
     failures: list[tuple[Path, int, str]] = []
+    servers_failed: list[dict[str, Any]] = []  # vllm bench sweep's SERVE-<name>-failure.json records (vllm_sweep)
     runs_given = [q for q in given if re.fullmatch(r"run=\d+\.json", q.name)]
     for path in paths:
         runs_beside = any(q.parent == Path(path).resolve().parent for q in runs_given)
@@ -238,30 +247,38 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         head = text.lstrip()[:1]
         if head == "[" and path.name == "summary.json" and runs_beside:
             continue  # the list of the run=N.json results beside it
+        failed_server = server_failure(path, text)
+        if failed_server is not None:
+            servers_failed.append(failed_server)  # a server that never started measured nothing: named in run.json
+            continue
         if head in ("{", "["):
-            for pt, raw, version, run in parse_json(path, text, model, engine, max_failure_rate, concurrency, rate,
-                                                    warmup_ok=True, failures=failures):
-                entries.append((pt, run, path, Path(path).resolve().parent))
+            for pt, raw, version, run, comb in parse_json(path, text, model, engine, max_failure_rate, concurrency,
+                                                          rate, warmup_ok=True, failures=failures):
+                entries.append((pt, run, path, Path(path).resolve().parent, comb))
                 names[pt.model] = raw
                 if version:
                     versions.add(version)
         else:
             for pt, run, server in parse_block(path, text, model, engine, max_failure_rate, concurrency,
                                                rate):
-                entries.append((pt, run, path, (Path(path).resolve(), server)))
+                found = log_settings(path, server) if server else None
+                comb = (*found, ("", str(path), len(entries))) if found else None
+                entries.append((pt, run, path, (Path(path).resolve(), server), comb))
                 names[pt.model] = model or pt.model
+    if not entries and not failures and servers_failed:
+        raise fail(servers_failed[0]["file"], None, "vllm bench sweep's record of a server combination that failed "
+                                                    "(--continue-on-error): it measured nothing, and no result is beside it")
     if not entries and not failures:
         raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
     # repeats merge only within one combination: one folder of run=N.json (vllm bench sweep's layout), or one
     # server's section of a printed log; the same point from two combinations is two servers (--serve-params)
+    variants = server_variants(entries)
     groups: dict[Any, list[tuple[Any, int | None, Path]]] = {}
-    for pt, run, path, where in entries:
+    for pt, run, path, where, _ in entries:
         groups.setdefault((pt.key, where), []).append((pt, run, path))
     points = []
     folders: list[tuple[Any, set[Path]]] = []  # (point, the folders its results came from)
-    combos: dict[Any, list[Any]] = {}  # point key → the combinations it came from
     for (key, where), group in groups.items():
-        combos.setdefault(key, []).append(where)
         runs = [run for _, run, _ in group]
         if len(group) > 1 and all(r is not None for r in runs) and len(set(runs)) == len(runs):
             points.append(merge_repeats([pt for pt, _, _ in sorted(group, key=lambda e: e[1])]))
@@ -270,11 +287,11 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
             for pt, _, p in group:
                 points.append(pt)
                 folders.append((pt, {Path(p).resolve().parent}))
-    _refuse_serve_combinations(paths, combos)
     _flag_failed_runs(failures, folders)
     check_unique(", ".join(map(str, paths)), points)
     return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
-                        points, {k: ModelInfo(raw_name=v) for k, v in names.items()})
+                        points, {k: ModelInfo(raw_name=v) for k, v in names.items()}, variants=variants,
+                        details={"server_combinations_failed": servers_failed} if servers_failed else {})
 
 
 def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple[Any, set[Path]]]) -> None:
@@ -295,22 +312,23 @@ def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple
             pt.errors = [*pt.errors, f"vllm bench sweep run {run} failed ({error_type}; {Path(path).name}): left out"]
 
 
-def _refuse_serve_combinations(paths: list[Path], combos: dict[Any, list[Any]]) -> None:
-    """Refuse one point's results from several ``vllm bench sweep serve`` combinations that differ in the server
-    (``--serve-params``: ``SERVE-…`` folders, or the ``Server overrides:`` sections of a printed log): each is another
-    server, so a run of their own (a real sweep over ``max_num_seqs`` 2 and 4 was refused as "two results
-    for the same point" without a word of why).
+def server_variants(entries: list[tuple[Any, int | None, Path, Any, Any]]) -> list[dict[str, Any]]:
+    """Name each result's point by its ``--serve-params`` server combination (:mod:`~pipeline.importers.vllm_sweep`)
+    and return the run's ``variants`` (``[{name, baseline, settings}]``, baseline first); [] when no result has one
+    (every point stays of variant ``default``).
 
     Raises:
-        BatchmarkError: naming the combinations.
+        BatchmarkError: results of server combinations mixed with results of none (naming a file of each), or
+            :func:`~pipeline.importers.vllm_sweep.variants_table`'s refusals.
     """
-    for key, wheres in combos.items():
-        if len(wheres) < 2:
-            continue
-        names = sorted({w.name if isinstance(w, Path) else f"{w[0].name} (Server overrides: {w[1]})" for w in wheres
-                        if (isinstance(w, Path) and w.name.startswith("SERVE-")) or (not isinstance(w, Path) and w[1])})
-        if len(names) >= 2:
-            raise fail(", ".join(map(str, paths)), None,
-                       f"the point ({key.label()}) comes from vllm bench sweep serve combinations of different servers "
-                       f"({', '.join(names[:4])}{', …' if len(names) > 4 else ''}): import each combination "
-                       "(each SERVE-… folder) as a run of its own")
+    with_comb = [e for e in entries if e[4] is not None]
+    if not with_comb:
+        return []
+    without = next((e for e in entries if e[4] is None), None)
+    if without is not None:
+        raise fail(without[2], None, f"a result of no --serve-params server combination imported with results of "
+                                     f"server combinations ({with_comb[0][2]}): a mixed-up folder; import them apart")
+    names, table = variants_table([(c[0], c[1], c[2], c[3], str(path)) for _, _, path, _, c in with_comb])
+    for pt, _, _, _, c in with_comb:
+        pt.variant = names[c[0]]
+    return table

@@ -12,10 +12,14 @@ from (``source``): fitted to which published runs, or taken from which publicati
   holds for every other matmul and the attention (dense GEMMs run at another efficiency than MoE kernels);
 - ``expert_batched_fraction``: the fraction of the B = 1 expert read speed the MoE kernel keeps from B = 2 on
   (llama.cpp switches from its mat-vec to its batched MoE kernel; 1: no switch);
+- ``expert_token_exponent``: p, from B = 2 on the MoE kernel spends ``t^p / e`` times the touched experts' B = 1
+  read, t the tokens routed to each (:func:`pipeline.cards.stepcost.moe_kernel_factor`); None: 0 (the jump alone);
 - ``attention_factor``: the cost of reading the KV cache relative to its bytes at that bandwidth (flash
   attention at long context costs more than its bytes);
 - ``prefill_tflops``: the prefill FLOP rate per compute format (TFLOP/s): a prompt costs its matmul and
   attention FLOPs at that rate;
+- ``prefill_chunk_tokens``: the tokens of one prefill pass (llama.cpp's n_ubatch): an MoE reads its routed experts'
+  weights once a pass (:func:`pipeline.cards.stepcost.prefill_expert_read_s`); None: that read not modelled;
 - ``routing_scale``: the routing locality prior of an MoE under distinct prompts: B tokens of one step touch
   experts as ``B_eff = 1 + (B − 1) / (1 + (B − 1) / routing_scale)`` independent tokens would
   (:func:`pipeline.cards.stepcost.effective_batch`); None: uniform routing.
@@ -36,9 +40,11 @@ class EngineTerms(BaseModel):
     compute_fraction: float = Field(gt=0, le=1.0)
     dense_compute_fraction: float | None = Field(default=None, gt=0, le=1.0)
     expert_batched_fraction: float = Field(default=1.0, gt=0, le=1.0)
+    expert_token_exponent: float | None = Field(default=None, ge=0, le=1.5)
     attention_factor: float = Field(default=1.0, gt=0, le=10)
     prefill_tflops: dict[str, float] = Field(default_factory=dict)
     prefill_overhead_s: float = Field(default=0.0, ge=0, le=60)
+    prefill_chunk_tokens: int | None = Field(default=None, ge=1)
     routing_scale: float | None = Field(default=None, gt=0)
     source: str
 

@@ -249,6 +249,12 @@ class RunView:
         return self.__dict__["_quality"]
 
     @property
+    def variants(self) -> list[str]:
+        """The variants (server settings) the run's workloads were measured under, in order (``default`` for a
+        workload that names none): the run page's model table names each row's where there are more than one."""
+        return list(dict.fromkeys(w.model.get("variant") or DEFAULT_VARIANT for w in self.workloads))
+
+    @property
     def simulated(self) -> bool:
         """True for a run of the simulated server (``source: simulated``): a prediction, never a headline or an
         explainer's example, labelled wherever it is shown."""
@@ -269,18 +275,18 @@ class RunView:
     @property
     def engine_version(self) -> str | None:
         """The engine's version: ``versions.<engine>`` of ``run.json``, else what its servers reported
-        (``engine.servers``; the run page showed no vLLM version), else None."""
+        (``server.servers``; the run page showed no vLLM version), else None."""
         from pipeline.engines.served import server_version
 
-        eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
+        eng = self.meta.get("server") if isinstance(self.meta.get("server"), dict) else {}
         name = eng.get("engine")
         versions = self.meta.get("versions") or {}
         return (versions.get(name) if name else None) or eng.get(f"{name}_version") or server_version(eng)
 
     @property
     def server_commands(self) -> list[tuple[str, str]]:
-        """``[(model, the exact server command)]`` of a run whose engine started servers (``engine.servers``)."""
-        eng = self.meta.get("engine") if isinstance(self.meta.get("engine"), dict) else {}
+        """``[(model, the exact server command)]`` of a run whose backend started servers (``server.servers``)."""
+        eng = self.meta.get("server") if isinstance(self.meta.get("server"), dict) else {}
         servers = eng.get("servers") if isinstance(eng.get("servers"), dict) else {}
         return [(str(m), str(s["command"])) for m, s in sorted(servers.items())
                 if isinstance(s, dict) and s.get("command")]
@@ -365,7 +371,7 @@ def _prediction(points: list[Any] | None, analysis_points: list[dict[str, Any]],
         model_card = ModelCard.from_dict(card) if card else None
     except TypeError:
         model_card = None
-    server = ((meta.get("engine") or {}).get("servers") or {}).get(model)
+    server = ((meta.get("server") or {}).get("servers") or {}).get(model)
     limits = (server.get("limits") if isinstance(server, dict) else None) or {}
     rows = {a["concurrency"]: a for a in analysis_points if a.get("concurrency") is not None}
     return predict_workload(points, rows, model_card, hardware, None, limits)

@@ -43,6 +43,7 @@ from typing import Any
 from pipeline.config.sweepconfig import SimulatedOptions, SweepConfig
 from pipeline.plan import bounds
 from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from here)
+from pipeline.plan.simrepeats import simulated_repeat
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, load_profile
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
@@ -204,12 +205,12 @@ def _flag(args: list[str], name: str) -> int | None:
 def server_options(cfg: SweepConfig) -> SimulatedOptions:
     """The simulated server's options for a config: its own for ``simulated``, else the ``vllm`` engine's flags and
     the client's request counts (so the plan sends what the sweep will send)."""
-    if cfg.engine == "simulated":
+    if cfg.backend == "simulated":
         return cfg.simulated.model_copy(update={"step_time_cv": 0.0, "repeat_time_cv": 0.0})
-    client = cfg.openai if cfg.engine == "openai" else cfg.vllm
+    client = cfg.openai if cfg.backend == "openai" else cfg.vllm
     upd: dict[str, Any] = {"requests_per_point": client.requests_per_point, "requests_per_slot": client.requests_per_slot,
                            "min_requests": client.min_requests}
-    if cfg.engine == "vllm":
+    if cfg.backend == "vllm":
         upd.update(max_num_seqs=cfg.vllm.max_num_seqs, max_model_len=cfg.vllm.max_model_len,
                    gpu_memory_utilization=cfg.vllm.gpu_memory_utilization)
         batched = _flag(cfg.vllm.extra_args, "--max-num-batched-tokens")
@@ -231,7 +232,6 @@ def _summary(key: PointKey, res, slo: dict | None):
 
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
                 fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None) -> tuple[PlanPoint, Any]:
-    from pipeline.engines.simloop import simulate_repeat
     from pipeline.engines.simserver import refusal
     from pipeline.engines.simulated import request_counts
 
@@ -240,8 +240,7 @@ def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, war
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
                          key.load, key.rate_rps, kv_need, key.max_concurrency), None
-    res = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas, concurrency=key.concurrency,
-                          load=key.load, rate_rps=key.rate_rps, max_concurrency=key.max_concurrency, schedule_seed=0)
+    res = simulated_repeat(server, key, n_warm, n_meas)
     summ = _summary(key, res, slo)
     wall = repeats * (res.end_s + REPEAT_OVERHEAD_S)
     return PlanPoint(key.concurrency, wall, ok, why, True, (summ.tpot_s or {}).get("p50"), (summ.ttft_s or {}).get("p50"),
@@ -298,7 +297,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     from pipeline.config.variants import kv_cache_name, shape_config, variant_config, variant_shapes
     from pipeline.engines.simulated import resolve_card
 
-    if cfg.engine == "transformers":
+    if cfg.backend == "transformers":
         raise BatchmarkError(f"{cfg.name}: engine transformers runs static batches in process; the plan models a "
                              "continuous-batching server (engines vllm, openai, simulated)")
     from pipeline.plan.probed import plan_hardware
@@ -316,7 +315,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
         for v in cfg.variant_list():
             vcfg = variant_config(cfg, v)
             opts = server_options(vcfg).model_copy(update=upd)
-            card = resolve_card(spec, hw.name, cfg.engine if cfg.engine != "simulated" else "vllm")
+            card = resolve_card(spec, hw.name, cfg.stated_engine() if cfg.backend != "simulated" else "vllm")
             if kv_cache_name(v):
                 card = with_kv_cache(card, kv_cache_name(v))
             grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)
@@ -328,7 +327,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 cell.tuned = len(cfg.variant_list()) > 1 or len(cfg.shapes()) > 1
                 models.append(cell)
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
-    return Plan(cfg.name, hw.name, cfg.engine, total, models, reps, opts.requests_per_slot, opts.min_requests,
+    return Plan(cfg.name, hw.name, cfg.backend, total, models, reps, opts.requests_per_slot, opts.min_requests,
                 adaptive=cfg.adaptive is not None, hardware_note=hw_note)
 
 
@@ -355,7 +354,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
             if weak_doublings(curve, cfg.knee_threshold) >= cfg.stop_after_weak_doublings:
                 stops_after = curve[-1][0]
                 break
-        key = PointKey(model, cfg.engine, cfg.input_len, cfg.output_len, c, variant=variant)
+        key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, c, variant=variant)
         held = _kv_sequences(card, hw, util, tokens)
         if (why := bounds.beyond_memory(c, held, tokens)) is not None:
             points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
@@ -372,7 +371,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
         rates = open_rates(curve, cfg.output_len, ol.auto_rates) if ol.rates == "auto" else list(ol.rates)
         rate_points = []
         for rate in rates:
-            key = PointKey(model, cfg.engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+            key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
                            variant=variant)
             pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                 _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),

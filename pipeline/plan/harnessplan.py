@@ -31,7 +31,8 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
     if harness not in harnesses.HARNESSES:
         raise BatchmarkError(f"--harness: unknown {harness!r} (known: {', '.join(harnesses.HARNESSES)})")
     hw = load_profile(cfg.hardware)
-    engine = "vllm" if cfg.engine in ("simulated", "openai") else cfg.engine
+    # the serving engine: an endpoint's stated one (openai.engine; unstated, "openai" is costed as vLLM: ENGINE_ALIASES)
+    engine = "vllm" if cfg.backend == "simulated" else cfg.stated_engine()
     terms = hw.engine_terms(engine)
     if terms is None:
         raise BatchmarkError(f"--harness {harness}: hardware profile {hw.name!r} states no engine terms for {engine} "

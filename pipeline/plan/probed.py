@@ -112,11 +112,11 @@ def plan_hardware(cfg: SweepConfig) -> tuple[HardwareProfile, str | None]:
     hw = load_profile(cfg.hardware)
     if hw.bandwidth_gb_s_spec and hw.memory_gb:
         return hw, None
-    if cfg.engine == "simulated":
+    if cfg.backend == "simulated":
         raise BatchmarkError(f"{cfg.name}: hardware profile {hw.name!r} states no bandwidth_gb_s_spec or memory_gb; "
                              "a simulated run needs both")
     dtype = None
-    if cfg.engine == "vllm":
+    if cfg.backend == "vllm":
         from pipeline.machine.cpuisa import served_dtype
 
         dtype = served_dtype(cfg.vllm.dtype)[0]
@@ -127,5 +127,5 @@ def probe_for_plan(cfg: "SweepConfig") -> None:
     """Probe this machine before ``batchmark plan`` where the config's profile states no spec and no stored run of
     this host has a probe (:func:`probe_now`); nothing for a profile with its spec or a simulated config."""
     hw = load_profile(cfg.hardware)
-    if (not hw.bandwidth_gb_s_spec or not hw.memory_gb) and cfg.engine != "simulated":
+    if (not hw.bandwidth_gb_s_spec or not hw.memory_gb) and cfg.backend != "simulated":
         probe_now(hw.name)

@@ -138,17 +138,19 @@ def combined_curve(grid: list[int], measured: dict[int, float], predicted: Predi
     return out
 
 
-def anchored(grid: list[int], measured: dict[int, float], predicted: Prediction) -> Prediction:
-    """The predictions with the measurements' level: each predicted output throughput × the measured / predicted ratio
+def anchored(grid: list[int], measured: dict[int, float], predicted: Prediction,
+             key: str = "output_throughput_tok_s") -> Prediction:
+    """The predictions with the measurements' level: each predicted ``key`` (output throughput unless told; the frontier
+    walk anchors per-user throughput too) × the measured / predicted ratio
     at the measured points, interpolated linearly in log2 c between them (the nearest one's beyond them).
 
     The per-step model gives the curve's shape; where it is biased the same way at the measured neighbours of a
     point (a closed loop's drain at the end of the window, which the model's ``c × output_len / E2EL`` leaves
     out, costs 5-10 % at large c), the bias is carried to the points between them.  At a measured point the
-    anchored prediction is the measurement.  ``model_tok_s`` keeps the model's own figure.
+    anchored prediction is the measurement.  ``model_tok_s`` keeps the model's own figure (``model_<key>`` for
+    another key).
     """
-    ratios = sorted((c, measured[c] / predicted[c]["output_throughput_tok_s"]) for c in measured
-                    if c in predicted and predicted[c].get("output_throughput_tok_s"))
+    ratios = sorted((c, measured[c] / predicted[c][key]) for c in measured if c in predicted and predicted[c].get(key))
     if not ratios:
         return predicted
     out: Prediction = {}
@@ -161,8 +163,9 @@ def anchored(grid: list[int], measured: dict[int, float], predicted: Prediction)
             r = r0 if c1 == c0 else r0 + (r1 - r0) * (x - math.log2(c0)) / (math.log2(c1) - math.log2(c0))
         else:
             r = (lo[-1] if lo else hi[0])[1]
-        tok = p.get("output_throughput_tok_s")
-        out[c] = {**p, "model_tok_s": tok, "output_throughput_tok_s": tok * r if tok is not None else None}
+        tok = p.get(key)
+        keep = "model_tok_s" if key == "output_throughput_tok_s" else f"model_{key}"
+        out[c] = {**p, keep: tok, key: tok * r if tok is not None else None}
     return out
 
 
@@ -184,7 +187,7 @@ class WalkResult:
 
 def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callable[[int, str], float | None],
          predict: Callable[[], tuple[Prediction, dict[str, Any] | None]], threshold: float, tolerance: float,
-         not_fitting: dict[int, str] | None = None) -> WalkResult:
+         not_fitting: dict[int, str] | None = None, bracket: bool = False) -> WalkResult:
     """Run an adaptive sweep of one workload (module docstring).
 
     Args:
@@ -199,6 +202,9 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
         threshold: the knee's threshold (a doubling gaining less is weak).
         tolerance: the stopping rule's (fraction of output throughput).
         not_fitting: reasons of the grid points that do not fit (kept on their predicted rows).
+        bracket: stop only once the knee's deciding points that fit (:func:`decisive_points`) are all measured, so
+            that the knee rests on measurements alone (an adaptive sweep over variants or shapes compares knees
+            across curves: :mod:`pipeline.sweep.frontierwalk`).
     """
     fitting = sorted(fitting)
     meas: dict[int, float] = {}
@@ -236,6 +242,9 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
         new_knee = find_knee(combined_curve(grid, meas, pred), threshold)
         if last is not None:
             ok, why = settled(knee, new_knee, before[last], meas.get(last), tolerance)
+            open_ = [c for c in decisive_points(grid, new_knee) if c in fitting and c not in meas] if bracket else []
+            if ok and open_:
+                ok, why = False, f"{why}, but c = {', '.join(map(str, open_))}, which decides it, is not measured"
             steps.append({"concurrency": last, "predicted_tok_s": before[last], "measured_tok_s": meas.get(last),
                           "knee_before": knee, "knee_after": new_knee, "settled": ok, "why": why})
             knee = new_knee

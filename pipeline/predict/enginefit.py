@@ -4,7 +4,8 @@
 fitted once to published runs); `predict` fits the same terms to a run's own points, starting from those.
 Free terms: the fixed cost of a step, the bandwidth fraction, the compute fraction (the cost of each further
 sequence), and for an MoE the one that bends its curve — the routing locality (``routing_scale``) under
-distinct prompts, the batched-kernel fraction of the expert reads (``expert_batched_fraction``) under identical
+distinct prompts, the batched-kernel fraction of the expert reads (``expert_batched_fraction``) and, where the prior
+states one, how that kernel's cost grows with the tokens per expert (``expert_token_exponent``) under identical
 ones (llama-batched-bench: coverage stays k/E, so locality is not measured there); for a curve over context
 depth (one stream, llama-bench's ``@ dN``) the attention factor instead.
 
@@ -35,7 +36,7 @@ FIT_TOLERANCE = 0.05
 #: embedding as read (pipeline.importers.cardmatch.card_with_file_size), which a step only gathers B rows of.
 _BOUNDS = {"step_overhead_s": (0.0, 1.0), "bandwidth_fraction": (0.05, 1.2), "compute_fraction": (1e-4, 1.0),
            "routing_scale": (0.05, 1e4), "expert_batched_fraction": (0.05, 1.0), "attention_factor": (0.2, 10.0),
-           "dense_compute_fraction": (1e-4, 1.0)}
+           "dense_compute_fraction": (1e-4, 1.0), "expert_token_exponent": (0.0, 1.5)}
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,10 @@ def free_terms(card: ModelCard, by_depth: bool, identical_routing: bool, prior=N
     if by_depth:
         return base + ("attention_factor",)
     if card.expert_bytes and card.num_experts:
-        return base + ("compute_fraction", "expert_batched_fraction" if identical_routing else "routing_scale")
+        if not identical_routing:
+            return base + ("compute_fraction", "routing_scale")
+        kernel = ("expert_token_exponent",) if prior is not None and prior.expert_token_exponent is not None else ()
+        return base + ("compute_fraction", "expert_batched_fraction") + kernel
     dense = "dense_compute_fraction" if prior is not None and prior.dense_compute_fraction else "compute_fraction"
     return base + (dense,)
 

@@ -12,7 +12,7 @@ scheduling rules) through its discrete-event loop (:func:`pipeline.engines.simlo
 - the fitted prefill rate: a step's prompt tokens cost tokens ÷ ``prefill_tok_s`` (by their FLOPs when no
   rate was fitted); the fitted fixed TTFT cost ``prefill_overhead_s`` as the delay from a request's send to
   the scheduler (``arrival_delay_s``);
-- the server's limits as the run states them (``run.json`` ``engine.servers.<model>.limits``:
+- the server's limits as the run states them (``run.json`` ``server.servers.<model>.limits``:
   ``max_num_seqs``, ``max_num_batched_tokens``, ``max_model_len``, the KV cache in tokens and its block
   size); a limit the run does not state is taken as not binding (max_num_seqs: the largest concurrency
   predicted; KV: every sequence fits), except the token budget: vLLM's default for the OpenAI server,
@@ -67,7 +67,7 @@ class ServedLimits:
 
     @classmethod
     def of(cls, limits: dict[str, Any] | None) -> "ServedLimits":
-        """From ``run.json``'s ``engine.servers.<model>.limits`` (vLLM's own figures; the KV cache from
+        """From ``run.json``'s ``server.servers.<model>.limits`` (vLLM's own figures; the KV cache from
         ``kv_cache_size_tokens``, else ``num_gpu_blocks × block_size``); None or {} → no limit stated."""
         d = limits or {}
 

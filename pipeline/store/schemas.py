@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pipeline.core.errors import BatchmarkError
 from pipeline.store.schema_analysis import AnalysisModel, AnalysisPoint
 from pipeline.store.variantupdates import _analysis_update_to_4, _run_update_to_4, with_variant  # noqa: F401
+from pipeline.store.nameupdates import _run_update_to_5
 
 Update = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -126,21 +127,24 @@ def _run_update_to_3(data: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunFile(StoredFile):
-    """``run.json``: provenance (hardware, probe, versions, config, engine) and ``status``.
+    """``run.json``: provenance (hardware, probe, versions, config, server) and ``status``.
 
     Version 2: no path of the measuring machine (:func:`_run_update_to_2`).
     Version 3: the config's SLO says its goodput limits and p99 bounds apart (:func:`_run_update_to_3`).
     Version 4: the run's variants, ``[{name, baseline, settings}]`` (:func:`_run_update_to_4`).
+    Version 5: ``server`` (was ``engine``), ``gpu_driver`` (was ``driver``), ``backend_fallback`` and the config's
+    ``backend`` (were ``engine_fallback`` and ``engine``): :func:`pipeline.store.nameupdates._run_update_to_5`.
     """
 
-    current: ClassVar[int] = 4
-    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3, 4: _run_update_to_4}
+    current: ClassVar[int] = 5
+    updates: ClassVar[dict[int, Update]] = {2: _run_update_to_2, 3: _run_update_to_3, 4: _run_update_to_4,
+                                            5: _run_update_to_5}
 
     run_id: str | None = None
     status: str | None = None
     source: str | None = None
     config: dict[str, Any] | None = None
-    engine: dict[str, Any] | None = None
+    server: dict[str, Any] | None = None
     hardware: dict[str, Any] | None = None
 
 

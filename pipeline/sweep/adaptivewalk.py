@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
+from dataclasses import dataclass
+from typing import Any
 
 from pipeline.store import runs
-from pipeline.core.records import PointKey
+from pipeline.core.records import PointKey, server_key
 from pipeline.sweep.point import ModelWalk, SweepState, ensure_loaded, measure_or_resume
 
 
@@ -25,14 +27,14 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
 
     cfg, spec = sweep.cfg, walk.spec
     grid = list(cfg.concurrency)
-    planned = next((m for m in sweep.plan.models if m.model == spec.name), None) if sweep.plan is not None else None
+    planned = planned_cell(sweep, spec.name)
     not_fitting = {p.concurrency: p.fits_reason for p in (planned.points if planned is not None else ())
                    if p.load == "closed" and not p.fits}
     fitting = [c for c in grid if c not in not_fitting]
     summaries: dict[int, object] = {}
 
     def measure(c: int, reason: str) -> float | None:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         summ = measure_or_resume(sweep, walk, key, reason)
         if summ is None:
             return None
@@ -43,22 +45,53 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
     if mc is None:
         ensure_loaded(sweep, walk)
         mc = stored_card(sweep, spec.name)
+    space = len(cfg.variant_list()) > 1 or len(cfg.shapes()) > 1  # knees compared across curves: on measurements
     res = adaptive.walk(grid, fitting, mc.kind if mc else None, measure,
                         lambda: predict_grid(sweep, spec.name, planned, summaries), cfg.knee_threshold,
-                        cfg.adaptive.tolerance, not_fitting)
+                        cfg.adaptive.tolerance, not_fitting, bracket=space)
     walk.curve.extend((c, summaries[c].output_throughput_tok_s) for c in sorted(summaries)
                       if summaries[c].output_throughput_tok_s)
-    record_choices(sweep, spec.name, res)
+    record_choices(sweep, walk.name, spec.name, res)
+    sweep.curves.append(Curve(spec, sweep.variant, cfg, walk.name, planned, summaries, res))
     measured = [p["concurrency"] for p in res.points if p["measured"]]
-    sweep.log(f"{spec.name}: adaptive: measured c = {', '.join(map(str, measured))} of {len(grid)} grid points; "
+    sweep.log(f"{walk.name}: adaptive: measured c = {', '.join(map(str, measured))} of {len(grid)} grid points; "
               f"knee {adaptive.knee_text(res.knee_concurrency)} (measured + predicted); {res.stopped}")
 
 
+@dataclass
+class Curve:
+    """One curve's adaptive walk (model × variant × shape), kept on the sweep for the frontier walk
+    (:mod:`pipeline.sweep.frontierwalk`): the config at its variant and shape, the name its walk goes by (its key
+    in ``run.json`` ``adaptive.models``), the plan's cell, its measured summaries by concurrency, the walk's result."""
+
+    spec: Any
+    variant: str
+    cfg: Any
+    name: str
+    planned: Any
+    summaries: dict[int, Any]
+    res: Any
+
+
+def planned_cell(sweep: SweepState, model: str):
+    """The plan's cell (:class:`pipeline.plan.estimate.PlanModel`) of ``model`` at the sweep's variant and shape,
+    None without a plan (a plan of one cell states no shape: it is the model's)."""
+    if sweep.plan is None:
+        return None
+    cfg = sweep.cfg
+    return next((m for m in sweep.plan.models if m.model == model and m.variant == sweep.variant
+                 and m.input_len in (None, cfg.input_len) and m.output_len in (None, cfg.output_len)),
+                next((m for m in sweep.plan.models if m.model == model), None))
+
+
 def stored_card(sweep: SweepState, model: str):
-    """The model's card as the run stores it (:class:`pipeline.cards.modelcards.ModelCard`), None before it is loaded."""
+    """The model's card as the run stores it (:class:`pipeline.cards.modelcards.ModelCard`), None before it is loaded:
+    the sweep's variant's own where its server stored one (:func:`pipeline.sweep.point.load_model`), else the
+    model's."""
     from pipeline.cards.modelcards import ModelCard
 
-    d = runs.load_model_cards(sweep.run_dir).get(model)
+    cards = runs.load_model_cards(sweep.run_dir)
+    d = cards.get(server_key(model, sweep.variant)) or cards.get(model)
     return ModelCard.from_dict(d) if d else None
 
 
@@ -91,7 +124,8 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, ob
     static = calibrate.is_static(usable[0])
     roofs = calibrate.Roofs(mc, mean_decode_context(cfg.input_len, cfg.output_len), hw["bandwidth_gb_s"],
                             hw.get("peak_tflops"))
-    limits = servedsim.ServedLimits.of((((meta.get("engine") or {}).get("servers") or {}).get(model) or {})
+    servers = (meta.get("server") or {}).get("servers") or {}
+    limits = servedsim.ServedLimits.of((servers.get(server_key(model, sweep.variant)) or servers.get(model) or {})
                                        .get("limits"))
     if limits.kv_cache_tokens is None and planned is not None and planned.kv_sequences:  # KV: the plan's figure
         limits = dataclasses.replace(limits, kv_cache_tokens=int(planned.kv_sequences * (cfg.input_len + cfg.output_len)))
@@ -116,13 +150,16 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, ob
     return out, {**terms.as_dict(), "words": words, "decode_batch_cap": cap}
 
 
-def record_choices(sweep: SweepState, model: str, res) -> None:
-    """Keep the walk's result for ``model`` in ``run.json`` (``adaptive``: tolerance, knee threshold, ``models.<model>``)."""
+def record_choices(sweep: SweepState, name: str, model: str, res) -> None:
+    """Keep the walk's result for one curve in ``run.json`` (``adaptive``: tolerance, knee threshold,
+    ``models.<name>``: ``name`` is the walk's, :func:`pipeline.sweep.gridwalk.walk_name`, the model's own in a run of
+    one variant and shape; each entry names its model, variant and shape)."""
     cfg = sweep.cfg
     block = dict(runs.read_run_json(sweep.run_dir).get("adaptive") or {})
     block["tolerance"] = cfg.adaptive.tolerance
     block["knee_threshold"] = cfg.knee_threshold
     block.setdefault("models", {})
-    block["models"] = {**block["models"], model: {"model": model, "engine": cfg.engine, "input_len": cfg.input_len,
-                                                  "output_len": cfg.output_len, **res.as_dict()}}
+    block["models"] = {**block["models"], name: {"model": model, "curve": name, "engine": sweep.engine.serving_engine,
+                                                 "variant": sweep.variant, "input_len": cfg.input_len,
+                                                 "output_len": cfg.output_len, **res.as_dict()}}
     runs.update_run_json(sweep.run_dir, adaptive=block)

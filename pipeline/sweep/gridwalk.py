@@ -24,13 +24,14 @@ from typing import Callable
 from pipeline.core import scrub
 from pipeline.store import runs
 from pipeline.sweep.adaptivewalk import adaptive_model
+from pipeline.sweep.frontierwalk import frontier_model
 from pipeline.analysis.knee import doubling_gains
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import Variant, run_variants, shape_config, variant_config, variant_shapes
 from pipeline.engines import get_engine
 from pipeline.machine.hardware import load_profile, probe
 from pipeline.core.progress import Display, quiet_library_bars, trend_eta_s
-from pipeline.sweep.provenance import driver, git_commit, machine_identity, probe_warning, record_server_version, versions
+from pipeline.sweep.provenance import git_commit, gpu_driver, machine_identity, probe_warning, record_server_version, versions
 from pipeline.analysis.quality import point_verdict
 from pipeline.sweep.ratewalk import rate_walk
 from pipeline.sweep.point import ModelWalk, SweepState, measure_or_resume
@@ -97,12 +98,12 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
     reason is returned for ``run.json``.
 
     Raises:
-        BatchmarkError: the environment cannot run and there is no fallback engine.
+        BatchmarkError: the environment cannot run and there is no fallback backend.
     """
     from pipeline.machine import serverenv
     from pipeline.core.errors import BatchmarkError
 
-    if cfg.engine != "vllm" or "{python}" not in cfg.vllm.command:
+    if cfg.backend != "vllm" or "{python}" not in cfg.vllm.command:
         return cfg, None
     python = serverenv.resolve(cfg.vllm.python)
     if serverenv.read_status(python.parent.parent) is None and not python.exists():
@@ -115,8 +116,8 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
     fallback = cfg.vllm.fallback_engine
     if fallback is None:
         raise BatchmarkError(f"vllm.python: the server environment cannot run here: {why}")
-    log(f"vLLM cannot run on this machine ({why}); measuring with the {fallback} engine instead")
-    return cfg.model_copy(update={"engine": fallback}), {"from": "vllm", "to": fallback, "reason": why}
+    log(f"vLLM cannot run on this machine ({why}); measuring with the {fallback} backend instead")
+    return cfg.model_copy(update={"backend": fallback}), {"from": "vllm", "to": fallback, "reason": why}
 
 
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
@@ -140,7 +141,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     With ``variants`` (names of ``cfg.variants``), only those variants (a part of one model × variant).
     With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
     then a part of the run ``part_of`` (:mod:`pipeline.sweep.parts`; the merge stage assembles the
-    parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, driver,
+    parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, GPU driver,
     versions, probe) plus ``part_of``, ``models`` and ``machine`` (:func:`pipeline.sweep.provenance.machine_identity`).
 
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
@@ -162,7 +163,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     measured_cfg, fallback = engine_config(budgeted or cfg, log, display)  # before the run folder is touched
     open_run(cfg, run_dir, hw, config_path, models, part_of, what, log)
     if fallback:
-        runs.update_run_json(run_dir, engine_fallback=fallback)
+        runs.update_run_json(run_dir, backend_fallback=fallback)
     if budgeted is not None and plan is not None:
         record_budget(run_dir, plan, budgeted)
     cells = Cells(measured_cfg, run_dir)
@@ -177,6 +178,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         for spec in specs:
             for variant in walked:
                 walk_variant(sweep, cells, spec, variant)
+            if measured_cfg.adaptive is not None:  # over variants or shapes: the points that settle the frontier
+                frontier_model(sweep, cells, spec)
         sweep.engine = engine
         finish_run(sweep, derive)
     finally:
@@ -223,15 +226,15 @@ def open_run(cfg: SweepConfig, run_dir: Path, hw, config_path: str | None, model
 def run_provenance(cfg: SweepConfig, hw, config_path: str | None, models: list[str] | None,
                    part_of: str | None) -> dict:
     """A new run's ``run.json`` fields: the config and its digest, the hardware profile, host, platform, start time,
-    git commit, versions, driver, the command (paths scrubbed: runs are published); a part's ``part_of``, ``models``
+    git commit, versions, GPU driver, the command (paths scrubbed: runs are published); a part's ``part_of``, ``models``
     and ``machine`` besides."""
     return {
-        "source": "simulated" if cfg.engine == "simulated" else "measured", "config_name": cfg.name,
+        "source": "simulated" if cfg.backend == "simulated" else "measured", "config_name": cfg.name,
         "config_digest": cfg.digest(),
         "config_path": scrub.relative_path(config_path), "config": cfg.model_dump(mode="json"),
         "hardware": hw.model_dump(mode="json"), "host": platform.node(),
         "platform": platform.platform(), "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": git_commit(), "versions": versions(), "driver": driver(), "variants": run_variants(cfg),
+        "git_commit": git_commit(), "versions": versions(), "gpu_driver": gpu_driver(), "variants": run_variants(cfg),
         # paths relative to the repository, other machine folders replaced (pipeline.core.scrub): runs are published
         "command": "batchmark " + " ".join(shlex.quote(scrub.relative_path(a) if os.path.isabs(a) else
                                                        scrub.scrub_paths(a) or a) for a in sys.argv[1:]),
@@ -252,7 +255,7 @@ def record_budget(run_dir: Path, plan, budgeted: SweepConfig) -> None:
 
 def probe_before(engine, run_dir: Path, display: Display, log: Callable[[str], None]) -> None:
     """The bandwidth and matmul probe before the sweep, with its spread warning and the engine's provenance, in
-    ``run.json`` (``probe``, ``engine``); a resumed run that has one is not probed again."""
+    ``run.json`` (``probe``, ``server``); a resumed run that has one is not probed again."""
     if "probe" in runs.read_run_json(run_dir):
         return
     with display.phase("probing memory bandwidth and matmul rate"):
@@ -261,7 +264,7 @@ def probe_before(engine, run_dir: Path, display: Display, log: Callable[[str], N
     warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats, res.load)
     if warning:
         log(f"warning: {warning}")
-    runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, engine=engine.provenance())
+    runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, server=engine.provenance())
 
 
 def show_points(sweep: SweepState, specs: list) -> None:
@@ -273,7 +276,7 @@ def show_points(sweep: SweepState, specs: list) -> None:
     grids = [variant_config(cfg, v).concurrency for v in cfg.variant_list() for _ in variant_shapes(cfg, v)]
     cells = len(grids)  # each model's variants × shapes walk their grid
     display.total = len(specs) * sum(len(g) for g in grids)
-    if sweep.plan is not None and cfg.engine != "simulated" and cfg.adaptive is None and cells == 1:
+    if sweep.plan is not None and cfg.backend != "simulated" and cfg.adaptive is None and cells == 1:
         left = sweep.plan.estimate_after([s.name for s in specs], list(cfg.concurrency))
         display.estimate = lambda done: left(sweep.grid_done(done))
     elif cfg.adaptive is None:
@@ -352,7 +355,7 @@ def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
     cfg, spec = sweep.cfg, walk.spec
     noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
     for c in cfg.concurrency:
-        key = PointKey(spec.name, cfg.engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         if not runs.has_point(sweep.run_dir, key) and stop_for_knee(walk.curve, noisy, cfg.knee_threshold,
                                                                     cfg.stop_after_weak_doublings):
             sweep.stop(walk.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")

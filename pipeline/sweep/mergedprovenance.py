@@ -12,13 +12,13 @@ from pipeline.config.variants import part_names
 from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, probe_drift
 
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
-PART_FIELDS = ("host", "platform", "driver", "versions", "git_commit", "command", "probe", "probe_after", "engine",
-               "engine_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
+PART_FIELDS = ("host", "platform", "gpu_driver", "versions", "git_commit", "command", "probe", "probe_after", "server",
+               "backend_fallback", "machine", "started_at", "finished_at", "stopped", "failures")
 
 
-def _merged_engine(metas: list[dict[str, Any]]) -> Any:
-    """The first part's engine provenance, with every part's ``servers`` (a served engine's per-model commands)."""
-    engines = [m.get("engine") for m in metas if m.get("engine") is not None]
+def _merged_server(metas: list[dict[str, Any]]) -> Any:
+    """The first part's server provenance, with every part's ``servers`` (a served backend's per-model commands)."""
+    engines = [m.get("server") for m in metas if m.get("server") is not None]
     if not engines or not isinstance(engines[0], dict):
         return engines[0] if engines else None
     out = dict(engines[0])
@@ -33,7 +33,7 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     What every part shares (config, its digest, the hardware profile, source) is taken once;
     ``host`` is the one host, or the hosts joined with ", "; ``hosts`` lists them; ``parts``
     keeps each part's own provenance (:data:`PART_FIELDS`).  The run-level ``probe``,
-    ``versions``, ``driver`` and ``engine`` are the first part's, which the analysis uses for every
+    ``versions``, ``gpu_driver`` and ``server`` are the first part's, which the analysis uses for every
     model (on one host the parts' probes are repeats of one measurement; across hosts of one
     profile, each part's own probe stays in ``parts``); a probe warning of any part is kept, and
     so is any part's ``probe_after`` warning or before/after drift beyond
@@ -71,17 +71,18 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
         stopped.update(m.get("stopped") or {})
     adaptive = [m["adaptive"] for m in ordered if m.get("adaptive")]  # one model's choices per part (pipeline.predict.adaptive)
     if adaptive:
-        adaptive = [{**adaptive[0], "models": {k: v for a in adaptive for k, v in (a.get("models") or {}).items()}}]
-    fallback = next((m["engine_fallback"] for m in ordered if m.get("engine_fallback")), None)
+        adaptive = [{**adaptive[0], **{part: {k: v for a in adaptive for k, v in (a.get(part) or {}).items()}
+                                       for part in ("models", "frontiers")}}]
+    fallback = next((m["backend_fallback"] for m in ordered if m.get("backend_fallback")), None)
     out: dict[str, Any] = {
         "run_id": run_id, "status": "complete",
         **{k: first.get(k) for k in ("source", "config_name", "config_digest", "config_path", "config", "hardware",
-                                     "platform", "git_commit", "versions", "driver", "variants") if k in first},
+                                     "platform", "git_commit", "versions", "gpu_driver", "variants") if k in first},
         "host": ", ".join(hosts) if hosts else None, "hosts": hosts,
         "started_at": min(str(m.get("started_at")) for m in ordered),
         "command": f"batchmark merge --config {first.get('config_path')} --run-id {run_id}",
-        "probe": probe, **({"probe_after": probe_after} if probe_after else {}), "engine": _merged_engine(ordered),
-        **({"engine_fallback": fallback} if fallback else {}),
+        "probe": probe, **({"probe_after": probe_after} if probe_after else {}), "server": _merged_server(ordered),
+        **({"backend_fallback": fallback} if fallback else {}),
         "stopped": stopped, "failures": failures, **({"adaptive": adaptive[0]} if adaptive else {}),
         "parts": [{"model": name, **{k: metas[name].get(k) for k in PART_FIELDS if k in metas[name]}}
                   for name in names],

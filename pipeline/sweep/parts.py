@@ -9,7 +9,7 @@ Layout (beside the runs, hidden and git-ignored, like ``.locks/`` and ``.pointer
 
     data/runs/.parts/<run_id>/<model>/     a run folder of its own (pipeline.store.runs' layout) holding
                                            one model's points, model card, server log and its own
-                                           provenance (run.json: host, driver, versions, probe,
+                                           provenance (run.json: host, GPU driver, versions, probe,
                                            part_of, models, machine); points.json when complete
 
 A part is resumed, locked and completed exactly as a run is (it is one to :mod:`pipeline.store.runs`):
@@ -166,7 +166,7 @@ def check_part_claims(cfg: SweepConfig, run_id: str, model: str, meta: dict[str,
         BatchmarkError: one line naming the part's ``run.json``, the field, and both values.
     """
     where = part / "run.json"
-    source = "simulated" if cfg.engine == "simulated" else "measured"
+    source = "simulated" if cfg.backend == "simulated" else "measured"
     claims = [("part_of", meta.get("part_of"), run_id),
               ("models", meta.get("models"), [split_part(model)[0]]),
               ("hardware.name", (meta.get("hardware") or {}).get("name"), cfg.hardware),

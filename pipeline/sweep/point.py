@@ -19,7 +19,7 @@ from pipeline.core.progress import Display
 from pipeline.engines.base import PointDoesNotFit
 from pipeline.machine.interference import InterferenceMeter
 from pipeline.metrics.summarize import summarize_point
-from pipeline.sweep.provenance import record_engine
+from pipeline.sweep.provenance import record_server
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
@@ -34,7 +34,7 @@ def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, base
     try:
         card = engine.load(spec)
     finally:
-        record_engine(run_dir, engine.provenance())
+        record_server(run_dir, engine.provenance())
     if card:
         runs.write_model_card(run_dir, card if baseline else {**card, "name": server_key(card["name"], variant)})
     return True
@@ -45,16 +45,16 @@ def measure_point(cfg: SweepConfig, engine, key: PointKey):
 
     A simulated point runs in virtual time: the load on this machine cannot change it, so none is kept.
     """
-    if cfg.engine == "simulated":
+    if cfg.backend == "simulated":
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
         records.meta["interference"] = None
         return records
     with InterferenceMeter() as meter:
         records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
-    # an endpoint already running (engine "openai") is no process of ours: a server on this
+    # an endpoint already running (backend "openai") is no process of ours: a server on this
     # machine counts as outside load there, so its points are not judged by it (quality.py)
     records.meta["interference"] = (None if meter.result is None else
-                                    {**meter.result, "server_outside_tree": cfg.engine == "openai"})
+                                    {**meter.result, "server_outside_tree": cfg.backend == "openai"})
     return records
 
 
@@ -92,6 +92,8 @@ class SweepState:
     rate_points: int = 0
     #: the variant being walked (:attr:`pipeline.core.records.PointKey.variant`; the walks build their keys with it).
     variant: str = DEFAULT_VARIANT
+    #: the adaptive walk's curves so far (:class:`pipeline.sweep.adaptivewalk.Curve`): the frontier walk's input.
+    curves: list = field(default_factory=list)
     #: the config's SLO as :func:`pipeline.metrics.summarize.summarize_point` takes it (None without one).
     slo: dict | None = field(init=False)
 
@@ -106,6 +108,10 @@ class SweepState:
     def place_rates(self, n: int) -> None:
         """``n`` open-loop points placed: the display's total grows by them (their number is known only as the rate
         walk goes: ``auto`` rates, bisection)."""
+        self.place_points(n)
+
+    def place_points(self, n: int) -> None:
+        """``n`` points beyond the grid's placed on the display (open-loop rates, the frontier walk's points)."""
         self.display.total += n
         if self.display.bar is not None:
             self.display.bar.total = self.display.total
@@ -143,7 +149,7 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
     nor part of the points' ETA)."""
     if walk.loaded:
         return
-    what = "server start to healthy" if sweep.cfg.engine == "vllm" else "loading the model"
+    what = "server start to healthy" if sweep.cfg.backend == "vllm" else "loading the model"
     with sweep.display.phase(f"{walk.name}: {what}"):
         walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant,
                                  baseline=sweep.variant == sweep.cfg.variant_list()[0].name)

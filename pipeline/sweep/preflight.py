@@ -125,19 +125,19 @@ def tokenizer_sources(cfg: SweepConfig, models: list[str] | None = None) -> list
 
     A ``vllm`` model given only by ``architecture`` gets a local folder built at load time and is skipped.
     """
-    if cfg.engine not in ("openai", "vllm"):
+    if cfg.backend not in ("openai", "vllm"):
         return []
-    opts = cfg.openai if cfg.engine == "openai" else cfg.vllm
+    opts = cfg.openai if cfg.backend == "openai" else cfg.vllm
     out = []
     for spec in cfg.models:
         if models is not None and spec.name not in models:
             continue
-        if cfg.engine == "vllm" and spec.architecture is not None and spec.path is None:
+        if cfg.backend == "vllm" and spec.architecture is not None and spec.path is None:
             continue
         tok = getattr(opts, "tokenizer", None)
         source = tok or spec.path or spec.served_name
         if source:
-            field = f"{cfg.engine}.tokenizer" if tok else f"models.{spec.name}: {'path' if spec.path else 'served_name'}"
+            field = f"{cfg.backend}.tokenizer" if tok else f"models.{spec.name}: {'path' if spec.path else 'served_name'}"
             out.append((source, field))
     return out
 
@@ -156,7 +156,7 @@ def preflight(cfg: SweepConfig, models: list[str] | None = None, log: Callable[[
     from pipeline.machine.hardware import load_profile
 
     load_profile(cfg.hardware)
-    if cfg.engine == "openai":
+    if cfg.backend == "openai":
         env = cfg.openai.api_key_env
         if env and not os.environ.get(env) and log:
             log(f"note: {env} (openai.api_key_env) is not set: requests carry no API key")

@@ -1,5 +1,6 @@
-"""Provenance of a run: the versions, commit, driver and machine that measured it, the probe's spread warning,
-and the engine (its servers' versions) recorded in ``run.json``.
+"""Provenance of a run: the versions, commit, GPU driver and machine that measured it, the probe's spread warning,
+and the server that produced the tokens (``server``: its engine, flags, each model's server and version) recorded
+in ``run.json``.
 
 Split out of :mod:`pipeline.sweep.gridwalk`; the sweep writes these into the run it creates.
 """
@@ -37,7 +38,7 @@ def git_commit() -> str | None:
         return None
 
 
-def driver() -> str | None:
+def gpu_driver() -> str | None:
     """The NVIDIA driver version (``nvidia-smi``), None where there is none."""
     try:
         res = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -78,23 +79,23 @@ def machine_identity(profile: str) -> dict:
     return {"profile": profile, "gpus": _gpu_names(), "cpu": _cpu_model()}
 
 
-def record_engine(run_dir: Path, provenance: dict) -> None:
-    """Write an engine's provenance into ``run.json`` (``engine``) when it differs from what is there; the servers
+def record_server(run_dir: Path, provenance: dict) -> None:
+    """Write a backend's provenance into ``run.json`` (``server``) when it differs from what is there; the servers
     of earlier variants' engines (one engine per variant, :mod:`pipeline.sweep.gridwalk`) are kept beside its own."""
-    old = runs.read_run_json(run_dir).get("engine")
+    old = runs.read_run_json(run_dir).get("server")
     if isinstance(old, dict) and isinstance(old.get("servers"), dict) and isinstance(provenance.get("servers"), dict):
         provenance = {**provenance, "servers": {**old["servers"], **provenance["servers"]}}
     if old != provenance:
-        runs.update_run_json(run_dir, engine=provenance)
+        runs.update_run_json(run_dir, server=provenance)
 
 
 def record_server_version(run_dir: Path) -> None:
     """``versions.<engine>`` in ``run.json`` from what the started servers reported, where the package's own was not
-    found (a vLLM run's ``versions.vllm`` was null while ``engine.servers`` held 0.32.0)."""
+    found (a vLLM run's ``versions.vllm`` was null while ``server.servers`` held 0.32.0)."""
     from pipeline.engines.served import server_version
 
     meta = runs.read_run_json(run_dir)
-    eng = meta.get("engine") if isinstance(meta.get("engine"), dict) else {}
+    eng = meta.get("server") if isinstance(meta.get("server"), dict) else {}
     name, versions = eng.get("engine"), dict(meta.get("versions") or {})
     found = server_version(eng)
     if name and found and not versions.get(name):

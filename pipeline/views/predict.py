@@ -118,7 +118,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
 
     ``points``: the workload's closed-loop summaries; ``analysis_points``: the analysis' point rows
     by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.analyze.hardware_block`;
-    ``limits``: the server's (``run.json`` ``engine.servers.<model>.limits``) for a served run's simulated
+    ``limits``: the server's (``run.json`` ``server.servers.<model>.limits``) for a served run's simulated
     server (:mod:`pipeline.predict.servedsim`), with each measured point's requests per repeat.
     A workload that cannot be fitted gets ``"error"`` (the reason, one line) and no predictions.
     """
@@ -220,7 +220,7 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
             cards[name] = ModelCard.from_dict(d)
         except TypeError as exc:
             raise BatchmarkError(f"{res.run_dir}: malformed model card {name!r} ({exc})") from None
-    servers = (res.meta.get("engine") or {}).get("servers") or {}
+    servers = (res.meta.get("server") or {}).get("servers") or {}
     rows_by_workload: dict[tuple, dict[int, dict[str, Any]]] = {}
     for row in (res.analysis.get("points") or []):
         if row.get("concurrency") is not None and row.get("regime", "x") is not None:

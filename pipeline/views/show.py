@@ -120,11 +120,15 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
                     **knee_uncertainty_of(m, summaries, analysis.get("points", []))}
                    for m in analysis.get("models", [])],
     }
-    adaptive = ((meta.get("adaptive") or {}).get("models") or {})
+    adaptive = list(((meta.get("adaptive") or {}).get("models") or {}).values())
     for m in doc["models"]:  # an adaptive sweep's choices (run.json ``adaptive``): measured or predicted, and why
-        a = adaptive.get(m["model"])
-        m["adaptive"] = ({**a, "tolerance": meta["adaptive"].get("tolerance")} if a and
-                         (a.get("input_len"), a.get("output_len")) == (m["input_len"], m["output_len"]) else None)
+        cell = (m["model"], m.get("variant") or DEFAULT_VARIANT, m["input_len"], m["output_len"])
+        a = next((a for a in adaptive if (a.get("model"), a.get("variant") or DEFAULT_VARIANT, a.get("input_len"),
+                                          a.get("output_len")) == cell), None)
+        m["adaptive"] = {**a, "tolerance": meta["adaptive"].get("tolerance")} if a else None
+    fronts = list(((meta.get("adaptive") or {}).get("frontiers") or {}).values())
+    if fronts:  # an adaptive sweep over a tuning space: each model × shape's frontier, measured or predicted
+        doc["adaptive_frontiers"] = fronts
     quality = run_quality(meta, summaries, doc["models"])
     for m in doc["models"]:  # an impossible figure with its causes in order of evidence and advice that fits the run
         m["implausible_diagnosis"] = implausible_diagnosis(meta, m["implausible"])
@@ -285,6 +289,7 @@ def format_table(doc: dict[str, Any]) -> str:
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
     for m in doc["models"]:
         lines.extend(adaptive_lines(m))
+    lines.extend(adaptive_frontier_lines(doc))
     lines.extend(format_tuning(doc["tuning"]) if doc.get("tuning") else [])
     for m in doc["models"]:
         for rs in m.get("rate_sweeps") or []:
@@ -330,7 +335,7 @@ def adaptive_lines(m: dict[str, Any]) -> list[str]:
     if not a:
         return []
     knee = f"c = {a['knee_concurrency']}" if a.get("knee_concurrency") is not None else "not reached"
-    out = [f"{m['model']} adaptive sweep (tolerance {a.get('tolerance') or 0:.0%}): knee {knee} on the measured + "
+    out = [f"{a.get('curve') or m['model']} adaptive sweep (tolerance {a.get('tolerance') or 0:.0%}): knee {knee} on the measured + "
            f"predicted curve; {a.get('stopped')}"]
     for p in a.get("points") or []:
         tok = p.get("output_throughput_tok_s")
@@ -340,6 +345,17 @@ def adaptive_lines(m: dict[str, Any]) -> list[str]:
             out.append(f"  c = {p['concurrency']}: measured #{p['order']} ({val}{err}): {p['reason']}")
         else:
             out.append(f"  c = {p['concurrency']}: PREDICTED {val} (not a measurement): {p['reason']}")
+    return out
+
+
+def adaptive_frontier_lines(doc: dict[str, Any]) -> list[str]:
+    """An adaptive sweep's frontiers over a tuning space (``run.json`` ``adaptive.frontiers``): per model × shape its
+    points, each marked measured or PREDICTED, and why the frontier walk stopped; ``[]`` without one."""
+    out = []
+    for f in doc.get("adaptive_frontiers") or []:
+        pts = ", ".join(f"{p['variant']} c = {p['concurrency']}" + ("" if p["measured"] else " PREDICTED")
+                        for p in f.get("frontier") or []) or "-"
+        out.append(f"{f['model']} (in {f['input_len']} / out {f['output_len']}) adaptive frontier: {pts}; {f['stopped']}")
     return out
 
 

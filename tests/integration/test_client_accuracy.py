@@ -75,7 +75,7 @@ def _measure(tmp: Path, tok_dir: Path, concurrency: int, requests: int):
                                 stdout=fh, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, log)
-        cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8,
+        cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8,
                             "output_len": N_TOKENS, "concurrency": [concurrency], "repeats": 1,
                             "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": requests,
                                        "tokenizer": str(tok_dir), "timeout_s": 60},

@@ -38,7 +38,7 @@ PROBE_STAND_IN = ProbeResult(device="cpu", dtype="float32", bandwidth_gb_s=10.0,
                              matmul_n=1, threads=1)
 CONFIG = """name: hogged
 hardware: cpu
-engine: transformers
+backend: transformers
 input_len: 8
 output_len: 48
 concurrency: [1, 2, 4]

@@ -40,7 +40,7 @@ def test_a_measured_run_holds_no_machine_path(scratch_root, tmp_path, monkeypatc
     tok = (scratch_root / "data" / "tok") if inside else (tmp_path / "tok")
     build_tokenizer(tok)
     cfg_dict = {
-        "name": "paths", "hardware": "dgx-spark", "engine": "vllm", "input_len": 16, "output_len": 8,
+        "name": "paths", "hardware": "dgx-spark", "backend": "vllm", "input_len": 16, "output_len": 8,
         "concurrency": [1, 2], "repeats": 1, "stop_after_weak_doublings": 0,
         "vllm": {"command": f"{sys.executable} {FAKE_SERVER} --host {{host}} --port {{port}} "
                             "--served-model-name {served_name} --mode healthy",
@@ -57,7 +57,7 @@ def test_a_measured_run_holds_no_machine_path(scratch_root, tmp_path, monkeypatc
     assert meta["config_path"] == "config/paths.yaml" and meta["command"].endswith("--config config/paths.yaml")
     (point,) = pointfiles.load_points(run_dir)[:1]
     assert point.meta["tokenizer"] == ("data/tok" if inside else f"<tmp>/{tok.relative_to(tempfile.gettempdir())}")
-    log = (run_dir / meta["engine"]["servers"]["m1"]["log"]).read_text()
+    log = (run_dir / meta["server"]["servers"]["m1"]["log"]).read_text()
     assert "fake-vllm: cache ~/.cache/vllm" in log and "<tmp>/vllm_dist_0123abcd" in log and "<venv>/lib/x.py" in log
 
     machine = {"project": str(scratch_root), "temp": tempfile.gettempdir() + "/", "home": os.path.expanduser("~") + "/",

@@ -29,7 +29,7 @@ OUT = 4  # tokens per request
 
 
 def _engine(url: str, tok: Path, requests: int):
-    cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": OUT,
+    cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": OUT,
                         "concurrency": [1], "repeats": 1,
                         "openai": {"base_url": url, "requests_per_point": requests, "tokenizer": str(tok),
                                    "timeout_s": 30, "max_consecutive_failures": 0},

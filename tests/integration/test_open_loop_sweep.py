@@ -31,7 +31,7 @@ def test_sweep_walks_auto_rates_with_slo_and_bisection(scratch_root, tmp_path, m
     build_tokenizer(tmp_path / "tok")
     proc, url = start_two_slot_server(tmp_path)
     try:
-        cfg = {"name": "open", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 4,
+        cfg = {"name": "open", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 4,
                "concurrency": [1, 2, 4], "repeats": 1, "warmup": False, "stop_after_weak_doublings": 0,
                "openai": {"base_url": url, "requests_per_point": 24,
                           "tokenizer": str(tmp_path / "tok"), "timeout_s": 30},
@@ -89,7 +89,7 @@ def test_auto_rates_of_a_model_that_measured_nothing_stop_that_model_only(scratc
                                 stdout=fh, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"http://127.0.0.1:{port}/health", proc, 30, tmp_path / "server.log")
-        cfg = {"name": "twomodels", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 4,
+        cfg = {"name": "twomodels", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 4,
                "concurrency": [1, 2], "repeats": 1, "warmup": False, "stop_after_weak_doublings": 0,
                "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": 4,
                           "tokenizer": str(tmp_path / "tok"), "timeout_s": 30, "max_consecutive_failures": 0},

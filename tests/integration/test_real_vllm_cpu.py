@@ -64,7 +64,7 @@ def no_probe(monkeypatch):
 
 def _config(models: list[str], folders) -> "object":
     return parse_config({
-        "name": "real-vllm-cpu", "hardware": "cpu", "engine": "vllm", "input_len": 16, "output_len": OUTPUT_LEN,
+        "name": "real-vllm-cpu", "hardware": "cpu", "backend": "vllm", "input_len": 16, "output_len": OUTPUT_LEN,
         "concurrency": [1, 2, 4], "repeats": 1, "stop_after_weak_doublings": 0,
         "vllm": {"command": ("{python} -m vllm.entrypoints.openai.api_server --model {model} "
                              "--served-model-name {served_name} --host {host} --port {port} --seed {seed} "
@@ -120,8 +120,8 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
         pytest.fail(f"the victim's server was never killed; stopped: {meta.get('stopped')}; points: {pts}")
 
     meta = runs.read_run_json(run_dir)
-    servers = meta["engine"]["servers"]
-    assert meta["engine"]["server_env"]["distribution"] == "vllm-cpu"
+    servers = meta["server"]["servers"]
+    assert meta["server"]["server_env"]["distribution"] == "vllm-cpu"
     assert servers["tiny"]["server_version"] and servers["tiny"]["limits"]["max_num_seqs"] == 4
     assert servers["tiny"]["limits"]["kv_cache_size_tokens"] and servers["tiny"]["limits"]["kv_cache_size_tokens"] > 0
     # clean stop: no process of either server's group is left (server, engine core, workers)

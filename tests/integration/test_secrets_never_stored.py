@@ -44,7 +44,7 @@ def _every_text(folder: Path) -> dict[str, bytes]:
 
 
 def _config(url: str, tok: Path, c: int) -> dict:
-    return {"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 16,
+    return {"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 16,
             "concurrency": [c], "repeats": 1,
             "openai": {"base_url": url, "requests_per_point": 16, "tokenizer": str(tok), "timeout_s": 5,
                        "api_key_env": "BATCHMARK_TEST_KEY", "max_consecutive_failures": 0},

@@ -42,7 +42,7 @@ def flagged_run(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("BATCHMARK_ROOT", str(root))
     run_dir = root / "data" / "runs" / "20260101T000000Z-test"
-    cfg_dict = {"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 16,
+    cfg_dict = {"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 16,
                 "concurrency": [1, 2, 4], "repeats": 1,
                 "openai": {"base_url": "http://127.0.0.1:1/v1", "requests_per_point": 8, "tokenizer": str(tok),
                            "timeout_s": 5},

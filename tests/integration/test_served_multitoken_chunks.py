@@ -212,7 +212,7 @@ def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
     try:
         build_tokenizer(tmp_path / "tok")
         monkeypatch.setenv("BM_TEST_KEY", key)
-        cfg = parse_config({"name": "k", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 3,
+        cfg = parse_config({"name": "k", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 3,
                             "concurrency": [1], "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": "BM_TEST_KEY",
                                        "requests_per_point": 2, "tokenizer": str(tmp_path / "tok")},
                             "models": [{"name": "m", "served_name": "m"}]})

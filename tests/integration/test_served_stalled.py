@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 
 def _cfg(url: str, tok: str, **opts):
-    return parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 16,
+    return parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 16,
                          "concurrency": [1, 2], "repeats": 2,
                          "openai": {"base_url": url, "requests_per_point": 8, "tokenizer": tok, "timeout_s": 60, **opts},
                          "models": [{"name": "m", "served_name": "m"}]})
@@ -87,7 +87,7 @@ def test_sweep_where_nothing_was_measured_says_so_and_exits_1(stalled, scratch_r
     url, tok = stalled
     cfg = tmp_path / "dead.yaml"
     cfg.write_text(yaml.safe_dump({
-        "name": "dead", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": 16,
+        "name": "dead", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 16,
         "concurrency": [1, 2], "repeats": 1, "warmup": False,
         "openai": {"base_url": url, "requests_per_point": 4, "tokenizer": tok, "timeout_s": 60, "point_timeout_s": 1},
         "models": [{"name": "m", "served_name": "m"}]}))

@@ -87,7 +87,7 @@ def test_the_sweep_prints_each_kind_while_it_runs(fault, words, tmp_path, tok_di
     proc, url = start_server(fault, tmp_path)
     said: list[str] = []
     try:
-        cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8, "output_len": N_TOKENS,
+        cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": N_TOKENS,
                             "concurrency": [1], "repeats": 1,
                             "openai": {"base_url": url, "requests_per_point": N_REQUESTS, "tokenizer": str(tok_dir),
                                        "timeout_s": 5},

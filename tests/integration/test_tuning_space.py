@@ -89,7 +89,7 @@ def test_the_fp8_variant_holds_twice_the_kv_cache(run):
     assert base_card["kv_bytes_per_token"] == 2 * 36 * 8 * 64 * 2 == 73_728
     assert fp8_card["kv_bytes_per_token"] == 2 * 36 * 8 * 64 * 1 == 36_864
     assert fp8_card["weight_bytes"] == base_card["weight_bytes"]  # the KV dtype changes no weight
-    servers = json.loads((run_dir / "run.json").read_text())["engine"]["servers"]
+    servers = json.loads((run_dir / "run.json").read_text())["server"]["servers"]
     blocks = {v: servers[f"gpt-oss-120b/{v}"]["limits"]["num_gpu_blocks"] for v in VARIANTS}
     free = 128e9 * 0.85 - base_card["weight_bytes"]
     assert blocks["defaults"] == math.floor(free / (73_728 * 16))

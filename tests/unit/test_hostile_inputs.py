@@ -188,7 +188,7 @@ def test_merge_of_a_part_with_a_corrupt_run_json_names_it_and_the_remedy(scratch
 def test_auto_rates_without_a_closed_loop_throughput_stop_that_model_only(tmp_path):
     """Regression (fault kind: one model's empty grid stopping the sweep): the first model's grid measured nothing; the sweep raised, never measured the next model, and every
     ``--resume`` raised the same.  Now the reason is recorded for that model and the sweep goes on."""
-    cfg = parse_config({"name": "o", "hardware": "cpu", "engine": "openai", "concurrency": [1, 2],
+    cfg = parse_config({"name": "o", "hardware": "cpu", "backend": "openai", "concurrency": [1, 2],
                         "open_loop": {"rates": "auto"}, "models": [{"name": "m", "served_name": "m"}]})
     logged: list[str] = []
     sweep = point.SweepState(cfg, None, tmp_path, Display(0, enabled=False), logged.append)
@@ -259,7 +259,7 @@ def test_guidellm_negative_ttft_is_refused(tmp_path):
 def test_extra_body_may_not_set_what_is_measured(key):
     """Regression (fault kind: extra_body setting what is measured): ``extra_body: {max_tokens: 2, model: other}`` measured 2 tokens of another model."""
     with pytest.raises(BatchmarkError) as exc:
-        parse_config({"name": "x", "hardware": "cpu", "engine": "openai", "concurrency": [1],
+        parse_config({"name": "x", "hardware": "cpu", "backend": "openai", "concurrency": [1],
                       "openai": {"extra_body": {key: 2, "top_k": 5}}, "models": [{"name": "m", "served_name": "m"}]})
     assert "openai.extra_body" in _one_line(exc) and key in str(exc.value)
 

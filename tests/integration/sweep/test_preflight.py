@@ -16,7 +16,7 @@ def test_failed_sweep_leaves_no_run_folder(scratch_root, monkeypatch):
     cfg = scratch_root / "config" / "ep.yaml"
     cfg.write_text(f"""name: ep
 hardware: cpu
-engine: openai
+backend: openai
 input_len: 8
 output_len: 8
 concurrency: [1]

@@ -15,7 +15,7 @@ from pipeline.diff.stats import min_two_sided_p
 
 
 def test_default_repeats_let_a_diff_decide():
-    cfg = parse_config({"name": "gpu", "hardware": "h200", "engine": "vllm",
+    cfg = parse_config({"name": "gpu", "hardware": "h200", "backend": "vllm",
                         "models": [{"name": "m", "served_name": "org/m"}]})
     assert cfg.repeats == 5
     # five repeats a side, B = A − 2 (A = 100 … 102 by 0.5: variance 0.625 each): t = 2 / sqrt(2 × 0.625 / 5) = 4.0 at

@@ -18,7 +18,7 @@ def _write(tmp_path, mutate):
 
 def test_default_config_is_valid():
     cfg = load_config(REPO / "config" / "transformers-cpu.yaml")
-    assert cfg.engine == "transformers" and len(cfg.models) == 2
+    assert cfg.backend == "transformers" and len(cfg.models) == 2
 
 
 @pytest.mark.parametrize("mutate,expected", [
@@ -49,6 +49,6 @@ def test_not_yaml(tmp_path):
 def test_vllm_cpu_config_is_the_real_vllm_default():
     """The main job's config: the vllm engine, from its own environment, with an in-process fallback."""
     cfg = load_config(REPO / "config" / "vllm-cpu.yaml")
-    assert cfg.engine == "vllm" and cfg.vllm.fallback_engine == "transformers"
+    assert cfg.backend == "vllm" and cfg.vllm.fallback_engine == "transformers"
     assert "{python}" in cfg.vllm.command and cfg.vllm.python == ".venv-vllm/bin/python"
     assert [m.architecture["model_type"] for m in cfg.models] == ["llama", "qwen3_moe"]

@@ -10,7 +10,7 @@ from pipeline.config.variants import run_variants, shape_config, simulated_state
 from pipeline.core.errors import BatchmarkError
 from tests.conftest import REPO
 
-BASE = {"name": "t", "hardware": "cpu", "engine": "vllm", "concurrency": [1, 2, 4],
+BASE = {"name": "t", "hardware": "cpu", "backend": "vllm", "concurrency": [1, 2, 4],
         "models": [{"name": "m", "path": "org/m"}]}
 
 
@@ -36,7 +36,8 @@ def test_shapes_and_variants_default_to_the_one_shape_and_default():
     ({"variants": [{"name": "a", "max_num_seqs": 0}]}, "variants.0.max_num_seqs"),
     ({"variants": [{"name": "a", "gpu_memory_utilization": 1.5}]}, "variants.0.gpu_memory_utilization"),
     ({"variants": [{"name": "a", "turbo": True}]}, "variants.0.turbo"),
-    ({"variants": [{"name": "a"}, {"name": "b"}], "adaptive": {}, "concurrency": [1, 2, 4]}, "adaptive"),
+    ({"variants": [{"name": "a"}, {"name": "b"}], "adaptive": {"frontier_points": -1}, "concurrency": [1, 2, 4]},
+     "adaptive.frontier_points"),
 ])
 def test_a_bad_tuning_space_is_one_line_naming_the_field(extra, field):
     with pytest.raises(BatchmarkError) as exc:
@@ -97,7 +98,7 @@ def test_the_tuning_configs_load_and_the_cpu_one_plans():
     assert [v.name for v in spark.variant_list()] == ["defaults", "max-num-seqs-256", "fp8-kv"]
     assert [(s.input_len, s.output_len) for s in spark.shapes()] == [(1024, 256), (8192, 256), (32768, 256)]
     twin = load_config(REPO / "config" / "spark-tuning-simulated.yaml")
-    assert twin.engine == "simulated" and len(twin.shapes()) == 3 and len(twin.variant_list()) == 3
+    assert twin.backend == "simulated" and len(twin.shapes()) == 3 and len(twin.variant_list()) == 3
     from pipeline.plan.estimate import make_plan
 
     cpu = load_config(REPO / "config" / "vllm-cpu-tuning.yaml")

@@ -121,8 +121,7 @@ def test_the_frontier_moved_up_at_the_same_interactivity():
     rows = {r["base_concurrency"]: r for r in e["frontier_moved"]}
     assert rows[4]["variant_concurrency"] == 4 and rows[4]["change"] == pytest.approx(0.25) and rows[4]["called"]
     assert rows[1]["variant_concurrency"] == 1 and rows[1]["change"] == 0 and not rows[1]["called"]
-    assert ("+25 % output throughput at a per-user throughput of at least 40.0 tok/s (c = 4 against the baseline's "
-            "frontier point c = 4)") in e["lines"]
+    assert "+25 % output throughput at a per-user throughput of at least 40.0 tok/s at c = 4" in e["lines"]
 
 
 def test_no_frontier_row_where_the_variant_gave_the_interactivity_up():
@@ -130,3 +129,41 @@ def test_no_frontier_row_where_the_variant_gave_the_interactivity_up():
     ss = [_s("default", 1, [49, 50, 51], user=50.0), _s("default", 4, [158, 160, 162], user=40.0),
           _s("v", 4, [298, 300, 302], user=30.0)]
     assert _entry(variant_diff(ss, ["default", "v"]), "v")["frontier_moved"] == []
+
+
+def test_a_variant_diff_names_each_side_by_its_variant():
+    """`batchmark diff RUN --variants A B` printed "A = t1 …, B = t1 …": the run's id for both sides, so the header
+    did not say which side was which variant (fault kind: a report header naming the container, not the thing
+    compared).  Each side is now ``RUN/variant``, in the text, the Markdown and the JSON."""
+    from pathlib import Path
+
+    from pipeline.analysis.stages import RunResults
+    from pipeline.diff.match import variant_sides
+    from pipeline.diff.report import format_markdown, format_text
+    from pipeline.diff.rundiff import diff_runs
+
+    ss = [_s("variant-a", 1, [50, 51, 49]), _s("variant-b", 1, [60, 61, 59])]
+    res = RunResults(Path("t1"), {"run_id": "t1", "source": "simulated", "hardware": {"name": "dgx-spark"}}, ss,
+                     {"points": [], "models": []})
+    d = diff_runs(*variant_sides(res, "variant-a", "variant-b"))
+    assert (d.run_a["run_id"], d.run_b["run_id"]) == ("t1/variant-a", "t1/variant-b")
+    text = format_text(d)
+    assert "A = t1/variant-a (simulated, dgx-spark)\nB = t1/variant-b (simulated, dgx-spark)" in text
+    assert "A = t1/variant-a (simulated, dgx-spark), B = t1/variant-b" in format_markdown(d)
+    assert len(d.changes) and res.run_id == "t1"  # the points were paired, and the run itself is left as it was
+
+
+def test_a_line_that_pairs_two_concurrencies_says_each_sides():
+    """The peak, SLO-best and frontier lines compare each setting's own best, which may sit at different
+    concurrencies (pipeline/diff/variants.py says why that is the honest comparison); a line that did so said one
+    concurrency in front and the baseline's aside or not at all (fault kind: a comparison that does not say what it
+    paired).  Baseline: c = 4 at 100 (repeats 100, 102, 98), c = 8 at 90; the variant: c = 4 at 95, c = 8 at 122
+    (122, 124, 120): peaks c = 8 vs c = 4, +22 %, p = 0.00018 (module docstring).  Frontier: the baseline's frontier
+    is its c = 4 (per-user 40; its c = 8 at 30 per user and 90 output is beaten), the variant's best at >= 40 tok/s
+    per user is its c = 8 (per-user 41): 122 against 100, +22 %, at c = 8 vs the baseline's frontier point c = 4."""
+    ss = [_s("default", 4, [100, 102, 98], user=40.0), _s("default", 8, [90, 92, 88], user=30.0),
+          _s("v", 4, [95, 97, 93], user=45.0), _s("v", 8, [122, 124, 120], user=41.0)]
+    e = _entry(variant_diff(ss, ["default", "v"]), "v")
+    assert e["lines"][0] == "+22 % peak output throughput (c = 8 vs the baseline's c = 4)"
+    assert ("+22 % output throughput at a per-user throughput of at least 40.0 tok/s (c = 8 vs the baseline's "
+            "frontier point c = 4)") in e["lines"]

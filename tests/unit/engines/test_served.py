@@ -119,11 +119,11 @@ def test_log_tail_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("data,match", [
-    ({"engine": "openai", "models": [{"name": "a"}]}, "served_name"),
-    ({"engine": "openai", "openai": {"api_key": "sk-x"}, "models": [{"name": "a", "served_name": "m"}]}, "openai.api_key: unknown key"),
-    ({"engine": "openai", "openai": {"base_url": "localhost:8000"}, "models": [{"name": "a", "served_name": "m"}]}, "openai.base_url"),
-    ({"engine": "vllm", "concurrency": [1, 64], "vllm": {"max_num_seqs": 8}, "models": [{"name": "a", "path": "p"}]}, "vllm.max_num_seqs"),
-    ({"engine": "vllm", "vllm": {"gpu_memory_utilization": 1.5}, "models": [{"name": "a", "path": "p"}]}, "vllm.gpu_memory_utilization"),
+    ({"backend": "openai", "models": [{"name": "a"}]}, "served_name"),
+    ({"backend": "openai", "openai": {"api_key": "sk-x"}, "models": [{"name": "a", "served_name": "m"}]}, "openai.api_key: unknown key"),
+    ({"backend": "openai", "openai": {"base_url": "localhost:8000"}, "models": [{"name": "a", "served_name": "m"}]}, "openai.base_url"),
+    ({"backend": "vllm", "concurrency": [1, 64], "vllm": {"max_num_seqs": 8}, "models": [{"name": "a", "path": "p"}]}, "vllm.max_num_seqs"),
+    ({"backend": "vllm", "vllm": {"gpu_memory_utilization": 1.5}, "models": [{"name": "a", "path": "p"}]}, "vllm.gpu_memory_utilization"),
 ])
 def test_config_errors_name_the_field(data, match):
     with pytest.raises(BatchmarkError, match=match):
@@ -148,7 +148,7 @@ def test_shipped_configs_validate():
     from pipeline.config.sweepconfig import load_config
 
     spark = load_config(root / "config" / "spark.yaml")
-    assert spark.engine == "vllm" and spark.hardware == "dgx-spark"
+    assert spark.backend == "vllm" and spark.hardware == "dgx-spark"
     assert spark.input_len == 1024 and spark.output_len == 256 and spark.repeats >= 5
     assert spark.concurrency[0] == 1 and spark.concurrency[-1] == 256
     assert len(spark.models) == 5
@@ -161,7 +161,7 @@ def test_shipped_configs_validate():
         "gpt-oss-20b": "moe", "gpt-oss-120b": "moe", "qwen3-30b-a3b": "moe",
         "llama-3.1-8b-instruct": "dense", "qwen3-32b": "dense"}
     endpoint = load_config(root / "config" / "endpoint.yaml")
-    assert endpoint.engine == "openai" and endpoint.openai.api_key_env
+    assert endpoint.backend == "openai" and endpoint.openai.api_key_env
     assert "sk-" not in (root / "config" / "endpoint.yaml").read_text()
 
 
@@ -171,7 +171,7 @@ def test_missing_api_key_variable_sends_no_key(monkeypatch):
     from pipeline.engines import get_engine
 
     monkeypatch.delenv("BM_NO_SUCH_KEY", raising=False)
-    cfg = parse_config({"name": "x", "hardware": "cpu", "engine": "openai",
+    cfg = parse_config({"name": "x", "hardware": "cpu", "backend": "openai",
                         "openai": {"api_key_env": "BM_NO_SUCH_KEY"}, "models": [{"name": "a", "served_name": "m"}]})
     assert get_engine(cfg).api_key is None
     monkeypatch.setenv("BM_NO_SUCH_KEY", "k1")

@@ -41,8 +41,8 @@ def test_run_json_says_simulated_and_measures_nothing_of_this_machine(sim_run: P
     meta = json.loads((sim_run / "run.json").read_text())
     assert meta["source"] == "simulated"
     assert meta["probe"]["device"] == "simulated:dgx-spark" and meta["probe"]["bandwidth_gb_s"] == 273
-    assert meta["engine"]["engine"] == "simulated"
-    assert meta["engine"]["servers"]["llama-3.1-8b-instruct"]["limits"]["max_num_seqs"] == 4
+    assert meta["server"]["engine"] == "simulated"
+    assert meta["server"]["servers"]["llama-3.1-8b-instruct"]["limits"]["max_num_seqs"] == 4
 
 
 def test_show_says_simulated(sim_run: Path):

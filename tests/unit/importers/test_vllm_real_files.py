@@ -319,26 +319,26 @@ def test_sweep_crashed_run_beside_other_runs_flags_their_point(tmp_path):
     assert p.errors == ["vllm bench sweep run 2 failed (CalledProcessError; run=2.failure.json): left out"]
 
 
-# -- vllm bench sweep serve --serve-params: the same point on different servers -----------------------
+# -- vllm bench sweep serve --serve-params: the same point on different servers = one run, two variants ------------
 
 SERVE_SWEEP = REAL / "sweep-serve-params" / "20261201_162551"
 
 
-def test_sweep_over_serve_params_is_refused_naming_the_servers(capsys, scratch_root):
+def test_sweep_over_serve_params_imports_as_variants_of_one_run():
     """--serve-params [{max_num_seqs: 2}, {max_num_seqs: 4}] with one bench combination (max_concurrency 4): vLLM
-    wrote the same point twice, once per server (run=0.json in each SERVE-… folder; max_num_seqs read here).  They
-    are neither repeats nor one point: refused naming the combinations (before: "two results for the same point"
-    without a word of why)."""
+    wrote the same point once per server (run=0.json in each SERVE-… folder, max_num_seqs written into it by the
+    sweep's _update_run_data).  Each server is a variant named from its combination (max_num_seqs=2 →
+    max_num_seqs_2), the first server run (the earlier date) the baseline, its settings read from the run; each
+    point's figures are vLLM's own (before: refused, "import each combination as a run of its own")."""
     folders = sorted(p for p in SERVE_SWEEP.iterdir() if p.is_dir())
     assert [load(f / "run=0.json")["max_num_seqs"] for f in folders] == [2, 4]
-    assert main(["import", "vllm-bench", str(SERVE_SWEEP), "--hardware", "cpu"]) == 2
-    err = _one_line(capsys)
-    assert ("the point (c = 4) comes from vllm bench sweep serve combinations of different servers "
-            "(SERVE--max_num_seqs=2-BENCH--max_concurrency=4, SERVE--max_num_seqs=4-BENCH--max_concurrency=4): "
-            "import each combination (each SERVE-… folder) as a run of its own") in err
-    for f in folders:  # each server's folder is a run of its own
-        (p,) = parse("vllm-bench", [f]).summaries
+    res = parse("vllm-bench", [SERVE_SWEEP])
+    assert res.variants == [{"name": "max_num_seqs_2", "baseline": True, "settings": {"max_num_seqs": 2}},
+                            {"name": "max_num_seqs_4", "baseline": False, "settings": {"max_num_seqs": 4}}]
+    by_variant = {p.variant: p for p in res.summaries}
+    for f in folders:
         d = load(f / "run=0.json")
+        p = by_variant[f"max_num_seqs_{d['max_num_seqs']}"]
         assert (p.concurrency, p.repeats, p.completed) == (4, 1, d["completed"])
         assert p.output_throughput_tok_s == pytest.approx(d["output_throughput"], rel=1e-12)
         assert p.tpot_s["p50"] == pytest.approx(d["median_tpot_ms"] / 1e3, rel=1e-12)
@@ -347,21 +347,22 @@ def test_sweep_over_serve_params_is_refused_naming_the_servers(capsys, scratch_r
 def test_runs_of_different_servers_never_merge_as_repeats(tmp_path):
     """Two results of one point with distinct run numbers merge as repeats only from one combination's folder: here
     run 0 of the max_num_seqs=2 server and run 0 of the max_num_seqs=4 server saved as run=1.json with run_number 1
-    (the only edit: as if that server's run 0 had crashed) were merged as two repeats of one point before the fix;
-    they stay apart and are refused."""
+    (the only edit: as if that server's run 0 had crashed) were merged as two repeats of one point before; they are
+    one point of each variant, one repeat each."""
     for n, run in ((2, 0), (4, 1)):
         src = SERVE_SWEEP / f"SERVE--max_num_seqs={n}-BENCH--max_concurrency=4" / "run=0.json"
         dest = tmp_path / f"SERVE--max_num_seqs={n}-BENCH--max_concurrency=4"
         dest.mkdir()
         (dest / f"run={run}.json").write_text(json.dumps({**load(src), "run_number": run}))
-    with pytest.raises(BatchmarkError, match="combinations of different servers"):
-        parse("vllm-bench", [tmp_path])
+    res = parse("vllm-bench", [tmp_path])
+    assert sorted((p.variant, p.repeats) for p in res.summaries) == [("max_num_seqs_2", 1), ("max_num_seqs_4", 1)]
 
 
-def test_sweep_log_over_serve_params_is_refused_naming_the_servers():
+def test_sweep_log_over_serve_params_gives_the_same_variants():
     """The --show-stdout log of the same kind of sweep (run again; sweep-serve-params/sweep-show-stdout.log): each
-    server's section starts with "Server overrides: {...}", and its block is another server's point."""
-    with pytest.raises(BatchmarkError, match=r"combinations of different servers \(sweep-show-stdout.log \(Server "
-                                             r"overrides: \{'max_num_seqs': 2\}\), sweep-show-stdout.log \(Server "
-                                             r"overrides: \{'max_num_seqs': 4\}\)\)"):
-        parse("vllm-bench", [REAL / "sweep-serve-params" / "sweep-show-stdout.log"])
+    server's section starts with "Server overrides: {'max_num_seqs': 2}" (the combination as Python prints it), and
+    its block is that variant's point; the first section is the baseline."""
+    res = parse("vllm-bench", [REAL / "sweep-serve-params" / "sweep-show-stdout.log"])
+    assert [(v["name"], v["baseline"], v["settings"]) for v in res.variants] == [
+        ("max_num_seqs_2", True, {"max_num_seqs": 2}), ("max_num_seqs_4", False, {"max_num_seqs": 4})]
+    assert sorted(p.variant for p in res.summaries) == ["max_num_seqs_2", "max_num_seqs_4"]

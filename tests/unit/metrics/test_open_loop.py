@@ -184,7 +184,7 @@ def test_auto_rates_and_bisection():
     assert bisect_rate({1.0: True, 2.0: True}) is None and bisect_rate({1.0: False}) is None
 
 
-BASE = {"name": "t", "hardware": "cpu", "engine": "openai", "models": [{"name": "m", "served_name": "m"}]}
+BASE = {"name": "t", "hardware": "cpu", "backend": "openai", "models": [{"name": "m", "served_name": "m"}]}
 
 
 def test_config_open_loop_and_slo():
@@ -228,8 +228,8 @@ def test_an_old_slo_key_is_read_as_both_limits_with_one_warning_line(capsys):
     ({"slo": {"ttft_p99_ms": -5}}, r"slo\.ttft_p99_ms \(read as goodput_ttft_ms\): Input should be greater than 0"),  # the key the file has
     ({"slo": {"ttft_p99_ms": 5, "ttft_p99_max_ms": 5}}, r"slo: ttft_p99_ms \(deprecated\) and ttft_p99_max_ms are both given"),
     ({"slo": {"ttft_p99": 5}}, r"slo\.ttft_p99: unknown key"),
-    ({"engine": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],
-      "open_loop": {"rates": [1]}}, r"open_loop: the transformers engine"),
+    ({"backend": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],
+      "open_loop": {"rates": [1]}}, r"open_loop: the transformers backend"),
 ])
 def test_config_refuses_bad_open_loop_values(extra, match):
     with pytest.raises(BatchmarkError, match=match) as exc:

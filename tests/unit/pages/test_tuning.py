@@ -60,3 +60,20 @@ def test_kv_rows_measured_beside_capacity_prediction():
     rows = kv_rows(ws, card("dense-a"), H200_PROFILE, {"fp8-kv": {"kv_cache_dtype": "fp8"}})
     assert [(r["measured_concurrency"], r["measured_regime"], r["predicted_sequences"]) for r in rows] == [
         (8, "kv_cache_full", 95901), (None, None, 191802)]
+
+
+def test_the_run_page_names_the_variant_in_every_row_of_its_model_table(tmp_path):
+    """The run page's model table gave one row per model × variant × shape but named no variant, so two rows of the
+    same model and shape looked alike (fault kind: rows of a table indistinguishable by what they show).  With more
+    than one variant each row says its own, the baseline's too (`default`)."""
+    from pipeline.pages.render import render_site
+    from tests.runbuilder import make_variant_run
+
+    make_variant_run(tmp_path / "runs", "20261129T000000Z-testhost", concurrency=(1, 4),
+                     variants={"default": 1.0, "fp8-kv": 0.7}, shapes={64: 1.0})
+    pages = render_site(tmp_path / "pages", runs_dir=tmp_path / "runs")
+    text = next(p for p in pages if p.parent.name == "runs" and "testhost" in p.name).read_text()
+    table = text[text.index("## Models"):].split("\n\n")[2].splitlines()
+    assert table[0].startswith("| model | variant | kind |")
+    rows = [r.split(" | ") for r in table[2:]]
+    assert len(rows) == 2 and sorted(r[1] for r in rows) == ["default", "fp8-kv"]

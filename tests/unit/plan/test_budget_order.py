@@ -32,7 +32,7 @@ def _hand_plan(cfg, *, repeats=None, requests_per_slot=None, min_requests=None, 
     grid = len(cfg.concurrency) - drop_top
     ol = cfg.open_loop if open_loop else None
     rates = 0 if ol is None else (ol.auto_rates if ol.rates == "auto" else len(ol.rates)) + ol.bisect_steps
-    return Plan(cfg.name, "dgx-spark", cfg.engine, grid * GRID_POINT_S + rates * RATE_S, [], repeats or cfg.repeats,
+    return Plan(cfg.name, "dgx-spark", cfg.backend, grid * GRID_POINT_S + rates * RATE_S, [], repeats or cfg.repeats,
                 requests_per_slot or 4, min_requests or 32)
 
 

@@ -109,7 +109,7 @@ def test_parse_duration(text, seconds):
 @pytest.mark.parametrize("bad", ["8 hours", "", "0h", "-1h", "h"])
 def test_bad_budget_is_refused_naming_the_field(bad):
     with pytest.raises(BatchmarkError, match="budget"):
-        parse_config({"name": "x", "hardware": "dgx-spark", "engine": "simulated", "budget": bad,
+        parse_config({"name": "x", "hardware": "dgx-spark", "backend": "simulated", "budget": bad,
                       "models": [{"name": "m", "card": "Llama-3.1-8B"}]}, "cfg.yaml")
 
 
@@ -117,7 +117,7 @@ def test_plan_of_a_profile_without_figures_is_a_one_line_error(tmp_path, scratch
     """Without a stored probe of this machine (a scratch root has no run) and none run now, the plan says how to get one
     (`batchmark plan` probes; tests/unit/plan/test_probed.py plans with a probe)."""
     path = tmp_path / "cpu.yaml"
-    path.write_text("name: c\nhardware: cpu\nengine: vllm\nmodels: [{name: m, served_name: m}]\n")
+    path.write_text("name: c\nhardware: cpu\nbackend: vllm\nmodels: [{name: m, served_name: m}]\n")
     with pytest.raises(BatchmarkError, match="no bandwidth_gb_s_spec .*`batchmark plan CONFIG` probes it"):
         make_plan(load_config(path))
 

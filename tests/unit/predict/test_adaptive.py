@@ -84,7 +84,7 @@ TRUE = {1: 10.0, 2: 19.0, 4: 36.0, 8: 64.0, 16: 100.0, 32: 110.0, 64: 112.0}
 MODEL = {1: 10.0, 2: 20.0, 4: 40.0, 8: 80.0, 16: 120.0, 32: 130.0, 64: 132.0}
 
 
-def _walk(tolerance: float):
+def _walk(tolerance: float, bracket: bool = False):
     calls = []
 
     def measure(c: int, reason: str) -> float:
@@ -93,7 +93,7 @@ def _walk(tolerance: float):
 
     def predict():
         return {c: {"output_throughput_tok_s": v, "spread": None} for c, v in MODEL.items()}, {"terms": "fake"}
-    return walk(sorted(TRUE), sorted(TRUE), "dense", measure, predict, 0.15, tolerance), calls
+    return walk(sorted(TRUE), sorted(TRUE), "dense", measure, predict, 0.15, tolerance, bracket=bracket), calls
 
 
 def test_walk_on_a_synthetic_curve_chooses_what_is_worked_by_hand():
@@ -126,6 +126,17 @@ def test_walk_goes_on_while_the_measurement_is_off_its_prediction():
     assert res.steps[1]["predicted_tok_s"] == pytest.approx(130 * (100 / 120 + (112 / 132 - 100 / 120) / 2))
 
 
+def test_walk_with_bracket_stops_only_once_the_knee_rests_on_measurements():
+    # As worked above, step 4 settles (knee 16, -2.06 %) but 32, a deciding point of the knee (8, 16, 32), is
+    # unmeasured: the walk goes on to 32 (the one decisive point left, between 16 and 64): 110 against 109.32
+    # (-0.62 %), knee still 16, every deciding point measured: stop.  (The tuning space's curves walk so.)
+    res, calls = _walk(0.10, bracket=True)
+    assert calls == [1, 64, 8, 16, 32]
+    assert [s["settled"] for s in res.steps] == [False, True]
+    assert res.steps[0]["why"].endswith("but c = 32, which decides it, is not measured")
+    assert res.knee_concurrency == 16
+
+
 def test_walk_without_a_fit_measures_every_fitting_point():
     calls = []
 
@@ -143,7 +154,7 @@ def test_walk_without_a_fit_measures_every_fitting_point():
 
 
 def _cfg(extra: str, grid: str = "[1, 2, 4]") -> str:
-    return (f"name: a\nhardware: dgx-spark\nengine: simulated\nconcurrency: {grid}\n"
+    return (f"name: a\nhardware: dgx-spark\nbackend: simulated\nconcurrency: {grid}\n"
             f"models:\n  - name: m\n    card: Llama-3.1-8B\n{extra}")
 
 
@@ -162,7 +173,7 @@ def test_config_adaptive_validated_with_the_field_named():
 
 SIM = """name: sim-adaptive
 hardware: dgx-spark
-engine: simulated
+backend: simulated
 input_len: 128
 output_len: 16
 concurrency: [1, 2, 4, 8, 16, 32, 64]

@@ -42,3 +42,15 @@ def test_leaving_a_source_out_fits_the_others_alone(curves):
     assert without is not None and without.routing_scale != pytest.approx(8.0, rel=0.2)
     assert without.source == f"fitted without {kubis}"
     assert fit_terms([c for c in curves if c.url == kubis], "vllm", leave_out=kubis) is None
+
+
+def test_a_static_batch_slower_than_a_larger_one_is_set_aside():
+    """ggml-org/llama.cpp benches/dgx-spark.md, gpt-oss-20b pp512: B = 1 took 0.390 s, B = 2 (twice the tokens)
+    0.273 s — the run's first timed row after a 16-token warm-up; it is set aside with why, the rest kept."""
+    from sparkdata import Curve, Point, set_aside_one_offs
+
+    c = Curve("bb", "u", "llama.cpp", "static", "gpt-oss-20b", None, None, 512, 32,
+              [Point(1, ttft_s=0.390), Point(2, ttft_s=0.273), Point(4, ttft_s=0.517)])
+    set_aside_one_offs(c)
+    assert [p.concurrency for p in c.points] == [2, 4]
+    assert len(c.set_aside) == 1 and "0.273 s of B = 2" in c.set_aside[0][1]

@@ -198,7 +198,7 @@ def test_machine_paths_are_made_relative_to_the_repository():
                       "servers": {"m": {"command": "/tmp/x/.venv-vllm/bin/python -m vllm", "port": 1}}}}
     assert schemas.migrate(schemas.RunFile, "run.json", old) == {
         "schema_version": schemas.RunFile.current, "command": "pipeline/__main__.py sweep", "config_path": "config/a.yaml",
-        "engine": {"server_env": {"python": ".venv-vllm/bin/python", "version": "0.32.0"},
+        "server": {"server_env": {"python": ".venv-vllm/bin/python", "version": "0.32.0"},
                    "servers": {"m": {"command": ".venv-vllm/bin/python -m vllm", "port": 1}}},
         "variants": [{"name": "default", "baseline": True, "settings": {}}]}
     point = {"schema_version": 2, "point": {"model": "m", "engine": "vllm", "input_len": 1, "output_len": 2, "concurrency": 1},

@@ -82,14 +82,20 @@ def test_upgrade_stamps_the_old_files_and_changes_no_number(run: Path, tmp_path:
             # the repository (committed runs carry no machine path); (2 -> 3 splits the SLO's keys, and this
             # run has none); every other value equal
             # (3 -> 4 states the run's one variant, default)
-            assert schemas.version_of(name, after[name]) == schemas.RunFile.current == 4
+            # (4 -> 5: engine is server, driver gpu_driver, the config's engine its backend; values as stored)
+            assert schemas.version_of(name, after[name]) == schemas.RunFile.current == 5
             assert after[name]["variants"] == [{"name": "default", "baseline": True, "settings": {}}]
             assert before[name]["command"] == ("/work/main/pipeline/__main__.py sweep --config config/default.yaml "
                                                "--run-id 20261129T161329Z-vm --pointer")
             assert after[name]["command"] == ("pipeline/__main__.py sweep --config config/default.yaml "
                                               "--run-id 20261129T161329Z-vm --pointer")
+            words = (("/engine/", "/server/"), ("/driver", "/gpu_driver"), ("/config/engine", "/config/backend"))
+
+            def renamed(k: str) -> str:
+                return next((new + k[len(old):] for old, new in words if k.startswith(old)), k)
+
             assert {k: v for k, v in _leaves(after[name]).items() if k != "/command" and not k.startswith("/variants/")} == \
-                {k: v for k, v in _leaves(before[name]).items() if k != "/command"}
+                {renamed(k): v for k, v in _leaves(before[name]).items() if k != "/command"}
             continue
         if name == "analysis.json":
             # analysis 1 -> 2: the hardware block's *_measured (the probe's figures) are *_probed; (2 -> 3

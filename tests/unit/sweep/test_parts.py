@@ -26,7 +26,7 @@ CPU_MACHINE = {"profile": "cpu", "gpus": [], "cpu": "Test CPU 9000"}
 
 
 def _cfg(**extra):
-    return parse_config({"name": "test", "hardware": "cpu", "engine": "transformers",
+    return parse_config({"name": "test", "hardware": "cpu", "backend": "transformers",
                          "input_len": rb.INPUT_LEN, "output_len": rb.OUTPUT_LEN, "concurrency": [1, 2, 4],
                          "repeats": 5, "stop_after_weak_doublings": 0,
                          "models": [{"name": m, "architecture": {"model_type": "llama", "hidden_size": 64,
@@ -52,9 +52,9 @@ def make_part(cfg, run_id: str, model: str, host: str = "node1", machine: dict |
         "source": "measured", "config_name": cfg.name, "config_digest": cfg.digest(), "config_path": "test.yaml",
         "config": cfg.model_dump(mode="json"), "hardware": hardware or rb.CPU_PROFILE, "host": host,
         "platform": "test", "started_at": started, "git_commit": None,
-        "versions": {"python": "3.11.0", "batchmark": "0.1.0"}, "driver": None, "command": "test",
+        "versions": {"python": "3.11.0", "batchmark": "0.1.0"}, "gpu_driver": None, "command": "test",
         "part_of": run_id, "models": [model], "machine": machine or CPU_MACHINE})
-    runs.update_run_json(part, probe=_probe(bandwidth_gb_s, warning), engine={"engine": "transformers"},
+    runs.update_run_json(part, probe=_probe(bandwidth_gb_s, warning), server={"engine": "transformers"},
                          stopped={}, failures=failures or {"points": 3, "with_failures": 0, "empty": 0})
     runs.write_model_card(part, rb.card(model))
     for c in cfg.concurrency:

@@ -95,7 +95,7 @@ def test_tokenizer_offline_fails_at_once_in_one_line(monkeypatch, tmp_path):
 
 def test_preflight_of_an_endpoint_config(server, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    base = {"name": "x", "hardware": "cpu", "engine": "openai", "models": [{"name": "a", "served_name": "m", "path": str(tmp_path)}]}
+    base = {"name": "x", "hardware": "cpu", "backend": "openai", "models": [{"name": "a", "served_name": "m", "path": str(tmp_path)}]}
     notes = []
     monkeypatch.delenv("BM_KEY", raising=False)
     preflight(parse_config({**base, "openai": {"base_url": server(None), "api_key_env": "BM_KEY"}}), log=notes.append)

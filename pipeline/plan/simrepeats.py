@@ -1,0 +1,41 @@
+"""The plan's simulated repeats, each simulated once per process (:func:`simulated_repeat`).
+
+A budget plans a config once per rung of its ladder and once per cut (:mod:`pipeline.plan.budget`), and most of those
+plans ask for the same repeats again; the simulation is deterministic (no noise, schedule seed 0), so a repeat asked
+twice is the same repeat.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from pipeline.core.records import PointKey
+
+#: Repeats simulated by this process, by server and point; cleared past :data:`MAX_REMEMBERED`.
+_REPEATS: dict[tuple, Any] = {}
+MAX_REMEMBERED = 4096
+
+
+def server_identity(server) -> tuple:
+    """What decides a simulated repeat of ``server`` (a :class:`pipeline.engines.simserver.ServerModel`): its fields
+    but the preemption counter it keeps while it runs."""
+    return tuple((f.name, repr(getattr(server, f.name))) for f in fields(server)
+                 if f.init and f.name != "preemptions_total")
+
+
+def simulated_repeat(server, key: PointKey, n_warm: int, n_meas: int):
+    """One simulated repeat of ``key`` (:func:`pipeline.engines.simloop.simulate_repeat`, schedule seed 0) with each
+    request's first and last token only (``token_times=False``: TTFT, TPOT, E2EL and throughput exact, all a plan
+    reads), remembered for the process."""
+    from pipeline.engines.simloop import simulate_repeat
+
+    ident = (server_identity(server), key.input_len, key.output_len, n_warm, n_meas, key.concurrency, key.load,
+             key.rate_rps, key.max_concurrency)
+    if ident not in _REPEATS:
+        if len(_REPEATS) >= MAX_REMEMBERED:
+            _REPEATS.clear()
+        _REPEATS[ident] = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas,
+                                          concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
+                                          max_concurrency=key.max_concurrency, schedule_seed=0, token_times=False)
+    return _REPEATS[ident]
