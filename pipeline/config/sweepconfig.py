@@ -257,17 +257,14 @@ class SweepConfig(StrictModel):
         before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
         agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed
         under its old name ``engine`` (``vllm.fallback_backend`` under ``vllm.fallback_engine``) and an unset
-        ``openai.engine`` and a ``transport`` of ``auto`` are left out, so the renames and the transport choice changed no
-        digest.
+        ``openai.engine`` and a ``transport`` of ``auto`` are left out: the renames and the transport changed no digest.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
         data["engine"] = data.pop("backend")  # the key it had when the digests of the runs stored were made
         data["vllm"]["fallback_engine"] = data["vllm"].pop("fallback_backend")  # likewise
-        if data["openai"].get("engine") is None:  # absent = as before it existed
-            data["openai"].pop("engine", None)
-        for client in ("openai", "vllm"):  # the client's transport chosen by URL (auto): as before it could be chosen
-            if data[client].get("transport") == "auto":
-                data[client].pop("transport")
+        for client, key, unset in (("openai", "engine", None), ("openai", "transport", "auto"), ("vllm", "transport", "auto")):
+            if data[client].get(key) == unset:  # unset (an endpoint's engine, a transport chosen by URL): as before
+                data[client].pop(key, None)
         if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
         for k in ("open_loop", "slo", "budget", "workloads", "variants"):  # absent = as before they existed: a

@@ -106,9 +106,9 @@ def test_the_tuning_configs_load_and_the_cpu_one_plans():
     plan = make_plan(cpu)
     assert [(m.variant, m.input_len) for m in plan.models] == [
         ("max-num-seqs-64", 64), ("max-num-seqs-64", 256), ("max-num-seqs-8", 64), ("max-num-seqs-8", 256)]
-    assert all(len(m.points) == 7 for m in plan.models)  # stop_after_weak_doublings 0: every point of the grid
+    assert all(len(m.points) == 6 for m in plan.models)  # stop_after_weak_doublings 0: every point of the grid
     # one server start per variant; the second shape shares it
     assert [bool(m.server_start_s) for m in plan.models] == [True, False, True, False]
-    # the cap queues requests above it: c = 64 under --max-num-seqs 8 waits longer for its first token
+    # the cap queues requests above it: c = 32 under --max-num-seqs 8 waits longer for its first token
     ttft = {(m.variant, m.input_len): m.points[-1].ttft_s for m in plan.models}
     assert ttft[("max-num-seqs-8", 64)] > ttft[("max-num-seqs-64", 64)]
