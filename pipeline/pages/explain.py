@@ -28,7 +28,8 @@ from pipeline.analysis.knee import KNEE_THRESHOLD
 from pipeline.cards.modelcards import ModelCard
 from pipeline.pages import explaincharts as ec
 from pipeline.pages.explainbasis import crossover_batch  # noqa: F401 (where callers found it before explainbasis)
-from pipeline.pages.explainbasis import PLAN_ENGINE, crossover_rows, served_cards, served_info, step_basis
+from pipeline.pages.explainbasis import (PLAN_ENGINE, crossover_rows, served_cards, served_info, single_stream_tok_s,
+                                         step_basis)
 from pipeline.pages.explaincharts import workload_label
 from pipeline.cards.stepcost import coverage_at, expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 from pipeline.core.records import workload_of
@@ -362,7 +363,7 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
         "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
         "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
-        "ratio": ratio, "ceiling_of_bytes": ceiling_of_bytes,
+        "ratio": ratio, "ceiling_of_bytes": ceiling_of_bytes, "plan_tok_s": lambda c: single_stream_tok_s(c, basis),
         "usable": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware),
         "usable_gb": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware)["usable_gb"],
         "point_at": point_at, "kv_bytes_per_sequence": kv_bytes_per_sequence,

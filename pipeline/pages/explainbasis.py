@@ -148,3 +148,11 @@ def step_rows(cards: list[ModelCard], batches: list[int], basis: dict[str, Any])
                 rows.append({**base, "tok_s": b / s, "panel": "output throughput (tokens/s, all users)"})
                 rows.append({**base, "tok_s": s * 1e3, "panel": "step time = per-token latency (ms)"})
     return rows
+
+
+def single_stream_tok_s(card: ModelCard, basis: dict[str, Any], context: float = 0.0) -> float | None:
+    """One stream's tokens/s as ``plan`` costs its step (:func:`step_s` at B = 1 under the engine's terms, else the
+    roofline), a prediction: 1 / step.  None without a bandwidth figure."""
+    if not basis.get("bandwidth_gb_s"):
+        return None
+    return 1.0 / step_s(card, 1, context, basis["bandwidth_gb_s"], basis["peak_tflops"], basis["terms"])[0]

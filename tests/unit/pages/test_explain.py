@@ -139,3 +139,13 @@ def test_moe_says_which_routing_each_number_is():
     assert "| gpt-oss-120b | 4 of 128 | identical prompts (k/E) | 3.1 % | 3.1 % | 3.1 % | 3.1 % |" in moe
     assert "as vLLM serves it on dgx-spark (mxfp4,kv:fp8: vLLM's DGX Spark recipe" in moe
     assert "reads 1.92 GB of weights per step at B = 1 and, under uniform routing, 10.68 GB at B = 32" in moe
+
+
+def test_bandwidth_predicts_gpt_oss_120b_single_stream_as_plan_does():
+    """gpt-oss-120b served on a Spark (MXFP4 throughout) at B = 1, context 0, under vLLM's terms: reads
+    (842,834,304 + 60,993,699,840 × 4/128) / (0.818 × 273e9) = 12.310 ms, + 4.05 ms per step, + matmuls
+    7.169e9 / (0.125 × 92.3e12) + 3.097e9 / (0.5 × 92.3e12) = 0.688 ms: 17.048 ms, 58.7 tokens/s (the published
+    single stream: 57.5, kubis.ai)."""
+    bandwidth = _pages_of_the_cards()["explain/bandwidth"]
+    assert "one stream of it reaches a predicted **58.7 tokens/s** at context 0" in bandwidth
+    assert "Worked example, dgx-spark at 273 GB/s (the spec sheet)" in bandwidth
