@@ -5,7 +5,8 @@ Pages (``templates/explain/*.md.j2`` → ``<docs_dir>/explain/*.md``, and
 ``templates/capacity.md.j2`` → ``capacity.md``; rendered by :func:`pipeline.pages.render.render_site`
 with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; the bandwidth
 arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
-Every number comes from model cards (``data/models/``), a hardware profile
+Every number comes from model cards (``data/models/``, counted as vLLM serves them on the profile's hardware and
+each step costed as ``plan`` costs it: :mod:`pipeline.pages.explainbasis`), a hardware profile
 (``data/hardware/``), the explainers' settings (``data/explainers.yaml``: the worked example's model) and the
 analysed runs; formulas are those of :mod:`pipeline.cards.modelarch`, :mod:`pipeline.analysis.analyze`,
 :mod:`pipeline.analysis.knee` and :mod:`pipeline.analysis.capacity`.  The reference measurement, when the site has one, arrives as run views like

@@ -314,3 +314,15 @@ def test_card_roofline_leaves_out_a_model_that_does_not_fit():
     import json
 
     assert "Llama-3.1-70B (bf16) left out: weights 141 GB exceed 108.8 GB usable" in json.dumps(spec)
+
+
+def test_a_profile_without_engine_terms_draws_the_spec_roofline_once_and_says_so():
+    """data/hardware/h100-sxm.yaml states a spec peak (989 TFLOP/s) and no engine terms: the model-card chart is the
+    roofline at that spec peak alone, labelled as the spec, and its crossover is the roofline's: a dense bf16 model
+    meets it at B = peak / bandwidth = 989e12 / 3350e9 = 295.2 -> 296."""
+    from pipeline.pages.explainbasis import step_basis, step_rows
+
+    basis = step_basis(load_profile("h100-sxm").model_dump(mode="json"))
+    assert basis["terms"] is None and (basis["peak_tflops"], basis["peak_basis"]) == (989, "spec")
+    assert {r["series"] for r in step_rows([load_card("Llama-3.1-8B")], [1, 2], basis)} == {"roofline (989 TFLOP/s spec)"}
+    assert explain.crossover_batch(load_card("Llama-3.1-8B"), 3350, 989) == 296
