@@ -326,3 +326,25 @@ def test_a_profile_without_engine_terms_draws_the_spec_roofline_once_and_says_so
     assert basis["terms"] is None and (basis["peak_tflops"], basis["peak_basis"]) == (989, "spec")
     assert {r["series"] for r in step_rows([load_card("Llama-3.1-8B")], [1, 2], basis)} == {"roofline (989 TFLOP/s spec)"}
     assert explain.crossover_batch(load_card("Llama-3.1-8B"), 3350, 989) == 296
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "Llama-3.1-8B"])
+def test_the_explainers_step_is_the_plans(name):
+    """The model-card chart and the crossovers cost a decode step as ``batchmark plan``'s simulated server does (the
+    server of config/spark.yaml's models: vLLM's terms of data/hardware/dgx-spark.yaml, the card as served), context 0;
+    e.g. gpt-oss-120b at B = 1: 17.048 ms (tests/unit/pages/test_explain.py works it by hand)."""
+    import numpy as np
+
+    from pipeline.config.sweepconfig import SimulatedOptions
+    from pipeline.engines.simulated import server_for
+    from pipeline.pages.explainbasis import served_cards, step_basis, step_s
+
+    hw = load_profile("dgx-spark")
+    basis = step_basis(hw.model_dump(mode="json"))
+    card = served_cards([load_card(name)], "dgx-spark")[0]
+    server = server_for(card, hw, SimulatedOptions(), 1024, 256, 64)
+    for b in (1, 8, 64):
+        assert step_s(card, b, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(
+            server.decode_run_s(b, np.array([0.0]))[0], rel=1e-12)
+    if name == "gpt-oss-120b":
+        assert step_s(card, 1, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(0.017048, abs=1e-6)
