@@ -140,26 +140,36 @@ def capacity_table(card: ModelCard, hardware: dict[str, Any], contexts: tuple[in
 
 
 def fit_table(hardware: dict[str, Any], contexts: tuple[int, ...] | list[int] = (8192, 32768),
-              quants: tuple[str, ...] = FIT_QUANTS, folder: Any = None) -> list[dict[str, Any]]:
-    """"Which models fit": every card of ``data/models/`` in its native format and each of ``quants``.
+              quants: tuple[str, ...] = FIT_QUANTS, folder: Any = None, engine: str | None = None) -> list[dict[str, Any]]:
+    """"Which models fit": every card of ``data/models/`` in its native format, as ``engine`` serves it on the
+    profile's hardware where that differs (:func:`pipeline.cards.servedformat.served_card`: gpt-oss on a DGX Spark
+    under vLLM is MXFP4 throughout with an fp8 KV cache), and in each of ``quants`` (KV cache bf16).
 
-    Returns one row per (model, format): ``{"model", "kind", "quantization", "weight_bytes",
-    "fits" (weights + reserve within memory), "max_sequences": {context: n}}``, sorted by
-    model name then weight bytes (largest first).
+    Returns one row per (model, format): ``{"model", "kind", "quantization", "basis" ("checkpoint", "served" or
+    "quantised"), "source" (where the format comes from), "kv_cache" (dtype), "weight_bytes", "kv_bytes_per_token",
+    "fits" (weights within usable memory), "max_sequences": {context: n}}``, sorted by model name then weight bytes
+    (largest first).
     """
+    from pipeline.cards.servedformat import served_card
+
     rows = []
     for name in sorted(list_card_files(folder), key=str.lower):
-        cards = [load_card(name, folder=folder)]
+        native = load_card(name, folder=folder)
+        cards = [(native, "checkpoint", "the card file (its checkpoint's format)")]
+        served = served_card(native, engine=engine, hardware=hardware.get("name")) if engine else native
+        if served is not native:
+            cards.append((served, "served", served.extra["served_format"]["source"]))
         for q in quants:
             c = load_card(name, quant=q, folder=folder)
-            if c.weight_bytes < cards[0].weight_bytes:
-                cards.append(c)
-        for card in sorted(cards, key=lambda c: -c.weight_bytes):
+            if c.weight_bytes < native.weight_bytes and c.weight_bytes != served.weight_bytes:
+                cards.append((c, "quantised", f"every matrix in {q}, embedding and head in bf16, KV cache bf16"))
+        for card, basis, source in sorted(cards, key=lambda t: -t[0].weight_bytes):
             table = capacity_table(card, hardware, contexts)
             rows.append({
-                "model": card.name, "kind": card.kind, "quantization": card.quantization,
+                "model": card.name, "kind": card.kind, "quantization": card.quantization, "basis": basis,
+                "source": source, "kv_cache": ((card.extra or {}).get("served_format") or {}).get("kv_cache", "bf16"),
                 "total_params": card.total_params, "active_params": card.active_params,
-                "weight_bytes": card.weight_bytes,
+                "weight_bytes": card.weight_bytes, "kv_bytes_per_token": card.kv_bytes_per_token,
                 "fits": table["contexts"][0]["free_bytes"] > 0,
                 "max_sequences": {str(r["context"]): (r["max_sequences"] if r["within_max_context"] is not False else None)
                                   for r in table["contexts"]},

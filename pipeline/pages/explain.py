@@ -5,7 +5,8 @@ Pages (``templates/explain/*.md.j2`` → ``<docs_dir>/explain/*.md``, and
 ``templates/capacity.md.j2`` → ``capacity.md``; rendered by :func:`pipeline.pages.render.render_site`
 with :func:`page_context` through its ``PAGE_CONTEXT`` hook): what batching is; the bandwidth
 arithmetic; the knee; MoE vs dense; KV cache and concurrency; sizing into 128 GB; KV capacity.
-Every number comes from model cards (``data/models/``), a hardware profile
+Every number comes from model cards (``data/models/``, counted as vLLM serves them on the profile's hardware and
+each step costed as ``plan`` costs it: :mod:`pipeline.pages.explainbasis`), a hardware profile
 (``data/hardware/``), the explainers' settings (``data/explainers.yaml``: the worked example's model) and the
 analysed runs; formulas are those of :mod:`pipeline.cards.modelarch`, :mod:`pipeline.analysis.analyze`,
 :mod:`pipeline.analysis.knee` and :mod:`pipeline.analysis.capacity`.  The reference measurement, when the site has one, arrives as run views like
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core import paths
-from pipeline.analysis.analyze import ceiling_tok_s, ratio, roofline_step_s
+from pipeline.analysis.analyze import ceiling_tok_s, ratio
 from pipeline.analysis.capacity import capacity_table, does_not_fit, fit_table, usable_memory_gb
 from pipeline.cards.registry import list_card_files, load_card
 from pipeline.cards.servedformat import default_format, served_card
@@ -27,8 +28,11 @@ from pipeline.core.errors import BatchmarkError
 from pipeline.analysis.knee import KNEE_THRESHOLD
 from pipeline.cards.modelcards import ModelCard
 from pipeline.pages import explaincharts as ec
+from pipeline.pages.explainbasis import crossover_batch  # noqa: F401 (where callers found it before explainbasis)
+from pipeline.pages.explainbasis import (PLAN_ENGINE, crossover_rows, served_cards, served_info, single_stream_tok_s,
+                                         step_basis)
 from pipeline.pages.explaincharts import workload_label
-from pipeline.cards.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
+from pipeline.cards.stepcost import coverage_at, expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 from pipeline.core.records import workload_of
 from pipeline.core.textfiles import load_yaml_text, read_text_file
 
@@ -97,31 +101,6 @@ def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
             files[name] = find_card_file(name)
     fa, fb = files[a], files[b]
     return fa is not None and fb is not None and fa[0] == fb[0]
-
-
-def crossover_batch(card: ModelCard, bandwidth_gb_s: float, peak_tflops: float, context: float = 0.0) -> float | None:
-    """Smallest B at which the compute roof meets the memory roof: FLOPs(B)/peak = bytes(B)/bandwidth.
-
-    Derived from the roofline of :mod:`pipeline.analysis.analyze`: bytes(B)/bw = FLOPs(B)/peak, solved
-    numerically on B (bytes grow with B through KV and expert coverage).  None when the
-    compute roof never binds below B = 65536.
-    """
-    if not peak_tflops:
-        return None
-
-    def _binds(b: int) -> bool:
-        return roofline_step_s(card, b, context, bandwidth_gb_s, peak_tflops)[1] == "compute"
-
-    hi = 1
-    while not _binds(hi):
-        hi *= 2
-        if hi > 65536:
-            return None
-    lo = hi // 2  # _binds(lo) is False (or lo = 0); bisect to the first B where it holds
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if _binds(mid) else (mid, hi)
-    return hi
 
 
 def pick(workloads: list[Any], kind: str, flagged: set[int] = frozenset()) -> Any | None:
@@ -301,6 +280,17 @@ def _example_cards(cards: list[ModelCard]) -> list[ModelCard]:
     return picked[:4]
 
 
+def coverage_examples(cards: list[ModelCard], routing_scale: float | None,
+                      batches: tuple[int, ...] = (1, 2, 8, 32, 64)) -> list[tuple[ModelCard, list[tuple[str, list]]]]:
+    """Per MoE card, the expert coverage at each of ``batches`` under each routing, labelled: uniform (the upper bound,
+    1 − (1 − k/E)^B), the locality prior ``routing_scale`` where the profile states one (its effective batch,
+    :func:`pipeline.cards.stepcost.effective_batch`) and identical prompts (k/E, the lower bound)."""
+    routings = [("uniform (upper bound)", None)] + ([(f"fitted prior (vLLM), s = {routing_scale:g}", routing_scale)]
+                                                     if routing_scale else []) + [("identical prompts (k/E)", 0.0)]
+    return [(c, [(name, [(b, coverage_at(b, c.experts_per_token, c.num_experts, s)) for b in batches])
+                 for name, s in routings]) for c in cards]
+
+
 def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: str) -> dict[str, Any]:
     """Everything the explainer templates fill in: cards, ceilings, examples from the runs, capacity.
 
@@ -324,13 +314,15 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
     left_out = sorted(v.run_id for v in views if busy(v))
     views = [v for v in views if not busy(v)]
     cards = [load_card(n) for n in sorted(list_card_files(), key=str.lower)]
+    basis = step_basis(hardware)  # what plan costs a step with here, each figure with its source
+    served = served_cards(cards, hardware.get("name"))  # as vLLM serves each card on this hardware
     workloads = [w for v in views for w in v.workloads]
-    bw, peak = hardware.get("bandwidth_gb_s_spec"), hardware.get("peak_tflops_spec")
+    bw, prior = hardware.get("bandwidth_gb_s_spec"), ec.routing_prior(hardware)
     flagged = _flagged_workloads(views)
     dense, moe = pick(workloads, "dense", flagged), pick(workloads, "moe", flagged)
     last = lambda w: max(p["concurrency"] for p in w.points) if w else None  # noqa: E731
     moe_cards = [c for c in cards if c.kind == "moe"]
-    capacity = [capacity_table(c, hardware) for c in cards]
+    capacity = [{**capacity_table(sc, hardware), "served": served_info(sc, c)} for sc, c in zip(served, cards)]
     worked = next((t for t in capacity if t["model"] == worked_model), None)
     latest = latest_workloads(views)
     run_of = {id(w): v.run_id for v in views for w in v.workloads}
@@ -342,10 +334,10 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         ex["chart"] = ec.batching_chart(ex["w"])
     ceilings = ceiling_rows(cards, bw, workloads, hardware=hardware.get("name")) if bw else []
     charts = {"ceilings": ec.ceilings_chart(ceilings), "capacity": ec.capacity_chart(capacity),
-              "kv_sequence": ec.kv_sequence_chart(cards),
-              "coverage": ec.coverage_chart(moe_cards, routing_scale=ec.routing_prior(hardware),
-                                            measured=ec.measured_coverage(measured, moe_cards)),
-              "bytes_growth": ec.bytes_growth_chart(moe_cards + [c for c in cards if c.kind == "dense" and c.name == worked_model])}
+              "kv_sequence": ec.kv_sequence_chart(served),
+              "coverage": ec.coverage_chart(moe_cards, routing_scale=prior, measured=ec.measured_coverage(measured, moe_cards)),
+              "bytes_growth": ec.bytes_growth_chart([c for c in served if c.kind == "moe" or c.name == worked_model],
+                                                    routing_scale=prior)}
     if any(w.model.get("kind") for _, w in latest):  # the pages draw these only when a run measured a known model
         charts.update(roofline_overlay=ec.roofline_overlay_chart(measured), step_time=ec.step_time_chart(measured),
                       moe_dense_efficiency=ec.moe_dense_efficiency_chart(measured))
@@ -361,19 +353,18 @@ def explain_context(views: list[Any], hardware: dict[str, Any], worked_model: st
         "measured": measured,
         "dense": dense, "moe": moe, "dense_last": last(dense), "moe_last": last(moe),
         "ceilings": ceilings,
-        "crossovers": {c.name: crossover_batch(c, bw, peak) for c in cards} if bw else {},
-        "card_roofline": ec.card_roofline_chart(_example_cards(cards), bw, peak, hardware.get("name") or "?",
-                                                usable_gb=usable_memory_gb(hardware)["usable_gb"]
-                                                if hardware.get("memory_gb") else None),
+        "basis": basis, "served": {c.name: c for c in served}, "served_moe": [c for c in served if c.kind == "moe"],
+        "crossovers": crossover_rows(served, cards, basis) if bw else [],
+        "card_roofline": ec.card_roofline_chart(_example_cards(served), basis, hardware.get("name") or "?", usable_gb=(
+            usable_memory_gb(hardware)["usable_gb"] if hardware.get("memory_gb") else None)),
         "capacity": capacity, "worked": worked, "does_not_fit": does_not_fit,
-        "fits": fit_table(hardware, contexts=(8192, 32768, 131072)),
-        "coverage_examples": [(c, [(b, expert_coverage(b, c.experts_per_token, c.num_experts)) for b in (1, 2, 8, 32, 64)])
-                              for c in moe_cards],
+        "fits": fit_table(hardware, contexts=(8192, 32768, 131072), engine=PLAN_ENGINE),
+        "routing_prior": prior, "coverage_examples": coverage_examples(moe_cards, prior),
         "knee_threshold": next((w.model.get("knee_threshold") for w in workloads if w.model.get("knee_threshold")), KNEE_THRESHOLD),
         "coverage": lambda b, c: expert_coverage(b, c.experts_per_token, c.num_experts),
         "dense_ratios": step_ratios(point_at(dense, 1) or dense.points[0], point_at(dense, last(dense))) if dense else None,
         "step_ratios": step_ratios, "roofline_ratios": roofline_ratios, "kv_read_per_step": kv_read_per_step,
-        "ratio": ratio, "ceiling_of_bytes": ceiling_of_bytes,
+        "ratio": ratio, "ceiling_of_bytes": ceiling_of_bytes, "plan_tok_s": lambda c: single_stream_tok_s(c, basis),
         "usable": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware),
         "usable_gb": None if hardware.get("memory_gb") is None else usable_memory_gb(hardware)["usable_gb"],
         "point_at": point_at, "kv_bytes_per_sequence": kv_bytes_per_sequence,

@@ -12,10 +12,10 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.analysis.analyze import roofline_step_s
 from pipeline.analysis.capacity import DEFAULT_CONTEXTS
 from pipeline.cards.modelcards import ModelCard
 from pipeline.pages.charts import HEIGHT, WIDTH, efficiency_domain, x_concurrency
+from pipeline.pages.explainbasis import step_rows
 from pipeline.pages.charts import spec_of as _spec
 from pipeline.cards.stepcost import expert_coverage, kv_bytes_per_sequence, weight_bytes_per_step
 
@@ -52,40 +52,35 @@ def batching_chart(workload: Any) -> dict[str, Any]:
     return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=f"Batching {workload_label(workload)}"))
 
 
-def card_roofline_chart(cards: list[ModelCard], bandwidth_gb_s: float | None, peak_tflops: float | None,
-                        hardware_name: str, batches: list[int] | None = None,
-                        usable_gb: float | None = None) -> dict[str, Any] | None:
-    """Roofline prediction from the model cards alone: output tokens/s (all users) and step time (ms) against B.
+def card_roofline_chart(cards: list[ModelCard], basis: dict[str, Any], hardware_name: str,
+                        batches: list[int] | None = None, usable_gb: float | None = None) -> dict[str, Any] | None:
+    """The step predicted from the model cards alone: output tokens/s (all users) and step time (ms) against B.
 
-    Derived (docs/definitions.md, roofline): step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak);
-    predicted output throughput = B / step time; context 0 (weights only).  Needs no run, so the
-    batching and knee explainers always have a chart of the project's own data.  None without a
-    bandwidth figure.  A card whose weights exceed ``usable_gb`` (GB: the Sizing page's usable memory) is left out
-    and named in the title: no hardware of this profile decodes it (Llama-3.1-70B in bf16, 141 GB, on a DGX
-    Spark's 108.8 GB).
+    ``basis``: :func:`pipeline.pages.explainbasis.step_basis` of the profile; the lines are
+    :func:`pipeline.pages.explainbasis.step_rows` (solid: the step as ``plan`` costs it, the engine's fitted terms at
+    the measured peak where the profile has them; dashed: the roofline at the spec sheet's peak, labelled so), context
+    0 (weights only), ``cards`` as served.  Needs no run, so the batching and knee explainers always have a chart of
+    the project's own data.  None without a bandwidth figure.  A card whose weights exceed ``usable_gb`` (GB: the
+    Sizing page's usable memory) is left out and named in the title: no hardware of this profile decodes it
+    (Llama-3.1-70B in bf16, 141 GB, on a DGX Spark's 108.8 GB).
     """
-    if not bandwidth_gb_s:
+    if not basis.get("bandwidth_gb_s"):
         return None
     batches = batches or BATCHES
-    rows = []
     left_out = [c for c in cards if usable_gb and c.weight_bytes / 1e9 > usable_gb]
-    cards = [c for c in cards if c not in left_out]
-    for c in cards:
-        for b in batches:
-            step_s, bound = roofline_step_s(c, b, 0.0, bandwidth_gb_s, peak_tflops)
-            label = f"{c.name} ({c.kind}, {c.quantization})"
-            rows.append({"concurrency": b, "model": label, "tok_s": b / step_s, "panel": "output throughput (tokens/s, all users)",
-                         "bound": bound})
-            rows.append({"concurrency": b, "model": label, "tok_s": step_s * 1e3, "panel": "step time = per-token latency (ms)",
-                         "bound": bound})
-    base = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+    rows = step_rows([c for c in cards if c not in left_out], batches, basis)
+    names = list(dict.fromkeys(r["series"] for r in rows))
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x("B", values=batches), y=alt.Y("tok_s:Q", title=None, scale=alt.Scale(type="log")),
         color=alt.Color("model:N", legend=alt.Legend(title=None, orient="bottom", columns=2, labelLimit=320)),
-        tooltip=["model:N", "concurrency:Q", "bound:N", alt.Tooltip("tok_s:Q", format=".2f")])
-    chart = base.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT).facet(
+        detail="series:N", tooltip=["model:N", "series:N", "concurrency:Q", "bound:N", alt.Tooltip("tok_s:Q", format=".2f")])
+    lines = _dashed_lines(base, alt.StrokeDash("series:N", scale=alt.Scale(domain=names, range=[[1, 0], [5, 4]][:len(names)]),
+                                                legend=alt.Legend(title=None, orient="bottom", symbolType="stroke",
+                                                                  labelLimit=420)))
+    chart = lines.properties(width=PANEL_WIDTH, height=PANEL_HEIGHT).facet(
         column=alt.Column("panel:N", title=None, sort="descending"))
     return _spec(chart.resolve_scale(y="independent").properties(
-        title=f"Roofline prediction from the model cards on {hardware_name} (context 0)" + "".join(
+        title=f"The step predicted from the model cards as served on {hardware_name} (context 0)" + "".join(
             f"; {c.name} ({c.quantization}) left out: weights {c.weight_bytes / 1e9:.0f} GB exceed {usable_gb:.1f} GB usable"
             for c in left_out)))
 
@@ -297,21 +292,28 @@ def coverage_chart(cards: list[ModelCard], batches: list[int] | None = None, rou
                                   title="Expert coverage: uniform, the locality prior, identical prompts, and measured"))
 
 
-def bytes_growth_chart(cards: list[ModelCard], context: int = 0) -> dict[str, Any]:
-    """Weight bytes read per step at B relative to B = 1, MoE vs dense (a dense model stays at 1×)."""
+def bytes_growth_chart(cards: list[ModelCard], context: int = 0, routing_scale: float | None = None) -> dict[str, Any]:
+    """Weight bytes read per step at B relative to B = 1 of each card (as served), MoE vs dense (a dense model stays at
+    1×): an MoE's under uniform routing (solid) and, given ``routing_scale``, the locality prior's effective batch
+    (dashed, :func:`pipeline.cards.stepcost.effective_batch`)."""
+    routings = [("uniform routing", None)] + ([(f"locality prior s = {routing_scale:g}", routing_scale)]
+                                               if routing_scale else [])
     rows = []
     for c in cards:
-        one = weight_bytes_per_step(c, 1)
-        for b in BATCHES:
-            rows.append({"concurrency": b, "model": c.name, "kind": c.kind,
-                         "growth": (weight_bytes_per_step(c, b) + kv_bytes_per_sequence(c, context) * b)
-                         / (one + kv_bytes_per_sequence(c, context))})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        one = weight_bytes_per_step(c, 1) + kv_bytes_per_sequence(c, context)
+        for name, scale in routings if c.kind == "moe" else routings[:1]:
+            for b in BATCHES:
+                rows.append({"concurrency": b, "model": c.name, "format": c.quantization, "kind": c.kind, "routing": name,
+                             "growth": (weight_bytes_per_step(c, b, scale) + kv_bytes_per_sequence(c, context) * b) / one})
+    base = alt.Chart(alt.Data(values=rows)).encode(
         x=_x(), y=alt.Y("growth:Q", title="bytes read per step ÷ bytes at B = 1"),
-        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="top-left")),
-        strokeDash=alt.StrokeDash("kind:N", legend=None),
-        tooltip=["model:N", "kind:N", "concurrency:Q", alt.Tooltip("growth:Q", format=".2f")])
-    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="How much more a decode step reads as the batch grows (weights only)"))
+        color=alt.Color("model:N", legend=alt.Legend(title=None, orient="top-left", labelLimit=320)), detail="routing:N",
+        tooltip=["model:N", "format:N", "routing:N", "concurrency:Q", alt.Tooltip("growth:Q", format=".2f")])
+    chart = _dashed_lines(base, alt.StrokeDash("routing:N", scale=alt.Scale(domain=[n for n, _ in routings],
+                                                                             range=[[1, 0], [5, 4]][:len(routings)]),
+                                               legend=alt.Legend(title=None, orient="bottom", symbolType="stroke")))
+    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title="How much more a decode step reads as the batch "
+                                  "grows (weights only, as served)"))
 
 
 def moe_dense_efficiency_chart(workloads: list[Any]) -> dict[str, Any]:

@@ -46,8 +46,17 @@ def test_explainer_pages_are_written_with_numbers(built_site):
     assert "Does not fit: weights 141.1 GB > 108.8 GB usable" in capacity
     assert not re.search(r"\| -\d", capacity), "a negative figure in a capacity table"
     assert "| beyond the model's context | – |" in capacity
+    # gpt-oss-120b as vLLM's DGX Spark recipe serves it (MXFP4 throughout, fp8 KV; pipeline/cards/servedformat.py
+    # DEFAULTS): 62,144,198,784 B of weights, 36,864 B of KV a token, at 8k 1024 × 18 × (8192 + 128) = 153,354,240 B
+    # (0.15 GB) a sequence, (108.8e9 − 62,144,198,784) / 153,354,240 = 304.2 -> 304 (tests/unit/analysis/test_capacity.py)
+    assert "weights 62.14 GB (the checkpoint, bf16+experts:mxfp4: 65.25 GB)" in capacity
+    assert "| 8192 | 0.15 GB | 304 |" in capacity
     sizing = (pages / "explain" / "sizing.md").read_text()
     assert "**86 sequences**" in sizing and "108.8 GB − 16.06 GB = 92.74 GB free" in sizing
+    assert "**304 sequences**, against 141 in the checkpoint's format with a bf16 KV cache" in " ".join(sizing.split())
+    # the knee's crossovers as plan costs a step (vLLM's fitted terms at the measured 92.3 TFLOP/s; worked by hand in
+    # tests/unit/pages/test_explaincharts.py), the spec roofline of the checkpoint beside them, labelled
+    assert "| gpt-oss-120b | mxfp4,kv:fp8 | 99 | 2,037 | 2,859 (bf16+experts:mxfp4) |" in (pages / "explain" / "knee.md").read_text()
     assert "131.1 kB per token" in (pages / "explain" / "kv-cache.md").read_text()
     # the measured examples come from the committed runs, never from the reference (not given)
     batching = (pages / "explain" / "batching.md").read_text()

@@ -64,6 +64,28 @@ def test_fit_table_covers_every_card(spark):
     assert fp8_70b["fits"] and fp8_70b["max_sequences"]["8192"] > 0
 
 
+def test_gpt_oss_120b_as_vllm_serves_it_on_a_spark(spark):
+    """The Sizing page's served row: gpt-oss-120b as vLLM's DGX Spark recipe loads it (pipeline/cards/servedformat.py
+    DEFAULTS: --mxfp4-layers moe,qkv,o,lm_head --kv-cache-dtype fp8) beside its checkpoint (bf16 + MXFP4 experts)."""
+    rows = {r["basis"]: r for r in fit_table(spark, contexts=(8192,), engine="vllm") if r["model"] == "gpt-oss-120b"}
+    served, ck = rows["served"], rows["checkpoint"]
+    assert (served["quantization"], served["kv_cache"], ck["kv_cache"]) == ("mxfp4,kv:fp8", "fp8", "bf16")
+    assert "kubis.ai" in served["source"]
+    # weights in MXFP4 (4.25 bits): embedding and head 2 × 579,133,440 × 4.25 / 8 = 615,329,280; the layers'
+    # 955,514,880 matrix params × 4.25 / 8 + 13,776,192 small × 2 = 535,169,664; experts 114,661,785,600 × 4.25 / 8
+    # + 39,813,120 × 2 = 60,993,699,840: 62,144,198,784 B in all (the checkpoint's bf16 non-experts: 65,248,815,744)
+    assert served["weight_bytes"] == 615_329_280 + 535_169_664 + 60_993_699_840 == 62_144_198_784
+    assert ck["weight_bytes"] == 65_248_815_744
+    # KV per token in fp8: 2 (K, V) × 36 layers × 8 heads × 64 × 1 byte = 36,864 B (bf16: 73,728); at 8k,
+    # 18 full layers × 8192 + 18 sliding × 128 tokens: 1024 × 18 × 8320 = 153,354,240 B a sequence (bf16: 306,708,480)
+    assert (served["kv_bytes_per_token"], ck["kv_bytes_per_token"]) == (36_864, 73_728)
+    # (108.8e9 − 62,144,198,784) / 153,354,240 = 304.2 -> 304; (108.8e9 − 65,248,815,744) / 306,708,480 = 142.0 -> 141
+    # (141.99: 142 × 306,708,480 = 43,552,604,160 > the 43,551,184,256 free)
+    assert (served["max_sequences"]["8192"], ck["max_sequences"]["8192"]) == (304, 141)
+    # without an engine the table is the checkpoint and the quantisations only, as before
+    assert {r["basis"] for r in fit_table(spark, contexts=(8192,)) if r["model"] == "gpt-oss-120b"} == {"checkpoint"}
+
+
 def test_no_memory_figure_is_an_error():
     with pytest.raises(BatchmarkError, match="no memory_gb"):
         capacity_table(load_card("Llama-3.1-8B"), {"name": "cpu", "memory_gb": None})

@@ -126,6 +126,49 @@ def test_crossover_of_a_dense_bf16_model_is_peak_over_bandwidth():
     # compute = memory when 2·B·P / peak = 2·P / bw  ->  B = peak / bw = 125e12 / 273e9 = 457.9
     assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, 125) == 458
     assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, None) is None
+    # at the DGX Spark's measured 92.3 TFLOP/s (data/hardware/dgx-spark.yaml): 92.3e12 / 273e9 = 338.1
+    assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, 92.3) == 339
+
+
+def test_crossover_under_vllms_fitted_terms_on_a_spark():
+    """The knee page's crossover as ``plan`` costs a step: vLLM's terms of data/hardware/dgx-spark.yaml (reads at
+    0.818 × 273 GB/s; routed experts' matmuls at 0.125 × 92.3 TFLOP/s, every other matmul at 0.5 × 92.3), the reads and
+    the matmuls added; compute binds from the B at which the matmuls cost at least the reads."""
+    from pipeline.pages.explainbasis import served_cards, step_basis
+
+    basis = step_basis(load_profile("dgx-spark").model_dump(mode="json"))
+    assert (basis["peak_tflops"], basis["peak_basis"], basis["spec_tflops"]) == (92.3, "measured", 125)
+    terms = basis["terms"]
+    # Llama-3.1-8B bf16: dense bytes 15,009,849,344 = 2 × its 7,504,924,672 matmul parameters, so the reads
+    # 2·P / (0.818 × 273e9) meet the matmuls 2·B·P / (0.5 × 92.3e12) at B = 0.5 × 92.3e12 / (0.818 × 273e9) = 206.7
+    assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, 92.3, terms=terms) == 207
+    # gpt-oss-120b as vLLM serves it on a Spark (MXFP4 throughout): dense 842,834,304 B, experts 60,993,699,840 B.
+    # Reads: 3.774 ms + 273.13 ms × coverage, coverage 1 − (124/128)^B_eff at the prior s = 8,
+    # B_eff = 1 + (B − 1) / (1 + (B − 1) / 8).  Matmuls per sequence: the experts' 2 × 114,701,598,720 × 4/128 =
+    # 7.169e9 FLOP at 11.54 TFLOP/s = 0.6214 ms, the rest 2 × 5,132,849,472 − 7.169e9 = 3.097e9 at 46.15 = 0.0671 ms.
+    #   B = 98: B_eff 8.390, coverage 0.23386, reads 67.65 ms; matmuls 98 × 0.6885 = 67.47 ms (reads larger)
+    #   B = 99: B_eff 8.396, coverage 0.23400, reads 67.69 ms; matmuls 99 × 0.6885 = 68.16 ms (matmuls larger)
+    oss = served_cards([load_card("gpt-oss-120b")], "dgx-spark")[0]
+    assert oss.quantization == "mxfp4,kv:fp8"
+    assert explain.crossover_batch(oss, 273, 92.3, terms=terms) == 99
+    # the spec roofline of the checkpoint (bf16 + MXFP4 experts) at 125 TFLOP/s, as the knee page's last column
+    assert explain.crossover_batch(load_card("gpt-oss-120b"), 273, 125) == 2859
+
+
+def test_the_card_roofline_labels_the_spec_roof_as_the_spec():
+    """The solid lines are the plan's step (vLLM's fitted terms at the measured 92.3 TFLOP/s), the dashed ones the
+    roofline at the spec sheet's 125: each series says which it is."""
+    from pipeline.pages.explainbasis import step_basis, step_rows
+
+    basis = step_basis(load_profile("dgx-spark").model_dump(mode="json"))
+    rows = step_rows([load_card("Llama-3.1-8B")], [1], basis)
+    by = {r["series"]: r for r in rows if r["panel"].startswith("step")}
+    assert set(by) == {"as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)",
+                       "roofline at the spec sheet's 125 TFLOP/s"}
+    # plan at B = 1: 4.05 ms + 15,009,849,344 / (0.818 × 273e9) + 2 × 7,504,924,672 / (0.5 × 92.3e12)
+    #              = 4.05 + 67.214 + 0.325 = 71.59 ms; the spec roofline: 15,009,849,344 / 273e9 = 54.98 ms
+    assert by["as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)"]["tok_s"] == pytest.approx(71.59, abs=0.01)
+    assert by["roofline at the spec sheet's 125 TFLOP/s"]["tok_s"] == pytest.approx(54.98, abs=0.01)
 
 
 def test_capacity_and_kv_charts():
@@ -263,10 +306,45 @@ def test_card_roofline_leaves_out_a_model_that_does_not_fit():
     usable = usable_memory_gb(hw)["usable_gb"]
     assert usable == pytest.approx(108.8)
     cards = [load_card("Llama-3.1-8B"), load_card("Llama-3.1-70B")]
-    spec = explaincharts.card_roofline_chart(cards, hw["bandwidth_gb_s_spec"], hw["peak_tflops_spec"], "dgx-spark",
-                                             usable_gb=usable)
+    from pipeline.pages.explainbasis import step_basis
+
+    spec = explaincharts.card_roofline_chart(cards, step_basis(hw), "dgx-spark", usable_gb=usable)
     models = {r["model"] for r in _values(spec)}
     assert any(m.startswith("Llama-3.1-8B") for m in models) and not any("70B" in m for m in models)
     import json
 
     assert "Llama-3.1-70B (bf16) left out: weights 141 GB exceed 108.8 GB usable" in json.dumps(spec)
+
+
+def test_a_profile_without_engine_terms_draws_the_spec_roofline_once_and_says_so():
+    """data/hardware/h100-sxm.yaml states a spec peak (989 TFLOP/s) and no engine terms: the model-card chart is the
+    roofline at that spec peak alone, labelled as the spec, and its crossover is the roofline's: a dense bf16 model
+    meets it at B = peak / bandwidth = 989e12 / 3350e9 = 295.2 -> 296."""
+    from pipeline.pages.explainbasis import step_basis, step_rows
+
+    basis = step_basis(load_profile("h100-sxm").model_dump(mode="json"))
+    assert basis["terms"] is None and (basis["peak_tflops"], basis["peak_basis"]) == (989, "spec")
+    assert {r["series"] for r in step_rows([load_card("Llama-3.1-8B")], [1, 2], basis)} == {"roofline (989 TFLOP/s spec)"}
+    assert explain.crossover_batch(load_card("Llama-3.1-8B"), 3350, 989) == 296
+
+
+@pytest.mark.parametrize("name", ["gpt-oss-120b", "Llama-3.1-8B"])
+def test_the_explainers_step_is_the_plans(name):
+    """The model-card chart and the crossovers cost a decode step as ``batchmark plan``'s simulated server does (the
+    server of config/spark.yaml's models: vLLM's terms of data/hardware/dgx-spark.yaml, the card as served), context 0;
+    e.g. gpt-oss-120b at B = 1: 17.048 ms (tests/unit/pages/test_explain.py works it by hand)."""
+    import numpy as np
+
+    from pipeline.config.sweepconfig import SimulatedOptions
+    from pipeline.engines.simulated import server_for
+    from pipeline.pages.explainbasis import served_cards, step_basis, step_s
+
+    hw = load_profile("dgx-spark")
+    basis = step_basis(hw.model_dump(mode="json"))
+    card = served_cards([load_card(name)], "dgx-spark")[0]
+    server = server_for(card, hw, SimulatedOptions(), 1024, 256, 64)
+    for b in (1, 8, 64):
+        assert step_s(card, b, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(
+            server.decode_run_s(b, np.array([0.0]))[0], rel=1e-12)
+    if name == "gpt-oss-120b":
+        assert step_s(card, 1, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(0.017048, abs=1e-6)
