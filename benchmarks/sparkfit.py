@@ -86,13 +86,13 @@ def fit_prefills(curves, engine: str, quiet: bool = False, bandwidth_fraction: f
     weight read per pass of :data:`CHUNK` (:func:`pipeline.cards.stepcost.prefill_expert_read_s`)."""
     from spark_truth import BW, card_after, measured
 
-    read = SimpleNamespace(bandwidth_fraction=bandwidth_fraction, prefill_chunk_tokens=CHUNK.get(engine)) \
-        if bandwidth_fraction else None
     by_fmt: dict[str, list] = {}
     for c in curves:
         if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
+        read = SimpleNamespace(bandwidth_fraction=bandwidth_fraction, prefill_chunk_tokens=c.ubatch or CHUNK.get(engine)) \
+            if bandwidth_fraction else None
         for p in c.points:
             t = measured(c, p)["ttft_s"]
             if t:
