@@ -15,6 +15,10 @@ A published figure comes from a harness, and the same server gives different fig
   arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = one prompt's prefill
   plus half a step (the step it arrives in).
 
+A wave's and a closed loop's TTFT count a prefill pass at no less than its weight read
+(:func:`pipeline.cards.stepcost.prefill_weight_floor_s`: a short prompt is bound by it); a static batch's prompts (the
+benches' 512 tokens and more) are bound by their FLOPs.
+
 Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:`pipeline.cards.stepcost.prefill_s`.
 """
 
