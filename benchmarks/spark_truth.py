@@ -98,18 +98,31 @@ def old_prefill(card, tokens: int, before: float) -> float:
     return total
 
 
+def curve_terms(c: Curve, terms=None):
+    """``terms`` (default: the profile's terms of the curve's engine) with the prefill pass the source ran where it
+    states one (``ubatch``, llama.cpp's -ub: its MoE reads the experts once a pass of that many tokens)."""
+    terms = terms or HW.engine_terms(c.engine)
+    return terms.model_copy(update={"prefill_chunk_tokens": c.ubatch}) if c.ubatch and terms else terms
+
+
 def plan_point(c: Curve, p, after: bool, terms=None) -> dict[str, float]:
     """`plan`'s prediction of one point (no measurement): decode tok/s, TPOT, TTFT; after: by ``terms`` (an
     :class:`~pipeline.machine.engineterms.EngineTerms`), else the profile's terms of the curve's engine."""
     ctx, b = context(c, p.depth), p.concurrency
     if after:
-        return harness.predict(c.harness, card_after(c), terms or HW.engine_terms(c.engine), BW, HW.compute_peak_tflops(), b,
+        return harness.predict(c.harness, card_after(c), curve_terms(c, terms), BW, HW.compute_peak_tflops(), b,
                                c.input_len, c.output_len, p.depth, c.identical_routing)
     card = card_before(c)
     step = old_step(card, b, ctx)
     pre = old_prefill(card, b * c.input_len, p.depth)
     ttft = pre if c.harness == "static" else pre + step  # served: the first token comes with the step after prefill
     return {"decode_tok_s": b / step, "tpot_s": step, "ttft_s": ttft}
+
+
+def predictable(c: Curve) -> bool:
+    """Whether ``predict`` from three points applies: four points or more, each with a decode figure (a pp-only row,
+    such as a llama-bench depth without its tg row, has no step time to calibrate on)."""
+    return len(c.points) >= 4 and all(p.decode_tok_s for p in c.points)
 
 
 def calibration(c: Curve) -> list[int]:
@@ -131,7 +144,7 @@ def predict_curve(c: Curve, after: bool, terms=None) -> dict[int, dict[str, floa
     if after:
         card = card_after(c)
         fit = enginefit.fit_curve(card, cal, [steps[x] for x in cal], context=context(c, 0), bandwidth_gb_s=BW,
-                                  peak_tflops=HW.compute_peak_tflops(), prior=terms or HW.engine_terms(c.engine),
+                                  peak_tflops=HW.compute_peak_tflops(), prior=curve_terms(c, terms),
                                   by_depth=c.by_depth, identical_routing=c.identical_routing)
         ttfts = [(pts[x].concurrency, c.input_len, pts[x].depth, measured(c, pts[x])["ttft_s"]) for x in cal]
         pre = enginefit.fit_prefill(card, ttfts) if all(t[3] for t in ttfts) else None
@@ -183,7 +196,7 @@ def report(curves: list[Curve]) -> None:
     total = {(mode, a): {m: [] for m in METRICS} for mode in ("plan", "predict") for a in (False, True)}
     for c in curves:
         for mode in ("plan", "predict"):
-            if mode == "predict" and len(c.points) < 4:
+            if mode == "predict" and not predictable(c):
                 continue
             for after in (False, True):
                 e = errors(c, mode, after)
@@ -224,7 +237,7 @@ def leave_one_out(curves: list[Curve]) -> None:
         for mode in ("plan", "predict"):
             got = {k: {m: [] for m in METRICS} for k in ("in", "out")}
             for c in mine:
-                if mode == "predict" and len(c.points) < 4:
+                if mode == "predict" and not predictable(c):
                     continue
                 for k, t in (("in", None), ("out", terms[c.engine])):
                     for m, v in errors(c, mode, True, t).items():
@@ -249,7 +262,7 @@ def held_out(curves: list[Curve]) -> None:
     total = {mode: {m: [] for m in METRICS} for mode in ("plan", "predict")}
     for c in mine:
         for mode in ("plan", "predict"):
-            if mode == "predict" and len(c.points) < 4:
+            if mode == "predict" and not predictable(c):
                 continue
             e = errors(c, mode, True)
             for m in METRICS:

@@ -51,6 +51,7 @@ class Curve:
     by_depth: bool = False
     holdout: bool = False  # added after the engine terms were fitted: not fitted to, reported apart (out of sample)
     set_aside: list[tuple[Point, str]] = field(default_factory=list)  # one-off points (:func:`set_aside_one_offs`)
+    ubatch: int | None = None  # tokens of one prefill pass where the source ran another than its engine's (-ub)
 
     @property
     def identical_routing(self) -> bool:
@@ -113,7 +114,8 @@ def _published(path: Path) -> list[Curve]:
         pts = [Point(**p) for p in s["points"]]
         by_depth = len({p.depth for p in pts}) > 1
         out.append(Curve(s["id"], s["url"], s["engine"], s["harness"], s["model"], s.get("served"), s.get("file_gib"),
-                         int(s["input_len"]), int(s["output_len"]), pts, by_depth, bool(s.get("holdout", False))))
+                         int(s["input_len"]), int(s["output_len"]), pts, by_depth, bool(s.get("holdout", False)),
+                         ubatch=int(s["ubatch"]) if s.get("ubatch") else None))
     return out
 
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 from scipy.optimize import least_squares
 
-from pipeline.cards.stepcost import compute_format, prefill_expert_read_s, prefill_flops
+from pipeline.cards.stepcost import compute_format, prefill_attention_flops, prefill_expert_read_s, prefill_flops
 from pipeline.engines import harness
 from pipeline.machine.engineterms import EngineTerms
 
@@ -52,13 +52,22 @@ def _predicted(c, card, p, terms, bw, peak) -> float:
 #: vLLM's dense matmuls: no dense curve at hand, a prior of half the measured matmul rate (not fitted).
 FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5,
                   "expert_token_exponent": None}}
+#: The terms only a batch sees (B > 1): where the curves fitted are single streams alone (a source left out), held at
+#: the start values X0 instead of fitted, for a single stream cannot tell a compute share from a bandwidth share (with
+#: llama.cpp's benches file left out, the fit reached 0.99 of the bandwidth and 0.04 of the dense matmul rate, and
+#: missed the file's Qwen2.5-Coder-7B at B = 32 by 66 %).
+BATCH_TERMS = ("compute_fraction", "dense_compute_fraction", "expert_batched_fraction", "expert_token_exponent",
+               "routing_scale")
 
 
 def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = False) -> dict[str, float]:
-    """The decode terms of ``engine`` over its curves (terms a curve set cannot see stay near their start);
-    ``quiet``: without the line on the residuals."""
+    """The decode terms of ``engine`` over its curves (terms a curve set cannot see stay near their start, the batch
+    terms at it where every curve is a single stream: :data:`BATCH_TERMS`); ``quiet``: without the line on the
+    residuals."""
     rows, bw, peak = _rows(curves, engine)
-    fixed = FIXED.get(engine, {})
+    fixed = dict(FIXED.get(engine, {}))
+    if max((p.concurrency for _, _, p, _ in rows), default=1) == 1:
+        fixed = {**{n: float(X0[NAMES.index(n)]) for n in BATCH_TERMS}, **fixed}
 
     def resid(x):
         vals = {**dict(zip(NAMES, x)), **fixed}
@@ -80,55 +89,98 @@ def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = Fal
 CHUNK = {"llama.cpp": 2048}
 
 
-def fit_prefills(curves, engine: str, quiet: bool = False, bandwidth_fraction: float | None = None) -> dict[str, float]:
-    """Prefill TFLOP/s per compute format of ``engine``, from every point with a TTFT or a prefill rate (``quiet``:
-    without a line per format); with ``bandwidth_fraction`` (the engine's decode fit), each TTFT less the experts'
-    weight read per pass of :data:`CHUNK` (:func:`pipeline.cards.stepcost.prefill_expert_read_s`)."""
+def _ttfts(curves, engine: str, bandwidth_fraction: float | None):
+    """(card, curve, point, TTFT less the experts' read per pass) of every non-held-out point of ``engine`` with a TTFT
+    or a prefill rate; the read (:func:`pipeline.cards.stepcost.prefill_expert_read_s`, passes of the curve's
+    ``ubatch`` or :data:`CHUNK`) only with ``bandwidth_fraction`` (the engine's decode fit)."""
     from spark_truth import BW, card_after, measured
 
-    read = SimpleNamespace(bandwidth_fraction=bandwidth_fraction, prefill_chunk_tokens=CHUNK.get(engine)) \
-        if bandwidth_fraction else None
-    by_fmt: dict[str, list] = {}
+    out = []
     for c in curves:
         if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
+        read = SimpleNamespace(bandwidth_fraction=bandwidth_fraction, prefill_chunk_tokens=c.ubatch or CHUNK.get(engine)) \
+            if bandwidth_fraction else None
         for p in c.points:
             t = measured(c, p)["ttft_s"]
             if t:
-                t -= prefill_expert_read_s(card, p.concurrency * c.input_len, read, BW) if read else 0.0
-                by_fmt.setdefault(compute_format(card), []).append((card, (p.concurrency, c.input_len, p.depth, t)))
+                out.append((card, c, p, t - (prefill_expert_read_s(card, p.concurrency * c.input_len, read, BW)
+                                             if read else 0.0)))
+    return out
+
+
+def fit_attention(curves, engine: str, quiet: bool = False) -> dict[int, float]:
+    """The attention TFLOP/s of ``engine``'s prefill per head dimension, from the depth rows (llama-bench "pp @ dN"):
+    each curve's extra prompt time over its depth-0 row against its extra attention FLOPs
+    (:func:`pipeline.cards.stepcost.prefill_attention_flops`), a least-squares slope through the origin; the median
+    over the curves of a head dimension.  The matmuls, the experts' read and the fixed costs are the same at every
+    depth of a curve, so the slope is the attention's alone."""
+    by_curve: dict[str, list] = {}
+    for card, c, p, t in _ttfts(curves, engine, None):
+        if c.by_depth:
+            by_curve.setdefault(c.source, []).append((card, c, p, t))
+    by_hd: dict[int, list[float]] = {}
+    for rows in by_curve.values():
+        card, c, p0, t0 = min(rows, key=lambda r: r[2].depth)
+        a0 = prefill_attention_flops(card, c.input_len, p0.depth)
+        df = np.array([prefill_attention_flops(card, c.input_len, p.depth) - a0 for _, _, p, _ in rows])
+        dt = np.array([t - t0 for *_, t in rows])
+        if (df > 0).sum() and float(df @ dt) > 0:
+            by_hd.setdefault(int(card.head_dim), []).append(float(df @ df / (df @ dt)) / 1e12)
+    out = {hd: float(np.median(v)) for hd, v in by_hd.items()}
+    if not quiet:
+        for hd, v in sorted(by_hd.items()):
+            print(f"# {engine} attention, head_dim {hd}: {out[hd]:.1f} TFLOP/s (per curve {', '.join(f'{x:.1f}' for x in v)})")
+    return out
+
+
+def fit_prefills(curves, engine: str, quiet: bool = False, bandwidth_fraction: float | None = None,
+                 attention: dict[int, float] | None = None) -> dict[str, float]:
+    """Prefill TFLOP/s per compute format of ``engine`` (every MoE model's under the key ``moe``), from every point with a TTFT or a prefill rate (``quiet``:
+    without a line per format); with ``bandwidth_fraction`` (the engine's decode fit), each TTFT less the experts'
+    weight read per pass; with ``attention`` (:func:`fit_attention`), the matmul FLOPs over the TTFT less the
+    attention's FLOPs at that rate (its head dimension's), else every FLOP over the TTFT."""
+    by_fmt: dict[str, list] = {}
+    for card, c, p, t in _ttfts(curves, engine, bandwidth_fraction):
+        attn = p.concurrency * prefill_attention_flops(card, c.input_len, p.depth)
+        rate = (attention or {}).get(int(card.head_dim))
+        f = p.concurrency * prefill_flops(card, c.input_len, p.depth) - (attn if rate else 0.0)
+        key = "moe" if card.expert_bytes else compute_format(card)  # an MoE's prompt: the routed-matmul kernel's rate
+        by_fmt.setdefault(key, []).append((card, f, t - (attn / (rate * 1e12) if rate else 0.0)))
     out = {}
     for fmt, items in by_fmt.items():
-        f = np.array([b * prefill_flops(card, n, d) for card, (b, n, d, _) in items])
-        y = np.array([t for _, (*_, t) in items])
+        f = np.array([x for _, x, _ in items])
+        y = np.array([x for *_, x in items])
         rate = float(np.exp(np.median(np.log(f / y))) / 1e12)  # through the origin, median in log (no fixed cost fitted)
         worst = float(np.max(np.abs(np.log(f / y / 1e12 / rate))))
         out[fmt] = rate
         if not quiet:
             print(f"# {engine} {fmt}: prefill {rate:.1f} TFLOP/s over {len(items)} points "
-                  f"({', '.join(sorted({c.name for c, _ in items}))}), worst log residual {worst:.2f}")
+                  f"({', '.join(sorted({c.name for c, *_ in items}))}), worst log residual {worst:.2f}")
     return out
 
 
-def fit_engine(curves, engine: str, quiet: bool = False) -> tuple[dict[str, float], dict[str, float]]:
-    """(decode terms, prefill TFLOP/s per format) of ``engine``: the rates without the experts' read first (the
-    decode fit of a static bench does not depend on them), the decode terms, then the rates less the read at the
-    decode's bandwidth fraction."""
+def fit_engine(curves, engine: str, quiet: bool = False) -> tuple[dict[str, float], dict[str, float], dict[int, float]]:
+    """(decode terms, prefill TFLOP/s per format, attention TFLOP/s per head dimension) of ``engine``: the rates
+    without the experts' read first (the decode fit of a static bench does not depend on them), the decode terms,
+    then the attention rates from the depth rows and the format rates less the read and the attention."""
     pre = fit_prefills(curves, engine, quiet=True) or {"default": PREFILL_DEFAULT}
     terms = fit_decode(curves, engine, pre, quiet)
+    attn = fit_attention(curves, engine, quiet)
     if CHUNK.get(engine):
-        pre = fit_prefills(curves, engine, quiet, bandwidth_fraction=terms["bandwidth_fraction"]) or pre
+        pre = fit_prefills(curves, engine, quiet, bandwidth_fraction=terms["bandwidth_fraction"], attention=attn) or pre
     elif not quiet:
-        fit_prefills(curves, engine, quiet)
-    return terms, pre
+        fit_prefills(curves, engine, quiet, attention=attn)
+    return terms, pre, attn
 
 
 def fit_profile_terms(curves) -> None:
     """Print each engine's fitted terms."""
-    for engine in sorted({c.engine for c in curves}):
-        terms, pre = fit_engine(curves, engine)
-        print(f"{engine}: {terms} prefill_tflops: {pre} prefill_chunk_tokens: {CHUNK.get(engine)}")
+    for engine in sorted({c.engine for c in curves if not c.holdout}):
+        terms, pre, attn = fit_engine(curves, engine)
+        print(f"{engine}: {terms} prefill_tflops: {pre} prefill_attention_tflops: {attn} "
+              f"prefill_chunk_tokens: {CHUNK.get(engine)}")
 
 
 def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms | None:
@@ -138,8 +190,8 @@ def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms 
     kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout]
     if not kept:
         return None
-    vals, pre = fit_engine(kept, engine, quiet=True)
+    vals, pre, attn = fit_engine(kept, engine, quiet=True)
     if "default" not in pre:
         pre = {**pre, "default": float(np.mean(list(pre.values())))}
-    return EngineTerms(**vals, prefill_tflops=pre, prefill_chunk_tokens=CHUNK.get(engine),
+    return EngineTerms(**vals, prefill_tflops=pre, prefill_attention_tflops=attn, prefill_chunk_tokens=CHUNK.get(engine),
                        source=f"fitted without {leave_out}")

@@ -200,15 +200,45 @@ def expert_flops_per_step(card: ModelCard, batch: int) -> float:
     return 2.0 * batch * params * card.experts_per_token / card.num_experts
 
 
-def prefill_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> float:
-    """FLOPs of prefilling ``tokens`` prompt tokens after ``context_before`` tokens of context: 2 × tokens × matmul
-    params + 4 × heads × head_dim × Σ attended (causal: token i attends to context_before + i tokens; a sliding
-    layer at most its window) — Kaplan et al. 2020, table 1."""
-    matmul = 2.0 * tokens * (card.active_params - card.embedding_params)
+def prefill_attention_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> float:
+    """The attention FLOPs of prefilling ``tokens`` prompt tokens after ``context_before``: 4 × heads × head_dim ×
+    Σ attended (causal: token i attends to context_before + i tokens; a sliding layer at most its window)."""
     mid = context_before + tokens / 2.0  # the mean context a prompt token attends to (causal)
     sliding = card.sliding_layers if card.sliding_window else 0
     attended = (card.num_layers - sliding) * mid + sliding * (min(mid, card.sliding_window) if sliding else 0)
-    return matmul + 4.0 * tokens * attended * card.num_attention_heads * card.head_dim
+    return 4.0 * tokens * attended * card.num_attention_heads * card.head_dim
+
+
+def prefill_flops(card: ModelCard, tokens: int, context_before: float = 0.0) -> float:
+    """FLOPs of prefilling ``tokens`` prompt tokens after ``context_before`` tokens of context: 2 × tokens × matmul
+    params + :func:`prefill_attention_flops` — Kaplan et al. 2020, table 1."""
+    return 2.0 * tokens * (card.active_params - card.embedding_params) + prefill_attention_flops(card, tokens,
+                                                                                                 context_before)
+
+
+def prefill_compute_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None) -> float:
+    """Seconds of a prompt's FLOPs under an engine's terms: the matmuls (2 × tokens × params) at the rate of the card's
+    compute format (an MoE's at the engine's ``moe`` rate where it states one), the attention (:func:`prefill_attention_flops`) at the engine's attention rate for the card's
+    head dimension (``prefill_attention_tflops``, else the same rate); 0 without a rate."""
+    fmt, moe = compute_format(card), bool(card.expert_bytes)
+    rate = terms.prefill_rate_tflops(fmt, peak_tflops, moe)
+    if not rate:
+        return 0.0
+    attn = prefill_attention_flops(card, tokens, context_before)
+    attn_rate = terms.prefill_attention_rate_tflops(card.head_dim, fmt, peak_tflops, moe) or rate
+    return (prefill_flops(card, tokens, context_before) - attn) / (rate * 1e12) + attn / (attn_rate * 1e12)
+
+
+def prefill_weight_floor_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: float | None) -> float:
+    """The least time (s) of one prefill pass of ``tokens`` prompt tokens: it reads the weights once, every non-expert
+    matrix and the experts its tokens route to (uniform coverage), at the decode's bandwidth fraction.  A short
+    prompt is bound by it, not by its FLOPs: Llama-3.1-8B in FP8 (8.0 GB) takes 54 ms to its first token of a
+    29-token prompt under vLLM on a DGX Spark (manavsehgal.github.io ai-field-notes, "TensorRT-LLM on the Spark"),
+    where its 0.5 TFLOP would take 5 ms.  0 without a bandwidth."""
+    if not bandwidth_gb_s or tokens <= 0:
+        return 0.0
+    cover = expert_coverage(int(tokens), card.experts_per_token, card.num_experts) if card.expert_bytes else 0.0
+    return (card.dense_bytes + card.expert_bytes * cover) / (terms.bandwidth_fraction * bandwidth_gb_s * 1e9)
 
 
 def prefill_expert_read_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: float | None) -> float:
@@ -235,8 +265,7 @@ def prefill_expert_read_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: f
 def prefill_s(card: ModelCard, tokens: int, context_before: float, terms, peak_tflops: float | None,
               bandwidth_gb_s: float | None = None) -> float:
     """Prefill time (s) of ``tokens`` prompt tokens after ``context_before`` under an engine's terms: its fixed
-    ``prefill_overhead_s`` + :func:`prefill_flops` at the engine's rate for the card's compute format + the experts'
+    ``prefill_overhead_s`` + :func:`prefill_compute_s` (the FLOPs at the engine's rates) + the experts'
     weight read per pass (:func:`prefill_expert_read_s`, where ``bandwidth_gb_s`` is given)."""
-    rate = terms.prefill_rate_tflops(compute_format(card), peak_tflops)
-    return (terms.prefill_overhead_s + (prefill_flops(card, tokens, context_before) / (rate * 1e12) if rate else 0.0)
+    return (terms.prefill_overhead_s + prefill_compute_s(card, tokens, context_before, terms, peak_tflops)
             + prefill_expert_read_s(card, tokens, terms, bandwidth_gb_s))

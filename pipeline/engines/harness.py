@@ -15,6 +15,10 @@ A published figure comes from a harness, and the same server gives different fig
   arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = one prompt's prefill
   plus half a step (the step it arrives in).
 
+A wave's and a closed loop's TTFT count a prefill pass at no less than its weight read
+(:func:`pipeline.cards.stepcost.prefill_weight_floor_s`: a short prompt is bound by it); a static batch's prompts (the
+benches' 512 tokens and more) are bound by their FLOPs.
+
 Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:`pipeline.cards.stepcost.prefill_s`.
 """
 
@@ -23,7 +27,7 @@ from __future__ import annotations
 import math
 
 from pipeline.cards.modelcards import ModelCard
-from pipeline.cards.stepcost import engine_step_s, prefill_expert_read_s, prefill_s
+from pipeline.cards.stepcost import engine_step_s, prefill_expert_read_s, prefill_s, prefill_weight_floor_s
 
 HARNESSES = ("static", "wave", "closed")
 
@@ -55,7 +59,8 @@ def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | Non
     for j in range(1, chunks + 1):
         n = min(per_chunk, c - (j - 1) * per_chunk)
         chunk_s = min(per_chunk, c) * one  # a prefill step of a chunk (its decoders ride along)
-        ttft = terms.prefill_overhead_s + j * chunk_s
+        floor = prefill_weight_floor_s(card, min(per_chunk, c) * input_len, terms, bandwidth_gb_s)
+        ttft = terms.prefill_overhead_s + j * max(chunk_s, floor)  # a pass reads the weights at least once
         mixed = min(chunks - j, output_len - 1)  # tokens this request decodes while later chunks prefill
         window = mixed * (chunk_s + step) + (output_len - 1 - mixed) * step
         for _ in range(n):
@@ -74,7 +79,8 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
     one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
     step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
     mixed = step + (c / max(output_len, 1)) * one  # each step also prefills the prompts that arrive meanwhile
-    return {"decode_tok_s": c / mixed, "tpot_s": mixed, "ttft_s": terms.prefill_overhead_s + one + mixed / 2}
+    first = max(one, prefill_weight_floor_s(card, input_len, terms, bandwidth_gb_s))  # its pass reads the weights
+    return {"decode_tok_s": c / mixed, "tpot_s": mixed, "ttft_s": terms.prefill_overhead_s + first + mixed / 2}
 
 
 def predict(harness: str, card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,

@@ -172,14 +172,17 @@ class ServerModel:
     def _engine_time(self, tokens: int, kv_lt: float, attn_lt: float, prefill_tokens: int,
                      prefill_attn_lt: float) -> float:
         """One step (s) under the engine's terms, as :func:`pipeline.cards.stepcost.engine_step_s` for the decoding
-        sequences, plus the step's prompt tokens at the engine's prefill rate (:func:`pipeline.cards.stepcost.prefill_s`'s
-        FLOPs: 2 × tokens × params + 4 × heads × head_dim × attended)."""
+        sequences, plus the step's prompt tokens at the engine's prefill rates (:func:`pipeline.cards.stepcost.prefill_s`'s
+        FLOPs: 2 × tokens × params at the format's rate, 4 × heads × head_dim × attended at the attention rate)."""
         t = self.terms
         decode = self._engine_decode_s(tokens, kv_lt, self._matmul * (tokens - prefill_tokens)
                                        + self._attn * (attn_lt - prefill_attn_lt), tokens - prefill_tokens)
-        rate = t.prefill_rate_tflops(compute_format(self.card), self.peak_tflops)
-        pre = (self._matmul * prefill_tokens + self._attn * prefill_attn_lt) / (rate * 1e12) if prefill_tokens and rate else 0.0
-        return decode + pre
+        fmt, moe = compute_format(self.card), bool(self.card.expert_bytes)
+        rate = t.prefill_rate_tflops(fmt, self.peak_tflops, moe)
+        if not (prefill_tokens and rate):
+            return decode
+        attn_rate = t.prefill_attention_rate_tflops(self.card.head_dim, fmt, self.peak_tflops, moe) or rate
+        return decode + (self._matmul * prefill_tokens / rate + self._attn * prefill_attn_lt / attn_rate) / 1e12
 
     def _engine_decode_s(self, tokens: int, kv_lt, decode_flops, decode_tokens: int):
         """Overhead + bytes + decode FLOPs of a step under the engine's terms (floats or numpy arrays of ``kv_lt``)."""

@@ -16,8 +16,11 @@ from (``source``): fitted to which published runs, or taken from which publicati
   read, t the tokens routed to each (:func:`pipeline.cards.stepcost.moe_kernel_factor`); None: 0 (the jump alone);
 - ``attention_factor``: the cost of reading the KV cache relative to its bytes at that bandwidth (flash
   attention at long context costs more than its bytes);
-- ``prefill_tflops``: the prefill FLOP rate per compute format (TFLOP/s): a prompt costs its matmul and
-  attention FLOPs at that rate;
+- ``prefill_tflops``: the prefill FLOP rate per compute format (TFLOP/s): a prompt costs its matmul FLOPs at that
+  rate, and its attention FLOPs too where ``prefill_attention_tflops`` states no rate; an ``moe`` entry holds for
+  every MoE model whatever its experts' format (llama.cpp's routed-matmul kernel), ``default`` for a format unlisted;
+- ``prefill_attention_tflops``: the rate (TFLOP/s) of a prompt's attention FLOPs (flash attention, its own kernel, not
+  the weights' format) per head dimension: the growth of a prompt's time with the context before it;
 - ``prefill_chunk_tokens``: the tokens of one prefill pass (llama.cpp's n_ubatch): an MoE reads its routed experts'
   weights once a pass (:func:`pipeline.cards.stepcost.prefill_expert_read_s`); None: that read not modelled;
 - ``routing_scale``: the routing locality prior of an MoE under distinct prompts: B tokens of one step touch
@@ -43,12 +46,21 @@ class EngineTerms(BaseModel):
     expert_token_exponent: float | None = Field(default=None, ge=0, le=1.5)
     attention_factor: float = Field(default=1.0, gt=0, le=10)
     prefill_tflops: dict[str, float] = Field(default_factory=dict)
+    prefill_attention_tflops: dict[int, float] = Field(default_factory=dict)
     prefill_overhead_s: float = Field(default=0.0, ge=0, le=60)
     prefill_chunk_tokens: int | None = Field(default=None, ge=1)
     routing_scale: float | None = Field(default=None, gt=0)
     source: str
 
-    def prefill_rate_tflops(self, fmt: str | None, peak_tflops: float | None) -> float | None:
-        """The prefill rate (TFLOP/s) of compute format ``fmt``: its own, else the ``default`` entry, else the peak."""
+    def prefill_rate_tflops(self, fmt: str | None, peak_tflops: float | None, moe: bool = False) -> float | None:
+        """The prefill rate (TFLOP/s) of compute format ``fmt``: an MoE model's the ``moe`` entry where stated (its
+        routed matmuls' kernel, whatever the experts' format), else the format's own, else the ``default`` entry,
+        else the peak."""
         rates = self.prefill_tflops
-        return rates.get(fmt or "") or rates.get("default") or peak_tflops
+        return (rates.get("moe") if moe else None) or rates.get(fmt or "") or rates.get("default") or peak_tflops
+
+    def prefill_attention_rate_tflops(self, head_dim: int | None, fmt: str | None, peak_tflops: float | None,
+                                      moe: bool = False) -> float | None:
+        """The rate (TFLOP/s) of a prompt's attention FLOPs at head dimension ``head_dim``: its own, else the matmul
+        rate (:meth:`prefill_rate_tflops`)."""
+        return self.prefill_attention_tflops.get(int(head_dim or 0)) or self.prefill_rate_tflops(fmt, peak_tflops, moe)

@@ -158,7 +158,11 @@ def test_the_spark_profile_states_each_number_with_its_source():
     for name, t in hw.engines.items():
         assert t.source and "fitted" in t.source, name
         assert 0 < t.bandwidth_fraction <= 1, name
-    assert math.isfinite(hw.engines["llama.cpp"].prefill_tflops["mxfp4"])
+    llama = hw.engines["llama.cpp"]
+    # an MoE prompt at the one MoE rate whatever its experts' format, a dense one at its format's, attention at its own
+    assert llama.prefill_rate_tflops("q8_0", None, moe=True) == llama.prefill_tflops["moe"]
+    assert llama.prefill_rate_tflops("q8_0", None) == llama.prefill_tflops["q8_0"] != llama.prefill_tflops["moe"]
+    assert math.isfinite(llama.prefill_attention_tflops[128])
 
 
 def test_implied_coverage_reads_a_curve_as_its_experts():

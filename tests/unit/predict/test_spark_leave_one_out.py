@@ -38,8 +38,9 @@ def test_leaving_a_source_out_fits_the_others_alone(curves):
 
     kubis = next(c.url for c in curves if c.source == "kubis-vllm-gpt-oss-120b")
     without = fit_terms(curves, "vllm", leave_out=kubis)
-    # one single stream left (conselara.dev): the batch terms fall back towards the fit's start (routing_scale 30)
-    assert without is not None and without.routing_scale != pytest.approx(8.0, rel=0.2)
+    # one single stream left (conselara.dev): it cannot see the batch terms, held at the fit's start (sparkfit.X0:
+    # routing_scale 30, compute_fraction 0.2), not fitted to a share a single stream cannot tell apart
+    assert without is not None and without.routing_scale == 30.0 and without.compute_fraction == 0.2
     assert without.source == f"fitted without {kubis}"
     assert fit_terms([c for c in curves if c.url == kubis], "vllm", leave_out=kubis) is None
 
@@ -54,3 +55,20 @@ def test_a_static_batch_slower_than_a_larger_one_is_set_aside():
     set_aside_one_offs(c)
     assert [p.concurrency for p in c.points] == [2, 4]
     assert len(c.set_aside) == 1 and "0.273 s of B = 2" in c.set_aside[0][1]
+
+
+def test_a_source_that_ran_another_ubatch_is_costed_with_its_own_passes():
+    """DandinPower/llama.cpp_bench ran llama-bench's pp16384 at -ub 16384 (dgx_spark/prefilling.log: n_ubatch 16384):
+    its Qwen3-30B-A3B prompt reads its experts once, not in the 16384 / 2048 = 8 passes of llama.cpp's n_ubatch 2048
+    that the profile's terms state for the other sources."""
+    import spark_truth
+    from sparkdata import load_curves
+    from pipeline.cards.stepcost import prefill_expert_read_s
+
+    c = next(c for c in load_curves()[0] if c.source == "dandinpower-llamacpp-qwen3-30b-a3b-q4km-pp16384")
+    assert c.ubatch == 16384 and c.holdout
+    card, own = spark_truth.card_after(c), spark_truth.curve_terms(c)
+    profile = spark_truth.HW.engine_terms("llama.cpp")
+    assert own.prefill_chunk_tokens == 16384 and profile.prefill_chunk_tokens == 2048
+    one = prefill_expert_read_s(card, 16384, own, 273.0)
+    assert prefill_expert_read_s(card, 16384, profile, 273.0) == pytest.approx(8 * one)
