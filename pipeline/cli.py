@@ -160,7 +160,8 @@ def _cmd_import(args: argparse.Namespace) -> int:
 def _cmd_capacity(args: argparse.Namespace) -> int:
     from pipeline.commands.capacity import capacity
 
-    return capacity(args.hardware, args.model, contexts=args.context, quant=args.quant, as_json=args.json)
+    return capacity(args.hardware, args.model, contexts=args.context, quant=args.quant,
+                    served=args.served, as_json=args.json)
 
 
 def _run_command(sub: Any, name: str, func: Callable[[argparse.Namespace], int], **kw: Any) -> argparse.ArgumentParser:
@@ -280,6 +281,10 @@ def _add_import_commands(sub: Any) -> None:
     s.add_argument("--context", type=int, action="append",
                    help="tokens per sequence; repeat for several (default: 4096 8192 32768 131072)")
     s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0, q4_k_m (default: the card's native one)")
+    s.add_argument("--served", metavar="ENGINE",
+                   help="count the model as ENGINE (vllm, llama.cpp, ...) loads it on this hardware by default: each "
+                        "tensor group's format and the KV cache dtype, with its source (gpt-oss on a dgx-spark under "
+                        "vllm: MXFP4 throughout, fp8 KV); the checkpoint's format where no default is known")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=_cmd_capacity)
 

@@ -202,6 +202,8 @@ def format_capacity(table: dict[str, Any]) -> str:
              + (f" ({table['sliding_layers']} layers slide over {table['sliding_window']} tokens)" if table["sliding_window"] else "")]
     if hw.get("memory_source") and hw["memory_source"] != "profile memory_gb":
         lines.append(f"memory: {hw['memory_source']}")
+    if table.get("format_source"):
+        lines.append(f"format: {table['format_source']}")
     lines.append("units: GB = 10^9 bytes, kB = 10^3 bytes")
     if does_not_fit(table):
         lines.append(does_not_fit(table))

@@ -10,17 +10,23 @@ from pipeline.core.errors import BatchmarkError
 
 
 def capacity(hardware: str, model: str, *, contexts: list[int] | None = None, quant: str | None = None,
-             as_json: bool = False) -> int:
+             served: str | None = None, as_json: bool = False) -> int:
     """``batchmark capacity``: print the KV capacity table of ``model`` (a card name, alias, config.json path or
     cached repo id) on the profile ``hardware`` at each context length in tokens (default
-    :data:`pipeline.analysis.capacity.DEFAULT_CONTEXTS`), in the weight format ``quant`` (default the card's).
+    :data:`pipeline.analysis.capacity.DEFAULT_CONTEXTS`), in the weight format ``quant`` (default the card's), or as
+    the engine ``served`` loads it on that hardware by default (:func:`pipeline.cards.servedformat.served_card`: the
+    format of each tensor group and of the KV cache, with its source; the checkpoint's format where no default is
+    known, and the table says so).
 
     Returns:
         0.
 
     Raises:
-        BatchmarkError: an unknown profile or model, or a context outside 1 to ``CONTEXT_MAX`` tokens (one line).
+        BatchmarkError: an unknown profile or model, a context outside 1 to ``CONTEXT_MAX`` tokens, or both
+            ``quant`` and ``served`` (one line).
     """
+    if quant and served:
+        raise BatchmarkError("--quant and --served: give one (a format of every matrix, or an engine's own loading)")
     from pipeline.analysis.capacity import DEFAULT_CONTEXTS, capacity_table, format_capacity
     from pipeline.machine.hardware import load_profile
 
@@ -38,6 +44,15 @@ def capacity(hardware: str, model: str, *, contexts: list[int] | None = None, qu
     from pipeline.analysis.capacity import capacity_card
 
     card = capacity_card(model, quant)
+    if served:
+        from pipeline.cards.servedformat import served_card
+
+        as_served = served_card(card, engine=served, hardware=hw.get("name"))
+        fmt = (as_served.extra or {}).get("served_format") if as_served is not card else None
+        card = as_served
     table = capacity_table(card, hw, contexts or DEFAULT_CONTEXTS)
+    if served:
+        table["format_source"] = (f"as {served} serves it on {hw.get('name')}: {fmt['source']}" if fmt else
+                                  f"no default format is known for {served} on {hw.get('name')}: the checkpoint's")
     print(json.dumps(table, indent=1) if as_json else format_capacity(table))
     return 0

@@ -103,6 +103,31 @@ def test_cli_capacity_json(capsys):
     assert err.count("\n") == 0 and "no-such-model" in err
 
 
+def test_cli_capacity_served_counts_what_the_engine_loads(capsys):
+    """``capacity --served vllm`` on a Spark sizes gpt-oss-120b as vLLM's recipe loads it (MXFP4 throughout, fp8 KV):
+    the Sizing page's served row (test_gpt_oss_120b_as_vllm_serves_it_on_a_spark above): 62.14 GB of weights, 36.9 kB of KV per
+    token, (108.8e9 − 62,144,198,784) / 153,354,240 = 304 sequences at 8k, and names the recipe; a model with no
+    known default keeps the checkpoint's format and says so; --quant beside --served is one line."""
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "gpt-oss-120b", "--served", "vllm",
+                 "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert "weights 62.14 GB, KV 36.9 kB/token" in out and "format: as vllm serves it on dgx-spark" in out
+    assert "--mxfp4-layers moe,qkv,o,lm_head" in out
+    assert next(line for line in out.splitlines() if line.split()[:1] == ["8192"]).split()[2] == "304"
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "gpt-oss-120b", "--context", "8192"]) == 0
+    out = capsys.readouterr().out
+    assert next(line for line in out.splitlines() if line.split()[:1] == ["8192"]).split()[2] == "141"
+    assert "format:" not in out
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "Llama-3.1-8B", "--served", "vllm", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["format_source"].startswith("no default format is known for vllm on dgx-spark")
+    assert doc["kv_bytes_per_token"] == 32 * 8 * 128 * 2 * 2  # unchanged: bf16, as the card
+    assert main(["capacity", "--hardware", "dgx-spark", "--model", "gpt-oss-120b", "--served", "vllm",
+                 "--quant", "fp8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--quant and --served" in err
+
+
 def test_model_that_does_not_fit_says_so_without_negative_memory(spark, capsys):
     """Regression (fault kind: negative memory left): Llama-3.1-70B in BF16 on dgx-spark printed 0 sequences and
     -21.11 GB left. Expected values: data/models/ weights 70,553,706,496 x 2 B = 141.1 GB; data/hardware/dgx-spark.yaml
