@@ -25,6 +25,10 @@ client in turn against the same server:
   ours without the parse of every event after the repeat, which no measured read waits for: the receiving loop's);
 - ``--transports raw aiohttp``: the load generator once per transport (its own HTTP/1.1 reader, the default for
   ``http://``; aiohttp, the former reader), each run paired with a minimal run of its own, one row each;
+- ``--event-loops auto asyncio``: the load generator once per event loop (:mod:`pipeline.engines.eventloop`; auto:
+  uvloop where installed, as the engines run it), again each paired with a minimal run; the minimal client always
+  runs on asyncio's own loop, so the yardstick stays the standard library; the table and ``--json`` say which loop
+  each side ran on;
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
   same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of
@@ -213,15 +217,16 @@ def serve(port: int) -> None:
 # clients
 
 def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
-         transport: str = "auto") -> tuple[float, float, float]:
-    """Our load generator at ``concurrency``: (tokens/s every stream delivered inside the measured window, as
+         transport: str = "auto", loop: str = "auto") -> tuple[float, float, float, str]:
+    """Our load generator at ``concurrency`` on the event loop ``loop`` (:mod:`pipeline.engines.eventloop`, as the
+    served engines run it): (tokens/s every stream delivered inside the measured window, as
     ``PointSummary.delivered_output_throughput_tok_s`` counts them, the client's CPU time / wall time of the loop —
     near 1.0 when the client is the limit, the client's CPU µs per token received — its cost, which a core shared
-    with other work does not change).  The CPU and wall time of the parse after the repeat (the scheduler's fold:
+    with other work does not change, the loop's name).  The CPU and wall time of the parse after the repeat (the scheduler's fold:
     orjson and the token accounting of every event, done once nothing is in flight) are left out of both, as they
     are out of the measured window: what is compared is the loop that receives."""
     sys.path.insert(0, str(ROOT))
-    from pipeline.engines import loadgen, scheduler
+    from pipeline.engines import eventloop, loadgen, scheduler
 
     folding = {"cpu": 0.0, "wall": 0.0}
     fold = scheduler._folded
@@ -249,7 +254,7 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
             out["res"] = await loadgen.closed_loop(session, target, bodies, concurrency, concurrency, t0)
 
     cpu0, wall0 = time.process_time(), time.perf_counter()
-    asyncio.run(run())
+    eventloop.run(run(), loop)
     res = out["res"]
     cpu_s = time.process_time() - cpu0 - folding["cpu"]
     cpu_frac = cpu_s / (time.perf_counter() - wall0 - folding["wall"])
@@ -260,7 +265,8 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
     start, end = loadgen.measured_window(records)
     chunks = [(t, k) for r in records for t, k in r.chunks]
     chunks += [(t, 1) for raw in res.cooldown for t in raw.times]  # one token per event from the bench server
-    return delivered_tok_s(chunks, start, end), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6
+    return (delivered_tok_s(chunks, start, end), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6,
+            eventloop.loop_name(loop))
 
 
 def delivered_tok_s(chunks: list[tuple[float, int]], start: float, end: float) -> float:
@@ -269,12 +275,13 @@ def delivered_tok_s(chunks: list[tuple[float, int]], start: float, end: float) -
     return sum(k for t, k in chunks if start <= t <= end) / (end - start)
 
 
-def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float, float]:
-    """A minimal socket client: raw HTTP/1.1 keep-alive over asyncio streams, one timestamp per read, the content
+def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float, float, str]:
+    """A minimal socket client: raw HTTP/1.1 keep-alive over asyncio streams on asyncio's own event loop (never
+    uvloop: the yardstick stays the plain standard library), one timestamp per read, the content
     events of each read counted by a byte search (one token per event, as the bench server sends them); the same
     shape as ours (``concurrency`` warm-up requests, ``n_measured`` measured, cool-down until they are done).
     Returns (delivered tok/s over first measured send → last measured completion, CPU time / wall time, CPU µs per
-    token received)."""
+    token received, ``"asyncio"``)."""
     host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
     body = json.dumps({"model": "bench", "stream": True, "max_tokens": output_tokens, "ignore_eos": True,
                        "messages": [{"role": "user", "content": "w0 w1 w2 w3"}]}).encode()
@@ -322,7 +329,7 @@ def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> 
     asyncio.run(run())
     cpu_s = time.process_time() - cpu0
     cpu_frac = cpu_s / (time.perf_counter() - wall0)
-    return delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6
+    return delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6, "asyncio"
 
 
 def build_tokenizer(folder: Path) -> None:
@@ -387,15 +394,40 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _pinned(core: int, args: list[str], which: str = "ours") -> tuple[float, float, float]:
+def _pinned(core: int, args: list[str], which: str = "ours") -> tuple[float, float, float, str]:
     """Run this script's ``client-<which>`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction, CPU µs
-    per token)."""
+    per token, the event loop it ran on)."""
     res = subprocess.run([sys.executable, __file__, f"client-{which}", "--core", str(core), *args],
-                         capture_output=True, text=True, timeout=1800, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                         capture_output=True, text=True, timeout=1800, env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])})
     if res.returncode != 0:
         raise RuntimeError(f"client failed: {res.stderr[-1500:]}")
-    tok_s, cpu, us = res.stdout.strip().splitlines()[-1].split()
-    return float(tok_s), float(cpu), float(us)
+    tok_s, cpu, us, loop = res.stdout.strip().splitlines()[-1].split(maxsplit=3)
+    return float(tok_s), float(cpu), float(us), loop
+
+
+def table(args: argparse.Namespace, samples: dict, arms: list[tuple[str, str]], loops: dict[str, set[str]],
+          load_before: tuple[float, float, float], n_cores: int) -> None:
+    """Print the medians of ``samples`` (tok/s, CPU share, CPU µs per token), one row per concurrency and arm
+    (transport, event loop), with the paired ratio and the loop each side ran on."""
+    print(f"\nstreamed output tokens/s delivered in the measured window, client pinned to one core, median of "
+          f"{args.repeats} (load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {n_cores} cores)")
+    print(f"{'concurrency':>11}  {'transport':>9}  {'loop ours':>14}  {'batchmark':>10}  {'minimal':>10}  {'ratio':>6}  "
+          f"{'CPU ours':>8}  {'CPU min':>7}  {'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>9}")
+    for conc in args.concurrency:
+        g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
+        for t, loop in arms:
+            arm = f"{t}-{loop}"
+            med = {k: statistics.median(samples[f"{k}-{arm}"][conc]) for k in (
+                "ours", "minimal", "ours_cpu_fraction", "minimal_cpu_fraction", "ours_cpu_us_per_token",
+                "minimal_cpu_us_per_token")}
+            ratio = statistics.median(a / b for a, b in zip(samples[f"ours-{arm}"][conc], samples[f"minimal-{arm}"][conc]))
+            print(f"{conc:>11}  {t:>9}  {'/'.join(sorted(loops[f'ours-{arm}'])):>14}  {med['ours']:>10,.0f}  "
+                  f"{med['minimal']:>10,.0f}  {ratio:>5.2f}x  {med['ours_cpu_fraction']:>8.0%}  "
+                  f"{med['minimal_cpu_fraction']:>7.0%}  {med['ours_cpu_us_per_token']:>11.2f}  "
+                  f"{med['minimal_cpu_us_per_token']:>10.2f}  {(f'{g:,.0f}' if g else 'n/a'):>9}")
+    minimal_loops = sorted(set().union(*(v for k, v in loops.items() if k.startswith("minimal-"))))
+    print(f"event loops: batchmark as the row says; the minimal client {', '.join(minimal_loops)} (always asyncio's own)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -412,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         c.add_argument("--requests", type=int, required=True)
         c.add_argument("--output-tokens", type=int, required=True)
         c.add_argument("--transport", default="auto", choices=["auto", "raw", "aiohttp"])
+        c.add_argument("--event-loop", default="auto", choices=["auto", "uvloop", "asyncio"])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256, 1024])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--output-tokens", type=int, default=512, help="streamed tokens per request")
@@ -421,6 +454,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transports", nargs="+", default=["raw"], choices=["raw", "aiohttp"],
                     help="the load generator's transports, each paired with its own minimal-client run (raw: its own "
                          "HTTP/1.1 reader, the default for http://; aiohttp: the former reader)")
+    ap.add_argument("--event-loops", nargs="+", default=["auto"], choices=["auto", "uvloop", "asyncio"],
+                    help="the load generator's event loops (pipeline/engines/eventloop.py; auto: uvloop where "
+                         "installed), each run paired with its own minimal-client run; the minimal client always "
+                         "runs on asyncio's own loop")
     ap.add_argument("--json", default=None, help="write every sample here")
     args = ap.parse_args(argv)
 
@@ -430,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd in ("client-ours", "client-minimal"):
         os.sched_setaffinity(0, {args.core})
         if args.cmd == "client-ours":
-            print(*ours(args.url, args.concurrency, args.requests, args.output_tokens, args.transport))
+            print(*ours(args.url, args.concurrency, args.requests, args.output_tokens, args.transport, args.event_loop))
         else:
             print(*minimal(args.url, args.concurrency, args.requests, args.output_tokens))
         return 0
@@ -441,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port)],
                               preexec_fn=lambda: os.sched_setaffinity(0, set(server_cores)))
     samples: dict[str, dict[int, list[float]]] = {"guidellm": {}}
+    arms = [(t, loop) for t in args.transports for loop in args.event_loops]  # each ours run: transport, event loop
+    loops: dict[str, set[str]] = {}  # the loop each side ran on, as the client said
     load_before = os.getloadavg()
     try:
         for _ in range(100):
@@ -462,15 +501,17 @@ def main(argv: list[str] | None = None) -> int:
                 n = max(4 * conc, 64)
                 argv_c = ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc), "--requests", str(n),
                           "--output-tokens", str(args.output_tokens)]
-                for transport, which in ((t, w) for t in args.transports for w in ("ours", "minimal")):
-                    # side by side, in turn, against the same server: each transport's run paired with a minimal one
-                    v, cpu, us = _pinned(args.client_core, argv_c + ["--transport", transport] * (which == "ours"),
-                                         which)
-                    samples.setdefault(f"{which}-{transport}", {}).setdefault(conc, []).append(v)
-                    samples.setdefault(f"{which}_cpu_fraction-{transport}", {}).setdefault(conc, []).append(cpu)
-                    samples.setdefault(f"{which}_cpu_us_per_token-{transport}", {}).setdefault(conc, []).append(us)
-                    print(f"repeat {r + 1} c={conc} {which} ({transport}) {v:,.0f} tok/s (client CPU {cpu:.0%} of wall, "
-                          f"{us:.2f} µs/token)", file=sys.stderr)
+                for (transport, loop), which in ((a, w) for a in arms for w in ("ours", "minimal")):
+                    # side by side, in turn, against the same server: each arm's run paired with a minimal one
+                    arm = f"{transport}-{loop}"
+                    v, cpu, us, ran_on = _pinned(args.client_core, argv_c + ["--transport", transport, "--event-loop",
+                                                                            loop] * (which == "ours"), which)
+                    samples.setdefault(f"{which}-{arm}", {}).setdefault(conc, []).append(v)
+                    samples.setdefault(f"{which}_cpu_fraction-{arm}", {}).setdefault(conc, []).append(cpu)
+                    samples.setdefault(f"{which}_cpu_us_per_token-{arm}", {}).setdefault(conc, []).append(us)
+                    loops.setdefault(f"{which}-{arm}", set()).add(ran_on)
+                    print(f"repeat {r + 1} c={conc} {which} ({transport}, {ran_on}) {v:,.0f} tok/s (client CPU "
+                          f"{cpu:.0%} of wall, {us:.2f} µs/token)", file=sys.stderr)
                 if args.guidellm:
                     try:
                         g = guidellm(args.guidellm, f"http://127.0.0.1:{port}", conc, n, args.output_tokens,
@@ -482,25 +523,12 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.kill()
         server.wait()
-    print(f"\nstreamed output tokens/s delivered in the measured window, client pinned to one core, median of "
-          f"{args.repeats} (load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {len(cores)} cores)")
-    print(f"{'concurrency':>11}  {'transport':>9}  {'batchmark':>12}  {'minimal':>12}  {'ratio':>6}  {'CPU ours':>8}  "
-          f"{'CPU min':>7}  {'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>12}")
-    for conc in args.concurrency:
-        g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
-        for t in args.transports:
-            med = {k: statistics.median(samples[f"{k}-{t}"][conc]) for k in (
-                "ours", "minimal", "ours_cpu_fraction", "minimal_cpu_fraction", "ours_cpu_us_per_token",
-                "minimal_cpu_us_per_token")}
-            ratio = statistics.median(a / b for a, b in zip(samples[f"ours-{t}"][conc], samples[f"minimal-{t}"][conc]))
-            print(f"{conc:>11}  {t:>9}  {med['ours']:>12,.0f}  {med['minimal']:>12,.0f}  {ratio:>5.2f}x  "
-                  f"{med['ours_cpu_fraction']:>8.0%}  {med['minimal_cpu_fraction']:>7.0%}  "
-                  f"{med['ours_cpu_us_per_token']:>11.2f}  {med['minimal_cpu_us_per_token']:>10.2f}  "
-                  f"{(f'{g:,.0f}' if g else 'n/a'):>12}")
+    table(args, samples, arms, loops, load_before, len(cores))
     for name, hint in peers().items():
         print(f"{name}: {hint}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"output_tokens": args.output_tokens, "samples": samples}, indent=1))
+        Path(args.json).write_text(json.dumps({"output_tokens": args.output_tokens, "samples": samples,
+                                               "event_loops": {k: sorted(v) for k, v in loops.items()}}, indent=1))
     return 0
 
 

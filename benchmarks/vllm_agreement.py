@@ -592,7 +592,7 @@ def run(concurrencies: tuple[int, ...] = (1, 4, 16), input_len: int = 32, output
     summaries: dict[int, list[Any]] = {c: [] for c in concurrencies}
     server: dict[int, dict[str, list[dict[str, float | None]]]] = {c: {"vllm": [], "batchmark": []} for c in concurrencies}
     try:
-        _raise_priority(nice)  # this thread: batchmark's load generator runs in it (asyncio.run)
+        _raise_priority(nice)  # this thread: batchmark's load generator runs in it (its event loop)
         sizes = {c: max(per_slot * c, minimum) for c in concurrencies}
         bench.point(vllm_bench_args(url, folder, 1, 4, input_len, output_len, work, "throwaway.json"),
                     work / "throwaway.json")  # warms the server

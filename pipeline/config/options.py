@@ -63,6 +63,9 @@ class ClientOptions(StrictModel):
     transport: Literal["auto", "raw", "aiohttp"] = Field(
         default="auto", description="How the load generator streams: auto = its own HTTP/1.1 reader for plain http://, "
         "aiohttp for https://; aiohttp = aiohttp always")
+    event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
+        default="auto", description="The load generator's event loop: auto = uvloop where installed, else asyncio's "
+        "own; the loop each point measured on is in its meta (event_loop)")
 
     @field_validator("extra_body")
     @classmethod
@@ -72,6 +75,12 @@ class ClientOptions(StrictModel):
             raise ValueError(f"{', '.join(owned)}: set by the load generator (what is measured: model, prompt, "
                              f"output length, streaming); extra_body may not override {'it' if len(owned) == 1 else 'them'}")
         return body
+
+
+#: (backend, key, value) of the client options that a config's digest leaves out at that value, the one each
+#: had before it existed: an unset endpoint engine, a transport or event loop chosen by ``auto``.
+UNSET_CLIENT_KEYS = (("openai", "engine", None), *((c, k, "auto") for c in ("openai", "vllm")
+                                                   for k in ("transport", "event_loop")))
 
 
 #: What ``openai.engine`` may name: a serving engine's short name (``vllm``, ``llama.cpp``, ``sglang``, ``trtllm``).

@@ -22,8 +22,8 @@ from typing import Annotated, Any, Literal
 from pipeline.cards.servedformat import ServedFormat
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, Adaptive, ClusterOptions, OpenAIOptions, OpenLoop,
-                                    StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
+from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSET_CLIENT_KEYS, Adaptive, ClusterOptions,
+                                    OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
@@ -257,12 +257,12 @@ class SweepConfig(StrictModel):
         before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
         agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed
         under its old name ``engine`` (``vllm.fallback_backend`` under ``vllm.fallback_engine``) and an unset
-        ``openai.engine`` and a ``transport`` of ``auto`` are left out: the renames and the transport changed no digest.
+        ``openai.engine`` and a ``transport`` or ``event_loop`` of ``auto`` are left out: they changed no digest.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
         data["engine"] = data.pop("backend")  # the key it had when the digests of the runs stored were made
         data["vllm"]["fallback_engine"] = data["vllm"].pop("fallback_backend")  # likewise
-        for client, key, unset in (("openai", "engine", None), ("openai", "transport", "auto"), ("vllm", "transport", "auto")):
+        for client, key, unset in UNSET_CLIENT_KEYS:
             if data[client].get(key) == unset:  # unset (an endpoint's engine, a transport chosen by URL): as before
                 data[client].pop(key, None)
         if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest

@@ -12,14 +12,13 @@ at a running server; the ``vllm`` engine adds the server's life cycle on top.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
-from pipeline.engines import client, scheduler, streamrecord
+from pipeline.engines import client, eventloop, scheduler, streamrecord
 from pipeline.engines.clientmeter import ClientMeter
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
@@ -193,7 +192,7 @@ class ServedEngine:
             async with client.make_session(1, transport=self.opts.transport) as session:
                 return await client.detect_features(session, self._target(), prompts[0])
 
-        self.features = asyncio.run(probe())
+        self.features = eventloop.run(probe(), getattr(self.opts, "event_loop", "auto"))
         self.features.prompt_overhead = chat_template_tokens(self.tokenizer, prompts[0], 16) \
             if self.opts.endpoint == "chat" else 0
 
@@ -247,6 +246,7 @@ class ServedEngine:
             n_meas = self.opts.requests_per_point or scheduler.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
             n_warm = n if warmup else 0
             point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
+        loop = getattr(self.opts, "event_loop", "auto")
         prompts, inexact = make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
         target = self._target()
         bodies = [client.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
@@ -258,13 +258,14 @@ class ServedEngine:
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else
              "tokenized chunk text; the server reports no usage"),
             "cooldown_sent": [], "aborted": None, "client": [],
-            "transport": client.transport_for(target.url, self.opts.transport)}
+            "transport": client.transport_for(target.url, self.opts.transport),
+            "event_loop": eventloop.loop_name(loop)}
         out: list[list[RepeatRecord]] = []
 
-        async def main() -> None:  # the records kept aside: asyncio.run formats its main task's result on exit since
+        async def main() -> None:  # the records kept aside: the runner formats its main task's result on exit since
             out.append(await self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))  # Python 3.11
 
-        asyncio.run(main())  # (python/cpython#112559; 2 s of CPU for the repr of a point of 800,000 tokens)
+        eventloop.run(main(), loop)  # (python/cpython#112559; 2 s of CPU for the repr of a point of 800,000 tokens)
         reps = out[0]
         return PointRecords(point=key, repeats=reps, meta=meta)
 

@@ -15,7 +15,7 @@ import socket
 
 import pytest
 
-from pipeline.engines import client, rawhttp, streamrecord
+from pipeline.engines import client, eventloop, rawhttp, streamrecord
 
 
 def _ev(text: str) -> bytes:
@@ -64,7 +64,7 @@ async def _server(answers: list[list[bytes]], then: str = "keep", seen: list | N
 
 
 def _run(answers: list[list[bytes]], n: int = 1, then: str = "keep", transport: str = "auto", timeout_s: float = 5.0,
-         seen: list | None = None, defer: bool = False) -> list[streamrecord.RawStream]:
+         seen: list | None = None, defer: bool = False, loop: str = "asyncio") -> list[streamrecord.RawStream]:
     async def go():
         server, url = await _server(answers, then, seen)
         target = client.Target(base_url=url, model="m", timeout_s=timeout_s)
@@ -79,22 +79,29 @@ def _run(answers: list[list[bytes]], n: int = 1, then: str = "keep", transport: 
             server.close()
         return out
 
-    return asyncio.run(go())
+    return eventloop.run(go(), loop)
 
 
+#: The event loops a test runs on: asyncio's own always, uvloop where it is installed (a dependency off Windows).
+LOOPS = ["asyncio", pytest.param("uvloop", marks=pytest.mark.skipif(eventloop._uvloop() is None,
+                                                                     reason="uvloop is not installed here"))]
+
+
+@pytest.mark.parametrize("loop", LOOPS)
 @pytest.mark.parametrize("transport", ["raw", "aiohttp"])
-def test_a_chunked_stream_gives_the_same_record_through_both_transports(transport):
-    raw, = _run([[_head(), *_chunked(STREAM)]], transport=transport)
+def test_a_chunked_stream_gives_the_same_record_through_both_transports(transport, loop):
+    raw, = _run([[_head(), *_chunked(STREAM)]], transport=transport, loop=loop)
     assert raw.error is None and raw.texts == [" a", " b", " c"] and raw.done_seen
     assert len(raw.times) == 3 and raw.times == sorted(raw.times)
 
 
-def test_every_cut_of_the_chunked_framing_gives_the_same_events():
+@pytest.mark.parametrize("loop", LOOPS)
+def test_every_cut_of_the_chunked_framing_gives_the_same_events(loop):
     """The answer's bytes written in two pieces at every offset (a header, a size line, a chunk's CRLF cut
-    anywhere): the events are those of the whole stream each time."""
+    anywhere): the events are those of the whole stream each time, on either event loop."""
     whole = _head() + b"".join(_chunked([b": hi\n\n", *STREAM]))
     for k in range(1, len(whole), 5):
-        raw, = _run([[whole[:k], whole[k:]]])
+        raw, = _run([[whole[:k], whole[k:]]], loop=loop)
         assert raw.error is None and raw.texts == [" a", " b", " c"], k
 
 
