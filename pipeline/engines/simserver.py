@@ -120,6 +120,9 @@ class ServerModel:
     compute_fraction: float = 1.0
     prefill_tok_s: float | None = None
     arrival_delay_s: float = 0.0
+    #: The MoE routing locality of a calibrated server (:func:`pipeline.cards.stepcost.effective_batch`'s s; None:
+    #: uniform routing): the experts a step reads at its tokens' effective batch, as the plan's engine terms count them.
+    routing_scale: float | None = None
     #: An engine's terms on this hardware (:class:`pipeline.machine.engineterms.EngineTerms`): steps costed by
     #: :meth:`_engine_time` (the plan's default where the profile states them), ``peak_tflops`` then the measured one.
     terms: object | None = None
@@ -137,7 +140,8 @@ class ServerModel:
     def _weights(self, tokens: int) -> float:
         w = self._wcache.get(tokens)
         if w is None:
-            w = self._wcache[tokens] = weight_bytes_per_step(self.card, max(tokens, 1))
+            w = self._wcache[tokens] = weight_bytes_per_step(self.card, max(tokens, 1),
+                                                             self.routing_scale if self.calibrated else None)
         return w
 
     def _time(self, tokens: int, kv_lt: float, attn_lt: float, prefill_tokens: int = 0,

@@ -50,7 +50,8 @@ from scipy.optimize import least_squares
 
 from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
-from pipeline.cards.stepcost import bytes_per_decode_step, calibrated_step_s, flops_per_decode_step
+from pipeline.cards.stepcost import (calibrated_step_s, flops_per_decode_step, kv_bytes_per_step,
+                                     weight_bytes_per_step)
 
 #: A prediction this far off its measurement (fraction) is called out.
 CALL_OUT_FRACTION = 0.15
@@ -98,22 +99,44 @@ class Roofs:
     """What the step model costs against: a card at a mean decode context on a bandwidth and peak.
 
     ``context``: mean KV tokens a decode step reads (tokens); ``bandwidth_gb_s`` (GB/s);
-    ``peak_tflops`` (TFLOP/s, None when unknown: the compute term is then left out).
+    ``peak_tflops`` (TFLOP/s, None when unknown: the compute term is then left out); ``routing_scale``: an MoE's
+    routing locality, the experts a step of B tokens reads counted at their effective batch
+    (:func:`pipeline.cards.stepcost.effective_batch`; None: uniform routing, the upper bound; 0: identical routing).
     """
 
     card: ModelCard
     context: float
     bandwidth_gb_s: float
     peak_tflops: float | None
+    routing_scale: float | None = None
 
     def costs(self, batches: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Memory seconds at full bandwidth and compute seconds at full peak per step, arrays over ``batches``."""
-        mem = np.array([bytes_per_decode_step(self.card, int(b), self.context) for b in batches]) / (self.bandwidth_gb_s * 1e9)
+        mem = np.array([weight_bytes_per_step(self.card, int(b), self.routing_scale)
+                        + kv_bytes_per_step(self.card, int(b), self.context) for b in batches]) / (self.bandwidth_gb_s * 1e9)
         if self.peak_tflops:
             comp = np.array([flops_per_decode_step(self.card, int(b), self.context) for b in batches]) / (self.peak_tflops * 1e12)
         else:
             comp = np.zeros(len(batches))
         return mem, comp
+
+
+def served_routing_scale(card: ModelCard, engine: str | None, hardware_name: str | None) -> float | None:
+    """The routing locality a served MoE curve is fitted at: the hardware profile's prior for ``engine``
+    (``engines.<engine>.routing_scale`` in ``data/hardware/``: distinct prompts share experts more the larger the
+    batch; on a DGX Spark under vLLM s = 8, fitted to a published gpt-oss-120b curve), as ``plan`` and the simulated
+    server count it.  None — uniform routing, the upper bound — for a dense model, an unknown profile or one that
+    states no prior for the engine."""
+    if not card.expert_bytes or not hardware_name:
+        return None
+    from pipeline.core.errors import BatchmarkError
+    from pipeline.machine.hardware import load_profile
+
+    try:
+        terms = load_profile(hardware_name).engine_terms(engine)
+    except BatchmarkError:
+        return None
+    return terms.routing_scale if terms is not None else None
 
 
 def step_time_s(roofs: Roofs, terms: StepTerms, batches: Sequence[int]) -> np.ndarray:
@@ -256,6 +279,9 @@ def describe_terms(terms: StepTerms, bandwidth_gb_s: float, peak_tflops: float |
     parts.append(f"each step adds {terms.overhead_s * 1e3:.1f} ms")
     if terms.prefill_tok_s:
         parts.append(f"prefill runs at {terms.prefill_tok_s:,.0f} tokens/s")
+    if roofs is not None and roofs.card.expert_bytes:
+        parts.append("experts counted under uniform routing" if roofs.routing_scale is None else
+                     f"experts counted at the profile's routing locality s = {roofs.routing_scale:g} (an effective batch)")
     return "; ".join(parts)
 
 

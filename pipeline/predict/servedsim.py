@@ -98,7 +98,8 @@ def calibrated_server(roofs: Roofs, terms: StepTerms, limits: ServedLimits, inpu
         max_num_batched_tokens=limits.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS,
         max_model_len=limits.max_model_len or need, num_blocks=blocks, block_size=bs, calibrated=True,
         bandwidth_fraction=terms.bandwidth_fraction, compute_fraction=terms.compute_fraction,
-        prefill_tok_s=terms.prefill_tok_s, arrival_delay_s=terms.prefill_overhead_s or 0.0)
+        prefill_tok_s=terms.prefill_tok_s, arrival_delay_s=terms.prefill_overhead_s or 0.0,
+        routing_scale=roofs.routing_scale)
 
 
 def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], input_len: int, output_len: int,

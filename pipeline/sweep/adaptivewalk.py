@@ -123,7 +123,8 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, ob
         raise calibrate.CalibrationError("the run's hardware has no bandwidth figure")
     static = calibrate.is_static(usable[0])
     roofs = calibrate.Roofs(mc, mean_decode_context(cfg.input_len, cfg.output_len), hw["bandwidth_gb_s"],
-                            hw.get("peak_tflops"))
+                            hw.get("peak_tflops"),
+                            None if static else calibrate.served_routing_scale(mc, usable[0].engine, hw.get("name")))
     servers = (meta.get("server") or {}).get("servers") or {}
     limits = servedsim.ServedLimits.of((servers.get(server_key(model, sweep.variant)) or servers.get(model) or {})
                                        .get("limits"))

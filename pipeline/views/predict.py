@@ -36,6 +36,7 @@ from pipeline.predict.calibrate import (CALL_OUT_FRACTION, CalibrationError, Roo
 # the fit on point summaries lives in calibrate (layer 6) so that the adaptive sweep (layer 7) uses it too
 from pipeline.predict.calibrate import fit_points as _fit  # noqa: F401  (re-exported names of the former private helpers)
 from pipeline.predict.calibrate import is_static as _static
+from pipeline.predict.calibrate import served_routing_scale
 from pipeline.predict.calibrate import p50 as _p50
 from pipeline.predict.calibrate import point_step_time_s as _step_time
 from pipeline.predict.calibrate import rel_spread as _rel_spread  # noqa: F401
@@ -142,7 +143,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         check_consistent([(s.concurrency, s.output_throughput_tok_s) for s in usable], chosen)
         static = _static(first)
         roofs = Roofs(card, mean_decode_context(first.input_len, first.output_len), hw["bandwidth_gb_s"],
-                      hw.get("peak_tflops"))
+                      hw.get("peak_tflops"),
+                      None if static else served_routing_scale(card, first.engine, hw.get("name")))
         cal = [by_c[c] for c in chosen]
         requests = {s.concurrency: round((s.completed + s.failed) / s.repeats) for s in points if s.repeats}
         served = ServedLimits.of(limits)
