@@ -259,7 +259,8 @@ def format_predict(doc: dict[str, Any]) -> str:
                      "show the machine's load, not the model")
     for m in doc["models"]:
         lines.append("")
-        head = f"{m['model']} ({m['kind'] or '?'}, {m['engine']}, in {m['input_len']} / out {m['output_len']})"
+        variant = f", variant {m['variant']}" if m.get("variant") not in (None, "default") else ""
+        head = f"{m['model']} ({m['kind'] or '?'}, {m['engine']}{variant}, in {m['input_len']} / out {m['output_len']})"
         if m["error"]:
             lines.append(f"{head}: no prediction: {m['error']}")
             continue

@@ -221,6 +221,10 @@ def test_a_calibration_point_the_fit_cannot_reproduce_is_called_out():
 
     text = format_predict({"run_id": "r", "source": "measured", "models": [entry]})
     assert "calibration, which the fit misses by more than 15%" in text
+    # a tuning run's curves are one per variant: each heading names its variant (the default one says nothing)
+    assert "variant" not in text.splitlines()[2]
+    text = format_predict({"run_id": "r", "source": "measured", "models": [{**entry, "variant": "fp8-kv"}]})
+    assert ", variant fp8-kv, in " in text.splitlines()[2]
 
 
 def test_a_served_moe_curve_is_fitted_at_the_profiles_routing_locality():
