@@ -5,6 +5,8 @@ Definitions (docs/definitions.md):
 - roofline: step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak FLOP/s); predicted
   output throughput = B / step time (Williams, Waterman & Patterson 2009, "Roofline");
 - MBU = bytes per step / step time / bandwidth; MFU = FLOPs per step / step time / peak.
+An MoE's expert bytes are counted at the routing of :mod:`pipeline.analysis.routing` (identical, k/E, for a static
+batch of one prompt repeated; uniform otherwise), for the bytes, MBU and roofline alike.
 :func:`analyze` joins these with the knee, its uncertainty and scaling efficiency of each workload's
 curve (:mod:`pipeline.analysis.knee`), what each point measured (:mod:`pipeline.analysis.regime`), the open-loop rate
 sweeps and SLO limits (:mod:`pipeline.analysis.ratesweep`), and the checks of numbers that cannot be right
