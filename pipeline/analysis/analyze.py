@@ -5,6 +5,8 @@ Definitions (docs/definitions.md):
 - roofline: step time(B) = max(bytes(B) / bandwidth, FLOPs(B) / peak FLOP/s); predicted
   output throughput = B / step time (Williams, Waterman & Patterson 2009, "Roofline");
 - MBU = bytes per step / step time / bandwidth; MFU = FLOPs per step / step time / peak.
+An MoE's expert bytes are counted at the routing of :mod:`pipeline.analysis.routing` (identical, k/E, for a static
+batch of one prompt repeated; uniform otherwise), for the bytes, MBU and roofline alike.
 :func:`analyze` joins these with the knee, its uncertainty and scaling efficiency of each workload's
 curve (:mod:`pipeline.analysis.knee`), what each point measured (:mod:`pipeline.analysis.regime`), the open-loop rate
 sweeps and SLO limits (:mod:`pipeline.analysis.ratesweep`), and the checks of numbers that cannot be right
@@ -43,16 +45,11 @@ from pipeline.core.pointsummary import PointSummary
 from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
 from pipeline.core.records import Workload, server_key, workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
+from pipeline.analysis.routing import (COVERAGE_NOT_MEASURED, identical_prompts, implausible_mbu, routing_of,
+                                      routing_scale_of)
 from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
 from pipeline.cards.stepcost import (bytes_per_decode_step, flops_per_decode_step, kv_bytes_per_step,
                                     weight_bytes_per_step)
-
-
-#: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers backend).
-COVERAGE_NOT_MEASURED = ("static batch: every sequence decodes the same token ids (llama-batched-bench's and this "
-                         "engine's batches are one prompt repeated), so all route to the same experts and coverage stays "
-                         "k/E at every B; the MoE expert coverage of distinct requests was not measured (its curve shows "
-                         "the batched kernel's cost instead)")
 
 
 def mean_decode_context(input_len: int, output_len: int) -> float:
@@ -61,9 +58,10 @@ def mean_decode_context(input_len: int, output_len: int) -> float:
 
 
 def roofline_step_s(card: ModelCard, batch: int, context: float, bandwidth_gb_s: float,
-                    peak_tflops: float | None) -> tuple[float, str]:
-    """Roofline decode step time (s) and which roof binds (``"memory"`` or ``"compute"``)."""
-    mem = bytes_per_decode_step(card, batch, context) / (bandwidth_gb_s * 1e9)
+                    peak_tflops: float | None, routing_scale: float | None = None) -> tuple[float, str]:
+    """Roofline decode step time (s) and which roof binds (``"memory"`` or ``"compute"``); an MoE's experts counted at
+    ``routing_scale`` (None: uniform routing, 0: identical, :func:`pipeline.cards.stepcost.effective_batch`)."""
+    mem = bytes_per_decode_step(card, batch, context, routing_scale) / (bandwidth_gb_s * 1e9)
     comp = flops_per_decode_step(card, batch, context) / (peak_tflops * 1e12) if peak_tflops else 0.0
     return (mem, "memory") if mem >= comp else (comp, "compute")
 
@@ -284,14 +282,16 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
                            "output_len": s.output_len, "concurrency": s.concurrency,
                            "bytes_per_step": None, "flops_per_step": None, "mbu": None, "mbu_spec": None,
                            "mbu_probed": None, "mfu": None, "roofline_tok_s": None, "roofline_bound": None,
-                           "achieved_gb_s": None, **point_quality(s, max_failure_rate),
+                           "achieved_gb_s": None, "routing": None, **point_quality(s, max_failure_rate),
                            "regime": point_regime(s.concurrency, s.server, limits_of(limits, s.model, s.variant), s.engine),
                            "server": s.server}
     batch = decode_batch(s.concurrency, row["regime"], s.server, limits_of(limits, s.model, s.variant))
     row["batch"] = batch
     peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
     if card is not None:
-        nbytes = bytes_per_decode_step(card, batch, ctx)
+        row["routing"] = routing_of(s, card.expert_bytes)  # a static batch of one prompt repeated: k/E (routing.py)
+        scale = routing_scale_of(row["routing"])
+        nbytes = bytes_per_decode_step(card, batch, ctx, scale)
         flops = flops_per_decode_step(card, batch, ctx)
         row.update(bytes_per_step=nbytes, flops_per_step=flops)
         if s.step_time_s:
@@ -309,9 +309,10 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
                                               + kv_bytes_per_step(k, batch, ctx))
                 row["mbu_min"] = ratio(fewest / s.step_time_s / 1e9, bw_mbu)
         if bw:
-            step, bound = roofline_step_s(card, batch, ctx, bw, peak_c)
+            step, bound = roofline_step_s(card, batch, ctx, bw, peak_c, scale)
             row.update(roofline_tok_s=batch / step, roofline_bound=bound)
     row["implausible"] = implausible_point(row)
+    row["mbu_implausible"] = None if row["implausible"] else implausible_mbu(row)
     row["mfu_implausible"] = implausible_mfu(row, roof_c, card.quantization if card is not None else None)
     return row
 
@@ -382,7 +383,7 @@ def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str,
         m["rate_sweeps"] = [rate_sweep(v) for _, v in sorted(sweeps.items())]
     if any(s.slo for s in mine):
         m["slo_concurrency"] = slo_limit([(s.concurrency, (s.slo or {}).get("met")) for s in mine])
-    if card is not None and card.expert_bytes and mine and all(s.output_throughput_window == "decode_phase" for s in mine):
+    if card is not None and card.expert_bytes and mine and all(identical_prompts(s) for s in mine):
         m["coverage_not_measured"] = COVERAGE_NOT_MEASURED
     mine_rows = [row for _, row in pairs]
     m["implausible"] = implausible_model(m, mine_rows)

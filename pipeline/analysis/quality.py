@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, TypeVar
 
+from pipeline.analysis.checksmade import clean_claims
 from pipeline.machine.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT
 
 #: A point whose repeats' output throughput spreads more than this (max / min) is noisy.  The
@@ -136,7 +137,8 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     flagged ones; every other point is clean; ``withholds``: what the run's own flag takes back of a diff — ``"all"``,
     ``"roofline"`` (ceilings, roofline, MBU, MFU) or None (nothing beyond its flagged points); ``interference``: True when a reason says the machine was busy or
     changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
-    rather than only that a workload's figures are impossible, which pages mark where they stand).
+    rather than only that a workload's figures are impossible, which pages mark where they stand; ``clean_text``: the
+    run page's line for a clean run, the checks made and those not possible, :func:`pipeline.analysis.checksmade.clean_claims`).
 
     Args:
         meta: ``run.json`` (its ``probe.warning`` and ``probe_after`` are read).
@@ -195,7 +197,8 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     withholds = "all" if moved else "roofline" if (warning or after.get("warning") or
                                                    any(m.get("implausible") for m in models)) else None
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
-            "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds}
+            "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds,
+            "clean_text": clean_claims(meta, points, spread_limit)}
 
 
 def short_reasons(quality: dict[str, Any]) -> list[str]:

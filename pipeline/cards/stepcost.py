@@ -89,9 +89,10 @@ def kv_bytes_per_step(card: ModelCard, batch: int, context: float) -> float:
     return batch * kv_bytes_per_sequence(card, context)
 
 
-def bytes_per_decode_step(card: ModelCard, batch: int, context: float) -> float:
-    """Total bytes read by one decode step at batch B and mean context (tokens): weights + KV."""
-    return weight_bytes_per_step(card, batch) + kv_bytes_per_step(card, batch, context)
+def bytes_per_decode_step(card: ModelCard, batch: int, context: float, routing_scale: float | None = None) -> float:
+    """Total bytes read by one decode step at batch B and mean context (tokens): weights + KV; an MoE's experts at
+    uniform routing (``routing_scale`` None) or at the effective batch of ``routing_scale`` (0: identical, k/E)."""
+    return weight_bytes_per_step(card, batch, routing_scale) + kv_bytes_per_step(card, batch, context)
 
 
 def flops_per_decode_step(card: ModelCard, batch: int, context: float) -> float:

@@ -127,6 +127,8 @@ class WorkloadView:
             return "–"
         if self.implausible_at(concurrency):
             return f"⚠ {v:.{digits}f}: above 1, impossible"
+        if self.quality(concurrency).get("mbu_implausible"):  # above 1 at the bytes counted (routing.implausible_mbu)
+            return f"⚠ {v:.{digits}f}: above 1 at the bytes counted, not a result"
         if self.probe_warning:
             return f"⚠ {v:,.{digits}f}: unreliable, noisy probe"
         return f"{v:,.{digits}f}"
@@ -187,6 +189,8 @@ class WorkloadView:
             parts.append("c = " + ", ".join(map(str, excluded)) + " excluded (failures)")
         if noted:
             parts.append("c = " + ", ".join(map(str, noted)) + " with caveats")
+        if self.model.get("coverage_not_measured"):  # routing.COVERAGE_NOT_MEASURED: one prompt repeated
+            parts.append("expert coverage not measured (one prompt repeated: MBU, roofline at k/E)")
         if self.implausible:
             parts.insert(0, f"⚠ implausible: {self.diagnosis['title']}?")
         return "; ".join(parts) or "–"

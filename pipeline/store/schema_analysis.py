@@ -39,6 +39,8 @@ class AnalysisPoint(_Typed):
     failure_rate: float | None = None
     excluded: bool = False
     regime: str | None = None
+    routing: str | None = None
+    mbu_implausible: str | None = None
 
 
 class AnalysisModel(_Typed):
@@ -62,3 +64,4 @@ class AnalysisModel(_Typed):
     excluded_concurrency: list[int] | None = None
     caveat_concurrency: list[int | None] | None = None
     rate_sweeps: list[dict[str, Any]] | None = None
+    coverage_not_measured: str | None = None

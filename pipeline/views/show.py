@@ -60,7 +60,7 @@ MODEL_FIELDS = ("model", "engine", "variant", "input_len", "output_len", "kind",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
                 "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency",
-                "compute_roof_tflops", "compute_roof_dtype")
+                "compute_roof_tflops", "compute_roof_dtype", "coverage_not_measured")
 #: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
 OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
                     "schedule_kept", "burstiness", "slo", "max_concurrency")
@@ -84,6 +84,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         a = extra.get(PointKey.of(s), {})
         row["mbu"] = a.get("mbu")
         row["mfu"] = a.get("mfu")
+        row["routing"], row["mbu_implausible"] = a.get("routing"), a.get("mbu_implausible")  # MoE bytes' routing
         row["regime"] = a.get("regime")
         row["batch"] = a.get("batch")
         row["server"] = a.get("server")
@@ -214,7 +215,7 @@ def _point_rows(points: list[dict[str, Any]], noisy_probe: str | None, tuned: bo
              fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
              fmt((p["tpot_s"] or {}).get("p50"), 1e3), *tail_cells(p, "tpot"), *tail_cells(p, "itl"),
              *tail_cells(p, "e2el"),
-             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") or p.get("mbu_implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
              fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              fmt(p.get("achieved_concurrency")), fmt(p.get("client_cpu_share"), 100, "{:.0f}"),
@@ -286,7 +287,9 @@ def format_table(doc: dict[str, Any]) -> str:
                         else "peak – (no point measured a throughput)")
                      + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
                         if m.get("excluded_concurrency") else "")
-                     + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else ""))
+                     + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else "")
+                     + (f"\n  coverage not measured, MBU and roofline at identical routing (k/E): {m['coverage_not_measured']}"
+                        if m.get("coverage_not_measured") else ""))
     for m in doc["models"]:
         lines.extend(adaptive_lines(m))
     lines.extend(adaptive_frontier_lines(doc))
@@ -309,10 +312,8 @@ def format_table(doc: dict[str, Any]) -> str:
         lines.append("ITL not resolved per chunk: " + ", ".join(
             f"{_point_label(p)} ({p['itl_unresolved_share']:.0%} of chunks came in one read with the one before)"
             for p in unresolved) + "; their gaps are the read's, spread over its tokens, never 0")
-    for p in doc["points"]:
-        if p.get("mfu_implausible"):
-            lines.append(f"MFU marked ! is not a result: {p['mfu_implausible']}")
-            break
+    for key, what in (("mbu_implausible", "MBU"), ("mfu_implausible", "MFU")):
+        lines.extend([f"{what} marked ! is not a result: {p[key]}" for p in doc["points"] if p.get(key)][:1])
     return "\n".join(lines)
 
 

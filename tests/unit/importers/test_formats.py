@@ -98,14 +98,19 @@ def test_ceiling_and_mbu_from_the_file_size(reference_run):
 
 def test_no_published_point_is_flagged_impossible(reference_run):
     """Every row of the published llama-batched-bench Spark file (a real run, in the format its file states) is
-    possible: no point and no model flagged (gpt-oss-20b pp512 B 8 and 16 read MBU 1.02 at uniform routing, below 1
-    at the identical routing its identical prompts allow)."""
+    possible: no point and no model flagged, no MBU above 1 (gpt-oss-20b pp512 B 8 and 16 read MBU 1.02 at uniform
+    routing; at the identical routing its identical prompts decode, the routing it is counted at, 0.39 and 0.32)."""
     _, doc = reference_run
-    assert [p for p in doc["points"] if p.get("implausible")] == []
+    assert [p for p in doc["points"] if p.get("implausible") or p.get("mbu_implausible")] == []
+    oss = {p["concurrency"]: p for p in doc["points"] if "gpt-oss" in p["model"] and p["input_len"] == 512}
+    assert round(oss[8]["mbu"], 2) == 0.39 and round(oss[16]["mbu"], 2) == 0.32
     assert [m["model"] for m in doc["models"] if m.get("implausible")] == []
 
 
 def test_roofline_within_2x_of_every_reference_point(reference_run, capsys):
+    """The dense model's roofline within 2× of each point; the MoE's, counted at identical routing (k/E: one prompt
+    repeated), is a bound its points stay under (MBU below 1) by up to 3.81× at B = 32: past B = 1 the batched MoE
+    kernel, not the bytes, sets its step (docs/spark-arithmetic.md, "Routing locality")."""
     run, _ = reference_run
     analysis = json.loads((run / "analysis.json").read_text())
     summaries = {(p["model"], p["input_len"], p["concurrency"]): p["output_throughput_tok_s"]
@@ -116,7 +121,10 @@ def test_roofline_within_2x_of_every_reference_point(reference_run, capsys):
         ratio = p["roofline_tok_s"] / measured
         lines.append(f"{p['model']:<18} PP {p['input_len']:>5} B {p['concurrency']:>3} measured {measured:8.2f} "
                      f"roofline {p['roofline_tok_s']:8.1f} ratio {ratio:5.2f} ({p['roofline_bound']})")
-        assert 0.5 <= ratio <= 2.0, lines[-1]
+        if p["routing"] == "identical":
+            assert 1.0 <= ratio <= 4.0, lines[-1]
+        else:
+            assert p["routing"] is None and 0.5 <= ratio <= 2.0, lines[-1]
     assert len(lines) == 36
 
 
