@@ -2,8 +2,7 @@
 
 An MoE decode step of B tokens reads the experts they route to (docs/definitions.md, "effective batch"): uniform
 routing, coverage 1 − (1 − k/E)^B, is the most it can read; identical routing, k/E, the least.  A static batch of
-one prompt repeated (llama-batched-bench and llama-bench decode the same token ids in every sequence; so does the
-transformers backend) routes every sequence to the same experts, so its bytes are counted at k/E and its analysis
+one prompt repeated (llama-batched-bench and llama-bench decode the same token ids in every sequence) routes every sequence to the same experts, so its bytes are counted at k/E and its analysis
 says the coverage of distinct requests was not measured (``coverage_not_measured``, docs/spark-arithmetic.md,
 "Routing locality").  Every other point is counted at uniform routing, the upper bound.
 """
@@ -15,13 +14,14 @@ from typing import Any
 from pipeline.core.pointsummary import PointSummary
 
 #: Engines whose static batches (``output_throughput_window`` ``"decode_phase"``) decode one prompt repeated:
-#: llama.cpp's llama-batched-bench and llama-bench, and batchmark's transformers backend.  A llama-benchy run is a
-#: served static batch of distinct prompts (its engine vLLM or ``openai``) and is not one.
-IDENTICAL_PROMPT_ENGINES = ("llama.cpp", "transformers")
+#: llama.cpp's llama-batched-bench and llama-bench.  Not batchmark's transformers backend (its static batch draws a
+#: random prompt per sequence, ``torch.randint`` of shape B × input_len in :mod:`pipeline.engines.transformers`), nor
+#: a llama-benchy run (a served static batch of distinct prompts, its engine vLLM or ``openai``).
+IDENTICAL_PROMPT_ENGINES = ("llama.cpp", "llama-batched-bench", "llama-bench")
 
-#: Why a static batch's MoE curve says nothing of expert coverage (llama-batched-bench, the transformers backend).
-COVERAGE_NOT_MEASURED = ("static batch: every sequence decodes the same token ids (llama-batched-bench's and this "
-                         "engine's batches are one prompt repeated), so all route to the same experts and coverage stays "
+#: Why a static batch of one prompt repeated says nothing of expert coverage (llama-batched-bench, llama-bench).
+COVERAGE_NOT_MEASURED = ("static batch: every sequence decodes the same token ids (llama-batched-bench's and "
+                         "llama-bench's batches are one prompt repeated), so all route to the same experts and coverage stays "
                          "k/E at every B; the MoE expert coverage of distinct requests was not measured (its curve shows "
                          "the batched kernel's cost instead)")
 
