@@ -19,8 +19,7 @@ from pipeline.commands import print  # noqa: A004 (every text this command print
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.texttable import printable
 
-#: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only
-#: file system, no permission, I/O error.
+#: OS errors a user's machine causes, printed as one line (exit 2): no space, quota, read-only FS, permission, I/O.
 ENVIRONMENT_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
 
 
@@ -196,7 +195,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.add_argument("config_pos", nargs="?", metavar="CONFIG", help="sweep config YAML (or --config)")
     s.add_argument("--config", help="sweep config YAML")
     s.add_argument("--json", action="store_true", help="print JSON: {wall_s, models: [{model, wall_s, points: [...]}]}")
-    s.add_argument("--budget", help="time the sweep may take (8h, 90m, 1h30m); default the config's budget")
+    s.add_argument("--budget", help="time the sweep may take (8h, 90m, 1h30m; a bare number is seconds); default the config's budget")
     s.add_argument("--harness", choices=("closed", "wave", "static"), default="closed",
                    help="predict each point as this harness measures it: closed loop (default), one wave of c requests "
                         "(llama-benchy), a static batch (llama-batched-bench)")
@@ -281,10 +280,8 @@ def _add_import_commands(sub: Any) -> None:
     s.add_argument("--context", type=int, action="append",
                    help="tokens per sequence; repeat for several (default: 4096 8192 32768 131072)")
     s.add_argument("--quant", help="weight format: bf16, fp8, nvfp4, mxfp4, q8_0, q4_0, q4_k_m (default: the card's native one)")
-    s.add_argument("--served", metavar="ENGINE",
-                   help="count the model as ENGINE (vllm, llama.cpp, ...) loads it on this hardware by default: each "
-                        "tensor group's format and the KV cache dtype, with its source (gpt-oss on a dgx-spark under "
-                        "vllm: MXFP4 throughout, fp8 KV); the checkpoint's format where no default is known")
+    s.add_argument("--served", metavar="ENGINE", help="the model as ENGINE (vllm, llama.cpp) loads it on this hardware "
+                   "by default, each tensor group's format and the KV dtype, with its source (else the checkpoint's)")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.set_defaults(func=_cmd_capacity)
 
@@ -361,7 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_import_commands(sub)
     _add_diff_command(sub)
     _add_site_commands(sub)
+    for action in sub._choices_actions:  # a command's own --help opens with what the command list says of it
+        if not sub.choices[action.dest].description and action.help:
+            sub.choices[action.dest].description = action.help[:1].upper() + action.help[1:] + "."
     return p
+
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``batchmark`` console script; returns the exit status."""
