@@ -280,6 +280,8 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
         for i, gap in enumerate(schedule_gaps(load, rate_rps, seed)):
             # always await: a dispatcher behind its schedule must still let the requests it made run
             await asyncio.sleep(max(due - (perf() - t0), 0.0))
+            while (early := due - (perf() - t0)) > 0:  # uvloop's timers may fire up to a millisecond early (libuv's
+                await asyncio.sleep(early)             # clock counts whole ms): never send before the scheduled time
             if should_abort is not None and state["aborted"] is None and (reason := should_abort()):
                 abort(reason)
             if stop.is_set() or all_measured.is_set():
