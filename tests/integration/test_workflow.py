@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -16,8 +17,8 @@ from tests.conftest import make_scratch_root
 pytestmark = pytest.mark.slow
 
 
-def _snakemake(root, *args):
-    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", "config/tiny.yaml", *args],
+def _snakemake(root, *args, configfile="config/tiny.yaml"):
+    return subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--configfile", configfile, *args],
                           cwd=root, capture_output=True, text=True, timeout=900,
                           env={**os.environ, "BATCHMARK_ROOT": str(root), "NO_MKDOCS_2_WARNING": "1"})
 
@@ -84,6 +85,30 @@ def test_committed_target_rebuilds_site_without_measuring(built):
     own = [p.name for p in (built / "data" / "runs").iterdir() if not p.name.startswith(".")]
     home = (built / "site" / "index.html").read_text()
     assert own and all(run_id in home for run_id in own)
+
+
+def test_a_new_config_after_committed_is_measured(built, tmp_path):
+    """Regression (fault kind: pages made outside the workflow hide a missing run): ``committed`` renders the pages and
+    builds the site with no Snakemake record of either; the main job then asked only for site/index.html, Snakemake
+    took the new config's missing run for an intermediate it need not make and printed "Nothing to be done"."""
+    root = make_scratch_root(tmp_path)  # a checkout whose site Snakemake never built: the fixture's run copied in
+    shutil.copytree(built / "data" / "runs", root / "data" / "runs")  # with this checkout's pointer to it
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "committed"], cwd=root, capture_output=True,
+                         text=True, timeout=600, env={**os.environ, "BATCHMARK_ROOT": str(root)})
+    assert res.returncode == 0, res.stderr[-2000:]
+    res = _snakemake(root, "--dry-run")  # the config measured by the fixture: its run is complete, nothing to do
+    assert res.returncode == 0, res.stderr
+    assert "Nothing to be done" in res.stdout + res.stderr
+    # another config (the user's: a new sweep config beside the measured one): its own run, none of it exists yet
+    other = (root / "config" / "tiny.yaml").read_text().replace("name: tiny-test", "name: tiny-other")
+    (root / "config" / "tiny-other.yaml").write_text(other)
+    res = _snakemake(root, "--dry-run", "--quiet", "rules", configfile="config/tiny-other.yaml")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    jobs = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", out, flags=re.M)}
+    # tests/data/tiny.yaml has two models: one part each, merged into the run, then the pages and the site again
+    planned = {k: jobs.get(k) for k in ("part", "merge", "pages", "site")}
+    assert planned == {"part": 2, "merge": 1, "pages": 1, "site": 1}, out
 
 
 def test_benchmarks_page_renders_charts_offline(built):
