@@ -231,7 +231,7 @@ def _rate_sweep_line(m: dict[str, Any], rs: dict[str, Any]) -> str:
     sat = rs.get("saturation_rate_rps")
     slo = rs.get("slo") or {}
     return (f"{m['model']} open loop ({rs['load']}{', cap ' + str(rs['max_concurrency']) if rs.get('max_concurrency') else ''}): "
-            + (f"saturated from {sat:g} req/s offered" if sat else "no rate saturated it" if
+            + (f"saturated from {sat:g} req/s offered" if sat else "no steady rate saturated it" if
                rs.get("unsteady_rates") else "achieved followed offered at every rate")
             + (f"; not steady at {', '.join(f'{r:g}' for r in rs['unsteady_rates'])} req/s (under three "
                "E2ELs of arrivals: neither saturation nor SLO judged)" if rs.get("unsteady_rates") else "")
