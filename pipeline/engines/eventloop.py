@@ -16,7 +16,7 @@ version, for a point's meta (``event_loop``).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Coroutine, Literal, TypeVar
+from typing import Any, Callable, Coroutine, Literal, TypeVar
 
 from pipeline.core.errors import BatchmarkError
 
@@ -76,3 +76,14 @@ def run(main: Coroutine[Any, Any, T], choice: EventLoop = "auto") -> T:
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+async def sleep_until(due_s: float, clock: Callable[[], float]) -> None:
+    """Sleep until ``clock()`` reaches ``due_s`` (s, the clock's own), yielding to the loop at least once.
+
+    uvloop's timers may fire up to a millisecond early (libuv's clock counts whole milliseconds, asyncio's own loop
+    never fires early), so what is left is slept again: an open-loop request is never sent before its scheduled time.
+    """
+    await asyncio.sleep(max(due_s - clock(), 0.0))
+    while (early := due_s - clock()) > 0:
+        await asyncio.sleep(early)

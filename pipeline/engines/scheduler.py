@@ -35,6 +35,7 @@ import numpy as np
 
 from pipeline.engines.client import Target, fold, stream_one
 from pipeline.engines.clientmeter import ClientMeter
+from pipeline.engines.eventloop import sleep_until
 from pipeline.engines.streamrecord import RawStream
 from pipeline.core.records import RequestRecord
 
@@ -279,9 +280,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
         due = start
         for i, gap in enumerate(schedule_gaps(load, rate_rps, seed)):
             # always await: a dispatcher behind its schedule must still let the requests it made run
-            await asyncio.sleep(max(due - (perf() - t0), 0.0))
-            while (early := due - (perf() - t0)) > 0:  # uvloop's timers may fire up to a millisecond early (libuv's
-                await asyncio.sleep(early)             # clock counts whole ms): never send before the scheduled time
+            await sleep_until(due, lambda: perf() - t0)  # never before its time (uvloop's timers may fire early)
             if should_abort is not None and state["aborted"] is None and (reason := should_abort()):
                 abort(reason)
             if stop.is_set() or all_measured.is_set():

@@ -180,6 +180,11 @@ def check_consistent(curve: Sequence[tuple[int, float]], calibrate_on: Sequence[
     than B single steps: output throughput at any c must not fall below c = 1's (the smallest c's).
     ``curve``: (concurrency, output throughput tok/s) pairs.
 
+    The premise is of decode steps: where prefill dominates a served request (:func:`prefill_bound`: a long prompt,
+    few output tokens; chunked prefill spreads each prompt over steps the others decode in), its prefill, which
+    batching does not shorten, sets output throughput, which may then fall with c; ``batchmark predict`` refuses such
+    a curve first, with that reason (:func:`prefill_bound_reason`), never calling it a contradiction.
+
     Raises:
         CalibrationError: a calibration point's throughput is more than
             :data:`CONTRADICTION_FRACTION` below the smallest concurrency's.
@@ -193,6 +198,22 @@ def check_consistent(curve: Sequence[tuple[int, float]], calibrate_on: Sequence[
                 f"the points contradict the model: output throughput falls from {base:.1f} tok/s at c = {c0} "
                 f"to {pts[c]:.1f} at c = {c}; a batched step cannot cost more than its sequences' single steps "
                 "(a disturbed measurement, or a server limit: see the run's flags)")
+
+
+def prefill_bound(s: PointSummary) -> bool:
+    """Whether a served point's requests spent at least half their time before the first token (TTFT p50 ≥ E2EL p50
+    / 2): prefill, not batched decode, then sets output throughput (:func:`check_consistent`).  False for a static
+    batch (its window is the decode phase) and where either latency is unknown."""
+    ttft, e2el = p50(s.ttft_s), p50(s.e2el_s)
+    return not is_static(s) and bool(ttft and e2el) and ttft >= 0.5 * e2el
+
+
+def prefill_bound_reason(s: PointSummary) -> str:
+    """Why a prefill-bound served curve (:func:`prefill_bound`) gets no calibrated prediction, in one line."""
+    return (f"prefill-bound: at c = {s.concurrency} the first token took {p50(s.ttft_s) * 1e3:,.0f} ms of a request's "
+            f"{p50(s.e2el_s) * 1e3:,.0f} ms, so prefill, which batching does not shorten, sets this curve (its "
+            "throughput may fall with c); the per-step model fits decode steps and cannot fit it "
+            "(`batchmark plan` predicts it from the engine's prefill rate)")
 
 
 def fit_step_terms(roofs: Roofs, batches: Sequence[int], step_times_s: Sequence[float],

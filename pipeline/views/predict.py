@@ -36,7 +36,7 @@ from pipeline.predict.calibrate import (CALL_OUT_FRACTION, CalibrationError, Roo
 # the fit on point summaries lives in calibrate (layer 6) so that the adaptive sweep (layer 7) uses it too
 from pipeline.predict.calibrate import fit_points as _fit  # noqa: F401  (re-exported names of the former private helpers)
 from pipeline.predict.calibrate import is_static as _static
-from pipeline.predict.calibrate import served_routing_scale
+from pipeline.predict.calibrate import prefill_bound, prefill_bound_reason, served_routing_scale
 from pipeline.predict.calibrate import p50 as _p50
 from pipeline.predict.calibrate import point_step_time_s as _step_time
 from pipeline.predict.calibrate import rel_spread as _rel_spread  # noqa: F401
@@ -140,6 +140,8 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
             raise CalibrationError("the run's hardware has no bandwidth figure")
         by_c = {s.concurrency: s for s in usable}
         chosen, reason = _calibration_points(by_c, calibrate_on, card.kind)
+        if usable and prefill_bound(usable[0]):  # its throughput may fall with c: no contradiction, no fit either
+            raise CalibrationError(prefill_bound_reason(usable[0]))
         check_consistent([(s.concurrency, s.output_throughput_tok_s) for s in usable], chosen)
         static = _static(first)
         roofs = Roofs(card, mean_decode_context(first.input_len, first.output_len), hw["bandwidth_gb_s"],

@@ -117,6 +117,29 @@ def test_predict_workload_reports_contradiction_instead_of_a_fit():
     assert "a fit of three terms needs at least three" in entry["error"]
 
 
+def test_a_prefill_bound_served_curve_is_refused_as_such_not_as_a_contradiction():
+    """A served curve whose c = 1 request spent ≥ half its time before the first token (a long prompt, few output
+    tokens: 1.109 s of 1.537 s, the simulated Spark twin's 8192/16 shape) falls with c because prefill sets it, not
+    because a step cost more than its sequences' single steps: `predict` says so in one line and never calls it a
+    disturbed measurement.  Below half (0.4 s of 1.0 s) the contradiction check still applies."""
+    from dataclasses import replace
+    from pipeline.predict.calibrate import prefill_bound
+
+    card = load_card("llama-3.1-8b")
+    lat = lambda v: {"p50": v, "p90": v, "p99": v, "mean": v}  # noqa: E731
+    pts = [replace(_summary(c, thr, 0.03, window="request", ttft=1.109 * c), e2el_s=lat(1.537 * c))
+           for c, thr in ((1, 10.4), (4, 9.3), (16, 7.2))]
+    assert prefill_bound(pts[0]) and not prefill_bound(_summary(1, 10.0, 0.1, ttft=1.109))  # static: decode window
+    entry = predict_workload(pts, {}, card, {"bandwidth_gb_s": SPARK_BW, "peak_tflops": SPARK_TF}, None)
+    assert entry["fit"] is None and entry["error"].startswith("prefill-bound: at c = 1 the first token took 1,109 ms "
+                                                              "of a request's 1,537 ms")
+    assert "contradict" not in entry["error"] and "\n" not in entry["error"]
+    decode_bound = [replace(p, ttft_s=lat(0.4), e2el_s=lat(1.0)) for p in pts]
+    assert not prefill_bound(decode_bound[0])
+    entry = predict_workload(decode_bound, {}, card, {"bandwidth_gb_s": SPARK_BW, "peak_tflops": SPARK_TF}, None)
+    assert entry["error"].startswith("the points contradict the model")
+
+
 def test_predict_workload_static_points_and_call_out():
     card = load_card("llama-3.1-8b")
     roofs = Roofs(card, 528.0, SPARK_BW, SPARK_TF)
