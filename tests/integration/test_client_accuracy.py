@@ -1,7 +1,7 @@
 """The client against a server of known timing that keeps its own record, and a client driven past its limit.
 
 The reference is ``fake_stream_server.py --record``: 50 ms prefill, one token every 10 ms, 64 tokens (the
-issue's reference server), recording when each request arrived and when it wrote each chunk, on the clock the
+timing the peers' clients were compared on in docs/reliability.md), recording when each request arrived and when it wrote each chunk, on the clock the
 client stamps with (``time.perf_counter``: one monotonic clock for every process on Linux).  Its record, not a
 number worked from its sleeps, is the truth: on this 2-core machine shared with other jobs its sleeps overshoot
 by a millisecond or more, and that lateness is the server's, not the client's.
@@ -26,6 +26,14 @@ client reports (``client_lag_s``) rather than hides:
   was written, it reached 10–40 ms at c ≥ 8: each process waits for a core), as it is in any client's TTFT,
   a minimal socket client's too;
 - none of these points is client-bound.
+
+The same tolerances hold at every concurrency, 1,024 included (one client core; ``pytest -s`` prints each point's
+deviations).  Measured on this 2-core machine with one other job running (2026-12-02): delivered throughput
++0.00 % at c = 1 … 256 and −0.03 % at 1,024; TPOT p50 +0.01 … +0.27 %; ITL mean within ±0.06 %; TTFT p50
++0.05 … +0.32 ms of 51–57 ms (c = 1 … 256) and +0.00 ms of 163 ms at 1,024.  At c = 1,024 the server itself
+falls behind its own timing (Python, one core for 1,024 streams: TPOT 40 ms instead of 10, TTFT 163 ms), and
+the client still reads its record within those tolerances (client CPU about 50 %): what is measured is the
+server's slowness, which its record shows too.
 
 The saturated client: every read the read loop keeps costs 3 ms of CPU more (its timestamp's ``append`` wrapped
 with a spin; the loop parses nothing, so the read is where its cost is), so 16 streams of a token per 10 ms ask
@@ -114,10 +122,14 @@ def _server_truth(rec, server, n_warm):
     return tokens / (end - start), float(np.median(ttft)), float(np.median(tpot)), float(np.mean(gaps))
 
 
-@pytest.mark.parametrize("concurrency", [1, 8, 32])
+@pytest.mark.parametrize("concurrency", [1, 8, 32, 256, 1024])
 def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency):
     rec, summ, server = _measure(tmp_path, tok_dir, concurrency, max(4 * concurrency, 16))
     tok_s, ttft, tpot, gap = _server_truth(rec, server, concurrency)
+    print(f"\nc={concurrency}: delivered {summ.delivered_output_throughput_tok_s / tok_s - 1:+.2%}, TPOT p50 "
+          f"{summ.tpot_s['p50'] / tpot - 1:+.2%}, ITL mean {summ.itl_s['mean'] / gap - 1:+.2%}, TTFT p50 "
+          f"{(summ.ttft_s['p50'] - ttft) * 1e3:+.2f} ms of {ttft * 1e3:.1f}; the server's {tok_s:,.0f} tok/s, TPOT "
+          f"{tpot * 1e3:.2f} ms; client lag p99 {summ.client_lag_s['p99'] * 1e3:.2f} ms, CPU {summ.client_cpu_share:.0%}")
     assert summ.failed == 0
     assert summ.client_bound is False, summ.client_bound_reason
     assert summ.delivered_output_throughput_tok_s == pytest.approx(tok_s, rel=0.01)
@@ -125,7 +137,7 @@ def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency):
     late = summ.client_lag_s["p99"]  # the client's own lateness, which the machine's other jobs set here
     assert summ.tpot_s["p50"] == pytest.approx(tpot, rel=0.02, abs=2 * late / (N_TOKENS - 1))
     assert summ.itl_s["mean"] == pytest.approx(gap, rel=0.02, abs=2 * late / (N_TOKENS - 1))
-    assert summ.ttft_s["p50"] == pytest.approx(ttft, rel=0.05, abs=0.003 + late)
+    assert summ.ttft_s["p50"] == pytest.approx(ttft, rel=0.05, abs=late)  # 5 % (2.5 ms of 50), or the lag
     assert summ.achieved_concurrency == pytest.approx(concurrency, rel=0.05)  # closed loop: c in flight
     assert summ.itl_unresolved_share is not None and summ.ttst_s is not None
     assert summ.tokens_per_chunk == pytest.approx(1.0)  # the server sends one token per event
