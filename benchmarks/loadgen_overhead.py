@@ -66,6 +66,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS_PER_WRITE = int(os.environ.get("BENCH_EVENTS_PER_WRITE", "1"))
+#: Chunks the server writes between two yields to its event loop (:class:`_Stepper`).
+WRITES_PER_YIELD = int(os.environ.get("BENCH_WRITES_PER_YIELD", "64"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -168,7 +170,12 @@ class _Handler(asyncio.Protocol):
 
 
 class _Stepper:
-    """Writes the next chunk of every active stream once per step, like an engine's decode step."""
+    """Writes the next chunk of every active stream once per step, like an engine's decode step.
+
+    It yields to the event loop (new requests, closed connections) after a step once at least
+    :data:`WRITES_PER_YIELD` chunks were written since the last yield: at c = 1 a yield after every one-chunk step
+    cost the server an ``epoll_wait`` and a loop pass per token, which made this server, not the client under test,
+    the limit (client CPU 50–75 % of its core); from c = 64 on, every step yields, as before."""
 
     def __init__(self):
         self.active: list = []
@@ -179,6 +186,7 @@ class _Stepper:
         self.wake.set()
 
     async def run(self):
+        written = 0
         while True:
             if not self.active:
                 self.wake.clear()
@@ -196,7 +204,10 @@ class _Stepper:
                 else:
                     handler.finished()
             self.active = keep + self.active  # streams added while writing start next step
-            await asyncio.sleep(0)
+            written += len(current)
+            if written >= WRITES_PER_YIELD or not self.active:
+                written = 0
+                await asyncio.sleep(0)
 
 
 def serve(port: int) -> None:
@@ -332,6 +343,13 @@ def minimal(url: str, concurrency: int, n_measured: int, output_tokens: int) -> 
     return delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6, "asyncio"
 
 
+def measured_requests(concurrency: int, output_tokens: int, min_tokens: int) -> int:
+    """Measured requests of one sample: ``max(4·N, 64)``, raised so that the sample streams at least ``min_tokens``
+    tokens (a c = 1 sample of 64 requests of 256 tokens lasts 0.2 s, within reach of one scheduling hiccup of a
+    shared core; 262,144 tokens last 2–3 s at the 100k tok/s one client core receives)."""
+    return max(4 * concurrency, 64, -(-min_tokens // output_tokens))
+
+
 def build_tokenizer(folder: Path) -> None:
     """A local word-level tokenizer (``w0 … w999``) for GuideLLM's synthetic prompts; nothing downloaded."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
@@ -448,6 +466,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256, 1024])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--output-tokens", type=int, default=512, help="streamed tokens per request")
+    ap.add_argument("--min-tokens", type=int, default=262_144,
+                    help="tokens every sample streams at least (its measured requests raised to reach it)")
     ap.add_argument("--client-core", type=int, default=0, help="the one core every client is pinned to")
     ap.add_argument("--guidellm", default=os.environ.get("GUIDELLM") or shutil.which("guidellm"),
                     help="GuideLLM executable (default $GUIDELLM, then PATH)")
@@ -489,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
             except OSError:
                 time.sleep(0.1)
         print(f"server on core(s) {server_cores}, clients pinned to core {args.client_core}; "
-              f"{args.output_tokens} tokens per request, requests per point max(4·N, 64) + N warm-up; "
+              f"{args.output_tokens} tokens per request, requests per point max(4·N, 64, ⌈{args.min_tokens} / tokens⌉) + N warm-up; "
               f"{len(cores)} cores visible", file=sys.stderr)
         tmp = Path(tempfile.mkdtemp(prefix="loadgen-overhead-"))
         if args.guidellm:
@@ -498,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
             print("GuideLLM not found ($GUIDELLM or PATH): its column is skipped", file=sys.stderr)
         for r in range(args.repeats):
             for conc in args.concurrency:
-                n = max(4 * conc, 64)
+                n = measured_requests(conc, args.output_tokens, args.min_tokens)
                 argv_c = ["--url", f"http://127.0.0.1:{port}/v1", "--concurrency", str(conc), "--requests", str(n),
                           "--output-tokens", str(args.output_tokens)]
                 for (transport, loop), which in ((a, w) for a in arms for w in ("ours", "minimal")):
