@@ -38,6 +38,9 @@ from pipeline.engines.sse import done_in
 HEAD_MAX = 4 * 2**20
 #: Longest chunk-size line accepted (bytes; RFC 9112 §7.1 sets none, a few hex digits and an extension are usual).
 CHUNK_LINE_MAX = 4096
+#: Bytes at a read's end searched for ``[DONE]`` when the read holds whole events: ``data: [DONE]\r\n\r\n`` is 16,
+#: and ``[DONE]`` is a stream's last event.
+DONE_TAIL = 24
 HEX = b"0123456789abcdefABCDEF"
 _HEAD, _CHUNKED, _LENGTH, _UNTIL_CLOSE, END = range(5)
 
@@ -58,7 +61,7 @@ class Exchange:
     """One request's answer as it arrives: status, headers, the body kept as ``raw``'s reads (or, not 200, ``said``)."""
 
     __slots__ = ("raw", "t0", "status", "content_type", "said", "said_max", "done", "finished", "errors", "tail",
-                 "head_s", "ended", "end_wait")
+                 "head_s", "ended", "end_wait", "whole")
 
     def __init__(self, raw: Any, t0: float, said_max: int) -> None:
         self.raw, self.t0, self.said_max = raw, t0, said_max
@@ -67,7 +70,8 @@ class Exchange:
         self.said = b""
         self.done: asyncio.Future = asyncio.get_running_loop().create_future()  # the stream is over for its reader
         self.finished = self.errors = self.ended = False  # [DONE] seen / an "error" key seen / the answer read whole
-        self.tail = b""
+        self.tail = b""  # the last 7 bytes of a read that ended inside an event, for a marker cut between two reads
+        self.whole = True  # the reads so far ended at an event's end (a blank line): no marker is cut at their edge
         self.head_s: float | None = None
         self.end_wait: asyncio.Future | None = None  # set by a drain waiting for the body's end after [DONE]
 
@@ -78,6 +82,23 @@ class Exchange:
             self.done.set_result(None)
         if self.end_wait is not None and not self.end_wait.done():
             self.end_wait.set_result(None)
+
+
+#: Chunk-size lines seen and their values (a stream's chunks come in a few sizes), so the hottest path checks and
+#: converts each line once; bounded by :data:`SIZES_MAX`.
+_SIZES: dict[bytes, int] = {}
+SIZES_MAX = 4096
+
+
+def _chunk_size(line: bytes) -> int:
+    """The size of a chunk-size line of hex digits only (RFC 9112 §7.1, no extension), kept in :data:`_SIZES`; 0 when
+    it is anything else (an extension, blanks, no hex, the last chunk's ``0``), for the step-by-step reader."""
+    if not line or line.translate(None, HEX) or len(line) > 8:
+        return 0
+    size = int(line, 16)
+    if len(_SIZES) < SIZES_MAX:
+        _SIZES[line] = size
+    return size
 
 
 def _whole_chunks(data: bytes) -> tuple[list[bytes], bool] | None:
@@ -151,9 +172,9 @@ class Conn(asyncio.Protocol):
         self._got += len(data)
         if self.state == _CHUNKED and not (self._buf or self._left or self._crlf or self._trailers):
             j = data.find(b"\r\n", 0, 18)  # the hottest path: a read of one chunk (one event, a quiet server's)
-            if j > 0 and not data[:j].translate(None, HEX):
-                end = j + 2 + int(data[:j], 16)
-                if end > j + 2 and len(data) == end + 2 and data[end:] == b"\r\n":
+            if j > 0 and (size := _SIZES.get(data[:j]) or _chunk_size(data[:j])):
+                end = j + 2 + size
+                if len(data) == end + 2 and data[end:] == b"\r\n":
                     self._body(data[j + 2:end], now)
                     return
             whole = _whole_chunks(data)  # the hot path: a read of whole chunks (a streaming server's writes)
@@ -319,13 +340,23 @@ class Conn(asyncio.Protocol):
         raw = ex.raw
         raw.read_s.append(now - ex.t0)
         raw.reads.append(data)
-        edge = ex.tail + data[:7]  # a marker cut between two reads
-        if (b"[DONE]" in data or b"[DONE]" in edge) and done_in(raw.reads):
+        cut = not ex.whole  # the read before ended inside an event: a marker may be cut at this read's start
+        ex.whole = data[-2:] == b"\n\n" or data[-4:] == b"\r\n\r\n"  # this one ends at an event's end
+        # (``find`` rather than ``in``: ``in`` first tries the needle as an integer, and formats and drops that error)
+        if cut:
+            edge = ex.tail + data[:7]
+            error = data.find(b'"error"') >= 0 or edge.find(b'"error"') >= 0
+            done = data.find(b"[DONE]") >= 0 or edge.find(b"[DONE]") >= 0
+        else:  # the usual read, whole events: [DONE], a stream's last event, is in the read's last bytes
+            error = data.find(b'"error"') >= 0
+            done = data.find(b"[DONE]", -DONE_TAIL if ex.whole else 0) >= 0
+        if error:  # before [DONE]: a read may hold both
+            ex.errors = True
+        if done and done_in(raw.reads):
             ex.finished = True
             ex.done.set_result(None)
-        elif not ex.errors and (b'"error"' in data or b'"error"' in edge):
-            ex.errors = True
-        ex.tail = data[-7:] if len(data) >= 7 else (ex.tail + data)[-7:]
+        if not ex.whole:
+            ex.tail = data[-7:] if len(data) >= 7 else (ex.tail + data)[-7:]
 
     # use -----------------------------------------------------------------------------------------
     def send(self, request: bytes, ex: Exchange) -> None:

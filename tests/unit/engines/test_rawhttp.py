@@ -240,3 +240,32 @@ def test_whole_chunks_in_one_read_are_split_exactly_or_left_to_the_step_by_step_
     for size in (b"+5", b"0x5", b"5_0"):
         raw, = _run([[_head(), size + b"\r\nhello\r\n"]], timeout_s=2.0)
         assert raw.error.startswith("MalformedResponse: malformed chunk size"), size
+
+
+def _feed_in_two(body: bytes, k: int) -> rawhttp.Exchange:
+    """``body`` (an answer's chunked body, its head already read) handed to a connection's ``data_received`` in two
+    reads cut at ``k``, as a socket may deliver it; the exchange it filled."""
+    async def go():
+        conn = rawhttp.Conn(("127.0.0.1", 1))
+        ex = rawhttp.Exchange(streamrecord.RawStream(request_id=0, warmup=False, queued_s=0.0, sent_s=0.0), 0.0, 64)
+        conn.ex, conn.state, ex.status = ex, rawhttp._CHUNKED, 200
+        for piece in (body[:k], body[k:]):
+            if piece:
+                conn.data_received(piece)
+        return ex
+
+    return asyncio.run(go())
+
+
+def test_a_done_or_error_marker_is_seen_wherever_the_reads_cut_it():
+    """The markers the read loop looks for — ``[DONE]`` (the stream is over, though the server holds its body open:
+    no last chunk here) and an ``"error"`` key — are found with the body cut into two reads at every offset, the cut
+    inside a marker, inside an event or between events, in one chunk or one chunk per event: the search of whole
+    events' reads (a read ending at an event's blank line) and of a read's edge together miss none."""
+    error = b'data: {"error": {"message": "boom"}}\n\n'
+    for events in ([*STREAM], [STREAM[0], error, *STREAM[1:]]):
+        for body in (b"".join(_chunked(events))[:-5], b"".join(_chunked([b"".join(events)]))[:-5]):
+            for k in range(len(body) + 1):
+                ex = _feed_in_two(body, k)
+                assert ex.finished and ex.done.done(), (k, body)
+                assert ex.errors is (error in events), (k, body)
