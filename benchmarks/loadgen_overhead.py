@@ -4,7 +4,8 @@ A local OpenAI-compatible server (raw asyncio, HTTP/1.1 keep-alive, chunked SSE)
 ``max_tokens`` one-token chunks per request as fast as it can: every response is
 pre-serialised (vLLM's chunk shape, a usage chunk, ``[DONE]``), and one loop writes the next
 chunk of every active stream per "step", like an engine's decode step, then yields to the
-event loop (``BENCH_EVENTS_PER_WRITE`` events per chunk, default 1).  It runs in its own
+event loop once ``BENCH_WRITES_PER_YIELD`` chunks (default 64) were written since the last yield
+(``BENCH_EVENTS_PER_WRITE`` events per chunk, default 1).  It runs in its own
 process on every core but the client's.
 
 Each client runs in its own process pinned to one core (``os.sched_setaffinity``; GuideLLM
@@ -12,7 +13,8 @@ through ``taskset``), at concurrency 1, 64, 256 and 1,024, ``--repeats`` times, 
 client in turn against the same server:
 
 - ours: :func:`pipeline.engines.loadgen.closed_loop` exactly as the engines use it
-  (warm-up wave excluded, ``max(4·N, 64)`` measured requests); figure = tokens every stream
+  (warm-up wave excluded, ``max(4·N, 64)`` measured requests, raised to stream at least ``--min-tokens``:
+  :func:`measured_requests`); figure = tokens every stream
   received inside the measured window (first measured send → last measured completion) / that
   window (``PointSummary.delivered_output_throughput_tok_s``);
 - minimal (:func:`minimal`, about 60 lines): raw HTTP/1.1 over asyncio streams, one timestamp per
@@ -31,7 +33,7 @@ client in turn against the same server:
   each side ran on;
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
-  same request count (warm-up wave included, N + max(4·N, 64)); figure = output tokens of
+  same request count (warm-up wave included, N + :func:`measured_requests`); figure = output tokens of
   its successful requests / its benchmark duration.
 
 Both clients stream ``/v1/chat/completions`` (GuideLLM 0.8.1 cannot build

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from itertools import repeat
 from typing import Any
 
 from pipeline.engines.sse import done_in
@@ -96,7 +95,7 @@ def _chunk_size(line: bytes) -> int:
     if not line or line.translate(None, HEX) or len(line) > 8:
         return 0
     size = int(line, 16)
-    if len(_SIZES) < SIZES_MAX:
+    if size and len(_SIZES) < SIZES_MAX:
         _SIZES[line] = size
     return size
 
@@ -117,9 +116,12 @@ def _whole_chunks(data: bytes) -> tuple[list[bytes], bool] | None:
     if end:
         del parts[-2:]
     sizes, pieces = parts[0::2], parts[1::2]
-    if len(sizes) != len(pieces) or b"".join(sizes).translate(None, HEX) or not all(sizes) or b"" in pieces:
+    if len(sizes) != len(pieces) or b"" in pieces:
         return None
-    if list(map(int, sizes, repeat(16))) != list(map(len, pieces)):
+    got = list(map(_SIZES.get, sizes))
+    if None in got:  # a size line not seen before: checked (hex digits only) and converted once
+        got = list(map(_chunk_size, sizes))
+    if got != list(map(len, pieces)):
         return None
     return pieces, end
 
