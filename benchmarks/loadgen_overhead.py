@@ -6,7 +6,11 @@ pre-serialised (vLLM's chunk shape, a usage chunk, ``[DONE]``), and one loop wri
 chunk of every active stream per "step", like an engine's decode step, then yields to the
 event loop once ``BENCH_WRITES_PER_YIELD`` chunks (default 64) were written since the last yield
 (``BENCH_EVENTS_PER_WRITE`` events per chunk, default 1).  It runs in its own
-process on every core but the client's.
+process per core but the client's (``--server-processes``: they share its port, SO_REUSEPORT, the kernel
+spreading the connections), on every core but the client's.  On two cores that is one server process for one
+client, and the two cost about the same per token (the sender's ``send`` on loopback runs the TCP receive path
+too), so there the server's core, not the client, may set the figure: the ``CPU`` columns say which (a client
+below about 95 % of its core waited for the server).
 
 Each client runs in its own process pinned to one core (``os.sched_setaffinity``; GuideLLM
 through ``taskset``), at concurrency 1, 64, 256 and 1,024, ``--repeats`` times, ours and the minimal
@@ -218,7 +222,8 @@ def serve(port: int) -> None:
         stepper = _Stepper()
         _Handler.stepper = stepper
         task = asyncio.get_running_loop().create_task(stepper.run())
-        server = await asyncio.get_running_loop().create_server(_Handler, "127.0.0.1", port, backlog=4096)
+        server = await asyncio.get_running_loop().create_server(_Handler, "127.0.0.1", port, backlog=4096,
+                                                                reuse_port=True)  # several server processes
         async with server:
             await server.serve_forever()
         task.cancel()
@@ -468,6 +473,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 64, 256, 1024])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--output-tokens", type=int, default=512, help="streamed tokens per request")
+    ap.add_argument("--server-processes", type=int, default=0,
+                    help="bench server processes sharing its port (SO_REUSEPORT; default one per core not the "
+                         "client's): the server must outpace the client for the figure to be the client's")
     ap.add_argument("--min-tokens", type=int, default=262_144,
                     help="tokens every sample streams at least (its measured requests raised to reach it)")
     ap.add_argument("--client-core", type=int, default=0, help="the one core every client is pinned to")
@@ -497,8 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     cores = sorted(os.sched_getaffinity(0))
     server_cores = [c for c in cores if c != args.client_core] or cores
     port = _free_port()
-    server = subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port)],
-                              preexec_fn=lambda: os.sched_setaffinity(0, set(server_cores)))
+    n_servers = args.server_processes or len(server_cores)
+    servers = [subprocess.Popen([sys.executable, __file__, "serve", "--port", str(port)],  # the kernel spreads
+                                preexec_fn=lambda: os.sched_setaffinity(0, set(server_cores)))  # connections
+               for _ in range(n_servers)]
     samples: dict[str, dict[int, list[float]]] = {"guidellm": {}}
     arms = [(t, loop) for t in args.transports for loop in args.event_loops]  # each ours run: transport, event loop
     loops: dict[str, set[str]] = {}  # the loop each side ran on, as the client said
@@ -510,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
                 break
             except OSError:
                 time.sleep(0.1)
-        print(f"server on core(s) {server_cores}, clients pinned to core {args.client_core}; "
+        time.sleep(1.0 if n_servers > 1 else 0.0)  # every server process listening before the first client
+        print(f"{n_servers} server process(es) on core(s) {server_cores}, clients pinned to core {args.client_core}; "
               f"{args.output_tokens} tokens per request, requests per point max(4·N, 64, ⌈{args.min_tokens} / tokens⌉) + N warm-up; "
               f"{len(cores)} cores visible", file=sys.stderr)
         tmp = Path(tempfile.mkdtemp(prefix="loadgen-overhead-"))
@@ -543,8 +554,9 @@ def main(argv: list[str] | None = None) -> int:
                     except (RuntimeError, KeyError, subprocess.TimeoutExpired) as exc:
                         print(f"guidellm at c={conc}: {exc}", file=sys.stderr)
     finally:
-        server.kill()
-        server.wait()
+        for server in servers:
+            server.kill()
+            server.wait()
     table(args, samples, arms, loops, load_before, len(cores))
     for name, hint in peers().items():
         print(f"{name}: {hint}")
