@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.metrics.summarize import summarize_point
-from tests.runbuilder import point_records, prefill_s, step_s
+from tests.runbuilder import point_records, prefill_s, step_s, three_repeat_served_point
 
 
 def test_per_repeat_latency_samples():
@@ -22,22 +22,6 @@ def test_per_repeat_latency_samples():
     assert s.samples["step_time_s"] == pytest.approx(s.samples["tpot_s_per_repeat"])
 
 
-def _three_repeats(old: bool = False):
-    """Three served repeats of one request each (c = 1), sent at 0, tokens at 0.1, 0.1 + g, 0.1 + 2g, 0.1 + 4g with g
-    = 10, 20, 30 ms; each repeat's client block: 0.9, 1.0, 1.1 in flight, CPU 0.2, 0.3, 0.4, and 4, 5, 6 tokens
-    delivered in its 0.5 s window (8, 10, 12 tok/s)."""
-    from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
-
-    reps, blocks = [], []
-    for r, g in enumerate((0.01, 0.02, 0.03)):
-        chunks = [[0.1, 1], [0.1 + g, 1], [0.1 + 2 * g, 1], [0.1 + 4 * g, 1]]
-        req = RequestRecord(request_id=r, queued_s=0.0, sent_s=0.0, first_token_s=0.1, done_s=0.1 + 4 * g,
-                            chunks=chunks, input_tokens=4, output_tokens=4)
-        reps.append(RepeatRecord(repeat=r, batching="served", window_start_s=0.0, window_end_s=0.5, requests=[req]))
-        blocks.append({"achieved_concurrency": 0.9 + 0.1 * r, "cpu_share": 0.2 + 0.1 * r, "delivered_tokens": 4 + r})
-    return PointRecords(point=PointKey("m", "openai", 4, 4, 1), repeats=reps, meta={} if old else {"client": blocks})
-
-
 def test_per_repeat_itl_e2el_ttst_and_client_samples_with_their_ci95():
     """Worked by hand from :func:`_three_repeats`.  Per repeat the per-token ITLs are g, g, 2g: median g (10, 20,
     30 ms), mean 4g/3 (13.33, 26.67, 40 ms); E2EL 0.1 + 4g (140, 180, 220 ms); TTST (second token − first) g.
@@ -46,7 +30,7 @@ def test_per_repeat_itl_e2el_ttst_and_client_samples_with_their_ci95():
     is 4.302653 / √3 = 2.484138 × s: ITL median s = 0.01 → 0.02 ± 0.024841; ITL mean s = 0.013333 → 0.026667 ±
     0.033122; E2EL s = 0.04 → 0.18 ± 0.099366; in flight s = 0.1 → 1.0 ± 0.248414; CPU s = 0.1 → 0.3 ±
     0.248414; delivered s = 2 → 10 ± 4.968276 tok/s."""
-    s = summarize_point(_three_repeats())
+    s = summarize_point(three_repeat_served_point())
     assert s.samples["itl_s_per_repeat"] == pytest.approx([0.01, 0.02, 0.03])
     assert s.samples["itl_mean_s_per_repeat"] == pytest.approx([0.04 / 3, 0.08 / 3, 0.04])
     assert s.samples["e2el_s_per_repeat"] == pytest.approx([0.14, 0.18, 0.22])
@@ -69,7 +53,7 @@ def test_a_point_without_client_blocks_or_stored_before_has_none_of_the_new_samp
     stored before the per-repeat ITL/E2EL/TTST were kept (the keys removed) still loads, with no CI invented."""
     from pipeline.core.pointsummary import PointSummary
 
-    s = summarize_point(_three_repeats(old=True))
+    s = summarize_point(three_repeat_served_point(old=True))
     assert not {"achieved_concurrency", "client_cpu_share", "delivered_output_throughput_tok_s"} & (set(s.samples) | set(s.ci95))
     stored = s.as_dict()
     for k in ("itl_s_per_repeat", "itl_mean_s_per_repeat", "e2el_s_per_repeat", "ttst_s_per_repeat"):
