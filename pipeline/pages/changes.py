@@ -21,7 +21,7 @@ from pipeline.store import runs
 from pipeline.diff.comparability import comparison_key, provenance_of
 from pipeline.diff.rundiff import RunDiff, diff_runs
 from pipeline.diff.metrics import METRIC_BY_KEY
-from pipeline.diff.report import figure_words, format_change, format_value, format_value_ci, provenance_cells
+from pipeline.diff.report import figure_words, format_change, format_value_ci, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.pages.history import history_views
