@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from markupsafe import Markup
+
+from pipeline.pages.escape import md_text
 from pipeline.pages.views import WorkloadView
 
 
@@ -71,7 +74,7 @@ def point_rows(w: WorkloadView) -> list[dict[str, str]]:
     return rows
 
 
-def client_cell(p: dict[str, Any]) -> str:
+def client_cell(p: dict[str, Any]) -> str | Markup:
     """A point's client cell: requests in flight as the client saw them, its CPU (% of a core; both with ± their
     interval over repeats, :func:`with_ci`) and median event-loop wait of a ready read (ms, ``PointSummary.client_read_wait_s``), ``CLIENT-BOUND`` first when the client was the limit (:mod:`pipeline.metrics.clientside`); ``–`` without."""
     if p.get("achieved_concurrency") is None and p.get("client_cpu_share") is None:
@@ -80,7 +83,9 @@ def client_cell(p: dict[str, Any]) -> str:
     cpu = p.get("client_cpu_share")
     cell = (f"{with_ci(p.get('achieved_concurrency'), p, 'achieved_concurrency')} in flight, "
             f"CPU {with_ci(cpu, p, 'client_cpu_share', 100, 0)} %, read wait {fmt(None if wait is None else wait * 1e3, 1)} ms")
-    return ("**CLIENT-BOUND** " if p.get("client_bound") else "") + cell
+    if not p.get("client_bound"):
+        return cell
+    return Markup("**CLIENT-BOUND** ") + md_text(cell)  # bold on the page (a plain str's asterisks are escaped)
 
 
 def stream_rows(w: WorkloadView) -> list[dict[str, str]]:

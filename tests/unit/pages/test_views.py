@@ -148,3 +148,18 @@ def test_point_and_stream_rows_carry_the_interval_over_repeats():
     assert ci_note(point_rows(_workload("m"))) is None
     assert stream_rows(_workload("m")) == []
 
+
+
+def test_a_client_bound_cell_is_bold_on_the_page_and_its_figures_escaped():
+    """``CLIENT-BOUND`` reaches the Markdown as ``**…**`` (bold), not as escaped asterisks; the figures after it are
+    still escaped text (a ``*`` in them would show as itself)."""
+    from markdown import markdown
+
+    from pipeline.pages.pointrows import client_cell
+    from pipeline.pages.render import _finalize
+
+    p = {"achieved_concurrency": 15.2, "client_cpu_share": 0.99, "client_read_wait_s": 0.012, "client_bound": True}
+    cell = str(_finalize(client_cell(p)))
+    assert cell == "**CLIENT-BOUND** 15.2 in flight, CPU 99 %, read wait 12.0 ms"
+    assert "<strong>CLIENT-BOUND</strong>" in markdown(cell)
+    assert "**" not in str(_finalize(client_cell({**p, "client_bound": False})))
