@@ -274,3 +274,19 @@ def make_variant_run(runs_dir: Path, run_id: str, concurrency: tuple[int, ...] =
                                                                variant=v, input_len=inp))
     runs.complete_run(run_dir, derive=stages.write_derived)
     return run_dir
+
+
+def three_repeat_served_point(old: bool = False) -> PointRecords:
+    """Three served repeats of one request each (c = 1), sent at 0, tokens at 0.1, 0.1 + g, 0.1 + 2g, 0.1 + 4g with g
+    = 10, 20, 30 ms; each repeat's client block: 0.9, 1.0, 1.1 in flight, CPU 0.2, 0.3, 0.4, and 4, 5, 6 tokens
+    delivered in its 0.5 s window (8, 10, 12 tok/s); ``old``: no client blocks (a point measured before they were
+    kept, or by the in-process backend).  Per repeat the per-token ITLs are g, g, 2g (median g, mean 4g/3), E2EL
+    0.1 + 4g, TTST g (tests/unit/metrics/test_summarize_per_repeat.py works the intervals by hand)."""
+    reps, blocks = [], []
+    for r, g in enumerate((0.01, 0.02, 0.03)):
+        chunks = [[0.1, 1], [0.1 + g, 1], [0.1 + 2 * g, 1], [0.1 + 4 * g, 1]]
+        req = RequestRecord(request_id=r, queued_s=0.0, sent_s=0.0, first_token_s=0.1, done_s=0.1 + 4 * g,
+                            chunks=chunks, input_tokens=4, output_tokens=4)
+        reps.append(RepeatRecord(repeat=r, batching="served", window_start_s=0.0, window_end_s=0.5, requests=[req]))
+        blocks.append({"achieved_concurrency": 0.9 + 0.1 * r, "cpu_share": 0.2 + 0.1 * r, "delivered_tokens": 4 + r})
+    return PointRecords(point=PointKey("m", "openai", 4, 4, 1), repeats=reps, meta={} if old else {"client": blocks})

@@ -74,7 +74,12 @@ class PointSummary:
     per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
     (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
     repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.  ``caveats``: ``{name: requests}`` of what a reader must know of the point's
+    independent sample there.  Also per repeat (each where some repeat has it; absent from points summarized
+    before it was kept): ``itl_s_per_repeat`` / ``itl_mean_s_per_repeat`` (the repeat's median / mean per-token
+    ITL, s), ``e2el_s_per_repeat`` and ``ttst_s_per_repeat`` (its median E2EL and time to second token, s), and of
+    a served point's client (:func:`pipeline.metrics.clientside.client_repeat_samples`) ``achieved_concurrency``,
+    ``client_cpu_share`` and ``delivered_output_throughput_tok_s`` (tok/s), the values whose medians are those
+    fields.  ``caveats``: ``{name: requests}`` of what a reader must know of the point's
     requests (``failed_requests`` and the token-count flags of :mod:`pipeline.engines.tokencount`;
     ``requestmetrics.point_caveats``), not the quality verdict *flagged* (:mod:`pipeline.analysis.quality`).
     ``interference`` is the outside load while the point ran
@@ -129,7 +134,8 @@ class PointSummary:
     window / the window: what the server delivered there).  Per read: ``itl_unresolved_share`` (chunks that came
     in one socket read with the chunk before them: gaps not timed), ``tokens_per_chunk``, ``chunks_per_request``,
     ``ttst_s`` (time to second token).  ``ci95``: ``{samples key: [low, high]}``, the 95 % confidence interval of
-    the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more).  All None for points
+    the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more; every key of ``samples``
+    but the per-request ``ttft_s`` and ``tpot_s``).  All None for points
     summarized before they were kept, the in-process backend (client figures) and imports.
     """
 

@@ -160,7 +160,8 @@ def metric_samples(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, 
 
 @dataclass
 class MetricChange:
-    """One metric at one matched point."""
+    """One metric at one matched point: A's and B's values, the change, its test and verdict, and each side's 95 %
+    interval over repeats (``ci95_a``, ``ci95_b``)."""
 
     model: str
     engine: str
@@ -190,6 +191,11 @@ class MetricChange:
     effect: float | None = None
     rate_a_rps: float | None = None
     max_concurrency: int | None = None
+    #: The 95 % confidence interval ``[low, high]`` of the mean of A's / B's values tested per repeat (Student's t,
+    #: :func:`pipeline.metrics.definitions.repeat_ci95`); None under two repeats a side.  The spread each side's
+    #: test saw, not a second test: the verdict is Welch's and Benjamini–Hochberg's alone.
+    ci95_a: list[float] | None = None
+    ci95_b: list[float] | None = None
 
     @property
     def key(self) -> PointKey:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict
 from typing import Any, Callable
 
@@ -32,6 +33,28 @@ def format_value(v: Any, unit: str) -> str:
     if unit == "fraction":
         return f"{v * 100:.1f}%"
     return f"{v:.4g}"
+
+
+def _half_text(h: float) -> str:
+    """A half-width to two significant digits, never in exponent form (``56``, ``1.2``, ``0.012``, ``1234``)."""
+    if h == 0 or not math.isfinite(h):
+        return f"{h:g}"
+    return f"{h:.{max(0, 1 - math.floor(math.log10(abs(h))))}f}"
+
+
+def format_value_ci(v: Any, ci: list[float] | None, unit: str) -> str:
+    """:func:`format_value` of ``v`` and, where ``ci`` (the 95 % interval over repeats, ``[low, high]``) is known,
+    `` ±h`` with h half its width to two significant digits in the value's unit: ``1234 ±56``, ``12.34 ms ±1.2 ms``,
+    ``45.3% ±1.2 pp``."""
+    text = format_value(v, unit)
+    if v is None or not ci or len(ci) != 2 or None in ci:
+        return text
+    h = (ci[1] - ci[0]) / 2
+    if unit == "s":
+        return f"{text} ±{_half_text(h * 1e3)} ms"
+    if unit == "fraction":
+        return f"{text} ±{_half_text(h * 100)} pp"
+    return f"{text} ±{_half_text(h)}"
 
 
 def format_change(c: float | None, unit: str | None = None) -> str:
@@ -127,12 +150,13 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']}); "
                f"change = (B − A) / A, for MBU and MFU B − A in percentage points (pp); {d.test} at α = {d.alpha:g}, "
                f"minimum effect {d.min_effect * 100:g} %; `~` = not called (p: Welch, q: Benjamini–Hochberg, "
-               "n: repeats a side)"
+               "n: repeats a side); ± after A and B: half the 95 % interval of the mean of the values tested per repeat"
                if md else
                f"A = {d.run_a['run_id']} ({d.run_a['source']}, {d.run_a['hardware']})\n"
                f"B = {d.run_b['run_id']} ({d.run_b['source']}, {d.run_b['hardware']})\n"
                f"change = (B - A) / A, for MBU and MFU B - A in percentage points (pp); {d.test} at alpha = {d.alpha:g}, "
-               f"minimum effect {d.min_effect * 100:g} %; ~ = not called (p: Welch, q: Benjamini-Hochberg, n: repeats a side)")
+               f"minimum effect {d.min_effect * 100:g} %; ~ = not called (p: Welch, q: Benjamini-Hochberg, n: repeats a side)\n"
+               "± after A and B: half the 95 % interval of the mean of the values tested per repeat (Student's t)")
     for name, q in (("A", d.quality_a), ("B", d.quality_b)):
         if q:
             # condensed as on the Runs index (in full, one line of 1,500 characters); in full in --json
@@ -156,7 +180,8 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
                      [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
                        c.point + (" ⚠" if c.key in flagged else ""),
-                       format_value(c.a, c.unit), format_value(c.b, c.unit), format_change(c.change, c.unit),
+                       format_value_ci(c.a, c.ci95_a, c.unit), format_value_ci(c.b, c.ci95_b, c.unit),
+                       format_change(c.change, c.unit),
                        _sig(c, marks, d)]
                       for c in rows])
     if marks:
@@ -193,9 +218,10 @@ def format_markdown(d: RunDiff) -> str:
 CSV_FIELDS = ("scope", "model", "engine", "input_len", "output_len", "concurrency", "metric", "unit", "a", "b",
               "change", "p_value", "n_a", "n_b", "p_floor", "sample_unit", "significant", "verdict", "note",
               "load", "rate_rps", "q_value", "effect", "rate_a_rps", "max_concurrency",
-              "variant")  # an open-loop point: its load pattern, rate (B's; A's matched by its place in the sweep in
-# rate_a_rps) and cap; closed: "closed", empty.  variant: the server setting (added last: the columns before keep
-# their places)
+              "variant", "ci95_a_low", "ci95_a_high", "ci95_b_low", "ci95_b_high")
+# an open-loop point: its load pattern, rate (B's; A's matched by its place in the sweep in rate_a_rps) and cap;
+# closed: "closed", empty.  variant: the server setting; ci95_*: each side's 95 % interval over repeats (empty under
+# two repeats).  Each added last: the columns before keep their places.
 
 
 def format_csv(d: RunDiff) -> str:
@@ -207,6 +233,9 @@ def format_csv(d: RunDiff) -> str:
     w.writeheader()
     for c in d.changes:
         row = {k: v for k, v in asdict(c).items() if k in CSV_FIELDS}
+        for side, ci in (("a", c.ci95_a), ("b", c.ci95_b)):
+            if ci:
+                row[f"ci95_{side}_low"], row[f"ci95_{side}_high"] = ci
         w.writerow({"scope": "point", **row})
     for m in d.models:
         w.writerow({"scope": "model", "model": m.model, "engine": m.engine, "variant": m.variant, "input_len": m.input_len,

@@ -46,7 +46,9 @@ unit "fraction" the difference B − A, i.e. percentage points / 100), "change_k
 "points"), "p_value" (Welch), "q_value" (Benjamini–Hochberg), "effect" (relative change, also for shares),
 "n_a", "n_b" (repeats), "p_floor" (the smallest p the counts can reach: 0, or 1 below 2 repeats a side; ``min_p``
 once, renamed apart from the sampling parameter), "sample_unit", "significant" (called), "verdict" ("better" |
-"worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank)}],
+"worse" | "~" | "n/a"), "note", "load", "rate_rps" (B's), "rate_a_rps" (A's, matched by rank), "ci95_a", "ci95_b"
+(``[low, high]``: the 95 % Student-t interval of the mean of each side's values tested per repeat, null under two
+repeats; what the text and Markdown tables print as ± after A and B)}],
 "models": [{"model", "engine", "input_len", "output_len", "field", "label", "a", "b",
 "change", "changed"}], "only_in_a", "only_in_b": [{"model", "engine", "input_len",
 "output_len", "concurrency"}], "test", "notes", "bandwidth_change", "bandwidth_limit", "warnings",
@@ -66,6 +68,7 @@ from pipeline.diff.match import match_points
 from pipeline.diff.metrics import METRICS, MetricChange, metric_samples, metric_value, relative_change, significance_many
 from pipeline.diff.stats import MIN_EFFECT, TEST_NAME, benjamini_hochberg, called
 from pipeline.diff.withhold import withhold_flagged
+from pipeline.metrics.definitions import repeat_ci95
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointKey, Workload, workload_of
 
@@ -176,7 +179,7 @@ def _metric_changes(a: RunData, b: RunData, sa: dict[PointKey, Any], sb: dict[Po
                                     p_value=res.p_value, n_a=res.n_a, n_b=res.n_b, p_floor=res.p_floor,
                                     sample_unit=unit_a if unit_a == unit_b else f"{unit_a}/{unit_b}",
                                     significant=verdict in ("better", "worse"), q_value=q, effect=effect,
-                                    rate_a_rps=ka.rate_rps,
+                                    rate_a_rps=ka.rate_rps, ci95_a=repeat_ci95(xa), ci95_b=repeat_ci95(xb),
                                     verdict=verdict, note=note, change_kind="points" if points else "relative"))
     return changes
 

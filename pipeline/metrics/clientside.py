@@ -21,6 +21,9 @@ figures (docs/definitions.md, "The client's own figures"):
   one was opened; a request's start to its response headers), s;
 - ``client_bound`` / ``client_bound_reason`` (:func:`client_bound_reason`): the point is the client's limit, not
   a server measurement.
+
+The per-repeat values of the three figures taken per repeat (achieved concurrency, CPU share, delivered throughput)
+go to the point's ``samples`` (:func:`client_repeat_samples`), which give their confidence intervals (``ci95``).
 """
 
 from __future__ import annotations
@@ -92,28 +95,51 @@ def _pooled(blocks: list[dict[str, Any]], name: str) -> list[float]:
     return [float(x) for b in blocks for x in (b.get(name) or []) if isinstance(x, (int, float)) and np.isfinite(x)]
 
 
+def _number(v: Any) -> float | None:
+    """``v`` as a float when it is a finite number (not a bool), else None."""
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    return float(v) if ok else None
+
+
+def client_repeat_samples(blocks: list[dict[str, Any]] | None, windows: list[tuple[float, float]]) -> dict[str, list[float]]:
+    """Each repeat's own client figures, one value per repeat that has it (a repeat without it left out):
+    ``achieved_concurrency`` (requests in flight), ``client_cpu_share`` (CPU time / wall time) and
+    ``delivered_output_throughput_tok_s`` (tokens delivered inside the repeat's measured window / the window, tok/s),
+    from the per-repeat ``meta["client"]`` blocks and the repeats' measured windows (s).  ``{}`` without blocks.
+    What a point's ``samples`` keep of the client (its confidence intervals, ``ci95``)."""
+    if not blocks or not isinstance(blocks, list):
+        return {}
+    blocks = [b for b in blocks if isinstance(b, dict)]
+    delivered = []
+    for b, (start, end) in zip(blocks, windows):
+        tokens = _number(b.get("delivered_tokens"))
+        delivered.append(tokens / (end - start) if tokens is not None and end > start else None)
+    per = {"achieved_concurrency": [_number(b.get("achieved_concurrency")) for b in blocks],
+           "client_cpu_share": [_number(b.get("cpu_share")) for b in blocks],
+           "delivered_output_throughput_tok_s": delivered}
+    return {k: [v for v in vals if v is not None] for k, vals in per.items()}
+
+
 def client_figures(blocks: list[dict[str, Any]] | None, windows: list[tuple[float, float]]) -> dict[str, Any]:
     """A point's client figures (the :class:`~pipeline.core.pointsummary.PointSummary` fields of the module docstring)
     from its per-repeat ``meta["client"]`` blocks and its repeats' measured windows (s); every field None for a
-    point without them (the in-process backend, imports, points measured before they were kept)."""
+    point without them (the in-process backend, imports, points measured before they were kept).  The medians over
+    repeats are of :func:`client_repeat_samples`."""
     out: dict[str, Any] = {"achieved_concurrency": None, "client_lag_s": None, "client_read_wait_s": None,
                            "client_cpu_share": None, "connect_s": None, "first_byte_s": None,
                            "delivered_output_throughput_tok_s": None, "client_bound": None, "client_bound_reason": None}
     if not blocks or not isinstance(blocks, list):
         return out
+    per = client_repeat_samples(blocks, windows)
     blocks = [b for b in blocks if isinstance(b, dict)]
-    delivered = []
-    for b, (start, end) in zip(blocks, windows):
-        tokens = b.get("delivered_tokens")
-        delivered.append(tokens / (end - start) if isinstance(tokens, (int, float)) and end > start else None)
     lag = distribution(_pooled(blocks, "lag_s"))
-    cpu = _med([b.get("cpu_share") for b in blocks if isinstance(b.get("cpu_share"), (int, float))])
+    cpu = _med(per["client_cpu_share"])
     wait = _med([read_wait_s([x for x in (b.get("lag_s") or []) if isinstance(x, (int, float)) and np.isfinite(x)],
                              b.get("wall_s") if isinstance(b.get("wall_s"), (int, float)) else None) for b in blocks])
     reason = client_bound_reason(cpu, wait)
-    out.update(achieved_concurrency=_med([b.get("achieved_concurrency") for b in blocks]), client_lag_s=lag,
+    out.update(achieved_concurrency=_med(per["achieved_concurrency"]), client_lag_s=lag,
                client_read_wait_s=wait, connect_s=distribution(_pooled(blocks, "connect_s")),
                first_byte_s=distribution(_pooled(blocks, "first_byte_s")),
-               client_cpu_share=cpu, delivered_output_throughput_tok_s=_med(delivered),
+               client_cpu_share=cpu, delivered_output_throughput_tok_s=_med(per["delivered_output_throughput_tok_s"]),
                client_bound=None if cpu is None and wait is None else reason is not None, client_bound_reason=reason)
     return out

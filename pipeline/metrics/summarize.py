@@ -3,7 +3,8 @@
 
 The definitions, one function per formula over request and repeat records, are
 :mod:`pipeline.metrics.definitions` (TTFT, TPOT, ITL, output throughput, the open-loop send and achieved
-rates, schedule kept, a point's caveats); SLO attainment and goodput are :mod:`pipeline.metrics.goodput`.
+rates, schedule kept, a point's caveats); SLO attainment and goodput are :mod:`pipeline.metrics.goodput`; the
+per-read figures over arrays (ITL, TTST, chunks) :mod:`pipeline.metrics.reads`.
 Here the same formulas run over a point's arrays, value for value, and the server's own view of the
 point (:func:`server_state`, from the ``/metrics`` scraped around and during each repeat) is added.
 Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).  No division here can
@@ -21,8 +22,9 @@ from pipeline.core.arrays import PointArrays, RequestArrays, from_records
 from pipeline.metrics.goodput import slo_goodput_arrays
 from pipeline.core.pointsummary import PointSummary, distribution, tails
 from pipeline.core.records import PointRecords
-from pipeline.metrics.clientside import client_figures
+from pipeline.metrics.clientside import client_figures, client_repeat_samples
 from pipeline.metrics.definitions import repeat_ci95, repeat_step_time, schedule_kept
+from pipeline.metrics.reads import itl_array, itl_chunk_array, read_figures, ttst_array
 
 # Prometheus names per server for the state that explains a point (vLLM v1, vLLM v0, SGLang).
 _KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage")
@@ -99,63 +101,6 @@ def _point_caveats_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray
     return dict(sorted(caveats.items())), dict(sorted(sources.items()))
 
 
-def _reads(a: RequestArrays, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """The socket reads of the requests selected by ``rows``: :func:`pipeline.metrics.definitions.merged_reads` of each,
-    concatenated over the flat chunk arrays: ``(arrival_s, tokens, is_first, owner row, chunks joined)``."""
-    counts = np.diff(a.chunk_offsets)
-    owner = np.repeat(np.arange(len(a)), counts)
-    is_first = np.zeros(len(a.chunk_t_s), dtype=bool)
-    is_first[a.chunk_offsets[:-1][counts > 0]] = True
-    keep = rows[owner] & (is_first | (a.chunk_tokens > 0))
-    t, k, first, own = a.chunk_t_s[keep], a.chunk_tokens[keep], is_first[keep], owner[keep]
-    joined = np.zeros(len(t), dtype=bool)  # a kept chunk that is not its request's first, in the read before it
-    joined[1:] = ~first[1:] & (t[1:] == t[:-1])
-    group = np.cumsum(~joined) - 1
-    k_read = np.bincount(group, weights=k, minlength=int(group[-1]) + 1 if len(group) else 0).astype(np.int64)
-    return t[~joined], k_read, first[~joined], own[~joined], int(np.count_nonzero(joined))
-
-
-def itl_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
-    """Per-token ITLs (s) of the requests selected by the bool mask ``rows``, in row order:
-    :func:`pipeline.metrics.definitions.itl_values` of each, concatenated, computed over the flat chunk arrays (same
-    operations, same values)."""
-    t, k, first, _, _ = _reads(a, rows)
-    # a read that is not its request's first follows the previous read of the same request
-    prev = np.empty_like(t)
-    prev[1:] = t[:-1]
-    prev[:1] = t[:1]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        vals = np.where(first, 0.0, (t - prev) / np.where(first, 1, k))
-    reps = np.where(first, np.maximum(k - 1, 0), k)
-    return np.repeat(vals, reps)
-
-
-def read_figures(a: RequestArrays, rows: np.ndarray) -> dict[str, Any]:
-    """Per-read figures of the requests selected by ``rows``: ``itl_unresolved_share`` (chunks with tokens that came
-    in the read of the chunk before them / chunks with tokens: gaps the client could not time), ``tokens_per_chunk``
-    (streamed tokens / chunks with tokens, chunks as the server sent them), ``chunks_per_request`` (mean chunks with
-    tokens per request) and the time to second token's distribution (``ttst_s``,
-    :func:`pipeline.metrics.definitions.ttst_s`); None where nothing was streamed."""
-    t, k, _, own, _ = _reads(a, rows)
-    counts = np.diff(a.chunk_offsets)
-    owner = np.repeat(np.arange(len(a)), counts)
-    chunk_rows = rows[owner] & (a.chunk_tokens > 0)
-    n_chunks, n_req = int(np.count_nonzero(chunk_rows)), int(np.count_nonzero(rows))
-    tokens = int(a.chunk_tokens[chunk_rows].sum())
-    with_tok = k > 0
-    t, k, own = t[with_tok], k[with_tok], own[with_tok]
-    joined = n_chunks - len(t)  # chunks with tokens that joined the read before them
-    head = np.ones(len(t), dtype=bool)  # the first read with tokens of each request
-    head[1:] = own[1:] != own[:-1]
-    second = np.zeros(len(t), dtype=bool)
-    second[1:] = head[:-1] & ~head[1:] & (k[:-1] == 1)
-    ttst = t[second] - t[np.flatnonzero(second) - 1] if second.any() else np.array([])
-    return {"itl_unresolved_share": joined / n_chunks if n_chunks else None,
-            "tokens_per_chunk": tokens / n_chunks if n_chunks else None,
-            "chunks_per_request": n_chunks / n_req if n_req and n_chunks else None,
-            "ttst_s": distribution(ttst)}
-
-
 def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
     """:func:`pipeline.metrics.definitions.tpot_streamed_s` of every row (NaN where it is None)."""
     n = a.output_tokens - a.hidden_tokens
@@ -172,14 +117,6 @@ def _tpot_array(a: RequestArrays) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.maximum(span, 0.0) / (n - 1)
     return np.where((n >= 2) & ~np.isnan(span), out, np.nan)
-
-
-def itl_chunk_array(a: RequestArrays, rows: np.ndarray) -> np.ndarray:
-    """:func:`pipeline.metrics.definitions.itl_chunk_values` of the requests selected by ``rows``, concatenated in row order
-    (one gap per read with tokens after the first such read of the same request)."""
-    t, k, _, own, _ = _reads(a, rows)
-    t, own = t[k > 0], own[k > 0]
-    return (t[1:] - t[:-1])[own[1:] == own[:-1]]
 
 
 def _request_end_array(a: RequestArrays) -> np.ndarray:
@@ -277,6 +214,26 @@ def _samples(thr: list, per_user_rep: list, steps: list, ttfts: np.ndarray, tpot
     }
 
 
+def repeat_latencies(a: RequestArrays, ok: np.ndarray, n_repeats: int) -> dict[str, list[float]]:
+    """Each repeat's own ITL, E2EL and TTST over its successful measured requests ``ok``, one value per repeat that
+    has any (s): ``itl_s_per_repeat`` (median per-token ITL, :func:`pipeline.metrics.reads.itl_array`),
+    ``itl_mean_s_per_repeat`` (mean per-token ITL: Σ (E2EL − TTFT) / Σ (streamed tokens − 1) over the repeat's
+    requests, since a request's per-token gaps sum to its E2EL − TTFT), ``e2el_s_per_repeat`` (median E2EL) and ``ttst_s_per_repeat`` (median time to second token,
+    :func:`pipeline.metrics.reads.ttst_array`); a figure no repeat has is left out.  Medians, like
+    ``ttft_s_per_repeat``: the repeat, not the request, is the independent sample (docs/diff-statistics.md)."""
+    out: dict[str, list[float]] = {"itl_s_per_repeat": [], "itl_mean_s_per_repeat": [], "e2el_s_per_repeat": [],
+                                   "ttst_s_per_repeat": []}
+    e2el = a.done_s - a.sent_s
+    for i in range(n_repeats):
+        rows = ok & (a.repeat == i)
+        itl, ttst = itl_array(a, rows), ttst_array(a, rows)
+        for name, values, stat in (("itl_s_per_repeat", itl, np.median), ("itl_mean_s_per_repeat", itl, np.mean),
+                                   ("e2el_s_per_repeat", e2el[rows], np.median), ("ttst_s_per_repeat", ttst, np.median)):
+            if values.size:
+                out[name].append(float(stat(values)))
+    return {k: v for k, v in out.items() if v}
+
+
 def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | None] | None = None) -> PointSummary:
     """Compute a :class:`PointSummary` from one point's records (warm-up requests excluded); with ``slo``, its
     :func:`pipeline.metrics.goodput.slo_goodput`.
@@ -316,8 +273,10 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     itls, itl_chunks, e2els = itl_array(a, ok), itl_chunk_array(a, ok), (a.done_s - a.sent_s)[ok]
     errors = sorted({e for e in a.error[failed] if e})[:10]
     meta = arrays.meta if isinstance(arrays.meta, dict) else {}
-    client = client_figures(meta.get("client"), [(rep.window_start_s, rep.window_end_s) for rep in repeats])
-    samples = _samples(thr, per_user_rep, steps, ttfts, tpots, (ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep))
+    windows = [(rep.window_start_s, rep.window_end_s) for rep in repeats]
+    client = client_figures(meta.get("client"), windows)
+    samples = {**_samples(thr, per_user_rep, steps, ttfts, tpots, (ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep)),
+               **repeat_latencies(a, ok, len(repeats)), **client_repeat_samples(meta.get("client"), windows)}
     ci95 = {k: ci for k, v in samples.items() if k not in ("ttft_s", "tpot_s") and (ci := repeat_ci95(v)) is not None}
     return PointSummary(
         **client, **read_figures(a, ok), ci95=ci95 or None,

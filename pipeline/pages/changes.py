@@ -21,7 +21,7 @@ from pipeline.store import runs
 from pipeline.diff.comparability import comparison_key, provenance_of
 from pipeline.diff.rundiff import RunDiff, diff_runs
 from pipeline.diff.metrics import METRIC_BY_KEY
-from pipeline.diff.report import figure_words, format_change, format_value, provenance_cells
+from pipeline.diff.report import figure_words, format_change, format_value_ci, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.pages.history import history_views
@@ -196,7 +196,8 @@ def comparison_view(d: RunDiff) -> ComparisonView:
                                 for label, a, b in provenance_cells(it.label, it.a, it.b, none="–")]
     for c in d.changes:
         row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
-               "a": format_value(c.a, c.unit), "b": format_value(c.b, c.unit), "change": format_change(c.change, c.unit),
+               "a": format_value_ci(c.a, c.ci95_a, c.unit), "b": format_value_ci(c.b, c.ci95_b, c.unit),
+               "change": format_change(c.change, c.unit),
                "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "q": "–" if c.q_value is None else f"{c.q_value:.3g}",
                "n": f"{c.n_a} + {c.n_b}",
                "verdict": c.verdict if c.verdict in ("better", "worse") else "~",

@@ -68,9 +68,9 @@ class WorkloadView:
 
     def note(self, concurrency: int) -> str:
         """Short note on a point with a verdict, caveats or an exclusion for the tables (``""`` when none); see
-        :func:`pipeline.views.show.point_note`."""
+        :func:`pipeline.views.showtable.point_note`."""
         from pipeline.analysis.quality import point_verdict
-        from pipeline.views.show import point_note
+        from pipeline.views.showtable import point_note
 
         p, a = self.point(concurrency) or {}, self.quality(concurrency)
         caveats = a.get("caveats") or sorted(set(p.get("caveats") or {}) | ({"failed_requests"} if p.get("failed") else set()))

@@ -29,6 +29,8 @@ What ``vllm bench serve`` prints is there too: every point's ``request_throughpu
 TTFT and TPOT from its per-request samples and the others null; null where a summary has none; the contract's
 ``ttft_s`` … stay exactly ``{"p50", "p90", "p99", "mean"}``), and
 ``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
+The human table (:func:`format_table`) lays the points out by :mod:`pipeline.views.showtable`: the server's figures,
+then the client's and the stream's, each with ``±`` half its 95 % interval over repeats where the point has one.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
-from pipeline.core.texttable import text_table
+from pipeline.views.showtable import point_label, point_tables
 from pipeline.diff.variants import format_tuning, tuning_of
 
 POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -201,30 +203,6 @@ def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
             "tails": tails, "repeat_spread": spread}
 
 
-def _point_rows(points: list[dict[str, Any]], noisy_probe: str | None, tuned: bool = False,
-                shaped: bool = False) -> list[list[str]]:
-    """The cells of each point's row of :func:`format_table` (throughputs in tok/s, latencies in ms, MBU marked ! when
-    implausible and ? when the run's probe was noisy, MFU, KV %, client figures, regime and notes); ``tuned``: a
-    variant cell after the model, ``shaped``: an ``input/output`` cell."""
-    def fmt(v, scale=1.0, spec="{:.1f}"):
-        return spec.format(v * scale) if v is not None else "-"
-    rows = [[p["model"], *([p.get("variant") or DEFAULT_VARIANT] if tuned else []),
-             *([f"{p['input_len']}/{p['output_len']}"] if shaped else []), _point_label(p), fmt(p["output_throughput_tok_s"]), fmt(p["per_user_tok_s"]),
-             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"), fmt(p.get("total_token_throughput_tok_s")),
-             fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
-             fmt((p["ttft_s"] or {}).get("p50"), 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
-             fmt((p["tpot_s"] or {}).get("p50"), 1e3), *tail_cells(p, "tpot"), *tail_cells(p, "itl"),
-             *tail_cells(p, "e2el"),
-             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") or p.get("mbu_implausible") else "?" if noisy_probe and p["mbu"] is not None else ""),
-             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
-             fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
-             fmt(p.get("achieved_concurrency")), fmt(p.get("client_cpu_share"), 100, "{:.0f}"),
-             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
-             f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
-            for p in points]
-    return rows
-
-
 def _rate_sweep_line(m: dict[str, Any], rs: dict[str, Any]) -> str:
     """One line of a model's open-loop rate sweep: where it saturated, the rates not steady, the most achieved, the
     SLO's limit (req/s)."""
@@ -261,13 +239,7 @@ def format_table(doc: dict[str, Any]) -> str:
 
     tuned = len({p.get("variant") for p in doc["points"]}) > 1  # more than one variant: a column of its own
     shaped = len({(p["input_len"], p["output_len"]) for p in doc["points"]}) > 1
-    rows = _point_rows(doc["points"], noisy_probe, tuned, shaped)
-    lines += text_table(["model", *(["variant"] if tuned else []), *(["in/out"] if shaped else []), "c", "out tok/s",
-                         "user tok/s", "req/s", "total tok/s", "repeats max/min",
-                         "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p95 ms",
-                         "ITL p99.9 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "in flight",
-                         "client CPU %", "read wait ms", "regime; notes"], rows,
-                        align="l" + "l" * (tuned + shaped) + "rrrrrrrrrrrrrrrrrrrrrl", rule=False)
+    lines += point_tables(doc["points"], noisy_probe, tuned, shaped)
     lines.append("")
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
@@ -310,7 +282,7 @@ def format_table(doc: dict[str, Any]) -> str:
     unresolved = [p for p in doc["points"] if (p.get("itl_unresolved_share") or 0) >= ITL_UNRESOLVED_NOTE]
     if unresolved:
         lines.append("ITL not resolved per chunk: " + ", ".join(
-            f"{_point_label(p)} ({p['itl_unresolved_share']:.0%} of chunks came in one read with the one before)"
+            f"{point_label(p)} ({p['itl_unresolved_share']:.0%} of chunks came in one read with the one before)"
             for p in unresolved) + "; their gaps are the read's, spread over its tokens, never 0")
     for key, what in (("mbu_implausible", "MBU"), ("mfu_implausible", "MFU")):
         lines.extend([f"{what} marked ! is not a result: {p[key]}" for p in doc["points"] if p.get(key)][:1])
@@ -320,13 +292,6 @@ def format_table(doc: dict[str, Any]) -> str:
 #: Share of a point's chunks read together with the chunk before them from which ``show`` says its ITL is not
 #: resolved per chunk (a tenth: below it a few coalesced reads barely move the percentiles).
 ITL_UNRESOLVED_NOTE = 0.1
-
-
-def tail_cells(p: dict[str, Any], metric: str) -> list[str]:
-    """The table's p95 and p99.9 cells (ms, one decimal; ``-`` where unknown) of ``metric`` (a ``tails_s`` key) of a
-    show point."""
-    t = (p.get("tails_s") or {}).get(metric) or {}
-    return [f"{t[k] * 1e3:.1f}" if t.get(k) is not None else "-" for k in ("p95", "p99_9")]
 
 
 def adaptive_lines(m: dict[str, Any]) -> list[str]:
@@ -358,36 +323,3 @@ def adaptive_frontier_lines(doc: dict[str, Any]) -> list[str]:
                         for p in f.get("frontier") or []) or "-"
         out.append(f"{f['model']} (in {f['input_len']} / out {f['output_len']}) adaptive frontier: {pts}; {f['stopped']}")
     return out
-
-
-def _point_label(p: dict[str, Any]) -> str:
-    """The table's point column: the concurrency (closed loop), or ``poisson 2.4/s ≤64`` (open loop, cap after ≤)."""
-    if p.get("load", "closed") == "closed":
-        return str(p["concurrency"])
-    cap = f" ≤{p['max_concurrency']}" if p.get("max_concurrency") else ""
-    late = " LATE" if p.get("schedule_kept") is False else ""
-    return f"{p['load']} {p['rate_rps']:g}/s{cap}{late}"
-
-
-def point_note(p: dict[str, Any]) -> str:
-    """One short note on a point for tables (``""`` when it has no verdict flagged, no caveat, no exclusion), e.g.
-    ``EXCLUDED: 2 of 8 failed (25 %); usage_missing ×3`` or ``caveats: …``."""
-    if p.get("implausible"):
-        head = f"IMPLAUSIBLE: {p['implausible']}"
-        rest = point_note({**p, "implausible": None})
-        return head + (f"; {rest}" if rest else "")
-    if (p.get("quality") or {}).get("verdict") == "flagged":
-        head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
-        rest = point_note({**p, "quality": None})
-        return head + (f"; {rest}" if rest else "")
-    done, failed = p.get("completed") or 0, p.get("failed") or 0
-    if p.get("completed") == 0 and not failed:  # every figure of the row is a dash: say why
-        rest = point_note({**p, "completed": None})
-        return "NOTHING MEASURED: no request completed or failed" + (f"; {rest}" if rest else "")
-    if not p.get("caveats"):
-        return ""
-    head = "EXCLUDED" if p.get("excluded") else "caveats"
-    parts = [f"{failed} of {done + failed} failed ({failed / (done + failed):.0%})"] if failed else []
-    counts = p.get("caveat_counts") or {}
-    parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["caveats"] if f != "failed_requests"]
-    return f"{head}: " + "; ".join(parts)

@@ -11,7 +11,8 @@ from pipeline.config.options import VLLMOptions
 from pipeline.importers.base import summary
 from pipeline.plan.estimate import Plan
 from pipeline.plan.plantext import plan_text
-from pipeline.views.show import build_show, point_note
+from pipeline.views.show import build_show
+from pipeline.views.showtable import point_note
 
 HW = {"name": "cpu", "bandwidth_gb_s_spec": 100.0, "peak_tflops_spec": None, "memory_gb": 16}
 

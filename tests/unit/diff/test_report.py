@@ -114,3 +114,32 @@ def test_ceiling_label_goes_where_no_line_crosses_it():
     assert side == "below" and at == pytest.approx(2 ** 3.6)
     # nowhere free (the label as wide as the plot, crossed by the measured line): None, the caller's last resort
     assert ceiling_label_place(1000.0, rows, 94) is None
+
+
+def test_diff_carries_each_sides_interval_over_repeats(tmp_path):
+    """Two hand-made runs (tests/runbuilder.py) at c = 1 with repeat multipliers 0.98, 1.00, 1.02 (A) and one repeat
+    (B).  A's throughput per repeat is 1 / step_s(1, m) = 1 / (0.01125 m) = 90.703, 88.889, 87.146 tok/s: mean
+    88.913, s = 1.7786, half-width t(0.975, 2) · s / √3 = 4.303 × 1.7786 / 1.732 = 4.418 → [84.494, 93.331]; B has
+    one repeat: no interval (and no test).  The text table prints A as the median ± the half-width to two digits;
+    the CSV the bounds.  The interval is of the values the test used, so the verdict is untouched by it."""
+    import csv
+    import io
+
+    import tests.runbuilder as rb
+    from pipeline.analysis import stages
+    from pipeline.diff.report import format_csv, format_text, format_value_ci
+    from pipeline.diff.rundiff import diff_runs
+
+    a = rb.make_run(tmp_path, "a", models=("dense-a",), concurrency=(1,), noise=(0.98, 1.00, 1.02))
+    b = rb.make_run(tmp_path, "b", models=("dense-a",), concurrency=(1,), noise=(1.0,))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
+    thr = next(c for c in d.changes if c.metric == "output_throughput_tok_s")
+    assert thr.ci95_a == pytest.approx([84.4943, 93.3309], abs=1e-3) and thr.ci95_b is None
+    assert thr.verdict == "~" and thr.p_value is None  # one repeat in B: no test, whatever A's interval
+    line = next(x for x in format_text(d).split("output throughput (")[1].splitlines() if x.startswith("dense-a"))
+    assert "88.89 ±4.4  88.89 " in line
+    row = next(r for r in csv.DictReader(io.StringIO(format_csv(d))) if r["metric"] == "output_throughput_tok_s")
+    assert float(row["ci95_a_low"]) == pytest.approx(84.4943, abs=1e-3) and row["ci95_b_low"] == ""
+    assert format_value_ci(0.0123, [0.0111, 0.0135], "s") == "12.3 ms ±1.2 ms"
+    assert format_value_ci(0.453, [0.441, 0.465], "fraction") == "45.3% ±1.2 pp"
+    assert format_value_ci(1234.0, [1178.0, 1290.0], "tok/s") == "1234 ±56"

@@ -134,7 +134,7 @@ def test_arrays_match_the_reference_definitions():
     import numpy as np
 
     from pipeline.core.arrays import from_records
-    from pipeline.metrics.summarize import itl_array, itl_chunk_array, read_figures
+    from pipeline.metrics.reads import itl_array, itl_chunk_array, read_figures, ttst_array
 
     reqs = [_req([[0.1, 0], [0.1, 1], [0.2, 1], [0.2, 2]], rid=0), _req([[0.1, 1], [0.3, 1], [0.3, 1], [0.4, 1]], rid=1),
             _req([[0.2, 2], [0.25, 1]], rid=2)]
@@ -146,6 +146,7 @@ def test_arrays_match_the_reference_definitions():
     fig = read_figures(a, rows)
     ttsts = [t for r in reqs if (t := d.ttst_s(r)) is not None]
     assert fig["ttst_s"]["mean"] == pytest.approx(np.mean(ttsts))
+    assert ttst_array(a, rows).tolist() == pytest.approx(ttsts)
     joined, chunks = map(sum, zip(*(d.unresolved_chunks(r) for r in reqs)))
     assert fig["itl_unresolved_share"] == pytest.approx(joined / chunks)
 

@@ -41,9 +41,11 @@ def test_the_change_page_gives_no_verdict_in_the_verdicts_place(pages):
     # 5 points × (output throughput, per-user, TTFT p50/p99, TPOT p50/p99) at −60 % / +150 %, and MBU: all called, all withheld
     n = int(re.search(r"No verdict on (\d+) change\(s\)", flat).group(1))
     assert n >= 10 and "run B flagged at this point" in flat
-    # 88.89 → 88.89 / (2.5 × 0.995) = 35.73 tok/s: −59.8 %, p = 2.7e-9, its verdict's place says why there is none
-    assert ("| dense-a | 64 / 16 | 1 | output throughput | 88.89 | 35.73 | -59.8% (no verdict: run B flagged at this "
-            "point) |") in page
+    # 88.89 → 88.89 / (2.5 × 0.995) = 35.73 tok/s: −59.8 %, p = 2.7e-9, its verdict's place says why there is none;
+    # each side ± half its 95 % interval: per repeat 1 / (0.01125 m), s = 1.406 (A) and 0.568 (B) tok/s over 5 repeats,
+    # t(0.975, 4) = 2.776: 2.776 × 1.406 / √5 = 1.7, 2.776 × 0.568 / √5 = 0.71
+    assert ("| dense-a | 64 / 16 | 1 | output throughput | 88.89 ±1.7 | 35.73 ±0.71 | -59.8% (no verdict: run B flagged "
+            "at this point) |") in page
     assert not re.search(r"\((better|worse)\)", page)
     index = " ".join(pages["changes.md"].split())
     row = next(line for line in pages["changes.md"].splitlines() if SLOW in line and line.startswith("| ["))

@@ -119,3 +119,47 @@ def test_explainers_show_each_workload_once_from_its_newest_clean_run():
     only_flagged = [_View("20260103T000000Z-c", [_workload("m")], flagged=True),
                     _View("20260102T000000Z-b", [_workload("m")], flagged=True)]
     assert [v.run_id for v, _ in explain.latest_workloads(only_flagged)] == ["20260103T000000Z-c"]
+
+
+def test_point_and_stream_rows_carry_the_interval_over_repeats():
+    """The point of :func:`tests.runbuilder.three_repeat_served_point` (three repeats; half-width
+    t(0.975, 2) · s / √3 = 2.484138 · s with t(0.975, 2) = 4.303): output per repeat 28.571, 22.222, 18.182 tok/s
+    (median 22.2, s = 5.2374 → ±13.0); TTFT 100 ms every repeat (±0.00); TPOT 4g / 3 = 13.33, 26.67, 40.00 ms
+    (s = 13.333 → ±33.12); TTST 10, 20, 30 ms (p50 20.00, s = 10 → ±24.84); delivered 8, 10, 12 tok/s (±5.0); in
+    flight 0.9, 1.0, 1.1 (±0.2); CPU 20, 30, 40 % (±25); one token a chunk, four chunks a request; no first byte."""
+    from pipeline.metrics.summarize import summarize_point
+    from pipeline.pages.pointrows import CI_NOTE, ci_note, client_cell, stream_rows
+    from tests.runbuilder import three_repeat_served_point
+
+    p = summarize_point(three_repeat_served_point()).as_dict()
+    w = WorkloadView(model={"model": "m", "engine": "openai", "input_len": 4, "output_len": 4}, points=[p],
+                     analysis_points=[{"concurrency": 1}])
+    (row,) = point_rows(w)
+    assert (row["output"], row["ttft_p50"], row["tpot_p50"]) == ("22.2 ±13.0", "100.00 ±0.00", "26.67 ±33.12")
+    assert row["ttft_p99"] == "100.00" and "±" not in row["per_user"]  # no interval on a figure without one
+    (stream,) = stream_rows(w)
+    assert stream == {"c": "1", "first_byte_p50": "–", "ttst_p50": "20.00 ±24.84", "tokens_per_chunk": "1.00",
+                      "chunks_per_request": "4.0", "delivered": "10.0 ±5.0"}
+    assert client_cell(p) == "1.0 ±0.2 in flight, CPU 30 ±25 %, read wait – ms"
+    assert ci_note([row], [stream]) == CI_NOTE
+    # one repeat: no interval, no note; an import (no stream figure): no second table
+    one = {**p, "ci95": None}
+    assert point_rows(WorkloadView(model=w.model, points=[one], analysis_points=[{"concurrency": 1}]))[0]["output"] == "22.2"
+    assert ci_note(point_rows(_workload("m"))) is None
+    assert stream_rows(_workload("m")) == []
+
+
+
+def test_a_client_bound_cell_is_bold_on_the_page_and_its_figures_escaped():
+    """``CLIENT-BOUND`` reaches the Markdown as ``**…**`` (bold), not as escaped asterisks; the figures after it are
+    still escaped text (a ``*`` in them would show as itself)."""
+    from markdown import markdown
+
+    from pipeline.pages.pointrows import client_cell
+    from pipeline.pages.render import _finalize
+
+    p = {"achieved_concurrency": 15.2, "client_cpu_share": 0.99, "client_read_wait_s": 0.012, "client_bound": True}
+    cell = str(_finalize(client_cell(p)))
+    assert cell == "**CLIENT-BOUND** 15.2 in flight, CPU 99 %, read wait 12.0 ms"
+    assert "<strong>CLIENT-BOUND</strong>" in markdown(cell)
+    assert "**" not in str(_finalize(client_cell({**p, "client_bound": False})))

@@ -108,7 +108,7 @@ def test_a_non_finite_number_is_never_written_as_json(tmp_path):
 
 def test_a_point_with_no_measured_request_gets_a_note():
     """A point with 0 completed and 0 failed requests was an all-dash row with no note."""
-    from pipeline.views.show import point_note
+    from pipeline.views.showtable import point_note
 
     note = point_note({"completed": 0, "failed": 0, "caveats": []})
     assert note.startswith("NOTHING MEASURED")

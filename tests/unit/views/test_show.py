@@ -88,3 +88,53 @@ def test_an_imported_vllm_result_keeps_the_tails_its_file_states(tmp_path):
     p = build_show({"run_id": "imp"}, [s.as_dict()], {"points": [], "models": []})["points"][0]
     assert p["tails_s"]["itl_chunk"] == pytest.approx({"p95": 0.031, "p99_9": 0.044})
     assert p["tails_s"]["itl"] is None and p["tails_s"]["ttft"] is None
+
+
+def _cells(lines: list[str], header_start: str, row_start: str) -> dict[str, str]:
+    """The cells of the first row starting ``row_start`` under the first header starting ``header_start``, by column."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    row = next(line for line in lines[at + 1:] if line.startswith(row_start))
+    return dict(zip(re.split(r"\s{2,}", lines[at].strip()), re.split(r"\s{2,}", row.strip())))
+
+
+def test_table_shows_each_figure_with_its_interval_and_the_client_and_stream_table():
+    """:func:`tests.runbuilder.three_repeat_served_point` (three repeats, g = 10, 20, 30 ms), the half-width
+    t(0.975, 2) · s / √3 = 4.302653 / √3 · s = 2.484138 · s worked by hand:
+
+    - output throughput per repeat: 4 tokens / (0.1 + 4g) = 28.571, 22.222, 18.182 tok/s, median 22.2; s = 5.2374
+      → ±13.0;
+    - TTFT 100 ms in every repeat: s = 0 → ±0.0; TPOT (4g / 3) 13.3, 26.7, 40.0 ms, median 26.7; s = 13.33 → ±33.1;
+    - ITL p50 of 10 10 20 | 20 20 40 | 30 30 60 ms = 20.0, the repeats' medians 10, 20, 30: s = 10 → ±24.8;
+      E2EL 140, 180, 220 ms: 180.0, s = 40 → ±99.4;
+    - client: in flight 1.0 ±0.2 (s = 0.1), CPU 30 ±25 % (s = 10 %), delivered 10.0 ±5.0 tok/s (s = 2),
+      TTST 20.0 ±24.8 ms, 1.00 token a chunk, 4.0 chunks a request; no read wait, connect or first byte kept (-)."""
+    from tests.runbuilder import three_repeat_served_point
+
+    s = summarize_point(three_repeat_served_point())
+    doc = build_show({"run_id": "ci"}, [s.as_dict()], {"points": [], "models": []})
+    lines = format_table(doc).splitlines()
+    got = _cells(lines, "model", "m ")
+    assert got["out tok/s"] == "22.2 ±13.0"
+    assert (got["TTFT p50 ms"], got["TPOT p50 ms"]) == ("100.0 ±0.0", "26.7 ±33.1")
+    assert (got["ITL p50 ms"], got["E2EL p50 ms"]) == ("20.0 ±24.8", "180.0 ±99.4")
+    assert got["TTFT p99 ms"] == "100.0"  # no interval on a figure not tested per repeat here
+    client = _cells(lines[lines.index("client and stream:"):], "model", "m ")
+    assert client == {"model": "m", "c": "1", "in flight": "1.0 ±0.2", "client CPU %": "30 ±25", "read wait ms": "-",
+                      "delivered tok/s": "10.0 ±5.0", "connect p50 ms": "-", "first byte p50 ms": "-",
+                      "TTST p50 ms": "20.0 ±24.8", "tok/chunk": "1.00", "chunks/req": "4.0"}
+    assert any(line.startswith("± is half the 95 % confidence interval") for line in lines)
+
+
+def test_one_repeat_or_an_in_process_point_shows_no_interval_and_no_client_table():
+    """One repeat has no spread (no ci95): no ±, no note.  :func:`_point` has no client block but streamed chunks,
+    so the second table shows its stream's figures and dashes for the client's; a point with neither (an import)
+    has no second table."""
+    s = _point()  # one served repeat, no client blocks
+    lines = format_table(build_show({"run_id": "one"}, [s.as_dict()], {"points": [], "models": []})).splitlines()
+    assert not any("±" in line for line in lines)
+    client = _cells(lines[lines.index("client and stream:"):], "model", "m ")
+    assert client["in flight"] == "-" and client["tok/chunk"] == "1.25"  # 5 + 5 tokens over 3 + 5 chunks (A, B)
+    imported = {**s.as_dict(), "ttst_s": None, "tokens_per_chunk": None, "chunks_per_request": None,
+                "itl_unresolved_share": None}
+    text = format_table(build_show({"run_id": "imp"}, [imported], {"points": [], "models": []}))
+    assert "client and stream:" not in text

@@ -1,0 +1,165 @@
+"""``batchmark show``'s human tables: a row of cells per point of the show document (:mod:`pipeline.views.show`), the
+server's figures in one table and the client's and the stream's in a second, each figure with its confidence
+interval over repeats where the point has one (pure; text only).
+
+A figure with a ``ci95`` (the point summary's 95 % Student-t interval of the mean of its per-repeat values, two
+repeats or more; :func:`pipeline.metrics.definitions.repeat_ci95`) reads ``1234.5 ±5.6``: the figure, then half the
+interval's width.  One number a cell keeps the columns narrow and right-aligned; the interval is symmetric about the
+mean of the repeats, so ± loses only its centre, which is near the figure shown (the median over repeats, or the
+percentile over requests) but not the same number; the exact ``[low, high]`` is ``ci95`` in ``show --json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.core.records import DEFAULT_VARIANT
+from pipeline.core.texttable import text_table
+from pipeline.core.words import REGIME_TEXT
+
+#: The show table's ``±`` in words (printed under a table that has one).
+CI_NOTE = ("± is half the 95 % confidence interval of the mean over repeats (Student's t, 2 repeats or more; "
+           "the exact bounds are ci95 in --json); the figure before it is the median over repeats (throughputs, "
+           "in flight, CPU) or the percentile over requests (latencies)")
+
+#: The client-and-stream table's columns after the point's (model, variant, shape, c).
+CLIENT_HEADER = ["in flight", "client CPU %", "read wait ms", "delivered tok/s", "connect p50 ms",
+                 "first byte p50 ms", "TTST p50 ms", "tok/chunk", "chunks/req"]
+
+
+def fmt(v: float | None, scale: float = 1.0, spec: str = "{:.1f}") -> str:
+    """``v × scale`` in ``spec`` (one decimal by default), ``-`` when unknown."""
+    return spec.format(v * scale) if v is not None else "-"
+
+
+def ci_half(p: dict[str, Any], key: str, scale: float = 1.0) -> float | None:
+    """Half the width of the point's 95 % interval of ``key`` (a ``samples`` key of ``ci95``) × ``scale``; None
+    without one (one repeat, or a summary written before it was kept)."""
+    ci = (p.get("ci95") or {}).get(key)
+    if not ci or len(ci) != 2 or ci[0] is None or ci[1] is None:
+        return None
+    return (ci[1] - ci[0]) / 2 * scale
+
+
+def with_ci(v: float | None, p: dict[str, Any], key: str, scale: float = 1.0, spec: str = "{:.1f}") -> str:
+    """A cell: ``v × scale`` in ``spec``, then `` ±h`` (h: :func:`ci_half` of ``key``, in the same ``spec``) where the
+    point has an interval and the figure is known; ``-`` when unknown."""
+    half = ci_half(p, key, scale)
+    return fmt(v, scale, spec) + (f" ±{spec.format(half)}" if v is not None and half is not None else "")
+
+
+def _p50(p: dict[str, Any], dist: str) -> float | None:
+    return (p.get(dist) or {}).get("p50")
+
+
+def tail_cells(p: dict[str, Any], metric: str) -> list[str]:
+    """The table's p95 and p99.9 cells (ms, one decimal; ``-`` where unknown) of ``metric`` (a ``tails_s`` key) of a
+    show point."""
+    t = (p.get("tails_s") or {}).get(metric) or {}
+    return [f"{t[k] * 1e3:.1f}" if t.get(k) is not None else "-" for k in ("p95", "p99_9")]
+
+
+def point_label(p: dict[str, Any]) -> str:
+    """The table's point column: the concurrency (closed loop), or ``poisson 2.4/s ≤64`` (open loop, cap after ≤)."""
+    if p.get("load", "closed") == "closed":
+        return str(p["concurrency"])
+    cap = f" ≤{p['max_concurrency']}" if p.get("max_concurrency") else ""
+    late = " LATE" if p.get("schedule_kept") is False else ""
+    return f"{p['load']} {p['rate_rps']:g}/s{cap}{late}"
+
+
+def _lead(p: dict[str, Any], tuned: bool, shaped: bool) -> list[str]:
+    """A row's first cells: the model, its variant (``tuned``), ``input/output`` (``shaped``), the point."""
+    return [p["model"], *([p.get("variant") or DEFAULT_VARIANT] if tuned else []),
+            *([f"{p['input_len']}/{p['output_len']}"] if shaped else []), point_label(p)]
+
+
+def point_header(tuned: bool, shaped: bool) -> tuple[list[str], str]:
+    """The server table's header and alignment (:func:`point_rows`)."""
+    head = ["model", *(["variant"] if tuned else []), *(["in/out"] if shaped else []), "c", "out tok/s",
+            "user tok/s", "req/s", "total tok/s", "repeats max/min", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
+            "TPOT p95 ms", "TPOT p99.9 ms", "ITL p50 ms", "ITL p95 ms", "ITL p99.9 ms", "E2EL p50 ms", "E2EL p95 ms",
+            "E2EL p99.9 ms", "MBU", "MFU", "KV %", "regime; notes"]
+    return head, "l" + "l" * (tuned + shaped) + "r" * (len(head) - 2 - tuned - shaped) + "l"
+
+
+def point_rows(points: list[dict[str, Any]], noisy_probe: str | None, tuned: bool = False,
+               shaped: bool = False) -> list[list[str]]:
+    """The cells of each point's row of the server table (:func:`point_header`): throughputs in tok/s, latencies in
+    ms, each p50 and the output throughput with ``±`` its interval (:func:`with_ci`: the per-repeat medians' and
+    throughputs' ``ci95``), MBU marked ! when implausible and ? when the run's probe was noisy, MFU, KV %, regime
+    and notes (:func:`point_note`)."""
+    return [[*_lead(p, tuned, shaped), with_ci(p["output_throughput_tok_s"], p, "output_throughput_tok_s"),
+             fmt(p["per_user_tok_s"]), fmt(p.get("request_throughput_rps"), 1, "{:.2f}"),
+             fmt(p.get("total_token_throughput_tok_s")), fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
+             with_ci(_p50(p, "ttft_s"), p, "ttft_s_per_repeat", 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
+             with_ci(_p50(p, "tpot_s"), p, "tpot_s_per_repeat", 1e3), *tail_cells(p, "tpot"),
+             with_ci(_p50(p, "itl_s"), p, "itl_s_per_repeat", 1e3), *tail_cells(p, "itl"),
+             with_ci(_p50(p, "e2el_s"), p, "e2el_s_per_repeat", 1e3), *tail_cells(p, "e2el"),
+             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") or p.get("mbu_implausible") else
+                                           "?" if noisy_probe and p["mbu"] is not None else ""),
+             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
+             fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
+             f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
+            for p in points]
+
+
+def client_rows(points: list[dict[str, Any]], tuned: bool = False, shaped: bool = False) -> list[list[str]]:
+    """The cells of each point's row of the client-and-stream table (:data:`CLIENT_HEADER`), ``[]`` when no point has
+    any of its figures (the in-process backend, imports): requests in flight as the client saw them, its CPU (% of
+    a core), a ready read's wait for its event loop (ms, ! on a client-bound point), what the server delivered in the
+    window (tok/s), the HTTP phases (connect, first byte: p50 ms), the time to second token (p50 ms), tokens per
+    chunk and chunks per request (:mod:`pipeline.metrics.clientside`, :mod:`pipeline.metrics.reads`)."""
+    keys = ("achieved_concurrency", "client_cpu_share", "client_read_wait_s", "delivered_output_throughput_tok_s",
+            "connect_s", "first_byte_s", "ttst_s", "tokens_per_chunk", "chunks_per_request")
+    if not any(p.get(k) is not None for p in points for k in keys):
+        return []
+    return [[*_lead(p, tuned, shaped), with_ci(p.get("achieved_concurrency"), p, "achieved_concurrency"),
+             with_ci(p.get("client_cpu_share"), p, "client_cpu_share", 100, "{:.0f}"),
+             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
+             with_ci(p.get("delivered_output_throughput_tok_s"), p, "delivered_output_throughput_tok_s"),
+             fmt(_p50(p, "connect_s"), 1e3, "{:.2f}"), fmt(_p50(p, "first_byte_s"), 1e3),
+             with_ci(_p50(p, "ttst_s"), p, "ttst_s_per_repeat", 1e3), fmt(p.get("tokens_per_chunk"), 1, "{:.2f}"),
+             fmt(p.get("chunks_per_request"))]
+            for p in points]
+
+
+def point_tables(points: list[dict[str, Any]], noisy_probe: str | None, tuned: bool = False,
+                 shaped: bool = False) -> list[str]:
+    """The lines of show's point tables: the server's figures (:func:`point_rows`), then, where a point has any, the
+    client's and the stream's (:func:`client_rows`), then :data:`CI_NOTE` where a cell carries a ``±``."""
+    head, align = point_header(tuned, shaped)
+    rows = point_rows(points, noisy_probe, tuned, shaped)
+    lines = text_table(head, rows, align=align, rule=False)
+    client = client_rows(points, tuned, shaped)
+    if client:
+        lead = 2 + tuned + shaped  # model, variant, shape, c
+        lines += ["", "client and stream:"] + text_table(
+            head[:lead] + CLIENT_HEADER, client, align="l" * (lead - 1) + "r" * (len(CLIENT_HEADER) + 1), rule=False)
+    if any(" ±" in cell for row in rows + client for cell in row):
+        lines += ["", CI_NOTE]
+    return lines
+
+
+def point_note(p: dict[str, Any]) -> str:
+    """One short note on a point for tables (``""`` when it has no verdict flagged, no caveat, no exclusion), e.g.
+    ``EXCLUDED: 2 of 8 failed (25 %); usage_missing ×3`` or ``caveats: …``."""
+    if p.get("implausible"):
+        head = f"IMPLAUSIBLE: {p['implausible']}"
+        rest = point_note({**p, "implausible": None})
+        return head + (f"; {rest}" if rest else "")
+    if (p.get("quality") or {}).get("verdict") == "flagged":
+        head = "FLAGGED: " + "; ".join(p["quality"]["reasons"])
+        rest = point_note({**p, "quality": None})
+        return head + (f"; {rest}" if rest else "")
+    done, failed = p.get("completed") or 0, p.get("failed") or 0
+    if p.get("completed") == 0 and not failed:  # every figure of the row is a dash: say why
+        rest = point_note({**p, "completed": None})
+        return "NOTHING MEASURED: no request completed or failed" + (f"; {rest}" if rest else "")
+    if not p.get("caveats"):
+        return ""
+    head = "EXCLUDED" if p.get("excluded") else "caveats"
+    parts = [f"{failed} of {done + failed} failed ({failed / (done + failed):.0%})"] if failed else []
+    counts = p.get("caveat_counts") or {}
+    parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["caveats"] if f != "failed_requests"]
+    return f"{head}: " + "; ".join(parts)
