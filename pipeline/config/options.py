@@ -63,6 +63,10 @@ class ClientOptions(StrictModel):
     transport: Literal["auto", "raw", "aiohttp"] = Field(
         default="auto", description="How the load generator streams: auto = its own HTTP/1.1 reader for plain http://, "
         "aiohttp for https://; aiohttp = aiohttp always")
+    client_processes: int = Field(
+        default=1, ge=1, le=64, description="Client processes a closed-loop point's requests are spread over "
+        "(the concurrency split between them; 1 = one process): more when one client core cannot read every stream "
+        "(a point flagged client-bound); open-loop points use one")
     event_loop: Literal["auto", "uvloop", "asyncio"] = Field(
         default="auto", description="The load generator's event loop: auto = uvloop where installed, else asyncio's "
         "own; the loop each point measured on is in its meta (event_loop)")
@@ -78,9 +82,10 @@ class ClientOptions(StrictModel):
 
 
 #: (backend, key, value) of the client options that a config's digest leaves out at that value, the one each
-#: had before it existed: an unset endpoint engine, a transport or event loop chosen by ``auto``.
+#: had before it existed: an unset endpoint engine, a transport or event loop chosen by ``auto``, one client process.
 UNSET_CLIENT_KEYS = (("openai", "engine", None), *((c, k, "auto") for c in ("openai", "vllm")
-                                                   for k in ("transport", "event_loop")))
+                                                   for k in ("transport", "event_loop")),
+                     *((c, "client_processes", 1) for c in ("openai", "vllm")))
 
 
 #: What ``openai.engine`` may name: a serving engine's short name (``vllm``, ``llama.cpp``, ``sglang``, ``trtllm``).

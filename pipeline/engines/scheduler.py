@@ -38,53 +38,8 @@ from pipeline.engines.clientmeter import ClientMeter
 from pipeline.engines.eventloop import sleep_until
 from pipeline.engines.streamrecord import RawStream
 from pipeline.core.records import RequestRecord
-
-
-def default_requests(concurrency: int, per_slot: int = 4, minimum: int = 32) -> int:
-    """Measured requests per repeat by default: ``max(per_slot·N, minimum)`` (``max(4·N, 32)``)."""
-    return max(per_slot * concurrency, minimum)
-
-
-#: Seconds of arrivals an open-loop repeat measures by default.
-OPEN_LOOP_SECONDS = 10.0
-
-
-def default_open_requests(rate_rps: float, minimum: int = 32, seconds: float = OPEN_LOOP_SECONDS) -> int:
-    """Measured requests per open-loop repeat by default: ``max(⌈seconds · rate⌉, minimum)`` (ten seconds of arrivals).
-
-    Derived: a rate estimated from n Poisson arrivals has a relative standard error of 1 / √n,
-    so 32 requests give ±18 % and 100 give ±10 %; ten seconds of arrivals keep a slow point short
-    and give a fast one hundreds of samples for its p99.
-    """
-    return max(math.ceil(seconds * rate_rps), minimum)
-
-
-#: An open-loop repeat's arrivals last this many expected E2ELs (at least :data:`OPEN_LOOP_SECONDS`, at most
-#: :data:`OPEN_LOOP_MAX_SECONDS`).  Derived: an unsaturated server completes n arrivals of a window W in W + E2EL, so
-#: its achieved rate is W / (W + E2EL) of the offered one, 0.83 at five E2ELs; the saturation test allows for exactly
-#: that (:func:`pipeline.analysis.ratesweep.rate_sweep`) and the steady-state check asks for three
-#: (:data:`pipeline.analysis.ratesweep.STEADY_E2EL_WINDOWS`).  A gpt-oss-20b point with 10 s of arrivals and an
-#: E2EL of 8–22 s achieved a third to a half of its rate by draining alone, and was called saturated.
-OPEN_LOOP_E2EL_WINDOWS = 5.0
-#: The longest window of arrivals a repeat is given (s): a rate past saturation expects the E2EL of the largest
-#: concurrency, which can be minutes; its point is saturated whatever its length.
-OPEN_LOOP_MAX_SECONDS = 120.0
-
-
-def open_loop_counts(rate_rps: float, minimum: int, expected_e2el_s: float | None = None, warmup: bool = True,
-                     requests: int | None = None) -> tuple[int, int]:
-    """(warm-up, measured) requests of one open-loop repeat, sized from the expected E2EL (s).
-
-    Measured: ``requests`` where the config fixes them, else ``max(⌈rate · W⌉, minimum)`` with the window
-    ``W = min(OPEN_LOOP_MAX_SECONDS, max(OPEN_LOOP_SECONDS, OPEN_LOOP_E2EL_WINDOWS × E2EL))``; warm-up: the arrivals of one E2EL (at least one
-    second), which bring the server to its steady occupancy (Little's law: in flight = rate × E2EL), at most the
-    measured count.  Without an expected E2EL: ten seconds and one second, as before.
-    """
-    e2el = expected_e2el_s if expected_e2el_s and math.isfinite(expected_e2el_s) and expected_e2el_s > 0 else 0.0
-    window_s = min(OPEN_LOOP_MAX_SECONDS, max(OPEN_LOOP_SECONDS, OPEN_LOOP_E2EL_WINDOWS * e2el))
-    n_meas = requests or default_open_requests(rate_rps, minimum, window_s)
-    n_warm = min(max(math.ceil(rate_rps * max(1.0, e2el)), 1), n_meas) if warmup else 0
-    return n_warm, n_meas
+from pipeline.engines.loopsizes import (OPEN_LOOP_E2EL_WINDOWS, OPEN_LOOP_MAX_SECONDS, OPEN_LOOP_SECONDS,  # noqa: F401
+                                        default_open_requests, default_requests, open_loop_counts)  # (re-exported)
 
 
 @dataclass
@@ -102,7 +57,8 @@ class LoopResult:
 async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurrency: int, n_warmup: int,
                       t0: float, should_abort: Callable[[], str | None] | None = None,
                       max_consecutive_failures: int = 0, deadline_s: float | None = None,
-                      deadline_reason: str | None = None, meter: ClientMeter | None = None) -> LoopResult:
+                      deadline_reason: str | None = None, meter: ClientMeter | None = None,
+                      finished: asyncio.Event | None = None, own_done: asyncio.Event | None = None) -> LoopResult:
     """Keep exactly ``concurrency`` requests in flight over ``bodies`` (times in s since ``t0``).
 
     ``bodies[:n_warmup]`` are warm-up, the rest measured; after the last body is sent, free
@@ -114,7 +70,9 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     ``max_consecutive_failures`` failed requests in a row (0 = never), or once ``deadline_s``
     seconds have passed (None = never), the repeat is aborted: nothing more is sent, requests
     in flight are cancelled and recorded as failed with the reason, unsent ones as not sent.
-    ``meter`` (:class:`~pipeline.engines.clientmeter.ClientMeter`) is told of every send and every end.
+    ``meter`` (:class:`~pipeline.engines.clientmeter.ClientMeter`) is told of every send and every end.  One of
+    several client processes (:mod:`pipeline.engines.clientprocs`) sets ``own_done`` when its measured requests are
+    done and keeps cooling down until ``finished`` (every process's are) is set from outside.
     """
     headers = target.headers()
     n_total = len(bodies)
@@ -123,10 +81,10 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     cooled: list[RawStream] = []
     send = _metered(meter, session, target, headers, t0)
     state: dict[str, Any] = {"next": 0, "measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
-    all_measured = asyncio.Event()
-    stop = asyncio.Event()
+    all_measured = finished if finished is not None else asyncio.Event()
+    own, stop = own_done if own_done is not None else all_measured, asyncio.Event()  # own: this loop's are done
     if n_measured <= 0:
-        all_measured.set()
+        own.set()
     perf = time.perf_counter
 
     def abort(reason: str) -> None:
@@ -147,18 +105,26 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
                 streams.append(raw)
                 await send(bodies[i], raw)
-                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
+                _settle(raw, state, n_measured, own, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
                 cooled.append(cool)
                 await send(bodies[(i - n_total) % n_total], cool)
 
+    await _run_slots([asyncio.create_task(slot()) for _ in range(concurrency)], all_measured, stop, abort,
+                     deadline_s, deadline_reason)
+    return _finish(_folded(streams, target), state, stop.is_set(), n_warmup, n_total, perf, t0, _folded(cooled, target))
+
+
+async def _run_slots(tasks: list[asyncio.Task], all_measured: asyncio.Event, stop: asyncio.Event,
+                     abort: Callable[[str], None], deadline_s: float | None, deadline_reason: str | None) -> None:
+    """Wait for the closed loop's slot ``tasks`` until every measured request is done or the loop stops (an abort,
+    ``deadline_s`` seconds passed), then cancel them; re-raise a bug raised inside a slot."""
     async def watchdog() -> None:
         await asyncio.sleep(deadline_s)
         abort(deadline_reason or f"deadline of {deadline_s:g} s passed")
 
-    tasks = [asyncio.create_task(slot()) for _ in range(concurrency)]
     waiter = asyncio.create_task(all_measured.wait())
     stopper = asyncio.create_task(stop.wait())
     guard = asyncio.create_task(watchdog()) if deadline_s is not None else None
@@ -177,7 +143,6 @@ async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurr
     for t in tasks:  # a bug inside a slot must not pass silently
         if t.done() and not t.cancelled() and t.exception() is not None:
             raise t.exception()
-    return _finish(_folded(streams, target), state, stop.is_set(), n_warmup, n_total, perf, t0, _folded(cooled, target))
 
 
 def _folded(streams: list[RawStream], target: Target) -> list[RawStream]:
@@ -235,10 +200,10 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
     cooled: list[RawStream] = []
     send = _metered(meter, session, target, headers, t0)
     state: dict[str, Any] = {"measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
-    all_measured = asyncio.Event()
-    stop = asyncio.Event()
+    all_measured = finished if finished is not None else asyncio.Event()
+    own, stop = own_done if own_done is not None else all_measured, asyncio.Event()  # own: this loop's are done
     if n_measured <= 0:
-        all_measured.set()
+        own.set()
     perf = time.perf_counter
     slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     tasks: set[asyncio.Task] = set()
@@ -262,7 +227,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
                                 scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
                 streams.append(raw)
                 await send(bodies[i], raw)
-                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
+                _settle(raw, state, n_measured, own, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)

@@ -18,7 +18,7 @@ from typing import Any
 
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
-from pipeline.engines import client, eventloop, scheduler, streamrecord
+from pipeline.engines import client, clientprocs, eventloop, scheduler, streamrecord
 from pipeline.engines.clientmeter import ClientMeter
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
@@ -259,7 +259,7 @@ class ServedEngine:
              "tokenized chunk text; the server reports no usage"),
             "cooldown_sent": [], "aborted": None, "client": [],
             "transport": client.transport_for(target.url, self.opts.transport),
-            "event_loop": eventloop.loop_name(loop)}
+            "event_loop": eventloop.loop_name(loop), "client_processes": getattr(self.opts, "client_processes", 1)}
         out: list[list[RepeatRecord]] = []
 
         async def main() -> None:  # the records kept aside: the runner formats its main task's result on exit since
@@ -314,9 +314,15 @@ class ServedEngine:
                     sampler.start()
                 meter = metering["now"] = ClientMeter()
                 meter.start(t0)
+                procs = getattr(self.opts, "client_processes", 1)
                 try:
                     reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
-                    if key.open_loop:
+                    if not key.open_loop and procs > 1:  # the closed loop over several client processes
+                        res, spread = await clientprocs.closed_loop(
+                            target, bodies[r * per:(r + 1) * per], key.concurrency, n_warm, t0, procs,
+                            self.opts.transport, getattr(self.opts, "event_loop", "auto"), self._should_abort,
+                            self.opts.max_consecutive_failures, left, reason)
+                    elif key.open_loop:
                         res = await scheduler.open_loop(session, target, bodies[r * per:(r + 1) * per], key.load,
                                                         key.rate_rps, key.max_concurrency, n_warm, t0, meta["seed"] + r,
                                                         self._should_abort, self.opts.max_consecutive_failures, left,
@@ -329,6 +335,8 @@ class ServedEngine:
                     during = sampler.stop()
                     await meter.stop()
                     metering["now"] = None
+                if not key.open_loop and procs > 1:
+                    meter = spread  # the processes' own figures, not the idle parent's
                 after = await self._scrape(session, murl) if before is not None else None
                 records = [streamrecord.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
                            for s in res.streams]

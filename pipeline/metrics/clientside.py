@@ -50,7 +50,8 @@ CLIENT_LAG_LIMIT_S = 0.010
 
 #: What to do about a client-bound point (the sweep prints it, ``show`` and the pages carry the reason).
 CLIENT_BOUND_ADVICE = ("give the client a core of its own (nothing else on it), spread the load over more "
-                       "client machines, or measure a smaller grid (lower concurrency)")
+                       "client processes (client_processes: N, one core each) or machines, or measure a smaller grid "
+                       "(lower concurrency)")
 
 
 def read_wait_s(lags_s: list[float], wall_s: float | None) -> float | None:

@@ -73,8 +73,9 @@ def tok_dir(tmp_path_factory) -> Path:
     return folder
 
 
-def _measure(tmp: Path, tok_dir: Path, concurrency: int, requests: int):
-    """One point (64 out, 1 repeat, warm-up on) against a fresh recording server; (records, summary, server record)."""
+def _measure(tmp: Path, tok_dir: Path, concurrency: int, requests: int, processes: int = 1):
+    """One point (64 out, 1 repeat, warm-up on) against a fresh recording server, its closed loop over ``processes``
+    client processes; (records, summary, server record)."""
     port = free_port()
     log = tmp / f"server-c{concurrency}.log"
     with open(log, "wb") as fh:
@@ -86,7 +87,7 @@ def _measure(tmp: Path, tok_dir: Path, concurrency: int, requests: int):
         cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8,
                             "output_len": N_TOKENS, "concurrency": [concurrency], "repeats": 1,
                             "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": requests,
-                                       "tokenizer": str(tok_dir), "timeout_s": 60},
+                                       "tokenizer": str(tok_dir), "timeout_s": 60, "client_processes": processes},
                             "models": [{"name": "m", "served_name": "m"}]})
         engine = get_engine(cfg)
         engine.load(cfg.models[0])
@@ -122,11 +123,14 @@ def _server_truth(rec, server, n_warm):
     return tokens / (end - start), float(np.median(ttft)), float(np.median(tpot)), float(np.mean(gaps))
 
 
-@pytest.mark.parametrize("concurrency", [1, 8, 32, 256, 1024])
-def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency):
-    rec, summ, server = _measure(tmp_path, tok_dir, concurrency, max(4 * concurrency, 16))
+@pytest.mark.parametrize("concurrency,processes", [(1, 1), (8, 1), (32, 1), (256, 1), (1024, 1), (32, 2), (256, 2)])
+def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency, processes):
+    """The same tolerances whether the closed loop runs in one client process or over two (the concurrency split
+    between them, :mod:`pipeline.engines.clientprocs`): the same numbers either way."""
+    rec, summ, server = _measure(tmp_path, tok_dir, concurrency, max(4 * concurrency, 16), processes)
+    assert rec.meta["client_processes"] == processes
     tok_s, ttft, tpot, gap = _server_truth(rec, server, concurrency)
-    print(f"\nc={concurrency}: delivered {summ.delivered_output_throughput_tok_s / tok_s - 1:+.2%}, TPOT p50 "
+    print(f"\nc={concurrency} ({processes} client process(es)): delivered {summ.delivered_output_throughput_tok_s / tok_s - 1:+.2%}, TPOT p50 "
           f"{summ.tpot_s['p50'] / tpot - 1:+.2%}, ITL mean {summ.itl_s['mean'] / gap - 1:+.2%}, TTFT p50 "
           f"{(summ.ttft_s['p50'] - ttft) * 1e3:+.2f} ms of {ttft * 1e3:.1f}; the server's {tok_s:,.0f} tok/s, TPOT "
           f"{tpot * 1e3:.2f} ms; client lag p99 {summ.client_lag_s['p99'] * 1e3:.2f} ms, CPU {summ.client_cpu_share:.0%}")

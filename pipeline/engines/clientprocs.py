@@ -1,0 +1,198 @@
+"""The closed loop spread over several client processes, when one core cannot read every stream.
+
+Why: one client process reads about 120,000–170,000 streamed tokens a second on one core
+(``benchmarks/loadgen_overhead.py``, docs/reliability.md); past that its own core, not the server, sets the
+figures, and the point is flagged client-bound (:mod:`pipeline.metrics.clientside`).  AIPerf spreads its
+requests over worker processes for the same reason.  ``client_processes: N`` (a served backend's option) runs
+the repeat's closed loop as N processes, each on the same event loop and transport as one would use:
+
+- **slots**: the concurrency split as evenly as it goes (:func:`split`), so exactly ``concurrency`` requests
+  are in flight in all; each process has its share of the warm-up (one per slot) and of the measured requests
+  (in proportion to its slots, taken in turn from the repeat's bodies so each keeps its request ids);
+- **one end**: a process whose measured requests are done tells the parent and keeps cooling down
+  (:func:`pipeline.engines.scheduler.closed_loop`'s ``own_done`` and ``finished``) until every process's are
+  done, so the load stays at ``concurrency`` to the last measured completion, as in one process;
+- **one clock**: every process stamps with ``time.perf_counter`` against the parent's ``t0``: on Linux and macOS
+  it is the system's monotonic clock (``CLOCK_MONOTONIC``, ``mach_absolute_time``), one for every process, so
+  the records merge as they are;
+- **the meter**: the requests in flight are every process's sends and ends together; lag, connect and first-byte
+  samples are pooled; the CPU share is the busiest process's (the limit is one core, whichever it is).
+
+The parent's own loop stays free for the server's metrics scrape; an abort the parent sees (``should_abort``)
+stops every process's sends.  Each process is started per repeat (``spawn``: no copy of the parent's event loop),
+which costs about a second of start-up before the repeat, outside its measured window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from pipeline.engines import client, eventloop, scheduler
+from pipeline.engines.clientmeter import ClientMeter
+
+#: How often the parent polls ``should_abort`` while the processes run (s).
+ABORT_POLL_S = 0.25
+
+
+def split(concurrency: int, n_procs: int) -> list[int]:
+    """Slots per process: ``concurrency`` over ``min(n_procs, concurrency)`` processes, the first ones one more
+    where it does not divide (``split(10, 4) == [3, 3, 2, 2]``)."""
+    n = max(1, min(n_procs, concurrency))
+    return [concurrency // n + (i < concurrency % n) for i in range(n)]
+
+
+def assign(n_warmup: int, n_total: int, slots: list[int]) -> list[list[int]]:
+    """The body indices of each process: its warm-up (its slots' share of ``n_warmup``, in order) and its measured
+    requests (the measured indices dealt in turn, each process taking as many per round as it has slots)."""
+    warm = split(n_warmup, len(slots)) if n_warmup >= len(slots) else [1] * n_warmup + [0] * (len(slots) - n_warmup)
+    out, k = [], 0
+    for w in warm:
+        out.append(list(range(k, k + w)))
+        k += w
+    rounds = [p for p, n in enumerate(slots) for _ in range(n)]
+    for j, i in enumerate(range(n_warmup, n_total)):
+        out[rounds[j % len(rounds)]].append(i)
+    return out
+
+
+@dataclass
+class Job:
+    """What one client process runs (picklable): its bodies, slots and warm-up count, and the loop's settings."""
+
+    target: client.Target
+    bodies: list[bytes]
+    ids: list[int]
+    slots: int
+    n_warmup: int
+    t0: float
+    transport: str
+    event_loop: str
+    max_consecutive_failures: int
+    deadline_s: float | None
+    deadline_reason: str | None
+
+
+def _work(job: Job, pipe: Any) -> None:
+    """A client process: the closed loop over its bodies; tells ``pipe`` "measured" when its own are done, stops at
+    "stop", stops sending at ("abort", reason); sends back (its LoopResult, its meter's result and events)."""
+    async def main() -> tuple[Any, dict, list]:
+        loop = asyncio.get_running_loop()
+        finished, own, said = asyncio.Event(), asyncio.Event(), {"abort": None}
+
+        def heard() -> None:
+            msg = pipe.recv()
+            if msg == "stop":
+                finished.set()
+            else:
+                said["abort"] = msg[1]
+
+        loop.add_reader(pipe.fileno(), heard)
+        meter = ClientMeter()
+        meter.start(job.t0)
+        tell = loop.create_task(_tell_when(own, pipe))
+        try:
+            async with client.make_session(job.slots, phases=lambda: meter, transport=job.transport) as session:
+                res = await scheduler.closed_loop(session, job.target, job.bodies, job.slots, job.n_warmup, job.t0,
+                                                  lambda: said["abort"], job.max_consecutive_failures, job.deadline_s,
+                                                  job.deadline_reason, meter, finished=finished, own_done=own)
+        finally:
+            tell.cancel()
+            await meter.stop()
+            loop.remove_reader(pipe.fileno())
+            os.set_blocking(pipe.fileno(), True)  # add_reader made it non-blocking: the records are megabytes
+        return res, meter.result, meter.events
+
+    out: list = []
+
+    async def keep() -> None:  # the result kept aside (python/cpython#112559, as ServedEngine.measure does)
+        out.append(await main())
+
+    eventloop.run(keep(), job.event_loop)
+    res, meter_result, events = out[0]
+    for s in res.streams:  # back to the repeat's request ids
+        s.request_id = job.ids[s.request_id]
+    pipe.send((res, meter_result, events))
+
+
+async def _tell_when(own: asyncio.Event, pipe: Any) -> None:
+    await own.wait()
+    pipe.send("measured")
+
+
+async def closed_loop(target: client.Target, bodies: list[bytes], concurrency: int, n_warmup: int, t0: float,
+                      n_procs: int, transport: str = "auto", event_loop: str = "auto",
+                      should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
+                      deadline_s: float | None = None,
+                      deadline_reason: str | None = None) -> tuple[scheduler.LoopResult, ClientMeter]:
+    """:func:`pipeline.engines.scheduler.closed_loop` over ``n_procs`` client processes (module docstring): the
+    merged LoopResult (streams in request-id order, cool-down streams and counts summed, the first abort) and a
+    meter holding every process's figures (:func:`merged_meter`)."""
+    slots = split(concurrency, n_procs)
+    ids = assign(n_warmup, len(bodies), slots)
+    ctx = multiprocessing.get_context("spawn")
+    pipes, procs = [], []
+    for k, (n, mine) in enumerate(zip(slots, ids)):
+        ours, theirs = ctx.Pipe()
+        job = Job(target, [bodies[i] for i in mine], mine, n, sum(1 for i in mine if i < n_warmup), t0, transport,
+                  event_loop, max_consecutive_failures, deadline_s, deadline_reason)
+        proc = ctx.Process(target=_work, args=(job, theirs), daemon=True, name=f"batchmark-client-{k}")
+        proc.start()
+        pipes.append(ours)
+        procs.append(proc)
+    try:
+        results = await _gather(pipes, procs, should_abort)
+    finally:
+        for proc in procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+    streams = sorted((s for res, _, _ in results for s in res.streams), key=lambda s: s.request_id)
+    aborted = next((res.aborted for res, _, _ in results if res.aborted), None)
+    merged = scheduler.LoopResult(streams=streams, cooldown_sent=sum(res.cooldown_sent for res, _, _ in results),
+                                  aborted=aborted, cooldown=[s for res, _, _ in results for s in res.cooldown])
+    return merged, merged_meter([(m, e) for _, m, e in results])
+
+
+async def _gather(pipes: list[Any], procs: list[Any], should_abort: Callable[[], str | None] | None) -> list[tuple]:
+    """Wait for every process: "stop" to all once each said "measured"; an abort passed on; their results."""
+    measured, results, aborted = set(), {}, None
+    while len(results) < len(pipes):
+        for k, pipe in enumerate(pipes):
+            while k not in results and pipe.poll():
+                msg = pipe.recv()
+                if msg == "measured":
+                    measured.add(k)
+                    if len(measured) == len(pipes):
+                        for p in pipes:
+                            p.send("stop")
+                else:
+                    results[k] = msg
+            if k not in results and not procs[k].is_alive() and not pipe.poll():
+                raise RuntimeError(f"client process {k} ended without its records (exit code {procs[k].exitcode})")
+        if aborted is None and should_abort is not None and (aborted := should_abort()) is not None:
+            for p in pipes:
+                p.send(("abort", aborted))
+        await asyncio.sleep(0.01 if measured else ABORT_POLL_S / 10)
+    return [results[k] for k in range(len(pipes))]
+
+
+def merged_meter(parts: list[tuple[dict[str, Any] | None, list[tuple[float, int]]]]) -> ClientMeter:
+    """One meter of several processes' (result, in-flight events): events, lag, connect and first-byte samples
+    pooled; ``wall_s`` the longest, ``cpu_s`` the sum, ``cpu_share`` the busiest process's share of its core (the
+    limit is one core: a client-bound process makes the point client-bound whatever the others did)."""
+    meter = ClientMeter()
+    meter.events = [e for _, events in parts for e in events]
+    results = [r for r, _ in parts if r]
+    shares = [r["cpu_share"] for r in results if r.get("cpu_share") is not None]
+    meter.result = {"wall_s": max((r["wall_s"] for r in results), default=None),
+                    "cpu_s": sum(r["cpu_s"] for r in results) if results else None,
+                    "cpu_share": max(shares) if shares else None,
+                    "lag_s": [x for r in results for x in r.get("lag_s", [])],
+                    "connect_s": [x for r in results for x in r.get("connect_s", [])],
+                    "first_byte_s": [x for r in results for x in r.get("first_byte_s", [])],
+                    "processes": len(parts)}
+    return meter
