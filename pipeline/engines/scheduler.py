@@ -200,10 +200,10 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
     cooled: list[RawStream] = []
     send = _metered(meter, session, target, headers, t0)
     state: dict[str, Any] = {"measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
-    all_measured = finished if finished is not None else asyncio.Event()
-    own, stop = own_done if own_done is not None else all_measured, asyncio.Event()  # own: this loop's are done
+    all_measured = asyncio.Event()
+    stop = asyncio.Event()
     if n_measured <= 0:
-        own.set()
+        all_measured.set()
     perf = time.perf_counter
     slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
     tasks: set[asyncio.Task] = set()
@@ -227,7 +227,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
                                 scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
                 streams.append(raw)
                 await send(bodies[i], raw)
-                _settle(raw, state, n_measured, own, abort, max_consecutive_failures)
+                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
             else:
                 state["cooldown"] += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)
@@ -362,3 +362,4 @@ def measured_window(records: list[RequestRecord]) -> tuple[float, float]:
     if not meas or not done:
         return 0.0, 0.0
     return min(r.sent_s for r in meas), max(done)
+
