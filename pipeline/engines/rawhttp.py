@@ -23,8 +23,9 @@ that ends at an event's blank line, after one that did too) looks for ``[DONE]``
 ``TypeError`` each time); each chunk-size line is checked and converted once (:data:`_SIZES`).  Beside a minimal
 socket client on two cores (``benchmarks/loadgen_overhead.py --repeats 5 --output-tokens 256``, docs/reliability.md)
 the receiving loop's whole CPU per token (the kernel's ``recv`` included: 39 % of it at c = 64 in a ``py-spy
---native`` profile, ``data_received`` 38 %) is 5.8–7.3 µs at c = 1 … 1,024 against the minimal client's 5.6–8.2,
-and there the bench server's one core, not the client, sets the tokens/s.
+--native`` profile, ``data_received`` 38 %, taken before the chunk-size lines were kept) is 5.8–7.3 µs at
+c = 1 … 1,024 against the minimal client's 5.6–8.2, and there the bench server's one core, not the client, sets the
+tokens/s.
 
 Failures raise one-line exceptions that the client turns into the request's ``error``: refused or unreachable
 (``ConnectionRefusedError``/``OSError`` with the host), the connection closed mid-answer
