@@ -32,15 +32,13 @@ def diff_min_effect_pct() -> float:
 
 def _cmd_probe(args: argparse.Namespace) -> int:
     from pipeline.machine.hardware import probe
+    from pipeline.machine.roofprobe import probe_text
 
     res = probe(args.device, repeats=args.repeats)
     if args.json:
         print(json.dumps(res.as_dict(), indent=1))
     else:
-        print(f"device        {res.device} ({res.threads} threads)")
-        print(f"bandwidth     {res.bandwidth_gb_s:.1f} GB/s read (median of {len(res.bandwidth_repeats_gb_s)}, "
-              f"{res.buffer_bytes / 2**30:.0f} GiB buffer)")
-        print(f"matmul        {res.peak_tflops:.3f} TFLOP/s {res.dtype} (n={res.matmul_n}, median of {len(res.tflops_repeats)})")
+        print(probe_text(res))
     return 0
 
 

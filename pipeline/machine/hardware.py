@@ -100,14 +100,19 @@ class ProbeResult:
 
     Attributes:
         device: ``cpu`` or ``cuda:<name>``.
-        bandwidth_gb_s: median memory read bandwidth, GB/s (1e9 bytes/s).
-        peak_tflops: median dense matmul rate in ``dtype``, TFLOP/s (1e12 FLOP/s).
-        bandwidth_repeats_gb_s / tflops_repeats: every repeat, for the spread.
+        bandwidth_gb_s: the best repeat's memory read bandwidth, GB/s (1e9 bytes/s): noise only slows a probe.
+        peak_tflops: the compute roof in ``dtype``, TFLOP/s (1e12 FLOP/s): the best repeat of the best GEMM shape
+            (:func:`pipeline.machine.roofprobe.compute_roofs`).
+        bandwidth_repeats_gb_s / tflops_repeats: every repeat (the matmul's of the shape that set the roof), for
+            the spread: a drift between two probes is judged against it.
         buffer_bytes: size of the buffer streamed by the bandwidth probe.
+        matmul_n: the prefill shape's width (M = K = N).
         load: the evidence of another load while the probe ran (:func:`probe_load`): other processes' CPU share,
             steal time, the load average; None where it could not be read (or for a simulated machine).
-        peak_tflops_by_dtype: the matmul rate in each dtype probed, TFLOP/s (a CPU: float32 at ``matmul_n`` and
-            bfloat16 at n = 512, so MFU is taken against the roof of the dtype served).
+        peak_tflops_by_dtype: the compute roof in each dtype probed, TFLOP/s (a CPU: float32 and bfloat16, so MFU is
+            taken against the roof of the dtype served).
+        compute_shapes: each GEMM timed (dtype, shape name, M, K, N, loops per timed operation, the operation's
+            best time in s, its best and every repeat's TFLOP/s): what the roofs rest on.
         cpu: the CPU's instruction set and native dtype (:func:`pipeline.machine.cpuisa.this_cpu`), None on a GPU.
     """
 
@@ -123,6 +128,7 @@ class ProbeResult:
     load: dict[str, Any] | None = None
     peak_tflops_by_dtype: dict[str, float] | None = None
     cpu: dict[str, Any] | None = None
+    compute_shapes: list[dict[str, Any]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain-JSON form."""
@@ -136,23 +142,26 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = None,
-          matmul_n: int | None = None) -> ProbeResult:
-    """Measure memory read bandwidth and peak matmul rate on ``device`` (median of ``repeats``).
+def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = None) -> ProbeResult:
+    """Measure memory read bandwidth and the compute roof on ``device``: the best of ``repeats`` each.
 
     Bandwidth: a reduction (``sum``) over a buffer far larger than the last-level cache
     (1 GiB on a CPU, 4 GiB on a GPU), bytes read / seconds.  The reduction reads every byte
     once and writes nothing, which is the access pattern of a decode step's weight reads.
-    Matmul: ``n x n @ n x n`` in float32 (CPU) or bfloat16 (CUDA), 2·n³ FLOPs / seconds.
+    Compute: a decode step's and a prefill's GEMM shapes, each timed as a loop of at least
+    :data:`pipeline.machine.roofprobe.TARGET_S` (2·M·K·N FLOPs a product / seconds), in bfloat16 (CUDA) or in
+    float32 and bfloat16 (a CPU: the dtypes a model may be served in), :func:`pipeline.machine.roofprobe.compute_roofs`.
+    The best repeat, not the median: another process, a frequency step or a page fault only ever slows a probe.
     """
     import torch
+
+    from pipeline.machine.roofprobe import compute_roofs, gemm_shapes
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     on_gpu = device.startswith("cuda")
     dtype = torch.bfloat16 if on_gpu else torch.float32
     buffer_bytes = buffer_bytes or (4 << 30 if on_gpu else 1 << 30)
-    matmul_n = matmul_n or (8192 if on_gpu else 2048)
 
     meter = _ProbeLoad().__enter__()
     buf = torch.ones(buffer_bytes // 4, dtype=torch.float32, device=device)
@@ -166,44 +175,19 @@ def probe(device: str = "auto", repeats: int = 7, buffer_bytes: int | None = Non
         bw.append(buf.numel() * 4 / (time.perf_counter() - t0) / 1e9)
     del buf
 
-    a = torch.randn(matmul_n, matmul_n, device=device).to(dtype)
-    b = torch.randn(matmul_n, matmul_n, device=device).to(dtype)
-    a @ b
-    _sync(device)
-    tf = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        _sync(device)
-        tf.append(2 * matmul_n**3 / (time.perf_counter() - t0) / 1e12)
-    del a, b
-    by_dtype = {str(dtype).removeprefix("torch."): statistics.median(tf)}
-    if not on_gpu:  # the roof of the dtype a CPU model may be served in: bfloat16, small (emulated, it is slow)
-        by_dtype["bfloat16"] = _matmul_tflops(torch, device, torch.bfloat16, min(matmul_n, 512), 3)
+    by_dtype, shapes = compute_roofs(torch, device, [dtype] if on_gpu else [dtype, torch.bfloat16], repeats, _sync)
+    name_dt = str(dtype).removeprefix("torch.")
+    best = max((s for s in shapes if s["dtype"] == name_dt), key=lambda s: s["tflops"])
     if on_gpu:  # hand the probe's buffers back before a server (vLLM) wants the memory
         torch.cuda.empty_cache()
     meter.__exit__()
     name = f"cuda:{torch.cuda.get_device_name(0)}" if on_gpu else f"cpu:{platform.processor() or platform.machine()}"
     return ProbeResult(
-        device=name, dtype=str(dtype).removeprefix("torch."),
-        bandwidth_gb_s=statistics.median(bw), peak_tflops=statistics.median(tf),
-        bandwidth_repeats_gb_s=bw, tflops_repeats=tf, buffer_bytes=buffer_bytes,
-        matmul_n=matmul_n, threads=torch.get_num_threads(), load=meter.result, peak_tflops_by_dtype=by_dtype,
-        cpu=None if on_gpu else this_cpu())
-
-
-def _matmul_tflops(torch: Any, device: str, dtype: Any, n: int, repeats: int) -> float:
-    """Median ``n x n @ n x n`` matmul rate in ``dtype``, TFLOP/s (2·n³ FLOPs / seconds; one warm-up first)."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    a @ b
-    out = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        a @ b
-        _sync(device)
-        out.append(2 * n**3 / (time.perf_counter() - t0) / 1e12)
-    return statistics.median(out)
+        device=name, dtype=name_dt,
+        bandwidth_gb_s=max(bw), peak_tflops=by_dtype[name_dt],
+        bandwidth_repeats_gb_s=bw, tflops_repeats=best["tflops_repeats"], buffer_bytes=buffer_bytes,
+        matmul_n=gemm_shapes(on_gpu)[-1][1], threads=torch.get_num_threads(), load=meter.result,
+        peak_tflops_by_dtype=by_dtype, cpu=None if on_gpu else this_cpu(), compute_shapes=shapes)
 
 
 #: A probe figure is noisy when the median absolute deviation of its repeats exceeds this share of their median.

@@ -21,8 +21,8 @@ def test_an_idle_machines_probes_are_not_called_noisy():
 
     # 512 MiB: beyond the last-level cache, as the probe's own 1 GiB (a 64 MiB buffer half fit in this Xeon's cache
     # and read 36–39 GB/s against 19–23 from memory, its repeats' MAD up to 18 %: the test's noise, not the machine's);
-    # n = 1024: a matmul of milliseconds, not of the timer's microseconds (n = 256 tripped the limit alone)
-    res = [probe("cpu", repeats=7, buffer_bytes=512 << 20, matmul_n=1024) for _ in range(3)]
+    # each matmul repeat loops for tens of milliseconds (pipeline.machine.roofprobe.TARGET_S)
+    res = [probe("cpu", repeats=7, buffer_bytes=512 << 20) for _ in range(3)]
     busy = [r for r in res if probe_busy(r.load)]
     if busy:
         pytest.skip(f"another load shared this machine while probing ({probe_busy(busy[0].load)}): not idle")
