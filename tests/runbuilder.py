@@ -66,8 +66,8 @@ def prefill_s(concurrency: int, m: float = 1.0) -> float:
     return BASE_PREFILL_S * concurrency * m
 
 
-def card(name: str) -> dict[str, Any]:
-    """A small model card (dense or MoE by name) so that analysis can compute MBU."""
+def card(name: str, quantization: str = "float32") -> dict[str, Any]:
+    """A small model card (dense or MoE by name, served in ``quantization``) so that analysis can compute MBU."""
     moe = name.startswith("moe")
     return {"name": name, "kind": "moe" if moe else "dense", "total_params": 300_000_000,
             "active_params": 120_000_000 if moe else 300_000_000, "embedding_params": 30_000_000,
@@ -75,7 +75,7 @@ def card(name: str) -> dict[str, Any]:
             "expert_bytes": 680_000_000 if moe else 0, "num_layers": 8, "num_attention_heads": 16,
             "num_kv_heads": 4, "head_dim": 64, "kv_bytes_per_token": 16384,
             "num_experts": 32 if moe else None, "experts_per_token": 4 if moe else None,
-            "quantization": "float32", "source": "hand-made for tests", "extra": {}}
+            "quantization": quantization, "source": "hand-made for tests", "extra": {}}
 
 
 def point_records(model: str, concurrency: int, multipliers: tuple[float, ...],
@@ -135,7 +135,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              transformers_version: str = "4.57.0", dtype: str = "float32", served_requests: int | None = None,
              seed: int = 0, open_loop_rates: tuple[float, ...] = (),
              busy: dict[tuple[str, int], float] | None = None, probe_warning: str | None = None,
-             probe_extra: dict[str, Any] | None = None) -> Path:
+             probe_extra: dict[str, Any] | None = None, quantization: str = "float32") -> Path:
     """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
 
     Args:
@@ -157,6 +157,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
             (:mod:`pipeline.machine.interference`), as a sweep under a CPU hog records it.
         probe_warning: the probe's warning in run.json (None: a steady probe).
         probe_extra: fields of run.json's probe set over the defaults (its roofs by dtype, the CPU's instruction set).
+        quantization: the dtype the models' cards say they were served in.
     """
     slow = slow or {}
     run_dir = runs_dir / run_id
@@ -183,7 +184,7 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,
                                  "cuda_device": None, "mode": "static batch"})
     for model in models:
-        runs.write_model_card(run_dir, card(model))
+        runs.write_model_card(run_dir, card(model, quantization))
         for c in concurrency:
             factor = slow.get((model, c), 1.0)
             mults = tuple(m * factor for m in noise)

@@ -40,11 +40,12 @@ from pipeline.analysis.knee import KNEE_THRESHOLD, find_knee, knee_uncertainty, 
 from pipeline.cards.modelcards import ModelCard
 from pipeline.analysis.quality import (implausible_mfu, implausible_model, implausible_point, point_verdict,
                                        probe_saw_load, same_format)
+from pipeline.analysis.pointquality import EXCLUDING_CAVEATS, point_quality, point_warnings  # noqa: F401 (their home before)
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.core.pointsummary import PointSummary
-from pipeline.metrics.clientside import CLIENT_BOUND_ADVICE
 from pipeline.core.records import Workload, server_key, workload_of
 from pipeline.analysis.regime import decode_batch, point_regime, post_knee_cause
+from pipeline.analysis.underread import under_read_roofs, under_read_text
 from pipeline.analysis.routing import (COVERAGE_NOT_MEASURED, identical_prompts, implausible_mbu, routing_of,
                                       routing_scale_of)
 from pipeline.cards.servedformat import bytes_at_b1_range, is_stated
@@ -120,97 +121,6 @@ def hardware_block(hardware: dict[str, Any], probe: dict[str, Any] | None) -> di
     }
 
 
-#: The caveats that say a point did not measure what it is labelled with, each with the cause it names; above
-#: ``max_failure_rate`` of its requests the point is excluded like a failed one.  Requests that stopped before the
-#: asked length although the server accepted ``ignore_eos`` (a server ignoring the field: inference-perf PR #746),
-#: a server counting another prompt length than the client built (a tokenizer or chat-template mismatch: vLLM PR
-#: #42532), an imported output count that is the client's ``max_tokens`` fallback (SGLang PR #36272).
-EXCLUDING_CAVEATS = {
-    "count_below_max_tokens": lambda s: (f"stopped before the requested {s.output_len} tokens although the server "
-                                         "accepted ignore_eos: not the workload asked for"),
-    "input_tokens_mismatch": lambda s: (f"were counted by the server at"
-                                        f"{f' {s.input_tokens_served:.0f}' if s.input_tokens_served is not None else ' another number of'}"
-                                        f" prompt tokens for the {s.input_len} the client built (a tokenizer or "
-                                        "chat-template mismatch): not the workload asked for"),
-    "output_count_not_measured": lambda s: ("had an output count that is not what was streamed (generated and "
-                                            "re-tokenized counts disagree): its throughput was not measured"),
-}
-
-
-def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_RATE) -> dict[str, Any]:
-    """``{"failure_rate", "caveats", "excluded", "excluded_reason"}`` of one point (module docstring).
-
-    ``caveats`` are the point's caveat names (``failed_requests`` and the token-count flags of
-    :mod:`pipeline.engines.tokencount`), sorted.  Imported points without a request count give
-    a failure rate from ``completed`` and ``failed`` alone; one whose file states no failed count
-    (caveat ``failed_count_unknown``) has none.
-    """
-    total = (s.completed or 0) + (s.failed or 0)
-    rate = s.failure_rate if s.failure_rate is not None else (s.failed / total if total else None)
-    caveats = set((s.caveats or {}).keys())
-    if "failed_count_unknown" in caveats:  # an import whose file states no failed count: unknown, never 0
-        rate = None
-    if s.failed:
-        caveats.add("failed_requests")
-    reason = None
-    counts = s.caveats or {}
-    if total and not s.completed:
-        reason = f"no request completed ({s.failed} failed)"
-    elif rate is not None and rate > max_failure_rate:
-        reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
-                  f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
-    elif s.client_bound:  # the client, not the server, was the limit: no server measurement (metrics.clientside)
-        reason = f"{s.client_bound_reason}; left out of knee, peak and scaling efficiency"
-    else:
-        for flag, cause in EXCLUDING_CAVEATS.items():
-            n = counts.get(flag, 0)
-            if total and n / total > max_failure_rate:
-                reason = (f"{n} of {total} requests {cause(s)} ({n / total:.0%}, above max_failure_rate "
-                          f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")
-                break
-    return {"failure_rate": rate, "caveats": sorted(caveats), "excluded": reason is not None, "excluded_reason": reason}
-
-
-def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_RATE) -> list[str]:
-    """What the sweep prints about one measured point's streams, one line each; [] when nothing.
-
-    - requests that stopped before ``max_tokens`` although the server accepted ``ignore_eos`` /
-      ``min_tokens`` (``count_below_max_tokens``): the server does not honour them, and the point
-      is not of the requested output length (left out of the analysis when widespread,
-      :func:`point_quality`);
-    - a client-bound point (:func:`pipeline.metrics.clientside.client_bound_reason`): what the client's CPU or lag
-      said, and what to do (:data:`pipeline.metrics.clientside.CLIENT_BOUND_ADVICE`);
-    - requests whose prompt the server counted differently from the one the client built
-      (``input_tokens_mismatch``, :func:`pipeline.engines.tokencount.input_mismatch`): a tokenizer
-      or chat-template mismatch; the records keep the server's count (left out when widespread);
-    - requests whose tokens arrived in bursts (``timed_by_intermediary``,
-      :func:`pipeline.engines.streamrecord.arrived_in_bursts`): the latencies are a buffer's, not the server's.
-    """
-    total = (s.completed or 0) + (s.failed or 0)
-    caveats = s.caveats or {}
-    out = []
-    early = caveats.get("count_below_max_tokens", 0)
-    if early:
-        got = f" (mean {s.output_tokens_served:.0f})" if s.output_tokens_served is not None else ""
-        left = "; left out of the analysis" if total and early / total > max_failure_rate else ""
-        out.append(f"{early} of {total} requests stopped before the requested {s.output_len} output tokens{got} "
-                   f"although the server accepted ignore_eos: it does not honour it{left}")
-    if s.client_bound:
-        out.append(f"{s.client_bound_reason}: left out of the knee, peak and diff; {CLIENT_BOUND_ADVICE}")
-    mism = caveats.get("input_tokens_mismatch", 0)
-    if mism:
-        got = f" {s.input_tokens_served:.0f}" if s.input_tokens_served is not None else " another number of"
-        left = "; left out of the analysis" if total and mism / total > max_failure_rate else ""
-        out.append(f"{mism} of {total} requests: the server counted{got} prompt tokens for the {s.input_len} the "
-                   f"client built (a tokenizer or chat-template mismatch); check the model's tokenizer{left}")
-    burst = caveats.get("timed_by_intermediary", 0)
-    if burst:
-        out.append(f"{burst} of {total} requests arrived in bursts of many events per read: a buffer between the "
-                   "server and the client (a proxy, or a server writing at the end) timed them, so TTFT, TPOT and "
-                   "ITL are not the server's")
-    return out
-
-
 def card_of(cards: dict[str, Any], model: str, variant: str) -> Any:
     """A model's card under a variant: the variant's own where its server counts other bytes (an FP8 KV cache: the
     card stored as :func:`pipeline.core.records.server_key`), else the model's."""
@@ -253,13 +163,20 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     # MBU/MFU use the same figures as the ceiling and the roofline (probed first, else spec), so that
     # single stream / ceiling = MBU at c = 1 in every table; mbu_spec and mbu_probed are given beside.
     bw_mbu = bw  # the compute roof is each model's dtype's where the probe measured it (roof_for_dtype)
-    points_out = []
-    for s in summaries:
-        if s.load != "closed":
-            points_out.append({**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None,
-                               "regime": None, "server": s.server, "implausible": None})
-            continue
-        points_out.append(_point_row(s, card_of(cards, s.model, s.variant), hw, probe, bw_mbu, limits, max_failure_rate))
+
+    def rows(under: dict[str | None, str]) -> list[dict[str, Any]]:
+        return [_point_row(s, card_of(cards, s.model, s.variant), hw, probe, bw_mbu, limits, max_failure_rate, under)
+                if s.load == "closed" else
+                {**s.key.as_dict(), **point_quality(s, max_failure_rate), "mbu": None, "mfu": None, "regime": None,
+                 "server": s.server, "implausible": None} for s in summaries]
+
+    points_out = rows({})
+    # a roof a point beat is under-read (analysis.underread): every point against it again, on the bandwidth alone
+    under = under_read_roofs([(row, s.output_throughput_tok_s, row.get("roof_dtype"))
+                              for s, row in zip(summaries, points_out) if s.load == "closed"],
+                             ((probe or {}).get("cpu") or {}).get("native_dtype"))
+    if under:
+        points_out = rows(under)
 
     models_out = []
     # group once by workload (linear in the points: a scan per workload was quadratic at a lab's scale)
@@ -268,14 +185,17 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         by_workload.setdefault(workload_of(s), []).append((s, row))
     for workload, all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
         models_out.append(_model_row(workload, all_pairs, card_of(cards, workload.model, workload.variant), hw, probe, knee_threshold,
-                                     max_failure_rate, limits))
+                                     max_failure_rate, limits, under))
     return {"hardware": hw, "points": points_out, "models": models_out}
 
 
 def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None,
-               bw_mbu: float | None, limits: dict[str, dict[str, Any]] | None, max_failure_rate: float) -> dict[str, Any]:
+               bw_mbu: float | None, limits: dict[str, dict[str, Any]] | None, max_failure_rate: float,
+               under: dict[str | None, str]) -> dict[str, Any]:
     """One closed-loop point's analysis row: bytes and FLOPs per decode step, MBU (of ``bw_mbu`` GB/s, the spec's
-    and the probe's), MFU, the roofline's throughput (tok/s) and bound, its quality, regime and plausibility."""
+    and the probe's), MFU, the roofline's throughput (tok/s) and bound, its quality, regime and plausibility.
+    Against a roof in ``under`` (:func:`pipeline.analysis.underread.under_read_roofs`) the roofline is the
+    bandwidth's alone and MFU is withheld (``mfu_withheld`` says why)."""
     bw = hw["bandwidth_gb_s"]
     ctx = mean_decode_context(s.input_len, s.output_len)
     row: dict[str, Any] = {"model": s.model, "engine": s.engine, "variant": s.variant, "input_len": s.input_len,
@@ -288,6 +208,9 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
     batch = decode_batch(s.concurrency, row["regime"], s.server, limits_of(limits, s.model, s.variant))
     row["batch"] = batch
     peak_c, roof_c = roof_for_dtype(probe, hw, card.quantization if card is not None else None)
+    row["roof_dtype"] = roof_c
+    if roof_c in under:  # an under-read roof: no MFU against it, no roofline bound by it
+        peak_c, row["mfu_withheld"] = None, under_read_text(roof_c, None, under[roof_c])
     if card is not None:
         row["routing"] = routing_of(s, card.expert_bytes)  # a static batch of one prompt repeated: k/E (routing.py)
         scale = routing_scale_of(row["routing"])
@@ -319,7 +242,8 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
 
 def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str, Any]]],
                card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None, knee_threshold: float,
-               max_failure_rate: float, limits: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+               max_failure_rate: float, limits: dict[str, dict[str, Any]] | None,
+               under: dict[str | None, str] | None = None) -> dict[str, Any]:
     """One workload's (model, engine, variant, input, output length) analysis from its points and their rows: ceilings,
     knee, post-knee and its cause, peak, scaling efficiency, rate sweeps, SLO limit, plausibility."""
     model, engine, variant, inp, out = workload
@@ -342,6 +266,7 @@ def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str,
     interfered = probe_saw_load(probe) or any(
         point_verdict({"samples": s.samples, "interference": s.interference})["verdict"] == "flagged" for s in mine if s.concurrency in curve_c)
     single = next((t for c, t in curve if c == 1), None)
+    roof = roof_for_dtype(probe, hw, card.quantization if card else None)
     m = {
         "model": model, "engine": engine, "variant": variant, "input_len": inp, "output_len": out,
         "kind": card.kind if card else None,
@@ -365,8 +290,8 @@ def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str,
         "post_knee_cause": post_knee_cause(regimes, knee, post, interfered,
                                            {row["concurrency"]: row["roofline_bound"] for _, row in pairs
                                             if row.get("roofline_bound")}),
-        "compute_roof_tflops": roof_for_dtype(probe, hw, card.quantization if card else None)[0],
-        "compute_roof_dtype": roof_for_dtype(probe, hw, card.quantization if card else None)[1],
+        "compute_roof_tflops": roof[0], "compute_roof_dtype": roof[1],
+        "compute_roof_under_read": under_read_text(roof[1], roof[0], (under or {})[roof[1]]) if roof[1] in (under or {}) else None,
         "regimes": {str(c): r for c, r in sorted(regimes.items())},
         "server_limits": limits_of(limits, model, variant),
         "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,

@@ -190,12 +190,15 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {implausible_diagnosis(meta, m['implausible'])['text']}")
+        if m.get("compute_roof_under_read"):  # pipeline.analysis.underread: a point beat the probed compute roof
+            reasons.append(f"{m.get('model')}: {m['compute_roof_under_read']}")
     if all(p.get("completed") == 0 for p in points):  # no point, or none completed a request: never clean
         stops = sorted(f"{m}: {why}" for m, why in (meta.get("stopped") or {}).items() if why)
         reasons.append(nothing_measured(stops))
     moved = drift is not None and abs(drift) > PROBE_DRIFT_LIMIT
     withholds = "all" if moved else "roofline" if (warning or after.get("warning") or
-                                                   any(m.get("implausible") for m in models)) else None
+                                                   any(m.get("implausible") or m.get("compute_roof_under_read")
+                                                       for m in models)) else None
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
             "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds,
             "clean_text": clean_claims(meta, points, spread_limit)}

@@ -163,8 +163,8 @@ class WorkloadView:
     def mfu_cell(self, concurrency: int, digits: int = 3) -> str:
         """MFU for a table cell; one above 1 is marked with why its roof is wrong, never shown as a plain result."""
         v = self.quality(concurrency).get("mfu")
-        if v is None:
-            return "–"
+        if v is None:  # withheld against a roof a point beat (pipeline.analysis.underread), else not computable
+            return "withheld: the probe under-read the compute roof" if self.quality(concurrency).get("mfu_withheld") else "–"
         if self.mfu_implausible_at(concurrency):
             dtypes = (f" (roof probed in {self.roof_dtype}, model in {self.model_dtype})"
                       if self.roof_dtype and self.model_dtype and self.roof_dtype != self.model_dtype else "")

@@ -62,7 +62,7 @@ MODEL_FIELDS = ("model", "engine", "variant", "input_len", "output_len", "kind",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
                 "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency",
-                "compute_roof_tflops", "compute_roof_dtype", "coverage_not_measured")
+                "compute_roof_tflops", "compute_roof_dtype", "compute_roof_under_read", "coverage_not_measured")
 #: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
 OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
                     "schedule_kept", "burstiness", "slo", "max_concurrency")
@@ -85,7 +85,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row.update({k: s.get(k, "closed" if k == "load" else None) for k in OPEN_LOOP_FIELDS})
         a = extra.get(PointKey.of(s), {})
         row["mbu"] = a.get("mbu")
-        row["mfu"] = a.get("mfu")
+        row["mfu"], row["mfu_withheld"] = a.get("mfu"), a.get("mfu_withheld")  # withheld: an under-read roof
         row["routing"], row["mbu_implausible"] = a.get("routing"), a.get("mbu_implausible")  # MoE bytes' routing
         row["regime"] = a.get("regime")
         row["batch"] = a.get("batch")
@@ -260,6 +260,7 @@ def format_table(doc: dict[str, Any]) -> str:
                      + (f"; left out: c = {', '.join(map(str, m['excluded_concurrency']))}"
                         if m.get("excluded_concurrency") else "")
                      + (f"\n  IMPLAUSIBLE, not a result: {m['implausible']}" if m.get("implausible") else "")
+                     + (f"\n  ROOF UNDER-READ: {m['compute_roof_under_read']}" if m.get("compute_roof_under_read") else "")
                      + (f"\n  coverage not measured, MBU and roofline at identical routing (k/E): {m['coverage_not_measured']}"
                         if m.get("coverage_not_measured") else ""))
     for m in doc["models"]:

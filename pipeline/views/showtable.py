@@ -98,7 +98,7 @@ def point_rows(points: list[dict[str, Any]], noisy_probe: str | None, tuned: boo
              with_ci(_p50(p, "e2el_s"), p, "e2el_s_per_repeat", 1e3), *tail_cells(p, "e2el"),
              fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") or p.get("mbu_implausible") else
                                            "?" if noisy_probe and p["mbu"] is not None else ""),
-             fmt(p.get("mfu"), 1, "{:.3f}") + ("!" if p.get("mfu_implausible") else ""),
+             ("withheld" if p.get("mfu_withheld") else fmt(p.get("mfu"), 1, "{:.3f}")) + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in points]
