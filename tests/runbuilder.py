@@ -135,7 +135,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              transformers_version: str = "4.57.0", dtype: str = "float32", served_requests: int | None = None,
              seed: int = 0, open_loop_rates: tuple[float, ...] = (),
              busy: dict[tuple[str, int], float] | None = None, probe_warning: str | None = None,
-             probe_extra: dict[str, Any] | None = None, quantization: str = "float32") -> Path:
+             probe_extra: dict[str, Any] | None = None, quantization: str = "float32",
+             probe_after: dict[str, Any] | None = None) -> Path:
     """Write a complete hand-made run under ``runs_dir/run_id`` and return its folder.
 
     Args:
@@ -158,6 +159,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
         probe_warning: the probe's warning in run.json (None: a steady probe).
         probe_extra: fields of run.json's probe set over the defaults (its roofs by dtype, the CPU's instruction set).
         quantization: the dtype the models' cards say they were served in.
+        probe_after: fields of the probe repeated after the sweep (run.json ``probe_after``) set over the probe's own;
+            None: no second probe.
     """
     slow = slow or {}
     run_dir = runs_dir / run_id
@@ -179,6 +182,8 @@ def make_run(runs_dir: Path, run_id: str, noise: tuple[float, ...] = NOISE_A,
              "bandwidth_repeats_gb_s": [bandwidth_gb_s], "tflops_repeats": [0.5], "buffer_bytes": 1 << 30,
              "matmul_n": 1024, "threads": 2, "warning": probe_warning,
              **(probe_extra or {})}  # every field of ProbeResult, and the sweep's warning
+    if probe_after is not None:
+        runs.update_run_json(run_dir, probe_after={**probe, **probe_after})
     runs.update_run_json(run_dir, probe=probe, stopped={},
                          server={"engine": "transformers", "transformers_version": transformers_version,
                                  "torch_version": "2.13.0", "device": "cpu", "dtype": dtype, "torch_threads": 2,

@@ -13,8 +13,9 @@ A run is *flagged* when any of these holds, each a reason of its own:
   measuring process tree took more than :data:`pipeline.machine.interference.OUTSIDE_SHARE_LIMIT` of the
   machine's CPUs over the point (``PointSummary.interference``, measured by the sweep);
 - the probe repeated after the sweep (``run.json`` ``probe_after``) warned, or its bandwidth differs
-  from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT`: the machine changed while
-  the run was measured;
+  from the probe before the sweep by more than :data:`PROBE_DRIFT_LIMIT` and the probes' own repeat noise
+  (:func:`pipeline.analysis.probedrift.probe_moved`): the machine changed while the run was measured;
+- a point beat the probed compute roof (``compute_roof_under_read``, :mod:`pipeline.analysis.underread`);
 - a point was timed by an intermediary: its tokens arrived in bursts of many events per read (caveat
   ``timed_by_intermediary``), so its latencies are a buffer's;
 - a point was client-bound (``PointSummary.client_bound``: the client's CPU or event-loop lag says the client,
@@ -28,8 +29,9 @@ outside load while it ran), listed in the run's verdict under ``points``.
 A flag withholds only what it touches (``withholds`` in the verdict, read by :mod:`pipeline.diff.withhold`): a
 probe that warned and an impossible figure make the figures computed from the probe or the card uncertain
 (ceilings, roofline, MBU, MFU: ``"roofline"``), not a throughput or latency measured by repeats that agree; a
-flagged point withholds that point; a probe that moved while the run was measured withholds everything
-(``"all"``): the machine's memory speed changed under every point.
+flagged point withholds that point; a probe that moved while the run was measured withholds the roofline too, and
+a measured change only where the drift (``probe_drift``) is as large as that change
+(:func:`pipeline.analysis.probedrift.drift_explains`).
 
 Pages show the verdict wherever a run appears, and choose a clean run over a flagged one as a
 headline or an explainer's example whenever a clean one exists (:func:`prefer_clean`).
@@ -40,15 +42,12 @@ from __future__ import annotations
 from typing import Any, Iterable, TypeVar
 
 from pipeline.analysis.checksmade import clean_claims
+from pipeline.analysis.probedrift import PROBE_DRIFT_LIMIT, drift_limit, probe_drift, probe_moved  # noqa: F401
 from pipeline.machine.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT
 
 #: A point whose repeats' output throughput spreads more than this (max / min) is noisy.  The
 #: committed clean runs spread at most 1.25x; an interfered point reached 2x and more.
 REPEAT_SPREAD_LIMIT = 1.5
-
-#: The probe after the sweep may differ from the probe before it by this share of the latter before the
-#: run is flagged; the same 10 % at which ``diff`` stops comparing two runs' bandwidths.
-PROBE_DRIFT_LIMIT = 0.10
 
 T = TypeVar("T")
 
@@ -111,17 +110,9 @@ def probe_saw_load(probe: dict[str, Any] | None) -> bool:
 
 def measurements_uncertain(quality: dict[str, Any]) -> bool:
     """Whether a run's verdict touches its measured throughputs and latencies (not only its roofline): points whose
-    repeats disagree or that ran beside another load, or a probe that moved (``withholds == "all"``)."""
-    return bool(quality.get("noisy_points") or quality.get("busy_points") or quality.get("withholds") == "all")
-
-
-def probe_drift(meta: dict[str, Any]) -> float | None:
-    """after / before − 1 of the probed bandwidth (``run.json`` ``probe_after`` vs ``probe``); None without both."""
-    before = (meta.get("probe") or {}).get("bandwidth_gb_s")
-    after = (meta.get("probe_after") or {}).get("bandwidth_gb_s")
-    if not isinstance(before, (int, float)) or not isinstance(after, (int, float)) or before <= 0:
-        return None
-    return after / before - 1
+    repeats disagree or that ran beside another load (a moved probe touches only the changes it is as large as,
+    :func:`pipeline.analysis.probedrift.drift_explains`)."""
+    return bool(quality.get("noisy_points") or quality.get("busy_points"))
 
 
 def nothing_measured(stops: list[str]) -> str:
@@ -134,8 +125,9 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     """``{"verdict": "clean" | "flagged", "reasons": [str, ...], "noisy_points": [{"model", "concurrency",
     "spread"}], "busy_points": [{"model", "concurrency", "outside_share"}], "points": [{"model", "engine",
     "input_len", "output_len", "concurrency", "verdict", "reasons"}], "interference"}`` of one run (``points``: only the
-    flagged ones; every other point is clean; ``withholds``: what the run's own flag takes back of a diff — ``"all"``,
-    ``"roofline"`` (ceilings, roofline, MBU, MFU) or None (nothing beyond its flagged points); ``interference``: True when a reason says the machine was busy or
+    flagged ones; every other point is clean; ``withholds``: what the run's own flag takes back of a diff —
+    ``"roofline"`` (ceilings, roofline, MBU, MFU) or None (nothing beyond its flagged points); ``probe_drift``: the
+    probes' drift where it moved beyond their noise, else None; ``interference``: True when a reason says the machine was busy or
     changed while the run was measured — its probe, its points' spread or outside load, the probe's drift —
     rather than only that a workload's figures are impossible, which pages mark where they stand; ``clean_text``: the
     run page's line for a clean run, the checks made and those not possible, :func:`pipeline.analysis.checksmade.clean_claims`).
@@ -153,11 +145,12 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     after = meta.get("probe_after") or {}
     if after.get("warning"):
         reasons.append(f"bandwidth probe after the sweep: {after['warning']}")
-    drift = probe_drift(meta)
-    if drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+    drift = probe_moved(meta)  # beyond the probes' own repeat noise (pipeline.analysis.probedrift)
+    if drift is not None:
         reasons.append(f"the bandwidth probed after the sweep ({after['bandwidth_gb_s']:.1f} GB/s) differs from the "
                        f"one before it ({meta['probe']['bandwidth_gb_s']:.1f} GB/s) by {drift:+.0%} (more than "
-                       f"{PROBE_DRIFT_LIMIT:.0%}): the machine changed while the run was measured")
+                       f"{drift_limit(meta):.0%}, the probes' own noise or 10 %): the machine changed while the run "
+                       "was measured")
     noisy, busy, flagged = [], [], []
     for p in sorted(points, key=lambda p: (p.get("model") or "", p.get("input_len") or 0, p.get("concurrency") or 0)):
         v = point_verdict(p, spread_limit)
@@ -180,7 +173,7 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
                        f"while points ran: {where}")
     # the machine busy or changed on evidence: points that disagree or ran beside another load, a moved probe, a probe
     # that saw another load (a probe's spread alone is its own noise: it makes the roofline uncertain, nothing else)
-    interference = bool(noisy or busy or (drift is not None and abs(drift) > PROBE_DRIFT_LIMIT)
+    interference = bool(noisy or busy or drift is not None
                         or probe_saw_load(meta.get("probe")) or probe_saw_load(after))
     bound = [p for p in points if p.get("client_bound")]
     if bound:
@@ -195,12 +188,11 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     if all(p.get("completed") == 0 for p in points):  # no point, or none completed a request: never clean
         stops = sorted(f"{m}: {why}" for m, why in (meta.get("stopped") or {}).items() if why)
         reasons.append(nothing_measured(stops))
-    moved = drift is not None and abs(drift) > PROBE_DRIFT_LIMIT
-    withholds = "all" if moved else "roofline" if (warning or after.get("warning") or
-                                                   any(m.get("implausible") or m.get("compute_roof_under_read")
-                                                       for m in models)) else None
+    withholds = "roofline" if (warning or after.get("warning") or drift is not None or
+                               any(m.get("implausible") or m.get("compute_roof_under_read") for m in models)) else None
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
             "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds,
+            "probe_drift": drift,
             "clean_text": clean_claims(meta, points, spread_limit)}
 
 
@@ -334,8 +326,8 @@ def _probe_evidence(meta: dict[str, Any]) -> list[str]:
     for name, p in (("the probe", probe), ("the probe after the sweep", after)):
         if p.get("warning"):
             said.append(f"{name} under-read a noisy or loaded machine ({str(p['warning']).split(':', 1)[0]})")
-    drift = probe_drift(meta)
-    if drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+    drift = probe_moved(meta)
+    if drift is not None:
         said.append(f"the probed bandwidth moved by {drift:+.0%} while the run was measured")
     spec, bw = (meta.get("hardware") or {}).get("bandwidth_gb_s_spec"), probe.get("bandwidth_gb_s")
     if isinstance(spec, (int, float)) and isinstance(bw, (int, float)) and 0 < bw < 0.5 * spec:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import part_names
-from pipeline.analysis.quality import PROBE_DRIFT_LIMIT, probe_drift
+from pipeline.analysis.probedrift import probe_moved
 
 #: Provenance a part records of itself, kept per part in the merged ``run.json`` (``parts``).
 PART_FIELDS = ("host", "platform", "gpu_driver", "versions", "git_commit", "command", "probe", "probe_after", "server",
@@ -36,8 +36,8 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     ``versions``, ``gpu_driver`` and ``server`` are the first part's, which the analysis uses for every
     model (on one host the parts' probes are repeats of one measurement; across hosts of one
     profile, each part's own probe stays in ``parts``); a probe warning of any part is kept, and
-    so is any part's ``probe_after`` warning or before/after drift beyond
-    :data:`pipeline.analysis.quality.PROBE_DRIFT_LIMIT` (in ``probe_after.warning``), so the run is flagged.
+    so is any part's ``probe_after`` warning or before/after drift beyond its probes' own noise
+    (:func:`pipeline.analysis.probedrift.probe_moved`, in ``probe_after.warning``), so the run is flagged.
     ``started_at`` is the earliest part's start, ``finished_at`` the latest part's end;
     ``stopped`` and ``failures`` add the parts' up, and so do an adaptive sweep's ``adaptive.models``.
     """
@@ -56,10 +56,10 @@ def merged_provenance(cfg: SweepConfig, run_id: str, metas: dict[str, dict[str, 
     after_warnings = []
     for name, m in metas.items():
         own = (m.get("probe_after") or {}).get("warning")
-        drift = probe_drift(m)
+        drift = probe_moved(m)
         if own:
             after_warnings.append(f"{name}: {own}")
-        if name != names[0] and drift is not None and abs(drift) > PROBE_DRIFT_LIMIT:
+        if name != names[0] and drift is not None:
             after_warnings.append(f"{name}: bandwidth after its sweep {drift:+.0%} from before it")
     if probe_after is not None and after_warnings:
         probe_after["warning"] = "; ".join(after_warnings)

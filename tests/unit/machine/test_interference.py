@@ -73,7 +73,7 @@ def test_run_quality_busy_points_and_probe_after():
     q = run_quality(meta, pts[:1])
     assert q["verdict"] == "flagged" and q["reasons"] == [
         "the bandwidth probed after the sweep (35.0 GB/s) differs from the one before it (40.0 GB/s) by -12% "
-        "(more than 10%): the machine changed while the run was measured"]  # -12.5 % rounds half to even
+        "(more than 10%, the probes' own noise or 10 %): the machine changed while the run was measured"]  # -12.5 % rounds half to even
     # 38 / 40 − 1 = −5 %: within the limit, clean
     assert run_quality({**meta, "probe_after": {"bandwidth_gb_s": 38.0}}, pts[:1])["verdict"] == "clean"
     warned = {**meta, "probe_after": {"bandwidth_gb_s": 40.0, "warning": "noisy probe (bandwidth repeats spread 1.40x)"}}
