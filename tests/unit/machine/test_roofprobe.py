@@ -97,3 +97,25 @@ def test_both_shapes_timed_and_recorded(monkeypatch):
                                                                       ("prefill", 1024, 1024, 1024)]
     assert [s["tflops"] for s in shapes] == pytest.approx([1.67772, 6.71089], rel=1e-4)
     assert roofs == {"bfloat16": pytest.approx(6.71089, rel=1e-4)}
+
+
+def test_the_run_page_says_which_shapes_were_timed_and_what_each_read(scratch_root):
+    """The provenance of a roof on the run page: each GEMM shape, its read, its repeats and loops; a stored string is
+    escaped where it lands (a ``|`` would split the table row), a damaged entry is left out, never a crash."""
+    from pipeline.pages.indexviews import run_page_path
+    from pipeline.pages.render import render_site
+    from tests.runbuilder import make_run
+
+    shapes = [{"dtype": "bfloat16", "shape": "decode", "m": 16, "k": 4096, "n": 4096, "loops": 60, "op_s": 0.031,
+               "tflops": 0.0325, "tflops_repeats": [0.03, 0.0325, 0.031]},
+              {"dtype": "bfloat16", "shape": "pre|fill", "m": 1024, "k": 1024, "n": 1024, "loops": 28, "op_s": 0.030,
+               "tflops": 0.8012, "tflops_repeats": [0.8, 0.8012, 0.79]}, "damaged"]
+    runs_dir = scratch_root / "data" / "runs"
+    make_run(runs_dir, "20261203T130000Z-shapes", models=("dense-a",), concurrency=(1, 2),
+             probe_extra={"compute_shapes": shapes})
+    render_site(scratch_root / "data" / "pages", runs_dir=runs_dir)
+    page = (scratch_root / "data" / "pages" / run_page_path("20261203T130000Z-shapes")).read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| matmul shapes timed |"))
+    assert "bfloat16 decode 16×4096×4096: 0.0325 TFLOP/s, best of 3 repeats of 60 products" in row
+    assert "pre&#124;fill 1024×1024×1024: 0.8012 TFLOP/s, best of 3 repeats of 28 products" in row
+    assert row.count(" | ") == 1 and "damaged" not in row
