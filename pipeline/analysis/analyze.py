@@ -291,7 +291,8 @@ def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str,
                                            {row["concurrency"]: row["roofline_bound"] for _, row in pairs
                                             if row.get("roofline_bound")}),
         "compute_roof_tflops": roof[0], "compute_roof_dtype": roof[1],
-        "compute_roof_under_read": under_read_text(roof[1], roof[0], (under or {})[roof[1]]) if roof[1] in (under or {}) else None,
+        "compute_roof_under_read": (under_read_text(roof[1], roof[0], (under or {})[roof[1]], card.quantization if card else None)
+                                    if roof[1] in (under or {}) else None),
         "regimes": {str(c): r for c, r in sorted(regimes.items())},
         "server_limits": limits_of(limits, model, variant),
         "peak_output_throughput_tok_s": peak_pt[1] if peak_pt else None,

@@ -66,8 +66,11 @@ def under_read_roofs(pairs: list[tuple[dict[str, Any], float | None, str | None]
     return out
 
 
-def under_read_text(dtype: str | None, tflops: float | None, why: str) -> str:
-    """The reason an under-read roof gives on a workload and in the run's verdict."""
+def under_read_text(dtype: str | None, tflops: float | None, why: str, served: str | None = None) -> str:
+    """The reason an under-read roof gives on a workload and in the run's verdict; ``served``: the dtype the model was
+    served in, named when the roof is another dtype's (an older probe measured only float32)."""
     rate = "" if not tflops else f" ({tflops * 1e3:,.1f} GFLOP/s)" if tflops < 1 else f" ({tflops:,.1f} TFLOP/s)"
-    return (f"the probe under-read the {dtype + ' ' if dtype else ''}compute roof{rate}: {why}; the roofline is "
-            "drawn on the bandwidth alone and MFU is withheld (probe again on an idle machine)")
+    other = (f" (a roof probed in {dtype} for a model served in {served})"
+             if served and dtype and same_format(served) != same_format(dtype) else "")
+    return (f"the probe under-read the {dtype + ' ' if dtype else ''}compute roof{rate}{other}: {why}; the roofline "
+            "is drawn on the bandwidth alone and MFU is withheld (probe again on an idle machine)")

@@ -111,3 +111,17 @@ def test_a_single_stream_is_compute_bound_only_where_the_dtype_is_emulated(tmp_p
     else:
         assert row["roofline_bound"] == "compute" and row["roofline_tok_s"] == pytest.approx(110.6, rel=1e-3)
         assert row["mfu"] == pytest.approx(0.8035, rel=1e-3)
+
+
+def test_a_roof_of_another_dtype_is_named(tmp_path):
+    """An older probe measured float32 only (0.0975 TFLOP/s), the model served in bfloat16: the roof used is float32's
+    and the points beat it (MFU at c = 16: 16 × 542.4e6 / 0.03 / 0.0975e12 = 2.97); the under-read roof says it is
+    another dtype's."""
+    from pipeline.analysis.stages import load_run
+
+    res = load_run(make_run(tmp_path / "runs", "20261203T140000Z-old", models=("dense-a",), quantization="bfloat16",
+                            probe_extra={"peak_tflops": 0.0975}))
+    m = res.analysis["models"][0]
+    assert m["compute_roof_under_read"].startswith("the probe under-read the float32 compute roof (97.5 GFLOP/s) "
+                                                   "(a roof probed in float32 for a model served in bfloat16): ")
+    assert all(p["mfu"] is None for p in res.analysis["points"])
