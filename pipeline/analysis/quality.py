@@ -222,6 +222,8 @@ def short_reasons(quality: dict[str, Any]) -> list[str]:
                        "of its CPUs")
         elif ": " in r and (r.split(": ", 1)[1].startswith(("single stream", "MBU above 1"))):
             implausible.append(r.split(": ", 1)[0])
+        elif ": " in r and r.split(": ", 1)[1].startswith("the probe under-read the "):  # analysis.underread
+            out.append(f"compute roof under-read ({r.split(': ', 1)[0]}): a point beat it")
         else:
             out.append(r if len(r) <= 100 else r[:99] + "…")
     if implausible:

@@ -76,8 +76,11 @@ def test_the_run_is_flagged_for_its_roofline_only(under_read_run):
 
     q = run_quality(under_read_run.meta, [s.as_dict() for s in under_read_run.summaries],
                     under_read_run.analysis["models"])
+    from pipeline.analysis.quality import short_reasons
+
     assert q["withholds"] == "roofline"
     assert any("the probe under-read the bfloat16 compute roof" in r for r in q["reasons"])
+    assert short_reasons(q) == ["compute roof under-read (dense-a): a point beat it"]
 
 
 def test_a_roof_the_points_do_not_beat_stands(tmp_path):
