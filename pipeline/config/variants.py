@@ -152,7 +152,8 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
 
 def check_variants(cfg) -> None:
     """Refuse a tuning space a sweep cannot measure (:class:`ValueError` naming ``variants[i].field``, which the
-    config's loader prints in one line): duplicate names, and each variant's own grid and shapes held to every check
+    config's loader prints in one line): duplicate names, ``default`` after the first (the name the baseline's server
+    and card are stored by, :func:`pipeline.core.records.server_key`: the two would share one card), and each variant's own grid and shapes held to every check
     the config's get: distinct shapes, ``requests_per_point`` reaching the largest concurrency (a point never reaches
     its concurrency with fewer requests than it), three grid points for an adaptive walk."""
     if cfg.variants is None:
@@ -164,6 +165,9 @@ def check_variants(cfg) -> None:
     opts = {"openai": cfg.openai, "vllm": cfg.vllm}.get(cfg.backend)
     rpp = opts.requests_per_point if opts is not None else None
     for i, v in enumerate(cfg.variants):
+        if i and v.name == DEFAULT_VARIANT:  # its server and card go by the model's own name, the baseline's
+            raise ValueError(f"variants[{i}].name: {DEFAULT_VARIANT!r} names the baseline's server and model card; "
+                             "name this variant otherwise, or list it first (as the baseline)")
         if v.workloads is not None:
             shapes = [(w.input_len, w.output_len) for w in v.workloads]
             if len(set(shapes)) != len(shapes):

@@ -89,11 +89,13 @@ def test_shapes_share_one_server_sized_for_the_longest():
       "variants": [{"name": "a"}, {"name": "b", "concurrency": [16]}]}, "variants[1].concurrency"),
     ({"vllm": {"requests_per_point": 4}, "variants": [{"name": "a", "concurrency": [2, 8]}]},
      "variants[0].concurrency"),
+    ({"variants": [{"name": "base"}, {"name": "default", "kv_cache_dtype": "fp8"}]}, "variants[1].name"),
     ({"adaptive": {}, "variants": [{"name": "a"}, {"name": "b", "concurrency": [2, 8]}]}, "variants[1].concurrency"),
 ])
 def test_a_variants_own_grid_and_shapes_get_the_configs_checks(extra, field):
     """Fault kind: a check the config's grid and shapes pass through skipped for a variant's own (the same shape
-    twice accepted; c = 16 "measured" from 4 requests, as the config's grid reaching 16 is refused)."""
+    twice accepted; c = 16 "measured" from 4 requests, as the config's grid reaching 16 is refused), and a name
+    that stores a variant's card as the baseline's (``default`` after the first: its FP8 KV card lost)."""
     with pytest.raises(BatchmarkError) as exc:
         _cfg(**extra)
     msg = str(exc.value)
