@@ -43,3 +43,23 @@ def test_show_of_a_run_where_every_point_failed_lists_the_errors(tmp_path):
     text = format_table(doc)
     assert f"  dense-a · in 64 / out 16 · c = 1: 4 failed: {ERROR}" in text.splitlines()
     assert f"  dense-a · in 64 / out 16 · c = 4: 4 failed: {ERROR}" in text.splitlines()
+
+
+def test_a_point_whose_record_has_zero_rows_is_excluded_and_flags_the_run(tmp_path):
+    """Fault kind: an empty measurement passed as a clean one (a point whose Parquet record holds zero rows: show said
+    "NOTHING MEASURED", yet the point was neither excluded nor the run flagged).  The point is left out of the knee and
+    peak (peak 160 tok/s from c = 2: 2 / step_s(2) = 2 / (0.010 × 1.25), tests/runbuilder) and the verdict names it."""
+    import pyarrow.parquet as pq
+
+    run = rb.make_run(tmp_path, "20261129T000000Z-h", models=("dense-a",), concurrency=(1, 2, 4), complete=False)
+    f = run / "points" / "dense-a" / "transformers-in64-out16-c4.parquet"
+    pq.write_table(pq.read_table(f).slice(0, 0), f)
+    runs.complete_run(run, derive=stages.write_derived)
+    doc = show_run(run)
+    c4 = next(p for p in doc["points"] if p["concurrency"] == 4)
+    assert c4["completed"] == 0 and c4["excluded"] and "no request recorded" in c4["excluded_reason"]
+    model = doc["models"][0]
+    assert model["excluded_concurrency"] == [4] and model["peak_output_throughput_tok_s"] == 160.0
+    quality = model["run_quality"]
+    assert quality["verdict"] == "flagged"
+    assert any(r.startswith("1 point(s) recorded no request") and "dense-a c = 4" in r for r in quality["reasons"])
