@@ -185,7 +185,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.add_argument("--pointer", action="store_true", help="remember the run as this checkout's run for the config (used by the Snakefile)")
     s.add_argument("--model", metavar="NAME", help="measure only this model of the config, into its part of --run-id "
                    "(data/runs/.parts/RUN/NAME/; batchmark merge assembles the parts into the run)")
-    s.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    s.add_argument("--no-progress", action="store_true", help="hide the progress bar, the per-point lines and the heartbeats (messages and warnings still print)")
     s.set_defaults(func=_cmd_sweep)
 
     s = sub.add_parser("plan", help="predict a sweep before it runs: per point throughput, TTFT, TPOT, fits, wall time; "

@@ -237,5 +237,6 @@ def capacity_card(model: str, quant: str | None) -> Any:  # a ModelCard
             raise exc from None
         from pipeline.machine.cpuisa import served_dtype
 
-        dtype = quant or served_dtype(load_config(default).vllm.dtype)[0]
+        dcfg = load_config(default)
+        dtype = quant or served_dtype(dcfg.vllm.dtype, hardware=dcfg.hardware)[0]
         return card_from_config(spec.name, dict(spec.architecture), quant=dtype)

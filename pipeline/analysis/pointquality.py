@@ -46,6 +46,8 @@ def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_R
     counts = s.caveats or {}
     if total and not s.completed:
         reason = f"no request completed ({s.failed} failed)"
+    elif s.completed == 0 and not s.failed:  # an empty record (zero rows): nothing measured, never a result
+        reason = "no request recorded (the point's record holds no rows): nothing measured"
     elif rate is not None and rate > max_failure_rate:
         reason = (f"{s.failed} of {total} requests failed ({rate:.0%}, above max_failure_rate "
                   f"{max_failure_rate:.0%}); left out of knee, peak and scaling efficiency")

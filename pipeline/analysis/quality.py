@@ -180,6 +180,11 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
         reasons.append("the client, not the server, was the limit (client-bound) at "
                        + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}" for p in bound)
                        + ": those points are no server measurement")
+    empty = [p for p in points if p.get("completed") == 0 and not p.get("failed")]
+    if empty and len(empty) < len(points):  # every point empty: nothing measured, said below
+        reasons.append(f"{len(empty)} point(s) recorded no request (an empty record: nothing measured there, left out "
+                       "of knee, peak and scaling): " + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}"
+                                                                   for p in empty))
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {implausible_diagnosis(meta, m['implausible'])['text']}")

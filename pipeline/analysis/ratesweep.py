@@ -3,7 +3,8 @@
 Points sent at a rate (``poisson``/``constant``) are kept apart from the closed-loop
 concurrency grid.  Per workload, :func:`rate_sweep` relates achieved to offered rate: the workload
 is *saturated* from the first offered rate whose achieved rate falls more than
-:data:`SATURATION_SHORTFALL` below the rate the client really sent at; ``max_achieved_rps`` is the
+:data:`SATURATION_SHORTFALL` below the rate the client really sent at, beyond what draining explains or with the
+achieved rate flattened against the rate below it (:func:`flattened`); ``max_achieved_rps`` is the
 capacity found.  Under a concurrency cap the client holds requests back until a slot frees, so it sends
 only as fast as requests complete and that comparison could never fail: there the achieved rate is held
 against the rate of the schedule (``schedule_rate_rps``, the offered rate as drawn), and a cap that keeps
@@ -71,6 +72,24 @@ def slo_limit(points: list[tuple[float, bool | None]]) -> dict[str, float | None
     return {"max_ok": max_ok, "first_failing": first_fail}
 
 
+#: A higher offered rate whose achieved rate rose by less than this share of the offered rate's rise has flattened.
+#: Derived: below saturation achieved = rate × W / (W + E2EL) (draining), and windows of at least five expected
+#: E2ELs keep W / (W + E2EL) within 0.83–1 from point to point, so doubling the rate raises the achieved rate by at
+#: least 0.83 × 2 − 1 = 66 % of the rise; a saturated server's stays flat (0 %).  Half lies between.
+FLATTENING_SHARE = 0.5
+
+
+def flattened(prev: PointSummary | None, s: PointSummary) -> bool:
+    """Whether ``s``'s achieved rate flattened against the lower rate point ``prev``'s: it rose by less than
+    :data:`FLATTENING_SHARE` of the offered rate's rise, (a − a₀) / a₀ < share × (r − r₀) / r₀.  Saturation seen
+    across rates, which draining cannot explain: a saturated server's E2EL is its queue, so the draining allowance
+    of a point alone (W / (W + E2EL)) grows with the very queue it should call."""
+    if prev is None or not prev.achieved_rate_rps or not s.achieved_rate_rps or s.rate_rps <= prev.rate_rps:
+        return False
+    rise = (s.rate_rps - prev.rate_rps) / prev.rate_rps
+    return (s.achieved_rate_rps - prev.achieved_rate_rps) / prev.achieved_rate_rps < FLATTENING_SHARE * rise
+
+
 def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
     """The open-loop view of one workload's rate points (one load pattern and cap), or None without any.
 
@@ -87,7 +106,7 @@ def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
     pts = sorted((s for s in summaries if s.load != "closed" and s.rate_rps), key=lambda s: s.rate_rps)
     if not pts:
         return None
-    rows, saturation = [], None
+    rows, saturation, prev = [], None, None
     for s in pts:
         sent = s.send_rate_rps or s.rate_rps
         ref = (s.schedule_rate_rps or sent) if s.max_concurrency else sent  # summaries before it: the sent rate
@@ -96,7 +115,8 @@ def rate_sweep(summaries: list[PointSummary]) -> dict[str, Any] | None:
         # beyond it is saturation; a point that is not steady and shows no more is marked, never called either way
         drained = ref * window / (window + e2el) if window and e2el else ref
         short = s.achieved_rate_rps is not None and s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * ref
-        sat = short and s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * drained
+        sat = short and (s.achieved_rate_rps < (1 - SATURATION_SHORTFALL) * drained or flattened(prev, s))
+        prev = s if s.achieved_rate_rps else prev
         unsteady = steady is False and not sat
         if sat and saturation is None:
             saturation = s.rate_rps

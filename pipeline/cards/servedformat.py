@@ -189,6 +189,30 @@ def with_kv_cache(card: ModelCard, kv_cache: str) -> ModelCard:
     return replace(card, kv_bytes_per_token=int(round(card.kv_bytes_per_token * new / old)), extra=extra)
 
 
+#: vLLM's ``--dtype`` values that cast every weight to one float format (https://docs.vllm.ai/en/latest/configuration/
+#: engine_args.html, ``--dtype``), by the format names of :data:`pipeline.cards.weightformats.QUANT_BITS`.
+SERVED_FLOATS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+
+
+def in_served_dtype(card: ModelCard, dtype: str | None) -> ModelCard:
+    """``card`` as a server casting its weights to ``dtype`` (vLLM's ``--dtype``) reads it: a card in one plain float
+    format (``bf16``, ``fp16``, ``fp32``) has its weight, dense, expert and KV bytes scaled by the element bytes, new /
+    old (bfloat16 served as float32: 4 / 2, twice; vLLM's ``--kv-cache-dtype auto`` is the model's dtype), its label
+    the served dtype's.  Unchanged for ``auto``/None, a quantised card, or the dtype it already has."""
+    to = SERVED_FLOATS.get(dtype or "")
+    try:
+        have = normalize_quant(card.quantization or "bf16")
+    except BatchmarkError:
+        return card
+    if to is None or have not in ("bf16", "fp16", "fp32") or to == have:
+        return card
+    f = QUANT_BITS[to] / QUANT_BITS[have]
+    extra = {**(card.extra or {}), "kv_bytes_per_element": KV_BYTES[to], "served_dtype": dtype}
+    return replace(card, weight_bytes=int(round(card.weight_bytes * f)), dense_bytes=int(round(card.dense_bytes * f)),
+                   expert_bytes=int(round(card.expert_bytes * f)),
+                   kv_bytes_per_token=int(round(card.kv_bytes_per_token * f)), quantization=to, extra=extra)
+
+
 def is_stated(card: ModelCard) -> bool:
     """Whether ``card``'s format is known: stated by the config or the imported file, pinned to a file size, or
     counted from the model's tensors (no parameter groups to re-count)."""

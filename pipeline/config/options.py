@@ -42,13 +42,22 @@ RESERVED_BODY_KEYS = frozenset({
     "echo", "continuous_usage_stats", "use_beam_search"})
 
 
+#: The most requests one served repeat sends (measured + warm-up): about 1 GB of the client's memory.  Derived from a
+#: measurement: an open loop at 100,000 req/s (1,000,000 measured requests in its ten seconds, 100,000 warm-up)
+#: planned 5.6 GB, about 5 KB a request (prompt, record, token times), and then died; 200,000 × 5 KB = 1 GB.
+MAX_REQUESTS_PER_REPEAT = 200_000
+#: Seconds of arrivals an open-loop repeat measures at the least (:data:`pipeline.engines.loopsizes.OPEN_LOOP_SECONDS`).
+OPEN_LOOP_MIN_SECONDS = 10.0
+
+
 class ClientOptions(StrictModel):
     """Load-generator options shared by the served backends (``openai``, ``vllm``)."""
 
     endpoint: Literal["completions", "chat"] = Field(
         default="completions", description="completions = raw prompt of exact length; chat adds the chat template's tokens")
     requests_per_point: int | None = Field(
-        default=None, ge=1, description="Measured requests per repeat, fixed; default max(requests_per_slot x concurrency, min_requests)")
+        default=None, ge=1, le=MAX_REQUESTS_PER_REPEAT,
+        description="Measured requests per repeat, fixed; default max(requests_per_slot x concurrency, min_requests)")
     max_consecutive_failures: int = Field(
         default=8, ge=0, description="Abort a point after this many failed requests in a row (a dead or stalled server); 0 = never")
     point_timeout_s: float | None = Field(
@@ -273,6 +282,11 @@ class OpenLoop(StrictModel):
         for i, r in enumerate(rates):
             if isinstance(r, bool) or not isinstance(r, (int, float)) or not math.isfinite(r) or not 0 < r <= 1_000_000:
                 raise ValueError(f"rates[{i}] = {r!r}: must be a number of requests/s above 0 and at most 1000000")
+            if r * OPEN_LOOP_MIN_SECONDS > MAX_REQUESTS_PER_REPEAT:  # refused before a prompt is made
+                raise ValueError(f"rates[{i}] = {r:g}: a repeat sends rate × {OPEN_LOOP_MIN_SECONDS:g} s = "
+                                 f"{math.ceil(r * OPEN_LOOP_MIN_SECONDS):,} requests, more than the "
+                                 f"{MAX_REQUESTS_PER_REPEAT:,} one client holds (about 5 KB each); at most "
+                                 f"{MAX_REQUESTS_PER_REPEAT / OPEN_LOOP_MIN_SECONDS:g} req/s")
         if len(set(rates)) != len(rates):
             raise ValueError("rates must be distinct")
         return sorted(float(r) for r in rates)

@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSET_CLIENT_KEYS, Adaptive, ClusterOptions,
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
-from pipeline.config.variants import Shape, Variant, baseline_variants
+from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
@@ -193,11 +193,7 @@ class SweepConfig(StrictModel):
             # the first shape stands for the sweep where one is read (the one-shape shorthand's fields)
             object.__setattr__(self, "input_len", self.workloads[0].input_len)
             object.__setattr__(self, "output_len", self.workloads[0].output_len)
-        if self.variants is not None:
-            names = [v.name for v in self.variants]
-            dup = sorted({n for n in names if names.count(n) > 1})
-            if dup:
-                raise ValueError(f"variants: duplicate name(s) {dup}")
+        check_variants(self)  # names, and each variant's grid and shapes checked as the config's
         return self
 
     def stated_engine(self) -> str:

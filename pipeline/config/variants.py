@@ -131,12 +131,14 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
     """The engine options of ``cfg`` (a :class:`pipeline.config.sweepconfig.SweepConfig`) under ``v``: the updates
     of ``vllm`` and ``simulated`` (the ``openai`` and ``transformers`` engines start no server of theirs; their
     variants carry a name and the settings stated, which change nothing they run)."""
-    longest = max(s.input_len + s.output_len for s in cfg.shapes()) + 64  # shapes share one server: the longest fits
+    shapes = variant_shapes(cfg, v)  # its own shapes where it states them: its server is sized for them
+    longest = max(s.input_len + s.output_len for s in shapes) + 64  # shapes share one server: the longest fits
+    sized = cfg.workloads is not None or v.workloads is not None
     vl = cfg.vllm
     vllm = vl.model_copy(update={
         "max_num_seqs": v.max_num_seqs or vl.max_num_seqs,
         "gpu_memory_utilization": v.gpu_memory_utilization or vl.gpu_memory_utilization,
-        "max_model_len": vl.max_model_len or (longest if cfg.workloads else None),
+        "max_model_len": vl.max_model_len or (longest if sized else None),
         "extra_args": list(vl.extra_args) + vllm_flags(v), "env": {**vl.env, **v.env}})
     sm = cfg.simulated
     sim = sm.model_copy(update={
@@ -144,8 +146,41 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
         "gpu_memory_utilization": v.gpu_memory_utilization or sm.gpu_memory_utilization,
         "max_num_batched_tokens": v.max_num_batched_tokens or sm.max_num_batched_tokens,
         "block_size": v.block_size or sm.block_size,
-        "max_model_len": sm.max_model_len or (longest if cfg.workloads else None)})
+        "max_model_len": sm.max_model_len or (longest if sized else None)})
     return {"vllm": vllm, "simulated": sim, "concurrency": list(v.concurrency or cfg.concurrency)}
+
+
+def check_variants(cfg) -> None:
+    """Refuse a tuning space a sweep cannot measure (:class:`ValueError` naming ``variants[i].field``, which the
+    config's loader prints in one line): duplicate names, ``default`` after the first (the name the baseline's server
+    and card are stored by, :func:`pipeline.core.records.server_key`: the two would share one card), and each variant's own grid and shapes held to every check
+    the config's get: distinct shapes, ``requests_per_point`` reaching the largest concurrency (a point never reaches
+    its concurrency with fewer requests than it), three grid points for an adaptive walk."""
+    if cfg.variants is None:
+        return
+    names = [v.name for v in cfg.variants]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"variants: duplicate name(s) {dup}")
+    opts = {"openai": cfg.openai, "vllm": cfg.vllm}.get(cfg.backend)
+    rpp = opts.requests_per_point if opts is not None else None
+    for i, v in enumerate(cfg.variants):
+        if i and v.name == DEFAULT_VARIANT:  # its server and card go by the model's own name, the baseline's
+            raise ValueError(f"variants[{i}].name: {DEFAULT_VARIANT!r} names the baseline's server and model card; "
+                             "name this variant otherwise, or list it first (as the baseline)")
+        if v.workloads is not None:
+            shapes = [(w.input_len, w.output_len) for w in v.workloads]
+            if len(set(shapes)) != len(shapes):
+                raise ValueError(f"variants[{i}].workloads ({v.name}): shapes must be distinct")
+        if v.concurrency is None:
+            continue
+        if rpp is not None and rpp < max(v.concurrency):
+            raise ValueError(f"variants[{i}].concurrency ({v.name}): {cfg.backend}.requests_per_point = {rpp} is "
+                             f"below its largest concurrency {max(v.concurrency)}; a point never reaches its "
+                             "concurrency with fewer requests than it")
+        if cfg.adaptive is not None and len(v.concurrency) < 3:
+            raise ValueError(f"variants[{i}].concurrency ({v.name}): the adaptive walk needs at least 3 grid points "
+                             f"(the fit has three terms); it has {len(v.concurrency)}")
 
 
 def variant_shapes(cfg, v: Variant) -> list[Shape]:

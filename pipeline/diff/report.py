@@ -19,7 +19,7 @@ from pipeline.diff.rundiff import RunDiff, changes_of
 from pipeline.diff.metrics import METRICS, MetricChange, relative_change
 from pipeline.analysis.quality import short_reasons
 from pipeline.core.words import post_knee_words
-from pipeline.core.records import PointKey
+from pipeline.core.records import DEFAULT_VARIANT, PointKey
 from pipeline.core.texttable import text_table
 
 def format_value(v: Any, unit: str) -> str:
@@ -137,6 +137,12 @@ def _provenance_rows(d: RunDiff) -> list[tuple[str, str, str, str]]:
     return rows
 
 
+def model_cell(model: str, variant: str | None) -> str:
+    """A diff row's model as a reader tells rows apart: ``model · variant`` for a server setting other than
+    ``default`` (two tuning runs match point by variant: without it their rows read the same), else the model."""
+    return model if variant in (None, "", DEFAULT_VARIANT) else f"{model} · {variant}"
+
+
 def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     esc = lambda x: str(x).replace("|", "\\|")  # noqa: E731
     return (["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -178,7 +184,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
                 "probed else spec; change in percentage points"}.get(spec.unit, spec.unit)
         out += ["", h(f"{spec.label} ({unit}; {better} is better)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "c", "A", "B", "change", "significance"],
-                     [[c.model, c.engine, f"{c.input_len}/{c.output_len}",
+                     [[model_cell(c.model, c.variant), c.engine, f"{c.input_len}/{c.output_len}",
                        c.point + (" ⚠" if c.key in flagged else ""),
                        format_value_ci(c.a, c.ci95_a, c.unit), format_value_ci(c.b, c.ci95_b, c.unit),
                        format_change(c.change, c.unit),
@@ -190,7 +196,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
     if d.models:
         out += ["", h("Per model (from the analysis; no test: one value per run)")] + ([""] if md else [])
         out += table(["model", "engine", "in/out", "figure", "A", "B", "change"],
-                     [[m.model, m.engine, f"{m.input_len}/{m.output_len}", m.label,
+                     [[model_cell(m.model, m.variant), m.engine, f"{m.input_len}/{m.output_len}", m.label,
                        figure_words(m.field, m.a), figure_words(m.field, m.b),
                        format_change(m.change) if m.change is not None else ("changed" if m.changed else "same")]
                       for m in d.models])
@@ -198,7 +204,7 @@ def _render(d: RunDiff, table: Callable[[list[str], list[list[str]]], list[str]]
         out += ["", h(f"{name} ({len(pts)} point(s))")] + ([""] if md else [])
         if pts:
             out += table(["model", "engine", "in/out", "c"],
-                         [[p["model"], p["engine"], f"{p['input_len']}/{p['output_len']}",
+                         [[model_cell(p["model"], p.get("variant")), p["engine"], f"{p['input_len']}/{p['output_len']}",
                            PointKey.of(p).label().removeprefix("c = ")] for p in pts])
         else:
             out.append("none")

@@ -19,7 +19,8 @@ and a change is called only when its q value is ≤ α and its relative size is 
 Points left out of the frontier (failed, client-bound, measured on a busy machine:
 :func:`pipeline.analysis.frontier.exclusion`) are left out here too.  Each called change is said in one line
 ("+22 % peak output throughput (c = 256 vs the baseline's c = 64)", "TTFT p99 −30 % at c = 64": per metric, its
-largest called change); a variant with none is "no difference beyond noise".
+largest called change); a variant with none is "no difference beyond noise", where a test ran; where none could (no
+shape and concurrency under both settings, or one repeat a side), "not tested" and why.
 
 Which concurrencies a line pairs, and why: a per-point line compares like with like (the same shape and
 concurrency under both settings: what the setting changes at a load the reader chose).  The peak, the best point
@@ -44,6 +45,8 @@ from pipeline.diff.stats import MIN_EFFECT, TEST_NAME, benjamini_hochberg, calle
 #: The per-point metrics compared (the run diff's, less the analysis's shares).
 POINT_METRICS = tuple(m for m in METRICS if m.source != "analysis")
 NO_DIFFERENCE = "no difference beyond noise"
+#: What a variant says where no comparison could be tested (:func:`_untested`): never "no difference".
+NOT_TESTED = "not tested"
 
 
 def variant_names(meta: dict[str, Any], summaries: list[PointSummary]) -> list[str]:
@@ -204,7 +207,22 @@ def _lines(entry: dict[str, Any], many_shapes: bool) -> list[str]:
             top = max(hits, key=lambda r: abs(r["change"]))
             more = f" (called at {len(hits)} of {len(rows)} points)" if len(hits) > 1 else ""
             lines.append(f"{spec.label} {_pct(top['change'])} at c = {top['concurrency']}{shape(top)}{more}")
-    return lines or [NO_DIFFERENCE]
+    return lines or [_untested(entry) or NO_DIFFERENCE]
+
+
+def _untested(entry: dict[str, Any]) -> str | None:
+    """Why nothing of a variant could be tested against the baseline, or None where a test ran (then "no
+    difference beyond noise" is a finding): no shape and concurrency measured (and included) under both settings, or
+    fewer than 2 repeats a side at every one (no spread to test against)."""
+    rows = [r for k in ("points", "peak", "slo_best", "frontier_moved") for r in entry[k]]
+    if not rows:
+        return (f"{NOT_TESTED}: no shape and concurrency was measured (and included) under both it and the "
+                "baseline, so nothing could be compared")
+    if all(r.get("p_value") is None for r in rows):
+        n = max(min(r.get("n_base") or 0, r.get("n_variant") or 0) for r in rows)
+        return (f"{NOT_TESTED}: a side has at most {n} repeat{'s' if n != 1 else ''} at every point, so there is no "
+                "spread to test against; measure at least 2 repeats")
+    return None
 
 
 def variant_diff(summaries: list[PointSummary], variants: list[str], alpha: float = 0.05,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+from pipeline.config.options import MAX_REQUESTS_PER_REPEAT, OPEN_LOOP_MIN_SECONDS
+
 
 def default_requests(concurrency: int, per_slot: int = 4, minimum: int = 32) -> int:
     """Measured requests per repeat by default: ``max(per_slot·N, minimum)`` (``max(4·N, 32)``)."""
@@ -12,7 +14,7 @@ def default_requests(concurrency: int, per_slot: int = 4, minimum: int = 32) -> 
 
 
 #: Seconds of arrivals an open-loop repeat measures by default.
-OPEN_LOOP_SECONDS = 10.0
+OPEN_LOOP_SECONDS = OPEN_LOOP_MIN_SECONDS
 
 
 def default_open_requests(rate_rps: float, minimum: int = 32, seconds: float = OPEN_LOOP_SECONDS) -> int:
@@ -44,10 +46,13 @@ def open_loop_counts(rate_rps: float, minimum: int, expected_e2el_s: float | Non
     Measured: ``requests`` where the config fixes them, else ``max(⌈rate · W⌉, minimum)`` with the window
     ``W = min(OPEN_LOOP_MAX_SECONDS, max(OPEN_LOOP_SECONDS, OPEN_LOOP_E2EL_WINDOWS × E2EL))``; warm-up: the arrivals of one E2EL (at least one
     second), which bring the server to its steady occupancy (Little's law: in flight = rate × E2EL), at most the
-    measured count.  Without an expected E2EL: ten seconds and one second, as before.
+    measured count; both together at most :data:`pipeline.config.options.MAX_REQUESTS_PER_REPEAT` (warm-up at most
+    half of it).  Without an expected E2EL: ten seconds and one second, as before.
     """
     e2el = expected_e2el_s if expected_e2el_s and math.isfinite(expected_e2el_s) and expected_e2el_s > 0 else 0.0
     window_s = min(OPEN_LOOP_MAX_SECONDS, max(OPEN_LOOP_SECONDS, OPEN_LOOP_E2EL_WINDOWS * e2el))
     n_meas = requests or default_open_requests(rate_rps, minimum, window_s)
     n_warm = min(max(math.ceil(rate_rps * max(1.0, e2el)), 1), n_meas) if warmup else 0
-    return n_warm, n_meas
+    # a long window at a fast rate (or rates: auto past what the config may state) is bounded: one client's memory
+    n_warm = min(n_warm, MAX_REQUESTS_PER_REPEAT // 2)
+    return n_warm, min(n_meas, MAX_REQUESTS_PER_REPEAT - n_warm)

@@ -54,6 +54,18 @@ def format_command(template: str, values: dict[str, Any], extra_args: list[str])
     return words + list(extra_args)
 
 
+def dtype_flag(words: list[str]) -> str | None:
+    """The value of a server command's last ``--dtype X`` or ``--dtype=X`` (vLLM's weight dtype; the last given
+    wins, as argparse reads it), None when it has none."""
+    found = None
+    for i, w in enumerate(words):
+        if w == "--dtype" and i + 1 < len(words):
+            found = words[i + 1]
+        elif w.startswith("--dtype="):
+            found = w.partition("=")[2]
+    return found
+
+
 # Thread caps a workflow sets for the measuring process (Snakemake sets these from a rule's
 # ``threads``); the server is its own program and sizes its own thread pools.
 THREAD_CAPS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",

@@ -49,7 +49,7 @@ from pipeline.engines.served import ServedEngine, prometheus_samples, served_car
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.cpuisa import served_dtype
 from pipeline.machine.hardware import load_profile
-from pipeline.engines.serverproc import format_command, free_port, log_tail, repo_relative, scrub_log, server_environment
+from pipeline.engines.serverproc import dtype_flag, format_command, free_port, log_tail, repo_relative, scrub_log, server_environment
 from pipeline.config.variants import kv_cache_name
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
@@ -123,7 +123,7 @@ class VLLMEngine(ServedEngine):
         super().__init__(cfg, cfg.vllm)
         hw = load_profile(cfg.hardware)
         self.gpu_memory_utilization = cfg.vllm.gpu_memory_utilization or hw.gpu_memory_utilization
-        self.served_dtype, self.dtype_why = served_dtype(cfg.vllm.dtype)
+        self.served_dtype, self.dtype_why = served_dtype(cfg.vllm.dtype, hardware=cfg.hardware)
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
         self.log_path: Path | None = None
@@ -273,6 +273,11 @@ class VLLMEngine(ServedEngine):
             self.stop()
             raise
         card = served_card(spec, self.tokenizer_source, self.card_reasons, "vllm", self.cfg.hardware)
+        if card is not None:  # the server casts its weights to the command's --dtype: the card counts what it reads
+            from pipeline.cards.modelcards import ModelCard
+            from pipeline.cards.servedformat import in_served_dtype
+
+            card = in_served_dtype(ModelCard.from_dict(card), dtype_flag(self.command_for(spec, self.port))).as_dict()
         kv = kv_cache_name(self.variant) if self.variant is not None else None
         if card is not None and kv is not None:  # the variant's --kv-cache-dtype: its KV bytes per token
             from pipeline.cards.modelcards import ModelCard

@@ -59,13 +59,25 @@ def this_cpu(path: Path = Path("/proc/cpuinfo")) -> dict[str, Any] | None:
     return {"isa": instruction_sets(flags), "native_dtype": dtype, "why": why}
 
 
-def served_dtype(option: str, flags: Iterable[str] | None = None) -> tuple[str, str | None]:
+#: The dtype a GPU profile runs natively: bfloat16, on the tensor cores of every NVIDIA GPU since Ampere (compute
+#: capability 8.0; https://docs.nvidia.com/cuda/cuda-c-programming-guide/ "bfloat16"), which every GPU profile in
+#: ``data/hardware/`` is (GB10, H100, H200, RTX 4090, RTX 5090).
+GPU_NATIVE_DTYPE = "bfloat16"
+
+
+def served_dtype(option: str, flags: Iterable[str] | None = None,
+                 hardware: str | None = None) -> tuple[str, str | None]:
     """The dtype the ``{dtype}`` placeholder fills and why (None when the config named it): ``native`` is the dtype
-    this machine's CPU runs natively (:func:`pipeline.machine.cpuisa.native_dtype`; float32 where ``/proc/cpuinfo``
-    cannot be read, which every CPU runs), any other value is served as written.  ``flags``: a CPU's flags to decide
-    by instead of this machine's (what another CPU would be served)."""
+    the sweep's hardware runs natively: on a GPU profile (any ``hardware`` but ``cpu``) :data:`GPU_NATIVE_DTYPE`, the
+    host CPU's flags never asked; on ``cpu`` (or None) this machine's CPU's
+    (:func:`pipeline.machine.cpuisa.native_dtype`; float32 where ``/proc/cpuinfo`` cannot be read, which every CPU
+    runs).  Any other value is served as written.  ``flags``: a CPU's flags to decide by instead of this machine's
+    (what another CPU would be served)."""
     if option != "native":
         return option, None
+    if hardware is not None and hardware != "cpu":
+        return GPU_NATIVE_DTYPE, (f"hardware profile {hardware!r} is a GPU: bfloat16, which NVIDIA tensor cores run "
+                                  "natively since Ampere")
     if flags is not None:
         return native_dtype(flags)
     cpu = this_cpu()

@@ -21,7 +21,7 @@ from pipeline.store import runs
 from pipeline.diff.comparability import comparison_key, provenance_of
 from pipeline.diff.rundiff import RunDiff, diff_runs
 from pipeline.diff.metrics import METRIC_BY_KEY
-from pipeline.diff.report import figure_words, format_change, format_value_ci, provenance_cells
+from pipeline.diff.report import figure_words, format_change, format_value_ci, model_cell, provenance_cells
 from pipeline.pages import escape
 from pipeline.pages.charts import WIDTH, from_skeleton
 from pipeline.pages.history import history_views
@@ -58,7 +58,7 @@ def change_rows(d: RunDiff) -> list[dict[str, Any]]:
     for c in d.changes:
         if c.metric not in CHART_METRICS or c.change is None or c.load != "closed":
             continue  # the chart's x axis is the concurrency; open-loop points are in the table
-        rows.append({"workload": f"{c.model} · in {c.input_len} / out {c.output_len}",
+        rows.append({"workload": f"{model_cell(c.model, c.variant)} · in {c.input_len} / out {c.output_len}",
                      "concurrency": c.concurrency, "metric": METRIC_BY_KEY[c.metric].label,
                      "change_pct": round(c.change * 100, 3), "significance": SIGNIFICANT if c.significant else NOISE,
                      "p_value": None if c.p_value is None else float(f"{c.p_value:.3g}")})  # 3 digits: what the tooltip shows
@@ -195,7 +195,7 @@ def comparison_view(d: RunDiff) -> ComparisonView:
             view.provenance += [{"label": _cell(label), "a": _cell(a), "b": _cell(b)}
                                 for label, a, b in provenance_cells(it.label, it.a, it.b, none="–")]
     for c in d.changes:
-        row = {"model": c.model, "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
+        row = {"model": model_cell(c.model, c.variant), "io": f"{c.input_len} / {c.output_len}", "c": c.point, "metric": c.label,
                "a": format_value_ci(c.a, c.ci95_a, c.unit), "b": format_value_ci(c.b, c.ci95_b, c.unit),
                "change": format_change(c.change, c.unit),
                "p": "–" if c.p_value is None else f"{c.p_value:.3g}", "q": "–" if c.q_value is None else f"{c.q_value:.3g}",
@@ -213,7 +213,7 @@ def comparison_view(d: RunDiff) -> ComparisonView:
         def show(v: Any, fld: str = m.field) -> str:
             return "–" if v is None and fld != "knee_concurrency" else figure_words(fld, v)
 
-        view.models.append({"model": m.model, "io": f"{m.input_len} / {m.output_len}", "label": m.label,
+        view.models.append({"model": model_cell(m.model, m.variant), "io": f"{m.input_len} / {m.output_len}", "label": m.label,
                             "a": show(m.a), "b": show(m.b),
                             "change": format_change(m.change) if m.change is not None else ("changed" if m.changed else "same")})
     return view

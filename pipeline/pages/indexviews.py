@@ -26,6 +26,13 @@ def clean_first(views: list[RunView]) -> list[RunView]:
     return sorted(views, key=lambda v: v.flagged and hardware_name(v) in clean_hw)
 
 
+def newest_run(views: list[RunView]) -> RunView | None:
+    """The newest run of the site, of any kind (flagged, simulated or clean), by its id (``YYYYMMDDTHHMMSSZ-host``:
+    the time it started), None without runs: Home names it first, with its verdict, so a user finds the run just
+    measured whatever it became (a flagged run is never a headline, and was found nowhere on Home)."""
+    return max(views, key=lambda v: v.run_id, default=None)
+
+
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
     """Home's headline: per hardware, its newest clean run; never a simulated run (a prediction).
 

@@ -27,7 +27,7 @@ from pipeline.pages.guide import included_page, write_guide
 from pipeline.pages.escape import (anchor, code, csv_cell, html_text, md_text, url_path,  # noqa: F401  (importable from here)
                                    visible_controls)
 from pipeline.pages.indexviews import (change_page_path, clean_first, headline_runs, headline_series, knee_threshold_pct,
-                                       model_pages, run_page_path)
+                                       model_pages, newest_run, run_page_path)
 from pipeline.pages.pointrows import ci_note, fmt, point_rows, stream_rows  # noqa: F401  (the templates' filters)
 from pipeline.pages.views import RunView, WorkloadView, view_of  # noqa: F401
 from pipeline.pages.tuning import tuning_section
@@ -179,6 +179,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,
+                       newest_run=newest_run,
                        point_rows=point_rows, stream_rows=stream_rows, ci_note=ci_note, model_pages_of=model_pages, knee_threshold_pct=knee_threshold_pct, run_page=run_page_path,
                        change_page=change_page_path, clean_first=clean_first, model_page=lambda name: Markup(f"models/{anchor(name)}.md"),
                        guide_page=included_page, tuning_section=tuning_section)

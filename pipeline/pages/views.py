@@ -259,6 +259,12 @@ class RunView:
         return list(dict.fromkeys(w.model.get("variant") or DEFAULT_VARIANT for w in self.workloads))
 
     @property
+    def model_names(self) -> list[str]:
+        """The run's models, each once in order (the runs table's "models": a model measured under two variants at
+        three shapes is one model, not six workloads)."""
+        return list(dict.fromkeys(w.model.get("model") for w in self.workloads))
+
+    @property
     def simulated(self) -> bool:
         """True for a run of the simulated server (``source: simulated``): a prediction, never a headline or an
         explainer's example, labelled wherever it is shown."""

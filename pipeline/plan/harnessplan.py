@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.sweepconfig import SweepConfig
+from pipeline.config.variants import kv_cache_name
 from pipeline.core.errors import BatchmarkError
 from pipeline.engines import harness as harnesses
 from pipeline.machine.hardware import load_profile
@@ -38,14 +40,20 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
         raise BatchmarkError(f"--harness {harness}: hardware profile {hw.name!r} states no engine terms for {engine} "
                              "(engines: in data/hardware/); only the closed loop's simulated server can plan it")
     specs = {m.name: m for m in cfg.models}
+    variants = {v.name: v for v in cfg.variant_list()}
     models = []
     for m in plan.models:
         card = resolve_card(specs[m.model], hw.name, engine)
+        v = variants.get(m.variant)
+        if v is not None and kv_cache_name(v):  # the cell's own server: its KV cache dtype (an FP8 KV variant)
+            card = with_kv_cache(card, kv_cache_name(v))
+        # each cell at its own shape (a tuning plan's cells: model × variant × shape), the config's where unstated
+        input_len, output_len = m.input_len or cfg.input_len, m.output_len or cfg.output_len
         points = []
         for p in m.points:
             if p.load == "closed" and p.runs and p.concurrency:
                 got = harnesses.predict(harness, card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops(),
-                                        p.concurrency, cfg.input_len, cfg.output_len)
+                                        p.concurrency, input_len, output_len)
                 p = replace(p, output_throughput_tok_s=got["decode_tok_s"], tpot_s=got["tpot_s"], ttft_s=got["ttft_s"])
             points.append(p)
         models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them"))

@@ -119,7 +119,7 @@ def plan_hardware(cfg: SweepConfig) -> tuple[HardwareProfile, str | None]:
     if cfg.backend == "vllm":
         from pipeline.machine.cpuisa import served_dtype
 
-        dtype = served_dtype(cfg.vllm.dtype)[0]
+        dtype = served_dtype(cfg.vllm.dtype, hardware=cfg.hardware)[0]
     return probed_profile(hw, dtype)
 
 

@@ -142,13 +142,22 @@ def tokenizer_sources(cfg: SweepConfig, models: list[str] | None = None) -> list
     return out
 
 
+def load_note(load_1min: float, cores: int) -> str | None:
+    """One line before measuring where the 1-minute load average is above the cores (more runnable processes than
+    CPUs: a point measured now shares the machine, and its verdict may be flagged busy), else None."""
+    if cores <= 0 or load_1min <= cores:
+        return None
+    return (f"note: the load average is {load_1min:.2f} on {cores} core(s): other work is running; the points "
+            "measured now share the machine (their verdict says so if it shows) — measure on a quiet machine")
+
+
 def preflight(cfg: SweepConfig, models: list[str] | None = None, log: Callable[[str], None] | None = None) -> None:
     """Everything about a sweep that can be checked before a run folder is made (module docstring).
 
     Args:
         cfg: the loaded sweep config.
         models: the models this sweep measures (a part's one model), None for all.
-        log: where a note goes (a key variable that is not set).
+        log: where a note goes (a key variable that is not set, a load average above the cores).
 
     Raises:
         BatchmarkError: the first check that fails, in one line.
@@ -156,6 +165,11 @@ def preflight(cfg: SweepConfig, models: list[str] | None = None, log: Callable[[
     from pipeline.machine.hardware import load_profile
 
     load_profile(cfg.hardware)
+    if cfg.backend != "simulated" and log and hasattr(os, "getloadavg"):  # a simulated run's time is virtual
+        note = load_note(os.getloadavg()[0], len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                         else (os.cpu_count() or 0))
+        if note:
+            log(note)
     if cfg.backend == "openai":
         env = cfg.openai.api_key_env
         if env and not os.environ.get(env) and log:

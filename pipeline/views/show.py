@@ -7,7 +7,7 @@ fields a source cannot supply are null.
 Beyond the contract's fields, every point carries ``failure_rate``, ``caveats`` (failed requests,
 token counts that set evidence aside; ``caveat_counts``: requests with each), ``token_count_sources``, ``excluded`` and
 ``excluded_reason`` (a point above the config's ``max_failure_rate`` is left out of knee, peak
-and scaling), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
+and scaling), ``errors`` (its failed requests' first ten distinct errors), ``regime`` and ``server`` (what the point measured, from the server's /metrics and
 limits), and every model ``excluded_concurrency``, ``caveat_concurrency``, ``post_knee_cause``, and the knee's
 uncertainty from the repeats: ``knee_per_repeat`` and ``knee_settled`` (:func:`pipeline.analysis.knee.knee_uncertainty`;
 computed from the summaries when an older analysis.json lacks them).
@@ -45,7 +45,7 @@ from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
-from pipeline.views.showtable import point_label, point_tables
+from pipeline.views.showtable import error_lines, point_label, point_tables
 from pipeline.diff.variants import format_tuning, tuning_of
 
 POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -94,6 +94,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["caveats"] = a.get("caveats") or sorted(set(s.get("caveats") or {}) | ({"failed_requests"} if s.get("failed") else set()))
         row["caveat_counts"] = dict(s.get("caveats") or {})
         row["token_count_sources"] = dict(s.get("token_count_sources") or {})
+        row["errors"] = [str(e) for e in s.get("errors") or []]
         row["excluded"] = bool(a.get("excluded", False))
         row["excluded_reason"] = a.get("excluded_reason")
         row["implausible"] = implausible_cause(meta, a.get("implausible") or implausible_point({**a, "concurrency": s["concurrency"]}))
@@ -287,7 +288,7 @@ def format_table(doc: dict[str, Any]) -> str:
             for p in unresolved) + "; their gaps are the read's, spread over its tokens, never 0")
     for key, what in (("mbu_implausible", "MBU"), ("mfu_implausible", "MFU")):
         lines.extend([f"{what} marked ! is not a result: {p[key]}" for p in doc["points"] if p.get(key)][:1])
-    return "\n".join(lines)
+    return "\n".join(lines + error_lines(doc["points"]))
 
 
 #: Share of a point's chunks read together with the chunk before them from which ``show`` says its ITL is not

@@ -163,3 +163,24 @@ def point_note(p: dict[str, Any]) -> str:
     counts = p.get("caveat_counts") or {}
     parts += [f"{f} ×{counts[f]}" if f in counts else f for f in p["caveats"] if f != "failed_requests"]
     return f"{head}: " + "; ".join(parts)
+
+
+#: Characters of one error shown by ``show`` (its full text: ``show --json``'s ``errors``, the records).
+ERROR_CHARS = 200
+
+
+def error_lines(points: list[dict[str, Any]]) -> list[str]:
+    """The errors of the failed requests, one line per point that has any (``errors``: a point's first ten distinct,
+    :func:`pipeline.metrics.summarize.summarize_point`), each cut to :data:`ERROR_CHARS`: what ``show`` promises a
+    run where every point failed lists."""
+    out = []
+    for p in points:
+        errs = [e if len(e) <= ERROR_CHARS else e[:ERROR_CHARS - 1] + "…" for e in p.get("errors") or [] if e]
+        if errs:
+            where = " · ".join(str(x) for x in (p.get("model"), p.get("variant") if p.get("variant") not in
+                                                 (None, "default") else None,
+                                                 f"in {p['input_len']} / out {p['output_len']}",
+                                                 ("c = " if p.get("load", "closed") == "closed" else "")
+                                                 + point_label(p)) if x)
+            out.append(f"  {where}: {p.get('failed') or 0} failed: " + "; ".join(errs))
+    return ["errors of the failed requests (first 10 distinct a point):", *out] if out else []

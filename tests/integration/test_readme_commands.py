@@ -66,3 +66,17 @@ def test_readme_show_of_its_example_run_runs_as_written(run_id):
 
 def test_the_readme_names_a_run_to_show():
     assert show_commands() == ["20261130T010035Z-vm"]
+
+
+@pytest.mark.parametrize("first, second, status", [(1, 0, 1), (0, 1, 1), (0, 0, 0), (1, 1, 1)])
+@pytest.mark.parametrize("strict", ["", "set -euo pipefail; "])
+def test_the_alone_tests_run_when_the_first_pass_fails_and_either_fails_the_command(first, second, status, strict):
+    """Fault kind: a test pass skipped by the one before it (``a && b``: a failing first pass never ran the ``alone``
+    tests).  The README's command, its ``python -m pytest`` a stub exiting as told, runs both passes whatever the
+    first returns and exits non-zero when either fails, in an interactive shell and under ``.ci/run``'s ``set -e``."""
+    tests = bash_blocks(README)[1].strip().removeprefix(". .venv/bin/activate && ")
+    stub = (f'python() {{ case "$*" in *"not alone"*) echo first; return {first};; '
+            f'*alone*) echo second; return {second};; esac; }}; ')
+    done = subprocess.run(["bash", "-c", strict + stub + tests], capture_output=True, text=True, timeout=30)
+    assert done.stdout.split() == ["first", "second"]
+    assert (done.returncode != 0) == bool(status), done

@@ -62,9 +62,15 @@ def test_every_measured_request_completed_with_the_requested_counts(measured):
 
 
 def test_ttft_below_e2el_and_one_itl_per_token_gap(measured):
+    """TTFT ≤ E2EL, equal exactly when every token came in the first read (fault kind: a test asserting what the
+    definition does not promise: under load the client, or a proxy buffering the stream, reads all 16 tokens at
+    once, and ``0 < 0.0302679 < 0.0302679`` failed on a correct record).  The strict inequality is asserted where
+    the record shows a later read; ITL is per token whatever the reads (docs/definitions.md)."""
     _, points = measured
     for r in _measured(points):
-        assert 0 < ttft_s(r) < e2el_s(r)
+        assert 0 < ttft_s(r) <= e2el_s(r)
+        later_read = any(t > r.first_token_s for t, _ in r.chunks)
+        assert (ttft_s(r) < e2el_s(r)) == later_read, r.chunks
         assert len(itl_values(r)) == r.output_tokens - 1  # docs/definitions.md: ITL is per token
         assert sum(itl_values(r)) == pytest.approx(r.done_s - r.first_token_s)
 

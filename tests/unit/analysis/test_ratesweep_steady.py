@@ -86,3 +86,15 @@ def test_the_model_page_never_says_saturated_below_an_slo_limit():
     flat = " ".join(page.split())
     assert "Saturated from" not in flat and "The SLO held up to **8.530 req/s**" in flat
     assert "Not steady at 1.410 req/s" in flat
+
+
+def test_an_achieved_rate_that_flattens_is_saturation_though_each_point_drained():
+    """Fault kind: a verdict contradicting its own chart ("No rate measured saturated the server" under achieved
+    rates 0.95, 1.9, 2.2, 2.25 req/s at 1, 2, 4, 8 offered).  The queue lengthens E2EL (20 s, 40 s at 4 and 8 req/s),
+    so each point's draining allowance (W / (W + E2EL): 10 / 30 of 4 = 1.33 req/s) excused its shortfall.  From 2 to
+    4 req/s the offered rate rose 100 %, the achieved (2.2 − 1.9) / 1.9 = 16 % < 50 % of it: saturated from 4."""
+    pts = [_point(1.0, 0.95, 2.0, 10), _point(2.0, 1.9, 2.0, 20), _point(4.0, 2.2, 20.0, 40), _point(8.0, 2.25, 40.0, 80)]
+    rs = rate_sweep(pts)
+    assert rs["saturation_rate_rps"] == 4.0
+    assert [r["saturated"] for r in rs["points"]] == [False, False, True, True]
+    assert rs["unsteady_rates"] == []

@@ -83,6 +83,39 @@ def test_shapes_share_one_server_sized_for_the_longest():
     assert (at.input_len, at.output_len) == (1000, 40) and (cfg.input_len, cfg.output_len) == (64, 32)
 
 
+@pytest.mark.parametrize("extra, field", [
+    ({"variants": [{"name": "a", "workloads": [{"input_len": 64, "output_len": 16}] * 2}]}, "variants[0].workloads"),
+    ({"backend": "openai", "models": [{"name": "m", "served_name": "m"}], "openai": {"requests_per_point": 4},
+      "variants": [{"name": "a"}, {"name": "b", "concurrency": [16]}]}, "variants[1].concurrency"),
+    ({"vllm": {"requests_per_point": 4}, "variants": [{"name": "a", "concurrency": [2, 8]}]},
+     "variants[0].concurrency"),
+    ({"variants": [{"name": "base"}, {"name": "default", "kv_cache_dtype": "fp8"}]}, "variants[1].name"),
+    ({"adaptive": {}, "variants": [{"name": "a"}, {"name": "b", "concurrency": [2, 8]}]}, "variants[1].concurrency"),
+])
+def test_a_variants_own_grid_and_shapes_get_the_configs_checks(extra, field):
+    """Fault kind: a check the config's grid and shapes pass through skipped for a variant's own (the same shape
+    twice accepted; c = 16 "measured" from 4 requests, as the config's grid reaching 16 is refused), and a name
+    that stores a variant's card as the baseline's (``default`` after the first: its FP8 KV card lost)."""
+    with pytest.raises(BatchmarkError) as exc:
+        _cfg(**extra)
+    msg = str(exc.value)
+    assert "\n" not in msg and field in msg, msg
+
+
+def test_a_variants_own_shapes_size_its_server():
+    """Fault kind: a server sized for the config's shapes serving a variant's own (4096/16 beside 64/16: every point
+    failed "4112 tokens per request exceed max_model_len 144"); worked: 4096 + 16 + 64 = 4176, the config's
+    variant 64 + 16 + 64 = 144."""
+    cfg = _cfg(workloads=[{"input_len": 64, "output_len": 16}],
+               variants=[{"name": "a"}, {"name": "long", "workloads": [{"input_len": 4096, "output_len": 16}]}])
+    base, long = (variant_config(cfg, v) for v in cfg.variant_list())
+    assert base.vllm.max_model_len == base.simulated.max_model_len == 144
+    assert long.vllm.max_model_len == long.simulated.max_model_len == 4176
+    one = _cfg(input_len=64, output_len=16,
+               variants=[{"name": "a"}, {"name": "long", "workloads": [{"input_len": 4096, "output_len": 16}]}])
+    assert variant_config(one, one.variant_list()[1]).vllm.max_model_len == 4176
+
+
 def test_the_digest_holds_the_tuning_space_and_leaves_other_configs_alone():
     one = _cfg(input_len=64, output_len=32)
     assert _cfg(input_len=64, output_len=32, variants=[{"name": "default"}]).digest() != one.digest()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.diff.report import PROVENANCE_CELL_CHARS, provenance_cells
+from pipeline.diff.report import PROVENANCE_CELL_CHARS, format_markdown, format_text, provenance_cells
 from pipeline.analysis.quality import run_quality, short_reasons
 from tests.conftest import REPO
 
@@ -143,3 +143,25 @@ def test_diff_carries_each_sides_interval_over_repeats(tmp_path):
     assert format_value_ci(0.0123, [0.0111, 0.0135], "s") == "12.3 ms ±1.2 ms"
     assert format_value_ci(0.453, [0.441, 0.465], "fraction") == "45.3% ±1.2 pp"
     assert format_value_ci(1234.0, [1178.0, 1290.0], "tok/s") == "1234 ±56"
+
+
+def test_a_diff_of_two_tuning_runs_names_each_rows_variant(tmp_path):
+    """Fault kind: rows a reader cannot tell apart (``diff A B`` of two tuning runs printed dense-a 64/16 c = 4 once per
+    variant, none naming its server setting, in the text, the Markdown and on the Changes page).  Each row of a
+    variant other than ``default`` says ``model · variant``."""
+    from pipeline.analysis import stages
+    from pipeline.diff.rundiff import diff_runs
+    from pipeline.pages.render import render_site
+    from tests.runbuilder import make_variant_run
+
+    a = make_variant_run(tmp_path / "runs", "20261129T000000Z-testhost", concurrency=(1, 4))
+    b = make_variant_run(tmp_path / "runs", "20261130T000000Z-testhost", concurrency=(1, 4))
+    d = diff_runs(stages.load_run(a), stages.load_run(b))
+    assert {c.variant for c in d.changes} == {"default", "fp8-kv"}
+    for text in (format_text(d), format_markdown(d)):
+        rows = [line for line in text.splitlines() if "dense-a" in line and "64/16" in line]
+        assert any("dense-a · fp8-kv" in r for r in rows) and any("dense-a · fp8-kv" not in r for r in rows)
+    page = next(p for p in render_site(tmp_path / "pages", runs_dir=tmp_path / "runs")
+                if p.parent.name == "changes" and p.stem == b.name.lower()).read_text()
+    table = "\n".join(line for line in page.splitlines() if line.startswith("|"))  # the tables, not the chart's JSON
+    assert "| dense-a · fp8-kv | 64 / 16 |" in table and "| dense-a | 64 / 16 |" in table

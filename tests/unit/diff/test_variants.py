@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.core.pointsummary import PointSummary
-from pipeline.diff.variants import NO_DIFFERENCE, format_lines, variant_diff, variant_names
+from pipeline.diff.variants import NO_DIFFERENCE, NOT_TESTED, format_lines, variant_diff, variant_names
 
 
 def _s(variant: str, c: int, thr: list[float], *, ttft_p99: list[float] | None = None, user: float = 50.0,
@@ -58,6 +58,22 @@ def test_noise_alone_says_no_difference():
     e = _entry(variant_diff(ss, ["default", "tp2"]), "tp2")
     assert not e["peak"][0]["called"]
     assert e["lines"] == [NO_DIFFERENCE]
+
+
+def test_nothing_testable_says_not_tested_and_why_never_no_difference():
+    """Fault kind: an untested comparison reported as a finding ("no difference beyond noise" where one repeat a side
+    has no spread to test against, or where the variant measured no shape the baseline did).  +50 % from one
+    repeat each is no called change and no "no difference" either; a variant at 256/16 beside a baseline at 64/16
+    has nothing to pair."""
+    one = [_s("default", 4, [100.0]), _s("v", 4, [150.0])]
+    e = _entry(variant_diff(one, ["default", "v"]), "v")
+    assert not any(r["called"] for r in e["peak"] + e["points"])
+    assert e["lines"][0].startswith(f"{NOT_TESTED}: a side has at most 1 repeat at every point") and len(e["lines"]) == 1
+    apart = [_s("default", 4, [100, 102, 98]),
+             _s("v", 4, [150, 152, 148]).__class__(**{**_s("v", 4, [150, 152, 148]).__dict__, "input_len": 256})]
+    e = _entry(variant_diff(apart, ["default", "v"]), "v")
+    assert e["lines"] == [f"{NOT_TESTED}: no shape and concurrency was measured (and included) under both it and the "
+                          "baseline, so nothing could be compared"]
 
 
 def test_below_the_minimum_effect_is_not_called():

@@ -130,3 +130,47 @@ def test_the_run_page_names_the_instruction_set_and_the_model_page_the_roof_it_h
     assert "Knee: **c = 1**" in model and "busy machine" not in model
     assert "every point past the knee is bound by the compute roof" in model
     assert "(the roof it hit: 110.0 GFLOP/s in float32)" in model
+
+
+def test_native_on_a_gpu_profile_is_the_gpus_dtype_never_the_host_cpus(monkeypatch):
+    """Fault kind: a setting resolved from the wrong machine (``vllm.dtype: native`` with ``hardware: dgx-spark``
+    read the planning host's AVX2 CPU and served float32 on a GPU).  On a GPU profile native is bfloat16 (NVIDIA
+    tensor cores since Ampere) and this machine's CPU is never asked."""
+    from pipeline.config.sweepconfig import parse_config
+    from pipeline.engines import vllm
+    from pipeline.machine.cpuisa import served_dtype
+
+    def no_cpu():
+        raise AssertionError("the host CPU was read for a GPU profile")
+    monkeypatch.setattr("pipeline.machine.cpuisa.this_cpu", no_cpu)
+    assert served_dtype("native", hardware="dgx-spark")[0] == "bfloat16"
+    cfg = parse_config({"name": "t", "hardware": "dgx-spark", "backend": "vllm", "concurrency": [1],
+                        "input_len": 64, "output_len": 16, "models": [{"name": "m", "path": "org/m"}],
+                        "vllm": {"dtype": "native", "command": "vllm serve {model} --port {port} --dtype {dtype}"}},
+                       "c.yaml")
+    words = vllm.VLLMEngine(cfg).command_for(cfg.models[0], 8000)
+    assert words[words.index("--dtype") + 1] == "bfloat16"
+
+
+def test_the_card_counts_the_dtype_the_command_serves(monkeypatch):
+    """Fault kind: the card counting a dtype the server does not run (``--dtype {dtype}`` serving float32 while the
+    card counted bfloat16: half the bytes, MBU twice too high).  Worked: llama-3.1-8b's card in bf16, served as
+    float32, reads 4 / 2 = twice its weight and KV bytes; ``--dtype auto`` leaves it as counted."""
+    from pipeline.cards.registry import load_card
+    from pipeline.config.sweepconfig import parse_config
+    from pipeline.engines import vllm
+
+    card = load_card("llama-3.1-8b").as_dict()
+    assert card["quantization"] == "bf16"
+    monkeypatch.setattr(vllm, "served_card", lambda *a, **k: dict(card))
+    monkeypatch.setattr(vllm.VLLMEngine, "start", lambda self, spec: None)
+    monkeypatch.setattr(vllm.VLLMEngine, "_prepare", lambda self, spec, kind: None)
+    for dtype, factor in (("float32", 2), ("auto", 1), ("bfloat16", 1)):
+        cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "vllm", "concurrency": [1], "input_len": 64,
+                            "output_len": 16, "models": [{"name": "m", "path": "org/m"}],
+                            "vllm": {"dtype": dtype, "command": "vllm serve {model} --port {port} --dtype {dtype}"}},
+                           "c.yaml")
+        got = vllm.VLLMEngine(cfg).load(cfg.models[0])
+        assert got["weight_bytes"] == card["weight_bytes"] * factor, dtype
+        assert got["kv_bytes_per_token"] == card["kv_bytes_per_token"] * factor, dtype
+        assert got["quantization"] == ("fp32" if factor == 2 else "bf16"), dtype

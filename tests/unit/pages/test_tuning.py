@@ -77,3 +77,22 @@ def test_the_run_page_names_the_variant_in_every_row_of_its_model_table(tmp_path
     assert table[0].startswith("| model | variant | kind |")
     rows = [r.split(" | ") for r in table[2:]]
     assert len(rows) == 2 and sorted(r[1] for r in rows) == ["default", "fp8-kv"]
+
+
+def test_the_runs_table_counts_models_not_workloads(tmp_path):
+    """Fault kind: a count of one thing labelled as another (the runs table's "models" column counted model ×
+    variant × shape: a tuning run of one model under two variants at two prompt lengths said 4 models).  Worked:
+    dense-a alone is 1 model; the run page still says its 4 workloads."""
+    from pipeline.pages.render import render_site
+    from tests.runbuilder import make_variant_run
+
+    run_id = "20261129T000000Z-testhost"
+    make_variant_run(tmp_path / "runs", run_id, concurrency=(1, 4), variants={"base": 1.0, "fp8-kv": 0.7},
+                     shapes={64: 1.0, 256: 1.5})
+    pages = {p.name: p for p in render_site(tmp_path / "pages", runs_dir=tmp_path / "runs")}
+    run_page = next(p for p in pages.values() if p.parent.name == "runs" and p.stem == run_id.lower())
+    header, _, row = (line for line in pages["runs.md"].read_text().splitlines()
+                      if line.startswith("| run |") or line.startswith("| ---") or run_id in line)
+    cells = dict(zip([c.strip() for c in header.split("|")], [c.strip() for c in row.split("|")]))
+    assert cells["models"] == "1"
+    assert "4 workload(s) of 1 model(s)" in run_page.read_text()
