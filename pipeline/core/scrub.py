@@ -67,13 +67,18 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
 ]
 
 
-def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
+def redact(text: str | None, secrets: Iterable[str | None] = (), *, pieces: bool = True) -> str | None:
     """``text`` with every secret in ``secrets`` and every credential-shaped token replaced by ``[redacted]``.
 
     Args:
         text: text that came from outside (a server's answer, an exception's message); None passes through.
         secrets: values known to be secret (the API key the client sent); empty and None entries are skipped.
-            A secret shorter than 4 characters is still removed (it is what the client sent).
+            A secret shorter than 4 characters is still removed (it is what the client sent).  Each is found in
+            every spelling of :func:`pipeline.core.credentials.known_spellings` (as sent, reversed, URL-encoded,
+            JSON-escaped, base64).
+        pieces: also redact every piece of a spelling of at least
+            :func:`pipeline.core.credentials.fragment_chars` characters (a key echoed in two halves apart); off
+            for text that no server wrote (a run's own provenance), where a piece of a chosen key could be a name.
 
     Returns:
         The text with the secrets removed; the rest unchanged.
@@ -84,7 +89,8 @@ def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
     for secret in known:
         for form in credentials.known_spellings(secret):
             text = text.replace(form, REDACTED)
-    text = credentials.redact_fragments(text, known)
+    if pieces:
+        text = credentials.redact_fragments(text, known)
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
@@ -185,7 +191,7 @@ def _redact_structure(obj: Any) -> Any:
 
 def _scrub_strings(obj: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(obj, str):
-        return scrub_abs(scrub(obj, secrets)) or obj
+        return scrub_abs(scrub(obj, secrets, pieces=False)) or obj
     if isinstance(obj, dict):
         return {k: _scrub_strings(v, secrets) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -193,19 +199,27 @@ def _scrub_strings(obj: Any, secrets: tuple[str, ...]) -> Any:
     return obj
 
 
+#: Shortest value of a credential-named key that :func:`scrub_tree` also redacts wherever else the tree repeats it
+#: (a shorter one, ``test``, would be found in other words and names; it is redacted where it is named).
+TREE_SECRET_CHARS = 8
+
+
 def scrub_tree(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
     """``obj`` (JSON-like: dicts, lists, strings, numbers) with every string scrubbed for publishing: the value of a
     credential-named key (``env: {VLLM_API_KEY: …}``) and of a credential flag in a list of words
-    (``args: ["--api-key", …]``) redacted by name, then those values, ``secrets`` and key-shaped text redacted
-    wherever they appear, and the machine's paths replaced (:func:`scrub`, then :func:`scrub_abs`); keys and numbers
+    (``args: ["--api-key", …]``) redacted by name, then those values (of :data:`TREE_SECRET_CHARS` or more), ``secrets``
+    and key-shaped text redacted wherever they appear, whole in each spelling (no pieces: this text is the run's own), and the machine's paths replaced (:func:`scrub`, then :func:`scrub_abs`); keys and numbers
     unchanged."""
-    known = tuple(dict.fromkeys([*(str(s) for s in secrets if s), *tree_secrets(obj)]))
+    named = [s for s in tree_secrets(obj) if len(s) >= TREE_SECRET_CHARS]  # a shorter one only where it is named
+    known = tuple(dict.fromkeys([*(str(s) for s in secrets if s), *named]))
     return _scrub_strings(_redact_structure(obj), known)
 
 
-def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None) -> str | None:
-    """``text`` with secrets redacted (:func:`redact`) and machine paths replaced (:func:`scrub_paths`)."""
-    return scrub_paths(redact(text, secrets), root)
+def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None, *,
+          pieces: bool = True) -> str | None:
+    """``text`` with secrets redacted (:func:`redact`, ``pieces`` as there) and machine paths replaced
+    (:func:`scrub_paths`)."""
+    return scrub_paths(redact(text, secrets, pieces=pieces), root)
 
 
 def relative_path(value: str, root: Path | None = None) -> str:
