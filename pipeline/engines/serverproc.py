@@ -80,10 +80,18 @@ def repo_relative(words: list[str]) -> list[str]:
     return [scrub.relative_path(w) if os.path.isabs(w) else (scrub.scrub_paths(w) or w) for w in words]
 
 
-def server_secrets(cmd: list[str], env: dict[str, str]) -> tuple[str, ...]:
-    """The credentials a server is started with: the values of its credential flags (``--api-key K``, ``--hf-token=K``)
-    and of its credential-named variables (``VLLM_API_KEY``, ``HF_TOKEN``; :mod:`pipeline.core.credentials`)."""
-    return tuple(dict.fromkeys([*credentials.argv_secrets(cmd), *credentials.env_secrets(env)]))
+def server_secrets(cmd: list[str], env: dict[str, str], inherited: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The credentials a server is started with: the values of its credential flags (``--api-key K``, ``--hf-token=K``),
+    of its configured credential-named variables ``env`` (``VLLM_API_KEY``, ``HF_TOKEN``; :mod:`pipeline.core.credentials`)
+    and of those it inherits (``inherited``, the whole environment it gets) of :data:`INHERITED_SECRET_CHARS` or more."""
+    found = [*credentials.argv_secrets(cmd), *credentials.env_secrets(env)]
+    found += [s for s in credentials.env_secrets(inherited or {}) if len(s) >= INHERITED_SECRET_CHARS]
+    return tuple(dict.fromkeys(found))
+
+
+#: Shortest inherited credential-named value redacted from a server's log (a shorter one, ``GIT_ASKPASS_TOKEN=1``,
+#: would take every ``1`` of the log with it; one the config gives is redacted whatever its length).
+INHERITED_SECRET_CHARS = 8
 
 
 def server_api_key(cmd: list[str], env: dict[str, str]) -> str | None:

@@ -182,8 +182,9 @@ class VLLMEngine(ServedEngine):
         _release_cuda_cache()
         self.port = self.opts.port or free_port(self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1")
         cmd = self.command_for(spec, self.port)
-        self.secrets = server_secrets(cmd, self.opts.env)
-        self.api_key = server_api_key(cmd, self.opts.env)
+        env = server_environment(os.environ, self.opts.env)
+        self.secrets = server_secrets(cmd, self.opts.env, env)
+        self.api_key = server_api_key(cmd, env)
         folder = (self.run_dir / "servers") if self.run_dir else Path(os.environ.get("TMPDIR", "/tmp")) / "batchmark-servers"
         folder.mkdir(parents=True, exist_ok=True)
         self.log_path = folder / (f"{spec.name}.log" if self.variant_name == DEFAULT_VARIANT else
@@ -194,7 +195,7 @@ class VLLMEngine(ServedEngine):
         self._log_fh.flush()
         try:
             self.proc = subprocess.Popen(cmd, stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, env=server_environment(os.environ, self.opts.env))
+                                         start_new_session=True, env=env)
         except OSError as exc:
             self._close_log()
             raise BatchmarkError(f"vllm.command: cannot start {cmd[0]!r} ({exc.strerror})") from None

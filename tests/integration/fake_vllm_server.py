@@ -7,7 +7,7 @@ Not a model: it streams ``max_tokens`` one-token chunks (`` t001 t002 …``) eve
 Modes (``--mode``):
 - ``healthy``: ready after ``--start-delay-s``;
 - ``never``: prints loading lines forever and answers ``/health`` with 503;
-- ``--api-key KEY``: as vLLM's, a ``/v1`` request without ``Authorization: Bearer KEY`` is answered 401; the key (and
+- ``--api-key KEY`` (else ``VLLM_API_KEY`` of the environment): as vLLM's, a ``/v1`` request without ``Authorization: Bearer KEY`` is answered 401; the key (and
   an ``HF_TOKEN`` of the environment) is printed to the log, as vLLM prints its arguments;
 - ``crash``: like healthy, but exits with code 3 in the middle of streaming the
   ``--crash-at``-th completion request (1-based; the launcher's feature probe is request 1);
@@ -42,6 +42,7 @@ def main() -> None:
     ap.add_argument("--pid-file", default=None)
     ap.add_argument("--api-key", default=None, help="as vLLM's: /v1 requests without 'Authorization: Bearer KEY' get 401")
     args, unknown = ap.parse_known_args()
+    args.api_key = args.api_key or os.environ.get("VLLM_API_KEY")  # as vLLM: the flag, else the environment's
     if args.mode == "crash" and args.crash_model and args.crash_model != args.served_model_name:
         args.mode = "healthy"
     if args.pid_file:

@@ -162,6 +162,34 @@ def test_a_key_echoed_in_pieces_reversed_or_encoded_is_never_stored(tmp_path, mo
     assert leaked == []
 
 
+def test_a_key_the_server_inherits_is_sent_and_never_stored(tmp_path, monkeypatch):
+    """Fault kind: ``VLLM_API_KEY`` exported in the shell that starts the sweep (vLLM reads it when no ``--api-key``
+    is given) made the server refuse every request (the client sent no key), and its log stored the key."""
+    from tests.conftest import make_scratch_root
+    from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
+    from pipeline.machine.hardware import ProbeResult
+    from pipeline.metrics.summarize import summarize_point
+    from pipeline.sweep import gridwalk
+
+    key = secrets.token_urlsafe(18)
+    root = make_scratch_root(tmp_path)
+    monkeypatch.setenv("BATCHMARK_ROOT", str(root))
+    monkeypatch.setenv("VLLM_API_KEY", key)
+    monkeypatch.setattr(gridwalk, "probe", lambda *a, **k: ProbeResult("cpu", "float32", 10.0, 0.1, [10.0], [0.1], 1, 1, 1))
+    tok = tmp_path / "tok"
+    build_tokenizer(tok)
+    cfg = parse_config({
+        "name": "inherited", "hardware": "dgx-spark", "backend": "vllm", "input_len": 16, "output_len": 8,
+        "concurrency": [1], "repeats": 1,
+        "vllm": {"command": f"{sys.executable} {FAKE_SERVER} --port {{port}} --served-model-name {{served_name}}",
+                 "tokenizer": str(tok), "requests_per_point": 4, "stop_grace_s": 5},
+        "models": [{"name": "m1", "path": "/models/m1", "served_name": "m1"}]})
+    run_dir = gridwalk.run_sweep(cfg, root / "data" / "runs" / "20260101T000000Z-inh", progress=False,
+                                 log=lambda m: None, derive=stages.write_derived)
+    assert [summarize_point(p).completed for p in pointfiles.load_points(run_dir)] == [4]
+    assert [name for name, data in _every_text(run_dir).items() if key.encode() in data] == []
+
+
 def test_a_variants_server_credentials_are_never_stored(tmp_path, monkeypatch):
     """Fault kind: a variant's ``--api-key KEY`` and its environment's ``VLLM_API_KEY`` / ``HF_TOKEN`` (no ``hf_``
     shape) were stored in ``run.json`` (config, variants' settings, the server's command), the committed server log and
