@@ -137,7 +137,7 @@ def scrub_paths(text: str | None, root: Path | None = None) -> str | None:
     if not text:
         return text
     for prefix, name in _machine_prefixes(root):
-        text = re.sub(re.escape(prefix) + r"(?=/|\b|$)", lambda m: name, text)
+        text = re.sub(r"(?<![\w./~-])" + re.escape(prefix) + r"(?=/|\b|$)", lambda m: name, text)
     text = _HOME_RE.sub("~", text)
     return _TMP_RE.sub("<tmp>", text)
 

@@ -145,6 +145,8 @@ def test_every_folder_of_a_path_list_is_scrubbed():
     from pipeline.core.scrub import scrub_tree
 
     assert scrub_tree({"PYTHONPATH": "/srv/u/a/lib:/srv/u/b/lib:/opt/x/y"}) == {"PYTHONPATH": "<abs>/lib:<abs>/lib:<abs>/y"}
+    # a folder of the machine is replaced where a path starts, never inside another (/var/tmp is not /var + /tmp)
+    assert scrub_tree("/tmp/a/b:/var/tmp/c/d:/home/alice/e") == "<tmp>/a/b:<tmp>/c/d:~/e"
     assert scrub_tree("http://127.0.0.1:8000/v1/completions") == "http://127.0.0.1:8000/v1/completions"
 
 
