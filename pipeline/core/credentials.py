@@ -10,7 +10,7 @@ echo back.
   ``--api-key=K``) and such a variable's value become ``[redacted]``; :func:`argv_secrets` and :func:`env_secrets`
   give the values themselves, so that a log or an answer that repeats them elsewhere is redacted too.
 - By value (:func:`known_spellings`, :func:`fragment_pattern`): a known secret as given, reversed, URL-encoded,
-  JSON-escaped and base64-encoded (standard and URL-safe alphabets, with or without padding, at each of the three
+  JSON-escaped, hex-encoded and base64-encoded (standard and URL-safe alphabets, with or without padding, at each of the three
   byte alignments inside a longer base64 text), and any piece of one of those of at least :func:`fragment_chars`
   characters (a key split in two halves that appear apart).
 """
@@ -128,7 +128,7 @@ def _base64_cores(raw: bytes) -> set[str]:
 
 def known_spellings(secret: str) -> list[str]:
     """``secret`` as a server can send it back, longest first: as given, reversed, URL-encoded (``%2F``, ``+`` for a
-    space), JSON-escaped (``\\"``, ``\\/``, ``\\u00e9``), and base64 (std and URL-safe, padded and not, and the core
+    space), JSON-escaped (``\\"``, ``\\/``, ``\\u00e9``), its UTF-8 bytes in hex (lower and upper case), and base64 (std and URL-safe, padded and not, and the core
     of it inside a longer base64 text, :func:`_base64_cores`)."""
     forms = {secret, secret[::-1]}
     for s in (secret, secret[::-1]):
@@ -136,6 +136,7 @@ def known_spellings(secret: str) -> list[str]:
         forms.update({urllib.parse.quote(s, safe=""), urllib.parse.quote_plus(s), json_form,
                       json_form.replace("/", "\\/"), json.dumps(s, ensure_ascii=False)[1:-1]})
     raw = secret.encode("utf-8")
+    forms.update({raw.hex(), raw.hex().upper()})
     for enc in (base64.b64encode(raw).decode(), base64.urlsafe_b64encode(raw).decode()):
         forms.update({enc, enc.rstrip("=")})
     forms.update(_base64_cores(raw))

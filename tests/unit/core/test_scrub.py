@@ -132,10 +132,11 @@ def test_a_known_key_is_redacted_in_pieces_reversed_and_base64():
     in_header = base64.b64encode(b"Bearer " + key.encode()).decode()
     cases = [f"start {key[:13]} ... end {key[13:]}", f"rev {key[::-1]}", f"b64 {b64}", f"b64 {b64.rstrip('=')}",
              f"url {base64.urlsafe_b64encode(key.encode()).decode().rstrip('=')}", f"hdr {in_header}",
-             f"json {json.dumps(key[::-1])}"]
+             f"json {json.dumps(key[::-1])}", f"hex {key.encode().hex()}", f"HEX {key.encode().hex().upper()}"]
     for text in cases:
         out = redact(text, [key])
-        for piece in (key[:13], key[13:], key[::-1][:13], key[::-1][13:], b64[:20], in_header[10:30]):
+        for piece in (key[:13], key[13:], key[::-1][:13], key[::-1][13:], b64[:20], in_header[10:30],
+                      key.encode().hex()[:16], key.encode().hex().upper()[-16:]):
             assert piece not in out, (text, out)
     assert redact("nothing of it here: 0123456789", [key]) == "nothing of it here: 0123456789"
 
