@@ -4,15 +4,18 @@ Runs are committed and published, so text that comes from outside the measuremen
 error answer, a stream's error event, an exception's message, a server's log) is scrubbed at the
 place it enters a record or a run folder:
 
-- :func:`redact`: API keys and tokens.  The key the client sent is removed wherever it appears
-  (also in its URL- and JSON-escaped spellings), and so is anything shaped like a credential:
-  ``Bearer …``, the value of an ``Authorization``/``api_key``/
-  ``x-api-key``/``token``/``password``/``secret`` field, the well-known key shapes (OpenAI
+- :func:`redact`: API keys and tokens.  The key the client sent is removed wherever it appears, in every spelling
+  a server can echo (reversed, URL- and JSON-escaped, hex, base64, and in pieces: :mod:`pipeline.core.credentials`),
+  and so is anything shaped like a credential: ``Bearer …``, the value of an ``Authorization``/``api_key``/
+  ``x-api-key``/``token``/``password``/``secret`` field, a credential flag's or variable's value (``--api-key K``,
+  ``--hf-token=K``, ``VLLM_API_KEY=K``, ``export HF_TOKEN=K``), the well-known key shapes (OpenAI
   ``sk-…``, Hugging Face ``hf_…``, GitHub ``ghp_…``, Slack ``xox?-…``, AWS ``AKIA…``, JWTs) and
-  the ``user:password@`` part of a URL.  Each becomes ``[redacted]``.
+  the ``user:password@`` part of a URL.  Each becomes ``[redacted]``; redacting twice changes nothing more.
 - :func:`scrub_paths`: absolute paths of the machine.  The repository becomes ``<repo>``, the
   Python environment ``<venv>``, the temporary folder ``<tmp>``, a home folder ``~``.
 - :func:`scrub`: both, the one call for text a server sends back before it is stored.
+- :func:`scrub_tree`: a JSON-like provenance (``run.json``): credentials redacted by name in its structure (an
+  ``env`` mapping's ``HF_TOKEN``, a flag list's ``--api-key K``) and by value elsewhere, then every string scrubbed.
 
 Redact before cutting a text short: a key cut in half no longer matches its own value.
 """
@@ -28,6 +31,7 @@ from typing import Any, Iterable
 
 from pipeline.core import credentials
 from pipeline.core.credentials import REDACTED
+
 
 def _text_secret_name(name: str) -> bool:
     """A credential's name in running text (:func:`pipeline.core.credentials.is_secret_name`), but not a lone common word
