@@ -28,7 +28,7 @@ REDACTED = "[redacted]"
 
 #: Last words of a name that holds a credential (``--api-key``, ``HF_TOKEN``, ``DB_PASS``).
 _SECRET_LAST = {"key", "apikey", "token", "secret", "password", "passwd", "pass", "pat", "credential",
-                "credentials", "accesskey", "secretkey", "accesstoken", "authtoken", "apitoken"}
+                "credentials", "accesskey", "secretkey", "accesstoken", "authtoken", "apitoken", "authorization"}
 #: Words before ``token``/``key`` that make the name no credential (a tokenizer's special tokens, a count's unit,
 #: a public half of a key pair, a cache's key).
 _NOT_SECRET_BEFORE = {"bos", "eos", "pad", "unk", "sep", "cls", "mask", "per", "start", "end", "image", "video",

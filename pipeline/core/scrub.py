@@ -35,8 +35,10 @@ from pipeline.core.credentials import REDACTED
 
 def _text_secret_name(name: str) -> bool:
     """A credential's name in running text (:func:`pipeline.core.credentials.is_secret_name`), but not a lone common word
-    (``key: …``, ``pass=3``) that text uses for other things."""
-    return credentials.is_secret_name(name) and name.lower() not in {"key", "pass", "pat", "credential", "credentials"}
+    (``key: …``, ``pass=3``) that text uses for other things, nor ``Authorization`` (its scheme word, ``Bearer``, is
+    no value: the first pattern redacts what follows it)."""
+    return credentials.is_secret_name(name) and not name.lower().endswith("authorization") and \
+        name.lower() not in {"key", "pass", "pat", "credential", "credentials"}
 
 
 # a token's characters: base64/base64url, hex, JWT dots and the separators key formats use

@@ -163,6 +163,8 @@ def test_a_variants_flags_and_environment_are_redacted_by_name():
         "settings": {"args": ["--api-key", REDACTED, f"--hf-token={REDACTED}", "--max-num-seqs", "8"],
                      "env": {"VLLM_API_KEY": REDACTED, "HF_TOKEN": REDACTED, "VLLM_CPU_KVCACHE_SPACE": "4"}},
         "log_tail": f"serving with {REDACTED} and {REDACTED}", "kv_bytes_per_token": 12}
+    assert scrub_tree({"headers": {"Authorization": "Basic dXNlcjpwYXNz", "X-Api-Key": "k", "Accept": "*/*"}}) == {
+        "headers": {"Authorization": REDACTED, "X-Api-Key": REDACTED, "Accept": "*/*"}}
     # a short value is redacted where it is named, not in every other word that holds it (a model "test-model")
     assert scrub_tree({"env": {"VLLM_API_KEY": "test"}, "model": "test-model", "note": "latest"}) == {
         "env": {"VLLM_API_KEY": REDACTED}, "model": "test-model", "note": "latest"}
