@@ -9,7 +9,10 @@ Regression (fault kind: a secret echoed by the server is stored): a server that 
 run is completed and its pages and downloads are rendered, and no byte of any file written (the run
 folder, the pages, the zip's members) holds the key, while the errors still say what the server said
 (``[redacted]`` where the key was).  Two keys: an OpenAI-shaped one and one of no known shape
-(found only because the client knows what it sent).
+(found only because the client knows what it sent).  Then the same for a server that spells the key another way
+(``--fault echo_spelled``: halves apart, reversed, base64, URL-encoded), and for the ``vllm`` backend's own server
+(``fake_vllm_server.py --api-key``): a variant's ``--api-key``, ``VLLM_API_KEY`` and ``HF_TOKEN``, and a
+``VLLM_API_KEY`` exported in the shell, are sent where the server asks for them and never stored.
 """
 
 from __future__ import annotations
