@@ -4,42 +4,62 @@ Runs are committed and published, so text that comes from outside the measuremen
 error answer, a stream's error event, an exception's message, a server's log) is scrubbed at the
 place it enters a record or a run folder:
 
-- :func:`redact`: API keys and tokens.  The key the client sent is removed wherever it appears
-  (also in its URL- and JSON-escaped spellings), and so is anything shaped like a credential:
-  ``Bearer …``, the value of an ``Authorization``/``api_key``/
-  ``x-api-key``/``token``/``password``/``secret`` field, the well-known key shapes (OpenAI
+- :func:`redact`: API keys and tokens.  The key the client sent is removed wherever it appears, in every spelling
+  a server can echo (reversed, URL- and JSON-escaped, hex, base64, and in pieces: :mod:`pipeline.core.credentials`),
+  and so is anything shaped like a credential: ``Bearer …``, the value of an ``Authorization``/``api_key``/
+  ``x-api-key``/``token``/``password``/``secret`` field, a credential flag's or variable's value (``--api-key K``,
+  ``--hf-token=K``, ``VLLM_API_KEY=K``, ``export HF_TOKEN=K``), the well-known key shapes (OpenAI
   ``sk-…``, Hugging Face ``hf_…``, GitHub ``ghp_…``, Slack ``xox?-…``, AWS ``AKIA…``, JWTs) and
-  the ``user:password@`` part of a URL.  Each becomes ``[redacted]``.
+  the ``user:password@`` part of a URL.  Each becomes ``[redacted]``; redacting twice changes nothing more.
 - :func:`scrub_paths`: absolute paths of the machine.  The repository becomes ``<repo>``, the
   Python environment ``<venv>``, the temporary folder ``<tmp>``, a home folder ``~``.
 - :func:`scrub`: both, the one call for text a server sends back before it is stored.
+- :func:`scrub_tree`: a JSON-like provenance (``run.json``): credentials redacted by name in its structure (an
+  ``env`` mapping's ``HF_TOKEN``, a flag list's ``--api-key K``) and by value elsewhere, then every string scrubbed.
 
 Redact before cutting a text short: a key cut in half no longer matches its own value.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
 import tempfile
-import urllib.parse
 from pathlib import Path
 from typing import Any, Iterable
 
-REDACTED = "[redacted]"
+from pipeline.core import credentials
+from pipeline.core.credentials import REDACTED
+
+
+def _text_secret_name(name: str) -> bool:
+    """A credential's name in running text (:func:`pipeline.core.credentials.is_secret_name`), but not a lone common word
+    (``key: …``, ``pass=3``) that text uses for other things, nor ``Authorization`` (its scheme word, ``Bearer``, is
+    no value: the first pattern redacts what follows it)."""
+    return credentials.is_secret_name(name) and not name.lower().endswith("authorization") and \
+        name.lower() not in {"key", "pass", "pat", "credential", "credentials"}
+
 
 # a token's characters: base64/base64url, hex, JWT dots and the separators key formats use
 _TOKEN = r"[A-Za-z0-9._~+/=:-]+"
+# a credential's value: up to a space, quote, escape or separator; never a value already redacted (idempotent)
+_VALUE = r"(?!\[?redacted\])([^\s\"'\\,;&}\[\])]+)"
 _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
     # the value of a header or field named like a credential: "Authorization: Bearer x", "api_key": "x", token=x
     (re.compile(r"(?i)(?<![A-Za-z0-9_-])((?:proxy-)?authorization|x-api-key|api[-_ ]?key|access[-_]?token|"
                 r"refresh[-_]?token|auth[-_]?token|client[-_]?secret|secret|password|passwd|token)"
-                r"(\\?[\"']?\s*[:=]\s*\\?[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"'\\,;&}\])]+)"),
+                r"(\\?[\"']?\s*[:=]\s*\[?\s*\\?[\"']?)(?!(?:bearer|basic|token)\s+\[redacted\])(?:(bearer|basic|token)\s+)?"
+                + _VALUE),
      lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{REDACTED}"),
+    # a flag named like a credential and its value: "--api-key K", "--hf-token=K", "'--api-key', 'K'" (an argv list)
+    (re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)(=|\\?[\"']?(?:\s*,\s*|\s+)\\?[\"']?)(?!-)" + _VALUE),
+     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if credentials.is_secret_name(m.group(1)) else m.group(0)),
+    # a variable or field named like a credential: "VLLM_API_KEY=K", "export HF_TOKEN=K", "'api_key': ['K']"
+    (re.compile(r"(?<![\w$-])([A-Za-z_][\w-]*)(\\?[\"']?\s*[:=]\s*\[?\s*\\?[\"']?)" + _VALUE),
+     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if _text_secret_name(m.group(1)) else m.group(0)),
     # a bearer token anywhere: "Bearer sk-…" (also URL-encoded: "Bearer%20…")
-    (re.compile(r"(?i)\b(bearer)(\s+|%20|\+)" + _TOKEN), lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}"),
+    (re.compile(r"(?i)\b(bearer)(\s+|%20|\+)(?!\[redacted\])" + _TOKEN), lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}"),
     # well-known key shapes, wherever they stand: OpenAI (sk-, sk-proj-…), Stripe-like, Hugging Face, GitHub,
     # GitLab, Slack, NVIDIA, AWS access key ids, JWTs
     (re.compile(r"\bsk-(?:[A-Za-z0-9]+-)*[A-Za-z0-9_]{8,}[A-Za-z0-9_-]*"), lambda m: REDACTED),
@@ -53,31 +73,30 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
 ]
 
 
-def _spellings(secret: str) -> list[str]:
-    """``secret`` as it can come back: as given, URL-encoded, JSON-escaped (longest first)."""
-    json_form = json.dumps(secret)[1:-1]
-    forms = {secret, urllib.parse.quote(secret, safe=""), urllib.parse.quote_plus(secret), json_form,
-             json_form.replace("/", "\\/"), json.dumps(secret, ensure_ascii=False)[1:-1]}
-    return sorted((f for f in forms if f), key=len, reverse=True)
-
-
-def redact(text: str | None, secrets: Iterable[str | None] = ()) -> str | None:
+def redact(text: str | None, secrets: Iterable[str | None] = (), *, pieces: bool = True) -> str | None:
     """``text`` with every secret in ``secrets`` and every credential-shaped token replaced by ``[redacted]``.
 
     Args:
         text: text that came from outside (a server's answer, an exception's message); None passes through.
         secrets: values known to be secret (the API key the client sent); empty and None entries are skipped.
-            A secret shorter than 4 characters is still removed (it is what the client sent).
+            A secret shorter than 4 characters is still removed (it is what the client sent).  Each is found in
+            every spelling of :func:`pipeline.core.credentials.known_spellings` (as sent, reversed, URL-encoded,
+            JSON-escaped, base64).
+        pieces: also redact every piece of a spelling of at least
+            :func:`pipeline.core.credentials.fragment_chars` characters (a key echoed in two halves apart); off
+            for text that no server wrote (a run's own provenance), where a piece of a chosen key could be a name.
 
     Returns:
         The text with the secrets removed; the rest unchanged.
     """
     if not text:
         return text
-    for secret in secrets:
-        if secret:
-            for form in _spellings(str(secret)):
-                text = text.replace(form, REDACTED)
+    known = tuple(dict.fromkeys(str(s) for s in secrets if s))
+    for secret in known:
+        for form in credentials.known_spellings(secret):
+            text = text.replace(form, REDACTED)
+    if pieces:
+        text = credentials.redact_fragments(text, known)
     for pattern, repl in _PATTERNS:
         text = pattern.sub(repl, text)
     return text
@@ -124,14 +143,15 @@ def scrub_paths(text: str | None, root: Path | None = None) -> str | None:
     if not text:
         return text
     for prefix, name in _machine_prefixes(root):
-        text = re.sub(re.escape(prefix) + r"(?=/|\b|$)", lambda m: name, text)
+        text = re.sub(r"(?<![\w./~-])" + re.escape(prefix) + r"(?=/|\b|$)", lambda m: name, text)
     text = _HOME_RE.sub("~", text)
     return _TMP_RE.sub("<tmp>", text)
 
 
-#: Any absolute path of two or more folders left after :func:`scrub_paths` (``/scratch/<user>/models/llama``): not a
-#: URL's path (a ``/`` after a host, a ``:`` or another ``/`` is none), nor a stand-in's rest (``<repo>/…``, ``~/…``).
-_ABS_RE = re.compile(r"(?<![\w.~>/:@%-])/(?:[^\s/\"'<>:;,()\[\]{}|=]+/)+([^\s/\"'<>:;,()\[\]{}|=]*)")
+#: Any absolute path of two or more folders left after :func:`scrub_paths` (``/scratch/<user>/models/llama``), also each
+#: folder of a ``:``-separated list (``PYTHONPATH``, ``LD_LIBRARY_PATH``): not a URL's path (a ``/`` after a host, or
+#: the ``//`` of ``scheme://``, is none), nor a stand-in's rest (``<repo>/…``, ``~/…``).
+_ABS_RE = re.compile(r"(?<![\w.~>/@%-])(?<!://)/(?!/)(?:[^\s/\"'<>:;,()\[\]{}|=]+/)+([^\s/\"'<>:;,()\[\]{}|=]*)")
 #: The stand-in of a folder of the machine that is no home, temporary folder, repository or environment.
 ABS = "<abs>"
 
@@ -144,22 +164,68 @@ def scrub_abs(text: str | None) -> str | None:
     return _ABS_RE.sub(lambda m: f"{ABS}/{m.group(1)}", text)
 
 
-def scrub_tree(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
-    """``obj`` (JSON-like: dicts, lists, strings, numbers) with every string scrubbed for publishing: secrets
-    redacted, the machine's paths replaced (:func:`scrub`, then :func:`scrub_abs`); keys and numbers unchanged."""
-    secrets = tuple(secrets)
-    if isinstance(obj, str):
-        return scrub_abs(scrub(obj, secrets)) or obj
+def tree_secrets(obj: Any) -> list[str]:
+    """The credentials a JSON-like tree names in structure: the string values of credential-named keys (an
+    environment's ``VLLM_API_KEY``, a field ``api_key``) and the values of credential flags in its lists of words
+    (``["--api-key", K]``), :mod:`pipeline.core.credentials`."""
+    found: list[str] = []
     if isinstance(obj, dict):
-        return {k: scrub_tree(v, secrets) for k, v in obj.items()}
+        for k, v in obj.items():
+            if credentials.is_secret_name(str(k)) and isinstance(v, (str, list, tuple)):
+                found += [v] if isinstance(v, str) else [x for x in v if isinstance(x, str)]
+            else:
+                found += tree_secrets(v)
+    elif isinstance(obj, (list, tuple)):
+        found += credentials.argv_secrets(v for v in obj if isinstance(v, str))
+        for v in obj:
+            found += tree_secrets(v)
+    return [s for s in found if s and s != REDACTED]
+
+
+def _redact_structure(obj: Any) -> Any:
+    """``obj`` with credential-named keys' string values and credential flags' values (:func:`tree_secrets`) replaced
+    by ``[redacted]``."""
+    if isinstance(obj, dict):
+        return {k: ((REDACTED if isinstance(v, str) else [REDACTED if isinstance(x, str) else x for x in v])
+                    if credentials.is_secret_name(str(k)) and isinstance(v, (str, list, tuple)) and v
+                    else _redact_structure(v)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [scrub_tree(v, secrets) for v in obj]
+        words = credentials.redact_argv(obj) if all(isinstance(v, str) for v in obj) else list(obj)
+        return [_redact_structure(v) for v in words]
     return obj
 
 
-def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None) -> str | None:
-    """``text`` with secrets redacted (:func:`redact`) and machine paths replaced (:func:`scrub_paths`)."""
-    return scrub_paths(redact(text, secrets), root)
+def _scrub_strings(obj: Any, secrets: tuple[str, ...]) -> Any:
+    if isinstance(obj, str):
+        return scrub_abs(scrub(obj, secrets, pieces=False)) or obj
+    if isinstance(obj, dict):
+        return {k: _scrub_strings(v, secrets) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_scrub_strings(v, secrets) for v in obj]
+    return obj
+
+
+#: Shortest value of a credential-named key that :func:`scrub_tree` also redacts wherever else the tree repeats it
+#: (a shorter one, ``test``, would be found in other words and names; it is redacted where it is named).
+TREE_SECRET_CHARS = 8
+
+
+def scrub_tree(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
+    """``obj`` (JSON-like: dicts, lists, strings, numbers) with every string scrubbed for publishing: the value of a
+    credential-named key (``env: {VLLM_API_KEY: …}``) and of a credential flag in a list of words
+    (``args: ["--api-key", …]``) redacted by name, then those values (of :data:`TREE_SECRET_CHARS` or more), ``secrets``
+    and key-shaped text redacted wherever they appear, whole in each spelling (no pieces: this text is the run's own), and the machine's paths replaced (:func:`scrub`, then :func:`scrub_abs`); keys and numbers
+    unchanged."""
+    named = [s for s in tree_secrets(obj) if len(s) >= TREE_SECRET_CHARS]  # a shorter one only where it is named
+    known = tuple(dict.fromkeys([*(str(s) for s in secrets if s), *named]))
+    return _scrub_strings(_redact_structure(obj), known)
+
+
+def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None, *,
+          pieces: bool = True) -> str | None:
+    """``text`` with secrets redacted (:func:`redact`, ``pieces`` as there) and machine paths replaced
+    (:func:`scrub_paths`)."""
+    return scrub_paths(redact(text, secrets, pieces=pieces), root)
 
 
 def relative_path(value: str, root: Path | None = None) -> str:

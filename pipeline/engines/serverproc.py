@@ -8,9 +8,9 @@ import os
 import shlex
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-from pipeline.core import scrub
+from pipeline.core import credentials, scrub
 from pipeline.core.atomicfiles import atomic_write_text
 from pipeline.core.errors import BatchmarkError
 
@@ -24,8 +24,9 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> str:
-    """Last ``lines`` non-empty lines of a log file joined with `` | `` (one line, ≤ ``max_chars``)."""
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500, secrets: Iterable[str] = ()) -> str:
+    """Last ``lines`` non-empty lines of a log file joined with `` | `` (one line, ≤ ``max_chars``), scrubbed of
+    ``secrets`` (the server's own keys), key-shaped text and the machine's paths."""
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)
@@ -34,7 +35,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500) -> 
             text = fh.read().decode("utf-8", "replace")
     except OSError:
         return "(no log)"
-    tail = " | ".join([ln.strip() for ln in (scrub.scrub(text) or "").splitlines() if ln.strip()][-lines:])
+    tail = " | ".join([ln.strip() for ln in (scrub.scrub(text, secrets) or "").splitlines() if ln.strip()][-lines:])
     return tail[-max_chars:] or "(empty log)"
 
 
@@ -91,14 +92,40 @@ def repo_relative(words: list[str]) -> list[str]:
     return [scrub.relative_path(w) if os.path.isabs(w) else (scrub.scrub_paths(w) or w) for w in words]
 
 
-def scrub_log(path: Path) -> None:
-    """Rewrite a server log with the machine's paths and any secrets removed (:func:`pipeline.core.scrub.scrub`); logs are
-    committed with runs.  Atomic (a temporary file in the same folder, then a rename); a missing log is left alone."""
+def server_secrets(cmd: list[str], env: dict[str, str], inherited: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The credentials a server is started with: the values of its credential flags (``--api-key K``, ``--hf-token=K``),
+    of its configured credential-named variables ``env`` (``VLLM_API_KEY``, ``HF_TOKEN``; :mod:`pipeline.core.credentials`)
+    and of those it inherits (``inherited``, the whole environment it gets) of :data:`INHERITED_SECRET_CHARS` or more."""
+    found = [*credentials.argv_secrets(cmd), *credentials.env_secrets(env)]
+    found += [s for s in credentials.env_secrets(inherited or {}) if len(s) >= INHERITED_SECRET_CHARS]
+    return tuple(dict.fromkeys(found))
+
+
+#: Shortest inherited credential-named value redacted from a server's log (a shorter one, ``GIT_ASKPASS_TOKEN=1``,
+#: would take every ``1`` of the log with it; one the config gives is redacted whatever its length).
+INHERITED_SECRET_CHARS = 8
+
+
+def server_api_key(cmd: list[str], env: dict[str, str]) -> str | None:
+    """The API key a vLLM server started this way asks of its clients: the first value of its ``--api-key`` flag, else
+    its ``VLLM_API_KEY`` variable (vLLM's ``serve --api-key``: https://docs.vllm.ai/en/latest/cli/serve.html); None."""
+    for i, w in enumerate(cmd):
+        if w.startswith("--api-key="):
+            return w.partition("=")[2] or None
+        if w == "--api-key" and i + 1 < len(cmd) and not cmd[i + 1].startswith("-"):
+            return cmd[i + 1]
+    return env.get("VLLM_API_KEY") or None
+
+
+def scrub_log(path: Path, secrets: Iterable[str] = ()) -> None:
+    """Rewrite a server log with the machine's paths and any secrets removed (:func:`pipeline.core.scrub.scrub`: the
+    server's own ``secrets`` in every spelling, and key-shaped text); logs are committed with runs.  Atomic (a
+    temporary file in the same folder, then a rename); a missing log is left alone."""
     try:
         text = path.read_bytes().decode("utf-8", "replace")
     except OSError:
         return
-    clean = scrub.scrub(text) or ""
+    clean = scrub.scrub(text, secrets) or ""
     if clean == text:
         return
     atomic_write_text(path, clean)  # the store's atomic writer: no engine renames a run's files

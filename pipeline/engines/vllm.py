@@ -49,7 +49,9 @@ from pipeline.engines.served import ServedEngine, prometheus_samples, served_car
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.cpuisa import served_dtype
 from pipeline.machine.hardware import load_profile
-from pipeline.engines.serverproc import dtype_flag, format_command, free_port, log_tail, repo_relative, scrub_log, server_environment
+from pipeline.core.credentials import redact_argv
+from pipeline.engines.serverproc import (dtype_flag, format_command, free_port, log_tail, repo_relative, scrub_log,
+                                         server_api_key, server_environment, server_secrets)
 from pipeline.config.variants import kv_cache_name
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
@@ -130,6 +132,8 @@ class VLLMEngine(ServedEngine):
         self._log_fh: Any = None
         self.crashed: str | None = None
         self.servers: dict[str, dict[str, Any]] = {}
+        self.secrets: tuple[str, ...] = ()  # the running server's credentials (its --api-key, HF_TOKEN): never stored
+        self.api_key: str | None = None  # the key the server asks of clients (its --api-key / VLLM_API_KEY)
         try:
             self.package_version: str | None = metadata.version("vllm")
         except metadata.PackageNotFoundError:
@@ -142,7 +146,7 @@ class VLLMEngine(ServedEngine):
 
     def _target(self) -> client.Target:
         return client.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
-                              endpoint=self.opts.endpoint, timeout_s=self.opts.timeout_s)
+                              endpoint=self.opts.endpoint, api_key=self.api_key, timeout_s=self.opts.timeout_s)
 
     def _metrics_url(self) -> str | None:
         return self._root_url() + self.opts.metrics_path
@@ -178,17 +182,20 @@ class VLLMEngine(ServedEngine):
         _release_cuda_cache()
         self.port = self.opts.port or free_port(self.opts.host if self.opts.host not in ("0.0.0.0", "::") else "127.0.0.1")
         cmd = self.command_for(spec, self.port)
+        env = server_environment(os.environ, self.opts.env)
+        self.secrets = server_secrets(cmd, self.opts.env, env)
+        self.api_key = server_api_key(cmd, env)
         folder = (self.run_dir / "servers") if self.run_dir else Path(os.environ.get("TMPDIR", "/tmp")) / "batchmark-servers"
         folder.mkdir(parents=True, exist_ok=True)
         self.log_path = folder / (f"{spec.name}.log" if self.variant_name == DEFAULT_VARIANT else
                                   f"{spec.name}--{self.variant_name}.log")  # both names plain (config patterns)
         self._log_fh = open(self.log_path, "ab")
         stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        self._log_fh.write(f"=== batchmark {stamp}: {shlex.join(cmd)}\n".encode())
+        self._log_fh.write(f"=== batchmark {stamp}: {shlex.join(redact_argv(cmd))}\n".encode())
         self._log_fh.flush()
         try:
             self.proc = subprocess.Popen(cmd, stdout=self._log_fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, env=server_environment(os.environ, self.opts.env))
+                                         start_new_session=True, env=env)
         except OSError as exc:
             self._close_log()
             raise BatchmarkError(f"vllm.command: cannot start {cmd[0]!r} ({exc.strerror})") from None
@@ -196,7 +203,7 @@ class VLLMEngine(ServedEngine):
         while True:
             rc = self.proc.poll()
             if rc is not None:
-                tail = log_tail(self.log_path)
+                tail = log_tail(self.log_path, secrets=self.secrets)
                 self.stop()
                 raise BatchmarkError(f"models.{spec.name}: server exited with code {rc} before it was healthy; "
                                      f"{self.log_path} ends: {tail}")
@@ -206,7 +213,7 @@ class VLLMEngine(ServedEngine):
             if time.monotonic() > deadline:
                 self.stop()
                 raise BatchmarkError(f"vllm.health_timeout_s: server for {spec.name} not healthy after "
-                                     f"{self.opts.health_timeout_s:g} s; {self.log_path} ends: {log_tail(self.log_path)}")
+                                     f"{self.opts.health_timeout_s:g} s; {self.log_path} ends: {log_tail(self.log_path, secrets=self.secrets)}")
             time.sleep(0.25)
         version = None
         status, body = self._get("/version")
@@ -222,7 +229,7 @@ class VLLMEngine(ServedEngine):
         log_ref = str(self.log_path.relative_to(self.run_dir)) if self.run_dir else str(self.log_path)
         status, body = self._get(self.opts.metrics_path)
         metrics_text = body.decode("utf-8", "replace") if status == 200 else ""
-        self.servers[server_key(spec.name, self.variant_name)] = {"command": shlex.join(repo_relative(cmd)), "server_version": version or self.package_version,
+        self.servers[server_key(spec.name, self.variant_name)] = {"command": shlex.join(repo_relative(redact_argv(cmd))), "server_version": version or self.package_version,
                                    "port": self.port, "pid": self.proc.pid, "log": log_ref, "started_at": stamp,
                                    "limits": server_limits(cmd, metrics_text)}
 
@@ -231,7 +238,7 @@ class VLLMEngine(ServedEngine):
             self._log_fh.close()
             self._log_fh = None
             if self.log_path is not None:
-                scrub_log(self.log_path)  # the server has stopped writing to it
+                scrub_log(self.log_path, self.secrets)  # the server has stopped writing to it
 
     def stop(self) -> None:
         """Stop the server: SIGINT to its process group, SIGKILL after ``vllm.stop_grace_s``."""
@@ -311,7 +318,7 @@ class VLLMEngine(ServedEngine):
             return True
         self.crashed = reason
         meta["server_crashed"] = reason
-        meta["server_log_tail"] = log_tail(self.log_path) if self.log_path else None
+        meta["server_log_tail"] = log_tail(self.log_path, secrets=self.secrets) if self.log_path else None
         return False
 
     def fits(self, key: PointKey) -> tuple[bool, str]:
@@ -331,7 +338,7 @@ class VLLMEngine(ServedEngine):
         return {"engine": "vllm", "command_template": " ".join(repo_relative(self.opts.command.split(" "))),
                 "server_env": ({"distribution": env.get("distribution"), "version": env.get("version"),
                                 "python": repo_relative([str(env.get("python") or "")])[0],
-                                "requirements": env.get("requirements")} if env else None), "extra_args": list(self.opts.extra_args),
+                                "requirements": env.get("requirements")} if env else None), "extra_args": redact_argv(self.opts.extra_args),
                 "gpu_memory_utilization": self.gpu_memory_utilization, "endpoint": self.opts.endpoint,
                 "requests_per_point": self.opts.requests_per_point, "vllm_package_version": self.package_version,
                 "servers": dict(self.servers), "dtype": self.served_dtype,

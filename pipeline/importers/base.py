@@ -20,6 +20,7 @@ from pipeline import __version__
 from pipeline.core import paths, scrub
 from pipeline.core.errors import BatchmarkError
 from pipeline.importers.cardmatch import ModelInfo, match_card
+from pipeline.importers.importsecrets import redact_import
 from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
 from pipeline.store.schemas import ModelCardFile, SummariesFile, stamped
@@ -86,6 +87,7 @@ def write_imported_run(result: ImportResult, hardware: str, run_id: str | None =
     from pipeline.machine.hardware import load_profile
 
     hw = load_profile(hardware, field="--hardware")
+    result = redact_import(result)  # a server combination's key (--serve-params api_key) is no published setting
     if not result.summaries:
         raise BatchmarkError(f"{', '.join(result.files)}: no points found")
     runs_dir = runs_dir or paths.runs_dir()

@@ -30,8 +30,20 @@ _SITE_FILE = re.compile(r"[^/]+\.md|[^/]+/[^/]+\.md|(models|runs|changes)/[^/]+\
                         r"|assets/stylesheets/batchmark\.css"
                         r"|downloads/[^/]+/(run\.json|summaries\.json|analysis\.json|summaries\.csv|records\.zip)"
                         r"|downloads/changes/[^/]+\.csv")
-#: Temporary files of this package's atomic writers (``.<name>.<random>.tmp``), left by a killed render.
-_OWN_TMP = re.compile(r"\..+\.tmp")
+#: Temporary files of this package's atomic writers, left by a killed render: ``tempfile.mkstemp(prefix=".<name>.",
+#: suffix=".tmp")`` (:mod:`pipeline.core.atomicfiles`) names them ``.<name>.<8 random characters of a-z 0-9 _>.tmp``,
+#: where ``<name>`` is a file a render writes (:func:`site_file_name`) or the manifest.  A user's hidden file of
+#: another name (``.notes.tmp``, ``.draft.md.tmp``) is none, and is never removed.
+_OWN_TMP = re.compile(r"\.(?P<name>.+)\.[a-z0-9_]{8}\.tmp")
+
+
+def _own_temporary(out: Path, p: Path) -> bool:
+    """Whether ``p`` (a file under ``out``) is a temporary file of an atomic write of a render (:data:`_OWN_TMP`)."""
+    m = _OWN_TMP.fullmatch(p.name)
+    if m is None or not p.is_file() or p.is_symlink():
+        return False
+    target = (p.parent / m.group("name")).relative_to(out).as_posix()
+    return target == MANIFEST or site_file_name(target)
 
 
 def site_file_name(rel: str) -> bool:
@@ -47,7 +59,7 @@ def _files(out: Path) -> list[str]:
             continue
         if p.name == MANIFEST and p.parent == out:
             continue
-        if _OWN_TMP.fullmatch(p.name) and p.is_file() and not p.is_symlink():
+        if _own_temporary(out, p):
             p.unlink()  # an atomic write's temporary file a killed render left
             continue
         found.append(p.relative_to(out).as_posix())
@@ -57,6 +69,33 @@ def _files(out: Path) -> list[str]:
 def _overlaps(out: Path, other: Path) -> bool:
     a, b = out.resolve(), other.resolve()
     return a == b or a.is_relative_to(b) or b.is_relative_to(a)
+
+
+def read_manifest(out: Path) -> set[str]:
+    """The files ``out``'s manifest says a render wrote: each a relative POSIX path inside ``out`` (the manifest is data
+    of that folder, a site someone may have sent: it never makes a render remove a file elsewhere).
+
+    Raises:
+        BatchmarkError: an unreadable manifest, or an entry that is not a plain relative path inside ``out`` (absolute,
+            with a ``..``, ``.`` or empty part, a backslash, or reached through a link out of it), named.
+    """
+    manifest = out / MANIFEST
+    try:
+        doc = json.loads(manifest.read_text(encoding="utf-8"))
+        entries = doc["files"]
+        if not isinstance(entries, list):
+            raise TypeError(f"files is a {type(entries).__name__}, not a list")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BatchmarkError(f"{manifest}: not a readable manifest of batchmark pages ({exc})") from None
+    base = out.resolve()
+    for rel in entries:
+        parts = rel.split("/") if isinstance(rel, str) else []
+        inside = bool(parts) and "\\" not in rel and not rel.startswith("/") and "\0" not in rel \
+            and all(part not in ("", ".", "..") for part in parts)
+        if not inside or not (out / rel).parent.resolve().is_relative_to(base):
+            raise BatchmarkError(f"{manifest}: entry {str(rel)[:200]!r} is not a file inside {out} (a relative path "
+                                 "without '..'); the manifest is not batchmark's: remove it or choose another folder")
+    return set(entries)
 
 
 def check_out(out: Path, runs_dir: Path | None = None) -> set[str]:
@@ -76,11 +115,7 @@ def check_out(out: Path, runs_dir: Path | None = None) -> set[str]:
         raise BatchmarkError(f"--out {out}: not a folder")
     manifest = out / MANIFEST
     if manifest.exists():
-        try:
-            doc = json.loads(manifest.read_text(encoding="utf-8"))
-            ours = {str(f) for f in doc["files"]}
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise BatchmarkError(f"{manifest}: not a readable manifest of batchmark pages ({exc})") from None
+        ours = read_manifest(out)
         foreign = [f for f in _files(out) if f not in ours]
         why = f"not written by batchmark pages (not in {MANIFEST})"
     else:
@@ -101,6 +136,8 @@ def finish(out: Path, written: list[Path], previous: set[str]) -> list[str]:
     now = {p.resolve().relative_to(out.resolve()).as_posix() for p in written}
     for rel in sorted(previous - now):
         p = out / rel
+        if not p.parent.resolve().is_relative_to(out.resolve()):  # read_manifest refused it; never outside out
+            continue
         if p.is_file() or p.is_symlink():
             p.unlink()
         parent = p.parent

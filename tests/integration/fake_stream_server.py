@@ -59,6 +59,9 @@ Faults (``--fault``), each a kind of fault reported against public servers and c
 - ``clumped``: after the probe, the events are released 8 at a time, as a proxy's buffer does (dstack #4269);
 - ``sse_spec``: every event is written as the WHATWG specification allows and simple splitters do not read:
   CR line endings, a comment line, ``id``, ``event`` and ``retry`` fields, the JSON over two ``data:`` lines (cut between two members);
+- ``echo_spelled``: after the probe, an HTTP 400 whose JSON error spells the client's key another way, in turn: split
+  in two halves apart, reversed, base64 (standard; URL-safe without padding; inside ``Bearer <key>`` encoded),
+  URL-encoded, the halves swapped;
 - ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.
 
 ``--record`` keeps the server's own record of every request it streams: its arrival and each content chunk's
@@ -169,6 +172,17 @@ def main() -> None:
         if fault == "echo_auth" and n_req > 1 and n_req % 4 == 2 or fault == "echo_auth_probe":
             return web.json_response({"error": f"invalid header Authorization: {auth}", "headers": dict(req.headers)},
                                      status=400)
+        if fault == "echo_spelled" and n_req > 1:
+            import base64
+            import urllib.parse
+
+            half = len(key) // 2
+            spelled = [f"key starts {key[:half]} and, later, ends {key[half:]}", f"reversed {key[::-1]}",
+                       f"b64 {base64.b64encode(key.encode()).decode()}",
+                       f"b64url {base64.urlsafe_b64encode(key.encode()).decode().rstrip('=')}",
+                       f"header {base64.b64encode(('Bearer ' + key).encode()).decode()}",
+                       f"quoted {urllib.parse.quote(key, safe='')}", f"halves reversed {key[half:]} / {key[:half]}"]
+            return web.json_response({"error": spelled[n_req % len(spelled)]}, status=400)
         if fault == "echo_auth" and n_req > 1 and n_req % 4 == 1:
             return web.Response(text=f"unauthorized: key={key} ({auth})", status=401)
         if fault == "echo_auth" and n_req > 1:

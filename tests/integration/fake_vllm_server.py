@@ -7,6 +7,8 @@ Not a model: it streams ``max_tokens`` one-token chunks (`` t001 t002 …``) eve
 Modes (``--mode``):
 - ``healthy``: ready after ``--start-delay-s``;
 - ``never``: prints loading lines forever and answers ``/health`` with 503;
+- ``--api-key KEY`` (else ``VLLM_API_KEY`` of the environment): as vLLM's, a ``/v1`` request without ``Authorization: Bearer KEY`` is answered 401; the key (and
+  an ``HF_TOKEN`` of the environment) is printed to the log, as vLLM prints its arguments;
 - ``crash``: like healthy, but exits with code 3 in the middle of streaming the
   ``--crash-at``-th completion request (1-based; the launcher's feature probe is request 1);
   with ``--crash-model NAME`` only when serving NAME.
@@ -38,13 +40,18 @@ def main() -> None:
     ap.add_argument("--start-delay-s", type=float, default=0.3)
     ap.add_argument("--served-model-name", default="fake")
     ap.add_argument("--pid-file", default=None)
+    ap.add_argument("--api-key", default=None, help="as vLLM's: /v1 requests without 'Authorization: Bearer KEY' get 401")
     args, unknown = ap.parse_known_args()
+    args.api_key = args.api_key or os.environ.get("VLLM_API_KEY")  # as vLLM: the flag, else the environment's
     if args.mode == "crash" and args.crash_model and args.crash_model != args.served_model_name:
         args.mode = "healthy"
     if args.pid_file:
         with open(args.pid_file, "w") as fh:
             fh.write(str(os.getpid()))
     print(f"fake-vllm: starting on port {args.port}, mode {args.mode}, extra flags {unknown}", flush=True)
+    if args.api_key or os.environ.get("HF_TOKEN"):  # as vLLM logs its arguments, and a library its token, bare
+        print(f"fake-vllm: non-default args: {{'api_key': [{args.api_key!r}]}}; hub token {os.environ.get('HF_TOKEN')} "
+              f"ok; key {args.api_key}", flush=True)
     # the machine's folders, as vLLM's own log names them (model folder, compile cache, its environment's files)
     print(f"fake-vllm: cache {os.path.expanduser('~')}/.cache/vllm/torch_compile_cache, dist "
           f"{tempfile.gettempdir()}/vllm_dist_0123abcd, code {os.path.abspath(__file__)}, env {sys.prefix}/lib/x.py",
@@ -70,6 +77,8 @@ def main() -> None:
         return web.Response(text=text)
 
     async def completions(req: web.Request) -> web.StreamResponse:
+        if args.api_key and req.headers.get("Authorization") != f"Bearer {args.api_key}":
+            return web.json_response({"error": "Unauthorized"}, status=401)
         body = await req.json()
         state["requests"] += 1
         n = state["requests"]

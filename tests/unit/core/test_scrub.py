@@ -94,3 +94,81 @@ def test_an_import_records_its_files_without_machine_folders(scratch_root, tmp_p
     assert meta["source_files"] == expected
     assert meta["command"].startswith(f"batchmark import vllm-bench {expected[0]} {expected[1]} --hardware")
     assert str(tmp_path) not in (run_dir / "run.json").read_text()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("vllm serve m --api-key k3Y9x --port 8000", f"vllm serve m --api-key {REDACTED} --port 8000"),
+    ("vllm serve m --api-key=k3Y9x", f"vllm serve m --api-key={REDACTED}"),
+    ("--hf-token tok123 --max-num-batched-tokens 4096", f"--hf-token {REDACTED} --max-num-batched-tokens 4096"),
+    ("['--api-key', 'k3Y9x', '--seed', '0']", f"['--api-key', '{REDACTED}', '--seed', '0']"),
+    ("VLLM_API_KEY=k3Y9x vllm serve m", f"VLLM_API_KEY={REDACTED} vllm serve m"),
+    ("export HF_TOKEN=plain123", f"export HF_TOKEN={REDACTED}"),
+    ('HUGGING_FACE_HUB_TOKEN="plain123"', f'HUGGING_FACE_HUB_TOKEN="{REDACTED}"'),
+    ("non-default args: {'api_key': ['k3Y9x']}", f"non-default args: {{'api_key': ['{REDACTED}']}}"),
+    ("DB_PASSWORD: hunter2", f"DB_PASSWORD: {REDACTED}"),
+])
+def test_a_credential_written_as_a_flag_or_an_assignment_is_redacted(text, expected):
+    """Fault kind: a credential written as a command-line flag or an environment assignment was stored as it was
+    (only ``Authorization``/``api_key`` fields and known key shapes were found); expected by hand."""
+    assert redact(text) == expected
+
+
+@pytest.mark.parametrize("text", [f"Authorization: Bearer {KEY}", '{"api_key": "abc123"}', "x-api-key: zzz; next",
+                                  "--api-key k3Y9x", "VLLM_API_KEY=k3Y9x", "{'api_key': ['k3Y9x']}"])
+def test_redacting_twice_changes_nothing_more(text):
+    """Fault kind: text scrubbed at the client and again at the store became ``[redacted]]`` (the first redaction's
+    bracket taken for a value); redaction is idempotent."""
+    once = redact(text)
+    assert REDACTED in once and redact(once) == once
+
+
+def test_a_known_key_is_redacted_in_pieces_reversed_and_base64():
+    """Fault kind: a server echoing the key split in two, reversed or base64-encoded got it stored; each spelling is
+    worked by hand from RFC 4648 (standard and URL-safe alphabets) and the key's two halves."""
+    import base64
+
+    key = "Zq7f3a9c01b2e4d5c6b7a8f9e0"  # 26 characters, no known shape
+    b64 = base64.b64encode(key.encode()).decode()
+    in_header = base64.b64encode(b"Bearer " + key.encode()).decode()
+    cases = [f"start {key[:13]} ... end {key[13:]}", f"rev {key[::-1]}", f"b64 {b64}", f"b64 {b64.rstrip('=')}",
+             f"url {base64.urlsafe_b64encode(key.encode()).decode().rstrip('=')}", f"hdr {in_header}",
+             f"json {json.dumps(key[::-1])}", f"hex {key.encode().hex()}", f"HEX {key.encode().hex().upper()}"]
+    for text in cases:
+        out = redact(text, [key])
+        for piece in (key[:13], key[13:], key[::-1][:13], key[::-1][13:], b64[:20], in_header[10:30],
+                      key.encode().hex()[:16], key.encode().hex().upper()[-16:]):
+            assert piece not in out, (text, out)
+    assert redact("nothing of it here: 0123456789", [key]) == "nothing of it here: 0123456789"
+
+
+def test_every_folder_of_a_path_list_is_scrubbed():
+    """Fault kind: ``PYTHONPATH``/``LD_LIBRARY_PATH`` in a variant's environment kept every folder after the first."""
+    from pipeline.core.scrub import scrub_tree
+
+    assert scrub_tree({"PYTHONPATH": "/srv/u/a/lib:/srv/u/b/lib:/opt/x/y"}) == {"PYTHONPATH": "<abs>/lib:<abs>/lib:<abs>/y"}
+    # a folder of the machine is replaced where a path starts, never inside another (/var/tmp is not /var + /tmp)
+    assert scrub_tree("/tmp/a/b:/var/tmp/c/d:/home/alice/e") == "<tmp>/a/b:<tmp>/c/d:~/e"
+    assert scrub_tree("http://127.0.0.1:8000/v1/completions") == "http://127.0.0.1:8000/v1/completions"
+
+
+def test_a_variants_flags_and_environment_are_redacted_by_name():
+    """Fault kind: a variant's ``args: [--api-key, K]`` and ``env: {VLLM_API_KEY: K, HF_TOKEN: K}`` stored in
+    ``run.json``; by name, the value is redacted, and that value wherever else the tree repeats it."""
+    from pipeline.core.scrub import scrub_tree
+
+    tree = {"settings": {"args": ["--api-key", "k3Y9xQ2w", "--hf-token=plain123", "--max-num-seqs", "8"],
+                         "env": {"VLLM_API_KEY": "envkey42", "HF_TOKEN": "plain123", "VLLM_CPU_KVCACHE_SPACE": "4"}},
+            "log_tail": "serving with k3Y9xQ2w and envkey42", "kv_bytes_per_token": 12}
+    assert scrub_tree(tree) == {
+        "settings": {"args": ["--api-key", REDACTED, f"--hf-token={REDACTED}", "--max-num-seqs", "8"],
+                     "env": {"VLLM_API_KEY": REDACTED, "HF_TOKEN": REDACTED, "VLLM_CPU_KVCACHE_SPACE": "4"}},
+        "log_tail": f"serving with {REDACTED} and {REDACTED}", "kv_bytes_per_token": 12}
+    assert scrub_tree({"headers": {"Authorization": "Basic dXNlcjpwYXNz", "X-Api-Key": "k", "Accept": "*/*"}}) == {
+        "headers": {"Authorization": REDACTED, "X-Api-Key": REDACTED, "Accept": "*/*"}}
+    # a short value is redacted where it is named, not in every other word that holds it (a model "test-model")
+    assert scrub_tree({"env": {"VLLM_API_KEY": "test"}, "model": "test-model", "note": "latest"}) == {
+        "env": {"VLLM_API_KEY": REDACTED}, "model": "test-model", "note": "latest"}
+    # the other side: a count of tokens, a tokenizer's special token, the name of the key's variable are no credential
+    for text in ("--max-num-batched-tokens 4096", "eos_token: </s>", "Missing key: foo",
+                 "--return-tokens-as-token-ids --seed 0", "api_key_env=BATCHMARK_KEY"):
+        assert redact(text) == text
