@@ -27,10 +27,11 @@ def clean_first(views: list[RunView]) -> list[RunView]:
 
 
 def newest_run(views: list[RunView]) -> RunView | None:
-    """The newest run of the site, of any kind (flagged, simulated or clean), by its id (``YYYYMMDDTHHMMSSZ-host``:
-    the time it started), None without runs: Home names it first, with its verdict, so a user finds the run just
-    measured whatever it became (a flagged run is never a headline, and was found nowhere on Home)."""
-    return max(views, key=lambda v: v.run_id, default=None)
+    """The newest measured or imported run of the site, flagged or clean, by its id (``YYYYMMDDTHHMMSSZ-host``: the
+    time it started), None without one: Home names it first, with its verdict, so a user finds the run just measured
+    whatever it became (a flagged run is never a headline, and was found nowhere on Home).  A simulated run is a
+    prediction, not a run of the user's, and is never named there."""
+    return max((v for v in views if not v.simulated), key=lambda v: v.run_id, default=None)
 
 
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
