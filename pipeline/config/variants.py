@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from pipeline.config.options import StrictModel
+from pipeline.config.workload import server_len
 from pipeline.core.records import DEFAULT_VARIANT
 
 #: A variant's or a model's name: letters, digits, ``. _ -``, starting with a letter or digit (it names files).
@@ -131,12 +132,12 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
     """The engine options of ``cfg`` (a :class:`pipeline.config.sweepconfig.SweepConfig`) under ``v``: the updates
     of ``vllm`` and ``simulated`` (the ``openai`` and ``transformers`` engines start no server of theirs; their
     variants carry a name and the settings stated, which change nothing they run)."""
-    longest = max(s.input_len + s.output_len for s in cfg.shapes()) + 64  # shapes share one server: the longest fits
+    longest = max(server_len(cfg, s.input_len, s.output_len) for s in cfg.shapes())  # one server: the longest fits
     vl = cfg.vllm
     vllm = vl.model_copy(update={
         "max_num_seqs": v.max_num_seqs or vl.max_num_seqs,
         "gpu_memory_utilization": v.gpu_memory_utilization or vl.gpu_memory_utilization,
-        "max_model_len": vl.max_model_len or (longest if cfg.workloads else None),
+        "max_model_len": vl.max_model_len or (longest if cfg.workloads or cfg.lengths else None),
         "extra_args": list(vl.extra_args) + vllm_flags(v), "env": {**vl.env, **v.env}})
     sm = cfg.simulated
     sim = sm.model_copy(update={
@@ -144,7 +145,7 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
         "gpu_memory_utilization": v.gpu_memory_utilization or sm.gpu_memory_utilization,
         "max_num_batched_tokens": v.max_num_batched_tokens or sm.max_num_batched_tokens,
         "block_size": v.block_size or sm.block_size,
-        "max_model_len": sm.max_model_len or (longest if cfg.workloads else None)})
+        "max_model_len": sm.max_model_len or (longest if cfg.workloads or cfg.lengths else None)})
     return {"vllm": vllm, "simulated": sim, "concurrency": list(v.concurrency or cfg.concurrency)}
 
 
