@@ -38,15 +38,16 @@ class PointRequests:
         return nominal if self.output_lens is None else int(self.output_lens[i])
 
     def meta(self, cfg: Any) -> dict[str, Any]:
-        """What the point's meta says of its workload: the ``lengths:`` stated and per body the drawn lengths."""
+        """What the point's meta says of its workload: the ``lengths:`` stated (each record keeps its own draw)."""
         lengths = getattr(cfg, "lengths", None)
-        if lengths is None:
-            return {}
-        out: dict[str, Any] = {"lengths": lengths.model_dump(mode="json")}
+        return {} if lengths is None else {"lengths": lengths.model_dump(mode="json")}
+
+    def stamp(self, record: Any, i: int) -> Any:
+        """``record`` (of body ``i``) with its drawn lengths (``drawn_input_len``, ``drawn_output_len``) where the
+        bodies were drawn; returned."""
         if self.input_lens is not None:
-            out["drawn_input_lens"] = self.input_lens.tolist()
-            out["drawn_output_lens"] = self.output_lens.tolist()
-        return out
+            record.drawn_input_len, record.drawn_output_len = int(self.input_lens[i]), int(self.output_lens[i])
+        return record
 
 
 def point_requests(cfg: Any, tokenizer: Any, features: Features, input_len: int, output_len: int, n: int,

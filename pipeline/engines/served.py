@@ -343,9 +343,9 @@ class ServedEngine:
                     meter = spread  # the processes' own figures, not the idle parent's
                 after = await self._scrape(session, murl) if before is not None else None
                 at = [r * per + s.request_id for s in res.streams]  # each stream's body (its drawn lengths)
-                records = [streamrecord.finalize(s, self.requests.input_len(i, key.input_len), self.tokenizer,
-                                                 self.requests.output_len(i, key.output_len), self.requests.features)
-                           for s, i in zip(res.streams, at)]
+                records = [self.requests.stamp(streamrecord.finalize(
+                    s, self.requests.input_len(i, key.input_len), self.tokenizer,
+                    self.requests.output_len(i, key.output_len), self.requests.features), i) for s, i in zip(res.streams, at)]
                 for rec in records:
                     rec.request_id += r * per
                 start, end = scheduler.measured_window(records)

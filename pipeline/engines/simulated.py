@@ -189,6 +189,8 @@ class SimulatedEngine:
                                   id_offset=r * per, burstiness=getattr(self.cfg.open_loop, "burstiness", None),
                                   lengths=lens)
             steps += res.steps
+            for q in res.requests if lens is not None else ():  # each record its drawn lengths
+                q.drawn_input_len, q.drawn_output_len = int(lens[0][q.request_id - r * per]), int(lens[1][q.request_id - r * per])
             meas = [q for q in res.requests if not q.warmup]
             done = [q.done_s for q in meas if q.ok]
             start, end = (min(q.sent_s for q in meas), max(done)) if meas and done else (0.0, 0.0)

@@ -72,13 +72,14 @@ def test_drawn_lengths_reach_the_bodies_and_records_count_what_each_request_got(
         loop.run_until_complete(runner.cleanup())
         loop.close()
     ins, outs = draw_lengths(cfg.lengths, 16, 8, 6, rec.meta["seed"])  # 2 warm-up + 4 measured bodies
-    assert rec.meta["drawn_input_lens"] == (ins + 4).tolist() and rec.meta["drawn_output_lens"] == outs.tolist()
+    requests = rec.repeats[0].requests
+    assert [r.drawn_input_len for r in requests] == (ins + 4).tolist()  # recorded per request
+    assert [r.drawn_output_len for r in requests] == outs.tolist() and rec.meta["lengths"]["prefix_len"] == 4
     assert len(set(outs.tolist())) > 1 and ins.min() >= 8 and ins.max() <= 24 and outs.min() >= 4
     sent = seen[:6]  # the bodies (the cool-downs, sent after the last, re-use them)
     by_prompt = {b["prompt"]: b for b in sent}
     assert all("ignore_eos" not in b and "min_tokens" not in b for b in seen)
     assert len({tuple(b["prompt"].split()[:4]) for b in sent}) == 1  # one shared prefix
-    requests = rec.repeats[0].requests
     for r in requests:  # each record: its own prompt length, the 3 tokens its request got
         assert r.input_tokens == ins[r.request_id] + 4 and r.output_tokens == EOS_AFTER and r.ok
     assert sorted(len(p.split()) for p in by_prompt) == sorted((ins + 4).tolist())  # each prompt its drawn length
@@ -101,6 +102,7 @@ def test_the_simulated_server_sends_the_requests_the_sweep_draws():
         ins, outs = repeat_lengths(cfg, key, 8, 2, r, point_seed(cfg.seed, key), engine.server.max_model_len)
         got = sorted(rep.requests, key=lambda q: q.request_id)
         assert [q.input_tokens for q in got] == ins.tolist() and [q.output_tokens for q in got] == outs.tolist()
+        assert [q.drawn_input_len for q in got] == ins.tolist() and [q.drawn_output_len for q in got] == outs.tolist()
     assert engine.server.max_model_len == 7600 + 950 + 64  # the longest request drawn fits the server
     sent = [q.sent_s for q in rec.repeats[0].requests]
     assert np.all(np.diff(sent) >= 0) and len(set(sent)) == len(sent)  # gamma gaps, one send each
