@@ -29,6 +29,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from pipeline.config.options import StrictModel
+from pipeline.config.promptfile import read_prompt_file
+from pipeline.core.errors import BatchmarkError
 
 #: How far out a normal or lognormal tail is kept (standard deviations): past it a draw is clipped to it.
 TAIL_SIGMAS = 4.0
@@ -89,6 +91,21 @@ class Lengths(StrictModel):
                             "before its own prompt (vLLM --random-prefix-len)")
     ignore_eos: bool = Field(default=True, description="true: every output is its drawn length; false: an output "
                              "stops where the model stops (at most its drawn length)")
+    prompt_file: str | None = Field(default=None, min_length=1, description="JSON Lines file of the prompts to send "
+                                    "({prompt[, output | output_len]} or ShareGPT conversations a line; served "
+                                    "backends): prompts and reference outputs' lengths from it, the rest of output "
+                                    "drawn (pipeline.config.promptfile)")
+
+    @model_validator(mode="after")
+    def _prompts_or_drawn(self) -> "Lengths":
+        if self.prompt_file is not None:
+            if self.input.distribution != "fixed" or self.prefix_len:
+                raise ValueError("prompt_file: its prompts are the inputs; give no input distribution or prefix_len")
+            try:
+                read_prompt_file(self.prompt_file)  # at the edge: a bad file is refused before anything runs
+            except BatchmarkError as exc:
+                raise ValueError(f"prompt_file: {exc}") from None
+        return self
 
     def fixed(self) -> bool:
         """True when every request of a shape is the shape itself (what a config without ``lengths:`` means)."""
@@ -125,6 +142,10 @@ def point_lengths(cfg, input_len: int, output_len: int, n: int, seed: int,
     drawn by :func:`draw_lengths` from the point's ``seed`` as the sweep sends them; None for a config whose requests
     are all the shape (no ``lengths:``, or fixed ones): every caller then keeps its one-length path."""
     lengths = getattr(cfg, "lengths", None)
+    if lengths is not None and lengths.prompt_file is not None:
+        raise BatchmarkError(f"lengths.prompt_file: {lengths.prompt_file}: its lengths are its prompts' tokens, which "
+                             "only a served backend counts (with the model's tokenizer); the simulated server and "
+                             "the plan cannot draw them")
     if lengths is None or (lengths.input.distribution == lengths.output.distribution == "fixed"
                            and not lengths.prefix_len):
         return None

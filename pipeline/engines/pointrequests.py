@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.config.promptfile import read_prompt_file
 from pipeline.config.workload import point_lengths
 from pipeline.engines.prompts import make_prompts, make_prompts_of
 from pipeline.engines.streamrecord import Features
@@ -62,9 +63,29 @@ def point_requests(cfg: Any, tokenizer: Any, features: Features, input_len: int,
     lengths = getattr(cfg, "lengths", None)
     feats = features if lengths is None or lengths.ignore_eos else dataclasses.replace(
         features, ignore_eos=False, min_tokens=False)
+    if lengths is not None and lengths.prompt_file is not None:
+        return _from_file(lengths, tokenizer, feats, output_len, n, seed, max_model_len)
     drawn = point_lengths(cfg, input_len, output_len, n, seed, max_model_len)
     if drawn is None:
         prompts, inexact = make_prompts(tokenizer, n, input_len, seed)
         return PointRequests(prompts, inexact, None, None, feats)
     prompts, inexact = make_prompts_of(tokenizer, drawn[0], seed, lengths.prefix_len)
     return PointRequests(prompts, inexact, drawn[0], drawn[1], feats)
+
+
+def _from_file(lengths: Any, tokenizer: Any, features: Features, output_len: int, n: int, seed: int,
+               max_model_len: int | None) -> PointRequests:
+    """``n`` bodies from ``lengths.prompt_file``: its prompts in a seeded order (``numpy.random.default_rng(seed)``'s
+    permutation, cycled), each prompt's length its tokens, each output its reference output's tokens or stated
+    ``output_len`` where the line has one, else drawn from ``lengths.output`` around ``output_len`` (clipped so that
+    prompt + output fits ``max_model_len``)."""
+    entries = read_prompt_file(lengths.prompt_file)
+    rng = np.random.default_rng(seed)
+    chosen = [entries[int(j)] for j in np.resize(rng.permutation(len(entries)), n)]
+    drawn = lengths.output.draw(rng, output_len, n)
+    ins = np.array([len(tokenizer.encode(e.prompt, add_special_tokens=False)) for e in chosen], dtype=np.int64)
+    outs = np.array([len(tokenizer.encode(e.output, add_special_tokens=False)) if e.output else e.output_len or int(d)
+                     for e, d in zip(chosen, drawn)], dtype=np.int64)
+    if max_model_len is not None:
+        outs = np.minimum(outs, np.maximum(max_model_len - ins, 1))
+    return PointRequests([e.prompt for e in chosen], 0, ins, np.maximum(outs, 1), features)

@@ -123,3 +123,36 @@ def test_plan_predicts_the_held_open_loop_rows():
     assert all(p.runs and p.output_throughput_tok_s and p.ttft_s for p in points)
     nominal = make_plan(cfg.model_copy(update={"lengths": None}))
     assert [p.ttft_s for p in points] != [p.ttft_s for p in nominal.models[0].points]
+
+
+def test_a_prompt_file_is_sent_as_written_with_its_reference_output_lengths(tmp_path):
+    """Fault kind: a prompt file's prompts replaced by random ones, or its reference outputs' lengths ignored.
+
+    tests/data/prompts/chat.jsonl by hand (one token a word): (prompt, output) tokens (5, 2), (3, 6), (4, 3), and
+    (7, 8: no reference, the output_len of 8, fixed); 6 bodies cycle the four in a seeded order."""
+    from pipeline.engines.openai import OpenAIEngine
+
+    seen: list[dict] = []
+    loop = asyncio.new_event_loop()
+    runner, url = loop.run_until_complete(serve_app("/v1/completions", _fake_server(seen)))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        cfg = parse_config({"name": "w", "hardware": "cpu", "backend": "openai", "concurrency": [2],
+                            "input_len": 5, "output_len": 8, "models": [{"name": "m", "served_name": "m"}],
+                            "openai": {"base_url": url, "requests_per_point": 4, "engine": "vllm"},
+                            "lengths": {"prompt_file": str(REPO / "tests" / "data" / "prompts" / "chat.jsonl")}})
+        engine = OpenAIEngine(cfg)
+        engine.spec, engine.features = cfg.models[0], streamrecord.Features()
+        engine.tokenizer, engine.tokenizer_source = build_tokenizer(tmp_path / "tok"), "tok"
+        rec = engine.measure(PointKey("m", "vllm", 5, 8, 2), 1, True, 0)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+    pairs = {(len(b["prompt"].split()), b["max_tokens"]) for b in seen[:6]}
+    assert pairs == {(5, 2), (3, 6), (4, 3), (7, 8)}  # every prompt of the file, each with its output length
+    assert all(b.get("ignore_eos") for b in seen)  # ignore_eos stays on: outputs are the reference lengths
+    for r in rec.repeats[0].requests:
+        assert (r.input_tokens, r.output_tokens) == (r.drawn_input_len, r.drawn_output_len) and r.ok
