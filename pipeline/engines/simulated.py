@@ -79,7 +79,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec,
         peak_tflops=hw.compute_peak_tflops() if terms is not None else hw.peak_tflops_spec, terms=terms,
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
-        max_num_seqs=opts.max_num_seqs or max(largest_concurrency, 1),
+        max_num_seqs=opts.max_num_seqs or largest_concurrency or 256,  # none in flight stated: the vllm engine's 256
         max_num_batched_tokens=opts.max_num_batched_tokens,
         max_model_len=opts.max_model_len or longest(lengths, input_len, output_len) + 64,
         num_blocks=kv_blocks(card, hw.memory_gb, util, opts.block_size), block_size=opts.block_size,

@@ -87,8 +87,9 @@ def test_drawn_lengths_reach_the_bodies_and_records_count_what_each_request_got(
 
 
 def test_the_simulated_server_sends_the_requests_the_sweep_draws():
-    """Fault kind: a simulated (or planned) point of a drawn workload run at the nominal lengths (every request
-    4000/500, the published rows' 2–3x miss), or with another draw than the served sweep's.
+    """Fault kinds: a simulated (or planned) point of a drawn workload run at the nominal lengths (every request
+    4000/500, the published rows' 2–3x miss), or with another draw than the served sweep's; an open-loop-only
+    server simulated with one sequence at a time where the vllm backend starts 256.
 
     config/spark-open-loop-eos.yaml (random 4000/500 at range ratio 0.9, gamma arrivals of burstiness 0.7): each
     simulated record's prompt and output are repeat r's slice of the point's draw."""
@@ -104,6 +105,7 @@ def test_the_simulated_server_sends_the_requests_the_sweep_draws():
         assert [q.input_tokens for q in got] == ins.tolist() and [q.output_tokens for q in got] == outs.tolist()
         assert [q.drawn_input_len for q in got] == ins.tolist() and [q.drawn_output_len for q in got] == outs.tolist()
     assert engine.server.max_model_len == 7600 + 950 + 64  # the longest request drawn fits the server
+    assert engine.server.max_num_seqs == 256  # no grid, no cap: the vllm backend's default, not 1
     sent = [q.sent_s for q in rec.repeats[0].requests]
     assert np.all(np.diff(sent) >= 0) and len(set(sent)) == len(sent)  # gamma gaps, one send each
 
