@@ -165,3 +165,25 @@ def repeat_lengths(cfg, key, per: int, repeats: int, r: int, seed: int,
     as the served sweep draws them), what the simulated server and the plan send; None: every body the shape."""
     drawn = point_lengths(cfg, key.input_len, key.output_len, repeats * per, seed, max_model_len)
     return None if drawn is None else (drawn[0][r * per:(r + 1) * per], drawn[1][r * per:(r + 1) * per])
+
+
+def _dist_words(d: dict) -> str:
+    """``uniform (range ratio 0.9)``, ``normal (std 40)``, ``lognormal (sigma 0.5)``, ``fixed``: one stored length."""
+    name = d.get("distribution", "fixed")
+    param = next(((k, d[k]) for k in ("range_ratio", "std", "sigma") if d.get(k) is not None), None)
+    return name if param is None else f"{name} ({param[0].replace('_', ' ')} {param[1]:g})"
+
+
+def lengths_words(stored: dict | None) -> str:
+    """A run's ``lengths:`` (its stored config's, JSON) in words, what a diff names: ``fixed lengths`` for none, else
+    e.g. ``input uniform (range ratio 0.9), output uniform (range ratio 0.9), outputs stop at EOS``."""
+    if not isinstance(stored, dict) or stored == Lengths().model_dump(mode="json"):
+        return "fixed lengths"
+    parts = [f"input {_dist_words(stored.get('input') or {})}", f"output {_dist_words(stored.get('output') or {})}"]
+    if stored.get("prefix_len"):
+        parts.append(f"shared prefix {stored['prefix_len']}")
+    if stored.get("prompt_file"):
+        parts.append(f"prompts from {stored['prompt_file']}")
+    if stored.get("ignore_eos") is False:
+        parts.append("outputs stop at EOS")
+    return ", ".join(parts)

@@ -38,10 +38,10 @@ class PointRequests:
         """Output tokens body ``i`` asks for (``nominal`` when every body is the shape)."""
         return nominal if self.output_lens is None else int(self.output_lens[i])
 
-    def meta(self, cfg: Any) -> dict[str, Any]:
-        """What the point's meta says of its workload: the ``lengths:`` stated (each record keeps its own draw)."""
-        lengths = getattr(cfg, "lengths", None)
-        return {} if lengths is None else {"lengths": lengths.model_dump(mode="json")}
+    def meta(self, cfg: Any, load: str = "closed") -> dict[str, Any]:
+        """What the point's meta says of its workload: the ``lengths:`` stated (each record keeps its own draw) and a
+        gamma schedule's ``burstiness`` (its summary's)."""
+        return workload_meta(cfg, load)
 
     def stamp(self, record: Any, i: int) -> Any:
         """``record`` (of body ``i``) with its drawn lengths (``drawn_input_len``, ``drawn_output_len``) where the
@@ -49,6 +49,16 @@ class PointRequests:
         if self.input_lens is not None:
             record.drawn_input_len, record.drawn_output_len = int(self.input_lens[i]), int(self.output_lens[i])
         return record
+
+
+def workload_meta(cfg: Any, load: str) -> dict[str, Any]:
+    """A point's meta of its workload (served and simulated alike): ``lengths`` (the config's, JSON) where stated,
+    ``burstiness`` for a ``gamma`` point."""
+    lengths = getattr(cfg, "lengths", None)
+    out: dict[str, Any] = {} if lengths is None else {"lengths": lengths.model_dump(mode="json")}
+    if load == "gamma":
+        out["burstiness"] = cfg.open_loop.burstiness
+    return out
 
 
 def point_requests(cfg: Any, tokenizer: Any, features: Features, input_len: int, output_len: int, n: int,

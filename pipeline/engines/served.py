@@ -255,7 +255,7 @@ class ServedEngine:
                   for i, p in enumerate(reqs.prompts)]
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
-            "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": reqs.inexact, **reqs.meta(self.cfg),
+            "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": reqs.inexact, **reqs.meta(self.cfg, key.load),
             "tokenizer": scrub.relative_path(self.tokenizer_source or ""), "features": self.features.as_dict(),
             "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else

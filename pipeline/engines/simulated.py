@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.config.sweepconfig import ModelSpec, SimulatedOptions, SweepConfig
+from pipeline.engines.pointrequests import workload_meta
 from pipeline.engines.simloop import simulate_repeat
 from pipeline.engines.simserver import ServerModel, kv_blocks, refusal
 from pipeline.core.errors import BatchmarkError
@@ -198,7 +199,8 @@ class SimulatedEngine:
                                      requests=res.requests, server_metrics=res.server_metrics))
             t = res.end_s
         meta = {"seed": pseed, "simulated": True, "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm,
-                "steps": steps, "virtual_s": round(t, 6), "cooldown_sent": [], "aborted": None}
+                "steps": steps, "virtual_s": round(t, 6), "cooldown_sent": [], "aborted": None,
+                **workload_meta(self.cfg, key.load)}
         return PointRecords(point=key, repeats=reps, meta=meta)
 
     def unload(self) -> None:

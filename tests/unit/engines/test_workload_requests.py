@@ -106,6 +106,9 @@ def test_the_simulated_server_sends_the_requests_the_sweep_draws():
         assert [q.drawn_input_len for q in got] == ins.tolist() and [q.drawn_output_len for q in got] == outs.tolist()
     assert engine.server.max_model_len == 7600 + 950 + 64  # the longest request drawn fits the server
     assert engine.server.max_num_seqs == 256  # no grid, no cap: the vllm backend's default, not 1
+    from pipeline.metrics.summarize import summarize_point
+
+    assert summarize_point(rec).burstiness == 0.7 and rec.meta["lengths"]["ignore_eos"] is False  # stated per point
     sent = [q.sent_s for q in rec.repeats[0].requests]
     assert np.all(np.diff(sent) >= 0) and len(set(sent)) == len(sent)  # gamma gaps, one send each
 
