@@ -23,10 +23,11 @@ then the most it may have, ``max_tokens``), and every per-token figure counts th
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from pipeline.config.options import StrictModel
 from pipeline.config.promptfile import read_prompt_file
@@ -187,3 +188,23 @@ def lengths_words(stored: dict | None) -> str:
     if stored.get("ignore_eos") is False:
         parts.append("outputs stop at EOS")
     return ", ".join(parts)
+
+
+def stored_workload(meta: dict, where: str = "run.json") -> SimpleNamespace | None:
+    """What a prediction of a stored run draws its requests from: ``lengths`` and ``seed`` of the run's config
+    (``meta``: its ``run.json``), as :func:`repeat_lengths` reads a config; None for fixed lengths (every request the
+    shape) and for a prompt file (its lengths are tokens only a served backend counts).
+
+    Raises:
+        BatchmarkError: the stored ``config.lengths`` is not a valid ``lengths:`` (``where`` named).
+    """
+    cfg = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    stored = cfg.get("lengths")
+    if stored is None or (isinstance(stored, dict) and stored.get("prompt_file")):
+        return None
+    try:
+        lengths = Lengths.model_validate(stored)
+    except ValidationError as exc:
+        raise BatchmarkError(f"{where}: config.lengths: {exc.errors()[0]['msg']}") from None
+    seed = cfg.get("seed", 0)
+    return None if lengths.fixed() else SimpleNamespace(lengths=lengths, seed=seed if isinstance(seed, int) else 0)
