@@ -169,9 +169,9 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _grid_or_rates(self) -> "SweepConfig":
-        if self.open_loop is not None and self.backend == "transformers":
-            raise ValueError("open_loop: the transformers backend runs static batches; a rate sweep needs a served "
-                             "backend (vllm or openai)")
+        for k, what in (("open_loop", "a rate sweep"), ("lengths", "drawn lengths")):  # never silently dropped
+            if getattr(self, k) is not None and self.backend == "transformers":
+                raise ValueError(f"{k}: the transformers backend runs static batches; {what} needs a served backend")
         if not self.concurrency:
             if self.open_loop is None:
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")

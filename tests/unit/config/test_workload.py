@@ -106,6 +106,8 @@ def test_configs_without_the_new_keys_keep_their_digest():
     ({"concurrency": [], "open_loop": {"load": "gamma", "burstiness": 0, "rates": [1]}}, "open_loop.burstiness: Input should be greater than 0"),
     ({"concurrency": [], "open_loop": {"load": "gamma", "rates": [1]}}, "open_loop: burstiness: load gamma needs it"),
     ({"concurrency": [], "open_loop": {"load": "poisson", "burstiness": 0.7, "rates": [1]}}, "burstiness: only with load gamma"),
+    ({"backend": "transformers", "models": [{"name": "m", "architecture": {"model_type": "llama"}}],
+      "lengths": {"ignore_eos": False}}, "lengths: the transformers backend runs static batches; drawn lengths needs"),
 ])
 def test_bad_workload_is_one_line_naming_the_field(extra, line):
     """Fault kind: bad workload input reaching the sweep (or a traceback) instead of one line naming the field."""
