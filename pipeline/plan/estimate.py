@@ -43,6 +43,7 @@ from typing import Any
 from pipeline.config.sweepconfig import SimulatedOptions, SweepConfig
 from pipeline.plan import bounds
 from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from here)
+from pipeline.config.workload import lengths_words
 from pipeline.plan.simrepeats import simulated_repeat
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, load_profile
@@ -129,6 +130,8 @@ class Plan:
     hardware_note: str | None = None
     #: The engine whose terms (the profile's ``engines:``) cost each step, None where the roofline + overhead does.
     step_terms: str | None = None
+    #: How each request's lengths are drawn, in words (:func:`pipeline.config.workload.lengths_words`); None: fixed.
+    workload: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -331,7 +334,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.backend, total, models, reps, opts.requests_per_slot, opts.min_requests,
                 adaptive=cfg.adaptive is not None, hardware_note=hw_note,
-                step_terms="vllm" if opts.step_overhead_s is None and hw.engine_terms("vllm") else None)
+                step_terms="vllm" if opts.step_overhead_s is None and hw.engine_terms("vllm") else None,
+                workload=lengths_words(cfg.lengths.model_dump(mode="json")) if cfg.lengths else None)
 
 
 def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,

@@ -126,6 +126,10 @@ def test_plan_predicts_the_held_open_loop_rows():
     points = plan.models[0].points
     assert [(p.load, p.rate_rps) for p in points] == [("gamma", 0.25), ("gamma", 0.5), ("gamma", 1.0)]
     assert all(p.runs and p.output_throughput_tok_s and p.ttft_s for p in points)
+    from pipeline.plan.plantext import plan_text
+
+    assert plan_text(plan).splitlines()[1] == ("requests: input uniform (range ratio 0.9), output uniform (range "
+                                                 "ratio 0.9), outputs stop at EOS")  # the plan says what it drew
     nominal = make_plan(cfg.model_copy(update={"lengths": None}))
     assert [p.ttft_s for p in points] != [p.ttft_s for p in nominal.models[0].points]
 
