@@ -216,7 +216,8 @@ class ServedEngine:
         ol = getattr(self.cfg, "open_loop", None)
         if ol is not None:
             cap = "no cap" if ol.max_concurrency is None else f"at most {ol.max_concurrency} in flight"
-            out += f", then open loop ({ol.load} arrivals, {cap})"
+            burst = f" of burstiness {ol.burstiness:g}" if ol.load == "gamma" else ""
+            out += f", then open loop ({ol.load} arrivals{burst}, {cap})"
         return out
 
     def unload(self) -> None:
