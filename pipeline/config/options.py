@@ -10,7 +10,7 @@ import math
 import sys
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from pipeline.core.errors import BatchmarkError
 
@@ -261,8 +261,12 @@ class OpenLoop(StrictModel):
     throughput (GuideLLM's ``sweep`` profile: synchronous, throughput, then rates between).
     """
 
-    load: Literal["poisson", "constant"] = Field(
-        default="poisson", description="poisson = exponential gaps (vllm bench serve's default); constant = equal gaps")
+    load: Literal["poisson", "constant", "gamma"] = Field(
+        default="poisson", description="poisson = exponential gaps (vllm bench serve's default); constant = equal gaps; "
+                                       "gamma = gamma gaps of shape burstiness (vllm bench serve --burstiness)")
+    burstiness: float | None = Field(default=None, gt=0, le=1000,
+                                     description="gamma: the gaps' shape k (scale 1 / (rate k)); 1 = Poisson, below 1 "
+                                                 "burstier, above 1 more even (vLLM's --burstiness)")
     rates: Any = Field(description="Offered rates in requests/s (a list of positive numbers), or auto "
                                    "(from the closed-loop saturation throughput)")
     auto_rates: int = Field(default=AUTO_RATES, ge=2, le=64, description="How many rates auto places")
@@ -290,6 +294,22 @@ class OpenLoop(StrictModel):
         if len(set(rates)) != len(rates):
             raise ValueError("rates must be distinct")
         return sorted(float(r) for r in rates)
+
+    @model_validator(mode="after")
+    def _burstiness_of_gamma(self) -> "OpenLoop":
+        if self.load == "gamma" and self.burstiness is None:
+            raise ValueError("burstiness: load gamma needs it (vLLM's --burstiness; 1 = Poisson)")
+        if self.load != "gamma" and self.burstiness is not None:
+            raise ValueError(f"burstiness: only with load gamma (load is {self.load})")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _as_before(self, handler: Any) -> dict[str, Any]:
+        """Its dump without ``burstiness`` when unset: a config written before it existed keeps its digest."""
+        data = handler(self)
+        if data.get("burstiness") is None:
+            data.pop("burstiness", None)
+        return data
 
 
 class Adaptive(StrictModel):

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSET_CLIENT_KEYS, Adaptive, ClusterOptions,
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
+from pipeline.config.workload import Lengths
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
@@ -105,11 +106,12 @@ class SweepConfig(StrictModel):
         default="transformers", description="How batchmark gets the tokens: transformers (in process), vllm (starts a "
                                             "vLLM server), openai (an endpoint already running), simulated (virtual time)")
     models: list[ModelSpec] = Field(min_length=1)
-    input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request")
-    output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (no early stop)")
+    input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request (nominal)")
+    output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (nominal)")
     workloads: list[Shape] | None = Field(default=None, min_length=1,
                                           description="Workload shapes {input_len, output_len}, each measured over the "
                                                       "whole grid (the top-level input_len/output_len: one shape)")
+    lengths: Lengths | None = Field(default=None, description="How each request's lengths are drawn (absent: fixed)")
     variants: list[Variant] | None = Field(default=None, min_length=1,
                                            description="Named server settings, each its own server; the first is the "
                                                        "baseline (pipeline.config.variants)")
@@ -167,9 +169,9 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _grid_or_rates(self) -> "SweepConfig":
-        if self.open_loop is not None and self.backend == "transformers":
-            raise ValueError("open_loop: the transformers backend runs static batches; a rate sweep needs a served "
-                             "backend (vllm or openai)")
+        for k, what in (("open_loop", "a rate sweep"), ("lengths", "drawn lengths")):  # never silently dropped
+            if getattr(self, k) is not None and self.backend == "transformers":
+                raise ValueError(f"{k}: the transformers backend runs static batches; {what} needs a served backend")
         if not self.concurrency:
             if self.open_loop is None:
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")
@@ -185,8 +187,7 @@ class SweepConfig(StrictModel):
         if self.workloads is not None:
             both = [k for k in ("input_len", "output_len") if k in self.model_fields_set]
             if both:
-                raise ValueError(f"{both[0]}: give the shapes in workloads or the one shape as input_len/output_len, "
-                                 "not both")
+                raise ValueError(f"{both[0]}: give the shapes in workloads or one as input_len/output_len, not both")
             shapes = [(w.input_len, w.output_len) for w in self.workloads]
             if len(set(shapes)) != len(shapes):
                 raise ValueError("workloads: shapes must be distinct")
@@ -263,7 +264,7 @@ class SweepConfig(StrictModel):
                 data[client].pop(key, None)
         if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
-        for k in ("open_loop", "slo", "budget", "workloads", "variants"):  # absent = as before they existed: a
+        for k in ("open_loop", "slo", "budget", "workloads", "variants", "lengths"):  # absent = as before they existed: a
             # closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
@@ -302,7 +303,6 @@ def parse_duration(text: str | float | int, field_name: str = "budget") -> float
     if not math.isfinite(seconds) or seconds <= 0:
         raise BatchmarkError(f"{field_name}: {text!r} must be a positive duration")
     return seconds
-
 
 
 def _format_error(path: Path | str, err: ValidationError, renamed: dict[str, str] | None = None) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from pipeline.config.options import StrictModel
+from pipeline.config.workload import server_len
 from pipeline.core.records import DEFAULT_VARIANT
 
 #: A variant's or a model's name: letters, digits, ``. _ -``, starting with a letter or digit (it names files).
@@ -132,8 +133,8 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
     of ``vllm`` and ``simulated`` (the ``openai`` and ``transformers`` engines start no server of theirs; their
     variants carry a name and the settings stated, which change nothing they run)."""
     shapes = variant_shapes(cfg, v)  # its own shapes where it states them: its server is sized for them
-    longest = max(s.input_len + s.output_len for s in shapes) + 64  # shapes share one server: the longest fits
-    sized = cfg.workloads is not None or v.workloads is not None
+    longest = max(server_len(cfg, s.input_len, s.output_len) for s in shapes)  # shapes share one server: the longest
+    sized = cfg.workloads is not None or v.workloads is not None or cfg.lengths is not None
     vl = cfg.vllm
     vllm = vl.model_copy(update={
         "max_num_seqs": v.max_num_seqs or vl.max_num_seqs,

@@ -12,7 +12,8 @@ Layout of :class:`RequestArrays` (n requests, m chunks in all):
   ``repeat`` (index of the repeat in :attr:`PointArrays.repeats`), ``request_id``, ``queued_s``,
   ``sent_s``, ``first_token_s``, ``done_s``, ``first_content_s``, ``scheduled_s``, ``lag_s``
   (float64 seconds, NaN where the record has None), ``input_tokens``, ``output_tokens``,
-  ``hidden_tokens`` (int64), ``usage_reported``, ``warmup`` (bool), ``error``,
+  ``hidden_tokens``, ``drawn_input_len``, ``drawn_output_len`` (int64; a drawn length −1 where the record has
+  None), ``usage_reported``, ``warmup`` (bool), ``error``,
   ``token_count_source``, ``token_count_reason`` (object arrays of str or None),
   ``token_count_flags`` (object array of lists of str);
 - per chunk (length m): ``chunk_t_s`` (arrival, float64 s) and ``chunk_tokens`` (int64);
@@ -38,6 +39,8 @@ OPTIONAL_FLOAT_FIELDS = frozenset({"first_token_s", "done_s", "first_content_s",
 INT_FIELDS = ("request_id", "input_tokens", "output_tokens", "hidden_tokens")
 BOOL_FIELDS = ("usage_reported", "warmup")
 STR_FIELDS = ("error", "token_count_source", "token_count_reason")
+#: Int columns whose record field may be None (a drawn length; -1 here, a null in Parquet, None in a record).
+OPTIONAL_INT_FIELDS = ("drawn_input_len", "drawn_output_len")
 
 
 @dataclass
@@ -65,6 +68,8 @@ class RequestArrays:
     chunk_offsets: np.ndarray
     chunk_t_s: np.ndarray
     chunk_tokens: np.ndarray
+    drawn_input_len: np.ndarray
+    drawn_output_len: np.ndarray
 
     def __len__(self) -> int:
         return int(self.sent_s.shape[0])
@@ -118,6 +123,8 @@ def from_records(records: PointRecords) -> PointArrays:
         cols[name] = _opt_float([getattr(r, name) for r in rs])
     for name in INT_FIELDS:
         cols[name] = np.array([getattr(r, name) for r in rs], dtype=np.int64)
+    for name in OPTIONAL_INT_FIELDS:
+        cols[name] = np.array([-1 if getattr(r, name) is None else getattr(r, name) for r in rs], dtype=np.int64)
     for name in BOOL_FIELDS:
         cols[name] = np.array([bool(getattr(r, name)) for r in rs], dtype=bool)
     for name in STR_FIELDS:
@@ -138,6 +145,7 @@ def to_records(arrays: PointArrays) -> PointRecords:
     reps = [dataclasses.replace(h, requests=[]) for h in arrays.repeats]
     floats = {name: getattr(a, name).tolist() for name in FLOAT_FIELDS}
     ints = {name: getattr(a, name).tolist() for name in INT_FIELDS}
+    ints.update({name: [None if v < 0 else v for v in getattr(a, name).tolist()] for name in OPTIONAL_INT_FIELDS})
     bools = {name: getattr(a, name).tolist() for name in BOOL_FIELDS}
     t, k, off = a.chunk_t_s.tolist(), a.chunk_tokens.tolist(), a.chunk_offsets.tolist()
     for i, rep_i in enumerate(a.repeat.tolist()):

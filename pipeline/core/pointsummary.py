@@ -99,8 +99,8 @@ class PointSummary:
     have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
     ``{"goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms" (per-request goodput limits),
     "ttft_p99_max_ms", "tpot_p99_max_ms", "e2el_p99_max_ms" (p99 bounds), "good", "measured", "share_ok",
-    "goodput_rps", "goodput_tok_s", "p99_ok", "met"}`` (``goodput.slo_goodput``).  ``burstiness``: an imported vLLM
-    run's ``--burstiness`` (1 = Poisson).  All None for closed points.
+    "goodput_rps", "goodput_tok_s", "p99_ok", "met"}`` (``goodput.slo_goodput``).  ``burstiness``: a gamma point's shape
+    (``open_loop.burstiness``, or an imported vLLM run's ``--burstiness``; 1 = Poisson).  All None for closed points.
 
     ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the
     ``show --json`` contract fixes) was measured over (docs/definitions.md):

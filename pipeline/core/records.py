@@ -200,6 +200,11 @@ class RequestRecord:
             time, so client queueing behind a concurrency cap counts as queueing).
         lag_s: open loop only: the client's own lateness, send time − the time it could have gone
             out (the later of ``scheduled_s`` and a free slot under the cap), s.
+        drawn_input_len / drawn_output_len: the prompt tokens (shared prefix included) and the output tokens
+            (``max_tokens``) drawn for this request by the config's ``lengths:``
+            (:func:`pipeline.config.workload.draw_lengths`); None where every request is the point's shape (and in
+            every record written before they existed).  With outputs stopped at EOS ``output_tokens`` is at most
+            ``drawn_output_len``.
     """
 
     request_id: int
@@ -220,6 +225,8 @@ class RequestRecord:
     token_count_flags: list[str] = field(default_factory=list)
     scheduled_s: float | None = None
     lag_s: float | None = None
+    drawn_input_len: int | None = None
+    drawn_output_len: int | None = None
 
     @property
     def streamed_tokens(self) -> int:

@@ -1,7 +1,8 @@
 """Run vs run, comparability: the provenance of two runs, compared field by field, and the diff's headline.
 
 The provenance of both runs (hardware, probed bandwidth, engine, its version and flags, model revisions,
-input/output lengths, batchmark and package versions) is compared; a different hardware profile or workload is
+input/output lengths and how they were drawn, batchmark and package versions) is compared; a different hardware
+profile or workload (a different length distribution too) is
 stated in the headline, which every output format puts first.  Probed bandwidth: every
 bandwidth-bound figure (single stream, throughput before the knee, MBU) moves with the memory bandwidth the
 machine delivers, so two runs whose probed bandwidths differ by more than ``BANDWIDTH_LIMIT`` (10 %, relative
@@ -15,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from pipeline.config.workload import lengths_words
 from pipeline.diff.metrics import relative_change
 from pipeline.core.pointsummary import PointSummary
 
@@ -106,6 +108,9 @@ def provenance_of(r: RunData) -> dict[str, Any]:
         "versions": {k: v for k, v in versions.items() if k != (name or "")},
         "gpu_driver": meta.get("gpu_driver"),
         "source": meta.get("source", "measured"),
+        # how each request's lengths were drawn: a measured run's config states it (none: fixed, as every run before
+        # lengths: existed); an import's does not (None: not stated, never called different)
+        "lengths": lengths_words(cfg.get("lengths")) if cfg.get("models") else None,
     }
 
 
@@ -138,6 +143,8 @@ def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[Provenanc
         add(f"versions.{k}", f"{k} version", pa["versions"].get(k), pb["versions"].get(k))
     add("gpu_driver", "GPU driver", pa["gpu_driver"], pb["gpu_driver"])
     add("source", "source", pa["source"], pb["source"])
+    la, lb = pa.get("lengths"), pb.get("lengths")
+    add("lengths", "length distribution", la, lb, la is not None and lb is not None and la != lb)
     return items
 
 
@@ -176,6 +183,8 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
         wl.append(f"input/output lengths A {', '.join(pa['workloads']) or 'none'} vs B {', '.join(pb['workloads']) or 'none'}")
     if pa["engine"] != pb["engine"]:
         wl.append(f"engine A {pa['engine']} vs B {pb['engine']}")
+    if pa.get("lengths") and pb.get("lengths") and pa["lengths"] != pb["lengths"]:
+        wl.append(f"length distribution A {pa['lengths']} vs B {pb['lengths']}")
     if pa["models"] != pb["models"]:
         only_a = sorted(set(pa["models"]) - set(pb["models"]))
         only_b = sorted(set(pb["models"]) - set(pa["models"]))

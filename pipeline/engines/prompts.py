@@ -56,11 +56,22 @@ def make_prompts(tokenizer: Any, n: int, input_len: int, seed: int) -> tuple[lis
     splits tokens is corrected (re-encoded ids cut or topped up with fresh random ids, up to
     20 rounds).
     """
+    return make_prompts_of(tokenizer, [input_len] * n, seed)
+
+
+def make_prompts_of(tokenizer: Any, lengths: Any, seed: int, prefix_len: int = 0) -> tuple[list[str], int]:
+    """One prompt per entry of ``lengths`` (tokens each, the shared prefix included), as :func:`make_prompts`.
+
+    ``prefix_len`` > 0: the first ``prefix_len`` ids are drawn once and begin every prompt (a shared prefix, vLLM's
+    ``--random-prefix-len``), the rest drawn per prompt.  With no prefix the ids are drawn as :func:`make_prompts`
+    draws them (the same seed gives the same prompts).
+    """
     rng = random.Random(seed)
     allowed = prompt_vocab(tokenizer)
+    prefix = rng.choices(allowed, k=prefix_len) if prefix_len else []
     prompts, inexact = [], 0
-    for _ in range(n):
-        ids = rng.choices(allowed, k=input_len)
+    for input_len in (int(x) for x in lengths):
+        ids = prefix[:input_len] + rng.choices(allowed, k=max(input_len - len(prefix), 0))
         for _round in range(20):
             text = tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
             back = tokenizer.encode(text, add_special_tokens=False)

@@ -7,10 +7,10 @@ constant, Poisson) apart from its backends.
 
 - ``closed`` (:func:`closed_loop`): exactly N requests in flight; the next goes out when one
   finishes, so the load adapts to the server.
-- ``poisson`` / ``constant`` (:func:`open_loop`): send times follow a schedule fixed before the
+- ``poisson`` / ``constant`` / ``gamma`` (:func:`open_loop`): send times follow a schedule fixed before the
   repeat (:func:`schedule_gaps`, seeded), never the responses: exponential gaps of mean
-  1 / rate (Poisson arrivals, as ``vllm bench serve --request-rate R`` with burstiness 1) or
-  equal gaps of 1 / rate.  An optional cap bounds the requests in flight; a request due while
+  1 / rate (Poisson arrivals, as ``vllm bench serve --request-rate R`` with burstiness 1),
+  equal gaps of 1 / rate, or gamma gaps of mean 1 / rate (``--burstiness k``).  An optional cap bounds the requests in flight; a request due while
   the cap is full waits in the client's queue (its ``queued_s`` stays the scheduled time, so
   "TTFT including client queueing" counts that wait).  Each request records its scheduled
   time (``scheduled_s``) and the client's own lag behind it (``lag_s``: send time − the time
@@ -153,16 +153,18 @@ def _folded(streams: list[RawStream], target: Target) -> list[RawStream]:
     return streams
 
 
-def schedule_gaps(load: str, rate_rps: float, seed: int) -> Iterator[float]:
+def schedule_gaps(load: str, rate_rps: float, seed: int, burstiness: float | None = None) -> Iterator[float]:
     """Endless gaps (s) between successive sends of an open-loop schedule at ``rate_rps`` requests/s.
 
     ``constant``: every gap is 1 / rate.  ``poisson``: independent exponential gaps of mean
     1 / rate from ``numpy.random.default_rng(seed)`` (a Poisson process; the same seed gives the
-    same schedule), as vLLM's ``get_request`` draws them with burstiness 1.
+    same schedule), as vLLM's ``get_request`` draws them with burstiness 1.  ``gamma``: independent gamma gaps of
+    shape k = ``burstiness`` and scale 1 / (rate · k), mean 1 / rate and coefficient of variation 1 / √k (vLLM's
+    ``get_request``: ``np.random.gamma(shape=burstiness, scale=1 / (request_rate * burstiness))``).
 
     Raises:
-        ValueError: ``load`` is not ``poisson``/``constant``, or the rate is not finite and positive (a bug:
-            config and keys check both).
+        ValueError: ``load`` is not ``poisson``/``constant``/``gamma``, the rate is not finite and positive, or a
+            gamma schedule's burstiness is not (a bug: config and keys check them).
     """
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise ValueError(f"rate_rps must be finite and positive, got {rate_rps!r}")
@@ -170,23 +172,28 @@ def schedule_gaps(load: str, rate_rps: float, seed: int) -> Iterator[float]:
     if load == "constant":
         while True:
             yield mean
-    if load != "poisson":
+    if load not in ("poisson", "gamma"):
         raise ValueError(f"no open-loop schedule {load!r}")
+    if load == "gamma" and not (burstiness is not None and math.isfinite(burstiness) and burstiness > 0):
+        raise ValueError(f"a gamma schedule needs a finite positive burstiness, got {burstiness!r}")
     rng = np.random.default_rng(seed)
     while True:
-        yield from (float(g) for g in rng.exponential(mean, 256))
+        if load == "gamma":
+            yield from (float(g) for g in rng.gamma(burstiness, mean / burstiness, 256))
+        else:
+            yield from (float(g) for g in rng.exponential(mean, 256))
 
 
 async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str, rate_rps: float,
                     max_concurrency: int | None, n_warmup: int, t0: float, seed: int,
                     should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
                     deadline_s: float | None = None, deadline_reason: str | None = None,
-                    meter: ClientMeter | None = None) -> LoopResult:
+                    meter: ClientMeter | None = None, burstiness: float | None = None) -> LoopResult:
     """Send ``bodies`` on a ``load`` schedule at ``rate_rps`` (times in s since ``t0``), at most ``max_concurrency`` in flight.
 
-    The first request goes out at once, each next one a gap (:func:`schedule_gaps`) after the
-    previous one's scheduled time, whatever the responses do; a late dispatcher catches up at
-    once (so the mean rate holds) and the lateness is recorded per request (``lag_s``).
+    The first request goes out at once, each next one a gap (:func:`schedule_gaps`, ``burstiness`` for ``gamma``)
+    after the previous one's scheduled time, whatever the responses do; a late dispatcher catches up at once (so the
+    mean rate holds) and the lateness is recorded per request (``lag_s``).
     ``bodies[:n_warmup]`` are warm-up (part of the arrival process, left out of the metrics);
     after the last body the schedule goes on with cool-down requests (re-using bodies from the
     start) until every measured request has finished, so the last measured ones meet the same
@@ -243,7 +250,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
     async def dispatch() -> None:
         start = perf() - t0
         due = start
-        for i, gap in enumerate(schedule_gaps(load, rate_rps, seed)):
+        for i, gap in enumerate(schedule_gaps(load, rate_rps, seed, burstiness)):
             # always await: a dispatcher behind its schedule must still let the requests it made run
             await sleep_until(due, lambda: perf() - t0)  # never before its time (uvloop's timers may fire early)
             if should_abort is not None and state["aborted"] is None and (reason := should_abort()):

@@ -20,6 +20,7 @@ from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
 from pipeline.engines import client, clientprocs, eventloop, scheduler, streamrecord
 from pipeline.engines.clientmeter import ClientMeter
+from pipeline.engines.pointrequests import point_requests
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
 from pipeline.engines.scrape import Sampler, parse_prometheus, prometheus_samples  # noqa: F401  (re-exported)
@@ -215,7 +216,8 @@ class ServedEngine:
         ol = getattr(self.cfg, "open_loop", None)
         if ol is not None:
             cap = "no cap" if ol.max_concurrency is None else f"at most {ol.max_concurrency} in flight"
-            out += f", then open loop ({ol.load} arrivals, {cap})"
+            burst = f" of burstiness {ol.burstiness:g}" if ol.load == "gamma" else ""
+            out += f", then open loop ({ol.load} arrivals{burst}, {cap})"
         return out
 
     def unload(self) -> None:
@@ -247,12 +249,14 @@ class ServedEngine:
             n_warm = n if warmup else 0
             point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
         loop = getattr(self.opts, "event_loop", "auto")
-        prompts, inexact = make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
+        reqs = self.requests = point_requests(self.cfg, self.tokenizer, self.features, key.input_len, key.output_len,
+                                              repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None))
         target = self._target()
-        bodies = [client.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
+        bodies = [client.build_body(target, reqs.features, p, reqs.output_len(i, key.output_len), self.opts.extra_body)
+                  for i, p in enumerate(reqs.prompts)]
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
-            "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": inexact,
+            "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm, "prompts_inexact": reqs.inexact, **reqs.meta(self.cfg, key.load),
             "tokenizer": scrub.relative_path(self.tokenizer_source or ""), "features": self.features.as_dict(),
             "token_counts": "per-chunk usage" if self.features.per_chunk_usage_seen else
             ("one per text chunk, reconciled with usage" if self.features.usage_seen else
@@ -326,7 +330,8 @@ class ServedEngine:
                         res = await scheduler.open_loop(session, target, bodies[r * per:(r + 1) * per], key.load,
                                                         key.rate_rps, key.max_concurrency, n_warm, t0, meta["seed"] + r,
                                                         self._should_abort, self.opts.max_consecutive_failures, left,
-                                                        reason, meter=meter)
+                                                        reason, meter=meter,
+                                                        burstiness=getattr(self.cfg.open_loop, "burstiness", None))
                     else:
                         res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
                                                           n_warm, t0, self._should_abort,
@@ -338,8 +343,10 @@ class ServedEngine:
                 if not key.open_loop and procs > 1:
                     meter = spread  # the processes' own figures, not the idle parent's
                 after = await self._scrape(session, murl) if before is not None else None
-                records = [streamrecord.finalize(s, key.input_len, self.tokenizer, key.output_len, self.features)
-                           for s in res.streams]
+                at = [r * per + s.request_id for s in res.streams]  # each stream's body (its drawn lengths)
+                records = [self.requests.stamp(streamrecord.finalize(
+                    s, self.requests.input_len(i, key.input_len), self.tokenizer,
+                    self.requests.output_len(i, key.output_len), self.requests.features), i) for s, i in zip(res.streams, at)]
                 for rec in records:
                     rec.request_id += r * per
                 start, end = scheduler.measured_window(records)

@@ -7,7 +7,7 @@ shape of a ``/metrics`` scrape (``before``, ``after``, ``max_during`` with vLLM'
 
 The client is the load generator's (:mod:`pipeline.engines.scheduler`): closed loop keeps N in
 flight (the next sent when one finishes, cool-down requests after the last body until every
-measured one finished, then dropped); open loop sends on the seeded Poisson/constant schedule of
+measured one finished, then dropped); open loop sends on the seeded Poisson/constant/gamma schedule of
 :func:`pipeline.engines.scheduler.schedule_gaps` (the same seeds as a served point), queued behind
 an optional cap.  The client is exact: no network, no lag (``lag_s`` 0).  Times are virtual
 seconds since the point's start, repeats one after another; a Spark day takes seconds.
@@ -26,10 +26,8 @@ from pipeline.engines.simserver import ServerModel, attended_tokens, one_sequenc
 from pipeline.core.records import RequestRecord
 
 # Prometheus names of vLLM V1 the metrics stage reads (pipeline.metrics.summarize.server_state).
-_RUNNING = "vllm:num_requests_running"
-_WAITING = "vllm:num_requests_waiting"
-_KV = "vllm:kv_cache_usage_perc"
-_PREEMPT = "vllm:num_preemptions_total"
+_RUNNING, _WAITING = "vllm:num_requests_running", "vllm:num_requests_waiting"
+_KV, _PREEMPT = "vllm:kv_cache_usage_perc", "vllm:num_preemptions_total"
 
 
 @dataclass
@@ -76,18 +74,19 @@ def _noise(rng: np.random.Generator | None, cv: float, n: int) -> np.ndarray | N
 def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, *,
                     concurrency: int | None, load: str = "closed", rate_rps: float | None = None,
                     max_concurrency: int | None = None, schedule_seed: int = 0, start_s: float = 0.0,
-                    rng: np.random.Generator | None = None, id_offset: int = 0,
-                    token_times: bool = True) -> RepeatResult:
+                    rng: np.random.Generator | None = None, id_offset: int = 0, token_times: bool = True,
+                    burstiness: float | None = None, lengths: tuple[Any, Any] | None = None) -> RepeatResult:
     """Simulate one repeat of a point: ``n_warm`` warm-up then ``n_meas`` measured requests.
 
-    Closed loop (``load="closed"``): ``concurrency`` requests in flight, each next one sent the moment
-    one finishes; after the last body cool-down requests keep the load until every measured request
-    has finished.  Open loop (``poisson``/``constant`` at ``rate_rps``): sends on
-    :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``max_concurrency``
-    in flight when given (``concurrency`` is then None).  Times are s since the point's start; the repeat starts at ``start_s``.
+    Closed loop (``load="closed"``): ``concurrency`` requests in flight, each next one sent the moment one finishes;
+    after the last body cool-down requests keep the load until every measured request has finished.  Open loop
+    (``poisson``/``constant``/``gamma`` at ``rate_rps``, ``burstiness``): sends on
+    :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``max_concurrency`` in flight when
+    given (``concurrency`` is then None).  Times are s since the point's start, from ``start_s``.  ``lengths``: (prompt, output tokens) per body as the sweep draws them
+    (:func:`pipeline.config.workload.draw_lengths`; a cool-down re-uses a body's); None: ``input_len`` / ``output_len``.
 
-    Returns the recorded requests (bodies, warm-up included; cool-downs dropped), the time the
-    repeat ended (the last measured completion), the server's view and the number of steps.
+    Returns the recorded requests (bodies, warm-up included; cool-downs dropped), the time the repeat ended (the last
+    measured completion), the server's view and the number of steps.
     ``token_times=False``: each record carries its first token and one chunk of the rest at the last token's time
     instead of every token's (TTFT, TPOT, E2EL and throughput exact, ITL the request's mean; much faster to build).
     """
@@ -99,10 +98,10 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                               warmup=i < n_warm) for i in range(n_warm + n_meas)]
         return RepeatResult(requests=recs, end_s=start_s, server_metrics={}, steps=0)
     loop = _Loop(server, input_len, output_len, n_warm, n_meas, load, rate_rps, max_concurrency, schedule_seed,
-                 start_s, rng if server.step_time_cv > 0 else None, rep_factor)
+                 start_s, rng if server.step_time_cv > 0 else None, rep_factor, burstiness, lengths)
     loop.run(concurrency)
-    return RepeatResult(requests=loop.records(id_offset, token_times), end_s=loop.t,
-                        server_metrics=loop.server_view(), steps=loop.steps)
+    return RepeatResult(requests=loop.records(id_offset, token_times), end_s=loop.t, server_metrics=loop.server_view(),
+                        steps=loop.steps)
 
 
 class _Loop:
@@ -111,8 +110,9 @@ class _Loop:
 
     def __init__(self, server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, load: str,
                  rate_rps: float | None, max_concurrency: int | None, schedule_seed: int, start_s: float,
-                 rng_steps: np.random.Generator | None, rep_factor: float):
-        self.server, self.input_len, self.output_len = server, input_len, output_len
+                 rng_steps: np.random.Generator | None, rep_factor: float, burstiness: float | None = None,
+                 lengths: tuple[Any, Any] | None = None):
+        self.server, self.input_len, self.output_len, self.lengths = server, input_len, output_len, lengths
         self.n_warm, self.n_meas, self.n_total = n_warm, n_meas, n_warm + n_meas
         self.rng_steps, self.rep_factor = rng_steps, rep_factor
         self.free_blocks = server.num_blocks
@@ -133,11 +133,12 @@ class _Loop:
         if self.open_loop:  # the load generator's schedule (imported only here: it pulls in the HTTP client)
             from pipeline.engines.scheduler import schedule_gaps
 
-            self.gaps = schedule_gaps(load, float(rate_rps), schedule_seed)
+            self.gaps = schedule_gaps(load, float(rate_rps), schedule_seed, burstiness)
         self.cap = max_concurrency if self.open_loop else None
 
     def new_request(self, i: int, now: float, scheduled: float | None) -> _Req:
-        r = _Req(rid=i, prompt=self.input_len, out=self.output_len, warmup=i >= self.n_total or i < self.n_warm,
+        ins, outs = self.lengths or ((self.input_len,), (self.output_len,))
+        r = _Req(rid=i, prompt=int(ins[i % len(ins)]), out=int(outs[i % len(outs)]), warmup=i >= self.n_total or i < self.n_warm,
                  queued_s=scheduled if scheduled is not None else now, sent_s=now, scheduled_s=scheduled,
                  recorded=i < self.n_total)
         if r.recorded:

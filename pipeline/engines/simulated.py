@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.config.sweepconfig import ModelSpec, SimulatedOptions, SweepConfig
+from pipeline.engines.pointrequests import workload_meta
 from pipeline.engines.simloop import simulate_repeat
 from pipeline.engines.simserver import ServerModel, kv_blocks, refusal
 from pipeline.core.errors import BatchmarkError
@@ -27,6 +28,7 @@ from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.variants import kv_cache_name
+from pipeline.config.workload import Lengths, longest, repeat_lengths
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord, server_key
 
 
@@ -58,8 +60,9 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int, engine: str = "vllm") -> ServerModel:
-    """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags).
+               largest_concurrency: int, engine: str = "vllm", lengths: Lengths | None = None) -> ServerModel:
+    """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags;
+    ``max_model_len`` the longest request ``lengths`` draws at this shape, + 64).
 
     Where the profile states ``engine``'s terms (``engines:``, :mod:`pipeline.machine.engineterms`) and the config sets
     no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak; else by the
@@ -77,9 +80,9 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         card=card, bandwidth_gb_s=hw.bandwidth_gb_s_spec,
         peak_tflops=hw.compute_peak_tflops() if terms is not None else hw.peak_tflops_spec, terms=terms,
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
-        max_num_seqs=opts.max_num_seqs or max(largest_concurrency, 1),
+        max_num_seqs=opts.max_num_seqs or largest_concurrency or 256,  # none in flight stated: the vllm engine's 256
         max_num_batched_tokens=opts.max_num_batched_tokens,
-        max_model_len=opts.max_model_len or input_len + output_len + 64,
+        max_model_len=opts.max_model_len or longest(lengths, input_len, output_len) + 64,
         num_blocks=kv_blocks(card, hw.memory_gb, util, opts.block_size), block_size=opts.block_size,
         step_time_cv=opts.step_time_cv, repeat_time_cv=opts.repeat_time_cv)
 
@@ -148,7 +151,7 @@ class SimulatedEngine:
             card = with_kv_cache(card, kv)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
-                                 self.cfg.max_in_flight())
+                                 self.cfg.max_in_flight(), lengths=self.cfg.lengths)
         s = self.server
         name = self.variant.name if self.variant is not None else DEFAULT_VARIANT
         self.servers[server_key(spec.name, name)] = {
@@ -180,11 +183,15 @@ class SimulatedEngine:
         per = n_warm + n_meas
         steps = 0
         for r in range(repeats):
+            lens = repeat_lengths(self.cfg, key, per, repeats, r, pseed, self.server.max_model_len)
             res = simulate_repeat(self.server, key.input_len, key.output_len, n_warm, n_meas,
                                   concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
-                                  max_concurrency=key.max_concurrency,
-                                  schedule_seed=pseed + r, start_s=t, rng=rng, id_offset=r * per)
+                                  max_concurrency=key.max_concurrency, schedule_seed=pseed + r, start_s=t, rng=rng,
+                                  id_offset=r * per, burstiness=getattr(self.cfg.open_loop, "burstiness", None),
+                                  lengths=lens)
             steps += res.steps
+            for q in res.requests if lens is not None else ():  # each record its drawn lengths
+                q.drawn_input_len, q.drawn_output_len = int(lens[0][q.request_id - r * per]), int(lens[1][q.request_id - r * per])
             meas = [q for q in res.requests if not q.warmup]
             done = [q.done_s for q in meas if q.ok]
             start, end = (min(q.sent_s for q in meas), max(done)) if meas and done else (0.0, 0.0)
@@ -192,7 +199,8 @@ class SimulatedEngine:
                                      requests=res.requests, server_metrics=res.server_metrics))
             t = res.end_s
         meta = {"seed": pseed, "simulated": True, "requests_per_repeat": n_meas, "warmup_per_repeat": n_warm,
-                "steps": steps, "virtual_s": round(t, 6), "cooldown_sent": [], "aborted": None}
+                "steps": steps, "virtual_s": round(t, 6), "cooldown_sent": [], "aborted": None,
+                **workload_meta(self.cfg, key.load)}
         return PointRecords(point=key, repeats=reps, meta=meta)
 
     def unload(self) -> None:

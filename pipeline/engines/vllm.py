@@ -42,6 +42,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.workload import server_len
 from pipeline.machine import serverenv
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.engines import client
@@ -158,7 +159,7 @@ class VLLMEngine(ServedEngine):
                   "python": str(serverenv.resolve(self.opts.python)),
                   "max_num_seqs": self.opts.max_num_seqs or self.cfg.max_in_flight() or 256,
                   "gpu_memory_utilization": self.gpu_memory_utilization, "dtype": self.served_dtype,
-                  "max_model_len": self.opts.max_model_len or self.cfg.input_len + self.cfg.output_len + 64}
+                  "max_model_len": self.opts.max_model_len or server_len(self.cfg, self.cfg.input_len, self.cfg.output_len)}
         return format_command(self.opts.command, values, self.opts.extra_args)
 
     def _get(self, path: str, timeout_s: float = 2.0) -> tuple[int, bytes]:

@@ -311,7 +311,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         step_time_s=step_time,
         errors=errors,
         server=server_state(arrays),  # type: ignore[arg-type]  (reads .repeats only)
-        interference=meta.get("interference"),
+        interference=meta.get("interference"), burstiness=meta.get("burstiness") if key.load == "gamma" else None,
         samples=samples)
 
 

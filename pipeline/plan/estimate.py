@@ -43,6 +43,7 @@ from typing import Any
 from pipeline.config.sweepconfig import SimulatedOptions, SweepConfig
 from pipeline.plan import bounds
 from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from here)
+from pipeline.config.workload import lengths_words
 from pipeline.plan.simrepeats import simulated_repeat
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, load_profile
@@ -129,6 +130,8 @@ class Plan:
     hardware_note: str | None = None
     #: The engine whose terms (the profile's ``engines:``) cost each step, None where the roofline + overhead does.
     step_terms: str | None = None
+    #: How each request's lengths are drawn, in words (:func:`pipeline.config.workload.lengths_words`); None: fixed.
+    workload: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -233,7 +236,7 @@ def _summary(key: PointKey, res, slo: dict | None):
 
 
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
-                fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None) -> tuple[PlanPoint, Any]:
+                fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None, cfg: Any = None) -> tuple[PlanPoint, Any]:
     from pipeline.engines.simserver import refusal
     from pipeline.engines.simulated import request_counts
 
@@ -242,7 +245,7 @@ def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, war
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
                          key.load, key.rate_rps, kv_need, key.max_concurrency), None
-    res = simulated_repeat(server, key, n_warm, n_meas)
+    res = simulated_repeat(server, key, n_warm, n_meas, cfg)  # cfg: its lengths and burstiness, as the sweep draws
     summ = _summary(key, res, slo)
     wall = repeats * (res.end_s + REPEAT_OVERHEAD_S)
     return PlanPoint(key.concurrency, wall, ok, why, True, (summ.tpot_s or {}).get("p50"), (summ.ttft_s or {}).get("p50"),
@@ -331,7 +334,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
     return Plan(cfg.name, hw.name, cfg.backend, total, models, reps, opts.requests_per_slot, opts.min_requests,
                 adaptive=cfg.adaptive is not None, hardware_note=hw_note,
-                step_terms="vllm" if opts.step_overhead_s is None and hw.engine_terms("vllm") else None)
+                step_terms="vllm" if opts.step_overhead_s is None and hw.engine_terms("vllm") else None,
+                workload=lengths_words(cfg.lengths.model_dump(mode="json")) if cfg.lengths else None)
 
 
 def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,
@@ -347,7 +351,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     tokens = cfg.input_len + cfg.output_len
     # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
-    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, max(list(cfg.concurrency) + [1]))
+    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), lengths=cfg.lengths)
     start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
     points: list[PlanPoint] = []
     curve: list[tuple[int, float]] = []
@@ -363,13 +367,13 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
             points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
             break
         pt, summ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                               _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len))
+                               _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len), cfg=cfg)
         points.append(pt)
         if not pt.runs:
             break
         if pt.output_throughput_tok_s:
             curve.append((c, pt.output_throughput_tok_s))
-    if open_loop and cfg.open_loop is not None and curve:
+    if open_loop and cfg.open_loop is not None and (curve or cfg.open_loop.rates != "auto"):  # rates given: no grid
         ol = cfg.open_loop
         rates = open_rates(curve, cfg.output_len, ol.auto_rates) if ol.rates == "auto" else list(ol.rates)
         rate_points = []
@@ -378,7 +382,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
                            variant=variant)
             pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
                                 _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
-                                expected_e2el_s(curve, cfg.output_len, rate))
+                                expected_e2el_s(curve, cfg.output_len, rate), cfg=cfg)
             pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
             if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
                 pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job

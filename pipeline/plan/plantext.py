@@ -16,6 +16,7 @@ def plan_text(plan: Plan) -> str:
 
     lines = [f"plan of {plan.config} (backend {plan.backend}) on {plan.hardware}: {format_duration(plan.wall_s)} in all "
              f"({plan.repeats} repeats, measured requests per repeat max({plan.requests_per_slot}·c, {plan.min_requests}))"]
+    lines += ([f"requests: {plan.workload}"] if getattr(plan, "workload", None) else [])
     lines += ([plan.hardware_note] if plan.hardware_note else []) + [""]
     for m in plan.models:
         rows = [[p.concurrency if p.load == "closed" else f"{p.load} {p.rate_rps:g}/s" if p.rate_rps else "bisection",

@@ -36,7 +36,9 @@ from typing import Any, Sequence
 from pipeline.predict.calibrate import Roofs, StepTerms, fit_points, p50, predict_static, step_time_s
 from pipeline.config.sweepconfig import SimulatedOptions
 from pipeline.engines.scheduler import default_requests
+from pipeline.config.workload import longest, repeat_lengths
 from pipeline.engines.simloop import simulate_repeat
+from pipeline.engines.simulated import point_seed
 from pipeline.engines.simserver import BLOCK_SIZE, ServerModel, refusal
 from pipeline.metrics.summarize import summarize_point
 from pipeline.core.pointsummary import PointSummary
@@ -82,13 +84,14 @@ class ServedLimits:
 
 
 def calibrated_server(roofs: Roofs, terms: StepTerms, limits: ServedLimits, input_len: int, output_len: int,
-                      largest_concurrency: int) -> ServerModel:
+                      largest_concurrency: int, lengths: Any = None) -> ServerModel:
     """The simulated server of ``roofs.card`` on ``roofs``' bandwidth and peak, driven by ``terms`` (module docstring).
 
     Limits not stated: max_num_seqs = ``largest_concurrency``; KV blocks for ``largest_concurrency`` whole sequences;
-    max_model_len = input_len + output_len; the token budget :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`.
+    max_model_len = the longest request ``lengths`` (a :class:`pipeline.config.workload.Lengths`, None: fixed) draws
+    (input_len + output_len when fixed); the token budget :data:`DEFAULT_MAX_NUM_BATCHED_TOKENS`.
     """
-    need = input_len + output_len
+    need = longest(lengths, input_len, output_len)
     bs = limits.block_size or BLOCK_SIZE
     blocks = (limits.kv_cache_tokens // bs if limits.kv_cache_tokens
               else max(largest_concurrency, 1) * math.ceil(need / bs))
@@ -104,42 +107,47 @@ def calibrated_server(roofs: Roofs, terms: StepTerms, limits: ServedLimits, inpu
 
 def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], input_len: int, output_len: int,
                    limits: ServedLimits | None = None, requests: dict[int, int] | None = None,
-                   warmup: bool = True) -> list[dict[str, float | None]]:
+                   warmup: bool = True, workload: Any = None) -> list[dict[str, float | None]]:
     """Served closed-loop predictions per concurrency, from the simulated server driven by ``terms``.
 
     Each dict: ``output_throughput_tok_s`` (tok/s), ``tpot_s``, ``ttft_s``, ``e2el_s`` (p50s, s) of one simulated
     repeat of ``requests[c]`` measured requests (default ``max(4 × c, 32)``) after ``c`` warm-up ones
     (``warmup``), summarized as a measured point is; ``step_time_s``: the calibrated decode step at the batch the
     server can run, ``T(min(c, max_num_seqs))`` (s).  Every value None where the server refuses the requests
-    (longer than max_model_len, or one sequence over the KV cache).
+    (longer than max_model_len, or one sequence over the KV cache).  ``workload`` (the run's config, or what has its
+    ``lengths`` and ``seed``): each point's requests drawn as a one-repeat sweep of it draws them
+    (:func:`pipeline.config.workload.repeat_lengths`, the point's seed); None: every request the shape.
     """
     limits = limits or ServedLimits()
     top = max([int(c) for c in concurrencies] + [1])
     out: list[dict[str, float | None]] = []
     for c in concurrencies:
         c = int(c)
-        server = calibrated_server(roofs, terms, limits, input_len, output_len, top)
+        server = calibrated_server(roofs, terms, limits, input_len, output_len, top, getattr(workload, "lengths", None))
         step = float(step_time_s(roofs, terms, [min(c, server.max_num_seqs)])[0])
         if refusal(server, input_len, output_len):
             out.append({"output_throughput_tok_s": None, "tpot_s": None, "ttft_s": None, "e2el_s": None,
                         "step_time_s": step})
             continue
         n_meas = (requests or {}).get(c) or default_requests(c)
-        res = simulate_repeat(server, input_len, output_len, c if warmup else 0, n_meas, concurrency=c, token_times=False)
+        key = PointKey(roofs.card.name, "simulated", input_len, output_len, c)
+        drawn = None if workload is None else repeat_lengths(workload, key, (c if warmup else 0) + n_meas, 1, 0,
+                                                             point_seed(workload.seed, key), server.max_model_len)
+        res = simulate_repeat(server, input_len, output_len, c if warmup else 0, n_meas, concurrency=c, token_times=False,
+                              lengths=drawn)
         meas = [q for q in res.requests if not q.warmup]
         done = [q.done_s for q in meas if q.ok]
         rep = RepeatRecord(repeat=0, batching="served", window_start_s=min(q.sent_s for q in meas),
                            window_end_s=max(done) if done else 0.0, requests=res.requests,
                            server_metrics=res.server_metrics)
-        s = summarize_point(PointRecords(point=PointKey(roofs.card.name, "simulated", input_len, output_len, c),
-                                         repeats=[rep]))
+        s = summarize_point(PointRecords(point=key, repeats=[rep]))
         out.append({"output_throughput_tok_s": s.output_throughput_tok_s, "tpot_s": p50(s.tpot_s),
                     "ttft_s": p50(s.ttft_s), "e2el_s": p50(s.e2el_s), "step_time_s": step})
     return out
 
 
 def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len: int,
-               limits: ServedLimits | None = None, requests: dict[int, int] | None = None
+               limits: ServedLimits | None = None, requests: dict[int, int] | None = None, workload: Any = None
                ) -> tuple[StepTerms, dict[int, tuple[float, float]]]:
     """Fit the terms on served calibration points so that the simulated server reproduces them.
 
@@ -165,7 +173,7 @@ def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len
     correction: dict[int, tuple[float, float]] = {}
     terms = fit_points(roofs, cal, False, input_len)
     for _ in range(REFINE_ROUNDS):
-        sim = predict_served(roofs, terms, cs, input_len, output_len, limits, requests)
+        sim = predict_served(roofs, terms, cs, input_len, output_len, limits, requests, workload=workload)
         steps = step_time_s(roofs, terms, cs)
         off = [abs(p[m] / p50(getattr(s, m)) - 1) for s, p in zip(cal, sim) for m in ("tpot_s", "ttft_s")
                if p[m] and p50(getattr(s, m))]
@@ -183,8 +191,9 @@ def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len
 
 def predict_curve(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], static: bool, input_len: int,
                   output_len: int, limits: ServedLimits | None = None,
-                  requests: dict[int, int] | None = None) -> list[dict[str, float | None]]:
-    """:func:`pipeline.predict.calibrate.predict_static` (``static``: a static batch, B / T(B)) or :func:`predict_served`."""
+                  requests: dict[int, int] | None = None, workload: Any = None) -> list[dict[str, float | None]]:
+    """:func:`pipeline.predict.calibrate.predict_static` (``static``: a static batch, B / T(B)) or :func:`predict_served`
+    (``workload``: its requests drawn as the sweep of it draws them)."""
     if static:
         return predict_static(roofs, terms, concurrencies)
-    return predict_served(roofs, terms, concurrencies, input_len, output_len, limits, requests)
+    return predict_served(roofs, terms, concurrencies, input_len, output_len, limits, requests, workload=workload)

@@ -8,7 +8,9 @@ pyarrow read without batchmark (docs/storage.md: why Parquet, with measured size
 
 Columns (one row per request, in record order; :data:`SCHEMA`): ``repeat`` (index into the JSON's
 ``repeats``), every field of :class:`pipeline.core.records.RequestRecord` under its own name, and the
-chunks as two list columns, ``chunk_t_s`` (arrival times, s) and ``chunk_tokens`` (tokens each).
+chunks as two list columns, ``chunk_t_s`` (arrival times, s) and ``chunk_tokens`` (tokens each).  The drawn lengths
+``drawn_input_len`` and ``drawn_output_len`` (int64, null where a request is its point's shape) came last and may be
+absent: a file written before them reads as all null, unchanged otherwise.
 Times are float64 seconds exactly as measured (lossless: the JSON's values, bit for bit; a None
 is a Parquet null).  Float columns are stored with the BYTE_STREAM_SPLIT encoding (the 8 bytes
 of each float in 8 streams, so the exponent and high mantissa bytes, nearly constant from one
@@ -27,7 +29,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.core.arrays import BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, STR_FIELDS, PointArrays, RequestArrays
+from pipeline.core.arrays import (BOOL_FIELDS, FLOAT_FIELDS, INT_FIELDS, OPTIONAL_INT_FIELDS, STR_FIELDS, PointArrays,
+                                  RequestArrays)
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointKey, RepeatRecord
 
@@ -43,7 +46,10 @@ SCHEMA = pa.schema(
     + [pa.field(n, pa.string()) for n in STR_FIELDS]
     + [pa.field("token_count_flags", pa.list_(pa.string()), nullable=False),
        pa.field("chunk_t_s", pa.list_(pa.float64()), nullable=False),
-       pa.field("chunk_tokens", pa.list_(pa.int32()), nullable=False)])
+       pa.field("chunk_tokens", pa.list_(pa.int32()), nullable=False)]
+    + [pa.field(n, pa.int64()) for n in OPTIONAL_INT_FIELDS])
+#: Columns a record file may lack (written before they existed): read as all null.
+OPTIONAL_COLUMNS = frozenset(OPTIONAL_INT_FIELDS)
 
 #: Writer settings (docs/storage.md compares them): zstd level 3, float columns byte-stream split.
 COMPRESSION = "zstd"
@@ -60,6 +66,8 @@ def to_table(arrays: PointArrays) -> pa.Table:
         cols[n] = pa.array(v, type=pa.float64(), mask=np.isnan(v))
     for n in INT_FIELDS:
         cols[n] = pa.array(getattr(a, n), type=pa.int64())
+    for n in OPTIONAL_INT_FIELDS:
+        cols[n] = pa.array(getattr(a, n), type=pa.int64(), mask=getattr(a, n) < 0)
     for n in BOOL_FIELDS:
         cols[n] = pa.array(getattr(a, n), type=pa.bool_())
     for n in STR_FIELDS:
@@ -112,14 +120,14 @@ def from_table(table: pa.Table, point: PointKey, repeats: list[RepeatRecord], me
         BatchmarkError: a column is missing or of another type, or a request names a repeat
             ``repeats`` does not have (one line naming ``path``).
     """
-    missing = [f.name for f in SCHEMA if f.name not in table.column_names]
+    missing = [f.name for f in SCHEMA if f.name not in table.column_names and f.name not in OPTIONAL_COLUMNS]
     if missing:
         raise BatchmarkError(f"{path}: column {missing[0]!r} missing")
-    wrong = [f for f in SCHEMA if table.schema.field(f.name).type != f.type]
+    wrong = [f for f in SCHEMA if f.name in table.column_names and table.schema.field(f.name).type != f.type]
     if wrong:
         raise BatchmarkError(f"{path}: column {wrong[0].name!r} is {table.schema.field(wrong[0].name).type}, "
                              f"not {wrong[0].type}")
-    nulls = [f.name for f in SCHEMA if not f.nullable and table.column(f.name).null_count]
+    nulls = [f.name for f in SCHEMA if not f.nullable and table.column(f.name).null_count]  # (optional: nullable)
     if nulls:  # a null int64 read as a number is INT64_MIN; a null flag, False
         row = int(np.flatnonzero(table.column(nulls[0]).is_null().to_numpy(zero_copy_only=False))[0])
         raise BatchmarkError(f"{path}: column {nulls[0]!r} is null in row {row}; it may not be")
@@ -133,6 +141,9 @@ def from_table(table: pa.Table, point: PointKey, repeats: list[RepeatRecord], me
         cols[n] = _column(table, n).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
     for n in BOOL_FIELDS:
         cols[n] = _column(table, n).to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    for n in OPTIONAL_INT_FIELDS:  # absent (an older file) or null: -1, None in a record
+        cols[n] = (_column(table, n).fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+                   if n in table.column_names else np.full(table.num_rows, -1, dtype=np.int64))
     for n in STR_FIELDS:
         cols[n] = _objects(_column(table, n).to_pylist())
     cols["token_count_flags"] = _objects(_column(table, "token_count_flags").to_pylist())

@@ -136,10 +136,11 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, ob
     if static:
         terms, correction = calibrate.fit_points(roofs, usable, static, cfg.input_len), None
     else:  # the served fit: the simulated server reproduces the measured points (as `batchmark predict`'s)
-        terms, correction = servedsim.fit_served(roofs, usable, cfg.input_len, cfg.output_len, limits, requests)
+        terms, correction = servedsim.fit_served(roofs, usable, cfg.input_len, cfg.output_len, limits, requests,
+                                                 _drawn(cfg))
     fits = calibrate.per_repeat_fits(roofs, usable, static, cfg.input_len, correction)
     terms = calibrate.with_spread(roofs, usable, static, cfg.input_len, terms, fits)
-    args = (grid, static, cfg.input_len, cfg.output_len, limits, requests)
+    args = (grid, static, cfg.input_len, cfg.output_len, limits, requests, _drawn(cfg))
     preds = servedsim.predict_curve(roofs, terms, *args)
     per = [servedsim.predict_curve(roofs, f, *args) for f in fits]
     out = {}
@@ -164,3 +165,10 @@ def record_choices(sweep: SweepState, name: str, model: str, res) -> None:
                                                  "variant": sweep.variant, "input_len": cfg.input_len,
                                                  "output_len": cfg.output_len, **res.as_dict()}}
     runs.update_run_json(sweep.run_dir, adaptive=block)
+
+
+def _drawn(cfg: Any) -> Any:
+    """The config whose drawn lengths a prediction sends (as the sweep draws them), None where every request is the
+    shape or comes from a prompt file (its lengths only a served backend counts)."""
+    lengths = getattr(cfg, "lengths", None)
+    return None if lengths is None or lengths.fixed() or lengths.prompt_file else cfg

@@ -48,6 +48,7 @@ from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import server_key, workload_of
 from pipeline.store.runs import load_model_cards
 from pipeline.predict.enginefit import misfit_note, predict_static_curve
+from pipeline.config.workload import stored_workload
 from pipeline.predict.servedsim import ServedLimits, fit_served, predict_served
 
 #: Doublings predicted past the largest measured concurrency.
@@ -114,8 +115,9 @@ def _predicted_rows(rows: list[dict[str, Any]], cs: list[int], preds: list[dict[
 
 def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict[str, Any]], card: ModelCard | None,
                      hw: dict[str, Any], calibrate_on: list[int] | None,
-                     limits: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Calibrate on one workload's closed-loop points and predict every point (module docstring's model entry).
+                     limits: dict[str, Any] | None = None, workload: Any = None) -> dict[str, Any]:
+    """Calibrate on one workload's closed-loop points and predict every point (module docstring's model entry);
+    ``workload``: the run's drawn lengths (:func:`pipeline.config.workload.stored_workload`; None: fixed).
 
     ``points``: the workload's closed-loop summaries; ``analysis_points``: the analysis' point rows
     by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.analyze.hardware_block`;
@@ -154,7 +156,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
             terms = _spread(roofs, cal, static, first.input_len, _fit(roofs, cal, static, first.input_len))
             engine_preds = _static_engine_fit(card, first, hw, cal)
         else:  # fitted so that the simulated server reproduces the calibration points (servedsim.fit_served)
-            terms, correction = fit_served(roofs, cal, first.input_len, first.output_len, served, requests)
+            terms, correction = fit_served(roofs, cal, first.input_len, first.output_len, served, requests, workload)
             terms = _spread(roofs, cal, static, first.input_len, terms,
                             per_repeat_fits(roofs, cal, static, first.input_len, correction))
     except CalibrationError as exc:
@@ -168,7 +170,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     beyond = [grid[-1] * 2 ** (i + 1) for i in range(BEYOND_DOUBLINGS)]
     cs = grid + beyond
     preds = (predict_static(roofs, terms, cs) if static else
-             predict_served(roofs, terms, cs, first.input_len, first.output_len, served, requests))
+             predict_served(roofs, terms, cs, first.input_len, first.output_len, served, requests, workload=workload))
     if engine_preds is not None:  # the engine-terms fit (pipeline.predict.enginefit): the one used where it fits
         fit_e = engine_preds(cs)
         if fit_e is not None:
@@ -240,7 +242,8 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
         server = servers.get(server_key(wl.model, wl.variant))  # each variant's own server and card (FP8 KV)
         limits = server.get("limits") if isinstance(server, dict) else None
         card = cards.get(server_key(wl.model, wl.variant)) or cards.get(wl.model)
-        models.append(predict_workload(pts, rows_by_workload.get(wl, {}), card, hw, calibrate_on, limits))
+        models.append(predict_workload(pts, rows_by_workload.get(wl, {}), card, hw, calibrate_on, limits,
+                                       stored_workload(res.meta, f"{res.run_dir}/run.json")))
     from pipeline.analysis.quality import run_quality, short_reasons
 
     quality = run_quality(res.meta, [x.as_dict() for x in res.summaries], res.analysis.get("models") or [])

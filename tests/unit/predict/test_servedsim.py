@@ -146,3 +146,23 @@ def test_limits_from_outside_that_no_server_has_are_not_stated():
     limits = ServedLimits.of({"max_num_seqs": float("inf"), "max_num_batched_tokens": -5, "max_model_len": 1e300,
                               "kv_cache_size_tokens": float("nan"), "num_gpu_blocks": 100, "block_size": 16})
     assert limits == ServedLimits(None, None, None, 1600, 16)  # the KV cache from blocks × block size: 100 × 16
+
+
+def test_a_drawn_workload_is_predicted_with_the_requests_the_sweep_draws():
+    """Fault kind: ``predict`` (and an adaptive sweep's predictions) of a drawn workload made at the nominal lengths.
+
+    Outputs of 11 at range ratio 0.5 draw in [floor(5.5), ceil(16.5)] = [5, 17]: the calibrated server is sized for
+    100 + 17 tokens, and the predicted E2EL moves off the fixed one's; a one-repeat sweep of the config draws the
+    same requests the prediction sends."""
+    from types import SimpleNamespace
+
+    from pipeline.config.workload import LengthDist, Lengths
+
+    card = load_card("Llama-3.1-8B")
+    roofs = Roofs(card, IN + OUT / 2, BW, None)
+    drawn = SimpleNamespace(lengths=Lengths(output=LengthDist(distribution="uniform", range_ratio=0.5)), seed=0)
+    assert calibrated_server(roofs, TERMS, ServedLimits(), IN, OUT, 2, drawn.lengths).max_model_len == 117
+    fixed = predict_served(roofs, TERMS, [1, 2], IN, OUT, requests={1: 32, 2: 32})
+    got = predict_served(roofs, TERMS, [1, 2], IN, OUT, requests={1: 32, 2: 32}, workload=drawn)
+    assert [p["e2el_s"] for p in got] != [p["e2el_s"] for p in fixed]
+    assert got == predict_served(roofs, TERMS, [1, 2], IN, OUT, requests={1: 32, 2: 32}, workload=drawn)  # seeded

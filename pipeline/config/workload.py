@@ -1,0 +1,210 @@
+"""A workload as a distribution: how each request's prompt and output lengths are drawn (``lengths:``), and the one
+draw that the sweep, the simulated server and the plan share (:func:`draw_lengths`).
+
+A shape's ``input_len`` / ``output_len`` is the *nominal* length L (the point's key, its file name, the pages'
+label); ``lengths:`` says how a request's own length is drawn around it:
+
+- ``fixed`` (the default, and every config written before ``lengths:`` existed): every request L.
+- ``uniform`` with ``range_ratio`` r in [0, 1): integers uniform on [⌊L·(1 − r)⌋, ⌈L·(1 + r)⌉], an output at least 1
+  (vLLM's ``--random-range-ratio``: ``vllm/benchmarks/datasets.py``, ``RandomDataset.get_sampling_params``, which
+  draws the inputs then the outputs from one ``numpy.random.default_rng(seed)``; vLLM also takes the tokenizer's
+  special tokens off L, which batchmark's prompts do not carry).
+- ``normal`` with ``std`` (tokens): round(N(L, std²)).
+- ``lognormal`` with ``sigma``: round(exp(N(μ, σ²))), μ = ln L − σ²/2 so that the mean is L.
+
+Every draw is clipped to at least 1 and at most :func:`longest` (the distribution's upper end: uniform's high
+bound, L + 4·std for a normal, exp(μ + 4σ) for a lognormal, at most the server's ``max_model_len`` less the other
+length and the prefix), so the server started for the sweep fits every request it is sent.  ``prefix_len`` tokens
+are shared by every request of a point, before its own prompt (vLLM's ``--random-prefix-len``: the prompt is the
+prefix then ``input`` tokens).  ``ignore_eos: false`` lets an output stop where the model stops (its drawn length is
+then the most it may have, ``max_tokens``), and every per-token figure counts the tokens each request really got.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, ValidationError, model_validator
+
+from pipeline.config.options import StrictModel
+from pipeline.config.promptfile import read_prompt_file
+from pipeline.core.errors import BatchmarkError
+
+#: How far out a normal or lognormal tail is kept (standard deviations): past it a draw is clipped to it.
+TAIL_SIGMAS = 4.0
+
+
+class LengthDist(StrictModel):
+    """How one length (a prompt's or an output's) is drawn around the shape's nominal length (module docstring)."""
+
+    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
+        default="fixed", description="fixed (every request the shape's length), uniform (vLLM's range ratio), "
+                                     "normal (std), lognormal (sigma; mean the shape's length)")
+    range_ratio: float | None = Field(default=None, ge=0, lt=1, description="uniform: integers on "
+                                      "[floor(L(1-r)), ceil(L(1+r))], r in [0, 1) (vLLM --random-range-ratio)")
+    std: float | None = Field(default=None, gt=0, le=10_000_000, description="normal: standard deviation, tokens")
+    sigma: float | None = Field(default=None, gt=0, le=5, description="lognormal: standard deviation of ln(length)")
+
+    @model_validator(mode="after")
+    def _its_parameter(self) -> "LengthDist":
+        need = {"fixed": None, "uniform": "range_ratio", "normal": "std", "lognormal": "sigma"}[self.distribution]
+        for name in ("range_ratio", "std", "sigma"):
+            given = getattr(self, name) is not None
+            if name == need and not given:
+                raise ValueError(f"{name}: the {self.distribution} distribution needs it")
+            if given and name != need:
+                raise ValueError(f"{name}: not a parameter of the {self.distribution} distribution")
+        return self
+
+    def high(self, nominal: int) -> int:
+        """The longest length this distribution draws around ``nominal`` (tokens; the clip's upper end)."""
+        if self.distribution == "uniform":
+            return math.ceil(nominal * (1 + self.range_ratio))
+        if self.distribution == "normal":
+            return math.ceil(nominal + TAIL_SIGMAS * self.std)
+        if self.distribution == "lognormal":
+            return math.ceil(math.exp(math.log(nominal) - self.sigma ** 2 / 2 + TAIL_SIGMAS * self.sigma))
+        return nominal
+
+    def draw(self, rng: np.random.Generator, nominal: int, n: int, low: int = 1) -> np.ndarray:
+        """``n`` lengths (int64 tokens) around ``nominal`` from ``rng``, clipped to [``low``, :meth:`high`]."""
+        if self.distribution == "fixed":
+            return np.full(n, nominal, dtype=np.int64)
+        if self.distribution == "uniform":
+            lo = max(math.floor(nominal * (1 - self.range_ratio)), low)
+            values = rng.integers(lo, self.high(nominal) + 1, size=n)
+        elif self.distribution == "normal":
+            values = np.rint(rng.normal(nominal, self.std, size=n))
+        else:
+            values = np.rint(rng.lognormal(math.log(nominal) - self.sigma ** 2 / 2, self.sigma, size=n))
+        return np.clip(values, low, self.high(nominal)).astype(np.int64)
+
+
+class Lengths(StrictModel):
+    """The config's ``lengths:``: how every shape's requests are drawn (absent: fixed lengths, ``ignore_eos``)."""
+
+    input: LengthDist = Field(default=LengthDist(), description="How a prompt's length is drawn around input_len")
+    output: LengthDist = Field(default=LengthDist(), description="How an output's length is drawn around output_len")
+    prefix_len: int = Field(default=0, ge=0, le=10_000_000, description="Tokens every request of a point shares "
+                            "before its own prompt (vLLM --random-prefix-len)")
+    ignore_eos: bool = Field(default=True, description="true: every output is its drawn length; false: an output "
+                             "stops where the model stops (at most its drawn length)")
+    prompt_file: str | None = Field(default=None, min_length=1, description="JSON Lines file of the prompts to send "
+                                    "({prompt[, output | output_len]} or ShareGPT conversations a line; served "
+                                    "backends): prompts and reference outputs' lengths from it, the rest of output "
+                                    "drawn (pipeline.config.promptfile)")
+
+    @model_validator(mode="after")
+    def _prompts_or_drawn(self) -> "Lengths":
+        if self.prompt_file is not None:
+            if self.input.distribution != "fixed" or self.prefix_len:
+                raise ValueError("prompt_file: its prompts are the inputs; give no input distribution or prefix_len")
+            try:
+                read_prompt_file(self.prompt_file)  # at the edge: a bad file is refused before anything runs
+            except BatchmarkError as exc:
+                raise ValueError(f"prompt_file: {exc}") from None
+        return self
+
+    def fixed(self) -> bool:
+        """True when every request of a shape is the shape itself (what a config without ``lengths:`` means)."""
+        return self == Lengths()
+
+
+def longest(lengths: Lengths | None, input_len: int, output_len: int) -> int:
+    """Tokens of the longest request a shape may draw: prefix + the input's and the output's high ends."""
+    if lengths is None:
+        return input_len + output_len
+    return lengths.prefix_len + lengths.input.high(input_len) + lengths.output.high(output_len)
+
+
+def draw_lengths(lengths: Lengths | None, input_len: int, output_len: int, n: int, seed: int,
+                 max_model_len: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(prompt lengths, output lengths) of ``n`` requests (int64 tokens, the prefix left out), drawn as the sweep draws
+    them: inputs then outputs from ``numpy.random.default_rng(seed)`` (vLLM's order), each clipped to at least 1 and,
+    with ``max_model_len``, so that prefix + input + output fits it.  ``lengths`` None: fixed lengths."""
+    if lengths is None or lengths.fixed():
+        return np.full(n, input_len, dtype=np.int64), np.full(n, output_len, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    ins = lengths.input.draw(rng, input_len, n)
+    outs = lengths.output.draw(rng, output_len, n)
+    if max_model_len is not None:
+        room = max(max_model_len - lengths.prefix_len, 2)
+        ins = np.minimum(ins, room - 1)
+        outs = np.clip(np.minimum(outs, room - ins), 1, None)
+    return ins, outs
+
+
+def point_lengths(cfg, input_len: int, output_len: int, n: int, seed: int,
+                  max_model_len: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(prompt tokens with the shared prefix, output tokens) of a point's ``n`` bodies under ``cfg`` (a sweep config),
+    drawn by :func:`draw_lengths` from the point's ``seed`` as the sweep sends them; None for a config whose requests
+    are all the shape (no ``lengths:``, or fixed ones): every caller then keeps its one-length path."""
+    lengths = getattr(cfg, "lengths", None)
+    if lengths is not None and lengths.prompt_file is not None:
+        raise BatchmarkError(f"lengths.prompt_file: {lengths.prompt_file}: its lengths are its prompts' tokens, which "
+                             "only a served backend counts (with the model's tokenizer); the simulated server and "
+                             "the plan cannot draw them")
+    if lengths is None or (lengths.input.distribution == lengths.output.distribution == "fixed"
+                           and not lengths.prefix_len):
+        return None
+    ins, outs = draw_lengths(lengths, input_len, output_len, n, seed, max_model_len)
+    return ins + lengths.prefix_len, outs
+
+
+def server_len(cfg, input_len: int, output_len: int) -> int:
+    """The ``max_model_len`` a server started for one shape of ``cfg`` needs by default: its longest request + 64."""
+    return longest(getattr(cfg, "lengths", None), input_len, output_len) + 64
+
+
+def repeat_lengths(cfg, key, per: int, repeats: int, r: int, seed: int,
+                   max_model_len: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+    """The lengths of repeat ``r``'s ``per`` bodies of point ``key`` (a :class:`pipeline.core.records.PointKey`):
+    its slice of the point's ``repeats × per`` bodies drawn at once from the point's ``seed`` (:func:`point_lengths`,
+    as the served sweep draws them), what the simulated server and the plan send; None: every body the shape."""
+    drawn = point_lengths(cfg, key.input_len, key.output_len, repeats * per, seed, max_model_len)
+    return None if drawn is None else (drawn[0][r * per:(r + 1) * per], drawn[1][r * per:(r + 1) * per])
+
+
+def _dist_words(d: dict) -> str:
+    """``uniform (range ratio 0.9)``, ``normal (std 40)``, ``lognormal (sigma 0.5)``, ``fixed``: one stored length."""
+    name = d.get("distribution", "fixed")
+    param = next(((k, d[k]) for k in ("range_ratio", "std", "sigma") if d.get(k) is not None), None)
+    return name if param is None else f"{name} ({param[0].replace('_', ' ')} {param[1]:g})"
+
+
+def lengths_words(stored: dict | None) -> str:
+    """A run's ``lengths:`` (its stored config's, JSON) in words, what a diff names: ``fixed lengths`` for none, else
+    e.g. ``input uniform (range ratio 0.9), output uniform (range ratio 0.9), outputs stop at EOS``."""
+    if not isinstance(stored, dict) or stored == Lengths().model_dump(mode="json"):
+        return "fixed lengths"
+    parts = [f"input {_dist_words(stored.get('input') or {})}", f"output {_dist_words(stored.get('output') or {})}"]
+    if stored.get("prefix_len"):
+        parts.append(f"shared prefix {stored['prefix_len']}")
+    if stored.get("prompt_file"):
+        parts.append(f"prompts from {stored['prompt_file']}")
+    if stored.get("ignore_eos") is False:
+        parts.append("outputs stop at EOS")
+    return ", ".join(parts)
+
+
+def stored_workload(meta: dict, where: str = "run.json") -> SimpleNamespace | None:
+    """What a prediction of a stored run draws its requests from: ``lengths`` and ``seed`` of the run's config
+    (``meta``: its ``run.json``), as :func:`repeat_lengths` reads a config; None for fixed lengths (every request the
+    shape) and for a prompt file (its lengths are tokens only a served backend counts).
+
+    Raises:
+        BatchmarkError: the stored ``config.lengths`` is not a valid ``lengths:`` (``where`` named).
+    """
+    cfg = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    stored = cfg.get("lengths")
+    if stored is None or (isinstance(stored, dict) and stored.get("prompt_file")):
+        return None
+    try:
+        lengths = Lengths.model_validate(stored)
+    except ValidationError as exc:
+        raise BatchmarkError(f"{where}: config.lengths: {exc.errors()[0]['msg']}") from None
+    seed = cfg.get("seed", 0)
+    return None if lengths.fixed() else SimpleNamespace(lengths=lengths, seed=seed if isinstance(seed, int) else 0)
