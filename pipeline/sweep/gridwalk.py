@@ -34,6 +34,7 @@ from pipeline.core.progress import Display, quiet_library_bars, trend_eta_s
 from pipeline.sweep.provenance import git_commit, gpu_driver, machine_identity, probe_warning, record_server_version, versions
 from pipeline.analysis.quality import point_verdict
 from pipeline.sweep.ratewalk import rate_walk
+from pipeline.sweep.preflight import load_note_now
 from pipeline.sweep.point import ModelWalk, SweepState, measure_or_resume
 from pipeline.core.records import PointKey
 
@@ -170,6 +171,8 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     walked = [v for v in measured_cfg.variant_list() if variants is None or v.name in variants]
     engine = cells.engine(walked[0])  # the first variant's: the probe and the first server
     stopped = dict(runs.read_run_json(run_dir).get("stopped", {}))
+    if note := load_note_now(measured_cfg):  # before measuring: the machine is shared now
+        log(note)
     probe_before(engine, run_dir, display, log)
     sweep = SweepState(measured_cfg, engine, run_dir, display, log, plan, stops=stopped)
     specs = [m for m in measured_cfg.models if models is None or m.name in models]

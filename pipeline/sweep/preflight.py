@@ -151,13 +151,22 @@ def load_note(load_1min: float, cores: int) -> str | None:
             "measured now share the machine (their verdict says so if it shows) — measure on a quiet machine")
 
 
+def load_note_now(cfg: SweepConfig) -> str | None:
+    """:func:`load_note` of this machine now, for a sweep that measures in real time (a simulated run's time is
+    virtual: None); said once measuring starts, after every check passed, so a refused sweep says only its error."""
+    if cfg.backend == "simulated" or not hasattr(os, "getloadavg"):
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    return load_note(os.getloadavg()[0], cores)
+
+
 def preflight(cfg: SweepConfig, models: list[str] | None = None, log: Callable[[str], None] | None = None) -> None:
     """Everything about a sweep that can be checked before a run folder is made (module docstring).
 
     Args:
         cfg: the loaded sweep config.
         models: the models this sweep measures (a part's one model), None for all.
-        log: where a note goes (a key variable that is not set, a load average above the cores).
+        log: where a note goes (a key variable that is not set).
 
     Raises:
         BatchmarkError: the first check that fails, in one line.
@@ -165,11 +174,6 @@ def preflight(cfg: SweepConfig, models: list[str] | None = None, log: Callable[[
     from pipeline.machine.hardware import load_profile
 
     load_profile(cfg.hardware)
-    if cfg.backend != "simulated" and log and hasattr(os, "getloadavg"):  # a simulated run's time is virtual
-        note = load_note(os.getloadavg()[0], len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                         else (os.cpu_count() or 0))
-        if note:
-            log(note)
     if cfg.backend == "openai":
         env = cfg.openai.api_key_env
         if env and not os.environ.get(env) and log:

@@ -14,19 +14,15 @@ def test_a_load_above_the_cores_is_one_line_and_at_or_below_none():
     assert pf.load_note(2.0, 2) is None and pf.load_note(0.3, 16) is None
 
 
-def test_preflight_says_it_before_measuring(monkeypatch):
-    """preflight (before any run folder exists) logs it for a measured backend; a simulated run (virtual time) not."""
+def test_it_is_said_for_a_measured_backend_and_never_for_a_simulated_one(monkeypatch):
+    """A sweep that measures in real time says it when measuring starts (after every check passed, so a refused
+    sweep says only its error); a simulated run's time is virtual: nothing."""
     monkeypatch.setattr(pf.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
     monkeypatch.setattr(pf.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "transformers", "concurrency": [1],
                         "input_len": 8, "output_len": 4,
                         "models": [{"name": "m", "architecture": {"model_type": "llama"}}]}, "c.yaml")
-    monkeypatch.setattr(pf, "tokenizer_sources", lambda cfg, models: [])
-    lines: list[str] = []
-    pf.preflight(cfg, log=lines.append)
-    assert [x for x in lines if x.startswith("note: the load average is 9.00 on 2 core(s)")] != []
+    assert (pf.load_note_now(cfg) or "").startswith("note: the load average is 9.00 on 2 core(s)")
     sim = parse_config({"name": "t", "hardware": "dgx-spark", "backend": "simulated", "concurrency": [1],
                         "input_len": 8, "output_len": 4, "models": [{"name": "m", "card": "llama-3.1-8b"}]}, "c.yaml")
-    lines.clear()
-    pf.preflight(sim, log=lines.append)
-    assert not any("load average" in x for x in lines)
+    assert pf.load_note_now(sim) is None
