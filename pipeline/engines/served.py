@@ -263,7 +263,9 @@ class ServedEngine:
              "tokenized chunk text; the server reports no usage"),
             "cooldown_sent": [], "aborted": None, "client": [],
             "transport": client.transport_for(target.url, self.opts.transport),
-            "event_loop": eventloop.loop_name(loop), "client_processes": getattr(self.opts, "client_processes", 1)}
+            "event_loop": eventloop.loop_name(loop),  # the processes that ran: min(client_processes, c); open loop one
+            "client_processes": 1 if key.open_loop else clientprocs.processes_used(
+                key.concurrency, getattr(self.opts, "client_processes", 1))}
         out: list[list[RepeatRecord]] = []
 
         async def main() -> None:  # the records kept aside: the runner formats its main task's result on exit since
@@ -289,7 +291,7 @@ class ServedEngine:
     def _client_block(self, meter: ClientMeter, records: list[Any], cooldown: list[streamrecord.RawStream],
                       key: PointKey, start: float, end: float) -> dict[str, Any]:
         """One repeat's client figures for the point's meta (``meta["client"]``, one per repeat): the meter's CPU and
-        lag, the requests in flight time-weighted over the measured window, and the tokens every stream (warm-up,
+        lag (over several client processes, which of the lag samples are each one's and its wall time), the requests in flight time-weighted over the measured window, and the tokens every stream (warm-up,
         measured, cool-down) delivered inside it (:func:`scheduler.delivered_tokens`)."""
         chunks = [c for rec in records for c in rec.chunks]
         for raw in cooldown:
@@ -299,6 +301,7 @@ class ServedEngine:
         return {"wall_s": res.get("wall_s"), "cpu_s": res.get("cpu_s"), "cpu_share": res.get("cpu_share"),
                 "lag_s": res.get("lag_s", []), "connect_s": res.get("connect_s", []),
                 "first_byte_s": res.get("first_byte_s", []), "achieved_concurrency": meter.achieved_concurrency(start, end),
+                **{k: res[k] for k in ("process_lag_counts", "process_wall_s") if k in res},  # several processes
                 "delivered_tokens": scheduler.delivered_tokens(chunks, start, end) if end > start else None}
 
     async def _measure_async(self, key: PointKey, repeats: int, n_warm: int, n_meas: int, bodies: list[bytes],

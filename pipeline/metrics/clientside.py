@@ -10,7 +10,8 @@ figures (docs/definitions.md, "The client's own figures"):
 - ``client_lag_s``: the event loop's lag (how late its timer woke, s) over every sample of every repeat;
 - ``client_read_wait_s``: the mean time a read that became ready at a random moment waited for the loop, median
   over repeats (:func:`read_wait_s`): the lag weighted by the time it lasted, since a loop blocked for a second
-  wakes once, late by a second, and a median over wake-ups would hide it among the prompt ones;
+  wakes once, late by a second, and a median over wake-ups would hide it among the prompt ones; over several client
+  processes, the busiest process's (:func:`block_read_wait_s`);
 - ``client_cpu_share``: the client process's CPU time / wall time, median over repeats (1 = a core saturated:
   the client runs its loop on one thread);
 - ``delivered_output_throughput_tok_s``: tokens any stream (warm-up, measured, cool-down) received inside the
@@ -65,6 +66,23 @@ def read_wait_s(lags_s: list[float], wall_s: float | None) -> float | None:
         return None
     arr = np.asarray(lags_s, dtype=float)
     return float(np.sum(arr * arr) / 2 / wall_s)
+
+
+def block_read_wait_s(block: dict[str, Any]) -> float | None:
+    """One repeat's read wait (s, :func:`read_wait_s`) from its ``meta["client"]`` block: of its one event loop, or,
+    over several client processes (``process_lag_counts``, ``process_wall_s``: which of the pooled ``lag_s`` are each
+    process's, and its wall time), the busiest process's.  A wait is a figure of one loop: four processes each
+    waiting 4 ms are a client that waits 4 ms, never 16.  None without samples."""
+    lags = [float(x) if _number(x) is not None else None for x in (block.get("lag_s") or [])]
+    counts, walls = block.get("process_lag_counts"), block.get("process_wall_s")
+    per_process = (isinstance(counts, list) and isinstance(walls, list) and len(counts) == len(walls) > 0
+                   and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts))
+    if per_process and sum(counts) == len(lags):
+        edges = np.cumsum([0, *counts])
+        waits = [read_wait_s([x for x in lags[a:b] if x is not None], _number(w))
+                 for a, b, w in zip(edges[:-1], edges[1:], walls)]
+        return max((w for w in waits if w is not None), default=None)
+    return read_wait_s([x for x in lags if x is not None], _number(block.get("wall_s")))
 
 
 def client_bound_reason(cpu_share: float | None, read_wait: float | None,
@@ -135,8 +153,7 @@ def client_figures(blocks: list[dict[str, Any]] | None, windows: list[tuple[floa
     blocks = [b for b in blocks if isinstance(b, dict)]
     lag = distribution(_pooled(blocks, "lag_s"))
     cpu = _med(per["client_cpu_share"])
-    wait = _med([read_wait_s([x for x in (b.get("lag_s") or []) if isinstance(x, (int, float)) and np.isfinite(x)],
-                             b.get("wall_s") if isinstance(b.get("wall_s"), (int, float)) else None) for b in blocks])
+    wait = _med([block_read_wait_s(b) for b in blocks])
     reason = client_bound_reason(cpu, wait)
     out.update(achieved_concurrency=_med(per["achieved_concurrency"]), client_lag_s=lag,
                client_read_wait_s=wait, connect_s=distribution(_pooled(blocks, "connect_s")),

@@ -18,6 +18,10 @@ from pipeline.core.atomicfiles import atomic_write_json
 from pipeline.core.errors import BatchmarkError
 
 
+class RunLocked(BatchmarkError):
+    """Another live process holds the run's lock (:func:`lock_run`); the message names it."""
+
+
 def lock_path(run_dir: Path) -> Path:
     """Lock file of a run: ``<runs_dir>/.locks/<run_id>.lock`` (beside the run, so a committed run folder holds none)."""
     return run_dir.parent / ".locks" / f"{run_dir.name}.lock"
@@ -41,7 +45,7 @@ def lock_run(run_dir: Path):
     The holder's pid, host and start time are written beside it for the refusal message.
 
     Raises:
-        BatchmarkError: another live process holds the lock (the message names it).
+        RunLocked: another live process holds the lock (the message names it).
     """
     from filelock import FileLock, Timeout
 
@@ -51,7 +55,7 @@ def lock_run(run_dir: Path):
     try:
         fl.acquire(timeout=0)
     except Timeout:
-        raise BatchmarkError(f"run {run_dir.name} is being measured by {_holder(lock)}; "
+        raise RunLocked(f"run {run_dir.name} is being measured by {_holder(lock)}; "
                              "wait for it to finish, or stop it and resume") from None
     owner = lock.with_suffix(".owner.json")
     try:

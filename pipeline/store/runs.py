@@ -40,7 +40,7 @@ from pipeline.store.runids import (MAX_RUNS_PER_SECOND, RUN_ID_PATTERN, STALE_TM
                                    clean_atomic_tmp,
                              claim_run_dir, clean_stale_claims, clean_stale_tmp, is_run_id, is_stale_claim, new_run_id,
                              tmp_prefix)
-from pipeline.store.runlock import lock_path, lock_run, locked_run  # noqa: F401
+from pipeline.store.runlock import RunLocked, lock_path, lock_run, locked_run  # noqa: F401
 from pipeline.core.arrays import PointArrays
 from pipeline.core.errors import BatchmarkError
 from pipeline.store.pointfiles import file_stem, point_header, point_path, requests_path

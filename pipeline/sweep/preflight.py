@@ -194,8 +194,26 @@ def discard_if_empty(run_dir: Path) -> bool:
     """Remove a run folder the sweep created and measured nothing into (no point, no server log); True if removed.
 
     A failed ``batchmark sweep`` used to leave an empty "incomplete" run behind.  A folder with a
-    server log is kept: the log says why the server did not start.
+    server log is kept: the log says why the server did not start.  The folder is judged and removed holding the
+    run's lock (:func:`pipeline.store.runs.lock_run`): a sweep refused because another process measures into the
+    same run (two ``sweep --run-id R`` started together) finds the lock held and removes nothing, whatever the
+    folder holds at that moment (the holder may not have written its first point yet).
     """
+    from pipeline.store import runs
+
+    if not run_dir.is_dir():
+        return False
+    try:
+        with runs.lock_run(run_dir):
+            return _discard_unlocked(run_dir)
+    except runs.RunLocked:
+        return False  # another live process measures into it: never the refused sweep's to remove
+
+
+def _discard_unlocked(run_dir: Path) -> bool:
+    """:func:`discard_if_empty`'s judgement and removal, under the run's lock."""
+    from pipeline.store import runs
+
     if not run_dir.is_dir():
         return False
     if not (run_dir / "run.json").is_file():
@@ -203,8 +221,6 @@ def discard_if_empty(run_dir: Path) -> bool:
             return False
         run_dir.rmdir()  # the bare claim of a fresh id
         return True
-    from pipeline.store import runs
-
     if runs.read_run_json(run_dir).get("status") == "complete":
         return False
     if any((run_dir / "points").rglob("*")) if (run_dir / "points").is_dir() else False:

@@ -97,6 +97,32 @@ def test_every_yaml_reader_refuses_an_alias_bomb(reader, scratch_root, tmp_path)
     assert _one_line(exc).startswith(str(path)) and "alias" in str(exc.value), str(exc.value)
 
 
+def test_a_4_mib_string_aliased_50000_times_in_a_variant_is_refused(tmp_path):
+    """Regression (fault kind: unbounded memory): 50,000 aliases are under the node limit (100,000), but each repeats
+    a 4 MiB string: 50,000 × 4 MiB = 195 GiB of text to whatever copies the variant's ``args`` (validation, the
+    config digest, ``run.json``).  The loader counts the characters aliases add, 50,000 × 4 × 2^20 =
+    209,715,200,000, against the 16 MiB (16,777,216 characters) a file may hold, and refuses the config in one
+    line naming the file; it held the one composed 4 MiB string, never the expansion."""
+    from pipeline.core.textfiles import MAX_ALIAS_CHARS, expanded_size, load_yaml_text
+
+    variant = ("variants:\n  - name: base\n  - name: wide\n    env: {BIG: &big " + "x" * 4 * 2**20 + "}\n"
+               "    args: [" + ", ".join(["*big"] * 50_000) + "]\n")
+    path = tmp_path / "wide.yaml"
+    path.write_text(yaml.safe_dump(yaml.safe_load(TINY_CONFIG.read_text())) + variant)
+    assert path.stat().st_size < 5 * 2**20  # a 4.3 MiB file: under the 16 MiB read limit
+    with pytest.raises(BatchmarkError) as exc:
+        load_config(path)
+    msg = _one_line(exc)
+    assert msg.startswith(f"{path}:") and "alias" in msg and "209,715,200,000 characters" in msg, msg
+    assert f"{MAX_ALIAS_CHARS:,} allowed" in msg and MAX_ALIAS_CHARS == 16 * 2**20
+    # worked by hand: "abcd" aliased 3 times adds 3 nodes and 12 characters; a map key's text counts too
+    assert expanded_size(yaml.compose("s: &s abcd\nl: [*s, *s, *s]\n")) == (3, 12)
+    assert expanded_size(yaml.compose("d: &d {ab: c}\ne: *d\n")) == (3, 3)
+    # aliases that add at most 16 MiB still load as written: a 4 MiB string aliased 4 times adds exactly 16 MiB
+    small = "y" * 4 * 2**20
+    assert load_yaml_text("ok.yaml", f"a: &a {small}\nb: [*a, *a, *a, *a]\n")["b"] == [small] * 4
+
+
 def test_aliases_that_repeat_a_block_a_few_times_still_load(tmp_path):
     """The alias limit leaves ordinary anchors alone: a block reused twice loads as written."""
     from pipeline.core.textfiles import load_yaml_text

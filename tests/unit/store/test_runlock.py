@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import socket
 import subprocess
@@ -58,6 +59,35 @@ def test_second_sweep_into_a_live_run_is_refused_naming_the_holder(scratch_root,
     assert err[0].startswith(f"batchmark: error: run {run_dir.name} is being measured by pid {p.pid} "
                              f"on host {socket.gethostname()} since ")
     assert not (run_dir / "run.json").exists()  # nothing was measured or written by the refused sweep
+
+
+@pytest.mark.parametrize("holding", ["bare claim", "run.json, no point yet"])
+def test_a_refused_sweep_never_removes_the_folder_the_holder_measures_into(scratch_root, holder, capsys, monkeypatch,
+                                                                          holding):
+    """Regression (fault kind: a refused sweep's clean-up deletes another process's run).  Two ``sweep --run-id R``
+    started together: the one refused by the lock saw no ``run.json`` (it was "fresh") and removed the folder as one
+    it "measured nothing" into ("measured nothing and was removed"), while the holder, a real process, was about to
+    measure into it.  The folder is judged only under the lock now: it stays as it was, the refusal the only line."""
+    run_dir = scratch_root / "data" / "runs" / "20261201T000000Z-race"
+    run_dir.mkdir(parents=True)
+    if holding != "bare claim":  # the holder wrote its run.json just after the refused sweep looked for it
+        runs.create_run(run_dir, {"config_name": "tiny", "config_digest": "other"})
+        real_exists = pathlib.Path.exists
+        monkeypatch.setattr(pathlib.Path, "exists",
+                            lambda self, **kw: False if self == run_dir / "run.json" else real_exists(self, **kw))
+    before = _files(run_dir)
+    p = holder(run_dir)
+    assert main(["sweep", "--config", str(TINY_CONFIG), "--run-id", run_dir.name, "--no-progress"]) == 2
+    monkeypatch.undo()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"is being measured by pid {p.pid}" in err[0], err
+    assert run_dir.is_dir() and _files(run_dir) == before
+    from pipeline.sweep.preflight import discard_if_empty
+
+    assert discard_if_empty(run_dir) is False  # held: never removed
+    p.kill()
+    p.wait()
+    assert discard_if_empty(run_dir) is True and not run_dir.exists()  # free, and nothing measured: removed
 
 
 def test_lock_of_a_killed_process_is_free_again(tmp_path, holder):
