@@ -12,6 +12,7 @@ at a running server; the ``vllm`` engine adds the server's life cycle on top.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -248,7 +249,7 @@ class ServedEngine:
             point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
         loop = getattr(self.opts, "event_loop", "auto")
         prompts, inexact = make_prompts(self.tokenizer, repeats * (n_warm + n_meas), key.input_len, point_seed)
-        target = self._target()
+        target = dataclasses.replace(self._target(), max_tokens=key.output_len)  # bounds each stream's bytes
         bodies = [client.build_body(target, self.features, p, key.output_len, self.opts.extra_body) for p in prompts]
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,
