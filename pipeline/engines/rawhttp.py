@@ -16,7 +16,9 @@ keep-alive pool, the request's sending and its HTTP phase timings are :mod:`pipe
 
 What a read costs the reader itself (``data_received``, counted with ``valgrind --tool=callgrind``, which counts
 instructions whatever else the machine does): 13,055 instructions for a read of one vLLM-shaped event, 35,416 for a
-read of five (7,083 an event); before three changes, 22,738 and 50,808.  The changes: a read of whole events (one
+read of five (7,083 an event); before three changes, 22,738 and 50,808.  The stream's bound (each read's bytes and
+:data:`~pipeline.engines.streamcaps.READ_COST` added up and held to the exchange's ``cap``) adds 342: 13,367 against
+13,025 for one event, counted the same way on another day.  The changes: a read of whole events (one
 that ends at an event's blank line, after one that did too) looks for ``[DONE]`` only in its last
 :data:`DONE_TAIL` bytes and needs no edge with the read before, since no marker can be cut between two such reads;
 ``bytes.find`` rather than ``in`` (``in`` first tries its needle as an integer, and formats and drops that
