@@ -61,3 +61,47 @@ def test_more_text_than_max_tokens_can_carry_is_never_tokenized():
     assert dec.error == ("streamed text of 16385 characters exceeded 16384 for a 16-token request (at most 1024 a "
                          "token; not tokenized)")
     assert dec.output_tokens == 0 and dec.flags == ["count_impossible"]
+
+
+class _Transport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_the_reader_stops_at_the_read_past_the_bound_and_closes_the_connection():
+    """Fault kind: every byte kept.  Reads of 928 bytes (a 921-byte event in its chunk framing), each counted
+    928 + 96 = 1,024: the header section is not the body's, so the body may count 1,310,720 − 96 (the header read's
+    own cost) = 1,310,624, and the read that passes it is the 1,280th (1,279 × 1,024 = 1,309,696 ≤ 1,310,624 <
+    1,310,720): 1,279 reads are kept, then the request fails by name and its connection is closed."""
+    import asyncio
+
+    from pipeline.engines import rawhttp
+
+    async def main() -> None:
+        conn = rawhttp.Conn(("h", 1))
+        conn.transport = _Transport()
+        raw = streamrecord.RawStream(request_id=0, warmup=False, queued_s=0.0, sent_s=0.0)
+        ex = rawhttp.Exchange(raw, 0.0, 64, streamcaps.stream_bytes_max(16), 16)
+        conn.send(b"POST / HTTP/1.1\r\n\r\n", ex)
+        conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        event = b'data: {"choices": [{"index": 0, "text": "' + b"x" * (921 - 47) + b'"}]}\n\n'
+        read = b"%x\r\n" % len(event) + event + b"\r\n"
+        assert len(event) == 921 and len(read) == 928
+        for _ in range(1279):
+            conn.data_received(read)
+        assert not ex.done.done() and len(raw.reads) == 1279 and not conn.transport.closed
+        conn.data_received(read)
+        assert ex.done.done() and conn.transport.closed and len(raw.reads) == 1279
+        assert isinstance(ex.done.exception(), streamcaps.StreamTooLong)
+        assert str(ex.done.exception()).startswith("stream exceeded 1310720 bytes for a 16-token request")
+
+    asyncio.run(main())
