@@ -23,7 +23,9 @@ out of the decode rate.
 
 A stream that ends without ``[DONE]``, a ``finish_reason`` or a final usage chunk (usage
 outside any choice) was cut short
-and is a failed request; so is a malformed event (bad JSON, an object of the wrong shape).
+and is a failed request; so is a malformed event (bad JSON, an object of the wrong shape), a finish the server
+gave up on (:data:`FAILED_FINISH`), a server error outside ``data:`` (:func:`pipeline.engines.sse.error_field`) and
+an event longer than the request can need (:func:`pipeline.engines.streamcaps.event_bytes_max`).
 Failed requests (HTTP status, error event, connection loss, timeout) are recorded with
 ``error`` set; metrics count them and keep them out of latency percentiles.
 """
