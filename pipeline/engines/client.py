@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import orjson
@@ -39,6 +39,7 @@ import orjson
 from pipeline.core import scrub
 from pipeline.engines import rawpool
 from pipeline.engines.sse import done_in
+from pipeline.engines.streamcaps import READ_COST, StreamTooLong, stream_bytes_max, stream_too_long
 from pipeline.engines.streamrecord import Features, RawStream, fold_reads, per_chunk_usage
 from pipeline.core.errors import BatchmarkError
 
@@ -58,6 +59,8 @@ class Target:
         api_key: sent as ``Authorization: Bearer``; never stored: every text the server sends back is redacted
             (:func:`pipeline.core.scrub.redact`) before it becomes a record's ``error``.
         timeout_s: total time allowed for one request (s).
+        max_tokens: the tokens each request asks for (None: not known), which bounds the bytes kept of its stream and
+            of each event (:mod:`pipeline.engines.streamcaps`); a stream past it fails by name.
     """
 
     base_url: str
@@ -65,6 +68,7 @@ class Target:
     endpoint: Endpoint = "completions"
     api_key: str | None = None
     timeout_s: float = 600.0
+    max_tokens: int | None = None
 
     @property
     def url(self) -> str:
@@ -121,7 +125,10 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     are parsed when the stream has ended (:func:`pipeline.engines.streamrecord.fold_reads`).  ``defer``: a stream
     that ended with ``[DONE]`` and holds no ``"error"`` key is left unparsed for the caller's :func:`fold` after the
     repeat (the scheduler's), so that parsing never delays a read or a send; any other stream (an error event, one
-    cut short, one without ``[DONE]``) is parsed at once, so that its error is known when it ends.
+    cut short, one without ``[DONE]``) is parsed at once, so that its error is known when it ends.  A stream that
+    holds more bytes than ``target.max_tokens`` tokens can need (:func:`pipeline.engines.streamcaps.stream_bytes_max`)
+    fails at that byte with "stream exceeded N bytes for a 16-token request", its connection closed and its bytes
+    dropped, so one hostile stream never holds more than that bound of the client's memory.
 
     Never raises for a server-side problem: HTTP errors, error events, malformed events,
     broken or truncated streams and timeouts end up in ``raw.error``, which holds no secret: the
@@ -131,7 +138,7 @@ async def stream_one(session: Any, target: Target, body: bytes, raw: RawStream, 
     """
     await _stream_one(session, target, body, raw, t0, headers, defer)
     if not defer:  # a stream cut off by a timeout or a lost connection: its events up to there
-        fold_reads(raw, target.secrets)
+        fold_reads(raw, target.secrets, target.max_tokens)
     if raw.error is not None:
         raw.error = (scrub.scrub(raw.error, target.secrets) or "")[:ERROR_CHARS + 40]
     return raw
@@ -155,7 +162,8 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
     try:
         if raw_pool is not None:
             async with asyncio.timeout(target.timeout_s):
-                ex = await rawpool.exchange(raw_pool, target.url, headers, body, raw, t0, ERROR_READ_BYTES)
+                ex = await rawpool.exchange(raw_pool, target.url, headers, body, raw, t0, ERROR_READ_BYTES,
+                                            target.max_tokens)
             if ex.status != 200:
                 _refused(raw, target, ex.status, ex.said)
             else:
@@ -165,6 +173,8 @@ async def _stream_one(session: Any, target: Target, body: bytes, raw: RawStream,
                                   headers, defer)
     except asyncio.TimeoutError:
         raw.error = f"timeout after {target.timeout_s:g} s"
+    except StreamTooLong as exc:  # its bytes are no evidence and would hold the client's memory: dropped
+        raw.error, raw.reads, raw.read_s = str(exc), [], []
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # connection refused/reset, payload errors: a failed request
@@ -184,7 +194,7 @@ def _ended(raw: RawStream, target: Target, defer: bool, finished: bool, errors: 
         raw.done_seen = True
         return  # a whole stream: parsed after the repeat, off the loop (the scheduler's fold)
     head = b"".join(raw.reads)[:BODY_HEAD_BYTES]  # named when no event came (an HTML page, a non-streamed JSON)
-    fold_reads(raw, target.secrets)
+    fold_reads(raw, target.secrets, target.max_tokens)
     if not raw.done_seen and raw.error is None and raw.finish_reason is None and not raw.final_usage_seen:
         raw.error = (_no_stream(content_type, head, target.secrets) if not raw.times else
                      "stream ended early (no [DONE], finish_reason or usage)")
@@ -204,10 +214,14 @@ async def _stream_aiohttp(session: Any, target: Target, body: bytes, raw: RawStr
         reads = raw.reads
         finished = errors = False
         tail = b""
+        kept, cap = 0, stream_bytes_max(target.max_tokens)
         # the hot loop: one timestamp and the bytes of each read, nothing parsed (fold_reads does that)
         async for data in resp.content.iter_any():
             stamp(perf() - t0)
             keep(data)
+            kept += len(data) + READ_COST
+            if kept > cap:  # more than any answer of its length holds (rawhttp's bound, the same)
+                raise stream_too_long(target.max_tokens)
             edge = tail + data[:7]  # a marker cut between two reads
             if b"[DONE]" in data or b"[DONE]" in edge:  # a server may hold the body open after it
                 finished = done_in(reads)
@@ -223,7 +237,7 @@ def fold(raw: RawStream, target: Target) -> None:
     """Parse a stream whose reads the hot loop kept (:func:`pipeline.engines.streamrecord.fold_reads`), its error
     cut to :data:`ERROR_CHARS` as :func:`stream_one` cuts it; nothing for a stream already parsed."""
     if raw.reads:
-        fold_reads(raw, target.secrets)
+        fold_reads(raw, target.secrets, target.max_tokens)
         if raw.error is not None:
             raw.error = raw.error[:ERROR_CHARS + 40]
 
@@ -318,6 +332,7 @@ async def detect_features(session: Any, target: Target, prompt: str, max_tokens:
         BatchmarkError: the server rejects even the plain request (message carries its answer).
     """
     feats = Features()
+    target = replace(target, max_tokens=max_tokens)  # the probe's own length bounds its stream
     headers = target.headers()
     last = ""
     for drop in (None, *OPTIONAL_FIELDS):

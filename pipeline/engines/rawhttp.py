@@ -16,7 +16,9 @@ keep-alive pool, the request's sending and its HTTP phase timings are :mod:`pipe
 
 What a read costs the reader itself (``data_received``, counted with ``valgrind --tool=callgrind``, which counts
 instructions whatever else the machine does): 13,055 instructions for a read of one vLLM-shaped event, 35,416 for a
-read of five (7,083 an event); before three changes, 22,738 and 50,808.  The changes: a read of whole events (one
+read of five (7,083 an event); before three changes, 22,738 and 50,808.  The stream's bound (each read's bytes and
+:data:`~pipeline.engines.streamcaps.READ_COST` added up and held to the exchange's ``cap``) adds 342: 13,367 against
+13,025 for one event, counted the same way on another day.  The changes: a read of whole events (one
 that ends at an event's blank line, after one that did too) looks for ``[DONE]`` only in its last
 :data:`DONE_TAIL` bytes and needs no edge with the read before, since no marker can be cut between two such reads;
 ``bytes.find`` rather than ``in`` (``in`` first tries its needle as an integer, and formats and drops that
@@ -29,7 +31,9 @@ tokens/s.
 
 Failures raise one-line exceptions that the client turns into the request's ``error``: refused or unreachable
 (``ConnectionRefusedError``/``OSError`` with the host), the connection closed mid-answer
-(:class:`ServerDisconnected`), bytes that are no HTTP/1.1 answer or a malformed chunk (:class:`MalformedResponse`).
+(:class:`ServerDisconnected`), bytes that are no HTTP/1.1 answer or a malformed chunk (:class:`MalformedResponse`), a
+body past its bound (:class:`~pipeline.engines.streamcaps.StreamTooLong`: the exchange's ``cap``, bytes kept with
+each read counted :data:`~pipeline.engines.streamcaps.READ_COST` more; the connection is closed at once).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import time
 from typing import Any
 
 from pipeline.engines.sse import done_in
+from pipeline.engines.streamcaps import READ_COST, STREAM_BYTES_UNKNOWN, stream_too_long
 
 #: Longest status line plus header section accepted (bytes): aiohttp's ``max_field_size`` as the client set it.
 HEAD_MAX = 4 * 2**20
@@ -67,10 +72,13 @@ class Exchange:
     """One request's answer as it arrives: status, headers, the body kept as ``raw``'s reads (or, not 200, ``said``)."""
 
     __slots__ = ("raw", "t0", "status", "content_type", "said", "said_max", "done", "finished", "errors", "tail",
-                 "head_s", "ended", "end_wait", "whole")
+                 "head_s", "ended", "end_wait", "whole", "cap", "max_tokens")
 
-    def __init__(self, raw: Any, t0: float, said_max: int) -> None:
+    def __init__(self, raw: Any, t0: float, said_max: int, cap: int = STREAM_BYTES_UNKNOWN,
+                 max_tokens: int | None = None) -> None:
         self.raw, self.t0, self.said_max = raw, t0, said_max
+        # most bytes of the answer (reads counted READ_COST more each): its body's bound, its header section's until read
+        self.cap, self.max_tokens = cap + HEAD_MAX, max_tokens
         self.status = 0
         self.content_type: str | None = None
         self.said = b""
@@ -148,7 +156,7 @@ class Conn(asyncio.Protocol):
         self._left = 0  # bytes still to come of the current chunk's data (or of a Content-Length body)
         self._crlf = False  # a chunk's data was read, its CRLF not yet
         self._trailers = False  # the last chunk came: trailer lines until an empty one
-        self._got = 0  # bytes of the current answer seen
+        self._got = 0  # bytes of the current answer seen, each read counted READ_COST more (held to its exchange's cap)
 
     # asyncio callbacks -----------------------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -167,7 +175,7 @@ class Conn(asyncio.Protocol):
             why = f" ({exc})" if exc else ""
             kind = Stale if self._got == 0 and self.reused else ServerDisconnected
             ex.done.set_exception(kind(f"the server closed the connection before the answer ended "
-                                       f"({self._got} bytes of it read){why}"))
+                                       f"({sum(map(len, ex.raw.reads))} bytes of its body read){why}"))
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost follows
@@ -178,7 +186,10 @@ class Conn(asyncio.Protocol):
         if ex is None or self.state == END:  # bytes no request asked for: the connection cannot be trusted
             self.close()
             return
-        self._got += len(data)
+        got = self._got = self._got + len(data) + READ_COST
+        if got > ex.cap:  # more than any answer of its length holds (a stream without end, a huge event)
+            self._overflow(ex)
+            return
         if self.state == _CHUNKED and not (self._buf or self._left or self._crlf or self._trailers):
             j = data.find(b"\r\n", 0, 18)  # the hottest path: a read of one chunk (one event, a quiet server's)
             if j > 0 and (size := _SIZES.get(data[:j]) or _chunk_size(data[:j])):
@@ -201,6 +212,12 @@ class Conn(asyncio.Protocol):
             if not ex.done.done():
                 ex.done.set_exception(exc)
             self.close()
+
+    def _overflow(self, ex: Exchange) -> None:
+        """The answer passed its exchange's bound: the request fails by name, the connection is closed."""
+        if not ex.done.done():
+            ex.done.set_exception(stream_too_long(ex.max_tokens))
+        self.close()
 
     # parsing -----------------------------------------------------------------------------------
     def _feed(self, data: bytes, now: float) -> None:
@@ -260,6 +277,7 @@ class Conn(asyncio.Protocol):
             fields[name] = (fields[name] + b", " + value.strip()) if name in fields else value.strip()
         ex = self.ex
         ex.status, ex.head_s = status, time.perf_counter()
+        ex.cap += end + 4 - HEAD_MAX  # the header section is not the body's: the body's bound from here
         ctype = fields.get(b"content-type")
         ex.content_type = ctype.decode("latin-1") if ctype is not None else None
         conn = fields.get(b"connection", b"").lower()

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 from pipeline.engines.rawhttp import END, Conn, Exchange, Stale
+from pipeline.engines.streamcaps import stream_bytes_max
 
 #: How long a stream that ended at ``[DONE]`` waits for the rest of its body (the terminating chunk) before its
 #: connection is closed rather than reused (s); it delays that slot's next send only, never a timestamp.
@@ -83,20 +84,23 @@ class Pool:
 
 
 async def exchange(pool: Pool, url: str, headers: dict[str, str], body: bytes, raw: Any, t0: float,
-                   said_max: int) -> Exchange:
+                   said_max: int, max_tokens: int | None = None) -> Exchange:
     """POST ``body`` to ``url`` and read the answer into ``raw`` (times s since ``t0``; a refusal's first
     ``said_max`` bytes into the exchange's ``said``); returns the :class:`Exchange` once the stream is over.  The
-    caller applies the timeout: a cancellation closes the connection."""
+    caller applies the timeout: a cancellation closes the connection.  ``max_tokens``: what the request asked for,
+    which bounds the bytes kept (:func:`pipeline.engines.streamcaps.stream_bytes_max`; past it the exchange raises
+    :class:`~pipeline.engines.streamcaps.StreamTooLong`)."""
     key, line = pool.route(url)
     start = time.perf_counter()
     head = line + "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
     request = head + b"User-Agent: batchmark\r\nContent-Length: %d\r\n\r\n" % len(body) + body
     meter = pool.phases() if pool.phases is not None else None
+    cap = stream_bytes_max(max_tokens)
     for attempt in (0, 1):
         conn, connect_s = await pool.acquire(key)
         if connect_s is not None and meter is not None:
             meter.connect_s.append(connect_s)
-        ex = Exchange(raw, t0, said_max)
+        ex = Exchange(raw, t0, said_max, cap, max_tokens)
         try:
             conn.send(request, ex)
             await ex.done

@@ -68,8 +68,15 @@ def prometheus_samples(text: str) -> list[tuple[str, dict[str, str], float]]:
         return out
 
 
+#: Gauges that are a fraction of one engine's capacity (vLLM's ``kv_cache_usage_perc``, a fraction 0–1 despite its
+#: name; SGLang's ``token_usage``; hit rates): over label sets (one per engine of a data-parallel server, ``engine="0"``,
+#: ``engine="1"``, …) the highest is kept, never their sum (two engines at 60 % are not "120 % full").
+FRACTION = re.compile(r"(_perc|_usage|_hit_rate|_ratio|_fraction)$")
+
+
 def parse_prometheus(text: str, only: re.Pattern[str] | None = None) -> dict[str, float]:
-    """Namespaced samples (``vllm:…``, ``sglang:…``) of a Prometheus text page, summed over labels.
+    """Namespaced samples (``vllm:…``, ``sglang:…``) of a Prometheus text page, summed over labels (requests running
+    on every engine add up), except a :data:`FRACTION` gauge: the highest of its label sets (the fullest engine).
 
     Histogram and summary parts (``_bucket``, ``_sum``, ``_count``, ``_created``) are skipped.  ``only``: keep just
     the metrics whose name it matches, chosen line by line before the page is parsed (the sampler's 5 gauges of a
@@ -81,7 +88,12 @@ def parse_prometheus(text: str, only: re.Pattern[str] | None = None) -> dict[str
     out: dict[str, float] = {}
     for name, _, value in prometheus_samples(text):
         if ":" in name and not name.endswith(_PARTS):
-            out[name] = out.get(name, 0.0) + value
+            if name not in out:
+                out[name] = value
+            elif FRACTION.search(name):
+                out[name] = max(out[name], value)
+            else:
+                out[name] += value
     return out
 
 

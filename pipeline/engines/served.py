@@ -12,6 +12,7 @@ at a running server; the ``vllm`` engine adds the server's life cycle on top.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -251,8 +252,10 @@ class ServedEngine:
         loop = getattr(self.opts, "event_loop", "auto")
         reqs = self.requests = point_requests(self.cfg, self.tokenizer, self.features, key.input_len, key.output_len,
                                               repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None))
-        target = self._target()
-        bodies = [client.build_body(target, reqs.features, p, reqs.output_len(i, key.output_len), self.opts.extra_body)
+        out_lens = [reqs.output_len(i, key.output_len) for i in range(len(reqs.prompts))]
+        # the longest output any request asks for bounds each stream's bytes
+        target = dataclasses.replace(self._target(), max_tokens=max(out_lens, default=key.output_len))
+        bodies = [client.build_body(target, reqs.features, p, out_lens[i], self.opts.extra_body)
                   for i, p in enumerate(reqs.prompts)]
         meta: dict[str, Any] = {
             "seed": point_seed, "url": target.url, "endpoint": target.endpoint, "served_model": target.model,

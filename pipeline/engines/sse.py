@@ -31,6 +31,7 @@ comment, a BOM, several lines or fields in an event, blank lines beyond the one 
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from itertools import accumulate
 from typing import NamedTuple
@@ -161,3 +162,28 @@ def done_in(reads: list[bytes]) -> bool:
     if end.endswith(DONE_END) and b"\r" not in end:
         return True
     return any(data.strip() == b"[DONE]" for data, _ in split_reads(reads))
+
+
+_ERROR_LINE = re.compile(rb"(?:^|[\r\n])error:[ ]?([^\r\n]*)")
+_ERROR_TYPE = re.compile(rb"(?:^|[\r\n])event:[ ]?error(?:[\r\n]|$)")
+
+
+def error_field(reads: list[bytes]) -> bytes | None:
+    """A server error sent outside an event's ``data``, or None: the value of the first ``error:`` field line (a field
+    the specification ignores; llama.cpp's server streams its errors so, then ``data: [DONE]``), else the data of the
+    first event of type ``error`` (``event: error``).  A line that starts with ``error:`` cannot be inside an event's
+    JSON, which holds no raw line ending.  A byte search first: a stream without ``error`` costs one scan."""
+    body = b"".join(reads)
+    if body.find(b"error") < 0:
+        return None
+    line = _ERROR_LINE.search(body)
+    if line is not None:
+        return line.group(1)
+    if _ERROR_TYPE.search(body) is None:
+        return None
+    parser = SSEParser()
+    for data in reads:
+        for ev in parser.feed(data):
+            if ev[1] == "error":
+                return ev[0]
+    return None

@@ -23,7 +23,9 @@ out of the decode rate.
 
 A stream that ends without ``[DONE]``, a ``finish_reason`` or a final usage chunk (usage
 outside any choice) was cut short
-and is a failed request; so is a malformed event (bad JSON, an object of the wrong shape).
+and is a failed request; so is a malformed event (bad JSON, an object of the wrong shape), a finish the server
+gave up on (:data:`FAILED_FINISH`), a server error outside ``data:`` (:func:`pipeline.engines.sse.error_field`) and
+an event longer than the request can need (:func:`pipeline.engines.streamcaps.event_bytes_max`).
 Failed requests (HTTP status, error event, connection loss, timeout) are recorded with
 ``error`` set; metrics count them and keep them out of latency percentiles.
 """
@@ -37,7 +39,9 @@ import orjson
 
 from pipeline.core import scrub
 from pipeline.engines import tokencount
-from pipeline.engines.sse import split_reads
+from pipeline.engines.deltatext import delta_text
+from pipeline.engines.sse import error_field, split_reads
+from pipeline.engines.streamcaps import event_bytes_max, event_too_long
 from pipeline.core.records import RequestRecord
 
 
@@ -104,39 +108,6 @@ class RawStream:
     reads: list[bytes] = field(default_factory=list)
 
 
-def _tool_call_text(delta: dict[str, Any]) -> str:
-    """The generated text of a chat delta's tool calls: each ``function``'s ``name`` and ``arguments`` fragment.
-
-    Tool-call deltas are streamed output (the model generated them; the final usage counts them): AIPerf PR #804,
-    SGLang PR #36272, GuideLLM PR #687 count them and time TTFT at the first.  OpenAI's ``delta.tool_calls`` is a
-    list of ``{index, id, type, function: {name, arguments}}``; the older ``delta.function_call`` one such function.
-    """
-    calls = delta.get("tool_calls")
-    funcs = [c.get("function") for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
-    if isinstance(delta.get("function_call"), dict):
-        funcs.append(delta["function_call"])
-    parts = []
-    for f in funcs:
-        if isinstance(f, dict):
-            parts += [v for v in (f.get("name"), f.get("arguments")) if isinstance(v, str)]
-    return "".join(parts)
-
-
-def _delta_text(choice: dict[str, Any]) -> tuple[str, str]:
-    """(visible text, reasoning text) of one streamed choice (completions ``text`` or chat ``delta``; a chat
-    delta's visible text is its ``content`` and its tool-call fragments, :func:`_tool_call_text`)."""
-    text = choice.get("text")
-    if text is not None:
-        return (text if isinstance(text, str) else "", "")
-    delta = choice.get("delta")
-    if not isinstance(delta, dict):
-        return "", ""
-    content = delta.get("content")
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    visible = (content if isinstance(content, str) else "") + _tool_call_text(delta)
-    return (visible, reasoning if isinstance(reasoning, str) else "")
-
-
 #: Past this a server's count cannot be stored (Parquet's int64 columns) nor be a count of tokens: not a count.
 MAX_COUNT = 2**63 - 1
 
@@ -145,6 +116,22 @@ def _count(value: Any) -> int | None:
     """A server's token count, or None when it is none: not an integer, negative, or beyond :data:`MAX_COUNT`
     (``usage.prompt_tokens`` = 2^64 − 1 was an OverflowError at the point's write, losing the point)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT else None
+
+
+#: Finish reasons that end a request the server did not complete: vLLM's ``abort`` and ``error``
+#: (``vllm/v1/engine/__init__.py``, ``FinishReason``), SGLang's ``{"type": "abort", "message": …}``.
+FAILED_FINISH = ("abort", "error")
+
+
+def _finish(raw: RawStream, reason: Any) -> None:
+    """Keep a choice's ``finish_reason`` (a string, or SGLang's object with a ``type``); one of :data:`FAILED_FINISH`
+    fails the request, its message quoted (scrubbed by the caller)."""
+    said = reason.get("message") if isinstance(reason, dict) else None
+    kind = reason.get("type") if isinstance(reason, dict) else reason
+    raw.finish_reason = str(kind)[:80]
+    if raw.finish_reason in FAILED_FINISH:
+        raw.error = f'server ended the request with finish_reason "{raw.finish_reason}"' + (
+            f": {str(said)[:200]}" if said else "")
 
 
 def parse_event(raw: RawStream, obj: Any, now: float) -> None:
@@ -165,9 +152,9 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
     if choice is not None and not isinstance(choice, dict):
         raw.error = "malformed stream event: a choice is not an object"
         return
-    visible, reasoning = _delta_text(choice) if choice else ("", "")
+    visible, reasoning = delta_text(choice) if choice else ("", "")
     if choice and choice.get("finish_reason"):
-        raw.finish_reason = str(choice.get("finish_reason"))
+        _finish(raw, choice["finish_reason"])
     ct = None
     if isinstance(usage, dict):
         ct = _count(usage.get("completion_tokens"))
@@ -192,34 +179,60 @@ def parse_event(raw: RawStream, obj: Any, now: float) -> None:
         raw.cum_usage.append(ct)
 
 
-def fold_reads(raw: RawStream, secrets: tuple[str, ...] = ()) -> None:
+def fold_reads(raw: RawStream, secrets: tuple[str, ...] = (), max_tokens: int | None = None) -> None:
     """Parse the reads the hot loop kept (``raw.reads``, ``raw.read_s``) into ``raw``, then drop them.
 
     Each event's data (:func:`pipeline.engines.sse.split_reads`) is read with orjson and folded by
     :func:`parse_event` at the arrival of the read that completed it, the time the event was in the client's hands;
     ``[DONE]`` sets ``done_seen`` and ends the stream (later events are not read); an event that is not JSON or of
-    the wrong shape, or an error event, sets ``raw.error`` (the quoted text scrubbed of ``secrets`` and of any
-    key-shaped token before it is cut, :func:`pipeline.core.scrub.scrub`) and ends it too.  A stream that already
-    failed (a timeout, a lost connection) keeps its events up to the failure and its error, unless one of those
-    events was itself an error, which came first.  A stream without reads is left as it is: folding twice changes
-    nothing.
+    the wrong shape, an error event, a server error sent outside ``data:`` (llama.cpp's ``error:`` field, an event
+    of type ``error``: :func:`pipeline.engines.sse.error_field`), a failed finish (:data:`FAILED_FINISH`) or an event
+    longer than ``max_tokens`` can need (:func:`pipeline.engines.streamcaps.event_bytes_max`) sets ``raw.error`` (the
+    quoted text scrubbed of ``secrets`` and of any key-shaped token before it is cut,
+    :func:`pipeline.core.scrub.scrub`) and ends it too.  A stream that already failed (a timeout, a lost connection)
+    keeps its events up to the failure and its error, unless one of those events was itself an error, which came
+    first.  A stream without reads is left as it is: folding twice changes nothing.
     """
     reads, times = raw.reads, raw.read_s
     if not reads:
         return
     raw.reads, raw.read_s = [], []
     prior, raw.error = raw.error, None
-    _fold_events(raw, split_reads(reads), times, secrets)
+    _fold_events(raw, split_reads(reads), times, secrets, max_tokens)
+    if raw.error is None:
+        said = error_field(reads)
+        if said is not None:
+            raw.error = "server error event: " + _error_text(said)
     if raw.error is None:
         raw.error = prior
+    else:
+        raw.error = scrub.scrub(raw.error, secrets) or ""
 
 
-def _fold_events(raw: RawStream, events: list[tuple[bytes, int]], times: list[float], secrets: tuple[str, ...]) -> None:
-    loads = orjson.loads
+def _error_text(said: bytes) -> str:
+    """One line of a server's error: the ``message`` of its JSON (``{"error": {"message"}}`` or ``{"message"}``), else
+    its text."""
+    try:
+        obj = orjson.loads(said)
+    except orjson.JSONDecodeError:
+        obj = None
+    if isinstance(obj, dict):
+        inner = obj.get("error", obj)
+        obj = inner.get("message", inner) if isinstance(inner, dict) else inner
+    text = said.decode("utf-8", "replace") if obj is None else str(obj)
+    return (text or "(no text)")[:400].replace("\n", " ").replace("\r", " ")
+
+
+def _fold_events(raw: RawStream, events: list[tuple[bytes, int]], times: list[float], secrets: tuple[str, ...],
+                 max_tokens: int | None) -> None:
+    loads, event_max = orjson.loads, event_bytes_max(max_tokens)
     for data, i in events:
         payload = data.strip()
         if payload == b"[DONE]":
             raw.done_seen = True
+            return
+        if len(payload) > event_max:  # never handed to the JSON reader (nor its text to a tokenizer)
+            raw.error = event_too_long(len(payload), max_tokens)
             return
         try:
             obj = loads(payload)

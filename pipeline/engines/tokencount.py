@@ -40,7 +40,8 @@ Rules (derived: a chunk with text carries at least one token; batchmark asks for
   them there, so E2EL ends at it; flag ``usage_held_back``);
 - nothing possible (more chunks with text than ``max_tokens``, and no agreeing usage and
   text): the request fails with an error, so an impossible count never reaches a throughput
-  figure.
+  figure; so does more text than ``max_tokens`` tokens can carry
+  (:func:`pipeline.engines.streamcaps.text_chars_max`), which is never handed to the tokenizer.
 
 Hidden tokens: a reasoning model may generate tokens it never streams and report them only in
 ``usage.completion_tokens_details.reasoning_tokens``.  When no reasoning text was streamed,
@@ -58,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.engines.chunkcounts import per_chunk_layouts, reconcile_counts
+from pipeline.engines.streamcaps import text_chars_max, text_too_long
 
 SOURCES = ("usage", "per_chunk_usage", "tokenized_text", "chunk_count")
 DISAGREE_FACTOR = 2.0  # a server count more than 2× off the tokenized text loses to the text
@@ -219,6 +221,9 @@ def decide(ev: Evidence, tokenizer: Any | None = None) -> Decision:
     m = ev.max_tokens
     flags: list[str] = []
     hidden = 0
+    chars, most = sum(map(len, texts)), text_chars_max(m)
+    if most is not None and chars > most:  # more text than m tokens can carry: never handed to a tokenizer
+        return Decision(0, [0] * n_chunks, 0, None, "no possible count", ["count_impossible"], text_too_long(chars, m))
     rt = _as_count(ev.reasoning_tokens)
     if rt and not ev.reasoning_streamed and (m is None or k_text + rt <= m):
         hidden = rt

@@ -33,10 +33,12 @@ _RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
 _PREEMPTIONS = ("vllm:num_preemptions_total", "vllm:num_preemptions")
 
 
-def _first(sample: dict[str, Any] | None, names: tuple[str, ...]) -> float | None:
+def _first(sample: dict[str, Any] | None, names: tuple[str, ...], top: float = np.inf) -> float | None:
+    """The first of ``names`` that ``sample`` holds as a finite number in [0, ``top``] (a KV fraction above 1 is no
+    fraction: a sum over engines stored before they were kept apart, or a server's own fault; never shown)."""
     for n in names:
         v = (sample or {}).get(n)
-        if isinstance(v, (int, float)) and np.isfinite(v):
+        if isinstance(v, (int, float)) and np.isfinite(v) and 0 <= v <= top:
             return float(v)
     return None
 
@@ -49,22 +51,23 @@ def server_state(records: PointRecords) -> dict[str, float | None] | None:
     ``"requests_running_max"`` (requests decoded together, highest sample),
     ``"preemptions"`` (increase of the preemption counter over the repeats)``}``, each None
     when the server does not export it; None when nothing was scraped (the in-process backend,
-    endpoints without ``/metrics``).  Samples are taken about once a second
+    endpoints without ``/metrics``).  A data-parallel server's KV usage is its fullest engine's
+    (:data:`pipeline.engines.scrape.FRACTION`); a KV value outside 0–1 is ignored, never shown above 100 %.  Samples are taken about once a second
     (:data:`pipeline.engines.scrape.EVERY_S`), so a shorter peak can be missed; non-finite values are ignored.
     """
     reps = [rep.server_metrics for rep in records.repeats if rep.server_metrics]
     if not reps:
         return None
 
-    def peak(names: tuple[str, ...]) -> float | None:
+    def peak(names: tuple[str, ...], top: float = np.inf) -> float | None:
         vals = [v for sm in reps for part in ("max_during", "before", "after")
-                if (v := _first(sm.get(part), names)) is not None]
+                if (v := _first(sm.get(part), names, top)) is not None]
         return max(vals) if vals else None
 
     deltas = [a - b for sm in reps
               if (a := _first(sm.get("after"), _PREEMPTIONS)) is not None
               and (b := _first(sm.get("before"), _PREEMPTIONS)) is not None]
-    return {"kv_cache_usage_max": peak(_KV_USAGE), "requests_waiting_max": peak(_WAITING),
+    return {"kv_cache_usage_max": peak(_KV_USAGE, 1.0), "requests_waiting_max": peak(_WAITING),
             "requests_running_max": peak(_RUNNING), "preemptions": float(sum(deltas)) if deltas else None}
 
 

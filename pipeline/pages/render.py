@@ -173,7 +173,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        code=code, anchor=anchor, url_path=url_path)
     from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
     from pipeline.analysis.knee import DECLINE_FRACTION, KNEE_THRESHOLD
-    from pipeline.engines import tokencount
+    from pipeline.engines import streamcaps, streamrecord, tokencount
 
     env.globals.update(charts=charts, throughputchart=throughputchart, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
@@ -188,6 +188,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
 
     env.globals.update(repeat_spread_limit=REPEAT_SPREAD_LIMIT, probe_drift_limit=PROBE_DRIFT_LIMIT,
                        outside_share_limit=OUTSIDE_SHARE_LIMIT)
+    env.globals.update(stream_caps=streamcaps, failed_finish=streamrecord.FAILED_FINISH)
     return env
 
 
