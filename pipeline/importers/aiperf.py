@@ -65,6 +65,7 @@ from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_sche
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
+from pipeline.importers.repeats import merge_repeats
 from pipeline.importers.parsing import fail, is_number, load_json, number, read_text, wrong_format
 from pipeline.engines.tokencount import length_mismatch
 from pipeline.core.pointsummary import distribution
@@ -341,8 +342,6 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
           max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
-    from pipeline.importers.vllm_bench import merge_repeats
-
     engine = engine or ENGINE
     names, versions = {}, set()
     exports: list[tuple[Path, Any, dict[str, Any]]] = []  # (file, point, its input_config): aiperf_runs.repeats

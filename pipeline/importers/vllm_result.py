@@ -165,8 +165,8 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     _flag_unmeasured_count(d, completed, caveats, error_texts)
     return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
                    caveats=caveats, max_concurrency=conc if open_loop else None,
-                   failures_unknown="the file states no failed count (SGLang bench_serving): failures unknown"
-                   if failed_unknown else None,
+                   failures_unknown="the file states no failed count"
+                   f"{' (SGLang bench_serving)' if is_sglang(d) else ''}: failures unknown" if failed_unknown else None,
                    failure_rate=failed / (completed + failed) if completed + failed else None,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
@@ -208,19 +208,25 @@ def _check_load(path: Path, d: dict[str, Any], where: str, rate: Any, conc: Any)
 
 def _failed(d: dict[str, Any], completed: int, ok: list[bool] | None, total: int | None) -> tuple[int, bool]:
     """(failed requests, whether the file states no failed count): ``failed``, else the per-request success mask's
-    failures, else ``num_prompts`` − completed; ``total`` (requests sent) raises it where it says more were sent."""
+    failures, else ``num_prompts`` − completed; ``total`` (requests sent) raises it where it says more were sent.
+
+    Only ``failed``, a ``--save-detailed`` ``errors`` list or a total the source prints count failures; a result
+    without them (SGLang's, a ``vllm bench serve`` file without ``failed``, a printed block without ``Failed
+    requests:`` or a progress bar) has its failures unknown, with ``num_prompts`` − completed (what was asked but
+    not completed) as the failures it at least had: 0 is never passed off as measured (docs/imports.md)."""
     failed = d.get("failed")
     if not isinstance(failed, int) or isinstance(failed, bool):
         failed = None
+    errors = d.get("errors")
+    stated = failed is not None or total is not None or (ok is not None and isinstance(errors, list))
     if failed is None and ok is not None:
         failed = ok.count(False)
-    if failed is None and isinstance(d.get("num_prompts"), int):
+    if failed is None and isinstance(d.get("num_prompts"), int) and not isinstance(d.get("num_prompts"), bool):
         failed = max(0, d["num_prompts"] - completed)
-    failed_unknown = failed is None and total is None and is_sglang(d)
     failed = int(failed or 0)
     if total is not None and total > completed + failed:
         failed = total - completed
-    return failed, failed_unknown
+    return failed, not stated
 
 
 def _ttft(d: dict[str, Any], ok: list[bool] | None, path: Path, pre: str) -> dict[str, float | None] | None:

@@ -65,6 +65,25 @@ def sanitize(text: str) -> str:
     return text.replace("/", "_").replace("..", "__")
 
 
+#: ``vllm bench sweep serve_sla``'s iteration folder (``vllm/benchmarks/sweep/serve_sla.py`` ``_get_sla_iter_path``):
+#: ``<variable>=<value>`` inside the combination folder, for the SLA variable it searches.
+_SLA_ITERATION = re.compile(r"^(request_rate|max_concurrency)=\d+$")
+
+
+def is_sla_file(path: str | Path) -> bool:
+    """Whether a file is ``serve_sla``'s ``SLA--<criteria>.json``: the list of every run of one search, which are also
+    its iterations' ``<variable>=<value>/run=N.json`` (``serve_sla.py`` ``search_sla``)."""
+    name = Path(path).name
+    return name.startswith("SLA--") and name.endswith(".json")
+
+
+def combination_folder(path: str | Path) -> str:
+    """The name of the (server, bench) combination folder a result lies in: its folder, or the one above a
+    ``serve_sla`` iteration folder (``SERVE--…-BENCH--…/request_rate=8/run=0.json``) or an ``SLA--…`` file's."""
+    parent = Path(path).resolve().parent
+    return parent.parent.name if _SLA_ITERATION.match(parent.name) else parent.name
+
+
 def folder_parts(name: str) -> tuple[str | None, str | None]:
     """(server combination's name, bench combination's name) of a combination folder's name; None where absent."""
     if name.startswith(_SERVE):
@@ -219,10 +238,11 @@ def variants_table(combos: list[tuple[str, dict[str, Any], Any, Any, str]]) -> t
         kept, low, at = seen[comb]  # across bench combinations: what every one of them states alike
         seen[comb] = ({k: v for k, v in kept.items() if k in settings and settings[k] == v}, min(low, order), at)
     names: dict[str, str] = {}
+    named: dict[str, str] = {}  # variant name → its combination (one look-up per combination: linear)
     for comb, (_, _, where) in seen.items():
         name = variant_name(comb, Path(where).parent if Path(where).suffix == ".json" else where, found[comb])
-        other = next((c for c, n in names.items() if n == name), None)
-        if other is not None:
+        other = named.setdefault(name, comb)
+        if other != comb:
             raise fail(where, "server combination", f"{comb!r} and {other!r} are both named variant {name!r}; name "
                                                     "the combinations in --serve-params (a dict keyed by name)")
         names[comb] = name
