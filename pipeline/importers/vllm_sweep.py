@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -183,20 +184,52 @@ def json_settings(path: Path, d: dict[str, Any], folder: str) -> tuple[str, dict
     return serve, {k: v for k, v in d.items() if k not in RESULT_KEYS and not _STAT.match(k) and k not in bench_keys}, None
 
 
-def log_settings(path: Path, text: str) -> tuple[str, dict[str, Any], Any] | None:
-    """(server combination's name, its settings, its ``key=value`` pairs or None when named) of a log section's
-    ``Server overrides: {…}`` text (the combination as Python prints a dict); None for ``{}``, the sweep's one server
-    without ``--serve-params``.
+def _plain(value: Any, depth: int = 0) -> str | None:
+    """Why a parameter value is not plain JSON data (None when it is): a string, a whole number, a finite float, a
+    bool, None, or a list or dict (string keys) of those; Python's sets, bytes and complex numbers, an infinite or
+    NaN float (``1e999``) are none."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return next((why for why in (_plain(v, depth + 1) for v in value) if why), None)
+    if depth < 8 and isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return "a key that is not a string"
+        return next((why for why in (_plain(v, depth + 1) for v in value.values()) if why), None)
+    return f"a Python {type(value).__name__} ({str(value)[:40]!r}) is not a parameter value"
+
+
+def overrides(path: str | Path, line: int | None, text: str) -> dict[str, Any]:
+    """A log's ``Server overrides: {…}`` text (the combination as Python prints a dict) as a dict of plain values,
+    read with :func:`ast.literal_eval` (no code runs).
 
     Raises:
-        BatchmarkError: a text that is no dict (naming the file and the line's field).
+        BatchmarkError: a text that is no dict of string keys, or a value that is not plain data (:func:`_plain`),
+            naming the input file and its line.
     """
     try:
         comb = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         comb = None
     if not isinstance(comb, dict) or not all(isinstance(k, str) for k in comb):
-        raise fail(path, "Server overrides", f"{text[:80]!r} is not a parameter combination (a dict)")
+        raise fail(path, line, f"Server overrides: {text[:80]!r} is not a parameter combination (a dict)")
+    why = _plain(comb)
+    if why is not None:
+        raise fail(path, line, f"Server overrides: {why}")
+    return comb
+
+
+def log_settings(path: Path, text: str, line: int | None = None) -> tuple[str, dict[str, Any], Any] | None:
+    """(server combination's name, its settings, its ``key=value`` pairs or None when named) of a log section's
+    ``Server overrides: {…}`` text (:func:`overrides`); None for ``{}``, the sweep's one server without
+    ``--serve-params``.
+
+    Raises:
+        BatchmarkError: :func:`overrides`' refusals (naming the file and ``line``).
+    """
+    comb = overrides(path, line, text)
     if not comb:
         return None
     settings = {k: v for k, v in comb.items() if k != "_benchmark_name"}

@@ -95,3 +95,41 @@ def test_vllm_file_without_failed_has_failures_unknown(tmp_path):
     assert any("states no failed count" in e for e in p.errors)
     (q,) = parse("vllm-bench", [DATA / "vllm-bench" / "llama-3.1-8b-c4.json"]).summaries
     assert "failed_count_unknown" not in q.caveats and q.failure_rate == 0.0
+
+
+def _sweep_log(tmp_path: Path, overrides: str) -> Path:
+    """A ``vllm bench sweep serve --show-stdout`` log of one server section (its ``Server overrides:`` line) and one
+    run's printed block."""
+    f = tmp_path / "sweep.log"
+    f.write_text("\n".join([
+        f"Server overrides: {overrides}", "Run Number: 0",
+        "============ Serving Benchmark Result ============", "Successful requests:                     8",
+        "Failed requests:                         0", "Maximum request concurrency:             4",
+        "Benchmark duration (s):                  3.46", "Total input tokens:                      256",
+        "Total generated tokens:                  256", "Output token throughput (tok/s):         74.0",
+        "=================================================="]) + "\n")
+    return f
+
+
+@pytest.mark.parametrize("overrides, why", [
+    ("{'max_num_seqs': {2, 4}}", "a Python set"),
+    ("{'kv_cache_dtype': b'fp8'}", "a Python bytes"),
+    ("{'max_num_seqs': 2+3j}", "a Python complex"),
+    ("{'gpu_memory_utilization': 1e999}", "inf is not a finite number"),
+    ("{'max_num_seqs': [1, -1e999]}", "-inf is not a finite number"),
+    ("{1, 2}", "is not a parameter combination"),
+])
+def test_server_overrides_of_no_plain_values_are_refused_naming_the_log_line(tmp_path, capsys, scratch_root,
+                                                                             overrides, why):
+    """Fault kind: untrusted text reaching the run store.  A set, bytes, a complex number or ``1e999`` in a log's
+    ``Server overrides:`` was a TypeError traceback or a refusal naming the run store's temporary run.json: now one
+    line naming the log and its line 1, and nothing written."""
+    from pipeline.cli import main
+    from pipeline.core import paths
+
+    log = _sweep_log(tmp_path, overrides)
+    assert main(["import", "vllm-bench", str(log), "--hardware", "h200", "--model", "m"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"batchmark: error: {log}: line 1: Server overrides: ") and why in err, err
+    assert err.count("\n") == 1 and ".tmp" not in err and "Traceback" not in err
+    assert not any(paths.runs_dir().glob("*/run.json"))
