@@ -2,7 +2,8 @@
 
 Checked at the boundary, once parsed: every number of every point
 (:func:`check_ranges`); enough completed requests and few enough failed ones
-(:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`).
+(:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`); a stated
+rate that its own count and duration contradict (:func:`check_rate_agrees`).
 """
 
 from __future__ import annotations
@@ -128,3 +129,51 @@ def check_unique(path: str | Path, summaries: list[PointSummary]) -> None:
             raise fail(path, None, f"two results for the same point ({s.model}, {s.engine}, in {s.input_len}, "
                                    f"out {s.output_len}, {s.key.label()})")
         seen.add(s.key)
+
+
+#: Relative slack of :func:`rate_disagreement` (2 %), beyond the rounding of a printed duration.
+RATE_SLACK = 0.02
+#: The caveat of a point whose file's own figures disagree (:func:`flag_rate`); the run's verdict is then flagged.
+FIGURES_DISAGREE = "figures_disagree"
+
+
+def rate_disagreement(stated: Any, count: Any, count_field: str, duration_s: Any, duration_field: str, unit: str,
+                      printed_step_s: float = 0.005) -> str | None:
+    """Why a stated rate is not its own file's count / duration (None when it is, or a figure is missing).
+
+    Every peer defines its throughput as count / duration over the same window (vLLM ``serve.py``: ``output_throughput
+    = sum(actual_output_lens) / dur_s``; SGLang ``bench_serving.py`` alike; AIPerf ``output_token_throughput`` = total
+    output sequence length / benchmark duration), so a file stating all three must agree: ``stated`` within
+    :data:`RATE_SLACK` of ``count`` / ``duration_s``, the duration taken as printed to ``printed_step_s`` (a printed
+    block's two decimals).  Nothing is checked where a figure is missing, not a finite number, or the duration is not
+    positive.
+    """
+    figures = (stated, count, duration_s)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in figures):
+        return None
+    if duration_s <= 0 or count < 0 or stated < 0:  # a negative figure is check_ranges' to refuse
+        return None
+    lo = count / (duration_s + printed_step_s) * (1 - RATE_SLACK)
+    hi = count / max(duration_s - printed_step_s, duration_s / 2) * (1 + RATE_SLACK)
+    if lo <= stated <= hi:
+        return None
+    return (f"{stated:g} {unit}, but {count_field} {count:g} in {duration_field} {duration_s:g} s is "
+            f"{count / duration_s:.4g} {unit}: the file's own figures disagree")
+
+
+def flag_rate(path: str | Path, field: str, why: str | None, stated: float, caveats: dict[str, int],
+              errors: list[str], requests: int) -> None:
+    """Act on :func:`rate_disagreement`: a stated 0 beside a positive count is refused (an output throughput of 0
+    beside 256 tokens in 2.08 s is no measured 0); any other disagreement is kept with the caveat
+    :data:`FIGURES_DISAGREE` over the point's ``requests`` and the reason (naming ``field``) in its errors, which
+    flags the run (:func:`pipeline.analysis.quality.run_quality`).
+
+    Raises:
+        BatchmarkError: the stated rate is 0 (naming the file and ``field``).
+    """
+    if why is None:
+        return
+    if stated == 0:
+        raise fail(path, f"field {field}", f"{why}; not imported (edited or corrupt)")
+    caveats[FIGURES_DISAGREE] = requests
+    errors.append(f"{field}: {why}")

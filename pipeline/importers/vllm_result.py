@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.engines.tokencount import length_mismatch
 from pipeline.importers.base import summary
-from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, flag_rate, rate_disagreement
 from pipeline.importers.parsing import check_finite, fail, is_number
 from pipeline.core.pointsummary import distribution
 
@@ -161,6 +161,9 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
     caveats = {}
     e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
+    flag_rate(path, f"{pre}output_throughput", rate_disagreement(
+        d["output_throughput"], d.get("total_output_tokens"), "total_output_tokens", d.get("duration"), "duration",
+        "tok/s"), d["output_throughput"], caveats, error_texts, completed)  # vLLM/SGLang: total output / duration
     _flag_length_mismatch(d, output_len, completed, caveats, error_texts)
     _flag_unmeasured_count(d, completed, caveats, error_texts)
     return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,

@@ -133,3 +133,76 @@ def test_server_overrides_of_no_plain_values_are_refused_naming_the_log_line(tmp
     assert err.startswith(f"batchmark: error: {log}: line 1: Server overrides: ") and why in err, err
     assert err.count("\n") == 1 and ".tmp" not in err and "Traceback" not in err
     assert not any(paths.runs_dir().glob("*/run.json"))
+
+
+def test_output_throughput_of_zero_beside_its_tokens_is_refused_naming_the_field(tmp_path):
+    """Fault kind: a stated figure taken without its own file's cross-check.  ``output_throughput: 0`` beside
+    ``total_output_tokens: 256`` in ``duration: 2.08`` s (vLLM serve.py: output_throughput = total output / duration,
+    so 256 / 2.08 = 123.1 tok/s) is no measured 0: refused naming the field."""
+    from pipeline.core.errors import BatchmarkError
+
+    d = json.loads((DATA / "vllm-bench" / "llama-3.1-8b-c4.json").read_text())
+    d.update(completed=8, num_prompts=8, total_input_tokens=8192, total_output_tokens=256, duration=2.08,
+             output_throughput=0.0, request_throughput=8 / 2.08, total_token_throughput=(8192 + 256) / 2.08)
+    f = tmp_path / "c4.json"
+    f.write_text(json.dumps(d))
+    with pytest.raises(BatchmarkError, match=r"c4.json: field output_throughput: 0 tok/s, but total_output_tokens 256 "
+                                             r"in duration 2.08 s is 123.1 tok/s"):
+        parse("vllm-bench", [f])
+
+
+def test_output_throughput_off_its_tokens_over_duration_flags_the_point_and_the_run(tmp_path):
+    """Fault kind: a stated figure taken without its own file's cross-check.  AIPerf's output_token_throughput is
+    total_osl / benchmark_duration = 25,600 / 20.48 = 1250 tok/s; an export stating 2500 keeps its figure but has
+    the caveat figures_disagree (naming the field), and the run's verdict is flagged, not clean."""
+    from pipeline.analysis.quality import run_quality
+
+    src = CONC / "profile_runs" / "trial_0001" / "concurrency_10" / "profile_export_aiperf.json"
+    d = json.loads(src.read_text())
+    d["input_config"]["loadgen"]["concurrency"] = 10
+    d["output_token_throughput"]["avg"] = 2500.0
+    f = tmp_path / "profile_export_aiperf.json"
+    f.write_text(json.dumps(d))
+    (p,) = parse("aiperf", [f]).summaries
+    assert p.output_throughput_tok_s == 2500.0 and p.caveats["figures_disagree"] == 200
+    assert any(e.startswith("output_token_throughput.avg: 2500 tok/s, but total_osl 25600 in benchmark_duration "
+                            "20.48 s is 1250 tok/s") for e in p.errors)
+    q = run_quality({}, [p.as_dict()])
+    assert q["verdict"] == "flagged" and any("own figures disagree" in r and "c = 10" in r for r in q["reasons"])
+    d["output_token_throughput"]["avg"] = 1250.0  # the consistent export: no caveat
+    f.write_text(json.dumps(d))
+    assert "figures_disagree" not in parse("aiperf", [f]).summaries[0].caveats
+
+
+def test_sweep_folder_import_resolves_each_path_a_bounded_number_of_times(tmp_path, monkeypatch):
+    """Fault kind: quadratic import (every file compared with every run=N.json beside it: a folder of 10,000 sub-runs
+    took hours; benchmarks/sweep_import_scale.py times it).  60 combination folders × (2 runs + summary.json) = 180
+    files: the old code resolved a path once per (file, run file) pair, 180 × 120 = 21,600 times; now at most a
+    few per file."""
+    for i in range(60):
+        folder = tmp_path / "exp" / f"BENCH--max_concurrency=4-random_input_len={32 + i}"
+        shutil.copytree(EXPERIMENT / ONE, folder)
+        runs = []
+        for r in (0, 1):
+            d = json.loads((folder / f"run={r}.json").read_text())
+            d.update(random_input_len=32 + i, total_input_tokens=8 * (32 + i))
+            del d["max_num_seqs"]
+            (folder / f"run={r}.json").write_text(json.dumps(d))
+            runs.append(d)
+        (folder / "summary.json").write_text(json.dumps(runs))
+    calls = [0]
+    real = Path.resolve
+
+    def counting(self, *a, **kw):
+        calls[0] += 1
+        return real(self, *a, **kw)
+
+    files = sorted(q for q in (tmp_path / "exp").rglob("*") if q.is_file())
+    assert len(files) == 180
+    from pipeline.importers import vllm_bench
+
+    monkeypatch.setattr(Path, "resolve", counting)
+    pts = vllm_bench.parse(files, model="m").summaries
+    monkeypatch.undo()
+    assert len(pts) == 60 and {p.repeats for p in pts} == {2}
+    assert calls[0] <= 12 * len(files), calls[0]
