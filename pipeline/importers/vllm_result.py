@@ -131,6 +131,19 @@ def is_closed_loop_rate(rate: Any) -> bool:
     return rate is None or (isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")) or rate == float("inf")
 
 
+#: SGLang ``bench_serving.py``'s newer names (its ``BenchmarkMetrics`` fields as the result dict writes them:
+#: ``total_input``, ``total_output``, ``total_output_retokenized``; ``benchmark_duration`` in some of its writers) →
+#: the ``vllm bench serve`` key of the same definition, read where that key is absent.
+SGLANG_ALIASES = {"total_input": "total_input_tokens", "total_output": "total_output_tokens",
+                  "total_output_retokenized": "total_output_tokens_retokenized", "benchmark_duration": "duration"}
+
+
+def with_aliases(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with SGLang's newer key names (:data:`SGLANG_ALIASES`) read as vLLM's, where vLLM's are absent."""
+    extra = {ours: d[theirs] for theirs, ours in SGLANG_ALIASES.items() if theirs in d and ours not in d}
+    return {**d, **extra} if extra else d
+
+
 def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = "",
                       max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None):
     """One :class:`PointSummary` from a save-result dict (or a parsed printed block).
@@ -144,6 +157,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
             requests (:func:`~pipeline.importers.checks.check_completion`).
     """
     pre = f"{where}." if where else ""
+    d = with_aliases(d)
     rate = d.get("request_rate")
     conc = d.get("max_concurrency")
     open_loop, burst = _check_load(path, d, where, rate, conc)

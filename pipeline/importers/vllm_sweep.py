@@ -57,7 +57,8 @@ RESULT_KEYS = frozenset((
     "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "latencies",
     "queue_times", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "input_lens", "output_lens",
     "ttfts", "itls", "generated_texts", "errors", "start_times", "run_number", "_benchmark_name", "vllm_version",
-    "version", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "goodput"))
+    "version", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "goodput",
+    "total_input", "total_output", "total_output_retokenized", "benchmark_duration"))  # SGLang's newer names
 _STAT = re.compile(r"^((mean|median|std|p\d+(\.\d+)?)_\w+_ms|spec_decode_\w+)$")
 
 

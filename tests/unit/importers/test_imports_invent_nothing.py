@@ -206,3 +206,64 @@ def test_sweep_folder_import_resolves_each_path_a_bounded_number_of_times(tmp_pa
     monkeypatch.undo()
     assert len(pts) == 60 and {p.repeats for p in pts} == {2}
     assert calls[0] <= 12 * len(files), calls[0]
+
+
+def test_sglang_newer_total_input_and_total_output_keys_are_read(tmp_path):
+    """Fault kind: a peer's renamed field refused as missing.  SGLang bench_serving's newer result dict writes its
+    BenchmarkMetrics as ``total_input`` / ``total_output`` / ``total_output_retokenized`` (and, in some writers,
+    ``benchmark_duration``); was refused as "the input length is unknown".  By hand from case 17's line renamed:
+    72,000,000 / 12,000 = 6000 input and 12,000,000 / 12,000 = 1000 output tokens per request; output throughput
+    12,000,000 / 3103.93 s = 3866.07 tok/s agrees with the stated one (no caveat)."""
+    line = json.loads((DATA / "cases" / "17-sglang-jsonl-as-vllm" / "sglang-c200.jsonl").read_text().splitlines()[0]
+                      .replace("Infinity", '"inf"'))
+    for old, new in (("total_input_tokens", "total_input"), ("total_output_tokens", "total_output"),
+                     ("total_output_tokens_retokenized", "total_output_retokenized"), ("duration", "benchmark_duration")):
+        line[new] = line.pop(old)
+    f = tmp_path / "sglang.jsonl"
+    f.write_text(json.dumps(line) + "\n")
+    (p,) = parse("vllm-bench", [f], model="demo-model").summaries
+    assert (p.engine, p.input_len, p.output_len, p.concurrency) == ("sglang", 6000, 1000, 200)
+    assert p.output_throughput_tok_s == pytest.approx(3866.07, abs=0.01) and "figures_disagree" not in p.caveats
+
+
+def _sla_folder(tmp_path: Path, variable: str) -> Path:
+    """``vllm bench sweep serve_sla``'s layout (vllm/benchmarks/sweep/serve_sla.py): per combination folder one
+    ``<variable>=<value>/`` per search iteration with ``run=N.json`` and ``summary.json``, and ``SLA--<criteria>.json``
+    beside them listing every iteration's runs (``search_sla``); each run states the value (``bench_comb |
+    {variable: value}``)."""
+    base = tmp_path / "20261203_120000" / "SERVE--max_num_seqs=2-BENCH--random_input_len=32"
+    src = json.loads((EXPERIMENT / ONE / "run=0.json").read_text())
+    every = []
+    for value, tput in ((8, 70.0), (4, 40.0)):
+        runs = []
+        for r in (0, 1):
+            d = {**src, "run_number": r, "output_throughput": tput + r, "duration": 256 / (tput + r),
+                 "request_throughput": 8 / (256 / (tput + r))}
+            if variable == "request_rate":
+                d.update(request_rate=float(value), max_concurrency=None)
+            else:
+                d.update(max_concurrency=value)
+            runs.append(d)
+        folder = base / f"{variable}={value}"
+        folder.mkdir(parents=True)
+        for r, d in enumerate(runs):
+            (folder / f"run={r}.json").write_text(json.dumps(d))
+        (folder / "summary.json").write_text(json.dumps(runs))
+        every += runs
+    (base / "SLA--p99_e2el_ms<=500.json").write_text(json.dumps(every))
+    return tmp_path / "20261203_120000"
+
+
+def test_vllm_serve_sla_search_folder_imports_each_iteration_once(tmp_path):
+    """Fault kind: a peer's layout read twice.  ``serve_sla``'s ``SLA--<criteria>.json`` repeats the runs of its
+    iterations' folders; it was read beside them and refused as "two results for the same point".  Right: one point
+    per iteration, its two runs the repeats, of the server combination the folder above names.  By hand: rate 8
+    median(70, 71) = 70.5 tok/s, rate 4 median(40, 41) = 40.5; concurrency 8 and 4 alike."""
+    res = parse("vllm-bench", [_sla_folder(tmp_path / "rate", "request_rate")])
+    assert res.variants == [{"name": "max_num_seqs_2", "baseline": True, "settings": {"max_num_seqs": 2}}]
+    assert sorted((p.rate_rps, p.repeats, p.output_throughput_tok_s) for p in res.summaries) == [
+        (4.0, 2, 40.5), (8.0, 2, 70.5)]
+    res = parse("vllm-bench", [_sla_folder(tmp_path / "conc", "max_concurrency")])
+    assert sorted((p.concurrency, p.repeats, p.output_throughput_tok_s) for p in res.summaries) == [
+        (4, 2, 40.5), (8, 2, 70.5)]
+
