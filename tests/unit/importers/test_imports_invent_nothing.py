@@ -267,3 +267,24 @@ def test_vllm_serve_sla_search_folder_imports_each_iteration_once(tmp_path):
     assert sorted((p.concurrency, p.repeats, p.output_throughput_tok_s) for p in res.summaries) == [
         (4, 2, 40.5), (8, 2, 70.5)]
 
+
+
+def test_guidellm_max_seconds_counts_the_tokens_of_requests_cut_off_in_its_throughput(tmp_path):
+    """Fault kind: work done in the measured window left out of its throughput.  A GuideLLM benchmark stopped by
+    ``--max-seconds`` cancels the requests in flight (request_totals.incomplete); the tokens they streamed before
+    the stop are in output_token_count.incomplete.total_sum.  Case 16's c = 4 benchmark cut at 6.86 s: 20 successful
+    × 32 = 640 tokens and 4 incomplete with 60 tokens.  By hand: (640 + 60) / 6.860121965 s = 102.04 tok/s (was
+    640 / 6.86 = 93.29); completed 20, failed 0 (incomplete requests are neither)."""
+    d = json.loads((DATA / "cases" / "16-guidellm-0.8.1" / "benchmarks-c4.json").read_text())
+    b = d["benchmarks"][0]
+    b["config"]["constraints"] = {"max_seconds": {"type_": "max_duration", "args": {"duration": 6.86}}}
+    m = b["metrics"]
+    m["request_totals"].update(successful=20, incomplete=4, total=24)
+    m["output_token_count"]["successful"].update(count=20, total_sum=640.0)
+    m["output_token_count"]["incomplete"].update(count=4, total_sum=60.0, mean=15.0, median=15.0)
+    f = tmp_path / "benchmarks.json"
+    f.write_text(json.dumps(d))
+    (p,) = [p for p in parse("guidellm", [f]).summaries if p.concurrency == 4]
+    assert p.output_throughput_tok_s == pytest.approx(700 / 6.860121965408325) == pytest.approx(102.04, abs=0.01)
+    assert (p.completed, p.failed) == (20, 0)
+    assert any("60 output tokens of 4 request(s) cut off" in e for e in p.errors)
