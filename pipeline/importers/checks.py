@@ -177,3 +177,37 @@ def flag_rate(path: str | Path, field: str, why: str | None, stated: float, cave
         raise fail(path, f"field {field}", f"{why}; not imported (edited or corrupt)")
     caveats[FIGURES_DISAGREE] = requests
     errors.append(f"{field}: {why}")
+
+
+#: Slack of :func:`flag_impossible_rate` (5 %): stated figures rounded to two decimals stay within it.
+LATENCY_SLACK = 0.05
+
+
+def flag_impossible_rate(pt: PointSummary, what: str) -> None:
+    """Flag a closed-loop point whose throughput implies more requests per second than its latencies allow.
+
+    Derived: a request cannot finish sooner than its TTFT + (n − 1) × TPOT after it was sent (docs/definitions.md:
+    TPOT = (E2EL − TTFT) / (n − 1)), so c requests in flight finish at most c / (TTFT + (n − 1) × TPOT) per second;
+    the point's output throughput over n tokens per request is T / n requests per second (``show``'s request
+    throughput).  Above that bound by more than :data:`LATENCY_SLACK` the figures cannot all be per-request ones
+    (llama-benchy's ``t/s (total)`` at c = 1, pp2048 / tg32: 58.71 / 32 = 1.83 req/s, where each request takes at least
+    0.979 + 31 / 58.71 = 1.507 s: at most 0.66 req/s): caveat ``figures_disagree`` over the point's requests, the
+    arithmetic (``what``: the throughput's name in the file) in its errors, which flags the run.  Medians where
+    stated, else means; nothing is judged without a concurrency, TTFT, TPOT or throughput.
+    """
+    def mid(d: Any) -> float | None:
+        v = (d or {}).get("p50") if (d or {}).get("p50") is not None else (d or {}).get("mean")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    ttft, tpot, tput, c, n = mid(pt.ttft_s), mid(pt.tpot_s), pt.output_throughput_tok_s, pt.concurrency, pt.output_len
+    if None in (ttft, tpot, tput, c) or n < 1 or ttft < 0 or tpot < 0 or ttft + (n - 1) * tpot <= 0:
+        return
+    e2el_s = ttft + (n - 1) * tpot
+    bound, implied = c / e2el_s, tput / n
+    if implied <= bound * (1 + LATENCY_SLACK):
+        return
+    pt.caveats = {**(pt.caveats or {}), FIGURES_DISAGREE: pt.completed or c}
+    pt.errors = [*pt.errors, f"{what} {tput:g} tok/s over {n} tokens per request is {implied:.3g} req/s, but each "
+                             f"request takes at least TTFT {ttft:.4g} s + {n - 1} × TPOT {tpot:.4g} s = {e2el_s:.4g} s: "
+                             f"at c = {c} at most {bound:.3g} req/s; the figures are not all per request (a "
+                             "generation-phase rate), so request throughput and total tok/s are not measured"]

@@ -288,3 +288,24 @@ def test_guidellm_max_seconds_counts_the_tokens_of_requests_cut_off_in_its_throu
     assert p.output_throughput_tok_s == pytest.approx(700 / 6.860121965408325) == pytest.approx(102.04, abs=0.01)
     assert (p.completed, p.failed) == (20, 0)
     assert any("60 output tokens of 4 request(s) cut off" in e for e in p.errors)
+
+
+def test_llama_benchy_rate_its_own_latencies_rule_out_flags_the_run(tmp_path):
+    """Fault kind: an impossible figure published as a clean run.  A llama-benchy table at c = 1, pp2048 / tg32:
+    t/s (total) 58.71 over 32 tokens = 1.83 req/s (3,816 total tok/s), but each request takes at least e2e_ttft
+    0.979 s + 31 × (1 / 58.71) s = 1.507 s, so at c = 1 at most 1 / 1.507 = 0.664 req/s.  The point has the caveat
+    figures_disagree with that arithmetic, and the run's verdict is flagged (was "clean: numbers plausible")."""
+    from pipeline.analysis.quality import run_quality
+
+    f = tmp_path / "benchy.md"
+    f.write_text("\n".join([
+        "| model | test | t/s (total) | t/s (req) | peak t/s | peak t/s (req) | ttfr (ms) | est_ppt (ms) | e2e_ttft (ms) |",
+        "|:--|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| m | pp2048 (c1) | 2100.00 ± 5.00 | 2100.00 ± 5.00 | | | 977.00 ± 1.00 | 975.00 ± 1.00 | 979.00 ± 1.00 |",
+        "| m | tg32 (c1) | 58.71 ± 0.10 | 58.71 ± 0.10 | 60.00 ± 0.00 | 60.00 ± 0.00 | | | |"]) + "\n")
+    (p,) = parse("llama-benchy", [f]).summaries
+    assert p.caveats["figures_disagree"] == 1
+    (why,) = [e for e in p.errors if "req/s" in e]
+    assert "is 1.83 req/s" in why and "= 1.507 s: at c = 1 at most 0.664 req/s" in why
+    q = run_quality({"source": "imported:llama-benchy"}, [p.as_dict()])
+    assert q["verdict"] == "flagged" and any("own figures disagree" in r for r in q["reasons"])
