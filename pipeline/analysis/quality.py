@@ -20,6 +20,8 @@ A run is *flagged* when any of these holds, each a reason of its own:
   ``timed_by_intermediary``), so its latencies are a buffer's;
 - a point was client-bound (``PointSummary.client_bound``: the client's CPU or event-loop lag says the client,
   not the server, was the limit; :mod:`pipeline.metrics.clientside`);
+- an imported point's own figures disagree (caveat ``figures_disagree``: a stated rate against its count and
+  duration, a request rate faster than its latencies allow; :mod:`pipeline.importers.checks`);
 - a workload's numbers cannot be right (``implausible``: an MBU above 1, a single stream above its
   bandwidth ceiling; :func:`implausible_model`).
 
@@ -176,6 +178,11 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     interference = bool(noisy or busy or drift is not None
                         or probe_saw_load(meta.get("probe")) or probe_saw_load(after))
     bound = [p for p in points if p.get("client_bound")]
+    disagree = [p for p in points if (p.get("caveats") or {}).get("figures_disagree")]  # importers.checks.flag_rate
+    if disagree:
+        reasons.append("an imported file's own figures disagree (a rate against its count and duration, or a time "
+                       "no request can take), so its numbers are not all measured: " + ", ".join(
+                           f"{p.get('model')} c = {p.get('concurrency')}" for p in disagree))
     if bound:
         reasons.append("the client, not the server, was the limit (client-bound) at "
                        + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}" for p in bound)

@@ -64,7 +64,9 @@ from pipeline.importers.aiperf_runs import aggregate_refusal, beside_its_runs, i
 from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_schedules, setting as _setting
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
-from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique, refuse_open_loop
+from pipeline.importers.checks import (REFUSAL_FAILURE_RATE, check_completion, check_unique, flag_rate,
+                                      rate_disagreement, refuse_open_loop)
+from pipeline.importers.repeats import merge_repeats
 from pipeline.importers.parsing import fail, is_number, load_json, number, read_text, wrong_format
 from pipeline.engines.tokencount import length_mismatch
 from pipeline.core.pointsummary import distribution
@@ -216,8 +218,22 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
         point.errors.append("early GenAI-Perf (num_output_token): its inter_token_latency may be per chunk, not per "
                             "request; only its mean is kept as TPOT")
     _add_caveats(point, d, cfg, lens[1], conc, int(completed), cancelled)
+    _flag_rate(path, d, tput, point)
     version = d.get("aiperf_version") or _setting(cfg, ("aiperf_version",), ("version",)) or d.get("version")
     return point, raw, str(version) if version else None, cfg
+
+
+def _flag_rate(path: Path, d: dict[str, Any], tput: float, point: Any) -> None:
+    """``output_token_throughput`` against ``total_osl`` / ``benchmark_duration`` (AIPerf's definition of it,
+    ``docs/metrics_reference.md``), where the export states both (:func:`pipeline.importers.checks.flag_rate`)."""
+    total = _value(path, d, "total_osl")
+    dur = d.get("benchmark_duration")
+    unit = str(dur.get("unit", "sec")).strip().lower() if isinstance(dur, dict) else None
+    if total is None or unit not in _TIME_UNITS or not is_number(dur.get("avg")):
+        return
+    flag_rate(path, "output_token_throughput.avg", rate_disagreement(
+        tput, total, "total_osl", float(dur["avg"]) * _TIME_UNITS[unit], "benchmark_duration", "tok/s"), tput,
+        point.caveats, point.errors, point.completed)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -341,8 +357,6 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
           max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
           rate: float | None = None) -> ImportResult:
     """Parse profile exports (one file per concurrency); ``concurrency`` / ``rate``: what an export that states neither ran at."""
-    from pipeline.importers.vllm_bench import merge_repeats
-
     engine = engine or ENGINE
     names, versions = {}, set()
     exports: list[tuple[Path, Any, dict[str, Any]]] = []  # (file, point, its input_config): aiperf_runs.repeats

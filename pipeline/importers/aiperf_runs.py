@@ -10,7 +10,7 @@ prompts in the same order ("Workload Consistency").  So:
 
 - a folder is searched for profile exports in its subfolders (:func:`export_files`), the aggregate left out;
 - the exports of one artifact's ``profile_runs/run_*/`` are one point's repeats (:func:`run_root` groups them;
-  :func:`pipeline.importers.vllm_bench.merge_repeats` joins them: output throughput the median of the runs);
+  :func:`pipeline.importers.repeats.merge_repeats` joins them: output throughput the median of the runs);
 - the aggregate alone is refused (:func:`is_aggregate`): its statistics are over runs' averages, not over a point's
   requests, and it names no concurrency; the aggregate given beside its runs is left out (:func:`beside_its_runs`).
 
@@ -32,11 +32,13 @@ writes ``variation_0000_<label>/profile_runs/run_0001/…``): every export is on
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 from pipeline.importers.parsing import fail
+from pipeline.importers.repeats import configured_key
 
 #: The profile exports a folder import looks for (AIPerf's, GenAI-Perf's), at any depth.
 EXPORT_NAMES = ("profile_export_aiperf.json", "profile_export_genai_perf.json")
@@ -121,22 +123,30 @@ def repeat_settings(cfg: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def repeats(exports: list[tuple[Path, Any, dict[str, Any]]]) -> list[list[tuple[Path, Any]]]:
-    """(export, point, its ``input_config``) → the points' repeats: one list per point key, in path order
-    (``run_0001`` before ``run_0002``, ``trial_0001`` before ``trial_0002``).
+    """(export, point, its ``input_config``) → the points' repeats: one list per configuration (the point's load and
+    :func:`repeat_settings`), in path order (``run_0001`` before ``run_0002``, ``trial_0001`` before ``trial_0002``).
+
+    Grouped by what was configured, never by the lengths each run measured: two runs of one configuration whose
+    median output lengths differ by a token are one point's repeats (:mod:`pipeline.importers.repeats`).  Linear in
+    the number of exports.
 
     Raises:
         BatchmarkError: two exports of one point whose settings differ (naming the file and the setting).
     """
     groups: dict[Any, list[tuple[Path, Any, dict[str, Any]]]] = {}
     for path, pt, cfg in sorted(exports, key=lambda e: str(Path(e[0]).resolve())):
-        groups.setdefault(pt.key, []).append((path, pt, repeat_settings(cfg)))
-    for group in groups.values():
-        path0, _, first = group[0]
-        for path, _, settings in group[1:]:
-            key = next((k for k in sorted(set(first) | set(settings)) if first.get(k) != settings.get(k)), None)
-            if key is not None:
-                raise fail(path, f"field input_config.{key}", f"{settings.get(key)!r}, but {path0} of the same point "
-                                                              f"says {first.get(key)!r}: a repeat with other settings")
+        settings = repeat_settings(cfg)
+        text = json.dumps(settings, sort_keys=True, default=repr)
+        groups.setdefault((configured_key(pt), text), []).append((path, pt, settings))
+    owner: dict[Any, tuple[Path, dict[str, Any], Any]] = {}  # point key → (first export, its settings, its group)
+    for gid, group in groups.items():
+        for path, pt, settings in group:
+            path0, first, g0 = owner.setdefault(pt.key, (path, settings, gid))
+            if g0 == gid:
+                continue
+            key = next((k for k in sorted(set(first) | set(settings)) if first.get(k) != settings.get(k)), "?")
+            raise fail(path, f"field input_config.{key}", f"{settings.get(key)!r}, but {path0} of the same point "
+                                                          f"says {first.get(key)!r}: a repeat with other settings")
     return [[(p, pt) for p, pt, _ in group] for group in groups.values()]
 
 

@@ -2,7 +2,8 @@
 
 Checked at the boundary, once parsed: every number of every point
 (:func:`check_ranges`); enough completed requests and few enough failed ones
-(:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`).
+(:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`); a stated
+rate that its own count and duration contradict (:func:`check_rate_agrees`).
 """
 
 from __future__ import annotations
@@ -128,3 +129,85 @@ def check_unique(path: str | Path, summaries: list[PointSummary]) -> None:
             raise fail(path, None, f"two results for the same point ({s.model}, {s.engine}, in {s.input_len}, "
                                    f"out {s.output_len}, {s.key.label()})")
         seen.add(s.key)
+
+
+#: Relative slack of :func:`rate_disagreement` (2 %), beyond the rounding of a printed duration.
+RATE_SLACK = 0.02
+#: The caveat of a point whose file's own figures disagree (:func:`flag_rate`); the run's verdict is then flagged.
+FIGURES_DISAGREE = "figures_disagree"
+
+
+def rate_disagreement(stated: Any, count: Any, count_field: str, duration_s: Any, duration_field: str, unit: str,
+                      printed_step_s: float = 0.005) -> str | None:
+    """Why a stated rate is not its own file's count / duration (None when it is, or a figure is missing).
+
+    Every peer defines its throughput as count / duration over the same window (vLLM ``serve.py``: ``output_throughput
+    = sum(actual_output_lens) / dur_s``; SGLang ``bench_serving.py`` alike; AIPerf ``output_token_throughput`` = total
+    output sequence length / benchmark duration), so a file stating all three must agree: ``stated`` within
+    :data:`RATE_SLACK` of ``count`` / ``duration_s``, the duration taken as printed to ``printed_step_s`` (a printed
+    block's two decimals).  Nothing is checked where a figure is missing, not a finite number, or the duration is not
+    positive.
+    """
+    figures = (stated, count, duration_s)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in figures):
+        return None
+    if duration_s <= 0 or count < 0 or stated < 0:  # a negative figure is check_ranges' to refuse
+        return None
+    lo = count / (duration_s + printed_step_s) * (1 - RATE_SLACK)
+    hi = count / max(duration_s - printed_step_s, duration_s / 2) * (1 + RATE_SLACK)
+    if lo <= stated <= hi:
+        return None
+    return (f"{stated:g} {unit}, but {count_field} {count:g} in {duration_field} {duration_s:g} s is "
+            f"{count / duration_s:.4g} {unit}: the file's own figures disagree")
+
+
+def flag_rate(path: str | Path, field: str, why: str | None, stated: float, caveats: dict[str, int],
+              errors: list[str], requests: int) -> None:
+    """Act on :func:`rate_disagreement`: a stated 0 beside a positive count is refused (an output throughput of 0
+    beside 256 tokens in 2.08 s is no measured 0); any other disagreement is kept with the caveat
+    :data:`FIGURES_DISAGREE` over the point's ``requests`` and the reason (naming ``field``) in its errors, which
+    flags the run (:func:`pipeline.analysis.quality.run_quality`).
+
+    Raises:
+        BatchmarkError: the stated rate is 0 (naming the file and ``field``).
+    """
+    if why is None:
+        return
+    if stated == 0:
+        raise fail(path, f"field {field}", f"{why}; not imported (edited or corrupt)")
+    caveats[FIGURES_DISAGREE] = requests
+    errors.append(f"{field}: {why}")
+
+
+#: Slack of :func:`flag_impossible_rate` (5 %): stated figures rounded to two decimals stay within it.
+LATENCY_SLACK = 0.05
+
+
+def flag_impossible_rate(pt: PointSummary, what: str) -> None:
+    """Flag a closed-loop point whose throughput implies more requests per second than its latencies allow.
+
+    Derived: a request cannot finish sooner than its TTFT + (n − 1) × TPOT after it was sent (docs/definitions.md:
+    TPOT = (E2EL − TTFT) / (n − 1)), so c requests in flight finish at most c / (TTFT + (n − 1) × TPOT) per second;
+    the point's output throughput over n tokens per request is T / n requests per second (``show``'s request
+    throughput).  Above that bound by more than :data:`LATENCY_SLACK` the figures cannot all be per-request ones
+    (llama-benchy's ``t/s (total)`` at c = 1, pp2048 / tg32: 58.71 / 32 = 1.83 req/s, where each request takes at least
+    0.979 + 31 / 58.71 = 1.507 s: at most 0.66 req/s): caveat ``figures_disagree`` over the point's requests, the
+    arithmetic (``what``: the throughput's name in the file) in its errors, which flags the run.  Medians where
+    stated, else means; nothing is judged without a concurrency, TTFT, TPOT or throughput.
+    """
+    def mid(d: Any) -> float | None:
+        v = (d or {}).get("p50") if (d or {}).get("p50") is not None else (d or {}).get("mean")
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+    ttft, tpot, tput, c, n = mid(pt.ttft_s), mid(pt.tpot_s), pt.output_throughput_tok_s, pt.concurrency, pt.output_len
+    if None in (ttft, tpot, tput, c) or n < 1 or ttft < 0 or tpot < 0 or ttft + (n - 1) * tpot <= 0:
+        return
+    e2el_s = ttft + (n - 1) * tpot
+    bound, implied = c / e2el_s, tput / n
+    if implied <= bound * (1 + LATENCY_SLACK):
+        return
+    pt.caveats = {**(pt.caveats or {}), FIGURES_DISAGREE: pt.completed or c}
+    pt.errors = [*pt.errors, f"{what} {tput:g} tok/s over {n} tokens per request is {implied:.3g} req/s, but each "
+                             f"request takes at least TTFT {ttft:.4g} s + {n - 1} × TPOT {tpot:.4g} s = {e2el_s:.4g} s: "
+                             f"at c = {c} at most {bound:.3g} req/s; the figures are not all per request (a "
+                             "generation-phase rate), so request throughput and total tok/s are not measured"]

@@ -25,8 +25,10 @@ Mapping, by each field's definition in GuideLLM's own source
 - ITL: only its mean, the token-weighted mean of the same field (= Σ gaps / Σ (output − 1),
   the mean of batchmark's per-token ITL); GuideLLM keeps no per-token gaps.
 - E2EL ← ``request_latency`` = request end − request start (s).
-- output throughput = ``output_token_count.successful.total_sum`` / ``duration`` (tokens of the
-  successful requests over the benchmark's window), else the mean of
+- output throughput = (``output_token_count.successful.total_sum`` + ``output_token_count.incomplete.total_sum``)
+  / ``duration``: the tokens generated within the benchmark's window, the successful requests' and those streamed
+  by the requests a ``--max-seconds`` stop cut off (``incomplete``; left out, a run at 16 streams lost up to 16
+  requests' tokens from its throughput), else the mean of
   ``output_tokens_per_second``; per-user throughput = 1 / median TPOT; step time = median TPOT;
   input/output length = median prompt/output token count of the successful requests.
 - completed = ``request_totals.successful``; failed = ``request_totals.errored`` (``incomplete``
@@ -218,8 +220,9 @@ def _point(path: Path, d: dict[str, Any], where: str, b: dict[str, Any],
     duration = _num(path, f"{where}.duration", b.get("duration") if b.get("duration") is not None
                     else _get(b, "run_stats", "duration"))
     total_out = _num(path, f"{where}.metrics.output_token_count.successful.total_sum", out_cnt.get("total_sum"))
+    cut = _cut_off(path, where, metrics)  # requests cut off at the benchmark's end (--max-seconds): their tokens
     if total_out is not None and duration and duration > 0:
-        tput = total_out / duration
+        tput = (total_out + cut[1]) / duration
     elif otps and is_number(otps.get("mean")):
         tput = float(otps["mean"])
     else:
@@ -255,11 +258,28 @@ def _point(path: Path, d: dict[str, Any], where: str, b: dict[str, Any],
         else None,
         **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
                                     "achieved_rate_rps": completed / duration if duration and duration > 0 else None}))
+    if cut[1] > 0:
+        point.errors.append(f"output throughput counts the {cut[1]:g} output tokens of {cut[0]:g} request(s) cut off "
+                            "at the benchmark's end (incomplete: --max-seconds), generated within its duration")
     if is_number(ramp) and ramp > 0:  # ConcurrentStrategy.rampup_duration (GuideLLM ≥ 0.4): streams started over it
         point.caveats["concurrency_ramp"] = int(completed)
         point.errors.append(f"streams started one by one over the first {ramp:g} s (rampup_duration): part "
                             f"of the benchmark ran below {conc} in flight")
     return point, name, raw
+
+
+def _cut_off(path: Path, where: str, metrics: dict[str, Any]) -> tuple[float, float]:
+    """(requests, output tokens) of a benchmark's incomplete requests: those in flight when it stopped (GuideLLM's
+    ``--max-seconds`` / ``max_duration`` constraint cancels them), whose tokens streamed before the stop are in
+    ``output_token_count.incomplete`` (``count``, ``total_sum``); (0, 0) where not stated."""
+    inc = _get(metrics, "output_token_count", "incomplete")
+    if not isinstance(inc, dict):
+        return 0.0, 0.0
+    n = _num(path, f"{where}.metrics.output_token_count.incomplete.count", inc.get("count")) or 0.0
+    tokens = _num(path, f"{where}.metrics.output_token_count.incomplete.total_sum", inc.get("total_sum")) or 0.0
+    if n < 0 or tokens < 0:
+        raise fail(path, f"field {where}.metrics.output_token_count.incomplete", "a negative count")
+    return n, tokens
 
 
 def _counts(path: Path, where: str, b: dict[str, Any],

@@ -27,7 +27,7 @@ from typing import Any
 
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
-from pipeline.importers.checks import check_unique
+from pipeline.importers.checks import check_unique, flag_impossible_rate
 from pipeline.importers.parsing import fail, is_number, load_json, read_text, wrong_format
 from pipeline.core.pointsummary import distribution
 
@@ -55,6 +55,16 @@ def _metric(path: Path, field: str, m: Any) -> tuple[float | None, list[float]]:
 def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, tg: float | None,
            tg_vals: list[float], req: float | None, ttft_mean_ms: float | None, ttft_vals_ms: list[float],
            pp: float | None):
+    """One tg row's point, checked for a rate its own latencies rule out (:func:`~pipeline.importers.checks.
+    flag_impossible_rate`: its ``t/s (total)`` is a generation-phase rate)."""
+    point = _summary(model, engine, input_len, output_len, conc, tg, tg_vals, req, ttft_mean_ms, ttft_vals_ms, pp)
+    flag_impossible_rate(point, "t/s (total)")
+    return point
+
+
+def _summary(model: str, engine: str, input_len: int, output_len: int, conc: int, tg: float | None,
+             tg_vals: list[float], req: float | None, ttft_mean_ms: float | None, ttft_vals_ms: list[float],
+             pp: float | None):
     return summary(model, engine, input_len, output_len, conc,
                    output_throughput_tok_s=tg, per_user_tok_s=req,
                    output_throughput_window="decode_phase",

@@ -43,17 +43,17 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from statistics import median
 from typing import Any
 
-from pipeline.importers.base import ImportResult, summary
+from pipeline.importers.base import ImportResult
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
 from pipeline.importers.parsing import fail, read_text, wrong_format
+from pipeline.importers.repeats import configured_key, merge_repeats
 from pipeline.importers.vllm_block import parse_block
 from pipeline.importers.vllm_result import is_closed_loop_rate, is_sglang, point_from_result
-from pipeline.importers.vllm_sweep import json_settings, log_settings, server_failure, variants_table
-from pipeline.core.pointsummary import distribution
+from pipeline.importers.vllm_sweep import (combination_folder, is_sla_file, json_settings, log_settings, server_failure,
+                                           variants_table)
 
 FORMAT = "vllm-bench"
 ENGINE = "vllm"
@@ -71,49 +71,6 @@ def is_sweep_failure(d: Any) -> bool:
     ``vllm/benchmarks/sweep/serve.py``), not a result."""
     return (isinstance(d, dict) and run_number(d) is not None and "error_type" in d and "error" in d
             and "completed" not in d)
-
-
-def merge_repeats(points: list[Any]) -> Any:
-    """One point from the results of its repeats (``vllm bench sweep``'s ``run=N.json``), per the module docstring.
-
-    Output throughput = median over repeats (one sample per repeat, as a measured point keeps them);
-    completed and failed = sums; each latency figure (p50, p90, p99, mean) = median over the repeats
-    of that figure; per-user throughput = 1 / that median TPOT p50; the repeats' TTFT and TPOT p50 are
-    kept as ``ttft_s_per_repeat`` / ``tpot_s_per_repeat`` (the repeat is the unit of replication).
-    """
-    first = points[0]
-    thr = [p.output_throughput_tok_s for p in points if p.output_throughput_tok_s is not None]
-
-    def med(values: list[float | None]) -> float | None:
-        vals = [v for v in values if v is not None]
-        return float(median(vals)) if vals else None
-
-    def dist(name: str) -> Any:
-        ds = [getattr(p, name) for p in points if getattr(p, name)]
-        if not ds:
-            return None
-        return distribution(**{q: med([d.get(q) for d in ds]) for q in ("p50", "p90", "p99", "mean")})
-
-    tpot = dist("tpot_s")
-    completed = sum(p.completed for p in points)
-    failed = sum(p.failed for p in points)
-    caveats: dict[str, int] = {}
-    for p in points:
-        for k, v in (p.caveats or {}).items():
-            caveats[k] = caveats.get(k, 0) + v
-    out = summary(first.model, first.engine, first.input_len, first.output_len, first.concurrency,
-                  variant=first.variant, repeats=len(points), completed=completed, failed=failed, caveats=caveats,
-                  failure_rate=failed / (completed + failed) if completed + failed else None,
-                  output_throughput_tok_s=med(thr), per_user_tok_s=1.0 / tpot["p50"] if tpot and tpot["p50"] else None,
-                  ttft_s=dist("ttft_s"), tpot_s=tpot, itl_chunk_s=dist("itl_chunk_s"), e2el_s=dist("e2el_s"),
-                  step_time_s=tpot["p50"] if tpot else None,
-                  errors=sorted({e for p in points for e in p.errors})[:10],
-                  samples={"output_throughput_tok_s": thr,
-                           "ttft_s_per_repeat": [p.ttft_s["p50"] for p in points if p.ttft_s and p.ttft_s["p50"] is not None],
-                           "tpot_s_per_repeat": [p.tpot_s["p50"] for p in points if p.tpot_s and p.tpot_s["p50"] is not None]},
-                  load=first.load, rate_rps=first.rate_rps, max_concurrency=first.max_concurrency, burstiness=first.burstiness,
-                  achieved_rate_rps=med([p.achieved_rate_rps for p in points]))
-    return out
 
 
 def _objects(path: Path, text: str) -> list[tuple[int, Any]]:
@@ -206,7 +163,7 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
         version = d.get("vllm_version") or d.get("version")
         pt = point_from_result(path, d, model_name_as_given(raw), engine or ("sglang" if is_sglang(d) else ENGINE),
                                where=where, max_failure_rate=max_failure_rate)
-        found = json_settings(path, d, Path(path).resolve().parent.name)
+        found = json_settings(path, d, combination_folder(path))
         comb = (*found, (str(d.get("date") or ""), str(path), line)) if found else None
         out.append((pt, raw, str(version) if version else None, run_number(d), comb))
     if not out and failed_runs:
@@ -227,26 +184,59 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     sweep`` folders and/or printed logs (module docstring).
 
     ``concurrency`` / ``rate`` (``--concurrency``, ``--rate``): what a result or printed block that states neither ran
-    at.  Results of one point with distinct ``run_number`` ≥ 0 become one point of that many repeats
-    (:func:`merge_repeats`) when they come from one combination (a folder; a server's section of a printed log);
-    any other two results of one point are refused.
+    at.  Results with distinct ``run_number`` ≥ 0 of one combination (a folder; a bench combination's runs in a
+    server's section of a printed log) at one load are one point of that many repeats (:func:`merge_repeats`), whatever
+    lengths each measured; any other two results of one point are refused.  Linear in the number of files.
     """
-    names, versions = {}, set()
-    given = {Path(p).resolve() for p in paths}
-    entries: list[tuple[Any, int | None, Path, Any, Any]] = []  # (point, run number, file, its combination, server)
+    names: dict[str, str] = {}
+    versions: set[str] = set()
     failures: list[tuple[Path, int, str]] = []
     servers_failed: list[dict[str, Any]] = []  # vllm bench sweep's SERVE-<name>-failure.json records (vllm_sweep)
-    runs_given = [q for q in given if re.fullmatch(r"run=\d+\.json", q.name)]
+    entries = _entries(paths, model, engine, max_failure_rate, concurrency, rate, names, versions, failures,
+                       servers_failed)
+    if not entries and not failures and servers_failed:
+        raise fail(servers_failed[0]["file"], None, "vllm bench sweep's record of a server combination that failed "
+                                                    "(--continue-on-error): it measured nothing, and no result is beside it")
+    if not entries and not failures:
+        raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
+    variants = server_variants(entries)
+    points, folders = _join_repeats(entries)
+    _flag_failed_runs(failures, folders)
+    check_unique(", ".join(map(str, paths)), points)
+    return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
+                        points, {k: ModelInfo(raw_name=v) for k, v in names.items()}, variants=variants,
+                        details={"server_combinations_failed": servers_failed} if servers_failed else {})
+
+
+def _skipped(path: Path, head: str, run_dirs: set[Path], run_parents: set[Path]) -> bool:
+    """Whether a list file only repeats the ``run=N.json`` results given with it: ``vllm bench sweep``'s
+    ``summary.json`` beside them, ``serve_sla``'s ``SLA--<criteria>.json`` (every iteration's runs) above the
+    iterations' folders that hold them (:func:`pipeline.importers.vllm_sweep.is_sla_file`)."""
+    here = Path(path).resolve().parent
+    if head != "[":
+        return False
+    return (path.name == "summary.json" and here in run_dirs) or (is_sla_file(path) and here in run_parents)
+
+
+def _entries(paths: list[Path], model: str | None, engine: str | None, max_failure_rate: float,
+             concurrency: int | None, rate: float | None, names: dict[str, str], versions: set[str],
+             failures: list[tuple[Path, int, str]], servers_failed: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """Every result of ``paths`` as (point, run number, file, its combination, server combination), the files that
+    only repeat others left out (:func:`_skipped`); fills ``names``, ``versions``, ``failures`` and
+    ``servers_failed``."""
+    run_dirs = {Path(q).resolve().parent for q in paths if re.fullmatch(r"run=\d+\.json", Path(q).name)}
+    run_parents = {d.parent for d in run_dirs}
+    entries: list[tuple[Any, ...]] = []
+    sections: dict[Any, tuple[int, int]] = {}  # a log's (file, server) → (bench combination index, last run number)
     for path in paths:
-        runs_beside = any(q.parent == Path(path).resolve().parent for q in runs_given)
-        if path.name == "summary.csv" and runs_given:
+        if path.name == "summary.csv" and run_dirs:
             continue  # vllm bench sweep's table of the run=N.json results given with it
         if path.name == "summary.csv":
             raise fail(path, None, "vllm bench sweep's summary.csv: import the run=N.json files or their folder")
         text = read_text(path)
         head = text.lstrip()[:1]
-        if head == "[" and path.name == "summary.json" and runs_beside:
-            continue  # the list of the run=N.json results beside it
+        if _skipped(path, head, run_dirs, run_parents):
+            continue
         failed_server = server_failure(path, text)
         if failed_server is not None:
             servers_failed.append(failed_server)  # a server that never started measured nothing: named in run.json
@@ -254,44 +244,44 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
         if head in ("{", "["):
             for pt, raw, version, run, comb in parse_json(path, text, model, engine, max_failure_rate, concurrency,
                                                           rate, warmup_ok=True, failures=failures):
-                entries.append((pt, run, path, Path(path).resolve().parent, comb))
+                entries.append((pt, run, path, (Path(path).resolve().parent, None), comb))
                 names[pt.model] = raw
                 if version:
                     versions.add(version)
-        else:
-            for pt, run, server in parse_block(path, text, model, engine, max_failure_rate, concurrency,
-                                               rate):
-                found = log_settings(path, server) if server else None
-                comb = (*found, ("", str(path), len(entries))) if found else None
-                entries.append((pt, run, path, (Path(path).resolve(), server), comb))
-                names[pt.model] = model or pt.model
-    if not entries and not failures and servers_failed:
-        raise fail(servers_failed[0]["file"], None, "vllm bench sweep's record of a server combination that failed "
-                                                    "(--continue-on-error): it measured nothing, and no result is beside it")
-    if not entries and not failures:
-        raise fail(", ".join(map(str, paths)), None, WARMUP_ONLY)
-    # repeats merge only within one combination: one folder of run=N.json (vllm bench sweep's layout), or one
-    # server's section of a printed log; the same point from two combinations is two servers (--serve-params)
-    variants = server_variants(entries)
+            continue
+        for pt, run, server in parse_block(path, text, model, engine, max_failure_rate, concurrency, rate):
+            found = log_settings(path, server) if server else None
+            comb = (*found, ("", str(path), len(entries))) if found else None
+            # a server's section runs each bench combination's runs 0, 1, … in turn: a run number that does not
+            # rise starts the next bench combination
+            index, last = sections.get((path, server), (0, None))
+            index += int(run is not None and last is not None and run <= last)
+            sections[(path, server)] = (index, run if run is not None else last)
+            entries.append((pt, run, path, (Path(path).resolve(), server, index), comb))
+            names[pt.model] = model or pt.model
+    return entries
+
+
+def _join_repeats(entries: list[tuple[Any, ...]]) -> tuple[list[Any], list[tuple[Any, set[Path]]]]:
+    """(points, [(point, the folders its results came from)]): the results with distinct run numbers of one
+    combination at one load joined (:func:`merge_repeats`), grouped by that configuration, not by the lengths each
+    run measured (two repeats a token apart are one point); the rest one point each."""
     groups: dict[Any, list[tuple[Any, int | None, Path]]] = {}
     for pt, run, path, where, _ in entries:
-        groups.setdefault((pt.key, where), []).append((pt, run, path))
-    points = []
-    folders: list[tuple[Any, set[Path]]] = []  # (point, the folders its results came from)
-    for (key, where), group in groups.items():
+        key = configured_key(pt) if run is not None else pt.key
+        groups.setdefault((key, where), []).append((pt, run, path))
+    points: list[Any] = []
+    folders: list[tuple[Any, set[Path]]] = []
+    for group in groups.values():
         runs = [run for _, run, _ in group]
         if len(group) > 1 and all(r is not None for r in runs) and len(set(runs)) == len(runs):
             points.append(merge_repeats([pt for pt, _, _ in sorted(group, key=lambda e: e[1])]))
             folders.append((points[-1], {Path(p).resolve().parent for _, _, p in group}))
-        else:
-            for pt, _, p in group:
-                points.append(pt)
-                folders.append((pt, {Path(p).resolve().parent}))
-    _flag_failed_runs(failures, folders)
-    check_unique(", ".join(map(str, paths)), points)
-    return ImportResult(FORMAT, "vllm bench serve", ", ".join(sorted(versions)) or None, [str(p) for p in paths],
-                        points, {k: ModelInfo(raw_name=v) for k, v in names.items()}, variants=variants,
-                        details={"server_combinations_failed": servers_failed} if servers_failed else {})
+            continue
+        for pt, _, p in group:
+            points.append(pt)
+            folders.append((pt, {Path(p).resolve().parent}))
+    return points, folders
 
 
 def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple[Any, set[Path]]]) -> None:
@@ -301,8 +291,12 @@ def _flag_failed_runs(failures: list[tuple[Path, int, str]], folders: list[tuple
     Raises:
         BatchmarkError: a record with no result of its combination beside it (naming it).
     """
+    by_folder: dict[Path, list[Any]] = {}  # folder → the points with a result in it (linear, not per record)
+    for pt, dirs in folders:
+        for d in dirs:
+            by_folder.setdefault(d, []).append(pt)
     for path, run, error_type in failures:
-        beside = [pt for pt, dirs in folders if Path(path).resolve().parent in dirs]
+        beside = by_folder.get(Path(path).resolve().parent, [])
         if not beside:
             raise fail(path, None, f"vllm bench sweep's record of a failed run (run_number {run}, {error_type}): that "
                                    "run measured nothing and no result of its combination is beside it; leave it out "

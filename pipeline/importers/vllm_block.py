@@ -35,6 +35,7 @@ from pipeline.importers.cardmatch import model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE
 from pipeline.importers.parsing import fail, number
 from pipeline.importers.vllm_result import is_sglang, point_from_result
+from pipeline.importers.vllm_sweep import overrides
 
 
 #: The ``model`` of the ``Namespace(...)`` line ``vllm bench serve`` prints before a run (``served_model_name`` is
@@ -146,6 +147,7 @@ def parse_block(path: Path, text: str, model: str | None, engine: str | None,
         key, value = m.group(1).strip(), m.group(2)
         if key == "Server overrides" and block is None:
             server = s.split(":", 1)[1].strip()  # vllm bench sweep serve, when it starts a server
+            overrides(path, no, server)  # refused here, naming its line, when it is no dict of plain values
             continue
         if key == "Run Number" and block is None and re.fullmatch(r"-?\d+", value):
             run_number = int(value)  # vllm bench sweep serve, before each run's output

@@ -29,7 +29,7 @@ from typing import Any
 
 from pipeline.engines.tokencount import length_mismatch
 from pipeline.importers.base import summary
-from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion
+from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, flag_rate, rate_disagreement
 from pipeline.importers.parsing import check_finite, fail, is_number
 from pipeline.core.pointsummary import distribution
 
@@ -131,6 +131,19 @@ def is_closed_loop_rate(rate: Any) -> bool:
     return rate is None or (isinstance(rate, str) and rate.strip().lower() in ("inf", "infinity")) or rate == float("inf")
 
 
+#: SGLang ``bench_serving.py``'s newer names (its ``BenchmarkMetrics`` fields as the result dict writes them:
+#: ``total_input``, ``total_output``, ``total_output_retokenized``; ``benchmark_duration`` in some of its writers) →
+#: the ``vllm bench serve`` key of the same definition, read where that key is absent.
+SGLANG_ALIASES = {"total_input": "total_input_tokens", "total_output": "total_output_tokens",
+                  "total_output_retokenized": "total_output_tokens_retokenized", "benchmark_duration": "duration"}
+
+
+def with_aliases(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with SGLang's newer key names (:data:`SGLANG_ALIASES`) read as vLLM's, where vLLM's are absent."""
+    extra = {ours: d[theirs] for theirs, ours in SGLANG_ALIASES.items() if theirs in d and ours not in d}
+    return {**d, **extra} if extra else d
+
+
 def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, where: str = "",
                       max_failure_rate: float = REFUSAL_FAILURE_RATE, total: int | None = None):
     """One :class:`PointSummary` from a save-result dict (or a parsed printed block).
@@ -144,6 +157,7 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
             requests (:func:`~pipeline.importers.checks.check_completion`).
     """
     pre = f"{where}." if where else ""
+    d = with_aliases(d)
     rate = d.get("request_rate")
     conc = d.get("max_concurrency")
     open_loop, burst = _check_load(path, d, where, rate, conc)
@@ -161,12 +175,15 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
     error_texts = sorted({str(e) for e in errors if e})[:10] if isinstance(errors, list) else []
     caveats = {}
     e2el = _ms_stats(d, "e2el", path, pre) or _ms_stats(d, "e2e_latency", path, pre)  # SGLang: *_e2e_latency_ms
+    flag_rate(path, f"{pre}output_throughput", rate_disagreement(
+        d["output_throughput"], d.get("total_output_tokens"), "total_output_tokens", d.get("duration"), "duration",
+        "tok/s"), d["output_throughput"], caveats, error_texts, completed)  # vLLM/SGLang: total output / duration
     _flag_length_mismatch(d, output_len, completed, caveats, error_texts)
     _flag_unmeasured_count(d, completed, caveats, error_texts)
     return summary(model, engine, input_len, output_len, None if open_loop else conc, completed=completed, failed=failed,
                    caveats=caveats, max_concurrency=conc if open_loop else None,
-                   failures_unknown="the file states no failed count (SGLang bench_serving): failures unknown"
-                   if failed_unknown else None,
+                   failures_unknown="the file states no failed count"
+                   f"{' (SGLang bench_serving)' if is_sglang(d) else ''}: failures unknown" if failed_unknown else None,
                    failure_rate=failed / (completed + failed) if completed + failed else None,
                    output_throughput_tok_s=float(d["output_throughput"]),
                    per_user_tok_s=1.0 / med_tpot if med_tpot else None,
@@ -208,19 +225,25 @@ def _check_load(path: Path, d: dict[str, Any], where: str, rate: Any, conc: Any)
 
 def _failed(d: dict[str, Any], completed: int, ok: list[bool] | None, total: int | None) -> tuple[int, bool]:
     """(failed requests, whether the file states no failed count): ``failed``, else the per-request success mask's
-    failures, else ``num_prompts`` − completed; ``total`` (requests sent) raises it where it says more were sent."""
+    failures, else ``num_prompts`` − completed; ``total`` (requests sent) raises it where it says more were sent.
+
+    Only ``failed``, a ``--save-detailed`` ``errors`` list or a total the source prints count failures; a result
+    without them (SGLang's, a ``vllm bench serve`` file without ``failed``, a printed block without ``Failed
+    requests:`` or a progress bar) has its failures unknown, with ``num_prompts`` − completed (what was asked but
+    not completed) as the failures it at least had: 0 is never passed off as measured (docs/imports.md)."""
     failed = d.get("failed")
     if not isinstance(failed, int) or isinstance(failed, bool):
         failed = None
+    errors = d.get("errors")
+    stated = failed is not None or total is not None or (ok is not None and isinstance(errors, list))
     if failed is None and ok is not None:
         failed = ok.count(False)
-    if failed is None and isinstance(d.get("num_prompts"), int):
+    if failed is None and isinstance(d.get("num_prompts"), int) and not isinstance(d.get("num_prompts"), bool):
         failed = max(0, d["num_prompts"] - completed)
-    failed_unknown = failed is None and total is None and is_sglang(d)
     failed = int(failed or 0)
     if total is not None and total > completed + failed:
         failed = total - completed
-    return failed, failed_unknown
+    return failed, not stated
 
 
 def _ttft(d: dict[str, Any], ok: list[bool] | None, path: Path, pre: str) -> dict[str, float | None] | None:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -56,13 +57,33 @@ RESULT_KEYS = frozenset((
     "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "latencies",
     "queue_times", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx", "input_lens", "output_lens",
     "ttfts", "itls", "generated_texts", "errors", "start_times", "run_number", "_benchmark_name", "vllm_version",
-    "version", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "goodput"))
+    "version", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "goodput",
+    "total_input", "total_output", "total_output_retokenized", "benchmark_duration"))  # SGLang's newer names
 _STAT = re.compile(r"^((mean|median|std|p\d+(\.\d+)?)_\w+_ms|spec_decode_\w+)$")
 
 
 def sanitize(text: str) -> str:
     """vLLM's ``sanitize_filename`` (``vllm/benchmarks/sweep/utils.py``): ``/`` → ``_``, ``..`` → ``__``."""
     return text.replace("/", "_").replace("..", "__")
+
+
+#: ``vllm bench sweep serve_sla``'s iteration folder (``vllm/benchmarks/sweep/serve_sla.py`` ``_get_sla_iter_path``):
+#: ``<variable>=<value>`` inside the combination folder, for the SLA variable it searches.
+_SLA_ITERATION = re.compile(r"^(request_rate|max_concurrency)=\d+$")
+
+
+def is_sla_file(path: str | Path) -> bool:
+    """Whether a file is ``serve_sla``'s ``SLA--<criteria>.json``: the list of every run of one search, which are also
+    its iterations' ``<variable>=<value>/run=N.json`` (``serve_sla.py`` ``search_sla``)."""
+    name = Path(path).name
+    return name.startswith("SLA--") and name.endswith(".json")
+
+
+def combination_folder(path: str | Path) -> str:
+    """The name of the (server, bench) combination folder a result lies in: its folder, or the one above a
+    ``serve_sla`` iteration folder (``SERVE--…-BENCH--…/request_rate=8/run=0.json``) or an ``SLA--…`` file's."""
+    parent = Path(path).resolve().parent
+    return parent.parent.name if _SLA_ITERATION.match(parent.name) else parent.name
 
 
 def folder_parts(name: str) -> tuple[str | None, str | None]:
@@ -164,20 +185,52 @@ def json_settings(path: Path, d: dict[str, Any], folder: str) -> tuple[str, dict
     return serve, {k: v for k, v in d.items() if k not in RESULT_KEYS and not _STAT.match(k) and k not in bench_keys}, None
 
 
-def log_settings(path: Path, text: str) -> tuple[str, dict[str, Any], Any] | None:
-    """(server combination's name, its settings, its ``key=value`` pairs or None when named) of a log section's
-    ``Server overrides: {…}`` text (the combination as Python prints a dict); None for ``{}``, the sweep's one server
-    without ``--serve-params``.
+def _plain(value: Any, depth: int = 0) -> str | None:
+    """Why a parameter value is not plain JSON data (None when it is): a string, a whole number, a finite float, a
+    bool, None, or a list or dict (string keys) of those; Python's sets, bytes and complex numbers, an infinite or
+    NaN float (``1e999``) are none."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else f"{value!r} is not a finite number"
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return next((why for why in (_plain(v, depth + 1) for v in value) if why), None)
+    if depth < 8 and isinstance(value, dict):
+        if not all(isinstance(k, str) for k in value):
+            return "a key that is not a string"
+        return next((why for why in (_plain(v, depth + 1) for v in value.values()) if why), None)
+    return f"a Python {type(value).__name__} ({str(value)[:40]!r}) is not a parameter value"
+
+
+def overrides(path: str | Path, line: int | None, text: str) -> dict[str, Any]:
+    """A log's ``Server overrides: {…}`` text (the combination as Python prints a dict) as a dict of plain values,
+    read with :func:`ast.literal_eval` (no code runs).
 
     Raises:
-        BatchmarkError: a text that is no dict (naming the file and the line's field).
+        BatchmarkError: a text that is no dict of string keys, or a value that is not plain data (:func:`_plain`),
+            naming the input file and its line.
     """
     try:
         comb = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         comb = None
     if not isinstance(comb, dict) or not all(isinstance(k, str) for k in comb):
-        raise fail(path, "Server overrides", f"{text[:80]!r} is not a parameter combination (a dict)")
+        raise fail(path, line, f"Server overrides: {text[:80]!r} is not a parameter combination (a dict)")
+    why = _plain(comb)
+    if why is not None:
+        raise fail(path, line, f"Server overrides: {why}")
+    return comb
+
+
+def log_settings(path: Path, text: str, line: int | None = None) -> tuple[str, dict[str, Any], Any] | None:
+    """(server combination's name, its settings, its ``key=value`` pairs or None when named) of a log section's
+    ``Server overrides: {…}`` text (:func:`overrides`); None for ``{}``, the sweep's one server without
+    ``--serve-params``.
+
+    Raises:
+        BatchmarkError: :func:`overrides`' refusals (naming the file and ``line``).
+    """
+    comb = overrides(path, line, text)
     if not comb:
         return None
     settings = {k: v for k, v in comb.items() if k != "_benchmark_name"}
@@ -219,10 +272,11 @@ def variants_table(combos: list[tuple[str, dict[str, Any], Any, Any, str]]) -> t
         kept, low, at = seen[comb]  # across bench combinations: what every one of them states alike
         seen[comb] = ({k: v for k, v in kept.items() if k in settings and settings[k] == v}, min(low, order), at)
     names: dict[str, str] = {}
+    named: dict[str, str] = {}  # variant name → its combination (one look-up per combination: linear)
     for comb, (_, _, where) in seen.items():
         name = variant_name(comb, Path(where).parent if Path(where).suffix == ".json" else where, found[comb])
-        other = next((c for c, n in names.items() if n == name), None)
-        if other is not None:
+        other = named.setdefault(name, comb)
+        if other != comb:
             raise fail(where, "server combination", f"{comb!r} and {other!r} are both named variant {name!r}; name "
                                                     "the combinations in --serve-params (a dict keyed by name)")
         names[comb] = name

@@ -16,11 +16,35 @@ WIDTH = 560
 HEIGHT = 300
 
 
+#: The concurrency axis' default ticks: the powers of two of a sweep grid.
+POWERS_OF_TWO = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+
+
+def concurrency_domain(concurrencies: list[Any]) -> tuple[list[float], list[int]] | None:
+    """(log2 axis domain, its tick values) spanning ``concurrencies``: from the power of two at or below the least
+    to the one at or above the greatest, one doubling wide at least, ticked at each power of two between.  A
+    one-point chart has no extent of its own: Vega's log scale then spreads a domain [1, 1] over nothing, and a
+    c = 1 point stood under the fixed ticks' "512"; with [1, 2] it stands at "1".  None without a positive value."""
+    cs = [float(c) for c in concurrencies if isinstance(c, (int, float)) and not isinstance(c, bool)
+          and math.isfinite(c) and c > 0]
+    if not cs:
+        return None
+    lo, hi = 2 ** math.floor(math.log2(min(cs)) + 1e-9), 2 ** math.ceil(math.log2(max(cs)) - 1e-9)
+    hi = max(hi, lo * 2)
+    ticks = [int(2 ** k) if 2 ** k >= 1 else 2 ** k for k in range(int(math.log2(lo)), int(math.log2(hi)) + 1)]
+    return [lo, hi], ticks
+
+
 def x_concurrency(title: str = "concurrency (requests in flight / batch size B)",
-                  values: list[int] | None = None) -> alt.X:
-    """The concurrency axis every chart shares: log2 scale (the sweep grid doubles), ticks at the powers of two."""
+                  values: list[int] | None = None, concurrencies: list[Any] | None = None) -> alt.X:
+    """The concurrency axis every chart shares: log2 scale (the sweep grid doubles), ticks at the powers of two;
+    with ``concurrencies`` (the chart's data) its domain spans them (:func:`concurrency_domain`)."""
+    span = concurrency_domain(concurrencies) if concurrencies is not None else None
+    if span is not None:
+        return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2, domain=span[0]),
+                     axis=alt.Axis(title=title, values=values or span[1]))
     return alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2),
-                 axis=alt.Axis(title=title, values=values or [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]))
+                 axis=alt.Axis(title=title, values=values or POWERS_OF_TWO))
 
 
 _x = x_concurrency
@@ -98,14 +122,15 @@ def headline_chart(title: str, workloads: list[dict[str, Any]]) -> dict[str, Any
     color = alt.Color("model:N", legend=alt.Legend(title=None, orient="top-left"))
     y = alt.Y("tok_s:Q", title="output throughput (tokens/s)",
               scale=value_scale([r["tok_s"] for r in rows] + [c["y"] for c in ceilings]))
+    x = _x(concurrencies=[r["concurrency"] for r in rows] + [k["concurrency"] for k in knees])
     layers = [alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        x=_x(), y=y, color=color, tooltip=["model:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])]
+        x=x, y=y, color=color, tooltip=["model:N", "concurrency:Q", alt.Tooltip("tok_s:Q", format=".1f")])]
     if ceilings:
         layers.append(alt.Chart(alt.Data(values=ceilings)).mark_rule(strokeDash=[2, 2]).encode(
             y=alt.Y("y:Q"), color=color, tooltip=["label:N"]))
     if knees:
         layers.append(alt.Chart(alt.Data(values=knees)).mark_rule(strokeWidth=2, opacity=0.6).encode(
-            x=_x(), color=color, tooltip=["label:N"]))
+            x=x, color=color, tooltip=["label:N"]))
     return _spec(alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title))
 
 

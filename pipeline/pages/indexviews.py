@@ -34,8 +34,15 @@ def newest_run(views: list[RunView]) -> RunView | None:
     return max((v for v in views if not v.simulated), key=lambda v: v.run_id, default=None)
 
 
+def has_curve(view: RunView) -> bool:
+    """Whether a run measured a curve: a workload at two concurrencies or more (a one-point import shows no
+    batching and is never a headline)."""
+    return any(len({p.get("concurrency") for p in w.points if p.get("concurrency")}) >= 2 for w in view.workloads)
+
+
 def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
-    """Home's headline: per hardware, its newest clean run; never a simulated run (a prediction).
+    """Home's headline: per hardware, its newest clean run that measured a curve (:func:`has_curve`); never a
+    simulated run (a prediction), never a one-point run (a hardware with only those gets a sentence, no chart).
 
     Returns ``[{"hardware", "view", "older": [run views], "sentence", "flagged_only"}]`` sorted by hardware name;
     the sentence says what the chart shows, one clause per model (peak, knee with its uncertainty).  A hardware
@@ -47,7 +54,14 @@ def headline_runs(views: list[RunView]) -> list[dict[str, Any]]:
         by_hw.setdefault(hardware_name(v), []).append(v)
     out = []
     for hw, vs in sorted(by_hw.items()):
-        head = next((v for v in vs if not v.flagged), vs[0])
+        head = next((v for v in vs if not v.flagged and has_curve(v)), None)
+        if head is None and any(not v.flagged for v in vs):
+            sentence = (f"On {hw} no run measured more than one concurrency of a workload ({len(vs)} run(s), the "
+                        f"newest {vs[0].run_id}), so none is a headline: one point shows no batching. Each is on its "
+                        "run and model pages.")
+            out.append({"hardware": hw, "view": vs[0], "older": vs[1:], "sentence": sentence, "flagged_only": True})
+            continue
+        head = head or vs[0]
         if head.flagged:
             sentence = (f"On {hw} every run is flagged ({len(vs)} run(s), the newest {head.run_id}), so none is a "
                         "headline: each is on its run and model pages, marked with its reasons. Measure again on a "

@@ -9,7 +9,7 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.pages.charts import HEIGHT, WIDTH, from_skeleton, x_concurrency as _x
+from pipeline.pages.charts import HEIGHT, WIDTH, concurrency_domain, from_skeleton, x_concurrency
 
 #: The series of a run's own curve: measured, or simulated (a prediction in its own colour, never "measured").
 MEASURED_SERIES = "measured (median)"
@@ -78,8 +78,11 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         data["knee"] = [{"concurrency": model["knee_concurrency"], "label": f"knee c={model['knee_concurrency']}"}]
     title = f"{model['model']}: output throughput vs concurrency" + (
         " — SIMULATED, a prediction, not a measurement" if simulated else "")
-    return from_skeleton(("throughput", side, "knee" in data, simulated, predicted),
-                         lambda: _throughput_skeleton(data, side, own, predicted), data, title=title)
+    # the axis spans the chart's own concurrencies (one point: one doubling, never a bare [c, c] under fixed ticks)
+    concs = [r["concurrency"] for r in rows] + [k["concurrency"] for k in data.get("knee", [])]
+    span = concurrency_domain(concs)
+    return from_skeleton(("throughput", side, "knee" in data, simulated, predicted, str(span)),
+                         lambda: _throughput_skeleton(data, side, own, predicted, concs), data, title=title)
 
 
 #: Pixels per character of a chart label (Vega's default 11 px sans-serif, measured ~6 px a character).
@@ -157,10 +160,13 @@ def ceiling_label_place(ceiling: float, rows: list[dict[str, Any]], chars: int, 
 
 
 def _throughput_skeleton(data: dict[str, Any], side: str | None = None, own: str = MEASURED_SERIES,
-                         predicted: bool = False) -> alt.TopLevelMixin:
+                         predicted: bool = False, concs: list[Any] | None = None) -> alt.TopLevelMixin:
     """The layers of :func:`throughput_chart` with placeholder data (ceiling and knee layers when ``data`` has them;
     the ceiling's label ``side`` of its rule, at the concurrency :func:`ceiling_label_place` chose); ``own`` names the
-    run's own curve (measured, or simulated in its own colour)."""
+    run's own curve (measured, or simulated in its own colour); ``concs``: the concurrencies the axis spans."""
+    def _x() -> alt.X:
+        return x_concurrency(concurrencies=concs)
+
     pts = alt.Data(name="points")
     own_color = SIMULATED_COLOR if own == SIMULATED_SERIES else "#1f77b4"
     domain, colors = [own, "ideal linear scaling", "roofline prediction"], [own_color, "#9e9e9e", "#d62728"]
