@@ -3,7 +3,9 @@
 `batchmark plan --harness static|wave|closed`: the closed loop is the plan's own simulated server
 (:mod:`pipeline.plan.estimate`); a static batch (llama-batched-bench, the transformers backend) and a wave (llama-benchy:
 c requests sent at once) are predicted by :mod:`pipeline.engines.harness` from the hardware profile's engine terms,
-so a published figure is compared with the harness that measured it.  Wall times stay the closed loop's (what the
+so a published figure is compared with the harness that measured it, each throughput by that harness's own
+definition (:data:`pipeline.engines.harness.THROUGHPUT`: llama-benchy's ``t/s (total)`` over one window, not c × its
+per-request rate).  Wall times stay the closed loop's (what the
 sweep will run); only each closed-loop point's throughput, TTFT and TPOT are replaced.
 """
 
@@ -48,5 +50,6 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
                                         p.concurrency, cfg.input_len, cfg.output_len)
                 p = replace(p, output_throughput_tok_s=got["decode_tok_s"], tpot_s=got["tpot_s"], ttft_s=got["ttft_s"])
             points.append(p)
-        models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them"))
+        models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them: "
+                                                      f"{harnesses.THROUGHPUT[harness]}"))
     return replace(plan, models=models)
