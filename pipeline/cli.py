@@ -151,7 +151,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
                          engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant,
-                         concurrency=args.concurrency, rate=args.rate)
+                         concurrency=args.concurrency, rate=args.rate, kv_cache=args.kv_cache)
     print(run_dir)
     return 0
 
@@ -263,8 +263,8 @@ def _add_import_commands(sub: Any) -> None:
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
     s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
     s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
-    s.add_argument("--quant", help="weight format of the file's models (bf16, fp8, nvfp4, mxfp4, q8_0, q4_0, q4_k_m), "
-                                   "over what the file or the model name says (default: read from them, else the card's)")
+    s.add_argument("--quant", help="weight format of the file's models (bf16, fp8, nvfp4, w4a16, q8_0, q4_k_m…) over the file's")
+    s.add_argument("--kv-cache", help="KV-cache dtype of the run (bf16, fp8, q8_0, q4_0; vLLM --kv-cache-dtype), over bf16")
     s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
                    help="largest fraction of a point's requests that may have failed for it to be imported "
                         "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")
