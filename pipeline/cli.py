@@ -54,7 +54,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from pipeline.commands.plan import plan
 
-    return plan(args.config or args.config_pos, budget=args.budget, harness=getattr(args, "harness", "closed"),
+    return plan(args.config or args.config_pos, budget=args.budget, harness=getattr(args, "harness", None),
                 as_json=args.json)
 
 
@@ -196,7 +196,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.add_argument("--config", help="sweep config YAML")
     s.add_argument("--json", action="store_true", help="print JSON: {wall_s, models: [{model, wall_s, points: [...]}]}")
     s.add_argument("--budget", help="time the sweep may take (8h, 90m, 1h30m; a bare number is seconds); default the config's budget")
-    s.add_argument("--harness", choices=("closed", "wave", "static"), default="closed",
+    s.add_argument("--harness", choices=("closed", "wave", "static"), default=None,
                    help="predict each point as this harness measures it: closed loop (default), one wave of c requests "
                         "(llama-benchy), a static batch (llama-batched-bench)")
     s.set_defaults(func=_cmd_plan)

@@ -21,15 +21,15 @@ from pipeline.plan.estimate import Plan
 
 
 def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
-    """``plan`` with its closed-loop points predicted as ``harness`` measures them (``closed``: unchanged).
+    """``plan`` with its closed-loop points predicted as ``harness`` measures them (``closed``: unchanged, the plan's
+    simulated server costed by the stated engine's terms).
 
     Raises:
-        BatchmarkError: an unknown harness, or a profile without engine terms for a static batch or a wave.
+        BatchmarkError: an unknown harness, or a profile without terms for the stated engine (named, with the engines
+            it has): a harness prices a figure with that engine's terms or not at all.
     """
     from pipeline.engines.simulated import resolve_card
 
-    if harness == "closed":
-        return plan
     if harness not in harnesses.HARNESSES:
         raise BatchmarkError(f"--harness: unknown {harness!r} (known: {', '.join(harnesses.HARNESSES)})")
     hw = load_profile(cfg.hardware)
@@ -38,7 +38,10 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
     terms = hw.engine_terms(engine)
     if terms is None:
         raise BatchmarkError(f"--harness {harness}: hardware profile {hw.name!r} states no engine terms for {engine} "
-                             "(engines: in data/hardware/); only the closed loop's simulated server can plan it")
+                             f"(engines: {', '.join(sorted(hw.engines)) or 'none'}, in data/hardware/{hw.name}.yaml); "
+                             "plan without --harness costs its steps by the roofline and step_overhead_s")
+    if harness == "closed":
+        return plan  # the simulated server, its steps costed by the engine's terms (make_plan)
     specs = {m.name: m for m in cfg.models}
     models = []
     for m in plan.models:
