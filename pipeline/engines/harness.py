@@ -36,7 +36,8 @@ THROUGHPUT = {
     "static": "S_TG = B × tg / T_tg (llama-batched-bench; llama-bench's tg t/s at B = 1)",
     "wave": "t/s (total) = all requests' tokens after their first / (last request's end − first request's first "
             "token) (llama-benchy)",
-    "closed": "output throughput = output tokens / duration (vllm bench serve; in steady state c × output_len / E2EL)",
+    "closed": "c / TPOT, the streams' decode rate (output_tok_s: vllm bench serve's output tokens / duration, "
+              "c × output_len / E2EL in steady state)",
 }
 
 
@@ -128,10 +129,11 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
                 input_len: int, output_len: int) -> dict[str, float]:
     """A closed loop of ``concurrency`` in flight, steady state (module docstring), as vllm bench serve prints it.
 
-    Its ``Output token throughput`` is total output tokens / benchmark duration (vllm ``benchmarks/serve.py``,
-    ``calculate_metrics``).  With c requests always in flight, each lasting E2EL = TTFT + (g − 1) × TPOT for its
-    g = ``output_len`` tokens, Little's law gives c / E2EL requests a second, so ``decode_tok_s`` = c × g / E2EL
-    (derived; the ramp-up and the tail of a finite run are left out: num_prompts ≫ c)."""
+    ``decode_tok_s`` = c / TPOT, the streams' decode rate (what a chat client's "tok/s" and a single stream's
+    published figure are); ``output_tok_s`` vllm bench serve's ``Output token throughput``, total output tokens /
+    benchmark duration (vllm ``benchmarks/serve.py``, ``calculate_metrics``): with c requests always in flight, each
+    lasting E2EL = TTFT + (g − 1) × TPOT for its g = ``output_len`` tokens, Little's law gives c / E2EL requests a
+    second, so c × g / E2EL (derived; the ramp-up and the tail of a finite run are left out: num_prompts ≫ c)."""
     c = concurrency
     one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
     step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
@@ -139,7 +141,8 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
     first = max(one, prefill_weight_floor_s(card, input_len, terms, bandwidth_gb_s))  # its pass reads the weights
     ttft = terms.prefill_overhead_s + first + mixed / 2
     g = max(output_len, 1)
-    return {"decode_tok_s": c * g / (ttft + (g - 1) * mixed), "tpot_s": mixed, "ttft_s": ttft}
+    return {"decode_tok_s": c / mixed, "output_tok_s": c * g / (ttft + (g - 1) * mixed), "tpot_s": mixed,
+            "ttft_s": ttft}
 
 
 def predict(harness: str, card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,

@@ -51,9 +51,9 @@ def test_a_wave_reports_llama_benchys_window_and_per_request_rates(monkeypatch):
 def test_static_and_closed_report_their_harness_figures(monkeypatch):
     """Fault kind: a harness's throughput by another definition.  llama-batched-bench: S_TG = B / TPOT and
     S_PP = B × pp / T_PP; vllm bench serve's output tokens / duration, in a closed loop's steady state by Little's law
-    c × g / E2EL.  Worked by hand: step 0.1 s, prefill 1 ms a token, B = c = 4, 1,000 + 11 tokens: static T_PP = 4 s,
+    c × g / E2EL, beside the streams' decode rate c / TPOT.  Worked by hand: step 0.1 s, prefill 1 ms a token, B = c = 4, 1,000 + 11 tokens: static T_PP = 4 s,
     S_PP 1,000, S_TG 40; closed TPOT = 0.1 + 4 / 11 × 1 s = 0.46364, TTFT = 1 + 0.23182, E2EL = TTFT + 10 × TPOT
-    = 5.86818, throughput 4 × 11 / 5.86818 = 7.4981 (not c / TPOT = 8.627)."""
+    = 5.86818, output throughput 4 × 11 / 5.86818 = 7.4981 (decode rate c / TPOT = 8.627)."""
     monkeypatch.setattr(harness, "_decode", lambda *a: 0.1)
     monkeypatch.setattr(harness, "prefill_s", lambda card, tokens, before, terms, peak: tokens * 1e-3)
     monkeypatch.setattr(harness, "prefill_expert_read_s", lambda *a: 0.0)
@@ -64,7 +64,8 @@ def test_static_and_closed_report_their_harness_figures(monkeypatch):
     closed = harness.predict("closed", card, _terms(), 273.0, 100.0, 4, 1000, 11)
     tpot = 0.1 + 4 / 11
     assert closed["tpot_s"] == pytest.approx(tpot)
-    assert closed["decode_tok_s"] == pytest.approx(44 / (1 + tpot / 2 + 10 * tpot))
+    assert closed["output_tok_s"] == pytest.approx(44 / (1 + tpot / 2 + 10 * tpot))
+    assert closed["decode_tok_s"] == pytest.approx(4 / tpot)  # the streams' decode rate, as a chat client prints it
 
 
 def _published_tg(text: str, pp: int, c: int) -> float:
