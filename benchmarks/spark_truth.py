@@ -18,7 +18,9 @@ Goals (the project's): plan median <= 15 %, worst <= 35 %; predict median <= 7 %
 were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms; the second table
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
 the error on the source left out beside the in-sample one.  Then the held-out curves (``holdout: true`` in
-data/published/dgx-spark.yaml: never fitted to, so out of sample), and the points set aside as one-offs
+data/published/dgx-spark.yaml: never fitted to, so out of sample), the new set apart (``../shared/reference/``
+djangodevreng: gpt-oss-20b waves on vLLM 0.26, its single-stream prompts fitted for vLLM's prefill rates, the rest
+not fitted: :func:`sparkdata._djangodevreng`), and the points set aside as one-offs
 (:func:`sparkdata.set_aside_one_offs`: a static batch slower than a larger one of the same prompt), each with why.
 """
 
@@ -251,14 +253,18 @@ def leave_one_out(curves: list[Curve]) -> None:
                                                  for k in ("in", "out")))
 
 
-def held_out(curves: list[Curve]) -> None:
+def held_out(curves: list[Curve], new: bool = False) -> None:
     """Print plan's and predict's error (after, the profile's terms) on each held-out curve (``holdout``: never fitted
-    to, so out of sample), then over them all."""
-    mine = [c for c in curves if c.holdout]
+    to, so out of sample), then over them all; ``new``: the set handed for fitting (``Curve.new``: djangodevreng),
+    apart from both."""
+    mine = [c for c in curves if (c.new if new else c.holdout and not c.new)]
     if not mine:
         return
-    head = f"{'held out (never fitted)':44} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode tok/s", "TPOT", "TTFT"))
-    print("\nheld-out sources (out of sample: added after the terms were fitted)\n" + head + "\n" + "-" * len(head))
+    name = "new set (djangodevreng)" if new else "held out (never fitted)"
+    head = f"{name:44} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode tok/s", "TPOT", "TTFT"))
+    print(("\nthe new set (vLLM 0.26 gpt-oss-20b waves, llama-benchy 0.4.0 t/s (total) and ttfr), reported apart\n"
+           if new else "\nheld-out sources (out of sample: added after the terms were fitted)\n") + head + "\n"
+          + "-" * len(head))
     total = {mode: {m: [] for m in METRICS} for mode in ("plan", "predict")}
     for c in mine:
         for mode in ("plan", "predict"):
@@ -271,7 +277,7 @@ def held_out(curves: list[Curve]) -> None:
     print("-" * len(head))
     for mode, e in total.items():
         both = e["decode_tok_s"] + e["ttft_s"]
-        print(f"{'ALL held out':44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS)
+        print(f"{'ALL ' + ('new' if new else 'held out'):44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS)
               + f"   decode+TTFT {_fmt(both)}")
 
 
@@ -301,11 +307,12 @@ def main() -> int:
 
         fit_profile_terms(curves)
         return 0
-    fitted = [c for c in curves if not c.holdout]
+    fitted = [c for c in curves if not c.holdout and not c.new]
     report(fitted)
     if not args.no_loo:
         leave_one_out(fitted)
     held_out(curves)
+    held_out(curves, new=True)
     set_aside(curves)
     return 0
 
