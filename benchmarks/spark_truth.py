@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from sparkdata import Curve, load_curves  # noqa: E402
+from sparkdata import Curve, decode_figure, load_curves  # noqa: E402
 from pipeline.cards.registry import load_card  # noqa: E402
 from pipeline.cards.servedformat import ServedFormat, card_in_format, served_card  # noqa: E402
 from pipeline.cards.stepcost import engine_step_s  # noqa: E402
@@ -112,8 +112,9 @@ def plan_point(c: Curve, p, after: bool, terms=None) -> dict[str, float]:
     :class:`~pipeline.machine.engineterms.EngineTerms`), else the profile's terms of the curve's engine."""
     ctx, b = context(c, p.depth), p.concurrency
     if after:
-        return harness.predict(c.harness, card_after(c), curve_terms(c, terms), BW, HW.compute_peak_tflops(), b,
-                               c.input_len, c.output_len, p.depth, c.identical_routing)
+        return decode_figure(c, harness.predict(c.harness, card_after(c), curve_terms(c, terms), BW,
+                                                HW.compute_peak_tflops(), b, c.input_len, c.output_len, p.depth,
+                                                c.identical_routing), b)
     card = card_before(c)
     step = old_step(card, b, ctx)
     pre = old_prefill(card, b * c.input_len, p.depth)

@@ -53,6 +53,7 @@ class Curve:
     set_aside: list[tuple[Point, str]] = field(default_factory=list)  # one-off points (:func:`set_aside_one_offs`)
     ubatch: int | None = None  # tokens of one prefill pass where the source ran another than its engine's (-ub)
     new: bool = False  # the set handed for fitting after the terms were fitted (djangodevreng): reported apart
+    per_request: bool = False  # a wave's figure is c × llama-benchy's t/s (req), not its t/s (total) (wave_metric)
 
     @property
     def identical_routing(self) -> bool:
@@ -149,8 +150,18 @@ def _published(path: Path) -> list[Curve]:
         by_depth = len({p.depth for p in pts}) > 1
         out.append(Curve(s["id"], s["url"], s["engine"], s["harness"], s["model"], s.get("served"), s.get("file_gib"),
                          int(s["input_len"]), int(s["output_len"]), pts, by_depth, bool(s.get("holdout", False)),
-                         ubatch=int(s["ubatch"]) if s.get("ubatch") else None))
+                         ubatch=int(s["ubatch"]) if s.get("ubatch") else None,
+                         per_request=s.get("wave_metric") == "per_request"))
     return out
+
+
+def decode_figure(c: Curve, got: dict[str, float], concurrency: int) -> dict[str, float]:
+    """``got`` (:func:`pipeline.engines.harness.predict`) with its decode figure as the curve's source gives it: a
+    wave's ``t/s (total)`` (the harness's own), or c × its ``t/s (req)`` where the source states ``wave_metric:
+    per_request``."""
+    if c.harness == "wave" and c.per_request:
+        return {**got, "decode_tok_s": got["per_request_tok_s"] * concurrency}
+    return got
 
 
 def set_aside_one_offs(c: Curve) -> Curve:

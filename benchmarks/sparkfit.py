@@ -40,8 +40,10 @@ def _rows(curves, engine):
 
 
 def _predicted(c, card, p, terms, bw, peak) -> float:
-    return harness.predict(c.harness, card, terms, bw, peak, p.concurrency, c.input_len, c.output_len, p.depth,
-                           c.identical_routing)["decode_tok_s"]
+    from sparkdata import decode_figure
+
+    return decode_figure(c, harness.predict(c.harness, card, terms, bw, peak, p.concurrency, c.input_len, c.output_len,
+                                            p.depth, c.identical_routing), p.concurrency)["decode_tok_s"]
 
 
 #: Terms an engine's published curves cannot see, held at their neutral value: vLLM's curves are waves at one
