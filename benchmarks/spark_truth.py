@@ -18,7 +18,9 @@ Goals (the project's): plan median <= 15 %, worst <= 35 %; predict median <= 7 %
 were fitted to these same curves (--fit), so the plan figures here are in-sample for those terms; the second table
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
 the error on the source left out beside the in-sample one.  Then the held-out curves (``holdout: true`` in
-data/published/dgx-spark.yaml: never fitted to, so out of sample), and the points set aside as one-offs
+data/published/dgx-spark.yaml: never fitted to, so out of sample), the new set apart (``../shared/reference/``
+djangodevreng: gpt-oss-20b waves on vLLM 0.26, its single-stream prompts fitted for vLLM's prefill rates, the rest
+not fitted: :func:`sparkdata._djangodevreng`), and the points set aside as one-offs
 (:func:`sparkdata.set_aside_one_offs`: a static batch slower than a larger one of the same prompt), each with why.
 """
 
@@ -34,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from sparkdata import Curve, load_curves  # noqa: E402
+from sparkdata import Curve, decode_figure, load_curves  # noqa: E402
 from pipeline.cards.registry import load_card  # noqa: E402
 from pipeline.cards.servedformat import ServedFormat, card_in_format, served_card  # noqa: E402
 from pipeline.cards.stepcost import engine_step_s  # noqa: E402
@@ -110,8 +112,9 @@ def plan_point(c: Curve, p, after: bool, terms=None) -> dict[str, float]:
     :class:`~pipeline.machine.engineterms.EngineTerms`), else the profile's terms of the curve's engine."""
     ctx, b = context(c, p.depth), p.concurrency
     if after:
-        return harness.predict(c.harness, card_after(c), curve_terms(c, terms), BW, HW.compute_peak_tflops(), b,
-                               c.input_len, c.output_len, p.depth, c.identical_routing)
+        return decode_figure(c, harness.predict(c.harness, card_after(c), curve_terms(c, terms), BW,
+                                                HW.compute_peak_tflops(), b, c.input_len, c.output_len, p.depth,
+                                                c.identical_routing), b)
     card = card_before(c)
     step = old_step(card, b, ctx)
     pre = old_prefill(card, b * c.input_len, p.depth)
@@ -251,14 +254,18 @@ def leave_one_out(curves: list[Curve]) -> None:
                                                  for k in ("in", "out")))
 
 
-def held_out(curves: list[Curve]) -> None:
+def held_out(curves: list[Curve], new: bool = False) -> None:
     """Print plan's and predict's error (after, the profile's terms) on each held-out curve (``holdout``: never fitted
-    to, so out of sample), then over them all."""
-    mine = [c for c in curves if c.holdout]
+    to, so out of sample), then over them all; ``new``: the set handed for fitting (``Curve.new``: djangodevreng),
+    apart from both."""
+    mine = [c for c in curves if (c.new if new else c.holdout and not c.new)]
     if not mine:
         return
-    head = f"{'held out (never fitted)':44} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode tok/s", "TPOT", "TTFT"))
-    print("\nheld-out sources (out of sample: added after the terms were fitted)\n" + head + "\n" + "-" * len(head))
+    name = "new set (djangodevreng)" if new else "held out (never fitted)"
+    head = f"{name:44} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode tok/s", "TPOT", "TTFT"))
+    print(("\nthe new set (vLLM 0.26 gpt-oss-20b waves, llama-benchy 0.4.0 t/s (total) and ttfr), reported apart\n"
+           if new else "\nheld-out sources (out of sample: added after the terms were fitted)\n") + head + "\n"
+          + "-" * len(head))
     total = {mode: {m: [] for m in METRICS} for mode in ("plan", "predict")}
     for c in mine:
         for mode in ("plan", "predict"):
@@ -271,7 +278,7 @@ def held_out(curves: list[Curve]) -> None:
     print("-" * len(head))
     for mode, e in total.items():
         both = e["decode_tok_s"] + e["ttft_s"]
-        print(f"{'ALL held out':44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS)
+        print(f"{'ALL ' + ('new' if new else 'held out'):44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS)
               + f"   decode+TTFT {_fmt(both)}")
 
 
@@ -301,11 +308,12 @@ def main() -> int:
 
         fit_profile_terms(curves)
         return 0
-    fitted = [c for c in curves if not c.holdout]
+    fitted = [c for c in curves if not c.holdout and not c.new]
     report(fitted)
     if not args.no_loo:
         leave_one_out(fitted)
     held_out(curves)
+    held_out(curves, new=True)
     set_aside(curves)
     return 0
 

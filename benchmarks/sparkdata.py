@@ -52,6 +52,8 @@ class Curve:
     holdout: bool = False  # added after the engine terms were fitted: not fitted to, reported apart (out of sample)
     set_aside: list[tuple[Point, str]] = field(default_factory=list)  # one-off points (:func:`set_aside_one_offs`)
     ubatch: int | None = None  # tokens of one prefill pass where the source ran another than its engine's (-ub)
+    new: bool = False  # the set handed for fitting after the terms were fitted (djangodevreng): reported apart
+    per_request: bool = False  # a wave's figure is c × llama-benchy's t/s (req), not its t/s (total) (wave_metric)
 
     @property
     def identical_routing(self) -> bool:
@@ -107,6 +109,39 @@ def _llama_bench(path: Path) -> list[Curve]:
     return out
 
 
+#: djangodevreng's gpt-oss-20b (vLLM 0.26, the checkpoint as it is: MXFP4 experts, bf16 attention and head, FP8 KV).
+DJANGO_SERVED = {"attention": "bf16", "head": "bf16", "experts": "mxfp4", "kv_cache": "fp8"}
+DJANGO_URL = "djangodevreng/dgx-spark-benchmarks (../shared/reference)"
+
+
+def _djangodevreng(path: Path) -> list[Curve]:
+    """Part 1 of the djangodevreng file (gpt-oss-20b on vLLM 0.26, llama-benchy 0.4.0 waves): a curve over c per
+    (pp, tg) of tests 01, 02, 03, 05, 06, each point its tg row's ``t/s (total)`` and its pp row's ``ttfr`` (TTFT,
+    what vllm bench serve calls it).  Test 04 (depth semantics unclear, low trust) and part 2 (Ministral-3-8B,
+    Granite-4.1-8B: no card in data/models/) are left out."""
+    part1 = path.read_text(encoding="utf-8").split("# Part 2")[0]
+    curves: dict[tuple[int, int], Curve] = {}
+    ttfr: dict[tuple[int, int], float] = {}
+    for line in part1.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 9 or not cells[0].startswith("gpt-oss-20b") or "@" in cells[1]:
+            continue
+        m = re.fullmatch(r"(pp|tg)(\d+) \(c(\d+)\)", cells[1])
+        if not m:
+            continue
+        kind, n, c = m.group(1), int(m.group(2)), int(m.group(3))
+        mean = lambda cell: float(cell.split("±")[0])  # noqa: E731
+        if kind == "pp":
+            pp = n
+            ttfr[(pp, c)] = mean(cells[6]) / 1000
+            continue
+        key = (pp, n)
+        curve = curves.setdefault(key, Curve(f"djangodevreng vllm gpt-oss-20b pp{pp} tg{n}", DJANGO_URL, "vllm",
+                                             "wave", "gpt-oss-20b", DJANGO_SERVED, None, pp, n, new=True))
+        curve.points.append(Point(c, 0, decode_tok_s=mean(cells[2]), ttft_s=ttfr[(pp, c)]))
+    return list(curves.values())
+
+
 def _published(path: Path) -> list[Curve]:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     out = []
@@ -115,8 +150,18 @@ def _published(path: Path) -> list[Curve]:
         by_depth = len({p.depth for p in pts}) > 1
         out.append(Curve(s["id"], s["url"], s["engine"], s["harness"], s["model"], s.get("served"), s.get("file_gib"),
                          int(s["input_len"]), int(s["output_len"]), pts, by_depth, bool(s.get("holdout", False)),
-                         ubatch=int(s["ubatch"]) if s.get("ubatch") else None))
+                         ubatch=int(s["ubatch"]) if s.get("ubatch") else None,
+                         per_request=s.get("wave_metric") == "per_request"))
     return out
+
+
+def decode_figure(c: Curve, got: dict[str, float], concurrency: int) -> dict[str, float]:
+    """``got`` (:func:`pipeline.engines.harness.predict`) with its decode figure as the curve's source gives it: a
+    wave's ``t/s (total)`` (the harness's own), or c × its ``t/s (req)`` where the source states ``wave_metric:
+    per_request``."""
+    if c.harness == "wave" and c.per_request:
+        return {**got, "decode_tok_s": got["per_request_tok_s"] * concurrency}
+    return got
 
 
 def set_aside_one_offs(c: Curve) -> Curve:
@@ -155,4 +200,7 @@ def load_curves() -> tuple[list[Curve], str | None]:
         note = f"reference absent: {REFERENCE} (set BATCHMARK_SHARED to the shared folder)"
     if lb.is_file():
         curves = _llama_bench(lb) + curves
+    dj = REFERENCE / "spark-published-djangodevreng.md"
+    if dj.is_file():
+        curves = curves + _djangodevreng(dj)
     return [set_aside_one_offs(c) for c in curves], note

@@ -30,7 +30,7 @@ def _rows(curves, engine):
 
     rows = []
     for c in curves:
-        if c.engine != engine or c.holdout:
+        if c.engine != engine or c.holdout or c.new:
             continue
         card = card_after(c)
         for p in c.points:
@@ -40,8 +40,10 @@ def _rows(curves, engine):
 
 
 def _predicted(c, card, p, terms, bw, peak) -> float:
-    return harness.predict(c.harness, card, terms, bw, peak, p.concurrency, c.input_len, c.output_len, p.depth,
-                           c.identical_routing)["decode_tok_s"]
+    from sparkdata import decode_figure
+
+    return decode_figure(c, harness.predict(c.harness, card, terms, bw, peak, p.concurrency, c.input_len, c.output_len,
+                                            p.depth, c.identical_routing), p.concurrency)["decode_tok_s"]
 
 
 #: Terms an engine's published curves cannot see, held at their neutral value: vLLM's curves are waves at one
@@ -97,7 +99,7 @@ def _ttfts(curves, engine: str, bandwidth_fraction: float | None):
 
     out = []
     for c in curves:
-        if c.engine != engine or c.holdout:
+        if c.engine != engine or c.holdout or c.new:
             continue
         card = card_after(c)
         read = SimpleNamespace(bandwidth_fraction=bandwidth_fraction, prefill_chunk_tokens=c.ubatch or CHUNK.get(engine)) \
@@ -177,7 +179,7 @@ def fit_engine(curves, engine: str, quiet: bool = False) -> tuple[dict[str, floa
 
 def fit_profile_terms(curves) -> None:
     """Print each engine's fitted terms."""
-    for engine in sorted({c.engine for c in curves if not c.holdout}):
+    for engine in sorted({c.engine for c in curves if not c.holdout and not c.new}):
         terms, pre, attn = fit_engine(curves, engine)
         print(f"{engine}: {terms} prefill_tflops: {pre} prefill_attention_tflops: {attn} "
               f"prefill_chunk_tokens: {CHUNK.get(engine)}")
@@ -187,7 +189,7 @@ def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms 
     """``engine``'s terms fitted as :func:`fit_profile_terms` fits them, to its curves but those of the publication
     ``leave_out`` (a curve's ``url``); None when no curve of the engine is left.  Prefill: the fitted rate per
     format and, as the profile states it, their mean as ``default`` (else :data:`PREFILL_DEFAULT`)."""
-    kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout]
+    kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout and not c.new]
     if not kept:
         return None
     vals, pre, attn = fit_engine(kept, engine, quiet=True)

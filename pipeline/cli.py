@@ -52,7 +52,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from pipeline.commands.plan import plan
 
-    return plan(args.config or args.config_pos, budget=args.budget, harness=getattr(args, "harness", "closed"),
+    return plan(args.config or args.config_pos, budget=args.budget, harness=getattr(args, "harness", None),
                 as_json=args.json)
 
 
@@ -149,7 +149,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
 
     run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
                          engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant,
-                         concurrency=args.concurrency, rate=args.rate)
+                         concurrency=args.concurrency, rate=args.rate, kv_cache=args.kv_cache)
     print(run_dir)
     return 0
 
@@ -194,7 +194,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.add_argument("--config", help="sweep config YAML")
     s.add_argument("--json", action="store_true", help="print JSON: {wall_s, models: [{model, wall_s, points: [...]}]}")
     s.add_argument("--budget", help="time the sweep may take (8h, 90m, 1h30m; a bare number is seconds); default the config's budget")
-    s.add_argument("--harness", choices=("closed", "wave", "static"), default="closed",
+    s.add_argument("--harness", choices=("closed", "wave", "static"), default=None,
                    help="predict each point as this harness measures it: closed loop (default), one wave of c requests "
                         "(llama-benchy), a static batch (llama-batched-bench)")
     s.set_defaults(func=_cmd_plan)
@@ -261,8 +261,8 @@ def _add_import_commands(sub: Any) -> None:
     s.add_argument("--run-id", help="id of the new run (default: YYYYMMDDTHHMMSSZ-<hardware>-import)")
     s.add_argument("--model", help="model name, where the file names none (JSONL, printed blocks) or to override it")
     s.add_argument("--engine", help="serving engine to record (default per format: llama.cpp, vllm, openai)")
-    s.add_argument("--quant", help="weight format of the file's models (bf16, fp8, nvfp4, mxfp4, q8_0, q4_0, q4_k_m), "
-                                   "over what the file or the model name says (default: read from them, else the card's)")
+    s.add_argument("--quant", help="weight format of the file's models (bf16, fp8, nvfp4, w4a16, q8_0, q4_k_m…) over the file's")
+    s.add_argument("--kv-cache", help="KV-cache dtype of the run (bf16, fp8, q8_0, q4_0; vLLM --kv-cache-dtype), over bf16")
     s.add_argument("--max-failure-rate", type=float, metavar="FRACTION",
                    help="largest fraction of a point's requests that may have failed for it to be imported "
                         "(default: 0.05); a point with fewer completed requests than its concurrency is always refused")

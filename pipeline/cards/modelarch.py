@@ -206,7 +206,8 @@ def param_counts(config: dict[str, Any], where: str = "config") -> dict[str, Any
 
     Returns:
         dict with ``embedding``, ``head`` (0 when tied), ``dense_matrix`` and ``dense_small``
-        (read by every step: attention, dense MLP, router, norms, biases), ``expert_matrix``
+        (read by every step: attention, dense MLP, router, norms, biases), ``attention_matrix`` (the attention's
+        q/k/v/o matrices of every layer, a part of ``dense_matrix``: the rest is the MLP), ``expert_matrix``
         and ``expert_small`` (routed experts of all layers), ``total``, ``active``,
         ``num_experts``, ``experts_per_token`` and the attention shape.
 
@@ -242,7 +243,7 @@ def param_counts(config: dict[str, Any], where: str = "config") -> dict[str, Any
     types = layer_types(cfg)
     return {
         "embedding": embedding, "head": head, "tied": bool(tied),
-        "dense_matrix": dense_matrix, "dense_small": dense_small,
+        "dense_matrix": dense_matrix, "dense_small": dense_small, "attention_matrix": attn_matrix * n_layers,
         "expert_matrix": expert_matrix, "expert_small": expert_small,
         "total": total, "active": active,
         "num_experts": int(n_experts) if moe else None, "experts_per_token": int(k) if moe else None,
@@ -297,7 +298,7 @@ def card_from_config(name: str, config: dict[str, Any], quant: str = "bf16", exp
                # the parameter groups, so the card can be re-counted in another served format
                # (pipeline.cards.servedformat.card_in_format)
                "params": {k: pc[k] for k in ("embedding", "head", "tied", "dense_matrix", "dense_small",
-                                             "expert_matrix", "expert_small")}})
+                                             "attention_matrix", "expert_matrix", "expert_small")}})
 
 
 def expert_param_count(card: ModelCard) -> int:

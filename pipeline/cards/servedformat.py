@@ -1,14 +1,19 @@
-"""Served formats: what an engine serves per tensor group (experts, attention, LM head) and its KV-cache dtype (pure).
+"""Served formats: what an engine serves per tensor group (embeddings, attention, MLP, experts, LM head) and its
+KV-cache dtype (pure).
 
 A checkpoint states one format; an engine may serve another.  vLLM's DGX Spark recipe for gpt-oss loads
 the attention and LM head in MXFP4 as well as the experts (``--mxfp4-layers moe,qkv,o,lm_head``), a GGUF
-holds its non-expert matrices in Q8_0, an FP8 or NVFP4 checkpoint quantises everything but the head.  The
+holds its non-expert matrices in Q8_0, an FP8 or NVFP4 checkpoint quantises everything but the head, and a
+ModelOpt NVFP4 checkpoint may keep every ``self_attn`` in BF16 (its ignore list) while the MLP is NVFP4.  The
 bytes a decode step reads, so the bandwidth ceiling, MBU and every prediction, follow what is served
 (:func:`card_in_format`), not what the card file's checkpoint says.
 
-- :class:`ServedFormat`: the format of each group (``experts``, ``attention`` — every non-expert matrix:
-  attention, dense MLP, shared experts —, ``head`` — LM head and embeddings —) and ``kv_cache``, with its
-  source; ``stated`` when the config or the imported file says so, not when it is a default.
+- :class:`ServedFormat`: the format of each group (``attention`` — the attention's q/k/v/o matrices —, ``mlp`` —
+  the dense MLP and shared experts; unstated: as ``attention``, which then means every non-expert matrix —,
+  ``experts``, ``head`` — the LM head —, ``embeddings`` — the token embedding table; unstated: as ``head`` —),
+  ``kv_cache``, a weight file's real size ``file_gib`` where the weights are one file (a GGUF keeps some tensors in
+  higher precision than its type's name), with its source; ``stated`` when the config or the imported file says
+  so, not when it is a default.
 - :func:`default_format`: what an engine loads on a hardware kind (:data:`DEFAULTS`, each with its source).
 - :func:`plausible_formats`: where nothing states the format, every format the model is plausibly served
   in (the defaults of every engine, the checkpoint, and the published quantisations); the bandwidth
@@ -25,34 +30,46 @@ from dataclasses import replace
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pipeline.cards.modelcards import ModelCard
 from pipeline.core.errors import BatchmarkError
 from pipeline.cards.weightformats import QUANT_BITS, SMALL_TENSOR_BITS, normalize_quant
 
-#: KV-cache element bytes per dtype (vLLM ``--kv-cache-dtype``: ``auto`` is the model's bf16, ``fp8`` one byte).
-KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "q8_0": 34 / 32}
+#: KV-cache element bytes per dtype (vLLM ``--kv-cache-dtype``: ``auto`` is the model's bf16, ``fp8`` one byte;
+#: llama.cpp ``--cache-type-k/-v``: ``q8_0`` blocks of 32 int8 + an fp16 scale, 34 / 32 bytes; ``q4_0`` and ``iq4_nl``
+#: blocks of 32 4-bit + an fp16 scale, 18 / 32 bytes: ggml ``block_q8_0``, ``block_q4_0``, ``block_iq4_nl``).
+KV_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}
+
+#: The weight groups of a :class:`ServedFormat`, in the order its label names them.
+GROUPS = ("embeddings", "attention", "mlp", "experts", "head")
 
 
 class ServedFormat(BaseModel):
     """The served format of each tensor group and of the KV cache (names of :mod:`pipeline.cards.weightformats`).
 
-    ``experts``: routed experts (None for a dense model or: as ``attention``); ``attention``: every non-expert
-    matrix of the layers; ``head``: the LM head and the embedding table; ``kv_cache``: ``bf16``, ``fp16``,
-    ``fp8``; ``source``: where the format comes from; ``stated``: the run's config or file states it.
+    ``attention``: the attention matrices (q/k/v/o) of the layers, and every other non-expert matrix where ``mlp`` is
+    unstated; ``mlp``: the dense MLP and shared experts; ``experts``: routed experts (None for a dense model or: as
+    ``mlp``); ``head``: the LM head; ``embeddings``: the token embedding table (None: as ``head``); ``kv_cache``:
+    a :data:`KV_BYTES` dtype; ``file_gib``: the weight file's size in GiB (2^30 bytes) where the weights are one
+    file, which then gives the bytes (:func:`pipeline.cards.filesize.card_with_file_size`); ``source``: where the
+    format comes from; ``stated``: the run's config or file states it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    attention: str
-    head: str
-    experts: str | None = None
-    kv_cache: str = "bf16"
-    source: str = ""
-    stated: bool = False
+    attention: str = Field(description="attention q/k/v/o matrices (and every non-expert one where mlp is unstated)")
+    head: str = Field(description="the LM head (and the embedding table where embeddings is unstated)")
+    experts: str | None = Field(default=None, description="routed experts (unstated: as mlp)")
+    mlp: str | None = Field(default=None, description="dense MLP and shared experts (unstated: as attention)")
+    embeddings: str | None = Field(default=None, description="token embedding table (unstated: as head)")
+    kv_cache: str = Field(default="bf16", description="KV-cache dtype: bf16, fp16, fp32, fp8, q8_0, q4_0, iq4_nl")
+    file_gib: float | None = Field(default=None, gt=0, le=100_000, allow_inf_nan=False,
+                                   description="the weight file's size in GiB (a GGUF): it gives the weight bytes")
+    source: str = Field(default="", description="where the format comes from")
+    stated: bool = Field(default=False, description="the config or the imported file states it")
 
-    @field_validator("attention", "head", "experts")
+    @field_validator("attention", "head", "experts", "mlp", "embeddings")
     @classmethod
     def _known(cls, v: str | None) -> str | None:
         try:
@@ -63,18 +80,38 @@ class ServedFormat(BaseModel):
     @field_validator("kv_cache")
     @classmethod
     def _kv(cls, v: str) -> str:
-        key = str(v).strip().lower()
-        key = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "fp8_e4m3": "fp8"}.get(key, key)
-        if key not in KV_BYTES:
-            raise ValueError(f"kv_cache: unknown dtype {v!r} (known: {', '.join(sorted(KV_BYTES))})")
-        return key
+        return kv_dtype(v)
+
+    def of(self, group: str) -> str:
+        """The format of ``group`` (one of :data:`GROUPS`), an unstated one as its stand-in (class docstring)."""
+        if group == "embeddings":
+            return self.embeddings or self.head
+        if group == "mlp":
+            return self.mlp or self.attention
+        if group == "experts":
+            return self.experts or self.of("mlp")
+        return getattr(self, group)
 
     def label(self) -> str:
-        """``attention:mxfp4,head:mxfp4,experts:mxfp4,kv:fp8`` — one format per group, or one name when all agree."""
-        groups = {self.attention, self.head} | ({self.experts} if self.experts else set())
-        w = next(iter(groups)) if len(groups) == 1 else \
-            f"attention:{self.attention},head:{self.head}" + (f",experts:{self.experts}" if self.experts else "")
+        """``attention:bf16,mlp:nvfp4,head:bf16,kv:fp8`` — the groups that are stated, or one name when all agree."""
+        stated = [g for g in ("attention", "mlp", "head", "experts", "embeddings") if getattr(self, g) is not None]
+        names = {self.of(g) for g in stated}
+        w = next(iter(names)) if len(names) == 1 else ",".join(f"{g}:{getattr(self, g)}" for g in stated)
+        w += f",file:{self.file_gib:g}GiB" if self.file_gib else ""
         return w + ("" if self.kv_cache in ("bf16", "fp16") else f",kv:{self.kv_cache}")
+
+
+def kv_dtype(v: str) -> str:
+    """The canonical KV-cache dtype of ``v`` (``auto`` → ``bf16``, ``fp8_e4m3`` → ``fp8``, ``Q4_0`` → ``q4_0``).
+
+    Raises:
+        ValueError: an unknown dtype (the known ones named; the config's loader and ``--kv-cache`` name the field).
+    """
+    key = str(v).strip().lower()
+    key = {"auto": "bf16", "bfloat16": "bf16", "float16": "fp16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(key, key)
+    if key not in KV_BYTES:
+        raise ValueError(f"kv_cache: unknown dtype {v!r} (known: {', '.join(sorted(KV_BYTES))})")
+    return key
 
 
 def uniform(quant: str, kv_cache: str = "bf16", source: str = "") -> ServedFormat:
@@ -147,18 +184,25 @@ def plausible_formats(card: ModelCard) -> list[ServedFormat]:
 
 def group_bytes(params: dict[str, Any], fmt: ServedFormat) -> dict[str, float]:
     """Bytes per group of a model whose parameter counts are ``params`` (:func:`pipeline.cards.modelarch.param_counts`)
-    served in ``fmt``: ``embedding``, ``head``, ``layers`` (non-expert matrices + small tensors), ``experts``."""
+    served in ``fmt``: ``embedding``, ``head``, ``layers`` (attention + MLP matrices + small tensors), ``experts``.
+    Counts without an attention share (cards counted before it was kept) take every non-expert matrix as attention."""
     bits = QUANT_BITS
     sb = SMALL_TENSOR_BITS
-    return {"embedding": params["embedding"] * bits[fmt.head] / 8, "head": params["head"] * bits[fmt.head] / 8,
-            "layers": params["dense_matrix"] * bits[fmt.attention] / 8 + params["dense_small"] * sb / 8,
-            "experts": params["expert_matrix"] * bits[fmt.experts or fmt.attention] / 8 + params["expert_small"] * sb / 8}
+    attn = params.get("attention_matrix", params["dense_matrix"])
+    mlp = params["dense_matrix"] - attn
+    return {"embedding": params["embedding"] * bits[fmt.of("embeddings")] / 8,
+            "head": params["head"] * bits[fmt.head] / 8,
+            "layers": attn * bits[fmt.attention] / 8 + mlp * bits[fmt.of("mlp")] / 8 + params["dense_small"] * sb / 8,
+            "experts": params["expert_matrix"] * bits[fmt.of("experts")] / 8 + params["expert_small"] * sb / 8}
 
 
 def card_in_format(card: ModelCard, fmt: ServedFormat) -> ModelCard:
     """``card`` re-counted as served in ``fmt`` (bytes of every group, KV bytes per token, the label), its format kept in
-    ``extra["served_format"]``.  A card without parameter counts (counted from tensors, pinned to a file) is returned
-    unchanged: its bytes are what was measured or stated."""
+    ``extra["served_format"]``; with ``fmt.file_gib`` the file's size gives the bytes (experts in their format).
+    A card without parameter counts (counted from tensors, pinned to a file) is returned unchanged: its bytes are
+    what was measured or stated."""
+    from pipeline.cards.filesize import card_with_file_size
+
     params = (card.extra or {}).get("params")
     if not params or card.extra.get("bytes_basis") == "file size":
         return card
@@ -166,26 +210,35 @@ def card_in_format(card: ModelCard, fmt: ServedFormat) -> ModelCard:
     read_head = g["embedding"] if params["tied"] else g["head"]
     kv_elem = KV_BYTES[fmt.kv_cache]
     old_elem = float(card.extra.get("kv_bytes_per_element", 2.0))
-    return replace(card, weight_bytes=int(round(g["embedding"] + g["head"] + g["layers"] + g["experts"])),
-                   dense_bytes=int(round(g["layers"] + read_head)), expert_bytes=int(round(g["experts"])),
-                   kv_bytes_per_token=int(round(card.kv_bytes_per_token * kv_elem / old_elem)),
-                   quantization=fmt.label(),
-                   extra={**card.extra, "kv_bytes_per_element": kv_elem, "served_format": fmt.model_dump()})
+    out = replace(card, weight_bytes=int(round(g["embedding"] + g["head"] + g["layers"] + g["experts"])),
+                  dense_bytes=int(round(g["layers"] + read_head)), expert_bytes=int(round(g["experts"])),
+                  kv_bytes_per_token=int(round(card.kv_bytes_per_token * kv_elem / old_elem)),
+                  quantization=fmt.label(),
+                  extra={**card.extra, "kv_bytes_per_element": kv_elem, "served_format": fmt.model_dump()})
+    if fmt.file_gib:
+        out = card_with_file_size(out, int(round(fmt.file_gib * 2**30)),
+                                  expert_quant=fmt.of("experts") if card.expert_bytes else None)
+    return out
 
 
-def with_kv_cache(card: ModelCard, kv_cache: str) -> ModelCard:
+def with_kv_cache(card: ModelCard, kv_cache: str, stated: bool = False) -> ModelCard:
     """``card`` with its KV cache in ``kv_cache`` (a :data:`KV_BYTES` name; vLLM's ``--kv-cache-dtype fp8``): KV bytes
-    per token scaled by the element bytes, new / old (fp8 from bf16: 1 / 2, half), the weights unchanged.
+    per token scaled by the element bytes, new / old (fp8 from bf16: 1 / 2, half), the weights unchanged; ``stated``
+    (the imported file or ``--kv-cache`` says so): the plausible range of an unstated weight format keeps this KV
+    dtype (:func:`bytes_at_b1_range`).
 
     KV bytes per token = 2 (K and V) × layers × KV heads × head_dim × element bytes (docs/definitions.md, "KV cache"),
     linear in the element bytes."""
+    kv_cache = kv_dtype(kv_cache)
     old = float((card.extra or {}).get("kv_bytes_per_element", 2.0))
     new = KV_BYTES[kv_cache]
-    if new == old:
-        return card
     extra = {**(card.extra or {}), "kv_bytes_per_element": new}
+    if stated:
+        extra["kv_cache_stated"] = kv_cache
     if isinstance(extra.get("served_format"), dict):
         extra["served_format"] = {**extra["served_format"], "kv_cache": kv_cache}
+    if new == old and not stated:
+        return card
     return replace(card, kv_bytes_per_token=int(round(card.kv_bytes_per_token * new / old)), extra=extra)
 
 
@@ -227,7 +280,9 @@ def bytes_at_b1_range(card: ModelCard, bytes_of, formats: list[ServedFormat] | N
     if is_stated(card):
         b = float(bytes_of(card))
         return b, b
-    vals = [float(bytes_of(card_in_format(card, f))) for f in (formats or plausible_formats(card))]
+    kv = (card.extra or {}).get("kv_cache_stated")
+    formats = [f.model_copy(update={"kv_cache": kv}) if kv else f for f in (formats or plausible_formats(card))]
+    vals = [float(bytes_of(card_in_format(card, f))) for f in formats]
     vals.append(float(bytes_of(card)))
     return min(vals), max(vals)
 

@@ -127,8 +127,8 @@ def compute_format(card: ModelCard) -> str | None:
     fmt = (card.extra or {}).get("served_format") or {}
     if card.expert_bytes and fmt.get("experts"):
         return fmt["experts"]
-    if fmt.get("attention"):
-        return fmt["attention"]
+    if fmt.get("mlp") or fmt.get("attention"):  # a dense model's FLOPs are mostly its MLP's
+        return fmt.get("mlp") or fmt["attention"]
     label = (card.quantization or "").partition("+experts:")
     return (label[2] if card.expert_bytes and label[2] else label[0]) or None
 

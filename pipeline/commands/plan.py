@@ -9,9 +9,11 @@ from pipeline.commands import print  # noqa: A004 (escapes control characters; s
 from pipeline.core.errors import BatchmarkError
 
 
-def plan(path: str | None, *, budget: str | None = None, harness: str = "closed", as_json: bool = False) -> int:
+def plan(path: str | None, *, budget: str | None = None, harness: str | None = None, as_json: bool = False) -> int:
     """``batchmark plan CONFIG``: print the plan of the sweep config at ``path`` (text, or JSON with ``as_json``);
-    ``budget`` (``8h``, ``90m``) over the config's own; ``harness`` ``closed``, ``wave`` or ``static``.
+    ``budget`` (``8h``, ``90m``) over the config's own; ``harness`` ``closed``, ``wave`` or ``static`` (stated: priced
+    by the stated engine's terms or refused, :func:`pipeline.plan.harnessplan.with_harness`; None: the closed loop,
+    by the engine's terms where the profile has them, else the roofline and step overhead).
 
     Returns:
         0.
@@ -30,7 +32,7 @@ def plan(path: str | None, *, budget: str | None = None, harness: str = "closed"
     cfg = load_config(path)
     probe_for_plan(cfg)  # a profile without spec: this machine's probe, the stored one or one run now
     planned, _ = plan_for(cfg, budget)
-    if harness != "closed":
+    if harness is not None:
         from pipeline.plan.harnessplan import with_harness
 
         planned = with_harness(planned, cfg, harness)

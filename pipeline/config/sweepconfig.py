@@ -61,8 +61,8 @@ class ModelSpec(StrictModel):
     served_name: str | None = Field(default=None, description="Model name as a server knows it")
     card: str | None = Field(default=None, description="Model card name in data/models/ for analysis")
     served: ServedFormat | None = Field(
-        default=None, description="What the engine serves per tensor group (experts, attention, head) and the KV-cache "
-                                  "dtype; absent: the engine's default on the hardware (pipeline.cards.servedformat)")
+        default=None, description="What the engine serves per tensor group (embeddings, attention, mlp, experts, head), KV "
+                                  "dtype, file_gib; absent: the engine's default here (pipeline.cards.servedformat)")
 
     @field_validator("architecture")
     @classmethod

@@ -1,4 +1,5 @@
-"""What a benchmark harness measures, predicted from an engine's step terms (pure).
+"""What a benchmark harness measures, predicted from an engine's step terms (pure), each figure by the harness's
+own definition (:data:`THROUGHPUT`).
 
 A published figure comes from a harness, and the same server gives different figures under each:
 
@@ -7,9 +8,9 @@ A published figure comes from a harness, and the same server gives different fig
   once per pass of the engine's ``prefill_chunk_tokens``); TPOT = one step at B; every
   sequence decodes the same token ids in llama.cpp's benches, so an MoE's coverage stays k/E;
 - ``wave``: c requests sent at once, each ``input_len`` + ``output_len`` (llama-benchy).  The server prefills the
-  prompts in chunks of ``max_num_batched_tokens`` (vLLM's chunked prefill); a request prefilled in chunk j decodes
-  one token per remaining chunk step, then at the decode step of c; its decode rate is
-  ``output_len / (e2e − TTFT)`` and the wave's throughput c × their mean (llama-benchy's ``tg``);
+  prompts in steps of ``max_num_batched_tokens`` tokens (vLLM's chunked prefill: a long prompt spans steps, short
+  ones share one), the requests already decoding riding along; each request's first token and end come from
+  that step-by-step timeline, and the throughputs from llama-benchy's definitions over it (:func:`wave`);
 - ``closed``: c requests in flight, each replaced when it completes (vllm bench serve ``--max-concurrency``,
   batchmark's closed loop).  In steady state every step decodes c sequences and prefills the prompts that
   arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = one prompt's prefill
@@ -24,12 +25,20 @@ Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:
 
 from __future__ import annotations
 
-import math
-
 from pipeline.cards.modelcards import ModelCard
-from pipeline.cards.stepcost import engine_step_s, prefill_expert_read_s, prefill_s, prefill_weight_floor_s
+from pipeline.cards.stepcost import (engine_step_s, prefill_compute_s, prefill_expert_read_s, prefill_s,
+                                     prefill_weight_floor_s)
 
 HARNESSES = ("static", "wave", "closed")
+
+#: What each harness's headline throughput (``decode_tok_s``) is, as the harness prints it.
+THROUGHPUT = {
+    "static": "S_TG = B × tg / T_tg (llama-batched-bench; llama-bench's tg t/s at B = 1)",
+    "wave": "t/s (total) = all requests' tokens after their first / (last request's end − first request's first "
+            "token) (llama-benchy)",
+    "closed": "c / TPOT, the streams' decode rate (output_tok_s: vllm bench serve's output tokens / duration, "
+              "c × output_len / E2EL in steady state)",
+}
 
 
 def _decode(card, b, ctx, bw, peak, terms, identical):
@@ -38,49 +47,102 @@ def _decode(card, b, ctx, bw, peak, terms, identical):
 
 def static_batch(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, batch: int,
                  input_len: int, output_len: int, depth: int = 0, identical_routing: bool = True) -> dict[str, float]:
-    """One static batch: ``{"decode_tok_s", "tpot_s", "ttft_s"}`` (TTFT: the batch's prefill of ``batch`` prompts, their
+    """One static batch: ``{"decode_tok_s", "prefill_tok_s", "tpot_s", "ttft_s"}`` as llama-batched-bench prints
+    them (ggml-org/llama.cpp ``tools/batched-bench``: S_TG = B × tg / T_tg = B / TPOT, S_PP = B × pp / T_PP; TTFT: the batch's prefill of ``batch`` prompts, their
     ``batch × input_len`` tokens packed into passes of the engine's ``prefill_chunk_tokens``, each reading the experts:
     :func:`pipeline.cards.stepcost.prefill_expert_read_s`)."""
     step = _decode(card, batch, depth + input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, identical_routing)
     one = prefill_s(card, input_len, depth, terms, peak_tflops) - terms.prefill_overhead_s
     read = prefill_expert_read_s(card, batch * input_len, terms, bandwidth_gb_s)
-    return {"decode_tok_s": batch / step, "tpot_s": step, "ttft_s": terms.prefill_overhead_s + batch * one + read}
+    ttft = terms.prefill_overhead_s + batch * one + read
+    return {"decode_tok_s": batch / step, "prefill_tok_s": batch * input_len / ttft if ttft > 0 else float("inf"),
+            "tpot_s": step, "ttft_s": ttft}
+
+
+def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,
+                    input_len: int, output_len: int, max_num_batched_tokens: int) -> list[tuple[float, float]]:
+    """Each request's ``(first_token_s, done_s)`` in a wave, from the send at 0 (module docstring: step by step).
+
+    A step takes up to ``max_num_batched_tokens`` tokens: one per request decoding, the rest prompt tokens in arrival
+    order (a prompt longer than the budget spans steps; the next starts in the step the last one ends in: vLLM's
+    chunked prefill).  Its time is the prompt pieces' FLOPs (each after the part of its prompt already done:
+    :func:`pipeline.cards.stepcost.prefill_compute_s`), at least one weight read, plus the decode step of the requests
+    decoding; a request's first token comes at the end of the step that finishes its prompt."""
+    c, dec = concurrency, max(output_len - 1, 1)  # tokens after the first (at least one decode step)
+    left, done_tok = [input_len] * c, [0] * c
+    first: list[float | None] = [None] * c
+    done: list[float | None] = [None] * c
+    ctx = input_len + output_len / 2
+    steps: dict[int, float] = {}
+    t, nxt = terms.prefill_overhead_s, 0
+    while any(d is None for d in done):
+        active = [r for r in range(c) if first[r] is not None and done[r] is None]
+        budget, pre_s, pre_tok, ended = max_num_batched_tokens - len(active), 0.0, 0, []
+        while nxt < c and budget > 0:
+            take = min(budget, left[nxt])
+            pre_s += prefill_compute_s(card, take, input_len - left[nxt], terms, peak_tflops)
+            left[nxt] -= take
+            budget, pre_tok = budget - take, pre_tok + take
+            if left[nxt] == 0:
+                ended.append(nxt)
+                nxt += 1
+        dt = max(pre_s, prefill_weight_floor_s(card, pre_tok, terms, bandwidth_gb_s)) if pre_tok else 0.0
+        if active:
+            if len(active) not in steps:
+                steps[len(active)] = _decode(card, len(active), ctx, bandwidth_gb_s, peak_tflops, terms, False)
+            dt += steps[len(active)]
+        t += dt
+        for r in active:
+            done_tok[r] += 1
+            if done_tok[r] == dec:
+                done[r] = t
+        for r in ended:
+            first[r] = t
+    return [(f, d) for f, d in zip(first, done)]  # type: ignore[misc]
 
 
 def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int, input_len: int,
          output_len: int, max_num_batched_tokens: int = 8192) -> dict[str, float]:
-    """A wave of ``concurrency`` requests sent at once (module docstring): aggregate decode tok/s, mean TPOT, median TTFT."""
-    c = concurrency
-    per_chunk = max(1, max_num_batched_tokens // max(input_len, 1))  # whole prompts per prefill step
-    chunks = math.ceil(c / per_chunk)
-    one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
-    step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
-    rates, tpots, ttfts = [], [], []
-    for j in range(1, chunks + 1):
-        n = min(per_chunk, c - (j - 1) * per_chunk)
-        chunk_s = min(per_chunk, c) * one  # a prefill step of a chunk (its decoders ride along)
-        floor = prefill_weight_floor_s(card, min(per_chunk, c) * input_len, terms, bandwidth_gb_s)
-        ttft = terms.prefill_overhead_s + j * max(chunk_s, floor)  # a pass reads the weights at least once
-        mixed = min(chunks - j, output_len - 1)  # tokens this request decodes while later chunks prefill
-        window = mixed * (chunk_s + step) + (output_len - 1 - mixed) * step
-        for _ in range(n):
-            ttfts.append(ttft)
-            tpots.append(window / max(output_len - 1, 1))
-            rates.append((output_len - 1) / window if window > 0 else float("inf"))
-    ttfts.sort()
-    return {"decode_tok_s": c * sum(rates) / len(rates), "tpot_s": sum(tpots) / len(tpots),
-            "ttft_s": ttfts[len(ttfts) // 2]}
+    """A wave of ``concurrency`` requests sent at once, the figures as llama-benchy prints them (tok/s, s).
+
+    From each request's timeline (:func:`_wave_timelines`), with llama-benchy's own definitions (eugr/llama-benchy
+    ``src/llama_benchy/results.py``, ``_process_batch``), n = ``concurrency`` requests, g = ``output_len``:
+
+    - ``decode_tok_s``, its tg row's ``t/s (total)``: n × (g − 1) / (last request's end − first request's first token);
+    - ``per_request_tok_s``, ``t/s (req)``: the mean over requests of (g − 1) / (end − first token);
+    - ``prefill_tok_s``, its pp row's ``t/s (total)``: n × ``input_len`` / (last first token − send);
+    - ``tpot_s`` the mean of (end − first token) / (g − 1); ``ttft_s`` the median first token.
+
+    With long prompts the prefills stagger the requests: the first decodes alone while the others wait, and the two
+    throughputs part ways (gpt-oss-20b, 25,000-token prompts, c = 10 on a DGX Spark: 44.2 against c × 9.79)."""
+    times = _wave_timelines(card, terms, bandwidth_gb_s, peak_tflops, concurrency, input_len, output_len,
+                            max_num_batched_tokens)
+    dec, n = max(output_len - 1, 1), len(times)
+    spans = [d - f for f, d in times]
+    window = max(d for _, d in times) - min(f for f, _ in times)
+    ttfts = sorted(f for f, _ in times)
+    return {"decode_tok_s": n * dec / window, "per_request_tok_s": sum(dec / s for s in spans) / n,
+            "prefill_tok_s": n * input_len / ttfts[-1], "tpot_s": sum(spans) / n / dec, "ttft_s": ttfts[n // 2]}
 
 
 def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,
                 input_len: int, output_len: int) -> dict[str, float]:
-    """A closed loop of ``concurrency`` in flight, steady state (module docstring)."""
+    """A closed loop of ``concurrency`` in flight, steady state (module docstring), as vllm bench serve prints it.
+
+    ``decode_tok_s`` = c / TPOT, the streams' decode rate (what a chat client's "tok/s" and a single stream's
+    published figure are); ``output_tok_s`` vllm bench serve's ``Output token throughput``, total output tokens /
+    benchmark duration (vllm ``benchmarks/serve.py``, ``calculate_metrics``): with c requests always in flight, each
+    lasting E2EL = TTFT + (g − 1) × TPOT for its g = ``output_len`` tokens, Little's law gives c / E2EL requests a
+    second, so c × g / E2EL (derived; the ramp-up and the tail of a finite run are left out: num_prompts ≫ c)."""
     c = concurrency
     one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
     step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
     mixed = step + (c / max(output_len, 1)) * one  # each step also prefills the prompts that arrive meanwhile
     first = max(one, prefill_weight_floor_s(card, input_len, terms, bandwidth_gb_s))  # its pass reads the weights
-    return {"decode_tok_s": c / mixed, "tpot_s": mixed, "ttft_s": terms.prefill_overhead_s + first + mixed / 2}
+    ttft = terms.prefill_overhead_s + first + mixed / 2
+    g = max(output_len, 1)
+    return {"decode_tok_s": c / mixed, "output_tok_s": c * g / (ttft + (g - 1) * mixed), "tpot_s": mixed,
+            "ttft_s": ttft}
 
 
 def predict(harness: str, card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,

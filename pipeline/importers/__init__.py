@@ -98,16 +98,17 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,
                model: str | None = None, engine: str | None = None, runs_dir: Path | None = None,
                max_failure_rate: float | None = None, quant: str | None = None, concurrency: int | None = None,
-               rate: float | None = None) -> Path:
+               rate: float | None = None, kv_cache: str | None = None) -> Path:
     """Parse another tool's output and store it as a complete run; return the run folder.
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
     renamed into place).  ``quant`` (``--quant``): the weight format of every model of the file,
     over what the file or the model name says (:data:`pipeline.cards.weightformats.QUANT_BITS`); a weight
-    file size the file states still gives the bytes.
+    file size the file states still gives the bytes.  ``kv_cache`` (``--kv-cache``): the KV-cache dtype the run was
+    served with (vLLM ``--kv-cache-dtype fp8``), so its KV bytes per token are counted in it, not in bf16.
 
     Raises:
-        BatchmarkError: a malformed file, or an unknown ``quant`` (one line naming ``--quant``).
+        BatchmarkError: a malformed file, an unknown ``quant`` or ``kv_cache`` (one line naming the option).
     """
     from pipeline.importers.base import write_imported_run
     from pipeline.importers.cardmatch import ModelInfo
@@ -118,10 +119,18 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
             quant = normalize_quant(quant)
         except BatchmarkError:
             raise BatchmarkError(f"--quant: unknown weight format {quant!r} (known: {', '.join(sorted(QUANT_BITS))})") from None
+    if kv_cache is not None:
+        from pipeline.cards.servedformat import kv_dtype
+
+        try:
+            kv_cache = kv_dtype(kv_cache)
+        except ValueError as exc:
+            raise BatchmarkError(f"--kv-cache: {str(exc).removeprefix('kv_cache: ')}") from None
     result = parse(fmt, paths, model=model, engine=engine, max_failure_rate=max_failure_rate, concurrency=concurrency,
                    rate=rate)
-    if quant is not None:
+    if quant is not None or kv_cache is not None:
         for name in {s.model for s in result.summaries} | set(result.models):
             info = result.models.setdefault(name, ModelInfo(raw_name=name))
-            info.quant = quant
+            info.quant = quant or info.quant
+            info.kv_cache = kv_cache or info.kv_cache
     return write_imported_run(result, hardware, run_id=run_id, runs_dir=runs_dir)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pipeline.cards.registry import cached_config, card_files, card_from_config_file, card_names, find_card_file, load_card
 from pipeline.core.errors import BatchmarkError
-from pipeline.cards.modelarch import expert_param_count
+from pipeline.cards.filesize import card_with_file_size  # noqa: F401  (importable from here)
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.weightformats import QUANT_BITS, normalize_quant
 
@@ -32,6 +32,7 @@ class ModelInfo:
         file_bytes: size of the weight file the source states (bytes), or None.
         params: parameter count the source states (llama.cpp's ``20.91 B``), or None.
         arch: architecture the source states (llama.cpp's ``general.architecture``), or None.
+        kv_cache: KV-cache dtype the source or ``--kv-cache`` states (``fp8``), or None (the card's bf16).
     """
 
     raw_name: str
@@ -39,6 +40,7 @@ class ModelInfo:
     file_bytes: int | None = None
     params: int | None = None
     arch: str | None = None
+    kv_cache: str | None = None
 
 
 def model_name_as_given(raw: str) -> str:
@@ -206,6 +208,11 @@ def match_card(name: str, info: ModelInfo | None) -> CardMatch:
     elif weights:
         how += f"; weights in {weights}" + (f", experts in {experts}" if experts else "")
         card = stated_card(card, f"stated by the imported file or --quant: {quant}")
+    if info and info.kv_cache:
+        from pipeline.cards.servedformat import with_kv_cache
+
+        card = with_kv_cache(card, info.kv_cache, stated=True)
+        how += f"; KV cache in {info.kv_cache}"
     return CardMatch(card, how)
 
 
@@ -216,33 +223,3 @@ def stated_card(card: ModelCard, source: str) -> ModelCard:
 
     fmt = native_format(card).model_copy(update={"stated": True, "source": source})
     return replace(card, extra={**card.extra, "served_format": fmt.model_dump()})
-
-
-def card_with_file_size(card: ModelCard, file_bytes: int, expert_quant: str | None = None,
-                        source: str = "") -> ModelCard:
-    """The card of a model as stored in a weight file of ``file_bytes`` bytes (e.g. a GGUF).
-
-    The file size replaces the counted weight bytes, and every byte of the file that is not a
-    routed expert counts as read per decode step (``dense_bytes``) — the convention of the
-    ceiling check of the llama.cpp DGX Spark file (7.54 GiB read per token for Qwen2.5-Coder-7B Q8_0).  It overstates
-    the bytes read by the input-embedding table, of which a step gathers only B rows (about
-    0.5 GiB, 7 % of that file).  For an MoE the expert bytes are counted in ``expert_quant``
-    (``mxfp4`` for gpt-oss GGUFs) when given, else in proportion to the parameters.
-
-    Raises:
-        BatchmarkError: a file smaller than its expert bytes, or an unknown quantisation.
-    """
-    if card.expert_bytes and card.num_experts:
-        expert_params = expert_param_count(card)
-        if expert_quant:
-            expert_bytes = expert_params * QUANT_BITS[normalize_quant(expert_quant)] / 8
-        else:
-            expert_bytes = file_bytes * expert_params / card.total_params
-    else:
-        expert_bytes = 0.0
-    if expert_bytes >= file_bytes:
-        raise BatchmarkError(f"file size {file_bytes} bytes is smaller than the expert weights of {card.name}")
-    return replace(card, weight_bytes=int(file_bytes), dense_bytes=int(round(file_bytes - expert_bytes)),
-                   expert_bytes=int(round(expert_bytes)),
-                   source=(source or card.source) + f"; bytes from the weight file size ({file_bytes} bytes)",
-                   extra={**card.extra, "file_bytes": int(file_bytes), "bytes_basis": "file size"})

@@ -25,12 +25,14 @@ from (``source``): fitted to which published runs, or taken from which publicati
   weights once a pass (:func:`pipeline.cards.stepcost.prefill_expert_read_s`); None: that read not modelled;
 - ``routing_scale``: the routing locality prior of an MoE under distinct prompts: B tokens of one step touch
   experts as ``B_eff = 1 + (B − 1) / (1 + (B − 1) / routing_scale)`` independent tokens would
-  (:func:`pipeline.cards.stepcost.effective_batch`); None: uniform routing.
+  (:func:`pipeline.cards.stepcost.effective_batch`); None: uniform routing;
+- ``priors``: the terms above that no measurement of this engine fitted (a start value, or one carried from another
+  model or format), named so every plan and prediction costed by them says which of its terms are priors.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class EngineTerms(BaseModel):
@@ -50,7 +52,17 @@ class EngineTerms(BaseModel):
     prefill_overhead_s: float = Field(default=0.0, ge=0, le=60)
     prefill_chunk_tokens: int | None = Field(default=None, ge=1)
     routing_scale: float | None = Field(default=None, gt=0)
+    priors: tuple[str, ...] = ()
     source: str
+
+    @field_validator("priors")
+    @classmethod
+    def _priors_are_terms(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [t for t in v if t not in cls.model_fields or t in ("priors", "source")]
+        if unknown:
+            raise ValueError(f"priors: {', '.join(map(repr, unknown))} not a term (terms: "
+                             f"{', '.join(t for t in cls.model_fields if t not in ('priors', 'source'))})")
+        return v
 
     def prefill_rate_tflops(self, fmt: str | None, peak_tflops: float | None, moe: bool = False) -> float | None:
         """The prefill rate (TFLOP/s) of compute format ``fmt``: an MoE model's the ``moe`` entry where stated (its

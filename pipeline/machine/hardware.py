@@ -60,6 +60,26 @@ class HardwareProfile(BaseModel):
         name = ENGINE_ALIASES.get(engine or "", engine or "")
         return self.engines.get(engine or "") or self.engines.get(name)
 
+    def terms_owner(self, engine: str | None) -> str | None:
+        """The engine whose terms :meth:`engine_terms` gives for ``engine`` (its own, or the alias's), None: none."""
+        if (engine or "") in self.engines:
+            return engine
+        name = ENGINE_ALIASES.get(engine or "", engine or "")
+        return name if name in self.engines else None
+
+    def engine_terms_note(self, engine: str | None) -> str | None:
+        """What a plan costed by :meth:`engine_terms` of ``engine`` must say: another engine's terms standing in for
+        it (``sglang`` → vllm's, :data:`ENGINE_ALIASES`) and the terms that are priors, not fitted; None: neither."""
+        terms = self.engine_terms(engine)
+        if terms is None:
+            return None
+        notes = []
+        if self.terms_owner(engine) != engine:
+            notes.append(f"standing in for {engine}, which has no terms of its own")
+        if terms.priors:
+            notes.append(f"priors, not fitted: {', '.join(terms.priors)}")
+        return "; ".join(notes) or None
+
     def compute_peak_tflops(self) -> float | None:
         """The compute roof a prediction uses: the measured peak where stated, else the spec sheet's."""
         return self.peak_tflops_measured or self.peak_tflops_spec

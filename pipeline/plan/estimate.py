@@ -35,7 +35,6 @@ then the open loop; it says exactly what was dropped and what each step costs in
 from __future__ import annotations
 
 import math
-
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -99,8 +98,7 @@ class PlanModel:
     variant: str = "default"
     input_len: int | None = None
     output_len: int | None = None
-    #: One cell of several (variants or shapes): named with them (:attr:`label`).
-    tuned: bool = False
+    tuned: bool = False  #: one cell of several (variants or shapes): named with them (:attr:`label`)
 
     @property
     def label(self) -> str:
@@ -124,14 +122,12 @@ class Plan:
     dropped: list[str] = field(default_factory=list)
     certainty: list[str] = field(default_factory=list)
     fits_budget: bool | None = None
-    #: An adaptive config (``adaptive:``): the plan covers the whole grid, of which the sweep measures a part.
-    adaptive: bool = False
+    adaptive: bool = False  #: an adaptive config: the plan covers the whole grid, of which the sweep measures a part
     #: Where the hardware figures come from when the profile states none (:func:`pipeline.plan.probed.probed_profile`).
     hardware_note: str | None = None
-    #: The engine whose terms (the profile's ``engines:``) cost each step, None where the roofline + overhead does.
-    step_terms: str | None = None
-    #: How each request's lengths are drawn, in words (:func:`pipeline.config.workload.lengths_words`); None: fixed.
-    workload: str | None = None
+    step_terms: str | None = None  #: the engine whose terms cost each step, None where the roofline + overhead does
+    workload: str | None = None  #: each request's lengths drawn, in words (config.workload.lengths_words); None: fixed
+    step_terms_note: str | None = None  #: another engine's terms standing in, the terms that are priors
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
@@ -316,32 +312,36 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     reps = repeats or cfg.repeats
     models: list[PlanModel] = []
     opts = server_options(cfg).model_copy(update=upd)
+    engine = cfg.stated_engine() if cfg.backend != "simulated" else "vllm"  # whose terms price the steps
     for spec in cfg.models:
         for v in cfg.variant_list():
             vcfg = variant_config(cfg, v)
             opts = server_options(vcfg).model_copy(update=upd)
-            card = resolve_card(spec, hw.name, cfg.stated_engine() if cfg.backend != "simulated" else "vllm")
+            card = resolve_card(spec, hw.name, engine)
             if kv_cache_name(v):
                 card = with_kv_cache(card, kv_cache_name(v))
             grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)
             for si, shape in enumerate(variant_shapes(cfg, v)):
-                cell = _plan_cell(shape_config(vcfg, shape), spec.name, v.name, card, hw, opts, reps, grid, open_loop)
+                cell = _plan_cell(shape_config(vcfg, shape), spec.name, v.name, card, hw, opts, reps, grid, open_loop,
+                                  engine)
                 if si:  # shapes share the variant's server: started once
                     cell.wall_s -= cell.server_start_s
                     cell.server_start_s = 0.0
                 cell.tuned = len(cfg.variant_list()) > 1 or len(cfg.shapes()) > 1
                 models.append(cell)
     total = 2 * PROBE_S + sum(m.wall_s for m in models)
+    priced = opts.step_overhead_s is None and hw.engine_terms(engine) is not None
     return Plan(cfg.name, hw.name, cfg.backend, total, models, reps, opts.requests_per_slot, opts.min_requests,
                 adaptive=cfg.adaptive is not None, hardware_note=hw_note,
-                step_terms="vllm" if opts.step_overhead_s is None and hw.engine_terms("vllm") else None,
+                step_terms=hw.terms_owner(engine) if priced else None,
+                step_terms_note=hw.engine_terms_note(engine) if priced else None,
                 workload=lengths_words(cfg.lengths.model_dump(mode="json")) if cfg.lengths else None)
 
 
 def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,
-               reps: int, grid: list[int], open_loop: bool) -> PlanModel:
+               reps: int, grid: list[int], open_loop: bool, engine: str = "vllm") -> PlanModel:
     """One model × variant × shape (``cfg`` at that variant and shape): its server start, its grid points up to the
-    predicted stop, then its open-loop rates."""
+    predicted stop, then its open-loop rates; steps costed by ``engine``'s terms where the profile states them."""
     from pipeline.engines.simulated import server_for
     from pipeline.analysis.ratesweep import expected_e2el_s
     from pipeline.sweep.ratewalk import open_rates
@@ -351,7 +351,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     tokens = cfg.input_len + cfg.output_len
     # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
-    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), lengths=cfg.lengths)
+    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), engine, lengths=cfg.lengths)
     start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
     points: list[PlanPoint] = []
     curve: list[tuple[int, float]] = []

@@ -3,7 +3,9 @@
 `batchmark plan --harness static|wave|closed`: the closed loop is the plan's own simulated server
 (:mod:`pipeline.plan.estimate`); a static batch (llama-batched-bench, the transformers backend) and a wave (llama-benchy:
 c requests sent at once) are predicted by :mod:`pipeline.engines.harness` from the hardware profile's engine terms,
-so a published figure is compared with the harness that measured it.  Wall times stay the closed loop's (what the
+so a published figure is compared with the harness that measured it, each throughput by that harness's own
+definition (:data:`pipeline.engines.harness.THROUGHPUT`: llama-benchy's ``t/s (total)`` over one window, not c × its
+per-request rate).  Wall times stay the closed loop's (what the
 sweep will run); only each closed-loop point's throughput, TTFT and TPOT are replaced.
 """
 
@@ -21,15 +23,15 @@ from pipeline.plan.estimate import Plan
 
 
 def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
-    """``plan`` with its closed-loop points predicted as ``harness`` measures them (``closed``: unchanged).
+    """``plan`` with its closed-loop points predicted as ``harness`` measures them (``closed``: unchanged, the plan's
+    simulated server costed by the stated engine's terms).
 
     Raises:
-        BatchmarkError: an unknown harness, or a profile without engine terms for a static batch or a wave.
+        BatchmarkError: an unknown harness, or a profile without terms for the stated engine (named, with the engines
+            it has): a harness prices a figure with that engine's terms or not at all.
     """
     from pipeline.engines.simulated import resolve_card
 
-    if harness == "closed":
-        return plan
     if harness not in harnesses.HARNESSES:
         raise BatchmarkError(f"--harness: unknown {harness!r} (known: {', '.join(harnesses.HARNESSES)})")
     hw = load_profile(cfg.hardware)
@@ -38,7 +40,10 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
     terms = hw.engine_terms(engine)
     if terms is None:
         raise BatchmarkError(f"--harness {harness}: hardware profile {hw.name!r} states no engine terms for {engine} "
-                             "(engines: in data/hardware/); only the closed loop's simulated server can plan it")
+                             f"(engines: {', '.join(sorted(hw.engines)) or 'none'}, in data/hardware/{hw.name}.yaml); "
+                             "plan without --harness costs its steps by the roofline and step_overhead_s")
+    if harness == "closed":
+        return plan  # the simulated server, its steps costed by the engine's terms (make_plan)
     specs = {m.name: m for m in cfg.models}
     variants = {v.name: v for v in cfg.variant_list()}
     models = []
@@ -56,5 +61,6 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
                                         p.concurrency, input_len, output_len)
                 p = replace(p, output_throughput_tok_s=got["decode_tok_s"], tpot_s=got["tpot_s"], ttft_s=got["ttft_s"])
             points.append(p)
-        models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them"))
+        models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them: "
+                                                      f"{harnesses.THROUGHPUT[harness]}"))
     return replace(plan, models=models)

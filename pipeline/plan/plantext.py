@@ -43,5 +43,6 @@ def _step_source(plan: Plan) -> str:
     """Where the plan's step times come from: the served formats and the profile's engine terms, or the roofline
     (:func:`pipeline.engines.simulated.server_for`)."""
     cost = (f"each step costed by {plan.step_terms}'s engine terms, data/hardware/{plan.hardware}.yaml engines:, "
-            "each with its source" if plan.step_terms else "the roofline of the hardware profile plus its step_overhead_s")
+            "each with its source" + (f"; {plan.step_terms_note}" if plan.step_terms_note else "")
+            if plan.step_terms else "the roofline of the hardware profile plus its step_overhead_s")
     return f"the model cards in their served formats, pipeline/cards/servedformat.py; {cost}"

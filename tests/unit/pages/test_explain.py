@@ -120,12 +120,12 @@ def test_knee_and_batching_cost_the_step_as_plan_does():
     assert ("| model | served weights | B where compute binds: plan (vLLM's fitted terms) | roofline at 92.3 TFLOP/s "
             "(measured) | roofline of the checkpoint at the spec sheet's 125 TFLOP/s |") in knee
     assert "| Llama-3.1-8B | bf16 | 207 | 339 | 458 (bf16) |" in knee
-    assert "| gpt-oss-120b | mxfp4,kv:fp8 | 99 | 2,037 | 2,859 (bf16+experts:mxfp4) |" in knee
+    assert "| gpt-oss-120b | mxfp4,kv:fp8 | 104 | 2,037 | 2,859 (bf16+experts:mxfp4) |" in knee
     assert "huggingface/kernels pull request 283" in knee and "kubis.ai" in knee  # the measured peak, the fitted terms
     assert "(a prior where no dense vLLM curve was published)" in knee  # dense_compute_fraction 0.5 is not fitted
     assert "were measured at 92.3 TFLOP/s in BF16" in batching and "the spec sheet's figure is 125" in batching
-    assert "for gpt-oss-120b from B = 99 as the plan costs it, B = 2,859 by the spec roofline" in batching
-    assert "plus 4.05 ms per step" in batching  # engines.vllm.step_overhead_s
+    assert "for gpt-oss-120b from B = 104 as the plan costs it, B = 2,859 by the spec roofline" in batching
+    assert "plus 4.01 ms per step" in batching  # engines.vllm.step_overhead_s
 
 
 def test_moe_says_which_routing_each_number_is():
@@ -143,9 +143,9 @@ def test_moe_says_which_routing_each_number_is():
 
 def test_bandwidth_predicts_gpt_oss_120b_single_stream_as_plan_does():
     """gpt-oss-120b served on a Spark (MXFP4 throughout) at B = 1, context 0, under vLLM's terms: reads
-    (842,834,304 + 60,993,699,840 × 4/128) / (0.818 × 273e9) = 12.310 ms, + 4.05 ms per step, + matmuls
-    7.169e9 / (0.125 × 92.3e12) + 3.097e9 / (0.5 × 92.3e12) = 0.688 ms: 17.048 ms, 58.7 tokens/s (the published
+    (842,834,304 + 60,993,699,840 × 4/128) / (0.818 × 273e9) = 12.310 ms, + 4.01 ms per step, + matmuls
+    7.169e9 / (0.132 × 92.3e12) + 3.097e9 / (0.5 × 92.3e12) = 0.656 ms: 16.976 ms, 58.9 tokens/s (the published
     single stream: 57.5, kubis.ai)."""
     bandwidth = _pages_of_the_cards()["explain/bandwidth"]
-    assert "one stream of it reaches a predicted **58.7 tokens/s** at context 0" in bandwidth
+    assert "one stream of it reaches a predicted **58.9 tokens/s** at context 0" in bandwidth
     assert "Worked example, dgx-spark at 273 GB/s (the spec sheet)" in bandwidth

@@ -132,7 +132,7 @@ def test_crossover_of_a_dense_bf16_model_is_peak_over_bandwidth():
 
 def test_crossover_under_vllms_fitted_terms_on_a_spark():
     """The knee page's crossover as ``plan`` costs a step: vLLM's terms of data/hardware/dgx-spark.yaml (reads at
-    0.818 × 273 GB/s; routed experts' matmuls at 0.125 × 92.3 TFLOP/s, every other matmul at 0.5 × 92.3), the reads and
+    0.818 × 273 GB/s; routed experts' matmuls at 0.132 × 92.3 TFLOP/s, every other matmul at 0.5 × 92.3), the reads and
     the matmuls added; compute binds from the B at which the matmuls cost at least the reads."""
     from pipeline.pages.explainbasis import served_cards, step_basis
 
@@ -145,12 +145,12 @@ def test_crossover_under_vllms_fitted_terms_on_a_spark():
     # gpt-oss-120b as vLLM serves it on a Spark (MXFP4 throughout): dense 842,834,304 B, experts 60,993,699,840 B.
     # Reads: 3.774 ms + 273.13 ms × coverage, coverage 1 − (124/128)^B_eff at the prior s = 8,
     # B_eff = 1 + (B − 1) / (1 + (B − 1) / 8).  Matmuls per sequence: the experts' 2 × 114,701,598,720 × 4/128 =
-    # 7.169e9 FLOP at 11.54 TFLOP/s = 0.6214 ms, the rest 2 × 5,132,849,472 − 7.169e9 = 3.097e9 at 46.15 = 0.0671 ms.
-    #   B = 98: B_eff 8.390, coverage 0.23386, reads 67.65 ms; matmuls 98 × 0.6885 = 67.47 ms (reads larger)
-    #   B = 99: B_eff 8.396, coverage 0.23400, reads 67.69 ms; matmuls 99 × 0.6885 = 68.16 ms (matmuls larger)
+    # 7.169e9 FLOP at 12.18 TFLOP/s = 0.5884 ms, the rest 2 × 5,132,849,472 − 7.169e9 = 3.097e9 at 46.15 = 0.0671 ms.
+    #   B = 103: B_eff 8.418, coverage 0.23453, reads 67.83 ms; matmuls 103 × 0.6555 = 67.52 ms (reads larger)
+    #   B = 104: B_eff 8.423, coverage 0.23466, reads 67.87 ms; matmuls 104 × 0.6555 = 68.17 ms (matmuls larger)
     oss = served_cards([load_card("gpt-oss-120b")], "dgx-spark")[0]
     assert oss.quantization == "mxfp4,kv:fp8"
-    assert explain.crossover_batch(oss, 273, 92.3, terms=terms) == 99
+    assert explain.crossover_batch(oss, 273, 92.3, terms=terms) == 104
     # the spec roofline of the checkpoint (bf16 + MXFP4 experts) at 125 TFLOP/s, as the knee page's last column
     assert explain.crossover_batch(load_card("gpt-oss-120b"), 273, 125) == 2859
 
@@ -165,9 +165,9 @@ def test_the_card_roofline_labels_the_spec_roof_as_the_spec():
     by = {r["series"]: r for r in rows if r["panel"].startswith("step")}
     assert set(by) == {"as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)",
                        "roofline at the spec sheet's 125 TFLOP/s"}
-    # plan at B = 1: 4.05 ms + 15,009,849,344 / (0.818 × 273e9) + 2 × 7,504,924,672 / (0.5 × 92.3e12)
-    #              = 4.05 + 67.214 + 0.325 = 71.59 ms; the spec roofline: 15,009,849,344 / 273e9 = 54.98 ms
-    assert by["as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)"]["tok_s"] == pytest.approx(71.59, abs=0.01)
+    # plan at B = 1: 4.01 ms + 15,009,849,344 / (0.818 × 273e9) + 2 × 7,504,924,672 / (0.5 × 92.3e12)
+    #              = 4.01 + 67.214 + 0.325 = 71.55 ms; the spec roofline: 15,009,849,344 / 273e9 = 54.98 ms
+    assert by["as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)"]["tok_s"] == pytest.approx(71.55, abs=0.01)
     assert by["roofline at the spec sheet's 125 TFLOP/s"]["tok_s"] == pytest.approx(54.98, abs=0.01)
 
 
@@ -332,7 +332,7 @@ def test_a_profile_without_engine_terms_draws_the_spec_roofline_once_and_says_so
 def test_the_explainers_step_is_the_plans(name):
     """The model-card chart and the crossovers cost a decode step as ``batchmark plan``'s simulated server does (the
     server of config/spark.yaml's models: vLLM's terms of data/hardware/dgx-spark.yaml, the card as served), context 0;
-    e.g. gpt-oss-120b at B = 1: 17.048 ms (tests/unit/pages/test_explain.py works it by hand)."""
+    e.g. gpt-oss-120b at B = 1: 16.975 ms (tests/unit/pages/test_explain.py works it by hand)."""
     import numpy as np
 
     from pipeline.config.sweepconfig import SimulatedOptions
@@ -347,4 +347,4 @@ def test_the_explainers_step_is_the_plans(name):
         assert step_s(card, b, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(
             server.decode_run_s(b, np.array([0.0]))[0], rel=1e-12)
     if name == "gpt-oss-120b":
-        assert step_s(card, 1, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(0.017048, abs=1e-6)
+        assert step_s(card, 1, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(0.016975, abs=1e-6)

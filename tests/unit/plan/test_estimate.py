@@ -144,8 +144,8 @@ def test_progress_eta_counts_down_the_plan(spark_plan):
 
 def test_a_spark_plan_says_its_steps_are_the_engine_terms():
     """config/spark-first.yaml (vllm on dgx-spark): the profile states vLLM's terms (data/hardware/dgx-spark.yaml
-    engines.vllm), which the simulated server costs each step with; the plan's last line says so, and that each
-    model is in its served format."""
+    engines.vllm), which the simulated server costs each step with; the plan's last line says so, which of them are
+    priors, and that each model is in its served format."""
     from pipeline.config.sweepconfig import load_config
     from pipeline.plan.estimate import make_plan
     from pipeline.plan.plantext import plan_text
@@ -153,7 +153,8 @@ def test_a_spark_plan_says_its_steps_are_the_engine_terms():
     text = plan_text(make_plan(load_config(REPO / "config" / "spark-first.yaml")))
     assert text.splitlines()[-1] == ("predicted by the simulated server (the model cards in their served formats, "
                                      "pipeline/cards/servedformat.py; each step costed by vllm's engine terms, "
-                                     "data/hardware/dgx-spark.yaml engines:, each with its source): a prediction, "
+                                     "data/hardware/dgx-spark.yaml engines:, each with its source; priors, not "
+                                     "fitted: dense_compute_fraction, attention_factor, prefill_tflops): a prediction, "
                                      "not a measurement")
 
 
