@@ -101,3 +101,25 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
                    "server and the client (a proxy, or a server writing at the end) timed them, so TTFT, TPOT and "
                    "ITL are not the server's")
     return out
+
+
+def point_reasons(points: list[dict[str, Any]]) -> list[str]:
+    """The run's reasons from its points' own records: an imported file's figures that disagree, client-bound points,
+    points with an empty record (a run of only empty points is "nothing measured", said by :func:`pipeline.analysis.quality.run_quality`)."""
+    reasons: list[str] = []
+    bound = [p for p in points if p.get("client_bound")]
+    disagree = [p for p in points if (p.get("caveats") or {}).get("figures_disagree")]  # importers.checks.flag_rate
+    if disagree:
+        reasons.append("an imported file's own figures disagree (a rate against its count and duration, or a time "
+                       "no request can take), so its numbers are not all measured: " + ", ".join(
+                           f"{p.get('model')} c = {p.get('concurrency')}" for p in disagree))
+    if bound:
+        reasons.append("the client, not the server, was the limit (client-bound) at "
+                       + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}" for p in bound)
+                       + ": those points are no server measurement")
+    empty = [p for p in points if p.get("completed") == 0 and not p.get("failed")]
+    if empty and len(empty) < len(points):  # every point empty: nothing measured, said below
+        reasons.append(f"{len(empty)} point(s) recorded no request (an empty record: nothing measured there, left out "
+                       "of knee, peak and scaling): " + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}"
+                                                                   for p in empty))
+    return reasons

@@ -44,6 +44,7 @@ from __future__ import annotations
 from typing import Any, Iterable, TypeVar
 
 from pipeline.analysis.checksmade import clean_claims
+from pipeline.analysis.pointquality import point_reasons
 from pipeline.analysis.probedrift import PROBE_DRIFT_LIMIT, drift_limit, probe_drift, probe_moved  # noqa: F401
 from pipeline.machine.interference import MIN_WALL_S, OUTSIDE_SHARE_LIMIT
 
@@ -177,21 +178,7 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     # that saw another load (a probe's spread alone is its own noise: it makes the roofline uncertain, nothing else)
     interference = bool(noisy or busy or drift is not None
                         or probe_saw_load(meta.get("probe")) or probe_saw_load(after))
-    bound = [p for p in points if p.get("client_bound")]
-    disagree = [p for p in points if (p.get("caveats") or {}).get("figures_disagree")]  # importers.checks.flag_rate
-    if disagree:
-        reasons.append("an imported file's own figures disagree (a rate against its count and duration, or a time "
-                       "no request can take), so its numbers are not all measured: " + ", ".join(
-                           f"{p.get('model')} c = {p.get('concurrency')}" for p in disagree))
-    if bound:
-        reasons.append("the client, not the server, was the limit (client-bound) at "
-                       + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}" for p in bound)
-                       + ": those points are no server measurement")
-    empty = [p for p in points if p.get("completed") == 0 and not p.get("failed")]
-    if empty and len(empty) < len(points):  # every point empty: nothing measured, said below
-        reasons.append(f"{len(empty)} point(s) recorded no request (an empty record: nothing measured there, left out "
-                       "of knee, peak and scaling): " + ", ".join(f"{p.get('model')} c = {p.get('concurrency')}"
-                                                                   for p in empty))
+    reasons += point_reasons(points)
     for m in models:
         if m.get("implausible"):
             reasons.append(f"{m.get('model')}: {implausible_diagnosis(meta, m['implausible'])['text']}")
