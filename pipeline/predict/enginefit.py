@@ -201,22 +201,28 @@ def prior_terms(hardware_name: str | None, engine: str):
 
 def predict_static_curve(card: ModelCard, engine: str, hardware_name: str | None, bandwidth_gb_s: float,
                          peak_tflops: float | None, cal: Sequence[tuple[int, float, float | None]],
-                         batches: Sequence[int], input_len: int, output_len: int) -> tuple[list[dict], CurveFit]:
+                         batches: Sequence[int], input_len: int, output_len: int,
+                         identical_routing: bool = True) -> tuple[list[dict], CurveFit]:
     """Static-batch predictions at ``batches`` from calibration points ``(B, step s, TTFT s or None)``: the engine terms
-    fitted (identical routing: llama.cpp's benches and the transformers backend decode one prompt repeated), each point
-    ``{"output_throughput_tok_s", "tpot_s", "step_time_s", "ttft_s", "band": [low, high] tok/s}``; TTFT from the
-    prefill rate fitted on the calibration TTFTs (None where they are missing)."""
+    fitted, each point ``{"output_throughput_tok_s", "tpot_s", "step_time_s", "ttft_s", "band": [low, high] tok/s}``;
+    TTFT from the prefill rate fitted on the calibration TTFTs (None where they are missing).
+
+    ``identical_routing``: every sequence decodes the same tokens (llama.cpp's benches), so an MoE's expert coverage
+    stays k/E and the batched-kernel terms bend the curve; False for a decode-phase curve of distinct prompts (a
+    llama-benchy wave on a server: each request its own text), whose experts' coverage grows with the batch
+    (``1 − (1 − k/E)^B_eff`` at the fitted routing locality, :func:`pipeline.cards.stepcost.effective_batch`), the
+    shape that lets such a step's cost grow ever slower per sequence as the experts fill."""
     prior, peak = prior_terms(hardware_name, engine)
     peak = peak or peak_tflops
     ctx = input_len + output_len / 2
     fit = fit_curve(card, [b for b, _, _ in cal], [t for _, t, _ in cal], context=ctx, bandwidth_gb_s=bandwidth_gb_s,
-                    peak_tflops=peak, prior=prior, identical_routing=True)
+                    peak_tflops=peak, prior=prior, identical_routing=identical_routing)
     ttfts = [(b, input_len, 0, t) for b, _, t in cal if t]
     pre = fit_prefill(card, ttfts) if len(ttfts) == len(cal) else None
     out = []
     for b in batches:
         lo, step, hi = band(card, fit, b, context=ctx, bandwidth_gb_s=bandwidth_gb_s, peak_tflops=peak,
-                            identical_routing=True)
+                            identical_routing=identical_routing)
         ttft = pre[1] + b * prefill_flops(card, input_len, 0) / (pre[0] * 1e12) if pre else None
         out.append({"output_throughput_tok_s": b / step, "tpot_s": step, "step_time_s": step, "ttft_s": ttft,
                     "band": [b / hi, b / lo if lo > 0 else None]})

@@ -115,9 +115,12 @@ def _predicted_rows(rows: list[dict[str, Any]], cs: list[int], preds: list[dict[
 
 def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict[str, Any]], card: ModelCard | None,
                      hw: dict[str, Any], calibrate_on: list[int] | None,
-                     limits: dict[str, Any] | None = None, workload: Any = None) -> dict[str, Any]:
+                     limits: dict[str, Any] | None = None, workload: Any = None,
+                     distinct_prompts: bool = False) -> dict[str, Any]:
     """Calibrate on one workload's closed-loop points and predict every point (module docstring's model entry);
-    ``workload``: the run's drawn lengths (:func:`pipeline.config.workload.stored_workload`; None: fixed).
+    ``workload``: the run's drawn lengths (:func:`pipeline.config.workload.stored_workload`; None: fixed);
+    ``distinct_prompts``: a decode-phase curve whose sequences decode distinct prompts (:func:`distinct_prompts`),
+    its MoE experts' coverage growing with the batch, not held at k/E as llama.cpp's benches hold it.
 
     ``points``: the workload's closed-loop summaries; ``analysis_points``: the analysis' point rows
     by concurrency (``excluded``, ``regime``); ``hw``: :func:`pipeline.analysis.analyze.hardware_block`;
@@ -154,7 +157,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
         served = ServedLimits.of(limits)
         if static:
             terms = _spread(roofs, cal, static, first.input_len, _fit(roofs, cal, static, first.input_len))
-            engine_preds = _static_engine_fit(card, first, hw, cal)
+            engine_preds = _static_engine_fit(card, first, hw, cal, not distinct_prompts)
         else:  # fitted so that the simulated server reproduces the calibration points (servedsim.fit_served)
             terms, correction = fit_served(roofs, cal, first.input_len, first.output_len, served, requests, workload)
             terms = _spread(roofs, cal, static, first.input_len, terms,
@@ -172,12 +175,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     preds = (predict_static(roofs, terms, cs) if static else
              predict_served(roofs, terms, cs, first.input_len, first.output_len, served, requests, workload=workload))
     if engine_preds is not None:  # the engine-terms fit (pipeline.predict.enginefit): the one used where it fits
-        fit_e = engine_preds(cs)
-        if fit_e is not None:
-            preds, efit = fit_e
-            entry["method"] = "static_batch_engine_terms"
-            entry["fit"]["engine_terms"] = {n: getattr(efit.terms, n) for n in efit.free}
-            entry["fit"]["engine_terms_spread"] = efit.spread
+        preds = _use_engine_fit(entry, card, engine_preds(cs), preds, distinct_prompts)
     band_rel = _band_fraction(terms)
     errors = _predicted_rows(entry["points"], cs, preds, {s.concurrency: s for s in points}, chosen, band_rel,
                              analysis_points)
@@ -191,15 +189,55 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     return entry
 
 
-def _static_engine_fit(card: ModelCard, first: PointSummary, hw: dict[str, Any], cal: list[PointSummary]):
+#: Tools whose decode-phase figures come from requests of distinct prompts sent to a server (llama-benchy: each
+#: request its own text), so an MoE batch's tokens route apart; llama-batched-bench and the transformers backend's
+#: static batches are fitted as identical routing (coverage k/E).
+DISTINCT_PROMPT_TOOLS = frozenset({"llama-benchy"})
+
+
+def distinct_prompts(meta: dict[str, Any]) -> bool:
+    """Whether a run's decode-phase curves decode distinct prompts: its ``source_tool`` (``run.json``) is one of
+    :data:`DISTINCT_PROMPT_TOOLS`."""
+    return meta.get("source_tool") in DISTINCT_PROMPT_TOOLS
+
+
+def _routing_words(card: ModelCard, efit, distinct: bool) -> str:
+    """How the engine-terms fit counted an MoE's experts, in words (a dense card: none routed)."""
+    if not card.expert_bytes:
+        return "engine terms fitted (no experts routed)"
+    if not distinct:
+        return "engine terms fitted as identical prompts (every sequence the same experts, coverage k/E)"
+    s = getattr(efit.terms, "routing_scale", None)
+    return ("engine terms fitted on distinct prompts: experts' coverage grows with the batch"
+            + (f" at a routing locality s = {s:.3g}" if s else " (uniform routing)"))
+
+
+def _use_engine_fit(entry: dict[str, Any], card: ModelCard, fit_e, preds: list[dict[str, Any]],
+                    distinct: bool) -> list[dict[str, Any]]:
+    """The engine-terms predictions where that fit ran (``fit_e``: (predictions, fit), None when it failed), its terms
+    and routing said in ``entry["fit"]``; else ``preds`` (the calibrate fit's) unchanged."""
+    if fit_e is None:
+        return preds
+    out, efit = fit_e
+    entry["method"] = "static_batch_engine_terms"
+    entry["fit"]["engine_terms"] = {n: getattr(efit.terms, n) for n in efit.free}
+    entry["fit"]["engine_terms_spread"] = efit.spread
+    words = entry["fit"]["words"].replace("; experts counted under uniform routing", "")  # the calibrate fit's
+    entry["fit"]["words"] = f"{words}; {_routing_words(card, efit, distinct)}"
+    return out
+
+
+def _static_engine_fit(card: ModelCard, first: PointSummary, hw: dict[str, Any], cal: list[PointSummary],
+                       identical_routing: bool = True):
     """A function of the concurrencies to predict: the static batch's engine-terms predictions and fit
-    (:func:`pipeline.predict.enginefit.predict_static_curve`), None when that fit fails (the calibrate fit stands)."""
+    (:func:`pipeline.predict.enginefit.predict_static_curve`, ``identical_routing`` as it takes it), None when that fit
+    fails (the calibrate fit stands)."""
     pts = [(s.concurrency, _step_time(s), _p50(s.ttft_s)) for s in cal]
 
     def run(cs: list[int]):
         try:
             return predict_static_curve(card, first.engine, hw.get("name"), hw["bandwidth_gb_s"], hw.get("peak_tflops"),
-                                        pts, cs, first.input_len, first.output_len)
+                                        pts, cs, first.input_len, first.output_len, identical_routing)
         except (ValueError, ZeroDivisionError):
             return None
     return run
@@ -243,7 +281,7 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
         limits = server.get("limits") if isinstance(server, dict) else None
         card = cards.get(server_key(wl.model, wl.variant)) or cards.get(wl.model)
         models.append(predict_workload(pts, rows_by_workload.get(wl, {}), card, hw, calibrate_on, limits,
-                                       stored_workload(res.meta, f"{res.run_dir}/run.json")))
+                                       stored_workload(res.meta, f"{res.run_dir}/run.json"), distinct_prompts(res.meta)))
     from pipeline.analysis.quality import run_quality, short_reasons
 
     quality = run_quality(res.meta, [x.as_dict() for x in res.summaries], res.analysis.get("models") or [])
