@@ -26,7 +26,8 @@ def point_label(p: dict[str, Any]) -> str:
     if (p.get("load") or "closed") == "closed":
         return f"c = {p.get('concurrency')}"
     cap = f", cap {p['max_concurrency']}" if p.get("max_concurrency") else ""
-    return f"{p.get('load')} {p.get('rate_rps'):g} req/s{cap}"
+    rate = p.get("rate_rps")
+    return f"{p.get('load')} {rate:g} req/s{cap}" if isinstance(rate, (int, float)) else f"{p.get('load')}{cap}"
 
 
 def length_rows(points: list[dict[str, Any]]) -> list[dict[str, Any]]:

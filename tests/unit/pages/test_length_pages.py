@@ -87,3 +87,19 @@ def test_fixed_lengths_are_said_and_not_drawn(tmp_path: Path):
                 if p.name == "dense-a.md").read_text()
     assert "Workload: fixed lengths, prompts 64 tokens, outputs 16 tokens, a closed loop (a fixed number in flight)." in text
     assert not any("request lengths" in str(s.get("title")) for s in _specs(text))
+
+
+def test_an_import_is_said_as_its_tool_sent_it_never_as_fixed_lengths(tmp_path: Path):
+    """Fault kind: an imported run (its tool's file states measured lengths, never how they were drawn: a vllm bench
+    run of range ratio 0.9 imports at its mean lengths) called "fixed lengths" on its page and in ``show``."""
+    from pipeline.pages.render import render_site
+    from pipeline.views.show import format_table, show_run
+    from tests.runbuilder import make_imported_run
+
+    run = make_imported_run(tmp_path / "runs", "20261129T000000Z-testhost", {1: 50.0, 2: 90.0})
+    said = ("as vllm-bench sent them, 1,024 prompt and 128 output tokens a request as it measured them (it states no "
+            "length distribution), a closed loop (a fixed number in flight)")
+    text = next(p for p in render_site(tmp_path / "pages", runs_dir=tmp_path / "runs")
+                if p.parent.name == "models").read_text()
+    assert f"Workload: {said}." in text and "fixed lengths" not in text
+    assert f"workload in 1024 / out 128: {said}" in format_table(show_run(run)).splitlines()
