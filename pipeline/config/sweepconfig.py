@@ -254,7 +254,8 @@ class SweepConfig(StrictModel):
         before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
         agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed
         under its old name ``engine`` (``vllm.fallback_backend`` under ``vllm.fallback_engine``) and an unset
-        ``openai.engine`` and a ``transport`` or ``event_loop`` of ``auto`` are left out: they changed no digest.
+        ``openai.engine``, a variant's unset ``prefix_caching`` and a ``transport`` or ``event_loop`` of ``auto`` are left
+        out: they changed no digest.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
         data["engine"] = data.pop("backend")  # the key it had when the digests of the runs stored were made
@@ -268,6 +269,9 @@ class SweepConfig(StrictModel):
             # closed-loop config keeps its digest
             if data.get(k) is None:
                 data.pop(k, None)
+        for v in data.get("variants") or []:  # a variant's unset prefix_caching: as before it existed
+            if v.get("prefix_caching") is None:
+                v.pop("prefix_caching", None)
         if data.get("adaptive") and data["adaptive"].get("frontier_points") is None:
             data["adaptive"].pop("frontier_points", None)  # absent = as before it existed: an adaptive run resumes
         slo = data.get("slo")

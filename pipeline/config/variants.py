@@ -11,7 +11,11 @@ vLLM's own flags, appended like ``vllm.extra_args``), the ``simulated`` engine's
 
 Flags from vLLM's engine arguments (https://docs.vllm.ai/en/latest/configuration/engine_args.html):
 ``--max-num-seqs``, ``--gpu-memory-utilization``, ``--kv-cache-dtype {auto,fp8,fp8_e4m3,fp8_e5m2}``,
-``--max-num-batched-tokens``, ``--block-size``, ``--enforce-eager``.
+``--max-num-batched-tokens``, ``--block-size``, ``--enforce-eager``, ``--enable-prefix-caching`` /
+``--no-enable-prefix-caching`` (``prefix_caching``: appended after the command template, whose default turns prefix
+caching off; vLLM's boolean flags are argparse's ``BooleanOptionalAction``, the last one given wins).  A shared-prefix
+workload (``lengths.prefix_len``) swept with ``prefix_caching: true`` and ``false`` is a tuning variant like any other:
+the model page's "what each setting bought" says what caching the prefix bought in TTFT and throughput.
 """
 
 from __future__ import annotations
@@ -59,6 +63,8 @@ class Variant(StrictModel):
                                                description="vLLM --max-num-batched-tokens (the step's token budget)")
     block_size: int | None = Field(default=None, gt=0, le=1024, description="vLLM --block-size (tokens per KV block)")
     enforce_eager: bool = Field(default=False, description="vLLM --enforce-eager (no CUDA graphs)")
+    prefix_caching: bool | None = Field(default=None, description="vLLM --enable-prefix-caching (true) or "
+                                        "--no-enable-prefix-caching (false); unset: the command's own (off by default)")
     args: list[str] = Field(default_factory=list, description="Further server flags, appended to the command")
     env: dict[str, str] = Field(default_factory=dict, description="Further environment variables of the server")
     concurrency: list[int] | None = Field(default=None, min_length=1,
@@ -109,6 +115,8 @@ def vllm_flags(v: Variant) -> list[str]:
         flags += ["--block-size", str(v.block_size)]
     if v.enforce_eager:
         flags.append("--enforce-eager")
+    if v.prefix_caching is not None:
+        flags.append("--enable-prefix-caching" if v.prefix_caching else "--no-enable-prefix-caching")
     return flags + list(v.args)
 
 

@@ -55,6 +55,18 @@ class Tails(TypedDict):
     p99_9: float | None
 
 
+class LengthHist(TypedDict):
+    """One length's histogram over a point's measured requests (tokens): bins of one whole number of tokens or more,
+    ``edges`` the n + 1 bin edges (bin i holds lengths in [edges[i], edges[i + 1])), ``counts`` the n requests each,
+    with the ``min``, ``max`` and ``mean`` lengths (:func:`pipeline.metrics.lengthhist.length_hist`)."""
+
+    edges: list[int]
+    counts: list[int]
+    min: int
+    max: int
+    mean: float
+
+
 def tails(values: "list[float] | np.ndarray | None") -> Tails | None:
     """:class:`Tails` of raw ``values`` (s); None when there are none."""
     if values is None or len(values) == 0:
@@ -137,6 +149,11 @@ class PointSummary:
     the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more; every key of ``samples``
     but the per-request ``ttft_s`` and ``tpot_s``).  All None for points
     summarized before they were kept, the in-process backend (client figures) and imports.
+
+    ``length_hist``: a point of drawn lengths (``lengths:``), ``{"input", "output"[, "got"]}`` → :class:`LengthHist` of
+    its measured requests' drawn prompt tokens (shared prefix included), drawn output tokens (the most each may get)
+    and, where outputs stop at EOS (``ignore_eos: false``), the output tokens each finished request really got
+    (:mod:`pipeline.metrics.lengthhist`); None for a point of fixed lengths, an import and a point summarized before.
     """
 
     model: str
@@ -198,6 +215,7 @@ class PointSummary:
     tokens_per_chunk: float | None = None
     chunks_per_request: float | None = None
     ci95: dict[str, list[float]] | None = None
+    length_hist: dict[str, LengthHist] | None = None
 
     @property
     def key(self) -> PointKey:

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from pipeline.core import paths
 from pipeline.store import runs
-from pipeline.pages import charts, explain, throughputchart
+from pipeline.pages import charts, explain, lengthchart, throughputchart
 from pipeline.pages.assets import write_assets
 from pipeline.pages.downloads import write_downloads
 from pipeline.pages.guide import included_page, write_guide
@@ -175,7 +175,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
     from pipeline.analysis.knee import DECLINE_FRACTION, KNEE_THRESHOLD
     from pipeline.engines import streamcaps, streamrecord, tokencount
 
-    env.globals.update(charts=charts, throughputchart=throughputchart, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
+    env.globals.update(charts=charts, lengthchart=lengthchart, throughputchart=throughputchart, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,
                        count_sources=tokencount.SOURCES, count_disagree_factor=tokencount.DISAGREE_FACTOR,
                        run_count_sources=run_count_sources, headline_runs=headline_runs, headline_series=headline_series,

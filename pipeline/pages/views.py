@@ -48,6 +48,14 @@ class WorkloadView:
         model = m["model"] if v == DEFAULT_VARIANT else f"{m['model']}-{v}"
         return anchor(f"{model}-in{m['input_len']}-out{m['output_len']}".replace(".", "-"))
 
+    @property
+    def workload_text(self) -> str:
+        """This workload's lengths and arrivals in words (:func:`pipeline.views.showworkload.shape_words`)."""
+        from pipeline.views.showworkload import shape_words
+
+        m = self.model
+        return shape_words(self.run_meta, self.points + self.rate_points, m["input_len"], m["output_len"])
+
     def roofline_over_measured(self) -> float | None:
         """Median over the grid of roofline prediction ÷ measured output throughput (how far the bound sits above
         the curve: 1 = the arithmetic alone explains it); None without both figures at any point."""

@@ -29,6 +29,8 @@ What ``vllm bench serve`` prints is there too: every point's ``request_throughpu
 TTFT and TPOT from its per-request samples and the others null; null where a summary has none; the contract's
 ``ttft_s`` … stay exactly ``{"p50", "p90", "p99", "mean"}``), and
 ``repeat_spread`` of the output throughput (``{"n", "min", "max", "ratio"}``).
+Every model entry carries ``workload``: its shape's lengths and arrivals in words (:mod:`pipeline.views.showworkload`),
+which the table prints once per shape.
 The human table (:func:`format_table`) lays the points out by :mod:`pipeline.views.showtable`: the server's figures,
 then the client's and the stream's, each with ``±`` half its 95 % interval over repeats where the point has one.
 """
@@ -46,6 +48,7 @@ from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis,
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
 from pipeline.views.showtable import error_lines, point_label, point_tables
+from pipeline.views.showworkload import add_workloads, workload_lines
 from pipeline.diff.variants import format_tuning, tuning_of
 
 POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
@@ -159,6 +162,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     tuning = tuning_of(res.meta, res.summaries)  # more than one variant: the frontier and what each setting bought
     if tuning is not None:
         doc["tuning"] = tuning
+    add_workloads(doc, res.meta)  # each shape's lengths and arrivals in words
     if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
     return doc
@@ -241,7 +245,7 @@ def format_table(doc: dict[str, Any]) -> str:
     tuned = len({p.get("variant") for p in doc["points"]}) > 1  # more than one variant: a column of its own
     shaped = len({(p["input_len"], p["output_len"]) for p in doc["points"]}) > 1
     lines += point_tables(doc["points"], noisy_probe, tuned, shaped)
-    lines.append("")
+    lines += [""] + workload_lines(doc)
     for m in doc["models"]:
         if m["peak_output_throughput_tok_s"] is None and m.get("rate_sweeps"):
             continue  # measured at rates only: no concurrency grid, no knee to report (its rate sweep follows)
