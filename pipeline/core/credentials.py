@@ -33,7 +33,9 @@ _SECRET_LAST = {"key", "apikey", "token", "secret", "password", "passwd", "pass"
 #: Words before ``token``/``key`` that make the name no credential (a tokenizer's special tokens, a count's unit,
 #: a public half of a key pair, a cache's key).
 _NOT_SECRET_BEFORE = {"bos", "eos", "pad", "unk", "sep", "cls", "mask", "per", "start", "end", "image", "video",
-                      "audio", "special", "public", "cache", "sort", "server", "primary", "foreign", "partition"}
+                      "audio", "special", "public", "cache", "sort", "server", "primary", "foreign", "partition",
+                      "eot", "eom", "eog", "boi", "eoi", "boa", "eoa", "fim", "prefix", "suffix", "middle", "stop",
+                      "first", "last", "next", "input", "output", "prompt", "completion"}
 _WORDS = re.compile(r"[^a-z0-9]+")
 
 

@@ -41,6 +41,16 @@ def _text_secret_name(name: str) -> bool:
         name.lower() not in {"key", "pass", "pat", "credential", "credentials"}
 
 
+#: A number a field named ``…token`` holds that is no credential: a token id or count (``EOS token = 2``,
+#: ``eot_token: 128009``, ``first_token=2.1``); a longer run of digits may be one.
+_TOKEN_NUMBER = re.compile(r"\d{1,15}(?:\.\d+)?")
+
+
+def _kept(name: str, value: str) -> bool:
+    """Whether ``value`` of a credential-named ``name`` is no credential: a number of a name ending in ``token``."""
+    return name.lower().rstrip("s").endswith("token") and _TOKEN_NUMBER.fullmatch(value) is not None
+
+
 # a token's characters: base64/base64url, hex, JWT dots and the separators key formats use
 _TOKEN = r"[A-Za-z0-9._~+/=:-]+"
 # a credential's value: up to a space, quote, escape or separator; never a value already redacted (idempotent)
@@ -51,13 +61,18 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
                 r"refresh[-_]?token|auth[-_]?token|client[-_]?secret|secret|password|passwd|token)"
                 r"(\\?[\"']?\s*[:=]\s*\[?\s*\\?[\"']?)(?!(?:bearer|basic|token)\s+\[redacted\])(?:(bearer|basic|token)\s+)?"
                 + _VALUE),
-     lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{REDACTED}"),
+     lambda m: m.group(0) if _kept(m.group(1), m.group(4)) else
+     f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{REDACTED}"),
     # a flag named like a credential and its value: "--api-key K", "--hf-token=K", "'--api-key', 'K'" (an argv list)
     (re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)(=|\\?[\"']?(?:\s*,\s*|\s+)\\?[\"']?)(?!-)" + _VALUE),
-     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if credentials.is_secret_name(m.group(1)) else m.group(0)),
+     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if credentials.is_secret_name(m.group(1))
+     and not _kept(m.group(1), m.group(3)) else m.group(0)),
     # a variable or field named like a credential: "VLLM_API_KEY=K", "export HF_TOKEN=K", "'api_key': ['K']"
     (re.compile(r"(?<![\w$-])([A-Za-z_][\w-]*)(\\?[\"']?\s*[:=]\s*\[?\s*\\?[\"']?)" + _VALUE),
-     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if _text_secret_name(m.group(1)) else m.group(0)),
+     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if _text_secret_name(m.group(1))
+     and not _kept(m.group(1), m.group(3)) else m.group(0)),
+    # a key in a URL's query: Google's "?key=K", an Azure shared access signature's "&sig=K"
+    (re.compile(r"([?&](?:key|sig|signature)=)" + _VALUE), lambda m: f"{m.group(1)}{REDACTED}"),
     # a bearer token anywhere: "Bearer sk-…" (also URL-encoded: "Bearer%20…")
     (re.compile(r"(?i)\b(bearer)(\s+|%20|\+)(?!\[redacted\])" + _TOKEN), lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}"),
     # well-known key shapes, wherever they stand: OpenAI (sk-, sk-proj-…), Stripe-like, Hugging Face, GitHub,
