@@ -236,6 +236,21 @@ def scrub_tree(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
     return _scrub_strings(_redact_structure(obj), known)
 
 
+def redact_tree(obj: Any) -> Any:
+    """``obj`` (JSON-like) with credentials redacted as :func:`scrub_tree` redacts them (by name in its structure, then
+    those values and key-shaped text in every string), and nothing else changed (no path replaced): the content a
+    config's digest is taken of, so that a published digest is no oracle for guessing a key."""
+    named = tuple(dict.fromkeys(s for s in tree_secrets(obj) if len(s) >= TREE_SECRET_CHARS))
+
+    def strings(o: Any) -> Any:
+        if isinstance(o, str):
+            return redact(o, named, pieces=False) or o
+        if isinstance(o, dict):
+            return {k: strings(v) for k, v in o.items()}
+        return [strings(v) for v in o] if isinstance(o, (list, tuple)) else o
+    return strings(_redact_structure(obj))
+
+
 def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None, *,
           pieces: bool = True) -> str | None:
     """``text`` with secrets redacted (:func:`redact`, ``pieces`` as there) and machine paths replaced
