@@ -26,6 +26,7 @@ from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSE
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
 from pipeline.config.workload import Lengths
+from pipeline.core import scrub
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
@@ -249,6 +250,7 @@ class SweepConfig(StrictModel):
 
     def digest(self) -> str:
         """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid.
+        Credentials are redacted before hashing (:func:`pipeline.core.scrub.redact_tree`): the digest holds no key.
 
         ``cluster`` (where the jobs run, not what they measure) is left out, so configs written
         before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
@@ -278,7 +280,8 @@ class SweepConfig(StrictModel):
         if slo and all(slo[f"goodput_{m}_ms"] == slo[f"{m}_p99_max_ms"] for m in SLO_METRICS):
             # both limits equal (every SLO written before they were apart): its keys as then, so its digest
             data["slo"] = {old: slo[new] for old, (new, _) in DEPRECATED_SLO_KEYS.items()}
-        blob = json.dumps(data, sort_keys=True).encode()
+        # of the config as published: a digest of the key beside the config without it would let a reader guess it
+        blob = json.dumps(scrub.redact_tree(data), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 

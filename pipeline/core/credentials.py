@@ -7,7 +7,8 @@ echo back.
   ``AWS_SECRET_ACCESS_KEY``), or any name holding ``password``/``passwd``/``secret``.  A tokenizer's
   ``eos_token`` and a count such as ``--max-num-batched-tokens`` are no credential.
 - In structure (:func:`redact_argv`, :func:`redact_env`): the value after such a flag (``--api-key K``,
-  ``--api-key=K``) and such a variable's value become ``[redacted]``; :func:`argv_secrets` and :func:`env_secrets`
+  ``--api-key=K``), of such a variable assigned in a command (``env VLLM_API_KEY=K …``) and such a variable's value
+  become ``[redacted]``; :func:`argv_secrets` and :func:`env_secrets`
   give the values themselves, so that a log or an answer that repeats them elsewhere is redacted too.
 - By value (:func:`known_spellings`, :func:`fragment_pattern`): a known secret as given, reversed, URL-encoded,
   JSON-escaped, hex-encoded and base64-encoded (standard and URL-safe alphabets, with or without padding, at each of the three
@@ -32,7 +33,9 @@ _SECRET_LAST = {"key", "apikey", "token", "secret", "password", "passwd", "pass"
 #: Words before ``token``/``key`` that make the name no credential (a tokenizer's special tokens, a count's unit,
 #: a public half of a key pair, a cache's key).
 _NOT_SECRET_BEFORE = {"bos", "eos", "pad", "unk", "sep", "cls", "mask", "per", "start", "end", "image", "video",
-                      "audio", "special", "public", "cache", "sort", "server", "primary", "foreign", "partition"}
+                      "audio", "special", "public", "cache", "sort", "server", "primary", "foreign", "partition",
+                      "eot", "eom", "eog", "boi", "eoi", "boa", "eoa", "fim", "prefix", "suffix", "middle", "stop",
+                      "first", "last", "next", "input", "output", "prompt", "completion"}
 _WORDS = re.compile(r"[^a-z0-9]+")
 
 
@@ -57,14 +60,32 @@ def _flag_name(word: str) -> str | None:
     return word.partition("=")[0]
 
 
+#: An environment assignment as a command line's word: ``VLLM_API_KEY=K`` after ``env`` or ``docker run -e``.
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)", re.S)
+#: Lone words that name a credential only in a flag (``--key``), not as an assignment (``key=3`` is any setting's).
+_LONE_WORDS = {"key", "pass", "pat", "credential", "credentials"}
+
+
+def assigned_secret(word: str) -> str | None:
+    """The value of a command line's word that assigns a credential-named variable (``VLLM_API_KEY=K``, ``HF_TOKEN=K``
+    after ``env`` or ``docker run -e``), None for any other word (``MAX_JOBS=4``, ``eos_token=2``, ``key=3``)."""
+    m = _ASSIGNMENT.fullmatch(word)
+    if m is None or m.group(1).lower() in _LONE_WORDS or not is_secret_name(m.group(1)):
+        return None
+    return m.group(2)
+
+
 def argv_secrets(words: Iterable[str]) -> list[str]:
     """The values of credential flags in a command line: ``K`` of ``--api-key K`` (and of each further value before the
-    next flag, as vLLM's ``--api-key K1 K2``) and of ``--api-key=K``."""
+    next flag, as vLLM's ``--api-key K1 K2``) and of ``--api-key=K``, and of credential assignments
+    (:func:`assigned_secret`: ``env VLLM_API_KEY=K …``, ``docker run -e HF_TOKEN=K …``)."""
     out: list[str] = []
     taking = False
     for w in (str(x) for x in words):
         flag = _flag_name(w)
-        if flag is not None:
+        if flag is None and not taking and (value := assigned_secret(w)) is not None:
+            out.append(value)
+        elif flag is not None:
             taking = False
             if is_secret_name(flag.lstrip("-")):
                 if "=" in w:
@@ -77,13 +98,15 @@ def argv_secrets(words: Iterable[str]) -> list[str]:
 
 
 def redact_argv(words: Iterable[str]) -> list[str]:
-    """``words`` (a command line, or flags to append to one) with each credential flag's values replaced by
-    ``[redacted]`` (:func:`argv_secrets`); every other word unchanged."""
+    """``words`` (a command line, or flags to append to one) with each credential flag's values and each credential
+    assignment's value replaced by ``[redacted]`` (:func:`argv_secrets`); every other word unchanged."""
     out: list[str] = []
     taking = False
     for w in (str(x) for x in words):
         flag = _flag_name(w)
-        if flag is not None:
+        if flag is None and not taking and assigned_secret(w):
+            w = f"{w.partition('=')[0]}={REDACTED}"
+        elif flag is not None:
             taking = False
             if is_secret_name(flag.lstrip("-")):
                 if "=" in w:

@@ -41,6 +41,16 @@ def _text_secret_name(name: str) -> bool:
         name.lower() not in {"key", "pass", "pat", "credential", "credentials"}
 
 
+#: A number a field named ``…token`` holds that is no credential: a token id or count (``EOS token = 2``,
+#: ``eot_token: 128009``, ``first_token=2.1``); a longer run of digits may be one.
+_TOKEN_NUMBER = re.compile(r"\d{1,15}(?:\.\d+)?")
+
+
+def _kept(name: str, value: str) -> bool:
+    """Whether ``value`` of a credential-named ``name`` is no credential: a number of a name ending in ``token``."""
+    return name.lower().rstrip("s").endswith("token") and _TOKEN_NUMBER.fullmatch(value) is not None
+
+
 # a token's characters: base64/base64url, hex, JWT dots and the separators key formats use
 _TOKEN = r"[A-Za-z0-9._~+/=:-]+"
 # a credential's value: up to a space, quote, escape or separator; never a value already redacted (idempotent)
@@ -51,13 +61,18 @@ _PATTERNS: list[tuple[re.Pattern[str], Any]] = [
                 r"refresh[-_]?token|auth[-_]?token|client[-_]?secret|secret|password|passwd|token)"
                 r"(\\?[\"']?\s*[:=]\s*\[?\s*\\?[\"']?)(?!(?:bearer|basic|token)\s+\[redacted\])(?:(bearer|basic|token)\s+)?"
                 + _VALUE),
-     lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{REDACTED}"),
+     lambda m: m.group(0) if _kept(m.group(1), m.group(4)) else
+     f"{m.group(1)}{m.group(2)}{m.group(3) + ' ' if m.group(3) else ''}{REDACTED}"),
     # a flag named like a credential and its value: "--api-key K", "--hf-token=K", "'--api-key', 'K'" (an argv list)
     (re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)(=|\\?[\"']?(?:\s*,\s*|\s+)\\?[\"']?)(?!-)" + _VALUE),
-     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if credentials.is_secret_name(m.group(1)) else m.group(0)),
+     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if credentials.is_secret_name(m.group(1))
+     and not _kept(m.group(1), m.group(3)) else m.group(0)),
     # a variable or field named like a credential: "VLLM_API_KEY=K", "export HF_TOKEN=K", "'api_key': ['K']"
     (re.compile(r"(?<![\w$-])([A-Za-z_][\w-]*)(\\?[\"']?\s*[:=]\s*\[?\s*\\?[\"']?)" + _VALUE),
-     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if _text_secret_name(m.group(1)) else m.group(0)),
+     lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}" if _text_secret_name(m.group(1))
+     and not _kept(m.group(1), m.group(3)) else m.group(0)),
+    # a key in a URL's query: Google's "?key=K", an Azure shared access signature's "&sig=K"
+    (re.compile(r"([?&](?:key|sig|signature)=)" + _VALUE), lambda m: f"{m.group(1)}{REDACTED}"),
     # a bearer token anywhere: "Bearer sk-…" (also URL-encoded: "Bearer%20…")
     (re.compile(r"(?i)\b(bearer)(\s+|%20|\+)(?!\[redacted\])" + _TOKEN), lambda m: f"{m.group(1)}{m.group(2)}{REDACTED}"),
     # well-known key shapes, wherever they stand: OpenAI (sk-, sk-proj-…), Stripe-like, Hugging Face, GitHub,
@@ -219,6 +234,21 @@ def scrub_tree(obj: Any, secrets: Iterable[str | None] = ()) -> Any:
     named = [s for s in tree_secrets(obj) if len(s) >= TREE_SECRET_CHARS]  # a shorter one only where it is named
     known = tuple(dict.fromkeys([*(str(s) for s in secrets if s), *named]))
     return _scrub_strings(_redact_structure(obj), known)
+
+
+def redact_tree(obj: Any) -> Any:
+    """``obj`` (JSON-like) with credentials redacted as :func:`scrub_tree` redacts them (by name in its structure, then
+    those values and key-shaped text in every string), and nothing else changed (no path replaced): the content a
+    config's digest is taken of, so that a published digest is no oracle for guessing a key."""
+    named = tuple(dict.fromkeys(s for s in tree_secrets(obj) if len(s) >= TREE_SECRET_CHARS))
+
+    def strings(o: Any) -> Any:
+        if isinstance(o, str):
+            return redact(o, named, pieces=False) or o
+        if isinstance(o, dict):
+            return {k: strings(v) for k, v in o.items()}
+        return [strings(v) for v in o] if isinstance(o, (list, tuple)) else o
+    return strings(_redact_structure(obj))
 
 
 def scrub(text: str | None, secrets: Iterable[str | None] = (), root: Path | None = None, *,

@@ -61,6 +61,8 @@ class Target:
         timeout_s: total time allowed for one request (s).
         max_tokens: the tokens each request asks for (None: not known), which bounds the bytes kept of its stream and
             of each event (:mod:`pipeline.engines.streamcaps`); a stream past it fails by name.
+        body_secrets: credentials the request bodies carry (``extra_body``'s ``api_key``, :func:`body_secrets`),
+            redacted as the key is: a server that refuses an unknown field echoes its value.
     """
 
     base_url: str
@@ -69,6 +71,7 @@ class Target:
     api_key: str | None = None
     timeout_s: float = 600.0
     max_tokens: int | None = None
+    body_secrets: tuple[str, ...] = ()
 
     @property
     def url(self) -> str:
@@ -78,8 +81,8 @@ class Target:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """Values that must never be stored (the API key), for :func:`pipeline.core.scrub.redact`."""
-        return (self.api_key,) if self.api_key else ()
+        """Values that must never be stored (the API key, the bodies' credentials), for :func:`pipeline.core.scrub.redact`."""
+        return ((self.api_key,) if self.api_key else ()) + self.body_secrets
 
     def headers(self) -> dict[str, str]:
         """Request headers (content type, and the bearer token when there is a key)."""
@@ -87,6 +90,13 @@ class Target:
         if self.api_key:
             h["Authorization"] = f"Bearer {self.api_key}"
         return h
+
+
+def body_secrets(extra_body: dict[str, Any]) -> tuple[str, ...]:
+    """The credentials ``extra_body`` sends (the values of its credential-named fields,
+    :func:`pipeline.core.scrub.tree_secrets`), of :data:`pipeline.core.scrub.TREE_SECRET_CHARS` or more characters (a
+    shorter one is redacted where it is named)."""
+    return tuple(dict.fromkeys(s for s in scrub.tree_secrets(extra_body) if len(s) >= scrub.TREE_SECRET_CHARS))
 
 
 def build_body(target: Target, features: Features, prompt: str, max_tokens: int,

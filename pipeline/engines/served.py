@@ -254,7 +254,8 @@ class ServedEngine:
                                               repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None))
         out_lens = [reqs.output_len(i, key.output_len) for i in range(len(reqs.prompts))]
         # the longest output any request asks for bounds each stream's bytes
-        target = dataclasses.replace(self._target(), max_tokens=max(out_lens, default=key.output_len))
+        target = dataclasses.replace(self._target(), max_tokens=max(out_lens, default=key.output_len),
+                                     body_secrets=client.body_secrets(self.opts.extra_body))
         bodies = [client.build_body(target, reqs.features, p, out_lens[i], self.opts.extra_body)
                   for i, p in enumerate(reqs.prompts)]
         meta: dict[str, Any] = {

@@ -108,13 +108,15 @@ INHERITED_SECRET_CHARS = 8
 
 def server_api_key(cmd: list[str], env: dict[str, str]) -> str | None:
     """The API key a vLLM server started this way asks of its clients: the first value of its ``--api-key`` flag, else
-    its ``VLLM_API_KEY`` variable (vLLM's ``serve --api-key``: https://docs.vllm.ai/en/latest/cli/serve.html); None."""
+    its ``VLLM_API_KEY`` variable as the command assigns it (``env VLLM_API_KEY=K …``, ``docker run -e VLLM_API_KEY=K``),
+    else as the environment gives it (vLLM's ``serve --api-key``: https://docs.vllm.ai/en/latest/cli/serve.html); None."""
     for i, w in enumerate(cmd):
         if w.startswith("--api-key="):
             return w.partition("=")[2] or None
         if w == "--api-key" and i + 1 < len(cmd) and not cmd[i + 1].startswith("-"):
             return cmd[i + 1]
-    return env.get("VLLM_API_KEY") or None
+    assigned = [w.partition("=")[2] for w in cmd if w.startswith("VLLM_API_KEY=")]
+    return (assigned[-1] if assigned else env.get("VLLM_API_KEY")) or None
 
 
 def scrub_log(path: Path, secrets: Iterable[str] = ()) -> None:

@@ -6,7 +6,8 @@ The values of credential-named settings (:func:`pipeline.core.scrub.tree_secrets
 ``hf_token``, any ``*_key``/``*_token``/``*_secret``/``*password*``) are the import's secrets: each setting becomes
 ``[redacted]``, and the value is redacted in every spelling (:func:`pipeline.core.scrub.redact`) from the variant's
 name (``api_key_K-max_num_seqs_2`` → ``api_key_redacted-max_num_seqs_2``: a name stays letters, digits, ``. _ -``),
-the points' variant and error texts, the source file names and the source details.
+the points' variant and error texts, the source file names (also as ``sanitize_filename`` writes a value in a
+folder's name: ``/`` → ``_``) and the source details.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from pipeline.core import scrub
 from pipeline.core.credentials import REDACTED
+from pipeline.importers.vllm_sweep import sanitize
 
 
 def _name(name: str, secrets: tuple[str, ...], taken: set[str]) -> str:
@@ -32,7 +34,9 @@ def _name(name: str, secrets: tuple[str, ...], taken: set[str]) -> str:
 def redact_import(result: Any) -> Any:
     """``result`` (an :class:`pipeline.importers.base.ImportResult`) with its variants' credentials redacted (module
     docstring); the same object when no variant sets one."""
-    secrets = tuple(dict.fromkeys(scrub.tree_secrets(result.variants)))
+    named = scrub.tree_secrets(result.variants)
+    # and as vLLM's sweep writes a value into its folders' names (sanitize_filename: / → _)
+    secrets = tuple(dict.fromkeys([*named, *(sanitize(s) for s in named)]))
     if not secrets:
         return result
     taken: set[str] = set()

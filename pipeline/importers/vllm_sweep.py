@@ -17,7 +17,8 @@ So here:
 - a result's **server combination** is the ``SERVE-`` part of its folder's name (or its log section's ``Server
   overrides:``); results without one are of variant ``default``, as before;
 - the **variant's name** is the combination's ``_benchmark_name`` as it is, else its parameters as ``key_value``
-  joined by ``-`` (``max_num_seqs=2`` → ``max_num_seqs_2``): a name of letters, digits, ``. _ -`` (at most 64);
+  joined by ``-`` (``max_num_seqs=2`` → ``max_num_seqs_2``; a credential's value spelled ``redacted``:
+  ``api_key_redacted``): a name of letters, digits, ``. _ -`` (at most 64);
   anything else is refused naming the folder (name the combination in a dict-form ``--serve-params``);
 - its **settings** are the combination's parameters: from a ``key=value`` folder name, each value as the run's JSON
   states it (and every run of the folder must state it so, or the folder is refused naming the file and field: a
@@ -42,6 +43,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.variants import NAME_PATTERN
+from pipeline.core import scrub
+from pipeline.core.credentials import is_secret_name
 from pipeline.importers.parsing import fail
 
 _SERVE, _BENCH = "SERVE--", "BENCH--"
@@ -135,9 +138,12 @@ def variant_name(combination: str, where: str | Path, found: list[tuple[str, str
         BatchmarkError: no valid variant name can be built (naming ``where``, the folder or log section).
     """
     found = found if found is not None else pairs(combination)
-    name = "-".join(f"{k}_{v}" for k, v in found) if found else combination
+    # a credential's value (``api_key=K``) is spelled ``redacted``: a key is no name, and base64's + = refuse one
+    name = "-".join(f"{k}_{'redacted' if is_secret_name(k) else v}" for k, v in found) if found else combination
     if not re.match(NAME_PATTERN, name) or len(name) > 64:
-        raise fail(where, "server combination", f"{combination!r} gives no variant name ({name!r}: letters, digits, "
+        keys = [v for k, v in found or () if is_secret_name(k)]  # the refusal names no key either
+        raise fail(scrub.redact(str(where), keys), "server combination",
+                   f"{scrub.redact(combination, keys)!r} gives no variant name ({name!r}: letters, digits, "
                                                 ". _ - only, at most 64 characters); name the combination in "
                                                 "--serve-params (a dict keyed by name, its _benchmark_name)")
     return name

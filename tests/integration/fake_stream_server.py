@@ -63,6 +63,8 @@ Faults (``--fault``), each a kind of fault reported against public servers and c
   in two halves apart, reversed, base64 (standard; URL-safe without padding; inside ``Bearer <key>`` encoded),
   URL-encoded, the halves swapped;
 - ``echo_auth_probe``: every request, the probe too, gets the HTTP 400 of ``echo_auth``.
+- ``echo_body``: after the probe, an HTTP 400 that echoes each request field the completions API does not
+  define with its value, as vLLM's request validation does (pydantic's ``extra_forbidden``: ``'input': <value>``).
 
 ``--record`` keeps the server's own record of every request it streams: its arrival and each content chunk's
 write time (``time.perf_counter``, the clock the client stamps with: one system-wide monotonic clock on Linux) with
@@ -172,6 +174,12 @@ def main() -> None:
         if fault == "echo_auth" and n_req > 1 and n_req % 4 == 2 or fault == "echo_auth_probe":
             return web.json_response({"error": f"invalid header Authorization: {auth}", "headers": dict(req.headers)},
                                      status=400)
+        if fault == "echo_body" and n_req > 1:
+            known = {"model", "prompt", "messages", "stream", "stream_options", "max_tokens", "temperature", "min_tokens",
+                     "ignore_eos"}
+            said = [{"type": "extra_forbidden", "loc": ["body", k], "msg": "Extra inputs are not permitted", "input": v}
+                    for k, v in body.items() if k not in known]
+            return web.json_response({"object": "error", "message": str(said)}, status=400)
         if fault == "echo_spelled" and n_req > 1:
             import base64
             import urllib.parse

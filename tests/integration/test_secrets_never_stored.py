@@ -241,3 +241,31 @@ def test_a_variants_server_credentials_are_never_stored(tmp_path, monkeypatch):
     leaked = [(name, k) for name, data in files.items() for k in (k_flag, k_env, k_hub, "/srv/zq7user")
               if k.encode() in data]
     assert leaked == []
+
+
+def test_a_credential_in_extra_body_echoed_by_the_server_is_never_stored(tmp_path, monkeypatch):
+    """Fault kind: a credential the config sends in ``openai.extra_body`` (``{"api_key": K}``, ``{"metadata":
+    {"user_token": K}}``), echoed by a server that refuses the unknown fields (``'input': 'K'``, a field named by no
+    credential word), was stored in every record's ``error``: only the ``Authorization`` key was the client's secret."""
+    from tests.integration.served_helpers import build_tokenizer
+
+    k_body, k_meta = secrets.token_urlsafe(15), secrets.token_hex(9)
+    tok = tmp_path / "tok"
+    build_tokenizer(tok)
+    run_dir = tmp_path / "20260101T000000Z-body"
+    run_dir.mkdir()
+    proc, url = start_server("echo_body", tmp_path)
+    try:
+        raw = _config(url, tok, 1)
+        raw["openai"]["extra_body"] = {"api_key": k_body, "metadata": {"user_token": k_meta}}
+        raw["openai"]["requests_per_point"] = 4
+        cfg = parse_config(raw)
+        engine = get_engine(cfg)
+        engine.load(cfg.models[0])
+        points = engine.measure(PointKey("m", "openai", 8, 16, 1), 1, True, 0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    errors = [r.error for rep in points.repeats for r in rep.requests if r.error]
+    assert errors and all("extra_forbidden" in e and "[redacted]" in e for e in errors), errors
+    assert [e for e in errors if k_body in e or k_meta in e] == []

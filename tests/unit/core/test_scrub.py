@@ -172,3 +172,28 @@ def test_a_variants_flags_and_environment_are_redacted_by_name():
     for text in ("--max-num-batched-tokens 4096", "eos_token: </s>", "Missing key: foo",
                  "--return-tokens-as-token-ids --seed 0", "api_key_env=BATCHMARK_KEY"):
         assert redact(text) == text
+
+
+@pytest.mark.parametrize("text", [
+    "print_info: EOS token        = 2 '</s>'", "print_info: EOT token = 128009 '<|eot_id|>'", "LF token = 13 'Ċ'",
+    "eot_token: 128009", "boi_token: <start_of_image>", "eoi_token=<end_of_image>", "fim_prefix_token: <fim>",
+    "first_token=2.1", "last_token: 5", "stop_token: </s>", "output_token=16", "token=64",
+])
+def test_a_token_id_count_or_special_token_is_no_credential(text):
+    """Fault kind: over-redaction.  A llama.cpp server log's special tokens (``EOS token = 2``), a tokenizer's
+    ``eot_token``/``boi_token`` and a count named ``…_token`` became ``[redacted]``, destroying published data: a
+    number is no token of a credential, nor is a special token's name."""
+    assert redact(text, pieces=False) == text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("HF_TOKEN=12345678901234567890", f"HF_TOKEN={REDACTED}"),  # a long number still is a credential's value
+    ("token: 4f3a9c2e1b", f"token: {REDACTED}"), ("BOT_TOKEN=123456:ABC-def", f"BOT_TOKEN={REDACTED}"),
+    ("DB_PASSWORD=1234", f"DB_PASSWORD={REDACTED}"),
+    ("GET https://h/v1/models?key=AIzaSyA1b2c3 failed", f"GET https://h/v1/models?key={REDACTED} failed"),
+    ("https://acct.blob.core.windows.net/c/f?sv=2022&sig=Zq7abc%2Bdef%3D", f"https://acct.blob.core.windows.net/c/f?sv=2022&sig={REDACTED}"),
+])
+def test_a_credential_in_a_query_or_of_digits_is_still_redacted(text, expected):
+    """Fault kind: a key passed as a URL's ``?key=`` (Google's API keys) or an Azure SAS ``&sig=`` was stored as it
+    was (a lone ``key`` is no credential in running text); the rule that keeps a token id keeps no credential."""
+    assert redact(text, pieces=False) == expected

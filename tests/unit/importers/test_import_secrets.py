@@ -17,6 +17,8 @@ import secrets
 import shutil
 from pathlib import Path
 
+import pytest
+
 from pipeline.cli import main
 from pipeline.core import paths
 
@@ -65,3 +67,29 @@ def test_a_show_stdout_logs_server_overrides_api_key_is_no_published_setting(tmp
         ("api_key_redacted-max_num_seqs_2", {"api_key": "[redacted]", "max_num_seqs": 2}),
         ("api_key_redacted-max_num_seqs_4", {"api_key": "[redacted]", "max_num_seqs": 4})]
     assert [name for name, data in _stored_bytes(run_dir).items() if key.encode() in data] == []
+
+
+@pytest.mark.parametrize("sep", ["/", "+="], ids=["slash", "plus-equals"])
+def test_a_base64_serve_params_key_is_redacted_from_every_name(tmp_path, scratch_root, sep):
+    """Fault kind: a key of the base64 alphabet (``openssl rand -base64``) that vLLM's ``sanitize_filename`` writes
+    into its folder's name with ``/`` as ``_`` kept its pieces around the ``_`` in the variant's name, the points and
+    the source files (only the spellings of the key as sent were redacted); one with ``+`` or ``=`` made the import
+    refuse the whole sweep ("gives no variant name"), naming the key.  Right: the same variants as for any key."""
+    from pipeline.importers.vllm_sweep import sanitize
+
+    parts = ["Zq7" + secrets.token_hex(4), secrets.token_hex(5), secrets.token_hex(4) + "Q"]
+    key = sep.join(parts) if sep == "/" else f"{parts[0]}+{parts[1]}+{parts[2]}=="
+    exp = tmp_path / "exp"
+    for seqs in (2, 4):
+        src = EXPERIMENT / f"SERVE--max_num_seqs={seqs}-BENCH--max_concurrency=1-random_input_len=32"
+        dest = exp / f"SERVE--api_key={sanitize(key)}-max_num_seqs={seqs}-BENCH--max_concurrency=1-random_input_len=32"
+        shutil.copytree(src, dest)
+        for f in dest.glob("run=*.json"):
+            f.write_text(json.dumps({**json.loads(f.read_text()), "api_key": key}))
+    assert main(["import", "vllm-bench", str(exp), "--hardware", "cpu", "--run-id", "20261202T100000Z-b64"]) == 0
+    run_dir = paths.runs_dir() / "20261202T100000Z-b64"
+    run = json.loads((run_dir / "run.json").read_text())
+    assert [(v["name"], v["settings"]) for v in run["variants"]] == [
+        ("api_key_redacted-max_num_seqs_2", {"api_key": "[redacted]", "max_num_seqs": 2}),
+        ("api_key_redacted-max_num_seqs_4", {"api_key": "[redacted]", "max_num_seqs": 4})]
+    assert [(name, p) for name, data in _stored_bytes(run_dir).items() for p in parts if p.encode() in data] == []
