@@ -179,6 +179,17 @@ def scrub_abs(text: str | None) -> str | None:
     return _ABS_RE.sub(lambda m: f"{ABS}/{m.group(1)}", text)
 
 
+#: A key of a tree that names a field, a variable or a flag (``api_key``, ``VLLM_API_KEY``, ``--hf-token``): a name
+#: made of a word's characters, not free text used as a key (a model named ``../../etc/passwd`` keys its entry).
+_KEY_NAME = re.compile(r"-{0,2}[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+def _secret_key(key: Any) -> bool:
+    """Whether a tree's key names a credential (:func:`pipeline.core.credentials.is_secret_name`) and is shaped as a
+    name (:data:`_KEY_NAME`)."""
+    return _KEY_NAME.fullmatch(str(key)) is not None and credentials.is_secret_name(str(key))
+
+
 def tree_secrets(obj: Any) -> list[str]:
     """The credentials a JSON-like tree names in structure: the string values of credential-named keys (an
     environment's ``VLLM_API_KEY``, a field ``api_key``) and the values of credential flags in its lists of words
@@ -186,7 +197,7 @@ def tree_secrets(obj: Any) -> list[str]:
     found: list[str] = []
     if isinstance(obj, dict):
         for k, v in obj.items():
-            if credentials.is_secret_name(str(k)) and isinstance(v, (str, list, tuple)):
+            if _secret_key(k) and isinstance(v, (str, list, tuple)):
                 found += [v] if isinstance(v, str) else [x for x in v if isinstance(x, str)]
             else:
                 found += tree_secrets(v)
@@ -202,7 +213,7 @@ def _redact_structure(obj: Any) -> Any:
     by ``[redacted]``."""
     if isinstance(obj, dict):
         return {k: ((REDACTED if isinstance(v, str) else [REDACTED if isinstance(x, str) else x for x in v])
-                    if credentials.is_secret_name(str(k)) and isinstance(v, (str, list, tuple)) and v
+                    if _secret_key(k) and isinstance(v, (str, list, tuple)) and v
                     else _redact_structure(v)) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         words = credentials.redact_argv(obj) if all(isinstance(v, str) for v in obj) else list(obj)

@@ -197,3 +197,16 @@ def test_a_credential_in_a_query_or_of_digits_is_still_redacted(text, expected):
     """Fault kind: a key passed as a URL's ``?key=`` (Google's API keys) or an Azure SAS ``&sig=`` was stored as it
     was (a lone ``key`` is no credential in running text); the rule that keeps a token id keeps no credential."""
     assert redact(text, pieces=False) == expected
+
+
+def test_a_name_used_as_a_key_is_no_credentials_name():
+    """Fault kind: over-redaction of published data by name: a model named ``../../etc/passwd`` keys its entry in
+    ``models_as_named``, and its last word "passwd" made the entry's value (the name as given) ``[redacted]``.  Only a
+    key shaped as a field, variable or flag name (``HF_TOKEN``, ``--api-key``) names a credential."""
+    from pipeline.core.scrub import scrub_tree
+
+    doc = {"models_as_named": {"../../etc/passwd": "../../etc/passwd", "my secret model": "my secret model"},
+           "env": {"HF_TOKEN": "abcdefgh12345678"}, "args": ["--api-key", "zyxwvuts98765432"]}
+    out = scrub_tree(doc)
+    assert out["models_as_named"] == doc["models_as_named"]
+    assert out["env"] == {"HF_TOKEN": "[redacted]"} and out["args"] == ["--api-key", "[redacted]"]
