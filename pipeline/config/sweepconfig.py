@@ -252,12 +252,11 @@ class SweepConfig(StrictModel):
         """Short stable hash of the config content (hex, 12 chars); two runs with the same digest measured the same grid.
         Credentials are redacted before hashing (:func:`pipeline.core.scrub.redact_tree`): the digest holds no key.
 
-        ``cluster`` (where the jobs run, not what they measure) is left out, so configs written
-        before it existed keep their digest and their runs; so does an SLO whose goodput limits and p99 bounds
-        agree (hashed under the one key each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed
-        under its old name ``engine`` (``vllm.fallback_backend`` under ``vllm.fallback_engine``) and an unset
-        ``openai.engine``, a variant's unset ``prefix_caching`` and a ``transport`` or ``event_loop`` of ``auto`` are left
-        out: they changed no digest.
+        ``cluster`` (where the jobs run, not what they measure) is left out, so configs written before it existed keep
+        their digest and their runs; so does an SLO whose goodput limits and p99 bounds agree (hashed under the one key
+        each had before they were apart, ``ttft_p99_ms`` …).  ``backend`` is hashed under its old name ``engine``
+        (``vllm.fallback_backend`` under ``vllm.fallback_engine``); an unset ``openai.engine``, a variant's unset
+        ``prefix_caching``, a ``transport`` or ``event_loop`` of ``auto`` are left out: they changed no digest.
         """
         data = self.model_dump(mode="json", exclude={"cluster"})
         data["engine"] = data.pop("backend")  # the key it had when the digests of the runs stored were made
@@ -267,8 +266,7 @@ class SweepConfig(StrictModel):
                 data[client].pop(key, None)
         if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest
             data.pop("simulated", None)
-        for k in ("open_loop", "slo", "budget", "workloads", "variants", "lengths"):  # absent = as before they existed: a
-            # closed-loop config keeps its digest
+        for k in ("open_loop", "slo", "budget", "workloads", "variants", "lengths"):  # absent = as before they existed
             if data.get(k) is None:
                 data.pop(k, None)
         for v in data.get("variants") or []:  # a variant's unset prefix_caching: as before it existed
@@ -280,8 +278,7 @@ class SweepConfig(StrictModel):
         if slo and all(slo[f"goodput_{m}_ms"] == slo[f"{m}_p99_max_ms"] for m in SLO_METRICS):
             # both limits equal (every SLO written before they were apart): its keys as then, so its digest
             data["slo"] = {old: slo[new] for old, (new, _) in DEPRECATED_SLO_KEYS.items()}
-        # of the config as published: a digest of the key beside the config without it would let a reader guess it
-        blob = json.dumps(scrub.redact_tree(data), sort_keys=True).encode()
+        blob = json.dumps(scrub.redact_tree(data), sort_keys=True).encode()  # as published: the digest is no key oracle
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
