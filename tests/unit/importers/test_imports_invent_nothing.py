@@ -309,3 +309,19 @@ def test_llama_benchy_rate_its_own_latencies_rule_out_flags_the_run(tmp_path):
     assert "is 1.83 req/s" in why and "= 1.507 s: at c = 1 at most 0.664 req/s" in why
     q = run_quality({"source": "imported:llama-benchy"}, [p.as_dict()])
     assert q["verdict"] == "flagged" and any("own figures disagree" in r for r in q["reasons"])
+
+
+def test_generation_only_throughput_without_latencies_has_no_request_rate():
+    """Fault kind: a number invented from a figure of another definition.  A generation-window throughput
+    (``decode_phase``) of 80 tok/s over 32 tokens per request with no E2EL, TTFT or TPOT: 80 / 32 = 2.5 req/s was
+    shown, but the prefill it leaves out is unknown, so the rate and the total tok/s are unknown (None, "-"); a
+    send-to-completion window's 80 / 32 = 2.5 req/s stays (every request's tokens are in it)."""
+    from pipeline.views.show import serve_figures
+
+    base = {"output_throughput_tok_s": 80.0, "output_len": 32, "input_len": 64, "concurrency": 2}
+    gen = serve_figures({**base, "output_throughput_window": "decode_phase"})
+    assert (gen["request_throughput_rps"], gen["total_token_throughput_tok_s"], gen["request_throughput_basis"]) == (
+        None, None, None)
+    whole = serve_figures({**base, "output_throughput_window": "send_to_completion"})
+    assert (whole["request_throughput_rps"], whole["request_throughput_basis"]) == (2.5, "tokens_over_window")
+    assert whole["total_token_throughput_tok_s"] == 96 * 2.5
