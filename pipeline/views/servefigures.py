@@ -26,8 +26,8 @@ from pipeline.core.pointsummary import throughput_window
 RATE_BASIS = {
     "stated": "stated by the source",
     "tokens_over_window": "derived: output tok/s ÷ output_len (every request's tokens in a send-to-completion window)",
-    "c_over_e2el": "derived: c / E2EL, E2EL = TTFT + (n − 1) × TPOT (the throughput counts generation only, so "
-                   "÷ output_len would leave each prefill out; a wave's upper bound)",
+    "c_over_e2el": "derived: c / E2EL, E2EL as stated, else TTFT + (n − 1) × TPOT (the throughput counts generation "
+                   "only, so ÷ output_len would leave each prefill out; a static batch's rate, a wave's upper bound)",
 }
 
 
