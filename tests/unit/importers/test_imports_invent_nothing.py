@@ -359,3 +359,18 @@ def test_llama_benchy_figures_that_truly_disagree_flag_the_run(tmp_path):
     assert any("t/s (total) 200 tok/s is above c = 4 × t/s (req) 20 = 80 tok/s" in e for e in four.errors)
     q = run_quality({"source": "imported:llama-benchy"}, [one.as_dict(), four.as_dict()])
     assert q["verdict"] == "flagged" and any("own figures disagree" in r for r in q["reasons"])
+
+
+def test_static_batch_request_rate_counts_its_prefill():
+    """Fault kind: a number invented from a figure of another definition.  A static batch of B = 4 (llama-batched-
+    bench: T_PP 1.0 s, T_TG 4.0 s for 128 tokens, S_TG = 4 × 128 / 4.0 = 128 tok/s, E2EL = T_PP + T_TG = 5.0 s):
+    S_TG ÷ 128 gave 1.0 req/s, but the batch's 4 requests take 5.0 s, so 4 / 5.0 = 0.8 req/s and
+    (512 + 128) × 0.8 = 512 total tok/s."""
+    from pipeline.views.show import serve_figures
+
+    got = serve_figures({"output_throughput_tok_s": 128.0, "output_len": 128, "input_len": 512, "concurrency": 4,
+                         "output_throughput_window": "decode_phase", "e2el_s": {"p50": 5.0, "mean": 5.0},
+                         "ttft_s": {"p50": 1.0, "mean": 1.0}, "tpot_s": {"p50": 4.0 / 128, "mean": 4.0 / 128}})
+    assert got["request_throughput_rps"] == pytest.approx(0.8)
+    assert got["total_token_throughput_tok_s"] == pytest.approx(512.0)
+    assert got["request_throughput_basis"] == "c_over_e2el"
