@@ -3,7 +3,8 @@
 Checked at the boundary, once parsed: every number of every point
 (:func:`check_ranges`); enough completed requests and few enough failed ones
 (:func:`check_completion`, :data:`REFUSAL_FAILURE_RATE`); no two rows for one point (:func:`check_unique`); a stated
-rate that its own count and duration contradict (:func:`check_rate_agrees`).
+rate that its own count and duration contradict (:func:`rate_disagreement`); figures that contradict each other,
+like compared with like (:func:`flag_impossible_rate`).
 """
 
 from __future__ import annotations
@@ -181,33 +182,80 @@ def flag_rate(path: str | Path, field: str, why: str | None, stated: float, cave
 
 #: Slack of :func:`flag_impossible_rate` (5 %): stated figures rounded to two decimals stay within it.
 LATENCY_SLACK = 0.05
+#: Half the last printed digit of a figure printed to two decimals (tok/s, req/s).
+PRINTED_HALF_STEP = 0.005
 
 
-def flag_impossible_rate(pt: PointSummary, what: str) -> None:
-    """Flag a closed-loop point whose throughput implies more requests per second than its latencies allow.
+def _mid(d: Any) -> float | None:
+    """A distribution's median where stated, else its mean; None when neither is a finite number."""
+    d = d or {}
+    v = d.get("p50") if d.get("p50") is not None else d.get("mean")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
 
-    Derived: a request cannot finish sooner than its TTFT + (n − 1) × TPOT after it was sent (docs/definitions.md:
-    TPOT = (E2EL − TTFT) / (n − 1)), so c requests in flight finish at most c / (TTFT + (n − 1) × TPOT) per second;
-    the point's output throughput over n tokens per request is T / n requests per second (``show``'s request
-    throughput).  Above that bound by more than :data:`LATENCY_SLACK` the figures cannot all be per-request ones
-    (llama-benchy's ``t/s (total)`` at c = 1, pp2048 / tg32: 58.71 / 32 = 1.83 req/s, where each request takes at least
-    0.979 + 31 / 58.71 = 1.507 s: at most 0.66 req/s): caveat ``figures_disagree`` over the point's requests, the
-    arithmetic (``what``: the throughput's name in the file) in its errors, which flags the run.  Medians where
-    stated, else means; nothing is judged without a concurrency, TTFT, TPOT or throughput.
+
+def generation_rate_disagreement(pt: PointSummary, what: str, per_request: str) -> str | None:
+    """Why a generation-window throughput is not what its own per-request generation rate allows (None when it is,
+    or a figure is missing).
+
+    Derived from llama-benchy's definitions (``results.py`` ``_process_batch``): a request generates at
+    r = (n − 1) / (end − first token) (``t/s (req)``, their mean r̄), the wave at Σ (n − 1) / (last token − first
+    first token) (``t/s (total)``), a window that holds every request's generation, so the total is at most
+    Σ r = c × r̄; at c = 1 both are the one request's rate (llama-benchy prints ``t/s (req)`` = ``t/s (total)``).  A
+    static batch alike (S_TG = B / step, per user 1 / step).  Beyond :data:`LATENCY_SLACK` and the printed rounding
+    (:data:`PRINTED_HALF_STEP`) the file's own figures disagree.  No lower bound at c > 1: staggered prefills can
+    spread the wave's window far beyond any request's own.
     """
-    def mid(d: Any) -> float | None:
-        v = (d or {}).get("p50") if (d or {}).get("p50") is not None else (d or {}).get("mean")
-        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+    tput, req, c = pt.output_throughput_tok_s, pt.per_user_tok_s, pt.concurrency
+    if None in (tput, req, c) or c < 1:
+        return None
+    hi = (c * (req + PRINTED_HALF_STEP)) * (1 + LATENCY_SLACK) + PRINTED_HALF_STEP
+    lo = (req - PRINTED_HALF_STEP) * (1 - LATENCY_SLACK) - PRINTED_HALF_STEP if c == 1 else -math.inf
+    if lo <= tput <= hi:
+        return None
+    if tput > hi:
+        return (f"{what} {tput:g} tok/s is above c = {c} × {per_request} {req:g} = {c * req:.4g} tok/s: {c} request(s) "
+                "each generating at that rate cannot generate more together over a window that holds all their "
+                "generation; the file's own figures disagree")
+    return (f"{what} {tput:g} tok/s differs from {per_request} {req:g} tok/s at c = 1, where both are the one "
+            "request's generation rate; the file's own figures disagree")
 
-    ttft, tpot, tput, c, n = mid(pt.ttft_s), mid(pt.tpot_s), pt.output_throughput_tok_s, pt.concurrency, pt.output_len
-    if None in (ttft, tpot, tput, c) or n < 1 or ttft < 0 or tpot < 0 or ttft + (n - 1) * tpot <= 0:
-        return
+
+def request_rate_disagreement(pt: PointSummary, what: str) -> str | None:
+    """Why a whole-request rate is more than the point's own latencies allow (None when it is not, or a figure is
+    missing): its stated ``achieved_rate_rps``, else its output throughput T over n tokens per request, T / n (a
+    send-to-completion window, where every request's tokens count).
+
+    Derived: a request cannot finish sooner than TTFT + (n − 1) × TPOT after it was sent (docs/definitions.md: TPOT
+    = (E2EL − TTFT) / (n − 1)), so c in flight finish at most c / (TTFT + (n − 1) × TPOT) per second; above that
+    by more than :data:`LATENCY_SLACK` the file's figures disagree.  Medians where stated, else means.
+    """
+    ttft, tpot, tput, c, n = _mid(pt.ttft_s), _mid(pt.tpot_s), pt.output_throughput_tok_s, pt.concurrency, pt.output_len
+    stated = pt.achieved_rate_rps
+    if None in (ttft, tpot, c) or (stated is None and tput is None) or n < 1 or ttft < 0 or tpot < 0:
+        return None
     e2el_s = ttft + (n - 1) * tpot
-    bound, implied = c / e2el_s, tput / n
+    if e2el_s <= 0:
+        return None
+    bound, implied = c / e2el_s, stated if stated is not None else tput / n
     if implied <= bound * (1 + LATENCY_SLACK):
+        return None
+    said = f"{implied:g} req/s" if stated is not None else f"{what} {tput:g} tok/s over {n} tokens per request is {implied:.3g} req/s"
+    return (f"{said}, but each request takes at least TTFT {ttft:.4g} s + {n - 1} × TPOT {tpot:.4g} s = "
+            f"{e2el_s:.4g} s: at c = {c} at most {bound:.3g} req/s; the file's own figures disagree")
+
+
+def flag_impossible_rate(pt: PointSummary, what: str, per_request: str = "per-user tok/s") -> None:
+    """Flag a closed-loop point whose figures contradict each other, like compared with like: a generation-window
+    throughput (``output_throughput_window`` ``decode_phase``: llama-benchy's ``t/s (total)``, a static batch's
+    S_TG) against its per-request generation rate (:func:`generation_rate_disagreement`; ``per_request``: that
+    rate's name in the file), never against the whole requests' time it leaves out; a whole-request rate against its
+    latencies (:func:`request_rate_disagreement`).  A disagreement adds the caveat :data:`FIGURES_DISAGREE` over the
+    point's requests and the arithmetic (``what``: the throughput's name in the file) to its errors, which flags the
+    run (:func:`pipeline.analysis.quality.run_quality`).
+    """
+    why = (generation_rate_disagreement(pt, what, per_request) if pt.output_throughput_window == "decode_phase"
+           else request_rate_disagreement(pt, what))
+    if why is None:
         return
-    pt.caveats = {**(pt.caveats or {}), FIGURES_DISAGREE: pt.completed or c}
-    pt.errors = [*pt.errors, f"{what} {tput:g} tok/s over {n} tokens per request is {implied:.3g} req/s, but each "
-                             f"request takes at least TTFT {ttft:.4g} s + {n - 1} × TPOT {tpot:.4g} s = {e2el_s:.4g} s: "
-                             f"at c = {c} at most {bound:.3g} req/s; the figures are not all per request (a "
-                             "generation-phase rate), so request throughput and total tok/s are not measured"]
+    pt.caveats = {**(pt.caveats or {}), FIGURES_DISAGREE: pt.completed or pt.concurrency}
+    pt.errors = [*pt.errors, why]

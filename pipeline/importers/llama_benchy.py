@@ -55,10 +55,10 @@ def _metric(path: Path, field: str, m: Any) -> tuple[float | None, list[float]]:
 def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, tg: float | None,
            tg_vals: list[float], req: float | None, ttft_mean_ms: float | None, ttft_vals_ms: list[float],
            pp: float | None):
-    """One tg row's point, checked for a rate its own latencies rule out (:func:`~pipeline.importers.checks.
-    flag_impossible_rate`: its ``t/s (total)`` is a generation-phase rate)."""
+    """One tg row's point, its ``t/s (total)`` (a generation-window rate) checked against c × its ``t/s (req)``
+    (:func:`~pipeline.importers.checks.flag_impossible_rate`), never against whole requests' time."""
     point = _summary(model, engine, input_len, output_len, conc, tg, tg_vals, req, ttft_mean_ms, ttft_vals_ms, pp)
-    flag_impossible_rate(point, "t/s (total)")
+    flag_impossible_rate(point, "t/s (total)", "t/s (req)")
     return point
 
 

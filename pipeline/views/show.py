@@ -24,7 +24,9 @@ every point its own ``quality`` (``{"verdict", "reasons"}``, :func:`pipeline.ana
 spread, the outside load while it ran) and ``interference`` (that load as measured, null when not); the
 top level is exactly the contract.
 What ``vllm bench serve`` prints is there too: every point's ``request_throughput_rps`` and
-``total_token_throughput_tok_s`` (:func:`serve_figures`), ``tails_s`` (``{"ttft", "tpot", "itl", "itl_chunk",
+``total_token_throughput_tok_s`` (:func:`pipeline.views.servefigures.serve_figures`: by the definition of the point's
+throughput, null where its figures allow none, never output tok/s ÷ output_len of a generation-only throughput) with
+``request_throughput_basis`` (``stated``, ``tokens_over_window``, ``c_over_e2el`` or null), ``tails_s`` (``{"ttft", "tpot", "itl", "itl_chunk",
 "e2el"}`` → ``{"p95", "p99_9"}`` in seconds, the summary's own ``tails_s``; for a summary written before it was kept,
 TTFT and TPOT from its per-request samples and the others null; null where a summary has none; the contract's
 ``ttft_s`` … stay exactly ``{"p50", "p90", "p99", "mean"}``), and
@@ -47,6 +49,7 @@ from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
+from pipeline.views.servefigures import RATE_BASIS, serve_figures
 from pipeline.views.showtable import error_lines, point_label, point_tables
 from pipeline.views.showworkload import add_workloads, workload_lines
 from pipeline.diff.variants import format_tuning, tuning_of
@@ -106,6 +109,7 @@ def build_show(meta: dict[str, Any], summaries: list[dict[str, Any]], analysis: 
         row["interference"] = s.get("interference")
         serve = serve_figures(s)
         row["request_throughput_rps"] = serve["request_throughput_rps"]
+        row["request_throughput_basis"] = serve["request_throughput_basis"]
         row["total_token_throughput_tok_s"] = serve["total_token_throughput_tok_s"]
         row["tails_s"] = {k.removesuffix("_s"): (v if any(x is not None for x in v.values()) else None)
                           for k, v in serve["tails"].items()}
@@ -166,46 +170,6 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
     return doc
-
-
-def serve_figures(s: dict[str, Any]) -> dict[str, Any]:
-    """The figures ``vllm bench serve`` prints beside output throughput, from a point summary (dict).
-
-    - ``request_throughput_rps``: an open-loop point's achieved rate; else output tok/s ÷ output_len (derived:
-      every measured request generates ``output_len`` tokens, EOS ignored, so requests completed per second of
-      the measured window = output tokens per second ÷ tokens per request; the static-batch window is the
-      decode phase, as for the output throughput);
-    - ``total_token_throughput_tok_s``: (input_len + output_len) × request throughput (vLLM's
-      ``total_token_throughput`` = (input + output tokens) / duration, with every request of the same lengths);
-    - ``tails``: ``{"ttft_s", "tpot_s", "itl_s", "itl_chunk_s", "e2el_s"}`` → ``{"p95", "p99_9"}``: the summary's
-      ``tails_s`` (:func:`pipeline.core.pointsummary.tails`, over every value of the point: numpy's linear-interpolation
-      percentiles, as :func:`pipeline.core.pointsummary.distribution` computes p99); a summary without it: TTFT and TPOT
-      of its per-request samples (``samples.ttft_s``, ``samples.tpot_s``), the same percentiles, the others None;
-    - ``repeat_spread``: ``{"n", "min", "max", "ratio"}`` of the output throughput over repeats (ratio = max / min).
-    """
-    import numpy as np
-
-    out_tok, out_len, in_len = s.get("output_throughput_tok_s"), s.get("output_len"), s.get("input_len") or 0
-    if s.get("achieved_rate_rps") is not None:
-        rps = s["achieved_rate_rps"]
-    else:
-        rps = out_tok / out_len if out_tok is not None and out_len else None
-    samples = s.get("samples") or {}
-    stored = s.get("tails_s")
-    tails = {}
-    for k in ("ttft_s", "tpot_s", "itl_s", "itl_chunk_s", "e2el_s"):
-        if stored is not None:
-            t = stored.get(k.removesuffix("_s")) or {}
-            tails[k] = {"p95": t.get("p95"), "p99_9": t.get("p99_9")}
-            continue
-        xs = [x for x in samples.get(k) or [] if x is not None]
-        q95, q999 = (float(v) for v in np.percentile(xs, [95, 99.9])) if xs else (None, None)
-        tails[k] = {"p95": q95, "p99_9": q999}
-    reps = [x for x in samples.get("output_throughput_tok_s") or [] if x]
-    spread = ({"n": len(reps), "min": min(reps), "max": max(reps), "ratio": max(reps) / min(reps)} if reps else None)
-    return {"request_throughput_rps": rps,
-            "total_token_throughput_tok_s": (in_len + out_len) * rps if rps is not None and out_len else None,
-            "tails": tails, "repeat_spread": spread}
 
 
 def _rate_sweep_line(m: dict[str, Any], rs: dict[str, Any]) -> str:
@@ -285,6 +249,7 @@ def format_table(doc: dict[str, Any]) -> str:
     if bound:
         lines.append("read wait marked ! is a client-bound point (the client, not the server, was the limit; left out of the "
                      f"knee, peak and diff): {bound[0]['client_bound_reason']}")
+    lines.extend(rate_basis_lines(doc["points"]))
     unresolved = [p for p in doc["points"] if (p.get("itl_unresolved_share") or 0) >= ITL_UNRESOLVED_NOTE]
     if unresolved:
         lines.append("ITL not resolved per chunk: " + ", ".join(
@@ -293,6 +258,21 @@ def format_table(doc: dict[str, Any]) -> str:
     for key, what in (("mbu_implausible", "MBU"), ("mfu_implausible", "MFU")):
         lines.extend([f"{what} marked ! is not a result: {p[key]}" for p in doc["points"] if p.get(key)][:1])
     return "\n".join(lines + error_lines(doc["points"]))
+
+
+def rate_basis_lines(points: list[dict[str, Any]]) -> list[str]:
+    """One line on the req/s and total tok/s columns where a point's rate is derived from its latencies
+    (``c_over_e2el``) or unknown (its throughput counts generation only and no E2EL, TTFT or TPOT gives one);
+    ``[]`` when every rate is stated or its tokens over its window."""
+    def at(ps: list[dict[str, Any]]) -> str:
+        return "c = " + ", ".join(dict.fromkeys(point_label(p) for p in ps))
+
+    derived = [p for p in points if p.get("request_throughput_basis") == "c_over_e2el"]
+    unknown = [p for p in points if p.get("request_throughput_basis") is None
+               and p.get("output_throughput_window") == "decode_phase"]
+    out = [f"req/s and total tok/s at {at(derived)}: {RATE_BASIS['c_over_e2el']}"] if derived else []
+    return out + ([f"req/s and total tok/s at {at(unknown)}: not stated (the throughput counts generation only, and "
+                   "no E2EL, TTFT or TPOT gives a request's time)"] if unknown else [])
 
 
 #: Share of a point's chunks read together with the chunk before them from which ``show`` says its ITL is not

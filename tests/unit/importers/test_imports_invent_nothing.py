@@ -290,22 +290,87 @@ def test_guidellm_max_seconds_counts_the_tokens_of_requests_cut_off_in_its_throu
     assert any("60 output tokens of 4 request(s) cut off" in e for e in p.errors)
 
 
-def test_llama_benchy_rate_its_own_latencies_rule_out_flags_the_run(tmp_path):
-    """Fault kind: an impossible figure published as a clean run.  A llama-benchy table at c = 1, pp2048 / tg32:
-    t/s (total) 58.71 over 32 tokens = 1.83 req/s (3,816 total tok/s), but each request takes at least e2e_ttft
-    0.979 s + 31 × (1 / 58.71) s = 1.507 s, so at c = 1 at most 1 / 1.507 = 0.664 req/s.  The point has the caveat
-    figures_disagree with that arithmetic, and the run's verdict is flagged (was "clean: numbers plausible")."""
+_BENCHY_HEAD = ["| model | test | t/s (total) | t/s (req) | peak t/s | peak t/s (req) | ttfr (ms) | est_ppt (ms) | e2e_ttft (ms) |",
+                "|:--|--:|--:|--:|--:|--:|--:|--:|--:|"]
+
+
+def _benchy(path: Path, rows: list[str]) -> Path:
+    path.write_text("\n".join(_BENCHY_HEAD + rows) + "\n")
+    return path
+
+
+def test_llama_benchy_generation_rate_imports_clean_with_no_invented_request_rate(scratch_root, tmp_path):
+    """Fault kind: a number invented from a figure of another definition.  A llama-benchy table at c = 1, pp2048 /
+    tg32: t/s (total) 58.71 is generated tokens after the first over first token → last token (results.py
+    ``_process_batch``), prefill excluded.  ÷ 32 it gave 1.83 req/s and (2048 + 32) × 1.83 = 3,816 total tok/s,
+    and the check against c / E2EL flagged the real file.  By llama-benchy's definitions a request lasts E2EL =
+    e2e_ttft + (n − 1) / t/s (req) = 0.979 + 31 / 58.71 = 1.5070 s, so c / E2EL = 0.6636 req/s (derived, said so)
+    and 2080 × 0.6636 = 1,380.3 total tok/s; t/s (total) = t/s (req) at c = 1, so nothing disagrees."""
+    from pipeline.importers import import_run
+    from pipeline.views.show import format_table, show_run
+
+    f = _benchy(tmp_path / "benchy.md", [
+        "| m | pp2048 (c1) | 2100.00 ± 5.00 | 2100.00 ± 5.00 | | | 977.00 ± 1.00 | 975.00 ± 1.00 | 979.00 ± 1.00 |",
+        "| m | tg32 (c1) | 58.71 ± 0.10 | 58.71 ± 0.10 | 60.00 ± 0.00 | 60.00 ± 0.00 | | | |"])
+    (p,) = parse("llama-benchy", [f]).summaries
+    assert p.caveats == {"failed_count_unknown": 1}
+    doc = show_run(import_run("llama-benchy", [f], "h200", run_id="benchy-c1"))
+    (row,) = doc["points"]
+    assert row["request_throughput_basis"] == "c_over_e2el"
+    assert row["request_throughput_rps"] == pytest.approx(1 / (0.979 + 31 / 58.71)) == pytest.approx(0.6636, abs=1e-4)
+    assert row["total_token_throughput_tok_s"] == pytest.approx(2080 / 1.5070, rel=1e-4)
+    assert "figures_disagree" not in row["caveats"]
+    assert not any("own figures disagree" in r for r in doc["models"][0]["run_quality"]["reasons"])
+    assert "req/s and total tok/s at c = 1: derived: c / E2EL" in format_table(doc)
+
+
+def test_generation_only_throughput_without_latencies_has_no_request_rate():
+    """Fault kind: a number invented from a figure of another definition.  A generation-window throughput
+    (``decode_phase``) of 80 tok/s over 32 tokens per request with no E2EL, TTFT or TPOT: 80 / 32 = 2.5 req/s was
+    shown, but the prefill it leaves out is unknown, so the rate and the total tok/s are unknown (None, "-"); a
+    send-to-completion window's 80 / 32 = 2.5 req/s stays (every request's tokens are in it)."""
+    from pipeline.views.show import serve_figures
+
+    base = {"output_throughput_tok_s": 80.0, "output_len": 32, "input_len": 64, "concurrency": 2}
+    gen = serve_figures({**base, "output_throughput_window": "decode_phase"})
+    assert (gen["request_throughput_rps"], gen["total_token_throughput_tok_s"], gen["request_throughput_basis"]) == (
+        None, None, None)
+    whole = serve_figures({**base, "output_throughput_window": "send_to_completion"})
+    assert (whole["request_throughput_rps"], whole["request_throughput_basis"]) == (2.5, "tokens_over_window")
+    assert whole["total_token_throughput_tok_s"] == 96 * 2.5
+
+
+def test_llama_benchy_figures_that_truly_disagree_flag_the_run(tmp_path):
+    """Fault kind: an impossible figure published as a clean run.  Two contradictions by llama-benchy's own
+    definitions (results.py: t/s (req) = mean (n − 1) / (end − first token); t/s (total) = Σ (n − 1) / (last token −
+    first first token), a window holding every request's generation): at c = 1, pp16 / tg512, t/s (total) 30.00 beside
+    t/s (req) 58.71, where both are the one request's rate (the old check let it pass: 30 / 512 = 0.059 req/s is under
+    1 / (0.02 + 511 / 58.71) = 0.115); at c = 4, t/s (total) 200.00 above 4 × t/s (req) 20.00 = 80 tok/s."""
     from pipeline.analysis.quality import run_quality
 
-    f = tmp_path / "benchy.md"
-    f.write_text("\n".join([
-        "| model | test | t/s (total) | t/s (req) | peak t/s | peak t/s (req) | ttfr (ms) | est_ppt (ms) | e2e_ttft (ms) |",
-        "|:--|--:|--:|--:|--:|--:|--:|--:|--:|",
-        "| m | pp2048 (c1) | 2100.00 ± 5.00 | 2100.00 ± 5.00 | | | 977.00 ± 1.00 | 975.00 ± 1.00 | 979.00 ± 1.00 |",
-        "| m | tg32 (c1) | 58.71 ± 0.10 | 58.71 ± 0.10 | 60.00 ± 0.00 | 60.00 ± 0.00 | | | |"]) + "\n")
-    (p,) = parse("llama-benchy", [f]).summaries
-    assert p.caveats["figures_disagree"] == 1
-    (why,) = [e for e in p.errors if "req/s" in e]
-    assert "is 1.83 req/s" in why and "= 1.507 s: at c = 1 at most 0.664 req/s" in why
-    q = run_quality({"source": "imported:llama-benchy"}, [p.as_dict()])
+    f = _benchy(tmp_path / "benchy.md", [
+        "| m | pp16 (c1) | 800.00 ± 5.00 | 800.00 ± 5.00 | | | 20.00 ± 1.00 | 18.00 ± 1.00 | 20.00 ± 1.00 |",
+        "| m | tg512 (c1) | 30.00 ± 0.10 | 58.71 ± 0.10 | 60.00 ± 0.00 | 60.00 ± 0.00 | | | |",
+        "| m | pp16 (c4) | 900.00 ± 5.00 | 300.00 ± 5.00 | | | 70.00 ± 1.00 | 68.00 ± 1.00 | 71.00 ± 1.00 |",
+        "| m | tg512 (c4) | 200.00 ± 0.10 | 20.00 ± 0.10 | 90.00 ± 0.00 | 22.00 ± 0.00 | | | |"])
+    one, four = parse("llama-benchy", [f]).summaries
+    assert one.caveats["figures_disagree"] == 1 and four.caveats["figures_disagree"] == 4
+    assert any("t/s (total) 30 tok/s differs from t/s (req) 58.71 tok/s at c = 1" in e for e in one.errors)
+    assert any("t/s (total) 200 tok/s is above c = 4 × t/s (req) 20 = 80 tok/s" in e for e in four.errors)
+    q = run_quality({"source": "imported:llama-benchy"}, [one.as_dict(), four.as_dict()])
     assert q["verdict"] == "flagged" and any("own figures disagree" in r for r in q["reasons"])
+
+
+def test_static_batch_request_rate_counts_its_prefill():
+    """Fault kind: a number invented from a figure of another definition.  A static batch of B = 4 (llama-batched-
+    bench: T_PP 1.0 s, T_TG 4.0 s for 128 tokens, S_TG = 4 × 128 / 4.0 = 128 tok/s, E2EL = T_PP + T_TG = 5.0 s):
+    S_TG ÷ 128 gave 1.0 req/s, but the batch's 4 requests take 5.0 s, so 4 / 5.0 = 0.8 req/s and
+    (512 + 128) × 0.8 = 512 total tok/s."""
+    from pipeline.views.show import serve_figures
+
+    got = serve_figures({"output_throughput_tok_s": 128.0, "output_len": 128, "input_len": 512, "concurrency": 4,
+                         "output_throughput_window": "decode_phase", "e2el_s": {"p50": 5.0, "mean": 5.0},
+                         "ttft_s": {"p50": 1.0, "mean": 1.0}, "tpot_s": {"p50": 4.0 / 128, "mean": 4.0 / 128}})
+    assert got["request_throughput_rps"] == pytest.approx(0.8)
+    assert got["total_token_throughput_tok_s"] == pytest.approx(512.0)
+    assert got["request_throughput_basis"] == "c_over_e2el"
