@@ -185,7 +185,7 @@ def repeat_lengths(cfg, key, per: int, repeats: int, r: int, seed: int,
     return None if drawn is None else (drawn[0][r * per:(r + 1) * per], drawn[1][r * per:(r + 1) * per])
 
 
-def _dist_words(d: dict) -> str:
+def dist_words(d: dict) -> str:
     """``uniform (range ratio 0.9)``, ``normal (std 40)``, ``lognormal (sigma 0.5)``, ``fixed``: one stored length."""
     name = d.get("distribution", "fixed")
     param = next(((k, d[k]) for k in ("range_ratio", "std", "sigma") if d.get(k) is not None), None)
@@ -197,7 +197,7 @@ def lengths_words(stored: dict | None) -> str:
     e.g. ``input uniform (range ratio 0.9), output uniform (range ratio 0.9), outputs stop at EOS``."""
     if not isinstance(stored, dict) or stored == Lengths().model_dump(mode="json"):
         return "fixed lengths"
-    parts = [f"input {_dist_words(stored.get('input') or {})}", f"output {_dist_words(stored.get('output') or {})}"]
+    parts = [f"input {dist_words(stored.get('input') or {})}", f"output {dist_words(stored.get('output') or {})}"]
     if stored.get("prefix_len"):
         parts.append(f"shared prefix {stored['prefix_len']}")
     if stored.get("prompt_file"):

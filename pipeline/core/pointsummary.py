@@ -137,6 +137,11 @@ class PointSummary:
     the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more; every key of ``samples``
     but the per-request ``ttft_s`` and ``tpot_s``).  All None for points
     summarized before they were kept, the in-process backend (client figures) and imports.
+
+    ``lengths``: the point's length distribution, ``{"input", "output"}`` (mean, p50, min, max tokens over its
+    requests) and ``stated`` (the distribution its source says it drew them from, ``lengths:``'s JSON form;
+    :mod:`pipeline.core.lengthstats`); None where nothing is known (a point at fixed lengths, one summarized before
+    it was kept).
     """
 
     model: str
@@ -198,6 +203,7 @@ class PointSummary:
     tokens_per_chunk: float | None = None
     chunks_per_request: float | None = None
     ci95: dict[str, list[float]] | None = None
+    lengths: dict[str, Any] | None = None
 
     @property
     def key(self) -> PointKey:
