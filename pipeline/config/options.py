@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
+from pipeline.config.tracefile import checked_trace, speedup_rates
 from pipeline.core.errors import BatchmarkError
 
 
@@ -261,9 +262,13 @@ class OpenLoop(StrictModel):
     throughput (GuideLLM's ``sweep`` profile: synchronous, throughput, then rates between).
     """
 
-    load: Literal["poisson", "constant", "gamma"] = Field(
+    load: Literal["poisson", "constant", "gamma", "trace"] = Field(
         default="poisson", description="poisson = exponential gaps (vllm bench serve's default); constant = equal gaps; "
-                                       "gamma = gamma gaps of shape burstiness (vllm bench serve --burstiness)")
+                                       "gamma = gamma gaps of shape burstiness (vllm bench serve --burstiness); "
+                                       "trace = trace_file's arrivals, scaled to each rate")
+    trace_file: str | None = Field(default=None, min_length=1, description="trace: a Mooncake-format JSON Lines file "
+                                   "({timestamp ms, input_length, output_length} a line; pipeline.config.tracefile); "
+                                   "give rates, or speedups (each rate = the trace's own × a speed-up)")
     burstiness: float | None = Field(default=None, gt=0, le=1000,
                                      description="gamma: the gaps' shape k (scale 1 / (rate k)); 1 = Poisson, below 1 "
                                                  "burstier, above 1 more even (vLLM's --burstiness)")
@@ -295,6 +300,20 @@ class OpenLoop(StrictModel):
             raise ValueError("rates must be distinct")
         return sorted(float(r) for r in rates)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _speedups_as_rates(cls, data: Any) -> Any:
+        return speedup_rates(data)  # a trace's speedups (instead of rates) read as the rates they give
+
+    @model_validator(mode="after")
+    def _trace_file_of_trace(self) -> "OpenLoop":
+        if (self.load == "trace") != (self.trace_file is not None):
+            raise ValueError("trace_file: load trace needs it" if self.load == "trace"
+                             else f"trace_file: only with load trace (load is {self.load})")
+        if self.trace_file is not None:
+            checked_trace(self.trace_file)  # at the edge: a bad trace is refused before anything runs
+        return self
+
     @model_validator(mode="after")
     def _burstiness_of_gamma(self) -> "OpenLoop":
         if self.load == "gamma" and self.burstiness is None:
@@ -305,10 +324,12 @@ class OpenLoop(StrictModel):
 
     @model_serializer(mode="wrap")
     def _as_before(self, handler: Any) -> dict[str, Any]:
-        """Its dump without ``burstiness`` when unset: a config written before it existed keeps its digest."""
+        """Its dump without ``burstiness`` or ``trace_file`` when unset: a config written before they existed keeps its
+        digest."""
         data = handler(self)
-        if data.get("burstiness") is None:
-            data.pop("burstiness", None)
+        for name in ("burstiness", "trace_file"):
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
 
 

@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSET_CLIENT_KEYS, Adaptive, ClusterOptions,
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
+from pipeline.config.tracefile import refuse_drawn_beside_trace
 from pipeline.config.workload import Lengths
 from pipeline.core import scrub
 from pipeline.core.errors import BatchmarkError
@@ -173,6 +174,7 @@ class SweepConfig(StrictModel):
         for k, what in (("open_loop", "a rate sweep"), ("lengths", "drawn lengths")):  # never silently dropped
             if getattr(self, k) is not None and self.backend == "transformers":
                 raise ValueError(f"{k}: the transformers backend runs static batches; {what} needs a served backend")
+        refuse_drawn_beside_trace(self)
         if not self.concurrency:
             if self.open_loop is None:
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")

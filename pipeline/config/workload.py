@@ -31,6 +31,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from pipeline.config.options import StrictModel
 from pipeline.config.promptfile import read_prompt_file
+from pipeline.config.tracefile import config_trace
 from pipeline.core.errors import BatchmarkError
 
 #: How far out a normal or lognormal tail is kept (standard deviations): past it a draw is clipped to it.
@@ -138,15 +139,24 @@ def draw_lengths(lengths: Lengths | None, input_len: int, output_len: int, n: in
 
 
 def point_lengths(cfg, input_len: int, output_len: int, n: int, seed: int,
-                  max_model_len: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
+                  max_model_len: int | None = None, per: int | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """(prompt tokens with the shared prefix, output tokens) of a point's ``n`` bodies under ``cfg`` (a sweep config),
-    drawn by :func:`draw_lengths` from the point's ``seed`` as the sweep sends them; None for a config whose requests
-    are all the shape (no ``lengths:``, or fixed ones): every caller then keeps its one-length path."""
+    drawn by :func:`draw_lengths` from the point's ``seed`` as the sweep sends them, or, where ``cfg`` replays a trace
+    that states lengths, the trace's (:meth:`pipeline.config.tracefile.Trace.lengths`, ``per`` bodies a repeat); None
+    for a config whose requests are all the shape (no ``lengths:``, or fixed ones): every caller then keeps its
+    one-length path."""
     lengths = getattr(cfg, "lengths", None)
     if lengths is not None and lengths.prompt_file is not None:
         raise BatchmarkError(f"lengths.prompt_file: {lengths.prompt_file}: its lengths are its prompts' tokens, which "
                              "only a served backend counts (with the model's tokenizer); the simulated server and "
                              "the plan cannot draw them")
+    trace = config_trace(cfg)
+    if trace is not None:
+        ins, outs = trace.lengths(n, per or n)
+        if max_model_len is not None:  # as a drawn request is clipped: the prompt first, then the output
+            ins = np.minimum(ins, max_model_len - 1)
+            outs = np.clip(np.minimum(outs, max_model_len - ins), 1, None)
+        return ins, outs
     if lengths is None or (lengths.input.distribution == lengths.output.distribution == "fixed"
                            and not lengths.prefix_len):
         return None
@@ -154,9 +164,16 @@ def point_lengths(cfg, input_len: int, output_len: int, n: int, seed: int,
     return ins + lengths.prefix_len, outs
 
 
+def traced_longest(cfg) -> int:
+    """Tokens of the longest request (prompt + output) of the trace ``cfg`` replays, where it states lengths; else 0."""
+    trace = config_trace(cfg)
+    return 0 if trace is None else int(np.max(trace.input_lens + trace.output_lens))
+
+
 def server_len(cfg, input_len: int, output_len: int) -> int:
-    """The ``max_model_len`` a server started for one shape of ``cfg`` needs by default: its longest request + 64."""
-    return longest(getattr(cfg, "lengths", None), input_len, output_len) + 64
+    """The ``max_model_len`` a server started for one shape of ``cfg`` needs by default: its longest request + 64
+    (a replayed trace's longest, where it states lengths)."""
+    return max(longest(getattr(cfg, "lengths", None), input_len, output_len), traced_longest(cfg)) + 64
 
 
 def repeat_lengths(cfg, key, per: int, repeats: int, r: int, seed: int,
@@ -164,11 +181,11 @@ def repeat_lengths(cfg, key, per: int, repeats: int, r: int, seed: int,
     """The lengths of repeat ``r``'s ``per`` bodies of point ``key`` (a :class:`pipeline.core.records.PointKey`):
     its slice of the point's ``repeats × per`` bodies drawn at once from the point's ``seed`` (:func:`point_lengths`,
     as the served sweep draws them), what the simulated server and the plan send; None: every body the shape."""
-    drawn = point_lengths(cfg, key.input_len, key.output_len, repeats * per, seed, max_model_len)
+    drawn = point_lengths(cfg, key.input_len, key.output_len, repeats * per, seed, max_model_len, per)
     return None if drawn is None else (drawn[0][r * per:(r + 1) * per], drawn[1][r * per:(r + 1) * per])
 
 
-def _dist_words(d: dict) -> str:
+def dist_words(d: dict) -> str:
     """``uniform (range ratio 0.9)``, ``normal (std 40)``, ``lognormal (sigma 0.5)``, ``fixed``: one stored length."""
     name = d.get("distribution", "fixed")
     param = next(((k, d[k]) for k in ("range_ratio", "std", "sigma") if d.get(k) is not None), None)
@@ -180,7 +197,7 @@ def lengths_words(stored: dict | None) -> str:
     e.g. ``input uniform (range ratio 0.9), output uniform (range ratio 0.9), outputs stop at EOS``."""
     if not isinstance(stored, dict) or stored == Lengths().model_dump(mode="json"):
         return "fixed lengths"
-    parts = [f"input {_dist_words(stored.get('input') or {})}", f"output {_dist_words(stored.get('output') or {})}"]
+    parts = [f"input {dist_words(stored.get('input') or {})}", f"output {dist_words(stored.get('output') or {})}"]
     if stored.get("prefix_len"):
         parts.append(f"shared prefix {stored['prefix_len']}")
     if stored.get("prompt_file"):

@@ -154,6 +154,11 @@ class PointSummary:
     its measured requests' drawn prompt tokens (shared prefix included), drawn output tokens (the most each may get)
     and, where outputs stop at EOS (``ignore_eos: false``), the output tokens each finished request really got
     (:mod:`pipeline.metrics.lengthhist`); None for a point of fixed lengths, an import and a point summarized before.
+
+    ``lengths``: the point's length distribution, ``{"input", "output"}`` (mean, p50, min, max tokens over its
+    requests) and ``stated`` (the distribution its source says it drew them from, ``lengths:``'s JSON form;
+    :mod:`pipeline.core.lengthstats`); None where nothing is known (a point at fixed lengths, one summarized before
+    it was kept).
     """
 
     model: str
@@ -216,6 +221,7 @@ class PointSummary:
     chunks_per_request: float | None = None
     ci95: dict[str, list[float]] | None = None
     length_hist: dict[str, LengthHist] | None = None
+    lengths: dict[str, Any] | None = None
 
     @property
     def key(self) -> PointKey:

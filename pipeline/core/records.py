@@ -19,9 +19,9 @@ from typing import Any, Literal, NamedTuple
 #: finishes); ``poisson`` and ``constant`` send at a rate, exponential or equal gaps, whatever
 #: the responses do (open loop), optionally capped at a maximum number in flight; ``gamma`` is
 #: vLLM's ``--burstiness`` ≠ 1 (gamma-distributed gaps of mean 1 / rate; imported only, the
-#: burstiness kept in the summary).
-LOAD_PATTERNS = ("closed", "poisson", "constant", "gamma")
-LoadPattern = Literal["closed", "poisson", "constant", "gamma"]
+#: burstiness kept in the summary); ``trace`` replays a trace file's arrivals scaled to the rate.
+LOAD_PATTERNS = ("closed", "poisson", "constant", "gamma", "trace")
+LoadPattern = Literal["closed", "poisson", "constant", "gamma", "trace"]
 
 #: The variant of a point measured without named server settings (config ``variants:`` absent), and of every point
 #: stored before variants existed.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pipeline.config.workload import lengths_words
+from pipeline.diff.lengthsdiff import imported_parts, measured_parts, parts_differ, parts_words
 from pipeline.diff.metrics import relative_change
 from pipeline.core.pointsummary import PointSummary
 
@@ -95,6 +95,8 @@ def provenance_of(r: RunData) -> dict[str, Any]:
     for k, v in (meta.get("model_revisions") or {}).items():
         revisions.setdefault(k, {})["revision"] = v
     probe = meta.get("probe") or {}
+    measured = bool(cfg.get("models"))
+    parts = measured_parts(cfg.get("lengths")) if measured else imported_parts(r.summaries)
     return {
         "hardware": (meta.get("hardware") or {}).get("name"),
         "bandwidth_gb_s_probed": probe.get("bandwidth_gb_s"),
@@ -109,9 +111,19 @@ def provenance_of(r: RunData) -> dict[str, Any]:
         "gpu_driver": meta.get("gpu_driver"),
         "source": meta.get("source", "measured"),
         # how each request's lengths were drawn: a measured run's config states it (none: fixed, as every run before
-        # lengths: existed); an import's does not (None: not stated, never called different)
-        "lengths": lengths_words(cfg.get("lengths")) if cfg.get("models") else None,
+        # lengths: existed); an import's points what its file states (None: nothing, never called different)
+        "lengths": parts_words(parts, measured, cfg.get("lengths")),
+        "lengths_parts": parts,
     }
+
+
+def _lengths_differ(pa: dict[str, Any], pb: dict[str, Any]) -> bool:
+    """True when two provenances' draws differ on a part both state (:func:`pipeline.diff.lengthsdiff.parts_differ`;
+    a provenance without parts: its words, where both have them)."""
+    if "lengths_parts" in pa and "lengths_parts" in pb:
+        return parts_differ(pa["lengths_parts"], pb["lengths_parts"])
+    la, lb = pa.get("lengths"), pb.get("lengths")
+    return la is not None and lb is not None and la != lb
 
 
 def _round1(v: float | None) -> float | None:
@@ -143,8 +155,7 @@ def compare_provenance(pa: dict[str, Any], pb: dict[str, Any]) -> list[Provenanc
         add(f"versions.{k}", f"{k} version", pa["versions"].get(k), pb["versions"].get(k))
     add("gpu_driver", "GPU driver", pa["gpu_driver"], pb["gpu_driver"])
     add("source", "source", pa["source"], pb["source"])
-    la, lb = pa.get("lengths"), pb.get("lengths")
-    add("lengths", "length distribution", la, lb, la is not None and lb is not None and la != lb)
+    add("lengths", "length distribution", pa.get("lengths"), pb.get("lengths"), _lengths_differ(pa, pb))
     return items
 
 
@@ -183,7 +194,7 @@ def headline(pa: dict[str, Any], pb: dict[str, Any], n_matched: int) -> tuple[st
         wl.append(f"input/output lengths A {', '.join(pa['workloads']) or 'none'} vs B {', '.join(pb['workloads']) or 'none'}")
     if pa["engine"] != pb["engine"]:
         wl.append(f"engine A {pa['engine']} vs B {pb['engine']}")
-    if pa.get("lengths") and pb.get("lengths") and pa["lengths"] != pb["lengths"]:
+    if _lengths_differ(pa, pb):
         wl.append(f"length distribution A {pa['lengths']} vs B {pb['lengths']}")
     if pa["models"] != pb["models"]:
         only_a = sorted(set(pa["models"]) - set(pb["models"]))

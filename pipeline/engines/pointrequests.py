@@ -40,7 +40,7 @@ class PointRequests:
 
     def meta(self, cfg: Any, load: str = "closed") -> dict[str, Any]:
         """What the point's meta says of its workload: the ``lengths:`` stated (each record keeps its own draw) and a
-        gamma schedule's ``burstiness`` (its summary's)."""
+        gamma schedule's ``burstiness`` (its summary's), a trace point's ``trace_file``."""
         return workload_meta(cfg, load)
 
     def stamp(self, record: Any, i: int) -> Any:
@@ -53,33 +53,36 @@ class PointRequests:
 
 def workload_meta(cfg: Any, load: str) -> dict[str, Any]:
     """A point's meta of its workload (served and simulated alike): ``lengths`` (the config's, JSON) where stated,
-    ``burstiness`` for a ``gamma`` point."""
+    ``burstiness`` for a ``gamma`` point, ``trace_file`` for a ``trace`` point."""
     lengths = getattr(cfg, "lengths", None)
     out: dict[str, Any] = {} if lengths is None else {"lengths": lengths.model_dump(mode="json")}
     if load == "gamma":
         out["burstiness"] = cfg.open_loop.burstiness
+    if load == "trace":
+        out["trace_file"] = cfg.open_loop.trace_file
     return out
 
 
 def point_requests(cfg: Any, tokenizer: Any, features: Features, input_len: int, output_len: int, n: int,
-                   seed: int, max_model_len: int | None = None) -> PointRequests:
+                   seed: int, max_model_len: int | None = None, per: int | None = None) -> PointRequests:
     """The ``n`` bodies' prompts and lengths of a point of ``cfg`` (a sweep config) from the point's ``seed``.
 
     Without ``lengths:`` (or with fixed lengths and no prefix) the prompts are :func:`make_prompts`' as ever; else
     each body's lengths are :func:`pipeline.config.workload.point_lengths`' and its prompt
     :func:`make_prompts_of`'s.  ``lengths.ignore_eos: false`` turns ``ignore_eos`` and ``min_tokens`` off in the
-    bodies (an output stops where the model stops, at most its ``max_tokens``).
+    bodies (an output stops where the model stops, at most its ``max_tokens``).  ``per``: bodies a repeat (a
+    replayed trace's lengths start again at each repeat).
     """
     lengths = getattr(cfg, "lengths", None)
     feats = features if lengths is None or lengths.ignore_eos else dataclasses.replace(
         features, ignore_eos=False, min_tokens=False)
     if lengths is not None and lengths.prompt_file is not None:
         return _from_file(lengths, tokenizer, feats, output_len, n, seed, max_model_len)
-    drawn = point_lengths(cfg, input_len, output_len, n, seed, max_model_len)
+    drawn = point_lengths(cfg, input_len, output_len, n, seed, max_model_len, per)
     if drawn is None:
         prompts, inexact = make_prompts(tokenizer, n, input_len, seed)
         return PointRequests(prompts, inexact, None, None, feats)
-    prompts, inexact = make_prompts_of(tokenizer, drawn[0], seed, lengths.prefix_len)
+    prompts, inexact = make_prompts_of(tokenizer, drawn[0], seed, lengths.prefix_len if lengths else 0)
     return PointRequests(prompts, inexact, drawn[0], drawn[1], feats)
 
 

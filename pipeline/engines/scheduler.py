@@ -1,4 +1,5 @@
-"""When the served backends send: the closed loop (N in flight), the open loop (a Poisson or constant schedule), the measured window.
+"""When the served backends send: the closed loop (N in flight), the open loop (a Poisson, constant, gamma or trace
+schedule), the measured window.
 
 Sends through :mod:`pipeline.engines.client` and decides only when: which request goes out
 next, when a repeat is aborted, which span of time is measured — as GuideLLM keeps its
@@ -10,7 +11,8 @@ constant, Poisson) apart from its backends.
 - ``poisson`` / ``constant`` / ``gamma`` (:func:`open_loop`): send times follow a schedule fixed before the
   repeat (:func:`schedule_gaps`, seeded), never the responses: exponential gaps of mean
   1 / rate (Poisson arrivals, as ``vllm bench serve --request-rate R`` with burstiness 1),
-  equal gaps of 1 / rate, or gamma gaps of mean 1 / rate (``--burstiness k``).  An optional cap bounds the requests in flight; a request due while
+  equal gaps of 1 / rate, gamma gaps of mean 1 / rate (``--burstiness k``), or a trace file's gaps scaled to the
+  rate (``trace``: :mod:`pipeline.config.tracefile`).  An optional cap bounds the requests in flight; a request due while
   the cap is full waits in the client's queue (its ``queued_s`` stays the scheduled time, so
   "TTFT including client queueing" counts that wait).  Each request records its scheduled
   time (``scheduled_s``) and the client's own lag behind it (``lag_s``: send time − the time
@@ -153,18 +155,22 @@ def _folded(streams: list[RawStream], target: Target) -> list[RawStream]:
     return streams
 
 
-def schedule_gaps(load: str, rate_rps: float, seed: int, burstiness: float | None = None) -> Iterator[float]:
+def schedule_gaps(load: str, rate_rps: float, seed: int, burstiness: float | None = None,
+                  trace: np.ndarray | None = None) -> Iterator[float]:
     """Endless gaps (s) between successive sends of an open-loop schedule at ``rate_rps`` requests/s.
 
     ``constant``: every gap is 1 / rate.  ``poisson``: independent exponential gaps of mean
     1 / rate from ``numpy.random.default_rng(seed)`` (a Poisson process; the same seed gives the
     same schedule), as vLLM's ``get_request`` draws them with burstiness 1.  ``gamma``: independent gamma gaps of
     shape k = ``burstiness`` and scale 1 / (rate · k), mean 1 / rate and coefficient of variation 1 / √k (vLLM's
-    ``get_request``: ``np.random.gamma(shape=burstiness, scale=1 / (request_rate * burstiness))``).
+    ``get_request``: ``np.random.gamma(shape=burstiness, scale=1 / (request_rate * burstiness))``).  ``trace``:
+    the gaps ``trace`` gives (one round of a trace file's, scaled to the rate:
+    :meth:`pipeline.config.tracefile.Trace.gaps_s`), round and round.
 
     Raises:
-        ValueError: ``load`` is not ``poisson``/``constant``/``gamma``, the rate is not finite and positive, or a
-            gamma schedule's burstiness is not (a bug: config and keys check them).
+        ValueError: ``load`` is not ``poisson``/``constant``/``gamma``/``trace``, the rate is not finite and
+            positive, a gamma schedule's burstiness is not, or a trace schedule has no gaps (a bug: config and keys
+            check them).
     """
     if not (math.isfinite(rate_rps) and rate_rps > 0):
         raise ValueError(f"rate_rps must be finite and positive, got {rate_rps!r}")
@@ -172,6 +178,11 @@ def schedule_gaps(load: str, rate_rps: float, seed: int, burstiness: float | Non
     if load == "constant":
         while True:
             yield mean
+    if load == "trace":
+        if trace is None or not len(trace):
+            raise ValueError("a trace schedule needs its gaps")
+        while True:
+            yield from (float(g) for g in trace)
     if load not in ("poisson", "gamma"):
         raise ValueError(f"no open-loop schedule {load!r}")
     if load == "gamma" and not (burstiness is not None and math.isfinite(burstiness) and burstiness > 0):
@@ -188,16 +199,15 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
                     max_concurrency: int | None, n_warmup: int, t0: float, seed: int,
                     should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
                     deadline_s: float | None = None, deadline_reason: str | None = None,
-                    meter: ClientMeter | None = None, burstiness: float | None = None) -> LoopResult:
+                    meter: ClientMeter | None = None, burstiness: float | None = None, trace: Any = None) -> LoopResult:
     """Send ``bodies`` on a ``load`` schedule at ``rate_rps`` (times in s since ``t0``), at most ``max_concurrency`` in flight.
 
-    The first request goes out at once, each next one a gap (:func:`schedule_gaps`, ``burstiness`` for ``gamma``)
-    after the previous one's scheduled time, whatever the responses do; a late dispatcher catches up at once (so the
-    mean rate holds) and the lateness is recorded per request (``lag_s``).
-    ``bodies[:n_warmup]`` are warm-up (part of the arrival process, left out of the metrics);
-    after the last body the schedule goes on with cool-down requests (re-using bodies from the
-    start) until every measured request has finished, so the last measured ones meet the same
-    load as the first; those are then cancelled and dropped.  Aborts (``should_abort``,
+    The first request goes out at once, each next one a gap (:func:`schedule_gaps`, ``burstiness`` for ``gamma``,
+    ``trace``'s gaps for ``trace``) after the previous one's scheduled time, whatever the responses do; a late
+    dispatcher catches up at once (so the mean rate holds) and the lateness is recorded per request (``lag_s``).
+    ``bodies[:n_warmup]`` are warm-up (part of the arrival process, left out of the metrics); after the last body
+    the schedule goes on with cool-down requests (re-using bodies from the start) until every measured request has
+    finished, so the last measured ones meet the same load as the first; those are then cancelled and dropped.  Aborts (``should_abort``,
     ``max_consecutive_failures``, ``deadline_s``) and ``meter`` work as in :func:`closed_loop`.
     """
     headers = target.headers()
@@ -250,7 +260,7 @@ async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str
     async def dispatch() -> None:
         start = perf() - t0
         due = start
-        for i, gap in enumerate(schedule_gaps(load, rate_rps, seed, burstiness)):
+        for i, gap in enumerate(schedule_gaps(load, rate_rps, seed, burstiness, trace)):
             # always await: a dispatcher behind its schedule must still let the requests it made run
             await sleep_until(due, lambda: perf() - t0)  # never before its time (uvloop's timers may fire early)
             if should_abort is not None and state["aborted"] is None and (reason := should_abort()):

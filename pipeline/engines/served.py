@@ -21,6 +21,7 @@ from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
 from pipeline.engines import client, clientprocs, eventloop, scheduler, streamrecord
 from pipeline.engines.clientmeter import ClientMeter
+from pipeline.config.tracefile import trace_gaps
 from pipeline.engines.pointrequests import point_requests
 from pipeline.engines.prompts import make_prompts
 from pipeline.core import scrub
@@ -217,7 +218,8 @@ class ServedEngine:
         ol = getattr(self.cfg, "open_loop", None)
         if ol is not None:
             cap = "no cap" if ol.max_concurrency is None else f"at most {ol.max_concurrency} in flight"
-            burst = f" of burstiness {ol.burstiness:g}" if ol.load == "gamma" else ""
+            burst = f" of burstiness {ol.burstiness:g}" if ol.load == "gamma" else (
+                f" from {scrub.relative_path(ol.trace_file)}" if ol.load == "trace" else "")
             out += f", then open loop ({ol.load} arrivals{burst}, {cap})"
         return out
 
@@ -251,7 +253,8 @@ class ServedEngine:
             point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
         loop = getattr(self.opts, "event_loop", "auto")
         reqs = self.requests = point_requests(self.cfg, self.tokenizer, self.features, key.input_len, key.output_len,
-                                              repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None))
+                                              repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None),
+                                              per=n_warm + n_meas)
         out_lens = [reqs.output_len(i, key.output_len) for i in range(len(reqs.prompts))]
         # the longest output any request asks for bounds each stream's bytes
         target = dataclasses.replace(self._target(), max_tokens=max(out_lens, default=key.output_len),
@@ -338,7 +341,8 @@ class ServedEngine:
                                                         key.rate_rps, key.max_concurrency, n_warm, t0, meta["seed"] + r,
                                                         self._should_abort, self.opts.max_consecutive_failures, left,
                                                         reason, meter=meter,
-                                                        burstiness=getattr(self.cfg.open_loop, "burstiness", None))
+                                                        burstiness=getattr(self.cfg.open_loop, "burstiness", None),
+                                                        trace=trace_gaps(self.cfg, key.load, key.rate_rps))
                     else:
                         res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
                                                           n_warm, t0, self._should_abort,

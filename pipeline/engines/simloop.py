@@ -75,12 +75,12 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                     concurrency: int | None, load: str = "closed", rate_rps: float | None = None,
                     max_concurrency: int | None = None, schedule_seed: int = 0, start_s: float = 0.0,
                     rng: np.random.Generator | None = None, id_offset: int = 0, token_times: bool = True,
-                    burstiness: float | None = None, lengths: tuple[Any, Any] | None = None) -> RepeatResult:
+                    burstiness: float | None = None, lengths: tuple[Any, Any] | None = None, trace: Any = None) -> RepeatResult:
     """Simulate one repeat of a point: ``n_warm`` warm-up then ``n_meas`` measured requests.
 
     Closed loop (``load="closed"``): ``concurrency`` requests in flight, each next one sent the moment one finishes;
     after the last body cool-down requests keep the load until every measured request has finished.  Open loop
-    (``poisson``/``constant``/``gamma`` at ``rate_rps``, ``burstiness``): sends on
+    (``poisson``/``constant``/``gamma``/``trace`` at ``rate_rps``, ``burstiness``, ``trace``'s gaps): sends on
     :func:`pipeline.engines.scheduler.schedule_gaps` (``schedule_seed``), at most ``max_concurrency`` in flight when
     given (``concurrency`` is then None).  Times are s since the point's start, from ``start_s``.  ``lengths``: (prompt, output tokens) per body as the sweep draws them
     (:func:`pipeline.config.workload.draw_lengths`; a cool-down re-uses a body's); None: ``input_len`` / ``output_len``.
@@ -98,7 +98,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
                               warmup=i < n_warm) for i in range(n_warm + n_meas)]
         return RepeatResult(requests=recs, end_s=start_s, server_metrics={}, steps=0)
     loop = _Loop(server, input_len, output_len, n_warm, n_meas, load, rate_rps, max_concurrency, schedule_seed,
-                 start_s, rng if server.step_time_cv > 0 else None, rep_factor, burstiness, lengths)
+                 start_s, rng if server.step_time_cv > 0 else None, rep_factor, (burstiness, trace), lengths)
     loop.run(concurrency)
     return RepeatResult(requests=loop.records(id_offset, token_times), end_s=loop.t, server_metrics=loop.server_view(),
                         steps=loop.steps)
@@ -110,7 +110,7 @@ class _Loop:
 
     def __init__(self, server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, load: str,
                  rate_rps: float | None, max_concurrency: int | None, schedule_seed: int, start_s: float,
-                 rng_steps: np.random.Generator | None, rep_factor: float, burstiness: float | None = None,
+                 rng_steps: np.random.Generator | None, rep_factor: float, arrivals: tuple = (None, None),
                  lengths: tuple[Any, Any] | None = None):
         self.server, self.input_len, self.output_len, self.lengths = server, input_len, output_len, lengths
         self.n_warm, self.n_meas, self.n_total = n_warm, n_meas, n_warm + n_meas
@@ -133,7 +133,7 @@ class _Loop:
         if self.open_loop:  # the load generator's schedule (imported only here: it pulls in the HTTP client)
             from pipeline.engines.scheduler import schedule_gaps
 
-            self.gaps = schedule_gaps(load, float(rate_rps), schedule_seed, burstiness)
+            self.gaps = schedule_gaps(load, float(rate_rps), schedule_seed, *arrivals)  # (burstiness, trace gaps)
         self.cap = max_concurrency if self.open_loop else None
 
     def new_request(self, i: int, now: float, scheduled: float | None) -> _Req:

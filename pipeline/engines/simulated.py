@@ -28,7 +28,8 @@ from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.variants import kv_cache_name
-from pipeline.config.workload import Lengths, longest, repeat_lengths
+from pipeline.config.tracefile import trace_gaps
+from pipeline.config.workload import Lengths, longest, repeat_lengths, traced_longest
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord, server_key
 
 
@@ -60,9 +61,11 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int, engine: str = "vllm", lengths: Lengths | None = None) -> ServerModel:
+               largest_concurrency: int, engine: str = "vllm", lengths: Lengths | None = None,
+               cfg: Any = None) -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags;
-    ``max_model_len`` the longest request ``lengths`` draws at this shape, + 64).
+    ``max_model_len`` the longest request ``lengths`` draws at this shape, or the sweep config ``cfg``'s replayed trace
+    states, + 64).
 
     Where the profile states ``engine``'s terms (``engines:``, :mod:`pipeline.machine.engineterms`) and the config sets
     no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak; else by the
@@ -82,7 +85,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
         max_num_seqs=opts.max_num_seqs or largest_concurrency or 256,  # none in flight stated: the vllm engine's 256
         max_num_batched_tokens=opts.max_num_batched_tokens,
-        max_model_len=opts.max_model_len or longest(lengths, input_len, output_len) + 64,
+        max_model_len=opts.max_model_len or max(longest(lengths, input_len, output_len), traced_longest(cfg)) + 64,
         num_blocks=kv_blocks(card, hw.memory_gb, util, opts.block_size), block_size=opts.block_size,
         step_time_cv=opts.step_time_cv, repeat_time_cv=opts.repeat_time_cv)
 
@@ -151,7 +154,7 @@ class SimulatedEngine:
             card = with_kv_cache(card, kv)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
-                                 self.cfg.max_in_flight(), lengths=self.cfg.lengths)
+                                 self.cfg.max_in_flight(), lengths=self.cfg.lengths, cfg=self.cfg)
         s = self.server
         name = self.variant.name if self.variant is not None else DEFAULT_VARIANT
         self.servers[server_key(spec.name, name)] = {
@@ -188,7 +191,7 @@ class SimulatedEngine:
                                   concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
                                   max_concurrency=key.max_concurrency, schedule_seed=pseed + r, start_s=t, rng=rng,
                                   id_offset=r * per, burstiness=getattr(self.cfg.open_loop, "burstiness", None),
-                                  lengths=lens)
+                                  lengths=lens, trace=trace_gaps(self.cfg, key.load, key.rate_rps))
             steps += res.steps
             for q in res.requests if lens is not None else ():  # each record its drawn lengths
                 q.drawn_input_len, q.drawn_output_len = int(lens[0][q.request_id - r * per]), int(lens[1][q.request_id - r * per])

@@ -61,7 +61,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.importers.aiperf_runs import aggregate_refusal, beside_its_runs, is_aggregate, repeats, swept_concurrency
-from pipeline.importers.aiperf_settings import OVERCOUNT, is_aiperf, refuse_schedules, setting as _setting
+from pipeline.importers.aiperf_settings import (OVERCOUNT, is_aiperf, length_distribution, refuse_schedules,
+                                               setting as _setting)
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import (REFUSAL_FAILURE_RATE, check_completion, check_unique, flag_rate,
@@ -209,7 +210,8 @@ def parse_file(path: Path, model: str | None, engine: str, max_failure_rate: flo
                     failed=int(failed), output_throughput_tok_s=tput, per_user_tok_s=per_user,
                     ttft_s=_time_stats(path, d, "time_to_first_token"), tpot_s=tpot,
                     e2el_s=_time_stats(path, d, "request_latency"), step_time_s=med_tpot,
-                    samples={"output_throughput_tok_s": [tput]},
+                    samples={"output_throughput_tok_s": [tput]}, lengths=length_distribution(
+                        _metric(path, d, "input_sequence_length"), _metric(path, d, "output_sequence_length"), cfg),
                     failures_unknown=(note or "the file states no error count (no error_request_count, no "
                                               "error_summary): failures unknown") if failed_unknown else None)
     if note and not failed_unknown:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.lengthstats import normal_stated, point_lengths, stated_stats
 from pipeline.importers.parsing import fail, is_number
 
 
@@ -110,3 +111,19 @@ def refuse_schedules(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
                                                                        "fixed number of requests in flight or a request "
                                                                        "rate; batchmark imports closed-loop runs")
     return stimulus
+
+
+def length_distribution(isl: dict[str, Any] | None, osl: dict[str, Any] | None,
+                        cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """A profile export's length distribution (``PointSummary.lengths``, :mod:`pipeline.core.lengthstats`): the
+    ``input_sequence_length`` / ``output_sequence_length`` metrics' ``avg``, ``p50``, ``min``, ``max`` (tokens), and
+    the settings' standard deviations where stated (AIPerf ``input.prompt.input_tokens.stddev`` /
+    ``input.prompt.output_tokens.stddev``, its ``--isl-stddev`` / ``--osl-stddev``; GenAI-Perf
+    ``synthetic_input_tokens_stddev`` / ``output_tokens_stddev``, ``input.synthetic_tokens.stddev`` /
+    ``input.output_tokens.stddev``): 0 fixed, else normal with that std."""
+    stats = [stated_stats(m.get("avg"), m.get("p50"), m.get("min"), m.get("max")) if m else None for m in (isl, osl)]
+    std_in = setting(cfg, ("input", "prompt", "input_tokens", "stddev"), ("synthetic_input_tokens_stddev",),
+                     ("input", "synthetic_tokens", "stddev"))
+    std_out = setting(cfg, ("input", "prompt", "output_tokens", "stddev"), ("output_tokens_stddev",),
+                      ("input", "output_tokens", "stddev"))
+    return point_lengths(stats[0], stats[1], normal_stated(std_in, std_out))

@@ -49,9 +49,11 @@ no rate) are neither and stay skipped, listed in the run's details.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.core.lengthstats import normal_stated, point_lengths, stated_stats
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, check_unique
@@ -253,7 +255,7 @@ def _point(path: Path, d: dict[str, Any], where: str, b: dict[str, Any],
         tpot_s=tpot, itl_s=_dist(path, itl_field, itl_m, 1e-3, mean_only=True),
         e2el_s=_dist(path, f"{where}.metrics.request_latency.successful",
                      _succ(path, where, metrics, "request_latency"), 1.0),
-        step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]},
+        step_time_s=med_tpot, samples={"output_throughput_tok_s": [tput]}, lengths=_lengths(d, in_cnt, out_cnt),
         failures_unknown="the report states no errored count (request_totals): failures unknown" if failed_unknown
         else None,
         **({} if rate is None else {"load": kind, "rate_rps": rate, "max_concurrency": conc,
@@ -315,3 +317,34 @@ def _counts(path: Path, where: str, b: dict[str, Any],
                                                                   f"output_token_count covers {n_dist:g}: counts "
                                                                   "that disagree")
     return totals_at, failed_unknown, completed, failed, out_cnt, in_cnt
+
+
+def _data_settings(d: dict[str, Any]) -> dict[str, Any]:
+    """The synthetic data's settings of a report: ``config.spec.data``'s objects (0.8) or ``args.data`` (a
+    ``k=v,k=v`` string, a JSON object, or a list of those), merged; {} where it states none."""
+    items = _get(d, "config", "spec", "data") or _get(d, "args", "data") or []
+    out: dict[str, Any] = {}
+    for item in items if isinstance(items, list) else [items]:
+        if isinstance(item, str):
+            try:
+                item = json.loads(item)
+            except ValueError:
+                item = dict(kv.split("=", 1) for kv in item.split(",") if "=" in kv)
+        if isinstance(item, dict):
+            out.update(item)
+    return out
+
+
+def _lengths(d: dict[str, Any], in_cnt: dict[str, Any], out_cnt: dict[str, Any]) -> dict[str, Any] | None:
+    """A benchmark's length distribution (``PointSummary.lengths``, :mod:`pipeline.core.lengthstats`): the successful
+    requests' ``prompt_token_count`` / ``output_token_count`` mean, median, min and max, and the synthetic data's
+    ``prompt_tokens_stdev`` / ``output_tokens_stdev`` where stated (0 fixed, else normal with that std)."""
+    stats = [stated_stats(m.get("mean"), m.get("median"), m.get("min"), m.get("max")) for m in (in_cnt, out_cnt)]
+    data = _data_settings(d)
+
+    def std(name: str) -> float | None:
+        try:
+            return float(data[name]) if name in data and not isinstance(data[name], bool) else None
+        except (TypeError, ValueError):
+            return None
+    return point_lengths(stats[0], stats[1], normal_stated(std("prompt_tokens_stdev"), std("output_tokens_stdev")))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from pipeline.core.lengthstats import joined_lengths
 from pipeline.importers.base import summary
 from pipeline.core.pointsummary import distribution
 
@@ -72,4 +73,5 @@ def merge_repeats(points: list[Any]) -> Any:
                             "tpot_s_per_repeat": [p.tpot_s["p50"] for p in points
                                                   if p.tpot_s and p.tpot_s["p50"] is not None]},
                    load=first.load, rate_rps=first.rate_rps, max_concurrency=first.max_concurrency,
-                   burstiness=first.burstiness, achieved_rate_rps=med([p.achieved_rate_rps for p in points]))
+                   burstiness=first.burstiness, achieved_rate_rps=med([p.achieved_rate_rps for p in points]),
+                   lengths=joined_lengths([p.lengths for p in points]))

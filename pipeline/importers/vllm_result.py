@@ -18,7 +18,8 @@ A finite ``request_rate`` is an open-loop point, never a closed-loop one: load
 
 Each result is a served point: output throughput = ``output_throughput``; per-user throughput = 1 /
 median TPOT; decode step time = median TPOT (docs/definitions.md, MBU); input and output lengths =
-median of ``input_lens``/``output_lens``, else total tokens / completed.
+median of ``input_lens``/``output_lens``, else total tokens / completed; their distribution (mean, p50, min, max)
+and a stated ``random_range_ratio`` are the summary's ``lengths``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pipeline.engines.tokencount import length_mismatch
 from pipeline.importers.base import summary
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, flag_rate, rate_disagreement
 from pipeline.importers.parsing import check_finite, fail, is_number
+from pipeline.core.lengthstats import length_stats, point_lengths, uniform_stated
 from pipeline.core.pointsummary import distribution
 
 
@@ -190,8 +192,28 @@ def point_from_result(path: Path, d: dict[str, Any], model: str, engine: str, wh
                    ttft_s=ttft, tpot_s=tpot, itl_chunk_s=_ms_stats(d, "itl", path, pre),  # vLLM's itl is per chunk
                    e2el_s=e2el, tails_s=_ms_tails(d),
                    step_time_s=med_tpot, errors=error_texts,
-                   samples={"output_throughput_tok_s": [float(d["output_throughput"])]},
+                   samples={"output_throughput_tok_s": [float(d["output_throughput"])]}, lengths=_lengths(d, ok),
                    **(_open_fields(d, float(rate), burst) if open_loop else {}))
+
+
+def _lengths(d: dict[str, Any], ok: list[bool] | None) -> dict[str, Any] | None:
+    """The point's length distribution (:mod:`pipeline.core.lengthstats`): the successful requests' ``input_lens``
+    / ``output_lens`` where saved (``--save-detailed``), and the random dataset's ``random_range_ratio`` where the
+    file states it (SGLang's results; vLLM's with ``--metadata random_range_ratio=R``), read with its tool's
+    definition."""
+    stats = []
+    for key in ("input_lens", "output_lens"):
+        lens = d.get(key)
+        keep = ok if isinstance(lens, list) and ok is not None and len(ok) == len(lens) else None
+        stats.append(length_stats([v for i, v in enumerate(lens) if keep is None or keep[i]])
+                     if isinstance(lens, list) else None)
+    ratio = d.get("random_range_ratio")
+    if isinstance(ratio, str):  # --metadata values are strings
+        try:
+            ratio = float(ratio)
+        except ValueError:
+            ratio = None
+    return point_lengths(stats[0], stats[1], uniform_stated(ratio, is_sglang(d)))
 
 
 def _check_load(path: Path, d: dict[str, Any], where: str, rate: Any, conc: Any) -> tuple[bool, Any]:

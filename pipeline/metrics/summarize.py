@@ -21,6 +21,7 @@ import numpy as np
 from pipeline.core.arrays import PointArrays, RequestArrays, from_records
 from pipeline.metrics.goodput import slo_goodput_arrays
 from pipeline.metrics.lengthhist import point_length_hists
+from pipeline.core.lengthstats import drawn_lengths
 from pipeline.core.pointsummary import PointSummary, distribution, tails
 from pipeline.core.records import PointRecords
 from pipeline.metrics.clientside import client_figures, client_repeat_samples
@@ -316,7 +317,8 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         errors=errors,
         server=server_state(arrays),  # type: ignore[arg-type]  (reads .repeats only)
         interference=meta.get("interference"), burstiness=meta.get("burstiness") if key.load == "gamma" else None,
-        samples=samples, length_hist=point_length_hists(arrays, measured, ok))
+        samples=samples, length_hist=point_length_hists(arrays, measured, ok),
+        lengths=drawn_lengths(a.drawn_input_len, a.drawn_output_len, measured, meta.get("lengths")))
 
 
 def summarize_run(points: list[PointRecords] | list[PointArrays], slo: dict[str, float | None] | None = None) -> list[PointSummary]:

@@ -351,7 +351,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     tokens = cfg.input_len + cfg.output_len
     # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
-    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), engine, lengths=cfg.lengths)
+    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), engine, cfg.lengths, cfg)
     start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
     points: list[PlanPoint] = []
     curve: list[tuple[int, float]] = []

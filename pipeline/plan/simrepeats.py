@@ -29,17 +29,19 @@ def simulated_repeat(server, key: PointKey, n_warm: int, n_meas: int, cfg: Any =
     request's first and last token only (``token_times=False``: TTFT, TPOT, E2EL and throughput exact, all a plan
     reads), remembered for the process.  ``cfg`` (the sweep config): its requests drawn as the sweep draws the point's
     first repeat (:func:`pipeline.config.workload.repeat_lengths`, the point's seed) and its gamma schedule's
-    burstiness; None: every request the shape, as before."""
+    burstiness, or a trace's gaps and lengths; None: every request the shape, as before."""
+    from pipeline.config.tracefile import config_trace, trace_gaps
     from pipeline.config.workload import repeat_lengths
     from pipeline.engines.simloop import simulate_repeat
     from pipeline.engines.simulated import point_seed
 
     burstiness = getattr(getattr(cfg, "open_loop", None), "burstiness", None)
-    lengths = getattr(cfg, "lengths", None)
+    traced = getattr(getattr(cfg, "open_loop", None), "trace_file", None)  # its gaps, and its lengths where stated
+    lengths = getattr(cfg, "lengths", None) or (traced if config_trace(cfg) is not None else None)
     seed = point_seed(cfg.seed, key) if cfg is not None else 0
     reps = cfg.repeats if cfg is not None else 1
     ident = (server_identity(server), key.input_len, key.output_len, n_warm, n_meas, key.concurrency, key.load,
-             key.rate_rps, key.max_concurrency, burstiness, repr(lengths), seed if lengths else None, reps if lengths else None)
+             key.rate_rps, key.max_concurrency, burstiness, traced, repr(lengths), seed if lengths else None, reps if lengths else None)
     if ident not in _REPEATS:
         if len(_REPEATS) >= MAX_REMEMBERED:
             _REPEATS.clear()
@@ -47,5 +49,6 @@ def simulated_repeat(server, key: PointKey, n_warm: int, n_meas: int, cfg: Any =
         _REPEATS[ident] = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas,
                                           concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
                                           max_concurrency=key.max_concurrency, schedule_seed=0, token_times=False,
-                                          burstiness=burstiness, lengths=drawn)
+                                          burstiness=burstiness, lengths=drawn,
+                                          trace=trace_gaps(cfg, key.load, key.rate_rps))
     return _REPEATS[ident]

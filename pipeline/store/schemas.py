@@ -240,7 +240,7 @@ class PointKeyModel(BaseModel):
     input_len: int
     output_len: int
     concurrency: int | None
-    load: Literal["closed", "poisson", "constant", "gamma"] = "closed"
+    load: Literal["closed", "poisson", "constant", "gamma", "trace"] = "closed"
     rate_rps: float | None = None
     max_concurrency: int | None = None
 

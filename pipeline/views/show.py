@@ -63,7 +63,9 @@ POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "outpu
                 # the client's own figures and what peers report beside (pipeline.metrics.clientside, docs/definitions.md)
                 "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "connect_s", "first_byte_s", "client_bound", "client_bound_reason",
                 "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk",
-                "chunks_per_request", "ci95")
+                "chunks_per_request", "ci95",
+                # the point's length distribution: per-request mean, p50, min, max and the stated draw (core.lengthstats)
+                "lengths")
 MODEL_FIELDS = ("model", "engine", "variant", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
