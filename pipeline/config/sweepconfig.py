@@ -1,12 +1,11 @@
 """Sweep configuration: pydantic models, YAML loading, and one-line errors that name the field.
 
-A config file (``config/*.yaml``) says which models to measure, with which backend (how batchmark gets the
-tokens: ``transformers`` in process, ``vllm`` started by batchmark, ``openai`` an endpoint already running,
-``simulated``), on which hardware profile, over which concurrency grid (closed loop) and, optionally, which request rates
-(``open_loop``, served backends) and which SLO (``slo``).  Unknown keys are rejected so that a typo
-never silently falls back to a default; types are strict (``repeats: "2"`` and
-``concurrency: [true, 2]`` are refused, not coerced); NaN and infinities are refused; a key
-given twice in one mapping is refused with its line (:class:`pipeline.core.textfiles.UniqueKeyLoader`).
+A config file (``config/*.yaml``) says which models to measure, with which backend (how batchmark gets the tokens:
+``transformers`` in process, ``vllm`` started by batchmark, ``openai`` an endpoint already running, ``simulated``), on
+which hardware profile, over which concurrency grid (closed loop) and, optionally, which request rates (``open_loop``,
+served backends) and which SLO (``slo``).  Unknown keys are rejected so that a typo never silently falls back to a
+default; types are strict (``repeats: "2"`` and ``concurrency: [true, 2]`` are refused, not coerced); NaN and
+infinities are refused; a key given twice in one mapping is refused with its line (:class:`UniqueKeyLoader`).
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSET_CLIENT_KEYS, Adaptive, ClusterOptions,
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
-from pipeline.config.tracefile import refuse_drawn_beside_trace
+from pipeline.config.tracefile import refuse_unsendable_workload
 from pipeline.config.workload import Lengths
 from pipeline.core import scrub
 from pipeline.core.errors import BatchmarkError
@@ -171,10 +170,7 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _grid_or_rates(self) -> "SweepConfig":
-        for k, what in (("open_loop", "a rate sweep"), ("lengths", "drawn lengths")):  # never silently dropped
-            if getattr(self, k) is not None and self.backend == "transformers":
-                raise ValueError(f"{k}: the transformers backend runs static batches; {what} needs a served backend")
-        refuse_drawn_beside_trace(self)
+        refuse_unsendable_workload(self)
         if not self.concurrency:
             if self.open_loop is None:
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")

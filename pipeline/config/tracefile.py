@@ -206,3 +206,17 @@ def refuse_drawn_beside_trace(cfg) -> None:
             lengths.input.distribution == lengths.output.distribution == "fixed"):
         raise ValueError("lengths: the trace_file states every request's lengths; give no distribution, prefix_len "
                          "or prompt_file beside it (ignore_eos only)")
+
+
+def refuse_unsendable_workload(cfg) -> None:
+    """Refuse a sweep config ``cfg`` whose workload its backend cannot send, never silently dropped: an open loop or
+    drawn lengths on the transformers backend (static batches), drawn lengths beside a trace that states them
+    (:func:`refuse_drawn_beside_trace`).
+
+    Raises:
+        ValueError: naming the key.
+    """
+    for k, what in (("open_loop", "a rate sweep"), ("lengths", "drawn lengths")):
+        if getattr(cfg, k, None) is not None and cfg.backend == "transformers":
+            raise ValueError(f"{k}: the transformers backend runs static batches; {what} needs a served backend")
+    refuse_drawn_beside_trace(cfg)
