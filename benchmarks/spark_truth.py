@@ -27,7 +27,6 @@ not fitted: :func:`sparkdata._djangodevreng`), and the points set aside as one-o
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -39,7 +38,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from sparkdata import Curve, decode_figure, load_curves  # noqa: E402
 from pipeline.cards.registry import load_card  # noqa: E402
 from pipeline.cards.servedformat import ServedFormat, card_in_format, served_card  # noqa: E402
-from pipeline.cards.stepcost import engine_step_s  # noqa: E402
 from pipeline.cards.stepcost import (bytes_per_decode_step, flops_per_decode_step, prefill_flops,  # noqa: E402
                                      weight_bytes_per_step)
 from pipeline.importers.cardmatch import card_with_file_size  # noqa: E402

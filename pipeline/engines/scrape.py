@@ -140,7 +140,6 @@ def next_wait_s(every_s: float, scrape_s: float, duty: float = SCRAPE_DUTY) -> f
 def _sample_loop(url: str, headers: dict[str, str], every_s: float, conn: Any) -> None:
     """The sampler process: on ``start``, scrape (the first after 0.05 s, then :func:`next_wait_s` after each) until
     ``stop``, then send back the highest value of each gauge; ``quit`` (or a closed pipe) ends it."""
-    import time
 
     import prometheus_client.parser  # noqa: F401  (imported before "ready", not inside the first scrape)
 

@@ -81,7 +81,6 @@ def time_gemm(torch: Any, device: str, dtype: Any, shape: tuple[str, int, int, i
             a @ b
         sync(device)
         seconds.append(time.perf_counter() - t0)
-    del a, b
     roof, reads = best_rate(2.0 * m * k * n, loops, seconds)
     return {"dtype": str(dtype).removeprefix("torch."), "shape": name, "m": m, "k": k, "n": n, "loops": loops,
             "op_s": min(seconds) if seconds else None, "tflops": roof, "tflops_repeats": reads}

@@ -17,7 +17,6 @@ from typing import Any
 
 import altair as alt
 
-from pipeline.store import runs
 from pipeline.diff.comparability import comparison_key, provenance_of
 from pipeline.diff.rundiff import RunDiff, diff_runs
 from pipeline.diff.metrics import METRIC_BY_KEY

@@ -34,7 +34,6 @@ then the open loop; it says exactly what was dropped and what each step costs in
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -45,7 +44,7 @@ from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from
 from pipeline.config.workload import lengths_words
 from pipeline.plan.simrepeats import simulated_repeat
 from pipeline.core.errors import BatchmarkError
-from pipeline.machine.hardware import HardwareProfile, load_profile
+from pipeline.machine.hardware import HardwareProfile
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
 #: Seconds from starting ``vllm serve`` to a healthy server, besides reading the weights (torch.compile,

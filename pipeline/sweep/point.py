@@ -166,7 +166,7 @@ def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
     reasons go to ``run.json``).  An open-loop point is shown as a point too (the rate walk adds it to the display's
     total when it places it: :meth:`SweepState.place_rates`).
     """
-    spec, display = walk.spec, sweep.display
+    display = sweep.display
     where = key.label() if key.open_loop else f"c={key.concurrency}"
     resumed = runs.has_point(sweep.run_dir, key)
     if resumed:

@@ -9,7 +9,6 @@ import pathlib
 import socket
 import time
 
-import pytest
 
 from pipeline.store import runs
 from pipeline.cli import main

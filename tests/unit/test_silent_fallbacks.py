@@ -93,7 +93,6 @@ def test_an_unreadable_run_is_named_not_silently_incomplete(tmp_path: Path, caps
 def test_a_bad_config_pointer_is_an_error_not_a_fresh_run(tmp_path: Path):
     import pytest
 
-    from pipeline.store import runs
     from pipeline.sweep import parts
     from pipeline.core.errors import BatchmarkError
 

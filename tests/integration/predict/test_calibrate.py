@@ -34,7 +34,6 @@ def test_predict_reproduces_the_simulated_spark_runs_moe_curves():
     from pipeline.analysis import stages
     from pipeline.analysis.analyze import hardware_block
     from pipeline.cards.modelcards import ModelCard
-    from pipeline.core.records import workload_of
     from pipeline.store.runs import load_model_cards
     from pipeline.views.predict import predict_workload
 

@@ -11,7 +11,6 @@ spreads 1.4 / 0.6 = 2.33× between its slowest and fastest repeat, above the 1.5
 
 from __future__ import annotations
 
-import re
 
 import pytest
 

@@ -7,7 +7,6 @@ tests/data/cases-breaker/ with a README.txt saying where each field layout comes
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest

@@ -9,7 +9,6 @@ are the Linux kernel's (arch/x86/include/asm/cpufeatures.h, arch/arm64/kernel/cp
 
 from __future__ import annotations
 
-import pytest
 
 from pipeline.machine.cpuisa import cpu_flags, instruction_sets, native_dtype
 

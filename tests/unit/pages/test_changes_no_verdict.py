@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from tests.runbuilder import CONCURRENCY, MODELS, NOISE_A, NOISE_B, make_run
+from tests.runbuilder import CONCURRENCY, NOISE_A, NOISE_B, make_run
 
 CLEAN, SLOW = "20261201T100000Z-clean", "20261201T110000Z-slow"
 
@@ -47,7 +47,6 @@ def test_the_change_page_gives_no_verdict_in_the_verdicts_place(pages):
     assert ("| dense-a | 64 / 16 | 1 | output throughput | 88.89 ±1.7 | 35.73 ±0.71 | -59.8% (no verdict: run B flagged "
             "at this point) |") in page
     assert not re.search(r"\((better|worse)\)", page)
-    index = " ".join(pages["changes.md"].split())
     row = next(line for line in pages["changes.md"].splitlines() if SLOW in line and line.startswith("| ["))
     assert f"0 worse, 0 better; no verdict on {n}: run B flagged at this point |" in row
 

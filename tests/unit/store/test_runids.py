@@ -15,7 +15,7 @@ from pipeline.store import runids, runs
 from pipeline.core.errors import BatchmarkError
 from pipeline.importers import import_run
 
-from tests.conftest import DATA, committed_runs
+from tests.conftest import DATA
 
 WHEN = datetime(2026, 11, 29, 15, 4, 5, tzinfo=timezone.utc)
 
