@@ -186,6 +186,10 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     for workload, all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
         models_out.append(_model_row(workload, all_pairs, card_of(cards, workload.model, workload.variant), hw, probe, knee_threshold,
                                      max_failure_rate, limits, under))
+        # the figures a page marks "not a result" (above 1 at the bytes counted): the run's clean line never calls
+        # them plausible (analysis.checksmade.clean_claims)
+        models_out[-1]["not_a_result"] = [f"{name} at c = {row.get('concurrency')}" for _, row in all_pairs
+                                          for name in ("MBU", "MFU") if row.get(f"{name.lower()}_implausible")]
     return {"hardware": hw, "points": points_out, "models": models_out}
 
 

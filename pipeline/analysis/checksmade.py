@@ -9,16 +9,19 @@ one figure per point, no probe and nothing of the machine), so its clean line sa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 
-def clean_claims(meta: dict[str, Any], points: list[dict[str, Any]], spread_limit: float) -> str:
+def clean_claims(meta: dict[str, Any], points: list[dict[str, Any]], spread_limit: float,
+                 models: Iterable[dict[str, Any]] = ()) -> str:
     """The run page's line for a clean run: the checks made, then those its files made impossible.
 
     Args:
         meta: ``run.json`` (``probe``, ``source`` are read).
         points: point summaries as dicts (``samples``, ``interference``, ``load``).
         spread_limit: max / min of a point's repeats above which it is noisy (``quality.REPEAT_SPREAD_LIMIT``).
+        models: the analysis' models: their ``not_a_result`` (an MBU or MFU above 1 at the bytes counted, which the
+            pages mark "not a result") is named, never called plausible.
 
     Returns:
         e.g. ``"clean: numbers plausible; not checked (not possible for an import): no probe, one repeat, no machine
@@ -33,7 +36,10 @@ def clean_claims(meta: dict[str, Any], points: list[dict[str, Any]], spread_limi
                             (repeated, f"repeats agree within {spread_limit:g}×", "one repeat"),
                             (watched, "machine not busy while points ran", "no machine data")):
         (made if ok else missing).append(claim if ok else lack)
-    made.append("numbers plausible")
+    unsure = [f"{m.get('model')} {x}" for m in models for x in (m.get("not_a_result") or [])]
+    made.append("numbers plausible" if not unsure else
+                f"numbers plausible but {', '.join(unsure[:3])}{' …' if len(unsure) > 3 else ''} (above 1 at the bytes "
+                "counted: not a result)")
     text = "clean: " + ", ".join(made)
     if missing:
         why = "not possible for an import" if str(meta.get("source", "")).startswith("imported:") else "no data"

@@ -192,7 +192,7 @@ def run_quality(meta: dict[str, Any], points: list[dict[str, Any]], models: list
     return {"verdict": "flagged" if reasons else "clean", "reasons": reasons, "noisy_points": noisy,
             "busy_points": busy, "points": flagged, "interference": interference, "withholds": withholds,
             "probe_drift": drift,
-            "clean_text": clean_claims(meta, points, spread_limit)}
+            "clean_text": clean_claims(meta, points, spread_limit, models)}
 
 
 def short_reasons(quality: dict[str, Any]) -> list[str]:

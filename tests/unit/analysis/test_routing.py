@@ -124,3 +124,15 @@ def test_an_import_claims_only_the_checks_it_allowed():
     full = [{"concurrency": 1, "samples": {"output_throughput_tok_s": [80.0, 81.0]}, "interference": {"outside_share": 0.01}}]
     assert clean_claims({"source": "measured", "probe": {"bandwidth_gb_s": 250.0}}, full, 1.5) == (
         "clean: probe steady, repeats agree within 1.5×, machine not busy while points ran, numbers plausible")
+
+
+def test_a_clean_line_never_calls_a_figure_marked_not_a_result_plausible():
+    """Fault kind: a verdict contradicting its own page: a run read "clean: numbers plausible" on the same page that
+    marks its MBU "above 1 at the bytes counted, not a result".  The clean line names those figures instead."""
+    one = [{"concurrency": 1, "samples": {"output_throughput_tok_s": [81.11]}, "interference": None}]
+    models = [{"model": "gpt-oss-20b", "not_a_result": ["MBU at c = 8", "MBU at c = 16"]}]
+    text = clean_claims({"source": "imported:llama-benchy"}, one, 1.5, models)
+    assert text.startswith("clean: numbers plausible but gpt-oss-20b MBU at c = 8, gpt-oss-20b MBU at c = 16 (above 1 "
+                           "at the bytes counted: not a result); not checked")
+    assert clean_claims({"source": "imported:llama-benchy"}, one, 1.5, [{"model": "m", "not_a_result": []}]).startswith(
+        "clean: numbers plausible; not checked")
