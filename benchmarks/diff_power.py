@@ -138,7 +138,7 @@ def server_rates(args: argparse.Namespace, meta: dict[str, Any]) -> None:
 
     from pipeline.config.sweepconfig import parse_config
     from pipeline.diff.rundiff import diff_runs
-    from pipeline.engines import get_engine
+    from pipeline.backends import get_backend
     from pipeline.metrics.summarize import summarize_point
     from pipeline.core.records import PointKey
     from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
@@ -166,7 +166,7 @@ def server_rates(args: argparse.Namespace, meta: dict[str, Any]) -> None:
                                                "requests_per_point": args.server_requests,
                                                "tokenizer": str(tmp / "tok"), "timeout_s": 10},
                                     "models": [{"name": "m", "served_name": "m"}]})
-                engine = get_engine(cfg)
+                engine = get_backend(cfg)
                 engine.load(cfg.models[0])
                 pts = [summarize_point(engine.measure(PointKey("m", "openai", 8, 16, c), args.server_repeats, True, seed))
                        for c in (4, 16)]

@@ -16,7 +16,7 @@ Each client runs in its own process pinned to one core (``os.sched_setaffinity``
 through ``taskset``), at concurrency 1, 64, 256 and 1,024, ``--repeats`` times, ours and the minimal
 client in turn against the same server:
 
-- ours: :func:`pipeline.engines.loadgen.closed_loop` exactly as the engines use it
+- ours: :func:`pipeline.loadgen.loadgen.closed_loop` exactly as the engines use it
   (warm-up wave excluded, ``max(4·N, 64)`` measured requests, raised to stream at least ``--min-tokens``:
   :func:`measured_requests`); figure = tokens every stream
   received inside the measured window (first measured send → last measured completion) / that
@@ -31,7 +31,7 @@ client in turn against the same server:
   ours without the parse of every event after the repeat, which no measured read waits for: the receiving loop's);
 - ``--transports raw aiohttp``: the load generator once per transport (its own HTTP/1.1 reader, the default for
   ``http://``; aiohttp, the former reader), each run paired with a minimal run of its own, one row each;
-- ``--event-loops auto asyncio``: the load generator once per event loop (:mod:`pipeline.engines.eventloop`; auto:
+- ``--event-loops auto asyncio``: the load generator once per event loop (:mod:`pipeline.loadgen.eventloop`; auto:
   uvloop where installed, as the engines run it), again each paired with a minimal run; the minimal client always
   runs on asyncio's own loop, so the yardstick stays the standard library; the table and ``--json`` say which loop
   each side ran on;
@@ -236,7 +236,7 @@ def serve(port: int) -> None:
 
 def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
          transport: str = "auto", loop: str = "auto") -> tuple[float, float, float, str]:
-    """Our load generator at ``concurrency`` on the event loop ``loop`` (:mod:`pipeline.engines.eventloop`, as the
+    """Our load generator at ``concurrency`` on the event loop ``loop`` (:mod:`pipeline.loadgen.eventloop`, as the
     served engines run it): (tokens/s every stream delivered inside the measured window, as
     ``PointSummary.delivered_output_throughput_tok_s`` counts them, the client's CPU time / wall time of the loop —
     near 1.0 when the client is the limit, the client's CPU µs per token received — its cost, which a core shared
@@ -244,7 +244,7 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
     orjson and the token accounting of every event, done once nothing is in flight) are left out of both, as they
     are out of the measured window: what is compared is the loop that receives."""
     sys.path.insert(0, str(ROOT))
-    from pipeline.engines import eventloop, loadgen, scheduler
+    from pipeline.loadgen import eventloop, loadgen, scheduler
 
     folding = {"cpu": 0.0, "wall": 0.0}
     fold = scheduler._folded
@@ -289,7 +289,7 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
 
 def delivered_tok_s(chunks: list[tuple[float, int]], start: float, end: float) -> float:
     """Tokens every stream (warm-up, measured, cool-down) received inside ``[start, end]`` (s) / the window: what the
-    server delivered there, the figure both clients are compared on (``pipeline.engines.scheduler.delivered_tokens``)."""
+    server delivered there, the figure both clients are compared on (``pipeline.loadgen.scheduler.delivered_tokens``)."""
     return sum(k for t, k in chunks if start <= t <= end) / (end - start)
 
 
@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the load generator's transports, each paired with its own minimal-client run (raw: its own "
                          "HTTP/1.1 reader, the default for http://; aiohttp: the former reader)")
     ap.add_argument("--event-loops", nargs="+", default=["auto"], choices=["auto", "uvloop", "asyncio"],
-                    help="the load generator's event loops (pipeline/engines/eventloop.py; auto: uvloop where "
+                    help="the load generator's event loops (pipeline/loadgen/eventloop.py; auto: uvloop where "
                          "installed), each run paired with its own minimal-client run; the minimal client always "
                          "runs on asyncio's own loop")
     ap.add_argument("--json", default=None, help="write every sample here")

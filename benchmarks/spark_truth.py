@@ -41,7 +41,7 @@ from pipeline.cards.servedformat import ServedFormat, card_in_format, served_car
 from pipeline.cards.stepcost import (bytes_per_decode_step, flops_per_decode_step, prefill_flops,  # noqa: E402
                                      weight_bytes_per_step)
 from pipeline.importers.cardmatch import card_with_file_size  # noqa: E402
-from pipeline.engines import harness  # noqa: E402
+from pipeline.simulation import harness  # noqa: E402
 from pipeline.machine.hardware import load_profile  # noqa: E402
 from pipeline.predict import calibrate, enginefit  # noqa: E402
 

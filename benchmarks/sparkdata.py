@@ -156,7 +156,7 @@ def _published(path: Path) -> list[Curve]:
 
 
 def decode_figure(c: Curve, got: dict[str, float], concurrency: int) -> dict[str, float]:
-    """``got`` (:func:`pipeline.engines.harness.predict`) with its decode figure as the curve's source gives it: a
+    """``got`` (:func:`pipeline.simulation.harness.predict`) with its decode figure as the curve's source gives it: a
     wave's ``t/s (total)`` (the harness's own), or c × its ``t/s (req)`` where the source states ``wave_metric:
     per_request``."""
     if c.harness == "wave" and c.per_request:

@@ -13,7 +13,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pipeline.cards.stepcost import compute_format, prefill_attention_flops, prefill_expert_read_s, prefill_flops
-from pipeline.engines import harness
+from pipeline.simulation import harness
 from pipeline.machine.engineterms import EngineTerms
 
 #: An engine without published prefill figures here: the measured BF16 matmul rate of the profile (TFLOP/s).

@@ -39,7 +39,7 @@ sessions' tests and vLLM servers beside it, load average 4 to 12).  What makes t
   (:func:`noise_sigma`, robust), a figure within max(3 %, e^(5 SE) − 1), a metric's mean over the
   concurrencies within max(3 %, e^(4 SE / √3) − 1) (a definition that differs shows at every c, so this one
   catches it at a third of the noise), SE of the log ratio of two medians (:func:`standard_error`); the
-  multipliers are calibrated by simulation (``tests/unit/engines/test_vllm_agreement_stats.py``: agreeing clients fail
+  multipliers are calibrated by simulation (``tests/unit/backends/test_vllm_agreement_stats.py``: agreeing clients fail
   under 1 % of runs, a 10 % disagreement is caught in 99 % at σ ≤ 2.5 %); each run prints the disagreement it
   catches 99 % of the time;
 - **priority**: the server, ``vllm bench serve`` and the measuring thread run at nice −10 where allowed (root or
@@ -66,7 +66,7 @@ batchmark's TPOT p50 was 7 to 14 % above its own ITL p50 at c = 1, vLLM's 1 to 2
 vLLM's (−4.3 % drift-corrected); the next run, with ``--no-scrape``, agreed within 1.1 % (drift-corrected) at
 c = 1 and 4, batchmark's TPOT p50 2 to 3 % above its ITL p50.  The sampler now scrapes
 about once a second, keeps its share of the server's time under 1 % and parses only the gauges it keeps
-(``pipeline/engines/scrape.py``); with it, ITL p50 agreed within 1.4 % at c = 1 and 4 (drift-corrected) and
+(``pipeline/backends/scrape.py``); with it, ITL p50 agreed within 1.4 % at c = 1 and 4 (drift-corrected) and
 batchmark's TPOT p50 was 1 to 3 % above its ITL p50, as vLLM's.
 
 Other differences checked, none of them batchmark's fault: both clients stream with aiohttp ``iter_any``;
@@ -333,7 +333,7 @@ class VLLMBench:
 GOAL = 0.03
 #: A figure fails when |ln(batchmark / vLLM)| exceeds K_ROW standard errors of that log ratio (and the goal); the
 #: mean over the concurrencies of a metric when it exceeds K_POOLED of its own.  Calibrated by simulation
-#: (``tests/unit/engines/test_vllm_agreement_stats.py``): with σ estimated from the runs themselves the ratio's tails are
+#: (``tests/unit/backends/test_vllm_agreement_stats.py``): with σ estimated from the runs themselves the ratio's tails are
 #: wider than normal (5 standard errors are passed by noise alone about 0.04 % of the time, not 6e-5 %), so that
 #: agreeing clients fail the 12 + 4 checks of a run under 1 % of the time.
 K_ROW = 5.0
@@ -510,14 +510,14 @@ def make_engine(url: str, folder: Path, concurrencies: tuple[int, ...], input_le
     """batchmark's ``openai`` engine for the served model, loaded once (tokenizer, feature probe) for every point:
     ``max(per_slot × c, minimum)`` measured requests a run, no warm-up, vLLM's two extra body keys."""
     from pipeline.config.sweepconfig import parse_config
-    from pipeline.engines import get_engine
+    from pipeline.backends import get_backend
 
     cfg = parse_config({"name": "agreement", "hardware": "cpu", "backend": "openai", "input_len": input_len,
                         "output_len": output_len, "concurrency": list(concurrencies), "repeats": 1,
                         "openai": {"base_url": url + "/v1", "requests_per_slot": per_slot, "min_requests": minimum,
                                    "tokenizer": str(folder), "timeout_s": 600, "extra_body": dict(VLLM_CLIENT_KEYS)},
                         "models": [{"name": SERVED, "served_name": SERVED}]})
-    engine = get_engine(cfg)
+    engine = get_backend(cfg)
     engine.load(cfg.models[0])
     return engine
 

@@ -151,7 +151,7 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
         knee_threshold: fractional gain per doubling below which a doubling is weak.
         max_failure_rate: failure rate above which a point is excluded from knee, peak and scaling.
         limits: the server's limits by model name (``--max-num-seqs`` …, see
-            ``pipeline.engines.vllm.server_limits``); used with each point's server state to
+            ``pipeline.backends.vllm.server_limits``); used with each point's server state to
             say what a point past the knee measured (:func:`point_regime`).
 
     Returns:

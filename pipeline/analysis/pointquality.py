@@ -31,7 +31,7 @@ def point_quality(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_R
     """``{"failure_rate", "caveats", "excluded", "excluded_reason"}`` of one point (module docstring).
 
     ``caveats`` are the point's caveat names (``failed_requests`` and the token-count flags of
-    :mod:`pipeline.engines.tokencount`), sorted.  Imported points without a request count give
+    :mod:`pipeline.loadgen.tokencount`), sorted.  Imported points without a request count give
     a failure rate from ``completed`` and ``failed`` alone; one whose file states no failed count
     (caveat ``failed_count_unknown``) has none.
     """
@@ -73,10 +73,10 @@ def point_warnings(s: PointSummary, max_failure_rate: float = EXCLUSION_FAILURE_
     - a client-bound point (:func:`pipeline.metrics.clientside.client_bound_reason`): what the client's CPU or lag
       said, and what to do (:data:`pipeline.metrics.clientside.CLIENT_BOUND_ADVICE`);
     - requests whose prompt the server counted differently from the one the client built
-      (``input_tokens_mismatch``, :func:`pipeline.engines.tokencount.input_mismatch`): a tokenizer
+      (``input_tokens_mismatch``, :func:`pipeline.loadgen.tokencount.input_mismatch`): a tokenizer
       or chat-template mismatch; the records keep the server's count (left out when widespread);
     - requests whose tokens arrived in bursts (``timed_by_intermediary``,
-      :func:`pipeline.engines.streamrecord.arrived_in_bursts`): the latencies are a buffer's, not the server's.
+      :func:`pipeline.loadgen.streamrecord.arrived_in_bursts`): the latencies are a buffer's, not the server's.
     """
     total = (s.completed or 0) + (s.failed or 0)
     caveats = s.caveats or {}

@@ -90,7 +90,7 @@ def point_verdict(p: dict[str, Any], spread_limit: float = REPEAT_SPREAD_LIMIT,
                        f"{inter.get('cpu_count', '?')} CPUs busy ({share:.0%}, more than {share_limit:.0%}) "
                        "while it ran")
     burst = (p.get("caveats") or {}).get("timed_by_intermediary", 0)
-    if burst:  # pipeline.engines.streamrecord.arrived_in_bursts
+    if burst:  # pipeline.loadgen.streamrecord.arrived_in_bursts
         reasons.append(f"timed by an intermediary: {burst} of {(p.get('completed') or 0) + (p.get('failed') or 0)} "
                        "requests arrived in bursts of many events per read, so its TTFT, TPOT and ITL are a buffer's, "
                        "not the server's")

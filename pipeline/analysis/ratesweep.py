@@ -27,7 +27,7 @@ SATURATION_SHORTFALL = 0.10
 
 #: A rate point is steady when its arrivals lasted at least this many of its median E2EL: shorter, its requests were
 #: still draining when the window closed, so its achieved rate and its tail latencies describe the start-up, not
-#: the rate.  (Sized windows last five expected E2ELs: :data:`pipeline.engines.scheduler.OPEN_LOOP_E2EL_WINDOWS`.)
+#: the rate.  (Sized windows last five expected E2ELs: :data:`pipeline.loadgen.scheduler.OPEN_LOOP_E2EL_WINDOWS`.)
 STEADY_E2EL_WINDOWS = 3.0
 
 

@@ -15,7 +15,7 @@ from pipeline.core.pointsummary import PointSummary
 
 #: Engines whose static batches (``output_throughput_window`` ``"decode_phase"``) decode one prompt repeated:
 #: llama.cpp's llama-batched-bench and llama-bench.  Not batchmark's transformers backend (its static batch draws a
-#: random prompt per sequence, ``torch.randint`` of shape B × input_len in :mod:`pipeline.engines.transformers`), nor
+#: random prompt per sequence, ``torch.randint`` of shape B × input_len in :mod:`pipeline.backends.transformers`), nor
 #: a llama-benchy run (a served static batch of distinct prompts, its engine vLLM or ``openai``).
 IDENTICAL_PROMPT_ENGINES = ("llama.cpp", "llama-batched-bench", "llama-bench")
 

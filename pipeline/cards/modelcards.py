@@ -1,7 +1,7 @@
 """The model card: architecture numbers of one model, in parameters and bytes.
 
 A :class:`ModelCard` holds byte counts, so any quantisation is already folded in.  Cards are
-counted from a model batchmark instantiated (:func:`pipeline.engines.torchcard.card_from_torch_model`,
+counted from a model batchmark instantiated (:func:`pipeline.backends.torchcard.card_from_torch_model`,
 its real tensors) or, for models it never loads, from architecture numbers
 (:func:`pipeline.cards.modelarch.card_from_config`: parameter counts, bytes in a weight format of
 :mod:`pipeline.cards.weightformats`), found by name in the card files of ``data/models/``, a local

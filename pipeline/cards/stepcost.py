@@ -114,7 +114,7 @@ def calibrated_step_s(memory_s, compute_s, overhead_s: float, bandwidth_fraction
     ``memory_s``: the step's bytes ÷ bandwidth, ``compute_s``: its FLOPs ÷ peak (s at the full roofs; floats or
     numpy arrays alike).  The one place this formula is written: :func:`pipeline.predict.calibrate.step_time_s` (decode
     steps at the mean context, and the fit) and the simulated server driven by fitted terms
-    (:class:`pipeline.engines.simserver.ServerModel` with ``calibrated``) both call it.  Derived: the roofline's two
+    (:class:`pipeline.simulation.simserver.ServerModel` with ``calibrated``) both call it.  Derived: the roofline's two
     roofs, each reached at a fitted fraction, *added* rather than maxed, plus a fixed cost per step (the reasons
     are in :mod:`pipeline.predict.calibrate`'s docstring; after Vidur, Agrawal et al., MLSys 2024, which sums operator costs).
     """

@@ -32,7 +32,7 @@ class TransformersOptions(StrictModel):
                                    description="Stop escalating when a point would need more than this share of free memory")
 
 
-#: Request-body keys the load generator owns (``engines/client.py``'s ``build_body``: the model, the
+#: Request-body keys the load generator owns (``loadgen/client.py``'s ``build_body``: the model, the
 #: prompt, the exact output length, streaming and its usage reports, greedy sampling) and keys that
 #: would change them (``n``, ``best_of``, ``stop``, ``max_completion_tokens``, …).  ``extra_body``
 #: may not set them: ``{max_tokens: 2, model: other}`` once measured 2 tokens of another model under
@@ -47,7 +47,7 @@ RESERVED_BODY_KEYS = frozenset({
 #: measurement: an open loop at 100,000 req/s (1,000,000 measured requests in its ten seconds, 100,000 warm-up)
 #: planned 5.6 GB, about 5 KB a request (prompt, record, token times), and then died; 200,000 × 5 KB = 1 GB.
 MAX_REQUESTS_PER_REPEAT = 200_000
-#: Seconds of arrivals an open-loop repeat measures at the least (:data:`pipeline.engines.loopsizes.OPEN_LOOP_SECONDS`).
+#: Seconds of arrivals an open-loop repeat measures at the least (:data:`pipeline.loadgen.loopsizes.OPEN_LOOP_SECONDS`).
 OPEN_LOOP_MIN_SECONDS = 10.0
 
 

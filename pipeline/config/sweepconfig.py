@@ -74,7 +74,7 @@ class ModelSpec(StrictModel):
 
 
 class SimulatedOptions(StrictModel):
-    """Options of the ``simulated`` backend: a continuous-batching server in virtual time (:mod:`pipeline.engines.simulated`).
+    """Options of the ``simulated`` backend: a continuous-batching server in virtual time (:mod:`pipeline.backends.simulated`).
 
     Its runs are predictions (``source: simulated``), never measurements.  The request counts are
     the served backends' (``max(requests_per_slot x N, min_requests)`` per closed-loop repeat, ten
@@ -199,7 +199,7 @@ class SweepConfig(StrictModel):
     def stated_engine(self) -> str:
         """The serving engine the config states, the point keys' ``engine`` where no server is asked (a plan): the
         backend's own, and for ``openai`` its ``openai.engine`` (``openai``: not stated; the sweep asks the server,
-        :mod:`pipeline.engines.endpointkind`)."""
+        :mod:`pipeline.backends.endpointkind`)."""
         return (self.openai.engine or "openai") if self.backend == "openai" else self.backend
 
     def shapes(self) -> list[Shape]:

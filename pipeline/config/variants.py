@@ -31,7 +31,7 @@ from pipeline.core.records import DEFAULT_VARIANT
 #: A variant's or a model's name: letters, digits, ``. _ -``, starting with a letter or digit (it names files).
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
-#: What the simulated server models of a variant's settings (:mod:`pipeline.engines.simserver`): the rest it
+#: What the simulated server models of a variant's settings (:mod:`pipeline.simulation.simserver`): the rest it
 #: predicts at the baseline, and says so per variant (:func:`simulated_statement`).
 SIMULATED_MODELS = {
     "max_num_seqs": "caps the running batch (vLLM's scheduler admits at most max_num_seqs requests)",

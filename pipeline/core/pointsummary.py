@@ -92,7 +92,7 @@ class PointSummary:
     a served point's client (:func:`pipeline.metrics.clientside.client_repeat_samples`) ``achieved_concurrency``,
     ``client_cpu_share`` and ``delivered_output_throughput_tok_s`` (tok/s), the values whose medians are those
     fields.  ``caveats``: ``{name: requests}`` of what a reader must know of the point's
-    requests (``failed_requests`` and the token-count flags of :mod:`pipeline.engines.tokencount`;
+    requests (``failed_requests`` and the token-count flags of :mod:`pipeline.loadgen.tokencount`;
     ``requestmetrics.point_caveats``), not the quality verdict *flagged* (:mod:`pipeline.analysis.quality`).
     ``interference`` is the outside load while the point ran
     (:func:`pipeline.machine.interference.outside_load`, kept by the sweep in the point file's ``meta``; None

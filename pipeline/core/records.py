@@ -191,7 +191,7 @@ class RequestRecord:
         hidden_tokens: tokens generated but never streamed (reasoning reported only in usage);
             they count in ``output_tokens`` but not in ``chunks``, TPOT or ITL.
         token_count_source: where ``output_tokens`` came from (``usage``, ``per_chunk_usage``,
-            ``tokenized_text``, ``chunk_count``; see :mod:`pipeline.engines.tokencount`); None for
+            ``tokenized_text``, ``chunk_count``; see :mod:`pipeline.loadgen.tokencount`); None for
             engines that count their own tokens and for records written before it existed.
         token_count_reason: one line: why that source.
         token_count_flags: evidence set aside (keys of ``tokencount.FLAG_TEXT``); each is one of

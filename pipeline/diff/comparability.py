@@ -78,7 +78,7 @@ def provenance_of(r: RunData) -> dict[str, Any]:
     eng = meta.get("server") if isinstance(meta.get("server"), dict) else {}
     versions = dict(meta.get("versions") or {})
     name = _engine_name(meta, r.summaries)
-    from pipeline.engines.served import server_version
+    from pipeline.backends.served import server_version
 
     version = (eng.get(f"{name}_version") or eng.get("version") or versions.get(name or "")
                or server_version(eng)) if name else None

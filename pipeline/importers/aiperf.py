@@ -35,7 +35,7 @@ tokens of the later response), not per request, so of such a file only the mean 
 measures for ``measurement_interval`` ms with ``request_count`` 0, so its completed count is
 ``request_throughput`` × interval (said so in the point's errors); an output length off the
 requested one (``output_tokens.mean``, ``output_tokens_mean``, ``extra_inputs.max_tokens``) beyond
-:func:`pipeline.engines.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
+:func:`pipeline.loadgen.tokencount.length_mismatch` has the caveat ``output_len_mismatch``.
 Times are converted from each metric's ``unit`` (``ns``, ``us``, ``ms``, ``s``).  A run with
 a request rate (open loop) is refused, so are AIPerf's ``user_centric_rate`` (per-user turn gaps) and a
 run with ``request_cancellation_rate`` > 0 (client
@@ -69,7 +69,7 @@ from pipeline.importers.checks import (REFUSAL_FAILURE_RATE, check_completion, c
                                       rate_disagreement, refuse_open_loop)
 from pipeline.importers.repeats import merge_repeats
 from pipeline.importers.parsing import fail, is_number, load_json, number, read_text, wrong_format
-from pipeline.engines.tokencount import length_mismatch
+from pipeline.loadgen.tokencount import length_mismatch
 from pipeline.core.pointsummary import distribution
 
 FORMAT = "aiperf"

@@ -28,7 +28,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from pipeline.engines.tokencount import length_mismatch
+from pipeline.loadgen.tokencount import length_mismatch
 from pipeline.importers.base import summary
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_completion, flag_rate, rate_disagreement
 from pipeline.importers.parsing import check_finite, fail, is_number
@@ -304,7 +304,7 @@ def _flag_unmeasured_count(d: dict[str, Any], completed: int, caveats: dict[str,
     (retokenized)" in its printed block).  When no usage chunk arrives its client falls back to the requested
     ``max_tokens`` for the output count (SGLang PR #24266; PR #36272: "Total generated tokens: 6400 / Total generated
     tokens (retokenized): 32", tool-call runs), so the two disagree beyond
-    :func:`pipeline.engines.tokencount.length_mismatch` and the output throughput and TPOT divide by a count nobody
+    :func:`pipeline.loadgen.tokencount.length_mismatch` and the output throughput and TPOT divide by a count nobody
     measured: caveat ``output_count_not_measured`` over the completed requests, the two counts in the errors."""
     gen, retok = d.get("total_output_tokens"), d.get("total_output_tokens_retokenized")
     if not (is_number(gen) and is_number(retok)) or retok < 0 or gen <= 0:

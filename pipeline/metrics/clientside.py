@@ -1,6 +1,6 @@
 """The client's own figures of a served point, and the check that the client, not the server, was the limit (pure).
 
-The served backends keep, per repeat, what :class:`pipeline.engines.clientmeter.ClientMeter` measured (the point's
+The served backends keep, per repeat, what :class:`pipeline.loadgen.clientmeter.ClientMeter` measured (the point's
 ``meta["client"]``: CPU time and wall time, event-loop lag samples, the requests in flight time-weighted over the
 measured window, the tokens every stream delivered inside that window).  This module turns them into a point's
 figures (docs/definitions.md, "The client's own figures"):

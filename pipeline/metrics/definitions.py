@@ -43,7 +43,7 @@ Open loop (``poisson`` / ``constant`` points):
   otherwise: the server saw fewer, later requests than the schedule asked for).
 
 A point's caveats: it counts its failed measured requests (``failed``,
-``failure_rate`` = failed / measured) and, per flag of :mod:`pipeline.engines.tokencount`, the
+``failure_rate`` = failed / measured) and, per flag of :mod:`pipeline.loadgen.tokencount`, the
 requests whose token count set evidence aside (``caveats``, :func:`point_caveats`), and how many requests took their
 count from each source (``token_count_sources``).  No division here can raise: an empty
 window, a zero TPOT or a single-token request gives None.

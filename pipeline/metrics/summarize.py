@@ -54,8 +54,8 @@ def server_state(records: PointRecords) -> dict[str, float | None] | None:
     ``"preemptions"`` (increase of the preemption counter over the repeats)``}``, each None
     when the server does not export it; None when nothing was scraped (the in-process backend,
     endpoints without ``/metrics``).  A data-parallel server's KV usage is its fullest engine's
-    (:data:`pipeline.engines.scrape.FRACTION`); a KV value outside 0–1 is ignored, never shown above 100 %.  Samples are taken about once a second
-    (:data:`pipeline.engines.scrape.EVERY_S`), so a shorter peak can be missed; non-finite values are ignored.
+    (:data:`pipeline.backends.scrape.FRACTION`); a KV value outside 0–1 is ignored, never shown above 100 %.  Samples are taken about once a second
+    (:data:`pipeline.backends.scrape.EVERY_S`), so a shorter peak can be missed; non-finite values are ignored.
     """
     reps = [rep.server_metrics for rep in records.repeats if rep.server_metrics]
     if not reps:

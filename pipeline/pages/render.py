@@ -173,7 +173,7 @@ def make_env(templates_dir: Path | None = None) -> jinja2.Environment:
                        code=code, anchor=anchor, url_path=url_path)
     from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
     from pipeline.analysis.knee import DECLINE_FRACTION, KNEE_THRESHOLD
-    from pipeline.engines import streamcaps, streamrecord, tokencount
+    from pipeline.loadgen import streamcaps, streamrecord, tokencount
 
     env.globals.update(charts=charts, lengthchart=lengthchart, throughputchart=throughputchart, knee_default=KNEE_THRESHOLD, decline_fraction=DECLINE_FRACTION,
                        max_failure_rate_default=EXCLUSION_FAILURE_RATE, count_flag_text=tokencount.FLAG_TEXT,

@@ -294,7 +294,7 @@ class RunView:
     def engine_version(self) -> str | None:
         """The engine's version: ``versions.<engine>`` of ``run.json``, else what its servers reported
         (``server.servers``; the run page showed no vLLM version), else None."""
-        from pipeline.engines.served import server_version
+        from pipeline.backends.served import server_version
 
         eng = self.meta.get("server") if isinstance(self.meta.get("server"), dict) else {}
         name = eng.get("engine")

@@ -1,7 +1,7 @@
 """The plan: what a sweep will cost and predict before anything is measured, and the budget that chooses what to measure.
 
 For each model and point of a config, :func:`make_plan` runs the simulated continuous-batching
-server (:mod:`pipeline.engines.simulated`: the model card's roofline on the hardware profile,
+server (:mod:`pipeline.backends.simulated`: the model card's roofline on the hardware profile,
 vLLM's scheduling rules) on exactly the requests the sweep will send, and reports:
 
 - the predicted output throughput, median TTFT and median TPOT of the point;
@@ -232,8 +232,8 @@ def _summary(key: PointKey, res, slo: dict | None):
 
 def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
                 fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None, cfg: Any = None) -> tuple[PlanPoint, Any]:
-    from pipeline.engines.simserver import refusal
-    from pipeline.engines.simulated import request_counts
+    from pipeline.simulation.simserver import refusal
+    from pipeline.backends.simulated import request_counts
 
     n_warm, n_meas = request_counts(key, opts, warmup, expected_e2el_s)  # a rate's window: its expected E2EL
     ok, why, kv_need = fits
@@ -295,7 +295,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
     """
     from pipeline.cards.servedformat import with_kv_cache
     from pipeline.config.variants import kv_cache_name, shape_config, variant_config, variant_shapes
-    from pipeline.engines.simulated import resolve_card
+    from pipeline.backends.simulated import resolve_card
 
     if cfg.backend == "transformers":
         raise BatchmarkError(f"{cfg.name}: backend transformers runs static batches in process; the plan models a "
@@ -341,7 +341,7 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
                reps: int, grid: list[int], open_loop: bool, engine: str = "vllm") -> PlanModel:
     """One model × variant × shape (``cfg`` at that variant and shape): its server start, its grid points up to the
     predicted stop, then its open-loop rates; steps costed by ``engine``'s terms where the profile states them."""
-    from pipeline.engines.simulated import server_for
+    from pipeline.backends.simulated import server_for
     from pipeline.analysis.ratesweep import expected_e2el_s
     from pipeline.sweep.ratewalk import open_rates
     from pipeline.sweep.gridwalk import weak_doublings

@@ -2,9 +2,9 @@
 
 `batchmark plan --harness static|wave|closed`: the closed loop is the plan's own simulated server
 (:mod:`pipeline.plan.estimate`); a static batch (llama-batched-bench, the transformers backend) and a wave (llama-benchy:
-c requests sent at once) are predicted by :mod:`pipeline.engines.harness` from the hardware profile's engine terms,
+c requests sent at once) are predicted by :mod:`pipeline.simulation.harness` from the hardware profile's engine terms,
 so a published figure is compared with the harness that measured it, each throughput by that harness's own
-definition (:data:`pipeline.engines.harness.THROUGHPUT`: llama-benchy's ``t/s (total)`` over one window, not c × its
+definition (:data:`pipeline.simulation.harness.THROUGHPUT`: llama-benchy's ``t/s (total)`` over one window, not c × its
 per-request rate).  Wall times stay the closed loop's (what the
 sweep will run); only each closed-loop point's throughput, TTFT and TPOT are replaced.
 """
@@ -17,7 +17,7 @@ from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import kv_cache_name
 from pipeline.core.errors import BatchmarkError
-from pipeline.engines import harness as harnesses
+from pipeline.simulation import harness as harnesses
 from pipeline.machine.hardware import load_profile
 from pipeline.plan.estimate import Plan
 
@@ -30,7 +30,7 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
         BatchmarkError: an unknown harness, or a profile without terms for the stated engine (named, with the engines
             it has): a harness prices a figure with that engine's terms or not at all.
     """
-    from pipeline.engines.simulated import resolve_card
+    from pipeline.backends.simulated import resolve_card
 
     if harness not in harnesses.HARNESSES:
         raise BatchmarkError(f"--harness: unknown {harness!r} (known: {', '.join(harnesses.HARNESSES)})")

@@ -41,7 +41,7 @@ def plan_text(plan: Plan) -> str:
 
 def _step_source(plan: Plan) -> str:
     """Where the plan's step times come from: the served formats and the profile's engine terms, or the roofline
-    (:func:`pipeline.engines.simulated.server_for`)."""
+    (:func:`pipeline.backends.simulated.server_for`)."""
     cost = (f"each step costed by {plan.step_terms}'s engine terms, data/hardware/{plan.hardware}.yaml engines:, "
             "each with its source" + (f"; {plan.step_terms_note}" if plan.step_terms_note else "")
             if plan.step_terms else "the roofline of the hardware profile plus its step_overhead_s")

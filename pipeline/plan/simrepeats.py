@@ -18,22 +18,22 @@ MAX_REMEMBERED = 4096
 
 
 def server_identity(server) -> tuple:
-    """What decides a simulated repeat of ``server`` (a :class:`pipeline.engines.simserver.ServerModel`): its fields
+    """What decides a simulated repeat of ``server`` (a :class:`pipeline.simulation.simserver.ServerModel`): its fields
     but the preemption counter it keeps while it runs."""
     return tuple((f.name, repr(getattr(server, f.name))) for f in fields(server)
                  if f.init and f.name != "preemptions_total")
 
 
 def simulated_repeat(server, key: PointKey, n_warm: int, n_meas: int, cfg: Any = None):
-    """One simulated repeat of ``key`` (:func:`pipeline.engines.simloop.simulate_repeat`, schedule seed 0) with each
+    """One simulated repeat of ``key`` (:func:`pipeline.simulation.simloop.simulate_repeat`, schedule seed 0) with each
     request's first and last token only (``token_times=False``: TTFT, TPOT, E2EL and throughput exact, all a plan
     reads), remembered for the process.  ``cfg`` (the sweep config): its requests drawn as the sweep draws the point's
     first repeat (:func:`pipeline.config.workload.repeat_lengths`, the point's seed) and its gamma schedule's
     burstiness, or a trace's gaps and lengths; None: every request the shape, as before."""
     from pipeline.config.tracefile import config_trace, trace_gaps
     from pipeline.config.workload import repeat_lengths
-    from pipeline.engines.simloop import simulate_repeat
-    from pipeline.engines.simulated import point_seed
+    from pipeline.simulation.simloop import simulate_repeat
+    from pipeline.backends.simulated import point_seed
 
     burstiness = getattr(getattr(cfg, "open_loop", None), "burstiness", None)
     traced = getattr(getattr(cfg, "open_loop", None), "trace_file", None)  # its gaps, and its lengths where stated

@@ -4,7 +4,7 @@ point to drop, in a documented order, until the plan fits (:func:`fit_tuning`).
 The order, cheapest certainty first (docs/tuning.md, "The tuning space"):
 
 1. **the open loop** (every rate and the SLO bisection, every cell): one open-loop rate costs 10–35 min
-   (its window is five expected E2ELs of arrivals after one of warm-up, :func:`pipeline.engines.scheduler.open_loop_counts`)
+   (its window is five expected E2ELs of arrivals after one of warm-up, :func:`pipeline.loadgen.scheduler.open_loop_counts`)
    against 1–3 min per grid point, and a tuning night's question — what each setting bought — is answered on the
    closed-loop curve, where every variant runs the same points;
 2. **the ladder** of :data:`pipeline.plan.ladder.LADDER` (fewer measured requests per repeat, then fewer repeats),

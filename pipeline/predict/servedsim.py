@@ -3,8 +3,8 @@
 A served closed loop is more than a decode step: requests queue once ``max_num_seqs`` run, prompts are
 prefilled in waves of at most ``max_num_batched_tokens`` tokens a step (chunked prefill) that stall the
 decoding sequences, and a KV cache that is full makes requests wait or be preempted.  Instead of a closed
-form of each, the prediction runs the simulated server of :mod:`pipeline.engines.simserver` (vLLM V1's
-scheduling rules) through its discrete-event loop (:func:`pipeline.engines.simloop.simulate_repeat`) with:
+form of each, the prediction runs the simulated server of :mod:`pipeline.simulation.simserver` (vLLM V1's
+scheduling rules) through its discrete-event loop (:func:`pipeline.simulation.simloop.simulate_repeat`) with:
 
 - the step time of :mod:`pipeline.predict.calibrate`, written once in :func:`pipeline.cards.stepcost.calibrated_step_s`:
   ``overhead_s + bytes / (bandwidth_fraction × bandwidth) + FLOPs / (compute_fraction × peak)`` with the
@@ -35,11 +35,11 @@ from typing import Any, Sequence
 
 from pipeline.predict.calibrate import Roofs, StepTerms, fit_points, p50, predict_static, step_time_s
 from pipeline.config.sweepconfig import SimulatedOptions
-from pipeline.engines.scheduler import default_requests
+from pipeline.loadgen.scheduler import default_requests
 from pipeline.config.workload import longest, repeat_lengths
-from pipeline.engines.simloop import simulate_repeat
-from pipeline.engines.simulated import point_seed
-from pipeline.engines.simserver import BLOCK_SIZE, ServerModel, refusal
+from pipeline.simulation.simloop import simulate_repeat
+from pipeline.backends.simulated import point_seed
+from pipeline.simulation.simserver import BLOCK_SIZE, ServerModel, refusal
 from pipeline.metrics.summarize import summarize_point
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord

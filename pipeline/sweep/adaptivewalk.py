@@ -34,7 +34,7 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
     summaries: dict[int, object] = {}
 
     def measure(c: int, reason: str) -> float | None:
-        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, sweep.backend.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         summ = measure_or_resume(sweep, walk, key, reason)
         if summ is None:
             return None
@@ -161,7 +161,7 @@ def record_choices(sweep: SweepState, name: str, model: str, res) -> None:
     block["tolerance"] = cfg.adaptive.tolerance
     block["knee_threshold"] = cfg.knee_threshold
     block.setdefault("models", {})
-    block["models"] = {**block["models"], name: {"model": model, "curve": name, "engine": sweep.engine.serving_engine,
+    block["models"] = {**block["models"], name: {"model": model, "curve": name, "engine": sweep.backend.serving_engine,
                                                  "variant": sweep.variant, "input_len": cfg.input_len,
                                                  "output_len": cfg.output_len, **res.as_dict()}}
     runs.update_run_json(sweep.run_dir, adaptive=block)

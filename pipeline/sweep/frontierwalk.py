@@ -139,12 +139,12 @@ def measure_picks(sweep: SweepState, cells, spec, todo: list[Pick]) -> set[tuple
         mine = [t for t in todo if t[0].variant == variant.name]
         if not mine:
             continue
-        sweep.engine, sweep.variant = cells.engine(variant), variant.name
+        sweep.backend, sweep.variant = cells.backend(variant), variant.name
         loaded = False
         for cv, c, why in mine:
             sweep.cfg = cv.cfg
             walk = ModelWalk(spec, loaded=loaded, name=cv.name)
-            key = PointKey(spec.name, sweep.engine.serving_engine, cv.cfg.input_len, cv.cfg.output_len, c, variant=cv.variant)
+            key = PointKey(spec.name, sweep.backend.serving_engine, cv.cfg.input_len, cv.cfg.output_len, c, variant=cv.variant)
             summ = measure_or_resume(sweep, walk, key, why)
             loaded = walk.loaded
             if summ is None:
@@ -153,7 +153,7 @@ def measure_picks(sweep: SweepState, cells, spec, todo: list[Pick]) -> set[tuple
             else:
                 cv.summaries[c] = summ
         if loaded:
-            sweep.engine.unload()
+            sweep.backend.unload()
     return failed
 
 
@@ -209,7 +209,7 @@ def record_frontier(sweep: SweepState, model: str, curves: list[Curve], preds: d
         cands = [c for _, c in candidates(group, preds, set(), base.adaptive.tolerance)]
         front = sorted((cands[j] for j in frontier(cands)), key=lambda c: (c.per_user_tok_s, -c.output_tok_s))
         blocks[f"{model} {i}/{o}"] = {
-            "model": model, "engine": sweep.engine.serving_engine, "input_len": i, "output_len": o,
+            "model": model, "engine": sweep.backend.serving_engine, "input_len": i, "output_len": o,
             "variants": list(dict.fromkeys(cv.variant for cv in group)), "stopped": stopped,
             "frontier": [{"variant": c.variant, "concurrency": c.concurrency, "measured": c.measured,
                           "output_tok_s": c.output_tok_s, "per_user_tok_s": c.per_user_tok_s,

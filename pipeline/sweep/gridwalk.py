@@ -28,7 +28,7 @@ from pipeline.sweep.frontierwalk import frontier_model
 from pipeline.analysis.knee import doubling_gains
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import Variant, run_variants, shape_config, variant_config, variant_shapes
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.machine.hardware import load_profile, probe
 from pipeline.core.progress import Display, quiet_library_bars, trend_eta_s
 from pipeline.sweep.provenance import git_commit, gpu_driver, machine_identity, probe_warning, record_server_version, versions
@@ -71,20 +71,20 @@ def weak_doublings(throughputs: list[tuple[int, float]], threshold: float) -> in
     return n
 
 
-def _probe(engine):
+def _probe(backend):
     """The run's probe: this machine measured, or what a simulated backend states it simulates (its profile's spec figures)."""
-    own = getattr(engine, "probe", None)
-    return own() if callable(own) else probe(engine.device)
+    own = getattr(backend, "probe", None)
+    return own() if callable(own) else probe(backend.device)
 
 
-def probe_after(device: str, log: Callable[[str], None], engine=None) -> dict:
+def probe_after(device: str, log: Callable[[str], None], backend=None) -> dict:
     """The bandwidth probe repeated after the sweep (``run.json`` ``probe_after``), with its own spread warning.
 
     :mod:`pipeline.analysis.quality` compares it with the probe before the sweep: a machine whose bandwidth
     changed while the run was measured (another load came or went) gives a flagged run.
     """
     log("probing again after the sweep …")
-    res = _probe(engine) if engine is not None else probe(device)
+    res = _probe(backend) if backend is not None else probe(device)
     log(f"probe after: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s")
     return {**res.as_dict(), "warning": probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats, res.load)}
 
@@ -146,7 +146,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
     versions, probe) plus ``part_of``, ``models`` and ``machine`` (:func:`pipeline.sweep.provenance.machine_identity`).
 
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
-    spec, complete run); an engine crash propagates after everything measured is stored.
+    spec, complete run); a backend crash propagates after everything measured is stored.
     """
     display = Display(0, enabled=progress)
     log = log or display.write  # every message above the bar, never onto it
@@ -169,12 +169,12 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
         record_budget(run_dir, plan, budgeted)
     cells = Cells(measured_cfg, run_dir)
     walked = [v for v in measured_cfg.variant_list() if variants is None or v.name in variants]
-    engine = cells.engine(walked[0])  # the first variant's: the probe and the first server
+    backend = cells.backend(walked[0])  # the first variant's: the probe and the first server
     stopped = dict(runs.read_run_json(run_dir).get("stopped", {}))
     if note := load_note_now(measured_cfg):  # before measuring: the machine is shared now
         log(note)
-    probe_before(engine, run_dir, display, log)
-    sweep = SweepState(measured_cfg, engine, run_dir, display, log, plan, stops=stopped)
+    probe_before(backend, run_dir, display, log)
+    sweep = SweepState(measured_cfg, backend, run_dir, display, log, plan, stops=stopped)
     specs = [m for m in measured_cfg.models if models is None or m.name in models]
     show_points(sweep, specs)
     try:
@@ -183,7 +183,7 @@ def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
                 walk_variant(sweep, cells, spec, variant)
             if measured_cfg.adaptive is not None:  # over variants or shapes: the points that settle the frontier
                 frontier_model(sweep, cells, spec)
-        sweep.engine = engine
+        sweep.backend = backend
         finish_run(sweep, derive)
     finally:
         display.close()
@@ -256,18 +256,18 @@ def record_budget(run_dir: Path, plan, budgeted: SweepConfig) -> None:
                                           "open_loop": budgeted.open_loop is not None})
 
 
-def probe_before(engine, run_dir: Path, display: Display, log: Callable[[str], None]) -> None:
-    """The bandwidth and matmul probe before the sweep, with its spread warning and the engine's provenance, in
+def probe_before(backend, run_dir: Path, display: Display, log: Callable[[str], None]) -> None:
+    """The bandwidth and matmul probe before the sweep, with its spread warning and the backend's provenance, in
     ``run.json`` (``probe``, ``server``); a resumed run that has one is not probed again."""
     if "probe" in runs.read_run_json(run_dir):
         return
     with display.phase("probing memory bandwidth and matmul rate"):
-        res = _probe(engine)
+        res = _probe(backend)
     log(f"probe: {res.bandwidth_gb_s:.1f} GB/s read, {res.peak_tflops:.3f} TFLOP/s ({res.device})")
     warning = probe_warning(res.bandwidth_repeats_gb_s, res.tflops_repeats, res.load)
     if warning:
         log(f"warning: {warning}")
-    runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, server=engine.provenance())
+    runs.update_run_json(run_dir, probe={**res.as_dict(), "warning": warning}, server=backend.provenance())
 
 
 def show_points(sweep: SweepState, specs: list) -> None:
@@ -296,17 +296,17 @@ class Cells:
         self.cfg, self.run_dir = cfg, run_dir
         self.engines: dict[str, object] = {}
 
-    def engine(self, variant: Variant):
-        """The engine of ``variant`` (made once, attached to the run, told its variant)."""
+    def backend(self, variant: Variant):
+        """The backend of ``variant`` (made once, attached to the run, told its variant)."""
         if variant.name not in self.engines:
-            eng = get_engine(variant_config(self.cfg, variant))
+            eng = get_backend(variant_config(self.cfg, variant))
             eng.attach_run(self.run_dir)  # served backends keep server logs in the run folder
             eng.variant = variant
             self.engines[variant.name] = eng
         return self.engines[variant.name]
 
     def unload(self) -> None:
-        """Unload every engine (a served one stops its server; twice is harmless)."""
+        """Unload every backend (a served one stops its server; twice is harmless)."""
         for eng in self.engines.values():
             eng.unload()
 
@@ -320,10 +320,10 @@ def walk_name(cfg: SweepConfig, model: str, variant: str, shape) -> str:
 
 
 def walk_variant(sweep: SweepState, cells: Cells, spec, variant: Variant) -> None:
-    """One model under one variant: its server (the variant's engine) started once, every shape walked on it
+    """One model under one variant: its server (the variant's backend) started once, every shape walked on it
     (:func:`walk_model`), then stopped."""
     base = sweep.cfg
-    sweep.engine, sweep.variant = cells.engine(variant), variant.name
+    sweep.backend, sweep.variant = cells.backend(variant), variant.name
     vcfg = variant_config(base, variant)
     loaded = False
     try:
@@ -335,7 +335,7 @@ def walk_variant(sweep: SweepState, cells: Cells, spec, variant: Variant) -> Non
     finally:
         sweep.cfg = base
     if loaded:
-        sweep.engine.unload()
+        sweep.backend.unload()
 
 
 def walk_model(sweep: SweepState, walk: ModelWalk) -> None:
@@ -358,7 +358,7 @@ def grid_walk(sweep: SweepState, walk: ModelWalk) -> None:
     cfg, spec = sweep.cfg, walk.spec
     noisy: set[int] = set()  # concurrencies whose point the interference check or the spread flagged
     for c in cfg.concurrency:
-        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
+        key = PointKey(spec.name, sweep.backend.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
         if not runs.has_point(sweep.run_dir, key) and stop_for_knee(walk.curve, noisy, cfg.knee_threshold,
                                                                     cfg.stop_after_weak_doublings):
             sweep.stop(walk.name, f"knee: {cfg.stop_after_weak_doublings} weak doublings in a row before c={c}")
@@ -380,7 +380,7 @@ def finish_run(sweep: SweepState, derive: Callable[[Path], None] | None) -> None
     runs.update_run_json(run_dir, stopped=sweep.stops, failures=sweep.failures)
     record_server_version(run_dir)
     if "probe_after" not in runs.read_run_json(run_dir):
-        runs.update_run_json(run_dir, probe_after=probe_after(sweep.engine.device, sweep.log, sweep.engine))
+        runs.update_run_json(run_dir, probe_after=probe_after(sweep.backend.device, sweep.log, sweep.backend))
     runs.complete_run(run_dir, derive=derive)
 
 

@@ -16,7 +16,7 @@ from pipeline.store import pointfiles, runs
 from pipeline.analysis.analyze import point_warnings
 from pipeline.config.sweepconfig import SweepConfig
 from pipeline.core.progress import Display
-from pipeline.engines.base import PointDoesNotFit
+from pipeline.backends.base import PointDoesNotFit
 from pipeline.machine.interference import InterferenceMeter
 from pipeline.metrics.summarize import summarize_point
 from pipeline.sweep.provenance import record_server
@@ -24,33 +24,33 @@ from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key
 
 
-def load_model(engine, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, baseline: bool = True) -> bool:
-    """Load ``spec`` into ``engine`` and store its model card; the engine's provenance is recorded even when loading
+def load_model(backend, spec, run_dir: Path, variant: str = DEFAULT_VARIANT, baseline: bool = True) -> bool:
+    """Load ``spec`` into ``backend`` and store its model card; the backend's provenance is recorded even when loading
     fails (a served backend's gains the model's server: command, version, log).  Returns True (loaded).
 
     The baseline variant's server writes the model's card; any other variant's stores its own beside it, named
     :func:`pipeline.core.records.server_key` (its server may count other bytes: an FP8 KV cache; the analysis reads
     it first), so a part of one model × variant never writes another variant's card."""
     try:
-        card = engine.load(spec)
+        card = backend.load(spec)
     finally:
-        record_server(run_dir, engine.provenance())
+        record_server(run_dir, backend.provenance())
     if card:
         runs.write_model_card(run_dir, card if baseline else {**card, "name": server_key(card["name"], variant)})
     return True
 
 
-def measure_point(cfg: SweepConfig, engine, key: PointKey):
-    """``engine.measure`` of one point with the outside load while it ran in its meta.
+def measure_point(cfg: SweepConfig, backend, key: PointKey):
+    """``backend.measure`` of one point with the outside load while it ran in its meta.
 
     A simulated point runs in virtual time: the load on this machine cannot change it, so none is kept.
     """
     if cfg.backend == "simulated":
-        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+        records = backend.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
         records.meta["interference"] = None
         return records
     with InterferenceMeter() as meter:
-        records = engine.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
+        records = backend.measure(key, cfg.repeats, cfg.warmup, cfg.seed)
     # an endpoint already running (backend "openai") is no process of ours: a server on this
     # machine counts as outside load there, so its points are not judged by it (quality.py)
     records.meta["interference"] = (None if meter.result is None else
@@ -71,7 +71,7 @@ def count_point(summ: PointSummary, failures: dict[str, int], cfg: SweepConfig, 
 
 @dataclass
 class SweepState:
-    """What a sweep carries from point to point: the config it measures with, the engine, the run folder, the display
+    """What a sweep carries from point to point: the config it measures with, the backend, the run folder, the display
     and log, the plan, and what the walks record for ``run.json`` (``stopped``, ``failures``).
 
     One object handed to the grid walk, the adaptive walk and the rate walk (:mod:`pipeline.sweep.gridwalk`,
@@ -79,7 +79,7 @@ class SweepState:
     """
 
     cfg: SweepConfig
-    engine: Any
+    backend: Any
     run_dir: Path
     display: Display
     log: Callable[[str], None]
@@ -151,7 +151,7 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
         return
     what = "server start to healthy" if sweep.cfg.backend == "vllm" else "loading the model"
     with sweep.display.phase(f"{walk.name}: {what}"):
-        walk.loaded = load_model(sweep.engine, walk.spec, sweep.run_dir, sweep.variant,
+        walk.loaded = load_model(sweep.backend, walk.spec, sweep.run_dir, sweep.variant,
                                  baseline=sweep.variant == sweep.cfg.variant_list()[0].name)
 
 
@@ -159,8 +159,8 @@ def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
                       reason: str | None = None) -> PointSummary | None:
     """The measuring step of every walk: one point read back when it is stored (a resume measures nothing again),
     else measured and stored; counted, its warnings logged, shown on the display.  Returns its summary, or None when
-    the point could not be measured: the engine says it does not fit, or it ran out of memory
-    (:class:`pipeline.engines.base.PointDoesNotFit`); the reason is recorded with :meth:`SweepState.stop`.
+    the point could not be measured: the backend says it does not fit, or it ran out of memory
+    (:class:`pipeline.backends.base.PointDoesNotFit`); the reason is recorded with :meth:`SweepState.stop`.
 
     ``reason`` (the adaptive walk's): why this point is measured, kept in its meta (``adaptive``; the predictions'
     reasons go to ``run.json``).  An open-loop point is shown as a point too (the rate walk adds it to the display's
@@ -174,13 +174,13 @@ def measure_or_resume(sweep: SweepState, walk: ModelWalk, key: PointKey,
         summ = summarize_point(pointfiles.load_point(pointfiles.point_path(sweep.run_dir, key)), sweep.slo)
     else:
         ensure_loaded(sweep, walk)
-        ok, why = sweep.engine.fits(key)
+        ok, why = sweep.backend.fits(key)
         if not ok:
             sweep.stop(walk.name, f"{where} not run: {why}")
             return None
         display.begin_point(f"{walk.name} {where}", key.concurrency)
         try:
-            records = measure_point(sweep.cfg, sweep.engine, key)
+            records = measure_point(sweep.cfg, sweep.backend, key)
         except PointDoesNotFit as exc:
             sweep.stop(walk.name, f"memory: {exc}")
             return None

@@ -92,7 +92,7 @@ def record_server(run_dir: Path, provenance: dict) -> None:
 def record_server_version(run_dir: Path) -> None:
     """``versions.<engine>`` in ``run.json`` from what the started servers reported, where the package's own was not
     found (a vLLM run's ``versions.vllm`` was null while ``server.servers`` held 0.32.0)."""
-    from pipeline.engines.served import server_version
+    from pipeline.backends.served import server_version
 
     meta = runs.read_run_json(run_dir)
     eng = meta.get("server") if isinstance(meta.get("server"), dict) else {}

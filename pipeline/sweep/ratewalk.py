@@ -69,9 +69,9 @@ def rate_walk(sweep: SweepState, walk: ModelWalk) -> None:
     extra = ol.bisect_steps if sweep.slo else 0
     while rates:
         rate = rates.pop(0)
-        key = PointKey(spec.name, sweep.engine.serving_engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
+        key = PointKey(spec.name, sweep.backend.serving_engine, cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
                        variant=sweep.variant)
-        sweep.engine.expected_e2el_s = expected_e2el_s(walk.curve, cfg.output_len, rate)  # the window's size (scheduler)
+        sweep.backend.expected_e2el_s = expected_e2el_s(walk.curve, cfg.output_len, rate)  # the window's size (scheduler)
         summ = measure_or_resume(sweep, walk, key)
         if summ is None:
             sweep.skip_rates(len(rates) + 1)

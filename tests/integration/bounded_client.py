@@ -16,7 +16,7 @@ import time
 
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.records import PointKey
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
                         "openai": {"base_url": url, "endpoint": "completions", "requests_per_point": 2,
                                    "tokenizer": tok, "timeout_s": timeout_s, "transport": transport},
                         "models": [{"name": "m", "served_name": "m"}]})
-    engine = get_engine(cfg)
+    engine = get_backend(cfg)
     engine.load(cfg.models[0])
     key = PointKey("m", "openai", 8, 16, 1)
     first = engine.measure(key, 1, False, 0)

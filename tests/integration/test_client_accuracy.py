@@ -56,7 +56,7 @@ import pytest
 from pipeline.analysis.analyze import analyze, point_warnings
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.records import PointKey
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.metrics.summarize import summarize_point
 from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
 
@@ -89,7 +89,7 @@ def _measure(tmp: Path, tok_dir: Path, concurrency: int, requests: int, processe
                             "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": requests,
                                        "tokenizer": str(tok_dir), "timeout_s": 60, "client_processes": processes},
                             "models": [{"name": "m", "served_name": "m"}]})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         n_probe = len(json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/record", timeout=10).read()))
         rec = engine.measure(PointKey("m", "openai", 8, N_TOKENS, concurrency), 1, True, 0)
@@ -126,7 +126,7 @@ def _server_truth(rec, server, n_warm):
 @pytest.mark.parametrize("concurrency,processes", [(1, 1), (8, 1), (32, 1), (256, 1), (1024, 1), (32, 2), (256, 2)])
 def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency, processes):
     """The same tolerances whether the closed loop runs in one client process or over two (the concurrency split
-    between them, :mod:`pipeline.engines.clientprocs`): the same numbers either way."""
+    between them, :mod:`pipeline.loadgen.clientprocs`): the same numbers either way."""
     rec, summ, server = _measure(tmp_path, tok_dir, concurrency, max(4 * concurrency, 16), processes)
     assert rec.meta["client_processes"] == processes
     tok_s, ttft, tpot, gap = _server_truth(rec, server, concurrency)
@@ -153,7 +153,7 @@ def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency, pr
 def test_a_saturated_client_is_flagged_everywhere_it_counts(tmp_path, tok_dir, monkeypatch):
     from dataclasses import dataclass, field
 
-    from pipeline.engines import scheduler, streamrecord
+    from pipeline.loadgen import scheduler, streamrecord
 
     class SlowStamps(list):
         def append(self, value):  # 3 ms of CPU per read: the client's limit is ~330 reads/s

@@ -24,7 +24,7 @@ import pytest
 
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.records import PointKey
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.metrics.summarize import summarize_point
 from tests.conftest import REPO
 from tests.integration.served_helpers import build_tokenizer, free_port, wait_healthy
@@ -38,13 +38,13 @@ SWEEP = """
 import sys
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.records import PointKey
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "openai", "input_len": 8, "output_len": 64,
                     "concurrency": [4], "repeats": 1,
                     "openai": {"base_url": sys.argv[1], "requests_per_point": 400, "tokenizer": sys.argv[2],
                                "timeout_s": 60, "client_processes": 2},
                     "models": [{"name": "m", "served_name": "m"}]})
-engine = get_engine(cfg)
+engine = get_backend(cfg)
 engine.load(cfg.models[0])
 print("measuring", flush=True)
 engine.measure(PointKey("m", "openai", 8, 64, 4), 1, True, 0)
@@ -76,7 +76,7 @@ def _engine(server, processes: int, requests: int, output_len: int, concurrency:
                         "openai": {"base_url": url, "requests_per_point": requests, "tokenizer": str(tok),
                                    "timeout_s": 60, "client_processes": processes},
                         "models": [{"name": "m", "served_name": "m"}]})
-    engine = get_engine(cfg)
+    engine = get_backend(cfg)
     engine.load(cfg.models[0])
     return engine
 

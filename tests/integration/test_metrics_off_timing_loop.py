@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
-from pipeline.engines.scrape import Sampler
+from pipeline.backends import get_backend
+from pipeline.backends.scrape import Sampler
 from pipeline.metrics.summarize import summarize_point
 from pipeline.metrics.definitions import itl_values
 from pipeline.core.records import PointKey
@@ -66,7 +66,7 @@ def measure(tmp: Path, tok_dir: Path, metrics_kb: int, metrics_ms: float):
                             "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "requests_per_point": REQUESTS,
                                        "tokenizer": str(tok_dir), "timeout_s": 30},
                             "models": [{"name": "m", "served_name": "m"}]})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         rec = engine.measure(PointKey("m", "openai", 8, N_TOKENS, CONCURRENCY), 1, True, 0)
     finally:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.metrics.summarize import summarize_point
 from pipeline.core.records import PointKey
 from tests.integration.served_helpers import build_tokenizer
@@ -34,7 +34,7 @@ def _engine(url: str, tok: Path, requests: int):
                         "openai": {"base_url": url, "requests_per_point": requests, "tokenizer": str(tok),
                                    "timeout_s": 30, "max_consecutive_failures": 0},
                         "models": [{"name": "m", "served_name": "m"}]})
-    engine = get_engine(cfg)
+    engine = get_backend(cfg)
     engine.load(cfg.models[0])
     return engine
 

@@ -29,7 +29,7 @@ from pipeline.machine import serverenv
 from pipeline.store import pointfiles, runs
 from pipeline.sweep import gridwalk as sweep
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines.vllm import VLLMEngine
+from pipeline.backends.vllm import VLLMBackend
 from pipeline.machine.hardware import ProbeResult
 from pipeline.metrics.summarize import summarize_point
 
@@ -98,7 +98,7 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
     cfg = _config(["victim", "tiny"], folders)
     run_dir = scratch_root / "data" / "runs" / "real-vllm"
     killed: dict[str, int] = {}
-    measure = VLLMEngine.measure
+    measure = VLLMBackend.measure
 
     def measure_and_kill(self, key, *args, **kwargs):  # SIGKILL the victim's server 0.5 s into its c = 4 point
         if key.model == "victim" and key.concurrency == 4:
@@ -112,7 +112,7 @@ def test_real_vllm_lifecycle_and_crash(scratch_root, tmp_path, monkeypatch):
             threading.Thread(target=kill, daemon=True).start()
         return measure(self, key, *args, **kwargs)
 
-    monkeypatch.setattr(VLLMEngine, "measure", measure_and_kill)
+    monkeypatch.setattr(VLLMBackend, "measure", measure_and_kill)
     sweep.run_sweep(cfg, run_dir, progress=False)
     if not killed:  # say what the sweep did instead, so that a failure here can be read
         meta = runs.read_run_json(run_dir)

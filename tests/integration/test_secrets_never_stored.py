@@ -27,7 +27,7 @@ import pytest
 from pipeline.analysis import stages
 from pipeline.store import pointfiles, runs
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointKey
 from tests.integration.test_served_token_truth import start_server
@@ -72,7 +72,7 @@ def test_a_key_echoed_by_the_server_is_never_stored(tmp_path, monkeypatch, key):
     try:
         cfg = parse_config(_config(url, tok, 2))
         runs.create_run(run_dir, {"source": "measured", "config": cfg.model_dump(mode="json"), "hardware": {"name": "cpu"}})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         runs.write_point(run_dir, engine.measure(PointKey("m", "openai", 8, 16, 2), 1, True, 0))
     finally:
@@ -104,7 +104,7 @@ def test_a_refused_probe_names_the_answer_without_the_key(tmp_path, monkeypatch)
     try:
         cfg = parse_config(_config(url, tok, 1))
         with pytest.raises(BatchmarkError) as err:
-            get_engine(cfg).load(cfg.models[0])
+            get_backend(cfg).load(cfg.models[0])
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -144,7 +144,7 @@ def test_a_key_echoed_in_pieces_reversed_or_encoded_is_never_stored(tmp_path, mo
     try:
         cfg = parse_config(_config(url, tok, 2))
         runs.create_run(run_dir, {"source": "measured", "config": cfg.model_dump(mode="json"), "hardware": {"name": "cpu"}})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         runs.write_point(run_dir, engine.measure(PointKey("m", "openai", 8, 16, 2), 1, True, 0))
     finally:
@@ -260,7 +260,7 @@ def test_a_credential_in_extra_body_echoed_by_the_server_is_never_stored(tmp_pat
         raw["openai"]["extra_body"] = {"api_key": k_body, "metadata": {"user_token": k_meta}}
         raw["openai"]["requests_per_point"] = 4
         cfg = parse_config(raw)
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         points = engine.measure(PointKey("m", "openai", 8, 16, 1), 1, True, 0)
     finally:

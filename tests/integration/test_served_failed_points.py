@@ -24,7 +24,7 @@ import pytest
 from pipeline.analysis import stages
 from pipeline.store import runs
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.core.records import PointKey
 from pipeline.views.show import format_table, show_run
 from tests.integration.test_served_token_truth import start_server
@@ -53,7 +53,7 @@ def flagged_run(tmp_path_factory):
         proc, url = start_server(fault, base)
         try:
             cfg = parse_config({**cfg_dict, "openai": {**cfg_dict["openai"], "base_url": url}})
-            engine = get_engine(cfg)
+            engine = get_backend(cfg)
             engine.load(cfg.models[0])
             runs.write_point(run_dir, engine.measure(PointKey("m", "openai", 8, 16, c), 1, True, 0))
         finally:

@@ -3,7 +3,7 @@
 Bounded memory (fault kind: a client that keeps every byte a server sends).  A stream that never ends (one event
 growing 64 KiB a millisecond), 10^6 one-token events, or one 256 MiB event: every byte was kept (1.8 GB seen) and
 the 256 MiB text went to the tokenizer (a 4 GiB allocation that ended the sweep).  Now each request fails by name
-at the stream's bound, worked by hand from :mod:`pipeline.engines.streamcaps`: 1 MiB + 16 × 16 KiB =
+at the stream's bound, worked by hand from :mod:`pipeline.loadgen.streamcaps`: 1 MiB + 16 × 16 KiB =
 1,310,720 bytes for a 16-token request, and the client process's peak memory grows by less than
 :data:`RSS_GROWTH_KIB`: at concurrency 1 one stream is read at a time, and it holds at most its bound, one socket
 read beyond it (asyncio reads at most 256 KiB) and, when it is folded, one joined copy: 2 × 1.25 MiB + 0.25 MiB
@@ -80,7 +80,7 @@ def test_a_stream_past_its_bound_fails_by_name_with_bounded_memory(fault, transp
 def _measure(fault: str, tmp: Path, tok_dir: Path, endpoint: str = "completions"):
     from pipeline.config.sweepconfig import parse_config
     from pipeline.core.records import PointKey
-    from pipeline.engines import get_engine
+    from pipeline.backends import get_backend
 
     proc, url = start(fault, tmp)
     try:
@@ -89,7 +89,7 @@ def _measure(fault: str, tmp: Path, tok_dir: Path, endpoint: str = "completions"
                             "openai": {"base_url": url, "endpoint": endpoint, "requests_per_point": 2,
                                        "tokenizer": str(tok_dir), "timeout_s": TIMEOUT_S},
                             "models": [{"name": "m", "served_name": "m"}]})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         rec = engine.measure(PointKey("m", "openai", 8, 16, 1), 1, False, 0)
     finally:

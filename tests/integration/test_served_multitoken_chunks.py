@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 from tests.integration.served_helpers import build_tokenizer
 
-from pipeline.engines import loadgen
+from pipeline.loadgen import loadgen
 from pipeline.metrics.definitions import itl_values
 
 GAP_S = 0.05
@@ -182,7 +182,7 @@ def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
     import threading
 
     from pipeline.config.sweepconfig import parse_config
-    from pipeline.engines import get_engine
+    from pipeline.backends import get_backend
     from pipeline.core.records import PointKey
 
     key = "sk-test-0123456789"
@@ -216,7 +216,7 @@ def test_api_key_is_sent_but_never_stored(tmp_path, monkeypatch):
                             "concurrency": [1], "openai": {"base_url": f"http://127.0.0.1:{port}/v1", "api_key_env": "BM_TEST_KEY",
                                        "requests_per_point": 2, "tokenizer": str(tmp_path / "tok")},
                             "models": [{"name": "m", "served_name": "m"}]})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         rec = engine.measure(PointKey("m", "openai", 8, 3, 1), 1, True, 0)
     finally:

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.metrics.summarize import summarize_point
 from pipeline.core.records import PointKey
 from tests.integration.test_served_token_truth import start_server
@@ -44,7 +44,7 @@ def stalled(tmp_path):
 
 def test_point_deadline_aborts_a_stalled_point(stalled):
     url, tok = stalled
-    engine = get_engine(_cfg(url, tok, point_timeout_s=3))
+    engine = get_backend(_cfg(url, tok, point_timeout_s=3))
     engine.load(engine.cfg.models[0])
     t = time.monotonic()
     rec = engine.measure(PointKey("m", "openai", 8, 16, 2), 2, True, 0)
@@ -66,7 +66,7 @@ def test_failures_in_a_row_abort_a_point(tmp_path):
     build_tokenizer(tmp_path / "tok")
     proc, url = start_server("none", tmp_path)
     try:
-        engine = get_engine(_cfg(url, str(tmp_path / "tok"), max_consecutive_failures=3))
+        engine = get_backend(_cfg(url, str(tmp_path / "tok"), max_consecutive_failures=3))
         engine.load(engine.cfg.models[0])
     finally:
         proc.terminate()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.metrics.summarize import summarize_point
 from pipeline.metrics.definitions import tpot_s, ttft_s
 from pipeline.core.records import PointKey
@@ -58,7 +58,7 @@ def measure(fault: str, tmp: Path, tok_dir: Path, endpoint: str = "completions",
                             "openai": {"base_url": url, "endpoint": endpoint, "requests_per_point": requests,
                                        "tokenizer": str(tok_dir), "timeout_s": 5},
                             "models": [{"name": "m", "served_name": "m"}]})
-        engine = get_engine(cfg)
+        engine = get_backend(cfg)
         engine.load(cfg.models[0])
         rec = engine.measure(PointKey("m", "openai", 8, N_TOKENS, concurrency), 1, True, 0)
     finally:

@@ -12,7 +12,7 @@ import pytest
 from tests.integration.served_helpers import tiny_model_dir, transformers_server  # noqa: F401  (fixtures)
 
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.metrics.summarize import summarize_point
 from pipeline.metrics.definitions import e2el_s, itl_values, ttft_s
 from pipeline.core.records import PointKey
@@ -29,7 +29,7 @@ def measured(transformers_server, tiny_model_dir):  # noqa: F811
         "concurrency": [1, 4], "repeats": 1,
         "openai": {"base_url": transformers_server, "requests_per_point": N_REQ},
         "models": [{"name": "tiny", "served_name": str(tiny_model_dir), "path": str(tiny_model_dir)}]})
-    engine = get_engine(cfg)
+    engine = get_backend(cfg)
     engine.load(cfg.models[0])
     points = {c: engine.measure(PointKey("tiny", "openai", IN_LEN, OUT_LEN, c), 1, True, 0) for c in (1, 4)}
     return engine, points

@@ -3,7 +3,7 @@
 ``fake_vllm_server.py`` (a test double, not vLLM) imitates a healthy start, a server that
 never becomes healthy, one that exits before it is healthy, and a crash in the middle of a
 point.  Expected behaviour comes from the module docstring of
-``pipeline/engines/vllm.py``: a clear one-line error carrying the log tail, a crashed point
+``pipeline/backends/vllm.py``: a clear one-line error carrying the log tail, a crashed point
 stored as failed, the sweep moving on to the next model, nothing measured before lost.
 """
 
@@ -19,7 +19,7 @@ from tests.integration.served_helpers import FAKE_SERVER, build_tokenizer
 from pipeline.store import pointfiles, runs
 from pipeline.sweep import gridwalk as sweep
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import ProbeResult
 from pipeline.metrics.summarize import summarize_point
@@ -85,7 +85,7 @@ def test_healthy_start_measure_and_clean_stop(tok_dir, tmp_path):
 
 def test_never_healthy_times_out_with_log_tail(tok_dir, tmp_path):
     cfg = _cfg(tok_dir, tmp_path, "--mode never", ["m1"], health_timeout_s=2)
-    engine = get_engine(cfg)
+    engine = get_backend(cfg)
     with pytest.raises(BatchmarkError) as err:
         engine.load(cfg.models[0])
     msg = str(err.value)
@@ -100,7 +100,7 @@ def test_exit_before_healthy_names_the_code(tok_dir, tmp_path):
     cfg = cfg.model_copy(update={"vllm": cfg.vllm.model_copy(update={
         "command": f"{sys.executable} -c \"print('no GPU found'); raise SystemExit(2)\""})})
     with pytest.raises(BatchmarkError, match=r"models.m1: server exited with code 2 before it was healthy.*no GPU found"):
-        get_engine(cfg).load(cfg.models[0])
+        get_backend(cfg).load(cfg.models[0])
 
 
 def test_crash_mid_point_is_stored_failed_and_the_sweep_moves_on(tok_dir, tmp_path):

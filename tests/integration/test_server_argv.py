@@ -1,4 +1,4 @@
-"""A variant's server flags reach the server as words, never through a shell (:meth:`VLLMEngine.start`).
+"""A variant's server flags reach the server as words, never through a shell (:meth:`VLLMBackend.start`).
 
 Fault kind pinned: command injection (CWE-78, https://cwe.mitre.org/data/definitions/78.html).  A variant's ``args``,
 ``vllm.extra_args`` and ``env`` are data of a config that may come from someone else; a flag value ``; touch PWNED``,
@@ -18,7 +18,7 @@ import pytest
 from pipeline.config.sweepconfig import parse_config
 from pipeline.config.variants import variant_config
 from pipeline.core.errors import BatchmarkError
-from pipeline.engines import get_engine
+from pipeline.backends import get_backend
 
 HOSTILE = ["; touch PWNED1", "$(touch PWNED2)", "`touch PWNED3`", "| touch PWNED4", "&& touch PWNED5 #", "$HOME"]
 
@@ -34,7 +34,7 @@ def test_hostile_flag_values_never_reach_a_shell(tmp_path, monkeypatch):
                  "extra_args": ["--note", HOSTILE[0]], "health_timeout_s": 60},
         "variants": [{"name": "inj", "args": ["--x", *HOSTILE[1:]], "env": {"EVIL": "$(touch PWNED6)"}}],
         "models": [{"name": "m", "path": "/models/m", "served_name": "m"}]})
-    engine = get_engine(variant_config(cfg, cfg.variant_list()[0]))
+    engine = get_backend(variant_config(cfg, cfg.variant_list()[0]))
     calls = []
     real_popen = subprocess.Popen
 

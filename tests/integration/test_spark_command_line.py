@@ -1,6 +1,6 @@
 """config/spark.yaml's server command lines parse with vLLM's own argument parser.
 
-Each model's command is built by the vllm engine from the config's template (``VLLMEngine.command_for``,
+Each model's command is built by the vllm engine from the config's template (``VLLMBackend.command_for``,
 exactly what the sweep would start), then handed to ``vllm serve``'s parser in the server's own
 environment (``.venv-vllm``, vLLM's CPU build): the serve subcommand's ``make_arg_parser`` and its
 ``validate`` (``validate_parsed_serve_args``).  A flag vLLM renamed or dropped, or a value it refuses,
@@ -51,11 +51,11 @@ def _vllm_or_skip() -> None:
 
 
 def test_every_spark_server_command_parses_with_vllms_parser():
-    from pipeline.engines.vllm import VLLMEngine
+    from pipeline.backends.vllm import VLLMBackend
 
     _vllm_or_skip()
     cfg = load_config(REPO / "config" / "spark.yaml")
-    engine = VLLMEngine(cfg)
+    engine = VLLMBackend(cfg)
     commands = [engine.command_for(spec, 8000) for spec in cfg.models]
     assert all(cmd[:2] == ["vllm", "serve"] for cmd in commands), commands
     res = subprocess.run([str(VLLM_PYTHON), "-c", PARSE], input=json.dumps([cmd[1:] for cmd in commands]),

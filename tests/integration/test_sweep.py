@@ -18,7 +18,7 @@ from pipeline.store import pointfiles, runs
 from pipeline.sweep import gridwalk as sweep
 from pipeline.config.sweepconfig import load_config
 from pipeline.machine.hardware import ProbeResult
-from pipeline.engines.transformers import TransformersEngine
+from pipeline.backends.transformers import TransformersBackend
 from pipeline.sweep.gridwalk import run_sweep, weak_doublings
 from tests.conftest import TINY_CONFIG
 
@@ -38,7 +38,7 @@ def test_killed_sweep_resumes_without_remeasuring(scratch_root, monkeypatch):
     cfg = load_config(TINY_CONFIG)
     rd = scratch_root / "data" / "runs" / "R1"
     calls: list[int] = []
-    real = TransformersEngine.measure
+    real = TransformersBackend.measure
 
     def interrupting(self, key, *a, **kw):
         if len(calls) == 2:
@@ -46,7 +46,7 @@ def test_killed_sweep_resumes_without_remeasuring(scratch_root, monkeypatch):
         calls.append(key.concurrency)
         return real(self, key, *a, **kw)
 
-    monkeypatch.setattr(TransformersEngine, "measure", interrupting)
+    monkeypatch.setattr(TransformersBackend, "measure", interrupting)
     with pytest.raises(KeyboardInterrupt):
         run_sweep(cfg, rd, progress=False)
     assert not runs.is_complete(rd)
@@ -59,7 +59,7 @@ def test_killed_sweep_resumes_without_remeasuring(scratch_root, monkeypatch):
         resumed.append((key.model, key.concurrency))
         return real(self, key, *a, **kw)
 
-    monkeypatch.setattr(TransformersEngine, "measure", counting)
+    monkeypatch.setattr(TransformersBackend, "measure", counting)
     run_sweep(cfg, rd, progress=False)
     assert runs.is_complete(rd)
     # 2 models x 3 concurrencies = 6 points; 2 were done, so exactly 4 are measured on resume
@@ -151,14 +151,14 @@ def test_out_of_memory_stops_escalation_and_keeps_points(scratch_root, monkeypat
 
     The sweep keeps c=1 and c=2, records why it stopped, and completes the run."""
     cfg = load_config(TINY_CONFIG)
-    real = TransformersEngine._one_batch
+    real = TransformersBackend._one_batch
 
     def oom_at_4(self, key, seed):
         if key.concurrency == 4:
             raise MemoryError("simulated allocation failure")
         return real(self, key, seed)
 
-    monkeypatch.setattr(TransformersEngine, "_one_batch", oom_at_4)
+    monkeypatch.setattr(TransformersBackend, "_one_batch", oom_at_4)
     rd = scratch_root / "data" / "runs" / "OOM"
     run_sweep(cfg, rd, progress=False)
     meta = runs.read_run_json(rd)

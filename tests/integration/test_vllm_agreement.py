@@ -21,9 +21,9 @@ What is asserted, and why it holds on a busy 2-core machine (:func:`benchmarks.v
 - per-chunk ITL p50 is asserted like the others.  It was once printed unasserted: on a quiet machine batchmark's
   came out 5 to 8 % below vLLM's at c = 1 and 4 while TPOT agreed, because batchmark sampled the server's
   ``/metrics`` every 0.25 s during each run and vLLM renders that page in the loop that writes the streams, which
-  bunched them (``pipeline/engines/scrape.py`` says how it now keeps off the server).
+  bunched them (``pipeline/backends/scrape.py`` says how it now keeps off the server).
 
-``tests/unit/engines/test_vllm_agreement_stats.py`` shows the comparison catching a 10 % disagreement and its error rates.
+``tests/unit/backends/test_vllm_agreement_stats.py`` shows the comparison catching a 10 % disagreement and its error rates.
 Serves the dtype this CPU runs natively (:func:`benchmarks.vllm_agreement.agreement_dtype`, as config/vllm-cpu.yaml's
 ``vllm.dtype: native``): bfloat16 on a CPU with AVX512-BF16 or AMX, float32 where bfloat16 would be emulated; it
 served bfloat16 everywhere once and took about 29 min on an AVX2-only CPU, whose emulated bfloat16 matmul runs at

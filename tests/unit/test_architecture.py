@@ -16,9 +16,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "pipeline"
 
 # Folder order, earliest first (the same order as ``docs/architecture.md``).  A module's layer is its folder's
-# (``pipeline.engines.vllm`` → ``pipeline.engines``); ``pipeline`` itself (the version) is the foundation's.
+# (``pipeline.backends.vllm`` → ``pipeline.backends``); ``pipeline`` itself (the version) is the foundation's.
 FOLDERS: list[str] = [
-    "pipeline.core", "pipeline.machine", "pipeline.cards", "pipeline.config", "pipeline.engines", "pipeline.store",
+    "pipeline.core", "pipeline.machine", "pipeline.cards", "pipeline.config", "pipeline.simulation", "pipeline.loadgen",
+    "pipeline.backends", "pipeline.store",
     "pipeline.metrics", "pipeline.analysis", "pipeline.predict", "pipeline.diff", "pipeline.sweep", "pipeline.plan",
     "pipeline.importers", "pipeline.views", "pipeline.pages", "pipeline.commands", "pipeline.cli",
 ]
@@ -154,7 +155,7 @@ def test_the_checker_sees_a_cycle_and_a_later_stage_import():
     graph = {"pipeline.store.runs": {"pipeline.metrics.summarize"}, "pipeline.metrics.summarize": {"pipeline.store.runs"}}
     assert cycles(graph) == [["pipeline.metrics.summarize", "pipeline.store.runs"]]
     assert later_stage_imports(graph) == {("pipeline.store.runs", "pipeline.metrics.summarize")}
-    assert layer_of("pipeline.engines.vllm") == layer_of("pipeline.engines") == 4
+    assert layer_of("pipeline.backends.vllm") == layer_of("pipeline.backends") == 6
     assert layer_of("pipeline.machine.hardware") < layer_of("pipeline.config.sweepconfig")
     assert layer_of("pipeline.analysis.analyze") == layer_of("pipeline.analysis.stages") < layer_of("pipeline.sweep.gridwalk")
 
@@ -183,32 +184,32 @@ def test_show_diff_and_pages_read_a_run_one_way():
 
 def test_served_engines_share_a_base_not_each_other():
     graph = import_graph()
-    assert "pipeline.engines.served" in graph["pipeline.engines.vllm"] & graph["pipeline.engines.openai"]
-    assert "pipeline.engines.openai" not in graph["pipeline.engines.vllm"]
-    assert "pipeline.engines.vllm" not in graph["pipeline.engines.openai"]
+    assert "pipeline.backends.served" in graph["pipeline.backends.vllm"] & graph["pipeline.backends.openai"]
+    assert "pipeline.backends.openai" not in graph["pipeline.backends.vllm"]
+    assert "pipeline.backends.vllm" not in graph["pipeline.backends.openai"]
 
 
 def test_only_the_sweep_writes_the_run():
     graph = import_graph()
-    assert not [m for m in graph if m.startswith("pipeline.engines") and "pipeline.store.runs" in graph[m]]
+    assert not [m for m in graph if m.startswith("pipeline.backends") and "pipeline.store.runs" in graph[m]]
 
 
 def test_every_engine_provides_the_protocol():
-    from pipeline.engines.base import Engine
-    from pipeline.engines.openai import OpenAIEngine
-    from pipeline.engines.transformers import TransformersEngine
-    from pipeline.engines.vllm import VLLMEngine
+    from pipeline.backends.base import Backend
+    from pipeline.backends.openai import OpenAIBackend
+    from pipeline.backends.transformers import TransformersBackend
+    from pipeline.backends.vllm import VLLMBackend
 
-    methods = [n for n, v in vars(Engine).items() if callable(v) and not n.startswith("_")]
+    methods = [n for n, v in vars(Backend).items() if callable(v) and not n.startswith("_")]
     assert sorted(methods) == ["attach_run", "fits", "load", "measure", "provenance", "unload"]
-    for cls in (TransformersEngine, OpenAIEngine, VLLMEngine):
+    for cls in (TransformersBackend, OpenAIBackend, VLLMBackend):
         assert all(callable(getattr(cls, n, None)) for n in methods), cls
 
 
 def test_the_http_client_knows_no_scheduling():
     graph = import_graph()
-    assert "pipeline.engines.scheduler" not in graph["pipeline.engines.client"]
-    assert "pipeline.engines.loadgen" not in graph["pipeline.engines.client"] | graph["pipeline.engines.scheduler"]
+    assert "pipeline.loadgen.scheduler" not in graph["pipeline.loadgen.client"]
+    assert "pipeline.loadgen.loadgen" not in graph["pipeline.loadgen.client"] | graph["pipeline.loadgen.scheduler"]
 
 
 def test_statistics_modules_read_no_storage():
@@ -234,7 +235,7 @@ def test_cards_split_by_concern():
     assert {"pipeline.core.textfiles", "pipeline.core.paths"} <= graph["pipeline.cards.registry"]
     assert not {m for m in graph["pipeline.importers.parsing"] if "card" in m or m == "pipeline.cards.modelarch"}
     assert "pipeline.importers.parsing" not in graph["pipeline.importers.cardmatch"]
-    assert "pipeline.engines.torchcard" in graph["pipeline.engines.transformers"]
+    assert "pipeline.backends.torchcard" in graph["pipeline.backends.transformers"]
 
 
 def test_explainers_only_render():

@@ -53,13 +53,13 @@ def test_the_guide_says_fail_above_exits_2_for_runs_it_will_not_compare(tmp_path
 
 def test_the_tuning_page_names_every_placeholder_and_vllm_dtype(monkeypatch):
     """``docs/tuning.md`` lists every placeholder the vllm command template fills (the ``values`` of
-    :meth:`pipeline.engines.vllm.VLLMEngine.command_for`) and every ``vllm.dtype`` choice of the config's schema; it
+    :meth:`pipeline.backends.vllm.VLLMBackend.command_for`) and every ``vllm.dtype`` choice of the config's schema; it
     lacked ``{dtype}`` and ``vllm.dtype``."""
     import typing
 
     from pipeline.config.options import VLLMOptions
     from pipeline.config.sweepconfig import parse_config
-    from pipeline.engines import vllm
+    from pipeline.backends import vllm
 
     seen: dict = {}
 
@@ -69,7 +69,7 @@ def test_the_tuning_page_names_every_placeholder_and_vllm_dtype(monkeypatch):
     cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "vllm", "concurrency": [1], "input_len": 8,
                         "output_len": 4, "models": [{"name": "m", "path": "org/m"}]}, "c.yaml")
     monkeypatch.setattr(vllm, "format_command", record)
-    vllm.VLLMEngine(cfg).command_for(cfg.models[0], 8000)
+    vllm.VLLMBackend(cfg).command_for(cfg.models[0], 8000)
     assert "dtype" in seen
     text = (REPO / "docs" / "tuning.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| `vllm.command`"))

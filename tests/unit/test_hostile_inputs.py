@@ -291,8 +291,8 @@ def test_extra_body_may_not_set_what_is_measured(key):
 
 
 def test_extra_body_keys_the_client_sets_are_all_reserved():
-    """The reserved set covers every key ``engines/client.build_body`` writes (every optional feature on)."""
-    from pipeline.engines import client, streamrecord
+    """The reserved set covers every key ``loadgen/client.build_body`` writes (every optional feature on)."""
+    from pipeline.loadgen import client, streamrecord
 
     for endpoint in ("chat", "completions"):
         target = client.Target(base_url="http://127.0.0.1:1/v1", model="m", endpoint=endpoint)

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pipeline.config.sweepconfig import load_config
-from pipeline.engines import served, vllm
+from pipeline.backends import served, vllm
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -39,16 +39,16 @@ def test_a_card_that_cannot_be_counted_says_why():
 def test_the_provenance_names_the_open_loop():
     spark = load_config(REPO / "config" / "spark.yaml")  # a concurrency grid, then Poisson rates without a cap
     assert spark.open_loop is not None
-    text = served.ServedEngine.client_description(SimpleNamespace(cfg=spark))
+    text = served.ServedBackend.client_description(SimpleNamespace(cfg=spark))
     assert text == "batchmark loadgen (its own HTTP/1.1 reader, orjson), closed loop, then open loop (poisson arrivals, no cap)"
     closed = load_config(REPO / "config" / "vllm-cpu.yaml")
     assert closed.open_loop is None
-    assert served.ServedEngine.client_description(SimpleNamespace(cfg=closed)) == \
+    assert served.ServedBackend.client_description(SimpleNamespace(cfg=closed)) == \
         "batchmark loadgen (its own HTTP/1.1 reader, orjson), closed loop"
 
 
 def test_the_vllm_server_is_not_left_to_garbage_collection():
-    assert "__del__" not in vars(vllm.VLLMEngine)
+    assert "__del__" not in vars(vllm.VLLMBackend)
     src = (REPO / "pipeline" / "sweep" / "gridwalk.py").read_text(encoding="utf-8")
     finally_block = src[src.rindex("    finally:\n        display.close()"):]
     # every variant's engine (one server each) is unloaded there, through the sweep's Cells

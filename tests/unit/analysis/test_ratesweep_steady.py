@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.analysis.ratesweep import expected_e2el_s, rate_sweep, steadiness
 from pipeline.core.pointsummary import PointSummary
-from pipeline.engines.scheduler import open_loop_counts
+from pipeline.loadgen.scheduler import open_loop_counts
 
 
 def test_expected_e2el_by_littles_law():

@@ -59,9 +59,9 @@ def sweep_config(root: Path, text: str = SIM) -> Path:
 
 
 def test_resumed_sweep_publishes_the_derived_files(scratch_root: Path, tmp_path: Path, monkeypatch):
-    from pipeline.engines.simulated import SimulatedEngine
+    from pipeline.backends.simulated import SimulatedBackend
 
-    real, calls = SimulatedEngine.measure, []
+    real, calls = SimulatedBackend.measure, []
 
     def interrupting(self, key, *a, **kw):
         if len(calls) == 2:
@@ -71,7 +71,7 @@ def test_resumed_sweep_publishes_the_derived_files(scratch_root: Path, tmp_path:
 
     cfg = sweep_config(scratch_root)
     with monkeypatch.context() as m:
-        m.setattr(SimulatedEngine, "measure", interrupting)
+        m.setattr(SimulatedBackend, "measure", interrupting)
         rc, _, err = run_cli("sweep", "--config", str(cfg), "--run-id", "20261201T000000Z-r", "--no-progress")
         assert rc == 130 and "interrupted" in err  # Ctrl-C after two points
     run_dir = paths.runs_dir() / "20261201T000000Z-r"

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.core.errors import BatchmarkError
 from pipeline.cards.registry import card_from_config_file, list_card_files, load_card
-from pipeline.engines.torchcard import card_from_torch_model
+from pipeline.backends.torchcard import card_from_torch_model
 from pipeline.importers.cardmatch import card_with_file_size
 from pipeline.cards.modelarch import card_from_config
 from pipeline.cards.weightformats import QUANT_BITS, bits_per_weight

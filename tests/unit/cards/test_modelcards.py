@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.engines.torchcard import card_from_torch_model
+from pipeline.backends.torchcard import card_from_torch_model
 from pipeline.cards.modelarch import kv_bytes_per_token
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.stepcost import bytes_per_decode_step, expert_coverage, flops_per_decode_step

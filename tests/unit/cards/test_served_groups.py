@@ -16,7 +16,7 @@ from pipeline.cards.servedformat import KV_BYTES, ServedFormat, card_in_format
 from pipeline.cards.weightformats import QUANT_BITS, normalize_quant
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.errors import BatchmarkError
-from pipeline.engines.simulated import resolve_card
+from pipeline.backends.simulated import resolve_card
 
 ATTN, MLP, HEAD, SMALL_B = 1_342_177_280, 5_637_144_576, 525_336_576, 532_480
 

@@ -8,7 +8,7 @@ token in BF16 (32 layers x 8 KV heads x 128 x 2 x 2 bytes); Qwen3-30B-A3B 30.5 B
 import pytest
 
 from pipeline.config.sweepconfig import load_config
-from pipeline.engines.torchcard import card_from_torch_model
+from pipeline.backends.torchcard import card_from_torch_model
 from tests.conftest import REPO
 
 

@@ -14,7 +14,7 @@ import pytest
 from pipeline.config.sweepconfig import load_config
 from pipeline.config.variants import variant_config
 from pipeline.core.errors import BatchmarkError
-from pipeline.engines.serverproc import format_command
+from pipeline.backends.serverproc import format_command
 from tests.conftest import REPO
 
 

@@ -10,7 +10,7 @@ from pipeline.config.sweepconfig import parse_config
 from pipeline.config.tracefile import read_trace
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointKey
-from pipeline.engines.scheduler import schedule_gaps
+from pipeline.config.arrivals import schedule_gaps
 from tests.conftest import REPO
 
 TRACE = REPO / "tests" / "data" / "traces" / "mooncake-small.jsonl"
@@ -84,11 +84,11 @@ def test_speedups_are_rates_and_the_simulated_server_replays_the_trace():
 
     Speed-ups 1 and 2 of R₀ = 2 req/s are rates 2 and 4; at 4 req/s the 8 requests go out at the trace's offsets
     halved (0, 0, 0.125, 0.25, 0.625, 0.75, 1.375, 1.75 s) with its lengths; max_model_len = 200 + 24 + 64 = 288."""
-    from pipeline.engines.simulated import SimulatedEngine
+    from pipeline.backends.simulated import SimulatedBackend
 
     cfg = _cfg(speedups=[1.0, 2.0])
     assert cfg.open_loop.rates == [2.0, 4.0]
-    engine = SimulatedEngine(cfg)
+    engine = SimulatedBackend(cfg)
     engine.load(cfg.models[0])
     rec = engine.measure(PointKey("gpt-oss-20b", "simulated", 100, 12, None, "trace", 4.0, None), 1, False, 0)
     got = sorted(rec.repeats[0].requests, key=lambda q: q.request_id)

@@ -49,7 +49,7 @@ def test_a_bad_tuning_space_is_one_line_naming_the_field(extra, field):
 def test_a_variant_overrides_the_engine_options_on_the_command_line():
     """Each setting becomes vLLM's flag of the same name (docs.vllm.ai, engine arguments); --max-num-seqs and
     --gpu-memory-utilization through the command template's placeholders, the rest appended after extra_args."""
-    from pipeline.engines.vllm import VLLMEngine
+    from pipeline.backends.vllm import VLLMBackend
 
     cfg = _cfg(input_len=64, output_len=32, vllm={"extra_args": ["--foo"], "env": {"A": "1"}},
                variants=[{"name": "base"}, {"name": "tuned", "max_num_seqs": 8, "gpu_memory_utilization": 0.5,
@@ -58,14 +58,14 @@ def test_a_variant_overrides_the_engine_options_on_the_command_line():
                                             "env": {"B": "2"}}])
     base, tuned = cfg.variant_list()
     spec = cfg.models[0]
-    words = VLLMEngine(variant_config(cfg, tuned)).command_for(spec, 8000)
+    words = VLLMBackend(variant_config(cfg, tuned)).command_for(spec, 8000)
     assert words[words.index("--max-num-seqs") + 1] == "8"
     assert words[words.index("--gpu-memory-utilization") + 1] == "0.5"
     assert words[-9:] == ["--foo", "--kv-cache-dtype", "fp8", "--max-num-batched-tokens", "2048", "--block-size", "32",
                           "--enforce-eager", "--bar"]
     assert variant_config(cfg, tuned).vllm.env == {"A": "1", "B": "2"}
-    plain = VLLMEngine(variant_config(cfg, base)).command_for(spec, 8000)
-    assert plain == VLLMEngine(cfg).command_for(spec, 8000)  # the baseline setting nothing: the config's own command
+    plain = VLLMBackend(variant_config(cfg, base)).command_for(spec, 8000)
+    assert plain == VLLMBackend(cfg).command_for(spec, 8000)  # the baseline setting nothing: the config's own command
     assert vllm_flags(base) == [] and tuned.settings()["max_num_seqs"] == 8 and "name" not in tuned.settings()
     # the simulated server states what it models of a variant and predicts the rest at the baseline
     said = simulated_statement(tuned)

@@ -11,7 +11,7 @@ import pytest
 from pipeline.config.sweepconfig import load_config, parse_config
 from pipeline.config.workload import LengthDist, Lengths, draw_lengths, longest
 from pipeline.core.errors import BatchmarkError
-from pipeline.engines.scheduler import schedule_gaps
+from pipeline.config.arrivals import schedule_gaps
 from tests.conftest import REPO
 
 BASE = {"name": "w", "hardware": "cpu", "backend": "simulated", "models": [{"name": "m", "card": "gpt-oss-20b"}]}

@@ -34,14 +34,14 @@ def test_native_dtype_is_float32_where_bfloat16_is_emulated():
 def test_the_default_config_serves_the_cpus_native_dtype(monkeypatch):
     """config/vllm-cpu.yaml fills --dtype {dtype} with the native dtype: float32 on the AVX2-only EPYC."""
     from pipeline.config.sweepconfig import load_config
-    from pipeline.engines import vllm
+    from pipeline.backends import vllm
     from tests.conftest import REPO
 
     cfg = load_config(REPO / "config" / "vllm-cpu.yaml")
     assert cfg.vllm.dtype == "native" and cfg.vllm.model_dtype == "native" and "--dtype {dtype}" in cfg.vllm.command
     monkeypatch.setattr("pipeline.machine.cpuisa.this_cpu", lambda: {
         "isa": ["AVX2"], **dict(zip(("native_dtype", "why"), native_dtype(cpu_flags(EPYC_AVX2))))})
-    engine = vllm.VLLMEngine(cfg)
+    engine = vllm.VLLMBackend(cfg)
     words = engine.command_for(cfg.models[0], 8000)
     assert words[words.index("--dtype") + 1] == "float32"
     assert engine.provenance()["dtype_choice"].startswith("float32: this CPU (AVX2) has no bfloat16 instructions")
@@ -136,7 +136,7 @@ def test_native_on_a_gpu_profile_is_the_gpus_dtype_never_the_host_cpus(monkeypat
     read the planning host's AVX2 CPU and served float32 on a GPU).  On a GPU profile native is bfloat16 (NVIDIA
     tensor cores since Ampere) and this machine's CPU is never asked."""
     from pipeline.config.sweepconfig import parse_config
-    from pipeline.engines import vllm
+    from pipeline.backends import vllm
     from pipeline.machine.cpuisa import served_dtype
 
     def no_cpu():
@@ -147,7 +147,7 @@ def test_native_on_a_gpu_profile_is_the_gpus_dtype_never_the_host_cpus(monkeypat
                         "input_len": 64, "output_len": 16, "models": [{"name": "m", "path": "org/m"}],
                         "vllm": {"dtype": "native", "command": "vllm serve {model} --port {port} --dtype {dtype}"}},
                        "c.yaml")
-    words = vllm.VLLMEngine(cfg).command_for(cfg.models[0], 8000)
+    words = vllm.VLLMBackend(cfg).command_for(cfg.models[0], 8000)
     assert words[words.index("--dtype") + 1] == "bfloat16"
 
 
@@ -157,19 +157,19 @@ def test_the_card_counts_the_dtype_the_command_serves(monkeypatch):
     float32, reads 4 / 2 = twice its weight and KV bytes; ``--dtype auto`` leaves it as counted."""
     from pipeline.cards.registry import load_card
     from pipeline.config.sweepconfig import parse_config
-    from pipeline.engines import vllm
+    from pipeline.backends import vllm
 
     card = load_card("llama-3.1-8b").as_dict()
     assert card["quantization"] == "bf16"
     monkeypatch.setattr(vllm, "served_card", lambda *a, **k: dict(card))
-    monkeypatch.setattr(vllm.VLLMEngine, "start", lambda self, spec: None)
-    monkeypatch.setattr(vllm.VLLMEngine, "_prepare", lambda self, spec, kind: None)
+    monkeypatch.setattr(vllm.VLLMBackend, "start", lambda self, spec: None)
+    monkeypatch.setattr(vllm.VLLMBackend, "_prepare", lambda self, spec, kind: None)
     for dtype, factor in (("float32", 2), ("auto", 1), ("bfloat16", 1)):
         cfg = parse_config({"name": "t", "hardware": "cpu", "backend": "vllm", "concurrency": [1], "input_len": 64,
                             "output_len": 16, "models": [{"name": "m", "path": "org/m"}],
                             "vllm": {"dtype": dtype, "command": "vllm serve {model} --port {port} --dtype {dtype}"}},
                            "c.yaml")
-        got = vllm.VLLMEngine(cfg).load(cfg.models[0])
+        got = vllm.VLLMBackend(cfg).load(cfg.models[0])
         assert got["weight_bytes"] == card["weight_bytes"] * factor, dtype
         assert got["kv_bytes_per_token"] == card["kv_bytes_per_token"] * factor, dtype
         assert got["quantization"] == ("fp32" if factor == 2 else "bf16"), dtype

@@ -1,4 +1,4 @@
-"""Engine terms, the step model they drive, the harnesses and the fit (pipeline.cards.stepcost, pipeline.engines.harness,
+"""Engine terms, the step model they drive, the harnesses and the fit (pipeline.cards.stepcost, pipeline.simulation.harness,
 pipeline.predict.enginefit, the Spark profile's engines)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pipeline.cards.registry import load_card
 from pipeline.cards.servedformat import served_card
 from pipeline.cards.stepcost import (coverage_at, effective_batch, engine_step_s, engine_terms_s, expert_coverage,
                                      kv_bytes_per_step, moe_kernel_factor, prefill_expert_read_s, prefill_flops)
-from pipeline.engines import harness
+from pipeline.simulation import harness
 from pipeline.machine.engineterms import EngineTerms
 from pipeline.machine.hardware import load_profile
 from pipeline.predict.enginefit import band, fit_curve, fit_prefill

@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.cards.registry import load_card
 from pipeline.cards.stepcost import prefill_attention_flops, prefill_compute_s, prefill_flops, prefill_weight_floor_s
-from pipeline.engines import harness
+from pipeline.simulation import harness
 from pipeline.machine.engineterms import EngineTerms
 from pipeline.machine.hardware import load_profile
 from tests.conftest import REPO

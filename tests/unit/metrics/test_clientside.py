@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
-from pipeline.engines.clientmeter import time_weighted_mean
-from pipeline.engines.scheduler import delivered_tokens
+from pipeline.loadgen.clientmeter import time_weighted_mean
+from pipeline.loadgen.scheduler import delivered_tokens
 from pipeline.metrics import definitions as d
 from pipeline.metrics.clientside import CLIENT_CPU_LIMIT, CLIENT_LAG_LIMIT_S, client_bound_reason, client_figures
 from pipeline.metrics.summarize import summarize_point

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.analysis.ratesweep import rate_sweep, slo_limit
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines.scheduler import schedule_gaps
+from pipeline.config.arrivals import schedule_gaps
 from pipeline.core.errors import BatchmarkError
 from pipeline.metrics.goodput import slo_goodput
 from pipeline.metrics.summarize import summarize_point

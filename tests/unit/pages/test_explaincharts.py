@@ -336,7 +336,7 @@ def test_the_explainers_step_is_the_plans(name):
     import numpy as np
 
     from pipeline.config.sweepconfig import SimulatedOptions
-    from pipeline.engines.simulated import server_for
+    from pipeline.backends.simulated import server_for
     from pipeline.pages.explainbasis import served_cards, step_basis, step_s
 
     hw = load_profile("dgx-spark")

@@ -67,8 +67,8 @@ def test_total_is_the_docstring_arithmetic(spark_plan):
 
 def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     # a point = repeats x (one repeat: warm-up, measured and cool-down requests in virtual time + 1 s)
-    from pipeline.engines.simloop import simulate_repeat
-    from pipeline.engines.simulated import resolve_card, server_for
+    from pipeline.simulation.simloop import simulate_repeat
+    from pipeline.backends.simulated import resolve_card, server_for
     from pipeline.machine.hardware import load_profile
     from pipeline.plan.estimate import server_options
 
@@ -160,7 +160,7 @@ def test_a_spark_plan_says_its_steps_are_the_engine_terms():
 
 def test_a_simulated_config_with_its_own_overhead_says_roofline(tmp_path):
     """A simulated config that sets ``simulated.step_overhead_s`` is costed by the roofline + that overhead, not by the
-    profile's engine terms (pipeline/engines/simulated.py server_for): the plan says which."""
+    profile's engine terms (pipeline/backends/simulated.py server_for): the plan says which."""
     from pipeline.plan.plantext import plan_text
 
     cfg = load_config(REPO / "config" / "spark-first.yaml").model_dump(mode="json")

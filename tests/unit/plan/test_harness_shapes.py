@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.sweepconfig import parse_config
-from pipeline.engines import harness
+from pipeline.simulation import harness
 from pipeline.machine.hardware import load_profile
 from pipeline.plan.estimate import make_plan
 from pipeline.plan.harnessplan import with_harness
@@ -17,7 +17,7 @@ from pipeline.plan.harnessplan import with_harness
 @pytest.mark.parametrize("kind", ["static", "wave"])
 def test_each_cell_is_priced_at_its_own_shape_and_kv_cache(kind):
     """Each cell's c = 4 point equals the harness's own prediction at that cell's (input, output) and KV dtype
-    (:func:`pipeline.engines.harness.predict`, the reference), and the 4096-token prompt's TTFT is longer."""
+    (:func:`pipeline.simulation.harness.predict`, the reference), and the 4096-token prompt's TTFT is longer."""
     cfg = parse_config({"name": "t", "hardware": "dgx-spark", "backend": "simulated", "concurrency": [1, 4],
                         "repeats": 1, "workloads": [{"input_len": 64, "output_len": 16},
                                                     {"input_len": 4096, "output_len": 16}],
@@ -26,7 +26,7 @@ def test_each_cell_is_priced_at_its_own_shape_and_kv_cache(kind):
     plan = with_harness(make_plan(cfg), cfg, kind)
     hw = load_profile("dgx-spark")
     terms = hw.engine_terms("vllm")
-    from pipeline.engines.simulated import resolve_card
+    from pipeline.backends.simulated import resolve_card
 
     base_card = resolve_card(cfg.models[0], hw.name, "vllm")
     ttft = {}

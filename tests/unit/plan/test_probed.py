@@ -35,7 +35,7 @@ def test_the_plan_uses_the_probe_stored_with_this_hosts_newest_run(scratch_root,
     assert plan.hardware_note.startswith("profile 'cpu' states no spec: the probe stored with run 20261201T110000Z-b, "
                                          "50.0 GB/s read, 0.5 TFLOP/s (float32), memory ")
     assert plan.hardware_note in plan_text(plan)
-    # the cpu profile states no engine terms: the steps are the roofline's (pipeline/engines/simulated.py server_for)
+    # the cpu profile states no engine terms: the steps are the roofline's (pipeline/backends/simulated.py server_for)
     assert "the roofline of the hardware profile plus its step_overhead_s): a prediction" in plan_text(plan)
     assert all(p.output_throughput_tok_s for m in plan.models for p in m.points if p.runs)
 
@@ -59,7 +59,7 @@ def test_a_probe_run_now_is_said_to_be(scratch_root, cfg, monkeypatch):
     probed.probe_now("cpu", run_probe=lambda: fake)
     plan = make_plan(cfg)
     served = cfg.vllm.dtype  # native: this CPU's; the roof is the probe's rate in it
-    from pipeline.engines.vllm import served_dtype
+    from pipeline.backends.vllm import served_dtype
 
     dtype = served_dtype(served)[0]
     rate = {"float32": "0.06", "bfloat16": "0.3"}[dtype]

@@ -9,8 +9,8 @@ import pytest
 from pipeline.cards.registry import resolve_card
 from pipeline.config.sweepconfig import SimulatedOptions
 from pipeline.core.records import PointKey
-from pipeline.engines.simloop import simulate_repeat
-from pipeline.engines.simulated import server_for
+from pipeline.simulation.simloop import simulate_repeat
+from pipeline.backends.simulated import server_for
 from pipeline.machine.hardware import load_profile
 from pipeline.plan import simrepeats
 
@@ -34,7 +34,7 @@ def test_first_and_last_token_give_the_full_simulations_times(server):
 def test_asked_twice_it_is_simulated_once_and_another_server_is_not_the_same(server, monkeypatch):
     calls = []
     real = simulate_repeat
-    monkeypatch.setattr("pipeline.engines.simloop.simulate_repeat", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr("pipeline.simulation.simloop.simulate_repeat", lambda *a, **k: calls.append(a) or real(*a, **k))
     monkeypatch.setattr(simrepeats, "_REPEATS", {})
     key = PointKey("m", "simulated", 512, 64, 2)
     first = simrepeats.simulated_repeat(server, key, 2, 4)

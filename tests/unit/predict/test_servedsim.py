@@ -1,6 +1,6 @@
 """Served-run predictions through the simulated server driven by the calibrated terms (pipeline/predict/servedsim.py).
 
-The hand-worked values follow the simulated server's rules (pipeline/engines/simserver.py docstring) with the
+The hand-worked values follow the simulated server's rules (pipeline/simulation/simserver.py docstring) with the
 calibrated step formula (pipeline/cards/stepcost.py ``calibrated_step_s``).  A dense card without a compute roof
 (``peak_tflops`` None) keeps the arithmetic to bytes: a step reads the weights once (a dense model's ``dense_bytes``,
 the weights less the embedding table, which is looked up, not read; they do not depend on the token count) and the
@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.predict.calibrate import Roofs, StepTerms, step_time_s
 from pipeline.cards.registry import load_card
-from pipeline.engines.simserver import ServerModel
+from pipeline.simulation.simserver import ServerModel
 from pipeline.core.pointsummary import PointSummary
 from pipeline.views.predict import predict_workload
 from pipeline.predict.servedsim import ServedLimits, calibrated_server, predict_served

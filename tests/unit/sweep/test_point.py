@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from pipeline.core.progress import Display
-from pipeline.engines import get_engine
-from pipeline.engines.base import PointDoesNotFit
+from pipeline.backends import get_backend
+from pipeline.backends.base import PointDoesNotFit
 from pipeline.store import runs
 from pipeline.sweep import gridwalk
 from pipeline.config.sweepconfig import parse_config
@@ -32,7 +32,7 @@ def _cfg():
 
 class _OutOfMemoryAt:
     """The simulated engine, but the open-loop point at ``rate`` runs out of device memory (as the transformers engine
-    raises it: pipeline/engines/transformers.py turns a CUDA out-of-memory error into PointDoesNotFit)."""
+    raises it: pipeline/backends/transformers.py turns a CUDA out-of-memory error into PointDoesNotFit)."""
 
     def __init__(self, engine, rate: float):
         self._engine, self._rate, self.measured = engine, rate, []
@@ -54,7 +54,7 @@ def test_an_open_loop_rate_out_of_memory_stops_the_models_rates_not_the_run(scra
     the run completes; the rate after it (4 req/s) is never measured, the one before it (1 req/s) is stored."""
     cfg = _cfg()
     wrapped: list[_OutOfMemoryAt] = []
-    monkeypatch.setattr(gridwalk, "get_engine", lambda c: wrapped.append(_OutOfMemoryAt(get_engine(c), 2.0))
+    monkeypatch.setattr(gridwalk, "get_backend", lambda c: wrapped.append(_OutOfMemoryAt(get_backend(c), 2.0))
                         or wrapped[0])
     run_dir = gridwalk.run_sweep(cfg, scratch_root / "data" / "runs" / "oom", progress=False, log=lambda m: None)
     meta = runs.read_run_json(run_dir)
@@ -88,7 +88,7 @@ def test_rate_points_are_shown_and_a_resume_measures_only_what_is_missing(scratc
     out = io.StringIO()
     monkeypatch.setattr(gridwalk, "Display", lambda total, enabled=True: Display(total, enabled, stream=out))
     engines: list[_OutOfMemoryAt] = []
-    monkeypatch.setattr(gridwalk, "get_engine", lambda c: engines.append(_CrashAt(get_engine(c), 4.0)) or engines[-1])
+    monkeypatch.setattr(gridwalk, "get_backend", lambda c: engines.append(_CrashAt(get_backend(c), 4.0)) or engines[-1])
     with pytest.raises(RuntimeError, match="server gone"):
         gridwalk.run_sweep(cfg, run_dir, log=lambda m: None)
     lines = _point_lines(out)
@@ -98,7 +98,7 @@ def test_rate_points_are_shown_and_a_resume_measures_only_what_is_missing(scratc
 
     out.seek(0)
     out.truncate(0)
-    monkeypatch.setattr(gridwalk, "get_engine", lambda c: engines.append(_CrashAt(get_engine(c), -1.0)) or engines[-1])
+    monkeypatch.setattr(gridwalk, "get_backend", lambda c: engines.append(_CrashAt(get_backend(c), -1.0)) or engines[-1])
     gridwalk.run_sweep(cfg, run_dir, log=lambda m: None)
     assert [(k.concurrency, k.rate_rps) for k in engines[-1].measured] == [(None, 4.0)]
     again = _point_lines(out)
