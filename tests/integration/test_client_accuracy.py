@@ -24,7 +24,10 @@ client reports (``client_lag_s``) rather than hides:
   server's first chunk written − the client's send): what the client adds to TTFT by reading late.  The transit
   from the client's send to the server's handler is in both (on two shared cores, load average 7–12 while this
   was written, it reached 10–40 ms at c ≥ 8: each process waits for a core), as it is in any client's TTFT,
-  a minimal socket client's too;
+  a minimal socket client's too.  The lag that widens it is the larger of the point's p99 and the client's own
+  lag where its first reads came (:func:`_lag_at_first_reads_s`): at c = 1,024 every measured request is sent as
+  the warm-up ends, so their first chunks arrive together and a loop held then delays them all, which a p99 over
+  the whole point does not see (a CI run read +21.9 ms of 220 ms with a p99 of 8.6 ms);
 - none of these points is client-bound.
 
 The same tolerances hold at every concurrency, 1,024 included (one client core; ``pytest -s`` prints each point's
@@ -123,6 +126,32 @@ def _server_truth(rec, server, n_warm):
     return tokens / (end - start), float(np.median(ttft)), float(np.median(tpot)), float(np.mean(gaps))
 
 
+def _lag_at_first_reads_s(rec) -> float:
+    """The client's own lateness where its TTFT is read (s): per measured request, the longest event-loop lag the
+    client recorded within one lag period of its first read (the block that held that read, if one did), the median
+    over the requests.
+
+    The lag monitor (:class:`pipeline.loadgen.clientmeter.ClientMeter`) wakes every period and keeps how late it
+    woke; sample i woke at the meter's start + Σ_{j ≤ i} (period + lag_j), the meter starting at the point's origin.
+    A point's p99 lag misses a burst that holds the loop at the moment many first chunks arrive together (c = 1,024:
+    every measured request is sent as the warm-up ends together); this is the lag at those moments, from the
+    client's own record, so a client that adds more to TTFT than it says it was held still fails."""
+    from pipeline.loadgen.clientmeter import LAG_PERIOD_S
+
+    if len(rec.meta.get("client") or []) != 1 or rec.meta.get("client_processes", 1) != 1:
+        return 0.0  # several processes pool their samples: no one timeline
+    lags = np.asarray(rec.meta["client"][0].get("lag_s") or [], dtype=float)
+    if not len(lags):
+        return 0.0
+    woke = np.cumsum(LAG_PERIOD_S + lags)
+    firsts = [r.chunks[0][0] for r in rec.repeats[0].requests if not r.warmup and r.chunks]
+    held = []
+    for read in firsts:
+        near = lags[(woke >= read - 0.002) & (woke <= read + LAG_PERIOD_S + 0.002)]
+        held.append(float(near.max()) if len(near) else 0.0)
+    return float(np.median(held)) if held else 0.0
+
+
 @pytest.mark.parametrize("concurrency,processes", [(1, 1), (8, 1), (32, 1), (256, 1), (1024, 1), (32, 2), (256, 2)])
 def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency, processes):
     """The same tolerances whether the closed loop runs in one client process or over two (the concurrency split
@@ -130,10 +159,12 @@ def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency, pr
     rec, summ, server = _measure(tmp_path, tok_dir, concurrency, max(4 * concurrency, 16), processes)
     assert rec.meta["client_processes"] == processes
     tok_s, ttft, tpot, gap = _server_truth(rec, server, concurrency)
+    held = _lag_at_first_reads_s(rec)
     print(f"\nc={concurrency} ({processes} client process(es)): delivered {summ.delivered_output_throughput_tok_s / tok_s - 1:+.2%}, TPOT p50 "
           f"{summ.tpot_s['p50'] / tpot - 1:+.2%}, ITL mean {summ.itl_s['mean'] / gap - 1:+.2%}, TTFT p50 "
           f"{(summ.ttft_s['p50'] - ttft) * 1e3:+.2f} ms of {ttft * 1e3:.1f}; the server's {tok_s:,.0f} tok/s, TPOT "
-          f"{tpot * 1e3:.2f} ms; client lag p99 {summ.client_lag_s['p99'] * 1e3:.2f} ms, CPU {summ.client_cpu_share:.0%}")
+          f"{tpot * 1e3:.2f} ms; client lag p99 {summ.client_lag_s['p99'] * 1e3:.2f} ms, at first reads {held * 1e3:.2f} ms, "
+          f"CPU {summ.client_cpu_share:.0%}")
     assert summ.failed == 0
     assert summ.client_bound is False, summ.client_bound_reason
     assert summ.delivered_output_throughput_tok_s == pytest.approx(tok_s, rel=0.01)
@@ -141,7 +172,8 @@ def test_figures_match_the_servers_own_record(tmp_path, tok_dir, concurrency, pr
     late = summ.client_lag_s["p99"]  # the client's own lateness, which the machine's other jobs set here
     assert summ.tpot_s["p50"] == pytest.approx(tpot, rel=0.02, abs=2 * late / (N_TOKENS - 1))
     assert summ.itl_s["mean"] == pytest.approx(gap, rel=0.02, abs=2 * late / (N_TOKENS - 1))
-    assert summ.ttft_s["p50"] == pytest.approx(ttft, rel=0.05, abs=late)  # 5 % (2.5 ms of 50), or the lag
+    # 5 % (2.5 ms of 50), or the lag: the p99, or where the first reads came, the client's own lag there
+    assert summ.ttft_s["p50"] == pytest.approx(ttft, rel=0.05, abs=max(late, held))
     assert summ.achieved_concurrency == pytest.approx(concurrency, rel=0.05)  # closed loop: c in flight
     assert summ.itl_unresolved_share is not None and summ.ttst_s is not None
     assert summ.tokens_per_chunk == pytest.approx(1.0)  # the server sends one token per event

@@ -23,7 +23,7 @@ from pipeline.core.records import PointKey, RepeatRecord, RequestRecord
 from pipeline.loadgen import client, eventloop, streamrecord
 from pipeline.backends import served
 from tests.integration.served_helpers import build_tokenizer
-from tests.unit.engines.test_rawhttp import LOOPS
+from tests.unit.loadgen.test_rawhttp import LOOPS
 
 REPO = Path(__file__).resolve().parents[3]
 

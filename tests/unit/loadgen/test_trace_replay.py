@@ -14,7 +14,7 @@ from pipeline.loadgen import streamrecord
 from tests.conftest import REPO
 from tests.integration.served_helpers import build_tokenizer
 from tests.localapp import serve_app
-from tests.unit.engines.test_workload_requests import _fake_server
+from tests.unit.loadgen.test_workload_requests import _fake_server
 
 TRACE = REPO / "tests" / "data" / "traces" / "mooncake-small.jsonl"
 

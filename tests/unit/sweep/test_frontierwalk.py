@@ -55,7 +55,7 @@ def _sweep(tmp_path, frontier_points):
                             WalkResult(None, "settled", rows)))
     logged: list[str] = []
     return SimpleNamespace(cfg=cfg, curves=curves, run_dir=run_dir, log=logged.append, variant="a",
-                           engine=SimpleNamespace(serving_engine=cfg.backend)), logged
+                           backend=SimpleNamespace(serving_engine=cfg.backend)), logged
 
 
 @pytest.fixture
