@@ -31,8 +31,11 @@ def test_cpu_default_configs_let_a_diff_decide():
 
     for name in ("transformers-cpu.yaml", "vllm-cpu.yaml"):
         cfg = load_config(REPO / "config" / name)
-        assert cfg.repeats >= 3  # Welch on 3 + 3 repeats reaches p = 0.021 on 1, 2, 3 vs 4, 5, 6 (test_diff.py)
-        assert significance([1.0, 2.0, 3.0], [4.0, 5.0, 6.0], 0.05).significant
+        # the config's own repeats a side, A = 100, 101, … (spread 1 %) and B 20 % slower: Welch calls it at
+        # n = 3 (t = 20 / 1 = 20 at 4 df: p < 0.001) but cannot at n = 1 (no variance) — the count is what decides
+        a = [100.0 + i for i in range(cfg.repeats)]
+        assert significance(a, [0.8 * x for x in a], 0.05).significant, name
+    assert not significance([100.0], [80.0], 0.05).significant  # one repeat a side: nothing can be called
 
 
 def test_configs_quote_what_repeats_detect():
