@@ -1,6 +1,7 @@
 """Run vs run, the compared metrics: what each one is, its value at a point, its values per repeat, their test.
 
-Each metric is a :class:`MetricSpec` whose fields say where its value lives (``source``: a summary field, a
+Each metric is a :class:`MetricSpec`, made from the metric registry's entry (:mod:`pipeline.metrics.registry`: its name,
+label, unit, better direction, and which of its figures the diff compares), whose fields say where its value lives (``source``: a summary field, a
 latency distribution's percentile, or an analysis share), so no code parses a key string.  The table of what is
 shown and what is tested per repeat, and why, is in :mod:`pipeline.diff.rundiff`'s docstring and docs/diff-statistics.md.
 One metric at one matched point is a :class:`MetricChange`.
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pipeline.diff.stats import welch_many
+from pipeline.metrics import registry
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import DEFAULT_VARIANT, PointKey
 
@@ -47,16 +49,24 @@ class MetricSpec:
         return self.source == "analysis"
 
 
-METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec("output_throughput_tok_s", "output throughput", "tok/s", True, "summary", throughput=True),
-    MetricSpec("per_user_tok_s", "per-user throughput", "tok/s", True, "summary", throughput=True),
-    MetricSpec("ttft_p50_s", "TTFT p50", "s", False, "latency", "ttft", "p50"),
-    MetricSpec("ttft_p99_s", "TTFT p99", "s", False, "latency", "ttft", "p99"),
-    MetricSpec("tpot_p50_s", "TPOT p50", "s", False, "latency", "tpot", "p50"),
-    MetricSpec("tpot_p99_s", "TPOT p99", "s", False, "latency", "tpot", "p99"),
-    MetricSpec("mbu", "MBU", "fraction", True, "analysis"),
-    MetricSpec("mfu", "MFU", "fraction", True, "analysis"),
-)
+def registry_specs() -> tuple[MetricSpec, ...]:
+    """The diff's metrics, from the metric registry (:mod:`pipeline.metrics.registry`): one :class:`MetricSpec` per
+    entry of each registry metric's ``diff``, in registry order: a scalar under its own name (``source`` ``summary``,
+    or ``analysis`` for a share of a peak), a distribution's percentile as ``<name>_<percentile>_s``
+    (``ttft_p99_s``: the distribution ``ttft``'s ``p99``), labelled ``<label> <percentile>``."""
+    out = []
+    for m in registry.METRICS:
+        for stat in m.diff:
+            if m.kind == "distribution":
+                dist = m.name.removesuffix("_s")
+                out.append(MetricSpec(f"{dist}_{stat}_s", f"{m.label} {stat}", m.unit, bool(m.higher_is_better),
+                                      "latency", dist, stat))
+            else:
+                out.append(MetricSpec(m.name, m.label, m.unit, bool(m.higher_is_better), m.source, throughput=m.gated))
+    return tuple(out)
+
+
+METRICS: tuple[MetricSpec, ...] = registry_specs()
 METRIC_BY_KEY = {m.key: m for m in METRICS}
 
 
@@ -129,9 +139,11 @@ def _latency_samples(s: PointSummary, name: str, pct: str) -> tuple[list[float],
     A run summarized before the per-repeat p99 was kept tests its p99 on the per-repeat medians,
     unit ``"repeat median"`` (the diff notes it when the two runs' units differ).
     """
-    if pct == "p99" and s.samples.get(f"{name}_p99_s_per_repeat"):
-        return list(s.samples[f"{name}_p99_s_per_repeat"]), "repeat"
-    per_repeat = list(s.samples.get(f"{name}_s_per_repeat") or [])
+    m = registry.metric(f"{name}_s")
+    p99_key, median_key = m.repeat_sample_of("p99"), m.repeat_sample_of("p50")
+    if pct == "p99" and p99_key and s.samples.get(p99_key):
+        return list(s.samples[p99_key]), "repeat"
+    per_repeat = list(s.samples.get(median_key or "") or [])
     return per_repeat, "repeat" if pct == "p50" or not per_repeat else "repeat median"
 
 
@@ -148,7 +160,7 @@ def metric_value(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, An
 def metric_samples(spec: MetricSpec, s: PointSummary, analysis_point: dict[str, Any] | None) -> tuple[list[float], str]:
     """Values to test one metric on, one per repeat, and their unit (``"repeat"``); see :mod:`pipeline.diff.rundiff`."""
     if spec.source == "summary":
-        return list(s.samples.get(spec.key) or []), "repeat"
+        return list(s.samples.get(registry.metric(spec.key).repeat_sample or spec.key) or []), "repeat"
     if spec.source == "analysis":
         share = (analysis_point or {}).get(spec.key)
         if share is None or not s.step_time_s:

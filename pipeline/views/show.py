@@ -49,31 +49,33 @@ from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis,
                               short_reasons)
 from pipeline.core.pointsummary import throughput_window
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
+from pipeline.metrics import registry
 from pipeline.views.servefigures import RATE_BASIS, serve_figures
 from pipeline.views.showtable import error_lines, point_label, point_tables
 from pipeline.views.showworkload import add_workloads, workload_lines
 from pipeline.diff.variants import format_tuning, tuning_of
 
-POINT_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
-                "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s",
-                "prefill_throughput_tok_s", "output_throughput_window",
-                # the peer definitions apart (docs/definitions.md); added, the contract's fields unchanged
-                "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
-                "input_tokens_served", "output_tokens_served",
-                # the client's own figures and what peers report beside (pipeline.metrics.clientside, docs/definitions.md)
-                "achieved_concurrency", "client_lag_s", "client_read_wait_s", "client_cpu_share", "connect_s", "first_byte_s", "client_bound", "client_bound_reason",
-                "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk",
-                "chunks_per_request", "ci95",
-                # the point's length distribution: per-request mean, p50, min, max and the stated draw (core.lengthstats)
-                "lengths")
+#: A point's identity in the contract (:class:`~pipeline.core.records.PointKey`'s closed-loop fields).
+KEY_FIELDS = ("model", "engine", "variant", "concurrency", "input_len", "output_len")
+#: Fields of a point that are no metric, each shown right after the metric it qualifies (its place in the contract):
+#: which window the output throughput was measured over, whether the client was the limit and why.
+BESIDE = {"prefill_throughput_tok_s": ("output_throughput_window",), "first_byte_s": ("client_bound", "client_bound_reason")}
+#: The point fields: its key, then every metric the registry shows in a point (:mod:`pipeline.metrics.registry`: the
+#: contract's counts and figures, the peer definitions apart, the client's own figures and what peers report beside),
+#: then the 95 % intervals over repeats and the length distribution (per-request mean, p50, min, max and the stated
+#: draw, core.lengthstats).
+POINT_FIELDS = (KEY_FIELDS + tuple(f for name in registry.shown("point") for f in (name, *BESIDE.get(name, ())))
+                + ("ci95", "lengths"))
 MODEL_FIELDS = ("model", "engine", "variant", "input_len", "output_len", "kind", "total_params", "active_params",
                 "weight_bytes", "kv_bytes_per_token", "ceiling_tok_s", "knee_concurrency", "post_knee",
                 "peak_output_throughput_tok_s", "scaling_efficiency", "excluded_concurrency", "caveat_concurrency",
                 "post_knee_cause", "server_limits", "implausible", "rate_sweeps", "slo_concurrency",
                 "compute_roof_tflops", "compute_roof_dtype", "compute_roof_under_read", "coverage_not_measured")
-#: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point).
-OPEN_LOOP_FIELDS = ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps", "schedule_lag_s",
-                    "schedule_kept", "burstiness", "slo", "max_concurrency")
+#: Open-loop fields of every point (``load`` ``closed`` and the rest null for a closed-loop point): its load and
+#: offered rate, the registry's open-loop metrics, whether the schedule was kept, the arrivals' burstiness, the SLO
+#: check and the cap on requests in flight.
+OPEN_LOOP_FIELDS = (("load", "rate_rps") + registry.shown("open_loop")
+                    + ("schedule_kept", "burstiness", "slo", "max_concurrency"))
 
 
 #: The contract's hardware block (docs/definitions.md).  The contract predates the "probed" naming and tools

@@ -1,0 +1,135 @@
+"""The metric registry (pipeline/metrics/registry.py) against the code it describes: every function it names exists,
+every summary metric is a stored field, units agree with names, the needs are ordered, and the lists made from it
+(the diff's metrics, ``show --json``'s point fields) are exactly the ones the contract fixed before the registry.
+
+The fault kind these pin: a metric described in one place and computed or listed differently in another (a diff
+metric whose unit or direction disagrees with the summary's, a show field that vanished from the contract).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import fields
+
+import pytest
+
+from pipeline.core.pointsummary import PointSummary
+from pipeline.metrics import registry
+from pipeline.metrics.registry import PEERS, Display, Metric, dependency_order
+from pipeline.store.schema_analysis import AnalysisPoint
+
+
+def _resolve(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+@pytest.mark.parametrize("m", registry.METRICS, ids=lambda m: m.name)
+def test_every_metric_names_functions_that_exist_and_a_stored_field(m):
+    assert callable(_resolve(m.computed_by)), m.computed_by
+    if m.reference:
+        assert _resolve(m.reference).__module__ == "pipeline.metrics.definitions", m.reference
+    stored = {f.name for f in fields(PointSummary)} if m.source == "summary" else set(AnalysisPoint.model_fields)
+    assert m.name in stored, m.name
+    assert set(m.peers) <= set(PEERS), m.peers
+    assert m.formula and m.label
+
+
+@pytest.mark.parametrize("m", registry.METRICS, ids=lambda m: m.name)
+def test_units_are_in_the_names(m):
+    """STYLE.md: units in names. ``_tok_s`` is tok/s, ``_rps`` req/s, any other ``_s`` seconds; a distribution is
+    of seconds."""
+    if m.name.endswith("_tok_s"):
+        assert m.unit == "tok/s"
+    elif m.name.endswith("_rps"):
+        assert m.unit == "req/s"
+    elif m.name.endswith("_s"):
+        assert m.unit == "s"
+    if m.kind == "distribution":
+        assert m.unit == "s" and m.display.unit == "ms" and m.display.scale == 1e3
+
+
+def test_the_names_are_unique_and_the_registry_is_ordered_by_need():
+    assert len(registry.BY_NAME) == len(registry.METRICS)
+    order = dependency_order()
+    assert order.index("tpot_streamed_s") < order.index("per_user_tok_s")  # 1 / its median
+    assert order.index("duration_s") < order.index("output_throughput_tok_s")  # its window
+    assert order.index("step_time_s") < order.index("mbu") and order.index("step_time_s") < order.index("mfu")
+    assert sorted(order) == sorted(registry.BY_NAME)
+
+
+def test_dependency_order_sorts_and_refuses_a_loop_or_an_unknown_need():
+    """A hand-built registry: c needs b needs a, listed c, b, a, sorts a, b, c (AIPerf's registry does the same)."""
+    def m(name, *needs):
+        return Metric(name, name, "s", False, "scalar", "f", "x.y", Display(name), needs=needs)
+
+    assert dependency_order((m("c_s", "b_s"), m("b_s", "a_s"), m("a_s"))) == ["a_s", "b_s", "c_s"]
+    with pytest.raises(ValueError, match="b_s: its needs form a loop"):
+        dependency_order((m("b_s", "a_s"), m("a_s", "b_s")))
+    with pytest.raises(ValueError, match=r"a_s: needs \['z_s'\]"):
+        dependency_order((m("a_s", "z_s"),))
+
+
+def test_display_headers_and_per_repeat_keys_by_hand():
+    ttft = registry.metric("ttft_s")
+    assert ttft.display.header("p50") == "TTFT p50 ms"
+    assert registry.metric("output_throughput_tok_s").display.header() == "out tok/s"
+    assert registry.metric("tokens_per_chunk").display.header() == "tok/chunk"
+    assert ttft.repeat_sample_of("p99") == "ttft_p99_s_per_repeat" and ttft.repeat_sample_of("p50") == "ttft_s_per_repeat"
+    assert registry.metric("per_user_tok_s").repeat_sample_of("value") == "per_user_tok_s"
+
+
+def test_peer_names_by_the_peers_own_definitions():
+    """vLLM's TPOT is (E2EL − TTFT) / (n − 1) (``vllm/benchmarks/serve.py``), which GuideLLM calls
+    ``inter_token_latency_ms`` (``guidellm/schemas/request_stats.py``) and AIPerf ``inter_token_latency``
+    (docs/metrics_reference.md of ai-dynamo/aiperf); vLLM's per-chunk ``itl`` is AIPerf's ``inter_chunk_latency``."""
+    assert registry.metric("tpot_s").peers == {"vllm": "tpot", "guidellm": "inter_token_latency_ms",
+                                               "aiperf": "inter_token_latency"}
+    assert registry.metric("itl_chunk_s").peers == {"vllm": "itl", "aiperf": "inter_chunk_latency"}
+    assert "vllm" not in registry.metric("itl_s").peers  # batchmark's per-token ITL is nobody's
+    assert registry.metric("output_throughput_tok_s").peers["llama.cpp"] == "S_TG"
+
+
+#: The diff's metrics as ``pipeline/diff/metrics.py`` listed them by hand before the registry (key, label, unit,
+#: higher is better, source, distribution, percentile, gated).
+DIFF_BEFORE = (
+    ("output_throughput_tok_s", "output throughput", "tok/s", True, "summary", None, None, True),
+    ("per_user_tok_s", "per-user throughput", "tok/s", True, "summary", None, None, True),
+    ("ttft_p50_s", "TTFT p50", "s", False, "latency", "ttft", "p50", False),
+    ("ttft_p99_s", "TTFT p99", "s", False, "latency", "ttft", "p99", False),
+    ("tpot_p50_s", "TPOT p50", "s", False, "latency", "tpot", "p50", False),
+    ("tpot_p99_s", "TPOT p99", "s", False, "latency", "tpot", "p99", False),
+    ("mbu", "MBU", "fraction", True, "analysis", None, None, False),
+    ("mfu", "MFU", "fraction", True, "analysis", None, None, False),
+)
+
+
+def test_the_diffs_metrics_come_from_the_registry_unchanged():
+    from pipeline.diff.metrics import METRICS, registry_specs
+
+    assert METRICS == registry_specs()
+    assert tuple((m.key, m.label, m.unit, m.higher_is_better, m.source, m.distribution, m.percentile, m.throughput)
+                 for m in METRICS) == DIFF_BEFORE
+
+
+#: ``show --json``'s point fields as ``pipeline/views/show.py`` listed them by hand before the registry: the contract
+#: of docs/definitions.md and its order (the JSON's key order).
+POINT_FIELDS_BEFORE = (
+    "model", "engine", "variant", "concurrency", "input_len", "output_len", "repeats", "completed", "failed",
+    "output_throughput_tok_s", "per_user_tok_s", "ttft_s", "tpot_s", "itl_s", "e2el_s", "prefill_throughput_tok_s",
+    "output_throughput_window", "itl_chunk_s", "tpot_streamed_s", "steady_output_throughput_tok_s", "duration_s",
+    "input_tokens_served", "output_tokens_served", "achieved_concurrency", "client_lag_s", "client_read_wait_s",
+    "client_cpu_share", "connect_s", "first_byte_s", "client_bound", "client_bound_reason",
+    "delivered_output_throughput_tok_s", "itl_unresolved_share", "ttst_s", "tokens_per_chunk", "chunks_per_request",
+    "ci95", "lengths")
+
+
+def test_shows_point_fields_come_from_the_registry_unchanged():
+    from pipeline.views.show import OPEN_LOOP_FIELDS, POINT_FIELDS
+
+    assert POINT_FIELDS == POINT_FIELDS_BEFORE
+    assert OPEN_LOOP_FIELDS == ("load", "rate_rps", "send_rate_rps", "schedule_rate_rps", "achieved_rate_rps",
+                                "schedule_lag_s", "schedule_kept", "burstiness", "slo", "max_concurrency")
+    shown = set(POINT_FIELDS) | set(OPEN_LOOP_FIELDS)
+    for m in registry.METRICS:  # a metric the registry shows is shown; one it does not, is not (in the points)
+        assert (m.name in shown) == (m.show is not None), m.name
