@@ -98,6 +98,8 @@ class Metric:
     show: Literal["point", "open_loop"] | None = "point"
     #: names of the metrics it is computed from (the registry's dependency order)
     needs: tuple[str, ...] = ()
+    #: what a distribution is over, where not the point's requests (the docs table's "over")
+    over: str | None = None
 
     def repeat_sample_of(self, stat: str) -> str | None:
         """The ``samples`` key of the per-repeat values of ``stat`` (``p99``: each repeat's own p99,
@@ -128,9 +130,9 @@ METRICS: tuple[Metric, ...] = (
            "median over repeats",
            f"{_SUMMARIZE}._repeat_figures", Display("out", "tok/s"),
            notes="vLLM's `serve.py`: `sum(actual_output_lens) / dur_s`; static batch: llama.cpp `S_TG` "
-                 "(`tools/batched-bench/batched-bench.cpp`); `output_throughput_window` says which",
-           peers={"vllm": "output_throughput", "guidellm": "output_tokens_per_second",
-                  "aiperf": "output_token_throughput", "llama.cpp": "S_TG"},
+                 "(`tools/batched-bench/batched-bench.cpp`); `output_throughput_window` says which; GuideLLM's importer "
+                 "takes its tokens / `duration`",
+           peers={"vllm": "output_throughput", "aiperf": "output_token_throughput", "llama.cpp": "S_TG"},
            reference=f"{_DEF}.repeat_output_throughput", repeat_sample="output_throughput_tok_s", diff=("value",),
            gated=True, needs=("duration_s",)),
     Metric("per_user_tok_s", "per-user throughput", "tok/s", True, "scalar",
@@ -202,7 +204,8 @@ METRICS: tuple[Metric, ...] = (
            notes="AIPerf's effective concurrency", repeat_sample="achieved_concurrency"),
     Metric("client_lag_s", "client event-loop lag", "s", False, "distribution",
            "how late the client's event-loop timer woke, over every sample of every repeat", _CLIENT,
-           Display("client lag", **_MS, digits=2), notes="batchmark's own (the client's measure of itself)"),
+           Display("client lag", **_MS, digits=2), notes="batchmark's own (the client's measure of itself)",
+           over="lag samples"),
     Metric("client_read_wait_s", "client read wait", "s", False, "scalar",
            "Σ L² / 2 / wall over a repeat's lag samples L, median over repeats", _CLIENT,
            Display("read wait", **_MS), notes="the mean time a read ready at a random moment waited for the loop"),
@@ -250,7 +253,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("achieved_rate_rps", "achieved rate", "req/s", None, "scalar",
            "finished measured requests / steady window, median over repeats", f"{_SUMMARIZE}._repeat_figures",
            Display("achieved", "req/s", text="{:.2f}", digits=2),
-           peers={"vllm": "request_throughput", "aiperf": "request_throughput", "guidellm": "requests_per_second"},
+           notes="GuideLLM's importer takes successful requests / `duration` (its `requests_per_second` is a rate over "
+                 "time, another figure)",
+           peers={"vllm": "request_throughput", "aiperf": "request_throughput"},
            reference=f"{_DEF}.achieved_rate", show="open_loop"),
     Metric("schedule_lag_s", "schedule lag", "s", False, "distribution",
            "send − scheduled time, per measured request", f"{_SUMMARIZE}.summarize_point",
@@ -274,9 +279,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("mbu", "MBU", "fraction", True, "scalar",
            "bytes per step at the batch that ran / `step_time_s` / bandwidth", "pipeline.analysis.analyze._point_row",
            Display("MBU", text="{:.2f}", digits=2), source="analysis",
-           notes="as Databricks define it (<https://www.databricks.com/blog/llm-inference-performance-engineering-best-"
-                 "practices>: bytes read per step / TPOT, over the peak); the batch is the concurrency, except at a "
-                 "`queueing` point (analysis `batch`)",
+           notes="MBU as Databricks define it (\"LLM Inference Performance Engineering: Best Practices\", 2023, "
+                 "<https://www.databricks.com/blog/llm-inference-performance-engineering-best-practices>: achieved "
+                 "bandwidth = bytes read per step / TPOT, over the peak); the batch is the concurrency, except at a "
+                 "`queueing` point: the server's highest running count from `/metrics`, else its `--max-num-seqs` "
+                 "(analysis `batch`)",
            diff=("value",), show=None, needs=("step_time_s",)),
     Metric("mfu", "MFU", "fraction", True, "scalar", "FLOPs per step / `step_time_s` / peak FLOP/s",
            "pipeline.analysis.analyze._point_row", Display("MFU", text="{:.3f}", digits=3), source="analysis",

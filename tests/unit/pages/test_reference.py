@@ -137,7 +137,27 @@ def test_definitions_per_user_throughput_is_what_the_code_computes():
     assert "per-user throughput = 1 / median TPOT." not in text
 
 
+def test_definitions_metrics_table_is_the_registrys():
+    """docs/definitions.md's metrics table is the one the registry generates (pipeline/metrics/registry.py); a row
+    edited by hand, or a registry entry changed without regenerating, fails here."""
+    from pipeline.pages.reference import TABLE_END, TABLE_START, with_metrics_table
+
+    text = (DOCS / "definitions.md").read_text()
+    assert text == with_metrics_table(text), (
+        "docs/definitions.md's metrics table has drifted from pipeline/metrics/registry.py: run "
+        "`python -m tests.unit.pages.test_reference` and commit")
+    stale = text.replace(TABLE_START + "\n", TABLE_START + "\n| `ttft_s` | ms | higher | … |\n", 1)
+    assert with_metrics_table(stale) == text  # a stale row is replaced, not kept
+    assert "| `ttft_s` | s | lower | requests | first − sent |" in text  # worked by hand: TTFT = first − sent
+    with pytest.raises(ValueError, match="markers are missing"):
+        with_metrics_table(text.replace(TABLE_END, ""))
+
+
 if __name__ == "__main__":  # write the reference pages anew
+    from pipeline.pages.reference import with_metrics_table
+
+    (DOCS / "definitions.md").write_text(with_metrics_table((DOCS / "definitions.md").read_text()))
+    print("wrote docs/definitions.md's metrics table", file=sys.stderr)
     REFERENCE.mkdir(exist_ok=True)
     for page_name, page_text in generated().items():
         (REFERENCE / page_name).write_text(page_text)
