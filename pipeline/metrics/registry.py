@@ -27,12 +27,15 @@ reads without importing a stage, and the registry's test checks that each summar
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 #: The registry's peer tools, in the order the docs table names them.
 PEERS = ("vllm", "guidellm", "aiperf", "llama.cpp")
 PEER_NAMES = {"vllm": "vLLM", "guidellm": "GuideLLM", "aiperf": "AIPerf", "llama.cpp": "llama.cpp"}
+#: A far-tail statistic as tables name it → its key in a point's ``tails_s`` block.
+TAIL_KEYS = {"p95": "p95", "p99.9": "p99_9"}
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,17 @@ class Metric:
     needs: tuple[str, ...] = ()
     #: what a distribution is over, where not the point's requests (the docs table's "over")
     over: str | None = None
+
+    def value_in(self, point: Mapping[str, Any], stat: str | None = None) -> float | None:
+        """This metric's value in a point's mapping (a stored summary, a ``show --json`` point): the figure itself for
+        ``stat`` None; a distribution's ``p50``, ``p90``, ``p99`` or ``mean``; its ``p95`` or ``p99.9`` from the
+        point's ``tails_s`` (keyed by the name without ``_s``); None where unknown."""
+        if stat is None:
+            return point.get(self.name)
+        if stat in TAIL_KEYS:
+            tails = (point.get("tails_s") or {}).get(self.name.removesuffix("_s")) or {}
+            return tails.get(TAIL_KEYS[stat])
+        return (point.get(self.name) or {}).get(stat)
 
     def repeat_sample_of(self, stat: str) -> str | None:
         """The ``samples`` key of the per-repeat values of ``stat`` (``p99``: each repeat's own p99,

@@ -16,15 +16,47 @@ from typing import Any
 from pipeline.core.records import DEFAULT_VARIANT
 from pipeline.core.texttable import text_table
 from pipeline.core.words import REGIME_TEXT
+from pipeline.metrics import registry
 
 #: The show table's ``±`` in words (printed under a table that has one).
 CI_NOTE = ("± is half the 95 % confidence interval of the mean over repeats (Student's t, 2 repeats or more; "
            "the exact bounds are ci95 in --json); the figure before it is the median over repeats (throughputs, "
            "in flight, CPU) or the percentile over requests (latencies)")
 
-#: The client-and-stream table's columns after the point's (model, variant, shape, c).
-CLIENT_HEADER = ["in flight", "client CPU %", "read wait ms", "delivered tok/s", "connect p50 ms",
-                 "first byte p50 ms", "TTST p50 ms", "tok/chunk", "chunks/req"]
+#: The server table's figures as (registry metric, statistic or None for the figure, ``±`` its interval): the
+#: throughputs, then TTFT, TPOT, ITL and E2EL (median, tails); the server's own cells are between and after them.
+THROUGHPUT_COLUMNS = (("output_throughput_tok_s", None, True), ("per_user_tok_s", None, False))
+LATENCY_COLUMNS = (("ttft_s", "p50", True), ("ttft_s", "p99", False),
+                   *((name, stat, stat == "p50") for name in ("tpot_s", "itl_s", "e2el_s") for stat in ("p50", "p95", "p99.9")))
+#: The client-and-stream table's figures (after the point's model, variant, shape, c), as :data:`LATENCY_COLUMNS`.
+CLIENT_COLUMNS = (("achieved_concurrency", None, True), ("client_cpu_share", None, True), ("client_read_wait_s", None, False),
+                  ("delivered_output_throughput_tok_s", None, True), ("connect_s", "p50", False),
+                  ("first_byte_s", "p50", False), ("ttst_s", "p50", True), ("tokens_per_chunk", None, False),
+                  ("chunks_per_request", None, False))
+
+
+def header(columns: tuple[tuple[str, str | None, bool], ...]) -> list[str]:
+    """The headers of ``columns`` (:data:`LATENCY_COLUMNS` …): each metric's display word, statistic and unit
+    (:meth:`pipeline.metrics.registry.Display.header`: ``TTFT p50 ms``)."""
+    return [registry.metric(name).display.header(stat) for name, stat, _ in columns]
+
+
+#: The client-and-stream table's column headers after the point's (model, variant, shape, c).
+CLIENT_HEADER = header(CLIENT_COLUMNS)
+
+
+def metric_cell(p: dict[str, Any], name: str, stat: str | None = None, ci: bool = False) -> str:
+    """A point's cell of a registry metric (:mod:`pipeline.metrics.registry`): its value (:meth:`~pipeline.metrics.
+    registry.Metric.value_in`) in the metric's display scale and format, with ``±`` its interval over repeats when
+    ``ci`` (:func:`with_ci`, the metric's per-repeat ``samples`` key); ``-`` when unknown."""
+    m = registry.metric(name)
+    v, d = m.value_in(p, stat), m.display
+    return with_ci(v, p, m.repeat_sample_of(stat or "value") or name, d.scale, d.text) if ci else fmt(v, d.scale, d.text)
+
+
+def metric_cells(p: dict[str, Any], columns: tuple[tuple[str, str | None, bool], ...]) -> list[str]:
+    """A point's cells of ``columns`` (:func:`metric_cell` of each)."""
+    return [metric_cell(p, name, stat, ci) for name, stat, ci in columns]
 
 
 def fmt(v: float | None, scale: float = 1.0, spec: str = "{:.1f}") -> str:
@@ -48,17 +80,6 @@ def with_ci(v: float | None, p: dict[str, Any], key: str, scale: float = 1.0, sp
     return fmt(v, scale, spec) + (f" ±{spec.format(half)}" if v is not None and half is not None else "")
 
 
-def _p50(p: dict[str, Any], dist: str) -> float | None:
-    return (p.get(dist) or {}).get("p50")
-
-
-def tail_cells(p: dict[str, Any], metric: str) -> list[str]:
-    """The table's p95 and p99.9 cells (ms, one decimal; ``-`` where unknown) of ``metric`` (a ``tails_s`` key) of a
-    show point."""
-    t = (p.get("tails_s") or {}).get(metric) or {}
-    return [f"{t[k] * 1e3:.1f}" if t.get(k) is not None else "-" for k in ("p95", "p99_9")]
-
-
 def point_label(p: dict[str, Any]) -> str:
     """The table's point column: the concurrency (closed loop), or ``poisson 2.4/s ≤64`` (open loop, cap after ≤)."""
     if p.get("load", "closed") == "closed":
@@ -76,10 +97,9 @@ def _lead(p: dict[str, Any], tuned: bool, shaped: bool) -> list[str]:
 
 def point_header(tuned: bool, shaped: bool) -> tuple[list[str], str]:
     """The server table's header and alignment (:func:`point_rows`)."""
-    head = ["model", *(["variant"] if tuned else []), *(["in/out"] if shaped else []), "c", "out tok/s",
-            "user tok/s", "req/s", "total tok/s", "repeats max/min", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms",
-            "TPOT p95 ms", "TPOT p99.9 ms", "ITL p50 ms", "ITL p95 ms", "ITL p99.9 ms", "E2EL p50 ms", "E2EL p95 ms",
-            "E2EL p99.9 ms", "MBU", "MFU", "KV %", "regime; notes"]
+    head = ["model", *(["variant"] if tuned else []), *(["in/out"] if shaped else []), "c",
+            *header(THROUGHPUT_COLUMNS), "req/s", "total tok/s", "repeats max/min", *header(LATENCY_COLUMNS),
+            registry.metric("mbu").display.header(), registry.metric("mfu").display.header(), "KV %", "regime; notes"]
     return head, "l" + "l" * (tuned + shaped) + "r" * (len(head) - 2 - tuned - shaped) + "l"
 
 
@@ -89,16 +109,13 @@ def point_rows(points: list[dict[str, Any]], noisy_probe: str | None, tuned: boo
     ms, each p50 and the output throughput with ``±`` its interval (:func:`with_ci`: the per-repeat medians' and
     throughputs' ``ci95``), MBU marked ! when implausible and ? when the run's probe was noisy, MFU, KV %, regime
     and notes (:func:`point_note`)."""
-    return [[*_lead(p, tuned, shaped), with_ci(p["output_throughput_tok_s"], p, "output_throughput_tok_s"),
-             fmt(p["per_user_tok_s"]), fmt(p.get("request_throughput_rps"), 1, "{:.2f}"),
+    return [[*_lead(p, tuned, shaped), *metric_cells(p, THROUGHPUT_COLUMNS),
+             fmt(p.get("request_throughput_rps"), 1, "{:.2f}"),
              fmt(p.get("total_token_throughput_tok_s")), fmt((p.get("repeat_spread") or {}).get("ratio"), 1, "{:.2f}x"),
-             with_ci(_p50(p, "ttft_s"), p, "ttft_s_per_repeat", 1e3), fmt((p["ttft_s"] or {}).get("p99"), 1e3),
-             with_ci(_p50(p, "tpot_s"), p, "tpot_s_per_repeat", 1e3), *tail_cells(p, "tpot"),
-             with_ci(_p50(p, "itl_s"), p, "itl_s_per_repeat", 1e3), *tail_cells(p, "itl"),
-             with_ci(_p50(p, "e2el_s"), p, "e2el_s_per_repeat", 1e3), *tail_cells(p, "e2el"),
-             fmt(p["mbu"], 1, "{:.2f}") + ("!" if p.get("implausible") or p.get("mbu_implausible") else
-                                           "?" if noisy_probe and p["mbu"] is not None else ""),
-             ("withheld" if p.get("mfu_withheld") else fmt(p.get("mfu"), 1, "{:.3f}")) + ("!" if p.get("mfu_implausible") else ""),
+             *metric_cells(p, LATENCY_COLUMNS),
+             metric_cell(p, "mbu") + ("!" if p.get("implausible") or p.get("mbu_implausible") else
+                                      "?" if noisy_probe and p["mbu"] is not None else ""),
+             ("withheld" if p.get("mfu_withheld") else metric_cell(p, "mfu")) + ("!" if p.get("mfu_implausible") else ""),
              fmt((p.get("server") or {}).get("kv_cache_usage_max"), 100),
              f"{REGIME_TEXT.get(p.get('regime') or '', '-')}; {point_note(p)}".rstrip().rstrip(";")]
             for p in points]
@@ -110,18 +127,16 @@ def client_rows(points: list[dict[str, Any]], tuned: bool = False, shaped: bool 
     a core), a ready read's wait for its event loop (ms, ! on a client-bound point), what the server delivered in the
     window (tok/s), the HTTP phases (connect, first byte: p50 ms), the time to second token (p50 ms), tokens per
     chunk and chunks per request (:mod:`pipeline.metrics.clientside`, :mod:`pipeline.metrics.reads`)."""
-    keys = ("achieved_concurrency", "client_cpu_share", "client_read_wait_s", "delivered_output_throughput_tok_s",
-            "connect_s", "first_byte_s", "ttst_s", "tokens_per_chunk", "chunks_per_request")
-    if not any(p.get(k) is not None for p in points for k in keys):
+    if not any(p.get(name) is not None for p in points for name, _, _ in CLIENT_COLUMNS):
         return []
-    return [[*_lead(p, tuned, shaped), with_ci(p.get("achieved_concurrency"), p, "achieved_concurrency"),
-             with_ci(p.get("client_cpu_share"), p, "client_cpu_share", 100, "{:.0f}"),
-             fmt(p.get("client_read_wait_s"), 1e3) + ("!" if p.get("client_bound") else ""),
-             with_ci(p.get("delivered_output_throughput_tok_s"), p, "delivered_output_throughput_tok_s"),
-             fmt(_p50(p, "connect_s"), 1e3, "{:.2f}"), fmt(_p50(p, "first_byte_s"), 1e3),
-             with_ci(_p50(p, "ttst_s"), p, "ttst_s_per_repeat", 1e3), fmt(p.get("tokens_per_chunk"), 1, "{:.2f}"),
-             fmt(p.get("chunks_per_request"))]
-            for p in points]
+    bound = [i for i, (name, _, _) in enumerate(CLIENT_COLUMNS) if name == "client_read_wait_s"]
+    rows = []
+    for p in points:
+        cells = metric_cells(p, CLIENT_COLUMNS)
+        for i in bound if p.get("client_bound") else []:
+            cells[i] += "!"
+        rows.append([*_lead(p, tuned, shaped), *cells])
+    return rows
 
 
 def point_tables(points: list[dict[str, Any]], noisy_probe: str | None, tuned: bool = False,

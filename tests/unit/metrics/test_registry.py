@@ -133,3 +133,22 @@ def test_shows_point_fields_come_from_the_registry_unchanged():
     shown = set(POINT_FIELDS) | set(OPEN_LOOP_FIELDS)
     for m in registry.METRICS:  # a metric the registry shows is shown; one it does not, is not (in the points)
         assert (m.name in shown) == (m.show is not None), m.name
+
+
+def test_shows_tables_take_their_columns_and_formats_from_the_registry():
+    """The headers ``show`` printed before the registry, and one point's cells worked by hand: TTFT p50 0.0123 s
+    with a per-repeat interval [0.0118, 0.0130] reads ``12.3 ±0.6`` (ms, one decimal: half of 1.2 ms), its p99.9
+    from ``tails_s`` 0.02 s reads ``20.0``, a CPU share 0.456 reads ``46`` (%), MBU 0.5 reads ``0.50``."""
+    from pipeline.views.showtable import CLIENT_HEADER, metric_cell, point_header
+
+    head, _ = point_header(False, False)
+    assert head == ["model", "c", "out tok/s", "user tok/s", "req/s", "total tok/s", "repeats max/min", "TTFT p50 ms",
+                    "TTFT p99 ms", "TPOT p50 ms", "TPOT p95 ms", "TPOT p99.9 ms", "ITL p50 ms", "ITL p95 ms",
+                    "ITL p99.9 ms", "E2EL p50 ms", "E2EL p95 ms", "E2EL p99.9 ms", "MBU", "MFU", "KV %", "regime; notes"]
+    assert CLIENT_HEADER == ["in flight", "client CPU %", "read wait ms", "delivered tok/s", "connect p50 ms",
+                             "first byte p50 ms", "TTST p50 ms", "tok/chunk", "chunks/req"]
+    p = {"ttft_s": {"p50": 0.0123, "p99": None}, "ci95": {"ttft_s_per_repeat": [0.0118, 0.0130]},
+         "tails_s": {"ttft": {"p95": None, "p99_9": 0.02}}, "client_cpu_share": 0.456, "mbu": 0.5}
+    assert metric_cell(p, "ttft_s", "p50", ci=True) == "12.3 ±0.6"
+    assert metric_cell(p, "ttft_s", "p99") == "-" and metric_cell(p, "ttft_s", "p99.9") == "20.0"
+    assert metric_cell(p, "client_cpu_share") == "46" and metric_cell(p, "mbu") == "0.50"
