@@ -12,6 +12,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from pipeline.metrics import registry
 from pipeline.pages.escape import md_text
 from pipeline.pages.views import WorkloadView
 
@@ -23,12 +24,6 @@ def fmt(value: Any, digits: int = 1) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f"{value:,.{digits}f}"
     return str(value)
-
-
-def _ms(dist: dict[str, Any] | None, q: str) -> float | None:
-    """Quantile ``q`` of a latency distribution (seconds) in milliseconds, or None."""
-    v = (dist or {}).get(q)
-    return None if v is None else v * 1e3
 
 
 #: The pages' ``±`` in words (under a table with one).
@@ -47,6 +42,17 @@ def with_ci(value: float | None, p: dict[str, Any], key: str, scale: float = 1.0
     return f"{text} ±{fmt((ci[1] - ci[0]) / 2 * scale, digits)}"
 
 
+def metric_cell(p: dict[str, Any], name: str, stat: str | None = None, ci: bool = False) -> str:
+    """A point's page cell of a registry metric (:mod:`pipeline.metrics.registry`): its value
+    (:meth:`~pipeline.metrics.registry.Metric.value_in`) × the metric's display scale with its page digits
+    (:func:`fmt`), with ``±`` its interval over repeats when ``ci`` (:func:`with_ci`); ``–`` when unknown."""
+    m = registry.metric(name)
+    v, d = m.value_in(p, stat), m.display
+    if ci:
+        return with_ci(v, p, m.repeat_sample_of(stat or "value") or name, d.scale, d.digits)
+    return fmt(None if v is None else v * d.scale, d.digits)
+
+
 def point_rows(w: WorkloadView) -> list[dict[str, str]]:
     """The per-point table of a workload (model pages): one dict of formatted cells per point, in concurrency order.
 
@@ -62,12 +68,10 @@ def point_rows(w: WorkloadView) -> list[dict[str, str]]:
         a = aps.get(c, {})
         regime = (a.get("regime") or "–").replace("_", " ")
         kv = (a.get("server") or {}).get("kv_cache_usage_max")
-        rows.append({"c": str(c), "output": with_ci(p.get("output_throughput_tok_s"), p, "output_throughput_tok_s"),
-                     "per_user": fmt(p.get("per_user_tok_s")),
-                     "ttft_p50": with_ci((p.get("ttft_s") or {}).get("p50"), p, "ttft_s_per_repeat", 1e3, 2),
-                     "ttft_p99": fmt(_ms(p.get("ttft_s"), "p99"), 2),
-                     "tpot_p50": with_ci((p.get("tpot_s") or {}).get("p50"), p, "tpot_s_per_repeat", 1e3, 2),
-                     "tpot_p99": fmt(_ms(p.get("tpot_s"), "p99"), 2),
+        rows.append({"c": str(c), "output": metric_cell(p, "output_throughput_tok_s", ci=True),
+                     "per_user": metric_cell(p, "per_user_tok_s"),
+                     "ttft_p50": metric_cell(p, "ttft_s", "p50", ci=True), "ttft_p99": metric_cell(p, "ttft_s", "p99"),
+                     "tpot_p50": metric_cell(p, "tpot_s", "p50", ci=True), "tpot_p99": metric_cell(p, "tpot_s", "p99"),
                      "roofline": fmt(a.get("roofline_tok_s")), "mbu": w.mbu_cell(c), "mfu": w.mfu_cell(c),
                      "regime": regime + (f" ({kv * 100:,.1f} %)" if kv is not None else ""),
                      "client": client_cell(p), "note": w.note(c) or "–"})
@@ -79,10 +83,8 @@ def client_cell(p: dict[str, Any]) -> str | Markup:
     interval over repeats, :func:`with_ci`) and median event-loop wait of a ready read (ms, ``PointSummary.client_read_wait_s``), ``CLIENT-BOUND`` first when the client was the limit (:mod:`pipeline.metrics.clientside`); ``–`` without."""
     if p.get("achieved_concurrency") is None and p.get("client_cpu_share") is None:
         return "–"
-    wait = p.get("client_read_wait_s")
-    cpu = p.get("client_cpu_share")
-    cell = (f"{with_ci(p.get('achieved_concurrency'), p, 'achieved_concurrency')} in flight, "
-            f"CPU {with_ci(cpu, p, 'client_cpu_share', 100, 0)} %, read wait {fmt(None if wait is None else wait * 1e3, 1)} ms")
+    cell = (f"{metric_cell(p, 'achieved_concurrency', ci=True)} in flight, "
+            f"CPU {metric_cell(p, 'client_cpu_share', ci=True)} %, read wait {metric_cell(p, 'client_read_wait_s')} ms")
     if not p.get("client_bound"):
         return cell
     return Markup("**CLIENT-BOUND** ") + md_text(cell)  # bold on the page (a plain str's asterisks are escaped)
@@ -97,14 +99,17 @@ def stream_rows(w: WorkloadView) -> list[dict[str, str]]:
     the server delivered in the measured window, tok/s, ±); :mod:`pipeline.metrics.clientside` and
     :mod:`pipeline.metrics.reads` define them.
     """
-    keys = ("first_byte_s", "ttst_s", "tokens_per_chunk", "chunks_per_request", "delivered_output_throughput_tok_s")
-    if not any(p.get(k) is not None for p in w.points for k in keys):
+    if not any(p.get(name) is not None for p in w.points for name, _, _ in STREAM_COLUMNS.values()):
         return []
-    return [{"c": str(p["concurrency"]), "first_byte_p50": fmt(_ms(p.get("first_byte_s"), "p50"), 2),
-             "ttst_p50": with_ci((p.get("ttst_s") or {}).get("p50"), p, "ttst_s_per_repeat", 1e3, 2),
-             "tokens_per_chunk": fmt(p.get("tokens_per_chunk"), 2), "chunks_per_request": fmt(p.get("chunks_per_request")),
-             "delivered": with_ci(p.get("delivered_output_throughput_tok_s"), p, "delivered_output_throughput_tok_s")}
+    return [{"c": str(p["concurrency"]), **{key: metric_cell(p, *col) for key, col in STREAM_COLUMNS.items()}}
             for p in w.points]
+
+
+#: The stream table's cells: its key → (registry metric, statistic or None, ``±`` its interval).
+STREAM_COLUMNS = {"first_byte_p50": ("first_byte_s", "p50", False), "ttst_p50": ("ttst_s", "p50", True),
+                  "tokens_per_chunk": ("tokens_per_chunk", None, False),
+                  "chunks_per_request": ("chunks_per_request", None, False),
+                  "delivered": ("delivered_output_throughput_tok_s", None, True)}
 
 
 def ci_note(*tables: list[dict[str, str]]) -> str | None:
