@@ -14,8 +14,9 @@ Learned from AIPerf's ``metrics/types/*`` (one class per metric: tag, unit, flag
   ``tests/unit/pages/test_reference.py``).
 
 ``computed_by`` and ``reference`` name functions by dotted path, never by import: the array forms live in
-:mod:`pipeline.metrics.summarize`, :mod:`pipeline.metrics.reads` and :mod:`pipeline.metrics.clientside` (which import
-nothing of this module, so no import loop), an analysis figure's in :mod:`pipeline.analysis.analyze` (a later folder);
+:mod:`pipeline.metrics.arrayforms` (one function per metric), :mod:`pipeline.metrics.reads` (the per-read figures) and
+:mod:`pipeline.metrics.clientside` (the client's), which :mod:`pipeline.metrics.summarize` calls and which import nothing
+of this module, so no import loop, an analysis figure's in :mod:`pipeline.analysis.analyze` (a later folder);
 ``tests/unit/metrics/test_registry.py`` resolves every path.  The reference forms (per request and repeat record, the
 oracle the array forms are checked against value for value) are :mod:`pipeline.metrics.definitions`.
 
@@ -124,6 +125,7 @@ class Metric:
 
 
 _SUMMARIZE = "pipeline.metrics.summarize"
+_ARRAYS = "pipeline.metrics.arrayforms"
 _READS = "pipeline.metrics.reads"
 _CLIENT = "pipeline.metrics.clientside.client_figures"
 _DEF = "pipeline.metrics.definitions"
@@ -142,7 +144,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("output_throughput_tok_s", "output throughput", "tok/s", True, "scalar",
            "served: Σ n of finished requests / `duration_s`; static batch: B × (output_len − 1) / decode phase; "
            "median over repeats",
-           f"{_SUMMARIZE}._repeat_figures", Display("out", "tok/s"),
+           f"{_ARRAYS}.output_throughput_of", Display("out", "tok/s"),
            notes="vLLM's `serve.py`: `sum(actual_output_lens) / dur_s`; static batch: llama.cpp `S_TG` "
                  "(`tools/batched-bench/batched-bench.cpp`); `output_throughput_window` says which; GuideLLM's importer "
                  "takes its tokens / `duration`",
@@ -150,19 +152,19 @@ METRICS: tuple[Metric, ...] = (
            reference=f"{_DEF}.repeat_output_throughput", repeat_sample="output_throughput_tok_s", diff=("value",),
            gated=True, needs=("duration_s",)),
     Metric("per_user_tok_s", "per-user throughput", "tok/s", True, "scalar",
-           "1 / median `tpot_streamed_s` over the point's requests", f"{_SUMMARIZE}.summarize_point",
+           "1 / median `tpot_streamed_s` over the point's requests", f"{_ARRAYS}.per_user_of",
            Display("user", "tok/s"),
            notes="AIPerf's is 1 / ITL per request (its median 1 / the median TPOT); each repeat's own in `samples`",
            peers={"aiperf": "output_token_throughput_per_user"}, reference=f"{_DEF}.tpot_streamed_s",
            repeat_sample="per_user_tok_s", diff=("value",), gated=True, needs=("tpot_streamed_s",)),
-    Metric("ttft_s", "TTFT", "s", False, "distribution", "first − sent", f"{_SUMMARIZE}.summarize_point",
+    Metric("ttft_s", "TTFT", "s", False, "distribution", "first − sent", f"{_ARRAYS}.ttft_array",
            Display("TTFT", **_MS, digits=2),
            notes="vLLM's chat client takes the first chunk even when it carries only the role (no text); batchmark "
                  "takes the first chunk with a token",
            peers={"vllm": "ttft", "guidellm": "time_to_first_token_ms", "aiperf": "time_to_first_token"},
            reference=f"{_DEF}.ttft_s", repeat_sample="ttft_s_per_repeat", diff=("p50", "p99")),
     Metric("tpot_s", "TPOT", "s", False, "distribution",
-           "(last − first) / (n − 1) for n > 1; 0 when all tokens arrived at once", f"{_SUMMARIZE}._tpot_array",
+           "(last − first) / (n − 1) for n > 1; 0 when all tokens arrived at once", f"{_ARRAYS}.tpot_array",
            Display("TPOT", **_MS, digits=2),
            notes="vLLM's `serve.py` `calculate_metrics`: `(latency − ttft) / (output_len − 1)`, output_len from usage; "
                  "GuideLLM's `time_per_output_token_ms` includes TTFT and is another figure",
@@ -174,12 +176,12 @@ METRICS: tuple[Metric, ...] = (
            notes="batchmark's per-token ITL; equals vLLM's `itl` only when every chunk carries one token and comes in "
                  "a read of its own",
            reference=f"{_DEF}.itl_values", repeat_sample="itl_s_per_repeat"),
-    Metric("e2el_s", "E2EL", "s", False, "distribution", "last − sent", f"{_SUMMARIZE}.summarize_point",
+    Metric("e2el_s", "E2EL", "s", False, "distribution", "last − sent", f"{_ARRAYS}.e2el_array",
            Display("E2EL", **_MS, digits=2), notes="vLLM's `latency` = last chunk − start",
            peers={"vllm": "e2el", "guidellm": "request_latency", "aiperf": "request_latency"},
            reference=f"{_DEF}.e2el_s", repeat_sample="e2el_s_per_repeat"),
     Metric("prefill_throughput_tok_s", "prefill throughput", "tok/s", True, "scalar",
-           "B × input_len / prefill time (static batch), median over repeats", f"{_SUMMARIZE}._repeat_figures",
+           "B × input_len / prefill time (static batch), median over repeats", f"{_ARRAYS}.prefill_throughput_of",
            Display("prefill", "tok/s"), peers={"llama.cpp": "S_PP"},
            reference=f"{_DEF}.repeat_prefill_throughput"),
     Metric("itl_chunk_s", "chunk ITL", "s", False, "distribution",
@@ -190,27 +192,27 @@ METRICS: tuple[Metric, ...] = (
            peers={"vllm": "itl", "aiperf": "inter_chunk_latency"}, reference=f"{_DEF}.itl_chunk_values"),
     Metric("tpot_streamed_s", "streamed TPOT", "s", False, "distribution",
            "(last − first) / (n − h − 1) for n − h > 1 and last > first, else none",
-           f"{_SUMMARIZE}._tpot_streamed_array", Display("streamed TPOT", **_MS, digits=2),
+           f"{_ARRAYS}.tpot_streamed_array", Display("streamed TPOT", **_MS, digits=2),
            notes="batchmark's own decode rate (hidden reasoning tokens left out); `step_time_s` of served points and "
                  "`per_user_tok_s` = 1 / its median",
            reference=f"{_DEF}.tpot_streamed_s"),
     Metric("steady_output_throughput_tok_s", "steady output throughput", "tok/s", True, "scalar",
            "Σ n of finished requests / (first measured send → last measured completion), median over repeats",
-           f"{_SUMMARIZE}._repeat_figures", Display("steady", "tok/s"),
+           f"{_ARRAYS}.steady_throughput_of", Display("steady", "tok/s"),
            notes="batchmark's own steady-state window (with cool-down requests keeping N in flight)",
            reference=f"{_DEF}.repeat_steady_throughput"),
     Metric("duration_s", "duration", "s", None, "scalar",
            "first measured send → end of the last measured request, failed ones included, median over repeats",
-           f"{_SUMMARIZE}._duration_array", Display("duration", "s", text="{:.2f}", digits=2),
+           f"{_ARRAYS}.duration_of", Display("duration", "s", text="{:.2f}", digits=2),
            notes="vLLM's `benchmark_duration`: until every request returned",
            peers={"vllm": "duration", "aiperf": "benchmark_duration", "guidellm": "duration"},
            reference=f"{_DEF}.repeat_duration_s"),
     Metric("input_tokens_served", "input tokens served", "tokens", None, "scalar",
-           "mean prompt tokens per finished request as the server counted them", f"{_SUMMARIZE}.summarize_point",
+           "mean prompt tokens per finished request as the server counted them", f"{_ARRAYS}.mean_tokens",
            Display("in tok"), notes="vLLM's `total_input_tokens` / `completed` (its client takes `prompt_tokens` "
                                     "from usage)"),
     Metric("output_tokens_served", "output tokens served", "tokens", None, "scalar",
-           "mean output tokens per finished request as the server counted them", f"{_SUMMARIZE}.summarize_point",
+           "mean output tokens per finished request as the server counted them", f"{_ARRAYS}.mean_tokens",
            Display("out tok"), notes="vLLM's `total_output_tokens` / `completed`"),
     Metric("achieved_concurrency", "achieved concurrency", "requests", None, "scalar",
            "requests in flight as the client saw them (send → end of its read), time-weighted over the steady "
@@ -256,16 +258,16 @@ METRICS: tuple[Metric, ...] = (
            notes="AIPerf's chunk count"),
     Metric("send_rate_rps", "send rate", "req/s", None, "scalar",
            "(measured requests sent − 1) / (last send − first send), median over repeats",
-           f"{_SUMMARIZE}._repeat_figures", Display("sent", "req/s", text="{:.2f}", digits=2),
+           f"{_ARRAYS}.send_rate_of", Display("sent", "req/s", text="{:.2f}", digits=2),
            notes="batchmark's own: the rate the client really offered", reference=f"{_DEF}.send_rate",
            show="open_loop"),
     Metric("schedule_rate_rps", "schedule rate", "req/s", None, "scalar",
            "(measured requests sent − 1) / (last scheduled time − first), median over repeats",
-           f"{_SUMMARIZE}._repeat_figures", Display("scheduled", "req/s", text="{:.2f}", digits=2),
+           f"{_ARRAYS}.schedule_rate_of", Display("scheduled", "req/s", text="{:.2f}", digits=2),
            notes="batchmark's own: saturation under a concurrency cap holds the achieved rate against it",
            reference=f"{_DEF}.schedule_rate", show="open_loop"),
     Metric("achieved_rate_rps", "achieved rate", "req/s", None, "scalar",
-           "finished measured requests / steady window, median over repeats", f"{_SUMMARIZE}._repeat_figures",
+           "finished measured requests / steady window, median over repeats", f"{_ARRAYS}.achieved_rate_of",
            Display("achieved", "req/s", text="{:.2f}", digits=2),
            notes="GuideLLM's importer takes successful requests / `duration` (its `requests_per_second` is a rate over "
                  "time, another figure)",
@@ -277,10 +279,10 @@ METRICS: tuple[Metric, ...] = (
            notes="the schedule was kept when its p99 ≤ max(10 ms, 0.1 / rate) (`schedule_kept`)",
            show="open_loop"),
     Metric("ttft_with_queue_s", "TTFT with queueing", "s", False, "distribution", "first − queued",
-           f"{_SUMMARIZE}.summarize_point", Display("TTFT+queue", **_MS, digits=2),
+           f"{_ARRAYS}.ttft_with_queue_array", Display("TTFT+queue", **_MS, digits=2),
            notes="batchmark's own (client queueing included)", show=None),
     Metric("time_to_first_content_s", "time to first content", "s", False, "distribution",
-           "first visible (content, not reasoning) token − sent", f"{_SUMMARIZE}.summarize_point",
+           "first visible (content, not reasoning) token − sent", f"{_ARRAYS}.first_content_array",
            Display("first content", **_MS, digits=2), show=None),
     Metric("step_time_s", "step time", "s", False, "scalar",
            "static batch: decode window / decode steps, median over repeats; served: median `tpot_streamed_s`",
@@ -288,7 +290,7 @@ METRICS: tuple[Metric, ...] = (
            notes="the step MBU and MFU are taken at", reference=f"{_DEF}.repeat_step_time",
            repeat_sample="step_time_s", show=None, needs=("tpot_streamed_s",)),
     Metric("failure_rate", "failure rate", "fraction", False, "scalar",
-           "failed measured requests / measured requests", f"{_SUMMARIZE}.summarize_point",
+           "failed measured requests / measured requests", f"{_ARRAYS}.failure_rate_of",
            Display("failed", "%", 100, "{:.0f}", 0), reference=f"{_DEF}.point_caveats", show=None),
     Metric("mbu", "MBU", "fraction", True, "scalar",
            "bytes per step at the batch that ran / `step_time_s` / bandwidth", "pipeline.analysis.analyze._point_row",

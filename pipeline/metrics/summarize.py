@@ -3,12 +3,13 @@
 
 The definitions, one function per formula over request and repeat records, are
 :mod:`pipeline.metrics.definitions` (TTFT, TPOT, ITL, output throughput, the open-loop send and achieved
-rates, schedule kept, a point's caveats); SLO attainment and goodput are :mod:`pipeline.metrics.goodput`; the
-per-read figures over arrays (ITL, TTST, chunks) :mod:`pipeline.metrics.reads`.
-Here the same formulas run over a point's arrays, value for value, and the server's own view of the
-point (:func:`server_state`, from the ``/metrics`` scraped around and during each repeat) is added.
-Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).  No division here can
-raise: an empty window, a zero TPOT or a single-token request gives None.
+rates, schedule kept, a point's caveats); their array forms, one function per metric, are
+:mod:`pipeline.metrics.arrayforms`, the per-read figures' :mod:`pipeline.metrics.reads`, the client's
+:mod:`pipeline.metrics.clientside`, SLO attainment and goodput :mod:`pipeline.metrics.goodput`; the metric registry
+(:mod:`pipeline.metrics.registry`) names each metric's.  Here they are called over a point's arrays, per repeat and per
+point, and the server's own view of the point (:func:`server_state`, from the ``/metrics`` scraped around and during
+each repeat) is added.  Percentiles use numpy's linear interpolation (as ``vllm bench serve`` does).  No division
+here can raise: an empty window, a zero TPOT or a single-token request gives None.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.core.arrays import PointArrays, RequestArrays, from_records
+from pipeline.metrics import arrayforms
 from pipeline.metrics.goodput import slo_goodput_arrays
 from pipeline.metrics.lengthhist import point_length_hists
 from pipeline.core.lengthstats import drawn_lengths
@@ -78,17 +80,7 @@ def _med(values: list[float | None]) -> float | None:
     return float(median(vals)) if vals else None
 
 
-def _mean(values: list[int]) -> float | None:
-    """Arithmetic mean, None for no values."""
-    return float(sum(values)) / len(values) if values else None
-
-
-def _inverse(value: float) -> float | None:
-    """1 / value, None when value is not positive."""
-    return 1.0 / value if value > 0 else None
-
-
-# -- the formulas of pipeline.metrics.definitions over arrays (pipeline.core.arrays): what summarize_point computes from --
+# -- the formulas of pipeline.metrics.definitions over arrays: pipeline.metrics.arrayforms, pipeline.metrics.reads --
 
 def _point_caveats_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray) -> tuple[dict[str, int], dict[str, int]]:
     """:func:`pipeline.metrics.definitions.point_caveats` over the measured rows of ``a``."""
@@ -106,43 +98,6 @@ def _point_caveats_arrays(a: RequestArrays, measured: np.ndarray, ok: np.ndarray
     return dict(sorted(caveats.items())), dict(sorted(sources.items()))
 
 
-def _tpot_streamed_array(a: RequestArrays) -> np.ndarray:
-    """:func:`pipeline.metrics.definitions.tpot_streamed_s` of every row (NaN where it is None)."""
-    n = a.output_tokens - a.hidden_tokens
-    span = a.done_s - a.first_token_s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = span / (n - 1)
-    return np.where((n >= 2) & ~np.isnan(span) & (span > 0), out, np.nan)
-
-
-def _tpot_array(a: RequestArrays) -> np.ndarray:
-    """:func:`pipeline.metrics.definitions.tpot_s` (vLLM's) of every row (NaN where it is None)."""
-    n = a.output_tokens
-    span = a.done_s - a.first_token_s
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.maximum(span, 0.0) / (n - 1)
-    return np.where((n >= 2) & ~np.isnan(span), out, np.nan)
-
-
-def _request_end_array(a: RequestArrays) -> np.ndarray:
-    """:func:`pipeline.metrics.definitions.request_end_s` of every row: its last token, else its first, else its send."""
-    return np.where(~np.isnan(a.done_s), a.done_s, np.where(~np.isnan(a.first_token_s), a.first_token_s, a.sent_s))
-
-
-def _not_sent(a: RequestArrays) -> np.ndarray:
-    return np.fromiter(((e or "").startswith("not sent") for e in a.error), dtype=bool, count=len(a))
-
-
-def _duration_array(a: RequestArrays, in_rep: np.ndarray, measured: np.ndarray, not_sent: np.ndarray,
-                    end: np.ndarray) -> float | None:
-    """:func:`pipeline.metrics.definitions.repeat_duration_s` of one repeat (rows ``in_rep``)."""
-    meas = in_rep & measured & ~not_sent
-    if not meas.any():
-        return None
-    span = float(end[meas].max()) - float(a.sent_s[meas].min())
-    return span if span > 0 else None
-
-
 def _median_or_none(values: np.ndarray) -> float | None:
     return float(np.median(values)) if values.size else None
 
@@ -150,7 +105,8 @@ def _median_or_none(values: np.ndarray) -> float | None:
 def _repeat_figures(arrays: PointArrays, measured: np.ndarray, ok: np.ndarray, tpot: tuple[np.ndarray, np.ndarray],
                     streamed: tuple[np.ndarray, np.ndarray], ttft_all: np.ndarray, end_all: np.ndarray,
                     not_sent: np.ndarray, static: bool) -> tuple[list, ...]:
-    """Each repeat's own figures, one list per figure and one entry per repeat (None where it has none): output throughput (tok/s) and
+    """Each repeat's own figures, one list per figure and one entry per repeat (None where it has none), each by its
+    array form (:mod:`pipeline.metrics.arrayforms`): output throughput (tok/s) and
     steady throughput, duration (s) and goodput duration, per-user throughput, TTFT and TPOT medians and p99s (s),
     prefill throughput of a static batch, and of an open-loop point the send, schedule and achieved rates (req/s).
     ``tpot``, ``streamed``: each request's TPOT (s) and where it has one.  In the order (thr, steady, durs,
@@ -164,39 +120,27 @@ def _repeat_figures(arrays: PointArrays, measured: np.ndarray, ok: np.ndarray, t
     for i, rep in enumerate(repeats):
         in_rep = a.repeat == i
         rep_ok = in_rep & ok
-        n_ok = int(np.count_nonzero(rep_ok))
-        span = rep.window_end_s - rep.window_start_s
-        out_tokens = a.output_tokens[rep_ok]
-        dur = _duration_array(a, in_rep, measured, not_sent, end_all)  # repeat_duration_s
-        if rep.batching == "static_batch":  # repeat_output_throughput, repeat_steady_throughput, goodput_duration_s
-            thr.append(int((out_tokens - 1).sum()) / span if n_ok and span > 0 else None)
-            steady.append(None)
-            goodput_durs.append(max(span, 0.0))
-        else:
-            thr.append(int(out_tokens.sum()) / dur if n_ok and dur is not None else None)
-            steady.append(int(out_tokens.sum()) / span if n_ok and span > 0 else None)
-            goodput_durs.append(dur or 0.0)
+        sent = in_rep & measured & ~not_sent
+        dur = arrayforms.duration_of(a, sent, end_all)
+        thr.append(arrayforms.output_throughput_of(a, rep_ok, rep, dur))
+        steady.append(arrayforms.steady_throughput_of(a, rep_ok, rep))
+        # goodput's window (pipeline.metrics.goodput.goodput_duration_s): a static batch's decode phase, else the duration
+        goodput_durs.append(max(rep.window_end_s - rep.window_start_s, 0.0) if rep.batching == "static_batch"
+                            else dur or 0.0)
         durs.append(dur)
         rt = tpot_all[rep_ok & has_tpot]
-        rs = streamed_all[rep_ok & has_streamed]
-        per_user_rep.append(_inverse(float(np.median(rs))) if rs.size else None)
-        tpot_rep.append(float(np.median(rt)) if rt.size else None)
-        ttft_rep.append(float(np.median(ttft_all[rep_ok])) if n_ok else None)
+        per_user_rep.append(arrayforms.per_user_of(streamed_all[rep_ok & has_streamed]))
+        tpot_rep.append(_median_or_none(rt))
+        ttft_rep.append(_median_or_none(ttft_all[rep_ok]))
         # each repeat's own p99 (the diff tests p99 on one value per repeat, the independent unit)
         tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt.size else None)
-        ttft_p99_rep.append(float(np.percentile(ttft_all[rep_ok], 99)) if n_ok else None)
-        if static:  # repeat_prefill_throughput
-            if rep.batching != "static_batch" or rep.prefill_start_s is None or not rep.step_end_s:
-                prefill.append(None)
-            else:
-                pf = rep.step_end_s[0] - rep.prefill_start_s
-                prefill.append(int(a.input_tokens[rep_ok].sum()) / pf if pf > 0 and n_ok else None)
+        ttft_p99_rep.append(float(np.percentile(ttft_all[rep_ok], 99)) if rep_ok.any() else None)
+        if static:
+            prefill.append(arrayforms.prefill_throughput_of(a, rep_ok, rep))
         if key.open_loop:
-            s = np.sort(a.sent_s[in_rep & measured & ~not_sent])
-            sends.append(None if len(s) < 2 or s[-1] <= s[0] else (len(s) - 1) / float(s[-1] - s[0]))  # send_rate
-            q = np.sort(a.scheduled_s[in_rep & measured & ~not_sent & ~np.isnan(a.scheduled_s)])
-            scheds.append(None if len(q) < 2 or q[-1] <= q[0] else (len(q) - 1) / float(q[-1] - q[0]))  # schedule_rate
-            achieved.append(n_ok / span if span > 0 else None)  # achieved_rate
+            sends.append(arrayforms.send_rate_of(a, sent))
+            scheds.append(arrayforms.schedule_rate_of(a, sent))
+            achieved.append(arrayforms.achieved_rate_of(rep_ok, rep))
     return (thr, steady, durs, goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds,
             ttft_p99_rep, tpot_p99_rep)
 
@@ -228,7 +172,7 @@ def repeat_latencies(a: RequestArrays, ok: np.ndarray, n_repeats: int) -> dict[s
     ``ttft_s_per_repeat``: the repeat, not the request, is the independent sample (docs/diff-statistics.md)."""
     out: dict[str, list[float]] = {"itl_s_per_repeat": [], "itl_mean_s_per_repeat": [], "e2el_s_per_repeat": [],
                                    "ttst_s_per_repeat": []}
-    e2el = a.done_s - a.sent_s
+    e2el = arrayforms.e2el_array(a)
     for i in range(n_repeats):
         rows = ok & (a.repeat == i)
         itl, ttst = itl_array(a, rows), ttst_array(a, rows)
@@ -254,28 +198,28 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     ok_all = a.ok
     ok = measured & ok_all
     failed = measured & ~ok_all
-    tpot_all = _tpot_array(a)
-    streamed_all = _tpot_streamed_array(a)
+    tpot_all = arrayforms.tpot_array(a)
+    streamed_all = arrayforms.tpot_streamed_array(a)
     has_tpot = ok & ~np.isnan(tpot_all)
     has_streamed = ok & ~np.isnan(streamed_all)
     tpots = tpot_all[has_tpot]
     streamed = streamed_all[has_streamed]
-    ttft_all = a.first_token_s - a.sent_s
-    end_all = _request_end_array(a)
-    not_sent = _not_sent(a)
+    ttft_all = arrayforms.ttft_array(a)
+    end_all = arrayforms.request_end_array(a)
+    not_sent = arrayforms.not_sent(a)
     static = all(rep.batching == "static_batch" for rep in repeats)
     (thr, steady, durs, goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds,
      ttft_p99_rep, tpot_p99_rep) = _repeat_figures(arrays, measured, ok, (tpot_all, has_tpot),
                                                    (streamed_all, has_streamed), ttft_all, end_all, not_sent, static)
     steps = [repeat_step_time(rep) for rep in repeats]
     step_time = _med(steps) if static else _median_or_none(streamed)
-    per_user = _inverse(float(np.median(streamed))) if streamed.size else None
+    per_user = arrayforms.per_user_of(streamed)
     caveats, sources = _point_caveats_arrays(a, measured, ok)
-    firsts = (a.first_content_s - a.sent_s)[ok & ~np.isnan(a.first_content_s)]
+    firsts = arrayforms.first_content_array(a)[ok & ~np.isnan(a.first_content_s)]
     open_loop = key.open_loop
     lags = a.lag_s[measured & ~np.isnan(a.lag_s)].tolist()
     ttfts = ttft_all[ok]
-    itls, itl_chunks, e2els = itl_array(a, ok), itl_chunk_array(a, ok), (a.done_s - a.sent_s)[ok]
+    itls, itl_chunks, e2els = itl_array(a, ok), itl_chunk_array(a, ok), arrayforms.e2el_array(a)[ok]
     errors = sorted({e for e in a.error[failed] if e})[:10]
     meta = arrays.meta if isinstance(arrays.meta, dict) else {}
     windows = [(rep.window_start_s, rep.window_end_s) for rep in repeats]
@@ -291,7 +235,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         schedule_lag_s=distribution(lags) if open_loop else None,
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
         slo=slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
-        failure_rate=int(np.count_nonzero(failed)) / int(np.count_nonzero(measured)) if measured.any() else None,
+        failure_rate=arrayforms.failure_rate_of(measured, failed),
         caveats=caveats, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
         model=key.model, engine=key.engine, variant=key.variant, input_len=key.input_len, output_len=key.output_len,
@@ -300,15 +244,15 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
         output_throughput_window=("decode_phase" if static else "send_to_completion") if _med(thr) is not None else None,
         ttft_s=distribution(ttfts),
-        ttft_with_queue_s=distribution((a.first_token_s - a.queued_s)[ok]),
+        ttft_with_queue_s=distribution(arrayforms.ttft_with_queue_array(a)[ok]),
         tpot_s=distribution(tpots),
         tpot_streamed_s=distribution(streamed),
         itl_s=distribution(itls),
         itl_chunk_s=distribution(itl_chunks),
         steady_output_throughput_tok_s=None if static else _med(steady),
         duration_s=None if static else _med(durs),
-        input_tokens_served=float(int(a.input_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
-        output_tokens_served=float(int(a.output_tokens[ok].sum())) / int(np.count_nonzero(ok)) if ok.any() else None,
+        input_tokens_served=arrayforms.mean_tokens(a.input_tokens, ok),
+        output_tokens_served=arrayforms.mean_tokens(a.output_tokens, ok),
         e2el_s=distribution(e2els),
         tails_s={"ttft": tails(ttfts), "tpot": tails(tpots), "itl": tails(itls), "itl_chunk": tails(itl_chunks),
                  "e2el": tails(e2els)},

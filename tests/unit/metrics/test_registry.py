@@ -8,6 +8,7 @@ metric whose unit or direction disagrees with the summary's, a show field that v
 
 from __future__ import annotations
 
+import ast
 import importlib
 from dataclasses import fields
 
@@ -152,3 +153,102 @@ def test_shows_tables_take_their_columns_and_formats_from_the_registry():
     assert metric_cell(p, "ttft_s", "p50", ci=True) == "12.3 ±0.6"
     assert metric_cell(p, "ttft_s", "p99") == "-" and metric_cell(p, "ttft_s", "p99.9") == "20.0"
     assert metric_cell(p, "client_cpu_share") == "46" and metric_cell(p, "mbu") == "0.50"
+
+
+#: The fields of a point summary that are no metric: its key, what its figures are over or how they were measured,
+#: the per-repeat and per-request values behind them, and the server's and the machine's own state.
+NOT_METRICS = frozenset({
+    "model", "engine", "variant", "input_len", "output_len", "concurrency", "max_concurrency", "load", "rate_rps",
+    "burstiness", "errors", "samples", "caveats", "token_count_sources", "output_throughput_window", "server",
+    "interference", "schedule_kept", "slo", "tails_s", "client_bound", "client_bound_reason", "ci95", "length_hist",
+    "lengths"})
+
+
+def test_every_figure_of_a_point_summary_has_its_registry_entry():
+    """A figure added to PointSummary without a registry entry (its unit, formula, computing function, peers) fails
+    here: every field is a summary metric of the registry or one of :data:`NOT_METRICS`, never both."""
+    summary_fields = {f.name for f in fields(PointSummary)}
+    metrics = {m.name for m in registry.METRICS if m.source == "summary"}
+    assert not metrics & NOT_METRICS
+    assert summary_fields - NOT_METRICS == metrics, (summary_fields - NOT_METRICS) ^ metrics
+
+
+# -- no metric's formula outside the modules the registry names ------------------------------------------------------
+
+def formulas_outside(source: str, names: set[str]) -> list[tuple[str, int]]:
+    """(metric name, line) of each place in ``source`` that gives a metric of ``names`` a value computed there: a
+    keyword argument, a dict entry or an assignment (to a name, an attribute or a string subscript) named after the
+    metric whose value holds a subtraction or a division (a formula's arithmetic; a value read, copied or scaled by a
+    product is not one), in line order.  A heuristic: a formula computed into a variable of another name and passed
+    on is not seen, which :func:`test_every_figure_of_a_point_summary_has_its_registry_entry` and the reference
+    forms' tests cover for the summary."""
+    tree = ast.parse(source)
+
+    def arithmetic(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Sub, ast.Div)) for n in ast.walk(node))
+
+    def target_name(t: ast.AST) -> str | None:
+        if isinstance(t, ast.Name):
+            return t.id
+        if isinstance(t, ast.Attribute):
+            return t.attr
+        if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) and isinstance(t.slice.value, str):
+            return t.slice.value
+        return None
+
+    found = []
+    for node in ast.walk(tree):
+        pairs: list[tuple[str | None, ast.AST | None]] = []
+        if isinstance(node, ast.keyword):
+            pairs.append((node.arg, node.value))
+        elif isinstance(node, ast.Dict):
+            pairs += [(k.value if isinstance(k, ast.Constant) else None, v) for k, v in zip(node.keys, node.values)]
+        elif isinstance(node, ast.Assign):
+            pairs += [(target_name(t), node.value) for t in node.targets]
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            pairs.append((target_name(node.target), node.value))
+        found += [(n, v.lineno) for n, v in pairs if n in names and v is not None and arithmetic(v)]
+    return sorted(found, key=lambda hit: hit[1])
+
+
+def test_the_formula_scan_sees_a_formula_and_not_a_read():
+    """Hand-made sources: a TTFT computed in a dict, a TPOT in a keyword and an attribute; reads and unit scales are
+    no formula."""
+    names = {"ttft_s", "tpot_s", "mbu"}
+    src = ("row = {'ttft_s': r.first - r.sent}\nf(tpot_s=(e - t) / (n - 1))\nx.mbu = b / s / bw\n"
+           "g(ttft_s=p['ttft_s'], tpot_s=v * 1e-3)\nrow['mbu'] = a.get('mbu')\n")
+    assert formulas_outside(src, names) == [("ttft_s", 1), ("tpot_s", 2), ("mbu", 3)]
+
+
+#: Modules that compute a registry metric besides the ones the registry names, and why each may.
+FORMULAS_ALLOWED = {
+    "pipeline/importers/": "an importer states a peer's figure in batchmark's terms by the peer's definition "
+                           "(its unit, its per-user throughput = 1 / its median TPOT): docs/definitions.md",
+    "pipeline/predict/": "a prediction of a metric from the calibrated step model, not the measured formula",
+    "pipeline/simulation/": "the simulation model's harness figures, predicted in virtual time",
+    "pipeline/sweep/frontierwalk.py": "a predicted curve's per-user throughput (1 / predicted TPOT) beside the "
+                                      "measured points'",
+}
+
+
+def test_no_module_but_the_registrys_computes_a_metric():
+    """Outside the modules the registry names (each metric's ``computed_by`` and ``reference``) and
+    :data:`FORMULAS_ALLOWED`, no module of the package gives a registry metric a value it computed: the diff, show,
+    the pages and the analysis read each figure from the summary or the analysis, never derive it again."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    homes = {p.rpartition(".")[0].replace(".", "/") + ".py" for m in registry.METRICS
+             for p in (m.computed_by, m.reference) if p}
+    names = set(registry.BY_NAME)
+    found, allowed_used = {}, set()
+    for path in sorted((root / "pipeline").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        hits = formulas_outside(path.read_text(encoding="utf-8"), names)
+        allowed = next((a for a in FORMULAS_ALLOWED if rel.startswith(a)), None)
+        if hits and allowed:
+            allowed_used.add(allowed)
+        elif hits and rel not in homes:
+            found[rel] = hits
+    assert not found, f"a metric's formula outside the registry's modules (pipeline/metrics/registry.py): {found}"
+    assert allowed_used == set(FORMULAS_ALLOWED), f"stale allowances: {set(FORMULAS_ALLOWED) - allowed_used}"

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from pathlib import Path
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.core import arrays
-from pipeline.metrics import goodput, summarize as metrics, definitions as requestmetrics
+from pipeline.metrics import arrayforms, goodput, registry, summarize as metrics, definitions as requestmetrics
 from pipeline.store import pointfiles, runs, schemas
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord, RequestRecord
@@ -108,9 +109,9 @@ def test_array_formulas_equal_the_per_request_ones(pt: PointRecords):
     ok = a.ok
     assert ok.tolist() == [r.ok for r in reqs]
     assert metrics.itl_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_values(r)]
-    tp = metrics._tpot_array(a)
+    tp = arrayforms.tpot_array(a)
     assert [None if np.isnan(v) else v for v in tp[ok].tolist()] == [requestmetrics.tpot_s(r) for r in reqs if r.ok]
-    ts = metrics._tpot_streamed_array(a)
+    ts = arrayforms.tpot_streamed_array(a)
     assert [None if np.isnan(v) else v for v in ts[ok].tolist()] == [requestmetrics.tpot_streamed_s(r) for r in reqs if r.ok]
     assert metrics.itl_chunk_array(a, ok).tolist() == [v for r in reqs if r.ok for v in requestmetrics.itl_chunk_values(r)]
 
@@ -168,3 +169,34 @@ def test_a_point_left_half_written_is_measured_again(tmp_path: Path):
     assert pointfiles.load_point(path) == pt
     with pytest.raises(BatchmarkError, match="never overwritten"):
         runs.write_point(run, pt)
+
+
+def _resolve(path: str):
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+#: The registry's per-request metrics: an array form over a point's rows and a reference form over one record.
+PER_REQUEST = [m for m in registry.METRICS if m.reference and m.computed_by.endswith("_array")]
+
+
+@pytest.mark.parametrize("m", PER_REQUEST, ids=lambda m: m.name)
+@pytest.mark.parametrize("pt", POINTS)
+def test_every_per_request_array_form_is_its_reference_form(pt: PointRecords, m):
+    """Each metric's array form (the registry's ``computed_by``) against its reference form over the records
+    (``reference``, pipeline.metrics.definitions), value for value over the finished requests: a row's value (NaN for
+    None) of a per-row form (``arrayforms``), or the concatenated values of a per-read form (``reads``: a request
+    with none, such as a TTST whose second token came in the first read, gives none)."""
+    a = arrays.from_records(pt).requests
+    ok_reqs = [r for rep in pt.repeats for r in rep.requests if r.ok]
+    array_form, reference = _resolve(m.computed_by), _resolve(m.reference)
+    if m.computed_by.startswith("pipeline.metrics.reads."):
+        want = []
+        for r in ok_reqs:
+            v = reference(r)
+            want.extend(v if isinstance(v, list) else [] if v is None else [v])
+        assert array_form(a, a.ok).tolist() == want
+    else:
+        got = array_form(a)[a.ok].tolist()
+        assert [None if np.isnan(v) else v for v in got] == [reference(r) for r in ok_reqs]
+    assert len(PER_REQUEST) >= 7  # TTFT, TPOT, streamed TPOT, E2EL, ITL, chunk ITL, TTST
