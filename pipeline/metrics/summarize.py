@@ -102,64 +102,74 @@ def _median_or_none(values: np.ndarray) -> float | None:
     return float(np.median(values)) if values.size else None
 
 
+#: The per-repeat figures of :func:`_repeat_figures`, keyed by the metric registry's names (a repeat's own median or
+#: p99 of a latency by its ``samples`` key; ``goodput_duration_s``: the goodput's window).
+REPEAT_FIGURES = ("output_throughput_tok_s", "steady_output_throughput_tok_s", "duration_s", "goodput_duration_s",
+                  "per_user_tok_s", "ttft_s_per_repeat", "tpot_s_per_repeat", "ttft_p99_s_per_repeat",
+                  "tpot_p99_s_per_repeat", "prefill_throughput_tok_s", "send_rate_rps", "schedule_rate_rps",
+                  "achieved_rate_rps")
+
+
 def _repeat_figures(arrays: PointArrays, measured: np.ndarray, ok: np.ndarray, tpot: tuple[np.ndarray, np.ndarray],
                     streamed: tuple[np.ndarray, np.ndarray], ttft_all: np.ndarray, end_all: np.ndarray,
-                    not_sent: np.ndarray, static: bool) -> tuple[list, ...]:
-    """Each repeat's own figures, one list per figure and one entry per repeat (None where it has none), each by its
-    array form (:mod:`pipeline.metrics.arrayforms`): output throughput (tok/s) and
-    steady throughput, duration (s) and goodput duration, per-user throughput, TTFT and TPOT medians and p99s (s),
-    prefill throughput of a static batch, and of an open-loop point the send, schedule and achieved rates (req/s).
-    ``tpot``, ``streamed``: each request's TPOT (s) and where it has one.  In the order (thr, steady, durs,
-    goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds, ttft_p99_rep, tpot_p99_rep)."""
+                    not_sent: np.ndarray, static: bool) -> dict[str, list[float | None]]:
+    """Each repeat's own figures, ``{name: one entry per repeat}`` (None where a repeat has none) for each name of
+    :data:`REPEAT_FIGURES`, each by its array form (:mod:`pipeline.metrics.arrayforms`): output and steady throughput
+    (tok/s), duration and goodput duration (s), per-user throughput, TTFT and TPOT medians and p99s (s), and a static
+    batch's prefill throughput and an open-loop point's send, schedule and achieved rates (req/s; empty lists for
+    other points).  ``tpot``, ``streamed``: each request's TPOT (s) and where it has one."""
     a, repeats, key = arrays.requests, arrays.repeats, arrays.point
     tpot_all, has_tpot = tpot
     streamed_all, has_streamed = streamed
-    thr, steady, durs, goodput_durs = [], [], [], []
-    per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds = [], [], [], [], [], [], []
-    ttft_p99_rep, tpot_p99_rep = [], []
+    out: dict[str, list[float | None]] = {name: [] for name in REPEAT_FIGURES}
     for i, rep in enumerate(repeats):
         in_rep = a.repeat == i
         rep_ok = in_rep & ok
         sent = in_rep & measured & ~not_sent
         dur = arrayforms.duration_of(a, sent, end_all)
-        thr.append(arrayforms.output_throughput_of(a, rep_ok, rep, dur))
-        steady.append(arrayforms.steady_throughput_of(a, rep_ok, rep))
-        # goodput's window (pipeline.metrics.goodput.goodput_duration_s): a static batch's decode phase, else the duration
-        goodput_durs.append(max(rep.window_end_s - rep.window_start_s, 0.0) if rep.batching == "static_batch"
-                            else dur or 0.0)
-        durs.append(dur)
         rt = tpot_all[rep_ok & has_tpot]
-        per_user_rep.append(arrayforms.per_user_of(streamed_all[rep_ok & has_streamed]))
-        tpot_rep.append(_median_or_none(rt))
-        ttft_rep.append(_median_or_none(ttft_all[rep_ok]))
-        # each repeat's own p99 (the diff tests p99 on one value per repeat, the independent unit)
-        tpot_p99_rep.append(float(np.percentile(rt, 99)) if rt.size else None)
-        ttft_p99_rep.append(float(np.percentile(ttft_all[rep_ok], 99)) if rep_ok.any() else None)
+        figures = {
+            "output_throughput_tok_s": arrayforms.output_throughput_of(a, rep_ok, rep, dur),
+            "steady_output_throughput_tok_s": arrayforms.steady_throughput_of(a, rep_ok, rep),
+            "duration_s": dur,
+            # goodput's window (pipeline.metrics.goodput.goodput_duration_s): a static batch's decode phase, else
+            # the duration
+            "goodput_duration_s": (max(rep.window_end_s - rep.window_start_s, 0.0) if rep.batching == "static_batch"
+                                   else dur or 0.0),
+            "per_user_tok_s": arrayforms.per_user_of(streamed_all[rep_ok & has_streamed]),
+            "ttft_s_per_repeat": _median_or_none(ttft_all[rep_ok]),
+            "tpot_s_per_repeat": _median_or_none(rt),
+            # each repeat's own p99 (the diff tests p99 on one value per repeat, the independent unit)
+            "ttft_p99_s_per_repeat": float(np.percentile(ttft_all[rep_ok], 99)) if rep_ok.any() else None,
+            "tpot_p99_s_per_repeat": float(np.percentile(rt, 99)) if rt.size else None}
         if static:
-            prefill.append(arrayforms.prefill_throughput_of(a, rep_ok, rep))
+            figures["prefill_throughput_tok_s"] = arrayforms.prefill_throughput_of(a, rep_ok, rep)
         if key.open_loop:
-            sends.append(arrayforms.send_rate_of(a, sent))
-            scheds.append(arrayforms.schedule_rate_of(a, sent))
-            achieved.append(arrayforms.achieved_rate_of(rep_ok, rep))
-    return (thr, steady, durs, goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds,
-            ttft_p99_rep, tpot_p99_rep)
+            figures.update(send_rate_rps=arrayforms.send_rate_of(a, sent),
+                           schedule_rate_rps=arrayforms.schedule_rate_of(a, sent),
+                           achieved_rate_rps=arrayforms.achieved_rate_of(rep_ok, rep))
+        for name, value in figures.items():
+            out[name].append(value)
+    return out
 
 
-def _samples(thr: list, per_user_rep: list, steps: list, ttfts: np.ndarray, tpots: np.ndarray,
-             per_repeat: tuple[list, list, list, list]) -> dict[str, list[float]]:
-    """A point's samples: one value per repeat (throughputs in tok/s, step time, and ``per_repeat``'s TTFT and TPOT
-    medians and p99s in s, Nones left out), and every request's TTFT and TPOT (s)."""
-    ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep = per_repeat
+def _kept(values: list[float | None]) -> list[float]:
+    """``values`` without their Nones."""
+    return [v for v in values if v is not None]
+
+
+def _samples(per_repeat: dict[str, list[float | None]], steps: list[float | None], ttfts: np.ndarray,
+             tpots: np.ndarray) -> dict[str, list[float]]:
+    """A point's samples: one value per repeat (``per_repeat``'s throughputs in tok/s and TTFT and TPOT medians and
+    p99s in s, the step time, Nones left out), and every request's TTFT and TPOT (s)."""
     return {
-        "output_throughput_tok_s": [v for v in thr if v is not None],
-        "per_user_tok_s": [v for v in per_user_rep if v is not None],
-        "step_time_s": [v for v in steps if v is not None],
+        "output_throughput_tok_s": _kept(per_repeat["output_throughput_tok_s"]),
+        "per_user_tok_s": _kept(per_repeat["per_user_tok_s"]),
+        "step_time_s": _kept(steps),
         "ttft_s": ttfts.tolist(),
         "tpot_s": tpots.tolist(),
-        "ttft_s_per_repeat": [v for v in ttft_rep if v is not None],
-        "tpot_s_per_repeat": [v for v in tpot_rep if v is not None],
-        "ttft_p99_s_per_repeat": [v for v in ttft_p99_rep if v is not None],
-        "tpot_p99_s_per_repeat": [v for v in tpot_p99_rep if v is not None],
+        **{name: _kept(per_repeat[name]) for name in ("ttft_s_per_repeat", "tpot_s_per_repeat", "ttft_p99_s_per_repeat",
+                                                      "tpot_p99_s_per_repeat")},
     }
 
 
@@ -208,9 +218,9 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     end_all = arrayforms.request_end_array(a)
     not_sent = arrayforms.not_sent(a)
     static = all(rep.batching == "static_batch" for rep in repeats)
-    (thr, steady, durs, goodput_durs, per_user_rep, ttft_rep, tpot_rep, prefill, sends, achieved, scheds,
-     ttft_p99_rep, tpot_p99_rep) = _repeat_figures(arrays, measured, ok, (tpot_all, has_tpot),
-                                                   (streamed_all, has_streamed), ttft_all, end_all, not_sent, static)
+    per_repeat = _repeat_figures(arrays, measured, ok, (tpot_all, has_tpot), (streamed_all, has_streamed), ttft_all,
+                                 end_all, not_sent, static)
+    med = {name: _med(values) for name, values in per_repeat.items()}  # each figure's median over repeats
     steps = [repeat_step_time(rep) for rep in repeats]
     step_time = _med(steps) if static else _median_or_none(streamed)
     per_user = arrayforms.per_user_of(streamed)
@@ -224,39 +234,39 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     meta = arrays.meta if isinstance(arrays.meta, dict) else {}
     windows = [(rep.window_start_s, rep.window_end_s) for rep in repeats]
     client = client_figures(meta.get("client"), windows)
-    samples = {**_samples(thr, per_user_rep, steps, ttfts, tpots, (ttft_rep, tpot_rep, ttft_p99_rep, tpot_p99_rep)),
+    samples = {**_samples(per_repeat, steps, ttfts, tpots),
                **repeat_latencies(a, ok, len(repeats)), **client_repeat_samples(meta.get("client"), windows)}
     ci95 = {k: ci for k, v in samples.items() if k not in ("ttft_s", "tpot_s") and (ci := repeat_ci95(v)) is not None}
     return PointSummary(
         **client, **read_figures(a, ok), ci95=ci95 or None,
-        load=key.load, rate_rps=key.rate_rps, send_rate_rps=_med(sends) if open_loop else None,
-        achieved_rate_rps=_med(achieved) if open_loop else None,
-        schedule_rate_rps=_med(scheds) if open_loop else None,
+        load=key.load, rate_rps=key.rate_rps,
+        **{name: med[name] if open_loop else None for name in ("send_rate_rps", "achieved_rate_rps", "schedule_rate_rps")},
         schedule_lag_s=distribution(lags) if open_loop else None,
         schedule_kept=schedule_kept(lags, key.rate_rps) if open_loop and key.rate_rps else None,
-        slo=slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, goodput_durs) if slo else None,
+        slo=slo_goodput_arrays(arrays, slo, measured, ok, tpot_all, per_repeat["goodput_duration_s"]) if slo else None,
         failure_rate=arrayforms.failure_rate_of(measured, failed),
         caveats=caveats, token_count_sources=sources,
         time_to_first_content_s=distribution(firsts),
         model=key.model, engine=key.engine, variant=key.variant, input_len=key.input_len, output_len=key.output_len,
         concurrency=key.concurrency, max_concurrency=key.max_concurrency, repeats=len(repeats), completed=int(np.count_nonzero(ok)),
         failed=int(np.count_nonzero(failed)),
-        output_throughput_tok_s=_med(thr), per_user_tok_s=per_user,
-        output_throughput_window=("decode_phase" if static else "send_to_completion") if _med(thr) is not None else None,
+        output_throughput_tok_s=med["output_throughput_tok_s"], per_user_tok_s=per_user,
+        output_throughput_window=(("decode_phase" if static else "send_to_completion")
+                                  if med["output_throughput_tok_s"] is not None else None),
         ttft_s=distribution(ttfts),
         ttft_with_queue_s=distribution(arrayforms.ttft_with_queue_array(a)[ok]),
         tpot_s=distribution(tpots),
         tpot_streamed_s=distribution(streamed),
         itl_s=distribution(itls),
         itl_chunk_s=distribution(itl_chunks),
-        steady_output_throughput_tok_s=None if static else _med(steady),
-        duration_s=None if static else _med(durs),
+        steady_output_throughput_tok_s=None if static else med["steady_output_throughput_tok_s"],
+        duration_s=None if static else med["duration_s"],
         input_tokens_served=arrayforms.mean_tokens(a.input_tokens, ok),
         output_tokens_served=arrayforms.mean_tokens(a.output_tokens, ok),
         e2el_s=distribution(e2els),
         tails_s={"ttft": tails(ttfts), "tpot": tails(tpots), "itl": tails(itls), "itl_chunk": tails(itl_chunks),
                  "e2el": tails(e2els)},
-        prefill_throughput_tok_s=_med(prefill) if static else None,
+        prefill_throughput_tok_s=med["prefill_throughput_tok_s"] if static else None,
         step_time_s=step_time,
         errors=errors,
         server=server_state(arrays),  # type: ignore[arg-type]  (reads .repeats only)
