@@ -79,76 +79,53 @@ def tails(values: "list[float] | np.ndarray | None") -> Tails | None:
 class PointSummary:
     """Summary of one point over its repeats.
 
-    Throughput fields are medians over repeats (tokens/s); latency fields are
-    ``{"p50","p90","p99","mean"}`` over every successful measured request of every repeat
-    (s).  ``step_time_s`` is the median decode step (static batch) or median TPOT (served).
-    ``samples`` keeps what diffs and spreads need: one value per repeat for throughputs, one
-    per request for TTFT/TPOT, and the per-repeat medians of TTFT/TPOT
-    (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every request of a
-    repeat shares one prefill and one decode loop, so the repeat, not the request, is the
-    independent sample there.  Also per repeat (each where some repeat has it; absent from points summarized
-    before it was kept): ``itl_s_per_repeat`` / ``itl_mean_s_per_repeat`` (the repeat's median / mean per-token
-    ITL, s), ``e2el_s_per_repeat`` and ``ttst_s_per_repeat`` (its median E2EL and time to second token, s), and of
-    a served point's client (:func:`pipeline.metrics.clientside.client_repeat_samples`) ``achieved_concurrency``,
+    Each figure (every field that is a metric: throughputs, latency distributions, rates, the client's and the
+    stream's figures) is described once, in the metric registry (:mod:`pipeline.metrics.registry`: its unit, better
+    direction, formula, the function that computes it, the peers' names for it), whose table is docs/definitions.md's
+    "Every metric, its formula, and the peer definition it matches"; a field added here without an entry there fails
+    ``tests/unit/metrics/test_registry.py``.  Throughput fields are medians over repeats (tokens/s); latency fields
+    are :class:`Distribution` (``{"p50","p90","p99","mean"}``) over every successful measured request of every repeat
+    (s).  The fields that are no metric:
+
+    ``samples`` keeps what diffs and spreads need: one value per repeat for throughputs, one per request for TTFT/TPOT,
+    and the per-repeat medians of TTFT/TPOT (``ttft_s_per_repeat``, ``tpot_s_per_repeat``): in a static batch every
+    request of a repeat shares one prefill and one decode loop, so the repeat, not the request, is the independent
+    sample there.  Also per repeat (each where some repeat has it; absent from points summarized before it was kept):
+    ``itl_s_per_repeat`` / ``itl_mean_s_per_repeat`` (the repeat's median / mean per-token ITL, s),
+    ``e2el_s_per_repeat`` and ``ttst_s_per_repeat`` (its median E2EL and time to second token, s), and of a served
+    point's client (:func:`pipeline.metrics.clientside.client_repeat_samples`) ``achieved_concurrency``,
     ``client_cpu_share`` and ``delivered_output_throughput_tok_s`` (tok/s), the values whose medians are those
-    fields.  ``caveats``: ``{name: requests}`` of what a reader must know of the point's
-    requests (``failed_requests`` and the token-count flags of :mod:`pipeline.loadgen.tokencount`;
-    ``requestmetrics.point_caveats``), not the quality verdict *flagged* (:mod:`pipeline.analysis.quality`).
-    ``interference`` is the outside load while the point ran
-    (:func:`pipeline.machine.interference.outside_load`, kept by the sweep in the point file's ``meta``; None
-    for imported points and points measured before it was kept).
+    fields.  ``ci95``: ``{samples key: [low, high]}``, the 95 % confidence interval of the mean of each per-repeat
+    figure of ``samples`` (Student's t; two repeats or more; every key but the per-request ``ttft_s`` and ``tpot_s``).
+    ``caveats``: ``{name: requests}`` of what a reader must know of the point's requests (``failed_requests`` and the
+    token-count flags of :mod:`pipeline.loadgen.tokencount`; ``definitions.point_caveats``), not the quality verdict
+    *flagged* (:mod:`pipeline.analysis.quality`); ``token_count_sources``: requests per source of their count.
+    ``interference`` is the outside load while the point ran (:func:`pipeline.machine.interference.outside_load`,
+    kept by the sweep in the point file's ``meta``; None for imported points and points measured before it was kept).
+    ``server``: the server's own view from ``/metrics`` (:func:`pipeline.metrics.summarize.server_state`).
 
-    Open loop (``load`` ``poisson`` / ``constant``; ``concurrency`` is then None and ``max_concurrency``
-    the cap on requests in flight, None when uncapped; both as :class:`~pipeline.core.records.PointKey`):
-    ``rate_rps`` is the offered rate (requests/s), ``send_rate_rps`` the rate the measured
-    requests were really sent at, ``schedule_rate_rps`` the rate of their schedule (the offered rate as drawn:
-    under a cap the sends wait for a slot, the schedule does not) and ``achieved_rate_rps`` the rate they
-    completed at (medians over repeats; ``requestmetrics.send_rate``, ``requestmetrics.schedule_rate``,
-    ``requestmetrics.achieved_rate``),
-    ``schedule_lag_s`` the client's lag behind the schedule (send time − scheduled time, s) and
-    ``schedule_kept`` whether the client kept the schedule (``requestmetrics.schedule_kept``):
-    when False, requests went out late and the latencies miss the waiting the schedule would
-    have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
-    ``{"goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms" (per-request goodput limits),
-    "ttft_p99_max_ms", "tpot_p99_max_ms", "e2el_p99_max_ms" (p99 bounds), "good", "measured", "share_ok",
-    "goodput_rps", "goodput_tok_s", "p99_ok", "met"}`` (``goodput.slo_goodput``).  ``burstiness``: a gamma point's shape
-    (``open_loop.burstiness``, or an imported vLLM run's ``--burstiness``; 1 = Poisson).  All None for closed points.
+    Open loop (``load`` ``poisson`` / ``constant`` / ``gamma``; ``concurrency`` is then None and ``max_concurrency``
+    the cap on requests in flight, None when uncapped; both as :class:`~pipeline.core.records.PointKey`): ``rate_rps``
+    is the offered rate (requests/s); ``schedule_kept`` whether the client kept the schedule
+    (``definitions.schedule_kept``): when False, requests went out late and the latencies miss the waiting the
+    schedule would have caused (coordinated omission).  ``slo`` is the SLO check when the run has an SLO:
+    ``{"goodput_ttft_ms", "goodput_tpot_ms", "goodput_e2el_ms" (per-request goodput limits), "ttft_p99_max_ms",
+    "tpot_p99_max_ms", "e2el_p99_max_ms" (p99 bounds), "good", "measured", "share_ok", "goodput_rps", "goodput_tok_s",
+    "p99_ok", "met"}`` (``goodput.slo_goodput``).  ``burstiness``: a gamma point's shape (``open_loop.burstiness``, or
+    an imported vLLM run's ``--burstiness``; 1 = Poisson).  All None for closed points.
 
-    ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the
-    ``show --json`` contract fixes) was measured over (docs/definitions.md):
-    ``"decode_phase"`` for a static batch (the transformers backend, llama-batched-bench: output
-    tokens of the decode loop / its wall time, llama.cpp's S_TG; prefill is apart in
-    ``prefill_throughput_tok_s``) and ``"send_to_completion"`` for a served point (first
-    measured send to last measured completion, prefill and queueing included).
+    ``output_throughput_window`` says which window ``output_throughput_tok_s`` (the name the ``show --json`` contract
+    fixes) was measured over (docs/definitions.md): ``"decode_phase"`` for a static batch (the transformers backend,
+    llama-batched-bench: llama.cpp's S_TG; prefill is apart in ``prefill_throughput_tok_s``) and
+    ``"send_to_completion"`` for a served point (vLLM's: first measured send to the end of the last measured request).
 
-    Peer definitions (docs/definitions.md): ``itl_s`` is per token (batchmark's ITL)
-    and ``itl_chunk_s`` per chunk (vLLM's ``itl``: one gap per streamed chunk); ``tpot_s`` is
-    vLLM's TPOT ((E2EL − TTFT) / (output tokens − 1) over requests of more than one token) and
-    ``tpot_streamed_s`` batchmark's decode rate (streamed tokens only, requests whose tokens did
-    not all arrive at once), of which ``step_time_s`` and ``per_user_tok_s`` are taken.  For a
-    served point ``output_throughput_tok_s`` is vLLM's (output tokens / ``duration_s``: first
-    measured send → end of the last measured request, failed ones included) and
-    ``steady_output_throughput_tok_s`` batchmark's own window (first measured send → last
-    measured completion).  ``input_tokens_served`` / ``output_tokens_served``: mean prompt and
-    output tokens per finished request as the server counted them (None where not measured).
+    ``tails_s`` (what ``vllm bench serve --metric-percentiles 95,99.9`` prints): ``{"ttft", "tpot", "itl",
+    "itl_chunk", "e2el"}`` → :class:`Tails` of the same values as ``ttft_s``, ``tpot_s``, ``itl_s``, ``itl_chunk_s``,
+    ``e2el_s`` (:func:`tails`); None for points summarized before it was kept and for imports.
 
-    ``tails_s`` (what ``vllm bench serve --metric-percentiles 95,99.9`` prints): ``{"ttft", "tpot",
-    "itl", "itl_chunk", "e2el"}`` → :class:`Tails` of the same values as ``ttft_s``, ``tpot_s``, ``itl_s``,
-    ``itl_chunk_s``, ``e2el_s`` (:func:`tails`); None for points summarized before it was kept and for imports.
-
-    The client's own figures (served points; :mod:`pipeline.metrics.clientside`, docs/definitions.md): ``achieved_concurrency``
-    (requests in flight as the client saw them, time-weighted over the measured window), ``client_lag_s`` (its
-    event loop's lag, s), ``client_read_wait_s`` (the mean time a ready read waited for that loop, s),
-    ``client_cpu_share`` (its CPU time / wall time), ``connect_s`` and ``first_byte_s`` (HTTP phases: opening a
-    connection, a request's start to its response headers, s), ``client_bound`` with
-    ``client_bound_reason`` (the client, not the server, was the limit: the point is left out of the knee, the peak
-    and the diff's findings), ``delivered_output_throughput_tok_s`` (every token received inside the measured
-    window / the window: what the server delivered there).  Per read: ``itl_unresolved_share`` (chunks that came
-    in one socket read with the chunk before them: gaps not timed), ``tokens_per_chunk``, ``chunks_per_request``,
-    ``ttst_s`` (time to second token).  ``ci95``: ``{samples key: [low, high]}``, the 95 % confidence interval of
-    the mean of each per-repeat figure of ``samples`` (Student's t; two repeats or more; every key of ``samples``
-    but the per-request ``ttft_s`` and ``tpot_s``).  All None for points
-    summarized before they were kept, the in-process backend (client figures) and imports.
+    ``client_bound`` with ``client_bound_reason``: the client, not the server, was the limit (the point is left out
+    of the knee, the peak and the diff's findings; :mod:`pipeline.metrics.clientside`).  The client's figures are
+    None for points summarized before they were kept, the in-process backend and imports.
 
     ``length_hist``: a point of drawn lengths (``lengths:``), ``{"input", "output"[, "got"]}`` → :class:`LengthHist` of
     its measured requests' drawn prompt tokens (shared prefix included), drawn output tokens (the most each may get)
