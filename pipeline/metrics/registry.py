@@ -13,11 +13,13 @@ Learned from AIPerf's ``metrics/types/*`` (one class per metric: tag, unit, flag
 - the metrics table of docs/definitions.md (:func:`pipeline.pages.reference.metrics_table`, drift-checked by
   ``tests/unit/pages/test_reference.py``).
 
-``computed_by`` and ``reference`` name functions by dotted path, never by import: the array forms live in
-:mod:`pipeline.metrics.arrayforms` (one function per metric), :mod:`pipeline.metrics.reads` (the per-read figures) and
-:mod:`pipeline.metrics.clientside` (the client's), which :mod:`pipeline.metrics.summarize` calls and which import nothing
-of this module, so no import loop, an analysis figure's in :mod:`pipeline.analysis.analyze` (a later folder);
-``tests/unit/metrics/test_registry.py`` resolves every path.  The reference forms (per request and repeat record, the
+A record, not a class per metric: the formula AIPerf writes in a class's docstring is the record's ``formula``,
+which the docs table prints.  ``computed_by`` and ``reference`` name functions by dotted path, never by import.  The
+array forms live in :mod:`pipeline.metrics.arrayforms` (one function per metric), :mod:`pipeline.metrics.reads` (the
+per-read figures) and :mod:`pipeline.metrics.clientside` (the client's), which :mod:`pipeline.metrics.summarize` calls;
+none of them imports this module, so there is no import loop, and an analysis figure's function is in
+:mod:`pipeline.analysis.analyze` (a later folder, never imported from here).  ``tests/unit/metrics/test_registry.py``
+resolves every path.  The reference forms (per request and repeat record, the
 oracle the array forms are checked against value for value) are :mod:`pipeline.metrics.definitions`.
 
 Why here and not in ``core/`` beside :class:`~pipeline.core.pointsummary.PointSummary`: the registry points at the
@@ -94,7 +96,7 @@ class Metric:
     display: Display
     source: Literal["summary", "analysis"] = "summary"
     notes: str = ""
-    peers: dict[str, str] = field(default_factory=dict)
+    peers: dict[str, str] = field(default_factory=dict, hash=False)
     reference: str | None = None
     repeat_sample: str | None = None
     diff: tuple[str, ...] = ()
