@@ -14,6 +14,7 @@ from pipeline.pages.escape import anchor
 from pipeline.core.words import POST_KNEE_CAUSE_TEXT, knee_spread_words, knee_words
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, server_key, workload_of
 from pipeline.analysis.stages import RunResults
+from pipeline.metrics.registry import metric
 
 
 @dataclass
@@ -127,8 +128,8 @@ class WorkloadView:
         a = self.quality(concurrency)
         return implausible_cause(self.run_meta, a.get("implausible") or implausible_point(a)) if a else None
 
-    def mbu_cell(self, concurrency: int, digits: int = 2) -> str:
-        """MBU for a table cell; an impossible one (above 1) is marked as such, and one measured against a probe the
+    def mbu_cell(self, concurrency: int, digits: int = metric("mbu").display.digits) -> str:
+        """MBU for a table cell (``digits``: the registry's, :mod:`pipeline.metrics.registry`); an impossible one (above 1) is marked as such, and one measured against a probe the
         run itself calls noisy as unreliable: never shown as a plain result."""
         v = self.mbu(concurrency)
         if v is None:
@@ -168,8 +169,8 @@ class WorkloadView:
             return None
         return a.get("mfu_implausible") or implausible_mfu(a, self.roof_dtype, self.model_dtype)
 
-    def mfu_cell(self, concurrency: int, digits: int = 3) -> str:
-        """MFU for a table cell; one above 1 is marked with why its roof is wrong, never shown as a plain result."""
+    def mfu_cell(self, concurrency: int, digits: int = metric("mfu").display.digits) -> str:
+        """MFU for a table cell (``digits``: the registry's); one above 1 is marked with why its roof is wrong, never shown as a plain result."""
         v = self.quality(concurrency).get("mfu")
         if v is None:  # withheld against a roof a point beat (pipeline.analysis.underread), else not computable
             return "withheld: the probe under-read the compute roof" if self.quality(concurrency).get("mfu_withheld") else "–"
