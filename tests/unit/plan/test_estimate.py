@@ -154,8 +154,7 @@ def test_a_spark_plan_says_its_steps_are_the_engine_terms():
     assert text.splitlines()[-1] == ("predicted by the simulated server (the model cards in their served formats, "
                                      "pipeline/cards/servedformat.py; each step costed by vllm's engine terms, "
                                      "data/hardware/dgx-spark.yaml engines:, each with its source; priors, not "
-                                     "fitted: dense_compute_fraction, attention_factor, prefill_tflops): a prediction, "
-                                     "not a measurement")
+                                     "fitted: attention_factor): a prediction, not a measurement")
 
 
 def test_a_simulated_config_with_its_own_overhead_says_roofline(tmp_path):
