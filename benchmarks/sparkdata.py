@@ -34,6 +34,7 @@ class Point:
     tpot_s: float | None = None
     est_ppt_s: float | None = None  # llama-benchy's est_ppt: ttfr less its one-token request's latency (s)
     est_ppt_sd_s: float | None = None  # its standard deviation over the runs (the file's ± figure, s)
+    per_request_tok_s: float | None = None  # llama-benchy's t/s (req): the requests' mean decode rate (tokens/s)
     fit: bool = False  # a row of the new set that the terms are fitted to (:func:`_djangodevreng`), else only checked
 
 
@@ -134,7 +135,7 @@ DJANGO_PER_REQUEST = {"granite-4.1-8b"}
 def _djangodevreng(path: Path) -> list[Curve]:
     """The djangodevreng file (vLLM 0.26, llama-benchy 0.4.0 waves): a curve over c per (model, pp, tg) of tests 01,
     02, 03, 05, 06 (part 1, gpt-oss-20b) and 01, 03, 05 (part 2, Granite-4.1-8B), each point its tg row's ``t/s
-    (total)``, TPOT as 1 / its ``t/s (req)`` (the requests' mean decode rate), its pp row's ``ttfr`` (TTFT, what vllm bench serve calls it) and ``est_ppt``; ``fit`` where
+    (total)`` (its ``t/s (req)`` kept apart: the requests' mean decode rate), its pp row's ``ttfr`` (TTFT, what vllm bench serve calls it) and ``est_ppt``; ``fit`` where
     :data:`DJANGO_FIT_BATCHED` or c = 1 says so.  Test 04 (depth semantics unclear, low trust), the open loops and
     Ministral-3-8B (:data:`DJANGO_MODELS`) are left out."""
     curves: dict[tuple[str, int, int], Curve] = {}
@@ -158,7 +159,7 @@ def _djangodevreng(path: Path) -> list[Curve]:
                                              "wave", model, served, None, prompt, n, new=True,
                                              per_request=model in DJANGO_PER_REQUEST))
         total = c * mean(cells[3]) if curve.per_request else mean(cells[2])
-        curve.points.append(Point(c, 0, decode_tok_s=total, tpot_s=1 / mean(cells[3]), ttft_s=ttfr, est_ppt_s=est, est_ppt_sd_s=sd,
+        curve.points.append(Point(c, 0, decode_tok_s=total, per_request_tok_s=mean(cells[3]), ttft_s=ttfr, est_ppt_s=est, est_ppt_sd_s=sd,
                                   fit=c == 1 or key in DJANGO_FIT_BATCHED))
     return list(curves.values())
 

@@ -103,7 +103,7 @@ def fit_dense_compute(curves, engine: str, terms, quiet: bool = False) -> float:
     from spark_truth import BW, HW, card_after
 
     rows = [(c, card_after(c), p) for c in curves if c.engine == engine and c.new for p in c.points
-            if p.fit and p.tpot_s and not card_after(c).expert_bytes]
+            if p.fit and p.per_request_tok_s and not card_after(c).expert_bytes]
     if not rows:
         return float(terms.dense_compute_fraction or terms.compute_fraction)
     peak = HW.compute_peak_tflops()
@@ -113,13 +113,13 @@ def fit_dense_compute(curves, engine: str, terms, quiet: bool = False) -> float:
 
     def cost(log_f: float) -> float:
         t = terms.model_copy(update={"dense_compute_fraction": float(np.exp(log_f))})
-        return sum(np.log(tpot(c, card, p, t) / p.tpot_s) ** 2 for c, card, p in rows)
+        return sum(np.log(tpot(c, card, p, t) * p.per_request_tok_s) ** 2 for c, card, p in rows)
 
     best = minimize_scalar(cost, bounds=(np.log(1e-3), 0.0), method="bounded")
     f = float(np.exp(best.x))
     if not quiet:
         t = terms.model_copy(update={"dense_compute_fraction": f})
-        res = [tpot(c, card, p, t) / p.tpot_s - 1 for c, card, p in rows]
+        res = [tpot(c, card, p, t) * p.per_request_tok_s - 1 for c, card, p in rows]
         print(f"# {engine} dense_compute_fraction {f:.3f} over {len(rows)} TPOTs of {rows[0][1].name}, residuals "
               f"{', '.join(f'{r:+.0%}' for r in res)} (c {', '.join(str(p.concurrency) for *_, p in rows)})")
     return f
