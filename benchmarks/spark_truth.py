@@ -19,8 +19,9 @@ were fitted to these same curves (--fit), so the plan figures here are in-sample
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
 the error on the source left out beside the in-sample one.  Then the held-out curves (``holdout: true`` in
 data/published/dgx-spark.yaml: never fitted to, so out of sample), the new set apart (``../shared/reference/``
-djangodevreng: gpt-oss-20b waves on vLLM 0.26, its single-stream prompts fitted for vLLM's prefill rates, the rest
-not fitted: :func:`sparkdata._djangodevreng`), and the points set aside as one-offs
+djangodevreng: gpt-oss-20b and Granite-4.1-8B waves on vLLM 0.26; vLLM's served terms fitted to its single streams and
+Granite's pp1024 tg1024 (:mod:`sparkserved`), its other points reported on their own as never fitted:
+:func:`sparkdata._djangodevreng`), and the points set aside as one-offs
 (:func:`sparkdata.set_aside_one_offs`: a static batch slower than a larger one of the same prompt), each with why.
 """
 

@@ -61,7 +61,7 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int, engine: str = "vllm", lengths: Lengths | None = None,
+               largest_concurrency: int, engine: str, lengths: Lengths | None = None,
                cfg: Any = None) -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags;
     ``max_model_len`` the longest request ``lengths`` draws at this shape, or the sweep config ``cfg``'s replayed trace
@@ -157,7 +157,8 @@ class SimulatedBackend:
             card = with_kv_cache(card, kv)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
-                                 self.cfg.max_in_flight(), lengths=self.cfg.lengths, cfg=self.cfg)
+                                 self.cfg.max_in_flight(), "vllm", lengths=self.cfg.lengths,  # vLLM's flags and terms
+                                 cfg=self.cfg)
         s = self.server
         name = self.variant.name if self.variant is not None else DEFAULT_VARIANT
         self.servers[server_key(spec.name, name)] = {

@@ -13,12 +13,16 @@ A published figure comes from a harness, and the same server gives different fig
   that step-by-step timeline, and the throughputs from llama-benchy's definitions over it (:func:`wave`);
 - ``closed``: c requests in flight, each replaced when it completes (vllm bench serve ``--max-concurrency``,
   batchmark's closed loop).  In steady state every step decodes c sequences and prefills the prompts that
-  arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = one prompt's prefill
-  plus half a step (the step it arrives in).
+  arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = the request's fixed cost
+  + its prompt's FLOPs + the step that carries them (a pass alone at c = 1, else the others' decode step) + half a
+  step of waiting for the one in flight (none at c = 1: nothing else is in flight).
 
-A wave's and a closed loop's TTFT count a prefill pass at no less than its weight read
-(:func:`pipeline.cards.stepcost.prefill_weight_floor_s`: a short prompt is bound by it); a static batch's prompts (the
-benches' 512 tokens and more) are bound by their FLOPs.
+A served request (a wave's, a closed loop's) pays its engine's fixed request cost (``request_latency_s``:
+:func:`request_fixed_s`), and where the engine states one its prompt's pass costs its weight read *plus* its FLOPs
+(:func:`pipeline.cards.stepcost.one_pass_s`, the roofs added as a decode step adds them), one pass per chunk of
+``max_num_batched_tokens``; where it states none, the pass is the old floor, max(FLOPs, weight read)
+(:func:`pipeline.cards.stepcost.prefill_weight_floor_s`).  A static batch's prompts (the benches' 512 tokens and
+more) are bound by their FLOPs, and no request is sent.
 
 Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:`pipeline.cards.stepcost.prefill_s`.
 """

@@ -75,7 +75,7 @@ def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     cfg = load_config(SPARK)
     plan = spark_full_plan
     spec = next(m for m in cfg.models if m.name == "llama-3.1-8b-instruct")
-    server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256)
+    server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256, "vllm")
     res = simulate_repeat(server, 1024, 256, 8, 32, concurrency=8)  # c = 8: 8 warm-up + max(4·8, 32) measured
     pt = next(p for m in plan.models if m.model == spec.name for p in m.points if p.concurrency == 8 and p.load == "closed")
     assert pt.wall_s == pytest.approx(cfg.repeats * (res.end_s + REPEAT_OVERHEAD_S))
