@@ -279,12 +279,16 @@ def held_out(curves: list[Curve], new: bool = False) -> None:
                 unseen[m] += errors(c, mode, True, fitted=False)[m] if new and mode == "plan" else []
             print(f"{c.source[:44]:44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS))
     print("-" * len(head))
+    stand_in = sorted({f"{c.engine} by {HW.terms_owner(c.engine)}'s" for c in mine
+                       if HW.terms_owner(c.engine) not in (None, c.engine)})
     rows = list(total.items()) + ([("plan", unseen)] if new else [])
     for i, (mode, e) in enumerate(rows):
         both = e["decode_tok_s"] + e["ttft_s"]
         name = "ALL " + ("new" if new else "held out") + (", not fitted" if i == 2 else "")
         print(f"{name:44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS) + f"   decode+TTFT {_fmt(both)}"
               + (" (goal: median <= 15%, worst <= 35%)" if i == 2 else ""))
+    if stand_in:
+        print(f"  priced by another engine's terms (a stand-in, no terms of its own): {', '.join(stand_in)}")
 
 
 def set_aside(curves: list[Curve]) -> None:

@@ -119,3 +119,19 @@ def test_the_spark_fit_gives_the_profiles_vllm_terms():
         assert got.prefill_attention_tflops[hd] == pytest.approx(VLLM.prefill_attention_tflops[hd], abs=0.05)
     for name in ("bandwidth_fraction", "compute_fraction", "dense_compute_fraction", "step_overhead_s"):
         assert getattr(got, name) == pytest.approx(getattr(VLLM, name), rel=0.01)
+
+
+def test_a_prompt_in_a_step_with_decoders_adds_only_the_experts_they_do_not_read():
+    """A prompt chunk riding a decode step: the step already reads the dense weights and the decoders' experts, so the
+    chunk adds its FLOPs and the experts only its tokens touch.  gpt-oss-20b, 256 prompt tokens beside 1 decoder:
+    10.166 GB of experts × (coverage of 257 tokens, 1 − (28/32)^257 ≈ 1, less 1 token's 4/32) = 8.895 GB at
+    0.799 × 273 GB/s = 40.78 ms; a dense model's chunk adds no read (Granite: 0)."""
+    got = harness._prefill_pass_s(GPT, VLLM, 273, 0.0, 256, 1, latency=True)
+    assert got == pytest.approx(GPT.expert_bytes * (1 - (28 / 32) ** 257 - 4 / 32) / (0.799 * 273e9), rel=1e-3)
+    assert got == pytest.approx(0.04078, abs=2e-4)
+    assert harness._prefill_pass_s(GRANITE, VLLM, 273, 0.05, 256, 3, latency=True) == pytest.approx(0.05)
+    # alone in its step: the FLOPs + a whole pass; without a request latency (the old floor): the larger of the two
+    assert harness._prefill_pass_s(GRANITE, VLLM, 273, 0.05, 256, 0, latency=True) == pytest.approx(
+        0.05 + 0.00384 + GRANITE.dense_bytes / (0.799 * 273e9), rel=1e-3)
+    assert harness._prefill_pass_s(GRANITE, VLLM, 273, 0.05, 256, 0, latency=False) == pytest.approx(
+        GRANITE.dense_bytes / (0.799 * 273e9), rel=1e-3)
