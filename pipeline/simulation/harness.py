@@ -78,7 +78,7 @@ def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: 
     done: list[float | None] = [None] * c
     ctx = input_len + output_len / 2
     steps: dict[int, float] = {}
-    latency = getattr(terms, "request_latency_s", None) is not None and bool(terms.request_latency_s)
+    latency = _states_latency(terms)
     t, nxt = terms.prefill_overhead_s + request_fixed_s(card, terms), 0
     while any(d is None for d in done):
         active = [r for r in range(c) if first[r] is not None and done[r] is None]
@@ -111,6 +111,11 @@ def request_fixed_s(card: ModelCard, terms) -> float:
     of the card's name; 0 for terms that state none)."""
     fixed = getattr(terms, "request_fixed_s", None)
     return fixed(card.name) if fixed is not None else 0.0
+
+
+def _states_latency(terms) -> bool:
+    """Whether ``terms`` state a request latency (then a served prompt's pass is added to its FLOPs: module docstring)."""
+    return bool(getattr(terms, "request_latency_s", None))
 
 
 def _prefill_pass_s(card: ModelCard, terms, bandwidth_gb_s: float, compute_s: float, prompt_tokens: int,
@@ -164,7 +169,7 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
     one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
     step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
     mixed = step + (c / max(output_len, 1)) * one  # each step also prefills the prompts that arrive meanwhile
-    if terms.request_latency_s:  # the prompt's step: a pass (or the others' decode step) + its FLOPs, after the wait
+    if _states_latency(terms):  # the prompt's step: a pass (or the others' decode step) + its FLOPs, after the wait
         carry = max(step, one_pass_s(card, input_len, terms, bandwidth_gb_s)) if c > 1 else \
             one_pass_s(card, input_len, terms, bandwidth_gb_s)
         ttft = request_fixed_s(card, terms) + one + carry + (mixed / 2 if c > 1 else 0.0)
