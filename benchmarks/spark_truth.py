@@ -19,8 +19,9 @@ were fitted to these same curves (--fit), so the plan figures here are in-sample
 leaves each source out in turn (its engine's terms fitted to the other sources, :func:`leave_one_out`) and gives
 the error on the source left out beside the in-sample one.  Then the held-out curves (``holdout: true`` in
 data/published/dgx-spark.yaml: never fitted to, so out of sample), the new set apart (``../shared/reference/``
-djangodevreng: gpt-oss-20b waves on vLLM 0.26, its single-stream prompts fitted for vLLM's prefill rates, the rest
-not fitted: :func:`sparkdata._djangodevreng`), and the points set aside as one-offs
+djangodevreng: gpt-oss-20b and Granite-4.1-8B waves on vLLM 0.26; vLLM's served terms fitted to its single streams and
+Granite's pp1024 tg1024 (:mod:`sparkserved`), its other points reported on their own as never fitted:
+:func:`sparkdata._djangodevreng`), and the points set aside as one-offs
 (:func:`sparkdata.set_aside_one_offs`: a static batch slower than a larger one of the same prompt), each with why.
 """
 
@@ -168,15 +169,16 @@ def predict_curve(c: Curve, after: bool, terms=None) -> dict[int, dict[str, floa
     return out
 
 
-def errors(c: Curve, mode: str, after: bool, terms=None) -> dict[str, list[float]]:
+def errors(c: Curve, mode: str, after: bool, terms=None, fitted: bool | None = None) -> dict[str, list[float]]:
     """Absolute relative errors per metric of one curve (``mode`` plan: every point; predict: the non-calibration ones),
-    after: by ``terms`` (default: the profile's)."""
+    after: by ``terms`` (default: the profile's); ``fitted`` True / False: only the points the terms were / were not
+    fitted to (``Point.fit``, the new set's), None: all."""
     errs: dict[str, list[float]] = {m: [] for m in METRICS}
     pred = predict_curve(c, after, terms) if mode == "predict" else None
     cal = set(calibration(c)) if mode == "predict" else set()
     for p in c.points:
         x = p.depth if c.by_depth else p.concurrency
-        if x in cal:
+        if x in cal or (fitted is not None and p.fit != fitted):
             continue
         got = plan_point(c, p, after, terms) if mode == "plan" else pred[x]
         meas = measured(c, p)
@@ -261,10 +263,12 @@ def held_out(curves: list[Curve], new: bool = False) -> None:
         return
     name = "new set (djangodevreng)" if new else "held out (never fitted)"
     head = f"{name:44} {'mode':8} " + " ".join(f"{m:>15}" for m in ("decode tok/s", "TPOT", "TTFT"))
-    print(("\nthe new set (vLLM 0.26 gpt-oss-20b waves, llama-benchy 0.4.0 t/s (total) and ttfr), reported apart\n"
+    print(("\nthe new set (vLLM 0.26 gpt-oss-20b and Granite-4.1-8B waves, llama-benchy 0.4.0 t/s (total) or c x t/s (req), "
+           "and ttfr), reported apart; the vLLM served terms fitted to its single streams and Granite's pp1024 tg1024\n"
            if new else "\nheld-out sources (out of sample: added after the terms were fitted)\n") + head + "\n"
           + "-" * len(head))
     total = {mode: {m: [] for m in METRICS} for mode in ("plan", "predict")}
+    unseen = {m: [] for m in METRICS}  # the new set's points no term was fitted to
     for c in mine:
         for mode in ("plan", "predict"):
             if mode == "predict" and not predictable(c):
@@ -272,12 +276,19 @@ def held_out(curves: list[Curve], new: bool = False) -> None:
             e = errors(c, mode, True)
             for m in METRICS:
                 total[mode][m] += e[m]
+                unseen[m] += errors(c, mode, True, fitted=False)[m] if new and mode == "plan" else []
             print(f"{c.source[:44]:44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS))
     print("-" * len(head))
-    for mode, e in total.items():
+    stand_in = sorted({f"{c.engine} by {HW.terms_owner(c.engine)}'s" for c in mine
+                       if HW.terms_owner(c.engine) not in (None, c.engine)})
+    rows = list(total.items()) + ([("plan", unseen)] if new else [])
+    for i, (mode, e) in enumerate(rows):
         both = e["decode_tok_s"] + e["ttft_s"]
-        print(f"{'ALL ' + ('new' if new else 'held out'):44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS)
-              + f"   decode+TTFT {_fmt(both)}")
+        name = "ALL " + ("new" if new else "held out") + (", not fitted" if i == 2 else "")
+        print(f"{name:44} {mode:8} " + " ".join(f"{_fmt(e[m]):>15}" for m in METRICS) + f"   decode+TTFT {_fmt(both)}"
+              + (" (goal: median <= 15%, worst <= 35%)" if i == 2 else ""))
+    if stand_in:
+        print(f"  priced by another engine's terms (a stand-in, no terms of its own): {', '.join(stand_in)}")
 
 
 def set_aside(curves: list[Curve]) -> None:

@@ -32,6 +32,10 @@ class Point:
     prefill_tok_s: float | None = None
     ttft_s: float | None = None
     tpot_s: float | None = None
+    est_ppt_s: float | None = None  # llama-benchy's est_ppt: ttfr less its one-token request's latency (s)
+    est_ppt_sd_s: float | None = None  # its standard deviation over the runs (the file's ± figure, s)
+    per_request_tok_s: float | None = None  # llama-benchy's t/s (req): the requests' mean decode rate (tokens/s)
+    fit: bool = False  # a row of the new set that the terms are fitted to (:func:`_djangodevreng`), else only checked
 
 
 @dataclass
@@ -109,36 +113,54 @@ def _llama_bench(path: Path) -> list[Curve]:
     return out
 
 
-#: djangodevreng's gpt-oss-20b (vLLM 0.26, the checkpoint as it is: MXFP4 experts, bf16 attention and head, FP8 KV).
+#: djangodevreng's served formats (vLLM 0.26, each checkpoint as it is, FP8 KV): gpt-oss-20b MXFP4 experts with bf16
+#: attention and head; Granite-4.1-8B bf16 throughout.
 DJANGO_SERVED = {"attention": "bf16", "head": "bf16", "experts": "mxfp4", "kv_cache": "fp8"}
+DJANGO_DENSE = {"attention": "bf16", "head": "bf16", "mlp": "bf16", "kv_cache": "fp8"}
 DJANGO_URL = "djangodevreng/dgx-spark-benchmarks (../shared/reference)"
+#: The file's served names: card, served format.  Ministral-3-8B is left out: no config of its text model at hand
+#: (and its folder's "bf16" is most likely FP8: the file's own note), so no card.
+DJANGO_MODELS = {"gpt-oss-20b-mxfp4": ("gpt-oss-20b", DJANGO_SERVED), "granite-4-1-8b-bf16": ("granite-4.1-8b", DJANGO_DENSE)}
+#: The rows the vLLM terms are fitted to: every single stream (c = 1: the request latency, the prefill rates, the
+#: bandwidth), and the dense model's first test (pp1024 tg1024, c 5 and 10: its matmuls' compute fraction).  The rest
+#: (gpt-oss-20b's waves at c 5-20, Granite's pp256 tg4096 at c 5 and 10) are checked, never fitted.
+DJANGO_FIT_BATCHED = {("granite-4.1-8b", 1024, 1024)}
+#: Models whose waves are read as c × ``t/s (req)`` (``Curve.per_request``), not ``t/s (total)``: Granite-4.1-8B's
+#: outputs stop at EOS before ``--tg`` and apart (pp256 tg4096 at c 5: ``peak t/s`` 70.0, all five decoding at about
+#: their single stream's 13-14 tok/s, while ``t/s (total)`` is 30.3 over the longest one's window), so its total
+#: counts tokens the file does not state; its per-request rate is the step time the requests saw.
+DJANGO_PER_REQUEST = {"granite-4.1-8b"}
 
 
 def _djangodevreng(path: Path) -> list[Curve]:
-    """Part 1 of the djangodevreng file (gpt-oss-20b on vLLM 0.26, llama-benchy 0.4.0 waves): a curve over c per
-    (pp, tg) of tests 01, 02, 03, 05, 06, each point its tg row's ``t/s (total)`` and its pp row's ``ttfr`` (TTFT,
-    what vllm bench serve calls it).  Test 04 (depth semantics unclear, low trust) and part 2 (Ministral-3-8B,
-    Granite-4.1-8B: no card in data/models/) are left out."""
-    part1 = path.read_text(encoding="utf-8").split("# Part 2")[0]
-    curves: dict[tuple[int, int], Curve] = {}
-    ttfr: dict[tuple[int, int], float] = {}
-    for line in part1.splitlines():
+    """The djangodevreng file (vLLM 0.26, llama-benchy 0.4.0 waves): a curve over c per (model, pp, tg) of tests 01,
+    02, 03, 05, 06 (part 1, gpt-oss-20b) and 01, 03, 05 (part 2, Granite-4.1-8B), each point its tg row's ``t/s
+    (total)`` (its ``t/s (req)`` kept apart: the requests' mean decode rate), its pp row's ``ttfr`` (TTFT, what vllm bench serve calls it) and ``est_ppt``; ``fit`` where
+    :data:`DJANGO_FIT_BATCHED` or c = 1 says so.  Test 04 (depth semantics unclear, low trust), the open loops and
+    Ministral-3-8B (:data:`DJANGO_MODELS`) are left out."""
+    curves: dict[tuple[str, int, int], Curve] = {}
+    pp: dict[tuple[str, int], tuple[int, float, float]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != 9 or not cells[0].startswith("gpt-oss-20b") or "@" in cells[1]:
+        if len(cells) != 9 or cells[0] not in DJANGO_MODELS or "@" in cells[1]:
             continue
         m = re.fullmatch(r"(pp|tg)(\d+) \(c(\d+)\)", cells[1])
         if not m:
             continue
         kind, n, c = m.group(1), int(m.group(2)), int(m.group(3))
+        model, served = DJANGO_MODELS[cells[0]]
         mean = lambda cell: float(cell.split("±")[0])  # noqa: E731
         if kind == "pp":
-            pp = n
-            ttfr[(pp, c)] = mean(cells[6]) / 1000
+            pp[(model, c)] = (n, mean(cells[6]) / 1000, mean(cells[7]) / 1000, float(cells[7].split("±")[1]) / 1000)
             continue
-        key = (pp, n)
-        curve = curves.setdefault(key, Curve(f"djangodevreng vllm gpt-oss-20b pp{pp} tg{n}", DJANGO_URL, "vllm",
-                                             "wave", "gpt-oss-20b", DJANGO_SERVED, None, pp, n, new=True))
-        curve.points.append(Point(c, 0, decode_tok_s=mean(cells[2]), ttft_s=ttfr[(pp, c)]))
+        prompt, ttfr, est, sd = pp[(model, c)]
+        key = (model, prompt, n)
+        curve = curves.setdefault(key, Curve(f"djangodevreng vllm {model} pp{prompt} tg{n}", DJANGO_URL, "vllm",
+                                             "wave", model, served, None, prompt, n, new=True,
+                                             per_request=model in DJANGO_PER_REQUEST))
+        total = c * mean(cells[3]) if curve.per_request else mean(cells[2])
+        curve.points.append(Point(c, 0, decode_tok_s=total, per_request_tok_s=mean(cells[3]), ttft_s=ttfr, est_ppt_s=est, est_ppt_sd_s=sd,
+                                  fit=c == 1 or key in DJANGO_FIT_BATCHED))
     return list(curves.values())
 
 

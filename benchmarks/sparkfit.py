@@ -30,11 +30,11 @@ def _rows(curves, engine):
 
     rows = []
     for c in curves:
-        if c.engine != engine or c.holdout or c.new:
+        if c.engine != engine or c.holdout:
             continue
         card = card_after(c)
         for p in c.points:
-            if p.decode_tok_s:
+            if p.decode_tok_s and not c.new:  # the new set's rows: fitted by sparkserved
                 rows.append((c, card, p, p.decode_tok_s))
     return rows, BW, HW.compute_peak_tflops()
 
@@ -51,7 +51,8 @@ def _predicted(c, card, p, terms, bw, peak) -> float:
 #: expert_batched_fraction, no expert_token_exponent), of one MoE model (its dense matmuls unseen).  llama.cpp's
 #: batched-kernel terms are seen by gpt-oss-20b's llama-batched-bench curves alone (the other batched MoE curves are
 #: held out); its single streams cannot see them (left to the start values X0 when those curves are left out).
-#: vLLM's dense matmuls: no dense curve at hand, a prior of half the measured matmul rate (not fitted).
+#: vLLM's dense matmuls: held at 0.5 here (the MoE curves cannot tell them from the experts'), then fitted alone to
+#: Granite-4.1-8B's rows of the new set (:func:`sparkserved.fit_dense_compute`).
 FIXED = {"vllm": {"attention_factor": 1.0, "expert_batched_fraction": 1.0, "dense_compute_fraction": 0.5,
                   "expert_token_exponent": None}}
 #: The terms only a batch sees (B > 1): where the curves fitted are single streams alone (a source left out), held at
@@ -62,7 +63,7 @@ BATCH_TERMS = ("compute_fraction", "dense_compute_fraction", "expert_batched_fra
                "routing_scale")
 
 
-def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = False) -> dict[str, float]:
+def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = False, served=None) -> dict[str, float]:
     """The decode terms of ``engine`` over its curves (terms a curve set cannot see stay near their start, the batch
     terms at it where every curve is a single stream: :data:`BATCH_TERMS`); ``quiet``: without the line on the
     residuals."""
@@ -74,7 +75,7 @@ def fit_decode(curves, engine: str, prefill: dict[str, float], quiet: bool = Fal
     def resid(x):
         vals = {**dict(zip(NAMES, x)), **fixed}
         terms = EngineTerms(**vals, source="fit")
-        terms = terms.model_copy(update={"prefill_tflops": prefill, "prefill_overhead_s": 0.0})
+        terms = terms.model_copy(update={"prefill_tflops": prefill, "prefill_overhead_s": 0.0, **(served or {})})
         r = [np.log(_predicted(c, card, p, terms, bw, peak)) - np.log(t) for c, card, p, t in rows]
         return np.concatenate([r, 0.01 * (np.log(x + 1e-6) - np.log(X0 + 1e-6))])
 
@@ -163,37 +164,61 @@ def fit_prefills(curves, engine: str, quiet: bool = False, bandwidth_fraction: f
     return out
 
 
-def fit_engine(curves, engine: str, quiet: bool = False) -> tuple[dict[str, float], dict[str, float], dict[int, float]]:
-    """(decode terms, prefill TFLOP/s per format, attention TFLOP/s per head dimension) of ``engine``: the rates
-    without the experts' read first (the decode fit of a static bench does not depend on them), the decode terms,
-    then the attention rates from the depth rows and the format rates less the read and the attention."""
+def fit_engine(curves, engine: str, quiet: bool = False) -> tuple[dict[str, float], dict[str, float], dict[int, float],
+                                                                  dict[str, float]]:
+    """(decode terms, prefill TFLOP/s per format, attention TFLOP/s per head dimension, request latency per model) of
+    ``engine``: the rates without the experts' read first (the decode fit of a static bench does not depend on them),
+    the decode terms, then the attention rates from the depth rows and the format rates less the read and the
+    attention.  An engine with single streams of the new set (llama-benchy's ttfr and est_ppt:
+    :mod:`sparkserved`) fits its request latency and prompt rates there, and its decode terms again with them (twice:
+    a latency is what is left of a one-token request after one pass, which the decode terms cost)."""
+    from sparkserved import fit_dense_compute, fit_request_latency, fit_served_prefill
+
     pre = fit_prefills(curves, engine, quiet=True) or {"default": PREFILL_DEFAULT}
-    terms = fit_decode(curves, engine, pre, quiet)
+    terms = fit_decode(curves, engine, pre, quiet=True)
     attn = fit_attention(curves, engine, quiet)
+    latency: dict[str, float] = {}
+    dense = None
+    for last in (False, True):
+        t = EngineTerms(**terms, source="fit")
+        latency = fit_request_latency(curves, engine, t, quiet=quiet or not last)
+        if not latency:
+            break
+        pre_s, attn_s = fit_served_prefill(curves, engine, t.model_copy(update={"request_latency_s": latency}),
+                                           quiet=quiet or not last)
+        pre, attn = {**pre, **pre_s, "default": pre.get("default", PREFILL_DEFAULT)}, {**attn, **attn_s}
+        served = {"request_latency_s": latency, "prefill_attention_tflops": attn,
+                  **({"dense_compute_fraction": dense} if dense else {})}  # the dense fit's, once made
+        terms = fit_decode(curves, engine, pre, quiet=quiet or not last, served=served)
+        dense = fit_dense_compute(curves, engine, EngineTerms(**{**terms, **served}, source="fit").model_copy(
+            update={"prefill_tflops": pre}), quiet=quiet or not last)
+        terms["dense_compute_fraction"] = dense
+    if not latency:
+        terms = fit_decode(curves, engine, pre, quiet)
     if CHUNK.get(engine):
         pre = fit_prefills(curves, engine, quiet, bandwidth_fraction=terms["bandwidth_fraction"], attention=attn) or pre
-    elif not quiet:
+    elif not quiet and not latency:
         fit_prefills(curves, engine, quiet, attention=attn)
-    return terms, pre, attn
+    return terms, pre, attn, latency
 
 
 def fit_profile_terms(curves) -> None:
     """Print each engine's fitted terms."""
     for engine in sorted({c.engine for c in curves if not c.holdout and not c.new}):
-        terms, pre, attn = fit_engine(curves, engine)
+        terms, pre, attn, latency = fit_engine(curves, engine)
         print(f"{engine}: {terms} prefill_tflops: {pre} prefill_attention_tflops: {attn} "
-              f"prefill_chunk_tokens: {CHUNK.get(engine)}")
+              f"prefill_chunk_tokens: {CHUNK.get(engine)} request_latency_s: {latency}")
 
 
 def fit_terms(curves, engine: str, leave_out: str | None = None) -> EngineTerms | None:
     """``engine``'s terms fitted as :func:`fit_profile_terms` fits them, to its curves but those of the publication
     ``leave_out`` (a curve's ``url``); None when no curve of the engine is left.  Prefill: the fitted rate per
     format and, as the profile states it, their mean as ``default`` (else :data:`PREFILL_DEFAULT`)."""
-    kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout and not c.new]
+    kept = [c for c in curves if c.engine == engine and c.url != leave_out and not c.holdout]  # the new set: its fit rows
     if not kept:
         return None
-    vals, pre, attn = fit_engine(kept, engine, quiet=True)
+    vals, pre, attn, latency = fit_engine(kept, engine, quiet=True)
     if "default" not in pre:
         pre = {**pre, "default": float(np.mean(list(pre.values())))}
     return EngineTerms(**vals, prefill_tflops=pre, prefill_attention_tflops=attn, prefill_chunk_tokens=CHUNK.get(engine),
-                       source=f"fitted without {leave_out}")
+                       request_latency_s=latency, source=f"fitted without {leave_out}")

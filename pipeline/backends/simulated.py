@@ -61,15 +61,17 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int, engine: str = "vllm", lengths: Lengths | None = None,
+               largest_concurrency: int, engine: str, lengths: Lengths | None = None,
                cfg: Any = None) -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags;
     ``max_model_len`` the longest request ``lengths`` draws at this shape, or the sweep config ``cfg``'s replayed trace
     states, + 64).
 
     Where the profile states ``engine``'s terms (``engines:``, :mod:`pipeline.machine.engineterms`) and the config sets
-    no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak; else by the
-    roofline and the profile's ``step_overhead_s``.
+    no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak, and each request
+    reaches the scheduler the engine's fixed request cost after its send (``request_latency_s`` of the card:
+    :meth:`pipeline.machine.engineterms.EngineTerms.request_fixed_s`, the API server's HTTP and tokenisation beside the
+    steps); else by the roofline and the profile's ``step_overhead_s``, no delay.
 
     Raises:
         BatchmarkError: the profile lacks bandwidth or memory figures (a simulation needs both).
@@ -87,7 +89,8 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         max_num_batched_tokens=opts.max_num_batched_tokens,
         max_model_len=opts.max_model_len or max(longest(lengths, input_len, output_len), traced_longest(cfg)) + 64,
         num_blocks=kv_blocks(card, hw.memory_gb, util, opts.block_size), block_size=opts.block_size,
-        step_time_cv=opts.step_time_cv, repeat_time_cv=opts.repeat_time_cv)
+        step_time_cv=opts.step_time_cv, repeat_time_cv=opts.repeat_time_cv,
+        arrival_delay_s=terms.request_fixed_s(card.name) if terms is not None else 0.0)
 
 
 def point_seed(seed: int, key: PointKey) -> int:
@@ -154,7 +157,8 @@ class SimulatedBackend:
             card = with_kv_cache(card, kv)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
-                                 self.cfg.max_in_flight(), lengths=self.cfg.lengths, cfg=self.cfg)
+                                 self.cfg.max_in_flight(), "vllm", lengths=self.cfg.lengths,  # vLLM's flags and terms
+                                 cfg=self.cfg)
         s = self.server
         name = self.variant.name if self.variant is not None else DEFAULT_VARIANT
         self.servers[server_key(spec.name, name)] = {

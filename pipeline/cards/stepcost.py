@@ -242,6 +242,15 @@ def prefill_weight_floor_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: 
     return (card.dense_bytes + card.expert_bytes * cover) / (terms.bandwidth_fraction * bandwidth_gb_s * 1e9)
 
 
+def one_pass_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: float | None) -> float:
+    """One forward pass's cost (s) beyond its FLOPs: the engine's ``step_overhead_s`` + the weights its ``tokens`` read
+    (:func:`prefill_weight_floor_s`).  A served prompt's pass costs this *plus* its FLOPs (:func:`prefill_compute_s`),
+    the roofs added as a decode step adds them (:func:`calibrated_step_s`): vLLM 0.26 on a DGX Spark prefills 256
+    tokens of gpt-oss-20b in 20.0 ms more than a one-token request (llama-benchy ``est_ppt``,
+    djangodevreng/dgx-spark-benchmarks), about their FLOPs alone, so the pass's read is paid once, by every request."""
+    return terms.step_overhead_s + prefill_weight_floor_s(card, tokens, terms, bandwidth_gb_s)
+
+
 def prefill_expert_read_s(card: ModelCard, tokens: int, terms, bandwidth_gb_s: float | None) -> float:
     """The routed experts' weight read of prefilling ``tokens`` prompt tokens (s), in passes of the engine's
     ``prefill_chunk_tokens`` (llama.cpp's n_ubatch)::

@@ -23,6 +23,13 @@ from (``source``): fitted to which published runs, or taken from which publicati
   the weights' format) per head dimension: the growth of a prompt's time with the context before it;
 - ``prefill_chunk_tokens``: the tokens of one prefill pass (llama.cpp's n_ubatch): an MoE reads its routed experts'
   weights once a pass (:func:`pipeline.cards.stepcost.prefill_expert_read_s`); None: that read not modelled;
+- ``request_latency_s``: the fixed cost of one served request outside the GPU's passes (s): the HTTP request and
+  response, tokenisation, the hand-off to the scheduler, detokenisation; per model card name (lower case) where a
+  source measured that model, ``default`` for any other.  Fitted as a one-token request's time (llama-benchy's
+  ``ttfr − est_ppt``: the latency it measures by generating one token) less that request's one pass
+  (``step_overhead_s`` + the weights read at ``bandwidth_fraction``: :func:`pipeline.cards.stepcost.one_pass_s`), so a
+  served TTFT = this + the passes of its prompt (:mod:`pipeline.simulation.harness`); a static batch (llama-bench,
+  llama-batched-bench: no request) never pays it;
 - ``routing_scale``: the routing locality prior of an MoE under distinct prompts: B tokens of one step touch
   experts as ``B_eff = 1 + (B − 1) / (1 + (B − 1) / routing_scale)`` independent tokens would
   (:func:`pipeline.cards.stepcost.effective_batch`); None: uniform routing;
@@ -52,6 +59,7 @@ class EngineTerms(BaseModel):
     prefill_overhead_s: float = Field(default=0.0, ge=0, le=60)
     prefill_chunk_tokens: int | None = Field(default=None, ge=1)
     routing_scale: float | None = Field(default=None, gt=0)
+    request_latency_s: dict[str, float] = Field(default_factory=dict)
     priors: tuple[str, ...] = ()
     source: str
 
@@ -64,12 +72,26 @@ class EngineTerms(BaseModel):
                              f"{', '.join(t for t in cls.model_fields if t not in ('priors', 'source'))})")
         return v
 
+    @field_validator("request_latency_s")
+    @classmethod
+    def _latencies_are_times(cls, v: dict[str, float]) -> dict[str, float]:
+        bad = [k for k, s in v.items() if not 0 <= s <= 60]
+        if bad:
+            raise ValueError(f"request_latency_s: {', '.join(map(repr, bad))} not a time of 0-60 s")
+        return {k.lower(): float(s) for k, s in v.items()}
+
     def prefill_rate_tflops(self, fmt: str | None, peak_tflops: float | None, moe: bool = False) -> float | None:
         """The prefill rate (TFLOP/s) of compute format ``fmt``: an MoE model's the ``moe`` entry where stated (its
         routed matmuls' kernel, whatever the experts' format), else the format's own, else the ``default`` entry,
         else the peak."""
         rates = self.prefill_tflops
         return (rates.get("moe") if moe else None) or rates.get(fmt or "") or rates.get("default") or peak_tflops
+
+    def request_fixed_s(self, model: str | None) -> float:
+        """The fixed cost (s) of one served request of card ``model`` (:attr:`request_latency_s`): the model's own where
+        stated, else the ``default`` entry, else 0."""
+        rates = self.request_latency_s
+        return rates.get((model or "").lower(), rates.get("default", 0.0))
 
     def prefill_attention_rate_tflops(self, head_dim: int | None, fmt: str | None, peak_tflops: float | None,
                                       moe: bool = False) -> float | None:

@@ -338,7 +338,7 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
 
 
 def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,
-               reps: int, grid: list[int], open_loop: bool, engine: str = "vllm") -> PlanModel:
+               reps: int, grid: list[int], open_loop: bool, engine: str) -> PlanModel:
     """One model × variant × shape (``cfg`` at that variant and shape): its server start, its grid points up to the
     predicted stop, then its open-loop rates; steps costed by ``engine``'s terms where the profile states them."""
     from pipeline.backends.simulated import server_for

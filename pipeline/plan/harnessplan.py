@@ -15,11 +15,11 @@ from dataclasses import replace
 
 from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.sweepconfig import SweepConfig
-from pipeline.config.variants import kv_cache_name
+from pipeline.config.variants import kv_cache_name, variant_config
 from pipeline.core.errors import BatchmarkError
 from pipeline.simulation import harness as harnesses
 from pipeline.machine.hardware import load_profile
-from pipeline.plan.estimate import Plan
+from pipeline.plan.estimate import Plan, server_options
 
 
 def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
@@ -54,11 +54,13 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
             card = with_kv_cache(card, kv_cache_name(v))
         # each cell at its own shape (a tuning plan's cells: model × variant × shape), the config's where unstated
         input_len, output_len = m.input_len or cfg.input_len, m.output_len or cfg.output_len
+        # the cell's server's prefill chunk (vLLM's --max-num-batched-tokens): a wave's long prompt takes a pass a chunk
+        budget = server_options(variant_config(cfg, v) if v is not None else cfg).max_num_batched_tokens
         points = []
         for p in m.points:
             if p.load == "closed" and p.runs and p.concurrency:
                 got = harnesses.predict(harness, card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops(),
-                                        p.concurrency, input_len, output_len)
+                                        p.concurrency, input_len, output_len, max_num_batched_tokens=budget)
                 p = replace(p, output_throughput_tok_s=got["decode_tok_s"], tpot_s=got["tpot_s"], ttft_s=got["ttft_s"])
             points.append(p)
         models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them: "

@@ -124,7 +124,7 @@ class Roofs:
 def served_routing_scale(card: ModelCard, engine: str | None, hardware_name: str | None) -> float | None:
     """The routing locality a served MoE curve is fitted at: the hardware profile's prior for ``engine``
     (``engines.<engine>.routing_scale`` in ``data/hardware/``: distinct prompts share experts more the larger the
-    batch; on a DGX Spark under vLLM s = 8, fitted to a published gpt-oss-120b curve), as ``plan`` and the simulated
+    batch; on a DGX Spark under vLLM s = 7.84, fitted to a published gpt-oss-120b curve), as ``plan`` and the simulated
     server count it.  None — uniform routing, the upper bound — for a dense model, an unknown profile or one that
     states no prior for the engine."""
     if not card.expert_bytes or not hardware_name:

@@ -13,12 +13,16 @@ A published figure comes from a harness, and the same server gives different fig
   that step-by-step timeline, and the throughputs from llama-benchy's definitions over it (:func:`wave`);
 - ``closed``: c requests in flight, each replaced when it completes (vllm bench serve ``--max-concurrency``,
   batchmark's closed loop).  In steady state every step decodes c sequences and prefills the prompts that
-  arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = one prompt's prefill
-  plus half a step (the step it arrives in).
+  arrive meanwhile: c × input_len / output_len prompt tokens per step on average; TTFT = the request's fixed cost
+  + its prompt's FLOPs + the step that carries them (a pass alone at c = 1, else the others' decode step) + half a
+  step of waiting for the one in flight (none at c = 1: nothing else is in flight).
 
-A wave's and a closed loop's TTFT count a prefill pass at no less than its weight read
-(:func:`pipeline.cards.stepcost.prefill_weight_floor_s`: a short prompt is bound by it); a static batch's prompts (the
-benches' 512 tokens and more) are bound by their FLOPs.
+A served request (a wave's, a closed loop's) pays its engine's fixed request cost (``request_latency_s``:
+:func:`request_fixed_s`), and where the engine states one its prompt's pass costs its weight read *plus* its FLOPs
+(:func:`pipeline.cards.stepcost.one_pass_s`, the roofs added as a decode step adds them), one pass per chunk of
+``max_num_batched_tokens``; where it states none, the pass is the old floor, max(FLOPs, weight read)
+(:func:`pipeline.cards.stepcost.prefill_weight_floor_s`).  A static batch's prompts (the benches' 512 tokens and
+more) are bound by their FLOPs, and no request is sent.
 
 Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:`pipeline.cards.stepcost.prefill_s`.
 """
@@ -26,7 +30,7 @@ Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:
 from __future__ import annotations
 
 from pipeline.cards.modelcards import ModelCard
-from pipeline.cards.stepcost import (engine_step_s, prefill_compute_s, prefill_expert_read_s, prefill_s,
+from pipeline.cards.stepcost import (engine_step_s, one_pass_s, prefill_compute_s, prefill_expert_read_s, prefill_s,
                                      prefill_weight_floor_s)
 
 HARNESSES = ("static", "wave", "closed")
@@ -74,7 +78,8 @@ def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: 
     done: list[float | None] = [None] * c
     ctx = input_len + output_len / 2
     steps: dict[int, float] = {}
-    t, nxt = terms.prefill_overhead_s, 0
+    latency = _states_latency(terms)
+    t, nxt = terms.prefill_overhead_s + request_fixed_s(card, terms), 0
     while any(d is None for d in done):
         active = [r for r in range(c) if first[r] is not None and done[r] is None]
         budget, pre_s, pre_tok, ended = max_num_batched_tokens - len(active), 0.0, 0, []
@@ -86,7 +91,7 @@ def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: 
             if left[nxt] == 0:
                 ended.append(nxt)
                 nxt += 1
-        dt = max(pre_s, prefill_weight_floor_s(card, pre_tok, terms, bandwidth_gb_s)) if pre_tok else 0.0
+        dt = _prefill_pass_s(card, terms, bandwidth_gb_s, pre_s, pre_tok, len(active), latency) if pre_tok else 0.0
         if active:
             if len(active) not in steps:
                 steps[len(active)] = _decode(card, len(active), ctx, bandwidth_gb_s, peak_tflops, terms, False)
@@ -99,6 +104,32 @@ def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: 
         for r in ended:
             first[r] = t
     return [(f, d) for f, d in zip(first, done)]  # type: ignore[misc]
+
+
+def request_fixed_s(card: ModelCard, terms) -> float:
+    """A served request's fixed cost (s) under ``terms`` (:meth:`pipeline.machine.engineterms.EngineTerms.request_fixed_s`
+    of the card's name; 0 for terms that state none)."""
+    fixed = getattr(terms, "request_fixed_s", None)
+    return fixed(card.name) if fixed is not None else 0.0
+
+
+def _states_latency(terms) -> bool:
+    """Whether ``terms`` state a request latency (then a served prompt's pass is added to its FLOPs: module docstring)."""
+    return bool(getattr(terms, "request_latency_s", None))
+
+
+def _prefill_pass_s(card: ModelCard, terms, bandwidth_gb_s: float, compute_s: float, prompt_tokens: int,
+                    decoding: int, latency: bool) -> float:
+    """The prompt part of one step (s): its FLOPs (``compute_s``) and, where the engine states a request latency, the
+    pass added (:func:`pipeline.cards.stepcost.one_pass_s`: overhead and weights read, or with ``decoding`` sequences
+    in the step only the experts its prompt tokens add to theirs); else the old floor, max(FLOPs, weights read)."""
+    if not latency:
+        return max(compute_s, prefill_weight_floor_s(card, prompt_tokens, terms, bandwidth_gb_s))
+    if not decoding:
+        return compute_s + one_pass_s(card, prompt_tokens, terms, bandwidth_gb_s)
+    more = (prefill_weight_floor_s(card, prompt_tokens + decoding, terms, bandwidth_gb_s)
+            - prefill_weight_floor_s(card, decoding, terms, bandwidth_gb_s))
+    return compute_s + max(more, 0.0)
 
 
 def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int, input_len: int,
@@ -138,8 +169,13 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
     one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
     step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
     mixed = step + (c / max(output_len, 1)) * one  # each step also prefills the prompts that arrive meanwhile
-    first = max(one, prefill_weight_floor_s(card, input_len, terms, bandwidth_gb_s))  # its pass reads the weights
-    ttft = terms.prefill_overhead_s + first + mixed / 2
+    if _states_latency(terms):  # the prompt's step: a pass (or the others' decode step) + its FLOPs, after the wait
+        carry = max(step, one_pass_s(card, input_len, terms, bandwidth_gb_s)) if c > 1 else \
+            one_pass_s(card, input_len, terms, bandwidth_gb_s)
+        ttft = request_fixed_s(card, terms) + one + carry + (mixed / 2 if c > 1 else 0.0)
+    else:
+        first = max(one, prefill_weight_floor_s(card, input_len, terms, bandwidth_gb_s))  # its pass reads the weights
+        ttft = terms.prefill_overhead_s + first + mixed / 2
     g = max(output_len, 1)
     return {"decode_tok_s": c / mixed, "output_tok_s": c * g / (ttft + (g - 1) * mixed), "tpot_s": mixed,
             "ttft_s": ttft}

@@ -1,6 +1,7 @@
 """vLLM's prefill terms on a DGX Spark (data/hardware/dgx-spark.yaml engines.vllm) are the fit of the published
-single-stream prompts: an MoE's matmul rate and the attention's own rate at head_dim 64, so a prompt's time grows with
-its context (attention was costed at the matmul rate, a prompt's rate the same at 256 and 25,000 tokens).
+single-stream prompts: per model (the MoE gpt-oss-20b, the dense bf16 Granite-4.1-8B) a matmul rate and the attention's
+own rate at its head dimension, so a prompt's time grows with its context (attention was costed at the matmul rate, a
+prompt's rate the same at 256 and 25,000 tokens), less the passes of its chunks after the first.
 
 Fault kind: a prefill rate that does not depend on context.  The source: djangodevreng/dgx-spark-benchmarks
 (``../shared/reference/spark-published-djangodevreng.md``; ``BATCHMARK_SHARED`` names another shared folder; skips,
@@ -36,18 +37,36 @@ def _est_ppt_c1() -> dict[int, float]:
     return {int(n): float(ms) / 1000 for n, ms in rows}
 
 
-def test_the_profiles_vllm_prefill_rates_are_the_published_fit():
+def _est_ppt_with_sd_c1(model: str) -> dict[int, tuple[float, float]]:
+    """``model``'s ``ppN (c1)`` rows (test 04's ``@ d4`` rows left out): prompt tokens → (est_ppt mean, its ± sd) in s."""
+    rows = re.findall(rf"\|\s*{re.escape(model)}\s*\|\s*pp(\d+) \(c1\)\s*\|(?:[^|]*\|){{5}}\s*([\d.]+) ± ([\d.]+)",
+                      DJANGO.read_text(encoding="utf-8"))
+    return {int(n): (float(ms) / 1000, float(sd) / 1000) for n, ms, sd in rows}
+
+
+@pytest.mark.parametrize("model, card, key, head_dim", [
+    ("gpt-oss-20b-mxfp4", CARD, "moe", 64),
+    ("granite-4-1-8b-bf16", card_in_format(load_card("granite-4.1-8b"), ServedFormat(
+        attention="bf16", head="bf16", mlp="bf16", kv_cache="fp8")), "bf16", 128)])
+def test_the_profiles_vllm_prefill_rates_are_the_published_fit(model, card, key, head_dim):
+    """Weighted least squares of est_ppt − the passes after the first = matmul TFLOP / R + attention TFLOP / A over the
+    six prompts, each row over its stated ± (Granite's pp1024 spreads 338 ± 102 ms).  A prompt of n > 8,192 tokens
+    takes ceil(n / 8192) passes (vLLM's chunked prefill at --max-num-batched-tokens 8192), each reading the weights:
+    25,000 tokens, 3 extra passes of 3.84 ms + 12.60 GB / (0.799 × 273 GB/s) = 57.8 ms each for gpt-oss-20b, 185 ms."""
     if not DJANGO.is_file():
         pytest.skip(f"reference data absent: {DJANGO} (it lives beside the repository, never in it)")
-    ppt = _est_ppt_c1()
-    assert ppt[256] == pytest.approx(0.020) and ppt[25000] == pytest.approx(4.64622) and len(ppt) == 6
-    # least squares of est_ppt = matmul TFLOP / R + attention TFLOP / A over the six prompts
-    x = np.array([[(prefill_flops(CARD, n, 0) - prefill_attention_flops(CARD, n, 0)) / 1e12,
-                   prefill_attention_flops(CARD, n, 0) / 1e12] for n in sorted(ppt)])
-    inv, *_ = np.linalg.lstsq(x, np.array([ppt[n] for n in sorted(ppt)]), rcond=None)
+    ppt = _est_ppt_with_sd_c1(model)
+    assert len(ppt) == 6 and sorted(ppt)[0] == 256 and sorted(ppt)[-1] == 25000
     terms = load_profile("dgx-spark").engine_terms("vllm")
-    assert terms.prefill_tflops["moe"] == pytest.approx(1 / inv[0], rel=0.01)  # 89.2 TFLOP/s
-    assert terms.prefill_attention_tflops[64] == pytest.approx(1 / inv[1], rel=0.01)  # 23.7 TFLOP/s
+    one = terms.step_overhead_s + (card.dense_bytes + card.expert_bytes) / (terms.bandwidth_fraction * 273e9)
+    ns = sorted(ppt)
+    w = np.array([1 / max(ppt[n][1], 0.01 * ppt[n][0]) for n in ns])
+    x = np.array([[(prefill_flops(card, n, 0) - prefill_attention_flops(card, n, 0)) / 1e12,
+                   prefill_attention_flops(card, n, 0) / 1e12] for n in ns]) * w[:, None]
+    y = np.array([ppt[n][0] - (-(-n // 8192) - 1) * one for n in ns]) * w
+    inv, *_ = np.linalg.lstsq(x, y, rcond=None)
+    assert terms.prefill_tflops[key] == pytest.approx(1 / inv[0], rel=0.01)  # 84.7 (gpt-oss), 84.6 (Granite)
+    assert terms.prefill_attention_tflops[head_dim] == pytest.approx(1 / inv[1], rel=0.01)  # 26.5 at 64, 119.0 at 128
 
 
 def test_a_vllm_prompts_rate_falls_with_its_context():

@@ -113,29 +113,30 @@ def test_sizing_and_capacity_count_what_vllm_serves_on_a_spark():
 
 def test_knee_and_batching_cost_the_step_as_plan_does():
     """The crossovers of tests/unit/pages/test_explaincharts.py (vLLM's fitted terms at the measured 92.3 TFLOP/s:
-    Llama-3.1-8B 207, served gpt-oss-120b 99; the roofline at 92.3: 339; the checkpoint at the spec 125: 458, 2,859),
+    Llama-3.1-8B 424, served gpt-oss-120b 117; the roofline at 92.3: 339; the checkpoint at the spec 125: 458, 2,859),
     each column saying where it comes from."""
     pages = _pages_of_the_cards()
     knee, batching = pages["explain/knee"], pages["explain/batching"]
     assert ("| model | served weights | B where compute binds: plan (vLLM's fitted terms) | roofline at 92.3 TFLOP/s "
             "(measured) | roofline of the checkpoint at the spec sheet's 125 TFLOP/s |") in knee
-    assert "| Llama-3.1-8B | bf16 | 207 | 339 | 458 (bf16) |" in knee
-    assert "| gpt-oss-120b | mxfp4,kv:fp8 | 104 | 2,037 | 2,859 (bf16+experts:mxfp4) |" in knee
+    assert "| Llama-3.1-8B | bf16 | 424 | 339 | 458 (bf16) |" in knee
+    assert "| gpt-oss-120b | mxfp4,kv:fp8 | 117 | 2,037 | 2,859 (bf16+experts:mxfp4) |" in knee
     assert "huggingface/kernels pull request 283" in knee and "kubis.ai" in knee  # the measured peak, the fitted terms
-    assert "(a prior where no dense vLLM curve was published)" in knee  # dense_compute_fraction 0.5 is not fitted
+    assert "(fitted to a dense model's curves" in knee  # dense_compute_fraction: Granite-4.1-8B's TPOTs
+    assert "a prior where no dense" not in knee
     assert "were measured at 92.3 TFLOP/s in BF16" in batching and "the spec sheet's figure is 125" in batching
-    assert "for gpt-oss-120b from B = 104 as the plan costs it, B = 2,859 by the spec roofline" in batching
-    assert "plus 4.01 ms per step" in batching  # engines.vllm.step_overhead_s
+    assert "for gpt-oss-120b from B = 117 as the plan costs it, B = 2,859 by the spec roofline" in batching
+    assert "plus 3.84 ms per step" in batching  # engines.vllm.step_overhead_s
 
 
 def test_moe_says_which_routing_each_number_is():
     """Coverage per routing (gpt-oss-120b, k/E = 4/128, B = 32): uniform 1 − (124/128)^32 = 63.8 %; the fitted prior
-    s = 8, B_eff = 1 + 31 / (1 + 31/8) = 7.36, 1 − (124/128)^7.36 = 20.8 %; identical prompts 4/128 = 3.1 %.  gpt-oss-20b
+    s = 7.84, B_eff = 1 + 31 / (1 + 31/7.84) = 7.26, 1 − (124/128)^7.26 = 20.6 %; identical prompts 4/128 = 3.1 %.  gpt-oss-20b
     served (MXFP4 throughout): 651,170,688 + 10,165,616,640 × 4/32 = 1,921,872,768 B at B = 1 (1.92 GB), and
     651,170,688 + 10,165,616,640 × (1 − (28/32)^32) = 10.68 GB at B = 32 under uniform routing."""
     moe = _pages_of_the_cards()["explain/moe"]
     assert "| gpt-oss-120b | 4 of 128 | uniform (upper bound) | 3.1 % | 6.2 % | 22.4 % | 63.8 % |" in moe
-    assert "| gpt-oss-120b | 4 of 128 | fitted prior (vLLM), s = 8 | 3.1 % | 5.8 % | 14.0 % | 20.8 % |" in moe
+    assert "| gpt-oss-120b | 4 of 128 | fitted prior (vLLM), s = 7.84 | 3.1 % | 5.8 % | 13.9 % | 20.6 % |" in moe
     assert "| gpt-oss-120b | 4 of 128 | identical prompts (k/E) | 3.1 % | 3.1 % | 3.1 % | 3.1 % |" in moe
     assert "as vLLM serves it on dgx-spark (mxfp4,kv:fp8: vLLM's DGX Spark recipe" in moe
     assert "reads 1.92 GB of weights per step at B = 1 and, under uniform routing, 10.68 GB at B = 32" in moe
@@ -143,9 +144,9 @@ def test_moe_says_which_routing_each_number_is():
 
 def test_bandwidth_predicts_gpt_oss_120b_single_stream_as_plan_does():
     """gpt-oss-120b served on a Spark (MXFP4 throughout) at B = 1, context 0, under vLLM's terms: reads
-    (842,834,304 + 60,993,699,840 × 4/128) / (0.818 × 273e9) = 12.310 ms, + 4.01 ms per step, + matmuls
-    7.169e9 / (0.132 × 92.3e12) + 3.097e9 / (0.5 × 92.3e12) = 0.656 ms: 16.976 ms, 58.9 tokens/s (the published
+    (842,834,304 + 60,993,699,840 × 4/128) / (0.799 × 273e9) = 12.602 ms, + 3.84 ms per step, + matmuls
+    7.169e9 / (0.139 × 92.3e12) + 3.097e9 / (1.0 × 92.3e12) = 0.592 ms: 17.035 ms, 58.7 tokens/s (the published
     single stream: 57.5, kubis.ai)."""
     bandwidth = _pages_of_the_cards()["explain/bandwidth"]
-    assert "one stream of it reaches a predicted **58.9 tokens/s** at context 0" in bandwidth
+    assert "one stream of it reaches a predicted **58.7 tokens/s** at context 0" in bandwidth
     assert "Worked example, dgx-spark at 273 GB/s (the spec sheet)" in bandwidth

@@ -132,7 +132,7 @@ def test_crossover_of_a_dense_bf16_model_is_peak_over_bandwidth():
 
 def test_crossover_under_vllms_fitted_terms_on_a_spark():
     """The knee page's crossover as ``plan`` costs a step: vLLM's terms of data/hardware/dgx-spark.yaml (reads at
-    0.818 × 273 GB/s; routed experts' matmuls at 0.132 × 92.3 TFLOP/s, every other matmul at 0.5 × 92.3), the reads and
+    0.799 × 273 GB/s; routed experts' matmuls at 0.139 × 92.3 TFLOP/s, every other matmul at 1.0 × 92.3), the reads and
     the matmuls added; compute binds from the B at which the matmuls cost at least the reads."""
     from pipeline.pages.explainbasis import served_cards, step_basis
 
@@ -140,17 +140,17 @@ def test_crossover_under_vllms_fitted_terms_on_a_spark():
     assert (basis["peak_tflops"], basis["peak_basis"], basis["spec_tflops"]) == (92.3, "measured", 125)
     terms = basis["terms"]
     # Llama-3.1-8B bf16: dense bytes 15,009,849,344 = 2 × its 7,504,924,672 matmul parameters, so the reads
-    # 2·P / (0.818 × 273e9) meet the matmuls 2·B·P / (0.5 × 92.3e12) at B = 0.5 × 92.3e12 / (0.818 × 273e9) = 206.7
-    assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, 92.3, terms=terms) == 207
+    # 2·P / (0.799 × 273e9) meet the matmuls 2·B·P / (1.0 × 92.3e12) at B = 92.3e12 / (0.799 × 273e9) = 423.2
+    assert explain.crossover_batch(load_card("Llama-3.1-8B"), 273, 92.3, terms=terms) == 424
     # gpt-oss-120b as vLLM serves it on a Spark (MXFP4 throughout): dense 842,834,304 B, experts 60,993,699,840 B.
-    # Reads: 3.774 ms + 273.13 ms × coverage, coverage 1 − (124/128)^B_eff at the prior s = 8,
-    # B_eff = 1 + (B − 1) / (1 + (B − 1) / 8).  Matmuls per sequence: the experts' 2 × 114,701,598,720 × 4/128 =
-    # 7.169e9 FLOP at 12.18 TFLOP/s = 0.5884 ms, the rest 2 × 5,132,849,472 − 7.169e9 = 3.097e9 at 46.15 = 0.0671 ms.
-    #   B = 103: B_eff 8.418, coverage 0.23453, reads 67.83 ms; matmuls 103 × 0.6555 = 67.52 ms (reads larger)
-    #   B = 104: B_eff 8.423, coverage 0.23466, reads 67.87 ms; matmuls 104 × 0.6555 = 68.17 ms (matmuls larger)
+    # Reads: 3.864 ms + 279.63 ms × coverage, coverage 1 − (124/128)^B_eff at the profile's s = 7.84,
+    # B_eff = 1 + (B − 1) / (1 + (B − 1) / 7.84).  Matmuls per sequence: the experts' 2 × 114,701,598,720 × 4/128 =
+    # 7.169e9 FLOP at 12.83 TFLOP/s = 0.5588 ms, the rest 2 × 5,132,849,472 − 7.169e9 = 3.097e9 at 92.3 = 0.0336 ms.
+    #   B = 116: B_eff 8.340, coverage 0.23263, reads 68.91 ms; matmuls 116 × 0.5923 = 68.71 ms (reads larger)
+    #   B = 117: B_eff 8.344, coverage 0.23271, reads 68.94 ms; matmuls 117 × 0.5923 = 69.30 ms (matmuls larger)
     oss = served_cards([load_card("gpt-oss-120b")], "dgx-spark")[0]
     assert oss.quantization == "mxfp4,kv:fp8"
-    assert explain.crossover_batch(oss, 273, 92.3, terms=terms) == 104
+    assert explain.crossover_batch(oss, 273, 92.3, terms=terms) == 117
     # the spec roofline of the checkpoint (bf16 + MXFP4 experts) at 125 TFLOP/s, as the knee page's last column
     assert explain.crossover_batch(load_card("gpt-oss-120b"), 273, 125) == 2859
 
@@ -165,9 +165,9 @@ def test_the_card_roofline_labels_the_spec_roof_as_the_spec():
     by = {r["series"]: r for r in rows if r["panel"].startswith("step")}
     assert set(by) == {"as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)",
                        "roofline at the spec sheet's 125 TFLOP/s"}
-    # plan at B = 1: 4.01 ms + 15,009,849,344 / (0.818 × 273e9) + 2 × 7,504,924,672 / (0.5 × 92.3e12)
-    #              = 4.01 + 67.214 + 0.325 = 71.55 ms; the spec roofline: 15,009,849,344 / 273e9 = 54.98 ms
-    assert by["as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)"]["tok_s"] == pytest.approx(71.55, abs=0.01)
+    # plan at B = 1: 3.84 ms + 15,009,849,344 / (0.799 × 273e9) + 2 × 7,504,924,672 / (1.0 × 92.3e12)
+    #              = 3.84 + 68.813 + 0.163 = 72.82 ms; the spec roofline: 15,009,849,344 / 273e9 = 54.98 ms
+    assert by["as plan costs it (vLLM's fitted terms, 92.3 TFLOP/s measured)"]["tok_s"] == pytest.approx(72.82, abs=0.01)
     assert by["roofline at the spec sheet's 125 TFLOP/s"]["tok_s"] == pytest.approx(54.98, abs=0.01)
 
 
@@ -332,7 +332,9 @@ def test_a_profile_without_engine_terms_draws_the_spec_roofline_once_and_says_so
 def test_the_explainers_step_is_the_plans(name):
     """The model-card chart and the crossovers cost a decode step as ``batchmark plan``'s simulated server does (the
     server of config/spark.yaml's models: vLLM's terms of data/hardware/dgx-spark.yaml, the card as served), context 0;
-    e.g. gpt-oss-120b at B = 1: 16.975 ms (tests/unit/pages/test_explain.py works it by hand)."""
+    e.g. gpt-oss-120b at B = 1: 3.84 ms + 842,834,304 B / (0.799 × 273e9) = 3.864 ms + 60,993,699,840 B × 4/128 at
+    that rate = 8.738 ms + the experts' 7.169e9 FLOP at 0.139 × 92.3e12 = 0.559 ms + the rest's 3.097e9 at 92.3e12 =
+    0.034 ms, 17.035 ms."""
     import numpy as np
 
     from pipeline.config.sweepconfig import SimulatedOptions
@@ -342,9 +344,9 @@ def test_the_explainers_step_is_the_plans(name):
     hw = load_profile("dgx-spark")
     basis = step_basis(hw.model_dump(mode="json"))
     card = served_cards([load_card(name)], "dgx-spark")[0]
-    server = server_for(card, hw, SimulatedOptions(), 1024, 256, 64)
+    server = server_for(card, hw, SimulatedOptions(), 1024, 256, 64, "vllm")
     for b in (1, 8, 64):
         assert step_s(card, b, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(
             server.decode_run_s(b, np.array([0.0]))[0], rel=1e-12)
     if name == "gpt-oss-120b":
-        assert step_s(card, 1, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(0.016975, abs=1e-6)
+        assert step_s(card, 1, 0.0, 273, 92.3, basis["terms"])[0] == pytest.approx(0.017035, abs=1e-6)

@@ -75,7 +75,7 @@ def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     cfg = load_config(SPARK)
     plan = spark_full_plan
     spec = next(m for m in cfg.models if m.name == "llama-3.1-8b-instruct")
-    server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256)
+    server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256, "vllm")
     res = simulate_repeat(server, 1024, 256, 8, 32, concurrency=8)  # c = 8: 8 warm-up + max(4·8, 32) measured
     pt = next(p for m in plan.models if m.model == spec.name for p in m.points if p.concurrency == 8 and p.load == "closed")
     assert pt.wall_s == pytest.approx(cfg.repeats * (res.end_s + REPEAT_OVERHEAD_S))
@@ -154,8 +154,7 @@ def test_a_spark_plan_says_its_steps_are_the_engine_terms():
     assert text.splitlines()[-1] == ("predicted by the simulated server (the model cards in their served formats, "
                                      "pipeline/cards/servedformat.py; each step costed by vllm's engine terms, "
                                      "data/hardware/dgx-spark.yaml engines:, each with its source; priors, not "
-                                     "fitted: dense_compute_fraction, attention_factor, prefill_tflops): a prediction, "
-                                     "not a measurement")
+                                     "fitted: attention_factor): a prediction, not a measurement")
 
 
 def test_a_simulated_config_with_its_own_overhead_says_roofline(tmp_path):

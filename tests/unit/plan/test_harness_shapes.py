@@ -38,3 +38,17 @@ def test_each_cell_is_priced_at_its_own_shape_and_kv_cache(kind):
         assert p.ttft_s == pytest.approx(want["ttft_s"]) and p.tpot_s == pytest.approx(want["tpot_s"]), m.label
         ttft[(m.variant, m.input_len)] = p.ttft_s
     assert ttft[("base", 4096)] > ttft[("base", 64)]
+
+
+def test_a_wave_chunks_each_cells_prompts_at_its_own_budget():
+    """A variant's --max-num-batched-tokens is the wave's prefill chunk: one request of 4,096 tokens takes one pass at
+    the default 8,192 and two at 2,048, so its TTFT is one pass longer there (vLLM's terms: 3.84 ms + Llama-3.1-8B's
+    15,009,849,344 bytes of bf16 weights at 0.799 × 273 GB/s = 68.81 ms, 72.65 ms; the FLOPs are the same, causal
+    attention over the chunks summing to the one pass's)."""
+    cfg = parse_config({"name": "t", "hardware": "dgx-spark", "backend": "simulated", "concurrency": [1],
+                        "repeats": 1, "input_len": 4096, "output_len": 16,
+                        "variants": [{"name": "base"}, {"name": "small", "max_num_batched_tokens": 2048}],
+                        "models": [{"name": "m", "card": "llama-3.1-8b"}]}, "c.yaml")
+    plan = with_harness(make_plan(cfg, open_loop=False), cfg, "wave")
+    ttft = {m.variant: m.points[0].ttft_s for m in plan.models}
+    assert ttft["small"] - ttft["base"] == pytest.approx(0.00384 + 15_009_849_344 / (0.799 * 273e9), rel=1e-3)

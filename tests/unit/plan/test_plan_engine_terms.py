@@ -48,9 +48,9 @@ def test_a_stand_in_and_the_priors_are_said():
     assert plan.step_terms == "vllm"
     text = plan_text(plan)
     assert "costed by vllm's engine terms" in text and "standing in for sglang, which has no terms of its own" in text
-    assert "priors, not fitted: dense_compute_fraction, attention_factor, prefill_tflops" in text
+    assert "priors, not fitted: attention_factor)" in text  # vLLM's dense terms fitted (Granite-4.1-8B): no prior
     own = plan_text(make_plan(_cfg("llama.cpp"), open_loop=False))
-    assert "standing in" not in own and "priors, not fitted: routing_scale" in own
+    assert "standing in" not in own and "priors, not fitted: routing_scale, request_latency_s" in own
 
 
 @pytest.mark.parametrize("harness", ["closed", "wave", "static"])

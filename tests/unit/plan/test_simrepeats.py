@@ -17,7 +17,7 @@ from pipeline.plan import simrepeats
 
 @pytest.fixture
 def server():
-    return server_for(resolve_card("Llama-3.1-8B"), load_profile("dgx-spark"), SimulatedOptions(), 512, 64, 8)
+    return server_for(resolve_card("Llama-3.1-8B"), load_profile("dgx-spark"), SimulatedOptions(), 512, 64, 8, "vllm")
 
 
 def test_first_and_last_token_give_the_full_simulations_times(server):

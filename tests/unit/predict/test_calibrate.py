@@ -252,23 +252,23 @@ def test_a_calibration_point_the_fit_cannot_reproduce_is_called_out():
 
 def test_a_served_moe_curve_is_fitted_at_the_profiles_routing_locality():
     """A served MoE's experts are counted at the profile's routing prior, as plan and the simulated server count them
-    (data/hardware/dgx-spark.yaml engines.vllm.routing_scale 8, fitted to a published gpt-oss-120b curve), not at
-    uniform routing.  By hand, gpt-oss-120b at B = 32: effective batch 1 + 31 / (1 + 31/8) = 7.359; experts read
-    1 − (1 − 4/128)^7.359 = 20.84 % of the expert bytes, against 1 − (1 − 4/128)^32 = 63.8 % under uniform routing.
+    (data/hardware/dgx-spark.yaml engines.vllm.routing_scale 7.84, fitted to a published gpt-oss-120b curve), not at
+    uniform routing.  By hand, gpt-oss-120b at B = 32: effective batch 1 + 31 / (1 + 31/7.84) = 7.257; experts read
+    1 − (1 − 4/128)^7.257 = 20.58 % of the expert bytes, against 1 − (1 − 4/128)^32 = 63.8 % under uniform routing.
     Fault kind: a fit whose bytes grow faster than the curve's cannot bend to it (tests/integration/predict/
     test_calibrate.py: the committed simulated Spark run's MoE curves)."""
     from pipeline.predict.calibrate import served_routing_scale
     from pipeline.cards.stepcost import kv_bytes_per_step, weight_bytes_per_step
 
     card = load_card("gpt-oss-120b")
-    assert served_routing_scale(card, "vllm", "dgx-spark") == served_routing_scale(card, "simulated", "dgx-spark") == 8.0
+    assert served_routing_scale(card, "vllm", "dgx-spark") == served_routing_scale(card, "simulated", "dgx-spark") == 7.84
     assert served_routing_scale(load_card("Llama-3.1-8B"), "vllm", "dgx-spark") is None  # dense: nothing routed
     assert served_routing_scale(card, "vllm", "no-such-profile") is None
-    b_eff = 1 + 31 / (1 + 31 / 8)
-    assert b_eff == pytest.approx(7.359, abs=1e-3)
+    b_eff = 1 + 31 / (1 + 31 / 7.84)
+    assert b_eff == pytest.approx(7.257, abs=1e-3)
     cover = 1 - (1 - 4 / 128) ** b_eff
-    assert cover == pytest.approx(0.2084, abs=1e-4)
-    mem, _ = Roofs(card, 0.0, 273.0, None, 8.0).costs([32])
+    assert cover == pytest.approx(0.2058, abs=1e-4)
+    mem, _ = Roofs(card, 0.0, 273.0, None, 7.84).costs([32])
     expected = card.dense_bytes + card.expert_bytes * cover + kv_bytes_per_step(card, 32, 0.0)
     assert mem[0] * 273e9 == pytest.approx(expected, rel=1e-9)
     assert weight_bytes_per_step(card, 32) == pytest.approx(card.dense_bytes + card.expert_bytes * (1 - (1 - 4 / 128) ** 32))
