@@ -62,6 +62,8 @@ def test_a_drawn_workload_is_drawn_and_said(scratch_root: Path):
     page = next(p for p in render_site(scratch_root / "pages", runs_dir=run.parent) if p.parent.name == "models")
     text = page.read_text()
     assert f"Workload: {WORDS}." in text
+    assert ("at all 3 points every output ran to the most it asked for, none stopped at EOS (the simulated server cannot "
+            "know where a model stops: it generates every output to the most it asks for)") in text  # what EOS did, said
     spec = next(s for s in _specs(text) if "request lengths" in s["title"])
     assert spec["resolve"]["scale"]["x"] == "independent"  # prompts and outputs each on their own token axis
     layer = spec["spec"]["layer"][0]["encoding"]
@@ -116,7 +118,7 @@ def test_what_eos_did_in_words():
     assert eos_words([point(20, 20), point(30, 40)]) == (
         "What EOS did: the outputs could stop where the model sampled its end-of-sequence token, and got 25.0 tokens "
         "on average of the 30.0 they asked for (83%); outputs stopped early at 1 of 2 points.")
-    assert eos_words([point(36.5, 36.5)]).endswith("at all 1 points every output ran to its max_tokens, none "
+    assert eos_words([point(36.5, 36.5)]).endswith("at all 1 points every output ran to the most it asked for, none "
                                                     "stopped at EOS (a model with random weights, or one whose folder "
                                                     "names no EOS token, rarely or never samples it).")
     assert eos_words([{"length_hist": {"output": {"mean": 5}}}, {}]) == ""  # ignore_eos: no got, nothing to say
