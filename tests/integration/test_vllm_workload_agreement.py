@@ -4,7 +4,8 @@
 gaps of burstiness 0.7 (``--request-rate 4 --burstiness 0.7``): ``--dataset-name random --random-input-len 32
 --random-output-len 32 --random-range-ratio 0.9`` (batchmark: ``lengths`` uniform, range ratio 0.9) and
 ``--dataset-name custom --dataset-path data/prompts/cpu-words.jsonl`` (batchmark: ``lengths.prompt_file``, the same
-file), four runs of each client per workload (ABBA), and compares them by
+file), four runs of each client per workload (ABBA; 48 requests a run of ``random``, the file's 24 lines once a
+run of ``custom``), and compares them by
 :func:`benchmarks.vllm_agreement.compare`, the tolerances of the closed-loop agreement test
 (``test_vllm_agreement.py``: each figure within max(3 %, e^(5 SE) − 1) of the A/A noise, drift-corrected by the
 server's own histograms).  Asserted:
@@ -20,8 +21,8 @@ server's own histograms).  Asserted:
 ``test_batchmarks_uniform_draw_is_vllms_own`` runs vLLM's own ``get_sampling_params`` (no server) against
 :func:`pipeline.config.workload.draw_lengths`: the same seed gives the same lengths, value for value.
 
-Expected time of the slow test: about 4 min on the 2-core machine at load average 7 to 8 (server start, 16 runs of
-24 requests); ``alone``, since it compares timings.  Skips, saying why, where ``.venv-vllm`` could not be made.
+Expected time of the slow test: about 4.5 min on the 2-core machine at load average 7 to 9 (server start, 16 runs of
+24 to 48 requests; 260 s on 2026-12-04); ``alone``, since it compares timings.  Skips, saying why, where ``.venv-vllm`` could not be made.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def test_batchmarks_uniform_draw_is_vllms_own():
 @pytest.mark.slow
 @pytest.mark.alone  # two clients' timings of one vLLM server on both cores
 def test_batchmark_agrees_with_vllm_bench_serve_on_drawn_and_file_workloads(tmp_path):
-    res = run(rate=4.0, n=24, work=tmp_path)
+    res = run(rate=4.0, n=48, work=tmp_path)
     print(report(res))
     for w in ("random", "custom"):
         assert not length_checks(res[w], w), length_checks(res[w], w)
