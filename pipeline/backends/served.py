@@ -29,6 +29,15 @@ from pipeline.backends.scrape import Sampler, parse_prometheus, prometheus_sampl
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord
 
+def served_point_seed(key: PointKey, seed: int) -> int:
+    """The seed a served point draws its lengths, prompts and schedule from (the config's ``seed`` mixed with the
+    point's key), which a caller that must draw alike (``vllm bench serve --seed``) reads here."""
+    if key.open_loop:
+        return (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
+                + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
+    return seed * 1_000_003 + key.concurrency * 7919 + key.input_len * 31 + key.output_len
+
+
 def chat_template_tokens(tokenizer: Any, prompt: str, prompt_len: int) -> int | None:
     """Tokens the model's chat template adds around a user prompt of ``prompt_len`` tokens; None without a template.
 
@@ -244,13 +253,11 @@ class ServedBackend:
             n_warm, n_meas = scheduler.open_loop_counts(key.rate_rps, self.opts.min_requests,  # sized from the E2EL
                                                         getattr(self, "expected_e2el_s", None), warmup,
                                                         self.opts.requests_per_point)
-            point_seed = (seed * 1_000_003 + (key.max_concurrency or 0) * 7919 + key.input_len * 31 + key.output_len
-                          + round(key.rate_rps * 1000) * 104_729 + (1 if key.load == "poisson" else 2))
         else:
             n = key.concurrency
             n_meas = self.opts.requests_per_point or scheduler.default_requests(n, self.opts.requests_per_slot, self.opts.min_requests)
             n_warm = n if warmup else 0
-            point_seed = seed * 1_000_003 + n * 7919 + key.input_len * 31 + key.output_len
+        point_seed = served_point_seed(key, seed)
         loop = getattr(self.opts, "event_loop", "auto")
         reqs = self.requests = point_requests(self.cfg, self.tokenizer, self.features, key.input_len, key.output_len,
                                               repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None),

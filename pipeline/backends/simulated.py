@@ -14,6 +14,7 @@ one repeat is :mod:`pipeline.simulation.simloop`; this module plugs them into th
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ import numpy as np
 from pipeline.config.sweepconfig import ModelSpec, SimulatedOptions, SweepConfig
 from pipeline.loadgen.pointrequests import workload_meta
 from pipeline.simulation.simloop import simulate_repeat
-from pipeline.simulation.simserver import ServerModel, kv_blocks, refusal
+from pipeline.simulation.simserver import ServerModel, cached_prefix, kv_blocks, refusal
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
 from pipeline.cards.modelcards import ModelCard
@@ -159,6 +160,9 @@ class SimulatedBackend:
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
                                  self.cfg.max_in_flight(), "vllm", lengths=self.cfg.lengths,  # vLLM's flags and terms
                                  cfg=self.cfg)
+        if getattr(self.variant, "prefix_caching", None) and self.cfg.lengths is not None:  # the prefix's full blocks
+            self.server = dataclasses.replace(self.server, cached_prefix_tokens=cached_prefix(
+                self.cfg.lengths.prefix_len, self.server.block_size, True))
         s = self.server
         name = self.variant.name if self.variant is not None else DEFAULT_VARIANT
         self.servers[server_key(spec.name, name)] = {
@@ -168,6 +172,7 @@ class SimulatedBackend:
                        "max_num_batched_tokens": s.max_num_batched_tokens, "num_gpu_blocks": s.num_blocks,
                        "block_size": s.block_size, "kv_cache_size_tokens": s.num_blocks * s.block_size,
                        "kv_cache_max_concurrency": s.num_blocks * s.block_size / s.max_model_len},
+            "cached_prefix_tokens": s.cached_prefix_tokens,
             "step_overhead_s": s.step_overhead_s, "bandwidth_gb_s": s.bandwidth_gb_s, "peak_tflops": s.peak_tflops}
         return card.as_dict()
 

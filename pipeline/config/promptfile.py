@@ -3,7 +3,8 @@
 One JSON object a line (https://jsonlines.org/); blank lines are skipped.  A line is either
 
 - ``{"prompt": "…"}``, optionally with ``"output": "…"`` (a reference output: its length in tokens is the request's
-  output length) or ``"output_len": N`` (tokens), or
+  output length) or ``"output_len": N`` (tokens; ``"output_tokens": N`` too, as ``vllm bench serve --dataset-name
+  custom`` reads the same file), or
 - ShareGPT's ``{"conversations": [{"from": "human", "value": "…"}, {"from": "gpt", "value": "…"}, …]}``: the first
   human turn is the prompt and the turn after it, where a model (``gpt``) answered, the reference output (as vLLM's
   ``ShareGPTDataset`` reads the first two turns).
@@ -50,7 +51,7 @@ def _entry(obj: object, where: str) -> PromptEntry:
         output = after.get("value") if after is not None and after.get("from") in ("gpt", "assistant") else None
         out_len = None
     else:
-        prompt, output, out_len = obj.get("prompt"), obj.get("output"), obj.get("output_len")
+        prompt, output, out_len = obj.get("prompt"), obj.get("output"), obj.get("output_len", obj.get("output_tokens"))
     if not isinstance(prompt, str) or not prompt.strip():
         raise BatchmarkError(f"{where}: prompt: not a non-empty string")
     if output is not None and not isinstance(output, str):

@@ -25,7 +25,7 @@ from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSE
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
 from pipeline.config.tracefile import refuse_unsendable_workload
-from pipeline.config.workload import Lengths
+from pipeline.config.workload import Lengths, refuse_beyond_context
 from pipeline.core import scrub
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
@@ -171,6 +171,7 @@ class SweepConfig(StrictModel):
     @model_validator(mode="after")
     def _grid_or_rates(self) -> "SweepConfig":
         refuse_unsendable_workload(self)
+        refuse_beyond_context(self)
         if not self.concurrency:
             if self.open_loop is None:
                 raise ValueError("concurrency: give at least one concurrency (or an open_loop with rates)")

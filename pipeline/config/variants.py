@@ -39,6 +39,8 @@ SIMULATED_MODELS = {
     "gpu_memory_utilization": "the memory share the KV cache is sized from (after the weights)",
     "kv_cache_dtype": "KV bytes per token (fp8: 1 byte per element, half of bf16's 2)",
     "block_size": "tokens per KV block (the cache's block count and each request's blocks)",
+    "prefix_caching": "a shared prefix's full KV blocks, once a request of the repeat computed them, found cached by "
+                      "each request admitted after (its prefill starts past them; their memory still counted per request)",
 }
 
 

@@ -96,13 +96,13 @@ class Lengths(StrictModel):
     prompt_file: str | None = Field(default=None, min_length=1, description="JSON Lines file of the prompts to send "
                                     "({prompt[, output | output_len]} or ShareGPT conversations a line; served "
                                     "backends): prompts and reference outputs' lengths from it, the rest of output "
-                                    "drawn (pipeline.config.promptfile)")
+                                    "drawn, prefix_len shared tokens before each prompt (pipeline.config.promptfile)")
 
     @model_validator(mode="after")
     def _prompts_or_drawn(self) -> "Lengths":
         if self.prompt_file is not None:
-            if self.input.distribution != "fixed" or self.prefix_len:
-                raise ValueError("prompt_file: its prompts are the inputs; give no input distribution or prefix_len")
+            if self.input.distribution != "fixed":
+                raise ValueError("prompt_file: its prompts are the inputs; give no input distribution")
             try:
                 read_prompt_file(self.prompt_file)  # at the edge: a bad file is refused before anything runs
             except BatchmarkError as exc:
@@ -174,6 +174,57 @@ def server_len(cfg, input_len: int, output_len: int) -> int:
     """The ``max_model_len`` a server started for one shape of ``cfg`` needs by default: its longest request + 64
     (a replayed trace's longest, where it states lengths)."""
     return max(longest(getattr(cfg, "lengths", None), input_len, output_len), traced_longest(cfg)) + 64
+
+
+def refuse_beyond_context(cfg) -> None:
+    """Refuse a sweep config ``cfg`` whose requests cannot fit the context it states: a shape (prefix + ``input_len``
+    + ``output_len``, its nominal lengths) longer than a stated ``vllm.max_model_len`` or ``simulated.max_model_len``
+    (a drawn tail beyond it is clipped to it, :func:`draw_lengths`; the shape itself is not), or a server length
+    (the stated ``vllm.max_model_len``, else :func:`server_len`) beyond a model's ``max_position_embeddings`` (its
+    ``architecture`` or its card in ``data/models/``), which vLLM refuses to start with.
+
+    Raises:
+        ValueError: naming the key and the numbers.
+    """
+    lengths = getattr(cfg, "lengths", None)
+    prefix = lengths.prefix_len if lengths is not None else 0
+    shapes = [(s.input_len, s.output_len) for s in cfg.shapes()]
+    for key in ("vllm", "simulated"):
+        limit = getattr(cfg, key).max_model_len
+        for i, o in shapes if limit else ():
+            if prefix + i + o > limit:
+                raise ValueError(f"{key}.max_model_len = {limit}: the shape's input_len {i} + output_len {o}"
+                                 f"{f' + lengths.prefix_len {prefix}' if prefix else ''} = {prefix + i + o} tokens "
+                                 "do not fit it; raise it or shorten the shape")
+    for n, m in enumerate(cfg.models):
+        ctx, where = _max_position(m)
+        if ctx is None or cfg.backend == "openai":
+            continue
+        for i, o in shapes:
+            stated = cfg.vllm.max_model_len if cfg.backend == "vllm" else None
+            need = stated or (server_len(cfg, i, o) if cfg.backend != "transformers" else longest(lengths, i, o))
+            if need > ctx:
+                how = ("vllm.max_model_len" if stated else f"the longest request of shape {i}/{o} the lengths draw"
+                       + (" + 64, the server's default max_model_len" if cfg.backend != "transformers" else ""))
+                raise ValueError(f"models[{n}] ({m.name}): {where}max_position_embeddings = {ctx} is below {how} "
+                                 f"({need} tokens); shorten the lengths or state a smaller vllm.max_model_len")
+
+
+def _max_position(model) -> tuple[int | None, str]:
+    """A model spec's ``max_position_embeddings`` (tokens) and where it was read (``architecture.`` or its card's
+    file), None where neither states it."""
+    ctx = (model.architecture or {}).get("max_position_embeddings")
+    if isinstance(ctx, int) and not isinstance(ctx, bool):
+        return ctx, "architecture."
+    if model.card:
+        from pipeline.cards.registry import find_card_file
+
+        found = find_card_file(model.card)
+        arch = (found[1].get("config") if found and isinstance(found[1], dict) else None) or {}
+        ctx = arch.get("max_position_embeddings") if isinstance(arch, dict) else None
+        if isinstance(ctx, int) and not isinstance(ctx, bool):
+            return ctx, f"card {model.card}: "
+    return None, ""
 
 
 def repeat_lengths(cfg, key, per: int, repeats: int, r: int, seed: int,

@@ -57,7 +57,11 @@ def workload_words(stored: Any, input_len: int, output_len: int, loads: list[str
     if lengths is None:
         parts = ["lengths not readable (run.json config.lengths)"]
     elif lengths.prompt_file is not None:
-        parts = [f"prompts from {lengths.prompt_file} (their own lengths)", _outputs(lengths, output_len)]
+        stop = "stop at EOS, each at most" if not lengths.ignore_eos else "each"
+        parts = [f"prompts from {lengths.prompt_file} (their own lengths)",
+                 f"outputs {stop} its line's output length (else {_dist(lengths.output, output_len, '').strip()})"]
+        if lengths.prefix_len:
+            parts.append(f"a shared prefix of {lengths.prefix_len:,} tokens before each prompt")
     else:
         fixed = lengths.input.distribution == lengths.output.distribution == "fixed" and not lengths.prefix_len
         parts = (["fixed lengths"] if fixed else []) + [_dist(lengths.input, input_len, "prompts"),

@@ -91,14 +91,18 @@ def _from_file(lengths: Any, tokenizer: Any, features: Features, output_len: int
     """``n`` bodies from ``lengths.prompt_file``: its prompts in a seeded order (``numpy.random.default_rng(seed)``'s
     permutation, cycled), each prompt's length its tokens, each output its reference output's tokens or stated
     ``output_len`` where the line has one, else drawn from ``lengths.output`` around ``output_len`` (clipped so that
-    prompt + output fits ``max_model_len``)."""
+    prompt + output fits ``max_model_len``).  ``lengths.prefix_len`` > 0: one prefix of that many drawn tokens
+    (:func:`make_prompts_of`'s, from ``seed``) and a space begin every prompt (a system prompt shared by every
+    request); each prompt's length is then its whole text's tokens, the prefix included."""
     entries = read_prompt_file(lengths.prompt_file)
     rng = np.random.default_rng(seed)
     chosen = [entries[int(j)] for j in np.resize(rng.permutation(len(entries)), n)]
     drawn = lengths.output.draw(rng, output_len, n)
-    ins = np.array([len(tokenizer.encode(e.prompt, add_special_tokens=False)) for e in chosen], dtype=np.int64)
+    prefix = make_prompts_of(tokenizer, [lengths.prefix_len], seed)[0][0] + " " if lengths.prefix_len else ""
+    prompts = [prefix + e.prompt for e in chosen]
+    ins = np.array([len(tokenizer.encode(p, add_special_tokens=False)) for p in prompts], dtype=np.int64)
     outs = np.array([len(tokenizer.encode(e.output, add_special_tokens=False)) if e.output else e.output_len or int(d)
                      for e, d in zip(chosen, drawn)], dtype=np.int64)
     if max_model_len is not None:
         outs = np.minimum(outs, np.maximum(max_model_len - ins, 1))
-    return PointRequests([e.prompt for e in chosen], 0, ins, np.maximum(outs, 1), features)
+    return PointRequests(prompts, 0, ins, np.maximum(outs, 1), features)

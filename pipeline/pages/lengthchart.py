@@ -69,3 +69,25 @@ def length_chart(model: dict[str, Any], points: list[dict[str, Any]], simulated:
     ).resolve_scale(x="independent")
     title = f"{model['model']}: each point's request lengths" + (" (SIMULATED)" if simulated else "")
     return chart.properties(title=title).to_dict()
+
+
+def eos_words(points: list[dict[str, Any]], simulated: bool = False) -> str:
+    """What EOS did to a workload whose outputs could stop at it, from each point's ``length_hist`` (``got`` beside
+    the drawn ``output``, means over the finished requests): the tokens the requests got on average against those
+    they asked for, mean over mean across the points, and how many points had outputs shorter than asked; ``""``
+    where no point has a ``got`` histogram (outputs were their drawn length: ``ignore_eos``).  ``simulated``: the
+    simulated server generates every output to its drawn length, and the words say so."""
+    pairs = [(h["got"]["mean"], h["output"]["mean"]) for p in points
+             if isinstance(h := p.get("length_hist"), dict) and isinstance(h.get("got"), dict)
+             and isinstance(h.get("output"), dict)]
+    if not pairs:
+        return ""
+    got, asked = sum(g for g, _ in pairs) / len(pairs), sum(a for _, a in pairs) / len(pairs)
+    short = sum(g < a for g, a in pairs)
+    said = (f"What EOS did: the outputs could stop where the model sampled its end-of-sequence token, and got "
+            f"{got:,.1f} tokens on average of the {asked:,.1f} they asked for ({got / asked:.0%}); ")
+    why = ("the simulated server cannot know where a model stops: it generates every output to the most it asks for" if
+           simulated else "a model with random weights, or one whose folder names no EOS token, rarely or never samples it")
+    if not short:
+        return said + f"at all {len(pairs)} points every output ran to the most it asked for, none stopped at EOS ({why})."
+    return said + f"outputs stopped early at {short} of {len(pairs)} points."

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.simulation.simserver import ServerModel, attended_tokens, one_sequence_attended, refusal
+from pipeline.simulation.simserver import ServerModel, attended_tokens, noise, one_sequence_attended, refusal
 from pipeline.core.records import RequestRecord
 
 # Prometheus names of vLLM V1 the metrics stage reads (pipeline.metrics.summarize.server_state).
@@ -63,14 +63,6 @@ class RepeatResult:
     steps: int
 
 
-def _noise(rng: np.random.Generator | None, cv: float, n: int) -> np.ndarray | None:
-    """``n`` log-normal factors of mean 1 and coefficient of variation ``cv`` (None when no noise)."""
-    if rng is None or cv <= 0:
-        return None
-    sigma = math.sqrt(math.log1p(cv * cv))
-    return rng.lognormal(-sigma * sigma / 2, sigma, n)
-
-
 def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, *,
                     concurrency: int | None, load: str = "closed", rate_rps: float | None = None,
                     max_concurrency: int | None = None, schedule_seed: int = 0, start_s: float = 0.0,
@@ -90,7 +82,7 @@ def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm
     ``token_times=False``: each record carries its first token and one chunk of the rest at the last token's time
     instead of every token's (TTFT, TPOT, E2EL and throughput exact, ITL the request's mean; much faster to build).
     """
-    rep_factor = float(_noise(rng, server.repeat_time_cv, 1)[0]) if (rng is not None and server.repeat_time_cv > 0) else 1.0
+    rep_factor = float(noise(rng, server.repeat_time_cv, 1)[0]) if (rng is not None and server.repeat_time_cv > 0) else 1.0
     refused = refusal(server, input_len, output_len)
     if refused:  # vLLM answers every such request with an error at once
         recs = [RequestRecord(request_id=i + id_offset, queued_s=start_s, sent_s=start_s, first_token_s=None,
@@ -128,6 +120,7 @@ class _Loop:
         self.preempt0 = server.preemptions_total
         self._attended = one_sequence_attended(server.card)
         self.max_run, self.max_wait, self.max_kv = 0, 0, 0.0
+        self.prefix_cached = False  # a request of this repeat has computed the cached prefix (server.cached_prefix_tokens)
         self.open_loop = load != "closed"
         self.next_arrival = start_s if self.open_loop else math.inf
         if self.open_loop:  # the load generator's schedule (imported only here: it pulls in the HTTP client)
@@ -236,7 +229,7 @@ class _Loop:
         b = len(running)
         lt = attended_tokens(server.card, ctx[:, None] + 1 + np.arange(k)[None, :]).sum(axis=0)
         per = server.decode_run_s(b, lt)
-        f = _noise(self.rng_steps, server.step_time_cv, k)
+        f = noise(self.rng_steps, server.step_time_cv, k)
         if f is not None:
             per = per * f
         ends = self.t + np.cumsum(per * self.rep_factor)
@@ -300,6 +293,8 @@ class _Loop:
         if not preempted:
             while waiting and len(running) < server.max_num_seqs and budget > 0:
                 r = waiting[0]
+                if self.prefix_cached and r.blocks == 0:  # admitted: the cached prefix is its (at least 1 left to compute)
+                    r.computed = max(r.computed, min(server.cached_prefix_tokens, r.total - 1))
                 n = min(r.total - r.computed, budget)
                 nb = -(-(r.computed + n) // bs) - r.blocks
                 if nb > self.free_blocks:
@@ -337,7 +332,7 @@ class _Loop:
                 prompt_tokens += n
                 prompt_lt += a
         dt = server._time(tokens, kv_lt, attn_lt, prompt_tokens, prompt_lt) * self.rep_factor
-        f = _noise(self.rng_steps, server.step_time_cv, 1)
+        f = noise(self.rng_steps, server.step_time_cv, 1)
         if f is not None:
             dt *= float(f[0])
         self.t += dt
@@ -349,6 +344,7 @@ class _Loop:
         finished = []
         for r, n in sched:
             r.computed += n
+            self.prefix_cached = self.prefix_cached or 0 < server.cached_prefix_tokens <= r.computed
             if r.computed == r.total:
                 r.gen += 1
                 if r.first_s is None:

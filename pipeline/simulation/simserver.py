@@ -31,7 +31,11 @@ The server (:class:`ServerModel`, run by :func:`pipeline.simulation.simloop.simu
   + FLOPs ÷ (compute_fraction × peak)) instead of the roofline's max; with a fitted ``prefill_tok_s`` a step's
   prompt tokens cost tokens ÷ prefill_tok_s in place of their FLOPs (prefill kernels reach another fraction of
   the peak than decode's), and every request reaches the scheduler ``arrival_delay_s`` after it is sent (the
-  fitted fixed TTFT cost: the API server's HTTP, tokenisation and queue hand-off, which run beside the steps).
+  fitted fixed TTFT cost: the API server's HTTP, tokenisation and queue hand-off, which run beside the steps);
+- prefix caching (``cached_prefix_tokens``, :func:`cached_prefix`: a shared prefix's full blocks): once a request of
+  the repeat has computed them, each request admitted after starts its prefill past them (vLLM's
+  ``--enable-prefix-caching``); their blocks are still counted per request (vLLM shares them: the cache's room for
+  more sequences is not modelled).
 """
 
 from __future__ import annotations
@@ -126,6 +130,9 @@ class ServerModel:
     #: An engine's terms on this hardware (:class:`pipeline.machine.engineterms.EngineTerms`): steps costed by
     #: :meth:`_engine_time` (the plan's default where the profile states them), ``peak_tflops`` then the measured one.
     terms: object | None = None
+    #: Prefix caching (vLLM ``--enable-prefix-caching``): tokens at the start of every prompt whose KV a request finds
+    #: cached once a request of the repeat has computed them (a shared prefix's full blocks); 0: no caching.
+    cached_prefix_tokens: int = 0
     _per_layer: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
@@ -235,3 +242,19 @@ def refusal(server: ServerModel, input_len: int, output_len: int) -> str | None:
         return (f"server: one sequence of {need} tokens needs {math.ceil(need / server.block_size)} KV blocks, "
                 f"the cache has {server.num_blocks}")
     return None
+
+
+def noise(rng: np.random.Generator | None, cv: float, n: int) -> np.ndarray | None:
+    """``n`` log-normal factors of mean 1 and coefficient of variation ``cv`` (None when no noise): σ² = ln(1 + cv²),
+    μ = −σ²/2 (the log-normal's mean e^(μ + σ²/2) = 1, its CV √(e^(σ²) − 1) = cv)."""
+    if rng is None or cv <= 0:
+        return None
+    sigma = math.sqrt(math.log1p(cv * cv))
+    return rng.lognormal(-sigma * sigma / 2, sigma, n)
+
+
+def cached_prefix(prefix_len: int, block_size: int, caching: bool) -> int:
+    """Tokens of a shared prefix of ``prefix_len`` a later request finds cached: its full blocks, ⌊prefix / block⌋ ×
+    block (vLLM caches and reuses whole KV blocks only, by the hash of the block's tokens and of those before it:
+    https://docs.vllm.ai/en/latest/design/prefix_caching.html); 0 with caching off."""
+    return (prefix_len // block_size) * block_size if caching and prefix_len > 0 else 0

@@ -69,3 +69,25 @@ def test_the_tuning_section_names_prefix_caching_and_what_it_bought(tmp_path, mo
     bought = next(line for line in section.splitlines() if line.startswith("- **fp8-kv**"))
     assert bought.startswith("- **fp8-kv**: +43 % peak output throughput at c = 4 (64/16)")  # 1 / 0.7 = 1.43
     assert "TTFT p50 −30 % at c = 4 (64/16)" in bought
+
+
+def test_the_simulated_server_caches_the_prefix_of_the_variant_that_turns_it_on():
+    """Fault kind: prefix caching said to be a setting the simulated server ignores, so a simulated tuning run shows
+    the two variants alike.  By hand: config/vllm-cpu-prefix-caching.yaml's 192-token prefix is 12 full 16-token
+    blocks, all 192 found cached with caching on, none off; run.json's variants[].simulated says it is modelled."""
+    from pipeline.backends.simulated import SimulatedBackend
+    from pipeline.config.sweepconfig import parse_config
+    from pipeline.config.variants import simulated_statement
+
+    data = {"name": "pc", "hardware": "dgx-spark", "backend": "simulated", "input_len": 64, "output_len": 32,
+            "lengths": {"prefix_len": 192}, "concurrency": [1, 2], "models": [{"name": "m", "card": "gpt-oss-20b"}],
+            "variants": [{"name": "off", "prefix_caching": False}, {"name": "on", "prefix_caching": True}]}
+    cfg = parse_config(data)
+    cached = []
+    for v in cfg.variant_list():
+        backend = SimulatedBackend(variant_config(cfg, v))
+        backend.variant = v
+        backend.load(cfg.models[0])
+        cached.append(backend.server.cached_prefix_tokens)
+    assert cached == [0, 192]
+    assert "prefix_caching" in simulated_statement(cfg.variant_list()[1])["modelled"]

@@ -115,3 +115,40 @@ def test_bad_workload_is_one_line_naming_the_field(extra, line):
         parse_config({**BASE, **extra})
     text = str(err.value)
     assert line in text and "\n" not in text
+
+
+@pytest.mark.parametrize("extra,line", [
+    # by hand: 448 + 64 = 512 fits 512; 449 + 64 = 513 does not
+    ({"input_len": 449, "output_len": 64, "simulated": {"max_model_len": 512}},
+     "simulated.max_model_len = 512: the shape's input_len 449 + output_len 64 = 513 tokens do not fit it"),
+    ({"input_len": 400, "output_len": 64, "lengths": {"prefix_len": 100}, "simulated": {"max_model_len": 512}},
+     "input_len 400 + output_len 64 + lengths.prefix_len 100 = 564 tokens do not fit it"),
+    # gpt-oss-20b's card: max_position_embeddings 131072; the simulated server's default length 131000 + 10 + 64
+    ({"input_len": 131_000, "output_len": 10},
+     "models[0] (m): card gpt-oss-20b: max_position_embeddings = 131072 is below the longest request of shape "
+     "131000/10 the lengths draw + 64, the server's default max_model_len (131074 tokens)"),
+    # a uniform tail: ceil(256 × 1.9) = 487 + 32 + 64 = 583 > 512
+    ({"backend": "vllm", "models": [{"name": "r", "architecture": {"model_type": "llama",
+                                                                    "max_position_embeddings": 512}}],
+      "input_len": 256, "output_len": 32, "lengths": {"input": {"distribution": "uniform", "range_ratio": 0.9}}},
+     "models[0] (r): architecture.max_position_embeddings = 512 is below the longest request of shape 256/32"),
+    ({"backend": "vllm", "models": [{"name": "r", "architecture": {"model_type": "llama",
+                                                                    "max_position_embeddings": 512}}],
+      "vllm": {"max_model_len": 1024}}, "is below vllm.max_model_len (1024 tokens)"),
+])
+def test_lengths_beyond_the_context_are_one_line_naming_the_field(extra, line):
+    """Fault kind: a shape longer than the context stated (every request refused by the server, or vLLM refusing to
+    start with a max_model_len past the model's positions) found only after the server started."""
+    with pytest.raises(BatchmarkError) as err:
+        parse_config({**BASE, **extra}, "c.yaml")
+    text = str(err.value)
+    assert text.startswith("c.yaml: ") and line in text and "\n" not in text, text
+
+
+def test_lengths_within_the_context_pass():
+    """The boundary cases of the test above that fit: 448 + 64 = 512 in 512; the uniform tail stated down to
+    vllm.max_model_len 512 (its draws are clipped to it), 512 ≤ the architecture's 512."""
+    parse_config({**BASE, "input_len": 448, "output_len": 64, "simulated": {"max_model_len": 512}})
+    parse_config({**BASE, "backend": "vllm", "input_len": 256, "output_len": 32,
+                  "models": [{"name": "r", "architecture": {"model_type": "llama", "max_position_embeddings": 512}}],
+                  "lengths": {"input": {"distribution": "uniform", "range_ratio": 0.9}}, "vllm": {"max_model_len": 512}})

@@ -30,3 +30,13 @@ def test_fixed_normal_lognormal_and_unreadable():
     assert workload_words({"ignore_eos": False}, 64, 16, ["poisson"]) == (
         "fixed lengths, prompts 64 tokens, outputs stop at EOS up to 16 tokens, Poisson arrivals")
     assert workload_words({"input": "x"}, 64, 16) == "lengths not readable (run.json config.lengths)"
+
+
+def test_a_prompt_file_with_a_prefix_and_eos_in_words():
+    """Fault kind: a prompt file's page saying its outputs were the shape's nominal length (the file states each
+    line's), or dropping the shared prefix sent before every prompt."""
+    stored = {"prompt_file": "data/prompts/cpu-words.jsonl", "prefix_len": 128, "ignore_eos": False}
+    assert workload_words(stored, 36, 32, ["closed"]) == (
+        "prompts from data/prompts/cpu-words.jsonl (their own lengths), outputs stop at EOS, each at most its line's "
+        "output length (else 32 tokens), a shared prefix of 128 tokens before each prompt, a closed loop (a fixed "
+        "number in flight)")

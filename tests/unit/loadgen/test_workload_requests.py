@@ -10,6 +10,7 @@ import threading
 
 import numpy as np
 
+from pipeline.config.promptfile import read_prompt_file
 from pipeline.config.sweepconfig import load_config, parse_config
 from pipeline.config.workload import draw_lengths, repeat_lengths
 from pipeline.core.records import PointKey
@@ -165,3 +166,23 @@ def test_a_prompt_file_is_sent_as_written_with_its_reference_output_lengths(tmp_
     assert all(b.get("ignore_eos") for b in seen)  # ignore_eos stays on: outputs are the reference lengths
     for r in rec.repeats[0].requests:
         assert (r.input_tokens, r.output_tokens) == (r.drawn_input_len, r.drawn_output_len) and r.ok
+
+
+def test_a_shared_prefix_begins_every_prompt_of_a_file(tmp_path):
+    """Fault kind: a prefix given beside a prompt file dropped (prefix caching then has nothing to reuse) or counted
+    apart from the prompt the server sees.
+
+    tests/data/prompts/chat.jsonl by hand (one token a word): prompts of 5, 3, 4 and 7 tokens; with a 3-token prefix
+    and a space each body is 8, 6, 7 or 10 tokens, its first 3 words one prefix for all four."""
+    from pipeline.loadgen.pointrequests import point_requests
+
+    cfg = parse_config({"name": "w", "hardware": "cpu", "backend": "openai", "concurrency": [2],
+                        "input_len": 5, "output_len": 8, "models": [{"name": "m", "served_name": "m"}],
+                        "lengths": {"prompt_file": str(REPO / "tests" / "data" / "prompts" / "chat.jsonl"),
+                                    "prefix_len": 3}})
+    reqs = point_requests(cfg, build_tokenizer(tmp_path / "tok"), streamrecord.Features(), 5, 8, 4, 0)
+    assert sorted(reqs.input_lens.tolist()) == [6, 7, 8, 10]
+    assert [len(p.split()) for p in reqs.prompts] == reqs.input_lens.tolist()
+    assert len({tuple(p.split()[:3]) for p in reqs.prompts}) == 1
+    assert sorted(p.split(maxsplit=3)[3] for p in reqs.prompts) == sorted(
+        e.prompt for e in read_prompt_file(REPO / "tests" / "data" / "prompts" / "chat.jsonl"))

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from pipeline.commands.sweep import sweep
+from pipeline.pages.lengthchart import eos_words
 
 CONFIG = """name: dist
 hardware: dgx-spark
@@ -61,6 +62,8 @@ def test_a_drawn_workload_is_drawn_and_said(scratch_root: Path):
     page = next(p for p in render_site(scratch_root / "pages", runs_dir=run.parent) if p.parent.name == "models")
     text = page.read_text()
     assert f"Workload: {WORDS}." in text
+    assert ("at all 3 points every output ran to the most it asked for, none stopped at EOS (the simulated server cannot "
+            "know where a model stops: it generates every output to the most it asks for)") in text  # what EOS did, said
     spec = next(s for s in _specs(text) if "request lengths" in s["title"])
     assert spec["resolve"]["scale"]["x"] == "independent"  # prompts and outputs each on their own token axis
     layer = spec["spec"]["layer"][0]["encoding"]
@@ -103,3 +106,19 @@ def test_an_import_is_said_as_its_tool_sent_it_never_as_fixed_lengths(tmp_path: 
                 if p.parent.name == "models").read_text()
     assert f"Workload: {said}." in text and "fixed lengths" not in text
     assert f"workload in 1024 / out 128: {said}" in format_table(show_run(run)).splitlines()
+
+
+def test_what_eos_did_in_words():
+    """Fault kind: a page of EOS-terminated outputs silent on where they stopped (a reader takes the asked lengths
+    for the measured ones), or saying outputs stopped where none did.  By hand: means got 20 and 30 against asked 20
+    and 40: 25 of 30 tokens on average, 83 %; one point of two shorter than asked."""
+    def point(got, asked):
+        return {"length_hist": {"output": {"mean": asked}, "got": {"mean": got}}}
+
+    assert eos_words([point(20, 20), point(30, 40)]) == (
+        "What EOS did: the outputs could stop where the model sampled its end-of-sequence token, and got 25.0 tokens "
+        "on average of the 30.0 they asked for (83%); outputs stopped early at 1 of 2 points.")
+    assert eos_words([point(36.5, 36.5)]).endswith("at all 1 points every output ran to the most it asked for, none "
+                                                    "stopped at EOS (a model with random weights, or one whose folder "
+                                                    "names no EOS token, rarely or never samples it).")
+    assert eos_words([{"length_hist": {"output": {"mean": 5}}}, {}]) == ""  # ignore_eos: no got, nothing to say

@@ -174,3 +174,23 @@ def test_open_loop_below_capacity_follows_the_rate():
     assert all(r.first_token_s - r.sent_s == pytest.approx(PREFILL_PER_PROMPT + OVERHEAD, abs=1e-6) for r in meas)
     assert all(r.lag_s == 0.0 and r.scheduled_s == r.sent_s for r in meas)
     assert res.server_metrics["max_during"]["vllm:num_requests_running"] == 1
+
+
+def test_prefix_caching_skips_the_cached_blocks_of_the_prefill():
+    """Fault kind: prefix caching on a shared-prefix workload simulated as if off (the variant said to change
+    nothing), or the whole prefix reused where vLLM reuses full blocks only, or reused before any request computed it.
+
+    By hand (the module's card, compute bound in prefill): a prompt of a 1000-token prefix + 8 of its own, 16-token
+    blocks: ⌊1000 / 16⌋ × 16 = 992 tokens cached.  The first request computes all 1008 tokens from 0 in one step:
+    FLOPs = 2e9 × 1008 + 4 × 8 × 64 × 10 layers × 1008 × 504 (mean context) = 2.02640449536e12, time 0.202640449536 +
+    0.001 s = its TTFT.  Each next one (c = 1: sent when the one before finished) computes 16 tokens from 992: FLOPs
+    3.23e10 → 0.0032 s, below the weights' 0.02 s read: TTFT 0.02 + 0.001 = 0.021 s.  With caching off every TTFT
+    is the first's."""
+    from pipeline.simulation.simserver import cached_prefix
+
+    assert (cached_prefix(1000, 16, True), cached_prefix(1000, 16, False), cached_prefix(15, 16, True)) == (992, 0, 0)
+    first = 0.202640449536 + OVERHEAD
+    for cached, later in ((992, 0.021), (0, first)):
+        res = simulate_repeat(server(cached_prefix_tokens=cached), 1008, 2, 0, 3, concurrency=1)
+        ttft = [q.first_token_s - q.sent_s for q in res.requests[:3]]
+        assert ttft == pytest.approx([first, later, later], abs=1e-6), cached
