@@ -1,13 +1,13 @@
 """The Guide's reference pages, generated from the code: the command line from the argument parser, the config keys
-from the pydantic schema, the ``show --json`` fields from ``show`` run over stored runs, and the stored files from
-their pydantic models.
+from the pydantic schema, the published JSON contracts' schemas (``show``, ``diff``, ``plan``, ``predict --json``) and the
+``show --json`` fields from its schema, and the stored files from their pydantic models.
 
 The pages are committed under ``docs/reference/`` (readable in a clone, copied to the site by
 :mod:`pipeline.pages.guide`); ``tests/unit/pages/test_reference.py`` regenerates them and fails when a committed page
 and the code drift (``python -m tests.unit.pages.test_reference`` writes them anew).  The parser is handed in (it
 lives in :mod:`pipeline.cli`, above this folder).
 
-Imports :mod:`pipeline.config`, :mod:`pipeline.store` and :mod:`pipeline.views` only.
+Imports :mod:`pipeline.config`, :mod:`pipeline.store`, the contracts' modules and :mod:`pipeline.core` only.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import os
 import re
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -175,45 +174,92 @@ def config_page() -> str:
                       *config_rows(SweepConfig), ""])
 
 
-# -- show --json ----------------------------------------------------------------------------------------------------
+# -- the published contracts (show, diff, plan, predict --json) ------------------------------------------------
 
-#: Fields whose keys are data (a concurrency, a caveat, a token count source), not names: listed as a map.
-MAP_FIELDS = {"scaling_efficiency", "caveat_counts", "token_count_sources", "server", "adaptive", "rate_sweeps",
-              "interference", "knee_uncertainty"}
+def contracts() -> dict[str, tuple[Any, int, str]]:
+    """{contract name: (its pydantic model, its version, its title)}: the JSON other tools read."""
+    from pipeline.diff import contract as diff
+    from pipeline.plan import contract as plan
+    from pipeline.views import predictcontract as predict
+    from pipeline.views import showcontract as show
 
-
-def _json_type(value: Any) -> str:
-    return {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number",
-            type(None): "null"}.get(type(value), type(value).__name__)
-
-
-def _walk(value: Any, path: str, seen: dict[str, set[str]], depth: int) -> None:
-    seen.setdefault(path, set()).add(_json_type(value))
-    leaf = path.rsplit(".", 1)[-1].removesuffix("[]")
-    if isinstance(value, dict) and depth < 3 and leaf not in MAP_FIELDS:
-        for k, v in value.items():
-            _walk(v, f"{path}.{k}" if path else k, seen, depth + 1)
-    elif isinstance(value, list) and path in ("points", "models"):
-        for v in value:
-            _walk(v, f"{path}[]", seen, depth)
+    return {"show": (show.ShowDocument, show.VERSION, "batchmark show --json"),
+            "diff": (diff.DiffDocument, diff.VERSION, "batchmark diff --json"),
+            "plan": (plan.PlanDocument, plan.VERSION, "batchmark plan --json"),
+            "predict": (predict.PredictDocument, predict.VERSION, "batchmark predict --json")}
 
 
-def show_json_page(run_dirs: list[Path]) -> str:
-    """The ``show --json`` fields: every path (to three levels) of the documents ``show`` builds from ``run_dirs``,
-    with the JSON types seen there."""
-    from pipeline.views.show import show_run
+def contract_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of the contract ``name`` (:func:`pipeline.core.contracts.json_schema`)."""
+    from pipeline.core.contracts import json_schema
 
-    seen: dict[str, set[str]] = {}
-    for rd in run_dirs:
-        _walk(show_run(rd), "", seen, 0)
-    seen.pop("", None)
-    rows = [f"| {_code(path)} | {cell(', '.join(sorted(types)))} |" for path, types in sorted(seen.items())]
+    model, version, title = contracts()[name]
+    return json_schema(model, name, version, title)
+
+
+def schema_files() -> dict[str, str]:
+    """{file name under ``docs/reference/``: its text} of every contract's schema (indented JSON, keys in order)."""
+    from pipeline.core.contracts import schema_name
+
+    return {schema_name(n): json.dumps(contract_schema(n), indent=1, ensure_ascii=False) + "\n" for n in contracts()}
+
+
+def _variants(node: dict[str, Any], defs: dict[str, Any]) -> list[dict[str, Any]]:
+    """The alternatives of a schema node (``anyOf``'s, else the node), each ``$ref`` resolved to its definition."""
+    out = []
+    for v in node.get("anyOf") or [node]:
+        out.append(defs[v["$ref"].rsplit("/", 1)[-1]] if "$ref" in v else v)
+    return out
+
+
+def _schema_type(v: dict[str, Any]) -> str:
+    if v.get("type") == "array":
+        items = v.get("items") or {}
+        return f"array of {_schema_type(items)}" if items.get("type") or "properties" in items else "array"
+    if "properties" in v:
+        return "object"
+    if v.get("type") == "object":
+        extra = v.get("additionalProperties")
+        return f"map of {_schema_type(extra)}" if isinstance(extra, dict) and extra.get("type") else "object"
+    if "enum" in v or "const" in v:
+        return " or ".join(json.dumps(x) for x in v.get("enum", [v.get("const")]))
+    return v.get("type", "any")
+
+
+def schema_rows(node: dict[str, Any], defs: dict[str, Any], path: str = "") -> list[tuple[str, str, bool, str]]:
+    """(path, JSON type, required, description) of every key of a schema node, nested objects and the objects of
+    arrays expanded (``points[].ttft_s.p50``)."""
+    rows = []
+    for obj in _variants(node, defs):
+        if obj.get("type") == "array" and "items" in obj:
+            obj = _variants(obj["items"], defs)[0]
+            path_of = f"{path}[]"
+        else:
+            path_of = path
+        required = set(obj.get("required") or [])
+        for key, sub in (obj.get("properties") or {}).items():
+            at = f"{path_of}.{key}" if path_of else key
+            types = " or ".join(dict.fromkeys(_schema_type(v) for v in _variants(sub, defs)))
+            rows.append((at, types, key in required, sub.get("description") or ""))
+            rows += schema_rows(sub, defs, at)
+    return rows
+
+
+def show_json_page() -> str:
+    """The ``show --json`` fields, from the contract's schema (``docs/reference/show.schema.json``): every key, its
+    JSON type, whether it is always there, and its meaning with its unit."""
+    schema = contract_schema("show")
+    rows = [f"| {_code(p)} | {cell(t)} | {'yes' if r else 'no'} | {cell(d)} |"
+            for p, t, r, d in schema_rows(schema, schema.get("$defs") or {})]
     return "\n".join([GENERATED, "", "# show --json fields", "",
-                      "Every field of `batchmark show RUN --json`, as `show` builds it from the runs committed in this "
-                      f"repository ({len(run_dirs)}), with the JSON types seen there (objects whose keys are data, such "
-                      "as `scaling_efficiency`, are not expanded; `points[]` is one entry per point).  What they mean: "
+                      "Every field of `batchmark show RUN --json`, from its JSON Schema "
+                      f"(`{schema['$id']}` in the repository, version {schema['version']}), which every test's "
+                      "`show` output is validated against.  A null is a figure the source could not supply; "
+                      "*required* says the key is always there.  The other published contracts' schemas lie beside "
+                      "it: `diff.schema.json`, `plan.schema.json`, `predict.schema.json`; in Python, "
+                      "[the Python API](../python-api.md) reads a run typed.  What the fields mean: "
                       "[the contract in Definitions](../definitions.md#the-show-json-contract).", "",
-                      "| field | JSON type |", "| --- | --- |", *rows, ""])
+                      "| field | JSON type | required | meaning |", "| --- | --- | --- | --- |", *rows, ""])
 
 
 # -- stored files ---------------------------------------------------------------------------------------------------
@@ -250,7 +296,7 @@ def stored_files_page() -> str:
     return "\n".join(out)
 
 
-def reference_pages(parser: argparse.ArgumentParser, run_dirs: list[Path]) -> dict[str, str]:
-    """{file name under ``docs/reference/``: its text} of every reference page."""
-    return {"cli.md": cli_page(parser), "config.md": config_page(), "show-json.md": show_json_page(run_dirs),
-            "stored-files.md": stored_files_page()}
+def reference_pages(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """{file name under ``docs/reference/``: its text} of every reference page and contract schema."""
+    return {"cli.md": cli_page(parser), "config.md": config_page(), "show-json.md": show_json_page(),
+            "stored-files.md": stored_files_page(), **schema_files()}
