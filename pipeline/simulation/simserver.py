@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.cards.modelcards import ModelCard
+from pipeline.machine.engineterms import EngineTerms
 from pipeline.cards.stepcost import (calibrated_step_s, compute_format, coverage_at, expert_flops_per_step,
                                      moe_kernel_factor, weight_bytes_per_step)
 
@@ -125,7 +126,7 @@ class ServerModel:
     routing_scale: float | None = None
     #: An engine's terms on this hardware (:class:`pipeline.machine.engineterms.EngineTerms`): steps costed by
     #: :meth:`_engine_time` (the plan's default where the profile states them), ``peak_tflops`` then the measured one.
-    terms: object | None = None
+    terms: EngineTerms | None = None
     _per_layer: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
