@@ -26,7 +26,7 @@ def test_ruff_finds_nothing():
 
 def test_mypy_finds_nothing():
     """mypy over ``pipeline/`` with the project's configuration (its cache under ``.venv/``: a warm run takes seconds,
-    a cold one about 40 s of CPU)."""
+    a cold one about 10 s of CPU)."""
     if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is not installed in this environment (pip install -e '.[test]' installs it)")
     res = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True, timeout=600)
