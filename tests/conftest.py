@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Every show, diff, plan and predict document a test makes, in process or from a command it starts, is checked
+# against its published contract (pipeline.core.contracts): a producer that breaks the contract fails its test.
+os.environ["BATCHMARK_CHECK_CONTRACTS"] = "1"
 TINY_CONFIG = REPO / "tests" / "data" / "tiny.yaml"
 
 

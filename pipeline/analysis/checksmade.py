@@ -31,7 +31,8 @@ def clean_claims(meta: dict[str, Any], points: list[dict[str, Any]], spread_limi
     repeated = any(len((p.get("samples") or {}).get("output_throughput_tok_s") or []) >= 2
                    for p in points if p.get("load", "closed") == "closed")
     watched = any((p.get("interference") or {}).get("outside_share") is not None for p in points)
-    made, missing = [], []
+    made: list[str] = []
+    missing: list[str] = []
     for ok, claim, lack in ((probed, "probe steady", "no probe"),
                             (repeated, f"repeats agree within {spread_limit:g}×", "one repeat"),
                             (watched, "machine not busy while points ran", "no machine data")):

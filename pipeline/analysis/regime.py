@@ -85,7 +85,8 @@ def post_knee_cause(regimes: dict[int, str], knee: int | None, post: str, interf
             return cause
     if interfered:
         return "interference"
-    later = [c for c in (bounds or {}) if c > knee]
+    bounds = bounds or {}
+    later = [c for c in bounds if c > knee]
     if later and all(bounds[c] == "compute" for c in later):
         return "compute"
     return "batching"

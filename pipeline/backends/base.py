@@ -42,8 +42,12 @@ class Backend(Protocol):
     """
 
     name: str
-    serving_engine: str
     device: str
+
+    @property
+    def serving_engine(self) -> str:
+        """The serving engine that produces the tokens (a class attribute, or asked of the endpoint once)."""
+        ...
 
     def attach_run(self, run_dir: Path) -> None:
         """The run folder being measured into, for the engine's side files (server logs); never written by the engine otherwise."""

@@ -16,6 +16,7 @@ import asyncio
 import os
 from typing import Any
 
+from pipeline.config.options import OpenAIOptions
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.loadgen import client
 from pipeline.backends import endpointkind
@@ -27,6 +28,7 @@ class OpenAIBackend(ServedBackend):
     """An OpenAI-compatible endpoint that batchmark does not start."""
 
     name = "openai"
+    opts: OpenAIOptions  # the config's ``openai:`` block (the served base holds any client's options)
 
     def __init__(self, cfg: SweepConfig):
         super().__init__(cfg, cfg.openai)
@@ -49,6 +51,7 @@ class OpenAIBackend(ServedBackend):
         return self._serving_engine
 
     def _target(self) -> client.Target:
+        assert self.spec is not None, "load() a model first"
         return client.Target(base_url=self.opts.base_url, model=self.spec.served_name, endpoint=self.opts.endpoint,
                               api_key=self.api_key, timeout_s=self.opts.timeout_s)
 

@@ -84,7 +84,7 @@ def parse_prometheus(text: str, only: re.Pattern[str] | None = None) -> dict[str
     """
     if only is not None:
         text = "".join(line + "\n" for line in text.splitlines()
-                       if line[:1] not in ("", "#") and only.search(_NAME.match(line).group(0)))
+                       if line[:1] not in ("", "#") and (m := _NAME.match(line)) and only.search(m.group(0)))
     out: dict[str, float] = {}
     for name, _, value in prometheus_samples(text):
         if ":" in name and not name.endswith(_PARTS):

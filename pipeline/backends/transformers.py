@@ -36,7 +36,7 @@ class TransformersBackend:
 
         self.torch = torch
         opts = cfg.transformers
-        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if opts.device == "auto" else opts.device
+        self.device: str = ("cuda" if torch.cuda.is_available() else "cpu") if opts.device == "auto" else opts.device
         if self.device == "cuda" and not torch.cuda.is_available():
             raise BatchmarkError("transformers.device: cuda requested but torch sees no CUDA device")
         dtype = opts.dtype if opts.dtype != "auto" else ("bfloat16" if self.device == "cuda" else "float32")

@@ -44,6 +44,7 @@ from typing import Any
 
 from pipeline.config.workload import server_len
 from pipeline.machine import serverenv
+from pipeline.config.options import VLLMOptions
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.loadgen import client
 from pipeline.backends.served import ServedBackend, prometheus_samples, served_card
@@ -95,11 +96,11 @@ def server_limits(cmd: list[str], metrics_text: str = "") -> dict[str, float | N
         if name == "vllm:cache_config_info":
             for k in _INFO_LIMITS:
                 try:
-                    val = float(labels[k])
+                    num = float(labels[k])
                 except (KeyError, ValueError):
                     continue
-                if math.isfinite(val):
-                    out[k] = val
+                if math.isfinite(num):
+                    out[k] = num
             break
     return out
 
@@ -121,6 +122,7 @@ class VLLMBackend(ServedBackend):
 
     name = "vllm"
     serving_engine = "vllm"
+    opts: VLLMOptions  # the config's ``vllm:`` block (the served base holds any client's options)
 
     def __init__(self, cfg: SweepConfig):
         super().__init__(cfg, cfg.vllm)
@@ -146,6 +148,7 @@ class VLLMBackend(ServedBackend):
         return f"http://{host}:{self.port}"
 
     def _target(self) -> client.Target:
+        assert self.spec is not None, "load() a model first"
         return client.Target(base_url=self._root_url() + "/v1", model=self.spec.served_name or self.spec.path,
                               endpoint=self.opts.endpoint, api_key=self.api_key, timeout_s=self.opts.timeout_s)
 

@@ -153,7 +153,8 @@ def _raw_names(path: Path) -> set[str]:
         return set()
     if not isinstance(data, dict):
         return set()
-    names = [data.get("name", path.stem), *(data.get("aliases") if isinstance(data.get("aliases"), list) else [])]
+    aliases = data.get("aliases")
+    names = [data.get("name", path.stem), *(aliases if isinstance(aliases, list) else [])]
     return {_norm_name(str(n)) for n in names}
 
 

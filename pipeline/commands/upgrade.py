@@ -27,7 +27,7 @@ def upgrade(run: str | None, *, every: bool = False) -> int:
 
     if bool(every) == bool(run):
         raise BatchmarkError("upgrade: give one RUN or --all")
-    run_dirs = runs.list_runs(complete_only=False) if every else [runs.resolve_run(run)]
+    run_dirs = runs.list_runs(complete_only=False) if every or run is None else [runs.resolve_run(run)]
     unreadable = 0
     for run_dir in run_dirs:
         try:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
@@ -60,14 +60,21 @@ class LengthDist(StrictModel):
                 raise ValueError(f"{name}: not a parameter of the {self.distribution} distribution")
         return self
 
+    def _param(self, name: str) -> float:
+        """The distribution's parameter ``name`` (``range_ratio``, ``std``, ``sigma``): the validator above requires it
+        of its distribution."""
+        value = getattr(self, name)
+        assert value is not None, name
+        return float(value)
+
     def high(self, nominal: int) -> int:
         """The longest length this distribution draws around ``nominal`` (tokens; the clip's upper end)."""
         if self.distribution == "uniform":
-            return math.ceil(nominal * (1 + self.range_ratio))
+            return math.ceil(nominal * (1 + self._param("range_ratio")))
         if self.distribution == "normal":
-            return math.ceil(nominal + TAIL_SIGMAS * self.std)
+            return math.ceil(nominal + TAIL_SIGMAS * self._param("std"))
         if self.distribution == "lognormal":
-            return math.ceil(math.exp(math.log(nominal) - self.sigma ** 2 / 2 + TAIL_SIGMAS * self.sigma))
+            return math.ceil(math.exp(math.log(nominal) - self._param("sigma") ** 2 / 2 + TAIL_SIGMAS * self._param("sigma")))
         return nominal
 
     def draw(self, rng: np.random.Generator, nominal: int, n: int, low: int = 1) -> np.ndarray:
@@ -75,12 +82,12 @@ class LengthDist(StrictModel):
         if self.distribution == "fixed":
             return np.full(n, nominal, dtype=np.int64)
         if self.distribution == "uniform":
-            lo = max(math.floor(nominal * (1 - self.range_ratio)), low)
+            lo = max(math.floor(nominal * (1 - self._param("range_ratio"))), low)
             values = rng.integers(lo, self.high(nominal) + 1, size=n)
         elif self.distribution == "normal":
-            values = np.rint(rng.normal(nominal, self.std, size=n))
+            values = np.rint(rng.normal(nominal, self._param("std"), size=n))
         else:
-            values = np.rint(rng.lognormal(math.log(nominal) - self.sigma ** 2 / 2, self.sigma, size=n))
+            values = np.rint(rng.lognormal(math.log(nominal) - self._param("sigma") ** 2 / 2, self._param("sigma"), size=n))
         return np.clip(values, low, self.high(nominal)).astype(np.int64)
 
 
@@ -167,7 +174,9 @@ def point_lengths(cfg, input_len: int, output_len: int, n: int, seed: int,
 def traced_longest(cfg) -> int:
     """Tokens of the longest request (prompt + output) of the trace ``cfg`` replays, where it states lengths; else 0."""
     trace = config_trace(cfg)
-    return 0 if trace is None else int(np.max(trace.input_lens + trace.output_lens))
+    if trace is None or trace.input_lens is None or trace.output_lens is None:  # config_trace: both, where stated
+        return 0
+    return int(np.max(trace.input_lens + trace.output_lens))
 
 
 def server_len(cfg, input_len: int, output_len: int) -> int:
@@ -266,7 +275,8 @@ def stored_workload(meta: dict, where: str = "run.json") -> SimpleNamespace | No
     Raises:
         BatchmarkError: the stored ``config.lengths`` is not a valid ``lengths:`` (``where`` named).
     """
-    cfg = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    raw = meta.get("config")
+    cfg: dict[str, Any] = raw if isinstance(raw, dict) else {}
     stored = cfg.get("lengths")
     if stored is None or (isinstance(stored, dict) and stored.get("prompt_file")):
         return None

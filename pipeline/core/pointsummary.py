@@ -223,7 +223,7 @@ class PointSummary:
         return out
 
 
-def throughput_window(summary: dict[str, Any]) -> str | None:
+def throughput_window(summary: dict[str, Any]) -> Literal["decode_phase", "send_to_completion"] | None:
     """The window of a stored summary's output throughput when the file does not say it (written before
     ``output_throughput_window`` was kept): ``"decode_phase"`` where the point has a prefill throughput
     (only static batches measure prefill apart, docs/definitions.md), else ``"send_to_completion"``;

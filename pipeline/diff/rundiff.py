@@ -64,11 +64,13 @@ from typing import Any
 
 from pipeline.diff.comparability import (BANDWIDTH_LIMIT, ProvenanceItem, RunData, bandwidth_words, compare_provenance,
                                     headline, provenance_of)
+from pipeline.diff.contract import DiffDocument
 from pipeline.diff.match import match_points
 from pipeline.diff.metrics import METRICS, MetricChange, metric_samples, metric_value, relative_change, significance_many
 from pipeline.diff.stats import MIN_EFFECT, TEST_NAME, benjamini_hochberg, called
 from pipeline.diff.withhold import withhold_flagged
 from pipeline.metrics.definitions import repeat_ci95
+from pipeline.core.contracts import checked
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.records import PointKey, Workload, workload_of
 
@@ -125,8 +127,9 @@ class RunDiff:
         return {PointKey.of(p) for q in (self.quality_a, self.quality_b) for p in q.get("points") or []}
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain-JSON form (the ``--json`` output); the headline is the first key."""
-        return asdict(self)
+        """Plain-JSON form (the ``--json`` output, :class:`pipeline.diff.contract.DiffDocument`); the headline is the
+        first key."""
+        return checked(DiffDocument, asdict(self))
 
 
 

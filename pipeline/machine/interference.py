@@ -85,7 +85,7 @@ class InterferenceMeter:
     def __enter__(self) -> "InterferenceMeter":
         try:
             self._own0 = _own_tree_s(self._seen)
-            self._busy0 = _machine_busy_s()
+            self._busy0: float | None = _machine_busy_s()
         except (OSError, RuntimeError, AttributeError):
             self._busy0 = None
         self._t0 = time.monotonic()

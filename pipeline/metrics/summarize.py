@@ -269,7 +269,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
         prefill_throughput_tok_s=med["prefill_throughput_tok_s"] if static else None,
         step_time_s=step_time,
         errors=errors,
-        server=server_state(arrays),  # type: ignore[arg-type]  (reads .repeats only)
+        server=server_state(arrays),  # type: ignore[arg-type]  # reads .repeats only
         interference=meta.get("interference"), burstiness=meta.get("burstiness") if key.load == "gamma" else None,
         samples=samples, length_hist=point_length_hists(arrays, measured, ok),
         lengths=drawn_lengths(a.drawn_input_len, a.drawn_output_len, measured, meta.get("lengths")))

@@ -17,6 +17,7 @@ any run's (the reference stage, :mod:`pipeline.importers.reference`, stores it; 
 from __future__ import annotations
 
 from pathlib import Path
+from collections.abc import Sequence, Set
 from typing import Any
 
 from pipeline.core import paths
@@ -60,7 +61,7 @@ def worked_example_model(path: Path | None = None) -> str:
 
 # -- numbers for the templates ---------------------------------------------------------------
 
-def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[Any] = (),
+def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: Sequence[Any] = (),
                  quants: tuple[str, ...] = ("fp8", "nvfp4"), hardware: str | None = None) -> list[dict[str, Any]]:
     """Per model: bytes read per token at B = 1 (weights only) and the ceiling bandwidth / bytes, native and in ``quants``;
     ``served``: as vLLM serves it on ``hardware`` where that is not the checkpoint (:func:`default_format`).
@@ -72,7 +73,7 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
     files: dict[str, Any] = {}  # card file of each name, found once (a search per card × workload was quadratic)
     for c in cards:
         native = weight_bytes_per_step(c, 1)
-        row = {"model": c.name, "kind": c.kind, "quantization": c.quantization, "card": c,
+        row: dict[str, Any] = {"model": c.name, "kind": c.kind, "quantization": c.quantization, "card": c,
                "dense_bytes": c.dense_bytes, "expert_bytes_read": native - c.dense_bytes,
                "bytes_per_token": native, "ceiling_tok_s": ceiling_tok_s(c, 0, bandwidth_gb_s),
                "ceilings": {f"native ({c.quantization})": ceiling_tok_s(c, 0, bandwidth_gb_s)}, "measured": []}
@@ -81,7 +82,8 @@ def ceiling_rows(cards: list[ModelCard], bandwidth_gb_s: float, workloads: list[
             row["ceilings"][q] = bandwidth_gb_s * 1e9 / weight_bytes_per_step(alt_card, 1)
         fmt = default_format("vllm", hardware, (c.extra or {}).get("model_type")) if hardware else None
         served = weight_bytes_per_step(served_card(c, engine="vllm", hardware=hardware), 1) if fmt else None
-        row["served"] = fmt and {"format": fmt.label(), "source": fmt.source, "ceiling_tok_s": bandwidth_gb_s * 1e9 / served}
+        row["served"] = ({"format": fmt.label(), "source": fmt.source, "ceiling_tok_s": bandwidth_gb_s * 1e9 / served}
+                         if fmt and served is not None else None)
         for w in workloads:
             if w.model.get("model") and _same_model(w.model["model"], c.name, files):
                 p1 = next((p for p in w.points if p["concurrency"] == 1 and p.get("output_throughput_tok_s")), None)
@@ -103,7 +105,7 @@ def _same_model(a: str, b: str, files: dict[str, Any] | None = None) -> bool:
     return fa is not None and fb is not None and fa[0] == fb[0]
 
 
-def pick(workloads: list[Any], kind: str, flagged: set[int] = frozenset()) -> Any | None:
+def pick(workloads: list[Any], kind: str, flagged: Set[int] = frozenset()) -> Any | None:
     """The workload of ``kind`` with the most points, shortest prompt first (the page's worked example).
 
     A workload of a clean run always comes before one of a flagged run (``flagged``: the ``id()``
@@ -125,7 +127,7 @@ def _flagged_workloads(views: list[Any]) -> set[int]:
     return {id(w) for v in views if getattr(v, "flagged", False) for w in v.workloads}
 
 
-def point_at(w: Any, c: int) -> dict[str, Any] | None:
+def point_at(w: Any, c: int | None) -> dict[str, Any] | None:
     """Point summary of a workload at concurrency ``c``."""
     return next((p for p in w.points if p["concurrency"] == c), None) if w else None
 
@@ -216,7 +218,7 @@ def bandwidth_check(w: Any) -> dict[str, Any]:
             ra, rb = _roof_step(a), _roof_step(b)
             stalls.append({"a": a, "b": b, "step_ratio": b["step_time_s"] / a["step_time_s"],
                            "roofline_step_ratio": rb / ra if ra and rb else None})
-    first, last = (pts[0], pts[-1]) if pts else (None, None)
+    first, last = (pts[0], pts[-1]) if pts else ({}, {})
     rf, rl = (_roof_step(first), _roof_step(last)) if pts else (None, None)
     return {"compute_from": compute_from, "stalls": stalls,
             "step_growth": last["step_time_s"] / first["step_time_s"] if pts else None,

@@ -33,7 +33,7 @@ FIGURES: tuple[tuple[str, str, bool], ...] = (
 FIGURE_LABEL = {k: label for k, label, _ in FIGURES}
 
 
-def run_figures(summaries: list[PointSummary]) -> dict[tuple[str, str, int, int], dict[str, float]]:
+def run_figures(summaries: list[PointSummary]) -> dict[Workload, dict[str, float]]:
     """One value of each :data:`FIGURES` entry per workload of one run (closed-loop points only).
 
     ``peak_tok_s``: the highest output throughput over the concurrencies (each a median over repeats);
@@ -46,14 +46,14 @@ def run_figures(summaries: list[PointSummary]) -> dict[tuple[str, str, int, int]
             by_wl.setdefault(workload_of(s), []).append(s)
     out: dict[Workload, dict[str, float]] = {}
     for wl, pts in by_wl.items():
-        pts = sorted(pts, key=lambda s: s.concurrency)
+        pts = sorted(pts, key=lambda s: s.concurrency or 0)  # closed-loop points: each has its concurrency
         first = pts[0]
         vals: dict[str, float | None] = {
             "peak_tok_s": max((s.output_throughput_tok_s for s in pts if s.output_throughput_tok_s is not None),
                               default=None),
             "single_stream_tok_s": first.per_user_tok_s,
-            "ttft_p50_ms": (first.ttft_s or {}).get("p50"),
-            "tpot_p50_ms": (first.tpot_s or {}).get("p50"),
+            "ttft_p50_ms": first.ttft_s["p50"] if first.ttft_s else None,
+            "tpot_p50_ms": first.tpot_s["p50"] if first.tpot_s else None,
         }
         for k in ("ttft_p50_ms", "tpot_p50_ms"):
             vals[k] = None if vals[k] is None else vals[k] * 1e3  # type: ignore[operator]
@@ -149,10 +149,10 @@ def history_views(loaded: dict[str, Any]) -> list[HistoryView]:
                                  "level_pct": None if lv is None else round((lv / mid - 1) * 100, 2)})
                 levels_q = [fitted[rid] for _, rid, _ in quiet]
                 for s in found:
-                    before, after = levels_q[s - 1], levels_q[s]
+                    lo, hi = levels_q[s - 1], levels_q[s]
                     steps.append({"workload": name, "figure": label, "run": quiet[s][1],
-                                  "before": f"{before:.4g}", "after": f"{after:.4g}",
-                                  "change": f"{(after - before) / before * 100:+.1f}%" if before else "–"})
+                                  "before": f"{lo:.4g}", "after": f"{hi:.4g}",
+                                  "change": f"{(hi - lo) / lo * 100:+.1f}%" if lo else "–"})
         views.append(HistoryView(hardware=str(key[0]), engine=str(key[1]), workloads=", ".join(key[2]), runs=rids,
                                  spec=history_chart(rows, f"{key[0]} · {key[1]}: each workload across {len(rids)} runs, "
                                                           "% from its median run (dashed: the levels between steps)"),

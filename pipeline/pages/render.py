@@ -241,12 +241,12 @@ def _fixed_pages(env: Any, templates_dir: Path | None, docs_dir: Path, views: tu
     """Render the fixed pages (``templates/*.md.j2``) into ``docs_dir``, appending each path to ``written``;
     ``views``: (every run's views, for Benchmarks; the views without rate-only workloads, for the rest).  Returns each
     page's context from its :data:`PAGE_CONTEXT` hook (a hook serving several pages runs once)."""
-    views, grid_views = views
+    every_view, grid_views = views
     contexts: dict[str, dict[str, Any]] = {}
     hooked: dict[tuple[Callable[..., dict[str, Any]], int], dict[str, Any]] = {}
     for name in page_templates(templates_dir):
         page = name.removesuffix(".j2")
-        mine = views if page == "benchmarks.md" else grid_views
+        mine = every_view if page == "benchmarks.md" else grid_views
         hook = PAGE_CONTEXT.get(page)
         if hook is not None and (hook, id(mine)) not in hooked:  # a hook that serves several pages runs once a site
             hooked[hook, id(mine)] = hook(mine, run_dirs, reference_views)

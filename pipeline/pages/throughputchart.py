@@ -54,7 +54,7 @@ def throughput_chart(model: dict[str, Any], points: list[dict[str, Any]], analys
         if roof.get(c):
             rows.append({"concurrency": c, "series": "roofline prediction", "tok_s": roof[c]})
     predicted = bool(prediction and prediction.get("fit"))
-    if predicted:
+    if prediction and predicted:
         for q in prediction["points"]:
             t = (q.get("predicted") or {}).get("output_throughput_tok_s")
             if t:

@@ -242,7 +242,7 @@ def tuning_section(view: Any, model: str, max_failure_rate: float | None = None)
 
 def _prefix_len(meta: dict[str, Any]) -> int:
     """The run's shared prefix (``config.lengths.prefix_len``, tokens; 0 where none or not a whole number)."""
-    cfg = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-    lengths = cfg.get("lengths") if isinstance(cfg.get("lengths"), dict) else {}
+    cfg: dict[str, Any] = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    lengths: dict[str, Any] = cfg.get("lengths") if isinstance(cfg.get("lengths"), dict) else {}
     n = lengths.get("prefix_len")
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 0

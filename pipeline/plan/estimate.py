@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config.sweepconfig import SimulatedOptions, SweepConfig
+from pipeline.core.contracts import checked
+from pipeline.plan.contract import PlanDocument
 from pipeline.plan import bounds
 from pipeline.plan.bounds import format_duration  # noqa: F401  (importable from here)
 from pipeline.config.workload import lengths_words
@@ -130,8 +132,8 @@ class Plan:
 
     def as_dict(self) -> dict[str, Any]:
         """The ``plan --json`` document: ``{"wall_s", "models": [{"model", "wall_s", "points": [{"concurrency", "wall_s",
-        "fits", "tpot_s", "ttft_s", "output_throughput_tok_s", …}]}], …}``."""
-        return asdict(self)
+        "fits", "tpot_s", "ttft_s", "output_throughput_tok_s", …}]}], …}`` (:class:`pipeline.plan.contract.PlanDocument`)."""
+        return checked(PlanDocument, asdict(self))
 
     def not_fitting(self) -> list[str]:
         """One line per point that does not fit, naming the model, the point and the reason."""

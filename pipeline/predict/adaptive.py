@@ -277,7 +277,7 @@ def _walk_points(grid: list[int], pred: Prediction, meas: dict[int, float], orde
                            "error": (b - meas[c]) / meas[c] if b is not None and meas[c] else None,
                            "predicted": predicted, "spread": p.get("spread")})
         else:
-            why = ((not_fitting or {}).get(c) and f"does not fit ({not_fitting[c]})") or (
+            why = ((not_fitting or {}).get(c) and f"does not fit ({(not_fitting or {})[c]})") or (
                 f"chosen ({order[c][1]}) but nothing was measured" if c in order else
                 "not needed (the knee settled without it)")
             points.append({"concurrency": c, "measured": False, "order": None, "reason": why,

@@ -26,6 +26,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from pipeline.cards.modelcards import ModelCard
+from pipeline.machine.engineterms import EngineTerms
 from pipeline.cards.stepcost import engine_step_s, prefill_flops
 
 #: Weight of the prior on each term's log (relative to one point's log residual).
@@ -44,7 +45,7 @@ class CurveFit:
     """Fitted terms (an :class:`EngineTerms` copy), which were free, the spread of each (log-space sd → relative),
     the calibration points' relative misses, and a one-line note when a point is missed beyond tolerance."""
 
-    terms: object
+    terms: EngineTerms
     free: tuple[str, ...]
     spread: dict[str, float] = field(default_factory=dict)
     misses: dict[float, float] = field(default_factory=dict)

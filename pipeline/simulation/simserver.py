@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pipeline.cards.modelcards import ModelCard
+from pipeline.machine.engineterms import EngineTerms
 from pipeline.cards.stepcost import (calibrated_step_s, compute_format, coverage_at, expert_flops_per_step,
                                      moe_kernel_factor, weight_bytes_per_step)
 
@@ -69,14 +70,14 @@ def attended_tokens(card: ModelCard, context: np.ndarray | float) -> np.ndarray 
     full = card.num_layers - sliding
     if not sliding:
         return full * np.asarray(context, dtype=float) if isinstance(context, np.ndarray) else full * float(context)
-    return full * context + sliding * np.minimum(context, card.sliding_window)
+    return full * context + sliding * np.minimum(context, card.sliding_window or 0)  # sliding layers: a window
 
 
 def one_sequence_attended(card: ModelCard) -> Callable[[float], float]:
     """:func:`attended_tokens` of one sequence as a plain function of its context (the same arithmetic, without numpy's
     per-call cost: the event loop asks it per request per step)."""
     sliding = card.sliding_layers if card.sliding_window else 0
-    full, window = card.num_layers - sliding, card.sliding_window
+    full, window = card.num_layers - sliding, card.sliding_window or 0
     return (lambda ctx: float(full * ctx + sliding * min(ctx, window))) if sliding else (lambda ctx: float(full * ctx))
 
 
@@ -129,7 +130,7 @@ class ServerModel:
     routing_scale: float | None = None
     #: An engine's terms on this hardware (:class:`pipeline.machine.engineterms.EngineTerms`): steps costed by
     #: :meth:`_engine_time` (the plan's default where the profile states them), ``peak_tflops`` then the measured one.
-    terms: object | None = None
+    terms: EngineTerms | None = None
     #: Prefix caching (vLLM ``--enable-prefix-caching``): tokens at the start of every prompt whose KV a request finds
     #: cached once a request of the repeat has computed them (a shared prefix's full blocks); 0: no caching.
     cached_prefix_tokens: int = 0
@@ -186,6 +187,7 @@ class ServerModel:
         sequences, plus the step's prompt tokens at the engine's prefill rates (:func:`pipeline.cards.stepcost.prefill_s`'s
         FLOPs: 2 × tokens × params at the format's rate, 4 × heads × head_dim × attended at the attention rate)."""
         t = self.terms
+        assert t is not None  # the engine-terms path runs only where terms are set
         decode = self._engine_decode_s(tokens, kv_lt, self._matmul * (tokens - prefill_tokens)
                                        + self._attn * (attn_lt - prefill_attn_lt), tokens - prefill_tokens)
         fmt, moe = compute_format(self.card), bool(self.card.expert_bytes)
@@ -198,6 +200,7 @@ class ServerModel:
     def _engine_decode_s(self, tokens: int, kv_lt, decode_flops, decode_tokens: int):
         """Overhead + bytes + decode FLOPs of a step under the engine's terms (floats or numpy arrays of ``kv_lt``)."""
         t, c = self.terms, self.card
+        assert t is not None  # the engine-terms path runs only where terms are set
         cover = coverage_at(max(tokens, 1), c.experts_per_token, c.num_experts, t.routing_scale) if c.expert_bytes else 0.0
         experts = c.expert_bytes * cover * moe_kernel_factor(c, tokens, cover, t)
         mem = (c.dense_bytes + experts + t.attention_factor * self._per_layer * kv_lt) * self._mem_s / t.bandwidth_fraction

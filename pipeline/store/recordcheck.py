@@ -83,8 +83,8 @@ def _check_order(arrays: PointArrays, path: Path | str) -> None:
     with np.errstate(invalid="ignore"):
         early = a.chunk_t_s < a.sent_s[owner] - ORDER_SLACK_S
         late = a.chunk_t_s > a.done_s[owner] + ORDER_SLACK_S
-    for bad, what in ((early, "before its sent_s"), (late, "after its done_s")):
-        if (i := _first(bad)) is not None:
+    for mask, what in ((early, "before its sent_s"), (late, "after its done_s")):
+        if (i := _first(mask)) is not None:
             _fail(path, arrays, int(owner[i]), f"chunk_t_s = {a.chunk_t_s[i]} is {what}")
     back = np.diff(a.chunk_t_s) < -ORDER_SLACK_S
     back &= owner[1:] == owner[:-1]

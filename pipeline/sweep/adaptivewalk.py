@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.store import runs
+from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import PointKey, server_key
 from pipeline.sweep.point import ModelWalk, SweepState, ensure_loaded, measure_or_resume
 
@@ -31,7 +32,7 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
     not_fitting = {p.concurrency: p.fits_reason for p in (planned.points if planned is not None else ())
                    if p.load == "closed" and not p.fits}
     fitting = [c for c in grid if c not in not_fitting]
-    summaries: dict[int, object] = {}
+    summaries: dict[int, PointSummary] = {}
 
     def measure(c: int, reason: str) -> float | None:
         key = PointKey(spec.name, sweep.backend.serving_engine, cfg.input_len, cfg.output_len, c, variant=sweep.variant)
@@ -95,7 +96,7 @@ def stored_card(sweep: SweepState, model: str):
     return ModelCard.from_dict(d) if d else None
 
 
-def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, object]):
+def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, PointSummary]):
     """The walk's ``predict``: the calibrated per-step model fitted to the measured points, predicted over the grid.
 
     Returns ``({c: prediction with its spread}, the fitted terms with their words and the decode batch cap)``.

@@ -19,7 +19,7 @@ import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from pipeline.core import scrub
 from pipeline.store import runs
@@ -294,7 +294,7 @@ class Cells:
 
     def __init__(self, cfg: SweepConfig, run_dir: Path):
         self.cfg, self.run_dir = cfg, run_dir
-        self.engines: dict[str, object] = {}
+        self.engines: dict[str, Any] = {}  # backends, each told its variant (``variant``, not of the protocol)
 
     def backend(self, variant: Variant):
         """The backend of ``variant`` (made once, attached to the run, told its variant)."""

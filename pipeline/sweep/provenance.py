@@ -11,6 +11,7 @@ import platform
 import subprocess
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from pipeline import __version__
 from pipeline.core import paths
@@ -95,7 +96,7 @@ def record_server_version(run_dir: Path) -> None:
     from pipeline.backends.served import server_version
 
     meta = runs.read_run_json(run_dir)
-    eng = meta.get("server") if isinstance(meta.get("server"), dict) else {}
+    eng: dict[str, Any] = meta.get("server") if isinstance(meta.get("server"), dict) else {}
     name, versions = eng.get("engine"), dict(meta.get("versions") or {})
     found = server_version(eng)
     if name and found and not versions.get(name):

@@ -42,6 +42,7 @@ from pipeline.predict.calibrate import point_step_time_s as _step_time
 from pipeline.predict.calibrate import rel_spread as _rel_spread  # noqa: F401
 from pipeline.predict.calibrate import step_samples as _step_samples  # noqa: F401
 from pipeline.predict.calibrate import with_spread as _spread
+from pipeline.core.contracts import checked
 from pipeline.core.errors import BatchmarkError
 from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
@@ -50,6 +51,7 @@ from pipeline.store.runs import load_model_cards
 from pipeline.predict.enginefit import misfit_note, predict_static_curve
 from pipeline.config.workload import stored_workload
 from pipeline.predict.servedsim import ServedLimits, fit_served, predict_served
+from pipeline.views.predictcontract import PredictDocument
 
 #: Doublings predicted past the largest measured concurrency.
 BEYOND_DOUBLINGS = 1
@@ -285,8 +287,8 @@ def predict_run(ref: str | Path, calibrate_on: list[int] | None = None) -> dict[
     from pipeline.analysis.quality import run_quality, short_reasons
 
     quality = run_quality(res.meta, [x.as_dict() for x in res.summaries], res.analysis.get("models") or [])
-    return {"run_id": res.run_dir.name, "source": res.meta.get("source", "measured"), "models": models,
-            "flagged": short_reasons(quality) or None}
+    return checked(PredictDocument, {"run_id": res.run_dir.name, "source": res.meta.get("source", "measured"),
+                                     "models": models, "flagged": short_reasons(quality) or None})
 
 
 def _num(v: float | None, scale: float = 1.0, spec: str = "{:.1f}") -> str:

@@ -44,6 +44,7 @@ from typing import Any
 
 from pipeline.analysis import stages
 from pipeline.analysis.knee import knee_uncertainty_of
+from pipeline.core.contracts import checked
 from pipeline.core.words import REGIME_TEXT, post_knee_words
 from pipeline.analysis.quality import (implausible_cause, implausible_diagnosis, implausible_mfu, implausible_model, implausible_point, point_verdict, run_quality,
                               short_reasons)
@@ -52,6 +53,7 @@ from pipeline.core.records import DEFAULT_VARIANT, PointKey, workload_of
 from pipeline.metrics import registry
 from pipeline.views.servefigures import RATE_BASIS, serve_figures
 from pipeline.views.showtable import error_lines, point_label, point_tables
+from pipeline.views.showcontract import ShowDocument
 from pipeline.views.showworkload import add_workloads, workload_lines
 from pipeline.diff.variants import format_tuning, tuning_of
 
@@ -173,7 +175,7 @@ def show_run(ref: str | Path) -> dict[str, Any]:
     add_workloads(doc, res.meta)  # each shape's lengths and arrivals in words
     if res.partial:  # only then: a complete run's document is exactly the contract of docs/definitions.md
         doc["partial"] = True
-    return doc
+    return checked(ShowDocument, doc)  # validated where the tests ask (pipeline.core.contracts)
 
 
 def _rate_sweep_line(m: dict[str, Any], rs: dict[str, Any]) -> str:

@@ -1,6 +1,8 @@
-"""The linter the project's code is kept clean with: ``ruff check`` (its rules in ``pyproject.toml``'s ``[tool.ruff]``)
+"""The linters the project's code is kept clean with: ``ruff check`` (its rules in ``pyproject.toml``'s ``[tool.ruff]``)
 finds nothing in ``pipeline/``, ``tests/`` and ``benchmarks/`` (fault kind: an unused import or an undefined name that
-only a run reaches, as a NameError in the open loop once reached CI)."""
+only a run reaches, as a NameError in the open loop once reached CI), and ``mypy`` (``[tool.mypy]``) finds no type
+error in ``pipeline/`` (fault kind: a None reaching arithmetic, an attribute of the wrong type; ``.ci/run`` runs it
+before the tests too)."""
 
 from __future__ import annotations
 
@@ -20,3 +22,13 @@ def test_ruff_finds_nothing():
     res = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "pipeline", "tests", "benchmarks"],
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+
+
+def test_mypy_finds_nothing():
+    """mypy over ``pipeline/`` with the project's configuration (its cache under ``.venv/``: a warm run takes seconds,
+    a cold one about 10 s of CPU)."""
+    if importlib.util.find_spec("mypy") is None:
+        pytest.skip("mypy is not installed in this environment (pip install -e '.[test]' installs it)")
+    res = subprocess.run([sys.executable, "-m", "mypy"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-6000:] + res.stderr[-2000:]
+    assert "Success: no issues found" in res.stdout, res.stdout[-2000:]

@@ -21,7 +21,7 @@ FOLDERS: list[str] = [
     "pipeline.core", "pipeline.machine", "pipeline.cards", "pipeline.config", "pipeline.simulation", "pipeline.loadgen",
     "pipeline.backends", "pipeline.store",
     "pipeline.metrics", "pipeline.analysis", "pipeline.predict", "pipeline.diff", "pipeline.sweep", "pipeline.plan",
-    "pipeline.importers", "pipeline.views", "pipeline.pages", "pipeline.commands", "pipeline.cli",
+    "pipeline.importers", "pipeline.views", "pipeline.pages", "pipeline.commands", "pipeline.api", "pipeline.cli",
 ]
 LAYERS: list[tuple[str, ...]] = [("pipeline", *FOLDERS[:1])] + [(f,) for f in FOLDERS[1:-1]] + [
     ("pipeline.cli", "pipeline.__main__")]
