@@ -131,7 +131,7 @@ _ARRAYS = "pipeline.metrics.arrayforms"
 _READS = "pipeline.metrics.reads"
 _CLIENT = "pipeline.metrics.clientside.client_figures"
 _DEF = "pipeline.metrics.definitions"
-_MS = dict(unit="ms", scale=1e3)
+_MS: dict[str, Any] = {"unit": "ms", "scale": 1e3}
 
 METRICS: tuple[Metric, ...] = (
     Metric("repeats", "repeats", "repeats", None, "count", "repeats measured", f"{_SUMMARIZE}.summarize_point",
