@@ -21,7 +21,7 @@ from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.options import ClientOptions
 from pipeline.loadgen import client, clientprocs, eventloop, scheduler, streamrecord
 from pipeline.loadgen.clientmeter import ClientMeter
-from pipeline.config.tracefile import trace_gaps
+from pipeline.loadgen.repeatplan import Hooks, Limits, RepeatPlan, point_load
 from pipeline.loadgen.pointrequests import point_requests
 from pipeline.loadgen.prompts import make_prompts
 from pipeline.core import scrub
@@ -336,24 +336,17 @@ class ServedBackend:
                 meter = metering["now"] = ClientMeter()
                 meter.start(t0)
                 procs = getattr(self.opts, "client_processes", 1)
+                reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
+                plan = RepeatPlan(target=target, bodies=bodies[r * per:(r + 1) * per], n_warmup=n_warm, t0=t0,
+                                  load=point_load(self.cfg, key, meta["seed"] + r),
+                                  limits=Limits(self.opts.max_consecutive_failures, left, reason))
                 try:
-                    reason = f"point deadline of {self.opts.point_timeout_s or 0:g} s passed"
                     if not key.open_loop and procs > 1:  # the closed loop over several client processes
-                        res, spread = await clientprocs.closed_loop(
-                            target, bodies[r * per:(r + 1) * per], key.concurrency, n_warm, t0, procs,
-                            self.opts.transport, getattr(self.opts, "event_loop", "auto"), self._should_abort,
-                            self.opts.max_consecutive_failures, left, reason)
-                    elif key.open_loop:
-                        res = await scheduler.open_loop(session, target, bodies[r * per:(r + 1) * per], key.load,
-                                                        key.rate_rps, key.max_concurrency, n_warm, t0, meta["seed"] + r,
-                                                        self._should_abort, self.opts.max_consecutive_failures, left,
-                                                        reason, meter=meter,
-                                                        burstiness=getattr(self.cfg.open_loop, "burstiness", None),
-                                                        trace=trace_gaps(self.cfg, key.load, key.rate_rps))
+                        res, spread = await clientprocs.closed_loop(plan, procs, self.opts.transport,
+                                                                    getattr(self.opts, "event_loop", "auto"),
+                                                                    self._should_abort)
                     else:
-                        res = await scheduler.closed_loop(session, target, bodies[r * per:(r + 1) * per], key.concurrency,
-                                                          n_warm, t0, self._should_abort,
-                                                          self.opts.max_consecutive_failures, left, reason, meter=meter)
+                        res = await scheduler.run_repeat(session, plan, Hooks(self._should_abort, meter))
                 finally:
                     during = sampler.stop()
                     await meter.stop()

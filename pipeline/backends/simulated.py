@@ -22,14 +22,14 @@ import numpy as np
 
 from pipeline.config.sweepconfig import ModelSpec, SimulatedOptions, SweepConfig
 from pipeline.loadgen.pointrequests import workload_meta
-from pipeline.simulation.simloop import simulate_repeat
+from pipeline.loadgen.repeatplan import point_load
+from pipeline.simulation.simloop import SimPlan, simulate_repeat
 from pipeline.simulation.simserver import ServerModel, cached_prefix, kv_blocks, refusal
 from pipeline.core.errors import BatchmarkError
 from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.variants import kv_cache_name
-from pipeline.config.tracefile import trace_gaps
 from pipeline.config.workload import Lengths, longest, repeat_lengths, traced_longest
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord, server_key
 
@@ -196,11 +196,9 @@ class SimulatedBackend:
         steps = 0
         for r in range(repeats):
             lens = repeat_lengths(self.cfg, key, per, repeats, r, pseed, self.server.max_model_len)
-            res = simulate_repeat(self.server, key.input_len, key.output_len, n_warm, n_meas,
-                                  concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
-                                  max_concurrency=key.max_concurrency, schedule_seed=pseed + r, start_s=t, rng=rng,
-                                  id_offset=r * per, burstiness=getattr(self.cfg.open_loop, "burstiness", None),
-                                  lengths=lens, trace=trace_gaps(self.cfg, key.load, key.rate_rps))
+            plan = SimPlan(key.input_len, key.output_len, n_warm, n_meas, point_load(self.cfg, key, pseed + r),
+                           start_s=t, id_offset=r * per, lengths=lens)
+            res = simulate_repeat(self.server, plan, rng)
             steps += res.steps
             for q in res.requests if lens is not None else ():  # each record its drawn lengths
                 q.drawn_input_len, q.drawn_output_len = int(lens[0][q.request_id - r * per]), int(lens[1][q.request_id - r * per])

@@ -10,7 +10,7 @@ the repeat's closed loop as N processes, each on the same event loop and transpo
   are in flight in all; each process has its share of the warm-up (one per slot) and of the measured requests
   (in proportion to its slots, taken in turn from the repeat's bodies so each keeps its request ids);
 - **one end**: a process whose measured requests are done tells the parent and keeps cooling down
-  (:func:`pipeline.loadgen.scheduler.closed_loop`'s ``own_done`` and ``finished``) until every process's are
+  (:class:`pipeline.loadgen.scheduler.ClosedLoop`'s hooks ``own_done`` and ``finished``) until every process's are
   done, so the load stays at ``concurrency`` to the last measured completion, as in one process;
 - **one clock**: every process stamps with ``time.perf_counter`` against the parent's ``t0``: on Linux and macOS
   it is the system's monotonic clock (``CLOCK_MONOTONIC``, ``mach_absolute_time``), one for every process, so
@@ -49,6 +49,7 @@ from typing import Any, Callable
 
 from pipeline.loadgen import client, eventloop, scheduler
 from pipeline.loadgen.clientmeter import ClientMeter
+from pipeline.loadgen.repeatplan import Hooks, RepeatPlan
 from pipeline.loadgen.streamrecord import RawStream
 
 #: How often the parent polls ``should_abort`` while the processes run (s).
@@ -84,19 +85,14 @@ def assign(n_warmup: int, n_total: int, slots: list[int]) -> list[list[int]]:
 
 @dataclass
 class Job:
-    """What one client process runs (picklable): its bodies, slots and warm-up count, and the loop's settings."""
+    """What one client process runs (picklable): its share of the repeat's plan (its bodies, slots and warm-up:
+    :meth:`RepeatPlan.share`), their indices in the repeat (``ids``), its transport and event loop, and the parent's
+    pid."""
 
-    target: client.Target
-    bodies: list[bytes]
+    plan: RepeatPlan
     ids: list[int]
-    slots: int
-    n_warmup: int
-    t0: float
     transport: str
     event_loop: str
-    max_consecutive_failures: int
-    deadline_s: float | None
-    deadline_reason: str | None
     parent_pid: int = 0
 
 
@@ -139,13 +135,13 @@ def _work(job: Job, pipe: Any) -> None:
 
         loop.add_reader(pipe.fileno(), heard)
         meter = ClientMeter()
-        meter.start(job.t0)
+        meter.start(job.plan.t0)
         tell = loop.create_task(_tell_when(own, pipe))
+        hooks = Hooks(should_abort=lambda: said["abort"], meter=meter, finished=finished, own_done=own)
         try:
-            async with client.make_session(job.slots, phases=lambda: meter, transport=job.transport) as session:
-                res = await scheduler.closed_loop(session, job.target, job.bodies, job.slots, job.n_warmup, job.t0,
-                                                  lambda: said["abort"], job.max_consecutive_failures, job.deadline_s,
-                                                  job.deadline_reason, meter, finished=finished, own_done=own)
+            async with client.make_session(job.plan.load.concurrency, phases=lambda: meter,
+                                           transport=job.transport) as session:
+                res = await scheduler.run_repeat(session, job.plan, hooks)
         finally:
             tell.cancel()
             await meter.stop()
@@ -176,23 +172,20 @@ async def _tell_when(own: asyncio.Event, pipe: Any) -> None:
         pass
 
 
-async def closed_loop(target: client.Target, bodies: list[bytes], concurrency: int, n_warmup: int, t0: float,
-                      n_procs: int, transport: str = "auto", event_loop: str = "auto",
-                      should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
-                      deadline_s: float | None = None,
-                      deadline_reason: str | None = None) -> tuple[scheduler.LoopResult, ClientMeter]:
-    """:func:`pipeline.loadgen.scheduler.closed_loop` over ``n_procs`` client processes (module docstring): the
-    merged LoopResult (streams in request-id order, cool-down streams and counts summed, the first abort) and a
-    meter holding every process's figures (:func:`merged_meter`).  A process that died without its records fails
-    the repeat by its name (:func:`lost_repeat`)."""
-    slots = split(concurrency, n_procs)
-    ids = assign(n_warmup, len(bodies), slots)
+async def closed_loop(plan: RepeatPlan, n_procs: int, transport: str = "auto", event_loop: str = "auto",
+                      should_abort: Callable[[], str | None] | None = None
+                      ) -> tuple[scheduler.LoopResult, ClientMeter]:
+    """The closed loop of ``plan`` (:class:`pipeline.loadgen.scheduler.ClosedLoop`) over ``n_procs`` client processes
+    (module docstring): the merged LoopResult (streams in request-id order, cool-down streams and counts summed, the
+    first abort) and a meter holding every process's figures (:func:`merged_meter`).  A process that died without
+    its records fails the repeat by its name (:func:`lost_repeat`)."""
+    slots = split(int(plan.load.concurrency or 0), n_procs)
+    ids = assign(plan.n_warmup, plan.n_total, slots)
     ctx = multiprocessing.get_context("spawn")
     pipes, procs = [], []
     for k, (n, mine) in enumerate(zip(slots, ids)):
         ours, theirs = ctx.Pipe()
-        job = Job(target, [bodies[i] for i in mine], mine, n, sum(1 for i in mine if i < n_warmup), t0, transport,
-                  event_loop, max_consecutive_failures, deadline_s, deadline_reason, os.getpid())
+        job = Job(plan.share(mine, n), mine, transport, event_loop, os.getpid())
         proc = ctx.Process(target=_work, args=(job, theirs), daemon=True, name=f"batchmark-client-{k}")
         proc.start()
         theirs.close()  # the child's end: held here too, a dead child's pipe would never read end-of-file
@@ -211,7 +204,7 @@ async def closed_loop(target: client.Target, bodies: list[bytes], concurrency: i
     merged = scheduler.LoopResult(streams=streams, cooldown_sent=sum(res.cooldown_sent for res, _, _ in done),
                                   aborted=aborted, cooldown=[s for res, _, _ in done for s in res.cooldown])
     if lost:
-        merged = lost_repeat(merged, lost, {k: ids[k] for k in lost}, n_warmup, t0)
+        merged = lost_repeat(merged, lost, {k: ids[k] for k in lost}, plan.n_warmup, plan.t0)
     return merged, merged_meter([(m, e) for _, m, e in done], processes=len(procs))
 
 

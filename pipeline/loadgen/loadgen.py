@@ -6,7 +6,8 @@ Kept importable as one module; each concern lives in its own:
   feature detection;
 - :mod:`pipeline.loadgen.streamrecord`: a stream's SSE events and token accounting (:func:`finalize`);
 - :mod:`pipeline.loadgen.prompts`: prompts of an exact length in tokens;
-- :mod:`pipeline.loadgen.scheduler`: the closed and open loops (warm-up, cool-down, aborts) and the measured window.
+- :mod:`pipeline.loadgen.scheduler`: the closed and open loops (warm-up, cool-down, aborts) and the measured window,
+  each run from one :class:`pipeline.loadgen.repeatplan.RepeatPlan`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pipeline.loadgen.client import (OPTIONAL_FIELDS, READ_BUFSIZE, Endpoint, Ta
 from pipeline.loadgen.prompts import make_prompts, prompt_vocab  # noqa: F401
 from pipeline.loadgen.streamrecord import (Features, RawStream, chunk_counts, evidence, finalize,  # noqa: F401
                                            parse_event, per_chunk_usage)
-from pipeline.loadgen.scheduler import (LoopResult, closed_loop, default_requests, measured_window,  # noqa: F401
-                                        open_loop, schedule_gaps)
+from pipeline.loadgen.scheduler import (ClosedLoop, Hooks, Limits, LoopResult, OpenLoop,  # noqa: F401
+                                        RepeatPlan, closed_loop, default_requests, measured_window, run_repeat,
+                                        schedule_gaps)
 from pipeline.loadgen.chunkcounts import reconcile_counts  # noqa: F401  (kept importable from here)

@@ -6,9 +6,14 @@ next, when a repeat is aborted, which span of time is measured — as GuideLLM k
 scheduling strategies (``scheduler/strategies.py``: synchronous, concurrent, throughput,
 constant, Poisson) apart from its backends.
 
-- ``closed`` (:func:`closed_loop`): exactly N requests in flight; the next goes out when one
+Each load kind is one strategy object over one :class:`~pipeline.loadgen.repeatplan.RepeatPlan` (the bodies, the
+target, the warm-up, the load, the limits), its counts in a typed :class:`~pipeline.loadgen.repeatplan.LoopState`;
+:func:`run_repeat` runs the plan's (:func:`strategy_for`):
+
+- ``closed`` (:class:`ClosedLoop`): exactly N requests in flight; the next goes out when one
   finishes, so the load adapts to the server.
-- ``poisson`` / ``constant`` / ``gamma`` (:func:`open_loop`): send times follow a schedule fixed before the
+- ``poisson`` / ``constant`` / ``gamma`` / ``trace`` (:class:`OpenLoop`, one class parameterised by its arrival
+  schedule, :class:`pipeline.config.arrivals.Load`): send times follow a schedule fixed before the
   repeat (:func:`schedule_gaps`, seeded), never the responses: exponential gaps of mean
   1 / rate (Poisson arrivals, as ``vllm bench serve --request-rate R`` with burstiness 1),
   equal gaps of 1 / rate, gamma gaps of mean 1 / rate (``--burstiness k``), or a trace file's gaps scaled to the
@@ -29,106 +34,246 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
-
-from pipeline.config.arrivals import schedule_gaps  # noqa: F401  (re-exported: the open loop's schedule)
+from pipeline.config.arrivals import Load, schedule_gaps  # noqa: F401  (re-exported: the open loop's schedule)
 from pipeline.loadgen.client import Target, fold, stream_one
 from pipeline.loadgen.clientmeter import ClientMeter
 from pipeline.loadgen.eventloop import sleep_until
+from pipeline.loadgen.repeatplan import Hooks, Limits, LoopResult, LoopState, RepeatPlan  # noqa: F401  (re-exported)
 from pipeline.loadgen.streamrecord import RawStream
 from pipeline.core.records import RequestRecord
 from pipeline.loadgen.loopsizes import (OPEN_LOOP_E2EL_WINDOWS, OPEN_LOOP_MAX_SECONDS, OPEN_LOOP_SECONDS,  # noqa: F401
                                         default_open_requests, default_requests, open_loop_counts)  # (re-exported)
 
 
-@dataclass
-class LoopResult:
-    """Raw streams of one closed-loop repeat plus what happened around them."""
+class _Strategy:
+    """What both loops share: the plan, the hooks, the typed state, the streams sent (measured and warm-up apart from
+    cool-down), the metered send, the stop event, an abort (its first reason kept), a finished request counted
+    (:meth:`settle`) and the repeat closed (:meth:`result`)."""
 
-    streams: list[RawStream]
-    cooldown_sent: int
-    aborted: str | None
-    #: the cool-down requests' streams (warm-up like: left out of the metrics), kept so that what the server
-    #: delivered inside the measured window can be counted (:func:`delivered_tokens`)
-    cooldown: list[RawStream] = field(default_factory=list)
+    def __init__(self, session: Any, plan: RepeatPlan, hooks: Hooks | None = None):
+        self.plan, self.hooks = plan, hooks or Hooks()
+        self.state = LoopState()
+        self.streams: list[RawStream] = []
+        self.cooled: list[RawStream] = []
+        self.send = _metered(self.hooks.meter, session, plan.target, plan.target.headers(), plan.t0)
+        self.stop = asyncio.Event()
+
+    def abort(self, reason: str) -> None:
+        """Stop the sends, keeping the first reason."""
+        if self.state.aborted is None:
+            self.state.aborted = reason
+        self.stop.set()
+
+    def settle(self, raw: RawStream, all_measured: asyncio.Event) -> None:
+        """Count a finished request: failures in a row (abort after the plan's ``max_consecutive_failures``, 0 =
+        never) and measured requests done (``all_measured`` set after the last)."""
+        state, most = self.state, self.plan.limits.max_consecutive_failures
+        if raw.error is None:
+            state.fails_in_row = 0
+        else:
+            state.fails_in_row += 1
+            if most and state.fails_in_row >= most:
+                self.abort(f"{state.fails_in_row} requests failed in a row (last: {raw.error[:120]})")
+        if not raw.warmup:
+            state.measured_done += 1
+            if state.measured_done >= self.plan.n_measured:
+                all_measured.set()
+
+    def result(self) -> LoopResult:
+        """Close the repeat: every stream parsed now (:func:`_folded`), requests cut off by an abort failed, unsent
+        measured ones recorded as not sent."""
+        plan, state, streams = self.plan, self.state, _folded(self.streams, self.plan.target)
+        cooled = _folded(self.cooled, plan.target)
+        if self.stop.is_set():
+            for raw in streams:
+                if raw.error is None and not raw.done_seen:
+                    raw.error = f"cancelled: {state.aborted}"
+        if state.aborted is not None:
+            sent = {s.request_id for s in streams}
+            perf, t0 = time.perf_counter, plan.t0
+            for i in range(plan.n_warmup, plan.n_total):
+                if i not in sent:
+                    streams.append(RawStream(request_id=i, warmup=False, queued_s=perf() - t0, sent_s=perf() - t0,
+                                             error=f"not sent: {state.aborted}"))
+        streams.sort(key=lambda s: s.request_id)
+        return LoopResult(streams=streams, cooldown_sent=state.cooldown, aborted=state.aborted, cooldown=list(cooled))
+
+    async def run(self) -> LoopResult:
+        raise NotImplementedError
 
 
-async def closed_loop(session: Any, target: Target, bodies: list[bytes], concurrency: int, n_warmup: int,
-                      t0: float, should_abort: Callable[[], str | None] | None = None,
-                      max_consecutive_failures: int = 0, deadline_s: float | None = None,
-                      deadline_reason: str | None = None, meter: ClientMeter | None = None,
-                      finished: asyncio.Event | None = None, own_done: asyncio.Event | None = None) -> LoopResult:
-    """Keep exactly ``concurrency`` requests in flight over ``bodies`` (times in s since ``t0``).
+class ClosedLoop(_Strategy):
+    """Keep exactly the plan's concurrency of requests in flight over its bodies (times in s since its ``t0``).
 
-    ``bodies[:n_warmup]`` are warm-up, the rest measured; after the last body is sent, free
-    slots send cool-down requests (re-using bodies from the start) until every measured
-    request has completed, then those are cancelled and dropped.  ``should_abort`` is polled
-    before each send; a non-None answer (a reason) stops further sends.
+    ``bodies[:n_warmup]`` are warm-up, the rest measured; after the last body is sent, free slots send cool-down
+    requests (re-using bodies from the start) until every measured request has completed, then those are cancelled
+    and dropped.  The hooks' ``should_abort`` is polled before each send; a non-None answer (a reason) stops further
+    sends.
 
-    A stalled or failing server does not cost ``timeout_s`` per request: after
-    ``max_consecutive_failures`` failed requests in a row (0 = never), or once ``deadline_s``
-    seconds have passed (None = never), the repeat is aborted: nothing more is sent, requests
-    in flight are cancelled and recorded as failed with the reason, unsent ones as not sent.
-    ``meter`` (:class:`~pipeline.loadgen.clientmeter.ClientMeter`) is told of every send and every end.  One of
+    A stalled or failing server does not cost ``timeout_s`` per request: after the limits'
+    ``max_consecutive_failures`` failed requests in a row (0 = never), or once ``deadline_s`` seconds have passed
+    (None = never), the repeat is aborted: nothing more is sent, requests in flight are cancelled and recorded as
+    failed with the reason, unsent ones as not sent.  The hooks' ``meter`` is told of every send and every end.  One of
     several client processes (:mod:`pipeline.loadgen.clientprocs`) sets ``own_done`` when its measured requests are
     done and keeps cooling down until ``finished`` (every process's are) is set from outside.
     """
-    headers = target.headers()
-    n_total = len(bodies)
-    n_measured = n_total - n_warmup
-    streams: list[RawStream] = []
-    cooled: list[RawStream] = []
-    send = _metered(meter, session, target, headers, t0)
-    state: dict[str, Any] = {"next": 0, "measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
-    all_measured = finished if finished is not None else asyncio.Event()
-    own, stop = own_done if own_done is not None else all_measured, asyncio.Event()  # own: this loop's are done
-    if n_measured <= 0:
-        own.set()
-    perf = time.perf_counter
 
-    def abort(reason: str) -> None:
-        if state["aborted"] is None:
-            state["aborted"] = reason
-        stop.set()
+    def __init__(self, session: Any, plan: RepeatPlan, hooks: Hooks | None = None):
+        super().__init__(session, plan, hooks)
+        self.all_measured = self.hooks.finished if self.hooks.finished is not None else asyncio.Event()
+        self.own = self.hooks.own_done if self.hooks.own_done is not None else self.all_measured  # this loop's done
+        if plan.n_measured <= 0:
+            self.own.set()
 
-    async def slot() -> None:
-        while not all_measured.is_set():
-            if should_abort is not None and state["aborted"] is None:
-                state["aborted"] = should_abort()
-            if state["aborted"] is not None:
+    async def slot(self) -> None:
+        """One slot: send the next body (or a cool-down request) each time the last one ended."""
+        plan, state, should_abort = self.plan, self.state, self.hooks.should_abort
+        bodies, n_total, n_warmup, t0, send = plan.bodies, plan.n_total, plan.n_warmup, plan.t0, self.send
+        perf = time.perf_counter
+        while not self.all_measured.is_set():
+            if should_abort is not None and state.aborted is None:
+                state.aborted = should_abort()
+            if state.aborted is not None:
                 return
-            i = state["next"]
-            state["next"] += 1
+            i = state.next_index
+            state.next_index += 1
             now = perf() - t0
             if i < n_total:
                 raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=now, sent_s=perf() - t0)
-                streams.append(raw)
+                self.streams.append(raw)
                 await send(bodies[i], raw)
-                _settle(raw, state, n_measured, own, abort, max_consecutive_failures)
+                self.settle(raw, self.own)
             else:
-                state["cooldown"] += 1
+                state.cooldown += 1
                 cool = RawStream(request_id=i, warmup=True, queued_s=now, sent_s=now)
-                cooled.append(cool)
+                self.cooled.append(cool)
                 await send(bodies[(i - n_total) % n_total], cool)
 
-    await _run_slots([asyncio.create_task(slot()) for _ in range(concurrency)], all_measured, stop, abort,
-                     deadline_s, deadline_reason)
-    return _finish(_folded(streams, target), state, stop.is_set(), n_warmup, n_total, perf, t0, _folded(cooled, target))
+    async def run(self) -> LoopResult:
+        """Run the repeat's slots until every measured request is done or the loop stops; its result."""
+        slots = [asyncio.create_task(self.slot()) for _ in range(int(self.plan.load.concurrency or 0))]
+        await _run_slots(slots, self.all_measured, self.stop, self.abort, self.plan.limits)
+        return self.result()
+
+
+class OpenLoop(_Strategy):
+    """Send the plan's bodies on its load's schedule (Poisson, constant, gamma or trace: :meth:`Load.gaps`) at its
+    rate, at most its ``max_concurrency`` in flight (times in s since its ``t0``).
+
+    The first request goes out at once, each next one a gap after the previous one's scheduled time, whatever the
+    responses do; a late dispatcher catches up at once (so the mean rate holds) and the lateness is recorded per
+    request (``lag_s``).  ``bodies[:n_warmup]`` are warm-up (part of the arrival process, left out of the metrics);
+    after the last body the schedule goes on with cool-down requests (re-using bodies from the start) until every
+    measured request has finished, so the last measured ones meet the same load as the first; those are then
+    cancelled and dropped.  Aborts and the meter work as in :class:`ClosedLoop`.
+    """
+
+    def __init__(self, session: Any, plan: RepeatPlan, hooks: Hooks | None = None):
+        super().__init__(session, plan, hooks)
+        self.all_measured = asyncio.Event()
+        if plan.n_measured <= 0:
+            self.all_measured.set()
+        cap = plan.load.max_concurrency
+        self.slots = asyncio.Semaphore(cap) if cap else None
+        self.tasks: set[asyncio.Task] = set()
+        self.bugs: list[BaseException] = []
+
+    async def one(self, i: int, scheduled_s: float) -> None:
+        """Request ``i``, due at ``scheduled_s``: sent once a slot is free (its lag recorded), then read."""
+        plan, slots, perf, t0 = self.plan, self.slots, time.perf_counter, self.plan.t0
+        ready_s = scheduled_s
+        if slots is not None:
+            waited = slots.locked()
+            await slots.acquire()  # outside the try: a task cancelled while waiting holds no slot
+            if waited:
+                ready_s = perf() - t0
+        try:
+            sent = perf() - t0
+            if i < plan.n_total:
+                raw = RawStream(request_id=i, warmup=i < plan.n_warmup, queued_s=scheduled_s, sent_s=sent,
+                                scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
+                self.streams.append(raw)
+                await self.send(plan.bodies[i], raw)
+                self.settle(raw, self.all_measured)
+            else:
+                self.state.cooldown += 1
+                cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)
+                self.cooled.append(cool)
+                await self.send(plan.bodies[(i - plan.n_total) % plan.n_total], cool)
+        finally:
+            if slots is not None:
+                slots.release()
+
+    async def dispatch(self) -> None:
+        """Start each request at its scheduled time until every measured one finished or the loop stops."""
+        perf, t0, should_abort, state = time.perf_counter, self.plan.t0, self.hooks.should_abort, self.state
+        settle = _settler(self.tasks, self.bugs, self.stop)
+        start = perf() - t0
+        due = start
+        for i, gap in enumerate(self.plan.load.gaps()):
+            # always await: a dispatcher behind its schedule must still let the requests it made run
+            await sleep_until(due, lambda: perf() - t0)  # never before its time (uvloop's timers may fire early)
+            if should_abort is not None and state.aborted is None and (reason := should_abort()):
+                self.abort(reason)
+            if self.stop.is_set() or self.all_measured.is_set():
+                return
+            task = asyncio.create_task(self.one(i, due))
+            self.tasks.add(task)
+            task.add_done_callback(settle)
+            due += gap
+
+    async def run(self) -> LoopResult:
+        """Run the dispatcher until every measured request is done or the loop stops; its result."""
+        await _drive(self.dispatch(), self, self.plan.limits)
+        return self.result()
+
+
+#: The strategy of each load kind (:data:`pipeline.config.arrivals.OPEN_LOADS` share the open loop).
+STRATEGIES: dict[str, type[_Strategy]] = {"closed": ClosedLoop, "poisson": OpenLoop, "constant": OpenLoop,
+                                          "gamma": OpenLoop, "trace": OpenLoop}
+
+
+def strategy_for(session: Any, plan: RepeatPlan, hooks: Hooks | None = None) -> _Strategy:
+    """The strategy object that runs ``plan`` (its load's kind, :data:`STRATEGIES`) through ``session``.
+
+    Raises:
+        ValueError: the load's kind has no strategy (a bug: config and keys check it).
+    """
+    if plan.load.kind not in STRATEGIES:
+        raise ValueError(f"no load strategy {plan.load.kind!r}")
+    return STRATEGIES[plan.load.kind](session, plan, hooks)
+
+
+async def run_repeat(session: Any, plan: RepeatPlan, hooks: Hooks | None = None) -> LoopResult:
+    """Run one repeat of ``plan`` through ``session`` (:func:`strategy_for`): its raw streams and what happened."""
+    return await strategy_for(session, plan, hooks).run()
+
+
+async def closed_loop(session: Any, target: Target, bodies: Sequence[bytes], concurrency: int, n_warmup: int,
+                      t0: float, hooks: Hooks | None = None) -> LoopResult:
+    """:class:`ClosedLoop` of ``bodies`` at ``concurrency`` in flight, no limits (the benchmark's and tests' short
+    form of :func:`run_repeat`)."""
+    plan = RepeatPlan(target=target, bodies=bodies, n_warmup=n_warmup, t0=t0, load=Load(concurrency=concurrency))
+    return await run_repeat(session, plan, hooks)
+
+
+def _watchdog(limits: Limits, abort: Callable[[str], None]) -> asyncio.Task | None:
+    """A task that aborts the loop once ``limits.deadline_s`` seconds have passed; None without a deadline."""
+    async def watchdog() -> None:
+        await asyncio.sleep(limits.deadline_s)
+        abort(limits.deadline_reason or f"deadline of {limits.deadline_s:g} s passed")
+    return asyncio.create_task(watchdog()) if limits.deadline_s is not None else None
 
 
 async def _run_slots(tasks: list[asyncio.Task], all_measured: asyncio.Event, stop: asyncio.Event,
-                     abort: Callable[[str], None], deadline_s: float | None, deadline_reason: str | None) -> None:
+                     abort: Callable[[str], None], limits: Limits) -> None:
     """Wait for the closed loop's slot ``tasks`` until every measured request is done or the loop stops (an abort,
-    ``deadline_s`` seconds passed), then cancel them; re-raise a bug raised inside a slot."""
-    async def watchdog() -> None:
-        await asyncio.sleep(deadline_s)
-        abort(deadline_reason or f"deadline of {deadline_s:g} s passed")
-
+    the limits' deadline passed), then cancel them; re-raise a bug raised inside a slot."""
     waiter = asyncio.create_task(all_measured.wait())
     stopper = asyncio.create_task(stop.wait())
-    guard = asyncio.create_task(watchdog()) if deadline_s is not None else None
+    guard = _watchdog(limits, abort)
     pending = set(tasks)
     while pending and not all_measured.is_set() and not stop.is_set():
         _, pending = await asyncio.wait(pending | {waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -154,87 +299,6 @@ def _folded(streams: list[RawStream], target: Target) -> list[RawStream]:
     return streams
 
 
-async def open_loop(session: Any, target: Target, bodies: list[bytes], load: str, rate_rps: float,
-                    max_concurrency: int | None, n_warmup: int, t0: float, seed: int,
-                    should_abort: Callable[[], str | None] | None = None, max_consecutive_failures: int = 0,
-                    deadline_s: float | None = None, deadline_reason: str | None = None,
-                    meter: ClientMeter | None = None, burstiness: float | None = None, trace: Any = None) -> LoopResult:
-    """Send ``bodies`` on a ``load`` schedule at ``rate_rps`` (times in s since ``t0``), at most ``max_concurrency`` in flight.
-
-    The first request goes out at once, each next one a gap (:func:`schedule_gaps`, ``burstiness`` for ``gamma``,
-    ``trace``'s gaps for ``trace``) after the previous one's scheduled time, whatever the responses do; a late
-    dispatcher catches up at once (so the mean rate holds) and the lateness is recorded per request (``lag_s``).
-    ``bodies[:n_warmup]`` are warm-up (part of the arrival process, left out of the metrics); after the last body
-    the schedule goes on with cool-down requests (re-using bodies from the start) until every measured request has
-    finished, so the last measured ones meet the same load as the first; those are then cancelled and dropped.  Aborts (``should_abort``,
-    ``max_consecutive_failures``, ``deadline_s``) and ``meter`` work as in :func:`closed_loop`.
-    """
-    headers = target.headers()
-    n_total = len(bodies)
-    n_measured = n_total - n_warmup
-    streams: list[RawStream] = []
-    cooled: list[RawStream] = []
-    send = _metered(meter, session, target, headers, t0)
-    state: dict[str, Any] = {"measured_done": 0, "cooldown": 0, "aborted": None, "fails_in_row": 0}
-    all_measured = asyncio.Event()
-    stop = asyncio.Event()
-    if n_measured <= 0:
-        all_measured.set()
-    perf = time.perf_counter
-    slots = asyncio.Semaphore(max_concurrency) if max_concurrency else None
-    tasks: set[asyncio.Task] = set()
-
-    def abort(reason: str) -> None:
-        if state["aborted"] is None:
-            state["aborted"] = reason
-        stop.set()
-
-    async def one(i: int, scheduled_s: float) -> None:
-        ready_s = scheduled_s
-        if slots is not None:
-            waited = slots.locked()
-            await slots.acquire()  # outside the try: a task cancelled while waiting holds no slot
-            if waited:
-                ready_s = perf() - t0
-        try:
-            sent = perf() - t0
-            if i < n_total:
-                raw = RawStream(request_id=i, warmup=i < n_warmup, queued_s=scheduled_s, sent_s=sent,
-                                scheduled_s=scheduled_s, lag_s=max(sent - ready_s, 0.0))
-                streams.append(raw)
-                await send(bodies[i], raw)
-                _settle(raw, state, n_measured, all_measured, abort, max_consecutive_failures)
-            else:
-                state["cooldown"] += 1
-                cool = RawStream(request_id=i, warmup=True, queued_s=scheduled_s, sent_s=sent)
-                cooled.append(cool)
-                await send(bodies[(i - n_total) % n_total], cool)
-        finally:
-            if slots is not None:
-                slots.release()
-
-    bugs: list[BaseException] = []
-    settle = _settler(tasks, bugs, stop)
-
-    async def dispatch() -> None:
-        start = perf() - t0
-        due = start
-        for i, gap in enumerate(schedule_gaps(load, rate_rps, seed, burstiness, trace)):
-            # always await: a dispatcher behind its schedule must still let the requests it made run
-            await sleep_until(due, lambda: perf() - t0)  # never before its time (uvloop's timers may fire early)
-            if should_abort is not None and state["aborted"] is None and (reason := should_abort()):
-                abort(reason)
-            if stop.is_set() or all_measured.is_set():
-                return
-            task = asyncio.create_task(one(i, due))
-            tasks.add(task)
-            task.add_done_callback(settle)
-            due += gap
-
-    await _drive(dispatch(), tasks, all_measured, stop, abort, deadline_s, deadline_reason, bugs)
-    return _finish(_folded(streams, target), state, stop.is_set(), n_warmup, n_total, perf, t0, _folded(cooled, target))
-
-
 def _settler(tasks: set[asyncio.Task], bugs: list[BaseException],
              stop: asyncio.Event) -> Callable[[asyncio.Task], None]:
     """The done-callback of a request task: forget it, and keep (and stop the loop on) a bug raised inside it."""
@@ -246,23 +310,17 @@ def _settler(tasks: set[asyncio.Task], bugs: list[BaseException],
     return settle
 
 
-async def _drive(dispatch: Any, tasks: set[asyncio.Task], all_measured: asyncio.Event, stop: asyncio.Event,
-                 abort: Callable[[str], None], deadline_s: float | None, deadline_reason: str | None,
-                 bugs: list[BaseException]) -> None:
-    """Run the dispatcher coroutine ``dispatch`` until every measured request has finished or the loop stops (an
-    abort, ``deadline_s`` seconds passed), then cancel the dispatcher and the requests still running; re-raise the
-    first bug of a request task or of the dispatcher."""
-    async def watchdog() -> None:
-        await asyncio.sleep(deadline_s)
-        abort(deadline_reason or f"deadline of {deadline_s:g} s passed")
-
+async def _drive(dispatch: Any, loop: OpenLoop, limits: Limits) -> None:
+    """Run the dispatcher coroutine ``dispatch`` of open ``loop`` until every measured request has finished or the loop
+    stops (an abort, the limits' deadline passed), then cancel the dispatcher and the requests still running;
+    re-raise the first bug of a request task or of the dispatcher."""
     dispatcher = asyncio.create_task(dispatch)
-    waiter = asyncio.create_task(all_measured.wait())
-    stopper = asyncio.create_task(stop.wait())
-    guard = asyncio.create_task(watchdog()) if deadline_s is not None else None
+    waiter = asyncio.create_task(loop.all_measured.wait())
+    stopper = asyncio.create_task(loop.stop.wait())
+    guard = _watchdog(limits, loop.abort)
     await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
     dispatcher.cancel()
-    running = list(tasks)
+    running = list(loop.tasks)
     for t in running:
         t.cancel()
     await asyncio.gather(dispatcher, *running, return_exceptions=True)
@@ -270,9 +328,9 @@ async def _drive(dispatch: Any, tasks: set[asyncio.Task], all_measured: asyncio.
         if t is not None:
             t.cancel()
     if dispatcher.done() and not dispatcher.cancelled() and dispatcher.exception() is not None:
-        bugs.append(dispatcher.exception())
-    if bugs:
-        raise bugs[0]
+        loop.bugs.append(dispatcher.exception())
+    if loop.bugs:
+        raise loop.bugs[0]
 
 
 def _metered(meter: ClientMeter | None, session: Any, target: Target, headers: dict[str, str],
@@ -289,40 +347,6 @@ def _metered(meter: ClientMeter | None, session: Any, target: Target, headers: d
         finally:
             meter.done()
     return send
-
-
-def _settle(raw: RawStream, state: dict[str, Any], n_measured: int, all_measured: asyncio.Event,
-            abort: Callable[[str], None], max_consecutive_failures: int) -> None:
-    """Count a finished request: failures in a row (abort after ``max_consecutive_failures``, 0 = never) and
-    measured requests done (``all_measured`` set after the last)."""
-    if raw.error is None:
-        state["fails_in_row"] = 0
-    else:
-        state["fails_in_row"] += 1
-        if max_consecutive_failures and state["fails_in_row"] >= max_consecutive_failures:
-            abort(f"{state['fails_in_row']} requests failed in a row (last: {raw.error[:120]})")
-    if not raw.warmup:
-        state["measured_done"] += 1
-        if state["measured_done"] >= n_measured:
-            all_measured.set()
-
-
-def _finish(streams: list[RawStream], state: dict[str, Any], stopped: bool, n_warmup: int, n_total: int,
-            perf: Callable[[], float], t0: float, cooled: list[RawStream] | None = None) -> LoopResult:
-    """Close a repeat: requests cut off by an abort failed, unsent measured ones are recorded as not sent."""
-    if stopped:
-        for raw in streams:
-            if raw.error is None and not raw.done_seen:
-                raw.error = f"cancelled: {state['aborted']}"
-    if state["aborted"] is not None:
-        sent = {s.request_id for s in streams}
-        for i in range(n_warmup, n_total):
-            if i not in sent:
-                streams.append(RawStream(request_id=i, warmup=False, queued_s=perf() - t0, sent_s=perf() - t0,
-                                         error=f"not sent: {state['aborted']}"))
-    streams.sort(key=lambda s: s.request_id)
-    return LoopResult(streams=streams, cooldown_sent=state["cooldown"], aborted=state["aborted"],
-                      cooldown=list(cooled or []))
 
 
 def delivered_tokens(chunks: list[list[float]], start: float, end: float) -> int:

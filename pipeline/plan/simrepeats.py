@@ -32,7 +32,8 @@ def simulated_repeat(server, key: PointKey, n_warm: int, n_meas: int, cfg: Any =
     burstiness, or a trace's gaps and lengths; None: every request the shape, as before."""
     from pipeline.config.tracefile import config_trace, trace_gaps
     from pipeline.config.workload import repeat_lengths
-    from pipeline.simulation.simloop import simulate_repeat
+    from pipeline.config.arrivals import Load
+    from pipeline.simulation.simloop import SimPlan, simulate_repeat
     from pipeline.backends.simulated import point_seed
 
     burstiness = getattr(getattr(cfg, "open_loop", None), "burstiness", None)
@@ -46,9 +47,7 @@ def simulated_repeat(server, key: PointKey, n_warm: int, n_meas: int, cfg: Any =
         if len(_REPEATS) >= MAX_REMEMBERED:
             _REPEATS.clear()
         drawn = repeat_lengths(cfg, key, n_warm + n_meas, reps, 0, seed, server.max_model_len) if lengths else None
-        _REPEATS[ident] = simulate_repeat(server, key.input_len, key.output_len, n_warm, n_meas,
-                                          concurrency=key.concurrency, load=key.load, rate_rps=key.rate_rps,
-                                          max_concurrency=key.max_concurrency, schedule_seed=0, token_times=False,
-                                          burstiness=burstiness, lengths=drawn,
-                                          trace=trace_gaps(cfg, key.load, key.rate_rps))
+        load = Load.of(key, 0, burstiness, trace_gaps(cfg, key.load, key.rate_rps))
+        _REPEATS[ident] = simulate_repeat(server, SimPlan(key.input_len, key.output_len, n_warm, n_meas, load,
+                                                          token_times=False, lengths=drawn))
     return _REPEATS[ident]

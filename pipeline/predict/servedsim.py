@@ -37,7 +37,8 @@ from pipeline.predict.calibrate import Roofs, StepTerms, fit_points, p50, predic
 from pipeline.config.sweepconfig import SimulatedOptions
 from pipeline.loadgen.scheduler import default_requests
 from pipeline.config.workload import longest, repeat_lengths
-from pipeline.simulation.simloop import simulate_repeat
+from pipeline.config.arrivals import Load
+from pipeline.simulation.simloop import SimPlan, simulate_repeat
 from pipeline.backends.simulated import point_seed
 from pipeline.simulation.simserver import BLOCK_SIZE, ServerModel, refusal
 from pipeline.metrics.summarize import summarize_point
@@ -133,8 +134,8 @@ def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int],
         key = PointKey(roofs.card.name, "simulated", input_len, output_len, c)
         drawn = None if workload is None else repeat_lengths(workload, key, (c if warmup else 0) + n_meas, 1, 0,
                                                              point_seed(workload.seed, key), server.max_model_len)
-        res = simulate_repeat(server, input_len, output_len, c if warmup else 0, n_meas, concurrency=c, token_times=False,
-                              lengths=drawn)
+        res = simulate_repeat(server, SimPlan(input_len, output_len, c if warmup else 0, n_meas, Load(concurrency=c),
+                                              token_times=False, lengths=drawn))
         meas = [q for q in res.requests if not q.warmup]
         done = [q.done_s for q in meas if q.ok]
         rep = RepeatRecord(repeat=0, batching="served", window_start_s=min(q.sent_s for q in meas),

@@ -1,16 +1,15 @@
 """The simulated server's discrete-event loop: one repeat of a point in virtual time.
 
-:func:`simulate_repeat` runs the server of :mod:`pipeline.simulation.simserver` (its rules are in that
-module's docstring) step by step and yields what a measured repeat of a served backend yields:
-request records (send, first token, every token's arrival, usage) and the server's view in the
-shape of a ``/metrics`` scrape (``before``, ``after``, ``max_during`` with vLLM's metric names).
+:func:`simulate_repeat` runs one :class:`SimPlan` on the server of :mod:`pipeline.simulation.simserver` (its rules
+are in that module's docstring) step by step and yields what a measured repeat of a served backend yields: request
+records (send, first token, every token's arrival, usage) and the server's view in the shape of a ``/metrics``
+scrape (``before``, ``after``, ``max_during`` with vLLM's metric names).
 
-The client is the load generator's (:mod:`pipeline.loadgen.scheduler`): closed loop keeps N in
-flight (the next sent when one finishes, cool-down requests after the last body until every
-measured one finished, then dropped); open loop sends on the seeded Poisson/constant/gamma schedule of
-:func:`pipeline.config.arrivals.schedule_gaps` (the same seeds as a served point), queued behind
-an optional cap.  The client is exact: no network, no lag (``lag_s`` 0).  Times are virtual
-seconds since the point's start, repeats one after another; a Spark day takes seconds.
+The client is the load generator's (:mod:`pipeline.loadgen.scheduler`): closed loop keeps N in flight (the next sent
+when one finishes, cool-down requests after the last body until every measured one finished, then dropped); open
+loop sends on the seeded schedule of :class:`pipeline.config.arrivals.Load` (the same seeds as a served point),
+queued behind an optional cap.  The client is exact: no network, no lag (``lag_s`` 0).  Times are virtual seconds
+since the point's start, repeats one after another; a Spark day takes seconds.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.config.arrivals import Load
 from pipeline.simulation.simserver import ServerModel, attended_tokens, noise, one_sequence_attended, refusal
 from pipeline.core.records import RequestRecord
 
@@ -63,49 +63,53 @@ class RepeatResult:
     steps: int
 
 
-def simulate_repeat(server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, *,
-                    concurrency: int | None, load: str = "closed", rate_rps: float | None = None,
-                    max_concurrency: int | None = None, schedule_seed: int = 0, start_s: float = 0.0,
-                    rng: np.random.Generator | None = None, id_offset: int = 0, token_times: bool = True,
-                    burstiness: float | None = None, lengths: tuple[Any, Any] | None = None, trace: Any = None) -> RepeatResult:
-    """Simulate one repeat of a point: ``n_warm`` warm-up then ``n_meas`` measured requests.
+@dataclass(frozen=True)
+class SimPlan:
+    """One simulated repeat: ``n_warm`` warm-up then ``n_meas`` measured requests of ``input_len`` / ``output_len``
+    tokens (or ``lengths``: (prompt, output tokens) per body as :func:`pipeline.config.workload.draw_lengths` draws
+    them, a cool-down re-using a body's), sent on ``load`` (:class:`pipeline.config.arrivals.Load`), times in s since
+    the point's start from ``start_s``, ids from ``id_offset``.  ``token_times=False``: each record carries its first
+    token and one chunk of the rest at the last token's time (TTFT, TPOT, E2EL, throughput exact; ITL the mean)."""
 
-    Closed loop (``load="closed"``): ``concurrency`` requests in flight, each next one sent the moment one finishes;
-    after the last body cool-down requests keep the load until every measured request has finished.  Open loop
-    (``poisson``/``constant``/``gamma``/``trace`` at ``rate_rps``, ``burstiness``, ``trace``'s gaps): sends on
-    :func:`pipeline.config.arrivals.schedule_gaps` (``schedule_seed``), at most ``max_concurrency`` in flight when
-    given (``concurrency`` is then None).  Times are s since the point's start, from ``start_s``.  ``lengths``: (prompt, output tokens) per body as the sweep draws them
-    (:func:`pipeline.config.workload.draw_lengths`; a cool-down re-uses a body's); None: ``input_len`` / ``output_len``.
+    input_len: int
+    output_len: int
+    n_warm: int
+    n_meas: int
+    load: Load
+    start_s: float = 0.0
+    id_offset: int = 0
+    token_times: bool = True
+    lengths: tuple[Any, Any] | None = field(default=None, compare=False, repr=False)
 
+
+def simulate_repeat(server: ServerModel, plan: SimPlan, rng: np.random.Generator | None = None) -> RepeatResult:
+    """Simulate one repeat of ``plan`` on ``server`` (``rng``: the noise of its step and repeat times, None: none).
+
+    Closed loop: the load's concurrency in flight, the next sent the moment one finishes, cool-down requests after the
+    last body until every measured one finished.  Open loop: sends on the load's schedule, at most its cap in flight.
     Returns the recorded requests (bodies, warm-up included; cool-downs dropped), the time the repeat ended (the last
     measured completion), the server's view and the number of steps.
-    ``token_times=False``: each record carries its first token and one chunk of the rest at the last token's time
-    instead of every token's (TTFT, TPOT, E2EL and throughput exact, ITL the request's mean; much faster to build).
     """
     rep_factor = float(noise(rng, server.repeat_time_cv, 1)[0]) if (rng is not None and server.repeat_time_cv > 0) else 1.0
-    refused = refusal(server, input_len, output_len)
+    refused = refusal(server, plan.input_len, plan.output_len)
     if refused:  # vLLM answers every such request with an error at once
-        recs = [RequestRecord(request_id=i + id_offset, queued_s=start_s, sent_s=start_s, first_token_s=None,
-                              done_s=None, chunks=[], input_tokens=input_len, output_tokens=0, error=refused,
-                              warmup=i < n_warm) for i in range(n_warm + n_meas)]
-        return RepeatResult(requests=recs, end_s=start_s, server_metrics={}, steps=0)
-    loop = _Loop(server, input_len, output_len, n_warm, n_meas, load, rate_rps, max_concurrency, schedule_seed,
-                 start_s, rng if server.step_time_cv > 0 else None, rep_factor, (burstiness, trace), lengths)
-    loop.run(concurrency)
-    return RepeatResult(requests=loop.records(id_offset, token_times), end_s=loop.t, server_metrics=loop.server_view(),
-                        steps=loop.steps)
+        recs = [RequestRecord(request_id=i + plan.id_offset, queued_s=plan.start_s, sent_s=plan.start_s,
+                              first_token_s=None, done_s=None, chunks=[], input_tokens=plan.input_len, output_tokens=0,
+                              error=refused, warmup=i < plan.n_warm) for i in range(plan.n_warm + plan.n_meas)]
+        return RepeatResult(requests=recs, end_s=plan.start_s, server_metrics={}, steps=0)
+    loop = _Loop(server, plan, rng if server.step_time_cv > 0 else None, rep_factor)
+    loop.run(plan.load.concurrency)
+    return RepeatResult(requests=loop.records(plan.id_offset, plan.token_times), end_s=loop.t,
+                        server_metrics=loop.server_view(), steps=loop.steps)
 
 
 class _Loop:
     """One repeat in virtual time: the client (closed loop's slots, open loop's schedule and cap), the server's queues
     (``pending``, ``waiting``, ``running``), KV blocks, clock ``t``, step ends and a scrape's maxima, and its steps."""
 
-    def __init__(self, server: ServerModel, input_len: int, output_len: int, n_warm: int, n_meas: int, load: str,
-                 rate_rps: float | None, max_concurrency: int | None, schedule_seed: int, start_s: float,
-                 rng_steps: np.random.Generator | None, rep_factor: float, arrivals: tuple = (None, None),
-                 lengths: tuple[Any, Any] | None = None):
-        self.server, self.input_len, self.output_len, self.lengths = server, input_len, output_len, lengths
-        self.n_warm, self.n_meas, self.n_total = n_warm, n_meas, n_warm + n_meas
+    def __init__(self, server: ServerModel, plan: SimPlan, rng_steps: np.random.Generator | None, rep_factor: float):
+        self.server, self.input_len, self.output_len, self.lengths = server, plan.input_len, plan.output_len, plan.lengths
+        self.n_warm, self.n_meas, self.n_total = plan.n_warm, plan.n_meas, plan.n_warm + plan.n_meas
         self.rng_steps, self.rep_factor = rng_steps, rep_factor
         self.free_blocks = server.num_blocks
         self.running: list[_Req] = []
@@ -115,19 +119,15 @@ class _Loop:
         self.delay = server.arrival_delay_s
         self.reqs: list[_Req] = []  # the recorded ones (bodies, warm-up included)
         self.step_end: list[float] = []
-        self.t = start_s
+        self.t = plan.start_s
         self.sent = self.in_flight = self.measured_done = self.steps = 0
-        self.preempt0 = server.preemptions_total
-        self._attended = one_sequence_attended(server.card)
+        self.preempt0, self._attended = server.preemptions_total, one_sequence_attended(server.card)
         self.max_run, self.max_wait, self.max_kv = 0, 0, 0.0
         self.prefix_cached = False  # a request of this repeat has computed the cached prefix (server.cached_prefix_tokens)
-        self.open_loop = load != "closed"
-        self.next_arrival = start_s if self.open_loop else math.inf
-        if self.open_loop:  # the load generator's schedule (imported only here: it pulls in the HTTP client)
-            from pipeline.config.arrivals import schedule_gaps
-
-            self.gaps = schedule_gaps(load, float(rate_rps), schedule_seed, *arrivals)  # (burstiness, trace gaps)
-        self.cap = max_concurrency if self.open_loop else None
+        self.open_loop = plan.load.open_loop
+        self.next_arrival = plan.start_s if self.open_loop else math.inf
+        self.gaps = plan.load.gaps() if self.open_loop else iter(())  # the load generator's schedule
+        self.cap = plan.load.max_concurrency if self.open_loop else None
 
     def new_request(self, i: int, now: float, scheduled: float | None) -> _Req:
         ins, outs = self.lengths or ((self.input_len,), (self.output_len,))

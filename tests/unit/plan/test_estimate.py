@@ -67,7 +67,8 @@ def test_total_is_the_docstring_arithmetic(spark_plan):
 
 def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     # a point = repeats x (one repeat: warm-up, measured and cool-down requests in virtual time + 1 s)
-    from pipeline.simulation.simloop import simulate_repeat
+    from pipeline.config.arrivals import Load
+    from pipeline.simulation.simloop import SimPlan, simulate_repeat
     from pipeline.backends.simulated import resolve_card, server_for
     from pipeline.machine.hardware import load_profile
     from pipeline.plan.estimate import server_options
@@ -76,7 +77,7 @@ def test_point_wall_is_repeats_times_one_simulated_repeat(spark_full_plan):
     plan = spark_full_plan
     spec = next(m for m in cfg.models if m.name == "llama-3.1-8b-instruct")
     server = server_for(resolve_card(spec), load_profile("dgx-spark"), server_options(cfg), 1024, 256, 256, "vllm")
-    res = simulate_repeat(server, 1024, 256, 8, 32, concurrency=8)  # c = 8: 8 warm-up + max(4·8, 32) measured
+    res = simulate_repeat(server, SimPlan(1024, 256, 8, 32, Load(concurrency=8)))  # c = 8: 8 warm-up + max(4·8, 32) measured
     pt = next(p for m in plan.models if m.model == spec.name for p in m.points if p.concurrency == 8 and p.load == "closed")
     assert pt.wall_s == pytest.approx(cfg.repeats * (res.end_s + REPEAT_OVERHEAD_S))
 

@@ -9,7 +9,8 @@ import pytest
 from pipeline.cards.registry import resolve_card
 from pipeline.config.sweepconfig import SimulatedOptions
 from pipeline.core.records import PointKey
-from pipeline.simulation.simloop import simulate_repeat
+from pipeline.config.arrivals import Load
+from pipeline.simulation.simloop import SimPlan, simulate_repeat
 from pipeline.backends.simulated import server_for
 from pipeline.machine.hardware import load_profile
 from pipeline.plan import simrepeats
@@ -23,7 +24,7 @@ def server():
 def test_first_and_last_token_give_the_full_simulations_times(server):
     key = PointKey("m", "simulated", 512, 64, 4)
     fast = simrepeats.simulated_repeat(server, key, 4, 8)
-    full = simulate_repeat(dataclasses.replace(server), 512, 64, 4, 8, concurrency=4, schedule_seed=0)
+    full = simulate_repeat(dataclasses.replace(server), SimPlan(512, 64, 4, 8, Load(concurrency=4)))
     assert fast.end_s == full.end_s and fast.steps == full.steps
     for a, b in zip(fast.requests, full.requests):
         assert (a.sent_s, a.first_token_s, a.done_s, a.output_tokens) == (b.sent_s, b.first_token_s, b.done_s,

@@ -23,7 +23,8 @@ from pipeline.analysis.regime import point_regime
 from pipeline.metrics.summarize import summarize_point
 from pipeline.cards.registry import load_card
 from pipeline.cards.modelcards import ModelCard
-from pipeline.simulation.simloop import simulate_repeat
+from pipeline.config.arrivals import Load
+from pipeline.simulation.simloop import SimPlan, simulate_repeat
 from pipeline.simulation.simserver import ServerModel, kv_blocks
 from pipeline.core.records import PointKey, PointRecords, RepeatRecord
 
@@ -46,7 +47,8 @@ def server(kv: int = 0, max_num_seqs: int = 64, num_blocks: int = 100_000, **kw)
 def point(srv: ServerModel, c: int, n_meas: int, input_len: int = 100, output_len: int = 11, repeats: int = 1):
     reps, t = [], 0.0
     for r in range(repeats):
-        res = simulate_repeat(srv, input_len, output_len, c, n_meas, concurrency=c, start_s=t, id_offset=r * (c + n_meas))
+        res = simulate_repeat(srv, SimPlan(input_len, output_len, c, n_meas, Load(concurrency=c), start_s=t,
+                                           id_offset=r * (c + n_meas)))
         meas = [q for q in res.requests if not q.warmup]
         reps.append(RepeatRecord(repeat=r, batching="served", window_start_s=min(q.sent_s for q in meas),
                                  window_end_s=max(q.done_s for q in meas), requests=res.requests,
@@ -130,7 +132,7 @@ def test_preempted_request_keeps_its_tokens_and_recomputes():
     token it had streamed kept (40 tokens, times in order).  With 1000 blocks nothing is preempted and all three
     end at 0.877628 s."""
     srv = server(max_num_seqs=8, num_blocks=20)
-    res = simulate_repeat(srv, 96, 40, 0, 3, concurrency=3)
+    res = simulate_repeat(srv, SimPlan(96, 40, 0, 3, Load(concurrency=3)))
     counter = "vllm:num_preemptions_total"
     assert srv.preemptions_total >= 1
     assert res.server_metrics["after"][counter] - res.server_metrics["before"][counter] == srv.preemptions_total
@@ -143,7 +145,7 @@ def test_preempted_request_keeps_its_tokens_and_recomputes():
         times = [t for t, _ in r.chunks]
         assert times == sorted(times)
     roomy_srv = server(max_num_seqs=8, num_blocks=1000)
-    roomy = simulate_repeat(roomy_srv, 96, 40, 0, 3, concurrency=3)
+    roomy = simulate_repeat(roomy_srv, SimPlan(96, 40, 0, 3, Load(concurrency=3)))
     assert roomy_srv.preemptions_total == 0
     assert all(r.done_s == pytest.approx(0.877628, abs=1e-6) for r in roomy.requests)
 
@@ -158,9 +160,9 @@ def test_seeded_noise_repeats_differ_and_reproduce():
     import numpy as np
 
     srv = server(step_time_cv=0.05, repeat_time_cv=0.05)
-    a = simulate_repeat(srv, 100, 11, 1, 8, concurrency=1, rng=np.random.default_rng(1))
-    b = simulate_repeat(srv, 100, 11, 1, 8, concurrency=1, rng=np.random.default_rng(1))
-    c = simulate_repeat(srv, 100, 11, 1, 8, concurrency=1, rng=np.random.default_rng(2))
+    a = simulate_repeat(srv, SimPlan(100, 11, 1, 8, Load(concurrency=1)), np.random.default_rng(1))
+    b = simulate_repeat(srv, SimPlan(100, 11, 1, 8, Load(concurrency=1)), np.random.default_rng(1))
+    c = simulate_repeat(srv, SimPlan(100, 11, 1, 8, Load(concurrency=1)), np.random.default_rng(2))
     assert [r.chunks for r in a.requests] == [r.chunks for r in b.requests]
     assert [r.chunks for r in a.requests] != [r.chunks for r in c.requests]
 
@@ -168,7 +170,7 @@ def test_seeded_noise_repeats_differ_and_reproduce():
 def test_open_loop_below_capacity_follows_the_rate():
     # one request every 10 s (constant), each served in well under a second: no queue, TTFT = one prefill step
     srv = server()
-    res = simulate_repeat(srv, 100, 11, 1, 10, concurrency=None, load="constant", rate_rps=0.1)
+    res = simulate_repeat(srv, SimPlan(100, 11, 1, 10, Load("constant", rate_rps=0.1)))
     meas = [r for r in res.requests if not r.warmup]
     assert [round(r.sent_s, 6) for r in meas] == [round(10.0 * i, 6) for i in range(1, 11)]
     assert all(r.first_token_s - r.sent_s == pytest.approx(PREFILL_PER_PROMPT + OVERHEAD, abs=1e-6) for r in meas)
@@ -191,6 +193,6 @@ def test_prefix_caching_skips_the_cached_blocks_of_the_prefill():
     assert (cached_prefix(1000, 16, True), cached_prefix(1000, 16, False), cached_prefix(15, 16, True)) == (992, 0, 0)
     first = 0.202640449536 + OVERHEAD
     for cached, later in ((992, 0.021), (0, first)):
-        res = simulate_repeat(server(cached_prefix_tokens=cached), 1008, 2, 0, 3, concurrency=1)
+        res = simulate_repeat(server(cached_prefix_tokens=cached), SimPlan(1008, 2, 0, 3, Load(concurrency=1)))
         ttft = [q.first_token_s - q.sent_s for q in res.requests[:3]]
         assert ttft == pytest.approx([first, later, later], abs=1e-6), cached
