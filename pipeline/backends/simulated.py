@@ -30,7 +30,7 @@ from pipeline.machine.hardware import HardwareProfile, ProbeResult, load_profile
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.servedformat import with_kv_cache
 from pipeline.config.variants import kv_cache_name
-from pipeline.config.workload import Lengths, longest, repeat_lengths, traced_longest
+from pipeline.config.workload import repeat_lengths, server_len
 from pipeline.core.records import DEFAULT_VARIANT, PointKey, PointRecords, RepeatRecord, server_key
 
 
@@ -62,11 +62,10 @@ def resolve_card(spec: ModelSpec, hardware: str | None = None, engine: str = "vl
 
 
 def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, input_len: int, output_len: int,
-               largest_concurrency: int, engine: str, lengths: Lengths | None = None,
-               cfg: Any = None) -> ServerModel:
+               largest_concurrency: int, engine: str, cfg: Any = None) -> ServerModel:
     """The simulated server of ``card`` on ``hw`` with the config's options (defaults as the ``vllm`` engine's flags;
-    ``max_model_len`` the longest request ``lengths`` draws at this shape, or the sweep config ``cfg``'s replayed trace
-    states, + 64).
+    ``max_model_len`` the longest request the sweep config ``cfg``'s ``lengths`` draw at this shape, or its replayed
+    trace states, + 64).
 
     Where the profile states ``engine``'s terms (``engines:``, :mod:`pipeline.machine.engineterms`) and the config sets
     no ``step_overhead_s`` of its own, steps are costed by them against the measured compute peak, and each request
@@ -88,7 +87,7 @@ def server_for(card: ModelCard, hw: HardwareProfile, opts: SimulatedOptions, inp
         step_overhead_s=opts.step_overhead_s if opts.step_overhead_s is not None else (hw.step_overhead_s or 0.0),
         max_num_seqs=opts.max_num_seqs or largest_concurrency or 256,  # none in flight stated: the vllm engine's 256
         max_num_batched_tokens=opts.max_num_batched_tokens,
-        max_model_len=opts.max_model_len or max(longest(lengths, input_len, output_len), traced_longest(cfg)) + 64,
+        max_model_len=opts.max_model_len or server_len(cfg, input_len, output_len),
         num_blocks=kv_blocks(card, hw.memory_gb, util, opts.block_size), block_size=opts.block_size,
         step_time_cv=opts.step_time_cv, repeat_time_cv=opts.repeat_time_cv,
         arrival_delay_s=terms.request_fixed_s(card.name) if terms is not None else 0.0)
@@ -158,8 +157,7 @@ class SimulatedBackend:
             card = with_kv_cache(card, kv)
         self.spec = spec
         self.server = server_for(card, self.hw, self.opts, self.cfg.input_len, self.cfg.output_len,
-                                 self.cfg.max_in_flight(), "vllm", lengths=self.cfg.lengths,  # vLLM's flags and terms
-                                 cfg=self.cfg)
+                                 self.cfg.max_in_flight(), "vllm", cfg=self.cfg)  # vLLM's flags and terms
         if getattr(self.variant, "prefix_caching", None) and self.cfg.lengths is not None:  # the prefix's full blocks
             self.server = dataclasses.replace(self.server, cached_prefix_tokens=cached_prefix(
                 self.cfg.lengths.prefix_len, self.server.block_size, True))

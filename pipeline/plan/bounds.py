@@ -9,6 +9,8 @@ is answered at once, in one line, instead of simulated for minutes (concurrency 
   not a batch), and the simulation's cost grows with the concurrency;
 - an open-loop point whose requests take longer to send than one measuring job may run (``cluster.runtime_min``)
   does not fit (an offered rate of 1e-9 req/s: 32 requests in a thousand years);
+- a closed-loop point fits (:func:`memory_fits`) when the weights and the KV cache of its sequences
+  (:func:`kv_sequences`) are within ``memory_gb × gpu_memory_utilization`` and its requests within ``max_model_len``;
 - a duration past :data:`HOURS_IN_FULL` hours is written in powers of ten (a bandwidth of 1e-300 GB/s made a
   300-digit number of hours).
 """
@@ -54,3 +56,36 @@ def too_long(wall_s: float, runtime_min: int, rate_rps: float) -> str | None:
         return None
     return (f"at {rate_rps:g} req/s its requests take {format_duration(wall_s)}, more than a measuring job's time "
             f"limit (cluster.runtime_min {runtime_min} min)")
+
+
+def memory_fits(card, hw, server, util: float, c: int, input_len: int, output_len: int) -> tuple[bool, str, float]:
+    """(fits, reason, KV bytes needed) of ``c`` sequences of ``input_len + output_len`` tokens beside the weights."""
+    from pipeline.cards.stepcost import kv_bytes_per_sequence
+
+    tokens = input_len + output_len
+    usable = (hw.memory_gb or 0.0) * 1e9 * util
+    kv = c * kv_bytes_per_sequence(card, tokens)
+    if tokens > server.max_model_len:
+        return False, f"{tokens} tokens per request exceed max_model_len {server.max_model_len}: every request is refused", kv
+    if card.max_context and tokens > card.max_context:
+        return False, f"{tokens} tokens per request exceed the model's context of {card.max_context}", kv
+    if card.weight_bytes >= usable:
+        return (False, f"weights {card.weight_bytes / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB "
+                       f"({hw.memory_gb:g} GB x {util:g}): the server cannot start", kv)
+    if card.weight_bytes + kv > usable:
+        seqs = int((usable - card.weight_bytes) // (kv / c))
+        return (False, f"weights {card.weight_bytes / 1e9:.1f} GB + KV of {c} sequences of {tokens} tokens "
+                       f"{kv / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB: about {seqs} run at once, the rest wait "
+                       "or are preempted", kv)
+    return True, "", kv
+
+
+def kv_sequences(card, hw, util: float, tokens: int) -> int | None:
+    """Sequences of ``tokens`` whose KV cache fits beside the weights in ``memory_gb × util`` (as :func:`memory_fits`)."""
+    from pipeline.cards.stepcost import kv_bytes_per_sequence
+
+    usable = (hw.memory_gb or 0.0) * 1e9 * util
+    per_seq = kv_bytes_per_sequence(card, tokens)
+    if card.weight_bytes >= usable or per_seq <= 0:
+        return None
+    return int((usable - card.weight_bytes) // per_seq)

@@ -232,12 +232,27 @@ def _summary(key: PointKey, res, slo: dict | None):
     return summarize_point(PointRecords(point=key, repeats=[rep]), slo)
 
 
-def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, warmup: bool, slo: dict | None,
-                fits: tuple[bool, str, float | None], expected_e2el_s: float | None = None, cfg: Any = None) -> tuple[PlanPoint, Any]:
+@dataclass(frozen=True)
+class _Cell:
+    """What prices one model × variant × shape: ``cfg`` at that variant and shape, its model and variant's names, the
+    card and hardware, the simulated server's options, the repeats per point."""
+
+    cfg: SweepConfig
+    model: str
+    variant: str
+    card: Any
+    hw: HardwareProfile
+    opts: SimulatedOptions
+    reps: int
+
+
+def _plan_point(server, key: PointKey, cell: _Cell, fits: tuple[bool, str, float | None],
+                expected_e2el_s: float | None = None) -> tuple[PlanPoint, Any]:
     from pipeline.simulation.simserver import refusal
     from pipeline.backends.simulated import request_counts
 
-    n_warm, n_meas = request_counts(key, opts, warmup, expected_e2el_s)  # a rate's window: its expected E2EL
+    cfg, repeats, slo = cell.cfg, cell.reps, cell.cfg.slo.model_dump() if cell.cfg.slo else None
+    n_warm, n_meas = request_counts(key, cell.opts, cfg.warmup, expected_e2el_s)  # a rate's window: its expected E2EL
     ok, why, kv_need = fits
     if refusal(server, key.input_len, key.output_len):
         return PlanPoint(key.concurrency, 0.0, False, why, False, None, None, None, n_meas, n_warm, repeats,
@@ -248,39 +263,6 @@ def _plan_point(server, key: PointKey, opts: SimulatedOptions, repeats: int, war
     return PlanPoint(key.concurrency, wall, ok, why, True, (summ.tpot_s or {}).get("p50"), (summ.ttft_s or {}).get("p50"),
                      summ.output_throughput_tok_s, n_meas, n_warm, repeats, key.load, key.rate_rps, kv_need,
                      key.max_concurrency), summ
-
-
-def _fits(card, hw: HardwareProfile, server, util: float, c: int, input_len: int, output_len: int) -> tuple[bool, str, float]:
-    """(fits, reason, KV bytes needed) of ``c`` sequences of ``input_len + output_len`` tokens beside the weights."""
-    from pipeline.cards.stepcost import kv_bytes_per_sequence
-
-    tokens = input_len + output_len
-    usable = (hw.memory_gb or 0.0) * 1e9 * util
-    kv = c * kv_bytes_per_sequence(card, tokens)
-    if tokens > server.max_model_len:
-        return False, f"{tokens} tokens per request exceed max_model_len {server.max_model_len}: every request is refused", kv
-    if card.max_context and tokens > card.max_context:
-        return False, f"{tokens} tokens per request exceed the model's context of {card.max_context}", kv
-    if card.weight_bytes >= usable:
-        return (False, f"weights {card.weight_bytes / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB "
-                       f"({hw.memory_gb:g} GB x {util:g}): the server cannot start", kv)
-    if card.weight_bytes + kv > usable:
-        seqs = int((usable - card.weight_bytes) // (kv / c))
-        return (False, f"weights {card.weight_bytes / 1e9:.1f} GB + KV of {c} sequences of {tokens} tokens "
-                       f"{kv / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB: about {seqs} run at once, the rest wait "
-                       "or are preempted", kv)
-    return True, "", kv
-
-
-def _kv_sequences(card, hw: HardwareProfile, util: float, tokens: int) -> int | None:
-    """Sequences of ``tokens`` whose KV cache fits beside the weights in ``memory_gb × util`` (as :func:`_fits`)."""
-    from pipeline.cards.stepcost import kv_bytes_per_sequence
-
-    usable = (hw.memory_gb or 0.0) * 1e9 * util
-    per_seq = kv_bytes_per_sequence(card, tokens)
-    if card.weight_bytes >= usable or per_seq <= 0:
-        return None
-    return int((usable - card.weight_bytes) // per_seq)
 
 
 def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot: int | None = None,
@@ -323,8 +305,8 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 card = with_kv_cache(card, kv_cache_name(v))
             grid = list(vcfg.concurrency)[:max(len(vcfg.concurrency) - drop_top, 1)] if drop_top else list(vcfg.concurrency)
             for si, shape in enumerate(variant_shapes(cfg, v)):
-                cell = _plan_cell(shape_config(vcfg, shape), spec.name, v.name, card, hw, opts, reps, grid, open_loop,
-                                  engine)
+                cell = _plan_cell(_Cell(shape_config(vcfg, shape), spec.name, v.name, card, hw, opts, reps), grid,
+                                  open_loop, engine)
                 if si:  # shapes share the variant's server: started once
                     cell.wall_s -= cell.server_start_s
                     cell.server_start_s = 0.0
@@ -339,20 +321,19 @@ def make_plan(cfg: SweepConfig, *, repeats: int | None = None, requests_per_slot
                 workload=lengths_words(cfg.lengths.model_dump(mode="json")) if cfg.lengths else None)
 
 
-def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwareProfile, opts: SimulatedOptions,
-               reps: int, grid: list[int], open_loop: bool, engine: str) -> PlanModel:
-    """One model × variant × shape (``cfg`` at that variant and shape): its server start, its grid points up to the
-    predicted stop, then its open-loop rates; steps costed by ``engine``'s terms where the profile states them."""
+def _plan_cell(cell: _Cell, grid: list[int], open_loop: bool, engine: str) -> PlanModel:
+    """One model × variant × shape (:class:`_Cell`): its server start, its grid points up to the predicted stop, then
+    its open-loop rates; steps costed by ``engine``'s terms where the profile states them."""
     from pipeline.backends.simulated import server_for
     from pipeline.analysis.ratesweep import expected_e2el_s
     from pipeline.sweep.ratewalk import open_rates
     from pipeline.sweep.gridwalk import weak_doublings
 
-    slo = cfg.slo.model_dump() if cfg.slo else None
+    cfg, model, variant, card, hw, opts, reps = cell.cfg, cell.model, cell.variant, cell.card, cell.hw, cell.opts, cell.reps
     util = opts.gpu_memory_utilization or hw.gpu_memory_utilization
     tokens = cfg.input_len + cfg.output_len
     # sized for the config's whole grid even where the budget drops its top, as the budgeted sweep keeps it
-    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), engine, cfg.lengths, cfg)
+    server = server_for(card, hw, opts, cfg.input_len, cfg.output_len, cfg.max_in_flight(), engine, cfg)
     start = SERVER_START_S + card.weight_bytes / LOAD_BYTES_PER_S
     points: list[PlanPoint] = []
     curve: list[tuple[int, float]] = []
@@ -363,12 +344,12 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
                 stops_after = curve[-1][0]
                 break
         key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, c, variant=variant)
-        held = _kv_sequences(card, hw, util, tokens)
+        held = bounds.kv_sequences(card, hw, util, tokens)
         if (why := bounds.beyond_memory(c, held, tokens)) is not None:
             points.append(PlanPoint(c, 0.0, False, why, False, None, None, None, 0, 0, reps))  # not simulated
             break
-        pt, summ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                               _fits(card, hw, server, util, c, cfg.input_len, cfg.output_len), cfg=cfg)
+        fits = bounds.memory_fits(card, hw, server, util, c, cfg.input_len, cfg.output_len)
+        pt, summ = _plan_point(server, key, cell, fits)
         points.append(pt)
         if not pt.runs:
             break
@@ -381,14 +362,15 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
         for rate in rates:
             key = PointKey(model, cfg.stated_engine(), cfg.input_len, cfg.output_len, None, ol.load, rate, ol.max_concurrency,
                            variant=variant)
-            pt, _ = _plan_point(server, key, opts, reps, cfg.warmup, slo,
-                                _fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len, cfg.output_len),
-                                expected_e2el_s(curve, cfg.output_len, rate), cfg=cfg)
+            pt, _ = _plan_point(server, key, cell,
+                                bounds.memory_fits(card, hw, server, util, ol.max_concurrency or 1, cfg.input_len,
+                                                   cfg.output_len),
+                                expected_e2el_s(curve, cfg.output_len, rate))
             pt.fits, pt.fits_reason = True, ""  # an open-loop point holds what arrives; its queue is the measurement
             if (why := bounds.too_long(pt.wall_s, cfg.cluster.runtime_min, rate)) is not None:
                 pt.fits, pt.fits_reason = False, why  # a rate of 1e-9 req/s: 20 million hours in one job
             rate_points.append(pt)
-        if slo and ol.bisect_steps and rate_points:
+        if cfg.slo and ol.bisect_steps and rate_points:
             mid = statistics.median(p.wall_s for p in rate_points)
             for _ in range(ol.bisect_steps):
                 rate_points.append(PlanPoint(None, mid, True, "SLO bisection (a rate not known before "
@@ -396,5 +378,5 @@ def _plan_cell(cfg: SweepConfig, model: str, variant: str, card, hw: HardwarePro
                                              None, 0, 0, reps, ol.load, None, max_concurrency=ol.max_concurrency))
         points.extend(rate_points)
     return PlanModel(model, start + sum(p.wall_s for p in points), start, points, stops_after,
-                     kv_sequences=_kv_sequences(card, hw, util, tokens), variant=variant,
+                     kv_sequences=bounds.kv_sequences(card, hw, util, tokens), variant=variant,
                      input_len=cfg.input_len, output_len=cfg.output_len)

@@ -26,7 +26,7 @@ def _cfg(**changes):
 
 
 def test_a_huge_concurrency_is_refused_before_it_is_simulated():
-    """Llama-3.1-8B on the DGX Spark profile: ``_kv_sequences`` of 144 tokens holds N sequences at once; a grid
+    """Llama-3.1-8B on the DGX Spark profile: ``bounds.kv_sequences`` of 144 tokens holds N sequences at once; a grid
     point of c = 1,000,000 is far beyond 16 N, so it is named and never simulated (the plan returns at once:
     seconds, where it ran for over 10 minutes)."""
     t0 = time.perf_counter()
