@@ -111,8 +111,8 @@ def plan_point(c: Curve, p, after: bool, terms=None) -> dict[str, float]:
     :class:`~pipeline.machine.engineterms.EngineTerms`), else the profile's terms of the curve's engine."""
     ctx, b = context(c, p.depth), p.concurrency
     if after:
-        return decode_figure(c, harness.predict(c.harness, card_after(c), curve_terms(c, terms), BW,
-                                                HW.compute_peak_tflops(), b, c.input_len, c.output_len, p.depth,
+        costing = harness.Costing(card_after(c), curve_terms(c, terms), BW, HW.compute_peak_tflops())
+        return decode_figure(c, harness.predict(c.harness, costing, b, c.input_len, c.output_len, p.depth,
                                                 c.identical_routing), b)
     card = card_before(c)
     step = old_step(card, b, ctx)

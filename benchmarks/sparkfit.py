@@ -42,8 +42,9 @@ def _rows(curves, engine):
 def _predicted(c, card, p, terms, bw, peak) -> float:
     from sparkdata import decode_figure
 
-    return decode_figure(c, harness.predict(c.harness, card, terms, bw, peak, p.concurrency, c.input_len, c.output_len,
-                                            p.depth, c.identical_routing), p.concurrency)["decode_tok_s"]
+    return decode_figure(c, harness.predict(c.harness, harness.Costing(card, terms, bw, peak), p.concurrency,
+                                            c.input_len, c.output_len, p.depth, c.identical_routing),
+                         p.concurrency)["decode_tok_s"]
 
 
 #: Terms an engine's published curves cannot see, held at their neutral value: vLLM's curves are waves at one

@@ -109,7 +109,8 @@ def fit_dense_compute(curves, engine: str, terms, quiet: bool = False) -> float:
     peak = HW.compute_peak_tflops()
 
     def tpot(c, card, p, t) -> float:
-        return harness.predict(c.harness, card, t, BW, peak, p.concurrency, c.input_len, c.output_len)["tpot_s"]
+        costing = harness.Costing(card, t, BW, peak)
+        return harness.predict(c.harness, costing, p.concurrency, c.input_len, c.output_len)["tpot_s"]
 
     def cost(log_f: float) -> float:
         t = terms.model_copy(update={"dense_compute_fraction": float(np.exp(log_f))})

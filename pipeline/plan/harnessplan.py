@@ -59,8 +59,9 @@ def with_harness(plan: Plan, cfg: SweepConfig, harness: str) -> Plan:
         points = []
         for p in m.points:
             if p.load == "closed" and p.runs and p.concurrency:
-                got = harnesses.predict(harness, card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops(),
-                                        p.concurrency, input_len, output_len, max_num_batched_tokens=budget)
+                costing = harnesses.Costing(card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops())
+                got = harnesses.predict(harness, costing, p.concurrency, input_len, output_len,
+                                        max_num_batched_tokens=budget)
                 p = replace(p, output_throughput_tok_s=got["decode_tok_s"], tpot_s=got["tpot_s"], ttft_s=got["ttft_s"])
             points.append(p)
         models.append(replace(m, points=points, note=f"throughput, TTFT and TPOT as a {harness} harness measures them: "

@@ -29,6 +29,9 @@ Step and prefill times: :func:`pipeline.cards.stepcost.engine_step_s` and :func:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pipeline.cards.modelcards import ModelCard
 from pipeline.cards.stepcost import (engine_step_s, one_pass_s, prefill_compute_s, prefill_expert_read_s, prefill_s,
                                      prefill_weight_floor_s)
@@ -49,12 +52,25 @@ def _decode(card, b, ctx, bw, peak, terms, identical):
     return engine_step_s(card, b, ctx, bw, peak, terms, identical)
 
 
-def static_batch(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, batch: int,
-                 input_len: int, output_len: int, depth: int = 0, identical_routing: bool = True) -> dict[str, float]:
+@dataclass(frozen=True)
+class Costing:
+    """What a harness's steps are costed with: the model's ``card``, the engine's step ``terms``
+    (:class:`pipeline.machine.engineterms.EngineTerms`), the machine's memory bandwidth (GB/s) and compute peak
+    (TFLOP/s; None: no compute roof)."""
+
+    card: ModelCard
+    terms: Any
+    bandwidth_gb_s: float
+    peak_tflops: float | None
+
+
+def static_batch(costing: Costing, batch: int, input_len: int, output_len: int, depth: int = 0,
+                 identical_routing: bool = True) -> dict[str, float]:
     """One static batch: ``{"decode_tok_s", "prefill_tok_s", "tpot_s", "ttft_s"}`` as llama-batched-bench prints
     them (ggml-org/llama.cpp ``tools/batched-bench``: S_TG = B × tg / T_tg = B / TPOT, S_PP = B × pp / T_PP; TTFT: the batch's prefill of ``batch`` prompts, their
     ``batch × input_len`` tokens packed into passes of the engine's ``prefill_chunk_tokens``, each reading the experts:
     :func:`pipeline.cards.stepcost.prefill_expert_read_s`)."""
+    card, terms, bandwidth_gb_s, peak_tflops = costing.card, costing.terms, costing.bandwidth_gb_s, costing.peak_tflops
     step = _decode(card, batch, depth + input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, identical_routing)
     one = prefill_s(card, input_len, depth, terms, peak_tflops) - terms.prefill_overhead_s
     read = prefill_expert_read_s(card, batch * input_len, terms, bandwidth_gb_s)
@@ -63,8 +79,8 @@ def static_batch(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: flo
             "tpot_s": step, "ttft_s": ttft}
 
 
-def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,
-                    input_len: int, output_len: int, max_num_batched_tokens: int) -> list[tuple[float, float]]:
+def _wave_timelines(costing: Costing, concurrency: int, input_len: int, output_len: int,
+                    max_num_batched_tokens: int) -> list[tuple[float, float]]:
     """Each request's ``(first_token_s, done_s)`` in a wave, from the send at 0 (module docstring: step by step).
 
     A step takes up to ``max_num_batched_tokens`` tokens: one per request decoding, the rest prompt tokens in arrival
@@ -72,6 +88,7 @@ def _wave_timelines(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: 
     chunked prefill).  Its time is the prompt pieces' FLOPs (each after the part of its prompt already done:
     :func:`pipeline.cards.stepcost.prefill_compute_s`), at least one weight read, plus the decode step of the requests
     decoding; a request's first token comes at the end of the step that finishes its prompt."""
+    card, terms, bandwidth_gb_s, peak_tflops = costing.card, costing.terms, costing.bandwidth_gb_s, costing.peak_tflops
     c, dec = concurrency, max(output_len - 1, 1)  # tokens after the first (at least one decode step)
     left, done_tok = [input_len] * c, [0] * c
     first: list[float | None] = [None] * c
@@ -132,8 +149,8 @@ def _prefill_pass_s(card: ModelCard, terms, bandwidth_gb_s: float, compute_s: fl
     return compute_s + max(more, 0.0)
 
 
-def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int, input_len: int,
-         output_len: int, max_num_batched_tokens: int = 8192) -> dict[str, float]:
+def wave(costing: Costing, concurrency: int, input_len: int, output_len: int,
+         max_num_batched_tokens: int = 8192) -> dict[str, float]:
     """A wave of ``concurrency`` requests sent at once, the figures as llama-benchy prints them (tok/s, s).
 
     From each request's timeline (:func:`_wave_timelines`), with llama-benchy's own definitions (eugr/llama-benchy
@@ -146,8 +163,7 @@ def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | Non
 
     With long prompts the prefills stagger the requests: the first decodes alone while the others wait, and the two
     throughputs part ways (gpt-oss-20b, 25,000-token prompts, c = 10 on a DGX Spark: 44.2 against c × 9.79)."""
-    times = _wave_timelines(card, terms, bandwidth_gb_s, peak_tflops, concurrency, input_len, output_len,
-                            max_num_batched_tokens)
+    times = _wave_timelines(costing, concurrency, input_len, output_len, max_num_batched_tokens)
     dec, n = max(output_len - 1, 1), len(times)
     spans = [d - f for f, d in times]
     window = max(d for _, d in times) - min(f for f, _ in times)
@@ -156,8 +172,7 @@ def wave(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | Non
             "prefill_tok_s": n * input_len / ttfts[-1], "tpot_s": sum(spans) / n / dec, "ttft_s": ttfts[n // 2]}
 
 
-def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,
-                input_len: int, output_len: int) -> dict[str, float]:
+def closed_loop(costing: Costing, concurrency: int, input_len: int, output_len: int) -> dict[str, float]:
     """A closed loop of ``concurrency`` in flight, steady state (module docstring), as vllm bench serve prints it.
 
     ``decode_tok_s`` = c / TPOT, the streams' decode rate (what a chat client's "tok/s" and a single stream's
@@ -165,6 +180,7 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
     benchmark duration (vllm ``benchmarks/serve.py``, ``calculate_metrics``): with c requests always in flight, each
     lasting E2EL = TTFT + (g − 1) × TPOT for its g = ``output_len`` tokens, Little's law gives c / E2EL requests a
     second, so c × g / E2EL (derived; the ramp-up and the tail of a finite run are left out: num_prompts ≫ c)."""
+    card, terms, bandwidth_gb_s, peak_tflops = costing.card, costing.terms, costing.bandwidth_gb_s, costing.peak_tflops
     c = concurrency
     one = prefill_s(card, input_len, 0, terms, peak_tflops) - terms.prefill_overhead_s
     step = _decode(card, c, input_len + output_len / 2, bandwidth_gb_s, peak_tflops, terms, False)
@@ -181,19 +197,17 @@ def closed_loop(card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: floa
             "ttft_s": ttft}
 
 
-def predict(harness: str, card: ModelCard, terms, bandwidth_gb_s: float, peak_tflops: float | None, concurrency: int,
-            input_len: int, output_len: int, depth: int = 0, identical_routing: bool = True,
-            max_num_batched_tokens: int = 8192) -> dict[str, float]:
-    """The figures ``harness`` would measure (``static``, ``wave``, ``closed``).
+def predict(harness: str, costing: Costing, concurrency: int, input_len: int, output_len: int, depth: int = 0,
+            identical_routing: bool = True, max_num_batched_tokens: int = 8192) -> dict[str, float]:
+    """The figures ``harness`` would measure (``static``, ``wave``, ``closed``) of ``costing``'s model and machine.
 
     Raises:
         ValueError: an unknown harness (the known ones named).
     """
     if harness == "static":
-        return static_batch(card, terms, bandwidth_gb_s, peak_tflops, concurrency, input_len, output_len, depth,
-                            identical_routing)
+        return static_batch(costing, concurrency, input_len, output_len, depth, identical_routing)
     if harness == "wave":
-        return wave(card, terms, bandwidth_gb_s, peak_tflops, concurrency, input_len, output_len, max_num_batched_tokens)
+        return wave(costing, concurrency, input_len, output_len, max_num_batched_tokens)
     if harness == "closed":
-        return closed_loop(card, terms, bandwidth_gb_s, peak_tflops, concurrency, input_len, output_len)
+        return closed_loop(costing, concurrency, input_len, output_len)
     raise ValueError(f"harness: unknown {harness!r} (known: {', '.join(HARNESSES)})")

@@ -97,18 +97,18 @@ def test_harnesses_differ_as_their_definitions_say():
     batch's prefill, and a closed loop's step carries the prompts that arrive meanwhile (slower than a pure step)."""
     card = load_card("llama-3.1-8b")
     t = terms()
-    static = harness.predict("static", card, t, BW, 92.3, 8, 1024, 128)
+    static = harness.predict("static", harness.Costing(card, t, BW, 92.3), 8, 1024, 128)
     one = prefill_flops(card, 1024, 0) / 50e12
     assert static["ttft_s"] == pytest.approx(8 * one)
     assert static["decode_tok_s"] == pytest.approx(8 / static["tpot_s"])
-    closed = harness.predict("closed", card, t, BW, 92.3, 8, 1024, 128)
+    closed = harness.predict("closed", harness.Costing(card, t, BW, 92.3), 8, 1024, 128)
     pure = engine_step_s(card, 8, 1024 + 64, BW, 92.3, t)
     assert closed["tpot_s"] == pytest.approx(pure + 8 / 128 * one)
-    w8 = harness.predict("wave", card, t, BW, 92.3, 8, 1024, 128)
-    w64 = harness.predict("wave", card, t, BW, 92.3, 64, 1024, 128)
+    w8 = harness.predict("wave", harness.Costing(card, t, BW, 92.3), 8, 1024, 128)
+    w64 = harness.predict("wave", harness.Costing(card, t, BW, 92.3), 64, 1024, 128)
     assert w64["ttft_s"] > w8["ttft_s"]
     with pytest.raises(ValueError, match="harness"):
-        harness.predict("open", card, t, BW, 92.3, 8, 1024, 128)
+        harness.predict("open", harness.Costing(card, t, BW, 92.3), 8, 1024, 128)
 
 
 def test_an_moe_prefill_reads_its_experts_once_a_pass():
@@ -121,7 +121,7 @@ def test_an_moe_prefill_reads_its_experts_once_a_pass():
     read = card.expert_bytes / (0.8 * BW * 1e9)
     assert prefill_expert_read_s(card, 4096, t, BW) == pytest.approx(2 * read)
     assert prefill_expert_read_s(card, 2049, t, BW) == pytest.approx(2 * read)
-    static = harness.predict("static", card, t, BW, 92.3, 8, 512, 32)
+    static = harness.predict("static", harness.Costing(card, t, BW, 92.3), 8, 512, 32)
     assert static["ttft_s"] == pytest.approx(8 * prefill_flops(card, 512, 0) / 50e12 + 2 * read)
     assert prefill_expert_read_s(card, 4096, terms(), BW) == 0.0
     assert prefill_expert_read_s(load_card("llama-3.1-8b"), 4096, t, BW) == 0.0

@@ -56,7 +56,7 @@ def test_a_short_prompt_costs_at_least_its_weight_read():
     t = terms()
     floor = prefill_weight_floor_s(card, 29, t, BW)
     assert floor == pytest.approx(15_009_849_344 / (0.8 * 273e9)) == pytest.approx(0.0687, abs=1e-4)
-    closed = harness.predict("closed", card, t, BW, 92.3, 1, 29, 200)
+    closed = harness.predict("closed", harness.Costing(card, t, BW, 92.3), 1, 29, 200)
     assert closed["ttft_s"] == pytest.approx(floor + closed["tpot_s"] / 2)
     assert prefill_compute_s(card, 2048, 0, t, None) > prefill_weight_floor_s(card, 2048, t, BW)
     assert prefill_weight_floor_s(card, 29, t, None) == 0.0

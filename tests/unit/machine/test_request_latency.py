@@ -63,7 +63,7 @@ def test_a_served_single_streams_ttft_is_its_latency_its_pass_and_its_flops():
     256 tokens: 10.1 + 61.6 + 22.3 ms = 94.0 ms, published 92.4 ms (+1.8 %), where the plan had 56 ms (its pass's
     weight read alone, no request cost)."""
     for n, published in ((4096, 0.49281), (256, 0.09239)):
-        got = harness.predict("wave", GPT, VLLM, 273, HW.compute_peak_tflops(), 1, n, 256)["ttft_s"]
+        got = harness.predict("wave", harness.Costing(GPT, VLLM, 273, HW.compute_peak_tflops()), 1, n, 256)["ttft_s"]
         want = 0.0101 + one_pass_s(GPT, n, VLLM, 273) + prefill_compute_s(GPT, n, 0, VLLM, HW.compute_peak_tflops())
         assert got == pytest.approx(want, rel=1e-6)
         assert got == pytest.approx(published, rel=0.03)
@@ -74,7 +74,7 @@ def test_a_prompt_longer_than_the_budget_pays_a_pass_per_chunk():
     same (causal attention over the chunks sums to n² / 2 either way), so the TTFTs differ by 3 passes of 61.6 ms,
     184.9 ms."""
     def ttft(budget):
-        return harness.predict("wave", GPT, VLLM, 273, HW.compute_peak_tflops(), 1, 25000, 256,
+        return harness.predict("wave", harness.Costing(GPT, VLLM, 273, HW.compute_peak_tflops()), 1, 25000, 256,
                                max_num_batched_tokens=budget)["ttft_s"]
 
     assert ttft(8192) - ttft(32768) == pytest.approx(3 * one_pass_s(GPT, 8192, VLLM, 273), rel=1e-3)
@@ -85,7 +85,7 @@ def test_a_closed_loop_of_one_pays_no_wait():
     """c = 1: nothing else in flight, so the prompt's pass starts on arrival: TTFT = 32.7 ms + one pass (80.7 ms) +
     256 tokens' FLOPs (256 × 2 × 8.38 GFLOP = 4.29 TFLOP at 84.6 TFLOP/s: 50.7 ms) = 164.3 ms; no half step of
     waiting (published ttfr of this prompt in a wave of one: 202.9 ms)."""
-    got = harness.predict("closed", GRANITE, VLLM, 273, HW.compute_peak_tflops(), 1, 256, 256)["ttft_s"]
+    got = harness.predict("closed", harness.Costing(GRANITE, VLLM, 273, HW.compute_peak_tflops()), 1, 256, 256)["ttft_s"]
     pre = prefill_compute_s(GRANITE, 256, 0, VLLM, HW.compute_peak_tflops())
     assert got == pytest.approx(0.0327 + one_pass_s(GRANITE, 256, VLLM, 273) + pre, rel=1e-6)
     assert pre == pytest.approx(256 * 2 * 8.3806e9 / 84.6e12, rel=0.01)

@@ -32,8 +32,8 @@ def test_each_cell_is_priced_at_its_own_shape_and_kv_cache(kind):
     ttft = {}
     for m in plan.models:
         card = with_kv_cache(base_card, "fp8") if m.variant == "fp8" else base_card
-        want = harness.predict(kind, card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops(), 4,
-                               m.input_len, m.output_len)
+        costing = harness.Costing(card, terms, hw.bandwidth_gb_s_spec, hw.compute_peak_tflops())
+        want = harness.predict(kind, costing, 4, m.input_len, m.output_len)
         p = next(p for p in m.points if p.concurrency == 4)
         assert p.ttft_s == pytest.approx(want["ttft_s"]) and p.tpot_s == pytest.approx(want["tpot_s"]), m.label
         ttft[(m.variant, m.input_len)] = p.ttft_s
