@@ -145,15 +145,13 @@ def predict_curve(c: Curve, after: bool, terms=None) -> dict[int, dict[str, floa
     out: dict[int, dict[str, float | None]] = {}
     if after:
         card = card_after(c)
-        fit = enginefit.fit_curve(card, cal, [steps[x] for x in cal], context=context(c, 0), bandwidth_gb_s=BW,
-                                  peak_tflops=HW.compute_peak_tflops(), prior=curve_terms(c, terms),
-                                  by_depth=c.by_depth, identical_routing=c.identical_routing)
+        axis = enginefit.CurveAxis(card, context(c, 0), BW, HW.compute_peak_tflops(), by_depth=c.by_depth,
+                                   identical_routing=c.identical_routing)
+        fit = enginefit.fit_curve(axis, cal, [steps[x] for x in cal], curve_terms(c, terms))
         ttfts = [(pts[x].concurrency, c.input_len, pts[x].depth, measured(c, pts[x])["ttft_s"]) for x in cal]
         pre = enginefit.fit_prefill(card, ttfts) if all(t[3] for t in ttfts) else None
         for x in xs_all:
-            _, step, _ = enginefit.band(card, fit, x, context=context(c, 0), bandwidth_gb_s=BW,
-                                        peak_tflops=HW.compute_peak_tflops(), by_depth=c.by_depth,
-                                        identical_routing=c.identical_routing)
+            _, step, _ = enginefit.band(axis, fit, x)
             b, d = pts[x].concurrency, pts[x].depth
             ttft = None
             if pre:

@@ -18,6 +18,7 @@ than :data:`FIT_TOLERANCE` is named with the term that cannot bend that way (:fu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -52,6 +53,29 @@ class CurveFit:
     note: str | None = None
 
 
+@dataclass(frozen=True)
+class CurveAxis:
+    """What a decode step-time curve runs along: ``card`` on a machine of ``bandwidth_gb_s`` (GB/s) and
+    ``peak_tflops`` (TFLOP/s; None: no compute roof); x is the batch at ``context`` tokens, or (``by_depth``) the
+    depth added to ``context`` at one ``batch``; ``identical_routing``: every sequence decodes the same tokens."""
+
+    card: ModelCard
+    context: float
+    bandwidth_gb_s: float
+    peak_tflops: float | None
+    by_depth: bool = False
+    identical_routing: bool = False
+    batch: int = 1
+
+    def step_s(self, x: float, terms) -> float:
+        """The step (s) at ``x`` under ``terms``: :func:`pipeline.cards.stepcost.engine_step_s`."""
+        if self.by_depth:
+            return engine_step_s(self.card, self.batch, self.context + x, self.bandwidth_gb_s, self.peak_tflops, terms,
+                                 self.identical_routing)
+        return engine_step_s(self.card, int(x), self.context, self.bandwidth_gb_s, self.peak_tflops, terms,
+                             self.identical_routing)
+
+
 def free_terms(card: ModelCard, by_depth: bool, identical_routing: bool, prior=None) -> tuple[str, ...]:
     """The terms a curve can move (module docstring): a dense card's compute is ``dense_compute_fraction`` where the
     prior states one, an MoE's the experts' ``compute_fraction``."""
@@ -78,23 +102,17 @@ def _start(terms, name: str) -> float:
     return max(float(v), 1e-4) if name == "step_overhead_s" else float(v)
 
 
-def fit_curve(card: ModelCard, xs: Sequence[float], step_times_s: Sequence[float], *, context: float,
-              bandwidth_gb_s: float, peak_tflops: float | None, prior, by_depth: bool = False,
-              identical_routing: bool = False, batch: int = 1) -> CurveFit:
-    """Fit the free terms of ``prior`` to measured decode step times (s) at ``xs`` (batches, or depths when
-    ``by_depth``: one ``batch`` at context ``context + depth``)."""
-    names = free_terms(card, by_depth, identical_routing, prior)
+def fit_curve(axis: CurveAxis, xs: Sequence[float], step_times_s: Sequence[float], prior) -> CurveFit:
+    """Fit the free terms of ``prior`` to measured decode step times (s) at ``xs`` along ``axis`` (batches, or depths
+    when ``axis.by_depth``: one batch at context ``context + depth``)."""
+    names = free_terms(axis.card, axis.by_depth, axis.identical_routing, prior)
     t = np.asarray(step_times_s, dtype=float)
     if len(t) == 0 or not np.all(np.isfinite(t)) or np.any(t <= 0):
         raise ValueError("step times must be positive and finite")
 
     def model(values: Sequence[float]) -> np.ndarray:
         terms = _with(prior, names, values)
-        if by_depth:
-            return np.array([engine_step_s(card, batch, context + x, bandwidth_gb_s, peak_tflops, terms,
-                                           identical_routing) for x in xs])
-        return np.array([engine_step_s(card, int(x), context, bandwidth_gb_s, peak_tflops, terms, identical_routing)
-                         for x in xs])
+        return np.array([axis.step_s(x, terms) for x in xs])
 
     x0 = np.array([_start(prior, n) for n in names])
     lo = np.array([_BOUNDS[n][0] for n in names])
@@ -138,15 +156,11 @@ def misfit_note(misses: dict[float, float], names: Sequence[str]) -> str | None:
             "cannot bend the curve that way (a step that is not linear in the batch or the context)")
 
 
-def band(card: ModelCard, fit: CurveFit, x: float, *, context: float, bandwidth_gb_s: float,
-         peak_tflops: float | None, by_depth: bool = False, identical_routing: bool = False,
-         batch: int = 1) -> tuple[float, float, float]:
-    """(low, predicted, high) step time (s) at ``x``: the fitted curve, and its band of one standard deviation of
-    each free term moved (in the direction that moves the step most, terms combined in quadrature)."""
+def band(axis: CurveAxis, fit: CurveFit, x: float) -> tuple[float, float, float]:
+    """(low, predicted, high) step time (s) at ``x`` along ``axis``: the fitted curve, and its band of one standard
+    deviation of each free term moved (in the direction that moves the step most, terms combined in quadrature)."""
     def step(terms) -> float:
-        if by_depth:
-            return engine_step_s(card, batch, context + x, bandwidth_gb_s, peak_tflops, terms, identical_routing)
-        return engine_step_s(card, int(x), context, bandwidth_gb_s, peak_tflops, terms, identical_routing)
+        return axis.step_s(x, terms)
 
     mid = step(fit.terms)
     var = 0.0
@@ -200,30 +214,27 @@ def prior_terms(hardware_name: str | None, engine: str):
     return EngineTerms(**NEUTRAL), (hw.compute_peak_tflops() if hw is not None else None)
 
 
-def predict_static_curve(card: ModelCard, engine: str, hardware_name: str | None, bandwidth_gb_s: float,
-                         peak_tflops: float | None, cal: Sequence[tuple[int, float, float | None]],
-                         batches: Sequence[int], input_len: int, output_len: int,
-                         identical_routing: bool = True) -> tuple[list[dict], CurveFit]:
-    """Static-batch predictions at ``batches`` from calibration points ``(B, step s, TTFT s or None)``: the engine terms
-    fitted, each point ``{"output_throughput_tok_s", "tpot_s", "step_time_s", "ttft_s", "band": [low, high] tok/s}``;
+def predict_static_curve(axis: CurveAxis, engine: str, hardware_name: str | None,
+                         cal: Sequence[tuple[int, float, float | None]], batches: Sequence[int],
+                         input_len: int) -> tuple[list[dict], CurveFit]:
+    """Static-batch predictions at ``batches`` from calibration points ``(B, step s, TTFT s or None)`` along ``axis``
+    (batches at the shape's mean decode context, ``input_len + output_len / 2``; its compute peak where
+    ``hardware_name``'s profile states none), prompts of ``input_len`` tokens: the engine terms fitted, each point ``{"output_throughput_tok_s", "tpot_s", "step_time_s", "ttft_s", "band": [low, high] tok/s}``;
     TTFT from the prefill rate fitted on the calibration TTFTs (None where they are missing).
 
-    ``identical_routing``: every sequence decodes the same tokens (llama.cpp's benches), so an MoE's expert coverage
+    ``axis.identical_routing``: every sequence decodes the same tokens (llama.cpp's benches), so an MoE's expert coverage
     stays k/E and the batched-kernel terms bend the curve; False for a decode-phase curve of distinct prompts (a
     llama-benchy wave on a server: each request its own text), whose experts' coverage grows with the batch
     (``1 − (1 − k/E)^B_eff`` at the fitted routing locality, :func:`pipeline.cards.stepcost.effective_batch`), the
     shape that lets such a step's cost grow ever slower per sequence as the experts fill."""
     prior, peak = prior_terms(hardware_name, engine)
-    peak = peak or peak_tflops
-    ctx = input_len + output_len / 2
-    fit = fit_curve(card, [b for b, _, _ in cal], [t for _, t, _ in cal], context=ctx, bandwidth_gb_s=bandwidth_gb_s,
-                    peak_tflops=peak, prior=prior, identical_routing=identical_routing)
+    card, axis = axis.card, dataclasses.replace(axis, peak_tflops=peak or axis.peak_tflops)
+    fit = fit_curve(axis, [b for b, _, _ in cal], [t for _, t, _ in cal], prior)
     ttfts = [(b, input_len, 0, t) for b, _, t in cal if t]
     pre = fit_prefill(card, ttfts) if len(ttfts) == len(cal) else None
     out = []
     for b in batches:
-        lo, step, hi = band(card, fit, b, context=ctx, bandwidth_gb_s=bandwidth_gb_s, peak_tflops=peak,
-                            identical_routing=identical_routing)
+        lo, step, hi = band(axis, fit, b)
         ttft = pre[1] + b * prefill_flops(card, input_len, 0) / (pre[0] * 1e12) if pre else None
         out.append({"output_throughput_tok_s": b / step, "tpot_s": step, "step_time_s": step, "ttft_s": ttft,
                     "band": [b / hi, b / lo if lo > 0 else None]})

@@ -84,6 +84,21 @@ class ServedLimits:
         return cls(num("max_num_seqs"), num("max_num_batched_tokens"), num("max_model_len"), kv, num("block_size"))
 
 
+@dataclass(frozen=True)
+class ServedSetup:
+    """How the served points of a prediction are sent: requests of ``input_len`` prompt and ``output_len`` output
+    tokens (or as ``workload``, the run's config or what has its ``lengths`` and ``seed``, draws them; None: every
+    request the shape), on a server of ``limits``, ``requests[c]`` measured requests at concurrency c (default
+    ``max(4 × c, 32)``) after c warm-up ones where ``warmup``."""
+
+    input_len: int
+    output_len: int
+    limits: ServedLimits | None = None
+    requests: dict[int, int] | None = None
+    warmup: bool = True
+    workload: Any = None
+
+
 def calibrated_server(roofs: Roofs, terms: StepTerms, limits: ServedLimits, input_len: int, output_len: int,
                       largest_concurrency: int, lengths: Any = None) -> ServerModel:
     """The simulated server of ``roofs.card`` on ``roofs``' bandwidth and peak, driven by ``terms`` (module docstring).
@@ -106,20 +121,21 @@ def calibrated_server(roofs: Roofs, terms: StepTerms, limits: ServedLimits, inpu
         routing_scale=roofs.routing_scale)
 
 
-def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], input_len: int, output_len: int,
-                   limits: ServedLimits | None = None, requests: dict[int, int] | None = None,
-                   warmup: bool = True, workload: Any = None) -> list[dict[str, float | None]]:
+def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int],
+                   setup: ServedSetup) -> list[dict[str, float | None]]:
     """Served closed-loop predictions per concurrency, from the simulated server driven by ``terms``.
 
     Each dict: ``output_throughput_tok_s`` (tok/s), ``tpot_s``, ``ttft_s``, ``e2el_s`` (p50s, s) of one simulated
-    repeat of ``requests[c]`` measured requests (default ``max(4 × c, 32)``) after ``c`` warm-up ones
-    (``warmup``), summarized as a measured point is; ``step_time_s``: the calibrated decode step at the batch the
+    repeat of ``setup.requests[c]`` measured requests (default ``max(4 × c, 32)``) after ``c`` warm-up ones
+    (``setup.warmup``), summarized as a measured point is; ``step_time_s``: the calibrated decode step at the batch the
     server can run, ``T(min(c, max_num_seqs))`` (s).  Every value None where the server refuses the requests
     (longer than max_model_len, or one sequence over the KV cache).  ``workload`` (the run's config, or what has its
     ``lengths`` and ``seed``): each point's requests drawn as a one-repeat sweep of it draws them
     (:func:`pipeline.config.workload.repeat_lengths`, the point's seed); None: every request the shape.
     """
-    limits = limits or ServedLimits()
+    input_len, output_len, requests, warmup, workload = (setup.input_len, setup.output_len, setup.requests,
+                                                         setup.warmup, setup.workload)
+    limits = setup.limits or ServedLimits()
     top = max([int(c) for c in concurrencies] + [1])
     out: list[dict[str, float | None]] = []
     for c in concurrencies:
@@ -147,10 +163,10 @@ def predict_served(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int],
     return out
 
 
-def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len: int,
-               limits: ServedLimits | None = None, requests: dict[int, int] | None = None, workload: Any = None
-               ) -> tuple[StepTerms, dict[int, tuple[float, float]]]:
-    """Fit the terms on served calibration points so that the simulated server reproduces them.
+def fit_served(roofs: Roofs, cal: list[PointSummary],
+               setup: ServedSetup) -> tuple[StepTerms, dict[int, tuple[float, float]]]:
+    """Fit the terms on served calibration points (sent as ``setup`` says) so that the simulated server reproduces
+    them.
 
     :func:`pipeline.predict.calibrate.fit_points` reads a measured TPOT p50 as the decode step T(c) and a TTFT p50 as one
     wave, ``T(c) + prefill_overhead_s + c × input_len / prefill_tok_s``.  The server is more than that: in a
@@ -170,11 +186,11 @@ def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len
     Raises:
         CalibrationError: as :func:`pipeline.predict.calibrate.fit_points`.
     """
-    cs = [s.concurrency for s in cal]
+    cs, input_len = [s.concurrency for s in cal], setup.input_len
     correction: dict[int, tuple[float, float]] = {}
     terms = fit_points(roofs, cal, False, input_len)
     for _ in range(REFINE_ROUNDS):
-        sim = predict_served(roofs, terms, cs, input_len, output_len, limits, requests, workload=workload)
+        sim = predict_served(roofs, terms, cs, setup)
         steps = step_time_s(roofs, terms, cs)
         off = [abs(p[m] / p50(getattr(s, m)) - 1) for s, p in zip(cal, sim) for m in ("tpot_s", "ttft_s")
                if p[m] and p50(getattr(s, m))]
@@ -190,11 +206,10 @@ def fit_served(roofs: Roofs, cal: list[PointSummary], input_len: int, output_len
     return terms, correction
 
 
-def predict_curve(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], static: bool, input_len: int,
-                  output_len: int, limits: ServedLimits | None = None,
-                  requests: dict[int, int] | None = None, workload: Any = None) -> list[dict[str, float | None]]:
+def predict_curve(roofs: Roofs, terms: StepTerms, concurrencies: Sequence[int], static: bool,
+                  setup: ServedSetup) -> list[dict[str, float | None]]:
     """:func:`pipeline.predict.calibrate.predict_static` (``static``: a static batch, B / T(B)) or :func:`predict_served`
-    (``workload``: its requests drawn as the sweep of it draws them)."""
+    (``setup.workload``: its requests drawn as the sweep of it draws them)."""
     if static:
         return predict_static(roofs, terms, concurrencies)
-    return predict_served(roofs, terms, concurrencies, input_len, output_len, limits, requests, workload=workload)
+    return predict_served(roofs, terms, concurrencies, setup)

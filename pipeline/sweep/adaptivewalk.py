@@ -134,16 +134,15 @@ def predict_grid(sweep: SweepState, model: str, planned, summaries: dict[int, Po
     caps = [x for x in (limits.max_num_seqs, planned.kv_sequences if planned else None) if x]
     cap = int(min(caps)) if caps else None  # the decode batch the server can hold (stated in the fit)
     requests = {s.concurrency: round((s.completed + s.failed) / s.repeats) for s in usable if s.repeats}
+    setup = servedsim.ServedSetup(cfg.input_len, cfg.output_len, limits, requests, workload=_drawn(cfg))
     if static:
         terms, correction = calibrate.fit_points(roofs, usable, static, cfg.input_len), None
     else:  # the served fit: the simulated server reproduces the measured points (as `batchmark predict`'s)
-        terms, correction = servedsim.fit_served(roofs, usable, cfg.input_len, cfg.output_len, limits, requests,
-                                                 _drawn(cfg))
+        terms, correction = servedsim.fit_served(roofs, usable, setup)
     fits = calibrate.per_repeat_fits(roofs, usable, static, cfg.input_len, correction)
     terms = calibrate.with_spread(roofs, usable, static, cfg.input_len, terms, fits)
-    args = (grid, static, cfg.input_len, cfg.output_len, limits, requests, _drawn(cfg))
-    preds = servedsim.predict_curve(roofs, terms, *args)
-    per = [servedsim.predict_curve(roofs, f, *args) for f in fits]
+    preds = servedsim.predict_curve(roofs, terms, grid, static, setup)
+    per = [servedsim.predict_curve(roofs, f, grid, static, setup) for f in fits]
     out = {}
     for i, (c, p) in enumerate(zip(grid, preds)):
         vals = [q[i]["output_throughput_tok_s"] for q in per if q[i]["output_throughput_tok_s"]]

@@ -48,9 +48,9 @@ from pipeline.cards.modelcards import ModelCard
 from pipeline.core.pointsummary import PointSummary
 from pipeline.core.records import server_key, workload_of
 from pipeline.store.runs import load_model_cards
-from pipeline.predict.enginefit import misfit_note, predict_static_curve
+from pipeline.predict.enginefit import CurveAxis, misfit_note, predict_static_curve
 from pipeline.config.workload import stored_workload
-from pipeline.predict.servedsim import ServedLimits, fit_served, predict_served
+from pipeline.predict.servedsim import ServedLimits, ServedSetup, fit_served, predict_served
 from pipeline.views.predictcontract import PredictDocument
 
 #: Doublings predicted past the largest measured concurrency.
@@ -156,12 +156,12 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
                       None if static else served_routing_scale(card, first.engine, hw.get("name")))
         cal = [by_c[c] for c in chosen]
         requests = {s.concurrency: round((s.completed + s.failed) / s.repeats) for s in points if s.repeats}
-        served = ServedLimits.of(limits)
+        setup = ServedSetup(first.input_len, first.output_len, ServedLimits.of(limits), requests, workload=workload)
         if static:
             terms = _spread(roofs, cal, static, first.input_len, _fit(roofs, cal, static, first.input_len))
             engine_preds = _static_engine_fit(card, first, hw, cal, not distinct_prompts)
         else:  # fitted so that the simulated server reproduces the calibration points (servedsim.fit_served)
-            terms, correction = fit_served(roofs, cal, first.input_len, first.output_len, served, requests, workload)
+            terms, correction = fit_served(roofs, cal, setup)
             terms = _spread(roofs, cal, static, first.input_len, terms,
                             per_repeat_fits(roofs, cal, static, first.input_len, correction))
     except CalibrationError as exc:
@@ -175,7 +175,7 @@ def predict_workload(points: list[PointSummary], analysis_points: dict[int, dict
     beyond = [grid[-1] * 2 ** (i + 1) for i in range(BEYOND_DOUBLINGS)]
     cs = grid + beyond
     preds = (predict_static(roofs, terms, cs) if static else
-             predict_served(roofs, terms, cs, first.input_len, first.output_len, served, requests, workload=workload))
+             predict_served(roofs, terms, cs, setup))
     if engine_preds is not None:  # the engine-terms fit (pipeline.predict.enginefit): the one used where it fits
         preds = _use_engine_fit(entry, card, engine_preds(cs), preds, distinct_prompts)
     band_rel = _band_fraction(terms)
@@ -238,8 +238,9 @@ def _static_engine_fit(card: ModelCard, first: PointSummary, hw: dict[str, Any],
 
     def run(cs: list[int]):
         try:
-            return predict_static_curve(card, first.engine, hw.get("name"), hw["bandwidth_gb_s"], hw.get("peak_tflops"),
-                                        pts, cs, first.input_len, first.output_len, identical_routing)
+            axis = CurveAxis(card, first.input_len + first.output_len / 2, hw["bandwidth_gb_s"], hw.get("peak_tflops"),
+                             identical_routing=identical_routing)
+            return predict_static_curve(axis, first.engine, hw.get("name"), pts, cs, first.input_len)
         except (ValueError, ZeroDivisionError):
             return None
     return run

@@ -14,7 +14,7 @@ from pipeline.cards.stepcost import (coverage_at, effective_batch, engine_step_s
 from pipeline.simulation import harness
 from pipeline.machine.engineterms import EngineTerms
 from pipeline.machine.hardware import load_profile
-from pipeline.predict.enginefit import band, fit_curve, fit_prefill
+from pipeline.predict.enginefit import CurveAxis, band, fit_curve, fit_prefill
 
 BW = 273.0
 
@@ -134,9 +134,10 @@ def test_fit_reproduces_its_calibration_points():
     true = terms(routing_scale=12.0)
     xs = [1, 2, 32]
     steps = [engine_step_s(card, b, 1088, BW, 92.3, true) for b in xs]
-    fit = fit_curve(card, xs, steps, context=1088, bandwidth_gb_s=BW, peak_tflops=92.3, prior=terms(routing_scale=30.0))
+    axis = CurveAxis(card, 1088, BW, 92.3)
+    fit = fit_curve(axis, xs, steps, terms(routing_scale=30.0))
     assert fit.note is None and all(abs(m) < 0.05 for m in fit.misses.values())
-    lo, mid, hi = band(card, fit, 8, context=1088, bandwidth_gb_s=BW, peak_tflops=92.3)
+    lo, mid, hi = band(axis, fit, 8)
     assert lo <= mid <= hi
     assert mid == pytest.approx(engine_step_s(card, 8, 1088, BW, 92.3, true), rel=0.10)
 
@@ -224,7 +225,8 @@ def test_predict_of_a_static_moe_batch_reproduces_its_calibration_points(exponen
     true = terms(expert_batched_fraction=0.3, dense_compute_fraction=0.25, expert_token_exponent=exponent)
     steps = {b: engine_step_s(card, b, 512 + 16, BW, 92.3, true, identical_routing=True) for b in (1, 2, 4, 8, 32)}
     cal = [(b, steps[b], None) for b in (1, 2, 32)]
-    preds, fit = predict_static_curve(card, "llama.cpp", "dgx-spark", BW, None, cal, [1, 2, 4, 8, 32], 512, 32)
+    axis = CurveAxis(card, 512 + 32 / 2, BW, None, identical_routing=True)
+    preds, fit = predict_static_curve(axis, "llama.cpp", "dgx-spark", cal, [1, 2, 4, 8, 32], 512)
     assert fit.note is None
     for b, p in zip([1, 2, 4, 8, 32], preds):
         if b in (1, 2, 32):

@@ -14,7 +14,7 @@ from pipeline.cards.registry import load_card
 from pipeline.simulation.simserver import ServerModel
 from pipeline.core.pointsummary import PointSummary
 from pipeline.views.predict import predict_workload
-from pipeline.predict.servedsim import ServedLimits, calibrated_server, predict_served
+from pipeline.predict.servedsim import ServedLimits, ServedSetup, calibrated_server, predict_served
 
 BW = 273.0  # GB/s, data/hardware/dgx-spark.yaml
 IN, OUT = 100, 11
@@ -55,7 +55,8 @@ def test_past_max_num_seqs_throughput_plateaus_and_ttft_grows_by_waves():
     roofs = Roofs(card, IN + OUT / 2, BW, None)
     p2, t2, w = _hand(card)
     limits = ServedLimits(max_num_seqs=2)
-    c2, c4, c8 = predict_served(roofs, TERMS, [2, 4, 8], IN, OUT, limits, requests={2: 8, 4: 8, 8: 16}, warmup=False)
+    c2, c4, c8 = predict_served(roofs, TERMS, [2, 4, 8],
+                                ServedSetup(IN, OUT, limits, requests={2: 8, 4: 8, 8: 16}, warmup=False))
     # every request decodes in a batch of two: TPOT = T2 at every c
     for p in (c2, c4, c8):
         assert p["tpot_s"] == pytest.approx(t2, rel=1e-5)
@@ -91,8 +92,8 @@ def test_prompts_over_the_token_budget_are_prefilled_in_chunks():
     bw = 0.8 * BW * 1e9
     s1 = 0.002 + (wb + (100 + 50) * kv) / bw + 150 / 10_000  # KV: sequence 1 at 100 tokens, sequence 2 at 50
     s2 = 0.002 + (wb + (101 + 100) * kv) / bw + 50 / 10_000  # sequence 1 decodes at 101, sequence 2 completes at 100
-    (p,) = predict_served(roofs, TERMS, [2], IN, OUT, ServedLimits(max_num_seqs=2, max_num_batched_tokens=150),
-                          requests={2: 2}, warmup=False)
+    limits = ServedLimits(max_num_seqs=2, max_num_batched_tokens=150)
+    (p,) = predict_served(roofs, TERMS, [2], ServedSetup(IN, OUT, limits, requests={2: 2}, warmup=False))
     # TTFT: 0.05 + s1 (the first), 0.05 + s1 + s2 (the second); numpy's median of two is their mean
     assert p["ttft_s"] == pytest.approx(0.05 + s1 + s2 / 2, rel=1e-5)
 
@@ -116,7 +117,7 @@ def test_a_served_curve_made_by_the_server_is_predicted_back_from_three_points()
     truth = StepTerms(0.003, 0.8, 0.4, prefill_tok_s=8000.0, prefill_overhead_s=0.02)
     grid = [1, 2, 4, 8, 16, 32, 64]
     raw = {"max_num_seqs": 16, "max_num_batched_tokens": 800}
-    made = predict_served(roofs, truth, grid, IN, OUT, ServedLimits.of(raw))
+    made = predict_served(roofs, truth, grid, ServedSetup(IN, OUT, ServedLimits.of(raw)))
     pts = [_summary(c, p) for c, p in zip(grid, made)]
     entry = predict_workload(pts, {}, card, {"bandwidth_gb_s": BW, "peak_tflops": 125.0}, None, raw)
     assert entry["error"] is None and entry["calibrated_on"] == [1, 8, 64]
@@ -162,7 +163,8 @@ def test_a_drawn_workload_is_predicted_with_the_requests_the_sweep_draws():
     roofs = Roofs(card, IN + OUT / 2, BW, None)
     drawn = SimpleNamespace(lengths=Lengths(output=LengthDist(distribution="uniform", range_ratio=0.5)), seed=0)
     assert calibrated_server(roofs, TERMS, ServedLimits(), IN, OUT, 2, drawn.lengths).max_model_len == 117
-    fixed = predict_served(roofs, TERMS, [1, 2], IN, OUT, requests={1: 32, 2: 32})
-    got = predict_served(roofs, TERMS, [1, 2], IN, OUT, requests={1: 32, 2: 32}, workload=drawn)
+    fixed = predict_served(roofs, TERMS, [1, 2], ServedSetup(IN, OUT, requests={1: 32, 2: 32}))
+    got = predict_served(roofs, TERMS, [1, 2], ServedSetup(IN, OUT, requests={1: 32, 2: 32}, workload=drawn))
     assert [p["e2el_s"] for p in got] != [p["e2el_s"] for p in fixed]
-    assert got == predict_served(roofs, TERMS, [1, 2], IN, OUT, requests={1: 32, 2: 32}, workload=drawn)  # seeded
+    again = predict_served(roofs, TERMS, [1, 2], ServedSetup(IN, OUT, requests={1: 32, 2: 32}, workload=drawn))
+    assert got == again  # seeded
