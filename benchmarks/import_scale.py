@@ -110,7 +110,7 @@ def main() -> None:
         os.environ["BATCHMARK_ROOT"] = str(root)
         from pipeline.analysis import stages
         from pipeline.store import derivedfiles, runs
-        from pipeline.importers import import_run, parse
+        from pipeline.importers import ImportOptions, import_run, parse
         from pipeline.pages.views import view_of
 
         model = None if args.format == "md" else MODELS[0][0]
@@ -125,7 +125,7 @@ def main() -> None:
                 dt, res = timed(lambda: parse("llama-batched-bench", [src], model=model))
                 t_parse.append(dt)
                 dt, run = timed(lambda: import_run("llama-batched-bench", [src], "dgx-spark", run_id=f"s{size}-{i}",
-                                                   model=model))
+                                                   options=ImportOptions(model=model)))
                 t_import.append(dt)
                 meta, summaries = runs.read_run_json(run), derivedfiles.read_summaries(run)
                 dt, _ = timed(lambda: stages.analysis_of(run, meta, summaries))

@@ -93,7 +93,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = make_scratch_root(Path(tmp))
         os.environ["BATCHMARK_ROOT"] = str(root)
-        from pipeline.importers import import_run, parse
+        from pipeline.importers import ImportOptions, import_run, parse
 
         print(f"{'sub-runs':>8} {'points':>7} {'parse s':>8} {'µs/run':>7} {'import s':>9} {'µs/run':>7}")
         for size in args.sizes:
@@ -104,7 +104,7 @@ def main() -> None:
             t_import = float("nan")
             if not args.parse_only:
                 t0 = time.perf_counter()
-                import_run(args.format, [src], "h200", run_id=f"scale-{args.format}-{size}", model="m")
+                import_run(args.format, [src], "h200", run_id=f"scale-{args.format}-{size}", options=ImportOptions(model="m"))
                 t_import = time.perf_counter() - t0
             print(f"{size:8d} {len(res.summaries):7d} {t_parse:8.2f} {t_parse / size * 1e6:7.0f} "
                   f"{t_import:9.2f} {t_import / size * 1e6:7.0f}", flush=True)

@@ -145,11 +145,11 @@ def _cmd_reference(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    from pipeline.importers import import_run
+    from pipeline.importers import ImportOptions, import_run
 
-    run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, model=args.model,
-                         engine=args.engine, max_failure_rate=args.max_failure_rate, quant=args.quant,
-                         concurrency=args.concurrency, rate=args.rate, kv_cache=args.kv_cache)
+    options = ImportOptions(model=args.model, engine=args.engine, max_failure_rate=args.max_failure_rate,
+                            quant=args.quant, concurrency=args.concurrency, rate=args.rate, kv_cache=args.kv_cache)
+    run_dir = import_run(args.format, args.path, args.hardware, run_id=args.run_id, options=options)
     print(run_dir)
     return 0
 

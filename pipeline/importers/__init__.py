@@ -12,6 +12,7 @@ from importlib import import_module
 from pathlib import Path
 
 from pipeline.core.errors import BatchmarkError
+from pipeline.importers.importoptions import ImportOptions
 
 #: format name → module under ``pipeline.importers``.
 FORMATS = {
@@ -96,13 +97,12 @@ def parse(fmt: str, paths: list[str | Path], model: str | None = None, engine: s
 
 
 def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | None = None,
-               model: str | None = None, engine: str | None = None, runs_dir: Path | None = None,
-               max_failure_rate: float | None = None, quant: str | None = None, concurrency: int | None = None,
-               rate: float | None = None, kv_cache: str | None = None) -> Path:
+               runs_dir: Path | None = None, options: ImportOptions | None = None) -> Path:
     """Parse another tool's output and store it as a complete run; return the run folder.
 
     Nothing is written unless every file parses (the run is built in a temporary folder and
-    renamed into place).  ``quant`` (``--quant``): the weight format of every model of the file,
+    renamed into place).  ``options`` (:class:`~pipeline.importers.base.ImportOptions`): what the command line says
+    of the files; its ``quant`` (``--quant``): the weight format of every model of the file,
     over what the file or the model name says (:data:`pipeline.cards.weightformats.QUANT_BITS`); a weight
     file size the file states still gives the bytes.  ``kv_cache`` (``--kv-cache``): the KV-cache dtype the run was
     served with (vLLM ``--kv-cache-dtype fp8``), so its KV bytes per token are counted in it, not in bf16.
@@ -114,6 +114,8 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
     from pipeline.importers.cardmatch import ModelInfo
     from pipeline.cards.weightformats import QUANT_BITS, normalize_quant
 
+    options = options or ImportOptions()
+    quant, kv_cache = options.quant, options.kv_cache
     if quant is not None:
         try:
             quant = normalize_quant(quant)
@@ -126,8 +128,8 @@ def import_run(fmt: str, paths: list[str | Path], hardware: str, run_id: str | N
             kv_cache = kv_dtype(kv_cache)
         except ValueError as exc:
             raise BatchmarkError(f"--kv-cache: {str(exc).removeprefix('kv_cache: ')}") from None
-    result = parse(fmt, paths, model=model, engine=engine, max_failure_rate=max_failure_rate, concurrency=concurrency,
-                   rate=rate)
+    result = parse(fmt, paths, model=options.model, engine=options.engine, max_failure_rate=options.max_failure_rate,
+                   concurrency=options.concurrency, rate=options.rate)
     if quant is not None or kv_cache is not None:
         for name in {s.model for s in result.summaries} | set(result.models):
             info = result.models.setdefault(name, ModelInfo(raw_name=name))

@@ -34,7 +34,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, gib_from_text, model_name_as_given, quant_from_text
@@ -61,13 +61,26 @@ def _build(line: str) -> str | None:
     return f"{m.group(2)} ({m.group(1)})" if m else None
 
 
-def point_from_row(path: Path, where: str | int, model: str, pp: int, tg: int, b: int,
-                   t_pp: float, s_pp: float, t_tg: float, s_tg: float, engine: str = ENGINE):
-    """One :class:`PointSummary` from a batched-bench row (formulas in the module docstring).
+class Row(NamedTuple):
+    """One batched-bench row: prompt tokens ``pp``, generated tokens ``tg``, batch ``b``, the prefill's and the
+    decode's time (``t_pp``, ``t_tg``, s) and speed (``s_pp``, ``s_tg``, tok/s)."""
+
+    pp: int
+    tg: int
+    b: int
+    t_pp: float
+    s_pp: float
+    t_tg: float
+    s_tg: float
+
+
+def point_from_row(path: Path, where: str | int, model: str, row: Row, engine: str = ENGINE):
+    """One :class:`PointSummary` from a batched-bench ``row`` (formulas in the module docstring).
 
     Raises:
         BatchmarkError: non-positive sizes or times, or S_TG ≠ B·TG/T_TG (a shifted column).
     """
+    pp, tg, b, t_pp, s_pp, t_tg, s_tg = row
     if max(pp, tg, b) > MAX_IMPORTED_INT:
         raise fail(path, where, "PP, TG or B is out of range (more than 64 bits)")
     if min(pp, tg, b) < 1 or t_tg <= 0 or s_tg <= 0:
@@ -225,7 +238,7 @@ def parse_markdown(path: Path, text: str, model: str | None = None, engine: str 
         except ValueError:
             raise fail(path, no, f"non-numeric cell in {cells}") from None
         t_pp, s_pp, t_tg, s_tg, _t, _s = (number(path, no, c) for c in cells[4:])
-        points.append(point_from_row(path, no, table_model, pp, tg, b, t_pp, s_pp, t_tg, s_tg, engine))
+        points.append(point_from_row(path, no, table_model, Row(pp, tg, b, t_pp, s_pp, t_tg, s_tg), engine))
         by_model.setdefault(table_model, []).append(points[-1])
     if not points:
         raise fail(path, None, "no llama-batched-bench table found (expected a header | PP | TG | B | N_KV | … |)")
@@ -278,9 +291,9 @@ def parse_jsonl(path: Path, text: str, model: str | None = None, engine: str = E
         if pp_shared(path, no, row.get("is_pp_shared")):
             raise fail(path, f"line {no} field 'is_pp_shared'", "1 (shared prompt) is not a batch of independent requests")
         try:
-            points.append(point_from_row(path, no, name, int(row["pp"]), int(row["tg"]), int(row["pl"]),
-                                         float(row["t_pp"]), float(row["speed_pp"]), float(row["t_tg"]),
-                                         float(row["speed_tg"]), engine))
+            points.append(point_from_row(path, no, name, Row(int(row["pp"]), int(row["tg"]), int(row["pl"]),
+                                                             float(row["t_pp"]), float(row["speed_pp"]),
+                                                             float(row["t_tg"]), float(row["speed_tg"])), engine))
         except (TypeError, ValueError, OverflowError):
             raise fail(path, no, "non-numeric value") from None
     if not points:

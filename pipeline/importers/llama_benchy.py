@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pipeline.importers.base import ImportResult, summary
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
@@ -52,19 +52,28 @@ def _metric(path: Path, field: str, m: Any) -> tuple[float | None, list[float]]:
     return float(m["mean"]), vals
 
 
-def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, tg: float | None,
-           tg_vals: list[float], req: float | None, ttft_mean_ms: float | None, ttft_vals_ms: list[float],
-           pp: float | None):
+class Figures(NamedTuple):
+    """What one tg row states: ``t/s (total)`` (``tg``, tok/s) and its runs' values, ``t/s (req)`` (tok/s), the TTFT's
+    mean and values (ms), the pp row's ``t/s (total)`` (tok/s); None where the row states none."""
+
+    tg: float | None
+    tg_vals: list[float]
+    req: float | None
+    ttft_mean_ms: float | None
+    ttft_vals_ms: list[float]
+    pp: float | None
+
+
+def _point(model: str, engine: str, input_len: int, output_len: int, conc: int, figures: Figures):
     """One tg row's point, its ``t/s (total)`` (a generation-window rate) checked against c × its ``t/s (req)``
     (:func:`~pipeline.importers.checks.flag_impossible_rate`), never against whole requests' time."""
-    point = _summary(model, engine, input_len, output_len, conc, tg, tg_vals, req, ttft_mean_ms, ttft_vals_ms, pp)
+    point = _summary(model, engine, input_len, output_len, conc, figures)
     flag_impossible_rate(point, "t/s (total)", "t/s (req)")
     return point
 
 
-def _summary(model: str, engine: str, input_len: int, output_len: int, conc: int, tg: float | None,
-             tg_vals: list[float], req: float | None, ttft_mean_ms: float | None, ttft_vals_ms: list[float],
-             pp: float | None):
+def _summary(model: str, engine: str, input_len: int, output_len: int, conc: int, figures: Figures):
+    tg, tg_vals, req, ttft_mean_ms, ttft_vals_ms, pp = figures
     return summary(model, engine, input_len, output_len, conc,
                    output_throughput_tok_s=tg, per_user_tok_s=req,
                    output_throughput_window="decode_phase",
@@ -105,8 +114,9 @@ def parse_json(path: Path, text: str, model: str | None, engine: str) -> ImportR
         req, _ = _metric(path, f"{where}.tg_req_throughput", b.get("tg_req_throughput"))
         ttft, ttft_vals = _metric(path, f"{where}.e2e_ttft", b.get("e2e_ttft"))
         pp, _ = _metric(path, f"{where}.pp_throughput", b.get("pp_throughput"))
+        figures = Figures(tg, tg_vals, req if req else (tg if b["concurrency"] == 1 else None), ttft, ttft_vals, pp)
         points.append(_point(name, engine, b["context_size"] + b["prompt_size"], b["response_size"], b["concurrency"],
-                             tg, tg_vals, req if req else (tg if b["concurrency"] == 1 else None), ttft, ttft_vals, pp))
+                             figures))
     if not points:
         raise fail(path, "field benchmarks", "holds no generation (tg) results")
     check_unique(path, points)
@@ -188,7 +198,8 @@ def parse_markdown(path: Path, text: str, model: str | None, engine: str) -> Imp
         req = _value(path, no, row["t/s (req)"]) if "t/s (req)" in row else (total if conc == 1 else None)
         if total is None:
             raise fail(path, no, f"tg row {row['test']!r} has no throughput")
-        points.append(_point(name, engine, depth + pp_size, int(size), conc, total, [], req, ttft_ms, [], pp_tput))
+        points.append(_point(name, engine, depth + pp_size, int(size), conc,
+                             Figures(total, [], req, ttft_ms, [], pp_tput)))
     if header is None:
         raise fail(path, None, "no llama-benchy table found (expected a header with 'test' and 't/s (total)')")
     if not points:

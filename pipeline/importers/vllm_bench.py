@@ -48,6 +48,7 @@ from typing import Any
 from pipeline.importers.base import ImportResult
 from pipeline.importers.cardmatch import ModelInfo, model_name_as_given
 from pipeline.importers.checks import REFUSAL_FAILURE_RATE, check_unique
+from pipeline.importers.importoptions import ImportOptions
 from pipeline.importers.parsing import fail, read_text, wrong_format
 from pipeline.importers.repeats import configured_key, merge_repeats
 from pipeline.importers.vllm_block import parse_block
@@ -106,9 +107,7 @@ WARMUP_ONLY = ("holds only vllm bench sweep's warm-up (run_number -1, warmup.jso
                "results; import the run=N.json files beside it")
 
 
-def parse_json(path: Path, text: str, model: str | None, engine: str | None,
-               max_failure_rate: float = REFUSAL_FAILURE_RATE, concurrency: int | None = None,
-               rate: float | None = None, warmup_ok: bool = False,
+def parse_json(path: Path, text: str, options: ImportOptions, warmup_ok: bool = False,
                failures: list[tuple[Path, int, str]] | None = None) -> list[tuple[Any, str, str | None, int | None, Any]]:
     """A save-result file (one object), an ``--append-result`` file (one object per line) or a ``vllm bench sweep``
     ``summary.json`` (a list of results) → [(point, model as named, vLLM version, run_number, server combination)];
@@ -117,13 +116,15 @@ def parse_json(path: Path, text: str, model: str | None, engine: str | None,
 
     Warm-up results (``run_number`` −1) are left out; a file of nothing else is refused unless ``warmup_ok``
     (then it gives []).  ``vllm bench sweep``'s records of a failed run (:func:`is_sweep_failure`) are appended to
-    ``failures`` as (file, run number, ``error_type``) where it is given, else refused.  ``engine`` None: ``sglang``
-    for SGLang's results, else
-    ``vllm``.  ``concurrency`` / ``rate``: what a result that states none ran at (``--concurrency``, ``--rate``).
+    ``failures`` as (file, run number, ``error_type``) where it is given, else refused.  ``options``: the command
+    line's model, engine (None: ``sglang`` for SGLang's results, else ``vllm``), failure limit (None: the default),
+    and what a result that states none ran at (``--concurrency``, ``--rate``).
 
     Raises:
         BatchmarkError: a malformed result (named); a file of warm-up only.
     """
+    model, engine, concurrency, rate = options.model, options.engine, options.concurrency, options.rate
+    max_failure_rate = REFUSAL_FAILURE_RATE if options.max_failure_rate is None else options.max_failure_rate
     objs = _objects(path, text)
     if len(objs) == 1 and isinstance(objs[0][1], list):  # vllm bench sweep's summary.json
         items = objs[0][1]
@@ -192,8 +193,9 @@ def parse(paths: list[Path], model: str | None = None, engine: str | None = None
     versions: set[str] = set()
     failures: list[tuple[Path, int, str]] = []
     servers_failed: list[dict[str, Any]] = []  # vllm bench sweep's SERVE-<name>-failure.json records (vllm_sweep)
-    entries = _entries(paths, model, engine, max_failure_rate, concurrency, rate, names, versions, failures,
-                       servers_failed)
+    options = ImportOptions(model=model, engine=engine, max_failure_rate=max_failure_rate, concurrency=concurrency,
+                            rate=rate)
+    entries = _entries(paths, options, names, versions, failures, servers_failed)
     if not entries and not failures and servers_failed:
         raise fail(servers_failed[0]["file"], None, "vllm bench sweep's record of a server combination that failed "
                                                     "(--continue-on-error): it measured nothing, and no result is beside it")
@@ -218,8 +220,7 @@ def _skipped(path: Path, head: str, run_dirs: set[Path], run_parents: set[Path])
     return (path.name == "summary.json" and here in run_dirs) or (is_sla_file(path) and here in run_parents)
 
 
-def _entries(paths: list[Path], model: str | None, engine: str | None, max_failure_rate: float,
-             concurrency: int | None, rate: float | None, names: dict[str, str], versions: set[str],
+def _entries(paths: list[Path], options: ImportOptions, names: dict[str, str], versions: set[str],
              failures: list[tuple[Path, int, str]], servers_failed: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """Every result of ``paths`` as (point, run number, file, its combination, server combination), the files that
     only repeat others left out (:func:`_skipped`); fills ``names``, ``versions``, ``failures`` and
@@ -242,14 +243,14 @@ def _entries(paths: list[Path], model: str | None, engine: str | None, max_failu
             servers_failed.append(failed_server)  # a server that never started measured nothing: named in run.json
             continue
         if head in ("{", "["):
-            for pt, raw, version, run, comb in parse_json(path, text, model, engine, max_failure_rate, concurrency,
-                                                          rate, warmup_ok=True, failures=failures):
+            for pt, raw, version, run, comb in parse_json(path, text, options, warmup_ok=True, failures=failures):
                 entries.append((pt, run, path, (Path(path).resolve().parent, None), comb))
                 names[pt.model] = raw
                 if version:
                     versions.add(version)
             continue
-        for pt, run, server in parse_block(path, text, model, engine, max_failure_rate, concurrency, rate):
+        for pt, run, server in parse_block(path, text, options.model, options.engine, options.max_failure_rate,
+                                           options.concurrency, options.rate):
             found = log_settings(path, server) if server else None
             comb = (*found, ("", str(path), len(entries))) if found else None
             # a server's section runs each bench combination's runs 0, 1, … in turn: a run number that does not
@@ -258,7 +259,7 @@ def _entries(paths: list[Path], model: str | None, engine: str | None, max_failu
             index += int(run is not None and last is not None and run <= last)
             sections[(path, server)] = (index, run if run is not None else last)
             entries.append((pt, run, path, (Path(path).resolve(), server, index), comb))
-            names[pt.model] = model or pt.model
+            names[pt.model] = options.model or pt.model
     return entries
 
 

@@ -79,13 +79,13 @@ def hostile_site(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("BATCHMARK_ROOT", str(root))
     try:
-        from pipeline.importers import import_run
+        from pipeline.importers import ImportOptions, import_run
         from pipeline.pages.render import render_site
         from tests.runbuilder import make_run
 
         runs_dir = root / "data" / "runs"
         for i, name in enumerate([IMG, BOLD, PIPE, TITLE, ENTITY]):  # an import takes the part after the last "/" as the name
-            import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id=f"20261102T10150{i}Z-vllm", model=name)
+            import_run("vllm-bench", [DATA / "vllm-bench"], "dgx-spark", run_id=f"20261102T10150{i}Z-vllm", options=ImportOptions(model=name))
         make_run(runs_dir, "20261201T000000Z-a", models=(PIPE, IMG), transformers_version=SCRIPT)
         render_site(root / "data" / "pages")
         # the Guide's pages as title-only stubs: their prose would fill the search results the last test reads

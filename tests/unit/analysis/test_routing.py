@@ -31,7 +31,7 @@ from pipeline.analysis.checksmade import clean_claims
 from pipeline.analysis.routing import COVERAGE_NOT_MEASURED, implausible_mbu
 from pipeline.cards.registry import load_card
 from pipeline.importers.base import summary
-from pipeline.importers.llama_batched_bench import point_from_row
+from pipeline.importers.llama_batched_bench import Row, point_from_row
 from pipeline.machine.hardware import load_profile
 from pipeline.views.show import build_show, format_table
 
@@ -50,7 +50,7 @@ def spark():
 
 
 def _batched_bench():
-    return [point_from_row(Path("dgx-spark.md"), i, "gpt-oss-20b", 512, 32, b, t_pp, s_pp, t_tg, s_tg)
+    return [point_from_row(Path("dgx-spark.md"), i, "gpt-oss-20b", Row(512, 32, b, t_pp, s_pp, t_tg, s_tg))
             for i, (b, t_pp, s_pp, t_tg, s_tg) in enumerate(ROWS)]
 
 

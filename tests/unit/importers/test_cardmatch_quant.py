@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.cli import main
-from pipeline.importers import import_run
+from pipeline.importers import ImportOptions, import_run
 from pipeline.importers.cardmatch import quant_from_text
 from pipeline.views.show import show_run
 from tests.conftest import DATA
@@ -32,7 +32,8 @@ STEP_S = 2.318 / 64
 
 
 def test_jsonl_of_a_q4_0_model_takes_q4_0_bytes(scratch_root):
-    doc = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="q4", model="Llama-3.1-8B"))
+    doc = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="q4",
+                              options=ImportOptions(model="Llama-3.1-8B")))
     m = doc["models"][0]
     assert m["weight_bytes"] == 4_221_902_848 + 525_336_576 * 4.5 / 8  # + the embedding, stored but not read per step
     assert m["ceiling_tok_s"] == pytest.approx(273e9 / (4_221_902_848 + KV))  # 62.6 tok/s
@@ -43,8 +44,8 @@ def test_jsonl_of_a_q4_0_model_takes_q4_0_bytes(scratch_root):
 
 
 def test_quant_flag_overrides_and_bf16_reproduces_the_impossible_mbu(scratch_root):
-    doc = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="bf16", model="Llama-3.1-8B",
-                              quant="BF16"))
+    doc = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="bf16",
+                              options=ImportOptions(model="Llama-3.1-8B", quant="BF16")))
     # the numbers: ceiling 273e9 / (15,009,849,344 + KV) = 18.0 tok/s, MBU 1.53 at c = 1
     assert doc["models"][0]["ceiling_tok_s"] == pytest.approx(273e9 / (15_009_849_344 + KV))
     assert round(doc["models"][0]["ceiling_tok_s"], 1) == 18.0

@@ -15,7 +15,7 @@ import pytest
 from pipeline.core import scrub
 from pipeline.cli import main
 from pipeline.core.errors import BatchmarkError
-from pipeline.importers import import_run, parse
+from pipeline.importers import ImportOptions, import_run, parse
 from pipeline.views.show import show_run
 
 from tests.conftest import DATA
@@ -163,7 +163,7 @@ def test_batched_bench_jsonl_needs_a_model_and_reads_its_quant(scratch_root):
     path = DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl"
     with pytest.raises(BatchmarkError, match="JSONL carries no model name; pass --model"):
         parse("llama-batched-bench", [path])
-    run = import_run("llama-batched-bench", [path], "dgx-spark", run_id="jsonl", model="Llama-3.1-8B-Q4_0")
+    run = import_run("llama-batched-bench", [path], "dgx-spark", run_id="jsonl", options=ImportOptions(model="Llama-3.1-8B-Q4_0"))
     doc = show_run(run)
     assert [p["concurrency"] for p in doc["points"]] == [1, 2, 4, 8]
     assert doc["points"][0]["output_throughput_tok_s"] == pytest.approx(64 / 2.318, rel=1e-5)
@@ -218,7 +218,7 @@ def test_vllm_printed_block(scratch_root):
     # the model is named by the Namespace(...) line vllm bench serve prints first; --model overrides it
     assert {p.model for p in parse("vllm-bench", [path]).summaries} == {"Qwen/Qwen3-30B-A3B-FP8"}
     assert {p.model for p in parse("vllm-bench", [path], model="other").summaries} == {"other"}
-    run = import_run("vllm-bench", [path], "dgx-spark", run_id="log", model="Qwen/Qwen3-30B-A3B-FP8")
+    run = import_run("vllm-bench", [path], "dgx-spark", run_id="log", options=ImportOptions(model="Qwen/Qwen3-30B-A3B-FP8"))
     doc = show_run(run)
     assert [(p["concurrency"], p["output_throughput_tok_s"]) for p in doc["points"]] == [(1, 51.18), (8, 156.34)]
     assert doc["points"][1]["input_len"] == 65536 // 64 and doc["points"][1]["output_len"] == 8192 // 64

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.cli import main
-from pipeline.importers import import_run
+from pipeline.importers import ImportOptions, import_run
 from pipeline.views.show import show_run
 from tests.conftest import DATA
 
@@ -20,13 +20,13 @@ WEIGHTS = 15_009_849_344
 
 
 def test_kv_cache_flag_counts_the_kv_in_its_dtype(scratch_root):
-    doc = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="kv8", model="Llama-3.1-8B",
-                              quant="bf16", kv_cache="fp8"))
+    doc = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="kv8",
+                              options=ImportOptions(model="Llama-3.1-8B", quant="bf16", kv_cache="fp8")))
     m = doc["models"][0]
     assert m["kv_bytes_per_token"] == 65_536
     assert m["ceiling_tok_s"] == pytest.approx(273e9 / (WEIGHTS + 69_206_016))
-    bf = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="kv16", model="Llama-3.1-8B",
-                             quant="bf16"))
+    bf = show_run(import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="kv16",
+                             options=ImportOptions(model="Llama-3.1-8B", quant="bf16")))
     assert bf["models"][0]["ceiling_tok_s"] == pytest.approx(273e9 / (WEIGHTS + 138_412_032))
 
 

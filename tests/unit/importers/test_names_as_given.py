@@ -12,7 +12,7 @@ import json
 import pytest
 
 from pipeline.store import pointfiles, runs
-from pipeline.importers import import_run
+from pipeline.importers import ImportOptions, import_run
 from pipeline.core.records import PointKey
 from pipeline.views.show import show_run
 
@@ -23,7 +23,7 @@ JSONL = DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl"
 
 @pytest.mark.parametrize("name", ["<script>alert(1)</script>", "acme/Model", "../../etc/passwd", " a b<>|c ", "..", "%2F"])
 def test_jsonl_model_name_is_kept_as_given(name, scratch_root):
-    run = import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="named", model=name)
+    run = import_run("llama-batched-bench", [JSONL], "dgx-spark", run_id="named", options=ImportOptions(model=name))
     doc = show_run(run)
     assert {p["model"] for p in doc["points"]} == {m["model"] for m in doc["models"]} == {name.strip()}
     assert json.loads((run / "run.json").read_text())["models_as_named"] == {name.strip(): name}

@@ -211,10 +211,10 @@ def test_wrong_kind_of_file_is_named(tmp_path, capsys, scratch_root, fmt, name, 
 def test_show_gives_no_failure_rate_where_the_file_states_no_failures(scratch_root, fmt, path, model):
     """The import kept failure_rate null with the caveat failed_count_unknown, but the analysis recomputed
     failed / (completed + failed) = 0 / n and `show` printed failure_rate 0.0 (0 % failures, as if measured)."""
-    from pipeline.importers import import_run
+    from pipeline.importers import ImportOptions, import_run
     from pipeline.views.show import show_run
 
-    (p,) = show_run(import_run(fmt, [path], "h200", model=model, run_id="u"))["points"]
+    (p,) = show_run(import_run(fmt, [path], "h200", run_id="u", options=ImportOptions(model=model)))["points"]
     assert p["failure_rate"] is None and "failed_count_unknown" in p["caveats"] and not p["excluded"]
 
 

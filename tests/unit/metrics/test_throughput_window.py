@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.core import paths
-from pipeline.importers import import_run
+from pipeline.importers import ImportOptions, import_run
 from pipeline.core.pointsummary import PointSummary, throughput_window
 from pipeline.views.show import show_run as show_json
 
@@ -41,7 +41,7 @@ def test_a_summary_stored_before_the_field_reads_it_from_what_it_measured():
 
 def test_importers_say_the_window_of_their_tool(tmp_path):
     static = import_run("llama-batched-bench", [DATA / "llama-batched-bench" / "llama-3.1-8b-q4_0.jsonl"],
-                        hardware="dgx-spark", model="llama-3.1-8b-q4_0", runs_dir=tmp_path)
+                        hardware="dgx-spark", runs_dir=tmp_path, options=ImportOptions(model="llama-3.1-8b-q4_0"))
     served = import_run("vllm-bench", [DATA / "vllm-bench" / "llama-3.1-8b-c1.json"], hardware="h100-sxm",
                         runs_dir=tmp_path)
     assert {p["output_throughput_window"] for p in show_json(static)["points"]} == {"decode_phase"}

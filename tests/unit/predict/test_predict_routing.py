@@ -66,7 +66,7 @@ def test_an_imported_llama_benchy_run_is_predicted_as_distinct_prompts(tmp_path)
     matched), where the identical-prompts fit gave 256.6 (−19.5 %); the fit's words name the routing."""
     import json
 
-    from pipeline.importers import import_run
+    from pipeline.importers import ImportOptions, import_run
     from pipeline.views.predict import predict_run
 
     m = lambda v: {"mean": v, "std": 0.0, "values": [v]}  # noqa: E731
@@ -76,8 +76,8 @@ def test_an_imported_llama_benchy_run_is_predicted_as_distinct_prompts(tmp_path)
         for c, t in KUBIS.items()]}
     src = tmp_path / "kubis.json"
     src.write_text(json.dumps(doc))
-    run = import_run("llama-benchy", [src], "dgx-spark", run_id="kubis", engine="vllm", runs_dir=tmp_path / "runs",
-                     kv_cache="fp8")
+    run = import_run("llama-benchy", [src], "dgx-spark", run_id="kubis", runs_dir=tmp_path / "runs",
+                     options=ImportOptions(engine="vllm", kv_cache="fp8"))
     entry = predict_run(run, [1, 2, 16])["models"][0]
     top = {p["concurrency"]: p for p in entry["points"]}[32]
     assert top["error"]["output_throughput_tok_s"] == pytest.approx(-0.113, abs=0.01)
