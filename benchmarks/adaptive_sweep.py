@@ -65,11 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["BATCHMARK_ROOT"] = tmp
         from pipeline.store import runs
         from pipeline.sweep.gridwalk import run_sweep
+        from pipeline.sweep.point import Planned
 
         plan = make_plan(cfg)
         run_dir = runs.claim_run_dir(Path(tmp) / "data" / "runs")
         with contextlib.redirect_stderr(io.StringIO()):  # the sweep's phase lines: only the comparison is printed
-            run_sweep(cfg, run_dir, plan=plan, progress=False, log=lambda msg: None)
+            run_sweep(cfg, run_dir, planned=Planned(plan), progress=False, log=lambda msg: None)
         block = runs.read_run_json(run_dir)["adaptive"]
 
     ok = True

@@ -33,6 +33,7 @@ run has one, else the spec sheet (``*_spec`` and ``*_probed`` variants are repor
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config.sweepconfig import EXCLUSION_FAILURE_RATE
@@ -184,8 +185,8 @@ def analyze(summaries: list[PointSummary], cards: dict[str, ModelCard], hardware
     for s, row in zip(summaries, points_out):  # one curve per workload (its variant a part of it)
         by_workload.setdefault(workload_of(s), []).append((s, row))
     for workload, all_pairs in sorted(by_workload.items(), key=lambda kv: kv[0]):
-        models_out.append(_model_row(workload, all_pairs, card_of(cards, workload.model, workload.variant), hw, probe, knee_threshold,
-                                     max_failure_rate, limits, under))
+        judged = _Judged(hw, probe, knee_threshold, max_failure_rate, limits, under)
+        models_out.append(_model_row(workload, all_pairs, card_of(cards, workload.model, workload.variant), judged))
         # the figures a page marks "not a result" (above 1 at the bytes counted): the run's clean line never calls
         # them plausible (analysis.checksmade.clean_claims)
         models_out[-1]["not_a_result"] = [f"{name} at c = {row.get('concurrency')}" for _, row in all_pairs
@@ -244,12 +245,26 @@ def _point_row(s: PointSummary, card: ModelCard | None, hw: dict[str, Any], prob
     return row
 
 
-def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str, Any]]],
-               card: ModelCard | None, hw: dict[str, Any], probe: dict[str, Any] | None, knee_threshold: float,
-               max_failure_rate: float, limits: dict[str, dict[str, Any]] | None,
-               under: dict[str | None, str] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Judged:
+    """What every workload of a run is judged against: the hardware block and the probe, the knee's threshold, the
+    failure rate past which a point is excluded, the server's limits by model and the roofs a point under-read
+    (:func:`analyze`'s arguments of the same names)."""
+
+    hw: dict[str, Any]
+    probe: dict[str, Any] | None
+    knee_threshold: float
+    max_failure_rate: float
+    limits: dict[str, dict[str, Any]] | None
+    under: dict[str | None, str] | None = None
+
+
+def _model_row(workload: Workload, all_pairs: list[tuple[PointSummary, dict[str, Any]]], card: ModelCard | None,
+               judged: _Judged) -> dict[str, Any]:
     """One workload's (model, engine, variant, input, output length) analysis from its points and their rows: ceilings,
     knee, post-knee and its cause, peak, scaling efficiency, rate sweeps, SLO limit, plausibility."""
+    hw, probe, knee_threshold, max_failure_rate, limits, under = (judged.hw, judged.probe, judged.knee_threshold,
+                                                                  judged.max_failure_rate, judged.limits, judged.under)
     model, engine, variant, inp, out = workload
     bw = hw["bandwidth_gb_s"]
     opened = [s for s, _ in all_pairs if s.load != "closed"]

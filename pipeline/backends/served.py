@@ -259,7 +259,7 @@ class ServedBackend:
             n_warm = n if warmup else 0
         point_seed = served_point_seed(key, seed)
         loop = getattr(self.opts, "event_loop", "auto")
-        reqs = self.requests = point_requests(self.cfg, self.tokenizer, self.features, key.input_len, key.output_len,
+        reqs = self.requests = point_requests(self.cfg, self.tokenizer, self.features, key,
                                               repeats * (n_warm + n_meas), point_seed, getattr(self.opts, "max_model_len", None),
                                               per=n_warm + n_meas)
         out_lens = [reqs.output_len(i, key.output_len) for i in range(len(reqs.prompts))]

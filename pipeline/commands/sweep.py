@@ -38,6 +38,7 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
     from pipeline.config.sweepconfig import load_config
     from pipeline.sweep.preflight import discard_if_empty, preflight
     from pipeline.sweep.gridwalk import run_sweep
+    from pipeline.sweep.point import Planned
 
     cfg = load_config(config)
     if model:
@@ -65,8 +66,8 @@ def sweep(config: str | Path, *, run_id: str | None = None, resume: str | None =
     plan, budgeted = _sweep_plan(cfg, None)
     try:
         # the run is published with its summaries and analysis, written by their stages
-        run_sweep(cfg, run_dir, config_path=str(config), progress=progress, plan=plan,
-                  budgeted=budgeted, derive=stages.write_derived, **sweep_options)
+        run_sweep(cfg, run_dir, config_path=str(config), progress=progress, planned=Planned(plan, budgeted),
+                  derive=stages.write_derived, **sweep_options)
     except BatchmarkError:
         if fresh and discard_if_empty(run_dir):
             print(f"batchmark: run {run_dir.name} measured nothing and was removed", file=sys.stderr)
@@ -118,6 +119,7 @@ def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str
     from pipeline.store import runs
     from pipeline.sweep import parts
     from pipeline.sweep.gridwalk import run_sweep
+    from pipeline.sweep.point import Planned
 
     if not run_id or resume:
         raise BatchmarkError("--model: give --run-id RUN (the run the part belongs to); --resume is for a whole run")
@@ -137,8 +139,9 @@ def _sweep_part(cfg: Any, config: str | Path, *, run_id: str | None, resume: str
     part.mkdir(parents=True, exist_ok=True)
     plan, budgeted = _sweep_plan(cfg, name)
     try:
-        run_sweep(cfg, part, config_path=str(config), progress=progress, models=[name], part_of=run_id,
-                  plan=plan, budgeted=budgeted, variants=[variant] if variant else None, **sweep_options)
+        run_sweep(cfg, part, config_path=str(config), progress=progress,
+                  part=parts.Part(run_id, [name], [variant] if variant else None), planned=Planned(plan, budgeted),
+                  **sweep_options)
     except BatchmarkError:
         if fresh:
             discard_if_empty(part)

@@ -63,9 +63,10 @@ def workload_meta(cfg: Any, load: str) -> dict[str, Any]:
     return out
 
 
-def point_requests(cfg: Any, tokenizer: Any, features: Features, input_len: int, output_len: int, n: int,
-                   seed: int, max_model_len: int | None = None, per: int | None = None) -> PointRequests:
-    """The ``n`` bodies' prompts and lengths of a point of ``cfg`` (a sweep config) from the point's ``seed``.
+def point_requests(cfg: Any, tokenizer: Any, features: Features, key: Any, n: int, seed: int,
+                   max_model_len: int | None = None, per: int | None = None) -> PointRequests:
+    """The ``n`` bodies' prompts and lengths of point ``key`` (its ``input_len`` and ``output_len``: a
+    :class:`~pipeline.core.records.PointKey`) of ``cfg`` (a sweep config) from the point's ``seed``.
 
     Without ``lengths:`` (or with fixed lengths and no prefix) the prompts are :func:`make_prompts`' as ever; else
     each body's lengths are :func:`pipeline.config.workload.point_lengths`' and its prompt
@@ -73,7 +74,7 @@ def point_requests(cfg: Any, tokenizer: Any, features: Features, input_len: int,
     bodies (an output stops where the model stops, at most its ``max_tokens``).  ``per``: bodies a repeat (a
     replayed trace's lengths start again at each repeat).
     """
-    lengths = getattr(cfg, "lengths", None)
+    lengths, input_len, output_len = getattr(cfg, "lengths", None), key.input_len, key.output_len
     feats = features if lengths is None or lengths.ignore_eos else dataclasses.replace(
         features, ignore_eos=False, min_tokens=False)
     if lengths is not None and lengths.prompt_file is not None:

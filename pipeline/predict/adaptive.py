@@ -185,9 +185,21 @@ class WalkResult:
                 "steps": self.steps, "fit": self.fit}
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """When an adaptive walk stops: the knee's ``threshold`` (a doubling gaining less is weak), the stopping rule's
+    ``tolerance`` (fraction of output throughput), and ``bracket``: stop only once the knee's deciding points that
+    fit (:func:`decisive_points`) are all measured, so that the knee rests on measurements alone (an adaptive sweep
+    over variants or shapes compares knees across curves: :mod:`pipeline.sweep.frontierwalk`)."""
+
+    threshold: float
+    tolerance: float
+    bracket: bool = False
+
+
 def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callable[[int, str], float | None],
-         predict: Callable[[], tuple[Prediction, dict[str, Any] | None]], threshold: float, tolerance: float,
-         not_fitting: dict[int, str] | None = None, bracket: bool = False) -> WalkResult:
+         predict: Callable[[], tuple[Prediction, dict[str, Any] | None]], rule: StopRule,
+         not_fitting: dict[int, str] | None = None) -> WalkResult:
     """Run an adaptive sweep of one workload (module docstring).
 
     Args:
@@ -199,13 +211,10 @@ def walk(grid: list[int], fitting: list[int], kind: str | None, measure: Callabl
             order chosen, with the reason it was chosen.
         predict: fits on everything measured so far and predicts every grid point; returns the predictions and the
             fitted terms (JSON); raises :class:`pipeline.predict.calibrate.CalibrationError` when no fit can be made.
-        threshold: the knee's threshold (a doubling gaining less is weak).
-        tolerance: the stopping rule's (fraction of output throughput).
+        rule: when to stop (:class:`StopRule`: the knee's threshold, the tolerance, whether to bracket the knee).
         not_fitting: reasons of the grid points that do not fit (kept on their predicted rows).
-        bracket: stop only once the knee's deciding points that fit (:func:`decisive_points`) are all measured, so
-            that the knee rests on measurements alone (an adaptive sweep over variants or shapes compares knees
-            across curves: :mod:`pipeline.sweep.frontierwalk`).
     """
+    threshold, tolerance, bracket = rule.threshold, rule.tolerance, rule.bracket
     fitting = sorted(fitting)
     meas: dict[int, float] = {}
     order: dict[int, tuple[int, str]] = {}

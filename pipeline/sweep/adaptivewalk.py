@@ -48,8 +48,8 @@ def adaptive_model(sweep: SweepState, walk: ModelWalk) -> None:
         mc = stored_card(sweep, spec.name)
     space = len(cfg.variant_list()) > 1 or len(cfg.shapes()) > 1  # knees compared across curves: on measurements
     res = adaptive.walk(grid, fitting, mc.kind if mc else None, measure,
-                        lambda: predict_grid(sweep, spec.name, planned, summaries), cfg.knee_threshold,
-                        cfg.adaptive.tolerance, not_fitting, bracket=space)
+                        lambda: predict_grid(sweep, spec.name, planned, summaries),
+                        adaptive.StopRule(cfg.knee_threshold, cfg.adaptive.tolerance, bracket=space), not_fitting)
     walk.curve.extend((c, summaries[c].output_throughput_tok_s) for c in sorted(summaries)
                       if summaries[c].output_throughput_tok_s)
     record_choices(sweep, walk.name, spec.name, res)

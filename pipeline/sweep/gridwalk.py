@@ -35,7 +35,8 @@ from pipeline.sweep.provenance import git_commit, gpu_driver, machine_identity, 
 from pipeline.analysis.quality import point_verdict
 from pipeline.sweep.ratewalk import rate_walk
 from pipeline.sweep.preflight import load_note_now
-from pipeline.sweep.point import ModelWalk, SweepState, measure_or_resume
+from pipeline.sweep.parts import Part
+from pipeline.sweep.point import ModelWalk, Planned, SweepState, measure_or_resume
 from pipeline.core.records import PointKey
 
 
@@ -122,32 +123,31 @@ def engine_config(cfg: SweepConfig, log: Callable[[str], None],
 
 
 @runs.locked_run  # one live process per run: a second sweep into it is refused, naming the holder
-def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None,
-              progress: bool = True, log: Callable[[str], None] | None = None,
-              models: list[str] | None = None, part_of: str | None = None, plan=None,
-              budgeted: SweepConfig | None = None, derive: Callable[[Path], None] | None = None,
-              variants: list[str] | None = None) -> Path:
+def run_sweep(cfg: SweepConfig, run_dir: Path, config_path: str | None = None, progress: bool = True,
+              log: Callable[[str], None] | None = None, part: Part | None = None, planned: Planned | None = None,
+              derive: Callable[[Path], None] | None = None) -> Path:
     """Measure every point of ``cfg`` into ``run_dir`` (created or resumed) and complete the run.
 
     ``derive`` writes the run's derived files at publish (:func:`pipeline.analysis.stages.write_derived`, handed in by the
     caller, ``batchmark sweep``: the sweep comes before the stages and never imports them; a part gets none,
     its merge derives the run's): :func:`pipeline.store.runs.complete_run` runs it before the run says complete.
 
-    ``plan`` (a :class:`pipeline.plan.estimate.Plan`, made by the caller: the sweep never imports the plan) gives
-    the one-line total printed at the start, the points that do not fit, and the points' ETA of the progress
-    display (:attr:`pipeline.core.progress.Display.estimate`: the plan's seconds of the points left).  ``budgeted`` is ``cfg`` as the budget chose to measure it (:func:`pipeline.plan.budget.fit_budget`):
-    the run keeps ``cfg`` and its digest (so parts, resume and merge agree) and states the budget's
-    choices in ``run.json`` (``budget``).
+    ``planned`` (:class:`pipeline.sweep.point.Planned`): its ``plan`` gives the one-line total printed at the start,
+    the points that do not fit, and the points' ETA of the progress display
+    (:attr:`pipeline.core.progress.Display.estimate`: the plan's seconds of the points left); its ``budgeted`` is
+    ``cfg`` as the budget chose to measure it: the run keeps ``cfg`` and its digest (so parts, resume and merge agree)
+    and states the budget's choices in ``run.json`` (``budget``).
 
-    With ``variants`` (names of ``cfg.variants``), only those variants (a part of one model × variant).
-    With ``models`` (names of ``cfg.models``), only those models are measured: ``run_dir`` is
-    then a part of the run ``part_of`` (:mod:`pipeline.sweep.parts`; the merge stage assembles the
+    With ``part`` (:class:`pipeline.sweep.parts.Part`), only its models (names of ``cfg.models``) and, where it names
+    them, its variants are measured: ``run_dir`` is then a part of the run ``part.of`` (the merge stage assembles the
     parts into the run).  A part's ``run.json`` is a run's provenance of its own (host, GPU driver,
     versions, probe) plus ``part_of``, ``models`` and ``machine`` (:func:`pipeline.sweep.provenance.machine_identity`).
 
     Returns the run folder.  Raises BatchmarkError for user-caused problems (bad model
     spec, complete run); a backend crash propagates after everything measured is stored.
     """
+    plan, budgeted = (planned.plan, planned.budgeted) if planned is not None else (None, None)
+    models, part_of, variants = (part.models, part.of, part.variants) if part is not None else (None, None, None)
     display = Display(0, enabled=progress)
     log = log or display.write  # every message above the bar, never onto it
     if progress:

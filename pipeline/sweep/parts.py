@@ -26,6 +26,7 @@ import errno
 import os
 import shutil
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -35,6 +36,16 @@ from pipeline.config.sweepconfig import SweepConfig
 from pipeline.config.variants import part_names, split_part  # noqa: F401  (importable from here)
 from pipeline.core.errors import BatchmarkError
 from pipeline.sweep.mergedprovenance import merged_provenance
+
+
+@dataclass(frozen=True)
+class Part:
+    """Which part of run ``of`` a sweep measures: the ``models`` (names of the config's models) and, where the config
+    has variants, the ``variants`` (their names; None: every one)."""
+
+    of: str
+    models: list[str]
+    variants: list[str] | None = None
 
 #: Folder under ``data/runs/`` of runs being measured in parts (one model each): ``.parts/<run_id>/<model>/``.
 PARTS_FOLDER = ".parts"

@@ -69,6 +69,16 @@ def count_point(summ: PointSummary, failures: dict[str, int], cfg: SweepConfig, 
         log(f"warning: {where}: {line}")
 
 
+@dataclass(frozen=True)
+class Planned:
+    """What the plan made of a sweep before it ran (made by the caller: the sweep never imports the plan): the
+    ``plan`` (a :class:`pipeline.plan.estimate.Plan`) and ``budgeted``, the config as the budget chose to measure it
+    (:func:`pipeline.plan.budget.fit_budget`; None: the config as it is)."""
+
+    plan: Any = None
+    budgeted: SweepConfig | None = None
+
+
 @dataclass
 class SweepState:
     """What a sweep carries from point to point: the config it measures with, the backend, the run folder, the display

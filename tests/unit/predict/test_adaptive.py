@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import cli
-from pipeline.predict.adaptive import anchored, decisive_points, initial_points, next_point, settled, walk
+from pipeline.predict.adaptive import StopRule, anchored, decisive_points, initial_points, next_point, settled, walk
 from pipeline.predict.calibrate import CalibrationError
 from pipeline.config.sweepconfig import parse_config
 from pipeline.core.errors import BatchmarkError
@@ -93,7 +93,7 @@ def _walk(tolerance: float, bracket: bool = False):
 
     def predict():
         return {c: {"output_throughput_tok_s": v, "spread": None} for c, v in MODEL.items()}, {"terms": "fake"}
-    return walk(sorted(TRUE), sorted(TRUE), "dense", measure, predict, 0.15, tolerance, bracket=bracket), calls
+    return walk(sorted(TRUE), sorted(TRUE), "dense", measure, predict, StopRule(0.15, tolerance, bracket)), calls
 
 
 def test_walk_on_a_synthetic_curve_chooses_what_is_worked_by_hand():
@@ -146,7 +146,7 @@ def test_walk_without_a_fit_measures_every_fitting_point():
 
     def predict():
         raise CalibrationError("the points contradict the model")
-    res = walk(sorted(TRUE), [1, 2, 4, 8, 16, 32], "dense", measure, predict, 0.15, 0.1, {64: "KV full"})
+    res = walk(sorted(TRUE), [1, 2, 4, 8, 16, 32], "dense", measure, predict, StopRule(0.15, 0.1), {64: "KV full"})
     assert calls == [1, 32, 4, 2, 8, 16]
     rows = {p["concurrency"]: p for p in res.points}
     assert rows[64] == {**rows[64], "measured": False, "reason": "does not fit (KV full)"}
