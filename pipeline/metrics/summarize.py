@@ -112,13 +112,14 @@ REPEAT_FIGURES = ("output_throughput_tok_s", "steady_output_throughput_tok_s", "
 
 def _repeat_figures(arrays: PointArrays, measured: np.ndarray, ok: np.ndarray, tpot: tuple[np.ndarray, np.ndarray],
                     streamed: tuple[np.ndarray, np.ndarray], ttft_all: np.ndarray, end_all: np.ndarray,
-                    not_sent: np.ndarray, static: bool) -> dict[str, list[float | None]]:
+                    not_sent: np.ndarray) -> dict[str, list[float | None]]:
     """Each repeat's own figures, ``{name: one entry per repeat}`` (None where a repeat has none) for each name of
     :data:`REPEAT_FIGURES`, each by its array form (:mod:`pipeline.metrics.arrayforms`): output and steady throughput
     (tok/s), duration and goodput duration (s), per-user throughput, TTFT and TPOT medians and p99s (s), and a static
     batch's prefill throughput and an open-loop point's send, schedule and achieved rates (req/s; empty lists for
     other points).  ``tpot``, ``streamed``: each request's TPOT (s) and where it has one."""
     a, repeats, key = arrays.requests, arrays.repeats, arrays.point
+    static = all(rep.batching == "static_batch" for rep in repeats)  # a static-batch point: its prefill figures
     tpot_all, has_tpot = tpot
     streamed_all, has_streamed = streamed
     out: dict[str, list[float | None]] = {name: [] for name in REPEAT_FIGURES}
@@ -219,7 +220,7 @@ def summarize_point(records: PointRecords | PointArrays, slo: dict[str, float | 
     not_sent = arrayforms.not_sent(a)
     static = all(rep.batching == "static_batch" for rep in repeats)
     per_repeat = _repeat_figures(arrays, measured, ok, (tpot_all, has_tpot), (streamed_all, has_streamed), ttft_all,
-                                 end_all, not_sent, static)
+                                 end_all, not_sent)
     med = {name: _med(values) for name, values in per_repeat.items()}  # each figure's median over repeats
     steps = [repeat_step_time(rep) for rep in repeats]
     step_time = _med(steps) if static else _median_or_none(streamed)
