@@ -35,6 +35,10 @@ client in turn against the same server:
   uvloop where installed, as the engines run it), again each paired with a minimal run; the minimal client always
   runs on asyncio's own loop, so the yardstick stays the standard library; the table and ``--json`` say which loop
   each side ran on;
+- httptools (only where ``httptools`` is installed; skipped with a message when absent): :func:`framed`, the raw
+  reader's protocol client with httptools' ``HttpResponseParser`` framing each read in place of the reader's own,
+  run after each pair; its tokens/s and CPU µs per token printed beside ours (the hand framing), so the two framings
+  can be compared before the reader is moved onto httptools;
 - GuideLLM (found as ``$GUIDELLM`` or ``guidellm`` on PATH; skipped with a message when
   absent): ``guidellm run`` with the concurrent profile at the same concurrency and the
   same request count (warm-up wave included, N + :func:`measured_requests`); figure = output tokens of
@@ -58,6 +62,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import shutil
@@ -419,6 +424,87 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def framed(url: str, concurrency: int, n_measured: int, output_tokens: int) -> tuple[float, float, float, str]:
+    """The minimal client's requests on asyncio's protocol API, as the load generator's raw reader reads
+    (``pipeline/loadgen/rawhttp.py``), with httptools' ``HttpResponseParser`` (llhttp, Node.js's parser) doing the
+    HTTP/1.1 framing in place of the raw reader's own: one ``perf_counter`` stamp per read in ``data_received``, the
+    body bytes llhttp hands back counted for content events by a byte search (with the 16-byte edge of the read
+    before), the request done at llhttp's message end; asyncio's own event loop, as the minimal client.  What the
+    framing would cost the raw reader on httptools, beside the ``ours`` figure (its hand framing).  Returns what
+    :func:`minimal` returns, the loop ``"asyncio+httptools"``."""
+    import httptools
+
+    host, port = url.split("//", 1)[1].split("/", 1)[0].split(":")
+    body = json.dumps({"model": "bench", "stream": True, "max_tokens": output_tokens, "ignore_eos": True,
+                       "messages": [{"role": "user", "content": "w0 w1 w2 w3"}]}).encode()
+    request = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % (host.encode(), len(body))) + body
+    n_total, chunks, sends, ends = concurrency + n_measured, [], [], []
+    state = {"next": 0, "done": 0}
+    all_done = asyncio.Event()
+    perf, mark = time.perf_counter, b'"content"'
+
+    class Framed(asyncio.Protocol):
+        def __init__(self) -> None:
+            self.parser = httptools.HttpResponseParser(self)
+            self.waiter: asyncio.Future | None = None
+            self.tail, self.events, self.now = b"", 0, 0.0
+
+        def connection_made(self, transport) -> None:
+            self.transport = transport
+
+        def data_received(self, data: bytes) -> None:
+            self.now, self.events = perf(), 0
+            self.parser.feed_data(data)  # on_body, on_message_complete run inside
+            chunks.append((self.now, self.events))
+
+        def on_body(self, part: bytes) -> None:
+            seen = self.tail + part
+            self.events += seen.count(mark) - self.tail.count(mark)
+            self.tail = seen[-16:]
+
+        def on_message_complete(self) -> None:
+            self.tail = b""
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_result(self.now)
+
+        def connection_lost(self, exc) -> None:
+            if self.waiter is not None and not self.waiter.done():
+                self.waiter.set_exception(ConnectionError("server closed the connection"))
+
+    async def slot() -> None:
+        loop = asyncio.get_running_loop()
+        transport, proto = await loop.create_connection(Framed, host, int(port))
+        while not all_done.is_set():
+            i = state["next"]
+            state["next"] += 1
+            proto.waiter = loop.create_future()
+            t_send = perf()
+            transport.write(request)
+            now = await proto.waiter
+            if concurrency <= i < n_total:
+                sends.append(t_send)
+                ends.append(now)
+                state["done"] += 1
+                if state["done"] >= n_measured:
+                    all_done.set()
+        transport.close()
+
+    async def run() -> None:
+        tasks = [asyncio.create_task(slot()) for _ in range(concurrency)]
+        await all_done.wait()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    asyncio.run(run())
+    cpu_s = time.process_time() - cpu0
+    cpu_frac = cpu_s / (time.perf_counter() - wall0)
+    return (delivered_tok_s(chunks, min(sends), max(ends)), cpu_frac, cpu_s / sum(k for _, k in chunks) * 1e6,
+            "asyncio+httptools")
+
+
 def _pinned(core: int, args: list[str], which: str = "ours") -> tuple[float, float, float, str]:
     """Run this script's ``client-<which>`` in a fresh process pinned to ``core``; (tokens/s, CPU fraction, CPU µs
     per token, the event loop it ran on)."""
@@ -437,8 +523,10 @@ def table(args: argparse.Namespace, samples: dict, arms: list[tuple[str, str]], 
     (transport, event loop), with the paired ratio and the loop each side ran on."""
     print(f"\nstreamed output tokens/s delivered in the measured window, client pinned to one core, median of "
           f"{args.repeats} (load average {load_before[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {n_cores} cores)")
+    framing = bool(samples.get("framed"))  # the httptools arm ran (httptools installed)
     print(f"{'concurrency':>11}  {'transport':>9}  {'loop ours':>14}  {'batchmark':>10}  {'minimal':>10}  {'ratio':>6}  "
-          f"{'CPU ours':>8}  {'CPU min':>7}  {'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>9}")
+          f"{'CPU ours':>8}  {'CPU min':>7}  {'µs/tok ours':>11}  {'µs/tok min':>10}  {'guidellm':>9}"
+          + (f"  {'httptools':>10}  {'µs/tok ht':>9}" if framing else ""))
     for conc in args.concurrency:
         g = statistics.median(samples["guidellm"][conc]) if samples["guidellm"].get(conc) else None
         for t, loop in arms:
@@ -450,9 +538,16 @@ def table(args: argparse.Namespace, samples: dict, arms: list[tuple[str, str]], 
             print(f"{conc:>11}  {t:>9}  {'/'.join(sorted(loops[f'ours-{arm}'])):>14}  {med['ours']:>10,.0f}  "
                   f"{med['minimal']:>10,.0f}  {ratio:>5.2f}x  {med['ours_cpu_fraction']:>8.0%}  "
                   f"{med['minimal_cpu_fraction']:>7.0%}  {med['ours_cpu_us_per_token']:>11.2f}  "
-                  f"{med['minimal_cpu_us_per_token']:>10.2f}  {(f'{g:,.0f}' if g else 'n/a'):>9}")
+                  f"{med['minimal_cpu_us_per_token']:>10.2f}  {(f'{g:,.0f}' if g else 'n/a'):>9}"
+                  + (f"  {statistics.median(samples['framed'][conc]):>10,.0f}  "
+                     f"{statistics.median(samples['framed_cpu_us_per_token'][conc]):>9.2f}" if framing else ""))
     minimal_loops = sorted(set().union(*(v for k, v in loops.items() if k.startswith("minimal-"))))
     print(f"event loops: batchmark as the row says; the minimal client {', '.join(minimal_loops)} (always asyncio's own)")
+    if framing:
+        print("httptools: the raw reader's protocol client with httptools' HttpResponseParser framing each read "
+              "(asyncio's own loop), beside ours (its hand framing); µs/tok: its CPU per token received")
+    else:
+        print("httptools: not installed: its columns are skipped (pip install httptools)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -461,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd")
     s = sub.add_parser("serve")
     s.add_argument("--port", type=int, required=True)
-    for name in ("client-ours", "client-minimal"):
+    for name in ("client-ours", "client-minimal", "client-framed"):
         c = sub.add_parser(name)
         c.add_argument("--core", type=int, default=0)
         c.add_argument("--url", required=True)
@@ -494,10 +589,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "serve":
         serve(args.port)
         return 0
-    if args.cmd in ("client-ours", "client-minimal"):
+    if args.cmd in ("client-ours", "client-minimal", "client-framed"):
         os.sched_setaffinity(0, {args.core})
         if args.cmd == "client-ours":
             print(*ours(args.url, args.concurrency, args.requests, args.output_tokens, args.transport, args.event_loop))
+        elif args.cmd == "client-framed":
+            print(*framed(args.url, args.concurrency, args.requests, args.output_tokens))
         else:
             print(*minimal(args.url, args.concurrency, args.requests, args.output_tokens))
         return 0
@@ -513,6 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     arms = [(t, loop) for t in args.transports for loop in args.event_loops]  # each ours run: transport, event loop
     loops: dict[str, set[str]] = {}  # the loop each side ran on, as the client said
     load_before = os.getloadavg()
+    has_httptools = importlib.util.find_spec("httptools") is not None  # the framing arm: only where installed
     try:
         for _ in range(100):
             try:
@@ -545,6 +643,12 @@ def main(argv: list[str] | None = None) -> int:
                     loops.setdefault(f"{which}-{arm}", set()).add(ran_on)
                     print(f"repeat {r + 1} c={conc} {which} ({transport}, {ran_on}) {v:,.0f} tok/s (client CPU "
                           f"{cpu:.0%} of wall, {us:.2f} µs/token)", file=sys.stderr)
+                if has_httptools:  # the httptools framing on the same server, right after the pair
+                    v, cpu, us, _ = _pinned(args.client_core, argv_c, "framed")
+                    samples.setdefault("framed", {}).setdefault(conc, []).append(v)
+                    samples.setdefault("framed_cpu_us_per_token", {}).setdefault(conc, []).append(us)
+                    print(f"repeat {r + 1} c={conc} httptools framing {v:,.0f} tok/s (client CPU {cpu:.0%} of wall, "
+                          f"{us:.2f} µs/token)", file=sys.stderr)
                 if args.guidellm:
                     try:
                         g = guidellm(args.guidellm, f"http://127.0.0.1:{port}", conc, n, args.output_tokens,
