@@ -180,7 +180,8 @@ def test_a_shared_prefix_begins_every_prompt_of_a_file(tmp_path):
                         "input_len": 5, "output_len": 8, "models": [{"name": "m", "served_name": "m"}],
                         "lengths": {"prompt_file": str(REPO / "tests" / "data" / "prompts" / "chat.jsonl"),
                                     "prefix_len": 3}})
-    reqs = point_requests(cfg, build_tokenizer(tmp_path / "tok"), streamrecord.Features(), 5, 8, 4, 0)
+    reqs = point_requests(cfg, build_tokenizer(tmp_path / "tok"), streamrecord.Features(),
+                          PointKey("m", "openai", 5, 8, 2), 4, 0)
     assert sorted(reqs.input_lens.tolist()) == [6, 7, 8, 10]
     assert [len(p.split()) for p in reqs.prompts] == reqs.input_lens.tolist()
     assert len({tuple(p.split()[:3]) for p in reqs.prompts}) == 1
