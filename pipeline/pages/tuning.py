@@ -210,7 +210,7 @@ def tuning_section(view: Any, model: str, max_failure_rate: float | None = None)
         "max_failure_rate", EXCLUSION_FAILURE_RATE)
     fronts = frontiers(summaries, rate)
     for f in fronts:
-        f["chart"] = frontier_chart(f)
+        f["chart"] = frontier_chart(f) if f["frontier"] else None  # nothing included: no chart of empty scales
         f["frontier_words"] = ", ".join(f"{p['variant']} at c = {p['concurrency']}" for p in f["frontier"]) or "empty"
     workloads = [w for w in view.workloads if w.model["model"] == model and w.points]
     curves = [curves_chart(model, i, o, [p for w in workloads if (w.model["input_len"], w.model["output_len"]) == (i, o)
