@@ -289,6 +289,7 @@ def test_explainers_only_render():
 RENAMES_OUTSIDE_RUNS = {
     "pipeline.machine.serverenv": "the server's virtual environment status file (.venv-vllm), no run",
     "pipeline.machine.modelfolders": "local model folders (data/model-folders/), no run",
+    "pipeline.machine.ggufmodels": "GGUF files inside the local model folders (data/model-folders/), no run",
     "pipeline.pages.downloads": "the site's downloads under the docs dir (copies of runs, never a run)",
 }
 
