@@ -136,6 +136,8 @@ def _add_tokenizer(w: Any, gguf: Any, folder: Path, vocab_size: int) -> None:
     w.add_token_types([gguf.TokenType.UNKNOWN] + [gguf.TokenType.NORMAL] * (vocab_size - 1))
     for add in (w.add_unk_token_id, w.add_bos_token_id, w.add_sep_token_id, w.add_pad_token_id, w.add_mask_token_id):
         add(0)  # llama.cpp's WordPiece defaults (ids 100–103) would name words; the unknown word stands for all
+    w.add_normalizer_lowercase(False)  # the words as they are (WordPiece's BERT default lowercases, strips accents)
+    w.add_normalizer_strip_accents(False)
     w.add_add_bos_token(False)
     w.add_add_sep_token(False)
     w.add_add_eos_token(False)
