@@ -9,11 +9,13 @@ llama.cpp's own ``convert_hf_to_gguf.py`` refuses the model folders' word-level 
   ``convert_hf_to_gguf.py``: ``token_embd``, ``blk.N.attn_q`` …, ``output``), Q and K rows permuted as it
   permutes them (``LlamaModel.permute``: Hugging Face's rotary halves → llama.cpp's interleaved pairs);
   1-D norm weights in F32, the matrices in F16 or BF16 (the source folder's bfloat16 bits kept as they are);
-- the tokenizer as llama.cpp's WordPiece (``tokenizer.ggml.model = bert``) with the folder's words, each with
-  WordPiece's word-start mark ``▁`` (``▁w00001`` …, ``<unk>`` at id 0): llama.cpp splits the text on
-  whitespace and looks each word up whole, so a prompt of N words is N tokens to the server as to the
-  client's tokenizer, and each generated token's text is `` w00042`` (a space and the word); no BOS,
-  no separator, no EOS, so every request generates exactly ``max_tokens`` as in the folder;
+- the tokenizer as llama.cpp's unigram one (``tokenizer.ggml.model = t5``, ``llm_tokenizer_ugm`` in
+  ``src/llama-vocab.cpp``) with the folder's words, each with SentencePiece's word-start mark ``▁`` (``▁w00001`` …,
+  ``<unk>`` at id 0): llama.cpp writes each space as ``▁`` (and one before the text) and segments it into whole
+  vocabulary entries, so a prompt of N words is N tokens to the server as to the client's tokenizer, and each
+  generated token's text is `` w00042`` (a space and the word); no BOS and no EOS are added (WordPiece, ``bert``,
+  would add its CLS and SEP to every prompt whatever the file says), the EOS id is the unknown word, which the load
+  generator's ``ignore_eos`` keeps from being sampled, so every request generates exactly ``max_tokens``;
 - ``Q8_0`` and ``Q4_K_M`` files made from the F16 one by ``llama-quantize`` (its type names).
 
 Files are made once beside the folder (``<folder>/<name>-<TYPE>.gguf``), through a temporary file renamed
@@ -35,7 +37,7 @@ from pipeline.core.errors import BatchmarkError
 WRITTEN = ("F16", "BF16")
 QUANTIZED = ("Q8_0", "Q4_K_M")
 GGUF_TYPES = WRITTEN + QUANTIZED
-WORD_START = "\u2581"  # WordPiece's word-start mark in llama.cpp's vocabularies (llama-vocab.cpp, WPM)
+WORD_START = "\u2581"  # SentencePiece's word-start mark in llama.cpp's vocabularies
 
 
 def _gguf_module(gguf_py: Path) -> Any:
@@ -126,21 +128,21 @@ def write_gguf(folder: Path, dest: Path, gguf_type: str, gguf_py: Path) -> Path:
 
 
 def _add_tokenizer(w: Any, gguf: Any, folder: Path, vocab_size: int) -> None:
-    """The folder's word vocabulary as llama.cpp's WordPiece tokenizer (module docstring)."""
+    """The folder's word vocabulary as llama.cpp's unigram tokenizer (module docstring)."""
     vocab = json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"]
     words = sorted(vocab, key=vocab.get)
     if len(words) != vocab_size or [vocab[t] for t in words] != list(range(vocab_size)):
         raise BatchmarkError(f"{folder / 'tokenizer.json'}: its vocabulary is not ids 0 … {vocab_size - 1}")
-    w.add_tokenizer_model("bert")
+    w.add_tokenizer_model("t5")  # llama.cpp's unigram tokenizer: the best segmentation of each word into whole tokens
     w.add_token_list([t if i == 0 else WORD_START + t for i, t in enumerate(words)])
+    w.add_token_scores([0.0] * vocab_size)
     w.add_token_types([gguf.TokenType.UNKNOWN] + [gguf.TokenType.NORMAL] * (vocab_size - 1))
-    for add in (w.add_unk_token_id, w.add_bos_token_id, w.add_sep_token_id, w.add_pad_token_id, w.add_mask_token_id):
-        add(0)  # llama.cpp's WordPiece defaults (ids 100–103) would name words; the unknown word stands for all
-    w.add_normalizer_lowercase(False)  # the words as they are (WordPiece's BERT default lowercases, strips accents)
-    w.add_normalizer_strip_accents(False)
+    for add in (w.add_unk_token_id, w.add_eos_token_id, w.add_pad_token_id):
+        add(0)  # the unknown word; the unigram defaults (EOS 1, unknown 2) would name words
     w.add_add_bos_token(False)
-    w.add_add_sep_token(False)
     w.add_add_eos_token(False)
+    w.add_add_space_prefix(True)  # "w00001 w00002" is read as "▁w00001▁w00002": two tokens
+    w.add_remove_extra_whitespaces(True)
 
 
 def quantize(src: Path, dest: Path, gguf_type: str, quantize_bin: Path, threads: int | None = None) -> Path:
