@@ -117,12 +117,15 @@ class LlamaCppBackend(VLLMBackend):
         from pipeline.cards.filesize import card_with_file_size
         from pipeline.cards.modelcards import ModelCard
         from pipeline.cards.servedformat import with_kv_cache
+        from pipeline.cards.weightformats import normalize_quant
 
         out = card_with_file_size(ModelCard.from_dict(card), self.gguf["file_bytes"],
                                   source=f"{card.get('source', '')}; served as GGUF {self.gguf.get('gguf_type')}")
-        out = replace(out, extra={**out.extra, "gguf_tensor_bytes": self.gguf["tensor_bytes"],
-                                  "gguf_tensor_types": self.gguf["tensor_types"], "gguf_type": self.gguf.get("gguf_type"),
-                                  "file_gib": self.gguf["file_bytes"] / 2**30})
+        gguf_type = self.gguf.get("gguf_type")
+        quant = normalize_quant(gguf_type) if gguf_type else out.quantization  # F16 → fp16, Q8_0 → q8_0
+        out = replace(out, quantization=quant, extra={
+            **out.extra, "gguf_tensor_bytes": self.gguf["tensor_bytes"], "gguf_tensor_types": self.gguf["tensor_types"],
+            "gguf_type": gguf_type, "file_gib": self.gguf["file_bytes"] / 2**30})
         kv = KV_NAMES.get(flag_value(cmd, "-ctk", "--cache-type-k") or "f16")
         return (with_kv_cache(out, kv) if kv else out).as_dict()
 

@@ -24,6 +24,7 @@ Expected values, each from llama-server's own figures rather than batchmark's:
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -101,6 +102,13 @@ def test_llamacpp_sweep_agrees_with_the_server_and_batched_bench(scratch_root, t
             assert ttft_sum_s >= grown["prompt_seconds_total"] > 0
     assert exact >= 1
     gguf = next((tmp_path / "model-folders").glob("tiny-*/tiny-F16.gguf"))
+    card = json.loads((run_dir / "models" / "tiny.json").read_text())
+    # tensor bytes counted by hand: embeddings and head 2 × 512 × 256 × 2 B; per layer q, o 256 × 256 × 2, k, v
+    # 128 × 256 × 2, gate, up, down 512 × 256 × 2, two norms 256 × 4; the final norm 256 × 4
+    per_layer = 2 * 131072 + 2 * 65536 + 3 * 262144 + 2 * 1024
+    assert card["extra"]["gguf_tensor_bytes"] == 2 * 262144 + 2 * per_layer + 1024 == 2888704
+    assert card["weight_bytes"] == card["extra"]["file_bytes"] == gguf.stat().st_size  # the file's size: what is read
+    assert card["quantization"] == "fp16" and card["extra"]["gguf_tensor_types"] == {"F16": 16, "F32": 5}
     _batched_bench_imports(gguf, tmp_path, scratch_root)
 
 
@@ -122,8 +130,6 @@ def _batched_bench_imports(gguf: Path, tmp_path: Path, scratch_root: Path) -> No
     run = import_run("llama-batched-bench", [out], "cpu", run_id="20260101T000000Z-bb", model="tiny",
                      runs_dir=scratch_root / "data" / "runs")
     assert read_run_json(run)["source"] == "imported:llama-batched-bench"
-    import json
-
     summaries = {s["concurrency"]: s for s in json.loads((run / "summaries.json").read_text())["points"]}
     assert sorted(summaries) == [1, 2]
     for b, s in summaries.items():  # S_TG = B·TG/T_TG (T_TG printed to 1 ms)

@@ -237,7 +237,8 @@ def test_every_backend_provides_the_protocol():
     named = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
              and n.module.startswith("pipeline.backends.") for a in n.names if a.name.endswith("Backend")]
     classes = [getattr(importlib.import_module(m), c) for m, c in named if c != "Backend"]
-    assert {c.__name__ for c in classes} >= {"TransformersBackend", "OpenAIBackend", "VLLMBackend", "SimulatedBackend"}
+    assert {c.__name__ for c in classes} >= {"TransformersBackend", "OpenAIBackend", "VLLMBackend", "LlamaCppBackend",
+                                             "SimulatedBackend"}
     for cls in classes:
         for n in methods:
             assert callable(getattr(cls, n, None)), (cls, n)
