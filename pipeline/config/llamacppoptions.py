@@ -7,7 +7,8 @@ between the slots), ``--batch-size`` / ``--ubatch-size`` (logical and physical b
 step), ``--flash-attn on|off|auto``, ``--cache-type-k`` / ``--cache-type-v`` (the KV cache's dtype: f32, f16, bf16,
 q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1; a quantized V cache needs flash attention), ``--threads``,
 ``--metrics`` (Prometheus ``/metrics``), ``--no-cache-prompt`` and ``--cache-ram 0`` (no prompt reuse between
-requests, as vLLM runs with prefix caching off).
+requests, as vLLM runs with prefix caching off), ``--no-repack`` (no extra weight layouts: the AMX one crashed on
+Q8_0 on this project's Intel Xeon machines with AMX-INT8, a segmentation fault in ``ggml_backend_amx_mul_mat``).
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ class LlamaCppOptions(ClientOptions, LlamaCppSettings):
 
     command: str = Field(
         default=("{server} --model {model} --alias {served_name} --host {host} --port {port} --seed {seed} --metrics"
-                 " --parallel {parallel} --ctx-size {ctx_size} --no-cache-prompt --cache-ram 0 --no-webui"),
+                 " --parallel {parallel} --ctx-size {ctx_size} --no-cache-prompt --cache-ram 0 --no-webui --no-repack"),
         description="Server command template; placeholders {server} {model} {served_name} {host} {port} {seed} "
-                    "{parallel} {ctx_size}; the settings (batch sizes, flash attention, KV types, threads) are appended")
+                    "{parallel} {ctx_size}; the settings (batch sizes, flash attention, KV types, threads) are appended. "
+                    "--no-repack: ggml's AMX kernels, which a native build enables on an AMX CPU, crashed llama-server "
+                    "(SIGSEGV in ggml_backend_amx_mul_mat) on Q8_0 here; a variant's args: [--repack] turns it back on")
     build: str = Field(default=".venv-llamacpp", description="The llama.cpp environment (made by `batchmark llamacpp-env`)")
     requirements: str = Field(default="config/llamacpp-cpu-requirements.txt",
                               description="File pinning the llama-cpp-python source llama.cpp is built from")

@@ -17,7 +17,8 @@ Expected values, each from llama-server's own figures rather than batchmark's:
 - the client's TTFTs of a repeat sum to at least the growth of ``llamacpp:prompt_seconds_total`` (the server's time
   in batches with prompt tokens, each inside the TTFT of the request whose prompt it evaluates);
 - a point whose closed loop sent cool-down requests (cancelled once the measured ones ended, decoded in part) grows
-  the counters by at most their lengths more; c = 1 sends none, so at least one point agrees exactly;
+  the counters by at most their lengths more; c = 1 sends none, so one point of each model agrees exactly;
+- the same for llama-quantize's Q8_0 of that file, whose card counts 34 bytes per block of 32 weights;
 - llama-batched-bench on the same GGUF at B = 1, 2 (TG = 256) imports (``pipeline/importers/llama_batched_bench.py``) as points
   whose output throughput is its S_TG = B·TG/T_TG, checked against the T_TG of the file.
 """
@@ -72,12 +73,13 @@ def test_llamacpp_sweep_agrees_with_the_server_and_batched_bench(scratch_root, t
         "name": "real-llamacpp", "hardware": "cpu", "backend": "llamacpp", "input_len": INPUT_LEN,
         "output_len": OUTPUT_LEN, "concurrency": [1, 2, 4], "repeats": 1, "stop_after_weak_doublings": 0,
         "llamacpp": {"build": str(ENV), "requests_per_point": 4, "health_timeout_s": 60, "timeout_s": 60},
-        "models": [{"name": "tiny", "architecture": TINY_LLAMA, "gguf_type": "F16"}]})
+        "models": [{"name": "tiny", "architecture": TINY_LLAMA, "gguf_type": "F16"},
+                   {"name": "tiny-q8", "architecture": TINY_LLAMA, "gguf_type": "Q8_0"}]})
     run_dir = scratch_root / "data" / "runs" / "real-llamacpp"
     sweep.run_sweep(cfg, run_dir, progress=False)
 
-    points = sorted(pointfiles.load_points(run_dir), key=lambda p: p.point.concurrency)
-    assert [p.point.concurrency for p in points] == [1, 2, 4]
+    points = sorted(pointfiles.load_points(run_dir), key=lambda p: (p.point.model, p.point.concurrency))
+    assert [(p.point.model, p.point.concurrency) for p in points] == [(m, c) for m in ("tiny", "tiny-q8") for c in (1, 2, 4)]
     assert {p.point.engine for p in points} == {"llama.cpp"}
     exact = 0
     for p in points:
@@ -100,7 +102,7 @@ def test_llamacpp_sweep_agrees_with_the_server_and_batched_bench(scratch_root, t
             assert (grown["tokens_predicted_total"], grown["prompt_tokens_total"]) == (out_sum, in_sum)
             ttft_sum_s = sum(r.first_token_s - r.sent_s for r in reqs)
             assert ttft_sum_s >= grown["prompt_seconds_total"] > 0
-    assert exact >= 1
+    assert exact >= 2  # c = 1 of each model
     gguf = next((tmp_path / "model-folders").glob("tiny-*/tiny-F16.gguf"))
     card = json.loads((run_dir / "models" / "tiny.json").read_text())
     # tensor bytes counted by hand: embeddings and head 2 × 512 × 256 × 2 B; per layer q, o 256 × 256 × 2, k, v
@@ -109,6 +111,10 @@ def test_llamacpp_sweep_agrees_with_the_server_and_batched_bench(scratch_root, t
     assert card["extra"]["gguf_tensor_bytes"] == 2 * 262144 + 2 * per_layer + 1024 == 2888704
     assert card["weight_bytes"] == card["extra"]["file_bytes"] == gguf.stat().st_size  # the file's size: what is read
     assert card["quantization"] == "fp16" and card["extra"]["gguf_tensor_types"] == {"F16": 16, "F32": 5}
+    q8 = json.loads((run_dir / "models" / "tiny-q8.json").read_text())  # llama-quantize's Q8_0 of the same file
+    assert q8["quantization"] == "q8_0" and q8["extra"]["gguf_tensor_types"] == {"F32": 5, "Q8_0": 16}
+    # Q8_0 stores 34 bytes per 32 weights (a 2-byte scale each block): the matrices' F16 bytes × 34 / 64
+    assert q8["extra"]["gguf_tensor_bytes"] == (2888704 - 5 * 1024) * 34 // 64 + 5 * 1024
     _batched_bench_imports(gguf, tmp_path, scratch_root)
 
 
