@@ -3,6 +3,7 @@
 #   snakemake --cores all                                   # measure config/vllm-cpu.yaml (real vLLM), build the site
 #   snakemake --cores all --configfile config/transformers-cpu.yaml   # in-process static batches, no server
 #   snakemake --cores all --configfile config/spark.yaml    # another sweep config
+#   snakemake --cores all --configfile config/llamacpp-cpu.yaml   # llama.cpp's llama-server (built once), GGUFs
 #   snakemake --cores 1 committed                           # site from the runs in data/runs/ alone, no measuring
 #   snakemake --cores all --config fresh=1                  # measure again into a new run
 #   snakemake --profile profiles/slurm --configfile …       # each model a Slurm job (README: "On a cluster")
@@ -65,6 +66,8 @@ GUIDE = sorted(str(p) for p in Path("docs").rglob("*.md"))  # the Guide tab and 
 # explainers only when it exists, stored as a run under data/reference/ by the reference rule.
 REFERENCE_SRC = "../shared/reference/llamacpp-dgx-spark-batched-bench.md"
 REFERENCE = ["data/reference/reference-dgx-spark-llamacpp/analysis.json"] if Path(REFERENCE_SRC).is_file() else []
+# A llamacpp sweep's parts need llama.cpp built once for this machine (`batchmark llamacpp-env`, minutes); others none.
+LLAMACPP_ENV = [f"{SWEEP.llamacpp.build}/batchmark-env.json"] if SWEEP.backend == "llamacpp" else []
 REFERENCE_ARGS = " ".join(f"--reference {shlex.quote(str(Path(r).parent))}" for r in REFERENCE)
 
 envvars: "BATCHMARK_RUN_ID"
@@ -92,13 +95,19 @@ onsuccess:
 
 
 rule part:
-    input: ancient(CONFIG_PATH)  # content, not mtime, decides: a changed config gets a new RUN_ID
+    input: config=ancient(CONFIG_PATH), env=ancient(LLAMACPP_ENV)  # content, not mtime, decides: a changed config gets a new RUN_ID
     output: "data/runs/.parts/{run}/{part}/points.json"
     params: model=lambda w: PARTS[w.part]
     threads: part_threads(SWEEP, workflow.resource_settings.cores)  # locally the measurement owns the machine (and OMP_NUM_THREADS)
     resources: **PART_RESOURCES
     retries: SWEEP.cluster.retries  # a retry resumes the part's finished points
-    shell: "{BATCHMARK} sweep --config {input:q} --run-id {wildcards.run:q} --model={params.model:q} --pointer"
+    shell: "{BATCHMARK} sweep --config {input.config:q} --run-id {wildcards.run:q} --model={params.model:q} --pointer"
+
+
+if LLAMACPP_ENV:
+    rule llamacpp_env:
+        output: LLAMACPP_ENV[0]
+        shell: "{BATCHMARK} llamacpp-env --out {SWEEP.llamacpp.build:q} --requirements {SWEEP.llamacpp.requirements:q}"
 
 
 # Once complete, the run is an input as it is (no rule makes it, so nothing can re-make it), however

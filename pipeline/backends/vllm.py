@@ -123,6 +123,7 @@ class VLLMBackend(ServedBackend):
     name = "vllm"
     serving_engine = "vllm"
     opts: VLLMOptions  # the config's ``vllm:`` block (the served base holds any client's options)
+    options_field = "vllm"  # the config block of its options, named in errors
 
     def __init__(self, cfg: SweepConfig):
         super().__init__(cfg, cfg.vllm)
@@ -202,7 +203,7 @@ class VLLMBackend(ServedBackend):
                                          start_new_session=True, env=env)
         except OSError as exc:
             self._close_log()
-            raise BatchmarkError(f"vllm.command: cannot start {cmd[0]!r} ({exc.strerror})") from None
+            raise BatchmarkError(f"{self.options_field}.command: cannot start {cmd[0]!r} ({exc.strerror})") from None
         deadline = time.monotonic() + self.opts.health_timeout_s
         while True:
             rc = self.proc.poll()
@@ -216,7 +217,7 @@ class VLLMBackend(ServedBackend):
                 break
             if time.monotonic() > deadline:
                 self.stop()
-                raise BatchmarkError(f"vllm.health_timeout_s: server for {spec.name} not healthy after "
+                raise BatchmarkError(f"{self.options_field}.health_timeout_s: server for {spec.name} not healthy after "
                                      f"{self.opts.health_timeout_s:g} s; {self.log_path} ends: {log_tail(self.log_path, secrets=self.secrets)}")
             time.sleep(0.25)
         version = None

@@ -11,9 +11,7 @@ infinities are refused; a key given twice in one mapping is refused with its lin
 from __future__ import annotations
 
 import hashlib
-import math
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,10 +22,12 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pipeline.config.options import (DEPRECATED_SLO_KEYS, SLO, SLO_METRICS, UNSET_CLIENT_KEYS, Adaptive, ClusterOptions,
                                     OpenAIOptions, OpenLoop, StrictModel, TransformersOptions, VLLMOptions, migrate_engine_key, migrate_slo_keys)
 from pipeline.config.variants import Shape, Variant, baseline_variants, check_variants
+from pipeline.config.llamacppoptions import GGUF_TYPE, LlamaCppOptions, refuse_models, refuse_vllm_settings
 from pipeline.config.tracefile import refuse_unsendable_workload
 from pipeline.config.workload import Lengths, refuse_beyond_context
 from pipeline.core import scrub
 from pipeline.core.errors import BatchmarkError
+from pipeline.config.durations import DURATION, parse_duration  # noqa: F401  (importable from here)
 from pipeline.core.textfiles import UniqueKeyLoader, load_yaml_text, read_text_file  # noqa: F401  (importable from here)
 
 
@@ -64,6 +64,8 @@ class ModelSpec(StrictModel):
     served: ServedFormat | None = Field(
         default=None, description="What the engine serves per tensor group (embeddings, attention, mlp, experts, head), KV "
                                   "dtype, file_gib; absent: the engine's default here (pipeline.cards.servedformat)")
+    gguf_type: GGUF_TYPE | None = Field(default=None, description="llamacpp backend: the GGUF type its architecture is "
+                                        "served in (F16 by default; Q8_0 and Q4_K_M made by llama-quantize)")
 
     @field_validator("architecture")
     @classmethod
@@ -103,9 +105,10 @@ class SweepConfig(StrictModel):
     name: str = Field(description="Config name; part of the run's provenance (at most 128 characters: it names the "
                                   "checkout's pointer file)", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=128)
     hardware: str = Field(description="Hardware profile name in data/hardware/")
-    backend: Literal["transformers", "vllm", "openai", "simulated"] = Field(
+    backend: Literal["transformers", "vllm", "llamacpp", "openai", "simulated"] = Field(
         default="transformers", description="How batchmark gets the tokens: transformers (in process), vllm (starts a "
-                                            "vLLM server), openai (an endpoint already running), simulated (virtual time)")
+                                            "vLLM server), llamacpp (starts llama-server on a GGUF), openai (an "
+                                            "endpoint already running), simulated (virtual time)")
     models: list[ModelSpec] = Field(min_length=1)
     input_len: int = Field(default=64, gt=0, le=10_000_000, description="Prompt tokens per request (nominal)")
     output_len: int = Field(default=32, gt=1, le=10_000_000, description="Generated tokens per request (nominal)")
@@ -140,6 +143,7 @@ class SweepConfig(StrictModel):
     transformers: TransformersOptions = TransformersOptions()
     openai: OpenAIOptions = OpenAIOptions()
     vllm: VLLMOptions = VLLMOptions()
+    llamacpp: LlamaCppOptions = LlamaCppOptions()
     simulated: SimulatedOptions = SimulatedOptions()
     cluster: ClusterOptions = ClusterOptions()
     budget: str | float | None = Field(default=None, description="Time the sweep may take on the hardware (8h, 90m, 1h30m, "
@@ -201,7 +205,8 @@ class SweepConfig(StrictModel):
         """The serving engine the config states, the point keys' ``engine`` where no server is asked (a plan): the
         backend's own, and for ``openai`` its ``openai.engine`` (``openai``: not stated; the sweep asks the server,
         :mod:`pipeline.backends.endpointkind`)."""
-        return (self.openai.engine or "openai") if self.backend == "openai" else self.backend
+        return (self.openai.engine or "openai") if self.backend == "openai" else {"llamacpp": "llama.cpp"}.get(
+            self.backend, self.backend)
 
     def shapes(self) -> list[Shape]:
         """The workload shapes in the config's order (``workloads``, else the one of ``input_len``/``output_len``)."""
@@ -238,8 +243,11 @@ class SweepConfig(StrictModel):
                     and self.variants is None):  # a tuning run compares a cap below the grid with one above it
                 raise ValueError(f"vllm.max_num_seqs = {self.vllm.max_num_seqs} is below the largest concurrency "
                                  f"{max(self.concurrency)}; the server would queue requests")
-        if self.backend in ("openai", "vllm"):
-            opts = self.openai if self.backend == "openai" else self.vllm
+        elif self.backend == "llamacpp":
+            refuse_models(self)
+            refuse_vllm_settings(self.variants)
+        if self.backend in ("openai", "vllm", "llamacpp"):
+            opts = getattr(self, self.backend)
             if opts.requests_per_point is not None and opts.requests_per_point < self.max_in_flight():
                 # c = 32 with 4 requests measured 312 tok/s where the server does 1685.8
                 raise ValueError(f"{self.backend}.requests_per_point = {opts.requests_per_point} is below the largest "
@@ -263,14 +271,19 @@ class SweepConfig(StrictModel):
         for client, key, unset in UNSET_CLIENT_KEYS:
             if data[client].get(key) == unset:  # unset (an endpoint's engine, a transport chosen by URL): as before
                 data[client].pop(key, None)
-        if self.backend != "simulated":  # absent = as before it existed: other configs keep their digest
-            data.pop("simulated", None)
+        for backend in ("simulated", "llamacpp"):  # absent = as before it existed: other configs keep their digest
+            if self.backend != backend:
+                data.pop(backend, None)
+        for m in data["models"]:
+            if m.get("gguf_type") is None:
+                m.pop("gguf_type", None)
         for k in ("open_loop", "slo", "budget", "workloads", "variants", "lengths"):  # absent = as before they existed
             if data.get(k) is None:
                 data.pop(k, None)
         for v in data.get("variants") or []:  # a variant's unset prefix_caching: as before it existed
-            if v.get("prefix_caching") is None:
-                v.pop("prefix_caching", None)
+            for k in ("prefix_caching", "llamacpp"):
+                if v.get(k) is None:
+                    v.pop(k, None)
         if data.get("adaptive") and data["adaptive"].get("frontier_points") is None:
             data["adaptive"].pop("frontier_points", None)  # absent = as before it existed: an adaptive run resumes
         slo = data.get("slo")
@@ -279,33 +292,6 @@ class SweepConfig(StrictModel):
             data["slo"] = {old: slo[new] for old, (new, _) in DEPRECATED_SLO_KEYS.items()}
         blob = json.dumps(scrub.redact_tree(data), sort_keys=True).encode()  # as published: the digest is no key oracle
         return hashlib.sha256(blob).hexdigest()[:12]
-
-
-DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*d)?\s*(?:(\d+(?:\.\d+)?)\s*h)?\s*(?:(\d+(?:\.\d+)?)\s*m(?:in)?)?"
-                       r"\s*(?:(\d+(?:\.\d+)?)\s*s)?\s*$")
-
-
-def parse_duration(text: str | float | int, field_name: str = "budget") -> float:
-    """Seconds of a duration: ``8h``, ``90m``, ``1h30m``, ``2d``, ``3600s`` or a bare number of seconds.
-
-    Raises:
-        BatchmarkError: not a positive duration (the field is named).
-    """
-    if isinstance(text, bool):
-        raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
-    if isinstance(text, str) and re.fullmatch(r"\s*\d+(?:\.\d+)?\s*", text):  # "3600" (the CLI's --budget 3600)
-        text = float(text)
-    if isinstance(text, (int, float)):
-        seconds = float(text)
-    else:
-        m = DURATION.match(str(text))
-        if not m or not any(m.groups()):
-            raise BatchmarkError(f"{field_name}: {text!r} is not a duration (e.g. 8h, 90m, 1h30m)")
-        d, h, mi, s = (float(g) if g else 0.0 for g in m.groups())
-        seconds = d * 86400 + h * 3600 + mi * 60 + s
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise BatchmarkError(f"{field_name}: {text!r} must be a positive duration")
-    return seconds
 
 
 def _format_error(path: Path | str, err: ValidationError, renamed: dict[str, str] | None = None) -> str:

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from pipeline.config.llamacppoptions import LlamaCppSettings, with_settings
 from pipeline.config.options import StrictModel
 from pipeline.config.workload import server_len
 from pipeline.core.records import DEFAULT_VARIANT
@@ -67,6 +68,8 @@ class Variant(StrictModel):
     enforce_eager: bool = Field(default=False, description="vLLM --enforce-eager (no CUDA graphs)")
     prefix_caching: bool | None = Field(default=None, description="vLLM --enable-prefix-caching (true) or "
                                         "--no-enable-prefix-caching (false); unset: the command's own (off by default)")
+    llamacpp: LlamaCppSettings | None = Field(default=None, description="llama-server's settings (the llamacpp "
+                                              "backend): parallel, batch sizes, flash attention, KV types, threads")
     args: list[str] = Field(default_factory=list, description="Further server flags, appended to the command")
     env: dict[str, str] = Field(default_factory=dict, description="Further environment variables of the server")
     concurrency: list[int] | None = Field(default=None, min_length=1,
@@ -158,7 +161,10 @@ def variant_options(cfg, v: Variant) -> dict[str, Any]:
         "max_num_batched_tokens": v.max_num_batched_tokens or sm.max_num_batched_tokens,
         "block_size": v.block_size or sm.block_size,
         "max_model_len": sm.max_model_len or (longest if sized else None)})
-    return {"vllm": vllm, "simulated": sim, "concurrency": list(v.concurrency or cfg.concurrency)}
+    lc = with_settings(cfg.llamacpp, v.llamacpp)
+    lc = lc.model_copy(update={"max_model_len": lc.max_model_len or (longest if sized else None),
+                               "extra_args": list(lc.extra_args) + list(v.args), "env": {**lc.env, **v.env}})
+    return {"vllm": vllm, "simulated": sim, "llamacpp": lc, "concurrency": list(v.concurrency or cfg.concurrency)}
 
 
 def check_variants(cfg) -> None:
@@ -173,12 +179,14 @@ def check_variants(cfg) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ValueError(f"variants: duplicate name(s) {dup}")
-    opts = {"openai": cfg.openai, "vllm": cfg.vllm}.get(cfg.backend)
+    opts = {"openai": cfg.openai, "vllm": cfg.vllm, "llamacpp": cfg.llamacpp}.get(cfg.backend)
     rpp = opts.requests_per_point if opts is not None else None
     for i, v in enumerate(cfg.variants):
         if i and v.name == DEFAULT_VARIANT:  # its server and card go by the model's own name, the baseline's
             raise ValueError(f"variants[{i}].name: {DEFAULT_VARIANT!r} names the baseline's server and model card; "
                              "name this variant otherwise, or list it first (as the baseline)")
+        if v.llamacpp is not None and cfg.backend != "llamacpp":
+            raise ValueError(f"variants[{i}].llamacpp ({v.name}): llama-server's settings, read by the llamacpp backend only")
         if v.workloads is not None:
             shapes = [(w.input_len, w.output_len) for w in v.workloads]
             if len(set(shapes)) != len(shapes):

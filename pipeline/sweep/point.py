@@ -159,7 +159,7 @@ def ensure_loaded(sweep: SweepState, walk: ModelWalk) -> None:
     nor part of the points' ETA)."""
     if walk.loaded:
         return
-    what = "server start to healthy" if sweep.cfg.backend == "vllm" else "loading the model"
+    what = "server start to healthy" if sweep.cfg.backend in ("vllm", "llamacpp") else "loading the model"
     with sweep.display.phase(f"{walk.name}: {what}"):
         walk.loaded = load_model(sweep.backend, walk.spec, sweep.run_dir, sweep.variant,
                                  baseline=sweep.variant == sweep.cfg.variant_list()[0].name)

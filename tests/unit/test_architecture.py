@@ -237,7 +237,8 @@ def test_every_backend_provides_the_protocol():
     named = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module
              and n.module.startswith("pipeline.backends.") for a in n.names if a.name.endswith("Backend")]
     classes = [getattr(importlib.import_module(m), c) for m, c in named if c != "Backend"]
-    assert {c.__name__ for c in classes} >= {"TransformersBackend", "OpenAIBackend", "VLLMBackend", "SimulatedBackend"}
+    assert {c.__name__ for c in classes} >= {"TransformersBackend", "OpenAIBackend", "VLLMBackend", "LlamaCppBackend",
+                                             "SimulatedBackend"}
     for cls in classes:
         for n in methods:
             assert callable(getattr(cls, n, None)), (cls, n)
@@ -289,6 +290,7 @@ def test_explainers_only_render():
 RENAMES_OUTSIDE_RUNS = {
     "pipeline.machine.serverenv": "the server's virtual environment status file (.venv-vllm), no run",
     "pipeline.machine.modelfolders": "local model folders (data/model-folders/), no run",
+    "pipeline.machine.ggufmodels": "GGUF files inside the local model folders (data/model-folders/), no run",
     "pipeline.pages.downloads": "the site's downloads under the docs dir (copies of runs, never a run)",
 }
 
