@@ -27,7 +27,7 @@ from typing import Any
 from pipeline.backends.served import ServedBackend, served_card
 from pipeline.backends.serverproc import format_command
 from pipeline.backends.vllm import VLLMBackend
-from pipeline.config.llamacppoptions import KV_NAMES, setting_flags
+from pipeline.config.llamacppoptions import KV_NAMES, LlamaCppOptions, setting_flags
 from pipeline.config.sweepconfig import ModelSpec, SweepConfig
 from pipeline.config.workload import server_len
 from pipeline.core.errors import BatchmarkError
@@ -52,6 +52,7 @@ class LlamaCppBackend(VLLMBackend):
     name = "llamacpp"
     serving_engine = "llama.cpp"
     options_field = "llamacpp"
+    opts: LlamaCppOptions  # type: ignore[assignment]  # the config's ``llamacpp:`` block, in place of vLLM's
 
     def __init__(self, cfg: SweepConfig):
         ServedBackend.__init__(self, cfg, cfg.llamacpp)
@@ -59,7 +60,7 @@ class LlamaCppBackend(VLLMBackend):
         if not ok:
             raise BatchmarkError(f"llamacpp.build: the llama.cpp environment cannot run here: {why}")
         self.env_status: dict[str, Any] = read_status(cfg.llamacpp.build) or {}
-        self.served_dtype, self.dtype_why, self.gpu_memory_utilization = None, None, None
+        self.served_dtype, self.dtype_why, self.gpu_memory_utilization = None, None, None  # type: ignore[assignment]
         self.proc = self.port = self.log_path = self._log_fh = self.crashed = self.api_key = None
         self.servers: dict[str, dict[str, Any]] = {}
         self.secrets: tuple[str, ...] = ()
@@ -86,7 +87,7 @@ class LlamaCppBackend(VLLMBackend):
         from pipeline.machine.ggufmodels import gguf_file
         from pipeline.machine.modelfolders import build_model_folder
 
-        folder = build_model_folder(spec.name, spec.architecture, self.opts.model_dtype, self.cfg.seed)
+        folder = build_model_folder(spec.name, spec.architecture or {}, self.opts.model_dtype, self.cfg.seed)
         path = gguf_file(folder, spec.name, spec.gguf_type or "F16", resolve(self.opts.build))
         return spec.model_copy(update={"path": str(path), "served_name": spec.served_name or spec.name}), str(folder)
 
@@ -99,10 +100,10 @@ class LlamaCppBackend(VLLMBackend):
         from pipeline.machine.ggufmodels import gguf_bytes
 
         served, tokenizer = self._gguf_spec(spec)
-        self.gguf = {**gguf_bytes(Path(served.path), resolve(self.opts.build) / "gguf-py"),
+        self.gguf = {**gguf_bytes(Path(str(served.path)), resolve(self.opts.build) / "gguf-py"),
                      "gguf_type": spec.gguf_type or ("F16" if spec.path is None else None)}
         self.start(served)
-        self.servers[server_key(spec.name, self.variant_name)]["limits"] = self.limits(self.command_for(served, self.port))
+        self.servers[server_key(spec.name, self.variant_name)]["limits"] = self.limits(self.command_for(served, int(self.port or 0)))
         try:
             self._prepare(served.model_copy(update={"path": tokenizer}), "llamacpp")
         except BaseException:
@@ -110,7 +111,7 @@ class LlamaCppBackend(VLLMBackend):
             raise
         card = served_card(spec.model_copy(update={"path": tokenizer}), tokenizer, self.card_reasons, "llama.cpp",
                            self.cfg.hardware)
-        return None if card is None else self.file_card(card, self.command_for(served, self.port))
+        return None if card is None else self.file_card(card, self.command_for(served, int(self.port or 0)))
 
     def file_card(self, card: dict[str, Any], cmd: list[str]) -> dict[str, Any]:
         """``card`` pinned to the served GGUF's size, its tensor bytes and types in ``extra``, the KV dtype of ``cmd``."""
