@@ -46,7 +46,7 @@ TINY_LLAMA = {"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "int
               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
               "max_position_embeddings": 512, "tie_word_embeddings": False}
 INPUT_LEN, OUTPUT_LEN = 16, 8
-BENCH_TG = 256
+BENCH_TG = 1024
 
 
 @pytest.fixture(autouse=True)
@@ -130,9 +130,11 @@ def _batched_bench_imports(gguf: Path, tmp_path: Path, scratch_root: Path) -> No
     from pipeline.store.runs import read_run_json
 
     out = tmp_path / "batched-bench.txt"
-    # TG = 256: T_TG is printed to 1 ms, and this model decodes a token in a fraction of one (8 tokens read as
-    # 8000 tok/s against S_TG 8979, which the importer rightly refuses); at 256 the rounding is under 1 %
-    res = subprocess.run([str(llamacppenv.binary(ENV, "llama-batched-bench")), "-m", str(gguf), "-c", "1024",
+    # TG = 1,024: T_TG is printed to 1 ms, and this model decodes a token in a fraction of one (8 tokens read as
+    # 8000 tok/s against S_TG 8979, which the importer rightly refuses; at 256 a quiet machine's B = 2 took about
+    # 30 ms, 3 % of rounding, and was refused too); at 1,024 B = 2 takes over 100 ms, the rounding under 1 %.
+    # The context holds both sequences: 2 × (16 + 1,024) = 2,080 of 4,096 tokens
+    res = subprocess.run([str(llamacppenv.binary(ENV, "llama-batched-bench")), "-m", str(gguf), "-c", "4096",
                           "-npp", str(INPUT_LEN), "-ntg", str(BENCH_TG), "-npl", "1,2"],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
