@@ -271,7 +271,7 @@ def ours(url: str, concurrency: int, n_measured: int, output_tokens: int,
 
     out = {}
 
-    async def run() -> None:  # the result kept aside: asyncio.run reprs its main task's result on exit (python/cpython#112559)
+    async def run() -> None:  # the result kept aside: asyncio.run reprs its main task's result on exit (https://github.com/python/cpython/issues/112559)
         async with loadgen.make_session(concurrency, transport=transport) as session:
             t0 = time.perf_counter()
             out["res"] = await loadgen.closed_loop(session, target, bodies, concurrency, concurrency, t0)

@@ -34,6 +34,8 @@ def lines(n: int, seed: int = 7) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Write ``--lines`` prompts (default 24) to ``--out`` (default data/prompts/cpu-words.jsonl) as JSON Lines:
+    per line ``prompt`` (words), ``output_len`` and vLLM's ``output_tokens`` (tokens); 0 on success."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=24)
     ap.add_argument("--out", default=str(ROOT / "data" / "prompts" / "cpu-words.jsonl"))

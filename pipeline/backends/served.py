@@ -285,7 +285,7 @@ class ServedBackend:
         async def main() -> None:  # the records kept aside: the runner formats its main task's result on exit since
             out.append(await self._measure_async(key, repeats, n_warm, n_meas, bodies, target, meta))  # Python 3.11
 
-        eventloop.run(main(), loop)  # (python/cpython#112559; 2 s of CPU for the repr of a point of 800,000 tokens)
+        eventloop.run(main(), loop)  # (https://github.com/python/cpython/issues/112559; 2 s of CPU for the repr of a point of 800,000 tokens)
         reps = out[0]
         return PointRecords(point=key, repeats=reps, meta=meta)
 

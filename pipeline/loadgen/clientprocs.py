@@ -151,7 +151,7 @@ def _work(job: Job, pipe: Any) -> None:
 
     out: list = []
 
-    async def keep() -> None:  # the result kept aside (python/cpython#112559, as ServedBackend.measure does)
+    async def keep() -> None:  # the result kept aside (https://github.com/python/cpython/issues/112559, as ServedBackend.measure does)
         out.append(await main())
 
     eventloop.run(keep(), job.event_loop)

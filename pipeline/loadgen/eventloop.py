@@ -54,7 +54,7 @@ def run(main: Coroutine[Any, Any, T], choice: EventLoop = "auto") -> T:
     """Run ``main`` to its end on a new loop of ``choice`` (:func:`loop_name`), as :func:`asyncio.run` does.
 
     Its result passes through the loop's main task, whose repr Python 3.11's runner may format on exit
-    (python/cpython#112559): a caller with a large result keeps it aside instead (``ServedBackend.measure``).
+    (https://github.com/python/cpython/issues/112559): a caller with a large result keeps it aside instead (``ServedBackend.measure``).
 
     Raises:
         BatchmarkError: as :func:`loop_name`.

@@ -3,7 +3,7 @@
 Two things pinned here: ``event_loop`` chooses the loop the point measures on and the point's meta names it (uvloop
 where installed, asyncio's own otherwise or when asked), and a point's records never pass through the runner's main
 task.  Fault kind of the second: Python 3.11's runner formats the repr of its main task — its result included — in
-``signal.getsignal`` when it restores the SIGINT handler (python/cpython#112559); returned from the main coroutine, a
+``signal.getsignal`` when it restores the SIGINT handler (https://github.com/python/cpython/issues/112559); returned from the main coroutine, a
 point of 800,000 tokens cost 2 s of CPU in that repr, after every point.
 """
 
@@ -79,7 +79,7 @@ class _Engine(served.ServedBackend):
 
 
 class _Counted(RepeatRecord):
-    """A repeat that counts how often its repr is made (the symptom of python/cpython#112559)."""
+    """A repeat that counts how often its repr is made (the symptom of https://github.com/python/cpython/issues/112559)."""
 
     reprs = 0
 
