@@ -68,6 +68,10 @@ REFERENCE_SRC = "../shared/reference/llamacpp-dgx-spark-batched-bench.md"
 REFERENCE = ["data/reference/reference-dgx-spark-llamacpp/analysis.json"] if Path(REFERENCE_SRC).is_file() else []
 # A llamacpp sweep's parts need llama.cpp built once for this machine (`batchmark llamacpp-env`, minutes); others none.
 LLAMACPP_ENV = [f"{SWEEP.llamacpp.build}/batchmark-env.json"] if SWEEP.backend == "llamacpp" else []
+# A llamacpp config's GGUF files also go through llama-batched-bench (static batches at its shapes and concurrencies),
+# imported as a run of their own beside the sweep; the tables file is the rule's output (the import claims its folder).
+STATIC = [f"{RUN_ID}-bb"] if LLAMACPP_ENV else []
+STATIC_TABLES = [f"data/batched-bench/{r}.txt" for r in STATIC]
 REFERENCE_ARGS = " ".join(f"--reference {shlex.quote(str(Path(r).parent))}" for r in REFERENCE)
 
 envvars: "BATCHMARK_RUN_ID"
@@ -85,7 +89,7 @@ localrules: all, reference, pages, site, committed
 # Snakemake takes the run's missing files for intermediates it need not make.  A missing or incomplete run is thus
 # always measured (then its newer analysis re-makes the pages); a complete one is present and plans nothing.
 rule all:
-    input: f"data/runs/{RUN_ID}/run.json", f"data/runs/{RUN_ID}/analysis.json", "site/index.html"
+    input: f"data/runs/{RUN_ID}/run.json", f"data/runs/{RUN_ID}/analysis.json", STATIC_TABLES, "site/index.html"
 
 
 # The workflow ends with one line: the run, its verdict and main reason, how to see it, the site.
@@ -108,6 +112,11 @@ if LLAMACPP_ENV:
     rule llamacpp_env:
         output: LLAMACPP_ENV[0]
         shell: "{BATCHMARK} llamacpp-env --out {SWEEP.llamacpp.build:q} --requirements {SWEEP.llamacpp.requirements:q}"
+
+    rule batched_bench:
+        input: config=ancient(CONFIG_PATH), env=ancient(LLAMACPP_ENV)
+        output: STATIC_TABLES
+        shell: "{BATCHMARK} batched-bench --config {input.config:q} --run-id {STATIC[0]:q}"
 
 
 # Once complete, the run is an input as it is (no rule makes it, so nothing can re-make it), however
@@ -149,8 +158,9 @@ rule pages:
         GUIDE,
         MODEL_CARDS,
         REFERENCE,
+        STATIC_TABLES,
     output: PAGES
-    params: runs=OTHERS + [RUN_ID]
+    params: runs=[r for r in OTHERS if r not in STATIC] + STATIC + [RUN_ID]
     shell: "{BATCHMARK} pages --out data/pages --runs {params.runs:q} {REFERENCE_ARGS}"
 
 

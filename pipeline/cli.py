@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.commands.renamed import add_renamed
+from pipeline.commands.batchedbench import add_parser as add_batched_bench
 from pipeline.commands.llamacppenv import add_parser as add_llamacpp_env
 from pipeline.commands import print  # noqa: A004 (every text this command prints escapes control characters)
 from pipeline.core.errors import BatchmarkError
@@ -36,10 +37,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     from pipeline.machine.roofprobe import probe_text
 
     res = probe(args.device, repeats=args.repeats)
-    if args.json:
-        print(json.dumps(res.as_dict(), indent=1))
-    else:
-        print(probe_text(res))
+    print(json.dumps(res.as_dict(), indent=1) if args.json else probe_text(res))
     return 0
 
 
@@ -220,6 +218,7 @@ def _add_measure_commands(sub: Any) -> None:
     s.add_argument("--allow-failure", action="store_true", help="exit 0 when vLLM cannot run here (a fallback will be used)")
     s.set_defaults(func=_cmd_server_env)
     add_llamacpp_env(sub)
+    add_batched_bench(sub)
 
 
 def _add_run_commands(sub: Any) -> None:

@@ -19,14 +19,13 @@ Expected values, each from llama-server's own figures rather than batchmark's:
 - a point whose closed loop sent cool-down requests (cancelled once the measured ones ended, decoded in part) grows
   the counters by at most their lengths more; c = 1 sends none, so one point of each model agrees exactly;
 - the same for llama-quantize's Q8_0 of that file, whose card counts 34 bytes per block of 32 weights;
-- llama-batched-bench on the same GGUF at B = 1, 2 (TG = 256) imports (``pipeline/importers/llama_batched_bench.py``) as points
+- llama-batched-bench on the same GGUF at B = 1, 2 (TG = 1,024; run by ``pipeline/machine/batchedbench.py``) imports (``pipeline/importers/llama_batched_bench.py``) as points
   whose output throughput is its S_TG = B·TG/T_TG, checked against the T_TG of the file.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -44,7 +43,7 @@ ENV = resolve(llamacppenv.DEFAULT_DEST)
 # head_dim 64 and rows of 256: every llama.cpp CPU kernel takes them; ~3 MB in F16, so a point takes a second
 TINY_LLAMA = {"model_type": "llama", "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512,
               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
-              "max_position_embeddings": 512, "tie_word_embeddings": False}
+              "max_position_embeddings": 2048, "tie_word_embeddings": False}
 INPUT_LEN, OUTPUT_LEN = 16, 8
 BENCH_TG = 1024
 
@@ -124,27 +123,32 @@ def test_llamacpp_sweep_agrees_with_the_server_and_batched_bench(scratch_root, t
 
 
 def _batched_bench_imports(gguf: Path, tmp_path: Path, scratch_root: Path) -> None:
-    """llama-batched-bench on ``gguf`` (B = 1, 2), its output imported as a run of two points."""
-    from pipeline.importers import import_run
-    from pipeline.importers.importoptions import ImportOptions
+    """``batchmark batched-bench`` on a config of the same tiny model (B = 1, 2): llama-batched-bench on the same GGUF
+    file, its tables kept and imported as a run of two points."""
+    import yaml
+
+    from pipeline.commands.batchedbench import batched_bench
     from pipeline.store.runs import read_run_json
 
-    out = tmp_path / "batched-bench.txt"
     # TG = 1,024: T_TG is printed to 1 ms, and this model decodes a token in a fraction of one (8 tokens read as
     # 8000 tok/s against S_TG 8979, which the importer rightly refuses; at 256 a quiet machine's B = 2 took about
     # 30 ms, 3 % of rounding, and was refused too); at 1,024 B = 2 takes over 100 ms, the rounding under 1 %.
-    # The context holds both sequences: 2 × (16 + 1,024) = 2,080 of 4,096 tokens
-    res = subprocess.run([str(llamacppenv.binary(ENV, "llama-batched-bench")), "-m", str(gguf), "-c", "4096",
-                          "-npp", str(INPUT_LEN), "-ntg", str(BENCH_TG), "-npl", "1,2"],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stderr[-2000:]
-    out.write_text(res.stderr + res.stdout)
-    rows = [ln.split("|")[1:-1] for ln in res.stdout.splitlines() if ln.startswith("|") and ln.split("|")[1].strip().isdigit()]
+    # The context holds the largest batch: 2 × (16 + 1,024) = 2,080 tokens.  The runner checks that both rows were
+    # printed (llama.cpp's logger can drop the last one at exit on a loaded machine) and runs again if not
+    config = tmp_path / "bb.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "real-llamacpp-bb", "hardware": "cpu", "backend": "llamacpp", "input_len": INPUT_LEN,
+        "output_len": BENCH_TG, "concurrency": [1, 2], "llamacpp": {"build": str(ENV), "timeout_s": 60},
+        "models": [{"name": "tiny", "architecture": TINY_LLAMA, "gguf_type": "F16"}]}))
+    written_ns = gguf.stat().st_mtime_ns
+    run = batched_bench(str(config), "20260101T000000Z-bb", runs_dir=scratch_root / "data" / "runs", tables_dir=tmp_path)
+    out = tmp_path / "20260101T000000Z-bb.txt"
+    assert gguf.stat().st_mtime_ns == written_ns  # the sweep's own file (same folder, seed and type), not rewritten
+    rows = [ln.split("|")[1:-1] for ln in out.read_text().splitlines()
+            if ln.startswith("|") and ln.split("|")[1].strip().isdigit()]
     t_tg_s = {int(r[2]): float(r[6]) for r in rows}  # B → T_TG s
-    run = import_run("llama-batched-bench", [out], "cpu", run_id="20260101T000000Z-bb",
-                     runs_dir=scratch_root / "data" / "runs", options=ImportOptions(model="tiny"))
     assert read_run_json(run)["source"] == "imported:llama-batched-bench"
     summaries = {s["concurrency"]: s for s in json.loads((run / "summaries.json").read_text())["points"]}
-    assert sorted(summaries) == [1, 2]
+    assert sorted(summaries) == [1, 2] and {s["model"] for s in summaries.values()} == {"tiny"}
     for b, s in summaries.items():  # S_TG = B·TG/T_TG (T_TG printed to 1 ms)
         assert s["output_throughput_tok_s"] == pytest.approx(b * BENCH_TG / t_tg_s[b], rel=0.03)
